@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cppl {
+
+/// @brief How to reach a host over SSH. Empty fields fall back to ~/.ssh/config, then defaults.
+struct SshOptions
+{
+    std::string alias;        ///< Host alias from ~/.ssh/config (takes precedence over address)
+    std::string user;         ///< login user; empty: ~/.ssh/config or the local user
+    int port = 22;
+    std::string identityFile; ///< private key; empty: ssh-agent, then ~/.ssh defaults
+    friend bool operator==(const SshOptions &, const SshOptions &) = default;
+};
+
+struct HostSpec
+{
+    std::string name;    ///< unique within the profile; ranks sharing it share a node
+    std::string address; ///< where to connect; empty means `name`
+    SshOptions ssh;
+    int slots = 1;            ///< ranks (GPUs) on this host
+    std::vector<int> devices; ///< explicit device indices (after include/exclude); empty: 0..slots-1
+    std::string agent = "clusterppl-agent"; ///< agent executable on that host
+    std::string workdir;                    ///< working directory on that host; empty: home
+    std::map<std::string, std::string> env; ///< extra environment for the agent
+    std::string group;                      ///< group label (hostfile `group=`), used by "by-label"
+    friend bool operator==(const HostSpec &, const HostSpec &) = default;
+};
+
+struct GroupSpec
+{
+    std::string name;
+    std::vector<std::string> hosts;
+    friend bool operator==(const GroupSpec &, const GroupSpec &) = default;
+};
+
+/// @brief How ranks form the node groups that aggregate first (reduce inside, all-reduce among leaders).
+struct GroupingSpec
+{
+    enum class Mode { ByHost, ByLabel, BySize, Explicit };
+    Mode mode = Mode::ByHost;
+    int size = 0;                  ///< BySize: consecutive ranks per group
+    std::vector<GroupSpec> groups; ///< Explicit: every host in exactly one group
+    friend bool operator==(const GroupingSpec &, const GroupingSpec &) = default;
+};
+
+struct EvaluationSpec
+{
+    std::string model;   ///< HF directory or TorchScript file, as seen on the hosts
+    std::string tokens;  ///< pre-tokenised ids (.u16/.u32/.npy), or empty
+    std::string text;    ///< text corpus, or empty
+    std::string tokenizer = "bytes";
+    std::string protocol = "hf-sliding";
+    std::int64_t context = 512;
+    std::int64_t stride = 0; ///< 0 = context
+    std::int64_t batch = 8;
+    std::int64_t maxWindows = 0; ///< 0 = all
+    std::string dtype = "float32";
+    std::string device = "auto";
+    std::string backend = "auto";
+    std::string topology = "hierarchical";
+    friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
+};
+
+struct Thresholds
+{
+    /// Sync about every this many scored tokens per rank; 0 = every batch, -1 = only at the end.
+    std::int64_t syncEveryTokens = 65536;
+    double deviationTolerance = 0.0;  ///< allowed relative PPL deviation from the one-rank reference
+    double commShareAlert = 0.01;     ///< flag a rank whose communication share exceeds this
+    double stallSeconds = 30.0;       ///< flag a rank silent for this long
+    double collectiveTimeoutSeconds = 300.0; ///< abort a collective after this long
+    friend bool operator==(const Thresholds &, const Thresholds &) = default;
+};
+
+/// @brief The cluster and the evaluation a user runs on it (schema: docs/profile.md).
+struct ClusterProfile
+{
+    static constexpr int kVersion = 1;
+    std::string name;
+    std::string launcher = "local"; ///< "local" or "ssh"
+    std::vector<HostSpec> hosts;
+    GroupingSpec grouping;
+    EvaluationSpec evaluation;
+    Thresholds thresholds;
+    friend bool operator==(const ClusterProfile &, const ClusterProfile &) = default;
+};
+
+/// @brief One rank's place in the cluster.
+struct RankInfo
+{
+    int rank = 0;
+    int hostIndex = 0;
+    int localRank = 0;
+    int device = 0; ///< device index on the host
+    int group = 0;  ///< index into RankLayout::groups
+};
+
+struct RankLayout
+{
+    struct Group
+    {
+        std::string name;
+        std::vector<int> ranks; ///< ascending; ranks.front() is the leader
+    };
+    std::vector<RankInfo> ranks;
+    std::vector<Group> groups;
+    [[nodiscard]] int worldSize() const noexcept { return static_cast<int>(ranks.size()); }
+};
+
+/// @brief Ranks in host order, local ranks 0..slots-1, grouped per the profile. Assumes a valid profile.
+[[nodiscard]] RankLayout rankLayout(const ClusterProfile &profile);
+
+/// @brief Result of decoding untrusted profile text: every problem found, each naming its field.
+struct ProfileParseResult
+{
+    ClusterProfile profile;
+    std::vector<std::string> errors; ///< "hosts[1].slots: expected an integer >= 1, got 0"
+    [[nodiscard]] bool ok() const noexcept { return errors.empty(); }
+};
+
+/// @brief Parses and validates profile JSON. `source` (a file name) prefixes JSON syntax errors.
+[[nodiscard]] ProfileParseResult parseProfile(std::string_view json, std::string_view source = "profile");
+/// @brief Reads and parses a file; throws IoError when it cannot be read, ConfigError listing every problem.
+[[nodiscard]] ClusterProfile loadProfile(const std::string &path);
+/// @brief Canonical JSON (2-space indent), readable by parseProfile().
+[[nodiscard]] std::string profileToJson(const ClusterProfile &profile);
+/// @brief Checks a profile built in code; the same messages parseProfile() gives.
+[[nodiscard]] std::vector<std::string> validateProfile(const ClusterProfile &profile);
+
+} // namespace cppl

@@ -1,0 +1,577 @@
+// SPDX-License-Identifier: MIT
+#include "cppl/cluster_profile.h"
+
+#include "cppl/errors.h"
+#include "cppl/window_plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace cppl {
+
+using nlohmann::json;
+
+namespace {
+
+std::string describe(const json &v)
+{
+    std::string s = v.dump();
+    if (s.size() > 40)
+        s = s.substr(0, 37) + "...";
+    return s;
+}
+
+std::string typeName(const json &v)
+{
+    switch (v.type()) {
+    case json::value_t::string:
+        return "a string";
+    case json::value_t::boolean:
+        return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+        return "an integer";
+    case json::value_t::number_float:
+        return "a number";
+    case json::value_t::array:
+        return "an array";
+    case json::value_t::object:
+        return "an object";
+    case json::value_t::null:
+        return "null";
+    default:
+        return "a value";
+    }
+}
+
+// Reads the fields of one JSON object, recording a message per problem. Unknown keys are errors,
+// so a typo ("slot" for "slots") never silently falls back to a default.
+class ObjectReader
+{
+public:
+    ObjectReader(const json &obj, std::string path, std::vector<std::string> &errors)
+        : m_obj(obj), m_path(std::move(path)), m_errors(errors)
+    {
+        if (!m_obj.is_object())
+            fail("", "expected an object, got " + typeName(m_obj));
+    }
+
+    ~ObjectReader() = default;
+    ObjectReader(const ObjectReader &) = delete;
+    ObjectReader &operator=(const ObjectReader &) = delete;
+
+    [[nodiscard]] bool valid() const { return m_obj.is_object(); }
+    [[nodiscard]] std::string path(std::string_view key) const
+    {
+        return m_path.empty() ? std::string(key) : m_path + "." + std::string(key);
+    }
+    [[nodiscard]] const json *find(std::string_view key)
+    {
+        m_known.emplace(key);
+        if (!valid())
+            return nullptr;
+        auto it = m_obj.find(std::string(key));
+        return it == m_obj.end() ? nullptr : &*it;
+    }
+    void fail(std::string_view key, const std::string &what)
+    {
+        const std::string where = key.empty() ? (m_path.empty() ? std::string("(top level)") : m_path) : path(key);
+        m_errors.push_back(where + ": " + what);
+    }
+
+    void string(std::string_view key, std::string &out, bool required = false)
+    {
+        const json *v = find(key);
+        if (!v) {
+            if (required)
+                fail(key, "missing (required)");
+            return;
+        }
+        if (!v->is_string())
+            return fail(key, "expected a string, got " + typeName(*v) + " " + describe(*v));
+        out = v->get<std::string>();
+        if (required && out.empty())
+            fail(key, "must not be empty");
+    }
+    template<typename Int>
+    void integer(std::string_view key, Int &out, std::int64_t min, std::int64_t max, std::string_view hint = {})
+    {
+        const json *v = find(key);
+        if (!v)
+            return;
+        if (!v->is_number_integer()) {
+            fail(key, "expected an integer, got " + typeName(*v) + " " + describe(*v));
+            return;
+        }
+        const auto x = v->get<std::int64_t>();
+        if (x < min || x > max) {
+            std::string range = "expected an integer >= " + std::to_string(min);
+            if (max != std::numeric_limits<std::int64_t>::max())
+                range += " and <= " + std::to_string(max);
+            fail(key, range + ", got " + std::to_string(x) + (hint.empty() ? "" : " (" + std::string(hint) + ")"));
+            return;
+        }
+        out = static_cast<Int>(x);
+    }
+    void number(std::string_view key, double &out, double min, double max)
+    {
+        const json *v = find(key);
+        if (!v)
+            return;
+        if (!v->is_number()) {
+            fail(key, "expected a number, got " + typeName(*v) + " " + describe(*v));
+            return;
+        }
+        const double x = v->get<double>();
+        if (!(x >= min && x <= max)) {
+            std::ostringstream s;
+            s << "expected a number in [" << min << ", " << max << "], got " << x;
+            fail(key, s.str());
+            return;
+        }
+        out = x;
+    }
+    void oneOf(std::string_view key, std::string &out, std::initializer_list<std::string_view> allowed)
+    {
+        std::string value = out;
+        const std::size_t before = m_errors.size();
+        string(key, value);
+        if (m_errors.size() != before)
+            return;
+        if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+            std::string list;
+            for (auto a : allowed)
+                list += (list.empty() ? "" : ", ") + std::string(a);
+            fail(key, "unknown value \"" + value + "\" (expected one of: " + list + ")");
+            return;
+        }
+        out = value;
+    }
+    // Call last: reports keys nobody asked for.
+    void rejectUnknown()
+    {
+        if (!valid())
+            return;
+        for (auto it = m_obj.begin(); it != m_obj.end(); ++it) {
+            if (m_known.count(it.key()))
+                continue;
+            std::string list;
+            for (const auto &k : m_known)
+                list += (list.empty() ? "" : ", ") + k;
+            fail(it.key(), "unknown field (known fields here: " + list + ")");
+        }
+    }
+
+private:
+    const json &m_obj;
+    std::string m_path;
+    std::vector<std::string> &m_errors;
+    std::set<std::string, std::less<>> m_known;
+};
+
+void readHost(const json &j, const std::string &path, HostSpec &h, std::vector<std::string> &errors)
+{
+    ObjectReader r(j, path, errors);
+    r.string("name", h.name, true);
+    r.string("address", h.address);
+    if (const json *ssh = r.find("ssh")) {
+        ObjectReader s(*ssh, r.path("ssh"), errors);
+        s.string("alias", h.ssh.alias);
+        s.string("user", h.ssh.user);
+        s.integer("port", h.ssh.port, 1, 65535);
+        s.string("identity_file", h.ssh.identityFile);
+        s.rejectUnknown();
+    }
+    r.integer("slots", h.slots, 1, 1 << 20, "a host needs at least one slot; remove the host instead");
+    if (const json *d = r.find("devices")) {
+        if (!d->is_array()) {
+            r.fail("devices", "expected an array of device indices, got " + typeName(*d));
+        } else {
+            for (std::size_t i = 0; i < d->size(); ++i) {
+                const json &e = (*d)[i];
+                if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > 1 << 20)
+                    r.fail("devices", "element " + std::to_string(i) + " must be a device index >= 0, got " + describe(e));
+                else
+                    h.devices.push_back(e.get<int>());
+            }
+        }
+    }
+    r.string("agent", h.agent);
+    r.string("workdir", h.workdir);
+    if (const json *env = r.find("env")) {
+        if (!env->is_object()) {
+            r.fail("env", "expected an object of NAME: value strings, got " + typeName(*env));
+        } else {
+            for (auto it = env->begin(); it != env->end(); ++it) {
+                if (!it.value().is_string())
+                    r.fail("env", "variable " + it.key() + " must be a string, got " + typeName(it.value()));
+                else
+                    h.env[it.key()] = it.value().get<std::string>();
+            }
+        }
+    }
+    r.string("group", h.group);
+    r.rejectUnknown();
+}
+
+void readGrouping(const json &g, GroupingSpec &out, std::vector<std::string> &errors)
+{
+    if (g.is_string()) {
+        const auto s = g.get<std::string>();
+        if (s == "by-host") {
+            out.mode = GroupingSpec::Mode::ByHost;
+        } else if (s == "by-label") {
+            out.mode = GroupingSpec::Mode::ByLabel;
+        } else if (s.starts_with("size:")) {
+            out.mode = GroupingSpec::Mode::BySize;
+            try {
+                std::size_t used = 0;
+                out.size = std::stoi(s.substr(5), &used);
+                if (used != s.size() - 5 || out.size < 1)
+                    throw std::invalid_argument("bad");
+            } catch (const std::exception &) {
+                errors.push_back("groups: \"" + s + "\" needs a group size >= 1, e.g. \"size:8\"");
+            }
+        } else {
+            errors.push_back("groups: unknown value \"" + s + "\" (expected \"by-host\", \"by-label\", \"size:K\" or a list of {name, hosts})");
+        }
+        return;
+    }
+    if (!g.is_array()) {
+        errors.push_back("groups: expected \"by-host\", \"by-label\", \"size:K\" or a list of {name, hosts}, got " + typeName(g));
+        return;
+    }
+    out.mode = GroupingSpec::Mode::Explicit;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+        const std::string path = "groups[" + std::to_string(i) + "]";
+        ObjectReader r(g[i], path, errors);
+        GroupSpec spec;
+        r.string("name", spec.name, true);
+        if (const json *hosts = r.find("hosts")) {
+            if (!hosts->is_array() || hosts->empty())
+                r.fail("hosts", "expected a non-empty array of host names");
+            else
+                for (const json &h : *hosts) {
+                    if (h.is_string())
+                        spec.hosts.push_back(h.get<std::string>());
+                    else
+                        r.fail("hosts", "expected host names (strings), got " + describe(h));
+                }
+        } else {
+            r.fail("hosts", "missing (required)");
+        }
+        r.rejectUnknown();
+        out.groups.push_back(std::move(spec));
+    }
+}
+
+} // namespace
+
+std::vector<std::string> validateProfile(const ClusterProfile &p)
+{
+    std::vector<std::string> errors;
+    if (p.hosts.empty())
+        errors.emplace_back("hosts: the profile lists no hosts; add at least one {\"name\": ..., \"slots\": N}");
+    std::map<std::string, std::size_t> seen;
+    for (std::size_t i = 0; i < p.hosts.size(); ++i) {
+        const HostSpec &h = p.hosts[i];
+        const std::string path = "hosts[" + std::to_string(i) + "]";
+        if (h.name.empty())
+            continue; // reported by the parser
+        if (auto [it, fresh] = seen.emplace(h.name, i); !fresh)
+            errors.push_back(path + ".name: host \"" + h.name + "\" is listed twice (also hosts[" + std::to_string(it->second)
+                             + "]); give each host one entry with its total slots");
+        if (h.slots < 1)
+            errors.push_back(path + ".slots: expected an integer >= 1, got " + std::to_string(h.slots));
+        if (!h.devices.empty() && static_cast<int>(h.devices.size()) != h.slots)
+            errors.push_back(path + ".devices: lists " + std::to_string(h.devices.size()) + " devices but slots is "
+                             + std::to_string(h.slots) + "; they must match");
+        std::set<int> devs(h.devices.begin(), h.devices.end());
+        if (devs.size() != h.devices.size())
+            errors.push_back(path + ".devices: a device index is listed twice");
+        for (const auto &[k, v] : h.env) {
+            const bool nameOk = !k.empty() && !std::isdigit(static_cast<unsigned char>(k[0]))
+                                && std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+            if (!nameOk)
+                errors.push_back(path + ".env: \"" + k + "\" is not a valid environment variable name (letters, digits, _)");
+            if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+                errors.push_back(path + ".env." + k + ": contains a control character");
+        }
+    }
+    if (p.grouping.mode == GroupingSpec::Mode::Explicit) {
+        std::map<std::string, std::string> hostGroup;
+        std::set<std::string> names;
+        for (std::size_t g = 0; g < p.grouping.groups.size(); ++g) {
+            const GroupSpec &spec = p.grouping.groups[g];
+            const std::string path = "groups[" + std::to_string(g) + "]";
+            if (!spec.name.empty() && !names.insert(spec.name).second)
+                errors.push_back(path + ".name: group \"" + spec.name + "\" is defined twice");
+            for (const auto &h : spec.hosts) {
+                if (!seen.count(h))
+                    errors.push_back(path + ".hosts: \"" + h + "\" is not one of the profile's hosts");
+                else if (auto [it, fresh] = hostGroup.emplace(h, spec.name); !fresh)
+                    errors.push_back(path + ".hosts: \"" + h + "\" is already in group \"" + it->second + "\"; a host belongs to one group");
+            }
+        }
+        for (const HostSpec &h : p.hosts)
+            if (!h.name.empty() && !hostGroup.count(h.name))
+                errors.push_back("groups: host \"" + h.name + "\" is in no group; list it in one, or use \"by-host\"");
+    }
+    if (p.grouping.mode == GroupingSpec::Mode::BySize && p.grouping.size < 1)
+        errors.emplace_back("groups: size:K needs K >= 1");
+    if (p.launcher != "local" && p.launcher != "ssh")
+        errors.push_back("launcher: unknown value \"" + p.launcher + "\" (expected one of: local, ssh)");
+    const EvaluationSpec &e = p.evaluation;
+    if (!parseProtocol(e.protocol))
+        errors.push_back("evaluation.protocol: unknown value \"" + e.protocol + "\" (expected one of: hf-sliding, llama.cpp, lm-eval-rolling)");
+    if (e.context < 2)
+        errors.push_back("evaluation.context: expected an integer >= 2, got " + std::to_string(e.context));
+    if (e.stride < 0 || e.stride > e.context)
+        errors.push_back("evaluation.stride: " + std::to_string(e.stride) + " must be between 0 (= context) and the context "
+                         + std::to_string(e.context));
+    if (!e.tokens.empty() && !e.text.empty())
+        errors.emplace_back("evaluation: give either \"tokens\" or \"text\", not both");
+    return errors;
+}
+
+ProfileParseResult parseProfile(std::string_view text, std::string_view source)
+{
+    ProfileParseResult result;
+    auto &errors = result.errors;
+    json root;
+    try {
+        root = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error &e) {
+        // Translate the byte offset into line:column, which editors understand.
+        std::size_t line = 1;
+        std::size_t col = 1;
+        for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                col = 1;
+            } else {
+                ++col;
+            }
+        }
+        std::string what = e.what();
+        if (auto pos = what.find("syntax error"); pos != std::string::npos)
+            what = what.substr(pos);
+        errors.push_back(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(col)
+                         + ": not valid JSON: " + what);
+        return result;
+    }
+    ClusterProfile &p = result.profile;
+    ObjectReader r(root, "", errors);
+    if (!r.valid())
+        return result;
+    std::string format;
+    r.string("format", format, true);
+    if (!format.empty() && format != "clusterppl-profile")
+        r.fail("format", "expected \"clusterppl-profile\", got \"" + format + "\": is this a ClusterPPL profile?");
+    int version = 0;
+    if (!r.find("version"))
+        r.fail("version", "missing (required; this build reads version " + std::to_string(ClusterProfile::kVersion) + ")");
+    r.integer("version", version, 1, std::numeric_limits<std::int64_t>::max());
+    if (version > ClusterProfile::kVersion)
+        r.fail("version", "profile version " + std::to_string(version) + " is newer than this build understands ("
+                              + std::to_string(ClusterProfile::kVersion) + "); update ClusterPPL");
+    r.string("name", p.name);
+    r.oneOf("launcher", p.launcher, {"local", "ssh"});
+    if (const json *hosts = r.find("hosts")) {
+        if (!hosts->is_array()) {
+            r.fail("hosts", "expected an array of hosts, got " + typeName(*hosts));
+        } else {
+            for (std::size_t i = 0; i < hosts->size(); ++i) {
+                HostSpec h;
+                readHost((*hosts)[i], "hosts[" + std::to_string(i) + "]", h, errors);
+                p.hosts.push_back(std::move(h));
+            }
+        }
+    } else {
+        r.fail("hosts", "missing (required)");
+    }
+    if (const json *g = r.find("groups"))
+        readGrouping(*g, p.grouping, errors);
+    if (const json *ev = r.find("evaluation")) {
+        ObjectReader e(*ev, "evaluation", errors);
+        EvaluationSpec &s = p.evaluation;
+        e.string("model", s.model);
+        e.string("tokens", s.tokens);
+        e.string("text", s.text);
+        e.string("tokenizer", s.tokenizer);
+        e.oneOf("protocol", s.protocol, {"hf-sliding", "llama.cpp", "lm-eval-rolling"});
+        e.integer("context", s.context, 2, std::int64_t{1} << 24);
+        e.integer("stride", s.stride, 0, std::int64_t{1} << 24);
+        e.integer("batch", s.batch, 1, 1 << 16);
+        e.integer("max_windows", s.maxWindows, 0, std::numeric_limits<std::int64_t>::max());
+        e.oneOf("dtype", s.dtype, {"float32", "bfloat16", "float16"});
+        e.string("device", s.device);
+        e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
+        e.oneOf("topology", s.topology, {"hierarchical", "flat"});
+        e.rejectUnknown();
+    }
+    if (const json *th = r.find("thresholds")) {
+        ObjectReader t(*th, "thresholds", errors);
+        Thresholds &s = p.thresholds;
+        t.integer("sync_every_tokens", s.syncEveryTokens, -1, std::numeric_limits<std::int64_t>::max());
+        t.number("deviation_tolerance", s.deviationTolerance, 0.0, 1.0);
+        t.number("comm_share_alert", s.commShareAlert, 0.0, 1.0);
+        t.number("stall_seconds", s.stallSeconds, 0.1, 86400.0);
+        t.number("collective_timeout_seconds", s.collectiveTimeoutSeconds, 1.0, 7 * 86400.0);
+        t.rejectUnknown();
+    }
+    r.rejectUnknown();
+    if (errors.empty())
+        errors = validateProfile(p);
+    return result;
+}
+
+ClusterProfile loadProfile(const std::string &path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw IoError(path + ": cannot open the profile (does the file exist and is it readable?)");
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    ProfileParseResult r = parseProfile(buf.str(), path);
+    if (!r.ok()) {
+        std::string msg = path + ": invalid profile:";
+        for (const auto &e : r.errors)
+            msg += "\n  " + e;
+        throw ConfigError(msg);
+    }
+    return r.profile;
+}
+
+std::string profileToJson(const ClusterProfile &p)
+{
+    json root = json::object();
+    root["format"] = "clusterppl-profile";
+    root["version"] = ClusterProfile::kVersion;
+    if (!p.name.empty())
+        root["name"] = p.name;
+    root["launcher"] = p.launcher;
+    json hosts = json::array();
+    for (const HostSpec &h : p.hosts) {
+        json j = {{"name", h.name}, {"slots", h.slots}};
+        if (!h.address.empty())
+            j["address"] = h.address;
+        json ssh = json::object();
+        if (!h.ssh.alias.empty())
+            ssh["alias"] = h.ssh.alias;
+        if (!h.ssh.user.empty())
+            ssh["user"] = h.ssh.user;
+        if (h.ssh.port != 22)
+            ssh["port"] = h.ssh.port;
+        if (!h.ssh.identityFile.empty())
+            ssh["identity_file"] = h.ssh.identityFile;
+        if (!ssh.empty())
+            j["ssh"] = ssh;
+        if (!h.devices.empty())
+            j["devices"] = h.devices;
+        if (h.agent != HostSpec{}.agent)
+            j["agent"] = h.agent;
+        if (!h.workdir.empty())
+            j["workdir"] = h.workdir;
+        if (!h.env.empty())
+            j["env"] = h.env;
+        if (!h.group.empty())
+            j["group"] = h.group;
+        hosts.push_back(std::move(j));
+    }
+    root["hosts"] = std::move(hosts);
+    switch (p.grouping.mode) {
+    case GroupingSpec::Mode::ByHost:
+        root["groups"] = "by-host";
+        break;
+    case GroupingSpec::Mode::ByLabel:
+        root["groups"] = "by-label";
+        break;
+    case GroupingSpec::Mode::BySize:
+        root["groups"] = "size:" + std::to_string(p.grouping.size);
+        break;
+    case GroupingSpec::Mode::Explicit: {
+        json groups = json::array();
+        for (const GroupSpec &g : p.grouping.groups)
+            groups.push_back({{"name", g.name}, {"hosts", g.hosts}});
+        root["groups"] = std::move(groups);
+        break;
+    }
+    }
+    const EvaluationSpec &e = p.evaluation;
+    json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
+               {"batch", e.batch}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
+               {"topology", e.topology}};
+    if (!e.model.empty())
+        ev["model"] = e.model;
+    if (!e.tokens.empty())
+        ev["tokens"] = e.tokens;
+    if (!e.text.empty())
+        ev["text"] = e.text;
+    if (e.maxWindows != 0)
+        ev["max_windows"] = e.maxWindows;
+    root["evaluation"] = std::move(ev);
+    const Thresholds &t = p.thresholds;
+    root["thresholds"] = {{"sync_every_tokens", t.syncEveryTokens},
+                          {"deviation_tolerance", t.deviationTolerance},
+                          {"comm_share_alert", t.commShareAlert},
+                          {"stall_seconds", t.stallSeconds},
+                          {"collective_timeout_seconds", t.collectiveTimeoutSeconds}};
+    return root.dump(2) + "\n";
+}
+
+RankLayout rankLayout(const ClusterProfile &p)
+{
+    RankLayout layout;
+    std::map<std::string, int> groupIndex;
+    auto groupFor = [&](const std::string &name) {
+        auto [it, fresh] = groupIndex.emplace(name, static_cast<int>(layout.groups.size()));
+        if (fresh)
+            layout.groups.push_back({name, {}});
+        return it->second;
+    };
+    std::map<std::string, std::string> explicitGroup;
+    for (const GroupSpec &g : p.grouping.groups)
+        for (const auto &h : g.hosts)
+            explicitGroup[h] = g.name;
+    int world = 0;
+    for (const HostSpec &h : p.hosts)
+        world += h.slots;
+    int rank = 0;
+    for (std::size_t hi = 0; hi < p.hosts.size(); ++hi) {
+        const HostSpec &h = p.hosts[hi];
+        for (int local = 0; local < h.slots; ++local, ++rank) {
+            RankInfo info;
+            info.rank = rank;
+            info.hostIndex = static_cast<int>(hi);
+            info.localRank = local;
+            info.device = h.devices.empty() ? local : h.devices[local];
+            switch (p.grouping.mode) {
+            case GroupingSpec::Mode::ByHost:
+                info.group = groupFor(h.name);
+                break;
+            case GroupingSpec::Mode::ByLabel:
+                info.group = groupFor(h.group.empty() ? h.name : h.group);
+                break;
+            case GroupingSpec::Mode::BySize: {
+                const int first = rank / p.grouping.size * p.grouping.size;
+                const int last = std::min(first + p.grouping.size, world) - 1;
+                info.group = groupFor("ranks " + std::to_string(first) + "-" + std::to_string(last));
+                break;
+            }
+            case GroupingSpec::Mode::Explicit:
+                info.group = groupFor(explicitGroup.at(h.name));
+                break;
+            }
+            layout.groups[info.group].ranks.push_back(rank);
+            layout.ranks.push_back(info);
+        }
+    }
+    return layout;
+}
+
+} // namespace cppl

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+#include "cppl/cluster_profile.h"
+#include "cppl/errors.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+
+using namespace cppl;
+
+namespace {
+
+const char *kValid = R"({
+  "format": "clusterppl-profile",
+  "version": 1,
+  "name": "two racks",
+  "launcher": "ssh",
+  "hosts": [
+    {"name": "node01", "address": "10.0.0.1", "ssh": {"user": "eval", "port": 2222}, "slots": 4,
+     "agent": "/opt/clusterppl/bin/clusterppl-agent", "env": {"NCCL_DEBUG": "WARN"}},
+    {"name": "node02", "slots": 4},
+    {"name": "node03", "slots": 2, "devices": [1, 3]}
+  ],
+  "groups": [{"name": "rackA", "hosts": ["node01", "node02"]}, {"name": "rackB", "hosts": ["node03"]}],
+  "evaluation": {"model": "/models/tiny", "tokens": "/data/wiki.u32", "protocol": "llama.cpp", "context": 512, "batch": 8},
+  "thresholds": {"sync_every_tokens": 32768, "deviation_tolerance": 0.0, "comm_share_alert": 0.01,
+                 "stall_seconds": 20, "collective_timeout_seconds": 120}
+})";
+
+QString errorsOf(const std::string &text)
+{
+    const auto r = parseProfile(text, "p.json");
+    QStringList list;
+    for (const auto &e : r.errors)
+        list << QString::fromStdString(e);
+    return list.join(QLatin1Char('\n'));
+}
+
+std::string withHosts(const std::string &hosts, const std::string &extra = {})
+{
+    return R"({"format": "clusterppl-profile", "version": 1, "hosts": )" + hosts + extra + "}";
+}
+
+} // namespace
+
+class TestClusterProfile : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void parsesValidProfile()
+    {
+        const auto r = parseProfile(kValid);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(kValid)));
+        const ClusterProfile &p = r.profile;
+        QCOMPARE(p.hosts.size(), std::size_t{3});
+        QCOMPARE(p.hosts[0].ssh.port, 2222);
+        QCOMPARE(p.hosts[0].env.at("NCCL_DEBUG"), std::string("WARN"));
+        QCOMPARE(p.evaluation.protocol, std::string("llama.cpp"));
+        QCOMPARE(p.thresholds.syncEveryTokens, std::int64_t{32768});
+        QCOMPARE(p.thresholds.collectiveTimeoutSeconds, 120.0);
+    }
+
+    void roundTripsThroughJson()
+    {
+        const ClusterProfile p = parseProfile(kValid).profile;
+        const auto again = parseProfile(profileToJson(p));
+        QVERIFY2(again.ok(), qPrintable(errorsOf(profileToJson(p))));
+        QVERIFY(again.profile == p);
+    }
+
+    void rankLayoutFollowsGroups()
+    {
+        const RankLayout layout = rankLayout(parseProfile(kValid).profile);
+        QCOMPARE(layout.worldSize(), 10);
+        QCOMPARE(layout.groups.size(), std::size_t{2});
+        QCOMPARE(layout.groups[0].ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+        QCOMPARE(layout.groups[1].ranks, (std::vector<int>{8, 9}));
+        QCOMPARE(layout.ranks[9].hostIndex, 2);
+        QCOMPARE(layout.ranks[9].localRank, 1);
+        QCOMPARE(layout.ranks[9].device, 3);
+    }
+
+    void groupingModes_data()
+    {
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<QList<int>>("groupSizes");
+        QTest::addRow("by-host") << "\"by-host\"" << QList<int>{3, 2, 3};
+        QTest::addRow("by-label") << "\"by-label\"" << QList<int>{5, 3};
+        QTest::addRow("size:3 (last group short)") << "\"size:3\"" << QList<int>{3, 3, 2};
+        QTest::addRow("size:1") << "\"size:1\"" << QList<int>{1, 1, 1, 1, 1, 1, 1, 1};
+    }
+    void groupingModes()
+    {
+        QFETCH(QString, groups);
+        QFETCH(QList<int>, groupSizes);
+        const std::string text = withHosts(R"([{"name": "a", "slots": 3, "group": "r1"}, {"name": "b", "slots": 2, "group": "r1"},
+                                               {"name": "c", "slots": 3, "group": "r2"}])",
+                                           ", \"groups\": " + groups.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        const RankLayout layout = rankLayout(r.profile);
+        QList<int> sizes;
+        for (const auto &g : layout.groups) {
+            sizes << static_cast<int>(g.ranks.size());
+            QVERIFY(std::is_sorted(g.ranks.begin(), g.ranks.end()));
+        }
+        QCOMPARE(sizes, groupSizes);
+        for (const RankInfo &info : layout.ranks)
+            QVERIFY(std::count(layout.groups[info.group].ranks.begin(), layout.groups[info.group].ranks.end(), info.rank) == 1);
+    }
+
+    void badProfiles_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("not JSON") << "{\"format\": \"clusterppl-profile\",\n  \"version\": 1,\n  \"hosts\": [}"
+                                  << "p.json:3:13: not valid JSON";
+        QTest::addRow("top level array") << "[]" << "(top level): expected an object, got an array";
+        QTest::addRow("missing format") << R"({"version": 1, "hosts": [{"name": "a"}]})" << "format: missing (required)";
+        QTest::addRow("foreign format") << R"({"format": "deepspeed", "version": 1, "hosts": [{"name": "a"}]})"
+                                        << "is this a ClusterPPL profile?";
+        QTest::addRow("newer version") << R"({"format": "clusterppl-profile", "version": 7, "hosts": [{"name": "a"}]})"
+                                       << "version: profile version 7 is newer than this build understands (1)";
+        QTest::addRow("unknown top-level field")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "hostz": 1)")) << "hostz: unknown field";
+        QTest::addRow("unknown host field")
+            << QString::fromStdString(withHosts(R"([{"name": "a", "slot": 4}])")) << "hosts[0].slot: unknown field (known fields here:";
+        QTest::addRow("slots wrong type")
+            << QString::fromStdString(withHosts(R"([{"name": "a", "slots": "eight"}])"))
+            << "hosts[0].slots: expected an integer, got a string \"eight\"";
+        QTest::addRow("slots zero") << QString::fromStdString(withHosts(R"([{"name": "a", "slots": 0}])"))
+                                    << "hosts[0].slots: expected an integer >= 1";
+        QTest::addRow("duplicate host")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}, {"name": "b"}, {"name": "a"}])"))
+            << "hosts[2].name: host \"a\" is listed twice (also hosts[0])";
+        QTest::addRow("no hosts") << QString::fromStdString(withHosts("[]")) << "hosts: the profile lists no hosts";
+        QTest::addRow("host without name") << QString::fromStdString(withHosts(R"([{"slots": 2}])")) << "hosts[0].name: missing (required)";
+        QTest::addRow("bad port") << QString::fromStdString(withHosts(R"([{"name": "a", "ssh": {"port": 70000}}])"))
+                                  << "hosts[0].ssh.port: expected an integer >= 1 and <= 65535, got 70000";
+        QTest::addRow("devices mismatch") << QString::fromStdString(withHosts(R"([{"name": "a", "slots": 2, "devices": [0]}])"))
+                                          << "hosts[0].devices: lists 1 devices but slots is 2";
+        QTest::addRow("bad env name") << QString::fromStdString(withHosts(R"([{"name": "a", "env": {"1X": "y"}}])"))
+                                      << "\"1X\" is not a valid environment variable name";
+        QTest::addRow("group host unknown")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "groups": [{"name": "g", "hosts": ["a", "zz"]}])"))
+            << "groups[0].hosts: \"zz\" is not one of the profile's hosts";
+        QTest::addRow("host in no group")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}, {"name": "b"}])", R"(, "groups": [{"name": "g", "hosts": ["a"]}])"))
+            << "groups: host \"b\" is in no group";
+        QTest::addRow("host in two groups")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])",
+                                                R"(, "groups": [{"name": "g", "hosts": ["a"]}, {"name": "h", "hosts": ["a"]}])"))
+            << "\"a\" is already in group \"g\"";
+        QTest::addRow("bad group mode") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "groups": "by-rack")"))
+                                        << "groups: unknown value \"by-rack\"";
+        QTest::addRow("bad group size") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "groups": "size:0")"))
+                                        << "groups: \"size:0\" needs a group size >= 1";
+        QTest::addRow("bad launcher") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "launcher": "slurm")"))
+                                      << "launcher: unknown value \"slurm\" (expected one of: local, ssh)";
+        QTest::addRow("bad protocol")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"protocol": "hf"})"))
+            << "evaluation.protocol: unknown value \"hf\"";
+        QTest::addRow("stride above context")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"context": 64, "stride": 65})"))
+            << "evaluation.stride: 65 must be between 0 (= context) and the context 64";
+        QTest::addRow("threshold out of range")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"comm_share_alert": 2})"))
+            << "thresholds.comm_share_alert: expected a number in [0, 1], got 2";
+        QTest::addRow("threshold wrong type")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"stall_seconds": "10"})"))
+            << "thresholds.stall_seconds: expected a number, got a string";
+    }
+    void badProfiles()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, message);
+        const auto r = parseProfile(text.toStdString(), "p.json");
+        QVERIFY(!r.ok());
+        QVERIFY2(errorsOf(text.toStdString()).contains(message), qPrintable(errorsOf(text.toStdString())));
+    }
+
+    void reportsEveryProblemAtOnce()
+    {
+        const std::string text = withHosts(R"([{"name": "a", "slots": 0, "colour": "red"}])", R"(, "launcher": "pigeon")");
+        const auto r = parseProfile(text);
+        QVERIFY(r.errors.size() >= 3);
+    }
+
+    void loadProfileNamesTheFile()
+    {
+        QTemporaryDir dir;
+        const std::string missing = dir.filePath(QStringLiteral("nope.json")).toStdString();
+        try {
+            (void)loadProfile(missing);
+            QFAIL("expected IoError");
+        } catch (const IoError &e) {
+            QVERIFY(std::string(e.what()).find(missing + ": cannot open the profile") != std::string::npos);
+        }
+        const std::string bad = dir.filePath(QStringLiteral("bad.json")).toStdString();
+        std::ofstream(bad) << withHosts(R"([{"name": "a", "slots": -1}])");
+        try {
+            (void)loadProfile(bad);
+            QFAIL("expected ConfigError");
+        } catch (const ConfigError &e) {
+            QVERIFY2(std::string(e.what()).find(bad + ": invalid profile:\n  hosts[0].slots") != std::string::npos, e.what());
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestClusterProfile)
+#include "tst_cluster_profile.moc"
