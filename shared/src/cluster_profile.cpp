@@ -14,6 +14,7 @@
 namespace cppl {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -449,18 +450,18 @@ ClusterProfile loadProfile(const std::string &path)
 
 std::string profileToJson(const ClusterProfile &p)
 {
-    json root = json::object();
+    ordered_json root = ordered_json::object();
     root["format"] = "clusterppl-profile";
     root["version"] = ClusterProfile::kVersion;
     if (!p.name.empty())
         root["name"] = p.name;
     root["launcher"] = p.launcher;
-    json hosts = json::array();
+    ordered_json hosts = ordered_json::array();
     for (const HostSpec &h : p.hosts) {
-        json j = {{"name", h.name}, {"slots", h.slots}};
+        ordered_json j = {{"name", h.name}, {"slots", h.slots}};
         if (!h.address.empty())
             j["address"] = h.address;
-        json ssh = json::object();
+        ordered_json ssh = ordered_json::object();
         if (!h.ssh.alias.empty())
             ssh["alias"] = h.ssh.alias;
         if (!h.ssh.user.empty())
@@ -495,7 +496,7 @@ std::string profileToJson(const ClusterProfile &p)
         root["groups"] = "size:" + std::to_string(p.grouping.size);
         break;
     case GroupingSpec::Mode::Explicit: {
-        json groups = json::array();
+        ordered_json groups = ordered_json::array();
         for (const GroupSpec &g : p.grouping.groups)
             groups.push_back({{"name", g.name}, {"hosts", g.hosts}});
         root["groups"] = std::move(groups);
@@ -503,7 +504,7 @@ std::string profileToJson(const ClusterProfile &p)
     }
     }
     const EvaluationSpec &e = p.evaluation;
-    json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
+    ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
                {"batch", e.batch}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
                {"topology", e.topology}};
     if (!e.model.empty())

@@ -30,7 +30,9 @@ std::optional<Protocol> parseProtocol(std::string_view name) noexcept
 
 namespace {
 
-void validate(const PlanOptions &o)
+} // namespace
+
+void validatePlanOptions(const PlanOptions &o)
 {
     if (o.context < 2)
         throw ConfigError("context " + std::to_string(o.context)
@@ -49,6 +51,8 @@ void validate(const PlanOptions &o)
     if (o.bosFirst && o.bosToken < 0)
         throw ConfigError("BOS overwrite requested but no BOS token id was given");
 }
+
+namespace {
 
 // The HF loop: for begin in range(0, n, stride): end = min(begin + C, n); trg_len = end - prev_end;
 // labels[:-trg_len] = -100; the model shifts labels left, so the window's first token is never a target.
@@ -113,7 +117,7 @@ void finish(WindowPlan &plan)
 
 WindowPlan planStream(const PlanOptions &options, std::int64_t numTokens)
 {
-    validate(options);
+    validatePlanOptions(options);
     if (options.protocol == Protocol::LmEvalRolling)
         throw ConfigError("lm-eval-rolling plans documents, not a single stream: give a document dataset");
     if (numTokens <= 0)
@@ -152,7 +156,7 @@ std::vector<std::int64_t> documentOffsets(Protocol protocol, std::span<const std
 
 WindowPlan planDocuments(const PlanOptions &options, std::span<const std::int64_t> lengths)
 {
-    validate(options);
+    validatePlanOptions(options);
     if (lengths.empty())
         throw ConfigError("the dataset has no documents: nothing to evaluate");
     WindowPlan plan;

@@ -69,6 +69,9 @@ struct WindowPlan
     std::int64_t droppedTokens = 0;  ///< data tokens the protocol never scores (context-only tokens, llama.cpp's tail)
 };
 
+/// @brief Throws ConfigError for options no data could make valid (context < 2, stride > context, ...).
+void validatePlanOptions(const PlanOptions &options);
+
 /// @brief Plans one token stream of numTokens tokens (hf-sliding, llama.cpp).
 /// Throws ConfigError for bad options or too short a stream, naming the value and the fix.
 [[nodiscard]] WindowPlan planStream(const PlanOptions &options, std::int64_t numTokens);

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+#include "agent_cli.h"
+
+#include "args.h"
+#include "exit_codes.h"
+#include "token_file.h"
+
+#include "cppl/config.h"
+#include "cppl/errors.h"
+#include "cppl/sharding.h"
+#include "cppl/window_plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+
+namespace cppl::agent {
+
+namespace {
+
+constexpr const char *kUsage = R"(clusterppl-agent — the per-rank evaluator of ClusterPPL
+
+Usage:
+  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
+      Show how a protocol windows the data and how the windows shard across ranks and sync rounds.
+      --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
+      --context C            tokens per model call (default 512)
+      --stride S             hf-sliding window step, 1..C (default C)
+      --bos-first            llama.cpp: overwrite each chunk's first token with BOS (--bos-id)
+      --ranks R              world size to shard for (default 1)
+      --batch B              windows per forward pass (default 8)
+      --sync-every-tokens T  sync about every T scored tokens per rank; 0 = every batch,
+                             "end" = once (default 65536)
+      --max-windows K        evaluate only the first K windows
+      --json OUT             also write the plan as JSON
+  clusterppl-agent --version
+  clusterppl-agent --help
+
+Model evaluation (eval), tokenizers, distributed runs and telemetry arrive with later releases;
+see README.md. Exit codes: docs/exit-codes.md.
+)";
+
+std::int64_t parseSync(const Args &a)
+{
+    const auto v = a.get("--sync-every-tokens");
+    if (v && (*v == "end" || *v == "inf"))
+        return kSyncAtEnd;
+    return a.integer("--sync-every-tokens", 65536, 0, kSyncAtEnd);
+}
+
+int planCommand(const std::vector<std::string> &argv, std::ostream &out)
+{
+    const Args a(argv,
+                 {"--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--ranks", "--batch",
+                  "--sync-every-tokens", "--max-windows", "--json", "--bos-id"},
+                 {"--bos-first"});
+    const auto protocolText = a.get("--protocol").value_or("hf-sliding");
+    const auto protocol = parseProtocol(protocolText);
+    if (!protocol)
+        throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
+    PlanOptions opts;
+    opts.protocol = *protocol;
+    opts.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
+    opts.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
+    opts.bosFirst = a.has("--bos-first");
+    opts.bosToken = a.integer("--bos-id", opts.bosFirst ? 0 : -1, -1, 0xffffffffLL);
+    const int ranks = static_cast<int>(a.integer("--ranks", 1, 1, 1 << 20));
+    const std::int64_t batch = a.integer("--batch", 8, 1, 1 << 16);
+    const std::int64_t sync = parseSync(a);
+    const std::int64_t maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+
+    validatePlanOptions(opts); // before touching the data: a bad flag is a bad argument
+    if (a.has("--tokens") == a.has("--text"))
+        throw ConfigError("give the data as either --tokens FILE or --text FILE (exactly one)");
+    TokenStream tokens;
+    if (a.has("--tokens")) {
+        tokens = readTokenFile(*a.get("--tokens"));
+    } else {
+        const auto tokenizer = a.get("--tokenizer").value_or("");
+        if (tokenizer != "bytes")
+            throw ConfigError("--text needs --tokenizer bytes (the only tokenizer in this release; got \"" + tokenizer + "\")");
+        tokens = readTextAsBytes(*a.get("--text"));
+    }
+
+    const auto n = static_cast<std::int64_t>(tokens.ids.size());
+    WindowPlan plan = opts.protocol == Protocol::LmEvalRolling
+                          ? planDocuments(opts, std::vector<std::int64_t>{n}) // the file as one document
+                          : planStream(opts, n);
+    if (maxWindows > 0 && maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
+        plan.windows.resize(static_cast<std::size_t>(maxWindows));
+        plan.scoredTokens = 0;
+        for (const Window &w : plan.windows)
+            plan.scoredTokens += w.scored();
+    }
+    const auto shards = shardPlan(plan, ranks);
+    const RoundPlan rounds(plan, shards, sync, batch);
+
+    out << "ClusterPPL plan: " << protocolName(opts.protocol) << ", context " << opts.context;
+    if (opts.protocol == Protocol::HfSliding)
+        out << ", stride " << (opts.stride == 0 ? opts.context : opts.stride);
+    out << "\n  data            " << tokens.path << " (" << tokens.format << ", " << n << " tokens)\n"
+        << "  windows         " << plan.windows.size() << " (widest input " << plan.maxInput << " tokens)\n"
+        << "  scored tokens   " << plan.scoredTokens << " (" << std::fixed << std::setprecision(1)
+        << 100.0 * static_cast<double>(plan.scoredTokens) / static_cast<double>(n) << "% of the data; the rest is context only"
+        << (opts.protocol == Protocol::LlamaCpp ? " or the dropped tail" : "") << ")\n"
+        << "  ranks           " << ranks << " (contiguous shards balanced by scored tokens; every window exactly once)\n"
+        << "  sync rounds     " << rounds.rounds() << " (";
+    if (sync == 0)
+        out << "after every batch of " << batch;
+    else if (sync == kSyncAtEnd)
+        out << "once, at the end";
+    else
+        out << "about every " << sync << " scored tokens per rank, batch " << batch;
+    out << "); every rank enters every round\n\n"
+        << "   rank   windows      first..last     scored   share\n";
+    for (int r = 0; r < ranks; ++r) {
+        const Shard &s = shards[static_cast<std::size_t>(r)];
+        char line[160];
+        const double share = plan.scoredTokens > 0 ? 100.0 * static_cast<double>(s.scoredTokens) / static_cast<double>(plan.scoredTokens) : 0.0;
+        if (s.windows() > 0)
+            std::snprintf(line, sizeof line, " %6d %9lld %8lld..%-8lld %9lld  %5.1f%%\n", r, static_cast<long long>(s.windows()),
+                          static_cast<long long>(s.firstWindow), static_cast<long long>(s.endWindow - 1),
+                          static_cast<long long>(s.scoredTokens), share);
+        else
+            std::snprintf(line, sizeof line, " %6d %9d %19s %9d  %5.1f%%  (idle: more ranks than windows)\n", r, 0, "-", 0, 0.0);
+        out << line;
+    }
+
+    if (const auto jsonPath = a.get("--json")) {
+        nlohmann::json j;
+        j["protocol"] = std::string(protocolName(opts.protocol));
+        j["context"] = opts.context;
+        j["stride"] = opts.stride == 0 ? opts.context : opts.stride;
+        j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"tokens", n}};
+        j["windows"] = plan.windows.size();
+        j["tokens_scored"] = plan.scoredTokens;
+        j["max_input"] = plan.maxInput;
+        j["world_size"] = ranks;
+        j["rounds"] = rounds.rounds();
+        j["sync_every_tokens"] = sync == kSyncAtEnd ? nlohmann::json("end") : nlohmann::json(sync);
+        j["batch"] = batch;
+        auto &js = j["shards"] = nlohmann::json::array();
+        for (int r = 0; r < ranks; ++r) {
+            const Shard &s = shards[static_cast<std::size_t>(r)];
+            nlohmann::json roundList = nlohmann::json::array();
+            for (int k = 0; k < rounds.rounds(); ++k) {
+                const Shard part = rounds.roundOf(r, k);
+                roundList.push_back({part.firstWindow, part.endWindow, part.scoredTokens});
+            }
+            js.push_back({{"rank", r}, {"first_window", s.firstWindow}, {"end_window", s.endWindow},
+                          {"tokens_scored", s.scoredTokens}, {"rounds", roundList}});
+        }
+        j["version"] = CLUSTERPPL_VERSION_STRING;
+        std::ofstream f(*jsonPath);
+        if (!(f << j.dump(2) << '\n'))
+            throw IoError(*jsonPath + ": cannot write the plan JSON");
+    }
+    return kExitOk;
+}
+
+} // namespace
+
+int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
+{
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+        (args.empty() ? err : out) << kUsage;
+        return args.empty() ? kExitBadArguments : kExitOk;
+    }
+    if (args[0] == "--version") {
+        out << "clusterppl-agent " << CLUSTERPPL_VERSION_STRING << '\n';
+        return kExitOk;
+    }
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    try {
+        if (args[0] == "plan")
+            return planCommand(rest, out);
+        err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
+        return kExitBadArguments;
+    } catch (const IoError &e) {
+        err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitBadData;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitBadArguments;
+    } catch (const Error &e) {
+        err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitRuntime;
+    }
+}
+
+} // namespace cppl::agent

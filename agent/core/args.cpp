@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+#include "args.h"
+
+#include "cppl/errors.h"
+
+#include <charconv>
+
+namespace cppl::agent {
+
+Args::Args(const std::vector<std::string> &argv, std::set<std::string> valued, std::set<std::string> switches)
+{
+    auto known = [&] {
+        std::string list;
+        for (const auto &s : valued)
+            list += (list.empty() ? "" : " ") + s;
+        for (const auto &s : switches)
+            list += (list.empty() ? "" : " ") + s;
+        return list;
+    };
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+        std::string arg = argv[i];
+        std::optional<std::string> inlineValue;
+        if (auto eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
+            inlineValue = arg.substr(eq + 1);
+            arg = arg.substr(0, eq);
+        }
+        if (valued.count(arg)) {
+            if (inlineValue) {
+                m_values[arg] = *inlineValue;
+            } else {
+                if (i + 1 >= argv.size())
+                    throw ConfigError(arg + " needs a value");
+                m_values[arg] = argv[++i];
+            }
+        } else if (switches.count(arg)) {
+            if (inlineValue)
+                throw ConfigError(arg + " takes no value (got \"" + *inlineValue + "\")");
+            m_switches.insert(arg);
+        } else {
+            throw ConfigError("unknown argument \"" + arg + "\" (known: " + known() + ")");
+        }
+    }
+}
+
+std::optional<std::string> Args::get(const std::string &flag) const
+{
+    auto it = m_values.find(flag);
+    if (it == m_values.end())
+        return std::nullopt;
+    return it->second;
+}
+
+std::string Args::require(const std::string &flag, const std::string &what) const
+{
+    auto v = get(flag);
+    if (!v || v->empty())
+        throw ConfigError(flag + " is required: " + what);
+    return *v;
+}
+
+std::int64_t Args::integer(const std::string &flag, std::int64_t fallback, std::int64_t min, std::int64_t max) const
+{
+    const auto v = get(flag);
+    if (!v)
+        return fallback;
+    std::int64_t x = 0;
+    auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+    if (ec != std::errc() || ptr != v->data() + v->size())
+        throw ConfigError(flag + " expects an integer, got \"" + *v + "\"");
+    if (x < min || x > max)
+        throw ConfigError(flag + " must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got "
+                          + std::to_string(x));
+    return x;
+}
+
+} // namespace cppl::agent

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+#include "cli_commands.h"
+
+#include "cppl/cluster_profile.h"
+#include "cppl/config.h"
+#include "cppl/errors.h"
+#include "cppl/hostfile.h"
+
+#include <QCommandLineParser>
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QTextStream>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core {
+
+namespace {
+
+const QString kUsage = uR"(clusterppl-cli — headless front end of ClusterPPL
+
+Commands:
+  profile check PROFILE.json
+      Validate a cluster profile and show its ranks, groups and leaders.
+  hostfile import HOSTFILE [--include FILTER | --exclude FILTER] [--launcher ssh|local] [-o PROFILE.json]
+      Turn a DeepSpeed hostfile (HOST slots=N [group=NAME]) into a profile. FILTER as DeepSpeed:
+      host1:0,1@host2.
+  hostfile export PROFILE.json [-o HOSTFILE]
+      Write a profile's hosts as a DeepSpeed hostfile.
+  --version, --help
+)"_s;
+
+QString qs(const std::string &s)
+{
+    return QString::fromStdString(s);
+}
+
+std::string readFileOrThrow(const QString &path, const QString &what)
+{
+    QFile f(path);
+    if (!f.exists())
+        throw IoError(QString(path + u": the "_s + what + u" does not exist"_s).toStdString());
+    if (!f.open(QIODevice::ReadOnly))
+        throw IoError(QString(path + u": cannot read the "_s + what + u": "_s + f.errorString()).toStdString());
+    return f.readAll().toStdString();
+}
+
+void writeOutput(const QString &path, const std::string &text, QTextStream &out)
+{
+    if (path.isEmpty() || path == u"-"_s) {
+        out << qs(text);
+        return;
+    }
+    QSaveFile f(path); // atomic: a failed write never leaves half a file behind
+    if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())
+        || !f.commit())
+        throw IoError(QString(path + u": cannot write: "_s + f.errorString()).toStdString());
+}
+
+ClusterProfile loadProfileFile(const QString &path)
+{
+    const std::string text = readFileOrThrow(path, u"profile"_s);
+    ProfileParseResult r = parseProfile(text, path.toStdString());
+    if (!r.ok()) {
+        std::string msg = path.toStdString() + ": invalid profile:";
+        for (const auto &e : r.errors)
+            msg += "\n  " + e;
+        throw ConfigError(msg);
+    }
+    return r.profile;
+}
+
+int profileCheck(const QStringList &args, QTextStream &out, QTextStream &err)
+{
+    if (args.size() != 1) {
+        err << "clusterppl-cli: profile check takes one PROFILE.json\n";
+        return kCliBadArguments;
+    }
+    const ClusterProfile p = loadProfileFile(args.front());
+    const RankLayout layout = rankLayout(p);
+    out << args.front() << ": valid profile" << (p.name.empty() ? QString() : u" \""_s + qs(p.name) + u"\""_s) << '\n'
+        << "  launcher   " << qs(p.launcher) << '\n'
+        << "  hosts      " << p.hosts.size() << '\n'
+        << "  ranks      " << layout.worldSize() << '\n'
+        << "  groups     " << layout.groups.size() << " (reduce inside each group, all-reduce among leaders)\n";
+    for (const auto &g : layout.groups) {
+        out << "    " << qs(g.name) << ": ranks ";
+        QStringList ranks;
+        for (int r : g.ranks)
+            ranks << QString::number(r);
+        out << ranks.join(u',') << " (leader " << g.ranks.front() << ")\n";
+    }
+    const EvaluationSpec &e = p.evaluation;
+    out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << e.batch << ", " << qs(e.dtype);
+    if (!e.model.empty())
+        out << ", model " << qs(e.model);
+    out << '\n';
+    return kCliOk;
+}
+
+int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    QCommandLineParser parser;
+    const QCommandLineOption include(u"include"_s, u"Hosts/slots to keep."_s, u"FILTER"_s);
+    const QCommandLineOption exclude(u"exclude"_s, u"Hosts/slots to drop."_s, u"FILTER"_s);
+    const QCommandLineOption launcher(u"launcher"_s, u"ssh or local."_s, u"KIND"_s, u"ssh"_s);
+    const QCommandLineOption output({u"o"_s, u"output"_s}, u"Profile to write."_s, u"FILE"_s);
+    parser.addOptions({include, exclude, launcher, output});
+    parser.addPositionalArgument(u"hostfile"_s, u"DeepSpeed hostfile."_s);
+    if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments)) {
+        err << "clusterppl-cli: hostfile import: " << parser.errorText() << '\n';
+        return kCliBadArguments;
+    }
+    if (parser.positionalArguments().size() != 1) {
+        err << "clusterppl-cli: hostfile import takes one HOSTFILE\n";
+        return kCliBadArguments;
+    }
+    const QString path = parser.positionalArguments().front();
+    const auto parsed = parseHostfile(readFileOrThrow(path, u"hostfile"_s), path.toStdString());
+    if (!parsed.ok()) {
+        std::string msg = path.toStdString() + ": invalid hostfile:";
+        for (const auto &e : parsed.errors)
+            msg += "\n  " + e;
+        throw ConfigError(msg);
+    }
+    auto hosts = applyHostFilter(parsed.hosts, parser.value(include).toStdString(), parser.value(exclude).toStdString());
+    ClusterProfile p = profileFromHosts(std::move(hosts), parser.value(launcher).toStdString());
+    p.name = QFileInfo(path).completeBaseName().toStdString();
+    if (const auto problems = validateProfile(p); !problems.empty())
+        throw ConfigError(problems.front());
+    writeOutput(parser.value(output), profileToJson(p), out);
+    return kCliOk;
+}
+
+} // namespace
+
+int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    if (arguments.isEmpty() || arguments.front() == u"--help"_s || arguments.front() == u"-h"_s) {
+        (arguments.isEmpty() ? err : out) << kUsage;
+        return arguments.isEmpty() ? kCliBadArguments : kCliOk;
+    }
+    if (arguments.front() == u"--version"_s) {
+        out << "clusterppl-cli " << CLUSTERPPL_VERSION_STRING << '\n';
+        return kCliOk;
+    }
+    const QString command = arguments.mid(0, 2).join(u' ');
+    const QStringList rest = arguments.mid(2);
+    try {
+        if (command == u"profile check"_s)
+            return profileCheck(rest, out, err);
+        if (command == u"hostfile import"_s)
+            return hostfileImport(rest, out, err);
+        if (command == u"hostfile export"_s) {
+            QCommandLineParser parser;
+            const QCommandLineOption output({u"o"_s, u"output"_s}, u"Hostfile to write."_s, u"FILE"_s);
+            parser.addOption(output);
+            if (!parser.parse(QStringList{u"clusterppl-cli"_s} + rest) || parser.positionalArguments().size() != 1) {
+                err << "clusterppl-cli: hostfile export takes one PROFILE.json [-o HOSTFILE]\n";
+                return kCliBadArguments;
+            }
+            const ClusterProfile p = loadProfileFile(parser.positionalArguments().front());
+            writeOutput(parser.value(output), hostfileFromHosts(p.hosts), out);
+            return kCliOk;
+        }
+        err << "clusterppl-cli: unknown command \"" << command << "\" (try --help)\n";
+        return kCliBadArguments;
+    } catch (const IoError &e) {
+        err << "clusterppl-cli: " << qs(e.what()) << '\n';
+        return kCliIoError;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-cli: " << qs(e.what()) << '\n';
+        return kCliBadArguments;
+    }
+}
+
+} // namespace cppl::core

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// clusterppl-cli as a user runs it: profile check, hostfile import/export, errors and exit codes.
+#include "cli_commands.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "cppl/cluster_profile.h"
+
+using namespace cppl::core;
+
+namespace {
+
+struct Run
+{
+    int exitCode = -1;
+    QString out;
+    QString err;
+};
+
+Run runCli(const QStringList &args)
+{
+    QProcess p;
+    p.start(QStringLiteral(CPPL_CLI_EXE), args);
+    if (!p.waitForFinished(30000))
+        return {};
+    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+void writeText(const QString &path, const QByteArray &text)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+}
+
+} // namespace
+
+class TestCli : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void checksEmbeddedDefault()
+    {
+        const Run r = runCli({QStringLiteral("profile"), QStringLiteral("check"),
+                              QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/local-default.json")});
+        QVERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        QVERIFY(r.out.contains(QStringLiteral("ranks      4")));
+        QVERIFY(r.out.contains(QStringLiteral("ranks 2-3: ranks 2,3 (leader 2)")));
+    }
+
+    void hostfileImportExportRoundTrip()
+    {
+        QTemporaryDir dir;
+        const QString profile = dir.filePath(QStringLiteral("racks.json"));
+        Run r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"),
+                        QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"), QStringLiteral("--exclude"),
+                        QStringLiteral("node04:6,7"), QStringLiteral("-o"), profile});
+        QVERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        const cppl::ClusterProfile p = cppl::loadProfile(profile.toStdString());
+        QCOMPARE(p.hosts.size(), std::size_t{4});
+        QCOMPARE(p.hosts[3].slots, 6);
+        const cppl::RankLayout layout = cppl::rankLayout(p);
+        QCOMPARE(layout.worldSize(), 30);
+        QCOMPARE(layout.groups.size(), std::size_t{2});
+        QCOMPARE(layout.groups[1].ranks.front(), 16); // rackB's leader
+        r = runCli({QStringLiteral("hostfile"), QStringLiteral("export"), profile});
+        QCOMPARE(r.exitCode, int(kCliOk));
+        QVERIFY(r.out.contains(QStringLiteral("node04 slots=6 group=rackB\n")));
+    }
+
+    void errors_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QByteArray>("fileText");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("message");
+        const QString file = QStringLiteral("@FILE@");
+        QTest::addRow("unknown command") << QStringList{QStringLiteral("profile"), QStringLiteral("lint")} << QByteArray()
+                                         << int(kCliBadArguments) << "unknown command \"profile lint\"";
+        QTest::addRow("missing profile") << QStringList{QStringLiteral("profile"), QStringLiteral("check"), QStringLiteral("/nope.json")}
+                                         << QByteArray() << int(kCliIoError) << "/nope.json: the profile does not exist";
+        QTest::addRow("invalid profile") << QStringList{QStringLiteral("profile"), QStringLiteral("check"), file}
+                                         << QByteArray(R"({"format": "clusterppl-profile", "version": 1, "hosts": [{"name": "a", "slots": 0}]})")
+                                         << int(kCliBadArguments) << "invalid profile:\n  hosts[0].slots: expected an integer >= 1 and <= 1048576, got 0";
+        QTest::addRow("duplicate host in hostfile") << QStringList{QStringLiteral("hostfile"), QStringLiteral("import"), file}
+                                                    << QByteArray("a slots=2\na slots=4\n") << int(kCliBadArguments)
+                                                    << ":2: host \"a\" is listed twice (first on line 1)";
+        QTest::addRow("both filters") << QStringList{QStringLiteral("hostfile"), QStringLiteral("import"), file, QStringLiteral("--include"),
+                                                     QStringLiteral("a"), QStringLiteral("--exclude"), QStringLiteral("a")}
+                                      << QByteArray("a slots=2\n") << int(kCliBadArguments) << "cannot be used together";
+    }
+    void errors()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QByteArray, fileText);
+        QFETCH(int, exitCode);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("input"));
+        writeText(file, fileText);
+        args.replaceInStrings(QStringLiteral("@FILE@"), file);
+        const Run r = runCli(args);
+        QCOMPARE(r.exitCode, exitCode);
+        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
