@@ -14,14 +14,17 @@ constexpr std::int64_t kDigitMask = (std::int64_t{1} << kDigitBits) - 1;
 __extension__ typedef unsigned __int128 u128;
 
 // |v| * 2^64 rounded to the nearest integer, ties to even. Precondition: finite, |v| < 2^64.
+// Works on the IEEE-754 fields directly: frexp/ldexp would cost more than the whole addition.
 u128 scaleToGrid(double magnitude) noexcept
 {
-    int exponent = 0;
-    const double fraction = std::frexp(magnitude, &exponent); // magnitude = fraction * 2^exponent
-    const auto mantissa = static_cast<std::uint64_t>(std::ldexp(fraction, 53)); // exact, < 2^53
-    const int shift = exponent - 53 + ExactSum::kFractionBits; // scaled = mantissa * 2^shift
+    const auto bits = std::bit_cast<std::uint64_t>(magnitude);
+    const auto biased = static_cast<int>(bits >> 52);
+    if (biased == 0)
+        return 0; // subnormal: below 2^-1022, far below half a grid step
+    const std::uint64_t mantissa = (bits & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+    const int shift = biased - 1075 + ExactSum::kFractionBits; // magnitude * 2^64 = mantissa * 2^shift
     if (shift >= 0)
-        return u128{mantissa} << shift; // shift <= 75 and magnitude < 2^64, so < 2^128
+        return u128{mantissa} << shift; // magnitude < 2^64, so the result < 2^128
     if (shift < -53)
         return 0; // below half a grid step
     const int drop = -shift; // 1..53
