@@ -14,6 +14,8 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6sql6-sqlite qt6-svg-dev xvfb
   # agent/: LibTorch, Gloo headers for c10d, a fast BLAS (Debian's default netlib BLAS is ~35x slower)
   libtorch-dev libgloo-dev libopenblas0-pthread
+  # test references: Debian's PyTorch for /usr/bin/python3 (independent logits and perplexities)
+  python3-torch python3-numpy
   # telemetry and launching
   libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client
 )

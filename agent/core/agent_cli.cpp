@@ -2,6 +2,7 @@
 #include "agent_cli.h"
 
 #include "args.h"
+#include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "token_file.h"
 
@@ -24,6 +25,20 @@ namespace {
 constexpr const char *kUsage = R"(clusterppl-agent — the per-rank evaluator of ClusterPPL
 
 Usage:
+  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes) [options]
+      Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, gpt2;
+      safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
+      --protocol, --context, --stride, --bos-first, --max-windows   as for plan
+      --batch B              windows per forward pass (default 8)
+      --dtype float32|bfloat16|float16   (default float32; log-softmax always in float32)
+      --device cpu|cuda[:i]|auto         (default auto: cuda when available)
+      --threads N            LibTorch intra-op threads (default: all cores)
+      --blas-threads N       OpenBLAS threads (default: --threads)
+      --bos-id ID            llama.cpp --bos-first token (default: config bos_token_id)
+      --prefix-id ID         lm-eval-rolling prefix token (default: config bos_token_id)
+      --allow-long-context   allow --context beyond max_position_embeddings
+      --json OUT             write the result (docs/result-json.md)
+      --quiet                no progress on stderr
   clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
       Show how a protocol windows the data and how the windows shard across ranks and sync rounds.
       --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
@@ -39,8 +54,8 @@ Usage:
   clusterppl-agent --version
   clusterppl-agent --help
 
-Model evaluation (eval), tokenizers, distributed runs and telemetry arrive with later releases;
-see README.md. Exit codes: docs/exit-codes.md.
+Tokenizers, distributed runs and telemetry arrive with later releases; see README.md.
+Exit codes: docs/exit-codes.md.
 )";
 
 std::int64_t parseSync(const Args &a)
@@ -177,6 +192,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
     try {
         if (args[0] == "plan")
             return planCommand(rest, out);
+        if (args[0] == "eval")
+            return evalCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const IoError &e) {

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+#include "eval_command.h"
+
+#include "args.h"
+#include "evaluator.h"
+#include "exit_codes.h"
+#include "language_model.h"
+#include "model/mapped_file.h"
+#include "runtime_info.h"
+#include "token_file.h"
+
+#include "cppl/config.h"
+#include "cppl/errors.h"
+#include "cppl/statistics.h"
+#include "cppl/window_plan.h"
+
+#include <ATen/Context.h>
+#include <ATen/ATen.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <thread>
+
+namespace cppl::agent {
+
+namespace {
+
+// A failure with the exit code it maps to; keeps each phase's mapping next to the phase.
+struct Failure
+{
+    int code;
+    std::string message;
+};
+
+template<typename F>
+auto phase(int code, F &&f) -> decltype(f())
+{
+    try {
+        return f();
+    } catch (const ConfigError &e) {
+        throw Failure{code == kExitBadData || code == kExitBadModel ? code : kExitBadArguments, e.what()};
+    } catch (const IoError &e) {
+        throw Failure{code, e.what()};
+    }
+}
+
+std::string clock(double seconds)
+{
+    if (!std::isfinite(seconds) || seconds < 0)
+        return "--:--";
+    const auto s = static_cast<long long>(seconds + 0.5);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    return buf;
+}
+
+c10::Device parseDevice(const std::string &text)
+{
+    if (text == "auto")
+        return at::hasCUDA() ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+    if (text == "cpu")
+        return c10::Device(c10::DeviceType::CPU);
+    if (text.starts_with("cuda")) {
+        if (!at::hasCUDA())
+            throw ConfigError("--device " + text + ": this agent's LibTorch was built without CUDA, or no GPU is visible; use --device cpu");
+        return c10::Device(text);
+    }
+    throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
+}
+
+} // namespace
+
+int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+{
+    try {
+        const Args a(argv,
+                     {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
+                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id"},
+                     {"--bos-first", "--allow-long-context", "--quiet"});
+        // 1. Arguments: everything that needs neither the model nor the data.
+        PlanOptions opts;
+        std::string modelPath;
+        c10::ScalarType dtype = at::kFloat;
+        c10::Device device(c10::DeviceType::CPU);
+        std::int64_t batch = 0, maxWindows = 0, threads = 0, blasThreads = 0;
+        phase(kExitBadArguments, [&] {
+            modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
+            const auto protocolText = a.get("--protocol").value_or("hf-sliding");
+            const auto protocol = parseProtocol(protocolText);
+            if (!protocol)
+                throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
+            opts.protocol = *protocol;
+            opts.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
+            opts.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
+            opts.bosFirst = a.has("--bos-first");
+            batch = a.integer("--batch", 8, 1, 1 << 16);
+            maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+            const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+            threads = a.integer("--threads", hw, 1, 1024);
+            blasThreads = a.integer("--blas-threads", threads, 1, 1024);
+            dtype = parseDtype(a.get("--dtype").value_or("float32"));
+            device = parseDevice(a.get("--device").value_or("auto"));
+            if (a.has("--tokens") == a.has("--text"))
+                throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes (exactly one)");
+            if (a.has("--text") && a.get("--tokenizer").value_or("") != "bytes")
+                throw ConfigError("--text needs --tokenizer bytes (real tokenizers arrive in a later release)");
+            if (opts.bosFirst && opts.protocol != Protocol::LlamaCpp)
+                throw ConfigError("--bos-first applies to the llama.cpp protocol only");
+            PlanOptions check = opts;
+            check.bosToken = 0;
+            validatePlanOptions(check);
+            return 0;
+        });
+        setThreads(static_cast<int>(threads), static_cast<int>(blasThreads));
+        const RuntimeInfo runtime = runtimeInfo();
+        if (!a.has("--quiet"))
+            err << describe(runtime) << '\n';
+
+        // 2. Data, then model (each failure maps to its own exit code).
+        const TokenStream tokens = phase(kExitBadData, [&] {
+            return a.has("--tokens") ? readTokenFile(*a.get("--tokens")) : readTextAsBytes(*a.get("--text"));
+        });
+        const auto loadStart = std::chrono::steady_clock::now();
+        const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device}); });
+        const ModelInfo &mi = model->info();
+        const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
+        phase(kExitBadData, [&] {
+            checkVocabulary(tokens, mi.vocab);
+            return 0;
+        });
+
+        // 3. The plan.
+        std::vector<std::uint32_t> flat;
+        WindowPlan plan = phase(kExitBadArguments, [&] {
+            if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !a.has("--allow-long-context"))
+                throw ConfigError("--context " + std::to_string(opts.context) + " exceeds the model's max_position_embeddings "
+                                  + std::to_string(mi.maxPositions) + "; use a shorter context, or --allow-long-context if you mean it");
+            if (opts.bosFirst)
+                opts.bosToken = a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
+            if (opts.bosFirst && opts.bosToken < 0)
+                throw ConfigError("--bos-first: the model declares no bos_token_id; pass --bos-id ID");
+            if (opts.protocol == Protocol::LmEvalRolling) {
+                const std::int64_t prefix = a.integer("--prefix-id", mi.bosTokenId, 0, 0xffffffffLL);
+                if (prefix < 0)
+                    throw ConfigError("lm-eval-rolling needs a prefix token: the model declares no bos_token_id; pass --prefix-id ID");
+                if (prefix >= mi.vocab)
+                    throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
+                flat.reserve(tokens.ids.size() + 1);
+                flat.push_back(static_cast<std::uint32_t>(prefix));
+                flat.insert(flat.end(), tokens.ids.begin(), tokens.ids.end());
+                return planDocuments(opts, std::vector<std::int64_t>{static_cast<std::int64_t>(tokens.ids.size())});
+            }
+            return planStream(opts, static_cast<std::int64_t>(tokens.ids.size()));
+        });
+        const std::span<const std::uint32_t> data = flat.empty() ? std::span<const std::uint32_t>(tokens.ids) : std::span<const std::uint32_t>(flat);
+        if (maxWindows > 0 && maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
+            plan.windows.resize(static_cast<std::size_t>(maxWindows));
+            plan.scoredTokens = 0;
+            for (const Window &w : plan.windows)
+                plan.scoredTokens += w.scored();
+        }
+        if (!a.has("--quiet"))
+            err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ") loaded in "
+                << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch
+                << '\n';
+
+        // 4. Evaluate.
+        NllStats stats;
+        Evaluator evaluator(*model, data, plan, batch);
+        auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+        const auto evalStart = std::chrono::steady_clock::now();
+        evaluator.run(0, static_cast<std::int64_t>(plan.windows.size()), stats, [&](const EvalProgress &p, const NllStats &s) {
+            const auto now = std::chrono::steady_clock::now();
+            if (a.has("--quiet") || (now - lastPrint < std::chrono::milliseconds(500) && p.windowsDone < p.windowsTotal))
+                return;
+            lastPrint = now;
+            const double rate = p.seconds > 0 ? static_cast<double>(p.tokensDone) / p.seconds : 0;
+            const double eta = rate > 0 ? static_cast<double>(p.tokensTotal - p.tokensDone) / rate : NAN;
+            char line[200];
+            std::snprintf(line, sizeof line, "[%lld/%lld windows] ppl %.4f  %.0f tok/s  elapsed %s  ETA %s\n",
+                          static_cast<long long>(p.windowsDone), static_cast<long long>(p.windowsTotal), computePerplexity(s).ppl, rate,
+                          clock(p.seconds).c_str(), clock(eta).c_str());
+            err << line << std::flush;
+        });
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
+        if (a.has("--text")) {
+            stats.bytes = tokens.fileBytes;
+            std::ifstream in(tokens.path, std::ios::binary);
+            const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            stats.words = countWords(text);
+        }
+        const Perplexity ppl = computePerplexity(stats);
+        if (stats.nll.rejected() > 0)
+            throw Failure{kExitRuntime, std::to_string(stats.nll.rejected())
+                                            + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
+                                            + dtypeName(dtype) + "; try --dtype float32"};
+        out << formatFinalEstimate(ppl) << '\n' << std::flush;
+
+        // 5. The result contract (docs/result-json.md).
+        if (const auto jsonPath = a.get("--json")) {
+            nlohmann::ordered_json j;
+            j["ppl"] = ppl.ppl;
+            j["ppl_stderr"] = ppl.pplStderr;
+            j["nll_sum"] = stats.nll.toDouble();
+            j["nll_sum_exact"] = stats.nll.toString();
+            j["nll_sq_sum_exact"] = stats.nllSquared.toString();
+            j["tokens_scored"] = stats.tokens;
+            j["tokens_total"] = static_cast<std::int64_t>(tokens.ids.size());
+            j["windows"] = stats.windows;
+            if (stats.bytes > 0) {
+                j["bytes"] = stats.bytes;
+                j["words"] = stats.words;
+                j["bits_per_byte"] = ppl.bitsPerByte;
+                j["byte_perplexity"] = ppl.bytePpl;
+                j["word_perplexity"] = ppl.wordPpl;
+            }
+            j["protocol"] = std::string(protocolName(opts.protocol));
+            j["context"] = opts.context;
+            j["stride"] = opts.protocol == Protocol::HfSliding ? (opts.stride == 0 ? opts.context : opts.stride) : opts.context;
+            j["batch"] = batch;
+            j["max_windows"] = maxWindows;
+            j["dtype"] = dtypeName(dtype);
+            j["device"] = device.str();
+            j["threads"] = runtime.intraOpThreads;
+            j["blas_threads"] = runtime.blasThreads;
+            j["blas"] = runtime.blas;
+            j["seconds"] = seconds;
+            j["load_seconds"] = loadSeconds;
+            j["tokens_per_second"] = seconds > 0 ? static_cast<double>(stats.tokens) / seconds : 0.0;
+            nlohmann::ordered_json hashes = nlohmann::ordered_json::object();
+            for (const auto &f : mi.weightFiles)
+                hashes[f] = sha256File(f);
+            j["model"] = {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
+            j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"sha256", sha256File(tokens.path)}};
+            j["world_size"] = 1;
+            j["version"] = CLUSTERPPL_VERSION_STRING;
+            std::ofstream f(*jsonPath);
+            if (!(f << j.dump(2) << '\n'))
+                throw Failure{kExitRuntime, *jsonPath + ": cannot write the result JSON"};
+        }
+        return kExitOk;
+    } catch (const Failure &f) {
+        err << "clusterppl-agent: " << f.message << '\n';
+        return f.code;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitBadArguments;
+    } catch (const c10::Error &e) {
+        err << "clusterppl-agent: LibTorch failed: " << e.what_without_backtrace() << '\n';
+        return kExitRuntime;
+    } catch (const Error &e) {
+        err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitRuntime;
+    }
+}
+
+} // namespace cppl::agent

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "cppl/statistics.h"
+#include "cppl/window_plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace cppl::agent {
+
+class LanguageModel;
+
+struct EvalProgress
+{
+    std::int64_t windowsDone = 0;
+    std::int64_t windowsTotal = 0;
+    std::int64_t tokensDone = 0;
+    std::int64_t tokensTotal = 0;
+    double seconds = 0;
+};
+
+/**
+ * @brief Runs windows of a plan through a model and adds every scored token's NLL to NllStats.
+ *
+ * Every forward pass has the same shape [batch, plan.maxInput]: windows are right-padded (causal
+ * models never look right) and a short final batch is padded with empty rows, so a window's logits
+ * do not depend on which batch it landed in. Only scored positions reach the vocabulary projection;
+ * log-softmax runs in float32 (or wider), and each NLL is widened to double into the exact sums.
+ */
+class Evaluator
+{
+public:
+    using Progress = std::function<void(const EvalProgress &, const NllStats &)>;
+
+    Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch);
+    /// @brief Evaluates windows [first, end) and adds them to `stats`; calls `progress` after each batch.
+    void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress = {});
+
+private:
+    LanguageModel &m_model;
+    std::span<const std::uint32_t> m_tokens;
+    const WindowPlan &m_plan;
+    std::int64_t m_batch;
+};
+
+} // namespace cppl::agent

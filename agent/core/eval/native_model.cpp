@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+// Native Llama (+ Mistral, Qwen2) and GPT-2 forward passes over memory-mapped safetensors weights,
+// following transformers' eager implementations operation by operation.
+#include "language_model.h"
+
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+#include "cppl/errors.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+namespace cppl::agent {
+
+namespace {
+
+std::string shapeText(at::IntArrayRef s)
+{
+    std::ostringstream o;
+    o << '[';
+    for (std::size_t i = 0; i < s.size(); ++i)
+        o << (i ? ", " : "") << s[i];
+    o << ']';
+    return o.str();
+}
+
+// Owns the mapping and hands out tensors in the evaluation dtype/device. A tensor whose stored
+// dtype and device already match is used in place (from_blob over the read-only mapping).
+class WeightSource
+{
+public:
+    WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &o) : m_ckpt(std::move(ckpt)), m_opts(o) {}
+
+    at::Tensor get(const std::string &name, std::vector<std::int64_t> expected)
+    {
+        const TensorView &v = m_ckpt.at(name);
+        if (v.shape != expected)
+            throw IoError(m_ckpt.directory() + ": tensor \"" + name + "\" has shape " + shapeText(v.shape) + ", expected "
+                          + shapeText(expected) + " from config.json");
+        const at::ScalarType stored = v.dtype == StoredDtype::F32 ? at::kFloat : v.dtype == StoredDtype::F16 ? at::kHalf : at::kBFloat16;
+        // The mapping is read-only and the tensor is never written; from_blob needs a non-const pointer.
+        // The deleter holds the mapping, so it lives exactly as long as any tensor over it.
+        at::Tensor t = at::from_blob(
+            const_cast<unsigned char *>(v.data), v.shape, [file = v.file](void *) {}, at::TensorOptions().dtype(stored));
+        if (stored != m_opts.dtype || !m_opts.device.is_cpu())
+            t = t.to(m_opts.device, m_opts.dtype);
+        m_params += v.numel();
+        m_bytes += v.numel() * static_cast<std::int64_t>(c10::elementSize(m_opts.dtype));
+        return t;
+    }
+    [[nodiscard]] bool has(const std::string &name) const { return m_ckpt.contains(name); }
+    [[nodiscard]] std::int64_t params() const { return m_params; }
+    [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
+    [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
+
+private:
+    SafetensorsCheckpoint m_ckpt;
+    LoadOptions m_opts;
+    std::int64_t m_params = 0;
+    std::int64_t m_bytes = 0;
+};
+
+at::Tensor optionalBias(WeightSource &w, bool present, const std::string &name, std::int64_t n)
+{
+    return present ? w.get(name, {n}) : at::Tensor();
+}
+
+ModelInfo baseInfo(const std::string &dir, const ModelConfig &c, const WeightSource &w)
+{
+    ModelInfo info;
+    info.path = dir;
+    info.format = "hf";
+    info.arch = c.modelType;
+    info.params = w.params();
+    info.vocab = c.vocab;
+    info.maxPositions = c.maxPositions;
+    info.bosTokenId = c.bosTokenId;
+    info.weightFiles = w.checkpoint().files();
+    info.weightBytes = w.bytes();
+    return info;
+}
+
+// Causal mask as transformers builds it: the dtype's lowest value above the diagonal.
+at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
+{
+    const double lowest = opts.dtype() == at::kFloat ? std::numeric_limits<float>::lowest()
+                          : opts.dtype() == at::kHalf ? -65504.0
+                                                      : -3.38953139e38;
+    return at::full({T, T}, lowest, opts).triu(1);
+}
+
+class LlamaModel final : public LanguageModel
+{
+public:
+    LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
+        : m_c(std::move(c)), m_opts(o)
+    {
+        WeightSource w(std::move(ckpt), o);
+        const std::int64_t H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
+        m_embed = w.get("model.embed_tokens.weight", {m_c.vocab, H});
+        for (std::int64_t i = 0; i < m_c.layers; ++i) {
+            const std::string p = "model.layers." + std::to_string(i) + ".";
+            Layer l;
+            l.inNorm = w.get(p + "input_layernorm.weight", {H});
+            l.postNorm = w.get(p + "post_attention_layernorm.weight", {H});
+            l.q = w.get(p + "self_attn.q_proj.weight", {m_c.heads * hd, H});
+            l.k = w.get(p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H});
+            l.v = w.get(p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H});
+            l.o = w.get(p + "self_attn.o_proj.weight", {H, m_c.heads * hd});
+            l.qb = optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd);
+            l.kb = optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd);
+            l.vb = optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd);
+            l.ob = optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H);
+            l.gate = w.get(p + "mlp.gate_proj.weight", {I, H});
+            l.up = w.get(p + "mlp.up_proj.weight", {I, H});
+            l.down = w.get(p + "mlp.down_proj.weight", {H, I});
+            l.gateb = optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I);
+            l.upb = optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I);
+            l.downb = optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H);
+            m_layers.push_back(std::move(l));
+        }
+        m_norm = w.get("model.norm.weight", {H});
+        m_head = m_c.tied ? m_embed : w.get("lm_head.weight", {m_c.vocab, H});
+        m_info = baseInfo(dir, m_c, w);
+
+        // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
+        const auto f32 = at::TensorOptions().dtype(at::kFloat);
+        at::Tensor invFreq = 1.0 / at::pow(m_c.ropeTheta, at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(hd));
+        if (m_c.ropeLlama3) {
+            const double factor = m_c.ropeFactor, low = m_c.ropeLowFreqFactor, high = m_c.ropeHighFreqFactor;
+            const double old = m_c.ropeOriginalMaxPositions;
+            const double lowWavelen = old / low, highWavelen = old / high;
+            const at::Tensor wavelen = 2 * std::numbers::pi / invFreq;
+            at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / factor, invFreq);
+            const at::Tensor smooth = (old / wavelen - low) / (high - low);
+            const at::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+            const at::Tensor medium = at::logical_not(wavelen < highWavelen).logical_and(at::logical_not(wavelen > lowWavelen));
+            invFreq = at::where(medium, smoothed, scaled);
+        }
+        m_invFreq = invFreq.to(f32);
+    }
+
+    const ModelInfo &info() const override { return m_info; }
+
+    at::Tensor logits(const at::Tensor &ids) override { return at::linear(hidden(ids), m_head); }
+
+    at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
+    {
+        const at::Tensor h = hidden(ids);
+        return at::linear(h.reshape({-1, m_c.hidden}).index_select(0, flat), m_head);
+    }
+
+private:
+    struct Layer
+    {
+        at::Tensor inNorm, postNorm, q, k, v, o, qb, kb, vb, ob, gate, up, down, gateb, upb, downb;
+    };
+
+    at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
+    {
+        const at::Tensor h = x.to(at::kFloat);
+        const at::Tensor n = h * at::rsqrt(h.pow(2).mean(-1, true) + m_c.normEps);
+        return weight * n.to(x.scalar_type());
+    }
+
+    static at::Tensor rotateHalf(const at::Tensor &x)
+    {
+        const std::int64_t half = x.size(-1) / 2;
+        return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+    }
+
+    at::Tensor hidden(const at::Tensor &ids)
+    {
+        const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim;
+        const std::int64_t kv = m_c.kvHeads, rep = m_c.heads / m_c.kvHeads;
+        at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device));
+        const auto opts = x.options();
+        const at::Tensor freqs = at::outer(at::arange(T, at::TensorOptions().dtype(at::kFloat)), m_invFreq);
+        const at::Tensor emb = at::cat({freqs, freqs}, -1);
+        const at::Tensor cos = emb.cos().to(opts), sin = emb.sin().to(opts);
+        const at::Tensor mask = causalMask(T, opts);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+        for (const Layer &l : m_layers) {
+            const at::Tensor h = rmsNorm(x, l.inNorm);
+            at::Tensor q = at::linear(h, l.q, l.qb).view({B, T, m_c.heads, hd}).transpose(1, 2);
+            at::Tensor k = at::linear(h, l.k, l.kb).view({B, T, kv, hd}).transpose(1, 2);
+            const at::Tensor v = at::linear(h, l.v, l.vb).view({B, T, kv, hd}).transpose(1, 2);
+            q = q * cos + rotateHalf(q) * sin;
+            k = k * cos + rotateHalf(k) * sin;
+            // Grouped-query attention without copying K/V per head: [B, kv, rep, T, hd] x [B, kv, 1, hd, T].
+            const at::Tensor qg = q.reshape({B, kv, rep, T, hd});
+            at::Tensor w = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;
+            w = at::softmax(w + mask, -1, at::kFloat).to(opts.dtype());
+            const at::Tensor a = at::matmul(w, v.unsqueeze(2)).reshape({B, m_c.heads, T, hd}).transpose(1, 2).reshape({B, T, m_c.heads * hd});
+            x = x + at::linear(a, l.o, l.ob);
+            const at::Tensor h2 = rmsNorm(x, l.postNorm);
+            x = x + at::linear(at::silu(at::linear(h2, l.gate, l.gateb)) * at::linear(h2, l.up, l.upb), l.down, l.downb);
+        }
+        return rmsNorm(x, m_norm);
+    }
+
+    ModelConfig m_c;
+    LoadOptions m_opts;
+    ModelInfo m_info;
+    at::Tensor m_embed, m_norm, m_head, m_invFreq;
+    std::vector<Layer> m_layers;
+};
+
+class Gpt2Model final : public LanguageModel
+{
+public:
+    Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
+        : m_c(std::move(c)), m_opts(o)
+    {
+        WeightSource w(std::move(ckpt), o);
+        const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
+        const std::int64_t E = m_c.hidden, I = m_c.intermediate;
+        m_wte = w.get(pre + "wte.weight", {m_c.vocab, E});
+        m_wpe = w.get(pre + "wpe.weight", {m_c.maxPositions, E});
+        for (std::int64_t i = 0; i < m_c.layers; ++i) {
+            const std::string p = pre + "h." + std::to_string(i) + ".";
+            Block b;
+            b.ln1w = w.get(p + "ln_1.weight", {E});
+            b.ln1b = w.get(p + "ln_1.bias", {E});
+            b.attnW = w.get(p + "attn.c_attn.weight", {E, 3 * E}); // Conv1D: [in, out]
+            b.attnB = w.get(p + "attn.c_attn.bias", {3 * E});
+            b.projW = w.get(p + "attn.c_proj.weight", {E, E});
+            b.projB = w.get(p + "attn.c_proj.bias", {E});
+            b.ln2w = w.get(p + "ln_2.weight", {E});
+            b.ln2b = w.get(p + "ln_2.bias", {E});
+            b.fcW = w.get(p + "mlp.c_fc.weight", {E, I});
+            b.fcB = w.get(p + "mlp.c_fc.bias", {I});
+            b.fcProjW = w.get(p + "mlp.c_proj.weight", {I, E});
+            b.fcProjB = w.get(p + "mlp.c_proj.bias", {E});
+            m_blocks.push_back(std::move(b));
+        }
+        m_lnfW = w.get(pre + "ln_f.weight", {E});
+        m_lnfB = w.get(pre + "ln_f.bias", {E});
+        m_info = baseInfo(dir, m_c, w);
+    }
+
+    const ModelInfo &info() const override { return m_info; }
+
+    at::Tensor logits(const at::Tensor &ids) override { return at::linear(hidden(ids), m_wte); }
+
+    at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
+    {
+        return at::linear(hidden(ids).reshape({-1, m_c.hidden}).index_select(0, flat), m_wte);
+    }
+
+private:
+    struct Block
+    {
+        at::Tensor ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB;
+    };
+
+    at::Tensor hidden(const at::Tensor &ids)
+    {
+        const std::int64_t B = ids.size(0), T = ids.size(1), E = m_c.hidden, nh = m_c.heads, hd = E / nh;
+        const at::Tensor dev = ids.to(m_opts.device);
+        at::Tensor x = at::embedding(m_wte, dev) + at::embedding(m_wpe, at::arange(T, dev.options()));
+        const at::Tensor mask = causalMask(T, x.options());
+        const double divisor = std::sqrt(static_cast<double>(hd)); // transformers divides, so do we
+        for (const Block &b : m_blocks) {
+            at::Tensor h = at::layer_norm(x, {E}, b.ln1w, b.ln1b, m_c.normEps);
+            const at::Tensor qkv = at::addmm(b.attnB, h.reshape({-1, E}), b.attnW).view({B, T, 3 * E});
+            const auto parts = qkv.split(E, 2);
+            const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
+            const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
+            const at::Tensor v = parts[2].view({B, T, nh, hd}).transpose(1, 2);
+            at::Tensor w = at::matmul(q, k.transpose(-1, -2)) / divisor;
+            w = at::softmax(w + mask, -1).to(v.scalar_type());
+            const at::Tensor a = at::matmul(w, v).transpose(1, 2).reshape({-1, E});
+            x = x + at::addmm(b.projB, a, b.projW).view({B, T, E});
+            h = at::layer_norm(x, {E}, b.ln2w, b.ln2b, m_c.normEps);
+            h = at::gelu(at::addmm(b.fcB, h.reshape({-1, E}), b.fcW), "tanh");
+            x = x + at::addmm(b.fcProjB, h, b.fcProjW).view({B, T, E});
+        }
+        return at::layer_norm(x, {E}, m_lnfW, m_lnfB, m_c.normEps);
+    }
+
+    ModelConfig m_c;
+    LoadOptions m_opts;
+    ModelInfo m_info;
+    at::Tensor m_wte, m_wpe, m_lnfW, m_lnfB;
+    std::vector<Block> m_blocks;
+};
+
+} // namespace
+
+at::Tensor LanguageModel::logitsAt(const at::Tensor &ids, const at::Tensor &flat)
+{
+    const at::Tensor l = logits(ids);
+    return l.reshape({-1, l.size(-1)}).index_select(0, flat.to(l.device()));
+}
+
+std::unique_ptr<LanguageModel> loadNativeModel(const std::string &dir, const LoadOptions &options)
+{
+    ModelConfig c = loadModelConfig(dir);
+    SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::openDirectory(dir);
+    if (c.arch == ModelConfig::Arch::Gpt2)
+        return std::make_unique<Gpt2Model>(dir, std::move(c), std::move(ckpt), options);
+    return std::make_unique<LlamaModel>(dir, std::move(c), std::move(ckpt), options);
+}
+
+c10::ScalarType parseDtype(const std::string &name)
+{
+    if (name == "float32")
+        return at::kFloat;
+    if (name == "bfloat16")
+        return at::kBFloat16;
+    if (name == "float16")
+        return at::kHalf;
+    throw ConfigError("--dtype \"" + name + "\" is not supported (float32, bfloat16, float16)");
+}
+
+std::string dtypeName(c10::ScalarType t)
+{
+    return t == at::kFloat ? "float32" : t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "other";
+}
+
+} // namespace cppl::agent

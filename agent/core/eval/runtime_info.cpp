@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+#include "runtime_info.h"
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <dlfcn.h>
+
+namespace cppl::agent {
+
+namespace {
+
+template<typename F>
+F symbol(const char *name)
+{
+    return reinterpret_cast<F>(::dlsym(RTLD_DEFAULT, name));
+}
+
+} // namespace
+
+void setThreads(int intraOp, int blasThreads)
+{
+    if (intraOp > 0)
+        at::set_num_threads(intraOp);
+    if (blasThreads > 0)
+        if (auto set = symbol<void (*)(int)>("openblas_set_num_threads"))
+            set(blasThreads);
+}
+
+RuntimeInfo runtimeInfo()
+{
+    RuntimeInfo info;
+    info.intraOpThreads = at::get_num_threads();
+    info.torchVersion = TORCH_VERSION;
+    if (void *sgemm = ::dlsym(RTLD_DEFAULT, "sgemm_")) {
+        Dl_info dl{};
+        if (::dladdr(sgemm, &dl) && dl.dli_fname)
+            info.blasPath = dl.dli_fname;
+    }
+    if (auto config = symbol<char *(*)()>("openblas_get_config")) {
+        info.blas = config(); // "OpenBLAS 0.3.21 ... DYNAMIC_ARCH ... <build target>"
+        if (auto core = symbol<char *(*)()>("openblas_get_corename"))
+            info.blas += ", running " + std::string(core()) + " kernels";
+        if (auto threads = symbol<int (*)()>("openblas_get_num_threads"))
+            info.blasThreads = threads();
+    } else if (info.blasPath.find("mkl") != std::string::npos) {
+        info.blas = "MKL";
+    } else if (info.blasPath.find("blis") != std::string::npos) {
+        info.blas = "BLIS";
+    } else if (!info.blasPath.empty()) {
+        info.blas = "reference BLAS (slow: install libopenblas0-pthread)";
+    } else {
+        info.blas = "unknown";
+    }
+    return info;
+}
+
+std::string describe(const RuntimeInfo &info)
+{
+    std::string s = "BLAS: " + info.blas;
+    if (!info.blasPath.empty())
+        s += " [" + info.blasPath + "]";
+    if (info.blasThreads > 0)
+        s += ", " + std::to_string(info.blasThreads) + " BLAS threads";
+    s += "; LibTorch " + info.torchVersion + ", " + std::to_string(info.intraOpThreads) + " intra-op threads";
+    return s;
+}
+
+} // namespace cppl::agent

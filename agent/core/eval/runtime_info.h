@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <string>
+
+namespace cppl::agent {
+
+struct RuntimeInfo
+{
+    std::string blas;     ///< e.g. "OpenBLAS 0.3.21 (openblas-pthread)"
+    std::string blasPath; ///< shared object providing sgemm_
+    int blasThreads = 0;  ///< 0 = unknown
+    int intraOpThreads = 0;
+    std::string torchVersion;
+};
+
+/// @brief Sets LibTorch's intra-op threads and, when the BLAS is OpenBLAS, its thread count.
+/// blasThreads <= 0 leaves the BLAS as it is.
+void setThreads(int intraOp, int blasThreads);
+/// @brief Which BLAS actually runs (found through the sgemm_ symbol), and the thread counts.
+[[nodiscard]] RuntimeInfo runtimeInfo();
+[[nodiscard]] std::string describe(const RuntimeInfo &info);
+
+} // namespace cppl::agent

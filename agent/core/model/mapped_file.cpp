@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+#include "mapped_file.h"
+
+#include "cppl/errors.h"
+
+#include <sodium.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cppl::agent {
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string &path)
+{
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw IoError(path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw IoError(path + ": not a regular file");
+    }
+    std::shared_ptr<MappedFile> f(new MappedFile);
+    f->m_path = path;
+    f->m_size = static_cast<std::size_t>(st.st_size);
+    if (f->m_size > 0) {
+        void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const int e = errno;
+            ::close(fd);
+            throw IoError(path + ": cannot memory-map " + std::to_string(f->m_size) + " bytes: " + std::strerror(e));
+        }
+        f->m_data = static_cast<const unsigned char *>(p);
+    }
+    ::close(fd);
+    return f;
+}
+
+MappedFile::~MappedFile()
+{
+    if (m_data)
+        ::munmap(const_cast<unsigned char *>(m_data), m_size);
+}
+
+std::string sha256File(const std::string &path)
+{
+    static const bool ready = sodium_init() >= 0;
+    if (!ready)
+        throw Error("libsodium failed to initialise");
+    const auto f = MappedFile::open(path);
+    crypto_hash_sha256_state state;
+    crypto_hash_sha256_init(&state);
+    constexpr std::size_t kChunk = std::size_t{1} << 24;
+    for (std::size_t at = 0; at < f->size(); at += kChunk)
+        crypto_hash_sha256_update(&state, f->data() + at, std::min(kChunk, f->size() - at));
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&state, digest);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char b : digest) {
+        out += kHex[b >> 4];
+        out += kHex[b & 15];
+    }
+    return out;
+}
+
+} // namespace cppl::agent

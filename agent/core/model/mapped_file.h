@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace cppl::agent {
+
+/// @brief A read-only memory map of a whole file. Weights are used in place (no copy in RAM);
+/// the kernel pages them in on demand and may drop them under memory pressure.
+class MappedFile
+{
+public:
+    /// Throws IoError naming the file when it cannot be opened or mapped.
+    static std::shared_ptr<const MappedFile> open(const std::string &path);
+    ~MappedFile();
+    MappedFile(const MappedFile &) = delete;
+    MappedFile &operator=(const MappedFile &) = delete;
+
+    [[nodiscard]] const unsigned char *data() const noexcept { return m_data; }
+    [[nodiscard]] std::size_t size() const noexcept { return m_size; }
+    [[nodiscard]] const std::string &path() const noexcept { return m_path; }
+
+private:
+    MappedFile() = default;
+    const unsigned char *m_data = nullptr;
+    std::size_t m_size = 0;
+    std::string m_path;
+};
+
+/// @brief SHA-256 of a file's bytes, lower-case hex (result identity in the JSON).
+[[nodiscard]] std::string sha256File(const std::string &path);
+
+} // namespace cppl::agent

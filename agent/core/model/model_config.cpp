@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+#include "model_config.h"
+
+#include "cppl/errors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cppl::agent {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kSupported = "llama, mistral, qwen2, gpt2";
+
+std::int64_t positive(const json &j, const std::string &key, const std::string &source, std::int64_t fallback = -1)
+{
+    if (!j.contains(key) || j[key].is_null()) {
+        if (fallback >= 0)
+            return fallback;
+        throw ConfigError(source + ": \"" + key + "\" is missing");
+    }
+    if (!j[key].is_number_integer() || j[key].get<std::int64_t>() < 1)
+        throw ConfigError(source + ": \"" + key + "\" must be a positive integer, got " + j[key].dump());
+    return j[key].get<std::int64_t>();
+}
+
+double number(const json &j, const std::string &key, double fallback)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_number())
+        throw ConfigError("\"" + key + "\" must be a number, got " + j[key].dump());
+    return j[key].get<double>();
+}
+
+bool flag(const json &j, const std::string &key, bool fallback)
+{
+    return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
+} // namespace
+
+ModelConfig parseModelConfig(const std::string &text, const std::string &source)
+{
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception &e) {
+        throw IoError(source + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object())
+        throw IoError(source + ": expected a JSON object");
+    if (!j.contains("model_type") || !j["model_type"].is_string())
+        throw ConfigError(source + ": no \"model_type\"; ClusterPPL reads Hugging Face configs with model_type one of: " + kSupported);
+    ModelConfig c;
+    c.modelType = j["model_type"].get<std::string>();
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+        c.bosTokenId = j["bos_token_id"].get<std::int64_t>();
+    if (c.modelType == "gpt2") {
+        c.arch = ModelConfig::Arch::Gpt2;
+        c.vocab = positive(j, "vocab_size", source);
+        c.hidden = positive(j, "n_embd", source);
+        c.layers = positive(j, "n_layer", source);
+        c.heads = positive(j, "n_head", source);
+        c.kvHeads = c.heads;
+        c.intermediate = positive(j, "n_inner", source, 4 * c.hidden);
+        c.maxPositions = positive(j, "n_positions", source);
+        c.normEps = number(j, "layer_norm_epsilon", 1e-5);
+        c.tied = true;
+        const std::string act = j.value("activation_function", std::string("gelu_new"));
+        if (act != "gelu_new")
+            throw ConfigError(source + ": activation_function \"" + act + "\" is not supported for gpt2 (only gelu_new)");
+        if (flag(j, "scale_attn_by_inverse_layer_idx", false) || flag(j, "reorder_and_upcast_attn", false))
+            throw ConfigError(source + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
+    } else if (c.modelType == "llama" || c.modelType == "mistral" || c.modelType == "qwen2") {
+        c.arch = ModelConfig::Arch::Llama;
+        c.vocab = positive(j, "vocab_size", source);
+        c.hidden = positive(j, "hidden_size", source);
+        c.layers = positive(j, "num_hidden_layers", source);
+        c.heads = positive(j, "num_attention_heads", source);
+        c.kvHeads = positive(j, "num_key_value_heads", source, c.heads);
+        c.headDim = positive(j, "head_dim", source, c.hidden / c.heads);
+        c.intermediate = positive(j, "intermediate_size", source);
+        c.maxPositions = positive(j, "max_position_embeddings", source, 0);
+        c.normEps = number(j, "rms_norm_eps", 1e-6);
+        c.ropeTheta = number(j, "rope_theta", 10000.0);
+        c.tied = flag(j, "tie_word_embeddings", false);
+        if (c.heads % c.kvHeads != 0)
+            throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " is not a multiple of num_key_value_heads "
+                              + std::to_string(c.kvHeads));
+        const std::string act = j.value("hidden_act", std::string("silu"));
+        if (act != "silu")
+            throw ConfigError(source + ": hidden_act \"" + act + "\" is not supported (only silu)");
+        if (c.modelType == "qwen2") {
+            c.qkvBias = true;
+        } else {
+            c.qkvBias = c.oBias = flag(j, "attention_bias", false);
+        }
+        c.mlpBias = flag(j, "mlp_bias", false);
+        if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+            const json &s = j["rope_scaling"];
+            const std::string kind = s.value("rope_type", s.value("type", std::string("default")));
+            if (kind == "llama3") {
+                c.ropeLlama3 = true;
+                c.ropeFactor = number(s, "factor", 8.0);
+                c.ropeLowFreqFactor = number(s, "low_freq_factor", 1.0);
+                c.ropeHighFreqFactor = number(s, "high_freq_factor", 4.0);
+                c.ropeOriginalMaxPositions = number(s, "original_max_position_embeddings", 8192.0);
+            } else if (kind != "default") {
+                throw ConfigError(source + ": rope_scaling type \"" + kind + "\" is not supported (supported: none, llama3)");
+            }
+        }
+        if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", c.modelType == "mistral"))
+            throw ConfigError(source + ": sliding-window attention (sliding_window " + j["sliding_window"].dump()
+                              + ") is not supported; only full causal attention is");
+    } else {
+        throw ConfigError(source + ": model_type \"" + c.modelType + "\" is not supported (supported: " + kSupported
+                          + "; export other architectures as TorchScript .pt)");
+    }
+    return c;
+}
+
+ModelConfig loadModelConfig(const std::string &dir)
+{
+    namespace fs = std::filesystem;
+    if (!fs::exists(dir))
+        throw IoError(dir + ": the model directory does not exist");
+    if (!fs::is_directory(dir))
+        throw IoError(dir + ": not a directory (give a Hugging Face model directory or a TorchScript .pt file)");
+    const fs::path path = fs::path(dir) / "config.json";
+    std::ifstream in(path);
+    if (!in)
+        throw IoError(path.string() + ": missing; a Hugging Face model directory needs config.json");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return parseModelConfig(s.str(), path.string());
+}
+
+} // namespace cppl::agent

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace cppl::agent {
+
+/// @brief What the native implementations need from a Hugging Face config.json.
+struct ModelConfig
+{
+    enum class Arch { Llama, Gpt2 };
+    Arch arch = Arch::Llama;
+    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, gpt2)
+    std::int64_t vocab = 0;
+    std::int64_t hidden = 0;
+    std::int64_t layers = 0;
+    std::int64_t heads = 0;
+    std::int64_t kvHeads = 0;
+    std::int64_t headDim = 0;
+    std::int64_t intermediate = 0;
+    std::int64_t maxPositions = 0; ///< 0 = not stated
+    double normEps = 1e-6;         ///< rms_norm_eps (llama) or layer_norm_epsilon (gpt2)
+    double ropeTheta = 10000.0;
+    bool ropeLlama3 = false; ///< rope_scaling {rope_type: llama3}
+    double ropeFactor = 1.0;
+    double ropeLowFreqFactor = 1.0;
+    double ropeHighFreqFactor = 4.0;
+    double ropeOriginalMaxPositions = 8192.0;
+    bool tied = false;
+    bool qkvBias = false;
+    bool oBias = false;
+    bool mlpBias = false;
+    std::int64_t bosTokenId = -1;
+};
+
+/// @brief Parses DIR/config.json. Throws IoError (unreadable, not JSON) or ConfigError naming the
+/// field: no model_type, an unsupported model_type (listing the supported ones), a missing or
+/// invalid size, an unsupported activation or rope_scaling, a sliding window shorter than the data.
+[[nodiscard]] ModelConfig loadModelConfig(const std::string &dir);
+[[nodiscard]] ModelConfig parseModelConfig(const std::string &jsonText, const std::string &source);
+
+} // namespace cppl::agent

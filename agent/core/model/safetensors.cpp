@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+#include "safetensors.h"
+
+#include "cppl/errors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace cppl::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char *storedDtypeName(StoredDtype d) noexcept
+{
+    switch (d) {
+    case StoredDtype::F32:
+        return "F32";
+    case StoredDtype::F16:
+        return "F16";
+    case StoredDtype::BF16:
+        return "BF16";
+    }
+    return "?";
+}
+
+std::size_t storedDtypeSize(StoredDtype d) noexcept
+{
+    return d == StoredDtype::F32 ? 4 : 2;
+}
+
+std::int64_t TensorView::numel() const noexcept
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
+void SafetensorsCheckpoint::addFile(const std::string &path)
+{
+    const auto file = MappedFile::open(path);
+    const std::size_t size = file->size();
+    if (size < 8)
+        throw IoError(path + ": truncated safetensors file (" + std::to_string(size) + " bytes; the 8-byte header length is missing)");
+    std::uint64_t headerLen = 0;
+    for (int b = 0; b < 8; ++b)
+        headerLen |= std::uint64_t{file->data()[b]} << (8 * b);
+    if (headerLen > size - 8)
+        throw IoError(path + ": header length " + std::to_string(headerLen) + " is larger than the file (" + std::to_string(size)
+                      + " bytes): truncated or not a safetensors file");
+    json header;
+    try {
+        header = json::parse(file->data() + 8, file->data() + 8 + headerLen);
+    } catch (const json::exception &e) {
+        throw IoError(path + ": the safetensors header is not valid JSON (" + e.what() + ")");
+    }
+    if (!header.is_object())
+        throw IoError(path + ": the safetensors header is not a JSON object");
+    const std::size_t dataStart = 8 + headerLen;
+    const std::size_t dataSize = size - dataStart;
+    struct Range
+    {
+        std::size_t begin, end;
+        std::string name;
+    };
+    std::vector<Range> ranges;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        if (it.key() == "__metadata__")
+            continue;
+        const std::string &name = it.key();
+        const json &info = it.value();
+        const std::string where = path + ": tensor \"" + name + "\": ";
+        if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+            throw IoError(where + "header entry needs dtype, shape and data_offsets");
+        const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : "?";
+        TensorView t;
+        t.name = name;
+        if (dtype == "F32")
+            t.dtype = StoredDtype::F32;
+        else if (dtype == "F16")
+            t.dtype = StoredDtype::F16;
+        else if (dtype == "BF16")
+            t.dtype = StoredDtype::BF16;
+        else
+            throw IoError(where + "unsupported dtype " + dtype + " (supported: F32, F16, BF16)");
+        std::uint64_t elements = 1;
+        for (const json &d : info["shape"]) {
+            if (!d.is_number_unsigned())
+                throw IoError(where + "shape must be a list of non-negative integers");
+            t.shape.push_back(d.get<std::int64_t>());
+            elements *= d.get<std::uint64_t>();
+        }
+        const json &off = info["data_offsets"];
+        if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+            throw IoError(where + "data_offsets must be [begin, end]");
+        const auto begin = off[0].get<std::uint64_t>();
+        const auto end = off[1].get<std::uint64_t>();
+        if (begin > end || end > dataSize)
+            throw IoError(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") lie outside the "
+                          + std::to_string(dataSize) + " data bytes (truncated file?)");
+        if (end - begin != elements * storedDtypeSize(t.dtype))
+            throw IoError(where + "shape needs " + std::to_string(elements * storedDtypeSize(t.dtype)) + " bytes but data_offsets span "
+                          + std::to_string(end - begin));
+        t.data = file->data() + dataStart + begin;
+        t.bytes = end - begin;
+        t.file = file;
+        if (!m_tensors.emplace(name, std::move(t)).second)
+            throw IoError(where + "defined in more than one file");
+        ranges.push_back({begin, end, name});
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) { return a.begin < b.begin; });
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+        if (ranges[i].begin < ranges[i - 1].end)
+            throw IoError(path + ": tensors \"" + ranges[i - 1].name + "\" and \"" + ranges[i].name + "\" overlap in the data section");
+    m_files.push_back(path);
+}
+
+SafetensorsCheckpoint SafetensorsCheckpoint::openFile(const std::string &path)
+{
+    SafetensorsCheckpoint c;
+    c.m_dir = fs::path(path).parent_path().string();
+    c.addFile(path);
+    return c;
+}
+
+SafetensorsCheckpoint SafetensorsCheckpoint::openDirectory(const std::string &dir)
+{
+    SafetensorsCheckpoint c;
+    c.m_dir = dir;
+    const fs::path single = fs::path(dir) / "model.safetensors";
+    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    if (fs::exists(index)) {
+        std::ifstream in(index);
+        json j;
+        try {
+            j = json::parse(in);
+        } catch (const json::exception &e) {
+            throw IoError(index.string() + ": not valid JSON (" + e.what() + ")");
+        }
+        if (!j.contains("weight_map") || !j["weight_map"].is_object())
+            throw IoError(index.string() + ": no \"weight_map\" object");
+        std::set<std::string> files;
+        for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+            if (!it.value().is_string())
+                throw IoError(index.string() + ": weight_map entry \"" + it.key() + "\" is not a file name");
+            files.insert(it.value().get<std::string>());
+        }
+        for (const auto &f : files) {
+            const fs::path p = fs::path(dir) / f;
+            if (!fs::exists(p))
+                throw IoError(index.string() + ": lists shard \"" + f + "\", which is missing from " + dir);
+            c.addFile(p.string());
+        }
+        for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it)
+            if (!c.contains(it.key()))
+                throw IoError(index.string() + ": tensor \"" + it.key() + "\" is mapped to " + it.value().get<std::string>()
+                              + " but that file does not contain it");
+    } else if (fs::exists(single)) {
+        c.addFile(single.string());
+    } else {
+        throw IoError(dir + ": no model.safetensors or model.safetensors.index.json (a Hugging Face model directory needs one)");
+    }
+    return c;
+}
+
+const TensorView &SafetensorsCheckpoint::at(const std::string &name) const
+{
+    auto it = m_tensors.find(name);
+    if (it == m_tensors.end())
+        throw IoError(m_dir + ": missing tensor \"" + name + "\" (the checkpoint has " + std::to_string(m_tensors.size())
+                      + " tensors; is it the architecture config.json says?)");
+    return it->second;
+}
+
+} // namespace cppl::agent

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "mapped_file.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cppl::agent {
+
+enum class StoredDtype { F32, F16, BF16 };
+[[nodiscard]] const char *storedDtypeName(StoredDtype d) noexcept;
+[[nodiscard]] std::size_t storedDtypeSize(StoredDtype d) noexcept;
+
+/// @brief One tensor inside a memory-mapped safetensors file.
+struct TensorView
+{
+    std::string name;
+    StoredDtype dtype = StoredDtype::F32;
+    std::vector<std::int64_t> shape;
+    const unsigned char *data = nullptr; ///< points into the mapping; valid while `file` lives
+    std::size_t bytes = 0;
+    std::shared_ptr<const MappedFile> file;
+    [[nodiscard]] std::int64_t numel() const noexcept;
+};
+
+/**
+ * @brief The tensors of a Hugging Face checkpoint: `model.safetensors`, or the files listed by
+ * `model.safetensors.index.json`. Every header is validated before use (length within the file,
+ * JSON, dtypes, shapes against byte ranges, offsets inside the data, no overlaps); each problem
+ * throws IoError naming the file and the tensor.
+ */
+class SafetensorsCheckpoint
+{
+public:
+    static SafetensorsCheckpoint openDirectory(const std::string &dir);
+    static SafetensorsCheckpoint openFile(const std::string &path);
+
+    [[nodiscard]] bool contains(const std::string &name) const { return m_tensors.count(name) != 0; }
+    /// Throws IoError "missing tensor NAME" listing what the checkpoint does have nearby.
+    [[nodiscard]] const TensorView &at(const std::string &name) const;
+    [[nodiscard]] const std::map<std::string, TensorView> &tensors() const noexcept { return m_tensors; }
+    [[nodiscard]] const std::vector<std::string> &files() const noexcept { return m_files; }
+    [[nodiscard]] const std::string &directory() const noexcept { return m_dir; }
+
+private:
+    void addFile(const std::string &path);
+    std::map<std::string, TensorView> m_tensors;
+    std::vector<std::string> m_files;
+    std::string m_dir;
+};
+
+} // namespace cppl::agent
