@@ -129,11 +129,6 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device}); });
         const ModelInfo &mi = model->info();
         const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
-        phase(kExitBadData, [&] {
-            checkVocabulary(tokens, mi.vocab);
-            return 0;
-        });
-
         // 3. The plan.
         std::vector<std::uint32_t> flat;
         WindowPlan plan = phase(kExitBadArguments, [&] {
@@ -148,7 +143,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 const std::int64_t prefix = a.integer("--prefix-id", mi.bosTokenId, 0, 0xffffffffLL);
                 if (prefix < 0)
                     throw ConfigError("lm-eval-rolling needs a prefix token: the model declares no bos_token_id; pass --prefix-id ID");
-                if (prefix >= mi.vocab)
+                if (mi.vocab > 0 && prefix >= mi.vocab)
                     throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
                 flat.reserve(tokens.ids.size() + 1);
                 flat.push_back(static_cast<std::uint32_t>(prefix));
@@ -164,6 +159,14 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             for (const Window &w : plan.windows)
                 plan.scoredTokens += w.scored();
         }
+        phase(kExitBadModel, [&] {
+            model->prepare(batch, plan.maxInput);
+            return 0;
+        });
+        phase(kExitBadData, [&] {
+            checkVocabulary(tokens, mi.vocab);
+            return 0;
+        });
         if (!a.has("--quiet"))
             err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ") loaded in "
                 << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch
@@ -255,6 +258,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         return kExitRuntime;
     } catch (const Error &e) {
         err << "clusterppl-agent: " << e.what() << '\n';
+        return kExitRuntime;
+    } catch (const std::exception &e) { // e.g. std::bad_alloc: report and exit, never carry on
+        err << "clusterppl-agent: unexpected failure: " << e.what() << '\n';
         return kExitRuntime;
     }
 }

@@ -43,6 +43,9 @@ public:
     /// @brief Logits [N, V] only for the flattened positions (b * T + t) listed; native models
     /// skip the vocabulary projection for every position that is not scored.
     [[nodiscard]] virtual at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flatPositions);
+    /// @brief Called once with the fixed batch shape before evaluation. A TorchScript module learns
+    /// its vocabulary here (a traced module may accept only the shape it was traced with).
+    virtual void prepare(std::int64_t /*batch*/, std::int64_t /*width*/) {}
 };
 
 /// @brief A Hugging Face directory (config.json + safetensors), weights memory-mapped.

@@ -4,6 +4,7 @@
 
 #include "cppl/errors.h"
 
+#include <c10/core/InferenceMode.h>
 #include <torch/script.h>
 
 #include <filesystem>
@@ -11,6 +12,15 @@
 namespace cppl::agent {
 
 namespace {
+
+// The interpreter's message starts with a traceback; the cause is its last non-empty line.
+std::string lastLine(std::string s)
+{
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+        s.pop_back();
+    const auto nl = s.rfind('\n');
+    return nl == std::string::npos ? s : s.substr(nl + 1);
+}
 
 class TorchScriptModel final : public LanguageModel
 {
@@ -27,6 +37,8 @@ public:
                           + "); export one with torch.jit.trace or torch.jit.script, or give a Hugging Face directory");
         }
         m_module.eval();
+        for (auto p : m_module.parameters())
+            p.set_requires_grad(false); // evaluation only: no autograd state anywhere
         if (o.dtype != at::kFloat)
             m_module.to(o.dtype);
         m_info.path = path;
@@ -44,12 +56,17 @@ public:
 
     at::Tensor logits(const at::Tensor &ids) override
     {
+        c10::InferenceMode guard;
         c10::IValue out;
         try {
             out = m_module.forward({ids.to(m_opts.device)});
         } catch (const c10::Error &e) {
             throw Error(m_info.path + ": the TorchScript module failed on ids of shape [" + std::to_string(ids.size(0)) + ", "
                         + std::to_string(ids.size(1)) + "]: " + e.what_without_backtrace());
+        } catch (const std::exception &e) { // the interpreter reports shape mismatches as runtime_error
+            throw Error(m_info.path + ": the TorchScript module failed on ids of shape [" + std::to_string(ids.size(0)) + ", "
+                        + std::to_string(ids.size(1)) + "] (a traced module accepts only the shape it was traced with: use that --batch and --context): "
+                        + lastLine(e.what()));
         }
         if (out.isTuple())
             out = out.toTupleRef().elements().at(0);
@@ -63,9 +80,10 @@ public:
         return t;
     }
 
-    void probeVocabulary()
+    void prepare(std::int64_t batch, std::int64_t width) override
     {
-        m_info.vocab = logits(at::zeros({1, 2}, at::TensorOptions().dtype(at::kLong))).size(-1);
+        if (m_info.vocab == 0)
+            m_info.vocab = logits(at::zeros({batch, width}, at::TensorOptions().dtype(at::kLong))).size(-1);
     }
 
 private:
@@ -78,9 +96,7 @@ private:
 
 std::unique_ptr<LanguageModel> loadTorchScriptModel(const std::string &path, const LoadOptions &options)
 {
-    auto m = std::make_unique<TorchScriptModel>(path, options);
-    m->probeVocabulary();
-    return m;
+    return std::make_unique<TorchScriptModel>(path, options);
 }
 
 std::unique_ptr<LanguageModel> loadModel(const std::string &path, const LoadOptions &options)

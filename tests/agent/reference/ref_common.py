@@ -68,46 +68,14 @@ def read_tokens(path=None, text=None):
     raise UsageError("%s: unknown token file extension (expected .u32, .u16 or .npy)" % path)
 
 
-def _llama_names_for(module, tensors):
-    """Maps transformers' Llama/Qwen2 names onto LlamaRef's parameter names.
-
-    transformers nests a decoder layer's projections under self_attn. / mlp.
-    (model.layers.0.self_attn.q_proj.weight, model.layers.0.mlp.gate_proj.weight), while LlamaRef
-    keeps them directly on the layer (layers.0.q_proj.weight), so its hf_state_dict()/load_hf() use
-    model.layers.0.q_proj.weight. Real checkpoints (and make_checkpoint.py) use transformers' names;
-    they are translated here when LlamaRef lacks the nesting. Names already in LlamaRef's flat form
-    pass through unchanged.
-    """
-    own = set(module.state_dict())
-    if any(".self_attn." in k or ".mlp." in k for k in own):
-        return tensors  # LlamaRef already nests like transformers
-    out = {}
-    for name, t in tensors.items():
-        out[name.replace(".self_attn.", ".").replace(".mlp.", ".")] = t
-    return out
-
-
 def load_model_dir(directory):
-    """Loads an HF checkpoint directory into hf_reference's float32 module, eval mode.
-
-    Same as hf_reference.load_model except that transformers' Llama/Qwen2 tensor names are accepted
-    (see _llama_names_for). Returns (model, config).
-    """
+    """hf_reference.load_model (float32, eval mode) with readable errors; returns (model, config)."""
     if not os.path.isdir(directory):
         raise UsageError("%s: not a directory" % directory)
     if not os.path.exists(os.path.join(directory, "config.json")):
         raise UsageError("%s: no config.json" % directory)
-    config, tensors = hf_reference.load_hf_dir(directory)
-    kind = config.get("model_type")
-    if kind in ("llama", "mistral", "qwen2"):
-        model = hf_reference.LlamaRef(config)
-        tensors = _llama_names_for(model, tensors)
-    elif kind == "gpt2":
-        model = hf_reference.Gpt2Ref(config)
-    else:
-        raise UsageError("%s: unsupported model_type %r" % (directory, kind))
-    model.load_hf(tensors)
-    return model.eval(), config
+    model = hf_reference.load_model(directory)
+    return model, model.config
 
 
 def vocab_size(config):

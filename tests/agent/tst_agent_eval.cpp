@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+// The agent's eval against independent references: logits of the native models against a Python
+// transcription of transformers' eager code; perplexities of every protocol against float64 Python
+// loops; TorchScript against the directory it was traced from; the result JSON; every bad input.
+#include "reference_fixture.h"
+
+#include "eval/language_model.h"
+#include "exit_codes.h"
+
+#include <ATen/ATen.h>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+using namespace cppl::agent;
+using namespace cppl::test;
+
+namespace {
+
+QString makeCheckpoint(const QTemporaryDir &dir, const QString &name, const QStringList &flags)
+{
+    const QString out = dir.filePath(name);
+    const ProcessResult r = runReference(QStringLiteral("make_checkpoint.py"), QStringList{QStringLiteral("--out"), out} + flags);
+    if (r.exitCode != 0)
+        qFatal("make_checkpoint.py failed: %s", qPrintable(r.describe()));
+    return out;
+}
+
+QString writeTokens(const QTemporaryDir &dir, int n, int vocab, unsigned seed)
+{
+    const QString path = dir.filePath(QStringLiteral("tokens.u32"));
+    std::mt19937 rng(seed);
+    std::ofstream f(path.toStdString(), std::ios::binary);
+    for (int i = 0; i < n; ++i) {
+        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
+        f.write(reinterpret_cast<const char *>(&id), 4);
+    }
+    return path;
+}
+
+} // namespace
+
+class TestAgentEval : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    QString m_llama;
+    QString m_tokens;
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        const ProcessResult probe = runProcess(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
+        QVERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
+        m_llama = makeCheckpoint(m_dir, QStringLiteral("llama"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
+                                                                  QStringLiteral("--max-positions"), QStringLiteral("64")});
+        m_tokens = writeTokens(m_dir, 700, 97, 1);
+    }
+
+    void nativeLogitsMatchTransformers_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addRow("llama") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama")};
+        QTest::addRow("llama, grouped-query attention") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")};
+        QTest::addRow("llama, tied head") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--tied")};
+        QTest::addRow("llama, llama3 rope scaling, theta 500000")
+            << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--rope-scaling"), QStringLiteral("llama3"),
+                           QStringLiteral("--rope-theta"), QStringLiteral("500000")};
+        QTest::addRow("llama, attention bias") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--attention-bias")};
+        QTest::addRow("llama, sharded checkpoint") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--sharded")};
+        QTest::addRow("llama, BF16 weights") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--dtype"), QStringLiteral("BF16")};
+        QTest::addRow("llama, F16 weights") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--dtype"), QStringLiteral("F16")};
+        QTest::addRow("qwen2 (q/k/v biases)") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen2"), QStringLiteral("--gqa")};
+        QTest::addRow("gpt2") << QStringList{QStringLiteral("--arch"), QStringLiteral("gpt2")};
+        QTest::addRow("gpt2, transformer. prefix, mask buffers")
+            << QStringList{QStringLiteral("--arch"), QStringLiteral("gpt2"), QStringLiteral("--gpt2-prefix"), QStringLiteral("--gpt2-mask-buffers")};
+    }
+    void nativeLogitsMatchTransformers()
+    {
+        QFETCH(QStringList, flags);
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
+        const std::vector<std::vector<std::int64_t>> rows{{5, 17, 3, 96, 0, 42, 42, 7, 1, 88, 23, 64}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
+        QStringList rowText;
+        for (const auto &row : rows) {
+            QStringList ids;
+            for (auto id : row)
+                ids << QString::number(id);
+            rowText << ids.join(QLatin1Char(','));
+        }
+        const QString out = dir.filePath(QStringLiteral("logits.f32"));
+        const ProcessResult r = runReference(QStringLiteral("reference_logits.py"),
+                                             {QStringLiteral("--model"), model, QStringLiteral("--ids"), rowText.join(QLatin1Char(';')),
+                                              QStringLiteral("--out"), out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray raw = f.readAll();
+
+        const auto lm = loadNativeModel(model.toStdString(), {});
+        at::Tensor ids = at::empty({2, 12}, at::TensorOptions().dtype(at::kLong));
+        for (int b = 0; b < 2; ++b)
+            for (int t = 0; t < 12; ++t)
+                ids[b][t] = rows[static_cast<std::size_t>(b)][static_cast<std::size_t>(t)];
+        const at::Tensor ours = lm->logits(ids).contiguous();
+        QCOMPARE(static_cast<qsizetype>(ours.numel() * 4), raw.size());
+        const at::Tensor ref = at::from_blob(const_cast<char *>(raw.data()), ours.sizes(), at::TensorOptions().dtype(at::kFloat));
+        const double diff = (ours - ref).abs().max().item<double>();
+        QVERIFY2(diff <= 1e-4, qPrintable(QStringLiteral("max |ours - transformers| = %1").arg(diff)));
+        // logitsAt selects exactly those rows.
+        const at::Tensor pos = at::tensor(std::vector<std::int64_t>{0, 13, 23}, at::TensorOptions().dtype(at::kLong));
+        const at::Tensor some = lm->logitsAt(ids, pos);
+        QVERIFY((some - ours.reshape({24, -1}).index_select(0, pos)).abs().max().item<double>() <= 1e-5);
+    }
+
+    void perplexityMatchesFloat64Reference_data()
+    {
+        QTest::addColumn<QStringList>("agentArgs");
+        QTest::addColumn<QStringList>("refArgs");
+        const QString p = QStringLiteral("--protocol");
+        QTest::addRow("hf-sliding, stride = context") << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64")}
+                                                      << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64")};
+        QTest::addRow("hf-sliding, stride 24")
+            << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"), QStringLiteral("24")}
+            << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"), QStringLiteral("24")};
+        QTest::addRow("llama.cpp") << QStringList{p, QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("64")}
+                                   << QStringList{p, QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("64")};
+        QTest::addRow("llama.cpp, BOS first")
+            << QStringList{p, QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("48"), QStringLiteral("--bos-first"), QStringLiteral("--bos-id"), QStringLiteral("1")}
+            << QStringList{p, QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("48"), QStringLiteral("--bos-id"), QStringLiteral("1")};
+        QTest::addRow("lm-eval-rolling") << QStringList{p, QStringLiteral("lm-eval-rolling"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--prefix-id"), QStringLiteral("0")}
+                                         << QStringList{p, QStringLiteral("lm-eval-rolling"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--bos-id"), QStringLiteral("0")};
+        QTest::addRow("max windows") << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--max-windows"), QStringLiteral("5")}
+                                     << QStringList{p, QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--max-windows"), QStringLiteral("5")};
+    }
+    void perplexityMatchesFloat64Reference()
+    {
+        QFETCH(QStringList, agentArgs);
+        QFETCH(QStringList, refArgs);
+        QTemporaryDir dir;
+        const QString ours = dir.filePath(QStringLiteral("agent.json"));
+        const QString theirs = dir.filePath(QStringLiteral("ref.json"));
+        ProcessResult r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                               QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--json"), ours, QStringLiteral("--quiet")}
+                                   + agentArgs);
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QVERIFY(r.out.contains(QStringLiteral("Final estimate: PPL = ")));
+        r = runReference(QStringLiteral("reference_ppl.py"),
+                         QStringList{QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--json"), theirs} + refArgs);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject a = readJson(ours);
+        const QJsonObject b = readJson(theirs);
+        QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
+        const double pa = a.value(QStringLiteral("ppl")).toDouble();
+        const double pb = b.value(QStringLiteral("ppl")).toDouble();
+        QVERIFY2(std::fabs(pa - pb) <= 1e-6 * pb, qPrintable(QStringLiteral("agent %1 vs reference %2").arg(pa, 0, 'g', 17).arg(pb, 0, 'g', 17)));
+    }
+
+    void torchScriptGivesTheSamePerplexity()
+    {
+        const QString pt = m_dir.filePath(QStringLiteral("llama.pt"));
+        ProcessResult r = runReference(QStringLiteral("trace_torchscript.py"),
+                                       {QStringLiteral("--model"), m_llama, QStringLiteral("--out"), pt, QStringLiteral("--batch"), QStringLiteral("4"),
+                                        QStringLiteral("--length"), QStringLiteral("64")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QStringList common{QStringLiteral("eval"), QStringLiteral("--tokens"), m_tokens, QStringLiteral("--context"), QStringLiteral("64"),
+                                 QStringLiteral("--batch"), QStringLiteral("4"), QStringLiteral("--quiet")};
+        const QString a = m_dir.filePath(QStringLiteral("dir.json"));
+        const QString b = m_dir.filePath(QStringLiteral("pt.json"));
+        r = runAgent(common + QStringList{QStringLiteral("--model"), m_llama, QStringLiteral("--json"), a});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        r = runAgent(common + QStringList{QStringLiteral("--model"), pt, QStringLiteral("--json"), b});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const double pa = readJson(a).value(QStringLiteral("ppl")).toDouble();
+        const double pb = readJson(b).value(QStringLiteral("ppl")).toDouble();
+        QVERIFY2(std::fabs(pa - pb) <= 1e-6 * pa, qPrintable(QStringLiteral("%1 vs %2").arg(pa).arg(pb)));
+        QCOMPARE(readJson(b).value(QStringLiteral("model")).toObject().value(QStringLiteral("format")).toString(), QStringLiteral("torchscript"));
+    }
+
+    void resultJsonContract()
+    {
+        const QString out = m_dir.filePath(QStringLiteral("contract.json"));
+        const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                          QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--json"), out});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QVERIFY(r.err.contains(QStringLiteral("BLAS: ")));      // which BLAS and how many threads
+        QVERIFY(r.err.contains(QStringLiteral(" tok/s ")));     // progress with rate
+        QVERIFY(r.err.contains(QStringLiteral("ETA ")));
+        QVERIFY(r.out.trimmed().split(QLatin1Char('\n')).last().startsWith(QStringLiteral("Final estimate: PPL = ")));
+        const QJsonObject j = readJson(out);
+        for (const char *key : {"ppl", "ppl_stderr", "nll_sum", "nll_sum_exact", "tokens_scored", "tokens_total", "windows", "protocol", "context",
+                                "stride", "batch", "dtype", "device", "threads", "blas", "seconds", "tokens_per_second", "model", "data",
+                                "world_size", "version"})
+            QVERIFY2(j.contains(QLatin1String(key)), key);
+        QCOMPARE(j.value(QStringLiteral("tokens_total")).toInteger(), qint64(700));
+        QCOMPARE(j.value(QStringLiteral("world_size")).toInt(), 1);
+        QVERIFY(j.value(QStringLiteral("nll_sum_exact")).toString().startsWith(QStringLiteral("xs1:")));
+        const QJsonObject model = j.value(QStringLiteral("model")).toObject();
+        QCOMPARE(model.value(QStringLiteral("arch")).toString(), QStringLiteral("llama"));
+        QVERIFY(model.value(QStringLiteral("params")).toInteger() > 0);
+        QCOMPARE(model.value(QStringLiteral("sha256")).toObject().begin().value().toString().size(), 64);
+        QCOMPARE(j.value(QStringLiteral("data")).toObject().value(QStringLiteral("sha256")).toString().size(), 64);
+    }
+
+    void badInputs_data()
+    {
+        QTest::addColumn<QString>("setup");
+        QTest::addColumn<QStringList>("extra");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("missing model directory") << "missing" << QStringList{} << int(kExitBadModel) << "the model does not exist";
+        QTest::addRow("config without model_type") << "no-model-type" << QStringList{} << int(kExitBadModel) << "no \"model_type\"";
+        QTest::addRow("unsupported model_type") << "bert" << QStringList{} << int(kExitBadModel) << "(supported: llama, mistral, qwen2, gpt2";
+        QTest::addRow("missing tensor") << "drop-tensor" << QStringList{} << int(kExitBadModel)
+                                        << "missing tensor \"model.layers.2.input_layernorm.weight\"";
+        QTest::addRow("wrong shape") << "wrong-shape" << QStringList{} << int(kExitBadModel)
+                                     << "tensor \"model.embed_tokens.weight\" has shape [97, 32], expected [97, 16] from config.json";
+        QTest::addRow("truncated safetensors") << "truncate" << QStringList{} << int(kExitBadModel) << "lie outside the";
+        QTest::addRow("header length beyond file") << "huge-header" << QStringList{} << int(kExitBadModel) << "is larger than the file";
+        QTest::addRow("not TorchScript") << "fake-pt" << QStringList{} << int(kExitBadModel) << "not a TorchScript module";
+        QTest::addRow("empty token file") << "empty-tokens" << QStringList{} << int(kExitBadData) << "the token file is empty";
+        QTest::addRow("odd-length u16") << "odd-u16" << QStringList{} << int(kExitBadData) << "odd length for 16-bit tokens";
+        QTest::addRow("id beyond vocabulary") << "big-id" << QStringList{} << int(kExitBadData) << "token 3 has id 500, outside the model's vocabulary of 97";
+        QTest::addRow("context above max positions") << "ok" << QStringList{QStringLiteral("--context"), QStringLiteral("128")} << int(kExitBadArguments)
+                                                     << "exceeds the model's max_position_embeddings 64";
+        QTest::addRow("long context allowed") << "ok" << QStringList{QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--allow-long-context")}
+                                              << int(kExitOk) << "";
+        QTest::addRow("bad dtype") << "ok" << QStringList{QStringLiteral("--dtype"), QStringLiteral("int8")} << int(kExitBadArguments) << "--dtype \"int8\"";
+        QTest::addRow("cuda without CUDA") << "ok" << QStringList{QStringLiteral("--device"), QStringLiteral("cuda:0")} << int(kExitBadArguments)
+                                           << "built without CUDA, or no GPU is visible";
+    }
+    void badInputs()
+    {
+        QFETCH(QString, setup);
+        QFETCH(QStringList, extra);
+        QFETCH(int, exitCode);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        QString model = dir.filePath(QStringLiteral("model"));
+        QString tokens = m_tokens;
+        auto copyModel = [&] {
+            QDir().mkpath(model);
+            for (const QString &f : QDir(m_llama).entryList(QDir::Files))
+                QFile::copy(m_llama + QLatin1Char('/') + f, model + QLatin1Char('/') + f);
+        };
+        auto rewrite = [&](const QString &file, const QByteArray &text) {
+            QFile f(model + QLatin1Char('/') + file);
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(text);
+        };
+        if (setup == QStringLiteral("ok")) {
+            model = m_llama;
+        } else if (setup == QStringLiteral("no-model-type")) {
+            copyModel();
+            rewrite(QStringLiteral("config.json"), R"({"vocab_size": 97})");
+        } else if (setup == QStringLiteral("bert")) {
+            copyModel();
+            rewrite(QStringLiteral("config.json"), R"({"model_type": "bert"})");
+        } else if (setup == QStringLiteral("drop-tensor") || setup == QStringLiteral("wrong-shape")) {
+            // A config that promises more layers (a missing tensor) or a narrower model (a wrong shape)
+            // than the weights hold.
+            copyModel();
+            QFile f(model + QStringLiteral("/config.json"));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QJsonObject c = QJsonDocument::fromJson(f.readAll()).object();
+            f.close();
+            if (setup == QStringLiteral("drop-tensor")) {
+                c[QStringLiteral("num_hidden_layers")] = 3;
+            } else {
+                c[QStringLiteral("hidden_size")] = 16;
+                c[QStringLiteral("head_dim")] = 8;
+            }
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(QJsonDocument(c).toJson());
+        } else if (setup == QStringLiteral("truncate")) {
+            copyModel();
+            QFile f(model + QStringLiteral("/model.safetensors"));
+            QVERIFY(f.resize(f.size() - 100));
+        } else if (setup == QStringLiteral("huge-header")) {
+            copyModel();
+            QFile f(model + QStringLiteral("/model.safetensors"));
+            QVERIFY(f.open(QIODevice::ReadWrite));
+            f.write(QByteArray("\xff\xff\xff\x00\x00\x00\x00\x00", 8));
+        } else if (setup == QStringLiteral("fake-pt")) {
+            model = dir.filePath(QStringLiteral("model.pt"));
+            QFile f(model);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("this is not a zip archive");
+        } else if (setup == QStringLiteral("empty-tokens") || setup == QStringLiteral("odd-u16") || setup == QStringLiteral("big-id")) {
+            model = m_llama;
+            tokens = dir.filePath(setup == QStringLiteral("odd-u16") ? QStringLiteral("t.u16") : QStringLiteral("t.u32"));
+            QFile f(tokens);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            if (setup == QStringLiteral("odd-u16"))
+                f.write("abc");
+            if (setup == QStringLiteral("big-id")) {
+                const std::uint32_t ids[] = {1, 2, 3, 500, 4};
+                f.write(reinterpret_cast<const char *>(ids), sizeof ids);
+            }
+        }
+        const ProcessResult r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens,
+                                                     QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--quiet")}
+                                         + extra);
+        QVERIFY2(r.exitCode == exitCode, qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(message), qPrintable(r.describe()));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAgentEval)
+#include "tst_agent_eval.moc"
