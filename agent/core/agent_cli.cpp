@@ -8,6 +8,7 @@
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/statistics.h"
 #include "cppl/sharding.h"
 #include "cppl/window_plan.h"
 
@@ -38,7 +39,10 @@ Usage:
       --prefix-id ID         lm-eval-rolling prefix token (default: config bos_token_id)
       --allow-long-context   allow --context beyond max_position_embeddings
       --json OUT             write the result (docs/result-json.md)
+      --shard R/N            evaluate only shard R of N (balanced by scored tokens)
       --quiet                no progress on stderr
+  clusterppl-agent merge RESULT.json... [--json OUT]
+      Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
   clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
       Show how a protocol windows the data and how the windows shard across ranks and sync rounds.
       --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
@@ -176,6 +180,96 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
     return kExitOk;
 }
 
+// Merges per-shard result files exactly: the accumulators' integer limbs add, so the merged sum has
+// the same bits as a one-rank run over the same windows.
+int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
+{
+    std::vector<std::string> files;
+    std::string jsonOut;
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+        if (argv[i] == "--json") {
+            if (i + 1 >= argv.size())
+                throw ConfigError("--json needs a value");
+            jsonOut = argv[++i];
+        } else if (argv[i].starts_with("--")) {
+            throw ConfigError("unknown argument \"" + argv[i] + "\" (merge takes result files and --json OUT)");
+        } else {
+            files.push_back(argv[i]);
+        }
+    }
+    if (files.empty())
+        throw ConfigError("merge needs the result files of every shard (clusterppl-agent eval --shard R/N --json FILE)");
+    NllStats total;
+    nlohmann::ordered_json first;
+    std::vector<int> seen;
+    int count = 0;
+    for (const auto &f : files) {
+        std::ifstream in(f);
+        if (!in)
+            throw IoError(f + ": cannot open the result file");
+        nlohmann::ordered_json j;
+        try {
+            j = nlohmann::ordered_json::parse(in);
+        } catch (const nlohmann::json::exception &e) {
+            throw IoError(f + ": not valid JSON (" + e.what() + ")");
+        }
+        for (const char *key : {"nll_sum_exact", "nll_sq_sum_exact", "tokens_scored", "windows", "shard", "protocol", "context", "model", "data"})
+            if (!j.contains(key))
+                throw IoError(f + ": missing \"" + std::string(key) + "\"; is it a clusterppl-agent eval --json result?");
+        NllStats s;
+        const auto nll = ExactSum::fromString(j["nll_sum_exact"].get<std::string>());
+        const auto sq = ExactSum::fromString(j["nll_sq_sum_exact"].get<std::string>());
+        if (!nll || !sq)
+            throw IoError(f + ": nll_sum_exact / nll_sq_sum_exact are not valid exact sums");
+        s.nll = *nll;
+        s.nllSquared = *sq;
+        s.tokens = j["tokens_scored"].get<std::int64_t>();
+        s.windows = j["windows"].get<std::int64_t>();
+        s.bytes = j.value("bytes", std::int64_t{0});
+        s.words = j.value("words", std::int64_t{0});
+        const int rank = j["shard"]["rank"].get<int>();
+        const int n = j["shard"]["count"].get<int>();
+        if (first.is_null()) {
+            first = j;
+            count = n;
+            seen.assign(static_cast<std::size_t>(n), 0);
+        }
+        for (const char *key : {"protocol", "context", "stride", "batch", "dtype"})
+            if (j.value(key, nlohmann::ordered_json()) != first.value(key, nlohmann::ordered_json()))
+                throw ConfigError(f + ": \"" + std::string(key) + "\" differs from " + files.front() + "; these shards are not one run");
+        if (j["model"]["sha256"] != first["model"]["sha256"] || j["data"]["sha256"] != first["data"]["sha256"])
+            throw ConfigError(f + ": model or data differs from " + files.front() + " (sha256)");
+        if (n != count || rank < 0 || rank >= n)
+            throw ConfigError(f + ": shard " + std::to_string(rank) + "/" + std::to_string(n) + " does not belong to a " + std::to_string(count) + "-way run");
+        if (seen[static_cast<std::size_t>(rank)]++)
+            throw ConfigError(f + ": shard " + std::to_string(rank) + " is given twice");
+        total.merge(s);
+    }
+    for (int r = 0; r < count; ++r)
+        if (!seen[static_cast<std::size_t>(r)])
+            throw ConfigError("shard " + std::to_string(r) + "/" + std::to_string(count) + " is missing: every shard's result file is needed");
+    const Perplexity ppl = computePerplexity(total);
+    out << "merged " << count << " shards: " << total.tokens << " tokens, " << total.windows << " windows\n";
+    out << "nll_sum_exact " << total.nll.toString() << '\n';
+    out << formatFinalEstimate(ppl) << '\n';
+    if (!jsonOut.empty()) {
+        nlohmann::ordered_json j = first;
+        j["ppl"] = ppl.ppl;
+        j["ppl_stderr"] = ppl.pplStderr;
+        j["nll_sum"] = total.nll.toDouble();
+        j["nll_sum_exact"] = total.nll.toString();
+        j["nll_sq_sum_exact"] = total.nllSquared.toString();
+        j["tokens_scored"] = total.tokens;
+        j["windows"] = total.windows;
+        j["world_size"] = count;
+        j.erase("shard");
+        std::ofstream f(jsonOut);
+        if (!(f << j.dump(2) << '\n'))
+            throw IoError(jsonOut + ": cannot write the merged result");
+    }
+    return kExitOk;
+}
+
 } // namespace
 
 int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
@@ -194,6 +288,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return planCommand(rest, out);
         if (args[0] == "eval")
             return evalCommand(rest, out, err);
+        if (args[0] == "merge")
+            return mergeCommand(rest, out);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const IoError &e) {

@@ -119,6 +119,26 @@ std::vector<Shard> shardPlan(const WindowPlan &plan, int ranks)
     return shardWindows(scored, ranks);
 }
 
+std::vector<Shard> shardPlanByBatch(const WindowPlan &plan, int ranks, std::int64_t batch)
+{
+    if (batch < 1)
+        throw ConfigError("batch must be at least 1 window (got " + std::to_string(batch) + ")");
+    const auto n = static_cast<std::int64_t>(plan.windows.size());
+    std::vector<std::int64_t> units;
+    for (std::int64_t b = 0; b < n; b += batch) {
+        std::int64_t sum = 0;
+        for (std::int64_t w = b; w < std::min(n, b + batch); ++w)
+            sum += plan.windows[static_cast<std::size_t>(w)].scored();
+        units.push_back(sum);
+    }
+    std::vector<Shard> shards = shardWindows(units, ranks);
+    for (Shard &s : shards) {
+        s.firstWindow = std::min(n, s.firstWindow * batch);
+        s.endWindow = std::min(n, s.endWindow * batch);
+    }
+    return shards;
+}
+
 RoundPlan::RoundPlan(const WindowPlan &plan, std::span<const Shard> shards, std::int64_t syncEveryTokens,
                      std::int64_t batch)
 {

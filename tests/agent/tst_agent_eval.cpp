@@ -184,6 +184,52 @@ private Q_SLOTS:
         QCOMPARE(readJson(b).value(QStringLiteral("model")).toObject().value(QStringLiteral("format")).toString(), QStringLiteral("torchscript"));
     }
 
+    void shardsMergeBitIdentical_data()
+    {
+        QTest::addColumn<QString>("protocol");
+        QTest::addColumn<int>("shards");
+        QTest::addRow("hf-sliding, 3 shards") << "hf-sliding" << 3;
+        QTest::addRow("llama.cpp, 2 shards") << "llama.cpp" << 2;
+        QTest::addRow("lm-eval-rolling, 5 shards") << "lm-eval-rolling" << 5;
+        QTest::addRow("more shards than batches") << "llama.cpp" << 9;
+    }
+    void shardsMergeBitIdentical()
+    {
+        // Same per-rank settings (batch, threads) as the one-rank run: the merged exact sum has the same bits.
+        QFETCH(QString, protocol);
+        QFETCH(int, shards);
+        QTemporaryDir dir;
+        const QStringList common{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                 QStringLiteral("--protocol"), protocol, QStringLiteral("--context"), QStringLiteral("32"),
+                                 QStringLiteral("--prefix-id"), QStringLiteral("0"), QStringLiteral("--batch"), QStringLiteral("3"),
+                                 QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")};
+        const QString one = dir.filePath(QStringLiteral("one.json"));
+        ProcessResult r = runAgent(common + QStringList{QStringLiteral("--json"), one});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QStringList parts;
+        for (int s = 0; s < shards; ++s) {
+            parts << dir.filePath(QStringLiteral("part%1.json").arg(s));
+            r = runAgent(common + QStringList{QStringLiteral("--shard"), QStringLiteral("%1/%2").arg(s).arg(shards), QStringLiteral("--json"), parts.last()});
+            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        }
+        const QString merged = dir.filePath(QStringLiteral("merged.json"));
+        r = runAgent(QStringList{QStringLiteral("merge")} + parts + QStringList{QStringLiteral("--json"), merged});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const QJsonObject a = readJson(one);
+        const QJsonObject b = readJson(merged);
+        QCOMPARE(b.value(QStringLiteral("nll_sum_exact")).toString(), a.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("nll_sq_sum_exact")).toString(), a.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("tokens_scored")).toInteger(), a.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(b.value(QStringLiteral("ppl")).toDouble(), a.value(QStringLiteral("ppl")).toDouble()); // exact, not fuzzy
+        QCOMPARE(b.value(QStringLiteral("world_size")).toInt(), shards);
+        // A missing or repeated shard is refused, never silently merged.
+        r = runAgent(QStringList{QStringLiteral("merge")} + parts.mid(1));
+        QCOMPARE(r.exitCode, int(kExitBadArguments));
+        QVERIFY2(r.err.contains(QStringLiteral("is missing")) || r.err.contains(QStringLiteral("does not belong")), qPrintable(r.describe()));
+        r = runAgent(QStringList{QStringLiteral("merge"), parts.first(), parts.first()});
+        QCOMPARE(r.exitCode, int(kExitBadArguments));
+    }
+
     void resultJsonContract()
     {
         const QString out = m_dir.filePath(QStringLiteral("contract.json"));

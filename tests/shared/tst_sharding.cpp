@@ -112,6 +112,32 @@ private Q_SLOTS:
         }
     }
 
+    void batchAlignedShards()
+    {
+        const WindowPlan plan = planStream({Protocol::HfSliding, 64, 40}, 5000); // uneven first window
+        for (std::int64_t batch : {1, 3, 8}) {
+            for (int ranks : {1, 2, 5, 13, 200}) {
+                const auto shards = shardPlanByBatch(plan, ranks, batch);
+                QCOMPARE(static_cast<int>(shards.size()), ranks);
+                std::int64_t next = 0;
+                std::int64_t lo = INT64_MAX, hi = 0;
+                for (const Shard &s : shards) {
+                    QCOMPARE(s.firstWindow, next);
+                    QVERIFY(s.firstWindow % batch == 0 || s.firstWindow == static_cast<std::int64_t>(plan.windows.size()));
+                    std::int64_t sum = 0;
+                    for (std::int64_t w = s.firstWindow; w < s.endWindow; ++w)
+                        sum += plan.windows[static_cast<std::size_t>(w)].scored();
+                    QCOMPARE(s.scoredTokens, sum);
+                    lo = std::min(lo, sum);
+                    hi = std::max(hi, sum);
+                    next = s.endWindow;
+                }
+                QCOMPARE(next, static_cast<std::int64_t>(plan.windows.size()));
+                QVERIFY(hi - lo <= batch * plan.maxScored); // within one batch of windows
+            }
+        }
+    }
+
     void rejectsZeroRanks()
     {
         QVERIFY_THROWS_EXCEPTION(ConfigError, (void)shardWindows(std::vector<std::int64_t>{1, 2}, 0));

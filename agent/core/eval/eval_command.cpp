@@ -11,6 +11,7 @@
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/sharding.h"
 #include "cppl/statistics.h"
 #include "cppl/window_plan.h"
 
@@ -80,7 +81,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
     try {
         const Args a(argv,
                      {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id"},
+                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard"},
                      {"--bos-first", "--allow-long-context", "--quiet"});
         // 1. Arguments: everything that needs neither the model nor the data.
         PlanOptions opts;
@@ -88,6 +89,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         c10::ScalarType dtype = at::kFloat;
         c10::Device device(c10::DeviceType::CPU);
         std::int64_t batch = 0, maxWindows = 0, threads = 0, blasThreads = 0;
+        int shardRank = 0, shardCount = 1;
         phase(kExitBadArguments, [&] {
             modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
             const auto protocolText = a.get("--protocol").value_or("hf-sliding");
@@ -111,6 +113,20 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 throw ConfigError("--text needs --tokenizer bytes (real tokenizers arrive in a later release)");
             if (opts.bosFirst && opts.protocol != Protocol::LlamaCpp)
                 throw ConfigError("--bos-first applies to the llama.cpp protocol only");
+            if (const auto shard = a.get("--shard")) {
+                // R/N: evaluate only rank R's shard of N (the same balanced shards a distributed run uses).
+                const auto slash = shard->find('/');
+                try {
+                    if (slash == std::string::npos)
+                        throw std::invalid_argument("no slash");
+                    shardRank = std::stoi(shard->substr(0, slash));
+                    shardCount = std::stoi(shard->substr(slash + 1));
+                } catch (const std::exception &) {
+                    throw ConfigError("--shard expects RANK/COUNT, e.g. 2/8, got \"" + *shard + "\"");
+                }
+                if (shardCount < 1 || shardRank < 0 || shardRank >= shardCount)
+                    throw ConfigError("--shard " + *shard + ": need 0 <= RANK < COUNT");
+            }
             PlanOptions check = opts;
             check.bosToken = 0;
             validatePlanOptions(check);
@@ -159,6 +175,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             for (const Window &w : plan.windows)
                 plan.scoredTokens += w.scored();
         }
+        const Shard shard = shardPlanByBatch(plan, shardCount, batch)[static_cast<std::size_t>(shardRank)];
         phase(kExitBadModel, [&] {
             model->prepare(batch, plan.maxInput);
             return 0;
@@ -169,7 +186,10 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         });
         if (!a.has("--quiet"))
             err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ") loaded in "
-                << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch
+                << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch;
+        if (!a.has("--quiet") && shardCount > 1)
+            err << "; shard " << shardRank << "/" << shardCount << ": windows " << shard.firstWindow << ".." << shard.endWindow - 1 << ", "
+                << shard.scoredTokens << " tokens"
                 << '\n';
 
         // 4. Evaluate.
@@ -177,7 +197,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         Evaluator evaluator(*model, data, plan, batch);
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
-        evaluator.run(0, static_cast<std::int64_t>(plan.windows.size()), stats, [&](const EvalProgress &p, const NllStats &s) {
+        evaluator.run(shard.firstWindow, shard.endWindow, stats, [&](const EvalProgress &p, const NllStats &s) {
             const auto now = std::chrono::steady_clock::now();
             if (a.has("--quiet") || (now - lastPrint < std::chrono::milliseconds(500) && p.windowsDone < p.windowsTotal))
                 return;
@@ -191,7 +211,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             err << line << std::flush;
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
-        if (a.has("--text")) {
+        if (a.has("--text") && shardRank == 0) { // document totals: counted once, by shard 0
             stats.bytes = tokens.fileBytes;
             std::ifstream in(tokens.path, std::ios::binary);
             const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -241,6 +261,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             j["model"] = {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
             j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"sha256", sha256File(tokens.path)}};
             j["world_size"] = 1;
+            j["shard"] = {{"rank", shardRank}, {"count", shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
             j["version"] = CLUSTERPPL_VERSION_STRING;
             std::ofstream f(*jsonPath);
             if (!(f << j.dump(2) << '\n'))

@@ -63,6 +63,10 @@ std::string describe(const RuntimeInfo &info)
     if (info.blasThreads > 0)
         s += ", " + std::to_string(info.blasThreads) + " BLAS threads";
     s += "; LibTorch " + info.torchVersion + ", " + std::to_string(info.intraOpThreads) + " intra-op threads";
+    if (info.blas.find("running Prescott kernels") != std::string::npos && __builtin_cpu_supports("avx2"))
+        s += "\nWARNING: OpenBLAS did not recognise this CPU and runs generic SSE3 (Prescott) kernels, about 4x slower "
+             "than this CPU allows. If your OpenBLAS supports it, export OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX "
+             "(AVX-512) before starting the agent.";
     return s;
 }
 

@@ -32,6 +32,14 @@ struct Shard
 [[nodiscard]] std::vector<Shard> shardWindows(std::span<const std::int64_t> scoredPerWindow, int ranks);
 [[nodiscard]] std::vector<Shard> shardPlan(const WindowPlan &plan, int ranks);
 
+/**
+ * @brief Shards whose boundaries fall on multiples of `batch` windows, so every window is evaluated
+ * in the same batch, at the same row, whatever the number of ranks. BLAS results can depend on a
+ * row's position in a batch; with batch-aligned shards the per-window numbers are the same bits as
+ * in a one-rank run, and so is the exact sum. Balanced by scored tokens to within one batch.
+ */
+[[nodiscard]] std::vector<Shard> shardPlanByBatch(const WindowPlan &plan, int ranks, std::int64_t batch);
+
 /// @brief Only at the end: one round.
 inline constexpr std::int64_t kSyncAtEnd = std::numeric_limits<std::int64_t>::max();
 

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// The machine's fp32 GEMM ceiling through the same LibTorch + BLAS the agent uses, at the shapes an
+// evaluation runs (rows = batch * context, hidden -> intermediate). Prints JSON for bench/eval_speed.sh.
+#include "eval/runtime_info.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+int main(int argc, char **argv)
+{
+    const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+    const std::int64_t M = argc > 2 ? std::atoll(argv[2]) : 4096; // batch 8 x context 512
+    const std::int64_t K = argc > 3 ? std::atoll(argv[3]) : 512;
+    const std::int64_t N = argc > 4 ? std::atoll(argv[4]) : 1376;
+    cppl::agent::setThreads(threads, threads);
+    const at::Tensor a = at::randn({M, K});
+    const at::Tensor b = at::randn({N, K}); // [out, in] like a Linear weight: x @ W^T
+    for (int i = 0; i < 3; ++i)
+        (void)at::linear(a, b);
+    double best = 1e30;
+    for (int rep = 0; rep < 7; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        (void)at::linear(a, b);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double gflops = 2.0 * static_cast<double>(M * K * N) / best / 1e9;
+    std::printf("{\"gflops\": %.2f, \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, \"blas\": \"%s\"}\n", gflops,
+                static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), threads,
+                cppl::agent::describe(cppl::agent::runtimeInfo()).c_str());
+    return 0;
+}

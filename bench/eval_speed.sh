@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Side-by-side, in one run: clusterppl-agent eval against a plain PyTorch eager loop (HF-style,
+# bench/python/eager_loop.py) on the same weights, threads, BLAS, batch and context; the fp32 GEMM
+# ceiling from bench_sgemm at the same thread count; peak RSS of the agent.
+#
+#   bench/eval_speed.sh [BUILD_DIR] [THREADS] [WINDOWS]
+# Shapes: "18m" (hidden 512, 6 layers, 8 heads, 4 KV heads, intermediate 1376, vocab 512) and
+# "110m" (hidden 1024, 8 layers, 16 heads, 8 KV heads, intermediate 2816, vocab 4096).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build/default}"
+THREADS="${2:-2}"
+WINDOWS="${3:-16}"
+WORK="$BUILD/bench-work"
+PY=/usr/bin/python3
+REF="$ROOT/tests/agent/reference"
+mkdir -p "$WORK"
+
+"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 600000).astype("<u4").tofile("'"$WORK"'/tokens.u32")'
+declare -A SHAPES=(
+  [18m]="--vocab 512 --hidden 512 --layers 6 --heads 8 --kv-heads 4 --intermediate 1376 --max-positions 1024"
+  [110m]="--vocab 4096 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024"
+)
+echo "threads=$THREADS windows=$WINDOWS batch=8 context=512 (hf-sliding, stride 512)"
+printf '%-6s %10s %12s %12s %8s %10s %10s %12s %10s\n' shape params agent_tok/s eager_tok/s ratio GFLOP/s sgemm eff_vs_sgemm rss_MB
+for shape in 18m 110m; do
+  dir="$WORK/llama-$shape"
+  [[ -f "$dir/model.safetensors" ]] || "$PY" "$REF/make_checkpoint.py" --arch llama --out "$dir" ${SHAPES[$shape]} >/dev/null
+  read -r hidden inter layers heads hd <<<"$("$PY" -c 'import json;c=json.load(open("'"$dir"'/config.json"));print(c["hidden_size"],c["intermediate_size"],c["num_hidden_layers"],c["num_attention_heads"],c["hidden_size"]//c["num_attention_heads"])')"
+  sg=$("$BUILD/bench/bench_sgemm" "$THREADS" 4096 "$hidden" "$inter" | "$PY" -c 'import json,sys;print(json.load(sys.stdin)["gflops"])')
+  /usr/bin/time -f "%M" -o "$WORK/rss-$shape" "$BUILD/agent/clusterppl-agent" eval --model "$dir" --tokens "$WORK/tokens.u32" \
+      --context 512 --batch 8 --max-windows "$WINDOWS" --threads "$THREADS" --quiet --json "$WORK/agent-$shape.json" >/dev/null
+  "$PY" "$ROOT/bench/python/eager_loop.py" --model "$dir" --tokens "$WORK/tokens.u32" --context 512 --batch 8 \
+      --threads "$THREADS" --max-windows "$WINDOWS" > "$WORK/eager-$shape.json"
+  "$PY" - "$WORK" "$shape" "$sg" "$layers" "$heads" "$hd" <<'PY'
+import json, sys
+work, shape, sg, layers, heads, hd = sys.argv[1], sys.argv[2], float(sys.argv[3]), *map(int, sys.argv[4:])
+a = json.load(open(f"{work}/agent-{shape}.json")); e = json.load(open(f"{work}/eager-{shape}.json"))
+rss = int(open(f"{work}/rss-{shape}").read().split()[-1]) / 1024
+params = a["model"]["params"]
+# Every input position runs the whole network: 2 FLOPs per parameter plus attention (QK^T and AV over
+# the full 512 x 512 score matrix, as computed), per input token.
+tok_in = a["windows"] * 512 / a["seconds"]
+flops = tok_in * (2 * params + 4 * layers * heads * hd * 512)
+print("%-6s %10d %12.0f %12.0f %8.2f %10.1f %10.1f %11.0f%% %10.0f" % (shape, params, tok_in, e["tokens_per_second"],
+      tok_in / e["tokens_per_second"], flops / 1e9, sg, 100 * flops / 1e9 / sg, rss))
+PY
+done
+echo "BLAS: $(sed -n 's/.*"blas": "\(.*\)".*/\1/p' "$WORK/agent-18m.json" | head -1)"
