@@ -11,10 +11,14 @@ Args::Args(const std::vector<std::string> &argv, std::set<std::string> valued, s
 {
     auto known = [&] {
         std::string list;
-        for (const auto &s : valued)
-            list += (list.empty() ? "" : " ") + s;
-        for (const auto &s : switches)
-            list += (list.empty() ? "" : " ") + s;
+        for (const auto &s : valued) {
+            list += list.empty() ? "" : " ";
+            list += s;
+        }
+        for (const auto &s : switches) {
+            list += list.empty() ? "" : " ";
+            list += s;
+        }
         return list;
     };
     for (std::size_t i = 0; i < argv.size(); ++i) {

@@ -145,8 +145,10 @@ public:
             return;
         if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
             std::string list;
-            for (auto a : allowed)
-                list += (list.empty() ? "" : ", ") + std::string(a);
+            for (auto a : allowed) {
+                list += list.empty() ? "" : ", ";
+                list += std::string(a);
+            }
             fail(key, "unknown value \"" + value + "\" (expected one of: " + list + ")");
             return;
         }
@@ -161,8 +163,10 @@ public:
             if (m_known.count(it.key()))
                 continue;
             std::string list;
-            for (const auto &k : m_known)
-                list += (list.empty() ? "" : ", ") + k;
+            for (const auto &k : m_known) {
+                list += list.empty() ? "" : ", ";
+                list += k;
+            }
             fail(it.key(), "unknown field (known fields here: " + list + ")");
         }
     }

@@ -207,8 +207,10 @@ std::string hostfileFromHosts(const std::vector<HostSpec> &hosts)
         if (h.devices.empty())
             continue;
         std::string ids;
-        for (int d : h.devices)
-            ids += (ids.empty() ? "" : ",") + std::to_string(d);
+        for (int d : h.devices) {
+            ids += ids.empty() ? "" : ",";
+            ids += std::to_string(d);
+        }
         out << "# " << h.name << " uses devices " << ids << ", which a hostfile cannot express: pass --include "
             << h.name << ":" << ids << "\n";
     }
