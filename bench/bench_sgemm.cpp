@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 int main(int argc, char **argv)
 {
@@ -28,8 +29,12 @@ int main(int argc, char **argv)
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double gflops = 2.0 * static_cast<double>(M * K * N) / best / 1e9;
+    std::string blas = cppl::agent::describe(cppl::agent::runtimeInfo());
+    for (char &c : blas)
+        if (c == '\n' || c == '"')
+            c = ' '; // stays one JSON string
     std::printf("{\"gflops\": %.2f, \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, \"blas\": \"%s\"}\n", gflops,
                 static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), threads,
-                cppl::agent::describe(cppl::agent::runtimeInfo()).c_str());
+                blas.c_str());
     return 0;
 }

@@ -35,6 +35,8 @@ Usage:
       --device cpu|cuda[:i]|auto         (default auto: cuda when available)
       --threads N            LibTorch intra-op threads (default: all cores)
       --blas-threads N       OpenBLAS threads (default: --threads)
+      --gemm auto|onednn|blas  dense layers via oneDNN (packed weights) or the BLAS (default auto:
+                             oneDNN for float32 on the CPU when LibTorch has it)
       --bos-id ID            llama.cpp --bos-first token (default: config bos_token_id)
       --prefix-id ID         lm-eval-rolling prefix token (default: config bos_token_id)
       --allow-long-context   allow --context beyond max_position_embeddings

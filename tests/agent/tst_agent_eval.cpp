@@ -104,20 +104,28 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::ReadOnly));
         const QByteArray raw = f.readAll();
 
-        const auto lm = loadNativeModel(model.toStdString(), {});
         at::Tensor ids = at::empty({2, 12}, at::TensorOptions().dtype(at::kLong));
         for (int b = 0; b < 2; ++b)
             for (int t = 0; t < 12; ++t)
                 ids[b][t] = rows[static_cast<std::size_t>(b)][static_cast<std::size_t>(t)];
-        const at::Tensor ours = lm->logits(ids).contiguous();
-        QCOMPARE(static_cast<qsizetype>(ours.numel() * 4), raw.size());
-        const at::Tensor ref = at::from_blob(const_cast<char *>(raw.data()), ours.sizes(), at::TensorOptions().dtype(at::kFloat));
-        const double diff = (ours - ref).abs().max().item<double>();
-        QVERIFY2(diff <= 1e-4, qPrintable(QStringLiteral("max |ours - transformers| = %1").arg(diff)));
-        // logitsAt selects exactly those rows.
-        const at::Tensor pos = at::tensor(std::vector<std::int64_t>{0, 13, 23}, at::TensorOptions().dtype(at::kLong));
-        const at::Tensor some = lm->logitsAt(ids, pos);
-        QVERIFY((some - ours.reshape({24, -1}).index_select(0, pos)).abs().max().item<double>() <= 1e-5);
+        // Both GEMM back ends: the BLAS through at::linear, and oneDNN with packed weights.
+        for (GemmBackend gemm : {GemmBackend::Blas, GemmBackend::OneDnn}) {
+            if (gemm == GemmBackend::OneDnn && !at::hasMKLDNN())
+                continue; // this LibTorch has no oneDNN; the BLAS row above still ran
+            LoadOptions options;
+            options.gemm = gemm;
+            const auto lm = loadNativeModel(model.toStdString(), options);
+            const at::Tensor ours = lm->logits(ids).contiguous();
+            QCOMPARE(static_cast<qsizetype>(ours.numel() * 4), raw.size());
+            const at::Tensor ref = at::from_blob(const_cast<char *>(raw.data()), ours.sizes(), at::TensorOptions().dtype(at::kFloat));
+            const double diff = (ours - ref).abs().max().item<double>();
+            QVERIFY2(diff <= 1e-4, qPrintable(QStringLiteral("%1: max |ours - transformers| = %2")
+                                                  .arg(QString::fromStdString(lm->info().gemm)).arg(diff)));
+            // logitsAt selects exactly those rows.
+            const at::Tensor pos = at::tensor(std::vector<std::int64_t>{0, 13, 23}, at::TensorOptions().dtype(at::kLong));
+            const at::Tensor some = lm->logitsAt(ids, pos);
+            QVERIFY((some - ours.reshape({24, -1}).index_select(0, pos)).abs().max().item<double>() <= 1e-5);
+        }
     }
 
     void perplexityMatchesFloat64Reference_data()

@@ -81,7 +81,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
     try {
         const Args a(argv,
                      {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard"},
+                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm"},
                      {"--bos-first", "--allow-long-context", "--quiet"});
         // 1. Arguments: everything that needs neither the model nor the data.
         PlanOptions opts;
@@ -90,6 +90,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         c10::Device device(c10::DeviceType::CPU);
         std::int64_t batch = 0, maxWindows = 0, threads = 0, blasThreads = 0;
         int shardRank = 0, shardCount = 1;
+        GemmBackend gemm = GemmBackend::Auto;
         phase(kExitBadArguments, [&] {
             modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
             const auto protocolText = a.get("--protocol").value_or("hf-sliding");
@@ -106,6 +107,13 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             threads = a.integer("--threads", hw, 1, 1024);
             blasThreads = a.integer("--blas-threads", threads, 1, 1024);
             dtype = parseDtype(a.get("--dtype").value_or("float32"));
+            const std::string gemmText = a.get("--gemm").value_or("auto");
+            if (gemmText == "onednn")
+                gemm = GemmBackend::OneDnn;
+            else if (gemmText == "blas")
+                gemm = GemmBackend::Blas;
+            else if (gemmText != "auto")
+                throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, onednn, blas");
             device = parseDevice(a.get("--device").value_or("auto"));
             if (a.has("--tokens") == a.has("--text"))
                 throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes (exactly one)");
@@ -142,7 +150,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             return a.has("--tokens") ? readTokenFile(*a.get("--tokens")) : readTextAsBytes(*a.get("--text"));
         });
         const auto loadStart = std::chrono::steady_clock::now();
-        const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device}); });
+        const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device, gemm}); });
         const ModelInfo &mi = model->info();
         const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
         // 3. The plan.
@@ -185,7 +193,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             return 0;
         });
         if (!a.has("--quiet"))
-            err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ") loaded in "
+            err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ", GEMM "
+                << mi.gemm << ") loaded in "
                 << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch;
         if (!a.has("--quiet") && shardCount > 1)
             err << "; shard " << shardRank << "/" << shardCount << ": windows " << shard.firstWindow << ".." << shard.endWindow - 1 << ", "
@@ -252,6 +261,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             j["threads"] = runtime.intraOpThreads;
             j["blas_threads"] = runtime.blasThreads;
             j["blas"] = runtime.blas;
+            j["gemm"] = mi.gemm;
             j["seconds"] = seconds;
             j["load_seconds"] = loadSeconds;
             j["tokens_per_second"] = seconds > 0 ? static_cast<double>(stats.tokens) / seconds : 0.0;

@@ -24,12 +24,21 @@ struct ModelInfo
     std::int64_t bosTokenId = -1;
     std::vector<std::string> weightFiles;
     std::int64_t weightBytes = 0; ///< in the evaluation dtype
+    std::string gemm;             ///< "onednn" or "blas" (native models); "torchscript"
+};
+
+/// @brief Which library runs the dense layers' matrix products on the CPU.
+enum class GemmBackend {
+    Auto,   ///< oneDNN when LibTorch has it (float32, CPU), else the BLAS
+    Blas,   ///< the BLAS LibTorch links (OpenBLAS here), through at::linear
+    OneDnn, ///< oneDNN (mkldnn) with weights packed once at load
 };
 
 struct LoadOptions
 {
     c10::ScalarType dtype = c10::ScalarType::Float;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
+    GemmBackend gemm = GemmBackend::Auto;
 };
 
 /// @brief A causal language model: int64 ids [B, T] -> next-token logits.

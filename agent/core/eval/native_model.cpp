@@ -56,6 +56,11 @@ public:
     [[nodiscard]] std::int64_t params() const { return m_params; }
     [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
     [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
+    void releasePages() const
+    {
+        for (const auto &[name, view] : m_ckpt.tensors())
+            view.file->releasePages();
+    }
 
 private:
     SafetensorsCheckpoint m_ckpt;
@@ -68,6 +73,48 @@ at::Tensor optionalBias(WeightSource &w, bool present, const std::string &name, 
 {
     return present ? w.get(name, {n}) : at::Tensor();
 }
+
+bool useOneDnn(const LoadOptions &o)
+{
+    const bool possible = at::hasMKLDNN() && o.dtype == at::kFloat && o.device.is_cpu();
+    if (o.gemm == GemmBackend::OneDnn && !possible)
+        throw ConfigError("--gemm onednn needs float32 on the CPU and a LibTorch built with oneDNN (mkldnn)");
+    return possible && o.gemm != GemmBackend::Blas;
+}
+
+// A dense layer y = x W^T + b. With oneDNN the weight is packed once at load (a copy; the mapped
+// original is then released), and each call converts the activations in and out: on CPUs where
+// OpenBLAS falls back to generic kernels this is several times faster (docs/models.md).
+struct Linear
+{
+    at::Tensor weight; ///< [out, in] (a transposed view for GPT-2's Conv1D)
+    at::Tensor bias;
+    at::Tensor packed;
+    at::Tensor packedBias;
+
+    static Linear make(at::Tensor w, at::Tensor b, bool oneDnn)
+    {
+        Linear l{std::move(w), std::move(b), {}, {}};
+        if (oneDnn) {
+            l.packed = l.weight.contiguous().to_mkldnn();
+            if (l.bias.defined())
+                l.packedBias = l.bias.contiguous().to_mkldnn();
+        }
+        return l;
+    }
+
+    at::Tensor operator()(const at::Tensor &x) const
+    {
+        if (!packed.defined())
+            return at::linear(x, weight, bias);
+        std::vector<std::int64_t> sizes = x.sizes().vec();
+        const at::Tensor y = at::mkldnn_linear(x.reshape({-1, sizes.back()}).contiguous().to_mkldnn(), packed,
+                                               packedBias.defined() ? c10::optional<at::Tensor>(packedBias) : c10::nullopt)
+                                 .to_dense();
+        sizes.back() = weight.size(0);
+        return y.view(sizes);
+    }
+};
 
 ModelInfo baseInfo(const std::string &dir, const ModelConfig &c, const WeightSource &w)
 {
@@ -97,7 +144,7 @@ class LlamaModel final : public LanguageModel
 {
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o)
+        : m_c(std::move(c)), m_opts(o), m_oneDnn(useOneDnn(o))
     {
         WeightSource w(std::move(ckpt), o);
         const std::int64_t H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
@@ -107,25 +154,26 @@ public:
             Layer l;
             l.inNorm = w.get(p + "input_layernorm.weight", {H});
             l.postNorm = w.get(p + "post_attention_layernorm.weight", {H});
-            l.q = w.get(p + "self_attn.q_proj.weight", {m_c.heads * hd, H});
-            l.k = w.get(p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H});
-            l.v = w.get(p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H});
-            l.o = w.get(p + "self_attn.o_proj.weight", {H, m_c.heads * hd});
-            l.qb = optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd);
-            l.kb = optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd);
-            l.vb = optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd);
-            l.ob = optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H);
-            l.gate = w.get(p + "mlp.gate_proj.weight", {I, H});
-            l.up = w.get(p + "mlp.up_proj.weight", {I, H});
-            l.down = w.get(p + "mlp.down_proj.weight", {H, I});
-            l.gateb = optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I);
-            l.upb = optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I);
-            l.downb = optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H);
+            const bool dnn = m_oneDnn;
+            l.q = Linear::make(w.get(p + "self_attn.q_proj.weight", {m_c.heads * hd, H}),
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd), dnn);
+            l.k = Linear::make(w.get(p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H}),
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd), dnn);
+            l.v = Linear::make(w.get(p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H}),
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd), dnn);
+            l.o = Linear::make(w.get(p + "self_attn.o_proj.weight", {H, m_c.heads * hd}),
+                               optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H), dnn);
+            l.gate = Linear::make(w.get(p + "mlp.gate_proj.weight", {I, H}), optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I), dnn);
+            l.up = Linear::make(w.get(p + "mlp.up_proj.weight", {I, H}), optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I), dnn);
+            l.down = Linear::make(w.get(p + "mlp.down_proj.weight", {H, I}), optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H), dnn);
             m_layers.push_back(std::move(l));
         }
         m_norm = w.get("model.norm.weight", {H});
-        m_head = m_c.tied ? m_embed : w.get("lm_head.weight", {m_c.vocab, H});
+        m_head = Linear::make(m_c.tied ? m_embed : w.get("lm_head.weight", {m_c.vocab, H}), {}, m_oneDnn);
         m_info = baseInfo(dir, m_c, w);
+        m_info.gemm = m_oneDnn ? "onednn" : "blas";
+        if (m_oneDnn)
+            w.releasePages();
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
         const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -146,18 +194,19 @@ public:
 
     const ModelInfo &info() const override { return m_info; }
 
-    at::Tensor logits(const at::Tensor &ids) override { return at::linear(hidden(ids), m_head); }
+    at::Tensor logits(const at::Tensor &ids) override { return m_head(hidden(ids)); }
 
     at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
     {
         const at::Tensor h = hidden(ids);
-        return at::linear(h.reshape({-1, m_c.hidden}).index_select(0, flat), m_head);
+        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat));
     }
 
 private:
     struct Layer
     {
-        at::Tensor inNorm, postNorm, q, k, v, o, qb, kb, vb, ob, gate, up, down, gateb, upb, downb;
+        at::Tensor inNorm, postNorm;
+        Linear q, k, v, o, gate, up, down;
     };
 
     at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
@@ -186,9 +235,9 @@ private:
         const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
         for (const Layer &l : m_layers) {
             const at::Tensor h = rmsNorm(x, l.inNorm);
-            at::Tensor q = at::linear(h, l.q, l.qb).view({B, T, m_c.heads, hd}).transpose(1, 2);
-            at::Tensor k = at::linear(h, l.k, l.kb).view({B, T, kv, hd}).transpose(1, 2);
-            const at::Tensor v = at::linear(h, l.v, l.vb).view({B, T, kv, hd}).transpose(1, 2);
+            at::Tensor q = l.q(h).view({B, T, m_c.heads, hd}).transpose(1, 2);
+            at::Tensor k = l.k(h).view({B, T, kv, hd}).transpose(1, 2);
+            const at::Tensor v = l.v(h).view({B, T, kv, hd}).transpose(1, 2);
             q = q * cos + rotateHalf(q) * sin;
             k = k * cos + rotateHalf(k) * sin;
             // Grouped-query attention without copying K/V per head: [B, kv, rep, T, hd] x [B, kv, 1, hd, T].
@@ -196,17 +245,19 @@ private:
             at::Tensor w = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;
             w = at::softmax(w + mask, -1, at::kFloat).to(opts.dtype());
             const at::Tensor a = at::matmul(w, v.unsqueeze(2)).reshape({B, m_c.heads, T, hd}).transpose(1, 2).reshape({B, T, m_c.heads * hd});
-            x = x + at::linear(a, l.o, l.ob);
+            x = x + l.o(a);
             const at::Tensor h2 = rmsNorm(x, l.postNorm);
-            x = x + at::linear(at::silu(at::linear(h2, l.gate, l.gateb)) * at::linear(h2, l.up, l.upb), l.down, l.downb);
+            x = x + l.down(at::silu(l.gate(h2)) * l.up(h2));
         }
         return rmsNorm(x, m_norm);
     }
 
     ModelConfig m_c;
     LoadOptions m_opts;
+    bool m_oneDnn = false;
     ModelInfo m_info;
-    at::Tensor m_embed, m_norm, m_head, m_invFreq;
+    at::Tensor m_embed, m_norm, m_invFreq;
+    Linear m_head;
     std::vector<Layer> m_layers;
 };
 
@@ -214,7 +265,7 @@ class Gpt2Model final : public LanguageModel
 {
 public:
     Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o)
+        : m_c(std::move(c)), m_opts(o), m_oneDnn(useOneDnn(o))
     {
         WeightSource w(std::move(ckpt), o);
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
@@ -226,36 +277,38 @@ public:
             Block b;
             b.ln1w = w.get(p + "ln_1.weight", {E});
             b.ln1b = w.get(p + "ln_1.bias", {E});
-            b.attnW = w.get(p + "attn.c_attn.weight", {E, 3 * E}); // Conv1D: [in, out]
-            b.attnB = w.get(p + "attn.c_attn.bias", {3 * E});
-            b.projW = w.get(p + "attn.c_proj.weight", {E, E});
-            b.projB = w.get(p + "attn.c_proj.bias", {E});
+            // Conv1D stores [in, out]; Linear wants [out, in]: a transposed view (packed copy with oneDNN).
+            b.attn = Linear::make(w.get(p + "attn.c_attn.weight", {E, 3 * E}).t(), w.get(p + "attn.c_attn.bias", {3 * E}), m_oneDnn);
+            b.proj = Linear::make(w.get(p + "attn.c_proj.weight", {E, E}).t(), w.get(p + "attn.c_proj.bias", {E}), m_oneDnn);
             b.ln2w = w.get(p + "ln_2.weight", {E});
             b.ln2b = w.get(p + "ln_2.bias", {E});
-            b.fcW = w.get(p + "mlp.c_fc.weight", {E, I});
-            b.fcB = w.get(p + "mlp.c_fc.bias", {I});
-            b.fcProjW = w.get(p + "mlp.c_proj.weight", {I, E});
-            b.fcProjB = w.get(p + "mlp.c_proj.bias", {E});
+            b.fc = Linear::make(w.get(p + "mlp.c_fc.weight", {E, I}).t(), w.get(p + "mlp.c_fc.bias", {I}), m_oneDnn);
+            b.fcProj = Linear::make(w.get(p + "mlp.c_proj.weight", {I, E}).t(), w.get(p + "mlp.c_proj.bias", {E}), m_oneDnn);
             m_blocks.push_back(std::move(b));
         }
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
+        m_head = Linear::make(m_wte, {}, m_oneDnn);
         m_info = baseInfo(dir, m_c, w);
+        m_info.gemm = m_oneDnn ? "onednn" : "blas";
+        if (m_oneDnn)
+            w.releasePages();
     }
 
     const ModelInfo &info() const override { return m_info; }
 
-    at::Tensor logits(const at::Tensor &ids) override { return at::linear(hidden(ids), m_wte); }
+    at::Tensor logits(const at::Tensor &ids) override { return m_head(hidden(ids)); }
 
     at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
     {
-        return at::linear(hidden(ids).reshape({-1, m_c.hidden}).index_select(0, flat), m_wte);
+        return m_head(hidden(ids).reshape({-1, m_c.hidden}).index_select(0, flat));
     }
 
 private:
     struct Block
     {
-        at::Tensor ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB;
+        at::Tensor ln1w, ln1b, ln2w, ln2b;
+        Linear attn, proj, fc, fcProj;
     };
 
     at::Tensor hidden(const at::Tensor &ids)
@@ -267,7 +320,7 @@ private:
         const double divisor = std::sqrt(static_cast<double>(hd)); // transformers divides, so do we
         for (const Block &b : m_blocks) {
             at::Tensor h = at::layer_norm(x, {E}, b.ln1w, b.ln1b, m_c.normEps);
-            const at::Tensor qkv = at::addmm(b.attnB, h.reshape({-1, E}), b.attnW).view({B, T, 3 * E});
+            const at::Tensor qkv = b.attn(h.reshape({-1, E})).view({B, T, 3 * E});
             const auto parts = qkv.split(E, 2);
             const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
             const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
@@ -275,18 +328,20 @@ private:
             at::Tensor w = at::matmul(q, k.transpose(-1, -2)) / divisor;
             w = at::softmax(w + mask, -1).to(v.scalar_type());
             const at::Tensor a = at::matmul(w, v).transpose(1, 2).reshape({-1, E});
-            x = x + at::addmm(b.projB, a, b.projW).view({B, T, E});
+            x = x + b.proj(a).view({B, T, E});
             h = at::layer_norm(x, {E}, b.ln2w, b.ln2b, m_c.normEps);
-            h = at::gelu(at::addmm(b.fcB, h.reshape({-1, E}), b.fcW), "tanh");
-            x = x + at::addmm(b.fcProjB, h, b.fcProjW).view({B, T, E});
+            h = at::gelu(b.fc(h.reshape({-1, E})), "tanh");
+            x = x + b.fcProj(h).view({B, T, E});
         }
         return at::layer_norm(x, {E}, m_lnfW, m_lnfB, m_c.normEps);
     }
 
     ModelConfig m_c;
     LoadOptions m_opts;
+    bool m_oneDnn = false;
     ModelInfo m_info;
     at::Tensor m_wte, m_wpe, m_lnfW, m_lnfB;
+    Linear m_head;
     std::vector<Block> m_blocks;
 };
 

@@ -50,6 +50,7 @@ public:
             m_info.weightBytes += b.numel() * static_cast<std::int64_t>(b.element_size());
         m_info.weightBytes += m_info.params * static_cast<std::int64_t>(c10::elementSize(o.dtype));
         m_info.weightFiles = {path};
+        m_info.gemm = "torchscript";
     }
 
     const ModelInfo &info() const override { return m_info; }

@@ -46,6 +46,12 @@ MappedFile::~MappedFile()
         ::munmap(const_cast<unsigned char *>(m_data), m_size);
 }
 
+void MappedFile::releasePages() const noexcept
+{
+    if (m_data)
+        ::madvise(const_cast<unsigned char *>(m_data), m_size, MADV_DONTNEED);
+}
+
 std::string sha256File(const std::string &path)
 {
     static const bool ready = sodium_init() >= 0;

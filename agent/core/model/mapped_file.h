@@ -21,6 +21,10 @@ public:
     [[nodiscard]] const unsigned char *data() const noexcept { return m_data; }
     [[nodiscard]] std::size_t size() const noexcept { return m_size; }
     [[nodiscard]] const std::string &path() const noexcept { return m_path; }
+    /// @brief Tells the kernel this process no longer needs the pages now (MADV_DONTNEED): after
+    /// weights were repacked, the originals stop counting in the resident set. Tensors still over
+    /// the mapping fault their pages back in from the file on demand.
+    void releasePages() const noexcept;
 
 private:
     MappedFile() = default;
