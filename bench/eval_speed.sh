@@ -23,28 +23,34 @@ declare -A SHAPES=(
   [110m]="--vocab 4096 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024"
 )
 echo "threads=$THREADS windows=$WINDOWS batch=8 context=512 (hf-sliding, stride 512)"
-printf '%-6s %10s %12s %12s %8s %10s %10s %12s %10s\n' shape params agent_tok/s eager_tok/s ratio GFLOP/s sgemm eff_vs_sgemm rss_MB
+printf '%-6s %-7s %10s %12s %12s %8s %10s %14s %10s\n' shape gemm params agent_tok/s eager_tok/s ratio GFLOP/s "% of sgemm" rss_MB
 for shape in 18m 110m; do
   dir="$WORK/llama-$shape"
   [[ -f "$dir/model.safetensors" ]] || "$PY" "$REF/make_checkpoint.py" --arch llama --out "$dir" ${SHAPES[$shape]} >/dev/null
   read -r hidden inter layers heads hd <<<"$("$PY" -c 'import json;c=json.load(open("'"$dir"'/config.json"));print(c["hidden_size"],c["intermediate_size"],c["num_hidden_layers"],c["num_attention_heads"],c["hidden_size"]//c["num_attention_heads"])')"
-  sg=$("$BUILD/bench/bench_sgemm" "$THREADS" 4096 "$hidden" "$inter" | "$PY" -c 'import json,sys;print(json.load(sys.stdin)["gflops"])')
-  /usr/bin/time -f "%M" -o "$WORK/rss-$shape" "$BUILD/agent/clusterppl-agent" eval --model "$dir" --tokens "$WORK/tokens.u32" \
-      --context 512 --batch 8 --max-windows "$WINDOWS" --threads "$THREADS" --quiet --json "$WORK/agent-$shape.json" >/dev/null
+  sgb=$("$BUILD/bench/bench_sgemm" "$THREADS" 4096 "$hidden" "$inter" blas | "$PY" -c 'import json,sys;print(json.load(sys.stdin)["gflops"])')
+  sgo=$("$BUILD/bench/bench_sgemm" "$THREADS" 4096 "$hidden" "$inter" onednn | "$PY" -c 'import json,sys;print(json.load(sys.stdin)["gflops"])')
   "$PY" "$ROOT/bench/python/eager_loop.py" --model "$dir" --tokens "$WORK/tokens.u32" --context 512 --batch 8 \
       --threads "$THREADS" --max-windows "$WINDOWS" > "$WORK/eager-$shape.json"
-  "$PY" - "$WORK" "$shape" "$sg" "$layers" "$heads" "$hd" <<'PY'
+  for gemm in blas onednn; do
+    /usr/bin/time -f "%M" -o "$WORK/rss-$shape-$gemm" "$BUILD/agent/clusterppl-agent" eval --model "$dir" --tokens "$WORK/tokens.u32" \
+        --context 512 --batch 8 --max-windows "$WINDOWS" --threads "$THREADS" --gemm "$gemm" --quiet --json "$WORK/agent-$shape-$gemm.json" >/dev/null
+    "$PY" - "$WORK" "$shape" "$gemm" "$sgb" "$sgo" "$layers" "$heads" "$hd" <<'PY'
 import json, sys
-work, shape, sg, layers, heads, hd = sys.argv[1], sys.argv[2], float(sys.argv[3]), *map(int, sys.argv[4:])
-a = json.load(open(f"{work}/agent-{shape}.json")); e = json.load(open(f"{work}/eager-{shape}.json"))
-rss = int(open(f"{work}/rss-{shape}").read().split()[-1]) / 1024
+work, shape, gemm, sgb, sgo = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+layers, heads, hd = map(int, sys.argv[6:])
+a = json.load(open(f"{work}/agent-{shape}-{gemm}.json")); e = json.load(open(f"{work}/eager-{shape}.json"))
+rss = int(open(f"{work}/rss-{shape}-{gemm}").read().split()[-1]) / 1024
 params = a["model"]["params"]
 # Every input position runs the whole network: 2 FLOPs per parameter plus attention (QK^T and AV over
 # the full 512 x 512 score matrix, as computed), per input token.
 tok_in = a["windows"] * 512 / a["seconds"]
-flops = tok_in * (2 * params + 4 * layers * heads * hd * 512)
-print("%-6s %10d %12.0f %12.0f %8.2f %10.1f %10.1f %11.0f%% %10.0f" % (shape, params, tok_in, e["tokens_per_second"],
-      tok_in / e["tokens_per_second"], flops / 1e9, sg, 100 * flops / 1e9 / sg, rss))
+flops = tok_in * (2 * params + 4 * layers * heads * hd * 512) / 1e9
+print("%-6s %-7s %10d %12.0f %12.0f %8.2f %10.1f %6.0f%% %6.0f%% %10.0f" % (shape, gemm, params, tok_in, e["tokens_per_second"],
+      tok_in / e["tokens_per_second"], flops, 100 * flops / sgb, 100 * flops / sgo, rss))
 PY
+  done
+  echo "       sgemm ceilings at [4096 x $hidden] x [$hidden x $inter]: OpenBLAS $sgb GFLOP/s, oneDNN $sgo GFLOP/s (\"% of sgemm\": OpenBLAS, oneDNN)"
+  echo "       weights: $("$PY" -c "import os;print(round(os.path.getsize('$dir/model.safetensors')/2**20))") MB float32"
 done
-echo "BLAS: $(sed -n 's/.*"blas": "\(.*\)".*/\1/p' "$WORK/agent-18m.json" | head -1)"
+echo "BLAS: $(sed -n 's/.*"blas": "\(.*\)".*/\1/p' "$WORK/agent-18m-blas.json" | head -1)"

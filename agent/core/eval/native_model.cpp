@@ -140,6 +140,33 @@ at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
     return at::full({T, T}, lowest, opts).triu(1);
 }
 
+/**
+ * Causal attention over query blocks: block i attends only to keys 0..end of block i, so the
+ * masked upper triangle is mostly never computed (37% less work at T = 512 with 128-row blocks) and
+ * the score matrix never exists in full (a quarter of the memory). Grouped-query heads are folded
+ * into the rows of one GEMM per KV head instead of copying K/V per query head.
+ * q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd].
+ */
+at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, std::int64_t block)
+{
+    const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;
+    const at::Tensor qs = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).reshape({B * kv, rep, T, hd});
+    const at::Tensor ks = k.reshape({B * kv, T, hd});
+    const at::Tensor vs = v.reshape({B * kv, T, hd});
+    at::Tensor out = at::empty({B * kv, rep, T, hd}, q.options());
+    for (std::int64_t q0 = 0; q0 < T; q0 += block) {
+        const std::int64_t bq = std::min(block, T - q0), ke = q0 + bq;
+        const at::Tensor qb = qs.narrow(2, q0, bq).reshape({B * kv, rep * bq, hd});
+        at::Tensor w = at::bmm(qb, ks.narrow(1, 0, ke).transpose(1, 2)).view({B * kv, rep, bq, ke});
+        w.add_(mask.narrow(0, q0, bq).narrow(1, 0, ke));
+        w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
+        out.narrow(2, q0, bq).copy_(at::bmm(w.view({B * kv, rep * bq, ke}), vs.narrow(1, 0, ke)).view({B * kv, rep, bq, hd}));
+    }
+    return out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
+}
+
+constexpr std::int64_t kAttentionBlock = 128;
+
 class LlamaModel final : public LanguageModel
 {
 public:
@@ -224,15 +251,13 @@ private:
 
     at::Tensor hidden(const at::Tensor &ids)
     {
-        const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim;
-        const std::int64_t kv = m_c.kvHeads, rep = m_c.heads / m_c.kvHeads;
+        const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim, kv = m_c.kvHeads;
         at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device));
         const auto opts = x.options();
         const at::Tensor freqs = at::outer(at::arange(T, at::TensorOptions().dtype(at::kFloat)), m_invFreq);
         const at::Tensor emb = at::cat({freqs, freqs}, -1);
         const at::Tensor cos = emb.cos().to(opts), sin = emb.sin().to(opts);
         const at::Tensor mask = causalMask(T, opts);
-        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
         for (const Layer &l : m_layers) {
             const at::Tensor h = rmsNorm(x, l.inNorm);
             at::Tensor q = l.q(h).view({B, T, m_c.heads, hd}).transpose(1, 2);
@@ -240,12 +265,7 @@ private:
             const at::Tensor v = l.v(h).view({B, T, kv, hd}).transpose(1, 2);
             q = q * cos + rotateHalf(q) * sin;
             k = k * cos + rotateHalf(k) * sin;
-            // Grouped-query attention without copying K/V per head: [B, kv, rep, T, hd] x [B, kv, 1, hd, T].
-            const at::Tensor qg = q.reshape({B, kv, rep, T, hd});
-            at::Tensor w = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;
-            w = at::softmax(w + mask, -1, at::kFloat).to(opts.dtype());
-            const at::Tensor a = at::matmul(w, v.unsqueeze(2)).reshape({B, m_c.heads, T, hd}).transpose(1, 2).reshape({B, T, m_c.heads * hd});
-            x = x + l.o(a);
+            x = x + l.o(causalAttention(q, k, v, mask, kAttentionBlock));
             const at::Tensor h2 = rmsNorm(x, l.postNorm);
             x = x + l.down(at::silu(l.gate(h2)) * l.up(h2));
         }
@@ -317,7 +337,6 @@ private:
         const at::Tensor dev = ids.to(m_opts.device);
         at::Tensor x = at::embedding(m_wte, dev) + at::embedding(m_wpe, at::arange(T, dev.options()));
         const at::Tensor mask = causalMask(T, x.options());
-        const double divisor = std::sqrt(static_cast<double>(hd)); // transformers divides, so do we
         for (const Block &b : m_blocks) {
             at::Tensor h = at::layer_norm(x, {E}, b.ln1w, b.ln1b, m_c.normEps);
             const at::Tensor qkv = b.attn(h.reshape({-1, E})).view({B, T, 3 * E});
@@ -325,9 +344,7 @@ private:
             const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
             const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
             const at::Tensor v = parts[2].view({B, T, nh, hd}).transpose(1, 2);
-            at::Tensor w = at::matmul(q, k.transpose(-1, -2)) / divisor;
-            w = at::softmax(w + mask, -1).to(v.scalar_type());
-            const at::Tensor a = at::matmul(w, v).transpose(1, 2).reshape({-1, E});
+            const at::Tensor a = causalAttention(q, k, v, mask, kAttentionBlock).reshape({-1, E});
             x = x + b.proj(a).view({B, T, E});
             h = at::layer_norm(x, {E}, b.ln2w, b.ln2b, m_c.normEps);
             h = at::gelu(b.fc(h.reshape({-1, E})), "tanh");
