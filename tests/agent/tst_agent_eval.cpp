@@ -238,6 +238,31 @@ private Q_SLOTS:
         QCOMPARE(r.exitCode, int(kExitBadArguments));
     }
 
+    void halfPrecisionDtypes()
+    {
+        // A bfloat16 forward pass with float32 log-softmax: close to float32, never NaN. float16 has no
+        // CPU matrix multiply in LibTorch, so on the CPU it is refused up front with the reason.
+        double reference = 0;
+        for (const char *dtype : {"float32", "bfloat16"}) {
+            const QString out = m_dir.filePath(QStringLiteral("dtype-%1.json").arg(QLatin1String(dtype)));
+            const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                              QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--dtype"), QLatin1String(dtype),
+                                              QStringLiteral("--quiet"), QStringLiteral("--json"), out});
+            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            const QJsonObject j = readJson(out);
+            QCOMPARE(j.value(QStringLiteral("dtype")).toString(), QLatin1String(dtype));
+            const double ppl = j.value(QStringLiteral("ppl")).toDouble();
+            if (reference == 0)
+                reference = ppl;
+            QVERIFY2(std::isfinite(ppl) && std::fabs(ppl - reference) <= 0.05 * reference,
+                     qPrintable(QStringLiteral("%1: %2 vs float32 %3").arg(QLatin1String(dtype)).arg(ppl).arg(reference)));
+        }
+        const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                          QStringLiteral("--dtype"), QStringLiteral("float16"), QStringLiteral("--device"), QStringLiteral("cpu")});
+        QCOMPARE(r.exitCode, int(kExitBadArguments));
+        QVERIFY2(r.err.contains(QStringLiteral("--dtype float16 needs a GPU")), qPrintable(r.describe()));
+    }
+
     void resultJsonContract()
     {
         const QString out = m_dir.filePath(QStringLiteral("contract.json"));

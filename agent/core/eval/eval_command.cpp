@@ -115,6 +115,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             else if (gemmText != "auto")
                 throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, onednn, blas");
             device = parseDevice(a.get("--device").value_or("auto"));
+            if (dtype == at::kHalf && device.is_cpu())
+                throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
             if (a.has("--tokens") == a.has("--text"))
                 throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes (exactly one)");
             if (a.has("--text") && a.get("--tokenizer").value_or("") != "bytes")

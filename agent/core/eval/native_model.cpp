@@ -131,13 +131,11 @@ ModelInfo baseInfo(const std::string &dir, const ModelConfig &c, const WeightSou
     return info;
 }
 
-// Causal mask as transformers builds it: the dtype's lowest value above the diagonal.
+// Causal mask: -inf above the diagonal. transformers uses the dtype's lowest finite value; after
+// softmax both give exactly 0, and -inf exists in every dtype (bfloat16/float16 included).
 at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
 {
-    const double lowest = opts.dtype() == at::kFloat ? std::numeric_limits<float>::lowest()
-                          : opts.dtype() == at::kHalf ? -65504.0
-                                                      : -3.38953139e38;
-    return at::full({T, T}, lowest, opts).triu(1);
+    return at::full({T, T}, -std::numeric_limits<double>::infinity(), opts).triu(1);
 }
 
 /**
