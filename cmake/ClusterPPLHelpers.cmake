@@ -9,6 +9,7 @@ function(clusterppl_add_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE clusterppl_options Qt6::Test ${ARG_LIBRARIES})
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/common")
   # QT_NO_KEYWORDS: Qt's `slots`/`signals` macros would eat HostSpec::slots and torch headers.
   target_compile_definitions(${name} PRIVATE
     QT_NO_KEYWORDS

@@ -3,7 +3,8 @@
 #include "agent_cli.h"
 #include "exit_codes.h"
 
-#include <QProcess>
+#include "test_process.h"
+
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -19,20 +20,11 @@ namespace {
 
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 
-struct Run
-{
-    int exitCode = -1;
-    QString out;
-    QString err;
-};
+using Run = cppl::test::ProcessResult;
 
 Run runAgent(const QStringList &args)
 {
-    QProcess p;
-    p.start(QStringLiteral(CPPL_AGENT_EXE), args);
-    if (!p.waitForFinished(60000))
-        return {};
-    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+    return cppl::test::runProcess(QStringLiteral(CPPL_AGENT_EXE), args, 60000);
 }
 
 } // namespace

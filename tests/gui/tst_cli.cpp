@@ -2,7 +2,9 @@
 // clusterppl-cli as a user runs it: profile check, hostfile import/export, errors and exit codes.
 #include "cli_commands.h"
 
-#include <QProcess>
+#include "test_process.h"
+
+#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -12,20 +14,11 @@ using namespace cppl::core;
 
 namespace {
 
-struct Run
-{
-    int exitCode = -1;
-    QString out;
-    QString err;
-};
+using Run = cppl::test::ProcessResult;
 
 Run runCli(const QStringList &args)
 {
-    QProcess p;
-    p.start(QStringLiteral(CPPL_CLI_EXE), args);
-    if (!p.waitForFinished(30000))
-        return {};
-    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+    return cppl::test::runProcess(QStringLiteral(CPPL_CLI_EXE), args, 30000);
 }
 
 void writeText(const QString &path, const QByteArray &text)
