@@ -200,8 +200,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch;
         if (!a.has("--quiet") && shardCount > 1)
             err << "; shard " << shardRank << "/" << shardCount << ": windows " << shard.firstWindow << ".." << shard.endWindow - 1 << ", "
-                << shard.scoredTokens << " tokens"
-                << '\n';
+                << shard.scoredTokens << " tokens";
+        if (!a.has("--quiet"))
+            err << '\n';
 
         // 4. Evaluate.
         NllStats stats;
