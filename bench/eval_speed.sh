@@ -17,7 +17,7 @@ PY=/usr/bin/python3
 REF="$ROOT/tests/agent/reference"
 mkdir -p "$WORK"
 
-"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 600000).astype("<u4").tofile("'"$WORK"'/tokens.u32")'
+"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 600000).astype("<u4").tofile("'"$WORK"'/tokens.u32"); np.random.randint(0, 256, 4096).astype("<u4").tofile("'"$WORK"'/tokens-bytes.u32")'
 declare -A SHAPES=(
   [18m]="--vocab 512 --hidden 512 --layers 6 --heads 8 --kv-heads 4 --intermediate 1376 --max-positions 1024"
   [110m]="--vocab 4096 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024"
@@ -52,5 +52,17 @@ PY
   done
   echo "       sgemm ceilings at [4096 x $hidden] x [$hidden x $inter]: OpenBLAS $sgb GFLOP/s, oneDNN $sgo GFLOP/s (\"% of sgemm\": OpenBLAS, oneDNN)"
   echo "       weights: $("$PY" -c "import os;print(round(os.path.getsize('$dir/model.safetensors')/2**20))") MB float32"
+done
+# Memory: peak RSS at batch 1 (small activations) minus the same run's RSS with the 1.7M-parameter
+# embedded model (LibTorch, oneDNN and the process itself), against the weights' size.
+base=$( { /usr/bin/time -f "%M" "$BUILD/agent/clusterppl-agent" eval --model "$ROOT/resources/models/shakespeare-byte-llama" \
+          --tokens "$WORK/tokens-bytes.u32" --context 512 --batch 1 --max-windows 2 --threads "$THREADS" --quiet >/dev/null; } 2>&1 | tail -1)
+for shape in 18m 110m; do
+  for gemm in blas onednn; do
+    rss=$( { /usr/bin/time -f "%M" "$BUILD/agent/clusterppl-agent" eval --model "$WORK/llama-$shape" --tokens "$WORK/tokens.u32" \
+            --context 512 --batch 1 --max-windows 2 --threads "$THREADS" --gemm "$gemm" --quiet >/dev/null; } 2>&1 | tail -1)
+    weights=$(stat -c %s "$WORK/llama-$shape/model.safetensors")
+    "$PY" -c "print('memory %-5s %-7s peak RSS %5.0f MB, baseline %4.0f MB, model %5.0f MB = %.2fx the %4.0f MB of weights' % ('$shape', '$gemm', $rss/1024, $base/1024, ($rss-$base)/1024, ($rss-$base)*1024/$weights, $weights/2**20))"
+  done
 done
 echo "BLAS: $(sed -n 's/.*"blas": "\(.*\)".*/\1/p' "$WORK/agent-18m-blas.json" | head -1)"

@@ -5,6 +5,7 @@
 #include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "token_file.h"
+#include "tokenizer/tokenize_command.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -57,6 +58,12 @@ Usage:
                              "end" = once (default 65536)
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
+  clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32 [--bos auto|always|never]
+      Tokenize a UTF-8 text file with a Hugging Face tokenizer.json (or a directory holding one);
+      writes little-endian uint32 ids and prints ids/s and MB/s (docs/tokenizers.md).
+      --bos auto             BOS as the tokenizer's post_processor / tokenizer_config.json say (default)
+      --bos always|never     force it on or off
+      --quiet                print nothing but notes and errors
   clusterppl-agent --version
   clusterppl-agent --help
 
@@ -292,6 +299,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return evalCommand(rest, out, err);
         if (args[0] == "merge")
             return mergeCommand(rest, out);
+        if (args[0] == "tokenize")
+            return tokenizeCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const IoError &e) {

@@ -53,14 +53,17 @@ public:
         return t;
     }
     [[nodiscard]] bool has(const std::string &name) const { return m_ckpt.contains(name); }
+    /// After a tensor was repacked, its mapped pages are dropped at once, so the load never holds
+    /// both copies of more than one tensor (peak RSS ~ weights, not 2x).
+    void release(const std::string &name) const
+    {
+        const TensorView &v = m_ckpt.at(name);
+        v.file->releaseRange(v.data, v.bytes);
+    }
     [[nodiscard]] std::int64_t params() const { return m_params; }
     [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
     [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
-    void releasePages() const
-    {
-        for (const auto &[name, view] : m_ckpt.tensors())
-            view.file->releasePages();
-    }
+
 
 private:
     SafetensorsCheckpoint m_ckpt;
@@ -100,6 +103,17 @@ struct Linear
             if (l.bias.defined())
                 l.packedBias = l.bias.contiguous().to_mkldnn();
         }
+        return l;
+    }
+
+    // Loads WEIGHT (+ BIAS) and, when packed, releases the mapped original straight away.
+    static Linear load(WeightSource &w, const std::string &weight, std::vector<std::int64_t> shape, const at::Tensor &bias, bool oneDnn,
+                       bool transposed = false)
+    {
+        at::Tensor t = w.get(weight, std::move(shape));
+        Linear l = make(transposed ? t.t() : t, bias, oneDnn);
+        if (oneDnn)
+            w.release(weight);
         return l;
     }
 
@@ -180,25 +194,23 @@ public:
             l.inNorm = w.get(p + "input_layernorm.weight", {H});
             l.postNorm = w.get(p + "post_attention_layernorm.weight", {H});
             const bool dnn = m_oneDnn;
-            l.q = Linear::make(w.get(p + "self_attn.q_proj.weight", {m_c.heads * hd, H}),
+            l.q = Linear::load(w, p + "self_attn.q_proj.weight", {m_c.heads * hd, H},
                                optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd), dnn);
-            l.k = Linear::make(w.get(p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H}),
+            l.k = Linear::load(w, p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H},
                                optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd), dnn);
-            l.v = Linear::make(w.get(p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H}),
+            l.v = Linear::load(w, p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H},
                                optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd), dnn);
-            l.o = Linear::make(w.get(p + "self_attn.o_proj.weight", {H, m_c.heads * hd}),
-                               optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H), dnn);
-            l.gate = Linear::make(w.get(p + "mlp.gate_proj.weight", {I, H}), optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I), dnn);
-            l.up = Linear::make(w.get(p + "mlp.up_proj.weight", {I, H}), optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I), dnn);
-            l.down = Linear::make(w.get(p + "mlp.down_proj.weight", {H, I}), optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H), dnn);
+            l.o = Linear::load(w, p + "self_attn.o_proj.weight", {H, m_c.heads * hd}, optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H), dnn);
+            l.gate = Linear::load(w, p + "mlp.gate_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I), dnn);
+            l.up = Linear::load(w, p + "mlp.up_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I), dnn);
+            l.down = Linear::load(w, p + "mlp.down_proj.weight", {H, I}, optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H), dnn);
             m_layers.push_back(std::move(l));
         }
         m_norm = w.get("model.norm.weight", {H});
-        m_head = Linear::make(m_c.tied ? m_embed : w.get("lm_head.weight", {m_c.vocab, H}), {}, m_oneDnn);
+        // A tied head shares the embedding, which the embedding lookup keeps using: never released.
+        m_head = m_c.tied ? Linear::make(m_embed, {}, m_oneDnn) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_oneDnn);
         m_info = baseInfo(dir, m_c, w);
         m_info.gemm = m_oneDnn ? "onednn" : "blas";
-        if (m_oneDnn)
-            w.releasePages();
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
         const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -296,21 +308,19 @@ public:
             b.ln1w = w.get(p + "ln_1.weight", {E});
             b.ln1b = w.get(p + "ln_1.bias", {E});
             // Conv1D stores [in, out]; Linear wants [out, in]: a transposed view (packed copy with oneDNN).
-            b.attn = Linear::make(w.get(p + "attn.c_attn.weight", {E, 3 * E}).t(), w.get(p + "attn.c_attn.bias", {3 * E}), m_oneDnn);
-            b.proj = Linear::make(w.get(p + "attn.c_proj.weight", {E, E}).t(), w.get(p + "attn.c_proj.bias", {E}), m_oneDnn);
+            b.attn = Linear::load(w, p + "attn.c_attn.weight", {E, 3 * E}, w.get(p + "attn.c_attn.bias", {3 * E}), m_oneDnn, true);
+            b.proj = Linear::load(w, p + "attn.c_proj.weight", {E, E}, w.get(p + "attn.c_proj.bias", {E}), m_oneDnn, true);
             b.ln2w = w.get(p + "ln_2.weight", {E});
             b.ln2b = w.get(p + "ln_2.bias", {E});
-            b.fc = Linear::make(w.get(p + "mlp.c_fc.weight", {E, I}).t(), w.get(p + "mlp.c_fc.bias", {I}), m_oneDnn);
-            b.fcProj = Linear::make(w.get(p + "mlp.c_proj.weight", {I, E}).t(), w.get(p + "mlp.c_proj.bias", {E}), m_oneDnn);
+            b.fc = Linear::load(w, p + "mlp.c_fc.weight", {E, I}, w.get(p + "mlp.c_fc.bias", {I}), m_oneDnn, true);
+            b.fcProj = Linear::load(w, p + "mlp.c_proj.weight", {I, E}, w.get(p + "mlp.c_proj.bias", {E}), m_oneDnn, true);
             m_blocks.push_back(std::move(b));
         }
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
-        m_head = Linear::make(m_wte, {}, m_oneDnn);
+        m_head = Linear::make(m_wte, {}, m_oneDnn); // tied to wte, which the lookup keeps using
         m_info = baseInfo(dir, m_c, w);
         m_info.gemm = m_oneDnn ? "onednn" : "blas";
-        if (m_oneDnn)
-            w.releasePages();
     }
 
     const ModelInfo &info() const override { return m_info; }

@@ -6,6 +6,7 @@
 #include <sodium.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -50,6 +51,15 @@ void MappedFile::releasePages() const noexcept
 {
     if (m_data)
         ::madvise(const_cast<unsigned char *>(m_data), m_size, MADV_DONTNEED);
+}
+
+void MappedFile::releaseRange(const unsigned char *begin, std::size_t bytes) const noexcept
+{
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) / page * page; // whole pages only:
+    const auto last = (reinterpret_cast<std::uintptr_t>(begin) + bytes) / page * page; // neighbours keep theirs
+    if (last > first)
+        ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
 }
 
 std::string sha256File(const std::string &path)

@@ -25,6 +25,8 @@ public:
     /// weights were repacked, the originals stop counting in the resident set. Tensors still over
     /// the mapping fault their pages back in from the file on demand.
     void releasePages() const noexcept;
+    /// @brief The same for the whole pages inside [begin, begin + bytes) (one tensor's data).
+    void releaseRange(const unsigned char *begin, std::size_t bytes) const noexcept;
 
 private:
     MappedFile() = default;
