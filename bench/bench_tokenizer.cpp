@@ -50,7 +50,7 @@ int main(int argc, char **argv)
             cold = std::min(cold, seconds(t0));
         }
         double warm = 1e30;
-        tokenizer->encode(text); // fill the cache
+        (void)tokenizer->encode(text); // fill the cache
         for (int rep = 0; rep < 3; ++rep) {
             std::vector<std::uint32_t> again;
             t0 = std::chrono::steady_clock::now();

@@ -16,6 +16,9 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # test references: Debian's PyTorch for /usr/bin/python3 (independent logits and perplexities)
   python3-torch python3-numpy
+  # tokenizers: Unicode regex (PCRE2); Node.js runs the pinned npm tokenizers the tests compare with
+  # (npm itself: Debian's npm package, or the one bundled with NodeSource's nodejs)
+  libpcre2-dev nodejs
   # telemetry and launching
   libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client
 )
@@ -28,6 +31,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# npm (tokenizer reference tests): NodeSource's nodejs bundles it and conflicts with Debian's npm
+# package, so it is installed only when no npm is on PATH.
+if ! command -v npm >/dev/null 2>&1 && ! dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q "install ok installed"; then
+  missing+=(npm)
+fi
 if ((${#missing[@]} == 0)); then
   exit 0
 fi

@@ -27,10 +27,15 @@ namespace {
 constexpr const char *kUsage = R"(clusterppl-agent — the per-rank evaluator of ClusterPPL
 
 Usage:
-  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes) [options]
+  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
       Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, gpt2;
       safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
       --protocol, --context, --stride, --bos-first, --max-windows   as for plan
+      --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json / model directory
+      --dataset plain|wikitext|jsonl|dir   documents of --text (default plain: one stream)
+      --jsonl-field F        JSONL text field (default text)
+      --bos auto|always|never            BOS before the stream (recorded in the result)
+      --on-invalid-utf8 error|replace    (default error, naming the byte offset)
       --batch B              windows per forward pass (default 8)
       --dtype float32|bfloat16|float16   (default float32; log-softmax always in float32)
       --device cpu|cuda[:i]|auto         (default auto: cuda when available)
@@ -67,7 +72,7 @@ Usage:
   clusterppl-agent --version
   clusterppl-agent --help
 
-Tokenizers, distributed runs and telemetry arrive with later releases; see README.md.
+Live distributed runs (Gloo/NCCL) and telemetry arrive with later releases; see README.md.
 Exit codes: docs/exit-codes.md.
 )";
 

@@ -263,6 +263,59 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains(QStringLiteral("--dtype float16 needs a GPU")), qPrintable(r.describe()));
     }
 
+    void textWithRealTokenizer()
+    {
+        // WikiText-2 test through the GPT-2 tokenizer into a random GPT-2-shaped model.
+        const QString shared = QStringLiteral(CPPL_SOURCE_DIR "/../shared/data");
+        if (!QFile::exists(shared + QStringLiteral("/wikitext-2-raw/wiki.test.raw")))
+            QSKIP("../shared/data is not beside the checkout (CI and developer machines have it)");
+        const QString text = shared + QStringLiteral("/wikitext-2-raw/wiki.test.raw");
+        const QString tokenizer = shared + QStringLiteral("/tokenizers/gpt2/tokenizer.json");
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("gpt2"), {QStringLiteral("--arch"), QStringLiteral("gpt2"), QStringLiteral("--vocab"),
+                                                                          QStringLiteral("50257"), QStringLiteral("--hidden"), QStringLiteral("16"),
+                                                                          QStringLiteral("--heads"), QStringLiteral("2"), QStringLiteral("--layers"),
+                                                                          QStringLiteral("1"), QStringLiteral("--max-positions"), QStringLiteral("128")});
+        // 1. Plain stream, hf-sliding: the same as the reference on the ids `tokenize` writes.
+        const QString ids = dir.filePath(QStringLiteral("wiki.u32"));
+        ProcessResult r = runAgent({QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), tokenizer, QStringLiteral("--text"), text,
+                                    QStringLiteral("--out"), ids, QStringLiteral("--bos"), QStringLiteral("never")});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const QString ours = dir.filePath(QStringLiteral("ours.json"));
+        const QStringList window{QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("128"),
+                                 QStringLiteral("--max-windows"), QStringLiteral("300")};
+        r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--text"), text, QStringLiteral("--tokenizer"),
+                                 tokenizer, QStringLiteral("--bos"), QStringLiteral("never"), QStringLiteral("--quiet"), QStringLiteral("--json"), ours}
+                     + window);
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const QString theirs = dir.filePath(QStringLiteral("ref.json"));
+        r = runReference(QStringLiteral("reference_ppl.py"),
+                         QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), ids, QStringLiteral("--json"), theirs} + window);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QJsonObject a = readJson(ours);
+        const QJsonObject b = readJson(theirs);
+        QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
+        // A random model over 50257 ids has PPL ~2e6 (mean NLL ~14.6 nats); float32 log-softmax then
+        // differs from the float64 reference by ~2e-6 relative in PPL, hence 1e-5 here (1e-6 above).
+        QVERIFY(std::fabs(a.value(QStringLiteral("ppl")).toDouble() - b.value(QStringLiteral("ppl")).toDouble()) <= 1e-5 * b.value(QStringLiteral("ppl")).toDouble());
+        QCOMPARE(a.value(QStringLiteral("bytes")).toInteger(), qint64(1296370));
+        QCOMPARE(a.value(QStringLiteral("words")).toInteger(), qint64(241213)); // len(re.split(r"\s+", text)) in Python
+        const QJsonObject data = a.value(QStringLiteral("data")).toObject();
+        QCOMPARE(data.value(QStringLiteral("bos")).toObject().value(QStringLiteral("mode")).toString(), QStringLiteral("never"));
+        QCOMPARE(data.value(QStringLiteral("bos")).toObject().value(QStringLiteral("added")).toBool(), false);
+        QVERIFY(r.err.isEmpty() || !r.err.contains(QStringLiteral("truncat"))); // nothing truncated
+        // 2. WikiText articles, lm-eval-rolling: every id of every article scored exactly once.
+        r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--text"), text, QStringLiteral("--tokenizer"), tokenizer,
+                      QStringLiteral("--dataset"), QStringLiteral("wikitext"), QStringLiteral("--protocol"), QStringLiteral("lm-eval-rolling"),
+                      QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--batch"), QStringLiteral("16"), QStringLiteral("--quiet"),
+                      QStringLiteral("--json"), ours});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        a = readJson(ours);
+        QCOMPARE(a.value(QStringLiteral("data")).toObject().value(QStringLiteral("documents")).toInt(), 62);
+        QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), a.value(QStringLiteral("tokens_total")).toInteger());
+        QVERIFY(std::isfinite(a.value(QStringLiteral("word_perplexity")).toDouble()));
+    }
+
     void resultJsonContract()
     {
         const QString out = m_dir.filePath(QStringLiteral("contract.json"));

@@ -7,7 +7,7 @@
 #include "language_model.h"
 #include "model/mapped_file.h"
 #include "runtime_info.h"
-#include "token_file.h"
+#include "eval_data.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -20,7 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -81,7 +83,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
     try {
         const Args a(argv,
                      {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm"},
+                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8"},
                      {"--bos-first", "--allow-long-context", "--quiet"});
         // 1. Arguments: everything that needs neither the model nor the data.
         PlanOptions opts;
@@ -118,9 +120,10 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             if (dtype == at::kHalf && device.is_cpu())
                 throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
             if (a.has("--tokens") == a.has("--text"))
-                throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes (exactly one)");
-            if (a.has("--text") && a.get("--tokenizer").value_or("") != "bytes")
-                throw ConfigError("--text needs --tokenizer bytes (real tokenizers arrive in a later release)");
+                throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes|PATH (exactly one)");
+            const std::string invalid = a.get("--on-invalid-utf8").value_or("error");
+            if (invalid != "error" && invalid != "replace")
+                throw ConfigError("--on-invalid-utf8 \"" + invalid + "\" is not one of error, replace");
             if (opts.bosFirst && opts.protocol != Protocol::LlamaCpp)
                 throw ConfigError("--bos-first applies to the llama.cpp protocol only");
             if (const auto shard = a.get("--shard")) {
@@ -148,9 +151,20 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             err << describe(runtime) << '\n';
 
         // 2. Data, then model (each failure maps to its own exit code).
-        const TokenStream tokens = phase(kExitBadData, [&] {
-            return a.has("--tokens") ? readTokenFile(*a.get("--tokens")) : readTextAsBytes(*a.get("--text"));
+        const EvalInput input = phase(kExitBadData, [&] {
+            EvalInputOptions io;
+            io.tokensPath = a.get("--tokens").value_or("");
+            io.textPath = a.get("--text").value_or("");
+            io.tokenizer = a.get("--tokenizer").value_or("");
+            io.dataset = a.get("--dataset").value_or("plain");
+            io.jsonlField = a.get("--jsonl-field").value_or("text");
+            io.bos = a.get("--bos").value_or("auto");
+            io.replaceInvalidUtf8 = a.get("--on-invalid-utf8").value_or("error") == "replace";
+            return loadEvalInput(io);
         });
+        if (!a.has("--quiet"))
+            for (const auto &note : input.notes)
+                err << "note: " << note << '\n';
         const auto loadStart = std::chrono::steady_clock::now();
         const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device, gemm}); });
         const ModelInfo &mi = model->info();
@@ -165,20 +179,33 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 opts.bosToken = a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
             if (opts.bosFirst && opts.bosToken < 0)
                 throw ConfigError("--bos-first: the model declares no bos_token_id; pass --bos-id ID");
+            std::vector<std::int64_t> lengths;
+            for (const auto &d : input.documents)
+                lengths.push_back(static_cast<std::int64_t>(d.size()));
             if (opts.protocol == Protocol::LmEvalRolling) {
-                const std::int64_t prefix = a.integer("--prefix-id", mi.bosTokenId, 0, 0xffffffffLL);
+                // lm-eval's prefix token: --prefix-id, else the tokenizer's BOS, else the model's.
+                const std::int64_t fallback = input.bosId >= 0 ? input.bosId : mi.bosTokenId;
+                const std::int64_t prefix = a.integer("--prefix-id", fallback, 0, 0xffffffffLL);
                 if (prefix < 0)
-                    throw ConfigError("lm-eval-rolling needs a prefix token: the model declares no bos_token_id; pass --prefix-id ID");
+                    throw ConfigError("lm-eval-rolling needs a prefix token: neither the tokenizer nor the model names a BOS; pass --prefix-id ID");
                 if (mi.vocab > 0 && prefix >= mi.vocab)
                     throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
-                flat.reserve(tokens.ids.size() + 1);
-                flat.push_back(static_cast<std::uint32_t>(prefix));
-                flat.insert(flat.end(), tokens.ids.begin(), tokens.ids.end());
-                return planDocuments(opts, std::vector<std::int64_t>{static_cast<std::int64_t>(tokens.ids.size())});
+                flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
+                for (const auto &d : input.documents) {
+                    flat.push_back(static_cast<std::uint32_t>(prefix));
+                    flat.insert(flat.end(), d.begin(), d.end());
+                }
+                return planDocuments(opts, lengths);
             }
-            return planStream(opts, static_cast<std::int64_t>(tokens.ids.size()));
+            // Stream protocols: the documents back to back, one BOS first when the tokenizer adds it.
+            flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
+            if (input.bosAdded)
+                flat.push_back(static_cast<std::uint32_t>(input.bosId));
+            for (const auto &d : input.documents)
+                flat.insert(flat.end(), d.begin(), d.end());
+            return planStream(opts, static_cast<std::int64_t>(flat.size()));
         });
-        const std::span<const std::uint32_t> data = flat.empty() ? std::span<const std::uint32_t>(tokens.ids) : std::span<const std::uint32_t>(flat);
+        const std::span<const std::uint32_t> data(flat);
         if (maxWindows > 0 && maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
             plan.windows.resize(static_cast<std::size_t>(maxWindows));
             plan.scoredTokens = 0;
@@ -191,7 +218,15 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             return 0;
         });
         phase(kExitBadData, [&] {
-            checkVocabulary(tokens, mi.vocab);
+            for (std::size_t d = 0; d < input.documents.size(); ++d) {
+                const auto &ids = input.documents[d];
+                const auto it = std::find_if(ids.begin(), ids.end(), [&](std::uint32_t id) { return id >= mi.vocab; });
+                if (it != ids.end())
+                    throw IoError(input.path + ": " + (input.documents.size() > 1 ? "document " + std::to_string(d) + ", " : std::string())
+                                  + "token " + std::to_string(it - ids.begin()) + " has id " + std::to_string(*it)
+                                  + ", outside the model's vocabulary of " + std::to_string(mi.vocab)
+                                  + " (was the data tokenised for another model?)");
+            }
             return 0;
         });
         if (!a.has("--quiet"))
@@ -223,11 +258,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             err << line << std::flush;
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
-        if (a.has("--text") && shardRank == 0) { // document totals: counted once, by shard 0
-            stats.bytes = tokens.fileBytes;
-            std::ifstream in(tokens.path, std::ios::binary);
-            const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-            stats.words = countWords(text);
+        if (shardRank == 0) { // document totals (text input): counted once, by shard 0
+            stats.bytes = input.bytes;
+            stats.words = input.words;
         }
         const Perplexity ppl = computePerplexity(stats);
         if (stats.nll.rejected() > 0)
@@ -245,7 +278,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             j["nll_sum_exact"] = stats.nll.toString();
             j["nll_sq_sum_exact"] = stats.nllSquared.toString();
             j["tokens_scored"] = stats.tokens;
-            j["tokens_total"] = static_cast<std::int64_t>(tokens.ids.size());
+            j["tokens_total"] = input.totalTokens();
             j["windows"] = stats.windows;
             if (stats.bytes > 0) {
                 j["bytes"] = stats.bytes;
@@ -272,7 +305,16 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             for (const auto &f : mi.weightFiles)
                 hashes[f] = sha256File(f);
             j["model"] = {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
-            j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"sha256", sha256File(tokens.path)}};
+            nlohmann::ordered_json source = {{"path", input.path}, {"format", input.format}, {"documents", input.documents.size()}};
+            if (std::filesystem::is_regular_file(input.path))
+                source["sha256"] = sha256File(input.path);
+            if (!input.dataset.empty()) {
+                source["dataset"] = input.dataset;
+                source["tokenizer"] = input.tokenizer;
+                source["replaced_invalid_utf8"] = input.replacedUtf8;
+                source["bos"] = {{"mode", input.bosMode}, {"added", input.bosAdded}, {"id", input.bosId}, {"reason", input.bosReason}};
+            }
+            j["data"] = source;
             j["world_size"] = 1;
             j["shard"] = {{"rank", shardRank}, {"count", shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
             j["version"] = CLUSTERPPL_VERSION_STRING;

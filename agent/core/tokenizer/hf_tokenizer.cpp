@@ -7,7 +7,6 @@
 #include "cppl/errors.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 
 namespace cppl::agent::hf {
@@ -118,7 +117,7 @@ void AddedTokenMatcher::split(std::string_view text, OnPiece &&piece, OnToken &&
 // Loading
 // ---------------------------------------------------------------------------------------------
 
-HfTokenizer::HfTokenizer(const std::string &path, const nlohmann::json &root, const std::string &configPath)
+HfTokenizer::HfTokenizer(const std::string &path, const nlohmann::json &root, const TokenizerConfig &config)
 {
     m_path = path;
     const JsonContext ctx{path};
@@ -148,7 +147,7 @@ HfTokenizer::HfTokenizer(const std::string &path, const nlohmann::json &root, co
                           + " is ignored: evaluation never truncates text");
     if (const auto &p = member("padding"); !p.is_null())
         m_notes.push_back(path + ": the \"padding\" block is ignored: evaluation never pads");
-    decideBos(ctx, root, configPath);
+    decideBos(ctx, root, config);
 
     const bool byteLevel = [&] {
         const auto &pre = member("pre_tokenizer");
@@ -216,7 +215,7 @@ void HfTokenizer::readAddedTokens(const JsonContext &ctx, const nlohmann::json &
                           + m_reassignedExample + "); the ids Hugging Face uses are used");
 }
 
-void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, const std::string &configPath)
+void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, const TokenizerConfig &config)
 {
     // 1. What the post-processor puts before the text.
     std::optional<std::uint32_t> templateBos;
@@ -305,26 +304,9 @@ void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, 
     }
 
     // 2. tokenizer_config.json: transformers rebuilds the template from add_bos_token when it is given.
-    std::optional<bool> configAddBos;
-    std::string configBos;
-    if (!configPath.empty()) {
-        std::ifstream in(configPath);
-        nlohmann::json config;
-        try {
-            config = nlohmann::json::parse(in);
-        } catch (const nlohmann::json::parse_error &e) {
-            throw IoError(configPath + ": not valid JSON (" + std::string(e.what()) + ")");
-        }
-        if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean())
-            configAddBos = config["add_bos_token"].get<bool>();
-        if (config.contains("bos_token")) {
-            const auto &b = config["bos_token"];
-            if (b.is_string())
-                configBos = b.get<std::string>();
-            else if (b.is_object() && b.contains("content") && b["content"].is_string())
-                configBos = b["content"].get<std::string>();
-        }
-    }
+    const std::optional<bool> configAddBos = config.addBos;
+    const std::string &configBos = config.bosToken;
+    const std::string &configPath = config.path;
 
     if (templateBos) {
         m_bosId = templateBos;

@@ -5,6 +5,7 @@
 #include "bpe_model.h"
 #include "hf_pipeline.h"
 #include "tokenizer.h"
+#include "tokenizer_config.h"
 
 #include <array>
 #include <memory>
@@ -41,8 +42,7 @@ private:
 class HfTokenizer : public Tokenizer
 {
 public:
-    /// @p configPath: tokenizer_config.json next to it, or empty.
-    HfTokenizer(const std::string &path, const nlohmann::json &root, const std::string &configPath);
+    HfTokenizer(const std::string &path, const nlohmann::json &root, const TokenizerConfig &config);
     ~HfTokenizer() override;
 
     void encode(std::string_view text, std::vector<std::uint32_t> &out) override;
@@ -55,7 +55,7 @@ public:
 private:
     void encodeNormalizedPiece(std::string_view text, bool atStart, std::vector<std::uint32_t> &out);
     void readAddedTokens(const JsonContext &ctx, const nlohmann::json &root);
-    void decideBos(const JsonContext &ctx, const nlohmann::json &root, const std::string &configPath);
+    void decideBos(const JsonContext &ctx, const nlohmann::json &root, const TokenizerConfig &config);
 
     std::unique_ptr<Normalizer> m_normalizer;
     std::unique_ptr<PreTokenizer> m_preTokenizer;

@@ -2,6 +2,7 @@
 #include "tokenizer.h"
 
 #include "hf_tokenizer.h"
+#include "tokenizer_config.h"
 
 #include "cppl/errors.h"
 
@@ -138,6 +139,35 @@ std::optional<std::size_t> findInvalidUtf8(std::string_view text)
     return std::nullopt;
 }
 
+TokenizerConfig readTokenizerConfig(const std::string &directory)
+{
+    TokenizerConfig config;
+    std::error_code ec;
+    const fs::path file = fs::path(directory) / "tokenizer_config.json";
+    if (!fs::exists(file, ec))
+        return config;
+    config.path = file.string();
+    std::ifstream in(file);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error &e) {
+        throw IoError(config.path + ": not valid JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object())
+        return config;
+    if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean())
+        config.addBos = j["add_bos_token"].get<bool>();
+    if (j.contains("bos_token")) {
+        const auto &b = j["bos_token"];
+        if (b.is_string())
+            config.bosToken = b.get<std::string>();
+        else if (b.is_object() && b.contains("content") && b["content"].is_string())
+            config.bosToken = b["content"].get<std::string>();
+    }
+    return config;
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path)
 {
     std::error_code ec;
@@ -145,12 +175,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path)
     if (fs::is_directory(file, ec)) {
         if (fs::exists(file / "tokenizer.json", ec))
             file /= "tokenizer.json";
+        else if (fs::exists(file / "tokenizer.model", ec))
+            file /= "tokenizer.model"; // refused below, with the reason
         else
             throw IoError(path + ": the directory has no tokenizer.json; give --tokenizer a tokenizer.json or a model directory holding one");
     } else if (!fs::exists(file, ec)) {
         throw IoError(path + ": no such file or directory; --tokenizer takes a tokenizer.json or a model directory holding one");
     }
     const std::string name = file.string();
+    if (file.extension() == ".model")
+        throw ConfigError(name + ": SentencePiece .model files are not supported yet (Debian's libsentencepiece carries its own "
+                                 "protobuf, which clashes with LibTorch's in one process); use the model's tokenizer.json "
+                                 "(transformers saves one for Llama 2, TinyLlama, Mistral: see docs/tokenizers.md)");
     std::ifstream in(file, std::ios::binary);
     if (!in)
         throw IoError(name + ": cannot open (is it readable?)");
@@ -165,8 +201,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path)
     }
     if (!root.is_object())
         throw IoError(name + ": expected a JSON object at the top level (a Hugging Face tokenizer.json), found " + std::string(root.type_name()));
-    const fs::path config = file.parent_path() / "tokenizer_config.json";
-    return std::make_unique<hf::HfTokenizer>(name, root, fs::exists(config, ec) ? config.string() : std::string());
+    return std::make_unique<hf::HfTokenizer>(name, root, readTokenizerConfig(file.parent_path().string()));
 }
 
 } // namespace cppl::agent
