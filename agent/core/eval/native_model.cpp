@@ -106,20 +106,6 @@ struct Linear
         return l;
     }
 
-    /// With oneDNN: one packed GEMM for several layers reading the same input (q/k/v, gate/up):
-    /// the input is converted once and the GEMM is wider. The parts stay unpacked views.
-    static Linear fuse(const std::vector<Linear> &parts)
-    {
-        std::vector<at::Tensor> weights, biases;
-        for (const Linear &p : parts) {
-            weights.push_back(p.weight);
-            if (p.bias.defined())
-                biases.push_back(p.bias);
-        }
-        const at::Tensor bias = biases.empty() ? at::Tensor() : at::cat(biases);
-        return make(at::cat(weights), bias, true);
-    }
-
     // Loads WEIGHT (+ BIAS) and, when packed, releases the mapped original straight away.
     static Linear load(WeightSource &w, const std::string &weight, std::vector<std::int64_t> shape, const at::Tensor &bias, bool oneDnn,
                        bool transposed = false)
@@ -208,24 +194,16 @@ public:
             l.inNorm = w.get(p + "input_layernorm.weight", {H});
             l.postNorm = w.get(p + "post_attention_layernorm.weight", {H});
             const bool dnn = m_oneDnn;
-            // q/k/v and gate/up read the same input: with oneDNN each set becomes one packed GEMM.
             l.q = Linear::load(w, p + "self_attn.q_proj.weight", {m_c.heads * hd, H},
-                               optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd), false);
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd), dnn);
             l.k = Linear::load(w, p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H},
-                               optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd), false);
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.k_proj.bias", m_c.kvHeads * hd), dnn);
             l.v = Linear::load(w, p + "self_attn.v_proj.weight", {m_c.kvHeads * hd, H},
-                               optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd), false);
+                               optionalBias(w, m_c.qkvBias, p + "self_attn.v_proj.bias", m_c.kvHeads * hd), dnn);
             l.o = Linear::load(w, p + "self_attn.o_proj.weight", {H, m_c.heads * hd}, optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H), dnn);
-            l.gate = Linear::load(w, p + "mlp.gate_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I), false);
-            l.up = Linear::load(w, p + "mlp.up_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I), false);
+            l.gate = Linear::load(w, p + "mlp.gate_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.gate_proj.bias", I), dnn);
+            l.up = Linear::load(w, p + "mlp.up_proj.weight", {I, H}, optionalBias(w, m_c.mlpBias, p + "mlp.up_proj.bias", I), dnn);
             l.down = Linear::load(w, p + "mlp.down_proj.weight", {H, I}, optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H), dnn);
-            if (dnn) {
-                l.qkv = Linear::fuse({l.q, l.k, l.v});
-                l.gateUp = Linear::fuse({l.gate, l.up});
-                for (const char *name : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "mlp.gate_proj.weight",
-                                         "mlp.up_proj.weight"})
-                    w.release(p + name);
-            }
             m_layers.push_back(std::move(l));
         }
         m_norm = w.get("model.norm.weight", {H});
@@ -266,7 +244,6 @@ private:
     {
         at::Tensor inNorm, postNorm;
         Linear q, k, v, o, gate, up, down;
-        Linear qkv, gateUp; ///< oneDNN only: the fused, packed GEMMs used instead of q/k/v and gate/up
     };
 
     at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
@@ -293,27 +270,14 @@ private:
         const at::Tensor mask = causalMask(T, opts);
         for (const Layer &l : m_layers) {
             const at::Tensor h = rmsNorm(x, l.inNorm);
-            at::Tensor qh, kh, vh;
-            if (l.qkv.packed.defined()) {
-                const auto parts = l.qkv(h).split_with_sizes({m_c.heads * hd, kv * hd, kv * hd}, -1);
-                qh = parts[0], kh = parts[1], vh = parts[2];
-            } else {
-                qh = l.q(h), kh = l.k(h), vh = l.v(h);
-            }
-            at::Tensor q = qh.view({B, T, m_c.heads, hd}).transpose(1, 2);
-            at::Tensor k = kh.view({B, T, kv, hd}).transpose(1, 2);
-            const at::Tensor v = vh.view({B, T, kv, hd}).transpose(1, 2);
+            at::Tensor q = l.q(h).view({B, T, m_c.heads, hd}).transpose(1, 2);
+            at::Tensor k = l.k(h).view({B, T, kv, hd}).transpose(1, 2);
+            const at::Tensor v = l.v(h).view({B, T, kv, hd}).transpose(1, 2);
             q = q * cos + rotateHalf(q) * sin;
             k = k * cos + rotateHalf(k) * sin;
             x = x + l.o(causalAttention(q, k, v, mask, kAttentionBlock));
             const at::Tensor h2 = rmsNorm(x, l.postNorm);
-            if (l.gateUp.packed.defined()) {
-                const at::Tensor gu = l.gateUp(h2);
-                const std::int64_t I = m_c.intermediate;
-                x = x + l.down(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I));
-            } else {
-                x = x + l.down(at::silu(l.gate(h2)) * l.up(h2));
-            }
+            x = x + l.down(at::silu(l.gate(h2)) * l.up(h2));
         }
         return rmsNorm(x, m_norm);
     }
