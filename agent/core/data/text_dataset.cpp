@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "text_dataset.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include "cppl/errors.h"
 #include "cppl/statistics.h"
 
@@ -98,20 +100,9 @@ TextDocument makeDocument(std::string source, std::string text)
 
 } // namespace
 
-std::optional<std::size_t> firstInvalidUtf8(std::string_view text)
-{
-    for (std::size_t p = 0; p < text.size();) {
-        const int n = sequenceAt(text, p);
-        if (n < 0)
-            return p;
-        p += static_cast<std::size_t>(n);
-    }
-    return std::nullopt;
-}
-
 std::int64_t replaceInvalidUtf8(std::string &text)
 {
-    if (!firstInvalidUtf8(text))
+    if (!findInvalidUtf8(text)) // the tokenizer's validator: one definition of valid UTF-8
         return 0;
     std::string out;
     out.reserve(text.size() + 16);
@@ -170,7 +161,7 @@ TextDataset loadTextDataset(const std::string &path, DatasetFormat format, const
     auto checkUtf8 = [&](std::string &text, const std::string &where) {
         if (invalid == InvalidUtf8::Replace) {
             ds.replacedSequences += replaceInvalidUtf8(text);
-        } else if (const auto bad = firstInvalidUtf8(text)) {
+        } else if (const auto bad = findInvalidUtf8(text)) {
             char hex[8];
             std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(text[*bad]));
             throw IoError(where + ": invalid UTF-8 at byte offset " + std::to_string(*bad) + " (byte " + hex

@@ -46,9 +46,8 @@ struct TextDataset
                                           InvalidUtf8 invalid = InvalidUtf8::Error);
 
 /// @brief Replaces each maximal invalid UTF-8 subsequence by U+FFFD; returns how many were replaced.
+/// Detection is findInvalidUtf8() from tokenizer/tokenizer.h.
 std::int64_t replaceInvalidUtf8(std::string &text);
-/// @brief Offset of the first invalid UTF-8 byte, if any.
-[[nodiscard]] std::optional<std::size_t> firstInvalidUtf8(std::string_view text);
 
 /// @brief Splits WikiText at top-level headings (lines " = Title = "); text before the first
 /// heading is a document of its own when not blank.
