@@ -19,6 +19,8 @@ packages=(
   # tokenizers: Unicode regex (PCRE2); Node.js runs the pinned npm tokenizers the tests compare with
   # (npm itself: Debian's npm package, or the one bundled with NodeSource's nodejs)
   libpcre2-dev nodejs
+  # SentencePiece tokenizer.model: the library behind the agent's shim, spm_train/spm_encode for its tests
+  libsentencepiece-dev sentencepiece
   # telemetry and launching
   libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client
 )

@@ -237,7 +237,7 @@ private Q_SLOTS:
         };
         QTest::addRow("missing file") << QByteArray("<missing>") << "no such file or directory; --tokenizer takes a tokenizer.json";
         QTest::addRow("directory without tokenizer.json") << QByteArray("<directory>") << "the directory has no tokenizer.json";
-        QTest::addRow("SentencePiece .model") << QByteArray("<spm>") << "SentencePiece .model files are not supported yet";
+        QTest::addRow("SentencePiece .model that is not one") << QByteArray("<spm>") << "not a SentencePiece model: the protobuf is malformed at byte 0";
         QTest::addRow("not JSON") << QByteArray("{\"model\": {\"type\": ") << "not valid JSON";
         QTest::addRow("JSON but not an object") << QByteArray("[1, 2]") << "expected a JSON object at the top level";
         QTest::addRow("no model") << QByteArray("{\"version\": \"1.0\"}") << "(top level): missing \"model\"";

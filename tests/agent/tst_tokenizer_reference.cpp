@@ -302,7 +302,7 @@ private Q_SLOTS:
         QTest::addRow("missing tokenizer") << QStringList{QStringLiteral("--tokenizer"), missing, QStringLiteral("--text"), kWikiText, QStringLiteral("--out"), QStringLiteral("OUT")}
                                            << int(kExitBadModel) << missing + QStringLiteral(": no such file or directory");
         QTest::addRow("no --tokenizer") << QStringList{QStringLiteral("--text"), kWikiText, QStringLiteral("--out"), QStringLiteral("OUT")} << int(kExitBadArguments)
-                                        << "--tokenizer is required: a tokenizer.json, or a model directory holding one";
+                                        << "--tokenizer is required: a tokenizer.json or a SentencePiece tokenizer.model, or a model directory holding one";
         QTest::addRow("bad --bos") << QStringList{QStringLiteral("--tokenizer"), kGpt2, QStringLiteral("--text"), kWikiText, QStringLiteral("--out"), QStringLiteral("OUT"), QStringLiteral("--bos"), QStringLiteral("yes")}
                                    << int(kExitBadArguments) << "--bos \"yes\" is unknown (expected auto, always or never)";
         QTest::addRow("missing text") << QStringList{QStringLiteral("--tokenizer"), kGpt2, QStringLiteral("--text"), QStringLiteral("/nonexistent.txt"), QStringLiteral("--out"), QStringLiteral("OUT")}

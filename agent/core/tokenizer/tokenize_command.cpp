@@ -46,7 +46,7 @@ void writeU32(const std::string &path, const std::vector<std::uint32_t> &ids)
 int tokenizeCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     const Args a(argv, {"--tokenizer", "--text", "--out", "--bos"}, {"--quiet"});
-    const std::string tokenizerPath = a.require("--tokenizer", "a tokenizer.json, or a model directory holding one");
+    const std::string tokenizerPath = a.require("--tokenizer", "a tokenizer.json or a SentencePiece tokenizer.model, or a model directory holding one");
     const std::string textPath = a.require("--text", "the UTF-8 text file to tokenize");
     const std::string outPath = a.require("--out", "where to write the ids (little-endian uint32, .u32)");
     const std::string bosText = a.get("--bos").value_or("auto");

@@ -2,6 +2,7 @@
 #include "tokenizer.h"
 
 #include "hf_tokenizer.h"
+#include "sentencepiece_tokenizer.h"
 #include "tokenizer_config.h"
 
 #include "cppl/errors.h"
@@ -173,20 +174,21 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path)
     std::error_code ec;
     fs::path file = path;
     if (fs::is_directory(file, ec)) {
+        // tokenizer.json first: it needs no shim, and transformers writes it next to tokenizer.model.
         if (fs::exists(file / "tokenizer.json", ec))
             file /= "tokenizer.json";
         else if (fs::exists(file / "tokenizer.model", ec))
-            file /= "tokenizer.model"; // refused below, with the reason
+            file /= "tokenizer.model";
         else
-            throw IoError(path + ": the directory has no tokenizer.json; give --tokenizer a tokenizer.json or a model directory holding one");
+            throw IoError(path + ": the directory has no tokenizer.json (nor a SentencePiece tokenizer.model); give --tokenizer a "
+                                 "tokenizer.json, a tokenizer.model or a model directory holding one");
     } else if (!fs::exists(file, ec)) {
-        throw IoError(path + ": no such file or directory; --tokenizer takes a tokenizer.json or a model directory holding one");
+        throw IoError(path + ": no such file or directory; --tokenizer takes a tokenizer.json, a SentencePiece tokenizer.model or a "
+                             "model directory holding one");
     }
     const std::string name = file.string();
     if (file.extension() == ".model")
-        throw ConfigError(name + ": SentencePiece .model files are not supported yet (Debian's libsentencepiece carries its own "
-                                 "protobuf, which clashes with LibTorch's in one process); use the model's tokenizer.json "
-                                 "(transformers saves one for Llama 2, TinyLlama, Mistral: see docs/tokenizers.md)");
+        return std::make_unique<SentencePieceTokenizer>(name, readTokenizerConfig(file.parent_path().string()));
     std::ifstream in(file, std::ios::binary);
     if (!in)
         throw IoError(name + ": cannot open (is it readable?)");

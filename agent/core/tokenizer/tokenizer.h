@@ -31,7 +31,8 @@ struct BosDecision
  * @brief A tokenizer the way the model was trained with it: text -> ids -> bytes.
  *
  * Loaded from a Hugging Face `tokenizer.json` (BPE; see docs/tokenizers.md for the supported
- * components) or a directory holding one. encode() keeps a cache of pre-tokenized words, so an
+ * components), a SentencePiece `tokenizer.model` (through the libclusterppl_spm.so shim), or a
+ * directory holding one. encode() keeps a cache of pre-tokenized words, so an
  * instance is not thread-safe: give each thread its own.
  */
 class Tokenizer
@@ -40,10 +41,11 @@ public:
     virtual ~Tokenizer();
 
     /**
-     * @brief Loads @p path: a tokenizer.json, or a directory with tokenizer.json (and optionally
-     * tokenizer_config.json next to it for add_bos_token / bos_token). Throws IoError (missing,
-     * unreadable, not JSON) or ConfigError (unsupported or inconsistent content) naming the file and
-     * the JSON path.
+     * @brief Loads @p path: a tokenizer.json, a SentencePiece *.model, or a directory with
+     * tokenizer.json or else tokenizer.model (and optionally tokenizer_config.json next to it for
+     * add_bos_token / bos_token). Throws IoError (missing, unreadable, not JSON) or ConfigError
+     * (unsupported or inconsistent content, not a SentencePiece model, no SentencePiece shim) naming
+     * the file and the JSON path.
      */
     [[nodiscard]] static std::unique_ptr<Tokenizer> load(const std::string &path);
 
