@@ -2,6 +2,7 @@
 #include "agent_cli.h"
 
 #include "args.h"
+#include "dist/launcher.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "token_file.h"
@@ -49,6 +50,21 @@ Usage:
       --json OUT             write the result (docs/result-json.md)
       --shard R/N            evaluate only shard R of N (balanced by scored tokens)
       --quiet                no progress on stderr
+    Distributed (one process per rank; identity from torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
+    MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_NODELIST or Open MPI's
+    OMPI_COMM_WORLD_*; these flags override them). Rank 0 prints and writes the result.
+      --rank R --world-size N --local-rank L --local-world-size M --master-addr A --master-port P
+      --backend auto|gloo|nccl           (default auto: nccl when the model runs on a GPU)
+      --topology hierarchical|flat       reduce in groups, all-reduce leaders, broadcast (default),
+                                         or one all-reduce; both give the same bits
+      --groups by-host|size:K|LIST       node groups, e.g. "0-3;4-7" (default by-host)
+      --sync-every-tokens T|end          sync about every T scored tokens per rank; 0 = every
+                                         batch (default 65536; docs/communication.md)
+      --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
+  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS
+      Start N local ranks of eval with torchrun's environment; the launcher serves the rendezvous
+      store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
+      when one fails and returns rank 0's exit code.
   clusterppl-agent merge RESULT.json... [--json OUT]
       Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
   clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
@@ -72,17 +88,9 @@ Usage:
   clusterppl-agent --version
   clusterppl-agent --help
 
-Live distributed runs (Gloo/NCCL) and telemetry arrive with later releases; see README.md.
+Telemetry (live dashboards) arrives with a later release; see README.md.
 Exit codes: docs/exit-codes.md.
 )";
-
-std::int64_t parseSync(const Args &a)
-{
-    const auto v = a.get("--sync-every-tokens");
-    if (v && (*v == "end" || *v == "inf"))
-        return kSyncAtEnd;
-    return a.integer("--sync-every-tokens", 65536, 0, kSyncAtEnd);
-}
 
 int planCommand(const std::vector<std::string> &argv, std::ostream &out)
 {
@@ -102,7 +110,7 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
     opts.bosToken = a.integer("--bos-id", opts.bosFirst ? 0 : -1, -1, 0xffffffffLL);
     const int ranks = static_cast<int>(a.integer("--ranks", 1, 1, 1 << 20));
     const std::int64_t batch = a.integer("--batch", 8, 1, 1 << 16);
-    const std::int64_t sync = parseSync(a);
+    const std::int64_t sync = a.syncEveryTokens();
     const std::int64_t maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
 
     validatePlanOptions(opts); // before touching the data: a bad flag is a bad argument
@@ -306,6 +314,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return mergeCommand(rest, out);
         if (args[0] == "tokenize")
             return tokenizeCommand(rest, out, err);
+        if (args[0] == "run")
+            return dist::runCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const IoError &e) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "args.h"
 
+#include "cppl/sharding.h"
+
 #include "cppl/errors.h"
 
 #include <charconv>
@@ -75,6 +77,14 @@ std::int64_t Args::integer(const std::string &flag, std::int64_t fallback, std::
         throw ConfigError(flag + " must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got "
                           + std::to_string(x));
     return x;
+}
+
+std::int64_t Args::syncEveryTokens() const
+{
+    const auto v = get("--sync-every-tokens");
+    if (v && (*v == "end" || *v == "inf"))
+        return kSyncAtEnd;
+    return integer("--sync-every-tokens", kDefaultSyncEveryTokens, 0, kSyncAtEnd);
 }
 
 } // namespace cppl::agent

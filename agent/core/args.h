@@ -23,6 +23,9 @@ public:
     [[nodiscard]] std::string require(const std::string &flag, const std::string &what) const;
     [[nodiscard]] std::int64_t integer(const std::string &flag, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
 
+    /// @brief `--sync-every-tokens T|end|inf` (0: every batch; end/inf: once, kSyncAtEnd).
+    [[nodiscard]] std::int64_t syncEveryTokens() const;
+
 private:
     std::map<std::string, std::string> m_values;
     std::set<std::string> m_switches;

@@ -100,6 +100,8 @@ RankIdentity resolveRankIdentity(const EnvLookup &env, const RankOverrides &flag
         // SLURM_NTASKS_PER_NODE may read "4(x2)": only the leading count matters here.
         if (const auto lw = env(s.localWorld))
             id.localWorldSize = toInt(lw->substr(0, lw->find('('))).value_or(1);
+        else // unknown (a hand-made environment): at least as many local ranks as this one implies
+            id.localWorldSize = std::max(1, id.localRank + 1);
         break;
     }
     if (const auto addr = env("MASTER_ADDR"); addr && !addr->empty())

@@ -8,9 +8,11 @@
 #include "model/mapped_file.h"
 #include "runtime_info.h"
 #include "eval_data.h"
+#include "dist/distributed_run.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/rank_env.h"
 #include "cppl/sharding.h"
 #include "cppl/statistics.h"
 #include "cppl/window_plan.h"
@@ -80,10 +82,20 @@ c10::Device parseDevice(const std::string &text)
 
 int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
+    std::unique_ptr<dist::DistributedRun> run; // set when this is one rank of several
+    // A rank that fails tells the others (through the watchdog) before it exits, so none waits.
+    auto fail = [&](int code, const std::string &message) {
+        if (run)
+            run->reportFailure(code, message);
+        err << "clusterppl-agent: " << (run ? "rank " + std::to_string(run->rank()) + ": " : std::string()) << message << '\n';
+        return code;
+    };
     try {
         const Args a(argv,
                      {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8"},
+                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8",
+                      "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--rank", "--world-size", "--local-rank",
+                      "--local-world-size", "--master-addr", "--master-port"},
                      {"--bos-first", "--allow-long-context", "--quiet"});
         // 1. Arguments: everything that needs neither the model nor the data.
         PlanOptions opts;
@@ -93,6 +105,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         std::int64_t batch = 0, maxWindows = 0, threads = 0, blasThreads = 0;
         int shardRank = 0, shardCount = 1;
         GemmBackend gemm = GemmBackend::Auto;
+        RankIdentity identity;
+        dist::DistributedOptions distOptions;
+        std::int64_t syncEvery = kDefaultSyncEveryTokens;
         phase(kExitBadArguments, [&] {
             modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
             const auto protocolText = a.get("--protocol").value_or("hf-sliding");
@@ -143,11 +158,72 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             PlanOptions check = opts;
             check.bosToken = 0;
             validatePlanOptions(check);
+            // Distributed: who this rank is (torchrun / Slurm / Open MPI environment, flags override).
+            RankOverrides flags;
+            auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
+                if (!a.has(flag))
+                    return std::nullopt;
+                return static_cast<int>(a.integer(flag, 0, min, max));
+            };
+            flags.rank = optInt("--rank", 0, (1 << 30) - 1);
+            flags.worldSize = optInt("--world-size", 1, 1 << 30);
+            flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
+            flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
+            flags.masterPort = optInt("--master-port", 1, 65535);
+            flags.masterAddr = a.get("--master-addr");
+            identity = resolveRankIdentity(processEnvironment(), flags);
+            syncEvery = a.syncEveryTokens();
+            distOptions.identity = identity;
+            distOptions.groups = a.get("--groups").value_or("by-host");
+            const std::string topology = a.get("--topology").value_or("hierarchical");
+            if (topology != "hierarchical" && topology != "flat")
+                throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
+            distOptions.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
+            distOptions.backend = a.get("--backend").value_or("auto");
+            if (distOptions.backend != "auto" && distOptions.backend != "gloo" && distOptions.backend != "nccl")
+                throw ConfigError("--backend \"" + distOptions.backend + "\" is not one of auto, gloo, nccl");
+            distOptions.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
+            distOptions.cudaDevice = device.is_cuda();
+            distOptions.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
+                                               && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+            if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+                distOptions.glooInterface = ifname;
+            if (identity.worldSize > 1 && a.has("--shard"))
+                throw ConfigError("--shard is for evaluating one shard by hand; in a distributed run (world size "
+                                  + std::to_string(identity.worldSize) + ") every rank takes its shard automatically");
+            if (identity.worldSize > 1) {
+                shardRank = identity.rank;
+                shardCount = identity.worldSize;
+                (void)parseRankGroups(distOptions.groups, identity.worldSize,
+                                      std::vector<std::string>(static_cast<std::size_t>(identity.worldSize), "h")); // syntax only, before connecting
+            }
             return 0;
         });
+        const bool distributed = identity.worldSize > 1;
+        // Rank 0 speaks for the run; other ranks report only problems.
+        const bool quiet = a.has("--quiet") || (distributed && identity.rank != 0);
+        if (distributed && device.is_cuda() && a.get("--device").value_or("auto") == "auto")
+            device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(identity.localRank));
+        if (distributed) {
+            // Rendezvous before the expensive loads: a missing rank is reported in seconds, and a
+            // rank that then fails to load tells the others instead of leaving them waiting.
+            try {
+                run = std::make_unique<dist::DistributedRun>(distOptions);
+            } catch (const TimeoutError &e) {
+                throw Failure{kExitTimeout, "rank " + std::to_string(identity.rank) + ": " + e.what()};
+            } catch (const CollectiveError &e) {
+                throw Failure{kExitCollective, "rank " + std::to_string(identity.rank) + ": " + e.what()};
+            } catch (const ConfigError &e) {
+                throw Failure{kExitBadArguments, "rank " + std::to_string(identity.rank) + ": " + e.what()};
+            }
+            if (!quiet)
+                err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << run->backend() << ", "
+                    << dist::topologyName(run->topology()) << ", " << run->groups().groups.size() << " node groups, store "
+                    << run->storeAddress() << '\n';
+        }
         setThreads(static_cast<int>(threads), static_cast<int>(blasThreads));
         const RuntimeInfo runtime = runtimeInfo();
-        if (!a.has("--quiet"))
+        if (!quiet)
             err << describe(runtime) << '\n';
 
         // 2. Data, then model (each failure maps to its own exit code).
@@ -162,7 +238,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             io.replaceInvalidUtf8 = a.get("--on-invalid-utf8").value_or("error") == "replace";
             return loadEvalInput(io);
         });
-        if (!a.has("--quiet"))
+        if (!quiet)
             for (const auto &note : input.notes)
                 err << "note: " << note << '\n';
         const auto loadStart = std::chrono::steady_clock::now();
@@ -212,7 +288,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             for (const Window &w : plan.windows)
                 plan.scoredTokens += w.scored();
         }
-        const Shard shard = shardPlanByBatch(plan, shardCount, batch)[static_cast<std::size_t>(shardRank)];
+        const Shard myShard = shardPlanByBatch(plan, shardCount, batch)[static_cast<std::size_t>(shardRank)];
         phase(kExitBadModel, [&] {
             model->prepare(batch, plan.maxInput);
             return 0;
@@ -229,44 +305,95 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             }
             return 0;
         });
-        if (!a.has("--quiet"))
+        if (!quiet)
             err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ", GEMM "
                 << mi.gemm << ") loaded in "
                 << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch;
-        if (!a.has("--quiet") && shardCount > 1)
-            err << "; shard " << shardRank << "/" << shardCount << ": windows " << shard.firstWindow << ".." << shard.endWindow - 1 << ", "
-                << shard.scoredTokens << " tokens";
-        if (!a.has("--quiet"))
+        if (!quiet && shardCount > 1 && !distributed)
+            err << "; shard " << shardRank << "/" << shardCount << ": windows " << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", "
+                << myShard.scoredTokens << " tokens";
+        if (!quiet)
             err << '\n';
 
-        // 4. Evaluate.
-        NllStats stats;
-        Evaluator evaluator(*model, data, plan, batch);
-        auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
-        const auto evalStart = std::chrono::steady_clock::now();
-        evaluator.run(shard.firstWindow, shard.endWindow, stats, [&](const EvalProgress &p, const NllStats &s) {
-            const auto now = std::chrono::steady_clock::now();
-            if (a.has("--quiet") || (now - lastPrint < std::chrono::milliseconds(500) && p.windowsDone < p.windowsTotal))
-                return;
-            lastPrint = now;
-            const double rate = p.seconds > 0 ? static_cast<double>(p.tokensDone) / p.seconds : 0;
-            const double eta = rate > 0 ? static_cast<double>(p.tokensTotal - p.tokensDone) / rate : NAN;
-            char line[200];
-            std::snprintf(line, sizeof line, "[%lld/%lld windows] ppl %.4f  %.0f tok/s  elapsed %s  ETA %s\n",
-                          static_cast<long long>(p.windowsDone), static_cast<long long>(p.windowsTotal), computePerplexity(s).ppl, rate,
-                          clock(p.seconds).c_str(), clock(eta).c_str());
-            err << line << std::flush;
-        });
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
-        if (shardRank == 0) { // document totals (text input): counted once, by shard 0
+        // 4. Evaluate, in the rounds every rank plans alike (the same collectives on every rank,
+        //    however uneven the shards).
+        NllStats stats;  // this rank's own tokens, cumulative
+        NllStats global; // after each round: every rank's, exactly
+        if (shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
             stats.bytes = input.bytes;
             stats.words = input.words;
         }
+        Evaluator evaluator(*model, data, plan, batch);
+        const std::vector<Shard> shards = shardPlanByBatch(plan, shardCount, batch);
+        const RoundPlan rounds(plan, shards, distributed ? syncEvery : kSyncAtEnd, batch);
+        auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+        const auto evalStart = std::chrono::steady_clock::now();
+        double computeSeconds = 0;
+        for (int r = 0; r < rounds.rounds(); ++r) {
+            const Shard part = rounds.roundOf(shardRank, r);
+            const auto c0 = std::chrono::steady_clock::now();
+            evaluator.run(part.firstWindow, part.endWindow, stats, [&](const EvalProgress &p, const NllStats &s) {
+                if (distributed)
+                    return;
+                const auto now = std::chrono::steady_clock::now();
+                if (quiet || (now - lastPrint < std::chrono::milliseconds(500) && p.windowsDone < p.windowsTotal))
+                    return;
+                lastPrint = now;
+                const double rate = p.seconds > 0 ? static_cast<double>(p.tokensDone) / p.seconds : 0;
+                const double eta = rate > 0 ? static_cast<double>(p.tokensTotal - p.tokensDone) / rate : NAN;
+                char line[200];
+                std::snprintf(line, sizeof line, "[%lld/%lld windows] ppl %.4f  %.0f tok/s  elapsed %s  ETA %s\n",
+                              static_cast<long long>(p.windowsDone), static_cast<long long>(p.windowsTotal), computePerplexity(s).ppl, rate,
+                              clock(p.seconds).c_str(), clock(eta).c_str());
+                err << line << std::flush;
+            });
+            computeSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+            if (!distributed) {
+                global = stats;
+                continue;
+            }
+            NllStats::Words words = stats.toWords();
+            run->allReduce(words);
+            global = NllStats::fromReducedWords(words);
+            const auto now = std::chrono::steady_clock::now();
+            if (!quiet && (now - lastPrint >= std::chrono::milliseconds(500) || r + 1 == rounds.rounds())) {
+                lastPrint = now;
+                const double elapsed = std::chrono::duration<double>(now - evalStart).count();
+                const double rate = elapsed > 0 ? static_cast<double>(global.tokens) / elapsed : 0;
+                const double eta = rate > 0 ? static_cast<double>(plan.scoredTokens - global.tokens) / rate : NAN;
+                const double comm = run->comm().waitSeconds + run->comm().transferSeconds;
+                char line[256];
+                std::snprintf(line, sizeof line, "[round %d/%d] ppl %.4f  %lld/%lld tokens  %.0f tok/s (all ranks)  comm %.2f%%  elapsed %s  ETA %s\n",
+                              r + 1, rounds.rounds(), computePerplexity(global).ppl, static_cast<long long>(global.tokens),
+                              static_cast<long long>(plan.scoredTokens), rate, elapsed > 0 ? 100.0 * comm / elapsed : 0.0,
+                              clock(elapsed).c_str(), clock(eta).c_str());
+                err << line << std::flush;
+            }
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
+        std::vector<dist::RankReport> reports;
+        if (distributed) {
+            dist::RankReport mine;
+            mine.tokens = stats.tokens;
+            mine.windows = stats.windows;
+            mine.rounds = rounds.rounds();
+            mine.payloadBytes = run->comm().payloadBytes;
+            mine.computeSeconds = computeSeconds;
+            mine.waitSeconds = run->comm().waitSeconds;
+            mine.transferSeconds = run->comm().transferSeconds;
+            mine.wallSeconds = seconds;
+            reports = run->gather(mine);
+            run->finish();
+        }
+        const Shard shard = shards[static_cast<std::size_t>(shardRank)];
+        stats = global;
         const Perplexity ppl = computePerplexity(stats);
         if (stats.nll.rejected() > 0)
             throw Failure{kExitRuntime, std::to_string(stats.nll.rejected())
                                             + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                             + dtypeName(dtype) + "; try --dtype float32"};
+        if (distributed && identity.rank != 0)
+            return kExitOk; // rank 0 reports for the run
         out << formatFinalEstimate(ppl) << '\n' << std::flush;
 
         // 5. The result contract (docs/result-json.md).
@@ -315,8 +442,32 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 source["bos"] = {{"mode", input.bosMode}, {"added", input.bosAdded}, {"id", input.bosId}, {"reason", input.bosReason}};
             }
             j["data"] = source;
-            j["world_size"] = 1;
-            j["shard"] = {{"rank", shardRank}, {"count", shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
+            j["world_size"] = identity.worldSize;
+            if (!distributed)
+                j["shard"] = {{"rank", shardRank}, {"count", shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
+            j["backend"] = distributed ? run->backend() : "none";
+            j["topology"] = distributed ? dist::topologyName(run->topology()) : "none";
+            j["sync_every_tokens"] = syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
+            j["rounds"] = rounds.rounds();
+            if (distributed) {
+                j["groups"] = run->groups().groups;
+                j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
+                nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+                for (const auto &rep : reports)
+                    ranks.push_back({{"rank", rep.rank},
+                                     {"host", rep.host},
+                                     {"group", rep.group},
+                                     {"tokens", rep.tokens},
+                                     {"windows", rep.windows},
+                                     {"rounds", rep.rounds},
+                                     {"compute_seconds", rep.computeSeconds},
+                                     {"wait_seconds", rep.waitSeconds},
+                                     {"transfer_seconds", rep.transferSeconds},
+                                     {"wall_seconds", rep.wallSeconds},
+                                     {"comm_share", rep.commShare()},
+                                     {"payload_bytes", rep.payloadBytes}});
+                j["ranks"] = ranks;
+            }
             j["version"] = CLUSTERPPL_VERSION_STRING;
             std::ofstream f(*jsonPath);
             if (!(f << j.dump(2) << '\n'))
@@ -324,20 +475,19 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         }
         return kExitOk;
     } catch (const Failure &f) {
-        err << "clusterppl-agent: " << f.message << '\n';
-        return f.code;
+        return fail(f.code, f.message);
     } catch (const ConfigError &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitBadArguments;
+        return fail(kExitBadArguments, e.what());
     } catch (const c10::Error &e) {
-        err << "clusterppl-agent: LibTorch failed: " << e.what_without_backtrace() << '\n';
-        return kExitRuntime;
+        return fail(kExitRuntime, std::string("LibTorch failed: ") + e.what_without_backtrace());
+    } catch (const TimeoutError &e) {
+        return fail(kExitTimeout, e.what());
+    } catch (const CollectiveError &e) {
+        return fail(kExitCollective, e.what());
     } catch (const Error &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitRuntime;
+        return fail(kExitRuntime, e.what());
     } catch (const std::exception &e) { // e.g. std::bad_alloc: report and exit, never carry on
-        err << "clusterppl-agent: unexpected failure: " << e.what() << '\n';
-        return kExitRuntime;
+        return fail(kExitRuntime, std::string("unexpected failure: ") + e.what());
     }
 }
 

@@ -35,11 +35,18 @@ public:
     using Error::Error;
 };
 
-/// @brief A collective that failed or timed out.
+/// @brief A collective, a peer or the rendezvous failed.
 class CollectiveError : public Error
 {
 public:
     using Error::Error;
+};
+
+/// @brief Something did not answer within its timeout (rendezvous, a collective, a peer's heartbeat).
+class TimeoutError : public CollectiveError
+{
+public:
+    using CollectiveError::CollectiveError;
 };
 
 [[noreturn]] void enforceFailed(const char *expr, const char *file, int line, const std::string &msg);

@@ -42,6 +42,8 @@ struct Shard
 
 /// @brief Only at the end: one round.
 inline constexpr std::int64_t kSyncAtEnd = std::numeric_limits<std::int64_t>::max();
+/// @brief The default sync threshold, scored tokens per rank per round (docs/communication.md).
+inline constexpr std::int64_t kDefaultSyncEveryTokens = 65536;
 
 /**
  * @brief When every rank synchronises. Every rank runs the same number of rounds (rounds()), so

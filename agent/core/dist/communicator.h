@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cppl/rank_env.h"
+
+namespace cppl::agent::dist {
+
+class Store;
+
+/**
+ * @brief One communicator (a process group) over int64 words: the only data ClusterPPL ever
+ * reduces is exact-accumulator limbs and int64 counts, so SUM over int64 is all it needs, and the
+ * result does not depend on the reduction order. Every call blocks until done and throws
+ * CollectiveError (peer gone, timeout) with the backend's reason.
+ */
+class Communicator
+{
+public:
+    virtual ~Communicator();
+    [[nodiscard]] virtual int rank() const = 0;
+    [[nodiscard]] virtual int size() const = 0;
+    virtual void allReduceSum(std::span<std::int64_t> words) = 0;
+    /// @brief SUM into @p root's buffer (others' buffers are left unspecified).
+    virtual void reduceSum(std::span<std::int64_t> words, int root) = 0;
+    virtual void broadcast(std::span<std::int64_t> words, int root) = 0;
+};
+
+/// `--topology`: reduce in groups, all-reduce among leaders, broadcast back; or one flat all-reduce.
+enum class Topology { Hierarchical, Flat };
+
+/**
+ * @brief The communicators one rank takes part in. Hierarchical: `group` (its node group, local
+ * rank 0 = the leader) and, on leaders, `leaders` (one member per group, ordered by group). Flat:
+ * `world` only.
+ */
+struct Communicators
+{
+    std::unique_ptr<Communicator> world;
+    std::unique_ptr<Communicator> group;
+    std::unique_ptr<Communicator> leaders;
+    std::string backend; ///< "gloo" or "nccl"
+};
+
+struct BackendOptions
+{
+    int rank = 0;
+    int worldSize = 1;
+    int localRank = 0;
+    RankGroups groups;
+    Topology topology = Topology::Hierarchical;
+    std::chrono::milliseconds timeout{300000};
+    std::string glooHost;       ///< address Gloo binds to (empty: resolve this host's name, else loopback)
+    std::string glooInterface;  ///< GLOO_SOCKET_IFNAME: bind to this interface instead
+};
+
+/// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.
+[[nodiscard]] Communicators makeGlooCommunicators(Store &store, const BackendOptions &options);
+
+/**
+ * @brief The NCCL C API, loaded at run time (libnccl.so.2, libcudart): an agent built with NCCL
+ * still starts where neither exists. Subgroups via ncclCommSplit; unique ids through the store.
+ * Throws CollectiveError saying why NCCL is unavailable (not built in, library missing, no driver,
+ * no GPU).
+ */
+[[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
+
+/// @brief Why the nccl backend cannot be used here, or empty when it can (loads libraries, probes devices).
+[[nodiscard]] std::string ncclUnavailableReason();
+
+} // namespace cppl::agent::dist

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+#include "distributed_run.h"
+
+#include "store.h"
+#include "watchdog.h"
+
+#include "cppl/errors.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace cppl::agent::dist {
+
+namespace {
+
+bool isLoopback(const std::string &host)
+{
+    return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+std::string thisHost()
+{
+    std::array<char, 256> buf{};
+    if (::gethostname(buf.data(), buf.size() - 1) != 0)
+        return "localhost";
+    return buf.data();
+}
+
+std::string rankList(const std::vector<int> &ranks)
+{
+    std::string s;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (i == 8 && ranks.size() > 10) {
+            s += " and " + std::to_string(ranks.size() - 8) + " more";
+            break;
+        }
+        s += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    return s;
+}
+
+} // namespace
+
+const char *topologyName(Topology t) noexcept
+{
+    return t == Topology::Flat ? "flat" : "hierarchical";
+}
+
+DistributedRun::DistributedRun(const DistributedOptions &o)
+    : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology)
+{
+    const RankIdentity &id = o.identity;
+    const std::string host = o.hostname.empty() ? thisHost() : o.hostname;
+    const bool serve = id.rank == 0 && !o.storeServedElsewhere;
+    m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
+    m_storeAddress = m_store->address();
+
+    // 1. Rendezvous: everyone announces itself, then waits for everyone else.
+    m_store->set("cppl/arrive/" + std::to_string(id.rank), std::to_string(id.worldSize) + "\t" + host);
+    std::vector<std::string> keys;
+    for (int r = 0; r < m_world; ++r)
+        keys.push_back("cppl/arrive/" + std::to_string(r));
+    const std::string verdictKey = "cppl/rendezvous-failed";
+    const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+    for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+        if (m_store->check(keys))
+            break;
+        if (m_store->check({verdictKey})) // rank 0 gave up and said why
+            throw TimeoutError(m_store->get(verdictKey, o.timeout).value_or("rendezvous failed"));
+        if (std::chrono::steady_clock::now() >= deadline) {
+            std::vector<int> missing;
+            for (int r = 0; r < m_world; ++r)
+                if (!m_store->check({keys[static_cast<std::size_t>(r)]}))
+                    missing.push_back(r);
+            const std::string msg = "rendezvous at " + m_storeAddress + " timed out after " + std::to_string(o.timeout.count() / 1000)
+                                    + " s: " + std::to_string(missing.size()) + " of " + std::to_string(m_world) + " ranks never arrived (rank"
+                                    + (missing.size() > 1 ? "s " : " ") + rankList(missing)
+                                    + "); check that they were started, with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE";
+            if (serve) { // the store leaves with this process: tell the others first
+                m_store->set(verdictKey, msg);
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            }
+            throw TimeoutError(msg);
+        }
+        std::this_thread::sleep_for(pause);
+    }
+    for (int r = 0; r < m_world; ++r) {
+        const std::string v = m_store->get(keys[static_cast<std::size_t>(r)], o.timeout).value_or("");
+        const auto tab = v.find('\t');
+        const std::string theirs = v.substr(0, tab);
+        if (theirs != std::to_string(m_world))
+            throw CollectiveError("rank " + std::to_string(r) + " joined the rendezvous at " + m_storeAddress + " with WORLD_SIZE " + theirs
+                                  + ", this rank has " + std::to_string(m_world) + "; start every rank with the same world size");
+        m_hosts.push_back(tab == std::string::npos ? std::string() : v.substr(tab + 1));
+    }
+    m_groups = parseRankGroups(o.groups, m_world, m_hosts);
+
+    // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
+    const std::string advertise = isLoopback(id.masterAddr) ? "127.0.0.1" : host;
+    const int me = m_rank;
+    m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [me](const Watchdog::Fatal &f) {
+        // From the watchdog thread: say why and leave now; the main thread may be deep in a
+        // forward pass or blocked in a collective that will never complete.
+        const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + f.message + "\n";
+        std::fflush(stdout);
+        std::cerr.flush();
+        (void)!::write(2, line.data(), line.size());
+        std::_Exit(f.exitCode);
+    });
+
+    // 3. The backend's communicators.
+    BackendOptions b;
+    b.rank = m_rank;
+    b.worldSize = m_world;
+    b.localRank = id.localRank;
+    b.groups = m_groups;
+    b.topology = m_topology;
+    b.timeout = o.timeout;
+    b.glooInterface = o.glooInterface;
+    b.glooHost = isLoopback(id.masterAddr) ? "127.0.0.1" : host;
+    std::string backend = o.backend;
+    if (backend == "auto")
+        backend = o.cudaDevice ? "nccl" : "gloo";
+    try {
+        if (backend == "nccl")
+            m_comms = makeNcclCommunicators(*m_store, b);
+        else if (backend == "gloo")
+            m_comms = makeGlooCommunicators(*m_store, b);
+        else
+            throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
+    } catch (const TimeoutError &e) {
+        m_watchdog->reportFailure(Watchdog::kPeerTimeout, e.what());
+        throw;
+    } catch (const Error &e) {
+        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        throw;
+    }
+}
+
+DistributedRun::~DistributedRun() = default;
+
+void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)
+{
+    if (m_topology == Topology::Flat) {
+        m_comms.world->allReduceSum(words);
+        return;
+    }
+    m_comms.group->reduceSum(words, 0);
+    if (m_comms.leaders)
+        m_comms.leaders->allReduceSum(words);
+    m_comms.group->broadcast(words, 0);
+}
+
+void DistributedRun::allReduce(std::span<std::int64_t> words)
+{
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    std::int64_t arrived = 1; // the arrival sync: one word through the same path
+    reduceThroughTopology({&arrived, 1});
+    CPPL_ENFORCE(arrived == m_world, "arrival sync counted the wrong number of ranks");
+    const auto t1 = clock::now();
+    reduceThroughTopology(words);
+    const auto t2 = clock::now();
+    m_comm.waitSeconds += std::chrono::duration<double>(t1 - t0).count();
+    m_comm.transferSeconds += std::chrono::duration<double>(t2 - t1).count();
+    m_comm.collectives += 1;
+    m_comm.payloadBytes += static_cast<std::int64_t>(words.size_bytes());
+}
+
+std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
+{
+    constexpr std::size_t K = 9;
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(m_world) * K, 0);
+    auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
+    std::int64_t *row = rows.data() + static_cast<std::size_t>(m_rank) * K;
+    row[0] = mine.tokens;
+    row[1] = mine.windows;
+    row[2] = mine.rounds;
+    row[3] = mine.payloadBytes;
+    row[4] = ns(mine.computeSeconds);
+    row[5] = ns(mine.waitSeconds);
+    row[6] = ns(mine.transferSeconds);
+    row[7] = ns(mine.wallSeconds);
+    row[8] = 1; // present
+    reduceThroughTopology(rows);
+    std::vector<RankReport> out;
+    for (int r = 0; r < m_world; ++r) {
+        const std::int64_t *x = rows.data() + static_cast<std::size_t>(r) * K;
+        CPPL_ENFORCE(x[8] == 1, "a rank's report is missing from the gather");
+        RankReport rep;
+        rep.rank = r;
+        rep.host = m_hosts[static_cast<std::size_t>(r)];
+        rep.group = m_groups.groupOf[static_cast<std::size_t>(r)];
+        rep.tokens = x[0];
+        rep.windows = x[1];
+        rep.rounds = x[2];
+        rep.payloadBytes = x[3];
+        rep.computeSeconds = static_cast<double>(x[4]) * 1e-9;
+        rep.waitSeconds = static_cast<double>(x[5]) * 1e-9;
+        rep.transferSeconds = static_cast<double>(x[6]) * 1e-9;
+        rep.wallSeconds = static_cast<double>(x[7]) * 1e-9;
+        out.push_back(rep);
+    }
+    return out;
+}
+
+void DistributedRun::reportFailure(int exitCode, const std::string &message)
+{
+    if (m_watchdog)
+        m_watchdog->reportFailure(exitCode, message);
+}
+
+void DistributedRun::finish()
+{
+    if (m_watchdog)
+        m_watchdog->finish();
+}
+
+} // namespace cppl::agent::dist

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "communicator.h"
+
+#include "cppl/rank_env.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cppl::agent::dist {
+
+class Store;
+class Watchdog;
+
+struct DistributedOptions
+{
+    RankIdentity identity;
+    std::string groups = "by-host";     ///< --groups
+    Topology topology = Topology::Hierarchical;
+    std::string backend = "auto";       ///< auto | gloo | nccl
+    bool cudaDevice = false;            ///< auto picks nccl when the model runs on a GPU
+    std::chrono::milliseconds timeout{300000};
+    bool storeServedElsewhere = false;  ///< TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store
+    std::string glooInterface;          ///< GLOO_SOCKET_IFNAME
+    std::string hostname;               ///< this rank's host name (default: gethostname)
+};
+
+/// What this rank spent in collectives (docs/communication.md says how each figure is measured).
+struct CommStats
+{
+    double waitSeconds = 0;     ///< in the arrival sync: waiting for the slowest rank (+ one small-message latency)
+    double transferSeconds = 0; ///< in the data reduction, after everyone has arrived
+    std::int64_t collectives = 0;
+    std::int64_t payloadBytes = 0; ///< words this rank contributed, x 8
+};
+
+/// One rank's line in the result's `ranks` array.
+struct RankReport
+{
+    int rank = 0;
+    std::string host;
+    int group = 0;
+    std::int64_t tokens = 0;
+    std::int64_t windows = 0;
+    std::int64_t rounds = 0;
+    std::int64_t payloadBytes = 0;
+    double computeSeconds = 0;
+    double waitSeconds = 0;
+    double transferSeconds = 0;
+    double wallSeconds = 0;
+    [[nodiscard]] double commShare() const { return wallSeconds > 0 ? (waitSeconds + transferSeconds) / wallSeconds : 0; }
+};
+
+/**
+ * @brief One rank's membership in a distributed run: rendezvous on the TCPStore (naming the ranks
+ * that never arrived), node groups, the backend's communicators, and the watchdog.
+ *
+ * allReduce() is the only data collective: an exact SUM of int64 words over all ranks, through
+ * the topology (hierarchical: reduce to each group's leader, all-reduce among leaders, broadcast
+ * back; flat: one all-reduce). Integer sums do not depend on order, so both give the same bits.
+ */
+class DistributedRun
+{
+public:
+    /// @brief Throws TimeoutError (rendezvous incomplete: names the missing ranks) or CollectiveError.
+    explicit DistributedRun(const DistributedOptions &options);
+    ~DistributedRun();
+    DistributedRun(const DistributedRun &) = delete;
+    DistributedRun &operator=(const DistributedRun &) = delete;
+
+    [[nodiscard]] int rank() const noexcept { return m_rank; }
+    [[nodiscard]] int worldSize() const noexcept { return m_world; }
+    [[nodiscard]] const RankGroups &groups() const noexcept { return m_groups; }
+    [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
+    [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
+    [[nodiscard]] Topology topology() const noexcept { return m_topology; }
+    [[nodiscard]] const std::string &storeAddress() const noexcept { return m_storeAddress; }
+
+    /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm().
+    void allReduce(std::span<std::int64_t> words);
+    [[nodiscard]] const CommStats &comm() const noexcept { return m_comm; }
+
+    /// @brief Every rank's report, on every rank (one more all-reduce, not counted in comm()).
+    [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine);
+
+    /// @brief This rank failed with @p exitCode: the others are told (and exit) instead of waiting.
+    void reportFailure(int exitCode, const std::string &message);
+    /// @brief The run is over for this rank; peers may now exit without alarm.
+    void finish();
+
+private:
+    void reduceThroughTopology(std::span<std::int64_t> words);
+
+    int m_rank = 0;
+    int m_world = 1;
+    Topology m_topology;
+    RankGroups m_groups;
+    std::vector<std::string> m_hosts;
+    std::string m_storeAddress;
+    std::unique_ptr<Store> m_store;
+    std::unique_ptr<Watchdog> m_watchdog;
+    Communicators m_comms;
+    CommStats m_comm;
+};
+
+[[nodiscard]] const char *topologyName(Topology t) noexcept;
+
+} // namespace cppl::agent::dist

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+#include "watchdog.h"
+
+#include "store.h"
+
+#include "cppl/errors.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cppl::agent::dist {
+
+namespace {
+
+constexpr auto kBeat = std::chrono::milliseconds(250);
+const std::string kKey = "cppl/watchdog";
+
+std::string seconds(std::chrono::milliseconds ms)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+    return buf;
+}
+
+int connectTo(const std::string &host, const std::string &port)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *res = nullptr;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0)
+        return -1;
+    int fd = -1;
+    for (addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        ::close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        const int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return fd;
+}
+
+/// Reads one '\n'-terminated line with a deadline (the hello).
+bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point deadline)
+{
+    line.clear();
+    char c = 0;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0)
+            return false;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left)) <= 0)
+            continue;
+        if (::read(fd, &c, 1) != 1)
+            return false;
+        if (c == '\n')
+            return true;
+        line += c;
+    }
+}
+
+} // namespace
+
+Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
+                   FatalHandler onFatal)
+    : m_rank(rank), m_hosts(std::move(hosts)), m_timeout(timeout), m_onFatal(std::move(onFatal))
+{
+    const int world = static_cast<int>(m_hosts.size());
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (rank == 0) {
+        const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int zero = 0, one = 1;
+        setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero); // IPv4 and IPv6 peers
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in6 addr{};
+        addr.sin6_family = AF_INET6;
+        addr.sin6_addr = in6addr_any;
+        socklen_t len = sizeof addr;
+        if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(listener, 128) != 0
+            || ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+            throw CollectiveError(std::string("watchdog: cannot listen on a TCP port: ") + std::strerror(errno));
+        store.set(kKey, advertise + ":" + std::to_string(ntohs(addr.sin6_port)));
+        std::vector<bool> seen(static_cast<std::size_t>(world), false);
+        for (int accepted = 1; accepted < world;) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            pollfd p{listener, POLLIN, 0};
+            if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+                if (std::chrono::steady_clock::now() < deadline)
+                    continue;
+                std::string missing;
+                for (int r = 1; r < world; ++r)
+                    if (!seen[static_cast<std::size_t>(r)])
+                        missing += (missing.empty() ? "" : ", ") + who(r);
+                ::close(listener);
+                throw TimeoutError("watchdog: ranks " + missing + " did not connect to rank 0 within " + seconds(timeout)
+                                   + " (a firewall between the hosts?)");
+            }
+            const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0)
+                continue;
+            std::string hello;
+            int r = -1;
+            if (!readLine(fd, hello, deadline) || std::sscanf(hello.c_str(), "r%d", &r) != 1 || r <= 0 || r >= world
+                || seen[static_cast<std::size_t>(r)]) {
+                ::close(fd);
+                continue;
+            }
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            seen[static_cast<std::size_t>(r)] = true;
+            m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
+            ++accepted;
+        }
+        ::close(listener);
+    } else {
+        const auto where = store.get(kKey, timeout);
+        if (!where)
+            throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
+        const auto colon = where->rfind(':');
+        int fd = -1;
+        while (fd < 0) {
+            fd = connectTo(where->substr(0, colon), where->substr(colon + 1));
+            if (fd >= 0)
+                break;
+            if (std::chrono::steady_clock::now() > deadline)
+                throw TimeoutError("watchdog: cannot connect to rank 0 at " + *where + " (" + std::strerror(errno) + ")");
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        const std::string hello = "r" + std::to_string(rank) + "\n";
+        if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+            ::close(fd);
+            throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
+        }
+        m_peers.push_back(Peer{fd, 0, std::chrono::steady_clock::now(), {}, false});
+    }
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0)
+        throw CollectiveError(std::string("watchdog: pipe: ") + std::strerror(errno));
+    m_wakeRead = pipefd[0];
+    m_wakeWrite = pipefd[1];
+    m_thread = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog()
+{
+    m_stop = true;
+    if (m_wakeWrite >= 0)
+        (void)!::write(m_wakeWrite, "x", 1);
+    if (m_thread.joinable())
+        m_thread.join();
+    for (auto &p : m_peers)
+        if (p.fd >= 0)
+            ::close(p.fd);
+    if (m_wakeRead >= 0)
+        ::close(m_wakeRead);
+    if (m_wakeWrite >= 0)
+        ::close(m_wakeWrite);
+}
+
+std::string Watchdog::who(int rank) const
+{
+    const auto &host = m_hosts[static_cast<std::size_t>(rank)];
+    return "rank " + std::to_string(rank) + (host.empty() ? std::string() : " (" + host + ")");
+}
+
+bool Watchdog::sendTo(Peer &p, const std::string &frame)
+{
+    if (p.fd < 0)
+        return false;
+    const std::lock_guard lock(m_sendMutex);
+    return ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(frame.size());
+}
+
+void Watchdog::sendAll(const std::string &frame)
+{
+    for (auto &p : m_peers)
+        sendTo(p, frame);
+}
+
+void Watchdog::reportFailure(int exitCode, const std::string &message)
+{
+    const int code = exitCode == kPeerTimeout ? kPeerTimeout : kPeerDied;
+    std::string flat = message;
+    for (char &c : flat)
+        if (c == '\n')
+            c = ' ';
+    m_fired = true; // this rank exits on its own; ignore what follows
+    sendAll("f" + std::to_string(code) + " " + std::to_string(m_rank) + " " + who(m_rank) + " failed: " + flat + "\n");
+}
+
+void Watchdog::finish()
+{
+    m_finished = true;
+    sendAll("d\n");
+    m_stop = true;
+    (void)!::write(m_wakeWrite, "x", 1);
+    if (m_thread.joinable())
+        m_thread.join();
+}
+
+void Watchdog::fire(int code, const std::string &message, int origin)
+{
+    if (m_fired.exchange(true) || m_finished)
+        return;
+    if (m_rank == 0)
+        sendAll("f" + std::to_string(code) + " " + std::to_string(origin) + " " + message + "\n");
+    m_onFatal(Fatal{code, message});
+}
+
+void Watchdog::handleFrame(Peer &p, const std::string &frame)
+{
+    if (frame.empty())
+        return;
+    switch (frame[0]) {
+    case 'h':
+        break;
+    case 'd':
+        p.done = true;
+        break;
+    case 'f': {
+        int code = kPeerDied, origin = p.rank;
+        int consumed = 0;
+        std::sscanf(frame.c_str(), "f%d %d %n", &code, &origin, &consumed);
+        fire(code, frame.substr(static_cast<std::size_t>(consumed)), origin);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void Watchdog::loop()
+{
+    auto nextBeat = std::chrono::steady_clock::now();
+    std::vector<pollfd> fds;
+    while (!m_stop) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= nextBeat) {
+            sendAll("h\n");
+            nextBeat = now + kBeat;
+        }
+        fds.clear();
+        fds.push_back(pollfd{m_wakeRead, POLLIN, 0});
+        for (const auto &p : m_peers)
+            fds.push_back(pollfd{p.fd, static_cast<short>(p.fd >= 0 ? POLLIN : 0), 0});
+        ::poll(fds.data(), fds.size(), static_cast<int>(kBeat.count()));
+        if (m_stop)
+            break;
+        for (std::size_t i = 0; i < m_peers.size(); ++i) {
+            Peer &p = m_peers[i];
+            if (p.fd < 0 || !(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[4096];
+            const ssize_t n = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                p.lastSeen = std::chrono::steady_clock::now();
+                p.inbox.append(buf, static_cast<std::size_t>(n));
+                for (std::size_t nl; (nl = p.inbox.find('\n')) != std::string::npos;) {
+                    const std::string frame = p.inbox.substr(0, nl);
+                    p.inbox.erase(0, nl + 1);
+                    handleFrame(p, frame);
+                }
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            ::close(p.fd);
+            p.fd = -1;
+            if (!p.done && !m_finished)
+                fire(kPeerDied,
+                     who(p.rank) + " died: its connection closed before it finished (killed, crashed or out of memory; see its log)",
+                     p.rank);
+        }
+        const auto t = std::chrono::steady_clock::now();
+        for (const Peer &p : m_peers)
+            if (p.fd >= 0 && !p.done && t - p.lastSeen > m_timeout)
+                fire(kPeerTimeout,
+                     who(p.rank) + " stopped responding: no heartbeat for "
+                         + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(t - p.lastSeen))
+                         + " (stopped, hung, or its host is unreachable; --timeout " + seconds(m_timeout) + ")",
+                     p.rank);
+    }
+}
+
+} // namespace cppl::agent::dist

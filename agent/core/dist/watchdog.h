@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cppl::agent::dist {
+
+class Store;
+
+/**
+ * @brief Liveness for a run, independent of the collectives, so no failure can leave a rank
+ * waiting: every rank keeps one TCP connection to rank 0's watchdog (a star), and both ends send a
+ * heartbeat every 250 ms.
+ *
+ * - A connection that closes without "done" means that process died (SIGKILL, crash, OOM): the
+ *   kernel closes its sockets at once, so this is noticed within a poll interval.
+ * - No heartbeat for longer than the timeout means the process is stopped or hung (SIGSTOP, a host
+ *   gone silent).
+ * - A rank that fails (bad data, a collective error) reports it before exiting.
+ * Rank 0 relays any of these to every rank, and each rank then calls onFatal (which exits). The
+ * connection's address is published in the store under "cppl/watchdog".
+ */
+class Watchdog
+{
+public:
+    struct Fatal
+    {
+        int exitCode;
+        std::string message;
+    };
+    using FatalHandler = std::function<void(const Fatal &)>;
+
+    /**
+     * @param hosts hostname of every rank, for messages. @param advertise the address other ranks
+     * reach rank 0 at. Throws CollectiveError/TimeoutError when the star cannot be formed in time.
+     */
+    Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
+             FatalHandler onFatal);
+    ~Watchdog();
+    Watchdog(const Watchdog &) = delete;
+    Watchdog &operator=(const Watchdog &) = delete;
+
+    /// @brief This rank failed: tell everyone (rank 0 relays), then return so the caller can exit.
+    void reportFailure(int exitCode, const std::string &message);
+    /// @brief This rank finished normally: its connection may close from now on without alarm.
+    void finish();
+
+    /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
+    static constexpr int kPeerDied = 5;
+    static constexpr int kPeerTimeout = 6;
+
+private:
+    struct Peer
+    {
+        int fd = -1;
+        int rank = -1;
+        std::chrono::steady_clock::time_point lastSeen;
+        std::string inbox;
+        bool done = false;
+    };
+    void loop();
+    void sendAll(const std::string &frame);
+    bool sendTo(Peer &p, const std::string &frame);
+    void handleFrame(Peer &p, const std::string &frame);
+    void fire(int code, const std::string &message, int origin);
+    std::string who(int rank) const;
+
+    int m_rank;
+    std::vector<std::string> m_hosts;
+    std::chrono::milliseconds m_timeout;
+    FatalHandler m_onFatal;
+    std::vector<Peer> m_peers; ///< rank 0: one per other rank; others: rank 0 only
+    std::mutex m_sendMutex;
+    std::atomic<bool> m_stop{false};
+    std::atomic<bool> m_finished{false};
+    std::atomic<bool> m_fired{false};
+    int m_wakeRead = -1, m_wakeWrite = -1;
+    std::thread m_thread;
+};
+
+} // namespace cppl::agent::dist

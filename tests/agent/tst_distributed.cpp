@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+// Distributed evaluation with real agent processes on 127.0.0.1: Gloo over c10d, the TCPStore
+// rendezvous, the watchdog, and `run --standalone`. Every distributed result must carry the same
+// bits as one rank; every failure must end every rank, with the documented code and a message that
+// names the rank, within the bound.
+#include "test_process.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <csignal>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+using cppl::test::ProcessResult;
+using cppl::test::runProcess;
+
+namespace {
+
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+
+QJsonObject readJson(const QString &path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+/// The same per-rank settings everywhere (threads and batch are part of the bits, docs/models.md).
+QStringList evalArgs(const QString &protocol, int maxWindows)
+{
+    QStringList a{QStringLiteral("--model"), kModel, QStringLiteral("--text"), kText, QStringLiteral("--tokenizer"), QStringLiteral("bytes"),
+                  QStringLiteral("--protocol"), protocol, QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--batch"),
+                  QStringLiteral("2"), QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")};
+    if (protocol == QLatin1String("hf-sliding"))
+        a << QStringLiteral("--stride") << QStringLiteral("96");
+    if (protocol == QLatin1String("lm-eval-rolling"))
+        a << QStringLiteral("--prefix-id") << QStringLiteral("10"); // byte id of "\n"
+    if (maxWindows > 0)
+        a << QStringLiteral("--max-windows") << QString::number(maxWindows);
+    return a;
+}
+
+int freePort()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+/// Child processes of @p parent (the launcher's ranks), from /proc.
+QList<qint64> childrenOf(qint64 parent)
+{
+    QList<qint64> out;
+    const auto entries = QDir(QStringLiteral("/proc")).entryList(QDir::Dirs);
+    for (const QString &e : entries) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        if (!stat.open(QIODevice::ReadOnly))
+            continue;
+        const QString s = QString::fromLatin1(stat.readAll());
+        const QStringList f = s.mid(s.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
+        if (f.size() > 1 && f[1].toLongLong() == parent)
+            out << pid;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// A rank started by hand with torchrun's (or another launcher's) environment.
+QProcess *startRank(QObject *owner, const QMap<QString, QString> &env, const QStringList &args)
+{
+    auto *p = new QProcess(owner);
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (auto it = env.begin(); it != env.end(); ++it)
+        e.insert(it.key(), it.value());
+    p->setProcessEnvironment(e);
+    p->start(kAgent, QStringList{QStringLiteral("eval")} + args);
+    return p;
+}
+
+} // namespace
+
+class TestDistributed : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    QMap<QString, QJsonObject> m_oneRank; // protocol -> one-rank result
+
+    QJsonObject oneRank(const QString &protocol, int maxWindows)
+    {
+        const QString key = protocol + QString::number(maxWindows);
+        if (!m_oneRank.contains(key)) {
+            const QString json = m_dir.filePath(QStringLiteral("one-%1.json").arg(key));
+            const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("eval")} + evalArgs(protocol, maxWindows)
+                                                           + QStringList{QStringLiteral("--json"), json});
+            if (r.exitCode != 0)
+                qWarning().noquote() << r.describe();
+            m_oneRank[key] = readJson(json);
+        }
+        return m_oneRank[key];
+    }
+
+private Q_SLOTS:
+    void initTestCase() { QVERIFY(m_dir.isValid()); }
+
+    void bitIdenticalToOneRank_data()
+    {
+        QTest::addColumn<int>("world");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<QString>("sync");
+        QTest::addColumn<QString>("protocol");
+        QTest::addColumn<int>("expectGroups");
+        // 37 windows in batches of 2: 19 batches, so shards are uneven for every world size > 1.
+        QTest::addRow("1 rank") << 1 << "hierarchical" << "by-host" << "0" << "llama.cpp" << 0;
+        QTest::addRow("2, flat, every batch") << 2 << "flat" << "by-host" << "0" << "llama.cpp" << 1;
+        QTest::addRow("2, hierarchical by-host (one group), small") << 2 << "hierarchical" << "by-host" << "300" << "llama.cpp" << 1;
+        QTest::addRow("3, hierarchical size:2, end") << 3 << "hierarchical" << "size:2" << "end" << "llama.cpp" << 2;
+        QTest::addRow("3, flat, every batch, hf-sliding") << 3 << "flat" << "by-host" << "0" << "hf-sliding" << 1;
+        QTest::addRow("4, hierarchical 0,2;1,3, every batch") << 4 << "hierarchical" << "0,2;1,3" << "0" << "llama.cpp" << 2;
+        QTest::addRow("4, flat, small") << 4 << "flat" << "size:2" << "500" << "llama.cpp" << 2;
+        QTest::addRow("4, hierarchical size:1, end, lm-eval-rolling") << 4 << "hierarchical" << "size:1" << "end" << "lm-eval-rolling" << 4;
+        QTest::addRow("8, hierarchical size:2, small") << 8 << "hierarchical" << "size:2" << "100" << "llama.cpp" << 4;
+        QTest::addRow("8, flat, every batch") << 8 << "flat" << "by-host" << "0" << "llama.cpp" << 1;
+        QTest::addRow("8, hierarchical 0-2;3-7, end, hf-sliding") << 8 << "hierarchical" << "0-2;3-7" << "end" << "hf-sliding" << 2;
+    }
+    void bitIdenticalToOneRank()
+    {
+        QFETCH(int, world);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QFETCH(QString, sync);
+        QFETCH(QString, protocol);
+        QFETCH(int, expectGroups);
+        const int maxWindows = 37;
+        const QJsonObject one = oneRank(protocol, maxWindows);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("%1.json").arg(QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_'))));
+        const QStringList args = QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                             QString::number(world), QStringLiteral("--groups"), groups, QStringLiteral("--")}
+                                 + evalArgs(protocol, maxWindows)
+                                 + QStringList{QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"), sync,
+                                               QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json};
+        const ProcessResult r = runProcess(kAgent, args, 300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        // The contract: the same bits as one rank.
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), one.value(QStringLiteral("bytes")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("world_size")).toInt(), world);
+        if (world == 1) {
+            QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("none"));
+            return;
+        }
+        QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("gloo"));
+        QCOMPARE(j.value(QStringLiteral("topology")).toString(), topology);
+        QCOMPARE(j.value(QStringLiteral("groups")).toArray().size(), expectGroups);
+        if (sync == QLatin1String("end"))
+            QCOMPARE(j.value(QStringLiteral("rounds")).toInt(), 1);
+        else
+            QVERIFY(j.value(QStringLiteral("rounds")).toInt() > 1);
+        // Every rank reported; the shards add up to the whole, each within one batch of the others.
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), world);
+        qint64 tokens = 0, minWindows = INT64_MAX, maxW = 0;
+        for (int r = 0; r < world; ++r) {
+            const QJsonObject o = ranks[r].toObject();
+            QCOMPARE(o.value(QStringLiteral("rank")).toInt(), r);
+            QCOMPARE(o.value(QStringLiteral("rounds")).toInt(), j.value(QStringLiteral("rounds")).toInt());
+            tokens += o.value(QStringLiteral("tokens")).toInteger();
+            minWindows = std::min(minWindows, o.value(QStringLiteral("windows")).toInteger());
+            maxW = std::max(maxW, o.value(QStringLiteral("windows")).toInteger());
+            const double share = o.value(QStringLiteral("comm_share")).toDouble();
+            QVERIFY(share >= 0 && share <= 1);
+            QVERIFY(o.value(QStringLiteral("compute_seconds")).toDouble() > 0 || o.value(QStringLiteral("windows")).toInt() == 0);
+            QVERIFY(o.value(QStringLiteral("wall_seconds")).toDouble() >= o.value(QStringLiteral("compute_seconds")).toDouble());
+            QCOMPARE(o.value(QStringLiteral("payload_bytes")).toInteger(), o.value(QStringLiteral("rounds")).toInteger() * 18 * 8);
+        }
+        QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
+        QVERIFY2(maxW - minWindows <= 2 * 2, "shards differ by more than a batch (two batches for the last rank)");
+    }
+
+    void environmentsOfOtherLaunchers_data()
+    {
+        QTest::addColumn<QString>("style");
+        QTest::addRow("torchrun (rank 0 serves the store)") << "torchrun";
+        QTest::addRow("Slurm (master from SLURM_NODELIST)") << "slurm";
+        QTest::addRow("Open MPI") << "openmpi";
+    }
+    void environmentsOfOtherLaunchers()
+    {
+        QFETCH(QString, style);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        const QString port = QString::number(freePort());
+        const QString json = m_dir.filePath(QStringLiteral("env-%1.json").arg(style));
+        QList<QProcess *> ranks;
+        for (int r = 0; r < 2; ++r) {
+            QMap<QString, QString> env;
+            if (style == QLatin1String("torchrun"))
+                env = {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
+                       {QStringLiteral("LOCAL_RANK"), QString::number(r)}, {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
+                       {QStringLiteral("MASTER_PORT"), port}};
+            else if (style == QLatin1String("slurm"))
+                env = {{QStringLiteral("SLURM_PROCID"), QString::number(r)}, {QStringLiteral("SLURM_NTASKS"), QStringLiteral("2")},
+                       {QStringLiteral("SLURM_LOCALID"), QString::number(r)}, {QStringLiteral("SLURM_NODELIST"), QStringLiteral("localhost")},
+                       {QStringLiteral("MASTER_PORT"), port}};
+            else
+                env = {{QStringLiteral("OMPI_COMM_WORLD_RANK"), QString::number(r)}, {QStringLiteral("OMPI_COMM_WORLD_SIZE"), QStringLiteral("2")},
+                       {QStringLiteral("OMPI_COMM_WORLD_LOCAL_RANK"), QString::number(r)}, {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
+                       {QStringLiteral("MASTER_PORT"), port}};
+            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), 37) + QStringList{QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                                                               QStringLiteral("--json"), json});
+        }
+        for (QProcess *p : ranks) {
+            QVERIFY(p->waitForFinished(120000));
+            QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+        }
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("rendezvous")).toObject().value(QStringLiteral("source")).toString(), style);
+        // Only rank 0 speaks for the run.
+        QCOMPARE(QString::fromUtf8(ranks[1]->readAllStandardOutput()), QString());
+        QVERIFY(QString::fromUtf8(ranks[0]->readAllStandardOutput()).contains(QStringLiteral("Final estimate: PPL = ")));
+    }
+
+    void rankKilledOrStopped_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::addColumn<int>("victim");
+        QTest::addColumn<int>("expectCode");
+        QTest::addColumn<QString>("expectText");
+        QTest::addRow("SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << "rank 2 (";
+        QTest::addRow("SIGKILL rank 0 (the others lose it)") << int(SIGKILL) << 0 << 128 + SIGKILL << "rank 0 (";
+        QTest::addRow("SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 (";
+    }
+    void rankKilledOrStopped()
+    {
+        QFETCH(int, signal);
+        QFETCH(int, victim);
+        QFETCH(int, expectCode);
+        QFETCH(QString, expectText);
+        constexpr int timeoutS = 6;
+        QProcess launcher;
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+                                           QStringLiteral("--")}
+                                   + evalArgs(QStringLiteral("llama.cpp"), 0)
+                                   + QStringList{QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--sync-every-tokens"),
+                                                 QStringLiteral("end")});
+        QVERIFY(launcher.waitForStarted());
+        QList<qint64> kids;
+        QElapsedTimer wait;
+        wait.start();
+        while (kids.size() < 4 && wait.elapsed() < 30000) {
+            QThread::msleep(100);
+            kids = childrenOf(launcher.processId());
+        }
+        QCOMPARE(kids.size(), 4);
+        QThread::msleep(3000); // past the rendezvous, into evaluation (the whole run takes far longer)
+        QCOMPARE(launcher.state(), QProcess::Running);
+        QElapsedTimer clock;
+        clock.start();
+        QCOMPARE(::kill(static_cast<pid_t>(kids[victim]), signal), 0);
+        const bool finished = launcher.waitForFinished((timeoutS + 5 + 5) * 1000);
+        const qint64 took = clock.elapsed();
+        if (!finished) {
+            for (qint64 k : kids)
+                ::kill(static_cast<pid_t>(k), SIGKILL);
+            launcher.kill();
+            launcher.waitForFinished();
+        }
+        const QString err = QString::fromUtf8(launcher.readAllStandardError());
+        QVERIFY2(finished, qPrintable(err));
+        qInfo("every rank gone %lld ms after the signal", static_cast<long long>(took));
+        // The bound: timeout + 5 s for the others; a stopped rank is stopped by the launcher after that.
+        QVERIFY2(took < (timeoutS + 5) * 1000 + (signal == SIGSTOP ? 4000 : 0), qPrintable(err));
+        if (signal == SIGKILL)
+            QVERIFY2(took < 3000, "a dead rank must be noticed at once, not after the timeout");
+        QVERIFY2(launcher.exitCode() == expectCode, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
+        QVERIFY2(err.contains(expectText + QStringLiteral("vm) died")) || err.contains(expectText)
+                     && (err.contains(QStringLiteral("died")) || err.contains(QStringLiteral("stopped responding"))),
+                 qPrintable(err));
+        // Every surviving rank says why it stopped, with the documented code.
+        for (int r = 0; r < 4; ++r) {
+            if (r == victim)
+                continue;
+            const QString prefix = r == 0 ? QStringLiteral("clusterppl-agent: rank 0: ") : QStringLiteral("[rank %1] clusterppl-agent: rank %1: ").arg(r);
+            QVERIFY2(err.contains(prefix + expectText), qPrintable(err));
+        }
+        for (qint64 k : kids) // nothing left behind
+            QVERIFY2(!QFile::exists(QStringLiteral("/proc/%1/stat").arg(k)) || QFile(QStringLiteral("/proc/%1/stat").arg(k)).open(QIODevice::ReadOnly)
+                         && QString::fromLatin1(QFile(QStringLiteral("/proc/%1/stat").arg(k)).readAll()).isEmpty(),
+                     "a rank outlived the launcher");
+    }
+
+    void missingRankAtRendezvous()
+    {
+        const QString port = QString::number(freePort());
+        QList<QProcess *> ranks;
+        QElapsedTimer clock;
+        clock.start();
+        for (int r = 0; r < 2; ++r) // rank 2 of 3 never starts
+            ranks << startRank(this,
+                               {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("3")},
+                                {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
+                               evalArgs(QStringLiteral("llama.cpp"), 37) + QStringList{QStringLiteral("--timeout"), QStringLiteral("3")});
+        for (QProcess *p : ranks) {
+            QVERIFY(p->waitForFinished(20000));
+            const QString err = QString::fromUtf8(p->readAllStandardError());
+            QVERIFY2(p->exitCode() == 6, qPrintable(err));
+            QVERIFY2(err.contains(QStringLiteral("1 of 3 ranks never arrived (rank 2)")), qPrintable(err));
+        }
+        QVERIFY(clock.elapsed() < 3000 + 5000);
+    }
+
+    void failingRankTellsTheOthers()
+    {
+        // Rank 1 cannot read its model: it exits with the bad-model code, and rank 0, which would
+        // otherwise wait in the first collective, exits at once naming rank 1 and its reason.
+        const QString port = QString::number(freePort());
+        QList<QProcess *> ranks;
+        QElapsedTimer clock;
+        clock.start();
+        for (int r = 0; r < 2; ++r) {
+            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0) + QStringList{QStringLiteral("--timeout"), QStringLiteral("60")};
+            if (r == 1)
+                args[1] = m_dir.filePath(QStringLiteral("no-such-model"));
+            ranks << startRank(this,
+                               {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
+                                {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
+                               args);
+        }
+        QVERIFY(ranks[1]->waitForFinished(30000));
+        QCOMPARE(ranks[1]->exitCode(), 3);
+        QVERIFY(ranks[0]->waitForFinished(10000));
+        const QString err = QString::fromUtf8(ranks[0]->readAllStandardError());
+        QVERIFY2(ranks[0]->exitCode() == 5, qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("rank 1 (")) && err.contains(QStringLiteral("failed:")) && err.contains(QStringLiteral("no-such-model")),
+                 qPrintable(err));
+        QVERIFY(clock.elapsed() < 30000);
+    }
+
+    void ncclUnavailableSaysWhy()
+    {
+        // CI has CUDA and NCCL headers and libraries but no GPU or driver: the backend must say so.
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("2"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 4)
+                                                       + QStringList{QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--timeout"),
+                                                                     QStringLiteral("20")},
+                                           60000);
+        if (r.err.contains(QStringLiteral("Final estimate")) || r.exitCode == 0)
+            QSKIP("this host has a working NCCL and GPU; scripts/gpu-check.sh covers it");
+        QVERIFY2(r.exitCode == 5, qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(QStringLiteral("use --backend gloo")),
+                 qPrintable(r.describe()));
+    }
+
+    void badArguments_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        const QStringList run{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"),
+                              QStringLiteral("--")};
+        const QStringList ev = evalArgs(QStringLiteral("llama.cpp"), 4);
+        QTest::addRow("topology") << run + ev + QStringList{QStringLiteral("--topology"), QStringLiteral("star")}
+                                  << "--topology \"star\" is not one of hierarchical, flat";
+        QTest::addRow("backend") << run + ev + QStringList{QStringLiteral("--backend"), QStringLiteral("mpi")}
+                                 << "--backend \"mpi\" is not one of auto, gloo, nccl";
+        QTest::addRow("groups miss a rank") << run + ev + QStringList{QStringLiteral("--groups"), QStringLiteral("0")} << "rank 1";
+        QTest::addRow("shard in a distributed run") << run + ev + QStringList{QStringLiteral("--shard"), QStringLiteral("0/2")}
+                                                    << "every rank takes its shard automatically";
+        QTest::addRow("run without --standalone") << QStringList{QStringLiteral("run"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"),
+                                                                 QStringLiteral("--")} + ev
+                                                  << "only --standalone";
+        QTest::addRow("run without eval arguments") << QStringList{QStringLiteral("run"), QStringLiteral("--standalone"),
+                                                                   QStringLiteral("--nproc-per-node"), QStringLiteral("2")}
+                                                    << "after \"--\"";
+        QTest::addRow("rank beyond world size") << QStringList{QStringLiteral("eval")} + ev
+                                                           + QStringList{QStringLiteral("--rank"), QStringLiteral("2"), QStringLiteral("--world-size"),
+                                                                         QStringLiteral("2")}
+                                                << "2";
+    }
+    void badArguments()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        const ProcessResult r = runProcess(kAgent, args, 60000);
+        QVERIFY2(r.exitCode == 2, qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(message), qPrintable(r.describe()));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDistributed)
+#include "tst_distributed.moc"
