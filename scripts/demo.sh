@@ -4,9 +4,11 @@
 # held-out Tiny Shakespeare, checked bit for bit against one rank. Installs what is missing and builds
 # (Release) if needed. Everything it reads ships in resources/.
 #
-# Today the ranks are local processes that each evaluate a balanced shard (`eval --shard R/4`) and
-# are merged exactly from their result files (`merge`). Live collectives (Gloo/NCCL), telemetry, the
-# SSH launcher and the dashboard are the next milestones (docs/ARCHITECTURE.md, "Status").
+# The 4 ranks are real processes started by `clusterppl-agent run --standalone` (torchrun's
+# standalone mode): TCPStore rendezvous, Gloo collectives, 2 node groups of 2 ranks, hierarchical
+# aggregation (reduce in each group, all-reduce among leaders, broadcast back) in planned sync
+# rounds. Telemetry, the SSH launcher and the dashboard are the next milestones
+# (docs/ARCHITECTURE.md, "Status").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cppl_prepare
 PROFILE="$ROOT/resources/profiles/local-default.json"
@@ -34,27 +36,24 @@ echo
 echo "-- 3/4  one rank (the reference)"
 "$AGENT" "${COMMON[@]}" --json "$OUT/one-rank.json" 2> >(grep -E '^(BLAS|WARNING|model)' >&2)
 echo
-echo "-- 4/4  ${RANKS} ranks in parallel, each on its shard, merged exactly"
-pids=()
-for ((r = 0; r < RANKS; r++)); do
-  "$AGENT" "${COMMON[@]}" --shard "$r/$RANKS" --quiet --json "$OUT/rank-$r.json" > "$OUT/rank-$r.log" 2>&1 &
-  pids+=($!)
-done
-for r in "${!pids[@]}"; do
-  if ! wait "${pids[$r]}"; then
-    echo "rank $r failed:" >&2
-    cat "$OUT/rank-$r.log" >&2
-    exit 1
-  fi
-done
-"$AGENT" merge "$OUT"/rank-*.json --json "$OUT/merged.json"
+echo "-- 4/4  ${RANKS} ranks (run --standalone), 2 node groups, Gloo, hierarchical aggregation"
+"$AGENT" run --standalone --nproc-per-node "$RANKS" --groups size:2 -- "${COMMON[@]}" \
+  --topology hierarchical --sync-every-tokens 4096 --timeout 60 --json "$OUT/distributed.json" \
+  2> >(grep -E '^(clusterppl-agent|distributed|\[round|\[rank)' >&2)
 one=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/one-rank.json")
-merged=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/merged.json")
+dist=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/distributed.json")
 echo
-if [[ -n "$one" && "$one" == "$merged" ]]; then
+if [[ -n "$one" && "$one" == "$dist" ]]; then
   echo "bit-identical: the ${RANKS}-rank sum equals the one-rank sum exactly (nll_sum_exact)"
 else
-  echo "MISMATCH: one rank $one vs ${RANKS} ranks $merged" >&2
+  echo "MISMATCH: one rank $one vs ${RANKS} ranks $dist" >&2
   exit 1
 fi
-echo "results: $OUT/{one-rank,merged,rank-*}.json"
+echo "per rank (tokens, compute s, wait s, transfer s, comm share):"
+/usr/bin/env python3 - "$OUT/distributed.json" <<'PY' 2>/dev/null || true
+import json, sys
+j = json.load(open(sys.argv[1]))
+for r in j["ranks"]:
+    print(f"  rank {r['rank']} group {r['group']}: {r['tokens']:6d} tokens  {r['compute_seconds']:6.2f}  {r['wait_seconds']:6.3f}  {r['transfer_seconds']:6.4f}  {100*r['comm_share']:5.2f}%")
+PY
+echo "results: $OUT/{one-rank,distributed}.json"

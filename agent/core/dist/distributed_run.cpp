@@ -158,23 +158,30 @@ void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)
 
 void DistributedRun::allReduce(std::span<std::int64_t> words)
 {
+    // One collective per round: the words, plus a slot per rank where each writes the time it
+    // arrived (on rank 0's clock, through the offset the watchdog measured). After the SUM every
+    // rank knows when the last one arrived: its wait is last - mine, the rest of the call transfer.
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    std::int64_t arrived = 1; // the arrival sync: one word through the same path
-    reduceThroughTopology({&arrived, 1});
-    CPPL_ENFORCE(arrived == m_world, "arrival sync counted the wrong number of ranks");
-    const auto t1 = clock::now();
-    reduceThroughTopology(words);
-    const auto t2 = clock::now();
-    m_comm.waitSeconds += std::chrono::duration<double>(t1 - t0).count();
-    m_comm.transferSeconds += std::chrono::duration<double>(t2 - t1).count();
+    const std::int64_t arrival = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count()
+                                 + m_watchdog->clockOffsetNs();
+    m_buffer.assign(words.size() + static_cast<std::size_t>(m_world), 0);
+    std::copy(words.begin(), words.end(), m_buffer.begin());
+    m_buffer[words.size() + static_cast<std::size_t>(m_rank)] = arrival;
+    reduceThroughTopology(m_buffer);
+    const double total = std::chrono::duration<double>(clock::now() - t0).count();
+    std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
+    const std::int64_t last = *std::max_element(m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), m_buffer.end());
+    const double wait = std::clamp(static_cast<double>(last - arrival) * 1e-9, 0.0, total);
+    m_comm.waitSeconds += wait;
+    m_comm.transferSeconds += total - wait;
     m_comm.collectives += 1;
-    m_comm.payloadBytes += static_cast<std::int64_t>(words.size_bytes());
+    m_comm.payloadBytes += static_cast<std::int64_t>(m_buffer.size() * sizeof(std::int64_t));
 }
 
 std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
 {
-    constexpr std::size_t K = 9;
+    constexpr std::size_t K = 11;
     std::vector<std::int64_t> rows(static_cast<std::size_t>(m_world) * K, 0);
     auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
     std::int64_t *row = rows.data() + static_cast<std::size_t>(m_rank) * K;
@@ -187,6 +194,8 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     row[6] = ns(mine.transferSeconds);
     row[7] = ns(mine.wallSeconds);
     row[8] = 1; // present
+    row[9] = ns(clockOffsetSeconds());
+    row[10] = ns(clockUncertaintySeconds());
     reduceThroughTopology(rows);
     std::vector<RankReport> out;
     for (int r = 0; r < m_world; ++r) {
@@ -204,9 +213,21 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
         rep.waitSeconds = static_cast<double>(x[5]) * 1e-9;
         rep.transferSeconds = static_cast<double>(x[6]) * 1e-9;
         rep.wallSeconds = static_cast<double>(x[7]) * 1e-9;
+        rep.clockOffsetSeconds = static_cast<double>(x[9]) * 1e-9;
+        rep.clockUncertaintySeconds = static_cast<double>(x[10]) * 1e-9;
         out.push_back(rep);
     }
     return out;
+}
+
+double DistributedRun::clockOffsetSeconds() const
+{
+    return static_cast<double>(m_watchdog->clockOffsetNs()) * 1e-9;
+}
+
+double DistributedRun::clockUncertaintySeconds() const
+{
+    return static_cast<double>(m_watchdog->clockUncertaintyNs()) * 1e-9;
 }
 
 void DistributedRun::reportFailure(int exitCode, const std::string &message)

@@ -33,8 +33,8 @@ struct DistributedOptions
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
 struct CommStats
 {
-    double waitSeconds = 0;     ///< in the arrival sync: waiting for the slowest rank (+ one small-message latency)
-    double transferSeconds = 0; ///< in the data reduction, after everyone has arrived
+    double waitSeconds = 0;     ///< from this rank's arrival to the last rank's arrival (straggler skew)
+    double transferSeconds = 0; ///< the rest of the collective: moving and adding the words
     std::int64_t collectives = 0;
     std::int64_t payloadBytes = 0; ///< words this rank contributed, x 8
 };
@@ -53,6 +53,8 @@ struct RankReport
     double waitSeconds = 0;
     double transferSeconds = 0;
     double wallSeconds = 0;
+    double clockOffsetSeconds = 0;      ///< rank 0's clock minus this rank's (0 on rank 0)
+    double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
     [[nodiscard]] double commShare() const { return wallSeconds > 0 ? (waitSeconds + transferSeconds) / wallSeconds : 0; }
 };
 
@@ -84,6 +86,9 @@ public:
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm().
     void allReduce(std::span<std::int64_t> words);
     [[nodiscard]] const CommStats &comm() const noexcept { return m_comm; }
+    /// @brief This rank's clock offset to rank 0 and its uncertainty, in seconds.
+    [[nodiscard]] double clockOffsetSeconds() const;
+    [[nodiscard]] double clockUncertaintySeconds() const;
 
     /// @brief Every rank's report, on every rank (one more all-reduce, not counted in comm()).
     [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine);
@@ -95,7 +100,7 @@ public:
 
 private:
     void reduceThroughTopology(std::span<std::int64_t> words);
-
+    std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
     Topology m_topology;

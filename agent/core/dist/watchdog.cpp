@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <string>
 #include <cstring>
 
 namespace cppl::agent::dist {
@@ -77,6 +79,13 @@ bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point d
     }
 }
 
+std::int64_t realtimeNs()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+constexpr int kClockSamples = 8;
+
 } // namespace
 
 Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
@@ -124,6 +133,22 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
                 continue;
             }
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            // Clock pings: answer each "p" with this clock until the peer says "e".
+            bool pingsOk = true;
+            for (std::string ping; pingsOk;) {
+                if (!readLine(fd, ping, deadline) || (ping != "p" && ping != "e")) {
+                    pingsOk = false;
+                    break;
+                }
+                if (ping == "e")
+                    break;
+                const std::string pong = "P" + std::to_string(realtimeNs()) + "\n";
+                pingsOk = ::send(fd, pong.data(), pong.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(pong.size());
+            }
+            if (!pingsOk) {
+                ::close(fd);
+                continue;
+            }
             seen[static_cast<std::size_t>(r)] = true;
             m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
             ++accepted;
@@ -144,10 +169,29 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         const std::string hello = "r" + std::to_string(rank) + "\n";
-        if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+        auto lost = [&] {
             ::close(fd);
-            throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
+            return CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
+        };
+        if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()))
+            throw lost();
+        // Clock offset to rank 0 from the fastest round trip: offset = remote - (sent + received) / 2.
+        std::int64_t bestRtt = INT64_MAX;
+        for (int i = 0; i < kClockSamples; ++i) {
+            const std::int64_t sent = realtimeNs();
+            std::string pong;
+            if (::send(fd, "p\n", 2, MSG_NOSIGNAL) != 2 || !readLine(fd, pong, deadline) || pong.size() < 2 || pong[0] != 'P')
+                throw lost();
+            const std::int64_t received = realtimeNs();
+            const std::int64_t remote = std::stoll(pong.substr(1));
+            if (received - sent < bestRtt) {
+                bestRtt = received - sent;
+                m_clockOffsetNs = remote - (sent + (received - sent) / 2);
+                m_clockUncertaintyNs = bestRtt / 2;
+            }
         }
+        if (::send(fd, "e\n", 2, MSG_NOSIGNAL) != 2)
+            throw lost();
         m_peers.push_back(Peer{fd, 0, std::chrono::steady_clock::now(), {}, false});
     }
     int pipefd[2];

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -51,6 +52,15 @@ public:
     /// @brief This rank finished normally: its connection may close from now on without alarm.
     void finish();
 
+    /**
+     * @brief This rank's clock offset to rank 0's, in ns (rank 0's CLOCK_REALTIME minus ours),
+     * estimated when connecting from the fastest of several round trips (Cristian's method); 0 on
+     * rank 0. Arrival times of all ranks become comparable with it (docs/communication.md).
+     */
+    [[nodiscard]] std::int64_t clockOffsetNs() const noexcept { return m_clockOffsetNs; }
+    /// @brief Half the fastest round trip to rank 0 when the offset was measured: its uncertainty.
+    [[nodiscard]] std::int64_t clockUncertaintyNs() const noexcept { return m_clockUncertaintyNs; }
+
     /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
     static constexpr int kPeerDied = 5;
     static constexpr int kPeerTimeout = 6;
@@ -72,6 +82,8 @@ private:
     std::string who(int rank) const;
 
     int m_rank;
+    std::int64_t m_clockOffsetNs = 0;
+    std::int64_t m_clockUncertaintyNs = 0;
     std::vector<std::string> m_hosts;
     std::chrono::milliseconds m_timeout;
     FatalHandler m_onFatal;

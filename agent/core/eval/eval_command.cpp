@@ -191,7 +191,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             if (identity.worldSize > 1 && a.has("--shard"))
                 throw ConfigError("--shard is for evaluating one shard by hand; in a distributed run (world size "
                                   + std::to_string(identity.worldSize) + ") every rank takes its shard automatically");
-            if (identity.worldSize > 1) {
+            // One rank with an explicit --backend still forms a (one-member) communicator and runs the
+            // rounds: scripts/gpu-check.sh exercises NCCL that way on a single GPU.
+            if (identity.worldSize > 1 || a.has("--backend")) {
                 shardRank = identity.rank;
                 shardCount = identity.worldSize;
                 (void)parseRankGroups(distOptions.groups, identity.worldSize,
@@ -199,7 +201,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             }
             return 0;
         });
-        const bool distributed = identity.worldSize > 1;
+        const bool distributed = identity.worldSize > 1 || a.has("--backend");
         // Rank 0 speaks for the run; other ranks report only problems.
         const bool quiet = a.has("--quiet") || (distributed && identity.rank != 0);
         if (distributed && device.is_cuda() && a.get("--device").value_or("auto") == "auto")
@@ -465,6 +467,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                                      {"transfer_seconds", rep.transferSeconds},
                                      {"wall_seconds", rep.wallSeconds},
                                      {"comm_share", rep.commShare()},
+                                     {"clock_offset_seconds", rep.clockOffsetSeconds},
+                                     {"clock_uncertainty_seconds", rep.clockUncertaintySeconds},
                                      {"payload_bytes", rep.payloadBytes}});
                 j["ranks"] = ranks;
             }

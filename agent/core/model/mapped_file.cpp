@@ -3,7 +3,11 @@
 
 #include "cppl/errors.h"
 
+#include "cppl/config.h"
+
+#if CLUSTERPPL_HAVE_SODIUM
 #include <sodium.h>
+#endif
 
 #include <cerrno>
 #include <cstdint>
@@ -64,6 +68,10 @@ void MappedFile::releaseRange(const unsigned char *begin, std::size_t bytes) con
 
 std::string sha256File(const std::string &path)
 {
+#if !CLUSTERPPL_HAVE_SODIUM
+    (void)path;
+    return "unavailable (built without libsodium)";
+#else
     static const bool ready = sodium_init() >= 0;
     if (!ready)
         throw Error("libsodium failed to initialise");
@@ -82,6 +90,7 @@ std::string sha256File(const std::string &path)
         out += kHex[b & 15];
     }
     return out;
+#endif
 }
 
 } // namespace cppl::agent

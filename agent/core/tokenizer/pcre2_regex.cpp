@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "pcre2_regex.h"
 
+#include "cppl/config.h"
 #include "cppl/errors.h"
 
+#if CLUSTERPPL_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#endif
 
 namespace cppl::agent {
+
+#if CLUSTERPPL_HAVE_PCRE2
 
 namespace {
 
@@ -57,6 +62,25 @@ Pcre2Regex::Pcre2Regex(std::string_view pattern, const std::string &context)
     }
 }
 
+#else // built without PCRE2 (e.g. scripts/gpu-check.sh's LibTorch-only build)
+
+struct Pcre2Regex::State
+{
+};
+
+Pcre2Regex::Pcre2Regex(std::string_view pattern, const std::string &context) : m_pattern(pattern), m_context(context)
+{
+    throw ConfigError(context + ": this agent was built without PCRE2, which Hugging Face tokenizer.json regexes need; rebuild with "
+                              "libpcre2-dev installed, or tokenize elsewhere (clusterppl-agent tokenize) and pass --tokens FILE");
+}
+
+std::optional<Pcre2Regex::Match> Pcre2Regex::run(std::string_view, std::size_t, bool) const
+{
+    return std::nullopt;
+}
+
+#endif
+
 Pcre2Regex::~Pcre2Regex() = default;
 Pcre2Regex::Pcre2Regex(Pcre2Regex &&) noexcept = default;
 Pcre2Regex &Pcre2Regex::operator=(Pcre2Regex &&) noexcept = default;
@@ -75,6 +99,7 @@ std::size_t Pcre2Regex::nextCharLength(std::string_view s, std::size_t at)
     return 2;
 }
 
+#if CLUSTERPPL_HAVE_PCRE2
 std::optional<Pcre2Regex::Match> Pcre2Regex::run(std::string_view subject, std::size_t from, bool anchored) const
 {
     const auto options = PCRE2_NO_UTF_CHECK | (anchored ? PCRE2_ANCHORED : 0u);
@@ -90,6 +115,8 @@ std::optional<Pcre2Regex::Match> Pcre2Regex::run(std::string_view subject, std::
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m_state->matchData);
     return Match{ov[0], ov[1]};
 }
+
+#endif
 
 std::optional<Pcre2Regex::Match> Pcre2Regex::find(std::string_view subject, std::size_t from) const
 {

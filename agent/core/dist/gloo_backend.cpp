@@ -1,135 +1,25 @@
 // SPDX-License-Identifier: MIT
-// The one translation unit that includes c10d: TCPStore (rendezvous) and ProcessGroupGloo.
-#include "communicator.h"
-#include "store.h"
+// The gloo backend: c10d's ProcessGroupGloo, one process group per communicator, subgroups through
+// PrefixStore. Built only where Gloo's headers exist (libgloo-dev, or a pip wheel's own).
+#include "c10d_store.h"
 
+#include "cppl/config.h"
 #include "cppl/errors.h"
 
+#if CLUSTERPPL_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
+#endif
 
 #include <algorithm>
-#include <string_view>
-#include <thread>
 
 namespace cppl::agent::dist {
 
-Store::~Store() = default;
-Communicator::~Communicator() = default;
+#if CLUSTERPPL_HAVE_GLOO
 
 namespace {
-
-std::string firstLine(std::string_view text)
-{
-    const auto nl = text.find('\n');
-    return std::string(text.substr(0, nl));
-}
-
-std::vector<std::uint8_t> bytes(const std::string &s)
-{
-    return {s.begin(), s.end()};
-}
-
-class TcpStore final : public Store
-{
-public:
-    TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
-    {
-        c10d::TCPStoreOptions o;
-        o.port = static_cast<std::uint16_t>(port);
-        o.isServer = server;
-        o.waitWorkers = false;
-        o.timeout = timeout;
-        try {
-            m_store = c10::make_intrusive<c10d::TCPStore>(host, o);
-        } catch (const std::exception &e) {
-            const std::string where = host + ":" + std::to_string(port);
-            if (server)
-                throw CollectiveError("cannot serve the rendezvous store on port " + std::to_string(port) + ": " + firstLine(e.what())
-                                      + " (is the port in use? pick another MASTER_PORT / --master-port)");
-            throw TimeoutError("no rendezvous store answered at " + where + " within " + std::to_string(timeout.count() / 1000)
-                               + " s: " + firstLine(e.what())
-                               + " (is rank 0 or the launcher running, and are MASTER_ADDR/MASTER_PORT the same on every rank?)");
-        }
-        m_address = host + ":" + std::to_string(m_store->getPort());
-    }
-
-    void set(const std::string &key, const std::string &value) override
-    {
-        guard([&] { m_store->set(key, bytes(value)); });
-    }
-    std::optional<std::string> get(const std::string &key, std::chrono::milliseconds timeout) override
-    {
-        if (!wait({key}, timeout))
-            return std::nullopt;
-        std::optional<std::string> out;
-        guard([&] {
-            const auto v = m_store->get(key);
-            out = std::string(v.begin(), v.end());
-        });
-        return out;
-    }
-    bool check(const std::vector<std::string> &keys) override
-    {
-        bool ok = false;
-        guard([&] { ok = m_store->check(keys); });
-        return ok;
-    }
-    std::int64_t add(const std::string &key, std::int64_t delta) override
-    {
-        std::int64_t v = 0;
-        guard([&] { v = m_store->add(key, delta); });
-        return v;
-    }
-    bool wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override
-    {
-        // TCPStore::wait reports a timeout and a lost connection alike, so poll with check(): a
-        // broken connection then surfaces as an exception from check, a timeout as false.
-        const auto deadline = std::chrono::steady_clock::now() + timeout;
-        auto pause = std::chrono::milliseconds(1);
-        for (;;) {
-            if (check(keys))
-                return true;
-            if (std::chrono::steady_clock::now() >= deadline)
-                return false;
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::milliseconds(50));
-        }
-    }
-    std::string address() const override { return m_address; }
-    int port() const override { return m_store->getPort(); }
-
-    c10::intrusive_ptr<c10d::Store> handle() const { return m_store; }
-
-private:
-    template<typename F>
-    void guard(F &&f)
-    {
-        try {
-            f();
-        } catch (const std::exception &e) {
-            throw CollectiveError("lost the rendezvous store at " + m_address + ": " + firstLine(e.what())
-                                  + " (the process serving it, rank 0 or the launcher, has gone)");
-        }
-    }
-
-    c10::intrusive_ptr<c10d::TCPStore> m_store;
-    std::string m_address;
-};
-
-/// A communicator of one member: every operation is the identity.
-class SelfCommunicator final : public Communicator
-{
-public:
-    int rank() const override { return 0; }
-    int size() const override { return 1; }
-    void allReduceSum(std::span<std::int64_t>) override {}
-    void reduceSum(std::span<std::int64_t>, int) override {}
-    void broadcast(std::span<std::int64_t>, int) override {}
-};
 
 class GlooCommunicator final : public Communicator
 {
@@ -201,11 +91,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
-{
-    return std::make_unique<TcpStore>(host, port, server, timeout);
-}
-
 Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
 {
     auto *tcp = dynamic_cast<TcpStore *>(&store);
@@ -230,5 +115,16 @@ Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
         c.leaders = make("cppl/gloo/leaders/", g, static_cast<int>(o.groups.groups.size()), "leaders");
     return c;
 }
+
+
+#else
+
+Communicators makeGlooCommunicators(Store &, const BackendOptions &)
+{
+    throw CollectiveError("the gloo backend is unavailable: this agent was built without Gloo's headers (install libgloo-dev and "
+                          "rebuild); use --backend nccl on GPUs");
+}
+
+#endif
 
 } // namespace cppl::agent::dist

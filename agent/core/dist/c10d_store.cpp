@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// The rendezvous store: c10d's TCPStore (torchrun's), behind the torch-free Store interface.
+#include "c10d_store.h"
+
+#include "cppl/errors.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace cppl::agent::dist {
+
+Store::~Store() = default;
+Communicator::~Communicator() = default;
+
+TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
+{
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<std::uint16_t>(port);
+    o.isServer = server;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    try {
+        m_store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    } catch (const std::exception &e) {
+        const std::string where = host + ":" + std::to_string(port);
+        if (server)
+            throw CollectiveError("cannot serve the rendezvous store on port " + std::to_string(port) + ": " + firstLine(e.what())
+                                  + " (is the port in use? pick another MASTER_PORT / --master-port)");
+        throw TimeoutError("no rendezvous store answered at " + where + " within " + std::to_string(timeout.count() / 1000) + " s: "
+                           + firstLine(e.what())
+                           + " (is rank 0 or the launcher running, and are MASTER_ADDR/MASTER_PORT the same on every rank?)");
+    }
+    m_address = host + ":" + std::to_string(m_store->getPort());
+}
+
+template<typename F>
+void TcpStore::guard(F &&f)
+{
+    try {
+        f();
+    } catch (const std::exception &e) {
+        throw CollectiveError("lost the rendezvous store at " + m_address + ": " + firstLine(e.what())
+                              + " (the process serving it, rank 0 or the launcher, has gone)");
+    }
+}
+
+void TcpStore::set(const std::string &key, const std::string &value)
+{
+    guard([&] { m_store->set(key, std::vector<std::uint8_t>(value.begin(), value.end())); });
+}
+
+std::optional<std::string> TcpStore::get(const std::string &key, std::chrono::milliseconds timeout)
+{
+    if (!wait({key}, timeout))
+        return std::nullopt;
+    std::optional<std::string> out;
+    guard([&] {
+        const auto v = m_store->get(key);
+        out = std::string(v.begin(), v.end());
+    });
+    return out;
+}
+
+bool TcpStore::check(const std::vector<std::string> &keys)
+{
+    bool ok = false;
+    guard([&] { ok = m_store->check(keys); });
+    return ok;
+}
+
+std::int64_t TcpStore::add(const std::string &key, std::int64_t delta)
+{
+    std::int64_t v = 0;
+    guard([&] { v = m_store->add(key, delta); });
+    return v;
+}
+
+bool TcpStore::wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout)
+{
+    // TCPStore::wait reports a timeout and a lost connection alike, so poll with check(): a broken
+    // connection then surfaces as an exception from check, a timeout as false.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+        if (check(keys))
+            return true;
+        if (std::chrono::steady_clock::now() >= deadline)
+            return false;
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+}
+
+std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
+{
+    return std::make_unique<TcpStore>(host, port, server, timeout);
+}
+
+} // namespace cppl::agent::dist
