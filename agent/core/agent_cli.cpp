@@ -32,7 +32,8 @@ Usage:
       Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, gpt2;
       safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
       --protocol, --context, --stride, --bos-first, --max-windows   as for plan
-      --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json / model directory
+      --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json, SentencePiece .model
+                             or model directory
       --dataset plain|wikitext|jsonl|dir   documents of --text (default plain: one stream)
       --jsonl-field F        JSONL text field (default text)
       --bos auto|always|never            BOS before the stream (recorded in the result)
@@ -80,7 +81,8 @@ Usage:
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
   clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32 [--bos auto|always|never]
-      Tokenize a UTF-8 text file with a Hugging Face tokenizer.json (or a directory holding one);
+      Tokenize a UTF-8 text file with a Hugging Face tokenizer.json, a SentencePiece .model, or a
+      model directory holding one;
       writes little-endian uint32 ids and prints ids/s and MB/s (docs/tokenizers.md).
       --bos auto             BOS as the tokenizer's post_processor / tokenizer_config.json say (default)
       --bos always|never     force it on or off

@@ -35,7 +35,7 @@ EvalInput loadEvalInput(const EvalInputOptions &o)
         throw ConfigError("--bos \"" + o.bos + "\" is not one of auto, always, never");
     std::unique_ptr<Tokenizer> tokenizer;
     if (o.tokenizer.empty())
-        throw ConfigError("--text needs --tokenizer: \"bytes\" for byte-level models, or a tokenizer.json / model directory");
+        throw ConfigError("--text needs --tokenizer: \"bytes\" for byte-level models, or a tokenizer.json, SentencePiece .model or model directory");
     if (o.tokenizer != "bytes") {
         tokenizer = Tokenizer::load(o.tokenizer);
         in.notes = tokenizer->notes();
