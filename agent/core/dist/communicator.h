@@ -30,6 +30,9 @@ public:
     /// @brief SUM into @p root's buffer (others' buffers are left unspecified).
     virtual void reduceSum(std::span<std::int64_t> words, int root) = 0;
     virtual void broadcast(std::span<std::int64_t> words, int root) = 0;
+    /// @brief Called by the watchdog from its own thread before the process exits: make any
+    /// operation in flight return (NCCL: ncclCommAbort). Gloo needs nothing: exit closes its sockets.
+    virtual void abort() noexcept {}
 };
 
 /// `--topology`: reduce in groups, all-reduce among leaders, broadcast back; or one flat all-reduce.

@@ -103,9 +103,10 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
     const std::string advertise = isLoopback(id.masterAddr) ? "127.0.0.1" : host;
     const int me = m_rank;
-    m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [me](const Watchdog::Fatal &f) {
-        // From the watchdog thread: say why and leave now; the main thread may be deep in a
-        // forward pass or blocked in a collective that will never complete.
+    m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [this, me](const Watchdog::Fatal &f) {
+        // From the watchdog thread: abort the communicators, say why and leave now; the main
+        // thread may be deep in a forward pass or blocked in a collective that will never complete.
+        abortCommunicators();
         const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + f.message + "\n";
         std::fflush(stdout);
         std::cerr.flush();
@@ -127,12 +128,15 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     if (backend == "auto")
         backend = o.cudaDevice ? "nccl" : "gloo";
     try {
+        Communicators comms;
         if (backend == "nccl")
-            m_comms = makeNcclCommunicators(*m_store, b);
+            comms = makeNcclCommunicators(*m_store, b);
         else if (backend == "gloo")
-            m_comms = makeGlooCommunicators(*m_store, b);
+            comms = makeGlooCommunicators(*m_store, b);
         else
             throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
+        const std::lock_guard lock(m_commsMutex);
+        m_comms = std::move(comms);
     } catch (const TimeoutError &e) {
         m_watchdog->reportFailure(Watchdog::kPeerTimeout, e.what());
         throw;
@@ -143,6 +147,16 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
 }
 
 DistributedRun::~DistributedRun() = default;
+
+void DistributedRun::abortCommunicators() noexcept
+{
+    const std::unique_lock lock(m_commsMutex, std::try_to_lock); // never wait: the process is leaving
+    if (!lock.owns_lock())
+        return;
+    for (Communicator *c : {m_comms.world.get(), m_comms.group.get(), m_comms.leaders.get()})
+        if (c)
+            c->abort();
+}
 
 void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)
 {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -100,6 +101,7 @@ public:
 
 private:
     void reduceThroughTopology(std::span<std::int64_t> words);
+    void abortCommunicators() noexcept;
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
@@ -108,8 +110,9 @@ private:
     std::vector<std::string> m_hosts;
     std::string m_storeAddress;
     std::unique_ptr<Store> m_store;
-    std::unique_ptr<Watchdog> m_watchdog;
     Communicators m_comms;
+    std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
+    std::unique_ptr<Watchdog> m_watchdog; ///< last: destroyed (its thread joined) before the rest
     CommStats m_comm;
 };
 

@@ -8,6 +8,7 @@
 #include "cppl/errors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -168,6 +169,11 @@ public:
     }
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
+    void abort() noexcept override
+    {
+        if (!m_aborted.exchange(true))
+            api().commAbort(m_comm);
+    }
     void allReduceSum(std::span<std::int64_t> w) override
     {
         stage(w);
@@ -209,11 +215,11 @@ private:
             ncclResult_t async = ncclSuccess;
             api().getAsyncError(m_comm, &async);
             if (async != ncclSuccess && async != ncclInProgress) {
-                api().commAbort(m_comm);
+                abort();
                 throw CollectiveError(std::string("nccl ") + what + " in the " + m_name + " group failed: " + api().ncclErrorString(async));
             }
             if (std::chrono::steady_clock::now() > deadline) {
-                api().commAbort(m_comm);
+                abort();
                 throw TimeoutError(std::string("nccl ") + what + " in the " + m_name + " group did not finish within "
                                    + std::to_string(m_timeout.count() / 1000) + " s; the communicator was aborted");
             }
@@ -223,6 +229,7 @@ private:
     }
 
     ncclComm_t m_comm;
+    std::atomic<bool> m_aborted{false};
     int m_rank, m_size;
     std::chrono::milliseconds m_timeout;
     std::string m_name;
