@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "telemetry/collector.h"
+
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+#include <atomic>
+#include <memory>
+
+namespace cppl::core::telemetry {
+
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
+
+/**
+ * Qt face of a Collector: the collector's receive thread only raises a flag and posts one queued
+ * call; a single-shot timer on this object's thread then takes one snapshot and emits it. However
+ * many messages arrive, views get at most one snapshot per interval (40 ms: 25 Hz).
+ */
+class CollectorObject : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit CollectorObject(QObject *parent = nullptr);
+    ~CollectorObject() override;
+
+    /// Binds and starts receiving; on failure emits failed() with the reason and returns false.
+    bool start(CollectorOptions options);
+    void stop();
+    [[nodiscard]] QString endpoint() const;
+    [[nodiscard]] SnapshotPtr latest() const { return m_latest; }
+    [[nodiscard]] std::int64_t snapshotsEmitted() const noexcept { return m_emitted; }
+
+    static constexpr int kMinIntervalMs = 40;
+
+Q_SIGNALS:
+    void snapshotReady(cppl::core::telemetry::SnapshotPtr snapshot);
+    void failed(const QString &reason);
+
+private:
+    void schedule();
+    void emitSnapshot();
+
+    std::unique_ptr<Collector> m_collector;
+    QTimer m_timer;
+    std::atomic<bool> m_posted{false};
+    SnapshotPtr m_latest;
+    std::int64_t m_emitted = 0;
+};
+
+} // namespace cppl::core::telemetry
+
+Q_DECLARE_METATYPE(cppl::core::telemetry::SnapshotPtr)

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: MIT
+#include "telemetry/collector_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cppl::core::telemetry {
+
+using cppl::telemetry::Kind;
+using cppl::telemetry::Message;
+using cppl::telemetry::Phase;
+
+namespace {
+constexpr std::array<std::string_view, kRankStateCount> kStateNames{"connecting", "loading", "evaluating", "syncing",
+                                                                    "done",       "failed",  "stalled"};
+constexpr int kSeqWindow = 64; // late messages up to 64 behind still fill their gap
+
+bool terminal(RankState s) noexcept
+{
+    return s == RankState::Done || s == RankState::Failed;
+}
+
+RankState fromPhase(Phase p) noexcept
+{
+    switch (p) {
+    case Phase::Connecting:
+        return RankState::Connecting;
+    case Phase::Loading:
+        return RankState::Loading;
+    case Phase::Syncing:
+        return RankState::Syncing;
+    case Phase::Evaluating:
+    case Phase::Finishing:
+        break;
+    }
+    return RankState::Evaluating;
+}
+
+double share(double part, double whole) noexcept
+{
+    return whole > 0 ? std::clamp(part / whole, 0.0, 1.0) : 0.0;
+}
+} // namespace
+
+std::string_view rankStateName(RankState s) noexcept
+{
+    return kStateNames[static_cast<std::size_t>(s)];
+}
+
+CollectorState::CollectorState(Options options) : m_options(std::move(options)) {}
+
+CollectorState::Entry &CollectorState::entry(std::int64_t rank)
+{
+    const auto r = static_cast<std::size_t>(rank);
+    if (r >= m_ranks.size())
+        m_ranks.resize(r + 1);
+    if (!m_ranks[r]) {
+        m_ranks[r] = std::make_unique<Entry>();
+        m_ranks[r]->view.rank = rank;
+    }
+    return *m_ranks[r];
+}
+
+bool CollectorState::ingest(std::string_view bytes, double now)
+{
+    const auto r = cppl::telemetry::decode(bytes, m_scratch);
+    m_decode.count(r.error);
+    return r.ok() && apply(m_scratch, now);
+}
+
+bool CollectorState::apply(const Message &m, double now)
+{
+    const auto &h = m.header;
+    if (m_options.run.empty())
+        m_options.run = h.run;
+    if (m_options.worldSize == 0)
+        m_options.worldSize = h.worldSize;
+    if (h.run != m_options.run || h.worldSize != m_options.worldSize) {
+        ++m_foreign;
+        return false;
+    }
+    Entry &e = entry(h.rank);
+    RankView &v = e.view;
+
+    // Sequence bookkeeping: gaps count as lost until a late message fills them.
+    if (!v.heard) {
+        v.heard = true;
+        e.firstSeq = h.seq; // joined mid-stream (e.g. after a collector restart): no gap before it
+        e.window = 1;
+        v.lastSeq = h.seq;
+    } else if (h.seq > v.lastSeq) {
+        const std::int64_t d = h.seq - v.lastSeq;
+        v.lost += d - 1;
+        e.window = d >= kSeqWindow ? 1 : (e.window << d) | 1;
+        v.lastSeq = h.seq;
+    } else {
+        const std::int64_t d = v.lastSeq - h.seq;
+        if (d < kSeqWindow && (e.window >> d) & 1) {
+            ++v.duplicates;
+            return false;
+        }
+        if (d < kSeqWindow)
+            e.window |= std::uint64_t{1} << d;
+        ++v.reordered;
+        if (h.seq > e.firstSeq && d < kSeqWindow && v.lost > 0)
+            --v.lost;
+    }
+    ++v.received;
+    e.lastSeen = now;
+    e.dirty = true;
+    if (e.stalled)
+        e.stalled = false;
+    v.host = h.host;
+    v.group = h.group;
+    v.localRank = h.localRank;
+    v.senderDropped = std::max(v.senderDropped, h.droppedTotal);
+
+    auto setState = [&](RankState s) {
+        if (terminal(e.base) || h.seq < e.stateSeq)
+            return;
+        e.base = s;
+        e.stateSeq = h.seq;
+    };
+
+    switch (h.kind) {
+    case Kind::Hello:
+    case Kind::Heartbeat:
+        setState(fromPhase(m.phase));
+        break;
+    case Kind::Progress: {
+        setState(RankState::Evaluating);
+        if (h.seq <= e.progressSeq)
+            break; // older totals than what we have
+        e.progressSeq = h.seq;
+        const auto &p = m.progress;
+        const auto stats = p.stats();
+        const auto words = stats.toWords();
+        for (std::size_t i = 0; i < words.size(); ++i)
+            m_globalWords[i] += words[i] - (e.hasWords ? e.words[i] : 0);
+        e.words = words;
+        e.hasWords = true;
+        v.hasProgress = true;
+        v.stats = stats;
+        v.tokensPerSecond = p.tokensPerSecond;
+        v.windowsDone = p.windowsDone;
+        v.windowsTotal = p.windowsTotal;
+        v.computeSeconds = p.computeSecondsTotal;
+        v.waitSeconds = p.commWaitSecondsTotal;
+        v.transferSeconds = p.commTransferSecondsTotal;
+        v.rssBytes = p.rssBytes;
+        v.deviceMemoryBytes = p.deviceMemoryBytes;
+        break;
+    }
+    case Kind::Sync: {
+        setState(RankState::Evaluating);
+        auto &acc = m_rounds[m.sync.round];
+        acc.roundsTotal = m.sync.roundsTotal;
+        ++acc.reported;
+        if (m.sync.waitSeconds < acc.minWait || (m.sync.waitSeconds == acc.minWait && h.rank < acc.minRank)) {
+            acc.minWait = m.sync.waitSeconds;
+            acc.minRank = h.rank;
+        }
+        acc.maxWait = std::max(acc.maxWait, m.sync.waitSeconds);
+        acc.maxTransfer = std::max(acc.maxTransfer, m.sync.transferSeconds);
+        while (m_rounds.size() > m_options.roundHistory)
+            m_rounds.erase(m_rounds.begin());
+        break;
+    }
+    case Kind::Log:
+        v.lastLog = m.text;
+        m_logs.push_back("[rank " + std::to_string(h.rank) + "] " + m.text);
+        while (m_logs.size() > m_options.logHistory)
+            m_logs.pop_front();
+        break;
+    case Kind::Result:
+        setState(RankState::Done);
+        if (!m.resultJson.empty()) {
+            m_resultJson = m.resultJson;
+            m_resultStats = cppl::telemetry::resultStats(m_resultJson);
+        }
+        break;
+    case Kind::Error:
+        v.error = m.text;
+        v.exitCode = m.exitCode;
+        e.base = RankState::Failed; // whatever came before
+        e.stateSeq = h.seq;
+        break;
+    case Kind::Bye:
+        if (m.exitCode)
+            v.exitCode = m.exitCode;
+        if (m.exitCode && *m.exitCode != 0) {
+            e.base = RankState::Failed;
+            e.stateSeq = h.seq;
+        } else {
+            setState(RankState::Done);
+        }
+        break;
+    }
+    return true;
+}
+
+bool CollectorState::checkStalls(double now)
+{
+    bool changed = false;
+    for (auto &p : m_ranks) {
+        if (!p || !p->view.heard || terminal(p->base))
+            continue;
+        const bool stalled = now - p->lastSeen > m_options.stallAfterSeconds;
+        if (stalled && !p->stalled)
+            changed = true;
+        p->stalled = stalled;
+    }
+    return changed;
+}
+
+Snapshot CollectorState::snapshot(double now)
+{
+    checkStalls(now);
+    Snapshot s;
+    s.sequence = ++m_sequence;
+    s.run = m_options.run;
+    s.worldSize = m_options.worldSize;
+    s.global = cppl::NllStats::fromReducedWords(m_globalWords);
+    s.globalPpl = cppl::computePerplexity(s.global);
+    s.decode = m_decode;
+    s.foreign = m_foreign;
+
+    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(m_options.worldSize, 0));
+    if (m_ranks.size() < n)
+        m_ranks.resize(n);
+    s.ranks.reserve(n);
+    for (std::size_t r = 0; r < n; ++r) {
+        if (!m_ranks[r]) {
+            RankView v;
+            v.rank = static_cast<std::int64_t>(r);
+            s.ranks.push_back(std::move(v));
+            ++s.stateCounts[static_cast<std::size_t>(RankState::Connecting)];
+            continue;
+        }
+        Entry &e = *m_ranks[r];
+        RankView &v = e.view;
+        if (e.dirty) {
+            v.local = cppl::computePerplexity(v.stats);
+            const double wall = v.computeSeconds + v.waitSeconds + v.transferSeconds;
+            v.waitShare = share(v.waitSeconds, wall);
+            v.transferShare = share(v.transferSeconds, wall);
+            v.commShare = std::min(1.0, v.waitShare + v.transferShare);
+            e.dirty = false;
+        }
+        if (v.hasProgress && v.stats.tokens > 0 && s.global.tokens > 0) {
+            v.deviation = v.local.ppl - s.globalPpl.ppl;
+            v.deviationRelative = v.local.ppl / s.globalPpl.ppl - 1;
+            const double seMean = v.local.ppl > 0 ? v.local.pplStderr / v.local.ppl : 0;
+            v.deviationSigma = seMean > 0 && std::isfinite(seMean) ? (v.local.meanNll - s.globalPpl.meanNll) / seMean : 0;
+        }
+        v.silentSeconds = v.heard ? now - e.lastSeen : 0;
+        v.state = e.stalled && !terminal(e.base) ? RankState::Stalled : e.base;
+        ++s.stateCounts[static_cast<std::size_t>(v.state)];
+        s.tokensPerSecond += v.state == RankState::Evaluating || v.state == RankState::Syncing ? v.tokensPerSecond : 0;
+        s.windowsDone += v.windowsDone;
+        s.windowsTotal += v.windowsTotal;
+        s.lostTotal += v.lost;
+        s.senderDroppedTotal += v.senderDropped;
+        s.ranks.push_back(v);
+    }
+
+    s.rounds.reserve(m_rounds.size());
+    for (const auto &[round, acc] : m_rounds) {
+        RoundView rv;
+        rv.round = round;
+        rv.roundsTotal = acc.roundsTotal;
+        rv.reported = acc.reported;
+        rv.straggler = acc.minRank;
+        rv.stragglerLagSeconds = acc.maxWait - (std::isfinite(acc.minWait) ? acc.minWait : 0);
+        rv.maxTransferSeconds = acc.maxTransfer;
+        s.rounds.push_back(rv);
+    }
+    s.resultJson = m_resultJson;
+    if (m_resultStats)
+        s.resultMatches = m_resultStats->nll == s.global.nll && m_resultStats->nllSquared == s.global.nllSquared
+                          && m_resultStats->tokens == s.global.tokens;
+    s.recentLogs.assign(m_logs.begin(), m_logs.end());
+    return s;
+}
+
+} // namespace cppl::core::telemetry

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: MIT
+// The collector: pure merge logic with a fake clock, then real ZeroMQ sockets on 127.0.0.1 with
+// simulated ranks (raw PUSH) and real agent publishers.
+#include "cppl/errors.h"
+#include "telemetry/collector.h"
+#include "telemetry/collector_object.h"
+#include "telemetry/publisher.h"
+#include "telemetry_fixtures.h"
+
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <latch>
+
+using namespace cppl::core::telemetry;
+using cppl::NllStats;
+using cppl::telemetry::Kind;
+using cppl::test::header;
+using cppl::test::progressOf;
+using cppl::test::RawPush;
+
+namespace {
+
+Snapshot waitForReceived(Collector &c, std::int64_t n, int timeoutMs = 20000)
+{
+    QElapsedTimer t;
+    t.start();
+    while (c.messagesReceived() < n && t.elapsed() < timeoutMs)
+        QTest::qSleep(10);
+    return c.snapshot();
+}
+
+cppl::telemetry::Credentials serverCredentials(const cppl::agent::telemetry::RunCredentials &r)
+{
+    return r.collector;
+}
+
+} // namespace
+
+class TestCollector : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void sequenceGapsReorderingAndDuplicates()
+    {
+        CollectorState st({});
+        auto send = [&](std::int64_t seq) { return st.apply(header("r", 0, 2, seq, Kind::Heartbeat), 0.0); };
+        QVERIFY(send(5)); // first message: joined mid-stream, no gap before it
+        QVERIFY(send(6));
+        QVERIFY(send(9)); // 7 and 8 missing
+        auto v = st.snapshot(0).ranks[0];
+        QCOMPARE(v.lost, 2);
+        QVERIFY(send(8)); // late: fills its gap
+        v = st.snapshot(0).ranks[0];
+        QCOMPARE(v.lost, 1);
+        QCOMPARE(v.reordered, 1);
+        QVERIFY(!send(8)); // duplicate: dropped
+        QVERIFY(!send(9));
+        v = st.snapshot(0).ranks[0];
+        QCOMPARE(v.duplicates, 2);
+        QCOMPARE(v.received, 4);
+        QVERIFY(send(4)); // before the first one seen: reordered, but never counted as lost
+        QCOMPARE(st.snapshot(0).ranks[0].lost, 1);
+        QVERIFY(send(200)); // a jump beyond the window
+        QCOMPARE(st.snapshot(0).ranks[0].lost, 1 + 190);
+        QCOMPARE(st.snapshot(0).ranks[1].state, RankState::Connecting); // never heard from
+    }
+
+    void statesAndStalls()
+    {
+        CollectorState st({});
+        auto msg = [&](std::int64_t rank, std::int64_t seq, Kind k) { return header("r", rank, 3, seq, k); };
+        auto hello = msg(0, 0, Kind::Hello);
+        hello.phase = cppl::telemetry::Phase::Loading;
+        st.apply(hello, 0);
+        QCOMPARE(st.snapshot(0.5).ranks[0].state, RankState::Loading);
+        auto sync = msg(0, 1, Kind::Heartbeat);
+        sync.phase = cppl::telemetry::Phase::Syncing;
+        st.apply(sync, 1);
+        QCOMPARE(st.snapshot(1).ranks[0].state, RankState::Syncing);
+        NllStats s;
+        st.apply(progressOf("r", 0, 3, 2, s, 10), 1.5);
+        QCOMPARE(st.snapshot(1.5).ranks[0].state, RankState::Evaluating);
+        auto stale = msg(0, 1, Kind::Heartbeat); // a late, older heartbeat does not turn the clock back
+        stale.phase = cppl::telemetry::Phase::Loading;
+        QVERIFY(!st.apply(stale, 1.6)); // (it is a duplicate of seq 1 anyway)
+        QVERIFY(!st.checkStalls(4.4));
+        QVERIFY(st.checkStalls(4.6)); // 3 s after its last message
+        QCOMPARE(st.snapshot(4.6).ranks[0].state, RankState::Stalled);
+        st.apply(msg(0, 3, Kind::Heartbeat), 5); // alive again
+        QCOMPARE(st.snapshot(5).ranks[0].state, RankState::Evaluating);
+        st.apply(msg(0, 4, Kind::Result), 5);
+        QCOMPARE(st.snapshot(100).ranks[0].state, RankState::Done); // done ranks never stall
+        auto err = msg(1, 0, Kind::Error);
+        err.text = "CUDA out of memory";
+        err.exitCode = 4;
+        st.apply(err, 5);
+        auto bye = msg(2, 0, Kind::Bye);
+        bye.exitCode = 5;
+        st.apply(bye, 5);
+        const auto snap = st.snapshot(6);
+        QCOMPARE(snap.ranks[1].state, RankState::Failed);
+        QCOMPARE(snap.ranks[1].error, std::string("CUDA out of memory"));
+        QCOMPARE(snap.ranks[2].state, RankState::Failed);
+        QCOMPARE(snap.stateCounts[static_cast<std::size_t>(RankState::Failed)], 2);
+        // Another run's messages are counted and ignored.
+        QVERIFY(!st.apply(header("other-run", 0, 3, 9, Kind::Heartbeat), 6));
+        QVERIFY(!st.apply(header("r", 0, 4, 9, Kind::Heartbeat), 6));
+        QCOMPARE(st.foreign(), 2);
+    }
+
+    void stragglersCommShareAndDeviation()
+    {
+        CollectorState st({});
+        // Round 1: rank 2 arrives last (waits 0), rank 0 waited 0.3 s for it.
+        const double waits[3] = {0.3, 0.1, 0.0};
+        for (int r = 0; r < 3; ++r) {
+            auto m = header("r", r, 3, 0, Kind::Sync);
+            m.sync = {1, 4, waits[r], 0.01 * (r + 1)};
+            st.apply(m, 0);
+        }
+        std::mt19937_64 rng(7);
+        NllStats s[3];
+        for (int r = 0; r < 3; ++r) {
+            cppl::test::addTokens(s[r], rng, 500 + 100 * r);
+            st.apply(progressOf("r", r, 3, 1, s[r], 10), 0);
+        }
+        const auto snap = st.snapshot(0);
+        QCOMPARE(snap.rounds.size(), std::size_t{1});
+        QCOMPARE(snap.rounds[0].straggler, 2);
+        QCOMPARE(snap.rounds[0].reported, 3);
+        QCOMPARE(snap.rounds[0].stragglerLagSeconds, 0.3);
+        QCOMPARE(snap.rounds[0].maxTransferSeconds, 0.03);
+        // progressOf: compute 2 s, wait 0.1·(rank % 4), transfer 0.05.
+        const auto &r1 = snap.ranks[1];
+        QCOMPARE(r1.waitShare, 0.1 / 2.15);
+        QCOMPARE(r1.transferShare, 0.05 / 2.15);
+        NllStats all;
+        for (auto &x : s)
+            all.merge(x);
+        const auto global = cppl::computePerplexity(all);
+        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, global.ppl));
+        const auto local = cppl::computePerplexity(s[1]);
+        QCOMPARE(r1.local.ppl, local.ppl);
+        QCOMPARE(r1.deviation, local.ppl - global.ppl);
+        QCOMPARE(r1.deviationRelative, local.ppl / global.ppl - 1);
+    }
+
+    // Many simulated ranks over a real socket: lost, reordered and duplicated messages, garbage in
+    // between, and the merged global equal to the exact merge of every rank's final stats.
+    void manyRanksWithLossAndReordering_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("steps");
+        QTest::addRow("8 ranks") << 8 << 30;
+        QTest::addRow("256 ranks") << 256 << 12;
+    }
+    void manyRanksWithLossAndReordering()
+    {
+        QFETCH(int, ranks);
+        QFETCH(int, steps);
+        Collector collector({});
+        RawPush push(collector.endpoint());
+        std::mt19937_64 rng(static_cast<std::uint64_t>(ranks));
+        std::vector<NllStats> finals(static_cast<std::size_t>(ranks));
+        std::vector<std::int64_t> expectedLost(static_cast<std::size_t>(ranks));
+        std::vector<std::string> wire;
+        for (int r = 0; r < ranks; ++r) {
+            NllStats s;
+            std::vector<std::string> mine;
+            for (int k = 0; k < steps; ++k) {
+                cppl::test::addTokens(s, rng, 50);
+                const bool last = k + 1 == steps;
+                if (!last && k > 0 && rng() % 5 == 0) { // dropped on the way (never the first or last)
+                    ++expectedLost[static_cast<std::size_t>(r)];
+                    continue;
+                }
+                mine.push_back(cppl::telemetry::encode(progressOf("run-a", r, ranks, k, s, steps)));
+            }
+            for (std::size_t i = 1; i + 1 < mine.size(); i += 3) // swap neighbours: reordering
+                if (rng() % 2)
+                    std::swap(mine[i], mine[i + 1]);
+            if (mine.size() > 2)
+                mine.push_back(mine[1]); // a duplicate
+            finals[static_cast<std::size_t>(r)] = s;
+            wire.insert(wire.end(), mine.begin(), mine.end());
+        }
+        // Interleave ranks, keeping each rank's own (already perturbed) order.
+        std::stable_sort(wire.begin(), wire.end(), [](const std::string &, const std::string &) { return false; });
+        wire.push_back("{\"v\":1,");
+        wire.push_back("[]");
+        for (const auto &m : wire)
+            push.sendAll(m);
+        const auto snap = waitForReceived(collector, static_cast<std::int64_t>(wire.size()));
+        QCOMPARE(collector.messagesReceived(), static_cast<std::int64_t>(wire.size()));
+        QCOMPARE(snap.decode.rejectedTotal(), 2);
+        NllStats all;
+        for (int r = 0; r < ranks; ++r) {
+            all.merge(finals[static_cast<std::size_t>(r)]);
+            const auto &v = snap.ranks[static_cast<std::size_t>(r)];
+            QCOMPARE(v.lost, expectedLost[static_cast<std::size_t>(r)]);
+            QVERIFY(v.stats == finals[static_cast<std::size_t>(r)]);
+        }
+        QVERIFY(snap.global.nll == all.nll); // bit for bit
+        QVERIFY(snap.global.nllSquared == all.nllSquared);
+        QCOMPARE(snap.global.tokens, all.tokens);
+        const auto expected = cppl::computePerplexity(all);
+        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, expected.ppl));
+        QVERIFY(cppl::test::sameBits(snap.globalPpl.pplStderr, expected.pplStderr));
+    }
+
+    // Real publishers (the agent's code) as ranks; rank 0's result carries the aggregated result.
+    void publishersMergeToTheFinalResultBitForBit()
+    {
+        Collector collector({});
+        const int world = 6;
+        std::vector<NllStats> finals(world);
+        std::vector<std::thread> threads;
+        std::latch allDone(world);
+        NllStats all;
+        for (int r = 0; r < world; ++r)
+            threads.emplace_back([&, r] {
+                cppl::agent::telemetry::PublisherOptions o;
+                o.progressInterval = std::chrono::milliseconds(5);
+                auto pub = cppl::agent::telemetry::Publisher::open(collector.endpoint(), {"run-b", r, "localhost", 0, r, world},
+                                                                  std::nullopt, o);
+                pub->phase(cppl::telemetry::Phase::Evaluating);
+                std::mt19937_64 rng(static_cast<std::uint64_t>(r) + 100);
+                NllStats s;
+                for (int k = 0; k < 40; ++k) {
+                    cppl::test::addTokens(s, rng, 64);
+                    auto m = progressOf("run-b", r, world, 0, s, 40);
+                    pub->progress(m.progress, k == 39);
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+                finals[static_cast<std::size_t>(r)] = s;
+                allDone.arrive_and_wait(); // the final all-reduce
+                std::string resultJson;
+                if (r == 0) {
+                    // Rank 0's aggregated result, as eval writes it.
+                    for (auto &x : finals)
+                        all.merge(x);
+                    resultJson = nlohmann::json{{"nll_sum_exact", all.nll.toString()}, {"nll_sq_sum_exact", all.nllSquared.toString()},
+                                                {"tokens_scored", all.tokens}, {"windows", all.windows}}
+                                     .dump();
+                }
+                pub->result(resultJson);
+                pub->close(0);
+            });
+        for (auto &t : threads)
+            t.join();
+        QElapsedTimer t;
+        t.start();
+        Snapshot snap;
+        do {
+            QTest::qSleep(20);
+            snap = collector.snapshot();
+        } while (!(snap.resultMatches && *snap.resultMatches) && t.elapsed() < 10000);
+        QVERIFY(snap.resultMatches.has_value());
+        QVERIFY(*snap.resultMatches);
+        QVERIFY(snap.global.nll == all.nll);
+        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, cppl::computePerplexity(all).ppl));
+        QCOMPARE(snap.stateCounts[static_cast<std::size_t>(RankState::Done)], world);
+        QCOMPARE(snap.lostTotal, 0);
+    }
+
+    void stallDetectedWithinThreeSeconds()
+    {
+        Collector collector({});
+        RawPush push(collector.endpoint());
+        push.sendAll(cppl::telemetry::encode(header("run-c", 0, 2, 0, Kind::Hello)));
+        push.sendAll(cppl::telemetry::encode(header("run-c", 1, 2, 0, Kind::Hello)));
+        waitForReceived(collector, 2);
+        QElapsedTimer t;
+        t.start();
+        // Rank 1 keeps heartbeating; rank 0 falls silent.
+        std::int64_t seq = 1;
+        while (collector.snapshot().ranks[0].state != RankState::Stalled && t.elapsed() < 10000) {
+            push.sendAll(cppl::telemetry::encode(header("run-c", 1, 2, seq++, Kind::Heartbeat)));
+            QTest::qSleep(100);
+        }
+        const auto elapsed = t.elapsed();
+        const auto snap = collector.snapshot();
+        QCOMPARE(snap.ranks[0].state, RankState::Stalled);
+        QCOMPARE(snap.ranks[1].state, RankState::Evaluating);
+        QVERIFY2(elapsed >= 2900 && elapsed <= 4000, QByteArray::number(elapsed).constData());
+        qInfo("rank 0 marked stalled %lld ms after its last message (threshold 3 s)", static_cast<long long>(elapsed));
+    }
+
+    void wrongCurveKeysGetNothingThrough()
+    {
+        const auto run = cppl::agent::telemetry::generateRunCredentials();
+        const auto other = cppl::agent::telemetry::generateRunCredentials();
+        CollectorOptions o;
+        o.curve = serverCredentials(run);
+        Collector collector(o);
+        auto wrongClient = run.agent;
+        wrongClient.clientPublic = other.agent.clientPublic; // a key pair this run never admitted
+        wrongClient.clientSecret = other.agent.clientSecret;
+        auto wrongServer = run.agent;
+        wrongServer.serverPublic = other.agent.serverPublic;  // talks to the wrong server key
+        {
+            RawPush a(collector.endpoint(), wrongClient);
+            RawPush b(collector.endpoint(), wrongServer);
+            RawPush c(collector.endpoint()); // plaintext
+            for (int i = 0; i < 5; ++i) {
+                a.send(cppl::telemetry::encode(header("run-d", 0, 2, i, Kind::Heartbeat)));
+                b.send(cppl::telemetry::encode(header("run-d", 0, 2, i, Kind::Heartbeat)));
+                c.send(cppl::telemetry::encode(header("run-d", 0, 2, i, Kind::Heartbeat)));
+            }
+            QTRY_VERIFY_WITH_TIMEOUT(collector.authRejected() >= 3, 10000);
+            QTest::qWait(300);
+        }
+        QCOMPARE(collector.messagesReceived(), 0);
+        // The run's own key gets through, over the same server.
+        RawPush good(collector.endpoint(), run.agent);
+        good.sendAll(cppl::telemetry::encode(header("run-d", 1, 2, 0, Kind::Heartbeat)));
+        const auto snap = waitForReceived(collector, 1);
+        QCOMPARE(collector.messagesReceived(), 1);
+        QVERIFY(snap.ranks[1].heard);
+        QVERIFY(!snap.ranks[0].heard);
+        QVERIFY(snap.authRejected >= 3);
+        qInfo("rejected handshakes: %lld", static_cast<long long>(snap.authRejected));
+        // A publisher refuses plaintext beyond loopback.
+        auto lan = [] {
+            cppl::agent::telemetry::Identity id{"x", 0, "h", 0, 0, 1};
+            (void)cppl::agent::telemetry::Publisher::open("tcp://10.255.255.1:5557", id, std::nullopt);
+        };
+        QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, lan());
+    }
+
+    void collectorRestartMidRun()
+    {
+        std::string endpoint;
+        auto first = std::make_unique<Collector>(CollectorOptions{});
+        endpoint = first->endpoint();
+        const int world = 4;
+        cppl::agent::telemetry::PublisherOptions po;
+        po.progressInterval = std::chrono::milliseconds(1);
+        std::vector<std::unique_ptr<cppl::agent::telemetry::Publisher>> pubs;
+        std::vector<NllStats> stats(world);
+        for (int r = 0; r < world; ++r)
+            pubs.push_back(cppl::agent::telemetry::Publisher::open(endpoint, {"run-e", r, "localhost", 0, r, world}, std::nullopt, po));
+        std::mt19937_64 rng(3);
+        auto step = [&](bool final) {
+            for (int r = 0; r < world; ++r) {
+                cppl::test::addTokens(stats[static_cast<std::size_t>(r)], rng, 32);
+                pubs[static_cast<std::size_t>(r)]->progress(progressOf("run-e", r, world, 0, stats[static_cast<std::size_t>(r)], 99).progress, final);
+            }
+            QTest::qSleep(5);
+        };
+        for (int k = 0; k < 10; ++k)
+            step(false);
+        QTRY_VERIFY_WITH_TIMEOUT(first->snapshot().global.tokens > 0, 5000);
+        first.reset(); // the dashboard restarts; the port is free again
+        for (int k = 0; k < 10; ++k)
+            step(false); // sent into the void (or queued by ZeroMQ)
+        CollectorOptions o;
+        o.bind = endpoint;
+        Collector second(o);
+        for (int k = 0; k < 10; ++k)
+            step(k == 9);
+        NllStats all;
+        for (auto &s : stats)
+            all.merge(s);
+        QTRY_VERIFY_WITH_TIMEOUT(second.snapshot().global.nll == all.nll, 10000);
+        const auto snap = second.snapshot();
+        QCOMPARE(snap.global.tokens, all.tokens);
+        QCOMPARE(snap.stateCounts[static_cast<std::size_t>(RankState::Evaluating)], world);
+        for (auto &p : pubs)
+            p->close();
+    }
+
+    void snapshotsAreCoalescedTo25Hz()
+    {
+        CollectorObject object;
+        CollectorOptions o;
+        QVERIFY(object.start(o));
+        QSignalSpy spy(&object, &CollectorObject::snapshotReady);
+        RawPush push(object.endpoint().toStdString());
+        QElapsedTimer t;
+        t.start();
+        std::int64_t seq = 0;
+        NllStats s;
+        std::mt19937_64 rng(1);
+        while (t.elapsed() < 1000) { // ~ thousands of messages in one second
+            for (int i = 0; i < 50; ++i) {
+                cppl::test::addTokens(s, rng, 1);
+                push.send(cppl::telemetry::encode(progressOf("run-f", 0, 1, seq++, s, 1 << 20)));
+            }
+            QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+        }
+        QTest::qWait(200);
+        const double seconds = static_cast<double>(t.elapsed()) / 1000.0;
+        qInfo("%lld messages, %lld snapshots in %.2f s", static_cast<long long>(seq), static_cast<long long>(spy.count()), seconds);
+        QVERIFY(spy.count() >= 5);
+        QVERIFY(spy.count() <= static_cast<int>(25 * seconds) + 2);
+        QTRY_COMPARE_WITH_TIMEOUT(object.latest()->global.tokens, s.tokens, 5000);
+        QVERIFY(object.latest()->global.nll == s.nll);
+        // A bind that cannot work says why.
+        QSignalSpy failed(&object, &CollectorObject::failed);
+        CollectorOptions bad;
+        bad.bind = "tcp://0.0.0.0:0"; // every interface without CURVE
+        QVERIFY(!object.start(bad));
+        QCOMPARE(failed.count(), 1);
+        QVERIFY(failed.at(0).at(0).toString().contains(QStringLiteral("CURVE credentials are required")));
+    }
+
+    void plotJugglerRepublish()
+    {
+        CollectorOptions o;
+        o.publishBind = "tcp://127.0.0.1:0";
+        Collector collector(o);
+        void *ctx = zmq_ctx_new();
+        void *sub = zmq_socket(ctx, ZMQ_SUB);
+        zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+        zmq_connect(sub, collector.publishEndpoint().c_str());
+        RawPush push(collector.endpoint());
+        NllStats s;
+        s.addToken(2.0);
+        s.addToken(3.0);
+        bool sawRank = false;
+        bool sawGlobal = false;
+        int rcvTimeout = 100;
+        zmq_setsockopt(sub, ZMQ_RCVTIMEO, &rcvTimeout, sizeof rcvTimeout);
+        QElapsedTimer t;
+        t.start();
+        std::int64_t seq = 0;
+        while (!(sawRank && sawGlobal) && t.elapsed() < 10000) {
+            push.send(cppl::telemetry::encode(progressOf("run-g", 0, 1, seq++, s, 4))); // PUB drops until SUB joins
+            char topic[64] = {};
+            const int n = zmq_recv(sub, topic, sizeof topic - 1, 0);
+            if (n < 0)
+                continue;
+            char body[4096] = {};
+            const int m = zmq_recv(sub, body, sizeof body - 1, 0);
+            QVERIFY(m > 0);
+            const std::string tp(topic, static_cast<std::size_t>(n));
+            const auto j = nlohmann::json::parse(std::string(body, static_cast<std::size_t>(m)));
+            if (tp == "run-g/rank0") {
+                sawRank = true;
+                QCOMPARE(j["tokens_scored_total"].get<int>(), 2);
+            } else if (tp == "run-g/global") {
+                sawGlobal = true;
+                QCOMPARE(j["ppl"].get<double>(), std::exp(2.5));
+            }
+        }
+        zmq_close(sub);
+        zmq_ctx_term(ctx);
+        QVERIFY(sawRank);
+        QVERIFY(sawGlobal);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCollector)
+#include "tst_collector.moc"
