@@ -21,8 +21,8 @@ packages=(
   libpcre2-dev nodejs
   # SentencePiece tokenizer.model: the library behind the agent's shim, spm_train/spm_encode for its tests
   libsentencepiece-dev sentencepiece
-  # telemetry and launching
-  libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client
+  # telemetry and launching (clang: libFuzzer for scripts/fuzz-smoke.sh)
+  libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client clang
 )
 
 [[ "${CLUSTERPPL_SKIP_DEPS:-0}" == 1 ]] && exit 0
