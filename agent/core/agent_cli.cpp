@@ -3,6 +3,7 @@
 
 #include "args.h"
 #include "dist/launcher.h"
+#include "preflight.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "token_file.h"
@@ -51,6 +52,8 @@ Usage:
       --json OUT             write the result (docs/result-json.md)
       --shard R/N            evaluate only shard R of N (balanced by scored tokens)
       --quiet                no progress on stderr
+      --result-line          also print the result JSON on stdout as one "CLUSTERPPL_RESULT {...}" line
+      --exit-on-stdin-eof    exit when stdin closes (launchers: no rank outlives its SSH channel)
     Distributed (one process per rank; identity from torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
     MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_NODELIST or Open MPI's
     OMPI_COMM_WORLD_*; these flags override them). Rank 0 prints and writes the result.
@@ -87,6 +90,11 @@ Usage:
       --bos auto             BOS as the tokenizer's post_processor / tokenizer_config.json say (default)
       --bos always|never     force it on or off
       --quiet                print nothing but notes and errors
+  clusterppl-agent preflight [--json] [--model P] [--data P] [--tokenizer P] [--master-addr A
+                   --master-port P] [--backend nccl --slots N]
+      What a launcher checks before starting ranks on this host: agent and LibTorch versions,
+      CUDA devices, NCCL, free memory, hostname, readable paths, the master's reachability.
+      Exit 0 when nothing is wrong, 1 with the problems listed.
   clusterppl-agent --version
   clusterppl-agent --help
 
@@ -318,6 +326,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return tokenizeCommand(rest, out, err);
         if (args[0] == "run")
             return dist::runCommand(rest, out, err);
+        if (args[0] == "preflight")
+            return preflightCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const IoError &e) {

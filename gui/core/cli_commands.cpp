@@ -5,6 +5,7 @@
 #include "cppl/config.h"
 #include "cppl/errors.h"
 #include "cppl/hostfile.h"
+#include "launch/run_command.h"
 
 #include <QCommandLineParser>
 #include <QFile>
@@ -28,6 +29,11 @@ Commands:
       host1:0,1@host2.
   hostfile export PROFILE.json [-o HOSTFILE]
       Write a profile's hosts as a DeepSpeed hostfile.
+  run --profile PROFILE.json [--accept-new-host-keys] [--json OUT] [--run-id ID] [--master-addr A] [--master-port P]
+      [--agent PATH] [--ssh-config FILE] [--known-hosts FILE] [--connect-timeout S] [--no-preflight]
+      Pre-flight every host, then launch one agent per rank through the profile's launcher (local
+      or ssh): progress and the final estimate here, the result JSON to OUT, a summary of who failed
+      and why. Unknown SSH host keys are refused unless --accept-new-host-keys; changed ones always.
   --version, --help
 )"_s;
 
@@ -148,6 +154,8 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     const QString command = arguments.mid(0, 2).join(u' ');
     const QStringList rest = arguments.mid(2);
     try {
+        if (arguments.front() == u"run"_s)
+            return runCommand(arguments.mid(1), out, err);
         if (command == u"profile check"_s)
             return profileCheck(rest, out, err);
         if (command == u"hostfile import"_s)

@@ -74,6 +74,15 @@ struct BackendOptions
  */
 [[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
 
+/// @brief A CUDA device as the runtime reports it (for pre-flight checks).
+struct GpuInfo
+{
+    std::string name;
+    std::int64_t memoryBytes = 0;
+};
+/// @brief The visible CUDA devices through the dlopen()ed runtime; empty without CUDA or NCCL support.
+[[nodiscard]] std::vector<GpuInfo> cudaDevices();
+
 /// @brief Why the nccl backend cannot be used here, or empty when it can (loads libraries, probes devices).
 [[nodiscard]] std::string ncclUnavailableReason();
 

@@ -33,6 +33,11 @@ Communicators makeNcclCommunicators(Store &, const BackendOptions &)
     throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
 }
 
+std::vector<GpuInfo> cudaDevices()
+{
+    return {};
+}
+
 #else
 
 namespace {
@@ -265,6 +270,25 @@ ncclUniqueId fromHex(const std::string &s)
 std::string ncclUnavailableReason()
 {
     return deviceProblem();
+}
+
+std::vector<GpuInfo> cudaDevices()
+{
+    const Api &a = api();
+    std::vector<GpuInfo> out;
+    int n = 0;
+    if (!a.cudart || !a.getDeviceCount || a.getDeviceCount(&n) != cudaSuccess)
+        return out;
+    using PropsFn = cudaError_t (*)(cudaDeviceProp *, int);
+    const auto props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties"));
+    for (int d = 0; d < n; ++d) {
+        cudaDeviceProp p{};
+        if (props && props(&p, d) == cudaSuccess)
+            out.push_back({p.name, static_cast<std::int64_t>(p.totalGlobalMem)});
+        else
+            out.push_back({"device " + std::to_string(d), 0});
+    }
+    return out;
 }
 
 Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)

@@ -31,6 +31,8 @@
 #include <ostream>
 #include <thread>
 
+#include <unistd.h>
+
 namespace cppl::agent {
 
 namespace {
@@ -96,7 +98,19 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                       "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8",
                       "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--rank", "--world-size", "--local-rank",
                       "--local-world-size", "--master-addr", "--master-port"},
-                     {"--bos-first", "--allow-long-context", "--quiet"});
+                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line"});
+        if (a.has("--exit-on-stdin-eof")) {
+            // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
+            // means the launcher or its connection is gone, and no rank may outlive it.
+            std::thread([] {
+                char buf[256];
+                while (::read(0, buf, sizeof buf) > 0) {
+                }
+                static const char msg[] = "clusterppl-agent: the launcher went away (stdin closed); stopping\n";
+                (void)!::write(2, msg, sizeof msg - 1);
+                std::_Exit(kExitRuntime);
+            }).detach();
+        }
         // 1. Arguments: everything that needs neither the model nor the data.
         PlanOptions opts;
         std::string modelPath;
@@ -397,9 +411,10 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         if (distributed && identity.rank != 0)
             return kExitOk; // rank 0 reports for the run
         out << formatFinalEstimate(ppl) << '\n' << std::flush;
+        const bool resultLine = a.has("--result-line");
 
         // 5. The result contract (docs/result-json.md).
-        if (const auto jsonPath = a.get("--json")) {
+        if (const auto jsonPath = a.get("--json"); jsonPath || resultLine) {
             nlohmann::ordered_json j;
             j["ppl"] = ppl.ppl;
             j["ppl_stderr"] = ppl.pplStderr;
@@ -473,9 +488,13 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 j["ranks"] = ranks;
             }
             j["version"] = CLUSTERPPL_VERSION_STRING;
-            std::ofstream f(*jsonPath);
-            if (!(f << j.dump(2) << '\n'))
-                throw Failure{kExitRuntime, *jsonPath + ": cannot write the result JSON"};
+            if (resultLine) // for launchers that collect rank 0's stdout (SSH): one line, no file to fetch
+                out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
+            if (jsonPath) {
+                std::ofstream f(*jsonPath);
+                if (!(f << j.dump(2) << '\n'))
+                    throw Failure{kExitRuntime, *jsonPath + ": cannot write the result JSON"};
+            }
         }
         return kExitOk;
     } catch (const Failure &f) {

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+#include "preflight.h"
+
+#include "args.h"
+#include "dist/communicator.h"
+#include "exit_codes.h"
+
+#include "cppl/config.h"
+#include "cppl/errors.h"
+
+#include <ATen/Context.h>
+#include <torch/version.h>
+
+#include <nlohmann/json.hpp>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+
+namespace cppl::agent {
+
+namespace {
+
+std::int64_t memAvailableBytes()
+{
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    std::int64_t kb = 0;
+    std::string unit;
+    while (f >> key >> kb >> unit)
+        if (key == "MemAvailable:")
+            return kb * 1024;
+    return -1;
+}
+
+/// "readable", or why not.
+std::string pathStatus(const std::string &path)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st))
+        return "missing";
+    if (fs::is_directory(st)) {
+        fs::directory_iterator it(path, ec);
+        return ec ? "not readable: " + ec.message() : "readable";
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return std::string("not readable: ") + std::strerror(errno);
+    ::close(fd);
+    return "readable";
+}
+
+/// Can this host open a TCP connection to host:port? "listening", "reachable (nothing listening
+/// yet)", or why not (name not resolved, timeout: a firewall or no route).
+std::string masterStatus(const std::string &host, int port)
+{
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *res = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+        return std::string("unreachable: cannot resolve ") + host + ": " + gai_strerror(rc);
+    std::string status = "unreachable: no address answered";
+    for (addrinfo *ai = res; ai; ai = ai->ai_next) {
+        const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            if (::poll(&p, 1, 3000) == 1) {
+                int soErr = 0;
+                socklen_t len = sizeof soErr;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &len);
+                rc = soErr == 0 ? 0 : -1;
+                errno = soErr;
+            } else {
+                errno = ETIMEDOUT;
+            }
+        }
+        const int e = errno;
+        ::close(fd);
+        if (rc == 0) {
+            status = "listening";
+            break;
+        }
+        if (e == ECONNREFUSED) {
+            status = "reachable (nothing listening yet)";
+            break;
+        }
+        status = std::string("unreachable: ") + std::strerror(e) + " (a firewall, or no route to " + host + ")";
+    }
+    freeaddrinfo(res);
+    return status;
+}
+
+} // namespace
+
+int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+{
+    std::vector<std::string> paths;
+    std::vector<std::string> rest;
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+        if ((argv[i] == "--model" || argv[i] == "--data" || argv[i] == "--tokenizer") && i + 1 < argv.size())
+            paths.push_back(argv[++i]);
+        else
+            rest.push_back(argv[i]);
+    }
+    try {
+        const Args a(rest, {"--master-addr", "--master-port", "--backend", "--slots"}, {"--json"});
+        nlohmann::ordered_json j;
+        std::vector<std::string> problems;
+        std::array<char, 256> host{};
+        ::gethostname(host.data(), host.size() - 1);
+        j["host"] = host.data();
+        j["agent_version"] = CLUSTERPPL_VERSION_STRING;
+        j["libtorch_version"] = TORCH_VERSION;
+        const auto gpus = dist::cudaDevices();
+        nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+        for (const auto &g : gpus)
+            devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}});
+        j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
+        const std::string ncclWhy = dist::ncclUnavailableReason();
+        j["nccl"] = {{"available", ncclWhy.empty()}, {"reason", ncclWhy}};
+        j["memory_available_bytes"] = memAvailableBytes();
+        nlohmann::ordered_json p = nlohmann::ordered_json::array();
+        for (const auto &path : paths) {
+            const std::string st = pathStatus(path);
+            p.push_back({{"path", path}, {"status", st}});
+            if (st != "readable")
+                problems.push_back(path + ": " + st + " on " + std::string(host.data()));
+        }
+        j["paths"] = p;
+        if (const auto addr = a.get("--master-addr")) {
+            const int port = static_cast<int>(a.integer("--master-port", 29500, 1, 65535));
+            const std::string st = masterStatus(*addr, port);
+            j["master"] = {{"addr", *addr}, {"port", port}, {"status", st}};
+            if (st.starts_with("unreachable"))
+                problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
+        }
+        const std::string backend = a.get("--backend").value_or("auto");
+        const auto slots = a.integer("--slots", 0, 0, 1 << 20);
+        if (backend == "nccl") {
+            if (!ncclWhy.empty())
+                problems.push_back("backend nccl: " + ncclWhy);
+            else if (slots > static_cast<std::int64_t>(gpus.size()))
+                problems.push_back("backend nccl: " + std::to_string(slots) + " slots but " + std::to_string(gpus.size())
+                                   + " GPUs on " + std::string(host.data()) + " (one GPU per rank)");
+        }
+        j["problems"] = problems;
+        j["ok"] = problems.empty();
+        if (a.has("--json")) {
+            out << j.dump() << '\n';
+        } else {
+            out << "host " << host.data() << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
+                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n';
+            for (const auto &pr : problems)
+                out << "problem: " << pr << '\n';
+        }
+        return problems.empty() ? kExitOk : kExitRuntime;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-agent preflight: " << e.what() << '\n';
+        return kExitBadArguments;
+    }
+}
+
+} // namespace cppl::agent

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+#include "launch_plan.h"
+
+#include "cppl/errors.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+namespace cppl::core {
+
+namespace {
+
+std::string resolve(const std::string &path, const std::string &base)
+{
+    if (path.empty() || base.empty() || std::filesystem::path(path).is_absolute() || path == "bytes")
+        return path;
+    return (std::filesystem::path(base) / path).lexically_normal().string();
+}
+
+std::string groupsList(const RankLayout &layout)
+{
+    std::string s;
+    for (const auto &g : layout.groups) {
+        if (!s.empty())
+            s += ';';
+        for (std::size_t i = 0; i < g.ranks.size(); ++i)
+            s += (i ? "," : "") + std::to_string(g.ranks[i]);
+    }
+    return s;
+}
+
+} // namespace
+
+bool isPassThroughVariable(std::string_view n)
+{
+    for (std::string_view prefix : {"NCCL_", "GLOO_", "CUDA_", "OMP_", "OPENBLAS_", "MKL_", "TORCH_"})
+        if (n.starts_with(prefix))
+            return true;
+    return n == "LD_LIBRARY_PATH";
+}
+
+std::string shellQuote(std::string_view value, std::string_view what)
+{
+    for (const char c : value)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            throw ConfigError(std::string(what) + ": contains a control character (code " + std::to_string(static_cast<int>(c))
+                              + "); remove it from the profile");
+    std::string out = "'";
+    for (const char c : value) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+std::string remoteCommand(const RankCommand &r)
+{
+    const std::string who = "host " + r.hostName + ", rank " + std::to_string(r.rank);
+    std::string cmd;
+    if (!r.workdir.empty())
+        cmd += "cd " + shellQuote(r.workdir, who + ": workdir") + " && ";
+    cmd += "exec env";
+    for (const auto &[k, v] : r.env) {
+        for (const char c : k)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+                throw ConfigError(who + ": environment variable name \"" + k + "\" is not a valid name");
+        cmd += " " + shellQuote(k + "=" + v, who + ": env " + k);
+    }
+    for (const auto &a : r.argv)
+        cmd += " " + shellQuote(a, who + ": argument");
+    return cmd;
+}
+
+LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o)
+{
+    const RankLayout layout = rankLayout(profile);
+    LaunchPlan plan;
+    plan.launcher = profile.launcher;
+    plan.groups = groupsList(layout);
+    const HostSpec &first = profile.hosts.front();
+    plan.masterAddr = !o.masterAddr.empty() ? o.masterAddr
+                      : profile.launcher == "local" ? "127.0.0.1"
+                      : !first.address.empty()      ? first.address
+                                                    : first.name;
+    plan.masterPort = o.masterPort;
+    const bool local = profile.launcher == "local";
+    const EvaluationSpec &e = profile.evaluation;
+    for (const RankInfo &ri : layout.ranks) {
+        const HostSpec &h = profile.hosts[static_cast<std::size_t>(ri.hostIndex)];
+        RankCommand c;
+        c.rank = ri.rank;
+        c.hostIndex = ri.hostIndex;
+        c.hostName = h.name;
+        c.address = h.address.empty() ? h.name : h.address;
+        c.ssh = h.ssh;
+        c.workdir = h.workdir;
+        const std::string base = local ? o.profileDir : std::string();
+        c.env = {{"RANK", std::to_string(ri.rank)},
+                 {"WORLD_SIZE", std::to_string(layout.worldSize())},
+                 {"LOCAL_RANK", std::to_string(ri.localRank)},
+                 {"LOCAL_WORLD_SIZE", std::to_string(h.slots)},
+                 {"MASTER_ADDR", plan.masterAddr},
+                 {"MASTER_PORT", std::to_string(plan.masterPort)},
+                 {"CLUSTERPPL_RUN_ID", o.runId}};
+        for (const auto &kv : o.passEnv)
+            if (!h.env.count(kv.first))
+                c.env.push_back(kv);
+        for (const auto &[k, v] : h.env)
+            c.env.emplace_back(k, v);
+        auto &a = c.argv;
+        a.push_back(o.agentOverride.empty() ? h.agent : o.agentOverride);
+        a.push_back("eval");
+        a.insert(a.end(), {"--model", resolve(e.model, base)});
+        if (!e.tokens.empty())
+            a.insert(a.end(), {"--tokens", resolve(e.tokens, base)});
+        else
+            a.insert(a.end(), {"--text", resolve(e.text, base), "--tokenizer", resolve(e.tokenizer, base)});
+        a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context), "--batch", std::to_string(e.batch)});
+        if (e.stride > 0)
+            a.insert(a.end(), {"--stride", std::to_string(e.stride)});
+        if (e.maxWindows > 0)
+            a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
+        a.insert(a.end(), {"--dtype", e.dtype, "--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups});
+        const std::int64_t sync = profile.thresholds.syncEveryTokens;
+        a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
+        a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
+        // Same threads on every rank and in any one-rank reference: part of the bits (docs/models.md).
+        if (const auto it = h.env.find("OMP_NUM_THREADS"); it != h.env.end())
+            a.insert(a.end(), {"--threads", it->second});
+        if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
+            a.insert(a.end(), {"--blas-threads", it->second});
+        a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
+        plan.ranks.push_back(std::move(c));
+    }
+    return plan;
+}
+
+} // namespace cppl::core

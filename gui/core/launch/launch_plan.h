@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "cppl/cluster_profile.h"
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cppl::core {
+
+/// @brief How one rank is started: where, in which directory, with which environment and arguments.
+struct RankCommand
+{
+    int rank = 0;
+    int hostIndex = 0;
+    std::string hostName;  ///< the profile's name for the host
+    std::string address;   ///< where to connect (SSH); the name when the profile gives none
+    SshOptions ssh;
+    std::string workdir;   ///< empty: the login directory (SSH) or the current one (local)
+    std::vector<std::pair<std::string, std::string>> env; ///< in order: rank variables, run id, profile, pass-through
+    std::vector<std::string> argv;                        ///< argv[0] is the agent executable
+};
+
+struct LaunchOptions
+{
+    std::string runId;               ///< CLUSTERPPL_RUN_ID on every rank
+    std::string masterAddr;          ///< empty: the first host's address (127.0.0.1 for the local launcher)
+    int masterPort = 29500;
+    std::string profileDir;          ///< relative model/data paths resolve against it (local launcher only)
+    std::string agentOverride;       ///< replaces every host's `agent` (tests, a local build)
+    std::vector<std::pair<std::string, std::string>> passEnv; ///< from the launching environment (NCCL_*, ...)
+};
+
+struct LaunchPlan
+{
+    std::string launcher; ///< "local" or "ssh"
+    std::string masterAddr;
+    int masterPort = 0;
+    std::string groups;   ///< the agents' --groups list, e.g. "0,1;2,3"
+    std::vector<RankCommand> ranks;
+};
+
+/// @brief The environment variables a launcher passes through when set: NCCL_*, GLOO_*, CUDA_*,
+/// OMP_*, OPENBLAS_*, LD_LIBRARY_PATH, PATH is not passed.
+[[nodiscard]] bool isPassThroughVariable(std::string_view name);
+
+/**
+ * @brief One agent per rank from a valid profile. Ranks are numbered host by host (the profile's
+ * rank layout), groups become an explicit `--groups` list, and every evaluation setting becomes an
+ * `eval` flag; rank 0 also prints its result as a CLUSTERPPL_RESULT line, and every rank exits when
+ * its stdin closes (no rank outlives its launcher). Throws ConfigError for values that cannot be
+ * passed safely (control characters).
+ */
+[[nodiscard]] LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &options);
+
+/// @brief POSIX shell single-quoting. Throws ConfigError (naming @p what) for control characters.
+[[nodiscard]] std::string shellQuote(std::string_view value, std::string_view what = "value");
+
+/// @brief The command line an SSH server runs for a rank: `cd DIR && exec env K=V... AGENT ARGS...`,
+/// every piece quoted.
+[[nodiscard]] std::string remoteCommand(const RankCommand &rank);
+
+} // namespace cppl::core

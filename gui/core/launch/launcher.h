@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "launch_plan.h"
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace cppl::core {
+
+/// @brief What a launcher does about SSH host keys it does not know yet.
+enum class NewHostKeys { Refuse, Accept };
+
+/// @brief Settings shared by the launchers (SSH ones are ignored by the local launcher).
+struct LauncherSettings
+{
+    int connectTimeoutSeconds = 10;
+    int keepaliveSeconds = 15;
+    NewHostKeys newHostKeys = NewHostKeys::Refuse;
+    std::string sshConfigFile;   ///< empty: ~/.ssh/config
+    std::string knownHostsFile;  ///< empty: ~/.ssh/known_hosts
+    bool stopAllOnFailure = true;
+    int graceSeconds = 3;        ///< after a failure: time for the others to report before they are stopped
+};
+
+/// @brief How one rank ended.
+struct RankEnd
+{
+    int exitCode = -1;       ///< the agent's code; 128 + N for a signal; -1 never started
+    QString reason;          ///< empty when it exited by itself
+    QStringList lastLines;   ///< its last stderr lines
+};
+
+/**
+ * @brief Starts one agent per rank of a LaunchPlan and reports their output and ends. Qt signals
+ * are always emitted on the launcher's thread. Subclasses implement the transport; this base keeps
+ * per-rank state, stops the rest when one fails (after a grace period for their own messages), and
+ * writes the summary.
+ */
+class Launcher : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit Launcher(LauncherSettings settings, QObject *parent = nullptr);
+    ~Launcher() override;
+
+    virtual void start(const LaunchPlan &plan) = 0;
+    /// @brief Stops every rank this launcher started (and nothing else); finished() follows.
+    virtual void stop() = 0;
+
+    [[nodiscard]] bool isFinished() const noexcept { return m_finished; }
+    [[nodiscard]] const std::map<int, RankEnd> &ends() const noexcept { return m_ends; }
+    /// @brief Who failed first and how, and how every other rank ended; empty when all exited 0.
+    [[nodiscard]] QString summary() const;
+    /// @brief Rank 0's exit code, or the first failing rank's when rank 0 was stopped or never ran; 0 if all succeeded.
+    [[nodiscard]] int exitCode() const;
+
+Q_SIGNALS:
+    void rankOutput(int rank, bool isStderr, const QString &line);
+    void rankStarted(int rank, const QString &host);
+    void rankFinished(int rank, int exitCode);
+    /// @brief The launch itself failed for a host (connect, host key, auth); its ranks count as failed.
+    void hostFailed(const QString &host, const QString &message);
+    void finished();
+
+protected:
+    void setPlan(const LaunchPlan &plan);
+    /// Subclasses call these on the launcher's thread.
+    void onOutput(int rank, bool isStderr, const QString &line);
+    void onRankEnded(int rank, int exitCode, const QString &reason = {});
+    void onHostFailed(int hostIndex, const QString &host, const QString &message);
+    void onStarted(int rank);
+
+    LauncherSettings m_settings;
+    LaunchPlan m_plan;
+    bool m_stopping = false;
+
+private:
+    void maybeFinish();
+    std::map<int, RankEnd> m_ends;
+    std::map<int, bool> m_done;
+    int m_firstFailure = -1;
+    bool m_finished = false;
+};
+
+/// @brief N ranks on this machine as child processes (QProcess): each in its own process group,
+/// killed with the launcher (PR_SET_PDEATHSIG) and reading EOF on stdin when it goes.
+[[nodiscard]] std::unique_ptr<Launcher> makeLocalLauncher(LauncherSettings settings, QObject *parent = nullptr);
+
+/// @brief Ranks on remote hosts through libssh: one thread per host, host keys checked against
+/// known_hosts, ~/.ssh/config honoured, agents started with `--exit-on-stdin-eof` so that closing
+/// a channel ends its rank.
+[[nodiscard]] std::unique_ptr<Launcher> makeSshLauncher(LauncherSettings settings, QObject *parent = nullptr);
+
+} // namespace cppl::core

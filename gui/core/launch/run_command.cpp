@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+#include "run_command.h"
+
+#include "launcher.h"
+
+#include "cppl/cluster_profile.h"
+#include "cppl/config.h"
+#include "cppl/errors.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRandomGenerator>
+#include <QSocketNotifier>
+#include <QTextStream>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+
+extern char **environ;
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core {
+
+namespace {
+
+int g_signalFd = -1;
+
+void onSignal(int sig)
+{
+    const char c = static_cast<char>(sig);
+    (void)!::write(g_signalFd, &c, 1);
+}
+
+int freeLocalPort()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s)
+{
+    return kind == "ssh" ? makeSshLauncher(s) : makeLocalLauncher(s);
+}
+
+/// Runs a plan to its end on a local event loop; SIGINT/SIGTERM stop it.
+void runToEnd(Launcher &launcher, const LaunchPlan &plan)
+{
+    QEventLoop loop;
+    QObject::connect(&launcher, &Launcher::finished, &loop, &QEventLoop::quit);
+    int pipefd[2];
+    std::unique_ptr<QSocketNotifier> notifier;
+    if (::pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) == 0) {
+        g_signalFd = pipefd[1];
+        struct sigaction sa{};
+        sa.sa_handler = onSignal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
+        sigaction(SIGTERM, &sa, nullptr);
+        sigaction(SIGHUP, &sa, nullptr);
+        notifier = std::make_unique<QSocketNotifier>(pipefd[0], QSocketNotifier::Read);
+        QObject::connect(notifier.get(), &QSocketNotifier::activated, &launcher, [&launcher, fd = pipefd[0]] {
+            char c;
+            while (::read(fd, &c, 1) == 1) {
+            }
+            launcher.stop();
+        });
+    }
+    launcher.start(plan);
+    if (!launcher.isFinished())
+        loop.exec();
+    if (notifier) {
+        notifier.reset();
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        ::close(pipefd[0]);
+        ::close(pipefd[1]);
+        g_signalFd = -1;
+    }
+}
+
+/// Pre-flight: `clusterppl-agent preflight --json` on every host, through the same launcher.
+/// Returns the reasons to refuse the launch (empty: go).
+QStringList preflight(const ClusterProfile &profile, const LaunchPlan &plan, const LauncherSettings &settings, QTextStream &err)
+{
+    LaunchPlan pre = plan;
+    pre.ranks.clear();
+    std::set<int> seen;
+    std::map<int, int> slots;
+    for (const auto &r : plan.ranks)
+        ++slots[r.hostIndex];
+    for (const auto &r : plan.ranks) {
+        if (!seen.insert(r.hostIndex).second)
+            continue;
+        RankCommand c = r;
+        c.rank = static_cast<int>(pre.ranks.size());
+        c.env.clear();
+        const auto &e = profile.evaluation;
+        auto argOf = [&](const std::string &flag) {
+            for (std::size_t i = 0; i + 1 < r.argv.size(); ++i)
+                if (r.argv[i] == flag)
+                    return r.argv[i + 1];
+            return std::string();
+        };
+        c.argv = {r.argv.front(), "preflight", "--json", "--model", argOf("--model")};
+        for (const char *flag : {"--tokens", "--text"})
+            if (const auto v = argOf(flag); !v.empty())
+                c.argv.insert(c.argv.end(), {"--data", v});
+        if (const auto t = argOf("--tokenizer"); !t.empty() && t != "bytes")
+            c.argv.insert(c.argv.end(), {"--tokenizer", t});
+        c.argv.insert(c.argv.end(), {"--backend", e.backend, "--slots", std::to_string(slots[r.hostIndex])});
+        pre.ranks.push_back(std::move(c));
+    }
+    LauncherSettings s = settings;
+    s.stopAllOnFailure = false;
+    auto launcher = makeLauncher(plan.launcher, s);
+    std::map<int, QString> reports;
+    QObject::connect(launcher.get(), &Launcher::rankOutput, [&](int rank, bool isStderr, const QString &line) {
+        if (rank < 0)
+            err << "clusterppl-cli: " << line << '\n';
+        else if (!isStderr && line.startsWith(u'{'))
+            reports[rank] = line;
+    });
+    QObject::connect(launcher.get(), &Launcher::hostFailed, [&](const QString &host, const QString &message) {
+        err << "clusterppl-cli: host " << host << ": " << message << '\n';
+    });
+    runToEnd(*launcher, pre);
+    QStringList refusals;
+    QString firstVersion, firstHost;
+    for (const auto &r : pre.ranks) {
+        const QString host = QString::fromStdString(r.hostName);
+        const auto it = reports.find(r.rank);
+        if (it == reports.end()) {
+            const auto &end = launcher->ends().at(r.rank);
+            refusals << u"host %1: pre-flight did not run (%2)"_s.arg(
+                host, end.reason.isEmpty() ? end.lastLines.join(u" / "_s) + u" exit %1"_s.arg(end.exitCode) : end.reason);
+            continue;
+        }
+        const QJsonObject j = QJsonDocument::fromJson(it->second.toUtf8()).object();
+        const QString version = j.value(u"agent_version"_s).toString();
+        if (firstVersion.isEmpty()) {
+            firstVersion = version;
+            firstHost = host;
+        } else if (version != firstVersion) {
+            refusals << u"host %1 runs agent %2 but host %3 runs %4: use one agent version everywhere"_s.arg(host, version, firstHost, firstVersion);
+        }
+        for (const auto &p : j.value(u"problems"_s).toArray())
+            refusals << u"host %1: %2"_s.arg(host, p.toString());
+    }
+    return refusals;
+}
+
+} // namespace
+
+int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    QCommandLineParser parser;
+    const QCommandLineOption profileOpt(u"profile"_s, u"Profile JSON."_s, u"FILE"_s);
+    const QCommandLineOption acceptOpt(u"accept-new-host-keys"_s, u"Record unknown SSH host keys."_s);
+    const QCommandLineOption jsonOpt(u"json"_s, u"Write the result JSON here."_s, u"FILE"_s);
+    const QCommandLineOption runIdOpt(u"run-id"_s, u"Run id (default: time + random)."_s, u"ID"_s);
+    const QCommandLineOption addrOpt(u"master-addr"_s, u"Rendezvous address every host can reach (default: the first host's address)."_s, u"ADDR"_s);
+    const QCommandLineOption portOpt(u"master-port"_s, u"Rendezvous port (default: free port locally, 29500 over SSH)."_s, u"PORT"_s);
+    const QCommandLineOption agentOpt(u"agent"_s, u"Agent executable on every host (overrides the profile)."_s, u"PATH"_s);
+    const QCommandLineOption sshConfigOpt(u"ssh-config"_s, u"ssh_config file (default ~/.ssh/config)."_s, u"FILE"_s);
+    const QCommandLineOption knownHostsOpt(u"known-hosts"_s, u"known_hosts file (default ~/.ssh/known_hosts)."_s, u"FILE"_s);
+    const QCommandLineOption timeoutOpt(u"connect-timeout"_s, u"SSH connect timeout in seconds (default 10)."_s, u"S"_s);
+    const QCommandLineOption noPreflightOpt(u"no-preflight"_s, u"Skip the pre-flight checks."_s);
+    parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt, noPreflightOpt});
+    if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments) || !parser.isSet(profileOpt) || !parser.positionalArguments().isEmpty()) {
+        err << "clusterppl-cli: run: " << (parser.errorText().isEmpty() ? u"needs --profile FILE and no other arguments"_s : parser.errorText())
+            << '\n';
+        return 2;
+    }
+    const QString profilePath = parser.value(profileOpt);
+    ClusterProfile profile;
+    try {
+        profile = loadProfile(profilePath.toStdString());
+    } catch (const IoError &e) {
+        err << "clusterppl-cli: " << e.what() << '\n';
+        return 3;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-cli: " << e.what() << '\n';
+        return 2;
+    }
+    LaunchOptions lo;
+    lo.runId = parser.isSet(runIdOpt) ? parser.value(runIdOpt).toStdString()
+                                      : QString(QDateTime::currentDateTimeUtc().toString(u"yyyyMMdd-HHmmss"_s) + u'-'
+                                                + QString::number(QRandomGenerator::global()->bounded(0x10000), 16))
+                                            .toStdString();
+    lo.masterPort = parser.isSet(portOpt) ? parser.value(portOpt).toInt() : (profile.launcher == "local" ? freeLocalPort() : 29500);
+    lo.masterAddr = parser.value(addrOpt).toStdString();
+    lo.profileDir = QFileInfo(profilePath).absolutePath().toStdString();
+    lo.agentOverride = parser.value(agentOpt).toStdString();
+    for (char **e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        if (eq != std::string::npos && isPassThroughVariable(kv.substr(0, eq)))
+            lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    LaunchPlan plan;
+    try {
+        plan = buildLaunchPlan(profile, lo);
+        if (plan.launcher == "ssh")
+            for (const auto &r : plan.ranks)
+                (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
+    } catch (const ConfigError &e) {
+        err << "clusterppl-cli: " << profilePath << ": " << e.what() << '\n';
+        return 2;
+    }
+    LauncherSettings settings;
+    settings.newHostKeys = parser.isSet(acceptOpt) ? NewHostKeys::Accept : NewHostKeys::Refuse;
+    settings.sshConfigFile = parser.value(sshConfigOpt).toStdString();
+    settings.knownHostsFile = parser.value(knownHostsOpt).toStdString();
+    if (parser.isSet(timeoutOpt))
+        settings.connectTimeoutSeconds = std::max(1, parser.value(timeoutOpt).toInt());
+
+    err << "clusterppl-cli: run " << QString::fromStdString(lo.runId) << ": " << plan.ranks.size() << " ranks on " << profile.hosts.size()
+        << " hosts (" << QString::fromStdString(plan.launcher) << "), groups " << QString::fromStdString(plan.groups) << ", master "
+        << QString::fromStdString(plan.masterAddr) << ':' << plan.masterPort << '\n';
+    err.flush();
+    if (!parser.isSet(noPreflightOpt)) {
+        const QStringList refusals = preflight(profile, plan, settings, err);
+        if (!refusals.isEmpty()) {
+            err << "clusterppl-cli: pre-flight refused the launch:\n";
+            for (const auto &r : refusals)
+                err << "  " << r << '\n';
+            return 1;
+        }
+        err << "clusterppl-cli: pre-flight ok on " << profile.hosts.size() << " hosts\n";
+        err.flush();
+    }
+
+    auto launcher = makeLauncher(plan.launcher, settings);
+    QByteArray result;
+    QObject::connect(launcher.get(), &Launcher::rankOutput, [&](int rank, bool isStderr, const QString &line) {
+        if (rank < 0) {
+            err << "clusterppl-cli: " << line << '\n';
+        } else if (!isStderr) {
+            if (line.startsWith(u"CLUSTERPPL_RESULT "_s))
+                result = line.mid(18).toUtf8();
+            else if (rank == 0)
+                out << line << '\n';
+        } else if (rank == 0) {
+            err << line << '\n';
+        } else {
+            err << "[rank " << rank << "] " << line << '\n';
+        }
+        out.flush();
+        err.flush();
+    });
+    QObject::connect(launcher.get(), &Launcher::hostFailed, [&](const QString &host, const QString &message) {
+        err << "clusterppl-cli: host " << host << ": " << message << '\n';
+        err.flush();
+    });
+    runToEnd(*launcher, plan);
+    const int code = launcher->exitCode();
+    if (code != 0) {
+        err << "clusterppl-cli: " << launcher->summary() << '\n';
+        return code;
+    }
+    if (result.isEmpty()) {
+        err << "clusterppl-cli: rank 0 finished without reporting a result\n";
+        return 1;
+    }
+    if (parser.isSet(jsonOpt)) {
+        QFile f(parser.value(jsonOpt));
+        const QJsonDocument doc = QJsonDocument::fromJson(result);
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(doc.toJson(QJsonDocument::Indented)) < 0) {
+            err << "clusterppl-cli: " << parser.value(jsonOpt) << ": cannot write the result: " << f.errorString() << '\n';
+            return 3;
+        }
+    }
+    return 0;
+}
+
+} // namespace cppl::core

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+// Ranks on remote hosts through libssh. A libssh session and its channels belong to one thread, so
+// each host gets its own thread; results reach the launcher through queued calls.
+#include "launcher.h"
+
+#include <QMetaObject>
+#include <QPointer>
+
+#include <libssh/libssh.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace cppl::core {
+
+namespace {
+
+struct SessionDeleter
+{
+    void operator()(ssh_session s) const
+    {
+        ssh_disconnect(s);
+        ssh_free(s);
+    }
+};
+using Session = std::unique_ptr<std::remove_pointer_t<ssh_session>, SessionDeleter>;
+
+class SshLauncher final : public Launcher
+{
+public:
+    using Launcher::Launcher;
+    ~SshLauncher() override
+    {
+        m_stop = true;
+        for (auto &t : m_threads)
+            if (t.joinable())
+                t.join();
+    }
+
+    void start(const LaunchPlan &plan) override
+    {
+        setPlan(plan);
+        std::vector<std::vector<const RankCommand *>> byHost;
+        for (const RankCommand &r : m_plan.ranks) {
+            if (static_cast<std::size_t>(r.hostIndex) >= byHost.size())
+                byHost.resize(static_cast<std::size_t>(r.hostIndex) + 1);
+            byHost[static_cast<std::size_t>(r.hostIndex)].push_back(&r);
+        }
+        for (std::size_t h = 0; h < byHost.size(); ++h)
+            if (!byHost[h].empty())
+                m_threads.emplace_back([this, ranks = byHost[h]] { runHost(ranks); });
+    }
+
+    void stop() override
+    {
+        m_stopping = true;
+        m_stop = true;
+    }
+
+private:
+    template<typename F>
+    void post(F &&f)
+    {
+        QMetaObject::invokeMethod(this, std::forward<F>(f), Qt::QueuedConnection);
+    }
+
+    /// Connects, checks the host key, authenticates; an error text or empty.
+    std::string open(const RankCommand &first, Session &session)
+    {
+        const std::string target = first.ssh.alias.empty() ? first.address : first.ssh.alias;
+        session.reset(ssh_new());
+        ssh_session s = session.get();
+        ssh_options_set(s, SSH_OPTIONS_HOST, target.c_str());
+        // ~/.ssh/config (or the given file) first; the profile's explicit values override it.
+        ssh_options_parse_config(s, m_settings.sshConfigFile.empty() ? nullptr : m_settings.sshConfigFile.c_str());
+        if (first.ssh.port != 22) {
+            const unsigned int port = static_cast<unsigned int>(first.ssh.port);
+            ssh_options_set(s, SSH_OPTIONS_PORT, &port);
+        }
+        if (!first.ssh.user.empty())
+            ssh_options_set(s, SSH_OPTIONS_USER, first.ssh.user.c_str());
+        if (!m_settings.knownHostsFile.empty())
+            ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, m_settings.knownHostsFile.c_str());
+        const long timeout = m_settings.connectTimeoutSeconds;
+        ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout);
+        unsigned int port = 0;
+        ssh_options_get_port(s, &port);
+        const std::string where = target + " (port " + std::to_string(port) + ")";
+        if (ssh_connect(s) != SSH_OK)
+            return "cannot connect to " + where + ": " + ssh_get_error(s);
+
+        // Host key against known_hosts, as OpenSSH does it.
+        ssh_key key = nullptr;
+        std::string fingerprint = "unknown";
+        if (ssh_get_server_publickey(s, &key) == SSH_OK) {
+            unsigned char *hash = nullptr;
+            size_t len = 0;
+            if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) == 0) {
+                char *fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
+                fingerprint = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + fp;
+                ssh_string_free_char(fp);
+                ssh_clean_pubkey_hash(&hash);
+            }
+            ssh_key_free(key);
+        }
+        switch (ssh_session_is_known_server(s)) {
+        case SSH_KNOWN_HOSTS_OK:
+            break;
+        case SSH_KNOWN_HOSTS_CHANGED:
+            return "@@@ WARNING: THE HOST KEY OF " + where + " HAS CHANGED @@@ It now offers " + fingerprint
+                   + ", which differs from known_hosts. Someone could be intercepting the connection (man-in-the-middle), "
+                     "or the host was reinstalled. Refusing to connect; if you trust the new key, remove the old one "
+                     "(ssh-keygen -R) and run again.";
+        case SSH_KNOWN_HOSTS_OTHER:
+            return "host key of " + where + " is of another type than known_hosts records (now " + fingerprint
+                   + "); refusing to connect, as OpenSSH would (possible man-in-the-middle)";
+        case SSH_KNOWN_HOSTS_NOT_FOUND:
+        case SSH_KNOWN_HOSTS_UNKNOWN:
+            if (m_settings.newHostKeys != NewHostKeys::Accept)
+                return "host " + where + " is not in known_hosts; its key is " + fingerprint
+                       + ". Check that fingerprint with the host's administrator, then run again with --accept-new-host-keys "
+                         "(or add it with ssh-keyscan)";
+            if (ssh_session_update_known_hosts(s) != SSH_OK)
+                return "cannot record the host key of " + where + " in known_hosts: " + ssh_get_error(s);
+            post([this, fp = QString::fromStdString(fingerprint), w = QString::fromStdString(where)] {
+                Q_EMIT rankOutput(-1, true, QStringLiteral("accepted new host key for %1: %2").arg(w, fp));
+            });
+            break;
+        case SSH_KNOWN_HOSTS_ERROR:
+        default:
+            return "cannot check the host key of " + where + " against known_hosts: " + ssh_get_error(s);
+        }
+
+        // Authentication: the profile's key, else ssh-agent, then the default keys in ~/.ssh.
+        int rc = SSH_AUTH_DENIED;
+        std::string tried;
+        if (!first.ssh.identityFile.empty()) {
+            tried = "key " + first.ssh.identityFile;
+            ssh_key priv = nullptr;
+            if (ssh_pki_import_privkey_file(first.ssh.identityFile.c_str(), nullptr, nullptr, nullptr, &priv) != SSH_OK)
+                return "cannot read the private key " + first.ssh.identityFile + " for " + where + " (missing, unreadable or passphrase-protected; load it into ssh-agent)";
+            rc = ssh_userauth_publickey(s, nullptr, priv);
+            ssh_key_free(priv);
+        } else {
+            if (std::getenv("SSH_AUTH_SOCK")) {
+                tried = "ssh-agent";
+                rc = ssh_userauth_agent(s, nullptr);
+            }
+            if (rc != SSH_AUTH_SUCCESS) {
+                tried += std::string(tried.empty() ? "" : ", ") + "keys in ~/.ssh and IdentityFile";
+                rc = ssh_userauth_publickey_auto(s, nullptr, nullptr);
+            }
+        }
+        if (rc != SSH_AUTH_SUCCESS) {
+            char *user = nullptr;
+            ssh_options_get(s, SSH_OPTIONS_USER, &user);
+            const std::string u = user ? user : "?";
+            ssh_string_free_char(user);
+            return "authentication to " + where + " as " + u + " failed (tried " + tried + "): " + ssh_get_error(s);
+        }
+        return {};
+    }
+
+    void runHost(std::vector<const RankCommand *> ranks)
+    {
+        const RankCommand &first = *ranks.front();
+        const int hostIndex = first.hostIndex;
+        const QString hostName = QString::fromStdString(first.hostName);
+        Session session;
+        if (const std::string problem = open(first, session); !problem.empty()) {
+            post([this, hostIndex, hostName, m = QString::fromStdString(problem)] { onHostFailed(hostIndex, hostName, m); });
+            return;
+        }
+        ssh_session s = session.get();
+        struct Chan
+        {
+            const RankCommand *rank = nullptr;
+            ssh_channel ch = nullptr;
+            std::string pending[2];
+            bool done = false;
+        };
+        std::vector<Chan> chans;
+        for (const RankCommand *r : ranks) {
+            Chan c;
+            c.rank = r;
+            std::string cmd;
+            try {
+                cmd = remoteCommand(*r);
+            } catch (const std::exception &e) {
+                post([this, rank = r->rank, m = QString::fromUtf8(e.what())] { onRankEnded(rank, -1, m); });
+                continue;
+            }
+            c.ch = ssh_channel_new(s);
+            if (!c.ch || ssh_channel_open_session(c.ch) != SSH_OK || ssh_channel_request_exec(c.ch, cmd.c_str()) != SSH_OK) {
+                post([this, rank = r->rank, m = QStringLiteral("cannot start the agent over SSH: %1").arg(QString::fromUtf8(ssh_get_error(s)))] {
+                    onRankEnded(rank, -1, m);
+                });
+                if (c.ch)
+                    ssh_channel_free(c.ch);
+                continue;
+            }
+            post([this, rank = r->rank] { onStarted(rank); });
+            chans.push_back(std::move(c));
+        }
+        auto lastKeepalive = std::chrono::steady_clock::now();
+        bool signalled = false;
+        for (;;) {
+            bool any = false, progressed = false;
+            if (m_stop && !signalled) {
+                // Stop: TERM to the agent, and EOF on its stdin (which ends it even where the
+                // server refuses signal requests).
+                for (auto &c : chans)
+                    if (!c.done) {
+                        ssh_channel_request_send_signal(c.ch, "TERM");
+                        ssh_channel_send_eof(c.ch);
+                    }
+                signalled = true;
+            }
+            for (auto &c : chans) {
+                if (c.done)
+                    continue;
+                any = true;
+                for (int err = 0; err < 2; ++err) {
+                    char buf[4096];
+                    const int n = ssh_channel_read_nonblocking(c.ch, buf, sizeof buf, err);
+                    if (n > 0) {
+                        progressed = true;
+                        c.pending[err].append(buf, static_cast<std::size_t>(n));
+                        for (std::size_t nl; (nl = c.pending[err].find('\n')) != std::string::npos;) {
+                            post([this, rank = c.rank->rank, err, line = QString::fromUtf8(c.pending[err].data(), static_cast<qsizetype>(nl))] {
+                                onOutput(rank, err == 1, line);
+                            });
+                            c.pending[err].erase(0, nl + 1);
+                        }
+                    }
+                }
+                if (ssh_channel_is_eof(c.ch) || !ssh_channel_is_open(c.ch)) {
+                    for (int err = 0; err < 2; ++err)
+                        if (!c.pending[err].empty())
+                            post([this, rank = c.rank->rank, err, line = QString::fromStdString(c.pending[err])] { onOutput(rank, err == 1, line); });
+                    int code = ssh_channel_get_exit_status(c.ch);
+                    QString reason;
+                    if (code < 0) {
+                        reason = signalled ? QStringLiteral("stopped by the launcher") : QStringLiteral("the SSH channel closed without an exit status");
+                        code = signalled ? 128 + 15 : -1;
+                    } else if (signalled && code != 0) {
+                        reason = QStringLiteral("stopped by the launcher");
+                    }
+                    ssh_channel_close(c.ch);
+                    ssh_channel_free(c.ch);
+                    c.done = true;
+                    post([this, rank = c.rank->rank, code, reason] { onRankEnded(rank, code, reason); });
+                }
+            }
+            if (!any)
+                break;
+            if (!ssh_is_connected(s)) {
+                for (auto &c : chans)
+                    if (!c.done) {
+                        c.done = true;
+                        post([this, rank = c.rank->rank, h = hostName] {
+                            onRankEnded(rank, -1, QStringLiteral("lost the SSH connection to %1").arg(h));
+                        });
+                    }
+                break;
+            }
+            const auto now = std::chrono::steady_clock::now();
+            if (now - lastKeepalive > std::chrono::seconds(m_settings.keepaliveSeconds)) {
+                ssh_send_ignore(s, "keepalive"); // libssh sends none by itself; NAT and firewalls forget idle connections
+                lastKeepalive = now;
+            }
+            if (!progressed)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+
+    std::atomic<bool> m_stop{false};
+    std::vector<std::thread> m_threads;
+};
+
+} // namespace
+
+std::unique_ptr<Launcher> makeSshLauncher(LauncherSettings settings, QObject *parent)
+{
+    return std::make_unique<SshLauncher>(std::move(settings), parent);
+}
+
+} // namespace cppl::core

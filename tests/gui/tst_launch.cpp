@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+// Launching for real: `clusterppl-cli run` with the local launcher and through OpenSSH's sshd,
+// started by this fixture on 127.0.0.1 with its own config, host key and authorized_keys. Hosts
+// in the profiles are ssh_config aliases of 127.0.0.1; the agents are this build's.
+#include "launch/launch_plan.h"
+#include "test_process.h"
+
+#include "cppl/cluster_profile.h"
+#include "cppl/errors.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+using cppl::test::ProcessResult;
+using cppl::test::runProcess;
+
+namespace {
+
+const QString kCli = QStringLiteral(CPPL_CLI_EXE);
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+constexpr int kWindows = 37;
+
+int freePort()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+bool portOpen(int port)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+bool writeFile(const QString &path, const QByteArray &data)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
+}
+
+QByteArray readFile(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+bool keygen(const QString &path)
+{
+    QFile::remove(path);
+    QFile::remove(path + u".pub"_s);
+    return runProcess(u"ssh-keygen"_s, {u"-q"_s, u"-t"_s, u"ed25519"_s, u"-N"_s, QString(), u"-f"_s, path}, 30000).exitCode == 0;
+}
+
+/// Processes whose environment carries CLUSTERPPL_RUN_ID=id (this run's agents, wherever started).
+QList<qint64> agentsOfRun(const QString &id)
+{
+    QList<qint64> out;
+    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const QByteArray env = readFile(u"/proc/%1/environ"_s.arg(pid));
+        for (const QByteArray &kv : env.split('\0'))
+            if (kv == needle) {
+                // a zombie has exited already
+                const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
+                const int close = stat.lastIndexOf(')');
+                if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
+                    out << pid;
+                break;
+            }
+    }
+    return out;
+}
+
+} // namespace
+
+class TestLaunch : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    QProcess m_sshd;
+    int m_port = 0;
+    QString m_skip;
+    QString m_oneRankExact;
+
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+
+    /// A profile of `hosts` hosts x `slots` slots in groups of `slots` (one group per host).
+    QString writeProfile(const QString &name, const QString &launcher, int hosts, int slots, const QString &model = kModel,
+                         const QString &identity = QString())
+    {
+        QString hostList;
+        for (int h = 0; h < hosts; ++h) {
+            QString ssh = identity.isEmpty() ? u"{\"alias\": \"node%1\"}"_s.arg(h + 1)
+                                             : u"{\"alias\": \"node%1\", \"identity_file\": \"%2\"}"_s.arg(h + 1).arg(identity);
+            hostList += u"%1{\"name\": \"node%2\", \"address\": \"127.0.0.1\", \"slots\": %3, \"agent\": \"%4\", \"ssh\": %5,"
+                        " \"env\": {\"OMP_NUM_THREADS\": \"1\", \"OPENBLAS_NUM_THREADS\": \"1\"}}"_s.arg(h ? u","_s : QString())
+                            .arg(h + 1)
+                            .arg(slots)
+                            .arg(kAgent, ssh);
+        }
+        const QString json = uR"({"format": "clusterppl-profile", "version": 1, "name": "%1", "launcher": "%2",
+  "hosts": [%3], "groups": "by-host",
+  "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %6, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s.arg(name, launcher, hostList, model, kText)
+                                 .arg(kWindows);
+        const QString file = path(name + u".json"_s);
+        writeFile(file, json.toUtf8());
+        return file;
+    }
+
+    QStringList sshArgs(bool acceptNew = false) const
+    {
+        QStringList a{u"--ssh-config"_s, path(u"ssh_config"_s), u"--known-hosts"_s, path(u"known_hosts"_s), u"--connect-timeout"_s, u"5"_s};
+        if (acceptNew)
+            a << u"--accept-new-host-keys"_s;
+        return a;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        // The one-rank reference (same per-rank settings as the profiles).
+        const ProcessResult one = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                      u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                      u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
+                                                      u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
+        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
+        QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
+
+        // sshd on 127.0.0.1 with everything in the temporary directory.
+        if (!QFile::exists(u"/usr/sbin/sshd"_s)) {
+            m_skip = u"no /usr/sbin/sshd (install openssh-server)"_s;
+            return;
+        }
+        if (!QDir().mkpath(u"/run/sshd"_s)) {
+            m_skip = u"cannot create /run/sshd (sshd's privilege-separation directory; run as root once)"_s;
+            return;
+        }
+        QVERIFY(keygen(path(u"host_key"_s)) && keygen(path(u"client_key"_s)) && keygen(path(u"other_key"_s)));
+        QVERIFY(QFile::copy(path(u"client_key.pub"_s), path(u"authorized_keys"_s)));
+        m_port = freePort();
+        const QString config = u"Port %1\nListenAddress 127.0.0.1\nHostKey %2\nAuthorizedKeysFile %3\nPidFile %4\n"
+                               "UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                               "PermitRootLogin prohibit-password\nMaxSessions 128\nMaxStartups 128\nLogLevel ERROR\n"_s
+                                   .arg(m_port)
+                                   .arg(path(u"host_key"_s), path(u"authorized_keys"_s), path(u"sshd.pid"_s));
+        QVERIFY(writeFile(path(u"sshd_config"_s), config.toUtf8()));
+        m_sshd.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        m_sshd.start(u"/usr/sbin/sshd"_s, {u"-D"_s, u"-e"_s, u"-f"_s, path(u"sshd_config"_s)});
+        QVERIFY(m_sshd.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        while (!portOpen(m_port) && t.elapsed() < 10000)
+            QThread::msleep(50);
+        QVERIFY2(portOpen(m_port), "sshd did not start listening");
+        const QString user = qEnvironmentVariable("USER", u"root"_s);
+        const QString sshConfig = u"Host node1 node2 node3\n  HostName 127.0.0.1\n  Port %1\n  User %2\n  IdentityFile %3\n"_s.arg(m_port).arg(
+            user.isEmpty() ? u"root"_s : user, path(u"client_key"_s));
+        QVERIFY(writeFile(path(u"ssh_config"_s), sshConfig.toUtf8()));
+        qunsetenv("SSH_AUTH_SOCK"); // only the fixture's key
+    }
+
+    void cleanupTestCase()
+    {
+        if (m_sshd.state() != QProcess::NotRunning) {
+            m_sshd.terminate();
+            m_sshd.waitForFinished(5000);
+        }
+    }
+
+    void launchPlanQuotesSafely()
+    {
+        cppl::core::RankCommand r;
+        r.hostName = "h";
+        r.workdir = "/data/it's here";
+        r.env = {{"MODEL_NOTE", "a b;$(rm -rf /)"}};
+        r.argv = {"clusterppl-agent", "eval", "--model", "/m/x y"};
+        QCOMPARE(QString::fromStdString(cppl::core::remoteCommand(r)),
+                 u"cd '/data/it'\\''s here' && exec env 'MODEL_NOTE=a b;$(rm -rf /)' 'clusterppl-agent' 'eval' '--model' '/m/x y'"_s);
+        r.argv.push_back("evil\nline");
+        QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::core::remoteCommand(r));
+        r.argv.pop_back();
+        r.env = {{"BAD NAME", "x"}};
+        QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::core::remoteCommand(r));
+    }
+
+    void localLauncherBitIdentical()
+    {
+        const QString profile = writeProfile(u"local4"_s, u"local"_s, 1, 4);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--json"_s, path(u"local4-result.json"_s)}, 300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QVERIFY(r.out.contains(u"Final estimate: PPL = "_s));
+        QVERIFY(r.err.contains(u"pre-flight ok"_s));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"local4-result.json"_s))).object();
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
+        QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
+    }
+
+    void sshFourRanksTwoGroups()
+    {
+        if (!m_skip.isEmpty())
+            QSKIP(qPrintable(m_skip));
+        QFile::remove(path(u"known_hosts"_s));
+        const QString profile = writeProfile(u"ssh4"_s, u"ssh"_s, 2, 2);
+        // Unknown host key: refused, with the fingerprint, and nothing started.
+        ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(false), 120000);
+        QVERIFY2(r.exitCode != 0 && r.err.contains(u"is not in known_hosts"_s) && r.err.contains(u"SHA256:"_s)
+                     && r.err.contains(u"--accept-new-host-keys"_s),
+                 qPrintable(r.describe()));
+        // Accepted with the flag; then a 4-rank, 2-group evaluation through SSH, same bits as one rank.
+        r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--json"_s, path(u"ssh4-result.json"_s)} + sshArgs(true), 300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QVERIFY(r.err.contains(u"accepted new host key"_s));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"ssh4-result.json"_s))).object();
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
+        QCOMPARE(j.value(u"groups"_s).toVariant().toList().size(), 2);
+        // Known now: no flag needed.
+        r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(false), 300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+    }
+
+    void changedHostKeyRefused()
+    {
+        if (!m_skip.isEmpty())
+            QSKIP(qPrintable(m_skip));
+        // known_hosts records another key of the same type for this host: refuse loudly, like OpenSSH.
+        const QByteArray other = readFile(path(u"other_key.pub"_s)).trimmed();
+        const QList<QByteArray> parts = other.split(' ');
+        QVERIFY(writeFile(path(u"known_hosts"_s), "[127.0.0.1]:" + QByteArray::number(m_port) + ' ' + parts[0] + ' ' + parts[1] + '\n'));
+        const QString profile = writeProfile(u"ssh-changed"_s, u"ssh"_s, 1, 1);
+        const ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(true), 120000);
+        QVERIFY2(r.exitCode != 0 && r.err.contains(u"HAS CHANGED"_s) && r.err.contains(u"man-in-the-middle"_s), qPrintable(r.describe()));
+        QFile::remove(path(u"known_hosts"_s));
+    }
+
+    void wrongKeyAndUnreachablePort()
+    {
+        if (!m_skip.isEmpty())
+            QSKIP(qPrintable(m_skip));
+        QFile::remove(path(u"known_hosts"_s));
+        QElapsedTimer t;
+        t.start();
+        const QString wrong = writeProfile(u"ssh-wrongkey"_s, u"ssh"_s, 1, 1, kModel, path(u"other_key"_s));
+        ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, wrong} + sshArgs(true), 120000);
+        QVERIFY2(r.exitCode != 0 && r.err.contains(u"authentication to"_s) && r.err.contains(u"failed"_s), qPrintable(r.describe()));
+        // Nothing listens on this port: a specific message, within the connect timeout.
+        const int closed = freePort();
+        const QString cfg = path(u"ssh_config_closed"_s);
+        QVERIFY(writeFile(cfg, u"Host node1\n  HostName 127.0.0.1\n  Port %1\n"_s.arg(closed).toUtf8()));
+        const QString profile = writeProfile(u"ssh-closed"_s, u"ssh"_s, 1, 1);
+        t.restart();
+        r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--ssh-config"_s, cfg, u"--known-hosts"_s, path(u"known_hosts"_s),
+                              u"--connect-timeout"_s, u"5"_s},
+                       120000);
+        QVERIFY2(r.exitCode != 0 && r.err.contains(u"cannot connect to node1"_s), qPrintable(r.describe()));
+        QVERIFY(t.elapsed() < 20000);
+    }
+
+    void preflightRefuses()
+    {
+        const QString profile = writeProfile(u"local-missing"_s, u"local"_s, 1, 2, path(u"no-such-model"_s));
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile}, 120000);
+        QVERIFY2(r.exitCode == 1 && r.err.contains(u"pre-flight refused the launch"_s) && r.err.contains(u"no-such-model: missing"_s),
+                 qPrintable(r.describe()));
+    }
+
+    void noOrphans_data()
+    {
+        QTest::addColumn<QString>("launcher");
+        QTest::addColumn<QString>("how");
+        QTest::addRow("local, CLI killed") << u"local"_s << u"kill-cli"_s;
+        QTest::addRow("ssh, CLI killed") << u"ssh"_s << u"kill-cli"_s;
+        QTest::addRow("local, one agent killed") << u"local"_s << u"kill-agent"_s;
+        QTest::addRow("ssh, stop (SIGTERM to the CLI)") << u"ssh"_s << u"stop"_s;
+    }
+    void noOrphans()
+    {
+        QFETCH(QString, launcher);
+        QFETCH(QString, how);
+        if (launcher == u"ssh"_s && !m_skip.isEmpty())
+            QSKIP(qPrintable(m_skip));
+        // A long run (every window) so that there is something to interrupt.
+        QString profile = writeProfile(u"long-"_s + launcher, launcher, launcher == u"ssh"_s ? 2 : 1, launcher == u"ssh"_s ? 2 : 4);
+        QByteArray json = readFile(profile);
+        json.replace("\"max_windows\": 37", "\"max_windows\": 0");
+        QVERIFY(writeFile(profile, json));
+        const QString runId = u"orphan-test-%1-%2"_s.arg(launcher, how);
+        QProcess cli;
+        cli.start(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s} + sshArgs(true));
+        QVERIFY(cli.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        while (agentsOfRun(runId).size() < 4 && t.elapsed() < 60000)
+            QThread::msleep(100);
+        QCOMPARE(agentsOfRun(runId).size(), 4);
+        QThread::msleep(2500); // into the evaluation
+        QCOMPARE(cli.state(), QProcess::Running);
+        t.restart();
+        if (how == u"kill-cli"_s) {
+            ::kill(static_cast<pid_t>(cli.processId()), SIGKILL);
+        } else if (how == u"stop"_s) {
+            ::kill(static_cast<pid_t>(cli.processId()), SIGTERM);
+        } else {
+            const auto agents = agentsOfRun(runId);
+            ::kill(static_cast<pid_t>(agents[2]), SIGKILL);
+        }
+        QVERIFY(cli.waitForFinished(30000));
+        while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
+            QThread::msleep(100);
+        const qint64 took = t.elapsed();
+        const QString err = QString::fromUtf8(cli.readAllStandardError());
+        QVERIFY2(agentsOfRun(runId).isEmpty(), qPrintable(u"agents left after 10 s:\n"_s + err));
+        qInfo("every agent of the run gone %lld ms after the %s", static_cast<long long>(took), qPrintable(how));
+        if (how == u"kill-agent"_s) {
+            QVERIFY(cli.exitCode() != 0);
+            QVERIFY2(err.contains(u"run failed: rank "_s) && err.contains(u"killed by signal 9"_s), qPrintable(err));
+        }
+        if (how == u"stop"_s)
+            QVERIFY(cli.exitCode() != 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLaunch)
+#include "tst_launch.moc"
