@@ -54,6 +54,10 @@ Usage:
       --quiet                no progress on stderr
       --result-line          also print the result JSON on stdout as one "CLUSTERPPL_RESULT {...}" line
       --exit-on-stdin-eof    exit when stdin closes (launchers: no rank outlives its SSH channel)
+      --telemetry tcp://HOST:PORT   stream progress, syncs, logs and the result to a collector
+                             (never blocks; CURVE required off loopback; docs/telemetry.md)
+      --telemetry-keys FILE|-       CURVE credentials (a 0600 file, or stdin), never on the command line
+      --run-id ID            run id in telemetry (default: $CLUSTERPPL_RUN_ID)
     Distributed (one process per rank; identity from torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
     MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_NODELIST or Open MPI's
     OMPI_COMM_WORLD_*; these flags override them). Rank 0 prints and writes the result.

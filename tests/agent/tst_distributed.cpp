@@ -388,6 +388,39 @@ private Q_SLOTS:
                  qPrintable(r.describe()));
     }
 
+    void telemetryNeverHoldsEvaluationUp()
+    {
+        // A collector that is not there: the agent queues, drops and counts, and the evaluation
+        // finishes with the same bits, in about the same time (the ratio itself is measured in
+        // bench/telemetry_overhead.sh; this bound only catches a blocked send).
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        QElapsedTimer t;
+        t.start();
+        const QString json = m_dir.filePath(QStringLiteral("dead-collector.json"));
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("eval")} + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--telemetry"), QStringLiteral("tcp://127.0.0.1:%1").arg(freePort()),
+                                                                     QStringLiteral("--run-id"), QStringLiteral("dead"), QStringLiteral("--json"), json},
+                                           120000);
+        const qint64 took = t.elapsed();
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        qInfo("eval with an unreachable collector: %lld ms", static_cast<long long>(took));
+        QVERIFY(took < 60000);
+        // And distributed: every rank streams, none waits for the collector.
+        const ProcessResult d = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("2"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--telemetry"), QStringLiteral("tcp://127.0.0.1:%1").arg(freePort()),
+                                                                     QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json},
+                                           120000);
+        QVERIFY2(d.exitCode == 0, qPrintable(d.describe()));
+        QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        // Off loopback without keys: refused before anything runs.
+        const ProcessResult bad = runProcess(kAgent, QStringList{QStringLiteral("eval")} + evalArgs(QStringLiteral("llama.cpp"), 4)
+                                                         + QStringList{QStringLiteral("--telemetry"), QStringLiteral("tcp://192.0.2.1:5555")});
+        QVERIFY2(bad.exitCode == 2 && bad.err.contains(QStringLiteral("--telemetry")), qPrintable(bad.describe()));
+    }
+
     void badArguments_data()
     {
         QTest::addColumn<QStringList>("args");

@@ -9,6 +9,7 @@
 #include "runtime_info.h"
 #include "eval_data.h"
 #include "dist/distributed_run.h"
+#include "telemetry/publisher.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -27,6 +28,7 @@
 #include <filesystem>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <ostream>
 #include <thread>
@@ -85,10 +87,15 @@ c10::Device parseDevice(const std::string &text)
 int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     std::unique_ptr<dist::DistributedRun> run; // set when this is one rank of several
+    std::unique_ptr<telemetry::Publisher> tel; // set with --telemetry
     // A rank that fails tells the others (through the watchdog) before it exits, so none waits.
     auto fail = [&](int code, const std::string &message) {
         if (run)
             run->reportFailure(code, message);
+        if (tel) {
+            tel->error(message, code);
+            tel->close(code);
+        }
         err << "clusterppl-agent: " << (run ? "rank " + std::to_string(run->rank()) + ": " : std::string()) << message << '\n';
         return code;
     };
@@ -97,7 +104,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                      {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
                       "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8",
                       "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--rank", "--world-size", "--local-rank",
-                      "--local-world-size", "--master-addr", "--master-port"},
+                      "--local-world-size", "--master-addr", "--master-port", "--telemetry", "--telemetry-keys", "--run-id"},
                      {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line"});
         if (a.has("--exit-on-stdin-eof")) {
             // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
@@ -194,6 +201,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
             distOptions.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
             distOptions.backend = a.get("--backend").value_or("auto");
+            if (a.has("--telemetry-keys") && !a.has("--telemetry"))
+                throw ConfigError("--telemetry-keys needs --telemetry tcp://HOST:PORT");
             if (distOptions.backend != "auto" && distOptions.backend != "gloo" && distOptions.backend != "nccl")
                 throw ConfigError("--backend \"" + distOptions.backend + "\" is not one of auto, gloo, nccl");
             distOptions.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
@@ -238,6 +247,31 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                     << run->storeAddress() << '\n';
         }
         setThreads(static_cast<int>(threads), static_cast<int>(blasThreads));
+        if (const auto endpoint = a.get("--telemetry")) {
+            // Telemetry never slows or stops the evaluation: the publisher only queues (docs/telemetry.md).
+            telemetry::Identity who;
+            const char *envRun = std::getenv("CLUSTERPPL_RUN_ID");
+            who.run = a.get("--run-id").value_or(envRun && *envRun ? envRun : "run");
+            who.rank = identity.rank;
+            who.worldSize = identity.worldSize;
+            who.localRank = identity.localRank;
+            who.host = run ? run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
+            if (who.host.empty()) {
+                char host[256] = {};
+                ::gethostname(host, sizeof host - 1);
+                who.host = host;
+            }
+            who.group = run ? run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
+            std::optional<cppl::telemetry::Credentials> keys;
+            try {
+                if (const auto keyFile = a.get("--telemetry-keys"))
+                    keys = cppl::telemetry::readCredentialsFile(*keyFile);
+                tel = telemetry::Publisher::open(*endpoint, who, keys);
+            } catch (const Error &e) {
+                throw Failure{kExitBadArguments, std::string("--telemetry: ") + e.what()};
+            }
+            tel->phase(cppl::telemetry::Phase::Loading);
+        }
         const RuntimeInfo runtime = runtimeInfo();
         if (!quiet)
             err << describe(runtime) << '\n';
@@ -345,10 +379,33 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
+        const Shard &mine = shards[static_cast<std::size_t>(shardRank)];
+        auto publishProgress = [&](bool final, double inRound) {
+            if (!tel)
+                return;
+            cppl::telemetry::Progress p;
+            p.tokensScoredTotal = stats.tokens;
+            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
+            p.tokensPerSecond = wall > 0 ? static_cast<double>(stats.tokens) / wall : 0;
+            p.windowsDone = stats.windows;
+            p.windowsTotal = mine.windows();
+            p.computeSecondsTotal = computeSeconds + inRound;
+            if (run) {
+                p.commWaitSecondsTotal = run->comm().waitSeconds;
+                p.commTransferSecondsTotal = run->comm().transferSeconds;
+            }
+            p.nll = stats.nll;
+            p.nllSquared = stats.nllSquared;
+            tel->progress(p, final);
+        };
+        if (tel)
+            tel->phase(cppl::telemetry::Phase::Evaluating);
         for (int r = 0; r < rounds.rounds(); ++r) {
             const Shard part = rounds.roundOf(shardRank, r);
             const auto c0 = std::chrono::steady_clock::now();
             evaluator.run(part.firstWindow, part.endWindow, stats, [&](const EvalProgress &p, const NllStats &s) {
+                if (tel) // the publisher keeps at most 10 per second, the latest totals always
+                    publishProgress(false, std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
                 if (distributed)
                     return;
                 const auto now = std::chrono::steady_clock::now();
@@ -369,8 +426,15 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 continue;
             }
             NllStats::Words words = stats.toWords();
+            const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
+            if (tel)
+                tel->phase(cppl::telemetry::Phase::Syncing);
             run->allReduce(words);
             global = NllStats::fromReducedWords(words);
+            if (tel) {
+                tel->sync({r + 1, rounds.rounds(), run->comm().waitSeconds - wait0, run->comm().transferSeconds - transfer0});
+                tel->phase(cppl::telemetry::Phase::Evaluating);
+            }
             const auto now = std::chrono::steady_clock::now();
             if (!quiet && (now - lastPrint >= std::chrono::milliseconds(500) || r + 1 == rounds.rounds())) {
                 lastPrint = now;
@@ -384,6 +448,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                               static_cast<long long>(plan.scoredTokens), rate, elapsed > 0 ? 100.0 * comm / elapsed : 0.0,
                               clock(elapsed).c_str(), clock(eta).c_str());
                 err << line << std::flush;
+                if (tel)
+                    tel->log(cppl::telemetry::LogLevel::Info, std::string_view(line).substr(0, std::strlen(line) - 1));
             }
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
@@ -402,19 +468,25 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             run->finish();
         }
         const Shard shard = shards[static_cast<std::size_t>(shardRank)];
+        publishProgress(true, 0); // this rank's complete totals, before its result
         stats = global;
         const Perplexity ppl = computePerplexity(stats);
         if (stats.nll.rejected() > 0)
             throw Failure{kExitRuntime, std::to_string(stats.nll.rejected())
                                             + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                             + dtypeName(dtype) + "; try --dtype float32"};
-        if (distributed && identity.rank != 0)
+        if (distributed && identity.rank != 0) {
+            if (tel) {
+                tel->result();
+                tel->close(kExitOk);
+            }
             return kExitOk; // rank 0 reports for the run
+        }
         out << formatFinalEstimate(ppl) << '\n' << std::flush;
         const bool resultLine = a.has("--result-line");
 
         // 5. The result contract (docs/result-json.md).
-        if (const auto jsonPath = a.get("--json"); jsonPath || resultLine) {
+        if (const auto jsonPath = a.get("--json"); jsonPath || resultLine || tel) {
             nlohmann::ordered_json j;
             j["ppl"] = ppl.ppl;
             j["ppl_stderr"] = ppl.pplStderr;
@@ -488,6 +560,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                 j["ranks"] = ranks;
             }
             j["version"] = CLUSTERPPL_VERSION_STRING;
+            if (tel)
+                tel->result(j.dump());
             if (resultLine) // for launchers that collect rank 0's stdout (SSH): one line, no file to fetch
                 out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
             if (jsonPath) {
@@ -496,6 +570,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                     throw Failure{kExitRuntime, *jsonPath + ": cannot write the result JSON"};
             }
         }
+        if (tel)
+            tel->close(kExitOk);
         return kExitOk;
     } catch (const Failure &f) {
         return fail(f.code, f.message);

@@ -133,6 +133,8 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
             a.insert(a.end(), {"--blas-threads", it->second});
         a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
+        if (!o.telemetry.empty())
+            a.insert(a.end(), {"--telemetry", o.telemetry});
         plan.ranks.push_back(std::move(c));
     }
     return plan;

@@ -31,6 +31,7 @@ struct LaunchOptions
     std::string profileDir;          ///< relative model/data paths resolve against it (local launcher only)
     std::string agentOverride;       ///< replaces every host's `agent` (tests, a local build)
     std::vector<std::pair<std::string, std::string>> passEnv; ///< from the launching environment (NCCL_*, ...)
+    std::string telemetry;           ///< collector endpoint passed as --telemetry (empty: none)
 };
 
 struct LaunchPlan

@@ -3,6 +3,11 @@
 
 #include "launcher.h"
 
+#include "cppl/config.h"
+#if CLUSTERPPL_HAVE_ZMQ
+#include "telemetry/collector.h"
+#endif
+
 #include "cppl/cluster_profile.h"
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -20,6 +25,8 @@
 #include <QRandomGenerator>
 #include <QSocketNotifier>
 #include <QTextStream>
+#include <QThread>
+#include <QTimer>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -221,6 +228,18 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
         if (eq != std::string::npos && isPassThroughVariable(kv.substr(0, eq)))
             lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
+#if CLUSTERPPL_HAVE_ZMQ
+    // Local runs stream telemetry to a collector in this process: the live status line below, and
+    // a check that the live exact merge equals rank 0's result. (SSH runs: docs/telemetry.md.)
+    std::unique_ptr<telemetry::Collector> collector;
+    if (profile.launcher == "local") {
+        telemetry::CollectorOptions co;
+        co.state.run = lo.runId;
+        co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
+        collector = std::make_unique<telemetry::Collector>(co);
+        lo.telemetry = collector->endpoint();
+    }
+#endif
     LaunchPlan plan;
     try {
         plan = buildLaunchPlan(profile, lo);
@@ -276,6 +295,35 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
         err << "clusterppl-cli: host " << host << ": " << message << '\n';
         err.flush();
     });
+#if CLUSTERPPL_HAVE_ZMQ
+    QTimer status;
+    if (collector) {
+        // Every 2 s: the global running perplexity merged exactly from every rank's live sums.
+        QObject::connect(&status, &QTimer::timeout, [&] {
+            const auto snap = collector->snapshot();
+            if (snap.global.tokens == 0)
+                return;
+            int stalled = 0, evaluating = 0;
+            QString straggler;
+            for (const auto &r : snap.ranks) {
+                stalled += r.state == telemetry::RankState::Stalled;
+                evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
+            }
+            if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
+                straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
+            err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
+                       .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
+                       .arg(snap.global.tokens)
+                       .arg(snap.tokensPerSecond, 0, 'f', 0)
+                       .arg(evaluating)
+                       .arg(snap.worldSize)
+                       .arg(stalled ? u", %1 STALLED"_s.arg(stalled) : QString(), straggler)
+                << '\n';
+            err.flush();
+        });
+        status.start(2000);
+    }
+#endif
     runToEnd(*launcher, plan);
     const int code = launcher->exitCode();
     if (code != 0) {
@@ -286,6 +334,24 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
         err << "clusterppl-cli: rank 0 finished without reporting a result\n";
         return 1;
     }
+#if CLUSTERPPL_HAVE_ZMQ
+    if (collector) {
+        status.stop();
+        // The result travelled twice: over rank 0's stdout and as telemetry; the live merge of the
+        // ranks' final sums must equal it bit for bit.
+        for (int i = 0; i < 50; ++i) {
+            const auto snap = collector->snapshot();
+            if (snap.resultMatches.has_value()) {
+                err << "clusterppl-cli: telemetry: " << snap.ranks.size() << " ranks, " << collector->messagesReceived() << " messages, "
+                    << snap.lostTotal << " lost; live exact merge " << (*snap.resultMatches ? "equals" : "DIFFERS FROM")
+                    << " rank 0's result\n";
+                break;
+            }
+            QThread::msleep(20);
+        }
+        collector->stop();
+    }
+#endif
     if (parser.isSet(jsonOpt)) {
         QFile f(parser.value(jsonOpt));
         const QJsonDocument doc = QJsonDocument::fromJson(result);
