@@ -95,7 +95,7 @@ QList<qint64> agentsOfRun(const QString &id)
             if (kv == needle) {
                 // a zombie has exited already
                 const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
-                const int close = stat.lastIndexOf(')');
+                const qsizetype close = stat.lastIndexOf(')');
                 if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
                     out << pid;
                 break;
@@ -229,6 +229,7 @@ private Q_SLOTS:
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(r.out.contains(u"Final estimate: PPL = "_s));
         QVERIFY(r.err.contains(u"pre-flight ok"_s));
+        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.describe()));
         const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"local4-result.json"_s))).object();
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
@@ -249,6 +250,9 @@ private Q_SLOTS:
         r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--json"_s, path(u"ssh4-result.json"_s)} + sshArgs(true), 300000);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(r.err.contains(u"accepted new host key"_s));
+        // Telemetry came back through the SSH sessions' reverse tunnels, and its live exact merge
+        // equals the result.
+        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
         const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"ssh4-result.json"_s))).object();
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"groups"_s).toVariant().toList().size(), 2);

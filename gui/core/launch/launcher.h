@@ -26,6 +26,9 @@ struct LauncherSettings
     std::string sshConfigFile;   ///< empty: ~/.ssh/config
     std::string knownHostsFile;  ///< empty: ~/.ssh/known_hosts
     bool stopAllOnFailure = true;
+    /// SSH: carry telemetry back through a reverse tunnel per host to this local collector port
+    /// (agents send to 127.0.0.1 on their node; the SSH session encrypts). 0: no tunnel.
+    int telemetryTunnelPort = 0;
     int graceSeconds = 3;        ///< after a failure: time for the others to report before they are stopped
 };
 

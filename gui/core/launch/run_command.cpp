@@ -143,6 +143,7 @@ QStringList preflight(const ClusterProfile &profile, const LaunchPlan &plan, con
     }
     LauncherSettings s = settings;
     s.stopAllOnFailure = false;
+    s.telemetryTunnelPort = 0;
     auto launcher = makeLauncher(plan.launcher, s);
     std::map<int, QString> reports;
     QObject::connect(launcher.get(), &Launcher::rankOutput, [&](int rank, bool isStderr, const QString &line) {
@@ -229,15 +230,19 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
             lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
 #if CLUSTERPPL_HAVE_ZMQ
-    // Local runs stream telemetry to a collector in this process: the live status line below, and
-    // a check that the live exact merge equals rank 0's result. (SSH runs: docs/telemetry.md.)
+    // Every rank streams telemetry to a collector in this process: the live status line below,
+    // and a check that the live exact merge equals rank 0's result.
     std::unique_ptr<telemetry::Collector> collector;
-    if (profile.launcher == "local") {
+    int collectorPort = 0;
+    {
+        // Local ranks reach it on loopback; SSH ranks through a reverse tunnel of their host's
+        // session (the agents send to 127.0.0.1 on their node, SSH encrypts the way back).
         telemetry::CollectorOptions co;
         co.state.run = lo.runId;
         co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
         collector = std::make_unique<telemetry::Collector>(co);
         lo.telemetry = collector->endpoint();
+        collectorPort = std::stoi(lo.telemetry.substr(lo.telemetry.rfind(':') + 1));
     }
 #endif
     LaunchPlan plan;
@@ -256,6 +261,9 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
     settings.knownHostsFile = parser.value(knownHostsOpt).toStdString();
     if (parser.isSet(timeoutOpt))
         settings.connectTimeoutSeconds = std::max(1, parser.value(timeoutOpt).toInt());
+#if CLUSTERPPL_HAVE_ZMQ
+    settings.telemetryTunnelPort = profile.launcher == "ssh" ? collectorPort : 0;
+#endif
 
     err << "clusterppl-cli: run " << QString::fromStdString(lo.runId) << ": " << plan.ranks.size() << " ranks on " << profile.hosts.size()
         << " hosts (" << QString::fromStdString(plan.launcher) << "), groups " << QString::fromStdString(plan.groups) << ", master "

@@ -8,6 +8,15 @@
 
 #include <libssh/libssh.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -176,6 +185,24 @@ private:
             return;
         }
         ssh_session s = session.get();
+        // Reverse tunnel for telemetry: the host's 127.0.0.1:<bound> leads to our collector.
+        int bound = 0;
+        if (m_settings.telemetryTunnelPort > 0) {
+            if (ssh_channel_listen_forward(s, "127.0.0.1", 0, &bound) != SSH_OK) {
+                bound = 0;
+                post([this, h = hostName, e = QString::fromUtf8(ssh_get_error(s))] {
+                    Q_EMIT rankOutput(-1, true, QStringLiteral("host %1 refused the reverse tunnel for telemetry (%2; AllowTcpForwarding?); "
+                                                               "its ranks run without live telemetry").arg(h, e));
+                });
+            }
+        }
+        struct Tunnel
+        {
+            ssh_channel ch = nullptr;
+            int fd = -1;
+            std::string toLocal, toRemote;
+        };
+        std::vector<Tunnel> tunnels;
         struct Chan
         {
             const RankCommand *rank = nullptr;
@@ -189,7 +216,17 @@ private:
             c.rank = r;
             std::string cmd;
             try {
-                cmd = remoteCommand(*r);
+                RankCommand rc = *r;
+                for (std::size_t i = 0; i + 1 < rc.argv.size(); ++i)
+                    if (rc.argv[i] == "--telemetry") {
+                        if (bound > 0) {
+                            rc.argv[i + 1] = "tcp://127.0.0.1:" + std::to_string(bound);
+                        } else {
+                            rc.argv.erase(rc.argv.begin() + static_cast<std::ptrdiff_t>(i), rc.argv.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+                        }
+                        break;
+                    }
+                cmd = remoteCommand(rc);
             } catch (const std::exception &e) {
                 post([this, rank = r->rank, m = QString::fromUtf8(e.what())] { onRankEnded(rank, -1, m); });
                 continue;
@@ -256,6 +293,8 @@ private:
                     post([this, rank = c.rank->rank, code, reason] { onRankEnded(rank, code, reason); });
                 }
             }
+            if (bound > 0 && pumpTunnels(s, tunnels))
+                progressed = true;
             if (!any)
                 break;
             if (!ssh_is_connected(s)) {
@@ -274,8 +313,78 @@ private:
                 lastKeepalive = now;
             }
             if (!progressed)
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
+        for (auto &t : tunnels) {
+            if (t.fd >= 0)
+                ::close(t.fd);
+            if (t.ch) {
+                ssh_channel_close(t.ch);
+                ssh_channel_free(t.ch);
+            }
+        }
+    }
+
+    /// Accepts forwarded connections and copies bytes both ways between each and a local TCP
+    /// connection to the collector. True when anything moved.
+    template<typename Tunnels>
+    bool pumpTunnels(ssh_session s, Tunnels &tunnels)
+    {
+        bool moved = false;
+        int port = 0;
+        if (ssh_channel ch = ssh_channel_open_forward_port(s, 0, &port, nullptr, nullptr)) {
+            const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons(static_cast<uint16_t>(m_settings.telemetryTunnelPort));
+            if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0) {
+                ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+                const int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                tunnels.push_back({ch, fd, {}, {}});
+            } else {
+                if (fd >= 0)
+                    ::close(fd);
+                ssh_channel_close(ch);
+                ssh_channel_free(ch);
+            }
+            moved = true;
+        }
+        char buf[16384];
+        for (auto &t : tunnels) {
+            if (!t.ch)
+                continue;
+            const int n = ssh_channel_read_nonblocking(t.ch, buf, sizeof buf, 0);
+            if (n > 0) {
+                t.toLocal.append(buf, static_cast<std::size_t>(n));
+                moved = true;
+            }
+            if (!t.toLocal.empty()) {
+                const ssize_t w = ::send(t.fd, t.toLocal.data(), t.toLocal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w > 0)
+                    t.toLocal.erase(0, static_cast<std::size_t>(w));
+            }
+            const ssize_t r = ::recv(t.fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r > 0) {
+                t.toRemote.append(buf, static_cast<std::size_t>(r));
+                moved = true;
+            }
+            if (!t.toRemote.empty()) {
+                const int w = ssh_channel_write(t.ch, t.toRemote.data(), static_cast<uint32_t>(t.toRemote.size()));
+                if (w > 0)
+                    t.toRemote.erase(0, static_cast<std::size_t>(w));
+            }
+            const bool localGone = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+            if (localGone || ssh_channel_is_eof(t.ch) || !ssh_channel_is_open(t.ch)) {
+                ::close(t.fd);
+                t.fd = -1;
+                ssh_channel_close(t.ch);
+                ssh_channel_free(t.ch);
+                t.ch = nullptr;
+            }
+        }
+        return moved;
     }
 
     std::atomic<bool> m_stop{false};
