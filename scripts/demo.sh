@@ -4,10 +4,10 @@
 # held-out Tiny Shakespeare, checked bit for bit against one rank. Installs what is missing and builds
 # (Release) if needed. Everything it reads ships in resources/.
 #
-# The 4 ranks are real processes started by `clusterppl-agent run --standalone` (torchrun's
-# standalone mode): TCPStore rendezvous, Gloo collectives, 2 node groups of 2 ranks, hierarchical
+# The 4 ranks are real agent processes started by `clusterppl-cli run` from the embedded default
+# profile: pre-flight, TCPStore rendezvous, Gloo collectives, 2 node groups of 2 ranks, hierarchical
 # aggregation (reduce in each group, all-reduce among leaders, broadcast back) in planned sync
-# rounds. Telemetry, the SSH launcher and the dashboard are the next milestones
+# rounds, live telemetry merged exactly in the CLI. The dashboard is the next milestone
 # (docs/ARCHITECTURE.md, "Status").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cppl_prepare
@@ -36,10 +36,9 @@ echo
 echo "-- 3/4  one rank (the reference)"
 "$AGENT" "${COMMON[@]}" --json "$OUT/one-rank.json" 2> >(grep -E '^(BLAS|WARNING|model)' >&2)
 echo
-echo "-- 4/4  ${RANKS} ranks (run --standalone), 2 node groups, Gloo, hierarchical aggregation"
-"$AGENT" run --standalone --nproc-per-node "$RANKS" --groups size:2 -- "${COMMON[@]}" \
-  --topology hierarchical --sync-every-tokens 4096 --timeout 60 --json "$OUT/distributed.json" \
-  2> >(grep -E '^(clusterppl-agent|distributed|\[round|\[rank)' >&2)
+echo "-- 4/4  the embedded default profile: ${RANKS} ranks in 2 node groups (clusterppl-cli run, local launcher)"
+"$BUILD_DIR/gui/clusterppl-cli" run --profile "$PROFILE" --agent "$AGENT" --json "$OUT/distributed.json" \
+  2> >(grep -E '^(clusterppl-cli|distributed|\[round|\[live|\[rank)' >&2)
 one=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/one-rank.json")
 dist=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/distributed.json")
 echo

@@ -24,6 +24,7 @@
 #include <QJsonObject>
 #include <QRandomGenerator>
 #include <QSocketNotifier>
+#include <QStandardPaths>
 #include <QTextStream>
 #include <QThread>
 #include <QTimer>
@@ -223,6 +224,22 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
     lo.masterAddr = parser.value(addrOpt).toStdString();
     lo.profileDir = QFileInfo(profilePath).absolutePath().toStdString();
     lo.agentOverride = parser.value(agentOpt).toStdString();
+    if (lo.agentOverride.empty() && profile.launcher == "local") {
+        // A bare agent name not on PATH: the agent next to this CLI (installed side by side, or
+        // this build tree's agent/ directory).
+        for (const auto &h : profile.hosts) {
+            const QString name = QString::fromStdString(h.agent);
+            if (name.contains(u'/') || !QStandardPaths::findExecutable(name).isEmpty())
+                continue;
+            const QString dir = QCoreApplication::applicationDirPath();
+            for (const QString &candidate : QStringList{QString(dir + u'/' + name), QString(dir + u"/../agent/"_s + name)})
+                if (QFileInfo(candidate).isExecutable()) {
+                    lo.agentOverride = QFileInfo(candidate).canonicalFilePath().toStdString();
+                    break;
+                }
+            break;
+        }
+    }
     for (char **e = environ; *e; ++e) {
         const std::string kv = *e;
         const auto eq = kv.find('=');
