@@ -3,12 +3,16 @@
 // started by this fixture on 127.0.0.1 with its own config, host key and authorized_keys. Hosts
 // in the profiles are ssh_config aliases of 127.0.0.1; the agents are this build's.
 #include "launch/launch_plan.h"
+#include "launch/launcher.h"
 #include "test_process.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
 
+#include <QCoreApplication>
 #include <QDir>
+#include <QEventLoop>
+#include <QTimer>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonDocument>
@@ -156,6 +160,7 @@ private Q_SLOTS:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
+        qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8()); // the CLI's per-rank logs stay in the fixture
         // The one-rank reference (same per-rank settings as the profiles).
         const ProcessResult one = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
@@ -230,6 +235,12 @@ private Q_SLOTS:
         QVERIFY(r.out.contains(u"Final estimate: PPL = "_s));
         QVERIFY(r.err.contains(u"pre-flight ok"_s));
         QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(u"[live]   rank 3 ("_s), qPrintable(r.describe()));
+        // Every rank's lines are in its log file too.
+        const QStringList runs = QDir(path(u"state/clusterppl/runs"_s)).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(!runs.isEmpty());
+        const QByteArray rank0 = readFile(path(u"state/clusterppl/runs/"_s + runs.last() + u"/rank-0.log"_s));
+        QVERIFY2(rank0.contains("O Final estimate: PPL = "), rank0.constData());
         const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"local4-result.json"_s))).object();
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
@@ -296,6 +307,86 @@ private Q_SLOTS:
                        120000);
         QVERIFY2(r.exitCode != 0 && r.err.contains(u"cannot connect to node1"_s), qPrintable(r.describe()));
         QVERIFY(t.elapsed() < 20000);
+    }
+
+private:
+    /// One rank running `sh -c 'echo ok'` on node1 through the launcher library; its output and end.
+    struct Outcome
+    {
+        QStringList out;
+        QStringList hostErrors;
+        int exitCode = -99;
+    };
+    Outcome runOne(cppl::core::LauncherSettings settings, const std::string &identity = {})
+    {
+        settings.sshConfigFile = path(u"ssh_config"_s).toStdString();
+        settings.knownHostsFile = path(u"known_hosts"_s).toStdString();
+        settings.connectTimeoutSeconds = 5;
+        cppl::core::LaunchPlan plan;
+        plan.launcher = "ssh";
+        cppl::core::RankCommand c;
+        c.hostName = "node1";
+        c.address = "node1";
+        c.ssh.alias = "node1";
+        c.ssh.identityFile = identity;
+        c.argv = {"/bin/sh", "-c", "echo ok"};
+        plan.ranks.push_back(c);
+        auto launcher = cppl::core::makeSshLauncher(settings);
+        Outcome o;
+        QEventLoop loop;
+        connect(launcher.get(), &cppl::core::Launcher::rankOutput, this, [&](int, bool isErr, const QString &line) {
+            if (!isErr)
+                o.out << line;
+        });
+        connect(launcher.get(), &cppl::core::Launcher::hostFailed, this, [&](const QString &, const QString &m) { o.hostErrors << m; });
+        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
+        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
+        launcher->start(plan);
+        if (!launcher->isFinished())
+            loop.exec();
+        o.exitCode = launcher->exitCode();
+        return o;
+    }
+
+private Q_SLOTS:
+    void askForHostKeyAndPassphrase()
+    {
+        if (!m_skip.isEmpty())
+            QSKIP(qPrintable(m_skip));
+        // The dashboard's way: a callback decides about an unknown host key.
+        QFile::remove(path(u"known_hosts"_s));
+        cppl::core::LauncherSettings ask;
+        ask.newHostKeys = cppl::core::NewHostKeys::Ask;
+        std::string seen;
+        ask.askNewHostKey = [&](const std::string &, const std::string &fp) {
+            seen = fp;
+            return false;
+        };
+        Outcome o = runOne(ask);
+        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"declined"_s), qPrintable(o.hostErrors.join(u'\n')));
+        QVERIFY(QString::fromStdString(seen).contains(u"SHA256:"_s));
+        ask.askNewHostKey = [](const std::string &, const std::string &) { return true; };
+        o = runOne(ask);
+        QCOMPARE(o.out, QStringList{u"ok"_s});
+        QCOMPARE(o.exitCode, 0);
+        QVERIFY(readFile(path(u"known_hosts"_s)).contains("127.0.0.1"));
+
+        // An encrypted key: its passphrase comes from the callback (the CLI asks on the terminal).
+        QFile::remove(path(u"enc_key"_s));
+        QVERIFY(runProcess(u"ssh-keygen"_s, {u"-q"_s, u"-t"_s, u"ed25519"_s, u"-N"_s, u"s3cret"_s, u"-f"_s, path(u"enc_key"_s)}).exitCode == 0);
+        QFile keys(path(u"authorized_keys"_s));
+        QVERIFY(keys.open(QIODevice::Append));
+        keys.write(readFile(path(u"enc_key.pub"_s)));
+        keys.close();
+        cppl::core::LauncherSettings pass;
+        pass.passphrase = [](const std::string &prompt) -> std::optional<std::string> {
+            return prompt.find("enc_key") != std::string::npos ? std::optional<std::string>("s3cret") : std::nullopt;
+        };
+        o = runOne(pass, path(u"enc_key"_s).toStdString());
+        QVERIFY2(o.exitCode == 0 && o.out == QStringList{u"ok"_s}, qPrintable(o.hostErrors.join(u'\n')));
+        pass.passphrase = [](const std::string &) -> std::optional<std::string> { return std::string("wrong"); };
+        o = runOne(pass, path(u"enc_key"_s).toStdString());
+        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"cannot read the private key"_s), qPrintable(o.hostErrors.join(u'\n')));
     }
 
     void preflightRefuses()

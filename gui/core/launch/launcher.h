@@ -10,12 +10,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace cppl::core {
 
 /// @brief What a launcher does about SSH host keys it does not know yet.
-enum class NewHostKeys { Refuse, Accept };
+enum class NewHostKeys { Refuse, Accept, Ask };
 
 /// @brief Settings shared by the launchers (SSH ones are ignored by the local launcher).
 struct LauncherSettings
@@ -23,6 +24,12 @@ struct LauncherSettings
     int connectTimeoutSeconds = 10;
     int keepaliveSeconds = 15;
     NewHostKeys newHostKeys = NewHostKeys::Refuse;
+    /// NewHostKeys::Ask: called from the host's thread with the host and the key's SHA256
+    /// fingerprint; true records the key and goes on (the dashboard asks the user here).
+    std::function<bool(const std::string &host, const std::string &fingerprint)> askNewHostKey;
+    /// An encrypted private key: called from the host's thread with a prompt naming the key;
+    /// nullopt gives up. Unset: encrypted keys must come from ssh-agent.
+    std::function<std::optional<std::string>(const std::string &prompt)> passphrase;
     std::string sshConfigFile;   ///< empty: ~/.ssh/config
     std::string knownHostsFile;  ///< empty: ~/.ssh/known_hosts
     bool stopAllOnFailure = true;

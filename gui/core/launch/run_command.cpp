@@ -34,7 +34,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <termios.h>
 #include <unistd.h>
+
+#include <mutex>
+#include <optional>
 
 #include <map>
 #include <set>
@@ -53,6 +57,33 @@ void onSignal(int sig)
 {
     const char c = static_cast<char>(sig);
     (void)!::write(g_signalFd, &c, 1);
+}
+
+/// Reads a passphrase from the controlling terminal without echo; nullopt without a terminal.
+std::optional<std::string> askPassphrase(const std::string &prompt)
+{
+    static std::mutex mutex; // one prompt at a time across host threads
+    const std::lock_guard lock(mutex);
+    const int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return std::nullopt;
+    termios old{};
+    const bool tty = ::tcgetattr(fd, &old) == 0;
+    if (tty) {
+        termios quiet = old;
+        quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+        ::tcsetattr(fd, TCSAFLUSH, &quiet);
+    }
+    (void)!::write(fd, prompt.data(), prompt.size());
+    std::string line;
+    char c = 0;
+    while (::read(fd, &c, 1) == 1 && c != '\n')
+        line += c;
+    (void)!::write(fd, "\n", 1);
+    if (tty)
+        ::tcsetattr(fd, TCSAFLUSH, &old);
+    ::close(fd);
+    return line;
 }
 
 int freeLocalPort()
@@ -140,6 +171,7 @@ QStringList preflight(const ClusterProfile &profile, const LaunchPlan &plan, con
         if (const auto t = argOf("--tokenizer"); !t.empty() && t != "bytes")
             c.argv.insert(c.argv.end(), {"--tokenizer", t});
         c.argv.insert(c.argv.end(), {"--backend", e.backend, "--slots", std::to_string(slots[r.hostIndex])});
+        c.argv.insert(c.argv.end(), {"--master-addr", plan.masterAddr, "--master-port", std::to_string(plan.masterPort)});
         pre.ranks.push_back(std::move(c));
     }
     LauncherSettings s = settings;
@@ -197,8 +229,9 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
     const QCommandLineOption sshConfigOpt(u"ssh-config"_s, u"ssh_config file (default ~/.ssh/config)."_s, u"FILE"_s);
     const QCommandLineOption knownHostsOpt(u"known-hosts"_s, u"known_hosts file (default ~/.ssh/known_hosts)."_s, u"FILE"_s);
     const QCommandLineOption timeoutOpt(u"connect-timeout"_s, u"SSH connect timeout in seconds (default 10)."_s, u"S"_s);
+    const QCommandLineOption logDirOpt(u"log-dir"_s, u"Per-rank logs (default ~/.local/state/clusterppl/runs/RUN-ID)."_s, u"DIR"_s);
     const QCommandLineOption noPreflightOpt(u"no-preflight"_s, u"Skip the pre-flight checks."_s);
-    parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt, noPreflightOpt});
+    parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt, logDirOpt, noPreflightOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments) || !parser.isSet(profileOpt) || !parser.positionalArguments().isEmpty()) {
         err << "clusterppl-cli: run: " << (parser.errorText().isEmpty() ? u"needs --profile FILE and no other arguments"_s : parser.errorText())
             << '\n';
@@ -278,6 +311,7 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
     settings.knownHostsFile = parser.value(knownHostsOpt).toStdString();
     if (parser.isSet(timeoutOpt))
         settings.connectTimeoutSeconds = std::max(1, parser.value(timeoutOpt).toInt());
+    settings.passphrase = askPassphrase;
 #if CLUSTERPPL_HAVE_ZMQ
     settings.telemetryTunnelPort = profile.launcher == "ssh" ? collectorPort : 0;
 #endif
@@ -298,9 +332,30 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
         err.flush();
     }
 
+    // Every line of every rank also goes to its own log file: nothing is lost when a terminal scrolls.
+    QString logDir = parser.value(logDirOpt);
+    if (logDir.isEmpty()) {
+        const QString state = qEnvironmentVariable("XDG_STATE_HOME", QDir::homePath() + u"/.local/state"_s);
+        logDir = state + u"/clusterppl/runs/"_s + QString::fromStdString(lo.runId);
+    }
+    std::map<int, std::unique_ptr<QFile>> logs;
+    if (QDir().mkpath(logDir)) {
+        for (const auto &r : plan.ranks) {
+            auto f = std::make_unique<QFile>(u"%1/rank-%2.log"_s.arg(logDir).arg(r.rank));
+            if (f->open(QIODevice::WriteOnly | QIODevice::Append | QIODevice::Text))
+                logs[r.rank] = std::move(f);
+        }
+        err << "clusterppl-cli: per-rank logs in " << logDir << '\n';
+    } else {
+        err << "clusterppl-cli: cannot create the log directory " << logDir << "; logs go to the terminal only\n";
+    }
     auto launcher = makeLauncher(plan.launcher, settings);
     QByteArray result;
     QObject::connect(launcher.get(), &Launcher::rankOutput, [&](int rank, bool isStderr, const QString &line) {
+        if (const auto it = logs.find(rank); it != logs.end()) {
+            it->second->write((isStderr ? u"E "_s : u"O "_s).toUtf8() + line.toUtf8() + '\n');
+            it->second->flush();
+        }
         if (rank < 0) {
             err << "clusterppl-cli: " << line << '\n';
         } else if (!isStderr) {
@@ -336,6 +391,18 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
             }
             if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
                 straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
+            if (snap.ranks.size() <= 16) // per rank, while it is readable
+                for (const auto &r : snap.ranks)
+                    err << u"[live]   rank %1 (%2, group %3): %4, %5/%6 windows, %7 tok/s, ppl %8, comm %9%"_s.arg(r.rank)
+                               .arg(QString::fromStdString(r.host))
+                               .arg(r.group)
+                               .arg(QString::fromLatin1(telemetry::rankStateName(r.state).data(), static_cast<qsizetype>(telemetry::rankStateName(r.state).size())))
+                               .arg(r.windowsDone)
+                               .arg(r.windowsTotal)
+                               .arg(r.tokensPerSecond, 0, 'f', 0)
+                               .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
+                               .arg(100 * r.commShare, 0, 'f', 2)
+                        << '\n';
             err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
                        .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
                        .arg(snap.global.tokens)

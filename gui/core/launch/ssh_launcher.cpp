@@ -6,6 +6,7 @@
 #include <QMetaObject>
 #include <QPointer>
 
+#include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <atomic>
 #include <chrono>
@@ -78,7 +80,7 @@ private:
     }
 
     /// Connects, checks the host key, authenticates; an error text or empty.
-    std::string open(const RankCommand &first, Session &session)
+    std::string open(const RankCommand &first, Session &session, ssh_callbacks_struct &callbacks)
     {
         const std::string target = first.ssh.alias.empty() ? first.address : first.ssh.alias;
         session.reset(ssh_new());
@@ -129,7 +131,10 @@ private:
                    + "); refusing to connect, as OpenSSH would (possible man-in-the-middle)";
         case SSH_KNOWN_HOSTS_NOT_FOUND:
         case SSH_KNOWN_HOSTS_UNKNOWN:
-            if (m_settings.newHostKeys != NewHostKeys::Accept)
+            if (m_settings.newHostKeys == NewHostKeys::Ask && m_settings.askNewHostKey) {
+                if (!m_settings.askNewHostKey(where, fingerprint))
+                    return "host " + where + " is not in known_hosts and its key " + fingerprint + " was declined";
+            } else if (m_settings.newHostKeys != NewHostKeys::Accept)
                 return "host " + where + " is not in known_hosts; its key is " + fingerprint
                        + ". Check that fingerprint with the host's administrator, then run again with --accept-new-host-keys "
                          "(or add it with ssh-keyscan)";
@@ -150,8 +155,15 @@ private:
         if (!first.ssh.identityFile.empty()) {
             tried = "key " + first.ssh.identityFile;
             ssh_key priv = nullptr;
-            if (ssh_pki_import_privkey_file(first.ssh.identityFile.c_str(), nullptr, nullptr, nullptr, &priv) != SSH_OK)
-                return "cannot read the private key " + first.ssh.identityFile + " for " + where + " (missing, unreadable or passphrase-protected; load it into ssh-agent)";
+            if (ssh_pki_import_privkey_file(first.ssh.identityFile.c_str(), nullptr, nullptr, nullptr, &priv) != SSH_OK) {
+                // Perhaps encrypted: ask for its passphrase (the CLI reads it from the terminal).
+                std::optional<std::string> pass;
+                if (m_settings.passphrase)
+                    pass = m_settings.passphrase("passphrase for " + first.ssh.identityFile + " (" + where + "): ");
+                if (!pass || ssh_pki_import_privkey_file(first.ssh.identityFile.c_str(), pass->c_str(), nullptr, nullptr, &priv) != SSH_OK)
+                    return "cannot read the private key " + first.ssh.identityFile + " for " + where
+                           + " (missing, unreadable, or encrypted and no right passphrase given; or load it into ssh-agent)";
+            }
             rc = ssh_userauth_publickey(s, nullptr, priv);
             ssh_key_free(priv);
         } else {
@@ -161,6 +173,20 @@ private:
             }
             if (rc != SSH_AUTH_SUCCESS) {
                 tried += std::string(tried.empty() ? "" : ", ") + "keys in ~/.ssh and IdentityFile";
+                callbacks = {}; // owned by runHost: libssh keeps the pointer for the session's life
+                callbacks.userdata = this;
+                callbacks.auth_function = [](const char *prompt, char *buf, size_t len, int, int, void *self) -> int {
+                    auto *me = static_cast<SshLauncher *>(self);
+                    if (!me->m_settings.passphrase || len == 0)
+                        return -1;
+                    const auto pass = me->m_settings.passphrase(prompt ? prompt : "passphrase: ");
+                    if (!pass || pass->size() + 1 > len)
+                        return -1;
+                    std::memcpy(buf, pass->c_str(), pass->size() + 1);
+                    return 0;
+                };
+                ssh_callbacks_init(&callbacks);
+                ssh_set_callbacks(s, &callbacks);
                 rc = ssh_userauth_publickey_auto(s, nullptr, nullptr);
             }
         }
@@ -179,8 +205,9 @@ private:
         const RankCommand &first = *ranks.front();
         const int hostIndex = first.hostIndex;
         const QString hostName = QString::fromStdString(first.hostName);
+        ssh_callbacks_struct callbacks{};
         Session session;
-        if (const std::string problem = open(first, session); !problem.empty()) {
+        if (const std::string problem = open(first, session, callbacks); !problem.empty()) {
             post([this, hostIndex, hostName, m = QString::fromStdString(problem)] { onHostFailed(hostIndex, hostName, m); });
             return;
         }
