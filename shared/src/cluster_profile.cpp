@@ -84,6 +84,16 @@ public:
         m_errors.push_back(where + ": " + what);
     }
 
+    void boolean(std::string_view key, bool &out)
+    {
+        const json *v = find(key);
+        if (!v)
+            return;
+        if (!v->is_boolean())
+            return fail(key, "expected true or false, got " + typeName(*v) + " " + describe(*v));
+        out = v->get<bool>();
+    }
+
     void string(std::string_view key, std::string &out, bool required = false)
     {
         const json *v = find(key);
@@ -189,6 +199,7 @@ void readHost(const json &j, const std::string &path, HostSpec &h, std::vector<s
         s.string("user", h.ssh.user);
         s.integer("port", h.ssh.port, 1, 65535);
         s.string("identity_file", h.ssh.identityFile);
+        s.boolean("password_auth", h.ssh.passwordAuth);
         s.rejectUnknown();
     }
     r.integer("slots", h.slots, 1, 1 << 20, "a host needs at least one slot; remove the host instead");
@@ -474,6 +485,8 @@ std::string profileToJson(const ClusterProfile &p)
             ssh["port"] = h.ssh.port;
         if (!h.ssh.identityFile.empty())
             ssh["identity_file"] = h.ssh.identityFile;
+        if (h.ssh.passwordAuth)
+            ssh["password_auth"] = true;
         if (!ssh.empty())
             j["ssh"] = ssh;
         if (!h.devices.empty())

@@ -17,7 +17,7 @@ const char *kValid = R"({
   "name": "two racks",
   "launcher": "ssh",
   "hosts": [
-    {"name": "node01", "address": "10.0.0.1", "ssh": {"user": "eval", "port": 2222}, "slots": 4,
+    {"name": "node01", "address": "10.0.0.1", "ssh": {"user": "eval", "port": 2222, "password_auth": true}, "slots": 4,
      "agent": "/opt/clusterppl/bin/clusterppl-agent", "env": {"NCCL_DEBUG": "WARN"}},
     {"name": "node02", "slots": 4},
     {"name": "node03", "slots": 2, "devices": [1, 3]}
@@ -56,6 +56,8 @@ private Q_SLOTS:
         const ClusterProfile &p = r.profile;
         QCOMPARE(p.hosts.size(), std::size_t{3});
         QCOMPARE(p.hosts[0].ssh.port, 2222);
+        QVERIFY(p.hosts[0].ssh.passwordAuth);
+        QVERIFY(!p.hosts[1].ssh.passwordAuth);
         QCOMPARE(p.hosts[0].env.at("NCCL_DEBUG"), std::string("WARN"));
         QCOMPARE(p.evaluation.protocol, std::string("llama.cpp"));
         QCOMPARE(p.thresholds.syncEveryTokens, std::int64_t{32768});
@@ -130,6 +132,9 @@ private Q_SLOTS:
         QTest::addRow("slots wrong type")
             << QString::fromStdString(withHosts(R"([{"name": "a", "slots": "eight"}])"))
             << "hosts[0].slots: expected an integer, got a string \"eight\"";
+        QTest::addRow("password_auth not a boolean")
+            << QString::fromStdString(withHosts(R"([{"name": "a", "ssh": {"password_auth": "yes"}}])"))
+            << "hosts[0].ssh.password_auth: expected true or false, got a string \"yes\"";
         QTest::addRow("slots zero") << QString::fromStdString(withHosts(R"([{"name": "a", "slots": 0}])"))
                                     << "hosts[0].slots: expected an integer >= 1";
         QTest::addRow("duplicate host")

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -272,9 +273,15 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             }
             tel->phase(cppl::telemetry::Phase::Loading);
         }
+        // The agent's own log lines also go to telemetry (every rank's, even when quiet here).
+        auto logLine = [&](const std::string &line, cppl::telemetry::LogLevel level = cppl::telemetry::LogLevel::Info) {
+            if (!quiet)
+                err << line << '\n';
+            if (tel)
+                tel->log(level, line);
+        };
         const RuntimeInfo runtime = runtimeInfo();
-        if (!quiet)
-            err << describe(runtime) << '\n';
+        logLine(describe(runtime));
 
         // 2. Data, then model (each failure maps to its own exit code).
         const EvalInput input = phase(kExitBadData, [&] {
@@ -288,9 +295,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             io.replaceInvalidUtf8 = a.get("--on-invalid-utf8").value_or("error") == "replace";
             return loadEvalInput(io);
         });
-        if (!quiet)
-            for (const auto &note : input.notes)
-                err << "note: " << note << '\n';
+        for (const auto &note : input.notes)
+            logLine("note: " + note, cppl::telemetry::LogLevel::Warning);
         const auto loadStart = std::chrono::steady_clock::now();
         const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device, gemm}); });
         const ModelInfo &mi = model->info();
@@ -355,15 +361,16 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             }
             return 0;
         });
-        if (!quiet)
-            err << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ", GEMM "
-                << mi.gemm << ") loaded in "
-                << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch " << batch;
-        if (!quiet && shardCount > 1 && !distributed)
-            err << "; shard " << shardRank << "/" << shardCount << ": windows " << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", "
-                << myShard.scoredTokens << " tokens";
-        if (!quiet)
-            err << '\n';
+        {
+            std::ostringstream line;
+            line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ", GEMM "
+                 << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
+                 << " tokens to score, batch " << batch;
+            if (shardCount > 1)
+                line << "; " << (distributed ? "rank " : "shard ") << shardRank << "/" << shardCount << ": windows " << myShard.firstWindow
+                     << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
+            logLine(line.str());
+        }
 
         // 4. Evaluate, in the rounds every rank plans alike (the same collectives on every rank,
         //    however uneven the shards).
@@ -379,7 +386,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
-        const Shard &mine = shards[static_cast<std::size_t>(shardRank)];
+        const Shard &myWork = shards[static_cast<std::size_t>(shardRank)];
         auto publishProgress = [&](bool final, double inRound) {
             if (!tel)
                 return;
@@ -388,7 +395,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
             p.tokensPerSecond = wall > 0 ? static_cast<double>(stats.tokens) / wall : 0;
             p.windowsDone = stats.windows;
-            p.windowsTotal = mine.windows();
+            p.windowsTotal = myWork.windows();
             p.computeSecondsTotal = computeSeconds + inRound;
             if (run) {
                 p.commWaitSecondsTotal = run->comm().waitSeconds;

@@ -190,6 +190,16 @@ private:
                 rc = ssh_userauth_publickey_auto(s, nullptr, nullptr);
             }
         }
+        if (rc != SSH_AUTH_SUCCESS && first.ssh.passwordAuth && m_settings.passphrase) {
+            // Only where the profile allows it, and only after the keys failed.
+            char *user = nullptr;
+            ssh_options_get(s, SSH_OPTIONS_USER, &user);
+            const std::string u = user ? user : "?";
+            ssh_string_free_char(user);
+            tried += ", password";
+            if (const auto pw = m_settings.passphrase("password for " + u + "@" + where + ": "))
+                rc = ssh_userauth_password(s, nullptr, pw->c_str());
+        }
         if (rc != SSH_AUTH_SUCCESS) {
             char *user = nullptr;
             ssh_options_get(s, SSH_OPTIONS_USER, &user);

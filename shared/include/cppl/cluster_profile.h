@@ -16,6 +16,7 @@ struct SshOptions
     std::string user;         ///< login user; empty: ~/.ssh/config or the local user
     int port = 22;
     std::string identityFile; ///< private key; empty: ssh-agent, then ~/.ssh defaults
+    bool passwordAuth = false; ///< allow password authentication (asked for at launch) when keys fail
     friend bool operator==(const SshOptions &, const SshOptions &) = default;
 };
 
