@@ -31,6 +31,7 @@
 using namespace Qt::StringLiterals;
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
+using cppl::test::freeLoopbackPort;
 
 namespace {
 
@@ -39,19 +40,6 @@ const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 37;
-
-int freePort()
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
 
 bool portOpen(int port)
 {
@@ -181,7 +169,7 @@ private Q_SLOTS:
         }
         QVERIFY(keygen(path(u"host_key"_s)) && keygen(path(u"client_key"_s)) && keygen(path(u"other_key"_s)));
         QVERIFY(QFile::copy(path(u"client_key.pub"_s), path(u"authorized_keys"_s)));
-        m_port = freePort();
+        m_port = freeLoopbackPort();
         const QString config = u"Port %1\nListenAddress 127.0.0.1\nHostKey %2\nAuthorizedKeysFile %3\nPidFile %4\n"
                                "UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
                                "PermitRootLogin prohibit-password\nMaxSessions 128\nMaxStartups 128\nLogLevel ERROR\n"_s
@@ -297,7 +285,7 @@ private Q_SLOTS:
         ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, wrong} + sshArgs(true), 120000);
         QVERIFY2(r.exitCode != 0 && r.err.contains(u"authentication to"_s) && r.err.contains(u"failed"_s), qPrintable(r.describe()));
         // Nothing listens on this port: a specific message, within the connect timeout.
-        const int closed = freePort();
+        const int closed = freeLoopbackPort();
         const QString cfg = path(u"ssh_config_closed"_s);
         QVERIFY(writeFile(cfg, u"Host node1\n  HostName 127.0.0.1\n  Port %1\n"_s.arg(closed).toUtf8()));
         const QString profile = writeProfile(u"ssh-closed"_s, u"ssh"_s, 1, 1);
