@@ -7,6 +7,7 @@
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include <ATen/Context.h>
 #include <torch/version.h>
@@ -119,9 +120,8 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         const Args a(rest, {"--master-addr", "--master-port", "--backend", "--slots"}, {"--json"});
         nlohmann::ordered_json j;
         std::vector<std::string> problems;
-        std::array<char, 256> host{};
-        ::gethostname(host.data(), host.size() - 1);
-        j["host"] = host.data();
+        const std::string host = localHostName();
+        j["host"] = host;
         j["agent_version"] = CLUSTERPPL_VERSION_STRING;
         j["libtorch_version"] = TORCH_VERSION;
         const auto gpus = dist::cudaDevices();
@@ -137,7 +137,7 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
             const std::string st = pathStatus(path);
             p.push_back({{"path", path}, {"status", st}});
             if (st != "readable")
-                problems.push_back(path + ": " + st + " on " + std::string(host.data()));
+                problems.push_back(path + ": " + st + " on " + std::string(host));
         }
         j["paths"] = p;
         if (const auto addr = a.get("--master-addr")) {
@@ -154,14 +154,14 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
                 problems.push_back("backend nccl: " + ncclWhy);
             else if (slots > static_cast<std::int64_t>(gpus.size()))
                 problems.push_back("backend nccl: " + std::to_string(slots) + " slots but " + std::to_string(gpus.size())
-                                   + " GPUs on " + std::string(host.data()) + " (one GPU per rank)");
+                                   + " GPUs on " + std::string(host) + " (one GPU per rank)");
         }
         j["problems"] = problems;
         j["ok"] = problems.empty();
         if (a.has("--json")) {
             out << j.dump() << '\n';
         } else {
-            out << "host " << host.data() << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
+            out << "host " << host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
                 << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n';
             for (const auto &pr : problems)
                 out << "problem: " << pr << '\n';

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The POSIX half of cppl/telemetry.h: credential files (permissions) and loopback addresses.
 #include "cppl/telemetry.h"
+#include "cppl/host.h"
 
 #include "cppl/errors.h"
 
@@ -17,15 +18,7 @@ namespace cppl::telemetry {
 
 bool Endpoint::isLoopback() const noexcept
 {
-    if (host == "localhost")
-        return true;
-    in_addr v4{};
-    if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
-        return (ntohl(v4.s_addr) >> 24) == 127;
-    in6_addr v6{};
-    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&v6);
-    return false; // any other name may resolve anywhere
+    return isLoopbackHost(host);
 }
 
 Credentials readCredentialsFile(const std::string &path)

@@ -10,6 +10,8 @@
 
 #include "cppl/errors.h"
 
+#include "test_files.h"
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -24,6 +26,9 @@
 #include <sstream>
 
 using namespace cppl::agent;
+
+using cppl::test::readFile;
+using cppl::test::readU32;
 
 namespace {
 
@@ -55,27 +60,9 @@ const char *const kOddLines[] = {
     "   ",
 };
 
-std::string readFile(const QString &path)
-{
-    std::ifstream in(path.toStdString(), std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 void writeFile(const QString &path, std::string_view content)
 {
     std::ofstream(path.toStdString(), std::ios::binary | std::ios::trunc).write(content.data(), static_cast<std::streamsize>(content.size()));
-}
-
-std::vector<std::uint32_t> readU32(const QString &path)
-{
-    const std::string bytes = readFile(path);
-    std::vector<std::uint32_t> ids(bytes.size() / 4);
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        for (std::size_t b = 0; b < 4; ++b)
-            ids[i] |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[4 * i + b])) << (8 * b);
-    return ids;
 }
 
 /// Lines the way spm_encode reads them: split at '\n', no empty line after a final '\n'.

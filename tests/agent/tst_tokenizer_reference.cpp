@@ -7,6 +7,8 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_fixtures.h"
 
+#include "test_files.h"
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -19,6 +21,9 @@
 #include <sstream>
 
 using namespace cppl::agent;
+
+using cppl::test::readFile;
+using cppl::test::readU32;
 
 namespace {
 
@@ -46,24 +51,6 @@ Run run(const QString &program, const QStringList &args, int timeoutMs = 300000)
         return {-1, QString(), QStringLiteral("%1 did not finish in %2 s").arg(program).arg(timeoutMs / 1000)};
     return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
             QString::fromUtf8(p.readAllStandardError())};
-}
-
-std::string readFile(const QString &path)
-{
-    std::ifstream in(path.toStdString(), std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-std::vector<std::uint32_t> readU32(const QString &path)
-{
-    const std::string bytes = readFile(path);
-    std::vector<std::uint32_t> ids(bytes.size() / 4);
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        for (std::size_t b = 0; b < 4; ++b)
-            ids[i] |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[4 * i + b])) << (8 * b);
-    return ids;
 }
 
 bool packageInstalled(const QString &spec)

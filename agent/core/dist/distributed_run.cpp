@@ -5,6 +5,7 @@
 #include "watchdog.h"
 
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include <unistd.h>
 
@@ -17,19 +18,6 @@
 namespace cppl::agent::dist {
 
 namespace {
-
-bool isLoopback(const std::string &host)
-{
-    return host == "localhost" || host == "::1" || host.starts_with("127.");
-}
-
-std::string thisHost()
-{
-    std::array<char, 256> buf{};
-    if (::gethostname(buf.data(), buf.size() - 1) != 0)
-        return "localhost";
-    return buf.data();
-}
 
 std::string rankList(const std::vector<int> &ranks)
 {
@@ -55,7 +43,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology)
 {
     const RankIdentity &id = o.identity;
-    const std::string host = o.hostname.empty() ? thisHost() : o.hostname;
+    const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
     m_storeAddress = m_store->address();
@@ -101,7 +89,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     m_groups = parseRankGroups(o.groups, m_world, m_hosts);
 
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
-    const std::string advertise = isLoopback(id.masterAddr) ? "127.0.0.1" : host;
+    const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
     const int me = m_rank;
     m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [this, me](const Watchdog::Fatal &f) {
         // From the watchdog thread: abort the communicators, say why and leave now; the main
@@ -123,7 +111,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     b.topology = m_topology;
     b.timeout = o.timeout;
     b.glooInterface = o.glooInterface;
-    b.glooHost = isLoopback(id.masterAddr) ? "127.0.0.1" : host;
+    b.glooHost = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
     std::string backend = o.backend;
     if (backend == "auto")
         backend = o.cudaDevice ? "nccl" : "gloo";

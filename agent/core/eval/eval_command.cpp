@@ -13,6 +13,7 @@
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 #include "cppl/rank_env.h"
 #include "cppl/sharding.h"
 #include "cppl/statistics.h"
@@ -257,11 +258,8 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             who.worldSize = identity.worldSize;
             who.localRank = identity.localRank;
             who.host = run ? run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
-            if (who.host.empty()) {
-                char host[256] = {};
-                ::gethostname(host, sizeof host - 1);
-                who.host = host;
-            }
+            if (who.host.empty())
+                who.host = localHostName();
             who.group = run ? run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
             std::optional<cppl::telemetry::Credentials> keys;
             try {

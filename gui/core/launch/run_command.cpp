@@ -376,43 +376,44 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
         err.flush();
     });
 #if CLUSTERPPL_HAVE_ZMQ
+    auto printStatus = [&] {
+        const auto snap = collector->snapshot();
+        if (snap.global.tokens == 0)
+            return;
+        int stalled = 0, evaluating = 0;
+        QString straggler;
+        for (const auto &r : snap.ranks) {
+            stalled += r.state == telemetry::RankState::Stalled;
+            evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
+        }
+        if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
+            straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
+        if (snap.ranks.size() <= 16) // per rank, while it is readable
+            for (const auto &r : snap.ranks)
+                err << u"[live]   rank %1 (%2, group %3): %4, %5/%6 windows, %7 tok/s, ppl %8, comm %9%"_s.arg(r.rank)
+                           .arg(QString::fromStdString(r.host))
+                           .arg(r.group)
+                           .arg(QString::fromLatin1(telemetry::rankStateName(r.state).data(), static_cast<qsizetype>(telemetry::rankStateName(r.state).size())))
+                           .arg(r.windowsDone)
+                           .arg(r.windowsTotal)
+                           .arg(r.tokensPerSecond, 0, 'f', 0)
+                           .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
+                           .arg(100 * r.commShare, 0, 'f', 2)
+                    << '\n';
+        err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
+                   .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
+                   .arg(snap.global.tokens)
+                   .arg(snap.tokensPerSecond, 0, 'f', 0)
+                   .arg(evaluating)
+                   .arg(snap.worldSize)
+                   .arg(stalled ? u", %1 STALLED"_s.arg(stalled) : QString(), straggler)
+            << '\n';
+        err.flush();
+    };
     QTimer status;
     if (collector) {
         // Every 2 s: the global running perplexity merged exactly from every rank's live sums.
-        QObject::connect(&status, &QTimer::timeout, [&] {
-            const auto snap = collector->snapshot();
-            if (snap.global.tokens == 0)
-                return;
-            int stalled = 0, evaluating = 0;
-            QString straggler;
-            for (const auto &r : snap.ranks) {
-                stalled += r.state == telemetry::RankState::Stalled;
-                evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
-            }
-            if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
-                straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
-            if (snap.ranks.size() <= 16) // per rank, while it is readable
-                for (const auto &r : snap.ranks)
-                    err << u"[live]   rank %1 (%2, group %3): %4, %5/%6 windows, %7 tok/s, ppl %8, comm %9%"_s.arg(r.rank)
-                               .arg(QString::fromStdString(r.host))
-                               .arg(r.group)
-                               .arg(QString::fromLatin1(telemetry::rankStateName(r.state).data(), static_cast<qsizetype>(telemetry::rankStateName(r.state).size())))
-                               .arg(r.windowsDone)
-                               .arg(r.windowsTotal)
-                               .arg(r.tokensPerSecond, 0, 'f', 0)
-                               .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
-                               .arg(100 * r.commShare, 0, 'f', 2)
-                        << '\n';
-            err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
-                       .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
-                       .arg(snap.global.tokens)
-                       .arg(snap.tokensPerSecond, 0, 'f', 0)
-                       .arg(evaluating)
-                       .arg(snap.worldSize)
-                       .arg(stalled ? u", %1 STALLED"_s.arg(stalled) : QString(), straggler)
-                << '\n';
-            err.flush();
-        });
+        QObject::connect(&status, &QTimer::timeout, printStatus);
         status.start(2000);
     }
 #endif
@@ -429,6 +430,7 @@ int runCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
 #if CLUSTERPPL_HAVE_ZMQ
     if (collector) {
         status.stop();
+        printStatus(); // the final per-rank totals, however short the run was
         // The result travelled twice: over rank 0's stdout and as telemetry; the live merge of the
         // ranks' final sums must equal it bit for bit.
         for (int i = 0; i < 50; ++i) {

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace cppl {
+
+/// @brief This machine's host name (gethostname), or "localhost" when it has none.
+[[nodiscard]] std::string localHostName();
+
+/// @brief Whether @p host is a loopback address: 127.0.0.0/8, ::1 or "localhost". Any other name
+/// may resolve anywhere, so it is not.
+[[nodiscard]] bool isLoopbackHost(std::string_view host) noexcept;
+
+} // namespace cppl
