@@ -10,8 +10,8 @@
 //
 // Usage: bench_comm [--ranks 2,4,8,16] [--sync 0,4096,DEFAULT,end] [--rate TOK_PER_S] [--seconds S]
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
-#include "dist/distributed_run.h"
-#include "dist/store.h"
+#include "distributed/distributed_run.h"
+#include "distributed/store.h"
 
 #include "cppl/sharding.h"
 #include "cppl/statistics.h"

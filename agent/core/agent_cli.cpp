@@ -2,7 +2,7 @@
 #include "agent_cli.h"
 
 #include "args.h"
-#include "dist/launcher.h"
+#include "distributed/standalone.h"
 #include "preflight.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"

@@ -2,7 +2,7 @@
 #include "preflight.h"
 
 #include "args.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "exit_codes.h"
 
 #include "cppl/config.h"

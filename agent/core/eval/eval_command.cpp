@@ -8,7 +8,7 @@
 #include "model/mapped_file.h"
 #include "runtime_info.h"
 #include "eval_data.h"
-#include "dist/distributed_run.h"
+#include "distributed/distributed_run.h"
 #include "telemetry/publisher.h"
 
 #include "cppl/config.h"

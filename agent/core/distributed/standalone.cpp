@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "launcher.h"
+#include "standalone.h"
 
 #include "store.h"
 
