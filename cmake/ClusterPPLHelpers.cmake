@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: MIT
 # clusterppl_add_test(NAME SOURCES a.cpp b.cpp LIBRARIES lib... LABELS unit|integration|e2e|gpu
-#                     [TIMEOUT seconds] [ENVIRONMENT VAR=value ...])
+#                     [TIMEOUT seconds] [ENVIRONMENT VAR=value ...] [RUN_SERIAL])
 # add_executable + add_test + labels in one place, so every test is registered the same way.
+# The executable runs through tests/common/run_qtest.sh: a QSKIP makes the test "Skipped" (exit 77),
+# and under CI=true any skip but a missing GPU fails it (docs/testing.md).
+# RUN_SERIAL: for tests whose bounds are wall-clock times (stall windows, "dead within 3 s"), so
+# that ctest -j does not run them next to other tests.
 function(clusterppl_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBRARIES;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "TIMEOUT" "SOURCES;LIBRARIES;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT ARG_LABELS)
     message(FATAL_ERROR "clusterppl_add_test(${name}): LABELS is required (unit, integration, e2e or gpu)")
   endif()
@@ -15,12 +19,14 @@ function(clusterppl_add_test name)
     QT_NO_KEYWORDS
     CPPL_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     CPPL_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  add_test(NAME ${name} COMMAND ${name})
+  add_test(NAME ${name} COMMAND bash "${PROJECT_SOURCE_DIR}/tests/common/run_qtest.sh" $<TARGET_FILE:${name}>)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
   set_tests_properties(${name} PROPERTIES
     LABELS "${ARG_LABELS}"
     TIMEOUT ${ARG_TIMEOUT}
+    SKIP_RETURN_CODE 77
+    RUN_SERIAL ${ARG_RUN_SERIAL}
     ENVIRONMENT "QT_QPA_PLATFORM=offscreen;XDG_RUNTIME_DIR=${PROJECT_BINARY_DIR}/xdg-runtime;${ARG_ENVIRONMENT}")
 endfunction()

@@ -4,6 +4,7 @@
 // bits as one rank; every failure must end every rank, with the documented code and a message that
 // names the rank, within the bound.
 #include "test_process.h"
+#include "test_exact.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -161,7 +162,7 @@ private Q_SLOTS:
         // The contract: the same bits as one rank.
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
-        QCOMPARE(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
+        CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
         QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
         QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
         QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), one.value(QStringLiteral("bytes")).toInteger());
@@ -369,8 +370,13 @@ private Q_SLOTS:
                                                        + QStringList{QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--timeout"),
                                                                      QStringLiteral("20")},
                                            60000);
-        if (r.err.contains(QStringLiteral("Final estimate")) || r.exitCode == 0)
-            QSKIP("this host has a working NCCL and GPU; scripts/gpu-check.sh covers it");
+        if (r.exitCode == 0) {
+            // A GPU host with a working NCCL: the unavailable path cannot be provoked here (hosts without
+            // a GPU, CI among them, cover it), but the run itself must have finished with an estimate.
+            QVERIFY2(r.err.contains(QStringLiteral("Final estimate")), qPrintable(r.describe()));
+            qInfo("NCCL works on this host; the unavailable path is checked on hosts without a GPU");
+            return;
+        }
         QVERIFY2(r.exitCode == 5, qPrintable(r.describe()));
         QVERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(QStringLiteral("use --backend gloo")),
                  qPrintable(r.describe()));

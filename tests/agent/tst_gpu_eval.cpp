@@ -5,6 +5,7 @@
 #include "reference_fixture.h"
 
 #include "exit_codes.h"
+#include "test_skip.h"
 
 #include <ATen/Context.h>
 
@@ -23,7 +24,8 @@ private Q_SLOTS:
     void cudaMatchesCpu()
     {
         if (!at::hasCUDA())
-            QSKIP("no CUDA: this LibTorch is CPU-only or no GPU is visible (label gpu; run scripts/gpu-check.sh on a GPU host)");
+            CPPL_SKIP_NO_GPU("no CUDA device visible to this LibTorch (none here, or a CPU-only LibTorch); label gpu, run "
+                             "scripts/gpu-check.sh on a GPU host");
         QTemporaryDir dir;
         const QString model = dir.filePath(QStringLiteral("m"));
         ProcessResult r = runReference(QStringLiteral("make_checkpoint.py"),

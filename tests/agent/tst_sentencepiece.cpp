@@ -11,6 +11,7 @@
 #include "cppl/errors.h"
 
 #include "test_files.h"
+#include "test_skip.h"
 
 #include <QDir>
 #include <QFile>
@@ -174,7 +175,7 @@ class TestSentencePiece : public QObject
     void requireShim()
     {
         if (!kBuiltWithShim)
-            QSKIP("built without SentencePiece support (libsentencepiece-dev was missing at configure time)");
+            CPPL_SKIP_MISSING("built without SentencePiece support (libsentencepiece-dev was missing at configure time)");
     }
 
 private Q_SLOTS:
@@ -187,10 +188,10 @@ private Q_SLOTS:
         if (!kBuiltWithShim)
             return;
         if (!QFile::exists(kShakespeare))
-            QSKIP("../shared/data/tinyshakespeare/input.txt is not present");
+            CPPL_SKIP_MISSING("../shared/data/tinyshakespeare/input.txt is not present");
         if (QStandardPaths::findExecutable(QStringLiteral("spm_train")).isEmpty()
             || QStandardPaths::findExecutable(QStringLiteral("spm_encode")).isEmpty())
-            QSKIP("spm_train/spm_encode are not installed (Debian package sentencepiece; scripts/install-deps.sh)");
+            CPPL_SKIP_MISSING("spm_train/spm_encode are not installed (Debian package sentencepiece; scripts/install-deps.sh)");
         QVERIFY(m_dir.isValid());
         std::string text = readFile(kShakespeare);
         for (const char *line : kOddLines)
@@ -412,7 +413,7 @@ private Q_SLOTS:
     {
         requireShim();
         if (!QFile::exists(kGpt2Json))
-            QSKIP("../shared/data/tokenizers/gpt2 is not present");
+            CPPL_SKIP_MISSING("../shared/data/tokenizers/gpt2 is not present");
         QTemporaryDir dir;
         QVERIFY(QFile::copy(models().at(QStringLiteral("bpe")).path, dir.filePath(QStringLiteral("tokenizer.model"))));
         QVERIFY(QFile::copy(kGpt2Json, dir.filePath(QStringLiteral("tokenizer.json"))));

@@ -5,6 +5,8 @@
 
 #include "cppl/errors.h"
 
+#include "test_skip.h"
+
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -52,7 +54,7 @@ private Q_SLOTS:
     {
         const std::string path = CPPL_SOURCE_DIR "/../shared/data/wikitext-2-raw/wiki.test.raw";
         if (!std::ifstream(path))
-            QSKIP("../shared/data is not beside the checkout (CI and developer machines have it)");
+            CPPL_SKIP_MISSING("../shared/data is not beside the checkout (CI and developer machines have it)");
         const TextDataset ds = loadTextDataset(path, DatasetFormat::WikiText);
         QCOMPARE(ds.documents.size(), std::size_t{62}); // lines matching ^ = [^=].* = $ in the file
         QVERIFY(ds.documents.front().text.starts_with(" = Robert Boulter = \n"));

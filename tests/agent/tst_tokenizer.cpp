@@ -6,6 +6,8 @@
 
 #include "cppl/errors.h"
 
+#include "test_skip.h"
+
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
@@ -134,7 +136,7 @@ private Q_SLOTS:
     void gpt2RoundTrip()
     {
         if (!haveGpt2())
-            QSKIP("../shared/data/tokenizers/gpt2 is not present");
+            CPPL_SKIP_MISSING("../shared/data/tokenizers/gpt2 is not present");
         QFETCH(QByteArray, text);
         const auto tokenizer = Tokenizer::load(kGpt2Dir.toStdString());
         const std::string_view view(text.constData(), static_cast<std::size_t>(text.size()));
@@ -170,7 +172,7 @@ private Q_SLOTS:
         std::string path;
         if (setup == QStringLiteral("gpt2 shared")) {
             if (!haveGpt2())
-                QSKIP("../shared/data/tokenizers/gpt2 is not present");
+                CPPL_SKIP_MISSING("../shared/data/tokenizers/gpt2 is not present");
             path = kGpt2Dir.toStdString();
         } else if (setup == QStringLiteral("spm")) {
             path = writeFixture(dir, QStringLiteral("t"), fixtures::sentencePieceStyle(true));

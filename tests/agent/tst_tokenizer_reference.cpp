@@ -8,6 +8,7 @@
 #include "tokenizer_fixtures.h"
 
 #include "test_files.h"
+#include "test_skip.h"
 
 #include <QDir>
 #include <QFile>
@@ -199,7 +200,7 @@ private Q_SLOTS:
     void initTestCase()
     {
         if (!QFile::exists(kWikiText) || !QFile::exists(kGpt2 + QStringLiteral("/tokenizer.json")))
-            QSKIP("../shared/data (WikiText-2, GPT-2 tokenizer) is not present");
+            CPPL_SKIP_MISSING("../shared/data (WikiText-2, GPT-2 tokenizer) is not present");
     }
 
     void gpt2IdenticalToGptTokenizerOnWikiText()

@@ -5,6 +5,7 @@
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 #include "test_process.h"
+#include "test_skip.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
@@ -237,7 +238,7 @@ private Q_SLOTS:
     void sshFourRanksTwoGroups()
     {
         if (!m_skip.isEmpty())
-            QSKIP(qPrintable(m_skip));
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
         QFile::remove(path(u"known_hosts"_s));
         const QString profile = writeProfile(u"ssh4"_s, u"ssh"_s, 2, 2);
         // Unknown host key: refused, with the fingerprint, and nothing started.
@@ -263,7 +264,7 @@ private Q_SLOTS:
     void changedHostKeyRefused()
     {
         if (!m_skip.isEmpty())
-            QSKIP(qPrintable(m_skip));
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
         // known_hosts records another key of the same type for this host: refuse loudly, like OpenSSH.
         const QByteArray other = readFile(path(u"other_key.pub"_s)).trimmed();
         const QList<QByteArray> parts = other.split(' ');
@@ -277,7 +278,7 @@ private Q_SLOTS:
     void wrongKeyAndUnreachablePort()
     {
         if (!m_skip.isEmpty())
-            QSKIP(qPrintable(m_skip));
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
         QFile::remove(path(u"known_hosts"_s));
         QElapsedTimer t;
         t.start();
@@ -340,7 +341,7 @@ private Q_SLOTS:
     void askForHostKeyAndPassphrase()
     {
         if (!m_skip.isEmpty())
-            QSKIP(qPrintable(m_skip));
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
         // The dashboard's way: a callback decides about an unknown host key.
         QFile::remove(path(u"known_hosts"_s));
         cppl::core::LauncherSettings ask;
@@ -399,7 +400,7 @@ private Q_SLOTS:
         QFETCH(QString, launcher);
         QFETCH(QString, how);
         if (launcher == u"ssh"_s && !m_skip.isEmpty())
-            QSKIP(qPrintable(m_skip));
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
         // A long run (every window) so that there is something to interrupt.
         QString profile = writeProfile(u"long-"_s + launcher, launcher, launcher == u"ssh"_s ? 2 : 1, launcher == u"ssh"_s ? 2 : 4);
         QByteArray json = readFile(profile);
