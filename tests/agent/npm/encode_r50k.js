@@ -2,7 +2,7 @@
 // Independent GPT-2 reference for ClusterPPL's tokenizer tests and bench: the npm package
 // gpt-tokenizer (its r50k_base encoding = GPT-2's vocabulary, merges and regex).
 //   node encode_r50k.js NPM_PREFIX TEXT_FILE OUT.u32
-// NPM_PREFIX is where `npm install --prefix NPM_PREFIX gpt-tokenizer@VERSION` put the package.
+// NPM_PREFIX holds node_modules/gpt-tokenizer: tests/agent/npm, where scripts/install-deps.sh runs npm ci.
 // Writes little-endian uint32 ids and prints one line: "ids N seconds S MB/s X version V".
 'use strict';
 const fs = require('fs');
