@@ -56,7 +56,8 @@ Usage:
       --exit-on-stdin-eof    exit when stdin closes (launchers: no rank outlives its SSH channel)
       --telemetry tcp://HOST:PORT   stream progress, syncs, logs and the result to a collector
                              (never blocks; CURVE required off loopback; docs/telemetry.md)
-      --telemetry-keys FILE|-       CURVE credentials (a 0600 file, or stdin), never on the command line
+      --telemetry-keys FILE|-       CURVE credentials (a file you own, mode 0600/0400, or stdin to its end)
+      --telemetry-keys-stdin        the run's keys as stdin's first line (what launchers write; 10 s limit)
       --run-id ID            run id in telemetry (default: $CLUSTERPPL_RUN_ID)
     Distributed (one process per rank; identity from torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
     MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_NODELIST or Open MPI's

@@ -35,12 +35,18 @@ Credentials readCredentialsFile(const std::string &path)
         ::close(fd);
         throw ConfigError(path + ": the telemetry credentials must be a regular file");
     }
+    // Another user who can read (or replace) the file can join or impersonate the run's ranks.
+    if (st.st_uid != ::geteuid()) {
+        ::close(fd);
+        throw ConfigError(path + ": the telemetry credentials belong to uid " + std::to_string(st.st_uid) + ", not to this user (uid "
+                          + std::to_string(::geteuid()) + "); use a key file you own, with mode 0600 or 0400");
+    }
     if ((st.st_mode & 077) != 0) {
         ::close(fd);
         char mode[8];
-        std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
-        throw ConfigError(path + ": the telemetry credentials are readable by others (mode " + mode
-                          + "); run `chmod 600 " + path + "` or pass them on stdin");
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
+        throw ConfigError(path + ": the telemetry credentials are open to other users (mode " + mode
+                          + "); they must be mode 0600 or 0400: run `chmod 600 " + path + "`, or let the launcher pass them on stdin");
     }
     std::string text;
     char buf[4096];

@@ -240,7 +240,7 @@ private Q_SLOTS:
                 QVERIFY2(std::string(e.what()).find("must be encrypted") != std::string::npos, e.what());
             }
             // With this run's credentials it opens (connecting happens in the background).
-            auto pub = Publisher::open(endpoint.toStdString(), identity(), generateRunCredentials().agent, o);
+            auto pub = Publisher::open(endpoint.toStdString(), identity(), cppl::telemetry::generateCredentials().agent, o);
             QVERIFY(pub);
         } else {
             QVERIFY(Publisher::open(endpoint.toStdString(), identity(), std::nullopt, o));
@@ -249,14 +249,14 @@ private Q_SLOTS:
 
     void runCredentialsAndKeyFiles()
     {
-        const auto run = generateRunCredentials();
+        const auto run = cppl::telemetry::generateCredentials();
         QVERIFY(run.agent.hasClient());
         QVERIFY(run.collector.hasServer());
         QCOMPARE(run.agent.serverPublic, run.collector.serverPublic);
         QCOMPARE(run.agent.clientPublic, run.collector.clientPublic);
         QVERIFY(cppl::telemetry::isZ85Key(run.agent.clientSecret));
         QVERIFY(run.agent.serverSecret.empty()); // the agent never holds the server's secret
-        QVERIFY(generateRunCredentials().agent.clientSecret != run.agent.clientSecret);
+        QVERIFY(cppl::telemetry::generateCredentials().agent.clientSecret != run.agent.clientSecret);
         QTemporaryDir dir;
         const std::string path = dir.filePath(QStringLiteral("run.keys")).toStdString();
         cppl::telemetry::writeCredentialsFile(path, run.agent);

@@ -36,7 +36,7 @@ Snapshot waitForReceived(Collector &c, std::int64_t n, int timeoutMs = 20000)
     return c.snapshot();
 }
 
-cppl::telemetry::Credentials serverCredentials(const cppl::agent::telemetry::RunCredentials &r)
+cppl::telemetry::Credentials serverCredentials(const cppl::telemetry::RunCredentials &r)
 {
     return r.collector;
 }
@@ -296,8 +296,8 @@ private Q_SLOTS:
 
     void wrongCurveKeysGetNothingThrough()
     {
-        const auto run = cppl::agent::telemetry::generateRunCredentials();
-        const auto other = cppl::agent::telemetry::generateRunCredentials();
+        const auto run = cppl::telemetry::generateCredentials();
+        const auto other = cppl::telemetry::generateCredentials();
         CollectorOptions o;
         o.curve = serverCredentials(run);
         Collector collector(o);

@@ -10,6 +10,7 @@
 #include "eval_data.h"
 #include "distributed/distributed_run.h"
 #include "telemetry/publisher.h"
+#include "telemetry/stdin_keys.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -107,7 +108,15 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                       "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8",
                       "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--rank", "--world-size", "--local-rank",
                       "--local-world-size", "--master-addr", "--master-port", "--telemetry", "--telemetry-keys", "--run-id"},
-                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line"});
+                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
+        // The launcher's key line is stdin's first line: read it before the EOF watcher reads stdin.
+        std::optional<cppl::telemetry::Credentials> stdinKeys;
+        if (a.has("--telemetry-keys-stdin"))
+            stdinKeys = phase(kExitBadArguments, [&] {
+                if (!a.has("--telemetry") || a.has("--telemetry-keys"))
+                    throw ConfigError("--telemetry-keys-stdin needs --telemetry tcp://HOST:PORT and replaces --telemetry-keys");
+                return telemetry::readKeyLine(0);
+            });
         if (a.has("--exit-on-stdin-eof")) {
             // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
             // means the launcher or its connection is gone, and no rank may outlive it.
@@ -261,7 +270,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             if (who.host.empty())
                 who.host = localHostName();
             who.group = run ? run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
-            std::optional<cppl::telemetry::Credentials> keys;
+            std::optional<cppl::telemetry::Credentials> keys = stdinKeys;
             try {
                 if (const auto keyFile = a.get("--telemetry-keys"))
                     keys = cppl::telemetry::readCredentialsFile(*keyFile);

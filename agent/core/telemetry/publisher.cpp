@@ -16,7 +16,6 @@
 namespace cppl::agent::telemetry {
 
 using cppl::telemetry::Kind;
-using cppl::telemetry::CurveKeyPair;
 using cppl::telemetry::Message;
 
 namespace {
@@ -92,15 +91,6 @@ std::unique_ptr<Publisher> Publisher::open(const std::string &endpoint, Identity
     return std::unique_ptr<Publisher>(new Publisher(std::move(identity), options, std::move(s)));
 }
 
-CurveKeyPair generateCurveKeyPair()
-{
-    char pub[41] = {};
-    char sec[41] = {};
-    if (!zmq_has("curve") || zmq_curve_keypair(pub, sec) != 0)
-        throw ConfigError("telemetry: this libzmq cannot make CURVE keys (it needs libsodium)");
-    return {pub, sec};
-}
-
 #else // !CLUSTERPPL_HAVE_ZMQ
 
 struct Publisher::Socket
@@ -113,26 +103,7 @@ std::unique_ptr<Publisher> Publisher::open(const std::string &endpoint, Identity
                       "so it cannot stream telemetry; rebuild with libzmq or run without --telemetry");
 }
 
-CurveKeyPair generateCurveKeyPair()
-{
-    throw ConfigError("telemetry: this build has no ZeroMQ (libzmq3-dev), so it cannot make CURVE keys");
-}
-
 #endif
-
-RunCredentials generateRunCredentials()
-{
-    const auto server = generateCurveKeyPair();
-    const auto client = generateCurveKeyPair();
-    RunCredentials r;
-    r.collector.serverPublic = server.publicKey;
-    r.collector.serverSecret = server.secretKey;
-    r.collector.clientPublic = {client.publicKey};
-    r.agent.serverPublic = server.publicKey;
-    r.agent.clientPublic = {client.publicKey};
-    r.agent.clientSecret = client.secretKey;
-    return r;
-}
 
 std::int64_t currentRssBytes() noexcept
 {

@@ -118,17 +118,7 @@ private:
     std::thread m_thread;
 };
 
-/// A fresh CURVE key pair (zmq_curve_keypair); ConfigError without ZeroMQ/CURVE.
-[[nodiscard]] cppl::telemetry::CurveKeyPair generateCurveKeyPair();
-
-/// This run's credentials: `collector` (server pair + the admitted client public key) and `agent`
-/// (server public key + the run's client pair), ready for writeCredentialsFile.
-struct RunCredentials
-{
-    Credentials collector;
-    Credentials agent;
-};
-[[nodiscard]] RunCredentials generateRunCredentials();
+// A run's keys: cppl::telemetry::generateCredentials() (shared/, so the dashboard needs no agent code).
 
 /// Resident set size of this process in bytes (0 when unknown).
 [[nodiscard]] std::int64_t currentRssBytes() noexcept;

@@ -40,6 +40,11 @@ bool isPassThroughVariable(std::string_view n)
     return n == "LD_LIBRARY_PATH";
 }
 
+bool readsKeyLine(const RankCommand &rank)
+{
+    return std::find(rank.argv.begin(), rank.argv.end(), kKeysStdinFlag) != rank.argv.end();
+}
+
 std::string shellQuote(std::string_view value, std::string_view what)
 {
     for (const char c : value)
@@ -87,6 +92,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
                                                     : first.name;
     plan.masterPort = o.masterPort;
     const bool local = profile.launcher == "local";
+    const bool keysOnStdin = !o.telemetry.empty() && o.telemetryCredentials.has_value();
+    if (keysOnStdin)
+        plan.keyLine = cppl::telemetry::formatKeyLine(*o.telemetryCredentials);
     const EvaluationSpec &e = profile.evaluation;
     for (const RankInfo &ri : layout.ranks) {
         const HostSpec &h = profile.hosts[static_cast<std::size_t>(ri.hostIndex)];
@@ -135,6 +143,8 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
         if (!o.telemetry.empty())
             a.insert(a.end(), {"--telemetry", o.telemetry});
+        if (keysOnStdin)
+            a.emplace_back(kKeysStdinFlag);
         plan.ranks.push_back(std::move(c));
     }
     return plan;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "cppl/cluster_profile.h"
+#include "cppl/telemetry.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +34,11 @@ struct LaunchOptions
     std::string agentOverride;       ///< replaces every host's `agent` (tests, a local build)
     std::vector<std::pair<std::string, std::string>> passEnv; ///< from the launching environment (NCCL_*, ...)
     std::string telemetry;           ///< collector endpoint passed as --telemetry (empty: none)
+    /// The agents' half of this run's CURVE credentials (cppl::telemetry::generateCredentials().agent;
+    /// the collector binds with the other half). With `telemetry` set, every rank gets
+    /// `--telemetry-keys-stdin` and its launcher writes LaunchPlan::keyLine to its stdin first: the
+    /// keys never appear in argv, the environment or a file.
+    std::optional<cppl::telemetry::Credentials> telemetryCredentials;
 };
 
 struct LaunchPlan
@@ -41,7 +48,16 @@ struct LaunchPlan
     int masterPort = 0;
     std::string groups;   ///< the agents' --groups list, e.g. "0,1;2,3"
     std::vector<RankCommand> ranks;
+    /// Secret: the line each rank with `--telemetry-keys-stdin` reads first from its stdin
+    /// (cppl::telemetry::formatKeyLine). Never print or log it. Empty: no keys.
+    std::string keyLine;
 };
+
+/// @brief The agent flag that makes a rank read LaunchPlan::keyLine from stdin before anything else.
+inline constexpr std::string_view kKeysStdinFlag = "--telemetry-keys-stdin";
+
+/// @brief True when @p rank reads the key line from its stdin (its argv has kKeysStdinFlag).
+[[nodiscard]] bool readsKeyLine(const RankCommand &rank);
 
 /// @brief The environment variables a launcher passes through when set: NCCL_*, GLOO_*, CUDA_*,
 /// OMP_*, OPENBLAS_*, LD_LIBRARY_PATH, PATH is not passed.

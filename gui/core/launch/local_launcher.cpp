@@ -69,8 +69,15 @@ public:
                 onRankEnded(rank, exit, ended.stoppedByUs ? QStringLiteral("stopped by the launcher") : QString());
             });
             p->start();
-            if (p->waitForStarted(10000))
+            if (p->waitForStarted(10000)) {
+                // The run's telemetry keys go through the stdin pipe, which only this process and
+                // the child hold; stdin then stays open (its EOF tells the rank we are gone).
+                if (readsKeyLine(rc) && !plan.keyLine.empty()) {
+                    p->write(plan.keyLine.data(), static_cast<qint64>(plan.keyLine.size()));
+                    p->waitForBytesWritten(5000);
+                }
                 onStarted(rank);
+            }
         }
     }
 

@@ -196,11 +196,34 @@ struct Credentials
 [[nodiscard]] Credentials parseCredentials(std::string_view text, const std::string &origin);
 /// @brief The text form (what parseCredentials reads).
 [[nodiscard]] std::string formatCredentials(const Credentials &c);
-/// @brief Reads a credentials file, refusing it (ConfigError) unless it is a regular file without
-/// group or other permissions (chmod 600). "-" reads stdin.
+/// @brief Reads a credentials file, refusing it (ConfigError) unless it is a regular file owned by
+/// this user without group or other permissions (chmod 600 or 400). "-" reads stdin to its end.
 [[nodiscard]] Credentials readCredentialsFile(const std::string &path);
 /// @brief Writes a credentials file created with mode 0600 (an existing file is replaced).
 void writeCredentialsFile(const std::string &path, const Credentials &c);
+
+/// @brief One run's credentials: the collector's half (server pair + the admitted client public
+/// key) and the agents' half (server public + the run's client pair; never the server secret).
+struct RunCredentials
+{
+    Credentials collector; ///< for CollectorOptions::curve
+    Credentials agent;     ///< for the agents, as formatKeyLine() (stdin) or writeCredentialsFile()
+};
+
+/// @brief A fresh CURVE key pair (zmq_curve_keypair). ConfigError in a build without ZeroMQ or
+/// with a libzmq that has no CURVE (libsodium).
+[[nodiscard]] CurveKeyPair generateCurveKeyPair();
+/// @brief Fresh credentials for one run: a server pair and one client pair shared by its ranks.
+[[nodiscard]] RunCredentials generateCredentials();
+
+/// @brief First word of the key line a launcher writes to an agent's stdin (`--telemetry-keys-stdin`).
+inline constexpr std::string_view kKeyLineTag = "clusterppl-telemetry-keys-v1";
+/// @brief The agents' half as one stdin line: `TAG SERVER_PUBLIC CLIENT_PUBLIC CLIENT_SECRET\n`.
+/// ConfigError unless @p agent hasClient().
+[[nodiscard]] std::string formatKeyLine(const Credentials &agent);
+/// @brief Parses a key line (with or without its newline). ConfigError saying what is wrong; the
+/// message never repeats the line, which holds a secret.
+[[nodiscard]] Credentials parseKeyLine(std::string_view line);
 
 /// @brief `tcp://HOST:PORT` split up; ConfigError when malformed.
 struct Endpoint
