@@ -6,6 +6,8 @@
 #include "cppl/statistics.h"
 #include "cppl/telemetry.h"
 
+#include "test_exact.h" // sameBits
+
 #include <zmq.h>
 
 #include <QTest>
@@ -100,11 +102,6 @@ inline cppl::telemetry::Message progressOf(const std::string &run, std::int64_t 
     p.commTransferSecondsTotal = 0.05;
     p.rssBytes = 1 << 20;
     return m;
-}
-
-inline bool sameBits(double a, double b)
-{
-    return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 } // namespace cppl::test

@@ -6,6 +6,7 @@
 #include "telemetry/collector_object.h"
 #include "telemetry/publisher.h"
 #include "telemetry_fixtures.h"
+#include "test_exact.h"
 
 #include <QElapsedTimer>
 #include <QSignalSpy>
@@ -146,11 +147,11 @@ private Q_SLOTS:
         for (auto &x : s)
             all.merge(x);
         const auto global = cppl::computePerplexity(all);
-        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, global.ppl));
+        CPPL_COMPARE_BITS(snap.globalPpl.ppl, global.ppl);
         const auto local = cppl::computePerplexity(s[1]);
-        QCOMPARE(r1.local.ppl, local.ppl);
-        QCOMPARE(r1.deviation, local.ppl - global.ppl);
-        QCOMPARE(r1.deviationRelative, local.ppl / global.ppl - 1);
+        CPPL_COMPARE_BITS(r1.local.ppl, local.ppl);
+        CPPL_COMPARE_BITS(r1.deviation, local.ppl - global.ppl);
+        CPPL_COMPARE_BITS(r1.deviationRelative, local.ppl / global.ppl - 1);
     }
 
     // Many simulated ranks over a real socket: lost, reordered and duplicated messages, garbage in
@@ -171,7 +172,7 @@ private Q_SLOTS:
         std::mt19937_64 rng(static_cast<std::uint64_t>(ranks));
         std::vector<NllStats> finals(static_cast<std::size_t>(ranks));
         std::vector<std::int64_t> expectedLost(static_cast<std::size_t>(ranks));
-        std::vector<std::string> wire;
+        std::vector<std::vector<std::string>> perRank(static_cast<std::size_t>(ranks));
         for (int r = 0; r < ranks; ++r) {
             NllStats s;
             std::vector<std::string> mine;
@@ -190,10 +191,31 @@ private Q_SLOTS:
             if (mine.size() > 2)
                 mine.push_back(mine[1]); // a duplicate
             finals[static_cast<std::size_t>(r)] = s;
-            wire.insert(wire.end(), mine.begin(), mine.end());
+            perRank[static_cast<std::size_t>(r)] = std::move(mine);
         }
-        // Interleave ranks, keeping each rank's own (already perturbed) order.
-        std::stable_sort(wire.begin(), wire.end(), [](const std::string &, const std::string &) { return false; });
+        // Interleave ranks at random, keeping each rank's own (already perturbed) order: the next
+        // message comes from a random rank that still has some.
+        std::vector<std::string> wire;
+        std::vector<int> sender;
+        std::vector<std::size_t> next(static_cast<std::size_t>(ranks), 0);
+        std::vector<int> pending;
+        for (int r = 0; r < ranks; ++r)
+            pending.push_back(r);
+        while (!pending.empty()) {
+            const std::size_t k = rng() % pending.size();
+            const auto r = static_cast<std::size_t>(pending[k]);
+            wire.push_back(perRank[r][next[r]++]);
+            sender.push_back(pending[k]);
+            if (next[r] == perRank[r].size()) {
+                pending[k] = pending.back();
+                pending.pop_back();
+            }
+        }
+        // The interleaving is real: most neighbours on the wire come from different ranks.
+        std::size_t switches = 0;
+        for (std::size_t i = 1; i < sender.size(); ++i)
+            switches += sender[i] != sender[i - 1] ? 1 : 0;
+        QVERIFY2(2 * switches > wire.size(), qPrintable(QStringLiteral("%1 rank switches in %2 messages").arg(switches).arg(wire.size())));
         wire.push_back("{\"v\":1,");
         wire.push_back("[]");
         for (const auto &m : wire)
@@ -212,8 +234,8 @@ private Q_SLOTS:
         QVERIFY(snap.global.nllSquared == all.nllSquared);
         QCOMPARE(snap.global.tokens, all.tokens);
         const auto expected = cppl::computePerplexity(all);
-        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, expected.ppl));
-        QVERIFY(cppl::test::sameBits(snap.globalPpl.pplStderr, expected.pplStderr));
+        CPPL_COMPARE_BITS(snap.globalPpl.ppl, expected.ppl);
+        CPPL_COMPARE_BITS(snap.globalPpl.pplStderr, expected.pplStderr);
     }
 
     // Real publishers (the agent's code) as ranks; rank 0's result carries the aggregated result.
@@ -266,7 +288,7 @@ private Q_SLOTS:
         QVERIFY(snap.resultMatches.has_value());
         QVERIFY(*snap.resultMatches);
         QVERIFY(snap.global.nll == all.nll);
-        QVERIFY(cppl::test::sameBits(snap.globalPpl.ppl, cppl::computePerplexity(all).ppl));
+        CPPL_COMPARE_BITS(snap.globalPpl.ppl, cppl::computePerplexity(all).ppl);
         QCOMPARE(snap.stateCounts[static_cast<std::size_t>(RankState::Done)], world);
         QCOMPARE(snap.lostTotal, 0);
     }
@@ -395,7 +417,7 @@ private Q_SLOTS:
                 cppl::test::addTokens(s, rng, 1);
                 push.send(cppl::telemetry::encode(progressOf("run-f", 0, 1, seq++, s, 1 << 20)));
             }
-            QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+            QTest::qWait(1); // lets the adapter's coalescing timer fire (never processEvents())
         }
         QTest::qWait(200);
         const double seconds = static_cast<double>(t.elapsed()) / 1000.0;
@@ -449,7 +471,7 @@ private Q_SLOTS:
                 QCOMPARE(j["tokens_scored_total"].get<int>(), 2);
             } else if (tp == "run-g/global") {
                 sawGlobal = true;
-                QCOMPARE(j["ppl"].get<double>(), std::exp(2.5));
+                CPPL_COMPARE_BITS(j["ppl"].get<double>(), std::exp(2.5)); // the JSON carries every bit
             }
         }
         zmq_close(sub);

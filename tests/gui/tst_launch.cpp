@@ -415,7 +415,15 @@ private Q_SLOTS:
         while (agentsOfRun(runId).size() < 4 && t.elapsed() < 60000)
             QThread::msleep(100);
         QCOMPARE(agentsOfRun(runId).size(), 4);
-        QThread::msleep(2500); // into the evaluation
+        // Into the evaluation: the CLI prints its global live line once telemetry has counted
+        // scored tokens (an event to wait for, not a guess at how long loading takes).
+        QByteArray errSoFar;
+        cli.setReadChannel(QProcess::StandardError);
+        t.restart();
+        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 60000)
+            if (cli.waitForReadyRead(500))
+                errSoFar += cli.readAllStandardError();
+        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
         QCOMPARE(cli.state(), QProcess::Running);
         t.restart();
         if (how == u"kill-cli"_s) {
@@ -430,7 +438,7 @@ private Q_SLOTS:
         while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
             QThread::msleep(100);
         const qint64 took = t.elapsed();
-        const QString err = QString::fromUtf8(cli.readAllStandardError());
+        const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
         QVERIFY2(agentsOfRun(runId).isEmpty(), qPrintable(u"agents left after 10 s:\n"_s + err));
         qInfo("every agent of the run gone %lld ms after the %s", static_cast<long long>(took), qPrintable(how));
         if (how == u"kill-agent"_s) {
