@@ -252,6 +252,7 @@ private:
             Chan c;
             c.rank = r;
             std::string cmd;
+            bool sendKeys = false;
             try {
                 RankCommand rc = *r;
                 for (std::size_t i = 0; i + 1 < rc.argv.size(); ++i)
@@ -260,15 +261,17 @@ private:
                             rc.argv[i + 1] = "tcp://127.0.0.1:" + std::to_string(bound);
                         } else {
                             rc.argv.erase(rc.argv.begin() + static_cast<std::ptrdiff_t>(i), rc.argv.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+                            // No telemetry on this host, so no key line either.
+                            std::erase(rc.argv, std::string(kKeysStdinFlag));
                         }
                         break;
                     }
+                sendKeys = readsKeyLine(rc) && !m_plan.keyLine.empty();
                 cmd = remoteCommand(rc);
             } catch (const std::exception &e) {
                 post([this, rank = r->rank, m = QString::fromUtf8(e.what())] { onRankEnded(rank, -1, m); });
                 continue;
             }
-            bool sendKeys = false;
             c.ch = ssh_channel_new(s);
             if (!c.ch || ssh_channel_open_session(c.ch) != SSH_OK || ssh_channel_request_exec(c.ch, cmd.c_str()) != SSH_OK) {
                 post([this, rank = r->rank, m = QStringLiteral("cannot start the agent over SSH: %1").arg(QString::fromUtf8(ssh_get_error(s)))] {
@@ -277,12 +280,20 @@ private:
                 if (c.ch)
                     ssh_channel_free(c.ch);
                 continue;
-                            // No telemetry on this host, so no key line either.
-                            std::erase(rc.argv, std::string(kKeysStdinFlag));
+            }
+            // The run's telemetry keys: the first line on the agent's stdin, inside the encrypted
+            // channel (never in the command line, which other users of the host can see in ps).
+            if (sendKeys && ssh_channel_write(c.ch, m_plan.keyLine.data(), static_cast<uint32_t>(m_plan.keyLine.size()))
+                                != static_cast<int>(m_plan.keyLine.size())) {
+                post([this, rank = r->rank, m = QStringLiteral("cannot send the telemetry keys over SSH: %1").arg(QString::fromUtf8(ssh_get_error(s)))] {
+                    onRankEnded(rank, -1, m);
+                });
+                ssh_channel_close(c.ch);
+                ssh_channel_free(c.ch);
+                continue;
             }
             post([this, rank = r->rank] { onStarted(rank); });
             chans.push_back(std::move(c));
-                sendKeys = readsKeyLine(rc) && !m_plan.keyLine.empty();
         }
         auto lastKeepalive = std::chrono::steady_clock::now();
         bool signalled = false;
@@ -297,17 +308,6 @@ private:
                         ssh_channel_send_eof(c.ch);
                     }
                 signalled = true;
-            // The run's telemetry keys: the first line on the agent's stdin, inside the encrypted
-            // channel (never in the command line, which other users of the host can see in ps).
-            if (sendKeys && ssh_channel_write(c.ch, m_plan.keyLine.data(), static_cast<uint32_t>(m_plan.keyLine.size()))
-                                != static_cast<int>(m_plan.keyLine.size())) {
-                post([this, rank = r->rank, m = QStringLiteral("cannot send the telemetry keys over SSH: %1").arg(QString::fromUtf8(ssh_get_error(s)))] {
-                    onRankEnded(rank, -1, m);
-                });
-                ssh_channel_close(c.ch);
-                ssh_channel_free(c.ch);
-                continue;
-            }
             }
             for (auto &c : chans) {
                 if (c.done)
