@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "cli_commands.h"
+#include "cli/cli_commands.h"
 
 #include <QCoreApplication>
 #include <QTextStream>

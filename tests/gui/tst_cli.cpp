@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // clusterppl-cli as a user runs it: profile check, hostfile import/export, errors and exit codes.
-#include "cli_commands.h"
+#include "cli/cli_commands.h"
 
 #include "test_process.h"
 

@@ -382,7 +382,7 @@ private Q_SLOTS:
     {
         const QString profile = writeProfile(u"local-missing"_s, u"local"_s, 1, 2, path(u"no-such-model"_s));
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile}, 120000);
-        QVERIFY2(r.exitCode == 1 && r.err.contains(u"pre-flight refused the launch"_s) && r.err.contains(u"no-such-model: missing"_s),
+        QVERIFY2(r.exitCode == 10 && r.err.contains(u"pre-flight refused the launch"_s) && r.err.contains(u"no-such-model: missing"_s),
                  qPrintable(r.describe()));
     }
 

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "cli_commands.h"
+#include "cli/cli_commands.h"
+
+#include "cli/cli_run.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/config.h"
 #include "cppl/errors.h"
 #include "cppl/hostfile.h"
-#include "launch/run_command.h"
 
 #include <QCommandLineParser>
 #include <QFile>
@@ -29,8 +30,7 @@ Commands:
       host1:0,1@host2.
   hostfile export PROFILE.json [-o HOSTFILE]
       Write a profile's hosts as a DeepSpeed hostfile.
-  run --profile PROFILE.json [--accept-new-host-keys] [--json OUT] [--run-id ID] [--master-addr A] [--master-port P]
-      [--agent PATH] [--ssh-config FILE] [--known-hosts FILE] [--connect-timeout S] [--no-preflight]
+  run --profile PROFILE.json [--json OUT] [options]   (clusterppl-cli run --help)
       Pre-flight every host, then launch one agent per rank through the profile's launcher (local
       or ssh): progress and the final estimate here, the result JSON to OUT, a summary of who failed
       and why. Unknown SSH host keys are refused unless --accept-new-host-keys; changed ones always.
@@ -153,9 +153,13 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     const QString command = arguments.mid(0, 2).join(u' ');
     const QStringList rest = arguments.mid(2);
+    if (arguments.front() != u"run"_s && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
+        out << kUsage;
+        return kCliOk;
+    }
     try {
         if (arguments.front() == u"run"_s)
-            return runCommand(arguments.mid(1), out, err);
+            return cliRun(arguments.mid(1), out, err);
         if (command == u"profile check"_s)
             return profileCheck(rest, out, err);
         if (command == u"hostfile import"_s)
@@ -180,6 +184,14 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     } catch (const ConfigError &e) {
         err << "clusterppl-cli: " << qs(e.what()) << '\n';
         return kCliBadArguments;
+    } catch (const cppl::Error &e) {
+        err << "clusterppl-cli: " << qs(e.what()) << '\n';
+        return kCliFailed;
+    } catch (const std::exception &e) {
+        // The one place every command's unexpected failure ends: a message, never an abort.
+        err << "clusterppl-cli: internal error in \"" << command << "\": " << e.what()
+            << " (please report it with the command line)\n";
+        return kCliFailed;
     }
 }
 

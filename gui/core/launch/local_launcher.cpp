@@ -2,6 +2,8 @@
 // Ranks as child processes of this one.
 #include "launcher.h"
 
+#include "cppl/child_process.h"
+
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QTimer>
@@ -65,7 +67,9 @@ public:
                 drain(rank, false, true);
                 drain(rank, true, true);
                 const Rank &ended = m_ranks[static_cast<std::size_t>(rank)];
-                const int exit = status == QProcess::CrashExit ? 128 + (ended.signalled ? ended.signalled : SIGKILL) : code;
+                // On a crash QProcess's code is the terminating signal (forkfd's si_status): report
+                // that one, whoever sent it, as a shell would (128 + N).
+                const int exit = status == QProcess::CrashExit ? 128 + (code > 0 ? code : (ended.signalled ? ended.signalled : SIGKILL)) : code;
                 onRankEnded(rank, exit, ended.stoppedByUs ? QStringLiteral("stopped by the launcher") : QString());
             });
             p->start();
@@ -104,7 +108,7 @@ private:
     struct Rank
     {
         QProcess *process = nullptr;
-        QByteArray pending[2];
+        cppl::LineSplitter lines[2];
         bool stoppedByUs = false;
         int signalled = 0;
     };
@@ -112,16 +116,14 @@ private:
     void drain(int rank, bool isStderr, bool flush = false)
     {
         Rank &r = m_ranks[static_cast<std::size_t>(rank)];
-        QByteArray &buf = r.pending[isStderr ? 1 : 0];
-        buf += isStderr ? r.process->readAllStandardError() : r.process->readAllStandardOutput();
-        for (qsizetype nl; (nl = buf.indexOf('\n')) >= 0;) {
-            onOutput(rank, isStderr, QString::fromUtf8(buf.left(nl)));
-            buf.remove(0, nl + 1);
-        }
-        if (flush && !buf.isEmpty()) {
-            onOutput(rank, isStderr, QString::fromUtf8(buf));
-            buf.clear();
-        }
+        const QByteArray bytes = isStderr ? r.process->readAllStandardError() : r.process->readAllStandardOutput();
+        auto emitLine = [&](std::string_view line) {
+            onOutput(rank, isStderr, QString::fromUtf8(line.data(), static_cast<qsizetype>(line.size())));
+        };
+        cppl::LineSplitter &lines = r.lines[isStderr ? 1 : 0];
+        lines.feed(std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())), emitLine);
+        if (flush)
+            lines.flush(emitLine);
     }
 
     std::vector<Rank> m_ranks;

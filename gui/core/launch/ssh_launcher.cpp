@@ -3,6 +3,8 @@
 // each host gets its own thread; results reach the launcher through queued calls.
 #include "launcher.h"
 
+#include "cppl/child_process.h"
+
 #include <QMetaObject>
 #include <QPointer>
 
@@ -85,19 +87,33 @@ private:
         const std::string target = first.ssh.alias.empty() ? first.address : first.ssh.alias;
         session.reset(ssh_new());
         ssh_session s = session.get();
-        ssh_options_set(s, SSH_OPTIONS_HOST, target.c_str());
+        // Every option is checked: a value libssh refuses must not silently fall back to a default
+        // (another user, another known_hosts file).
+        auto option = [&](ssh_options_e what, const void *value, const char *name) -> std::string {
+            if (ssh_options_set(s, what, value) != SSH_OK)
+                return std::string("cannot set the SSH option ") + name + " for " + target + ": " + ssh_get_error(s);
+            return {};
+        };
+        if (auto e = option(SSH_OPTIONS_HOST, target.c_str(), "host"); !e.empty())
+            return e;
         // ~/.ssh/config (or the given file) first; the profile's explicit values override it.
-        ssh_options_parse_config(s, m_settings.sshConfigFile.empty() ? nullptr : m_settings.sshConfigFile.c_str());
+        if (ssh_options_parse_config(s, m_settings.sshConfigFile.empty() ? nullptr : m_settings.sshConfigFile.c_str()) != SSH_OK)
+            return "cannot read the SSH configuration " + (m_settings.sshConfigFile.empty() ? std::string("~/.ssh/config") : m_settings.sshConfigFile)
+                   + " for " + target + ": " + ssh_get_error(s) + " (fix the file, or pass another with --ssh-config)";
         if (first.ssh.port != 22) {
             const unsigned int port = static_cast<unsigned int>(first.ssh.port);
-            ssh_options_set(s, SSH_OPTIONS_PORT, &port);
+            if (auto e = option(SSH_OPTIONS_PORT, &port, "port"); !e.empty())
+                return e;
         }
         if (!first.ssh.user.empty())
-            ssh_options_set(s, SSH_OPTIONS_USER, first.ssh.user.c_str());
+            if (auto e = option(SSH_OPTIONS_USER, first.ssh.user.c_str(), "user"); !e.empty())
+                return e;
         if (!m_settings.knownHostsFile.empty())
-            ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, m_settings.knownHostsFile.c_str());
+            if (auto e = option(SSH_OPTIONS_KNOWNHOSTS, m_settings.knownHostsFile.c_str(), "known_hosts file"); !e.empty())
+                return e;
         const long timeout = m_settings.connectTimeoutSeconds;
-        ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout);
+        if (auto e = option(SSH_OPTIONS_TIMEOUT, &timeout, "connect timeout"); !e.empty())
+            return e;
         unsigned int port = 0;
         ssh_options_get_port(s, &port);
         const std::string where = target + " (port " + std::to_string(port) + ")";
@@ -244,7 +260,7 @@ private:
         {
             const RankCommand *rank = nullptr;
             ssh_channel ch = nullptr;
-            std::string pending[2];
+            cppl::LineSplitter lines[2];
             bool done = false;
         };
         std::vector<Chan> chans;
@@ -318,19 +334,20 @@ private:
                     const int n = ssh_channel_read_nonblocking(c.ch, buf, sizeof buf, err);
                     if (n > 0) {
                         progressed = true;
-                        c.pending[err].append(buf, static_cast<std::size_t>(n));
-                        for (std::size_t nl; (nl = c.pending[err].find('\n')) != std::string::npos;) {
-                            post([this, rank = c.rank->rank, err, line = QString::fromUtf8(c.pending[err].data(), static_cast<qsizetype>(nl))] {
+                        c.lines[err].feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) {
+                            post([this, rank = c.rank->rank, err, line = QString::fromUtf8(l.data(), static_cast<qsizetype>(l.size()))] {
                                 onOutput(rank, err == 1, line);
                             });
-                            c.pending[err].erase(0, nl + 1);
-                        }
+                        });
                     }
                 }
                 if (ssh_channel_is_eof(c.ch) || !ssh_channel_is_open(c.ch)) {
                     for (int err = 0; err < 2; ++err)
-                        if (!c.pending[err].empty())
-                            post([this, rank = c.rank->rank, err, line = QString::fromStdString(c.pending[err])] { onOutput(rank, err == 1, line); });
+                        c.lines[err].flush([&](std::string_view l) {
+                            post([this, rank = c.rank->rank, err, line = QString::fromUtf8(l.data(), static_cast<qsizetype>(l.size()))] {
+                                onOutput(rank, err == 1, line);
+                            });
+                        });
                     int code = ssh_channel_get_exit_status(c.ch);
                     QString reason;
                     if (code < 0) {

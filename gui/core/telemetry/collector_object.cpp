@@ -39,8 +39,10 @@ bool CollectorObject::start(CollectorOptions options)
 
 void CollectorObject::stop()
 {
-    if (m_collector)
+    if (m_collector) {
         m_collector->stop();
+        m_receivedAtStop = m_collector->messagesReceived();
+    }
     m_collector.reset();
     m_timer.stop();
 }
@@ -48,6 +50,13 @@ void CollectorObject::stop()
 QString CollectorObject::endpoint() const
 {
     return m_collector ? QString::fromStdString(m_collector->endpoint()) : QString();
+}
+
+SnapshotPtr CollectorObject::snapshotNow()
+{
+    if (m_collector)
+        m_latest = std::make_shared<const Snapshot>(m_collector->snapshot());
+    return m_latest ? m_latest : std::make_shared<const Snapshot>();
 }
 
 void CollectorObject::schedule()

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "telemetry/collector.h"
+#include "telemetry/snapshot_ptr.h"
 
 #include <QMetaType>
 #include <QObject>
@@ -12,8 +13,6 @@
 #include <memory>
 
 namespace cppl::core::telemetry {
-
-using SnapshotPtr = std::shared_ptr<const Snapshot>;
 
 /**
  * Qt face of a Collector: the collector's receive thread only raises a flag and posts one queued
@@ -33,6 +32,10 @@ public:
     void stop();
     [[nodiscard]] QString endpoint() const;
     [[nodiscard]] SnapshotPtr latest() const { return m_latest; }
+    /// A snapshot taken now, outside the coalescing timer (the end of a run); also becomes latest().
+    [[nodiscard]] SnapshotPtr snapshotNow();
+    /// Messages received so far (0 when stopped before it started).
+    [[nodiscard]] std::int64_t messagesReceived() const noexcept { return m_collector ? m_collector->messagesReceived() : m_receivedAtStop; }
     [[nodiscard]] std::int64_t snapshotsEmitted() const noexcept { return m_emitted; }
 
     static constexpr int kMinIntervalMs = 40;
@@ -50,8 +53,8 @@ private:
     std::atomic<bool> m_posted{false};
     SnapshotPtr m_latest;
     std::int64_t m_emitted = 0;
+    std::int64_t m_receivedAtStop = 0;
 };
 
 } // namespace cppl::core::telemetry
 
-Q_DECLARE_METATYPE(cppl::core::telemetry::SnapshotPtr)

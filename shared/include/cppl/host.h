@@ -14,3 +14,11 @@ namespace cppl {
 [[nodiscard]] bool isLoopbackHost(std::string_view host) noexcept;
 
 } // namespace cppl
+
+namespace cppl {
+
+/// @brief A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read, closed).
+/// Throws IoError naming the failing call when the system refuses a socket.
+[[nodiscard]] int freeLoopbackPort();
+
+} // namespace cppl

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-cli run`: the text view of the run engine. Everything a run does happens in
+// run/run_engine.cpp; this file parses flags, prints the engine's signals and maps its outcome.
+#include "cli/cli_run.h"
+
+#include "cli/cli_commands.h"
+#include "run/run_engine.h"
+#include "telemetry/collector_state.h"
+
+#include "cppl/errors.h"
+#include "cppl/signal_pipe.h"
+#include "cppl/statistics.h"
+
+#include <QCommandLineParser>
+#include <QEventLoop>
+#include <QFile>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QSocketNotifier>
+#include <QTextStream>
+#include <QTimer>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <optional>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core {
+
+namespace {
+
+using run::RunEngine;
+using run::RunOutcome;
+
+const QString kRunUsage = uR"(Usage: clusterppl-cli run --profile PROFILE.json [options]
+
+Pre-flight every host, then launch one agent per rank through the profile's launcher (local or
+ssh): progress and the final estimate here, live per-rank lines every 2 s, the result JSON to
+--json, and a summary of who failed and why. Every rank's output also goes to its own log file.
+
+Options:
+  --profile FILE            the cluster profile (required)
+  --json FILE               write rank 0's result JSON here
+  --run-id ID               run id: letters, digits, '.', '_', '-' (default: UTC time + random)
+  --master-addr ADDR        rendezvous address every host can reach (default: the first host's)
+  --master-port PORT        rendezvous port, 1-65535 (default: a free port locally, 29500 over SSH)
+  --agent PATH              agent executable on every host (overrides the profile)
+  --ssh-config FILE         ssh_config file (default ~/.ssh/config)
+  --known-hosts FILE        known_hosts file (default ~/.ssh/known_hosts)
+  --accept-new-host-keys    record unknown SSH host keys (changed keys are always refused)
+  --connect-timeout S       SSH connect timeout in seconds, 1-3600 (default 10)
+  --log-dir DIR             per-rank logs (default ~/.local/state/clusterppl/runs/RUN-ID)
+  --no-preflight            skip the pre-flight checks
+  --no-telemetry            no live view (ranks stream nothing)
+  -h, --help                this text
+
+Exit codes (docs/exit-codes.md): 0 ok, 1 failed, 2 bad arguments or profile, 3 file not
+readable/writable, 10 pre-flight refused, 11 launch failed, 12 a rank failed, 13 a rank timed
+out, 14 result check failed, 130 stopped.
+)"_s;
+
+/// Reads a passphrase from the controlling terminal without echo; nullopt without a terminal.
+std::optional<std::string> askPassphrase(const std::string &prompt)
+{
+    static std::mutex mutex; // one prompt at a time across host threads
+    const std::lock_guard lock(mutex);
+    const int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return std::nullopt;
+    termios old{};
+    const bool tty = ::tcgetattr(fd, &old) == 0;
+    bool quiet = false;
+    if (tty) {
+        termios noEcho = old;
+        noEcho.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+        quiet = ::tcsetattr(fd, TCSAFLUSH, &noEcho) == 0;
+    }
+    if (!quiet) { // never read a secret that would be echoed
+        ::close(fd);
+        return std::nullopt;
+    }
+    (void)!::write(fd, prompt.data(), prompt.size());
+    std::string line;
+    char c = 0;
+    while (::read(fd, &c, 1) == 1 && c != '\n')
+        line += c;
+    (void)!::write(fd, "\n", 1);
+    (void)::tcsetattr(fd, TCSAFLUSH, &old);
+    ::close(fd);
+    return line;
+}
+
+QString stateName(telemetry::RankState s)
+{
+    const auto n = telemetry::rankStateName(s);
+    return QString::fromLatin1(n.data(), static_cast<qsizetype>(n.size()));
+}
+
+/// The periodic live view: per rank while it fits a terminal, then the global line.
+void printLive(const telemetry::Snapshot &snap, QTextStream &err)
+{
+    if (snap.global.tokens == 0)
+        return;
+    int stalled = 0, evaluating = 0;
+    for (const auto &r : snap.ranks) {
+        stalled += r.state == telemetry::RankState::Stalled;
+        evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
+    }
+    QString straggler;
+    if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
+        straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
+    if (snap.ranks.size() <= 16)
+        for (const auto &r : snap.ranks)
+            err << u"[live]   rank %1 (%2, group %3): %4, %5/%6 windows, %7 tok/s, ppl %8, comm %9%"_s.arg(r.rank)
+                       .arg(QString::fromStdString(r.host))
+                       .arg(r.group)
+                       .arg(stateName(r.state))
+                       .arg(r.windowsDone)
+                       .arg(r.windowsTotal)
+                       .arg(r.tokensPerSecond, 0, 'f', 0)
+                       .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
+                       .arg(100 * r.commShare, 0, 'f', 2)
+                << '\n';
+    err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
+               .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
+               .arg(snap.global.tokens)
+               .arg(snap.tokensPerSecond, 0, 'f', 0)
+               .arg(evaluating)
+               .arg(snap.worldSize)
+               .arg(stalled ? u", %1 STALLED"_s.arg(stalled) : QString(), straggler)
+        << '\n';
+    err.flush();
+}
+
+/// Parses flags into a request; an empty string on success, else the message (exit 2).
+QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QString &profilePath, QString &jsonPath)
+{
+    QCommandLineParser parser;
+    const QCommandLineOption profileOpt(u"profile"_s, {}, u"FILE"_s);
+    const QCommandLineOption acceptOpt(u"accept-new-host-keys"_s, {});
+    const QCommandLineOption jsonOpt(u"json"_s, {}, u"FILE"_s);
+    const QCommandLineOption runIdOpt(u"run-id"_s, {}, u"ID"_s);
+    const QCommandLineOption addrOpt(u"master-addr"_s, {}, u"ADDR"_s);
+    const QCommandLineOption portOpt(u"master-port"_s, {}, u"PORT"_s);
+    const QCommandLineOption agentOpt(u"agent"_s, {}, u"PATH"_s);
+    const QCommandLineOption sshConfigOpt(u"ssh-config"_s, {}, u"FILE"_s);
+    const QCommandLineOption knownHostsOpt(u"known-hosts"_s, {}, u"FILE"_s);
+    const QCommandLineOption timeoutOpt(u"connect-timeout"_s, {}, u"S"_s);
+    const QCommandLineOption logDirOpt(u"log-dir"_s, {}, u"DIR"_s);
+    const QCommandLineOption noPreflightOpt(u"no-preflight"_s, {});
+    const QCommandLineOption noTelemetryOpt(u"no-telemetry"_s, {});
+    parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
+                       logDirOpt, noPreflightOpt, noTelemetryOpt});
+    if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
+        return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
+    if (!parser.positionalArguments().isEmpty())
+        return u"unexpected argument \"%1\" (run takes only options)"_s.arg(parser.positionalArguments().front());
+    if (!parser.isSet(profileOpt))
+        return u"needs --profile FILE"_s;
+    profilePath = parser.value(profileOpt);
+    jsonPath = parser.value(jsonOpt);
+    req.runId = parser.value(runIdOpt);
+    if (parser.isSet(runIdOpt))
+        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
+            return u"--run-id: "_s + why;
+    auto integer = [&](const QCommandLineOption &o, int lo, int hi, int &into) -> QString {
+        bool ok = false;
+        const QString v = parser.value(o);
+        const int n = v.toInt(&ok);
+        if (!ok || n < lo || n > hi)
+            return u"--%1: expected an integer %2-%3, got \"%4\""_s.arg(o.names().front()).arg(lo).arg(hi).arg(v);
+        into = n;
+        return {};
+    };
+    if (parser.isSet(portOpt))
+        if (QString why = integer(portOpt, 1, 65535, req.masterPort); !why.isEmpty())
+            return why;
+    if (parser.isSet(timeoutOpt))
+        if (QString why = integer(timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds); !why.isEmpty())
+            return why;
+    req.masterAddr = parser.value(addrOpt);
+    req.agent = parser.value(agentOpt);
+    req.logDir = parser.value(logDirOpt);
+    req.preflight = !parser.isSet(noPreflightOpt);
+    req.telemetry = !parser.isSet(noTelemetryOpt);
+    req.launcher.newHostKeys = parser.isSet(acceptOpt) ? NewHostKeys::Accept : NewHostKeys::Refuse;
+    req.launcher.sshConfigFile = parser.value(sshConfigOpt).toStdString();
+    req.launcher.knownHostsFile = parser.value(knownHostsOpt).toStdString();
+    req.launcher.passphrase = askPassphrase;
+    return {};
+}
+
+} // namespace
+
+int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    if (arguments.contains(u"--help"_s) || arguments.contains(u"-h"_s)) {
+        out << kRunUsage;
+        return run::kRunOk;
+    }
+    run::RunRequest req;
+    QString profilePath, jsonPath;
+    if (const QString why = parseRunFlags(arguments, req, profilePath, jsonPath); !why.isEmpty()) {
+        err << "clusterppl-cli: run: " << why << '\n';
+        return run::kRunBadArguments;
+    }
+    try {
+        req.profile = loadProfile(profilePath.toStdString());
+    } catch (const IoError &e) {
+        err << "clusterppl-cli: " << e.what() << '\n';
+        return run::kRunIoError;
+    } catch (const ConfigError &e) {
+        err << "clusterppl-cli: " << e.what() << '\n';
+        return run::kRunBadArguments;
+    }
+    req.profilePath = profilePath;
+
+    RunEngine engine;
+    QEventLoop loop;
+    QObject::connect(&engine, &RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+    QObject::connect(&engine, &RunEngine::notice, [&](const QString &text) {
+        err << "clusterppl-cli: " << text << '\n';
+        err.flush();
+    });
+    QObject::connect(&engine, &RunEngine::hostFailed, [&](const QString &host, const QString &message) {
+        err << "clusterppl-cli: host " << host << ": " << message << '\n';
+        err.flush();
+    });
+    QObject::connect(&engine, &RunEngine::rankOutput, [&](int rank, bool isStderr, const QString &line) {
+        if (rank < 0)
+            err << "clusterppl-cli: " << line << '\n';
+        else if (!isStderr && rank == 0)
+            out << line << '\n';
+        else if (isStderr && rank == 0)
+            err << line << '\n';
+        else if (isStderr)
+            err << "[rank " << rank << "] " << line << '\n';
+        out.flush();
+        err.flush();
+    });
+    QObject::connect(&engine, &RunEngine::alertRaised, [&](const run::RunAlert &a) {
+        err << "clusterppl-cli: ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
+        err.flush();
+    });
+    // Every 2 s: the global running perplexity merged exactly from every rank's live sums.
+    QTimer live;
+    QObject::connect(&live, &QTimer::timeout, [&] {
+        if (const auto snap = engine.latestSnapshot())
+            printLive(*snap, err);
+    });
+    live.start(2000);
+
+    // SIGINT/SIGTERM/SIGHUP stop the run (every rank ends); a second one is not needed.
+    std::unique_ptr<SignalPipe> sigPipe;
+    std::unique_ptr<QSocketNotifier> notifier;
+    try {
+        sigPipe = std::make_unique<SignalPipe>(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP});
+        notifier = std::make_unique<QSocketNotifier>(sigPipe->readFd(), QSocketNotifier::Read);
+        QObject::connect(notifier.get(), &QSocketNotifier::activated, &engine, [&] {
+            const int sig = sigPipe->drain();
+            err << "clusterppl-cli: signal " << sig << ": stopping the run\n";
+            err.flush();
+            engine.stop();
+        });
+    } catch (const cppl::Error &e) {
+        err << "clusterppl-cli: " << e.what() << "; Ctrl-C will end this process without stopping remote ranks cleanly\n";
+    }
+
+    if (engine.start(req) || !run::isTerminal(engine.phase()))
+        loop.exec();
+    live.stop();
+    notifier.reset();
+    sigPipe.reset();
+
+    const RunOutcome &o = engine.outcome();
+    if (const auto snap = engine.latestSnapshot())
+        printLive(*snap, err); // the final per-rank totals, however short the run was
+    if (o.liveMergeMatches.has_value()) {
+        const auto snap = engine.latestSnapshot();
+        err << "clusterppl-cli: telemetry: " << (snap ? snap->ranks.size() : 0) << " ranks, " << o.telemetryMessages << " messages, "
+            << (snap ? snap->lostTotal : 0) << " lost, " << (snap ? snap->authRejected : 0) << " rejected; live exact merge "
+            << (*o.liveMergeMatches ? "equals" : "DIFFERS FROM") << " rank 0's result\n";
+    }
+    if (o.exitCode != run::kRunOk) {
+        err << "clusterppl-cli: " << (o.summary.isEmpty() ? o.firstCause : o.summary) << '\n';
+        if (!o.logDir.isEmpty())
+            err << "clusterppl-cli: every rank's output is in " << o.logDir << '\n';
+        return o.exitCode;
+    }
+    if (!jsonPath.isEmpty()) {
+        QSaveFile f(jsonPath);
+        const QJsonDocument doc = QJsonDocument::fromJson(o.resultJson);
+        if (!f.open(QIODevice::WriteOnly) || f.write(doc.toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+            err << "clusterppl-cli: " << jsonPath << ": cannot write the result: " << f.errorString() << '\n';
+            return run::kRunIoError;
+        }
+    }
+    return run::kRunOk;
+}
+
+} // namespace cppl::core

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+#include "run/run_engine.h"
+
+#include "run/agent_locator.h"
+#include "run/preflight.h"
+
+#include "cppl/config.h"
+#if CLUSTERPPL_HAVE_ZMQ
+#include "telemetry/collector_object.h"
+#endif
+
+#include "cppl/errors.h"
+#include "cppl/host.h"
+#include "cppl/statistics.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QRandomGenerator>
+#include <QRegularExpression>
+#include <QTimer>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+extern char **environ;
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core::run {
+
+QString phaseName(RunPhase phase)
+{
+    switch (phase) {
+    case RunPhase::Idle: return u"idle"_s;
+    case RunPhase::Preflight: return u"pre-flight"_s;
+    case RunPhase::Launching: return u"launching"_s;
+    case RunPhase::Running: return u"running"_s;
+    case RunPhase::Stopping: return u"stopping"_s;
+    case RunPhase::Finished: return u"finished"_s;
+    case RunPhase::Failed: return u"failed"_s;
+    case RunPhase::Stopped: return u"stopped"_s;
+    }
+    return u"?"_s;
+}
+
+QString generateRunId()
+{
+    return QDateTime::currentDateTimeUtc().toString(u"yyyyMMdd-HHmmss"_s) + u'-'
+           + QString::number(QRandomGenerator::global()->bounded(0x10000), 16).rightJustified(4, u'0');
+}
+
+QString validateRunId(const QString &id)
+{
+    // It names a directory (per-rank logs) and travels in telemetry and the store.
+    static const QRegularExpression ok(u"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$"_s);
+    if (id.isEmpty())
+        return u"the run id is empty"_s;
+    if (id.size() > 128)
+        return u"the run id is %1 characters long; at most 128 are allowed"_s.arg(id.size());
+    if (!ok.match(id).hasMatch())
+        return u"the run id \"%1\" may contain only letters, digits, '.', '_' and '-', and must not start with '.' or '-'"_s.arg(id);
+    return {};
+}
+
+namespace {
+
+std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s)
+{
+    return kind == "ssh" ? makeSshLauncher(s) : makeLocalLauncher(s);
+}
+
+/// Fields of a result JSON the engine compares: the exact sum and the counts it divides by.
+struct ResultKey
+{
+    QString nllExact;
+    qint64 tokens = -1;
+    double ppl = 0;
+    bool valid = false;
+};
+
+ResultKey resultKey(const QByteArray &json)
+{
+    const QJsonObject o = QJsonDocument::fromJson(json).object();
+    ResultKey k;
+    k.nllExact = o.value(u"nll_sum_exact"_s).toString();
+    k.tokens = o.value(u"tokens_scored"_s).toInteger(-1);
+    k.ppl = o.value(u"ppl"_s).toDouble();
+    k.valid = !k.nllExact.isEmpty() && k.tokens > 0;
+    return k;
+}
+
+} // namespace
+
+struct RunEngine::Private
+{
+    QElapsedTimer clock;
+    std::unique_ptr<Launcher> preflightLauncher;
+    std::map<int, QString> preflightJson; // by pre-flight "rank" (= host order)
+    LaunchPlan preflightPlan;
+    std::unique_ptr<Launcher> launcher;
+#if CLUSTERPPL_HAVE_ZMQ
+    std::unique_ptr<telemetry::CollectorObject> collector;
+#endif
+    std::map<int, std::unique_ptr<QFile>> logs;
+    QByteArray result;
+    QStringList hostFailures;     // launch failures, in order: the first is the cause
+    std::set<int> startedRanks;
+    bool stopRequested = false;
+    int resultChecks = 0;
+};
+
+RunEngine::RunEngine(QObject *parent) : QObject(parent), d(std::make_unique<Private>())
+{
+    qRegisterMetaType<RunPhase>();
+    qRegisterMetaType<HostPreflight>();
+    qRegisterMetaType<RunOutcome>();
+    qRegisterMetaType<SnapshotPtr>();
+    qRegisterMetaType<RunAlert>();
+    m_timeline.reset();
+}
+
+RunEngine::~RunEngine()
+{
+    // Launchers kill what they started in their destructors (process groups, closed channels).
+    d->launcher.reset();
+    d->preflightLauncher.reset();
+#if CLUSTERPPL_HAVE_ZMQ
+    d->collector.reset();
+#endif
+}
+
+double RunEngine::elapsedSeconds() const
+{
+    return d->clock.isValid() ? static_cast<double>(d->clock.nsecsElapsed()) * 1e-9 : 0.0;
+}
+
+void RunEngine::setPhase(RunPhase phase)
+{
+    if (m_phase == phase)
+        return;
+    m_phase = phase;
+    Q_EMIT phaseChanged(phase);
+}
+
+bool RunEngine::start(RunRequest request)
+{
+    if (m_phase != RunPhase::Idle) {
+        Q_EMIT notice(tr("This run engine has already run; start a new one."));
+        return false;
+    }
+    m_request = std::move(request);
+    d->clock.start();
+    m_outcome = {};
+    m_outcome.started = QDateTime::currentDateTimeUtc();
+    m_alerts.reset(m_request.profile.thresholds);
+    m_timeline.reset();
+    auto refuse = [this](int code, const QString &cause) {
+        // Queued: callers connect after start() returns false as well as before.
+        QTimer::singleShot(0, this, [this, code, cause] { finishWith(RunPhase::Failed, code, cause); });
+        return false;
+    };
+
+    m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
+    if (const QString why = validateRunId(m_runId); !why.isEmpty())
+        return refuse(kRunBadArguments, why);
+    if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
+        QStringList lines;
+        for (const auto &p : problems)
+            lines << QString::fromStdString(p);
+        return refuse(kRunBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
+    }
+    const ClusterProfile &profile = m_request.profile;
+    LaunchOptions lo;
+    lo.runId = m_runId.toStdString();
+    lo.masterAddr = m_request.masterAddr.toStdString();
+    try {
+        lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (profile.launcher == "local" ? cppl::freeLoopbackPort() : 29500);
+    } catch (const cppl::Error &e) {
+        return refuse(kRunFailed, QString::fromStdString(e.what()));
+    }
+    if (lo.masterPort < 1 || lo.masterPort > 65535)
+        return refuse(kRunBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort));
+    lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
+    lo.agentOverride = m_request.agent.toStdString();
+    if (lo.agentOverride.empty() && profile.launcher == "local")
+        lo.agentOverride = localAgentFor(profile).toStdString();
+    for (char **e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        if (eq != std::string::npos && isPassThroughVariable(kv.substr(0, eq)))
+            lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+
+#if CLUSTERPPL_HAVE_ZMQ
+    int collectorPort = 0;
+    if (m_request.telemetry) {
+        // Every rank streams to a collector in this process, over CURVE with keys made for this
+        // run alone: local ranks reach it on loopback, SSH ranks through their session's reverse
+        // tunnel. The agents get the keys on stdin, never in argv (docs/telemetry.md, "Security").
+        telemetry::CollectorOptions co;
+        co.state.run = lo.runId;
+        co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
+        try {
+            const auto keys = cppl::telemetry::generateCredentials();
+            co.curve = keys.collector;
+            lo.telemetryCredentials = keys.agent;
+        } catch (const cppl::Error &e) {
+            return refuse(kRunFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what())));
+        }
+        d->collector = std::make_unique<telemetry::CollectorObject>();
+        QString collectorError;
+        connect(d->collector.get(), &telemetry::CollectorObject::failed, this, [&collectorError](const QString &why) { collectorError = why; });
+        if (!d->collector->start(co))
+            return refuse(kRunFailed, collectorError);
+        connect(d->collector.get(), &telemetry::CollectorObject::snapshotReady, this, &RunEngine::onSnapshot);
+        lo.telemetry = d->collector->endpoint().toStdString();
+        collectorPort = d->collector->endpoint().section(u':', -1).toInt();
+    }
+#endif
+    try {
+        m_plan = buildLaunchPlan(profile, lo);
+        if (m_plan.launcher == "ssh")
+            for (const auto &r : m_plan.ranks)
+                (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
+    } catch (const cppl::ConfigError &e) {
+        return refuse(kRunBadArguments, QString::fromStdString(e.what()));
+    }
+#if CLUSTERPPL_HAVE_ZMQ
+    m_request.launcher.telemetryTunnelPort = profile.launcher == "ssh" ? collectorPort : 0;
+#else
+    m_request.launcher.telemetryTunnelPort = 0;
+#endif
+    Q_EMIT planned();
+    QTimer::singleShot(0, this, m_request.preflight ? &RunEngine::startPreflight : &RunEngine::startLaunch);
+    return true;
+}
+
+void RunEngine::stop()
+{
+    if (isTerminal(m_phase) || d->stopRequested)
+        return;
+    d->stopRequested = true;
+    if (m_phase == RunPhase::Idle) {
+        finishWith(RunPhase::Stopped, kRunStopped, tr("stopped before it started"));
+        return;
+    }
+    setPhase(RunPhase::Stopping);
+    Q_EMIT notice(tr("stopping every rank of run %1").arg(m_runId));
+    if (d->preflightLauncher && !d->preflightLauncher->isFinished())
+        d->preflightLauncher->stop();
+    else if (d->launcher && !d->launcher->isFinished())
+        d->launcher->stop();
+    else
+        QTimer::singleShot(0, this, [this] { finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user")); });
+}
+
+void RunEngine::startPreflight()
+{
+    if (d->stopRequested)
+        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+    setPhase(RunPhase::Preflight);
+    d->preflightPlan = preflightPlan(m_request.profile, m_plan);
+    LauncherSettings s = m_request.launcher;
+    s.stopAllOnFailure = false;
+    s.telemetryTunnelPort = 0;
+    d->preflightLauncher = makeLauncher(m_plan.launcher, s);
+    Launcher *l = d->preflightLauncher.get();
+    connect(l, &Launcher::rankOutput, this, [this](int rank, bool isStderr, const QString &line) {
+        if (rank < 0)
+            Q_EMIT rankOutput(-1, isStderr, line);
+        else if (!isStderr && line.startsWith(u'{'))
+            d->preflightJson[rank] = line;
+    });
+    connect(l, &Launcher::hostFailed, this, [this](const QString &host, const QString &message) {
+        d->hostFailures << tr("host %1: %2").arg(host, message);
+        Q_EMIT hostFailed(host, message);
+    });
+    connect(l, &Launcher::finished, this, &RunEngine::onPreflightDone, Qt::QueuedConnection);
+    l->start(d->preflightPlan);
+}
+
+void RunEngine::onPreflightDone()
+{
+    if (d->stopRequested)
+        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped during pre-flight"));
+    m_preflight = judgePreflight(d->preflightPlan, d->preflightJson, d->preflightLauncher->ends());
+    QStringList refusals = preflightRefusals(m_preflight);
+    for (const auto &h : m_preflight)
+        Q_EMIT preflightHost(h);
+    Q_EMIT preflightFinished(refusals.isEmpty(), refusals);
+    if (!d->hostFailures.isEmpty())
+        return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+    if (!refusals.isEmpty())
+        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+                          tr("pre-flight refused the launch:\n  %1").arg(refusals.join(u"\n  "_s)));
+    Q_EMIT notice(tr("pre-flight ok on %n host(s)", nullptr, static_cast<int>(m_preflight.size())));
+    startLaunch();
+}
+
+void RunEngine::startLaunch()
+{
+    if (d->stopRequested)
+        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+    setPhase(RunPhase::Launching);
+    // Every line of every rank also goes to its own log file: nothing is lost when a view scrolls.
+    QString logDir = m_request.logDir;
+    if (logDir.isEmpty()) {
+        const QString state = qEnvironmentVariable("XDG_STATE_HOME", QDir::homePath() + u"/.local/state"_s);
+        logDir = state + u"/clusterppl/runs/"_s + m_runId;
+    }
+    if (QDir().mkpath(logDir)) {
+        for (const auto &r : m_plan.ranks) {
+            auto f = std::make_unique<QFile>(u"%1/rank-%2.log"_s.arg(logDir).arg(r.rank));
+            if (f->open(QIODevice::WriteOnly | QIODevice::Append | QIODevice::Text))
+                d->logs[r.rank] = std::move(f);
+        }
+        m_outcome.logDir = logDir;
+        Q_EMIT notice(tr("per-rank logs in %1").arg(logDir));
+    } else {
+        Q_EMIT notice(tr("cannot create the log directory %1; rank output is shown but not saved").arg(logDir));
+    }
+    d->launcher = makeLauncher(m_plan.launcher, m_request.launcher);
+    Launcher *l = d->launcher.get();
+    connect(l, &Launcher::rankOutput, this, [this](int rank, bool isStderr, const QString &line) {
+        if (const auto it = d->logs.find(rank); it != d->logs.end()) {
+            it->second->write((isStderr ? "E " : "O ") + line.toUtf8() + '\n');
+            it->second->flush();
+        }
+        if (!isStderr && rank >= 0 && line.startsWith(u"CLUSTERPPL_RESULT "_s)) {
+            d->result = line.mid(18).toUtf8();
+            return;
+        }
+        Q_EMIT rankOutput(rank, isStderr, line);
+    });
+    connect(l, &Launcher::rankStarted, this, [this](int rank, const QString &host) {
+        d->startedRanks.insert(rank);
+        if (m_phase == RunPhase::Launching && d->startedRanks.size() == m_plan.ranks.size())
+            setPhase(RunPhase::Running);
+        Q_EMIT rankStarted(rank, host);
+    });
+    connect(l, &Launcher::rankFinished, this, [this](int rank, int exitCode) {
+        if (exitCode != 0 && !d->stopRequested) {
+            const RankEnd &end = d->launcher->ends().at(rank);
+            const auto &rc = m_plan.ranks[static_cast<std::size_t>(rank)];
+            QString why = !end.reason.isEmpty() ? end.reason
+                          : exitCode > 128      ? tr("killed by signal %1").arg(exitCode - 128)
+                                                : tr("exit code %1").arg(exitCode);
+            if (end.reason.isEmpty() && !end.lastLines.isEmpty())
+                why += u": "_s + end.lastLines.back();
+            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::Failed,
+                                              tr("rank %1 on %2 ended: %3").arg(rank).arg(QString::fromStdString(rc.hostName), why)));
+        }
+        Q_EMIT rankFinished(rank, exitCode);
+    });
+    connect(l, &Launcher::hostFailed, this, [this](const QString &host, const QString &message) {
+        d->hostFailures << tr("host %1: %2").arg(host, message);
+        Q_EMIT hostFailed(host, message);
+    });
+    connect(l, &Launcher::finished, this, &RunEngine::onLauncherFinished, Qt::QueuedConnection);
+    Q_EMIT notice(tr("run %1: %2 ranks on %3 hosts (%4), groups %5, master %6:%7")
+                      .arg(m_runId)
+                      .arg(m_plan.ranks.size())
+                      .arg(m_request.profile.hosts.size())
+                      .arg(QString::fromStdString(m_plan.launcher), QString::fromStdString(m_plan.groups),
+                           QString::fromStdString(m_plan.masterAddr))
+                      .arg(m_plan.masterPort));
+    l->start(m_plan);
+}
+
+void RunEngine::onSnapshot(const SnapshotPtr &snapshot)
+{
+    m_latest = snapshot;
+    const double t = elapsedSeconds();
+    m_timeline.append(t, *snapshot);
+    if (!isTerminal(m_phase))
+        for (const auto &a : m_alerts.update(t, *snapshot))
+            Q_EMIT alertRaised(a);
+    Q_EMIT snapshotReady(snapshot);
+}
+
+void RunEngine::onLauncherFinished()
+{
+    m_outcome.ends = d->launcher->ends();
+    if (d->stopRequested)
+        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+    const int code = d->launcher->exitCode();
+    if (code != 0) {
+        m_outcome.summary = d->launcher->summary();
+        const QString first = m_outcome.summary.section(u'\n', 0, 0);
+        if (!d->hostFailures.isEmpty() && d->startedRanks.empty())
+            return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+        // The agents' exit 6 is a timeout (a rank stopped answering); 5 is what the others exit
+        // with when a peer died, so the first failing rank's code decides.
+        return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, first);
+    }
+    if (d->result.isEmpty())
+        return finishWith(RunPhase::Failed, kRunResultMismatch, tr("rank 0 finished without reporting a result"));
+    m_outcome.resultJson = d->result;
+    checkResult();
+}
+
+void RunEngine::checkResult()
+{
+    // The result travelled twice: over rank 0's stdout and as telemetry. The collector's live
+    // exact merge of the ranks' final sums must equal it bit for bit; its last messages may still
+    // be in flight for a moment after the processes ended.
+#if CLUSTERPPL_HAVE_ZMQ
+    if (d->collector) {
+        const SnapshotPtr snap = d->collector->snapshotNow();
+        if (!snap->resultMatches.has_value() && d->resultChecks++ < 100) {
+            QTimer::singleShot(20, this, &RunEngine::checkResult);
+            return;
+        }
+        onSnapshot(snap);
+        m_outcome.liveMergeMatches = snap->resultMatches;
+        d->collector->stop();
+        if (snap->resultMatches == false) {
+            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch,
+                                              tr("the live exact merge of every rank's sums differs from rank 0's result")));
+            return finishWith(RunPhase::Failed, kRunResultMismatch, tr("the live exact merge of every rank's sums differs from rank 0's result"));
+        }
+    }
+#endif
+    if (!m_request.baselineResultJson.isEmpty()) {
+        const ResultKey mine = resultKey(m_outcome.resultJson);
+        const ResultKey base = resultKey(m_request.baselineResultJson);
+        if (mine.valid && base.valid) {
+            m_outcome.baselineIdentical = mine.nllExact == base.nllExact && mine.tokens == base.tokens;
+            m_outcome.baselineRelativeDeviation = base.ppl > 0 ? mine.ppl / base.ppl - 1 : 0;
+            if (!*m_outcome.baselineIdentical
+                && std::abs(m_outcome.baselineRelativeDeviation) > m_request.profile.thresholds.deviationTolerance)
+                Q_EMIT alertRaised(m_alerts.raise(
+                    elapsedSeconds(), -1, AlertKind::Deviation,
+                    tr("PPL %1 deviates %2% from the one-rank baseline %3 (tolerance %4%)")
+                        .arg(mine.ppl, 0, 'f', 6)
+                        .arg(100 * m_outcome.baselineRelativeDeviation, 0, 'g', 3)
+                        .arg(base.ppl, 0, 'f', 6)
+                        .arg(100 * m_request.profile.thresholds.deviationTolerance, 0, 'g', 3)));
+        }
+    }
+    finishWith(RunPhase::Finished, kRunOk, {});
+}
+
+void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
+{
+    if (isTerminal(m_phase))
+        return;
+#if CLUSTERPPL_HAVE_ZMQ
+    if (d->collector) {
+        if (phase != RunPhase::Finished) // keep the last figures the ranks sent
+            onSnapshot(d->collector->snapshotNow());
+        d->collector->stop();
+        m_outcome.telemetryMessages = d->collector->messagesReceived();
+    }
+#endif
+    for (auto &[rank, f] : d->logs)
+        f->close();
+    m_outcome.phase = phase;
+    m_outcome.exitCode = exitCode;
+    m_outcome.firstCause = cause;
+    if (m_outcome.resultJson.isEmpty())
+        m_outcome.resultJson = d->result;
+    if (d->launcher)
+        m_outcome.ends = d->launcher->ends();
+    m_outcome.ended = QDateTime::currentDateTimeUtc();
+    setPhase(phase);
+    Q_EMIT finished(m_outcome);
+}
+
+} // namespace cppl::core::run

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The run engine: one evaluation's whole life (plan -> pre-flight -> launch -> collect -> result)
+// as a QObject that both front ends drive. clusterppl-cli prints its signals; the dashboard binds
+// them to models and charts. Nothing here knows about widgets or terminals.
+
+#include "launch/launch_plan.h"
+#include "launch/launcher.h"
+#include "run/alerts.h"
+#include "run/run_timeline.h"
+#include "telemetry/snapshot_ptr.h"
+
+#include "cppl/cluster_profile.h"
+
+#include <QByteArray>
+#include <QDateTime>
+#include <QJsonObject>
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+
+namespace cppl::core::run {
+
+using telemetry::SnapshotPtr;
+
+enum class RunPhase {
+    Idle,       ///< nothing started yet
+    Preflight,  ///< `clusterppl-agent preflight` on every host
+    Launching,  ///< ranks being started (SSH connects, host keys, auth)
+    Running,    ///< ranks started; telemetry flowing
+    Stopping,   ///< stop() asked, or a rank failed: the others are being ended
+    Finished,   ///< every rank exited 0 and the result checked out
+    Failed,     ///< refused, failed to launch, a rank failed, or the result did not check out
+    Stopped,    ///< the user (or a signal) stopped it
+};
+[[nodiscard]] QString phaseName(RunPhase phase);
+[[nodiscard]] inline bool isTerminal(RunPhase p) noexcept
+{
+    return p == RunPhase::Finished || p == RunPhase::Failed || p == RunPhase::Stopped;
+}
+
+/// Exit codes of `clusterppl-cli run` (docs/exit-codes.md). Distinct from the agents' codes (0-6),
+/// so a script can tell "the CLI's arguments were bad" from "a rank's arguments were bad".
+enum RunExit : int {
+    kRunOk = 0,
+    kRunFailed = 1,          ///< anything not listed below
+    kRunBadArguments = 2,    ///< CLI flags, profile content
+    kRunIoError = 3,         ///< profile unreadable, result or log not writable
+    kRunPreflightRefused = 10,
+    kRunLaunchFailed = 11,   ///< a host could not be reached, its key refused, auth failed, agent missing
+    kRunRankFailed = 12,     ///< a rank exited non-zero (its own code and cause are in the message)
+    kRunRankTimeout = 13,    ///< a rank stopped answering (agent exit 6, or killed after a stall)
+    kRunResultMismatch = 14, ///< no result from rank 0, or the live exact merge differs from it
+    kRunStopped = 130,       ///< stop(), SIGINT or SIGTERM
+};
+
+struct RunRequest
+{
+    ClusterProfile profile;
+    /// Relative model/data paths resolve against this file's directory (local launcher); empty: cwd.
+    QString profilePath;
+    /// Names the run everywhere (logs, telemetry, history); [A-Za-z0-9._-], <= 128. Empty: generated.
+    QString runId;
+    QString masterAddr;        ///< empty: the first host's address (127.0.0.1 for local runs)
+    int masterPort = 0;        ///< 0: a free port for local runs, 29500 over SSH
+    /// Replaces every host's agent (a build tree, tests). Empty: the profile's; a bare name that is
+    /// not on PATH resolves to the agent installed next to this executable.
+    QString agent;
+    QString logDir;            ///< per-rank logs; empty: $XDG_STATE_HOME/clusterppl/runs/RUN-ID
+    bool preflight = true;
+    bool telemetry = true;     ///< live telemetry (needs ZeroMQ at build time)
+    /// SSH settings and the callbacks for unknown host keys and passphrases (called on a host's
+    /// thread: a GUI must marshal them to its own thread and block until the user answers).
+    LauncherSettings launcher;
+    /// A finished one-rank run of the same model, data, protocol and settings (from the history):
+    /// the final result is compared with it (bit-identical or a relative deviation, alert past the
+    /// profile's tolerance). Its result JSON.
+    QByteArray baselineResultJson;
+};
+
+/// What pre-flight found on one host.
+struct HostPreflight
+{
+    int hostIndex = 0;
+    QString host;
+    bool ran = false;          ///< the agent answered with a report
+    QStringList problems;      ///< reasons to refuse the launch; empty: fine
+    QJsonObject report;        ///< the agent's `preflight --json` object (versions, GPUs, memory, paths)
+};
+
+struct RunOutcome
+{
+    RunPhase phase = RunPhase::Idle;
+    int exitCode = kRunOk;     ///< RunExit
+    QString firstCause;        ///< the first thing that went wrong, specific; empty on success
+    QString summary;           ///< every rank's end, when some failed
+    QByteArray resultJson;     ///< rank 0's aggregated result (agent result JSON, docs/result-json.md)
+    std::optional<bool> liveMergeMatches; ///< the telemetry's exact merge equals the result bit for bit
+    std::optional<bool> baselineIdentical; ///< exact sums equal the baseline's (when one was given)
+    double baselineRelativeDeviation = 0;  ///< ppl / baseline ppl - 1
+    std::map<int, RankEnd> ends;
+    std::int64_t telemetryMessages = 0; ///< received by the collector
+    QString logDir;
+    QDateTime started;
+    QDateTime ended;
+};
+
+/**
+ * One run. start() returns at once; everything after arrives as signals on the engine's thread.
+ * An engine runs once: make a new one for the next run. Destroying it stops the run and leaves no
+ * rank behind (the launchers' no-orphans rules, docs/launching.md).
+ */
+class RunEngine : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit RunEngine(QObject *parent = nullptr);
+    ~RunEngine() override;
+
+    /// Validates the request and starts. False (and finished() with the reason, queued) when it
+    /// cannot even start: a bad run id, an unsafe profile value, no free port, a collector that
+    /// cannot bind.
+    bool start(RunRequest request);
+    /// Ends every rank this run started; finished() follows with RunPhase::Stopped.
+    void stop();
+
+    [[nodiscard]] RunPhase phase() const noexcept { return m_phase; }
+    [[nodiscard]] QString runId() const { return m_runId; }
+    [[nodiscard]] const RunRequest &request() const noexcept { return m_request; }
+    [[nodiscard]] const LaunchPlan &plan() const noexcept { return m_plan; }
+    [[nodiscard]] const std::vector<HostPreflight> &preflightReports() const noexcept { return m_preflight; }
+    [[nodiscard]] SnapshotPtr latestSnapshot() const { return m_latest; }
+    [[nodiscard]] const RunTimeline &timeline() const noexcept { return m_timeline; }
+    [[nodiscard]] const std::vector<RunAlert> &alerts() const noexcept { return m_alerts.alerts(); }
+    [[nodiscard]] const RunOutcome &outcome() const noexcept { return m_outcome; }
+    /// Seconds since start() on a monotonic clock (the x axis of every live chart).
+    [[nodiscard]] double elapsedSeconds() const;
+
+Q_SIGNALS:
+    void phaseChanged(cppl::core::run::RunPhase phase);
+    /// plan() and runId() are set: the ranks, hosts and groups are known.
+    void planned();
+    void preflightHost(const cppl::core::run::HostPreflight &report);
+    void preflightFinished(bool ok, const QStringList &refusals);
+    void rankStarted(int rank, const QString &host);
+    /// rank -1: the launcher's own lines (SSH notices, accepted host keys).
+    void rankOutput(int rank, bool isStderr, const QString &line);
+    void rankFinished(int rank, int exitCode);
+    void hostFailed(const QString &host, const QString &message);
+    /// At most one per 40 ms; timeline() has been updated before it is emitted.
+    void snapshotReady(cppl::core::telemetry::SnapshotPtr snapshot);
+    void alertRaised(const cppl::core::run::RunAlert &alert);
+    /// The engine's own progress lines ("pre-flight ok on 2 hosts", "per-rank logs in ...").
+    void notice(const QString &text);
+    void finished(const cppl::core::run::RunOutcome &outcome);
+
+private:
+    void setPhase(RunPhase phase);
+    void startPreflight();
+    void onPreflightDone();
+    void startLaunch();
+    void onLauncherFinished();
+    void onSnapshot(const SnapshotPtr &snapshot);
+    void finishWith(RunPhase phase, int exitCode, const QString &cause);
+    void checkResult();
+
+    struct Private;
+    std::unique_ptr<Private> d;
+    RunRequest m_request;
+    RunPhase m_phase = RunPhase::Idle;
+    QString m_runId;
+    LaunchPlan m_plan;
+    std::vector<HostPreflight> m_preflight;
+    SnapshotPtr m_latest;
+    RunTimeline m_timeline;
+    AlertMonitor m_alerts;
+    RunOutcome m_outcome;
+};
+
+/// A run id for now: UTC time + 16 random bits, e.g. 20261130-150203-3fa2.
+[[nodiscard]] QString generateRunId();
+/// Empty when @p id is a valid run id, else what is wrong with it.
+[[nodiscard]] QString validateRunId(const QString &id);
+
+} // namespace cppl::core::run
+
+Q_DECLARE_METATYPE(cppl::core::run::RunPhase)
+Q_DECLARE_METATYPE(cppl::core::run::HostPreflight)
+Q_DECLARE_METATYPE(cppl::core::run::RunOutcome)

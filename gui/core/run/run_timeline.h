@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// What the live charts draw: per-rank and global figures over the run's time, sampled from the
+// collector's snapshots. Memory is bounded by construction: past maxPoints samples, neighbouring
+// samples are merged pairwise (mean of rates and shares), so a 10-hour run costs what a 10-minute
+// one does and the charts still span the whole run.
+
+#include "telemetry/collector_state.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cppl::core::run {
+
+enum class RankMetric {
+    TokensPerSecond,
+    WaitShare,        ///< of the rank's own time, 0..1: waiting for stragglers
+    TransferShare,    ///< 0..1: moving the sums
+    DeviationRelative ///< local running PPL / global running PPL - 1 (shard bias)
+};
+inline constexpr int kRankMetricCount = 4;
+
+enum class GlobalMetric { Ppl, PplStderr, TokensPerSecond, TokensScored };
+inline constexpr int kGlobalMetricCount = 4;
+
+class RunTimeline
+{
+public:
+    struct Options
+    {
+        std::size_t maxPoints = 1024;  ///< samples kept per series before pairs are merged
+        double minIntervalSeconds = 0.2; ///< snapshots closer than this to the last sample are skipped
+    };
+
+    void reset(Options options);
+    void reset() { reset(Options{}); }
+    /// Samples a snapshot taken @p seconds after the start. Returns false when skipped.
+    bool append(double seconds, const telemetry::Snapshot &snapshot);
+
+    [[nodiscard]] std::size_t size() const noexcept { return m_times.size(); }
+    [[nodiscard]] int worldSize() const noexcept { return m_worldSize; }
+    [[nodiscard]] std::span<const double> times() const noexcept { return m_times; }
+    [[nodiscard]] std::span<const float> rank(RankMetric metric, int rank) const;
+    [[nodiscard]] std::span<const double> global(GlobalMetric metric) const;
+    /// Bytes held (for the memory benchmark).
+    [[nodiscard]] std::size_t bytes() const noexcept;
+
+private:
+    void compact();
+
+    Options m_options;
+    int m_worldSize = 0;
+    std::vector<double> m_times;
+    // [metric][rank] -> samples, all as long as m_times
+    std::vector<std::vector<std::vector<float>>> m_ranks;
+    std::vector<std::vector<double>> m_global;
+};
+
+} // namespace cppl::core::run

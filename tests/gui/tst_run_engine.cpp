@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+// The run engine both front ends drive, with real agents: phases and signals of a whole local run,
+// its result against a one-rank run, refusals, a stop, a killed rank; and its pure parts (alerts,
+// the bounded timeline, run ids) on synthetic snapshots.
+#include "run/run_engine.h"
+#include "test_process.h"
+
+#include "cppl/cluster_profile.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <signal.h>
+
+#include <algorithm>
+
+using namespace Qt::StringLiterals;
+using namespace cppl::core::run;
+using cppl::core::telemetry::RankState;
+using cppl::core::telemetry::RankView;
+using cppl::core::telemetry::Snapshot;
+
+namespace {
+
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+
+QByteArray readFile(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+/// Live processes whose environment carries CLUSTERPPL_RUN_ID=id.
+int agentsOfRun(const QString &id)
+{
+    int n = 0;
+    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        if (!readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains(needle))
+            continue;
+        const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
+        const qsizetype close = stat.lastIndexOf(')');
+        n += close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z';
+    }
+    return n;
+}
+
+QList<qint64> pidsOfRun(const QString &id)
+{
+    QList<qint64> out;
+    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (ok && readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains(needle))
+            out << pid;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+cppl::ClusterProfile profile(int slots, const QString &groups, std::int64_t maxWindows, const QString &model = kModel)
+{
+    const QString json = uR"({"format": "clusterppl-profile", "version": 1, "name": "engine-test", "launcher": "local",
+  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
+             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "%3",
+  "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %6, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})"_s
+                             .arg(slots)
+                             .arg(kAgent, groups, model, kText)
+                             .arg(maxWindows);
+    auto r = cppl::parseProfile(json.toStdString());
+    if (!r.ok())
+        qFatal("test profile invalid: %s", r.errors.front().c_str());
+    return r.profile;
+}
+
+RankView rankView(int rank, RankState state, double commShare = 0, double seconds = 10)
+{
+    RankView r;
+    r.rank = rank;
+    r.host = "node" + std::to_string(rank);
+    r.state = state;
+    r.heard = true;
+    r.computeSeconds = seconds * (1 - commShare);
+    r.waitSeconds = seconds * commShare;
+    r.commShare = commShare;
+    r.waitShare = commShare;
+    r.tokensPerSecond = 100.0 * (rank + 1);
+    return r;
+}
+
+} // namespace
+
+class TestRunEngine : public QObject
+{
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    QByteArray m_oneRankResult;
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
+        // The one-rank reference, straight from the agent.
+        const QString json = m_dir.filePath(u"one.json"_s);
+        const auto one = cppl::test::runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                         u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                         u"--max-windows"_s, u"24"_s, u"--threads"_s, u"1"_s, u"--json"_s, json},
+                                                300000);
+        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRankResult = readFile(json);
+        QVERIFY(!m_oneRankResult.isEmpty());
+    }
+
+    void runIds_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<QString>("problem");
+        QTest::addRow("generated") << generateRunId() << QString();
+        QTest::addRow("plain") << u"sweep-8.nodes_2"_s << QString();
+        QTest::addRow("empty") << QString() << u"empty"_s;
+        QTest::addRow("slash") << u"a/b"_s << u"may contain only"_s;
+        QTest::addRow("dot-dot") << u".."_s << u"must not start with '.'"_s;
+        QTest::addRow("space") << u"my run"_s << u"may contain only"_s;
+        QTest::addRow("too long") << QString(129, u'x') << u"at most 128"_s;
+    }
+    void runIds()
+    {
+        QFETCH(QString, id);
+        QFETCH(QString, problem);
+        const QString why = validateRunId(id);
+        if (problem.isEmpty())
+            QVERIFY2(why.isEmpty(), qPrintable(why));
+        else
+            QVERIFY2(why.contains(problem), qPrintable(why));
+    }
+
+    void alertsAreEdgeTriggered()
+    {
+        cppl::Thresholds t;
+        t.commShareAlert = 0.05;
+        AlertMonitor m;
+        m.reset(t);
+        Snapshot s;
+        s.worldSize = 3;
+        s.ranks = {rankView(0, RankState::Evaluating, 0.01), rankView(1, RankState::Evaluating, 0.20), rankView(2, RankState::Stalled)};
+        auto raised = m.update(1.0, s);
+        QCOMPARE(raised.size(), std::size_t(2));
+        QCOMPARE(raised[0].rank, 1);
+        QCOMPARE(raised[0].kind, AlertKind::CommShare);
+        QVERIFY2(raised[0].message.contains(u"rank 1 on node1"_s) && raised[0].message.contains(u"20.0%"_s), qPrintable(raised[0].message));
+        QCOMPARE(raised[1].kind, AlertKind::Stalled);
+        QCOMPARE(raised[1].rank, 2);
+        // The same conditions again: nothing new.
+        QVERIFY(m.update(2.0, s).empty());
+        // Cleared, then again: a second alert.
+        s.ranks[1] = rankView(1, RankState::Evaluating, 0.01);
+        s.ranks[2] = rankView(2, RankState::Evaluating);
+        QVERIFY(m.update(3.0, s).empty());
+        s.ranks[2] = rankView(2, RankState::Stalled);
+        raised = m.update(4.0, s);
+        QCOMPARE(raised.size(), std::size_t(1));
+        QCOMPARE(raised[0].seconds, 4.0);
+        // A young rank's comm share is not judged (start-up rendezvous).
+        s.ranks[0] = rankView(0, RankState::Evaluating, 0.9, 1.0);
+        QVERIFY(m.update(5.0, s).empty());
+        // Failure is raised once and never again.
+        s.ranks[0] = rankView(0, RankState::Failed);
+        s.ranks[0].exitCode = 4;
+        s.ranks[0].error = "bad data";
+        raised = m.update(6.0, s);
+        QCOMPARE(raised.size(), std::size_t(1));
+        QVERIFY2(raised[0].message.contains(u"(exit 4): bad data"_s), qPrintable(raised[0].message));
+        QVERIFY(m.update(7.0, s).empty());
+        QCOMPARE(m.alerts().size(), std::size_t(5));
+    }
+
+    void timelineStaysBounded()
+    {
+        RunTimeline tl;
+        tl.reset({64, 0.0});
+        Snapshot s;
+        s.worldSize = 8;
+        for (int r = 0; r < 8; ++r)
+            s.ranks.push_back(rankView(r, RankState::Evaluating, 0.01 * r));
+        s.global.tokens = 1000;
+        s.globalPpl.ppl = 3.5;
+        std::size_t firstBytes = 0;
+        for (int i = 0; i < 10000; ++i) {
+            s.tokensPerSecond = i;
+            QVERIFY(tl.append(i * 0.1, s));
+            if (i == 200)
+                firstBytes = tl.bytes();
+            QVERIFY(tl.size() <= 64);
+        }
+        QCOMPARE(tl.times().back(), 9999 * 0.1); // the newest sample is always the last one
+        QVERIFY(tl.times().front() < 10.0);      // and the start is still covered
+        QVERIFY(std::is_sorted(tl.times().begin(), tl.times().end()));
+        QCOMPARE(tl.rank(RankMetric::TokensPerSecond, 7).size(), tl.size());
+        QCOMPARE(tl.rank(RankMetric::TokensPerSecond, 7).back(), 800.0F);
+        QCOMPARE(tl.rank(RankMetric::WaitShare, 3).front(), 0.03F);
+        QCOMPARE(tl.global(GlobalMetric::Ppl).back(), 3.5);
+        QVERIFY(tl.bytes() <= firstBytes * 2); // memory does not grow with the run's length
+        QVERIFY(tl.rank(RankMetric::TokensPerSecond, 8).empty());
+        // Snapshots closer than the minimum interval are skipped.
+        RunTimeline sparse;
+        sparse.reset({64, 0.5});
+        QVERIFY(sparse.append(0.0, s));
+        QVERIFY(!sparse.append(0.2, s));
+        QVERIFY(sparse.append(0.6, s));
+    }
+
+    void refusesBadRequests_data()
+    {
+        QTest::addColumn<QString>("runId");
+        QTest::addColumn<int>("slots");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("bad run id") << u"../x"_s << 2 << int(kRunBadArguments) << u"may contain only"_s;
+        QTest::addRow("invalid profile") << u"ok"_s << 0 << int(kRunBadArguments) << u"hosts[0].slots"_s;
+    }
+    void refusesBadRequests()
+    {
+        QFETCH(QString, runId);
+        QFETCH(int, slots);
+        QFETCH(int, code);
+        QFETCH(QString, message);
+        RunEngine e;
+        QSignalSpy finished(&e, &RunEngine::finished);
+        RunRequest req;
+        req.profile = profile(2, u"by-host"_s, 4);
+        req.profile.hosts[0].slots = slots;
+        req.runId = runId;
+        QVERIFY(!e.start(req));
+        QVERIFY(finished.wait(5000));
+        QCOMPARE(e.outcome().exitCode, code);
+        QCOMPARE(e.phase(), RunPhase::Failed);
+        QVERIFY2(e.outcome().firstCause.contains(message), qPrintable(e.outcome().firstCause));
+    }
+
+    void preflightRefusesMissingModel()
+    {
+        RunEngine e;
+        QSignalSpy hosts(&e, &RunEngine::preflightHost);
+        QSignalSpy finished(&e, &RunEngine::finished);
+        RunRequest req;
+        req.profile = profile(2, u"by-host"_s, 4, m_dir.filePath(u"no-such-model"_s));
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
+        QCOMPARE(hosts.size(), 1);
+        const auto report = hosts.front().front().value<HostPreflight>();
+        QVERIFY(report.ran);
+        QVERIFY2(report.problems.join(u'\n').contains(u"no-such-model: missing"_s), qPrintable(report.problems.join(u'\n')));
+        QVERIFY(!report.report.value(u"agent_version"_s).toString().isEmpty());
+        QVERIFY2(e.outcome().firstCause.startsWith(u"pre-flight refused the launch"_s), qPrintable(e.outcome().firstCause));
+        QCOMPARE(agentsOfRun(e.runId()), 0);
+    }
+
+    /// A whole local run: 4 ranks in 2 groups, every signal in order, the result bit-identical to
+    /// one rank, the live merge equal to it, the baseline comparison, logs on disk.
+    void wholeRun()
+    {
+        RunEngine e;
+        QList<RunPhase> phases;
+        connect(&e, &RunEngine::phaseChanged, this, [&](RunPhase p) { phases << p; });
+        QSignalSpy planned(&e, &RunEngine::planned);
+        QSignalSpy hosts(&e, &RunEngine::preflightHost);
+        QSignalSpy started(&e, &RunEngine::rankStarted);
+        QSignalSpy ended(&e, &RunEngine::rankFinished);
+        QSignalSpy snapshots(&e, &RunEngine::snapshotReady);
+        QSignalSpy finished(&e, &RunEngine::finished);
+        RunRequest req;
+        req.profile = profile(4, u"size:2"_s, 24);
+        req.runId = u"engine-whole-run"_s;
+        req.baselineResultJson = m_oneRankResult;
+        QVERIFY(e.start(req));
+        QCOMPARE(planned.size(), 1);
+        QCOMPARE(e.plan().ranks.size(), std::size_t(4));
+        QCOMPARE(QString::fromStdString(e.plan().groups), u"0,1;2,3"_s);
+        QVERIFY(finished.wait(240000));
+        const RunOutcome &o = e.outcome();
+        QVERIFY2(o.exitCode == kRunOk, qPrintable(o.firstCause + u'\n' + o.summary));
+        QCOMPARE(phases, (QList<RunPhase>{RunPhase::Preflight, RunPhase::Launching, RunPhase::Running, RunPhase::Finished}));
+        QCOMPARE(hosts.size(), 1);
+        QCOMPARE(started.size(), 4);
+        QCOMPARE(ended.size(), 4);
+        QVERIFY(snapshots.size() >= 1);
+        const QJsonObject mine = QJsonDocument::fromJson(o.resultJson).object();
+        const QJsonObject one = QJsonDocument::fromJson(m_oneRankResult).object();
+        QCOMPARE(mine.value(u"world_size"_s).toInt(), 4);
+        QCOMPARE(mine.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(mine.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
+        QVERIFY(o.liveMergeMatches.has_value() && *o.liveMergeMatches);
+        QVERIFY(o.baselineIdentical.has_value() && *o.baselineIdentical);
+        QCOMPARE(o.baselineRelativeDeviation, 0.0);
+        QVERIFY(o.telemetryMessages > 0);
+        // The last snapshot carries every rank done, and the timeline saw the run.
+        const auto snap = e.latestSnapshot();
+        QVERIFY(snap);
+        QCOMPARE(snap->ranks.size(), std::size_t(4));
+        for (const auto &r : snap->ranks)
+            QCOMPARE(r.state, RankState::Done);
+        QCOMPARE(snap->global.tokens, one.value(u"tokens_scored"_s).toInteger());
+        QVERIFY(e.timeline().size() >= 1);
+        QCOMPARE(e.timeline().worldSize(), 4);
+        // Logs: one per rank, rank 0's with its final estimate.
+        QVERIFY(QFile::exists(o.logDir + u"/rank-3.log"_s));
+        QVERIFY(readFile(o.logDir + u"/rank-0.log"_s).contains("O Final estimate: PPL = "));
+        QVERIFY(e.alerts().empty() || std::none_of(e.alerts().begin(), e.alerts().end(), [](const RunAlert &a) {
+                    return a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch || a.kind == AlertKind::Deviation;
+                }));
+        QCOMPARE(agentsOfRun(e.runId()), 0);
+    }
+
+    void stopLeavesNoAgent()
+    {
+        RunEngine e;
+        QSignalSpy finished(&e, &RunEngine::finished);
+        RunRequest req;
+        req.profile = profile(4, u"size:2"_s, 0); // every window: long enough to interrupt
+        req.runId = u"engine-stop"_s;
+        req.preflight = false;
+        QVERIFY(e.start(req));
+        QTRY_VERIFY_WITH_TIMEOUT(e.latestSnapshot() && e.latestSnapshot()->global.tokens > 0, 120000);
+        QCOMPARE(agentsOfRun(e.runId()), 4);
+        e.stop();
+        QCOMPARE(e.phase(), RunPhase::Stopping);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(e.phase(), RunPhase::Stopped);
+        QCOMPARE(e.outcome().exitCode, int(kRunStopped));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()), 0, 10000);
+    }
+
+    void killedRankRaisesAlert()
+    {
+        RunEngine e;
+        QSignalSpy finished(&e, &RunEngine::finished);
+        QList<RunAlert> alerts;
+        connect(&e, &RunEngine::alertRaised, this, [&](const RunAlert &a) { alerts << a; });
+        RunRequest req;
+        req.profile = profile(4, u"size:2"_s, 0);
+        req.runId = u"engine-kill"_s;
+        req.preflight = false;
+        QVERIFY(e.start(req));
+        QTRY_VERIFY_WITH_TIMEOUT(e.latestSnapshot() && e.latestSnapshot()->global.tokens > 0, 120000);
+        // The agent of rank 2: its environment says RANK=2.
+        qint64 victim = 0;
+        for (qint64 pid : pidsOfRun(e.runId()))
+            if (readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains("RANK=2"))
+                victim = pid;
+        QVERIFY(victim > 0);
+        QElapsedTimer t;
+        t.start();
+        QVERIFY(::kill(static_cast<pid_t>(victim), SIGKILL) == 0);
+        auto failedAlert = [&] {
+            return std::any_of(alerts.begin(), alerts.end(), [](const RunAlert &a) { return a.kind == AlertKind::Failed && a.rank == 2; });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(failedAlert(), 3000);
+        qInfo("rank 2's failure alert after %lld ms", static_cast<long long>(t.elapsed()));
+        const auto it = std::find_if(alerts.begin(), alerts.end(), [](const RunAlert &a) { return a.kind == AlertKind::Failed && a.rank == 2; });
+        QVERIFY2(it->message.contains(u"killed by signal 9"_s), qPrintable(it->message));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(e.phase(), RunPhase::Failed);
+        QCOMPARE(e.outcome().exitCode, int(kRunRankFailed));
+        QVERIFY2(e.outcome().firstCause.contains(u"rank 2 on localhost: killed by signal 9"_s), qPrintable(e.outcome().firstCause));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()), 0, 10000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunEngine)
+#include "tst_run_engine.moc"
