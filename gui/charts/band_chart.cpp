@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+#include "charts/band_chart.h"
+
+#include <QPaintDevice>
+#include <QPainter>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cppl::charts {
+namespace {
+
+double quantileSorted(const std::vector<double> &v, double q)
+{
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto i = static_cast<size_t>(std::floor(pos));
+    const double f = pos - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] + (v[i + 1] - v[i]) * f : v[i];
+}
+
+} // namespace
+
+std::vector<BandSample> computeBand(const std::vector<SeriesData> &series, double x0, double x1, int bins,
+                                    double lowQ, double highQ)
+{
+    std::vector<BandSample> out;
+    if (bins <= 0 || !(x1 > x0) || series.empty())
+        return out;
+    const size_t nb = static_cast<size_t>(bins), ns = series.size();
+    // means[bin * ns + series]: one pass over every point, then one sort per bin.
+    std::vector<double> means(nb * ns, std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> sum(nb);
+    std::vector<int> count(nb);
+    const double scale = bins / (x1 - x0);
+    for (size_t s = 0; s < ns; ++s) {
+        std::fill(sum.begin(), sum.end(), 0.0);
+        std::fill(count.begin(), count.end(), 0);
+        const SeriesData &d = series[s];
+        const size_t n = std::min(d.x.size(), d.y.size());
+        for (size_t i = static_cast<size_t>(std::lower_bound(d.x.begin(), d.x.begin() + static_cast<std::ptrdiff_t>(n), x0) - d.x.begin());
+             i < n; ++i) {
+            if (d.x[i] > x1)
+                break;
+            if (std::isnan(d.y[i]))
+                continue;
+            const auto b = std::min(nb - 1, static_cast<size_t>((d.x[i] - x0) * scale));
+            sum[b] += d.y[i];
+            ++count[b];
+        }
+        for (size_t b = 0; b < nb; ++b)
+            if (count[b] > 0)
+                means[b * ns + s] = sum[b] / count[b];
+    }
+    std::vector<double> values;
+    values.reserve(ns);
+    for (size_t b = 0; b < nb; ++b) {
+        values.clear();
+        for (size_t s = 0; s < ns; ++s)
+            if (!std::isnan(means[b * ns + s]))
+                values.push_back(means[b * ns + s]);
+        if (values.empty())
+            continue;
+        std::sort(values.begin(), values.end());
+        out.push_back({x0 + (static_cast<double>(b) + 0.5) / scale, quantileSorted(values, lowQ),
+                       quantileSorted(values, 0.5), quantileSorted(values, highQ), static_cast<int>(values.size())});
+    }
+    return out;
+}
+
+BandChart::BandChart(QObject *parent)
+    : Chart(parent)
+{
+}
+
+void BandChart::touch()
+{
+    ++m_revision;
+    Q_EMIT changed();
+}
+
+void BandChart::setXAxis(const AxisSpec &axis)
+{
+    m_xAxis = axis;
+    touch();
+}
+
+void BandChart::setYAxis(const AxisSpec &axis)
+{
+    m_yAxis = axis;
+    touch();
+}
+
+void BandChart::setSeries(std::vector<SeriesData> series)
+{
+    m_series = std::move(series);
+    m_supplied = false;
+    touch();
+}
+
+void BandChart::setBand(std::vector<BandSample> band)
+{
+    m_band = std::move(band);
+    m_series.clear();
+    m_supplied = true;
+    touch();
+}
+
+void BandChart::setQuantiles(double low, double high)
+{
+    m_lowQ = std::clamp(std::min(low, high), 0.0, 1.0);
+    m_highQ = std::clamp(std::max(low, high), 0.0, 1.0);
+    touch();
+}
+
+void BandChart::setHighlights(std::vector<SeriesData> highlights)
+{
+    m_highlights = std::move(highlights);
+    touch();
+}
+
+void BandChart::setReferenceLines(std::vector<ReferenceLine> lines)
+{
+    m_references = std::move(lines);
+    touch();
+}
+
+QString BandChart::quantileName(double q) const
+{
+    return QLatin1Char('p') + QString::number(q * 100, 'g', 3);
+}
+
+void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
+{
+    const Theme &th = theme();
+    double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
+    auto extendX = [&](const std::vector<SeriesData> &list) {
+        for (const SeriesData &s : list)
+            if (!s.x.empty()) {
+                x0 = std::min(x0, s.x.front());
+                x1 = std::max(x1, s.x.back());
+            }
+    };
+    extendX(m_series);
+    extendX(m_highlights);
+    if (m_supplied && !m_band.empty()) {
+        x0 = std::min(x0, m_band.front().x);
+        x1 = std::max(x1, m_band.back().x);
+    }
+    if (!std::isfinite(x0)) {
+        x0 = 0;
+        x1 = 1;
+    }
+    x0 = m_xAxis.min.value_or(x0);
+    x1 = m_xAxis.max.value_or(x1);
+    if (!(x1 > x0))
+        x1 = x0 + 1;
+
+    // One band bin per 2 device-independent px: finer is noise, coarser looks stepped.
+    const int bins = std::max(2, static_cast<int>(rect.width() / 2));
+    if (!m_supplied && (m_bandRevision != m_revision || m_bandBins != bins)) {
+        m_band = computeBand(m_series, x0, x1, bins, m_lowQ, m_highQ);
+        m_bandRevision = m_revision;
+        m_bandBins = bins;
+    }
+
+    double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
+    for (const BandSample &b : m_band) {
+        y0 = std::min(y0, b.low);
+        y1 = std::max(y1, b.high);
+    }
+    for (const SeriesData &s : m_highlights)
+        for (double v : s.y)
+            if (!std::isnan(v)) {
+                y0 = std::min(y0, v);
+                y1 = std::max(y1, v);
+            }
+    for (const ReferenceLine &r : m_references) {
+        y0 = std::min(y0, r.y);
+        y1 = std::max(y1, r.y);
+    }
+    if (!std::isfinite(y0)) {
+        y0 = 0;
+        y1 = 1;
+    }
+    if (m_yAxis.includeZero) {
+        y0 = std::min(y0, 0.0);
+        y1 = std::max(y1, 0.0);
+    }
+    const bool yFixed = m_yAxis.min.has_value() && m_yAxis.max.has_value();
+    y0 = m_yAxis.min.value_or(y0);
+    y1 = m_yAxis.max.value_or(y1);
+
+    // Highlight names sit right of the plot, so the plot gives them room.
+    const QFont labelFont = detail::tickFont(painter.font());
+    const QFontMetricsF lfm(labelFont);
+    qreal labelW = 0;
+    for (const SeriesData &s : m_highlights)
+        labelW = std::max(labelW, lfm.horizontalAdvance(s.name));
+
+    detail::FrameSpec spec;
+    spec.title = title();
+    spec.xTitle = m_xAxis.title;
+    spec.yTitle = m_yAxis.title;
+    const int seriesShown = m_supplied ? 0 : static_cast<int>(m_series.size());
+    QString bandLabel = quantileName(m_lowQ) + QStringLiteral("–") + quantileName(m_highQ);
+    if (seriesShown > 0)
+        bandLabel += QStringLiteral(" of %1").arg(seriesShown);
+    spec.legend.push_back({bandLabel, detail::LegendEntry::Swatch::Band, th.band, Qt::SolidLine, std::nullopt, Qt::NoBrush});
+    spec.legend.push_back({QStringLiteral("median"), detail::LegendEntry::Swatch::Line, th.median, Qt::SolidLine, std::nullopt, Qt::NoBrush});
+    for (size_t i = 0; i < m_highlights.size(); ++i) {
+        const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
+        spec.legend.push_back({m_highlights[i].name, detail::LegendEntry::Swatch::Line, st.color, st.dash, st.marker, Qt::NoBrush});
+    }
+    spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
+    spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
+    spec.reserveRight = labelW > 0 ? labelW + 6 : 0;
+    m_frame = detail::paintFrame(painter, rect, th, spec);
+
+    const QRectF plot = m_frame.plot;
+    const double ya = m_yTicks.min, yb = m_yTicks.max > m_yTicks.min ? m_yTicks.max : m_yTicks.min + 1;
+    const double sx = plot.width() / (x1 - x0), sy = plot.height() / (yb - ya);
+    auto mx = [&](double x) { return plot.left() + (x - x0) * sx; };
+    auto my = [&](double y) { return plot.bottom() - (y - ya) * sy; };
+
+    painter.save();
+    painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    if (!m_band.empty()) {
+        QPolygonF area;
+        area.reserve(static_cast<qsizetype>(m_band.size() * 2));
+        for (const BandSample &b : m_band)
+            area.append(QPointF(mx(b.x), my(b.high)));
+        for (auto it = m_band.rbegin(); it != m_band.rend(); ++it)
+            area.append(QPointF(mx(it->x), my(it->low)));
+        painter.setPen(Qt::NoPen);
+        painter.setBrush(th.band);
+        painter.drawPolygon(area);
+        QPolygonF median;
+        for (const BandSample &b : m_band)
+            median.append(QPointF(mx(b.x), my(b.median)));
+        painter.setPen(detail::seriesPen(th.median, th.lineWidth * 2, Qt::SolidLine));
+        painter.setBrush(Qt::NoBrush);
+        painter.drawPolyline(median);
+    }
+    const qreal dpr = painter.device() ? painter.device()->devicePixelRatioF() : 1.0;
+    const int columns = std::max(1, static_cast<int>(std::ceil(plot.width() * dpr)));
+    std::vector<DecimatedPoint> decimated;
+    struct Label
+    {
+        qreal y;
+        size_t index;
+    };
+    std::vector<Label> labels;
+    for (size_t i = 0; i < m_highlights.size(); ++i) {
+        const SeriesData &s = m_highlights[i];
+        const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
+        decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, decimated);
+        painter.setPen(detail::seriesPen(st.color, th.lineWidth * 1.5, st.dash));
+        detail::paintDecimated(painter, decimated, plot, x0, sx, ya, sy);
+        // Markers every ~110 px, staggered per series, and one on the last point.
+        size_t lastValid = s.y.size();
+        for (size_t k = s.y.size(); k-- > 0;)
+            if (!std::isnan(s.y[k]) && s.x[k] <= x1) {
+                lastValid = k;
+                break;
+            }
+        for (qreal px = plot.left() + 30 + static_cast<qreal>(i) * 29; px < plot.right() - 30; px += 110) {
+            const auto it = std::lower_bound(s.x.begin(), s.x.end(), x0 + (px - plot.left()) / sx);
+            if (it == s.x.end())
+                break;
+            const size_t k = static_cast<size_t>(it - s.x.begin());
+            if (!std::isnan(s.y[k]))
+                drawMarker(painter, QPointF(mx(s.x[k]), my(s.y[k])), st.marker, th.markerSize, st.color, th.plotBackground);
+        }
+        if (lastValid < s.y.size()) {
+            drawMarker(painter, QPointF(mx(s.x[lastValid]), my(s.y[lastValid])), st.marker, th.markerSize, st.color,
+                       th.plotBackground);
+            labels.push_back({my(s.y[lastValid]), i});
+        }
+    }
+    painter.restore();
+    detail::paintReferenceLines(painter, m_frame, th, m_references, ya, yb, m_yAxis.format);
+
+    // Names right of the plot at their line's last value, pushed apart so that none overlap.
+    std::sort(labels.begin(), labels.end(), [](const Label &a, const Label &b) { return a.y < b.y; });
+    const qreal h = lfm.height();
+    for (size_t k = 1; k < labels.size(); ++k)
+        labels[k].y = std::max(labels[k].y, labels[k - 1].y + h);
+    const qreal overflow = labels.empty() ? 0 : labels.back().y + h / 2 - rect.bottom();
+    for (Label &l : labels)
+        l.y -= std::max<qreal>(overflow, 0);
+    painter.save();
+    painter.setFont(labelFont);
+    for (const Label &l : labels) {
+        painter.setPen(th.seriesStyle(static_cast<int>(l.index) + 1).color);
+        painter.drawText(QRectF(plot.right() + 6, l.y - h / 2, labelW + 2, h), Qt::AlignLeft | Qt::AlignVCenter,
+                         m_highlights[l.index].name);
+    }
+    painter.restore();
+}
+
+Hit BandChart::hitTest(const QPointF &point) const
+{
+    Hit hit;
+    const QRectF plot = m_frame.plot;
+    if (!plot.contains(point) || !(m_xTicks.max > m_xTicks.min) || !(m_yTicks.max > m_yTicks.min))
+        return hit;
+    const double x0 = m_xTicks.min, x1 = m_xTicks.max, ya = m_yTicks.min, yb = m_yTicks.max;
+    const double xv = x0 + (point.x() - plot.left()) / plot.width() * (x1 - x0);
+    const double pxPerX = plot.width() / (x1 - x0), pxPerY = plot.height() / (yb - ya);
+    double best = 10;
+    for (size_t i = 0; i < m_highlights.size(); ++i) {
+        const SeriesData &s = m_highlights[i];
+        const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
+        for (auto cand : {it, it == s.x.begin() ? it : std::prev(it)}) {
+            if (cand == s.x.end())
+                continue;
+            const size_t k = static_cast<size_t>(cand - s.x.begin());
+            if (std::isnan(s.y[k]))
+                continue;
+            const double d = std::hypot((s.x[k] - xv) * pxPerX, plot.bottom() - (s.y[k] - ya) * pxPerY - point.y());
+            if (d < best) {
+                best = d;
+                hit.kind = Hit::Kind::Series;
+                hit.series = static_cast<int>(i);
+                hit.x = s.x[k];
+                hit.y = s.y[k];
+            }
+        }
+    }
+    const QString xName = m_xAxis.title.isEmpty() ? QStringLiteral("x") : m_xAxis.title;
+    if (hit.isValid()) {
+        hit.text = m_highlights[static_cast<size_t>(hit.series)].name + QLatin1Char('\n') + xName + QStringLiteral(": ") +
+                   formatValue(hit.x, m_xAxis.format) + QLatin1Char('\n') + formatValue(hit.y, m_yAxis.format);
+        return hit;
+    }
+    if (m_band.empty())
+        return hit;
+    const auto it = std::min_element(m_band.begin(), m_band.end(), [&](const BandSample &a, const BandSample &b) {
+        return std::abs(a.x - xv) < std::abs(b.x - xv);
+    });
+    hit.kind = Hit::Kind::Band;
+    hit.x = it->x;
+    hit.y = it->median;
+    hit.text = xName + QStringLiteral(": ") + formatValue(it->x, m_xAxis.format) + QLatin1Char('\n') +
+               quantileName(m_highQ) + QStringLiteral(": ") + formatValue(it->high, m_yAxis.format) + QLatin1Char('\n') +
+               QStringLiteral("median: ") + formatValue(it->median, m_yAxis.format) + QLatin1Char('\n') +
+               quantileName(m_lowQ) + QStringLiteral(": ") + formatValue(it->low, m_yAxis.format);
+    if (it->count > 0)
+        hit.text += QStringLiteral("\n%1 series").arg(it->count);
+    return hit;
+}
+
+} // namespace cppl::charts

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "charts/chart_axis.h"
+#include "charts/chart_theme.h"
+
+#include <QObject>
+#include <QRectF>
+#include <QString>
+
+#include <limits>
+#include <vector>
+
+class QPainter;
+
+namespace cppl::charts {
+
+/// One named series of (x, y) points; x ascending (seconds for time charts).
+struct SeriesData
+{
+    QString name;
+    std::vector<double> x;
+    std::vector<double> y;
+};
+
+/// A point of a decimated series, in data units (float: screen precision is all it needs).
+struct DecimatedPoint
+{
+    float x;
+    float y;
+};
+
+/**
+ * Min/max decimation: keeps, for every pixel column of [x0, x1] split into `columns`, the first,
+ * lowest, highest and last point in time order, so a one-sample spike survives however many
+ * points share its column. NaN y breaks the line: a break is a point with NaN y. One point on each
+ * side outside [x0, x1] is kept so that lines run to the plot's edges. x must be ascending.
+ */
+void decimateMinMax(const double *x, const double *y, size_t n, double x0, double x1, int columns,
+                    std::vector<DecimatedPoint> &out);
+
+/// A horizontal line across the plot (a threshold, the ideal rate) with a label at its right end.
+struct ReferenceLine
+{
+    double y = 0;
+    QString label;
+    QColor color; // invalid = the theme's reference colour
+    Qt::PenStyle style = Qt::DashLine;
+};
+
+/// What is under a point of the last painted chart. kind None = nothing (outside the plot).
+struct Hit
+{
+    enum class Kind { None, Series, Band, Cell, Bar };
+    Kind kind = Kind::None;
+    int series = -1; // Series: index in the chart's series (BandChart: highlighted series index)
+    int row = -1;    // Cell: heat map row
+    int column = -1; // Cell: heat map column; Bar: first category of the bar
+    int columnEnd = -1; // Bar: one past the last category (aggregated bars cover several)
+    double x = std::numeric_limits<double>::quiet_NaN();
+    double y = std::numeric_limits<double>::quiet_NaN();
+    QString text; // tooltip text, several lines
+    bool isValid() const { return kind != Kind::None; }
+};
+
+/**
+ * Base of every chart: a model (data + look) that paints itself on any QPainter - a widget, a
+ * QImage, QSvgGenerator or QPdfWriter - so exported reports show the charts the user saw.
+ * Setters emit changed(); ChartWidget coalesces those into at most one repaint per 40 ms. hitTest()
+ * answers in the coordinates of the last paint (the widget always paints before it is hovered).
+ * GUI thread only.
+ */
+class Chart : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit Chart(QObject *parent = nullptr);
+    ~Chart() override;
+
+    void setTitle(const QString &title);
+    const QString &title() const { return m_title; }
+    void setTheme(const Theme &theme);
+    const Theme &theme() const { return m_theme; }
+
+    /// Paints the whole chart (background, title, legend, axes, data) into rect.
+    void paint(QPainter &painter, const QRectF &rect) const;
+    virtual Hit hitTest(const QPointF &point) const = 0;
+
+    /// For data fed in place (e.g. many appendPoint calls): one changed() after the batch.
+    void notifyChanged();
+
+Q_SIGNALS:
+    void changed();
+
+protected:
+    virtual void paintChart(QPainter &painter, const QRectF &rect) const = 0;
+
+private:
+    QString m_title;
+    Theme m_theme = Theme::light();
+};
+
+} // namespace cppl::charts

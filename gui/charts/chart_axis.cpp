@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+#include "charts/chart_axis.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace cppl::charts {
+namespace {
+
+// Decimals needed so that consecutive multiples of step print differently.
+int decimalsFor(double step)
+{
+    if (!(step > 0) || !std::isfinite(step))
+        return 0;
+    int d = 0;
+    double s = step;
+    while (d < 9 && std::abs(s - std::round(s)) > 1e-6 * std::max(1.0, std::abs(s))) {
+        s *= 10;
+        ++d;
+    }
+    return d;
+}
+
+QString number(double v, int decimals)
+{
+    if (std::abs(v) < 1e-12)
+        v = 0; // no "-0"
+    return QString::number(v, 'f', decimals);
+}
+
+QString clock(double seconds, int decimals)
+{
+    const bool negative = seconds < 0;
+    double s = std::abs(seconds);
+    const auto h = static_cast<long long>(s / 3600);
+    s -= static_cast<double>(h) * 3600;
+    const auto m = static_cast<long long>(s / 60);
+    s -= static_cast<double>(m) * 60;
+    QString sec = QString::number(s, 'f', decimals);
+    if (s < 10)
+        sec.prepend(QLatin1Char('0'));
+    QString out = h > 0 ? QString::number(h) + QLatin1Char(':') + QString::number(m).rightJustified(2, QLatin1Char('0'))
+                        : QString::number(m);
+    out += QLatin1Char(':') + sec;
+    return negative ? QLatin1Char('-') + out : out;
+}
+
+} // namespace
+
+Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool expand)
+{
+    Ticks t;
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {
+        lo = 0;
+        hi = 1;
+    }
+    if (lo > hi)
+        std::swap(lo, hi);
+    if (hi - lo <= 1e-12 * std::max(1.0, std::abs(hi))) {
+        const double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+        lo -= pad;
+        hi += pad;
+    }
+    maxCount = std::max(maxCount, 2);
+    const double rough = (hi - lo) / (maxCount - 1);
+    double step = 0;
+    if (format == ValueFormat::Seconds && rough >= 1) {
+        static constexpr std::array<double, 16> kTime{1,   2,   5,    10,   15,   30,   60,    120,
+                                                      300, 600, 900,  1800, 3600, 7200, 10800, 21600};
+        step = kTime.back();
+        for (double c : kTime) {
+            if (c >= rough) {
+                step = c;
+                break;
+            }
+        }
+        while (step < rough)
+            step *= 2;
+    } else {
+        const double mag = std::pow(10.0, std::floor(std::log10(rough)));
+        static constexpr std::array<double, 5> kNice{1, 2, 2.5, 5, 10};
+        for (double c : kNice) {
+            if (c * mag >= rough * (1 - 1e-9)) {
+                step = c * mag;
+                break;
+            }
+        }
+    }
+    t.step = step;
+    double first = std::ceil(lo / step - 1e-9) * step;
+    double last = std::floor(hi / step + 1e-9) * step;
+    if (expand) {
+        first = std::floor(lo / step + 1e-9) * step;
+        last = std::ceil(hi / step - 1e-9) * step;
+        t.min = first;
+        t.max = last;
+    } else {
+        t.min = lo;
+        t.max = hi;
+    }
+    for (double v = first; v <= last + step * 1e-6; v += step)
+        t.values.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+    return t;
+}
+
+QString formatTick(double value, double step, ValueFormat format)
+{
+    switch (format) {
+    case ValueFormat::Plain:
+        return number(value, decimalsFor(step));
+    case ValueFormat::Percent:
+        return number(value * 100, decimalsFor(step * 100)) + QLatin1Char('%');
+    case ValueFormat::Seconds:
+        if (step >= 1 && std::abs(value) < 60 && step < 60)
+            return number(value, 0) + QStringLiteral(" s");
+        if (step < 1)
+            return number(value, decimalsFor(step)) + QStringLiteral(" s");
+        return clock(value, 0);
+    case ValueFormat::Si: {
+        // The suffix follows the step, not the value, so that every label of an axis has the same
+        // one ("0.5k, 1.0k, 1.5k" rather than "500, 1.0k, 1.5k").
+        if (std::abs(value) < step * 1e-9)
+            return QStringLiteral("0");
+        static constexpr std::array<std::pair<double, char>, 4> kSuffix{
+            std::pair{1e12, 'T'}, std::pair{1e9, 'G'}, std::pair{1e6, 'M'}, std::pair{1e3, 'k'}};
+        for (auto [scale, suffix] : kSuffix) {
+            if (step >= scale / 2)
+                return number(value / scale, decimalsFor(step / scale)) + QLatin1Char(suffix);
+        }
+        return number(value, decimalsFor(step));
+    }
+    }
+    return number(value, 2);
+}
+
+QString formatValue(double value, ValueFormat format)
+{
+    if (!std::isfinite(value))
+        return QStringLiteral("–");
+    auto sig3 = [](double v) {
+        const double a = std::abs(v);
+        const int d = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : a == 0 ? 0 : std::min(9, 2 - static_cast<int>(std::floor(std::log10(a))));
+        return number(v, d);
+    };
+    switch (format) {
+    case ValueFormat::Plain:
+        return sig3(value);
+    case ValueFormat::Percent:
+        return sig3(value * 100) + QLatin1Char('%');
+    case ValueFormat::Seconds:
+        return std::abs(value) < 60 ? sig3(value) + QStringLiteral(" s") : clock(value, 1);
+    case ValueFormat::Si: {
+        const double a = std::abs(value);
+        if (a >= 1e9)
+            return sig3(value / 1e9) + QLatin1Char('G');
+        if (a >= 1e6)
+            return sig3(value / 1e6) + QLatin1Char('M');
+        if (a >= 1e3)
+            return sig3(value / 1e3) + QLatin1Char('k');
+        return sig3(value);
+    }
+    }
+    return sig3(value);
+}
+
+} // namespace cppl::charts

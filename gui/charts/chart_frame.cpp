@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: MIT
+#include "charts/chart_frame.h"
+
+#include "charts/color_map.h"
+
+#include <QPainter>
+
+#include <algorithm>
+#include <cmath>
+
+namespace cppl::charts::detail {
+namespace {
+
+constexpr qreal kPad = 8;
+constexpr qreal kTickLen = 4;
+constexpr qreal kSwatchWidth = 28;
+constexpr int kMaxLegendRows = 3;
+
+} // namespace
+
+QFont scaledFont(QFont f, qreal factor, bool bold)
+{
+    if (f.pointSizeF() > 0)
+        f.setPointSizeF(f.pointSizeF() * factor);
+    else
+        f.setPixelSize(std::max(1, static_cast<int>(std::lround(f.pixelSize() * factor))));
+    f.setBold(bold);
+    return f;
+}
+
+namespace {
+
+// Flow layout of legend entries in rows of at most `width`; paints when paint is true. Returns height.
+qreal layoutLegend(QPainter &painter, const QRectF &area, const Theme &theme, const FrameSpec &spec, bool paint)
+{
+    if (spec.legend.empty())
+        return 0;
+    const QFontMetricsF fm(painter.font());
+    const qreal rowH = std::max(fm.height(), theme.markerSize + 2) + 4;
+    qreal x = area.left(), y = area.top();
+    int row = 0;
+    const size_t n = spec.legend.size();
+    for (size_t i = 0; i < n; ++i) {
+        const LegendEntry &e = spec.legend[i];
+        const qreal w = kSwatchWidth + 5 + fm.horizontalAdvance(e.label) + 16;
+        if (x > area.left() && x + w > area.right()) {
+            ++row;
+            x = area.left();
+            y += rowH;
+        }
+        if (row >= kMaxLegendRows) {
+            // No room for the rest: say how many are not listed rather than silently dropping them.
+            row = kMaxLegendRows - 1;
+            y -= rowH;
+            const int hidden = static_cast<int>(n - i) + spec.legendOverflow;
+            if (paint) {
+                painter.setPen(theme.mutedText);
+                painter.drawText(QRectF(x, y, area.right() - x, rowH), Qt::AlignLeft | Qt::AlignVCenter,
+                                 QStringLiteral("+%1 more").arg(hidden));
+            }
+            return (row + 1) * rowH;
+        }
+        if (paint) {
+            paintSwatch(painter, QRectF(x, y + 1, kSwatchWidth, rowH - 2), e, theme);
+            painter.setPen(theme.text);
+            painter.drawText(QRectF(x + kSwatchWidth + 5, y, w, rowH), Qt::AlignLeft | Qt::AlignVCenter, e.label);
+        }
+        x += w;
+    }
+    if (spec.legendOverflow > 0) {
+        const QString more = QStringLiteral("+%1 more").arg(spec.legendOverflow);
+        if (x > area.left() && x + fm.horizontalAdvance(more) > area.right()) {
+            ++row;
+            x = area.left();
+            y += rowH;
+        }
+        if (paint) {
+            painter.setPen(theme.mutedText);
+            painter.drawText(QRectF(x, y, area.right() - x, rowH), Qt::AlignLeft | Qt::AlignVCenter, more);
+        }
+    }
+    return (row + 1) * rowH;
+}
+
+} // namespace
+
+QPen seriesPen(const QColor &color, qreal width, Qt::PenStyle dash)
+{
+    QPen pen(color, width, dash, Qt::FlatCap, Qt::RoundJoin);
+    if (dash == Qt::DotLine)
+        pen.setDashPattern({1.5, 2.5}); // Qt's dots vanish at 1 px width
+    else if (dash == Qt::DashLine)
+        pen.setDashPattern({6, 3});
+    else if (dash == Qt::DashDotLine)
+        pen.setDashPattern({6, 2.5, 1.5, 2.5});
+    return pen;
+}
+
+QColor textOn(const QColor &fill)
+{
+    return oklabLightness(fill) > 0.62 ? QColor(0x10, 0x10, 0x10) : QColor(0xff, 0xff, 0xff);
+}
+
+void paintSwatch(QPainter &painter, const QRectF &box, const LegendEntry &e, const Theme &theme)
+{
+    painter.save();
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    const QPointF c = box.center();
+    switch (e.swatch) {
+    case LegendEntry::Swatch::Line:
+        painter.setPen(seriesPen(e.color, std::max<qreal>(theme.lineWidth, 1.5), e.dash));
+        painter.drawLine(QPointF(box.left() + 1, c.y()), QPointF(box.right() - 1, c.y()));
+        if (e.marker)
+            drawMarker(painter, c, *e.marker, theme.markerSize, e.color, theme.background);
+        break;
+    case LegendEntry::Swatch::Fill:
+    case LegendEntry::Swatch::Band: {
+        const QRectF r(box.left() + 4, c.y() - 6, box.width() - 8, 12);
+        painter.setPen(QPen(e.swatch == LegendEntry::Swatch::Band ? Qt::NoPen : QPen(theme.axis, 1)));
+        painter.setBrush(e.color);
+        painter.drawRect(r);
+        if (e.pattern != Qt::NoBrush) {
+            painter.setBrush(QBrush(textOn(e.color), e.pattern));
+            painter.drawRect(r);
+        }
+        if (e.swatch == LegendEntry::Swatch::Band && e.marker) {
+            painter.setPen(seriesPen(theme.median, 1.5, Qt::SolidLine));
+            painter.drawLine(QPointF(r.left(), c.y()), QPointF(r.right(), c.y()));
+        }
+        break;
+    }
+    }
+    painter.restore();
+}
+
+Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
+    Frame frame;
+    painter.fillRect(rect, theme.background);
+    const QFont base = painter.font();
+    frame.tickFont = scaledFont(base, 0.9);
+    const QFontMetricsF fm(base);
+    const QFontMetricsF tickFm(frame.tickFont);
+
+    qreal top = rect.top() + kPad;
+    if (!spec.title.isEmpty()) {
+        const QFont titleFont = scaledFont(base, 1.15, true);
+        painter.setFont(titleFont);
+        const QFontMetricsF tf(titleFont);
+        painter.setPen(theme.text);
+        painter.drawText(QRectF(rect.left() + kPad, top, rect.width() - 2 * kPad, tf.height()),
+                         Qt::AlignLeft | Qt::AlignVCenter, tf.elidedText(spec.title, Qt::ElideRight, rect.width() - 2 * kPad));
+        top += tf.height() + 4;
+        painter.setFont(base);
+    }
+    const QRectF legendArea(rect.left() + kPad, top, rect.width() - 2 * kPad, rect.height());
+    const qreal legendH = layoutLegend(painter, legendArea, theme, spec, true);
+    if (legendH > 0)
+        top += legendH + 4;
+    top += tickFm.height() / 2; // the top y label is centred on the plot's top edge
+
+    qreal bottom = rect.bottom() - kPad - tickFm.height() - kTickLen - 2;
+    if (!spec.xTitle.isEmpty())
+        bottom -= fm.height() + 2;
+    const qreal plotH = std::max<qreal>(bottom - top, 10);
+
+    painter.setFont(frame.tickFont);
+    const std::vector<Tick> yTicks = spec.yTicks ? spec.yTicks(plotH, tickFm) : std::vector<Tick>{};
+    qreal labelW = 0;
+    for (const Tick &t : yTicks)
+        labelW = std::max(labelW, tickFm.horizontalAdvance(t.label));
+    qreal left = rect.left() + kPad + labelW + kTickLen + 4;
+    if (!spec.yTitle.isEmpty())
+        left += fm.height() + 4;
+    // Half a tick label of room right of the plot, so the last x label is not cut.
+    const qreal right = rect.right() - kPad - spec.reserveRight - tickFm.horizontalAdvance(QStringLiteral("00:00")) / 2;
+    frame.plot = QRectF(QPointF(left, top), QPointF(std::max(right, left + 10), top + plotH));
+    if (spec.reserveRight > 0)
+        frame.rightArea = QRectF(frame.plot.right() + kPad, top, spec.reserveRight, plotH);
+    const std::vector<Tick> xTicks = spec.xTicks ? spec.xTicks(frame.plot.width(), tickFm) : std::vector<Tick>{};
+
+    const QRectF &p = frame.plot;
+    painter.fillRect(p, theme.plotBackground);
+    // Grid and axis lines snap to the pixel grid of the device so that 1 px lines stay sharp at any DPR.
+    painter.setRenderHint(QPainter::Antialiasing, false);
+    painter.setPen(QPen(theme.grid, 1));
+    if (spec.yGrid)
+        for (const Tick &t : yTicks)
+            painter.drawLine(QPointF(p.left(), frame.mapY(t.pos)), QPointF(p.right(), frame.mapY(t.pos)));
+    if (spec.xGrid)
+        for (const Tick &t : xTicks)
+            painter.drawLine(QPointF(frame.mapX(t.pos), p.top()), QPointF(frame.mapX(t.pos), p.bottom()));
+    painter.setPen(QPen(theme.axis, 1));
+    painter.drawLine(p.bottomLeft(), p.bottomRight());
+    painter.drawLine(p.bottomLeft(), p.topLeft());
+
+    for (const Tick &t : yTicks) {
+        const qreal y = frame.mapY(t.pos);
+        painter.setPen(QPen(theme.axis, 1));
+        painter.drawLine(QPointF(p.left() - kTickLen, y), QPointF(p.left(), y));
+        painter.setPen(theme.mutedText);
+        painter.drawText(QRectF(p.left() - kTickLen - 3 - labelW - 2, y - tickFm.height() / 2, labelW + 2, tickFm.height()),
+                         Qt::AlignRight | Qt::AlignVCenter, t.label);
+    }
+    for (const Tick &t : xTicks) {
+        const qreal x = frame.mapX(t.pos);
+        painter.setPen(QPen(theme.axis, 1));
+        painter.drawLine(QPointF(x, p.bottom()), QPointF(x, p.bottom() + kTickLen));
+        painter.setPen(theme.mutedText);
+        const qreal w = tickFm.horizontalAdvance(t.label) + 2;
+        painter.drawText(QRectF(x - w / 2, p.bottom() + kTickLen + 1, w, tickFm.height()), Qt::AlignCenter, t.label);
+    }
+    painter.setFont(base);
+    painter.setPen(theme.text);
+    if (!spec.xTitle.isEmpty())
+        painter.drawText(QRectF(p.left(), p.bottom() + kTickLen + tickFm.height() + 3, p.width(), fm.height()),
+                         Qt::AlignCenter, spec.xTitle);
+    if (!spec.yTitle.isEmpty()) {
+        painter.save();
+        painter.translate(rect.left() + kPad, p.center().y());
+        painter.rotate(-90);
+        painter.drawText(QRectF(-p.height() / 2, 0, p.height(), fm.height()), Qt::AlignCenter,
+                         fm.elidedText(spec.yTitle, Qt::ElideRight, p.height()));
+        painter.restore();
+    }
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    return frame;
+}
+
+TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, Ticks *out)
+{
+    return [=](double length, const QFontMetricsF &fm) {
+        int maxCount = 0;
+        if (vertical) {
+            maxCount = static_cast<int>(length / (fm.height() * 2.2)) + 1;
+        } else {
+            // Widest plausible label at this range decides the spacing.
+            const Ticks rough = niceTicks(lo, hi, 10, format, expand);
+            qreal w = 0;
+            for (double v : rough.values)
+                w = std::max(w, fm.horizontalAdvance(formatTick(v, rough.step, format)));
+            maxCount = static_cast<int>(length / (w + 24)) + 1;
+        }
+        const Ticks t = niceTicks(lo, hi, std::clamp(maxCount, 2, 12), format, expand);
+        *out = t;
+        std::vector<Tick> ticks;
+        const double span = t.max - t.min;
+        for (double v : t.values) {
+            const double pos = span > 0 ? (v - t.min) / span : 0.5;
+            if (pos >= -1e-9 && pos <= 1 + 1e-9)
+                ticks.push_back({pos, formatTick(v, t.step, format)});
+        }
+        return ticks;
+    };
+}
+
+void paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
+                         const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format)
+{
+    if (lines.empty() || !(y1 > y0))
+        return;
+    painter.save();
+    painter.setFont(frame.tickFont);
+    const QFontMetricsF fm(frame.tickFont);
+    for (const ReferenceLine &line : lines) {
+        const double t = (line.y - y0) / (y1 - y0);
+        if (t < 0 || t > 1)
+            continue;
+        const qreal y = frame.mapY(t);
+        const QColor c = line.color.isValid() ? line.color : theme.reference;
+        painter.setRenderHint(QPainter::Antialiasing, false);
+        painter.setPen(seriesPen(c, 1, line.style));
+        painter.drawLine(QPointF(frame.plot.left(), y), QPointF(frame.plot.right(), y));
+        const QString text = line.label.isEmpty() ? formatValue(line.y, format)
+                                                  : line.label + QStringLiteral(" (") + formatValue(line.y, format) + QLatin1Char(')');
+        const qreal w = fm.horizontalAdvance(text) + 8;
+        // Above the line, or below it when the line hugs the plot's top edge.
+        const qreal ty = y - fm.height() - 2 < frame.plot.top() ? y + 2 : y - fm.height() - 2;
+        const QRectF box(frame.plot.right() - w - 2, ty, w, fm.height());
+        QColor bg = theme.plotBackground;
+        bg.setAlpha(220);
+        painter.fillRect(box, bg);
+        painter.setPen(c);
+        painter.drawText(box, Qt::AlignCenter, text);
+    }
+    painter.restore();
+}
+
+} // namespace cppl::charts::detail
+
+namespace cppl::charts::detail {
+
+QFont tickFont(const QFont &base)
+{
+    return scaledFont(base, 0.9);
+}
+
+void paintDecimated(QPainter &painter, const std::vector<DecimatedPoint> &points, const QRectF &plot, double x0,
+                    double sx, double y0, double sy)
+{
+    QPolygonF poly;
+    poly.reserve(static_cast<qsizetype>(points.size()));
+    auto flush = [&] {
+        if (poly.size() == 1)
+            poly.append(poly.front() + QPointF(0.5, 0)); // a lone sample still shows
+        if (!poly.isEmpty())
+            painter.drawPolyline(poly);
+        poly.clear();
+    };
+    for (const DecimatedPoint &p : points) {
+        if (std::isnan(p.y)) {
+            flush();
+            continue;
+        }
+        poly.append(QPointF(plot.left() + (p.x - x0) * sx, plot.bottom() - (p.y - y0) * sy));
+    }
+    flush();
+}
+
+} // namespace cppl::charts::detail

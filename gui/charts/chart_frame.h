@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Internal to the chart module: the layout and painting every chart shares (title, legend, axes,
+// grid, reference lines). Not installed API.
+
+#include "charts/chart.h"
+
+#include <QFontMetricsF>
+
+#include <functional>
+#include <optional>
+
+namespace cppl::charts::detail {
+
+/// A tick at pos along its axis, 0 = left/bottom edge of the plot, 1 = right/top.
+struct Tick
+{
+    double pos = 0;
+    QString label;
+};
+
+struct LegendEntry
+{
+    enum class Swatch { Line, Fill, Band };
+    QString label;
+    Swatch swatch = Swatch::Line;
+    QColor color;
+    Qt::PenStyle dash = Qt::SolidLine;
+    std::optional<MarkerShape> marker;
+    Qt::BrushStyle pattern = Qt::NoBrush; // Fill: a hatch over the fill colour
+};
+
+using TickFunction = std::function<std::vector<Tick>(double lengthPx, const QFontMetricsF &fm)>;
+
+struct FrameSpec
+{
+    QString title;
+    std::vector<LegendEntry> legend;
+    int legendOverflow = 0; // entries not listed: shown as "+N more"
+    QString xTitle;
+    QString yTitle;
+    TickFunction xTicks;
+    TickFunction yTicks;
+    qreal reserveRight = 0; // room right of the plot (heat map colour bar)
+    bool xGrid = true;
+    bool yGrid = true;
+};
+
+struct Frame
+{
+    QRectF plot;
+    QRectF rightArea; // the reserved room right of the plot
+    QFont tickFont;
+    double mapX(double t) const { return plot.left() + t * plot.width(); }
+    double mapY(double t) const { return plot.bottom() - t * plot.height(); }
+};
+
+/// Lays out and paints everything but the data; returns the plot rectangle the data goes into.
+Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec);
+
+/// Numeric ticks for a linear axis from lo to hi; returns positions 0..1 and sets the range the
+/// ticks use (widened to whole steps when expand).
+TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, Ticks *out);
+
+/// Horizontal reference lines with labels at their right end, painted over the data.
+void paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
+                         const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format);
+
+/// A legend swatch (line with dash and marker, or a filled box with its hatch) in box.
+void paintSwatch(QPainter &painter, const QRectF &box, const LegendEntry &entry, const Theme &theme);
+
+/// Pen for data lines: width in device-independent px, round joins, the dash pattern.
+QPen seriesPen(const QColor &color, qreal width, Qt::PenStyle dash);
+
+/// f at factor times its size (bold when asked).
+QFont scaledFont(QFont f, qreal factor, bool bold = false);
+
+/// The font of tick labels: the chart font at 90 %.
+QFont tickFont(const QFont &base);
+
+/// Polyline of decimated points (NaN y = break) mapped with x -> left + (x - x0) * sx, y -> bottom - (y - y0) * sy.
+void paintDecimated(QPainter &painter, const std::vector<DecimatedPoint> &points, const QRectF &plot, double x0,
+                    double sx, double y0, double sy);
+
+/// Text colour with contrast on a fill (value labels inside bars).
+QColor textOn(const QColor &fill);
+
+} // namespace cppl::charts::detail

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+#include "charts/chart_widget.h"
+
+#include <QEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+
+namespace cppl::charts {
+
+ChartWidget::ChartWidget(QWidget *parent)
+    : QWidget(parent)
+{
+    qRegisterMetaType<cppl::charts::Hit>();
+    setMouseTracking(true);
+    setAttribute(Qt::WA_OpaquePaintEvent); // the chart fills every pixel
+    m_repaintTimer.setSingleShot(true);
+    connect(&m_repaintTimer, &QTimer::timeout, this, [this] { update(); });
+}
+
+ChartWidget::ChartWidget(Chart *chart, QWidget *parent)
+    : ChartWidget(parent)
+{
+    setChart(chart);
+}
+
+ChartWidget::~ChartWidget() = default;
+
+void ChartWidget::setChart(Chart *chart)
+{
+    if (m_chart)
+        disconnect(m_changedConnection);
+    m_chart = chart;
+    if (chart) {
+        if (!chart->parent())
+            chart->setParent(this);
+        m_changedConnection = connect(chart, &Chart::changed, this, &ChartWidget::scheduleRepaint);
+        applyPaletteTheme();
+    }
+    update();
+}
+
+void ChartWidget::setAutoTheme(bool on)
+{
+    m_autoTheme = on;
+    applyPaletteTheme();
+}
+
+void ChartWidget::applyPaletteTheme()
+{
+    if (!m_autoTheme || !m_chart)
+        return;
+    Theme t = Theme::fromPalette(palette());
+    t.font = m_chart->theme().font;
+    m_chart->setTheme(t);
+}
+
+void ChartWidget::scheduleRepaint()
+{
+    // The first change after a quiet spell repaints on the next event-loop turn; changes within
+    // 40 ms of the last paint wait for the rest of the interval, and all of them share that one.
+    if (m_repaintTimer.isActive())
+        return;
+    const qint64 since = m_sinceRepaint.isValid() ? m_sinceRepaint.elapsed() : kMinRepaintIntervalMs;
+    m_repaintTimer.start(static_cast<int>(std::max<qint64>(0, kMinRepaintIntervalMs - since)));
+}
+
+void ChartWidget::paintEvent(QPaintEvent *)
+{
+    ++m_paintCount;
+    m_sinceRepaint.start();
+    QPainter painter(this);
+    if (!m_chart) {
+        painter.fillRect(rect(), palette().window());
+        return;
+    }
+    m_chart->paint(painter, QRectF(rect()));
+}
+
+void ChartWidget::mouseMoveEvent(QMouseEvent *event)
+{
+    if (!m_chart)
+        return;
+    const Hit hit = m_chart->hitTest(event->position());
+    Q_EMIT hovered(hit);
+    if (hit.isValid())
+        QToolTip::showText(event->globalPosition().toPoint(), hit.text, this);
+    else
+        QToolTip::hideText();
+}
+
+void ChartWidget::mousePressEvent(QMouseEvent *event)
+{
+    if (!m_chart || event->button() != Qt::LeftButton)
+        return;
+    const Hit hit = m_chart->hitTest(event->position());
+    if (hit.isValid())
+        Q_EMIT picked(hit);
+}
+
+void ChartWidget::leaveEvent(QEvent *)
+{
+    QToolTip::hideText();
+    Q_EMIT hovered(Hit{});
+}
+
+void ChartWidget::changeEvent(QEvent *event)
+{
+    if (event->type() == QEvent::PaletteChange || event->type() == QEvent::FontChange)
+        applyPaletteTheme();
+    QWidget::changeEvent(event);
+}
+
+QSize ChartWidget::sizeHint() const
+{
+    return {640, 360};
+}
+
+QSize ChartWidget::minimumSizeHint() const
+{
+    return {240, 160};
+}
+
+} // namespace cppl::charts

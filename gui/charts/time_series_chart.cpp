@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+#include "charts/time_series_chart.h"
+
+#include <QPaintDevice>
+#include <QPainter>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cppl::charts {
+
+TimeSeriesChart::TimeSeriesChart(QObject *parent)
+    : Chart(parent)
+{
+}
+
+void TimeSeriesChart::touch()
+{
+    ++m_revision;
+    Q_EMIT changed();
+}
+
+void TimeSeriesChart::setXAxis(const AxisSpec &axis)
+{
+    m_xAxis = axis;
+    touch();
+}
+
+void TimeSeriesChart::setYAxis(const AxisSpec &axis)
+{
+    m_yAxis = axis;
+    touch();
+}
+
+void TimeSeriesChart::setSeries(std::vector<SeriesData> series)
+{
+    m_series = std::move(series);
+    touch();
+}
+
+int TimeSeriesChart::addSeries(const QString &name)
+{
+    m_series.push_back({name, {}, {}});
+    touch();
+    return seriesCount() - 1;
+}
+
+void TimeSeriesChart::setSeriesData(int index, std::vector<double> x, std::vector<double> y)
+{
+    SeriesData &s = m_series.at(static_cast<size_t>(index));
+    s.x = std::move(x);
+    s.y = std::move(y);
+    s.y.resize(s.x.size(), std::numeric_limits<double>::quiet_NaN());
+    touch();
+}
+
+void TimeSeriesChart::appendPoint(int index, double x, double y)
+{
+    SeriesData &s = m_series.at(static_cast<size_t>(index));
+    s.x.push_back(x);
+    s.y.push_back(y);
+    ++m_revision;
+}
+
+void TimeSeriesChart::clearSeries()
+{
+    m_series.clear();
+    m_highlighted = -1;
+    touch();
+}
+
+void TimeSeriesChart::setReferenceLines(std::vector<ReferenceLine> lines)
+{
+    m_references = std::move(lines);
+    touch();
+}
+
+void TimeSeriesChart::setHighlightedSeries(int index)
+{
+    m_highlighted = index;
+    Q_EMIT changed();
+}
+
+void TimeSeriesChart::setStyledSeriesLimit(int limit)
+{
+    m_styledLimit = limit;
+    Q_EMIT changed();
+}
+
+std::pair<double, double> TimeSeriesChart::dataXRange() const
+{
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const SeriesData &s : m_series) {
+        if (s.x.empty())
+            continue;
+        lo = std::min(lo, s.x.front());
+        hi = std::max(hi, s.x.back());
+    }
+    if (!std::isfinite(lo))
+        return {0, 1};
+    return {m_xAxis.min.value_or(lo), m_xAxis.max.value_or(hi)};
+}
+
+void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
+{
+    const Theme &th = theme();
+    const auto [x0, x1raw] = dataXRange();
+    const double x1 = x1raw > x0 ? x1raw : x0 + 1;
+    const bool styled = seriesCount() <= m_styledLimit;
+
+    // Decimate at the device's pixel columns (2 per logical px at DPR 2); the width is not known
+    // before the layout, so decimate for the widest plot this rect can hold and reuse the cache.
+    const qreal dpr = painter.device() ? painter.device()->devicePixelRatioF() : 1.0;
+    const int columns = std::max(1, static_cast<int>(std::ceil(rect.width() * dpr)));
+    if (m_cacheRevision != m_revision || m_cacheX0 != x0 || m_cacheX1 != x1 || m_cacheColumns != columns) {
+        m_decimated.resize(m_series.size());
+        for (size_t i = 0; i < m_series.size(); ++i) {
+            const SeriesData &s = m_series[i];
+            decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, m_decimated[i]);
+        }
+        m_cacheRevision = m_revision;
+        m_cacheX0 = x0;
+        m_cacheX1 = x1;
+        m_cacheColumns = columns;
+    }
+
+    double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
+    for (const auto &d : m_decimated)
+        for (const DecimatedPoint &p : d)
+            if (p.x >= x0 && p.x <= x1 && !std::isnan(p.y)) {
+                y0 = std::min<double>(y0, p.y);
+                y1 = std::max<double>(y1, p.y);
+            }
+    for (const ReferenceLine &r : m_references) {
+        y0 = std::min(y0, r.y);
+        y1 = std::max(y1, r.y);
+    }
+    if (!std::isfinite(y0)) {
+        y0 = 0;
+        y1 = 1;
+    }
+    if (m_yAxis.includeZero) {
+        y0 = std::min(y0, 0.0);
+        y1 = std::max(y1, 0.0);
+    }
+    const bool yFixed = m_yAxis.min.has_value() && m_yAxis.max.has_value();
+    y0 = m_yAxis.min.value_or(y0);
+    y1 = m_yAxis.max.value_or(y1);
+
+    detail::FrameSpec spec;
+    spec.title = title();
+    spec.xTitle = m_xAxis.title;
+    spec.yTitle = m_yAxis.title;
+    const int listed = styled ? seriesCount() : std::min(seriesCount(), 6);
+    for (int i = 0; i < listed; ++i) {
+        const SeriesStyle st = th.seriesStyle(i);
+        spec.legend.push_back({m_series[static_cast<size_t>(i)].name, detail::LegendEntry::Swatch::Line, st.color,
+                               styled ? st.dash : Qt::SolidLine, styled ? std::optional(st.marker) : std::nullopt,
+                               Qt::NoBrush});
+    }
+    spec.legendOverflow = seriesCount() - listed;
+    spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
+    spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
+    m_frame = detail::paintFrame(painter, rect, th, spec);
+    const QRectF plot = m_frame.plot;
+    const double ya = m_yTicks.min, yb = m_yTicks.max > m_yTicks.min ? m_yTicks.max : m_yTicks.min + 1;
+    const double sx = plot.width() / (x1 - x0), sy = plot.height() / (yb - ya);
+
+    painter.save();
+    painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
+    // Hundreds of lines: no antialiasing (4-5x faster on the raster engine; the lines are a texture
+    // at that density anyway) and translucency so that overlaps read as density.
+    painter.setRenderHint(QPainter::Antialiasing, styled);
+    QPolygonF poly;
+    auto drawSeries = [&](size_t i, qreal width, bool emphasise) {
+        const SeriesStyle st = th.seriesStyle(static_cast<int>(i));
+        QColor color = st.color;
+        if (!styled && !emphasise)
+            color.setAlphaF(seriesCount() > 128 ? 0.35f : 0.6f);
+        QPen pen = detail::seriesPen(color, width, styled ? st.dash : Qt::SolidLine);
+        // Dense mode: hairlines (1 device px) take the raster engine's fast line path; any wider
+        // pen is stroked into a polygon and filled, ~50x slower for 1024 x 3000 points.
+        if (!styled && !emphasise)
+            pen = QPen(color, 0, Qt::SolidLine, Qt::FlatCap, Qt::MiterJoin);
+        painter.setPen(pen);
+        const auto &d = m_decimated[i];
+        poly.clear();
+        poly.reserve(static_cast<qsizetype>(d.size()));
+        auto drawRun = [&] {
+            if (poly.size() == 1)
+                poly.append(poly.front() + QPointF(0.5, 0)); // a lone sample still shows
+            if (!poly.isEmpty())
+                painter.drawPolyline(poly);
+            poly.clear();
+        };
+        for (const DecimatedPoint &p : d) {
+            if (std::isnan(p.y)) {
+                drawRun();
+                continue;
+            }
+            poly.append(QPointF(plot.left() + (p.x - x0) * sx, plot.bottom() - (p.y - ya) * sy));
+        }
+        drawRun();
+        if (styled || emphasise) {
+            // Markers every ~100 px, staggered per series so that overlapping lines keep theirs.
+            const SeriesData &s = m_series[i];
+            const qreal stepPx = 100;
+            for (qreal px = plot.left() + 20 + std::fmod(static_cast<qreal>(i) * 23.0, stepPx); px <= plot.right(); px += stepPx) {
+                const double xv = x0 + (px - plot.left()) / sx;
+                const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
+                if (it == s.x.end())
+                    break;
+                const size_t k = static_cast<size_t>(it - s.x.begin());
+                if (std::isnan(s.y[k]) || s.x[k] > x1)
+                    continue;
+                drawMarker(painter, QPointF(plot.left() + (s.x[k] - x0) * sx, plot.bottom() - (s.y[k] - ya) * sy),
+                           st.marker, th.markerSize, st.color, th.plotBackground);
+            }
+        }
+    };
+    for (size_t i = 0; i < m_decimated.size(); ++i)
+        if (static_cast<int>(i) != m_highlighted)
+            drawSeries(i, th.lineWidth * (styled ? 1.5 : 1.0), false);
+    if (m_highlighted >= 0 && m_highlighted < seriesCount()) {
+        painter.setRenderHint(QPainter::Antialiasing, true);
+        drawSeries(static_cast<size_t>(m_highlighted), th.lineWidth * 2.5, true);
+    }
+    painter.restore();
+    detail::paintReferenceLines(painter, m_frame, th, m_references, ya, yb, m_yAxis.format);
+}
+
+Hit TimeSeriesChart::hitTest(const QPointF &point) const
+{
+    Hit hit;
+    const QRectF plot = m_frame.plot;
+    if (!plot.contains(point) || m_series.empty() || !(m_xTicks.max > m_xTicks.min) || !(m_yTicks.max > m_yTicks.min))
+        return hit;
+    const double x0 = m_xTicks.min, x1 = m_xTicks.max, ya = m_yTicks.min, yb = m_yTicks.max;
+    const double xv = x0 + (point.x() - plot.left()) / plot.width() * (x1 - x0);
+    const double pxPerX = plot.width() / (x1 - x0), pxPerY = plot.height() / (yb - ya);
+    double best = 10; // px: closer than this counts as on the line
+    for (size_t i = 0; i < m_series.size(); ++i) {
+        const SeriesData &s = m_series[i];
+        const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
+        // The nearer of the two samples around the cursor.
+        for (auto cand : {it, it == s.x.begin() ? it : std::prev(it)}) {
+            if (cand == s.x.end())
+                continue;
+            const size_t k = static_cast<size_t>(cand - s.x.begin());
+            if (std::isnan(s.y[k]))
+                continue;
+            const double dx = (s.x[k] - xv) * pxPerX;
+            const double dy = plot.bottom() - (s.y[k] - ya) * pxPerY - point.y();
+            const double d = std::hypot(dx, dy);
+            if (d < best) {
+                best = d;
+                hit.kind = Hit::Kind::Series;
+                hit.series = static_cast<int>(i);
+                hit.x = s.x[k];
+                hit.y = s.y[k];
+            }
+        }
+    }
+    if (hit.isValid()) {
+        const SeriesData &s = m_series[static_cast<size_t>(hit.series)];
+        hit.text = s.name + QLatin1Char('\n') + (m_xAxis.title.isEmpty() ? QStringLiteral("x") : m_xAxis.title) +
+                   QStringLiteral(": ") + formatValue(hit.x, m_xAxis.format) + QLatin1Char('\n') +
+                   (m_yAxis.title.isEmpty() ? QStringLiteral("y") : m_yAxis.title) + QStringLiteral(": ") +
+                   formatValue(hit.y, m_yAxis.format);
+    }
+    return hit;
+}
+
+} // namespace cppl::charts
