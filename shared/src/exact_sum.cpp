@@ -11,6 +11,8 @@ namespace {
 
 constexpr int kDigitBits = 32;
 constexpr std::int64_t kDigitMask = (std::int64_t{1} << kDigitBits) - 1;
+constexpr std::int64_t kMaxTopDigit = std::int64_t{1} << 31; // |sum| < 2^127 with the top digit's weight 2^96
+constexpr std::int64_t kMaxRejected = std::int64_t{1} << 33; // 2^30 of them still fit an int64
 __extension__ typedef unsigned __int128 u128;
 
 // |v| * 2^64 rounded to the nearest integer, ties to even. Precondition: finite, |v| < 2^64.
@@ -199,6 +201,11 @@ std::optional<ExactSum> ExactSum::deserialize(std::span<const std::uint8_t> byte
         if (words[i] < 0 || words[i] > kDigitMask)
             return std::nullopt;
     if (words[kDigits] < 0)
+        return std::nullopt;
+    // Encodings come from files and peers: refuse what no accumulator reaches (|sum| < 2^127, so
+    // the top digit lies in [-2^31, 2^31)) and rejected counts of 2^33 or more, so that merging up
+    // to 2^30 decoded sums, as limbs() promises, cannot overflow an int64 word (tests/fuzz/fuzz_result_json).
+    if (words[kDigits - 1] < -kMaxTopDigit || words[kDigits - 1] >= kMaxTopDigit || words[kDigits] >= kMaxRejected)
         return std::nullopt;
     return fromReducedLimbs(words);
 }

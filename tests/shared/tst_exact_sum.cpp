@@ -295,6 +295,27 @@ private Q_SLOTS:
         QTest::addRow("upper-case hex") << QString::fromStdString("xs1:" + std::string(112, 'F'));
         QTest::addRow("non-normalised digit") << QString::fromStdString("xs1:" + std::string(8, '0') + "01000000" + std::string(96, '0'));
         QTest::addRow("negative rejected count") << QString::fromStdString("xs1:" + std::string(96, '0') + "ffffffffffffffff");
+        // Beyond what any accumulator reaches: decoding them would let a merge overflow an int64.
+        const std::string low(80, '0');
+        QTest::addRow("sum of 2^127") << QString::fromStdString("xs1:" + low + "0000008000000000" + std::string(16, '0'));
+        QTest::addRow("sum below -2^127") << QString::fromStdString("xs1:" + low + "ffffff7fffffffff" + std::string(16, '0'));
+        QTest::addRow("top digit INT64_MAX") << QString::fromStdString("xs1:" + low + "ffffffffffffff7f" + std::string(16, '0'));
+        QTest::addRow("rejected count 2^33") << QString::fromStdString("xs1:" + std::string(96, '0') + "0000000002000000");
+    }
+    void decodesTheLargestSumsAndMergesThem()
+    {
+        const std::string low(80, '0');
+        const auto top = ExactSum::fromString("xs1:" + low + "ffffff7f00000000" + "ffffffff01000000"); // 2^127 - 2^96, 2^33 - 1
+        const auto bottom = ExactSum::fromString("xs1:" + low + "00000080ffffffff" + std::string(16, '0')); // -2^127
+        QVERIFY(top.has_value());
+        QVERIFY(bottom.has_value());
+        QCOMPARE(top->rejected(), (std::int64_t{1} << 33) - 1);
+        QCOMPARE(top->toDouble(), std::ldexp(1.0, 127) - std::ldexp(1.0, 96));
+        QCOMPARE(bottom->toDouble(), -std::ldexp(1.0, 127));
+        ExactSum sum = *top;
+        sum.merge(*bottom); // (2^127 - 2^96) + (-2^127)
+        QCOMPARE(sum.toDouble(), -std::ldexp(1.0, 96));
+        QCOMPARE(sum.rejected(), (std::int64_t{1} << 33) - 1);
     }
     void rejectsMalformedEncodings()
     {

@@ -62,6 +62,8 @@ public:
     /// @brief Fixed-size encoding: kReduceWords normalised int64 words, little-endian, least
     /// significant digit first, then the rejected count.
     [[nodiscard]] std::array<std::uint8_t, kSerializedSize> serialize() const noexcept;
+    /// @brief Refuses (nullopt) encodings no accumulator produces: digits not normalised, a value
+    /// with |sum| >= 2^127, a rejected count outside [0, 2^33); so 2^30 decoded sums merge safely.
     [[nodiscard]] static std::optional<ExactSum> deserialize(std::span<const std::uint8_t> bytes) noexcept;
     /// @brief Text form "xs1:" + 112 lower-case hex digits of serialize(); used in result JSON.
     [[nodiscard]] std::string toString() const;
