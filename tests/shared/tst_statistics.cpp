@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "cppl/statistics.h"
 
+#include "test_exact.h"
+
 #include <QTest>
 
 #include <cmath>
@@ -29,8 +31,8 @@ private Q_SLOTS:
         }
         const double n = static_cast<double>(v.size());
         const double mu = sum / n;
-        QCOMPARE(p.meanNll, mu);
-        QCOMPARE(p.ppl, std::exp(mu));
+        CPPL_COMPARE_BITS(p.meanNll, mu);
+        CPPL_COMPARE_BITS(p.ppl, std::exp(mu));
         const double sigma = std::sqrt((sum2 / n - mu * mu) / (n - 1)); // llama.cpp's formula
         QVERIFY(std::fabs(p.pplStderr - p.ppl * sigma) <= 1e-12 * p.ppl);
         QCOMPARE(cppl::formatFinalEstimate(p), std::string("Final estimate: PPL = ")
@@ -47,8 +49,8 @@ private Q_SLOTS:
         s.words = 2;
         const auto p = cppl::computePerplexity(s);
         QCOMPARE(p.bitsPerByte, 14.0 / (7 * std::numbers::ln2));
-        QCOMPARE(p.bytePpl, std::exp(2.0));
-        QCOMPARE(p.wordPpl, std::exp(7.0));
+        CPPL_COMPARE_BITS(p.bytePpl, std::exp(2.0));
+        CPPL_COMPARE_BITS(p.wordPpl, std::exp(7.0));
     }
 
     void undefinedFiguresAreNaN()
@@ -85,7 +87,7 @@ private Q_SLOTS:
         QCOMPARE(total.windows, std::int64_t{3} << 33);
         QCOMPARE(total.bytes, std::int64_t{9} << 32);
         QCOMPARE(total.words, std::int64_t{3} << 31);
-        QCOMPARE(total.nll.toDouble(), 3.0);
+        CPPL_COMPARE_BITS(total.nll.toDouble(), 3.0);
         NllStats merged = a;
         merged.merge(a);
         merged.merge(a);
@@ -113,8 +115,8 @@ private Q_SLOTS:
             QVERIFY(total == whole);
             const auto a = cppl::computePerplexity(total);
             const auto b = cppl::computePerplexity(whole);
-            QCOMPARE(a.ppl, b.ppl); // exact equality, not fuzzy
-            QCOMPARE(a.pplStderr, b.pplStderr);
+            CPPL_COMPARE_BITS(a.ppl, b.ppl);
+            CPPL_COMPARE_BITS(a.pplStderr, b.pplStderr);
         }
     }
 

@@ -2,6 +2,8 @@
 #include "cppl/errors.h"
 #include "cppl/telemetry.h"
 
+#include "test_exact.h"
+
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -67,13 +69,13 @@ private Q_SLOTS:
         QCOMPARE(d.header.run, m.header.run);
         QCOMPARE(d.header.rank, 3);
         QCOMPARE(d.header.seq, 17);
-        QCOMPARE(d.header.t, m.header.t);
+        CPPL_COMPARE_BITS(d.header.t, m.header.t);
         QCOMPARE(d.header.droppedTotal, 2);
         QVERIFY(d.header.kind == Kind::Progress);
         QVERIFY(d.progress.nll == m.progress.nll); // bit for bit through the "xs1:" text form
         QVERIFY(d.progress.nllSquared == m.progress.nllSquared);
-        QCOMPARE(d.progress.tokensPerSecond, 1234.5);
-        QCOMPARE(d.progress.commTransferSecondsTotal, 0.0625);
+        CPPL_COMPARE_BITS(d.progress.tokensPerSecond, 1234.5);
+        CPPL_COMPARE_BITS(d.progress.commTransferSecondsTotal, 0.0625);
         QCOMPARE(d.progress.deviceMemoryBytes.value(), 1 << 30);
         // Every value is a scalar: PlotJuggler's ZeroMQ source plots it unchanged.
         const Json flat = Json::parse(bytes);
@@ -110,7 +112,7 @@ private Q_SLOTS:
         case Kind::Sync:
             QCOMPARE(d.sync.round, 3);
             QCOMPARE(d.sync.roundsTotal, 9);
-            QCOMPARE(d.sync.waitSeconds, 0.5);
+            CPPL_COMPARE_BITS(d.sync.waitSeconds, 0.5);
             break;
         case Kind::Log:
             QVERIFY(d.level == LogLevel::Warning);
@@ -253,7 +255,7 @@ private Q_SLOTS:
         j["compute_seconds_total"] = 3;
         Message m;
         QVERIFY(decode(j.dump(), m).ok());
-        QCOMPARE(m.progress.computeSecondsTotal, 3.0);
+        CPPL_COMPARE_BITS(m.progress.computeSecondsTotal, 3.0);
     }
 
     void resultStatsReadTheAggregatedResult()
