@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "cli/cli_commands.h"
 
+#include "cli/cli_history.h"
 #include "cli/cli_run.h"
 
 #include "cppl/cluster_profile.h"
@@ -34,6 +35,10 @@ Commands:
       Pre-flight every host, then launch one agent per rank through the profile's launcher (local
       or ssh): progress and the final estimate here, the result JSON to OUT, a summary of who failed
       and why. Unknown SSH host keys are refused unless --accept-new-host-keys; changed ones always.
+  list | show RUN | compare RUN... | delete RUN | export RUN -o FILE | import FILE | sweep --profile P --nodes 1,2,4
+      The run history: every run is recorded (run --no-store turns it off); compare and sweep give
+      scaling efficiency, comm share, the one-rank deviation, a recommendation and a projection
+      (clusterppl-cli list --help).
   --version, --help
 )"_s;
 
@@ -153,13 +158,15 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     const QString command = arguments.mid(0, 2).join(u' ');
     const QStringList rest = arguments.mid(2);
-    if (arguments.front() != u"run"_s && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
+    if (arguments.front() != u"run"_s && !isHistoryCommand(arguments.front()) && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
         out << kUsage;
         return kCliOk;
     }
     try {
         if (arguments.front() == u"run"_s)
             return cliRun(arguments.mid(1), out, err);
+        if (isHistoryCommand(arguments.front()))
+            return cliHistory(arguments, out, err);
         if (command == u"profile check"_s)
             return profileCheck(rest, out, err);
         if (command == u"hostfile import"_s)

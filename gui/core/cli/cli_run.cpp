@@ -4,6 +4,7 @@
 #include "cli/cli_run.h"
 
 #include "cli/cli_commands.h"
+#include "cli/cli_history.h"
 #include "run/run_engine.h"
 #include "telemetry/collector_state.h"
 
@@ -57,6 +58,7 @@ Options:
   --log-dir DIR             per-rank logs (default ~/.local/state/clusterppl/runs/RUN-ID)
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
+  --no-store                do not record the run in the history (docs/run-store.md)
   -h, --help                this text
 
 Exit codes (docs/exit-codes.md): 0 ok, 1 failed, 2 bad arguments or profile, 3 file not
@@ -154,8 +156,9 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption logDirOpt(u"log-dir"_s, {}, u"DIR"_s);
     const QCommandLineOption noPreflightOpt(u"no-preflight"_s, {});
     const QCommandLineOption noTelemetryOpt(u"no-telemetry"_s, {});
+    const QCommandLineOption noStoreOpt(u"no-store"_s, {});
     parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
-                       logDirOpt, noPreflightOpt, noTelemetryOpt});
+                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -221,6 +224,16 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     req.profilePath = profilePath;
 
     RunEngine engine;
+    // The history (docs/run-store.md): recorded as it runs, with the stored one-rank baseline.
+    RunRecordingPtr recording;
+    if (!arguments.contains(u"--no-store"_s)) {
+        QString refusal;
+        recording = recordRun(engine, req, err, &refusal);
+        if (!refusal.isEmpty()) {
+            err << "clusterppl-cli: run: " << refusal << '\n';
+            return run::kRunBadArguments;
+        }
+    }
     QEventLoop loop;
     QObject::connect(&engine, &RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
     QObject::connect(&engine, &RunEngine::notice, [&](const QString &text) {

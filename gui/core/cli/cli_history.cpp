@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-cli list|show|compare|delete|export|import|sweep`: text and JSON views of the run
+// store (store/), and the recorder hook of `run`.
+#include "cli/cli_history.h"
+
+#include "cli/cli_commands.h"
+#include "run/run_engine.h"
+#include "store/comparison.h"
+#include "store/run_export.h"
+#include "store/run_recorder.h"
+#include "store/run_store.h"
+#include "store/sweep.h"
+
+#include "cppl/errors.h"
+
+#include <QCommandLineParser>
+#include <QEventLoop>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QTextStream>
+#include <QTimeZone>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core {
+
+using store::RunRecord;
+using store::RunStore;
+
+struct RunRecording
+{
+    std::unique_ptr<RunStore> store;
+    std::unique_ptr<store::RunRecorder> recorder;
+};
+
+void RunRecordingDeleter::operator()(RunRecording *r) const
+{
+    delete r; // the recorder first (members in reverse), then the store: it writes what is queued
+}
+
+namespace {
+
+const QString kHistoryUsage = uR"(Run history (docs/run-store.md). The store is $CLUSTERPPL_STORE, else
+~/.local/share/clusterppl/runs.sqlite; --store FILE overrides both.
+
+  list [--json] [--model S] [--data S] [--protocol P] [--status S] [--since DATE] [--until DATE]
+       [--world-size N] [--nodes N] [--search TEXT] [--limit N]
+      Stored runs, newest first. S: part of the path; DATE: ISO 8601 (2026-11-30 or 2026-11-30T12:00Z);
+      status: running, finished, failed, stopped, interrupted.
+  show RUN [--json] [--logs]
+      One run in full: setup, versions, result, per-rank figures, alerts (and its kept log lines).
+  compare RUN... [--json] [--threshold PCT]
+      Throughput vs ranks with the ideal line, scaling efficiency, comm share (wait/transfer), PPL
+      and its deviation from the one-rank baseline, the recommendation and the projection.
+  delete RUN
+  export RUN -o FILE.json
+      Everything the store has about the run, as one JSON document.
+  import FILE.json [--run-id ID]
+      An exported run, or a bare agent result JSON (docs/result-json.md).
+  sweep --profile PROFILE.json --nodes 1,2,4[,8] [--json OUT] [--threshold PCT] [--agent PATH]
+        [--no-preflight] [--run-id-prefix P]
+      The same evaluation at each rank count (the profile's first N slots in host order), one
+      after another, each stored; then the comparison. --json OUT: the comparison as JSON.
+
+Exit codes: 0 ok, 1 failed (a sweep run failed), 2 bad arguments, 3 file or store not
+readable/writable, 4 unknown run id.
+)"_s;
+
+const QStringList kCommands{u"list"_s, u"show"_s, u"compare"_s, u"delete"_s, u"export"_s, u"import"_s, u"sweep"_s};
+
+struct Usage : std::runtime_error
+{
+    using std::runtime_error::runtime_error;
+};
+struct UnknownRun : std::runtime_error
+{
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void usage(const QString &why)
+{
+    throw Usage(why.toStdString());
+}
+
+QString storePath(const QCommandLineParser &p, const QCommandLineOption &o)
+{
+    return p.isSet(o) ? p.value(o) : RunStore::defaultPath();
+}
+
+RunRecord mustGet(const RunStore &s, const QString &id)
+{
+    auto r = s.get(id);
+    if (!r)
+        throw UnknownRun(QString(u"no run \""_s + id + u"\" in "_s + s.path() + u" (clusterppl-cli list shows the stored ones)"_s).toStdString());
+    return std::move(*r);
+}
+
+void writeJsonFile(const QString &path, const QJsonObject &o)
+{
+    QSaveFile f(path);
+    const QByteArray bytes = QJsonDocument(o).toJson(QJsonDocument::Indented);
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
+        throw IoError(QString(path + u": cannot write: "_s + f.errorString()).toStdString());
+}
+
+QString fmt(const std::optional<double> &v, int decimals)
+{
+    return v ? QString::number(*v, 'f', decimals) : u"-"_s;
+}
+
+QJsonObject summaryJson(const RunRecord &r)
+{
+    QJsonObject o = store::runToJson(r).value(u"run"_s).toObject();
+    // A listing stays small: the blobs are for show/export.
+    for (const char16_t *k : {u"profile", u"preflight", u"result", u"hosts"})
+        o.remove(QString::fromUtf16(k));
+    return o;
+}
+
+double parseThreshold(const QCommandLineParser &p, const QCommandLineOption &o)
+{
+    if (!p.isSet(o))
+        return 0.75;
+    bool ok = false;
+    const double v = p.value(o).toDouble(&ok);
+    if (!ok || v <= 0 || v > 100)
+        usage(u"--threshold: expected a percentage in (0, 100], got \""_s + p.value(o) + u'"');
+    return v / 100;
+}
+
+QCommandLineParser &parse(QCommandLineParser &p, const QString &command, const QStringList &args, const QList<QCommandLineOption> &options)
+{
+    p.addOptions(options);
+    if (!p.parse(QStringList{u"clusterppl-cli"_s} + args))
+        usage(command + u": "_s + p.errorText());
+    return p;
+}
+
+int list(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+{
+    const QCommandLineOption json(u"json"_s), model(u"model"_s, {}, u"S"_s), data(u"data"_s, {}, u"S"_s), protocol(u"protocol"_s, {}, u"P"_s),
+        status(u"status"_s, {}, u"S"_s), since(u"since"_s, {}, u"DATE"_s), until(u"until"_s, {}, u"DATE"_s), ws(u"world-size"_s, {}, u"N"_s),
+        nodes(u"nodes"_s, {}, u"N"_s), search(u"search"_s, {}, u"TEXT"_s), limit(u"limit"_s, {}, u"N"_s);
+    QCommandLineParser p;
+    parse(p, u"list"_s, args, {storeOpt, json, model, data, protocol, status, since, until, ws, nodes, search, limit});
+    if (!p.positionalArguments().isEmpty())
+        usage(u"list: unexpected argument \""_s + p.positionalArguments().front() + u"\" (filters are options: --model, --status, ...)"_s);
+    store::RunFilter f;
+    f.model = p.value(model);
+    f.data = p.value(data);
+    f.protocol = p.value(protocol);
+    f.text = p.value(search);
+    if (p.isSet(status)) {
+        f.status = store::parseStatus(p.value(status));
+        if (!f.status)
+            usage(u"--status: \""_s + p.value(status) + u"\" is not one of running, finished, failed, stopped, interrupted"_s);
+    }
+    auto date = [&](const QCommandLineOption &o, bool endOfDay) {
+        QDateTime d = QDateTime::fromString(p.value(o), Qt::ISODateWithMs);
+        if (!d.isValid()) {
+            const QDate day = QDate::fromString(p.value(o), Qt::ISODate);
+            if (day.isValid())
+                d = endOfDay ? day.endOfDay(QTimeZone::utc()) : day.startOfDay(QTimeZone::utc());
+        }
+        if (!d.isValid())
+            usage(u"--%1: \"%2\" is not an ISO 8601 date (2026-11-30 or 2026-11-30T12:00:00Z)"_s.arg(o.names().front(), p.value(o)));
+        return d;
+    };
+    if (p.isSet(since))
+        f.from = date(since, false);
+    if (p.isSet(until))
+        f.to = date(until, true);
+    auto integer = [&](const QCommandLineOption &o) {
+        bool ok = false;
+        const int n = p.value(o).toInt(&ok);
+        if (!ok || n < 1)
+            usage(u"--%1: expected a positive integer, got \"%2\""_s.arg(o.names().front(), p.value(o)));
+        return n;
+    };
+    if (p.isSet(ws))
+        f.worldSize = integer(ws);
+    if (p.isSet(nodes))
+        f.nodeCount = integer(nodes);
+    if (p.isSet(limit))
+        f.limit = integer(limit);
+    const RunStore s(storePath(p, storeOpt));
+    const auto runs = s.list(f);
+    if (p.isSet(json)) {
+        QJsonArray a;
+        for (const RunRecord &r : runs)
+            a.append(summaryJson(r));
+        out << QJsonDocument(QJsonObject{{u"store"_s, s.path()}, {u"runs"_s, a}}).toJson(QJsonDocument::Indented);
+        return kCliOk;
+    }
+    out << QString::asprintf("%-34s %-11s %-20s %5s %5s %-12s %-22s %10s %s\n", "run", "status", "started (UTC)", "ranks", "nodes", "protocol",
+                             "ppl +/- stderr", "tokens/s", "model");
+    for (const RunRecord &r : runs)
+        out << QString::asprintf("%-34s %-11s %-20s %5d %5d %-12s %-22s %10s %s\n", qPrintable(r.runId), qPrintable(store::statusName(r.status)),
+                                 qPrintable(r.started.toString(u"yyyy-MM-dd HH:mm:ss"_s)), r.worldSize, r.nodeCount, qPrintable(r.protocol),
+                                 qPrintable(r.ppl ? fmt(r.ppl, 4) + u" +/- "_s + fmt(r.pplStderr, 4) : u"-"_s), qPrintable(fmt(r.tokensPerSecond, 1)),
+                                 qPrintable(QFileInfo(r.model).fileName()));
+    out << runs.size() << " run(s) in " << s.path() << '\n';
+    return kCliOk;
+}
+
+int show(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+{
+    const QCommandLineOption json(u"json"_s), logs(u"logs"_s);
+    QCommandLineParser p;
+    parse(p, u"show"_s, args, {storeOpt, json, logs});
+    if (p.positionalArguments().size() != 1)
+        usage(u"show takes one RUN id"_s);
+    const RunStore s(storePath(p, storeOpt));
+    const RunRecord r = mustGet(s, p.positionalArguments().front());
+    if (p.isSet(json)) {
+        QJsonObject o = store::runToJson(r);
+        if (!p.isSet(logs))
+            o.remove(u"logs"_s);
+        out << QJsonDocument(o).toJson(QJsonDocument::Indented);
+        return kCliOk;
+    }
+    out << "run        " << r.runId << " (" << store::statusName(r.status) << (r.exitCode ? u", exit %1"_s.arg(*r.exitCode) : QString()) << ")\n"
+        << "started    " << r.started.toString(Qt::ISODate) << (r.ended.isValid() ? u", ended "_s + r.ended.toString(Qt::ISODate) : QString())
+        << '\n'
+        << "source     " << r.source << (r.profileName.isEmpty() ? QString() : u", profile \""_s + r.profileName + u'"') << '\n'
+        << "cluster    " << r.worldSize << " ranks on " << r.nodeCount << " node(s), " << r.groupsCount << " group(s), launcher " << r.launcher
+        << '\n'
+        << "evaluation " << r.protocol << ", model " << r.model << ", data " << r.data << '\n'
+        << "settings   " << QJsonDocument(r.settings).toJson(QJsonDocument::Compact) << " (key " << r.settingsKey << ")\n"
+        << "versions   " << QJsonDocument(r.versions).toJson(QJsonDocument::Compact) << '\n';
+    if (r.ppl)
+        out << "result     ppl " << fmt(r.ppl, 6) << " +/- " << fmt(r.pplStderr, 6) << " over " << r.tokensScored << " tokens, "
+            << fmt(r.tokensPerSecond, 1) << " tokens/s\n"
+            << "exact sum  " << r.nllSumExact << '\n';
+    if (!r.firstCause.isEmpty())
+        out << "cause      " << r.firstCause << '\n';
+    if (!r.ranks.empty()) {
+        out << "rank host                 group   tokens  compute s   wait s  transfer s  tokens/s  exit\n";
+        for (const auto &k : r.ranks)
+            out << QString::asprintf("%4d %-20s %5d %8lld %10.3f %8.3f %11.4f %9.1f  %s\n", k.rank, qPrintable(k.host), k.group,
+                                     static_cast<long long>(k.tokens), k.computeSeconds, k.waitSeconds, k.transferSeconds, k.tokensPerSecond,
+                                     k.exitCode ? qPrintable(QString::number(*k.exitCode)) : "-");
+    }
+    out << "samples    " << r.samples.size() << " (per-rank telemetry, downsampled)\n";
+    out << "logs       " << r.logs.size() << " lines kept";
+    for (const auto &[rank, n] : r.logsDropped)
+        out << ", rank " << rank << ": " << n << " dropped";
+    out << '\n';
+    for (const auto &a : r.alerts)
+        out << QString::asprintf("alert      %8.2f s  %-14s %s\n", a.t, qPrintable(a.kind), qPrintable(a.message));
+    if (p.isSet(logs))
+        for (const auto &l : r.logs)
+            out << "[rank " << l.rank << (l.isStderr ? " err" : " out") << " #" << l.seq << "] " << l.line << '\n';
+    return kCliOk;
+}
+
+store::Comparison compareStored(const RunStore &s, const QStringList &ids, double threshold)
+{
+    std::vector<RunRecord> runs, baselines;
+    for (const QString &id : ids)
+        runs.push_back(mustGet(s, id));
+    for (const RunRecord &r : runs)
+        if (auto b = s.baselineFor(r.settingsKey))
+            baselines.push_back(std::move(*b));
+    store::CompareOptions o;
+    o.threshold = threshold;
+    return store::compareRuns(runs, baselines, o);
+}
+
+int compare(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+{
+    const QCommandLineOption json(u"json"_s), threshold(u"threshold"_s, {}, u"PCT"_s);
+    QCommandLineParser p;
+    parse(p, u"compare"_s, args, {storeOpt, json, threshold});
+    if (p.positionalArguments().isEmpty())
+        usage(u"compare takes one or more RUN ids"_s);
+    const RunStore s(storePath(p, storeOpt));
+    const store::Comparison c = compareStored(s, p.positionalArguments(), parseThreshold(p, threshold));
+    if (p.isSet(json))
+        out << QJsonDocument(store::comparisonToJson(c)).toJson(QJsonDocument::Indented);
+    else
+        out << store::formatComparison(c);
+    return kCliOk;
+}
+
+int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
+{
+    const QCommandLineOption profileOpt(u"profile"_s, {}, u"FILE"_s), nodesOpt(u"nodes"_s, {}, u"LIST"_s), json(u"json"_s, {}, u"FILE"_s),
+        threshold(u"threshold"_s, {}, u"PCT"_s), agent(u"agent"_s, {}, u"PATH"_s), noPreflight(u"no-preflight"_s),
+        prefix(u"run-id-prefix"_s, {}, u"P"_s);
+    QCommandLineParser p;
+    parse(p, u"sweep"_s, args, {storeOpt, profileOpt, nodesOpt, json, threshold, agent, noPreflight, prefix});
+    if (!p.positionalArguments().isEmpty())
+        usage(u"sweep: unexpected argument \""_s + p.positionalArguments().front() + u'"');
+    if (!p.isSet(profileOpt))
+        usage(u"sweep needs --profile FILE"_s);
+    const double thr = parseThreshold(p, threshold);
+    const std::vector<int> counts = store::parseRankList(p.value(nodesOpt).isEmpty() ? u"1,2,4,8"_s : p.value(nodesOpt));
+    const QString profilePath = p.value(profileOpt);
+    const ClusterProfile base = loadProfile(profilePath.toStdString());
+    std::vector<ClusterProfile> profiles;
+    for (int n : counts)
+        profiles.push_back(store::profileForRanks(base, n)); // every count checked before anything runs
+    const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
+    RunStore s(storePath(p, storeOpt));
+    QStringList ids;
+    int failures = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        run::RunRequest req;
+        req.profile = profiles[i];
+        req.profilePath = profilePath;
+        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(counts[i]);
+        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
+            usage(u"--run-id-prefix: "_s + why);
+        if (s.contains(req.runId))
+            usage(u"run id "_s + req.runId + u" is already in the store; choose another --run-id-prefix"_s);
+        req.agent = p.value(agent);
+        req.preflight = !p.isSet(noPreflight);
+        s.flush(); // the previous run's end is on disk: it can be this one's baseline
+        const QString key = store::settingsKey(store::settingsInputsFromProfile(req.profile, QFileInfo(profilePath).absolutePath()));
+        if (const auto b = s.baselineFor(key))
+            req.baselineResultJson = b->resultJson;
+        run::RunEngine engine;
+        store::RunRecorder::Options ro;
+        ro.source = u"sweep"_s;
+        store::RunRecorder recorder(s, ro);
+        recorder.attach(&engine);
+        QEventLoop loop;
+        QObject::connect(&engine, &run::RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+        QObject::connect(&engine, &run::RunEngine::alertRaised, [&](const run::RunAlert &a) {
+            err << "clusterppl-cli: sweep: " << req.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
+            err.flush();
+        });
+        err << "clusterppl-cli: sweep: " << counts[i] << " rank(s): run " << req.runId << '\n';
+        err.flush();
+        if (engine.start(req) || !run::isTerminal(engine.phase()))
+            loop.exec();
+        const run::RunOutcome &o = engine.outcome();
+        if (o.exitCode != run::kRunOk) {
+            ++failures;
+            err << "clusterppl-cli: sweep: " << req.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary)
+                << '\n';
+        } else {
+            const QJsonObject r = QJsonDocument::fromJson(o.resultJson).object();
+            err << "clusterppl-cli: sweep: " << req.runId << ": ppl " << QString::number(r.value(u"ppl"_s).toDouble(), 'f', 6) << ", "
+                << QString::number(r.value(u"tokens_per_second"_s).toDouble(), 'f', 1) << " tokens/s\n";
+        }
+        err.flush();
+        ids << req.runId;
+    }
+    s.flush();
+    if (const QString e = s.writer().lastError(); !e.isEmpty())
+        err << "clusterppl-cli: sweep: the store reported: " << e << '\n';
+    const store::Comparison c = compareStored(s, ids, thr);
+    out << store::formatComparison(c);
+    if (p.isSet(json)) {
+        QJsonObject o = store::comparisonToJson(c);
+        QJsonArray a;
+        for (const QString &id : ids)
+            a.append(id);
+        o.insert(u"runs"_s, a);
+        writeJsonFile(p.value(json), o);
+    }
+    if (failures > 0) {
+        err << "clusterppl-cli: sweep: " << failures << " of " << counts.size() << " runs failed\n";
+        return kCliFailed;
+    }
+    return kCliOk;
+}
+
+int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    const QString command = arguments.front();
+    const QStringList args = arguments.mid(1);
+    const QCommandLineOption storeOpt(u"store"_s, {}, u"FILE"_s);
+    if (command == u"list"_s)
+        return list(args, out, storeOpt);
+    if (command == u"show"_s)
+        return show(args, out, storeOpt);
+    if (command == u"compare"_s)
+        return compare(args, out, storeOpt);
+    if (command == u"sweep"_s)
+        return sweep(args, out, err, storeOpt);
+    if (command == u"delete"_s) {
+        QCommandLineParser p;
+        parse(p, command, args, {storeOpt});
+        if (p.positionalArguments().size() != 1)
+            usage(u"delete takes one RUN id"_s);
+        RunStore s(storePath(p, storeOpt));
+        if (!s.remove(p.positionalArguments().front()))
+            throw UnknownRun(QString(u"no run \""_s + p.positionalArguments().front() + u"\" in "_s + s.path()).toStdString());
+        out << "deleted " << p.positionalArguments().front() << '\n';
+        return kCliOk;
+    }
+    if (command == u"export"_s) {
+        const QCommandLineOption output({u"o"_s, u"output"_s}, {}, u"FILE"_s);
+        QCommandLineParser p;
+        parse(p, command, args, {storeOpt, output});
+        if (p.positionalArguments().size() != 1 || !p.isSet(output))
+            usage(u"export takes one RUN id and -o FILE.json"_s);
+        const RunStore s(storePath(p, storeOpt));
+        writeJsonFile(p.value(output), store::runToJson(mustGet(s, p.positionalArguments().front())));
+        out << "exported " << p.positionalArguments().front() << " to " << p.value(output) << '\n';
+        return kCliOk;
+    }
+    // import
+    const QCommandLineOption runId(u"run-id"_s, {}, u"ID"_s);
+    QCommandLineParser p;
+    parse(p, command, args, {storeOpt, runId});
+    if (p.positionalArguments().size() != 1)
+        usage(u"import takes one FILE.json"_s);
+    const QString path = p.positionalArguments().front();
+    QFile f(path);
+    if (!f.exists())
+        throw IoError(QString(path + u": the file to import does not exist"_s).toStdString());
+    if (!f.open(QIODevice::ReadOnly))
+        throw IoError(QString(path + u": cannot read: "_s + f.errorString()).toStdString());
+    QJsonParseError pe{};
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
+    if (!doc.isObject())
+        throw ConfigError(QString(path + u": not a JSON object"_s + (pe.error != QJsonParseError::NoError ? u" ("_s + pe.errorString() + u" at byte "_s
+                                                                                                           + QString::number(pe.offset) + u')'
+                                                                                                     : QString()))
+                              .toStdString());
+    RunRecord rec;
+    try {
+        rec = store::runFromJson(doc.object(), p.value(runId));
+    } catch (const ConfigError &e) {
+        throw ConfigError(QString(path + u": "_s + QString::fromUtf8(e.what())).toStdString());
+    }
+    if (p.isSet(runId))
+        rec.runId = p.value(runId);
+    RunStore s(storePath(p, storeOpt));
+    if (s.contains(rec.runId))
+        usage(u"import: run "_s + rec.runId + u" is already in the store (delete it, or import with --run-id NEW)"_s);
+    s.insert(rec);
+    out << "imported " << rec.runId << " (" << store::statusName(rec.status) << ", " << rec.worldSize << " ranks)\n";
+    return kCliOk;
+}
+
+} // namespace
+
+bool isHistoryCommand(const QString &command)
+{
+    return kCommands.contains(command);
+}
+
+int cliHistory(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    if (arguments.size() >= 2 && (arguments.contains(u"--help"_s) || arguments.contains(u"-h"_s))) {
+        out << kHistoryUsage;
+        return kCliOk;
+    }
+    try {
+        return historyCommand(arguments, out, err);
+    } catch (const Usage &e) {
+        err << "clusterppl-cli: " << QString::fromUtf8(e.what()) << " (clusterppl-cli " << arguments.front() << " --help)\n";
+        return kCliBadArguments;
+    } catch (const UnknownRun &e) {
+        err << "clusterppl-cli: " << QString::fromUtf8(e.what()) << '\n';
+        return kCliUnknownRun;
+    }
+    // cppl::Error (IoError 3, ConfigError 2, others 1) is mapped by cliMain.
+}
+
+RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTextStream &err, QString *refusal)
+{
+    RunRecordingPtr rec(new RunRecording);
+    try {
+        rec->store = std::make_unique<RunStore>();
+    } catch (const cppl::Error &e) {
+        err << "clusterppl-cli: warning: this run is not recorded in the history: " << QString::fromUtf8(e.what()) << '\n';
+        return {};
+    }
+    if (request.runId.isEmpty())
+        request.runId = run::generateRunId();
+    if (rec->store->contains(request.runId)) {
+        *refusal = u"--run-id: run "_s + request.runId + u" is already in the history ("_s + rec->store->path()
+                   + u"); choose another id, delete the old run (clusterppl-cli delete ID), or pass --no-store"_s;
+        return {};
+    }
+    if (request.baselineResultJson.isEmpty()) {
+        const QString dir = request.profilePath.isEmpty() ? QString() : QFileInfo(request.profilePath).absolutePath();
+        if (const auto b = rec->store->baselineFor(store::settingsKey(store::settingsInputsFromProfile(request.profile, dir)))) {
+            request.baselineResultJson = b->resultJson;
+            err << "clusterppl-cli: baseline: one-rank run " << b->runId << " of the same settings (ppl " << fmt(b->ppl, 6) << ")\n";
+        }
+    }
+    rec->recorder = std::make_unique<store::RunRecorder>(*rec->store);
+    rec->recorder->attach(&engine);
+    return rec;
+}
+
+} // namespace cppl::core
