@@ -315,7 +315,7 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
     if (c.points.empty())
         c.recommendation = u"no runs to compare"_s;
     else if (c.recommendedWorldSize)
-        c.recommendation = u"%1 ranks: the largest world size measured whose scaling efficiency stays at or above %2%"_s.arg(*c.recommendedWorldSize)
+        c.recommendation = u"%1 rank(s): the largest world size measured whose scaling efficiency stays at or above %2%"_s.arg(*c.recommendedWorldSize)
                                .arg(100 * options.threshold, 0, 'g', 3);
     else
         c.recommendation = u"no run reaches %1% scaling efficiency"_s.arg(100 * options.threshold, 0, 'g', 3);
