@@ -338,6 +338,49 @@ private:
     }
 
 private Q_SLOTS:
+    void sshLauncherSendsTheKeyLineOnStdin()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        // The run's telemetry keys reach a remote rank as its first stdin line, inside the SSH
+        // channel; the remote command line carries only the flag (docs/launching.md).
+        cppl::core::LauncherSettings settings;
+        settings.sshConfigFile = path(u"ssh_config"_s).toStdString();
+        settings.knownHostsFile = path(u"known_hosts"_s).toStdString();
+        settings.connectTimeoutSeconds = 5;
+        settings.newHostKeys = cppl::core::NewHostKeys::Accept;
+        cppl::core::LaunchPlan plan;
+        plan.launcher = "ssh";
+        plan.keyLine = cppl::telemetry::formatKeyLine(cppl::telemetry::generateCredentials().agent);
+        cppl::core::RankCommand c;
+        c.hostName = "node1";
+        c.address = "node1";
+        c.ssh.alias = "node1";
+        // Echoes the line it read and its own command line, then reads on until stdin's EOF.
+        c.argv = {"/bin/sh", "-c", "read -r l; echo \"line:$l\"; tr '\\0' ' ' < /proc/$$/cmdline; echo; while read -r x; do :; done; echo eof",
+                  "sh", std::string(cppl::core::kKeysStdinFlag)};
+        plan.ranks.push_back(c);
+        auto launcher = cppl::core::makeSshLauncher(settings);
+        QStringList out;
+        QEventLoop loop;
+        connect(launcher.get(), &cppl::core::Launcher::rankOutput, this, [&](int, bool isErr, const QString &line) {
+            if (!isErr)
+                out << line;
+        });
+        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
+        launcher->start(plan);
+        QTRY_VERIFY_WITH_TIMEOUT(out.size() >= 2, 30000);
+        QCOMPARE(out[0], u"line:"_s + QString::fromStdString(plan.keyLine).trimmed());
+        QVERIFY2(out[1].contains(u"--telemetry-keys-stdin"_s) && !out[1].contains(u"clusterppl-telemetry-keys-v1"_s), qPrintable(out[1]));
+        QTest::qWait(300);
+        QVERIFY2(!out.contains(u"eof"_s), "the SSH launcher closed stdin after the key line");
+        launcher->stop();
+        QTimer::singleShot(20000, &loop, &QEventLoop::quit);
+        if (!launcher->isFinished())
+            loop.exec();
+        QVERIFY(launcher->isFinished());
+    }
+
     void askForHostKeyAndPassphrase()
     {
         if (!m_skip.isEmpty())
