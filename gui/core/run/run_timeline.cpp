@@ -4,6 +4,8 @@
 #include "cppl/errors.h"
 
 #include <algorithm>
+#include <array>
+#include <type_traits>
 
 namespace cppl::core::run {
 
@@ -12,10 +14,22 @@ void RunTimeline::reset(Options options)
     CPPL_ENFORCE(options.maxPoints >= 4, "a timeline needs room for at least 4 samples");
     m_options = options;
     m_worldSize = 0;
+    m_bucket = 1;
+    m_partial = 0;
     m_times.clear();
     m_ranks.assign(kRankMetricCount, {});
     m_global.assign(kGlobalMetricCount, {});
 }
+
+namespace {
+
+// Cumulative figures (PPL so far, tokens so far) take the newest value; rates and shares the mean.
+bool isCumulative(int globalMetric)
+{
+    return globalMetric != static_cast<int>(GlobalMetric::TokensPerSecond);
+}
+
+} // namespace
 
 bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
 {
@@ -30,24 +44,45 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
             metric.resize(static_cast<std::size_t>(world), std::vector<float>(m_times.size(), 0.0F));
         m_worldSize = world;
     }
-    m_times.push_back(seconds);
-    for (auto &metric : m_ranks)
-        for (auto &series : metric)
-            series.push_back(0.0F);
+    std::array<std::vector<float>, kRankMetricCount> values;
+    for (auto &v : values)
+        v.assign(static_cast<std::size_t>(m_worldSize), 0.0F);
     for (const auto &r : snapshot.ranks) {
         if (r.rank < 0 || r.rank >= m_worldSize)
             continue;
         const auto i = static_cast<std::size_t>(r.rank);
-        m_ranks[static_cast<int>(RankMetric::TokensPerSecond)][i].back() = static_cast<float>(r.tokensPerSecond);
-        m_ranks[static_cast<int>(RankMetric::WaitShare)][i].back() = static_cast<float>(r.waitShare);
-        m_ranks[static_cast<int>(RankMetric::TransferShare)][i].back() = static_cast<float>(r.transferShare);
-        m_ranks[static_cast<int>(RankMetric::DeviationRelative)][i].back() =
+        values[static_cast<int>(RankMetric::TokensPerSecond)][i] = static_cast<float>(r.tokensPerSecond);
+        values[static_cast<int>(RankMetric::WaitShare)][i] = static_cast<float>(r.waitShare);
+        values[static_cast<int>(RankMetric::TransferShare)][i] = static_cast<float>(r.transferShare);
+        values[static_cast<int>(RankMetric::DeviationRelative)][i] =
             r.stats.tokens > 0 && snapshot.global.tokens > 0 ? static_cast<float>(r.deviationRelative) : 0.0F;
     }
-    m_global[static_cast<int>(GlobalMetric::Ppl)].push_back(snapshot.global.tokens > 0 ? snapshot.globalPpl.ppl : 0.0);
-    m_global[static_cast<int>(GlobalMetric::PplStderr)].push_back(snapshot.global.tokens > 0 ? snapshot.globalPpl.pplStderr : 0.0);
-    m_global[static_cast<int>(GlobalMetric::TokensPerSecond)].push_back(snapshot.tokensPerSecond);
-    m_global[static_cast<int>(GlobalMetric::TokensScored)].push_back(static_cast<double>(snapshot.global.tokens));
+    const bool any = snapshot.global.tokens > 0;
+    const std::array<double, kGlobalMetricCount> globals{any ? snapshot.globalPpl.ppl : 0.0, any ? snapshot.globalPpl.pplStderr : 0.0,
+                                                         snapshot.tokensPerSecond, static_cast<double>(snapshot.global.tokens)};
+    if (m_partial == 0) {
+        m_times.push_back(seconds);
+        for (int m = 0; m < kRankMetricCount; ++m)
+            for (int r = 0; r < m_worldSize; ++r)
+                m_ranks[static_cast<std::size_t>(m)][static_cast<std::size_t>(r)].push_back(values[static_cast<std::size_t>(m)][static_cast<std::size_t>(r)]);
+        for (int g = 0; g < kGlobalMetricCount; ++g)
+            m_global[static_cast<std::size_t>(g)].push_back(globals[static_cast<std::size_t>(g)]);
+    } else {
+        // Into the newest bucket: a running mean, the time and cumulative figures of the newest.
+        const auto n = static_cast<double>(m_partial);
+        m_times.back() = seconds;
+        for (int m = 0; m < kRankMetricCount; ++m)
+            for (int r = 0; r < m_worldSize; ++r) {
+                float &v = m_ranks[static_cast<std::size_t>(m)][static_cast<std::size_t>(r)].back();
+                v += static_cast<float>((values[static_cast<std::size_t>(m)][static_cast<std::size_t>(r)] - v) / (n + 1));
+            }
+        for (int g = 0; g < kGlobalMetricCount; ++g) {
+            double &v = m_global[static_cast<std::size_t>(g)].back();
+            v = isCumulative(g) ? globals[static_cast<std::size_t>(g)] : v + (globals[static_cast<std::size_t>(g)] - v) / (n + 1);
+        }
+    }
+    if (++m_partial == m_bucket)
+        m_partial = 0;
     if (m_times.size() > m_options.maxPoints)
         compact();
     return true;
@@ -55,41 +90,34 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
 
 void RunTimeline::compact()
 {
-    // Pairs merge into their mean (rates and shares average; the time is the pair's later one, so
-    // the last sample stays the latest). An odd last sample is kept as it is.
-    auto halve = [](auto &v) {
-        const std::size_t n = v.size();
+    // Neighbours merge pairwise, weighted by how many snapshots each holds (only the newest can
+    // hold fewer than a bucket), and buckets double.
+    const std::size_t n = m_times.size();
+    auto weight = [&](std::size_t i) {
+        return static_cast<double>(i + 1 == n && m_partial != 0 ? m_partial : m_bucket);
+    };
+    const double lastWeight = weight(n - 1);
+    auto merge = [&](auto &v, bool cumulative) {
         std::size_t out = 0;
-        for (std::size_t i = 0; i + 1 < n; i += 2)
-            v[out++] = (v[i] + v[i + 1]) / 2;
+        for (std::size_t i = 0; i + 1 < n; i += 2) {
+            const double wa = weight(i), wb = weight(i + 1);
+            using T = std::decay_t<decltype(v[0])>;
+            v[out++] = cumulative ? v[i + 1] : static_cast<T>((static_cast<double>(v[i]) * wa + static_cast<double>(v[i + 1]) * wb) / (wa + wb));
+        }
         if (n % 2)
             v[out++] = v[n - 1];
         v.resize(out);
     };
-    const std::size_t n = m_times.size();
-    std::size_t out = 0;
-    for (std::size_t i = 0; i + 1 < n; i += 2)
-        m_times[out++] = m_times[i + 1];
-    if (n % 2)
-        m_times[out++] = m_times[n - 1];
-    m_times.resize(out);
+    merge(m_times, true);
     for (auto &metric : m_ranks)
         for (auto &series : metric)
-            halve(series);
-    // Global PPL and tokens are cumulative figures: keep the later sample, not a mean.
-    for (int g = 0; g < kGlobalMetricCount; ++g) {
-        auto &v = m_global[static_cast<std::size_t>(g)];
-        if (g == static_cast<int>(GlobalMetric::TokensPerSecond)) {
-            halve(v);
-            continue;
-        }
-        std::size_t o = 0;
-        for (std::size_t i = 0; i + 1 < n; i += 2)
-            v[o++] = v[i + 1];
-        if (n % 2)
-            v[o++] = v[n - 1];
-        v.resize(o);
-    }
+            merge(series, false);
+    for (int g = 0; g < kGlobalMetricCount; ++g)
+        merge(m_global[static_cast<std::size_t>(g)], isCumulative(g));
+    // The newest sample now holds: its pair (even n) or itself (odd n).
+    const auto held = static_cast<std::int64_t>(n % 2 ? lastWeight : static_cast<double>(m_bucket) + lastWeight);
+    m_bucket *= 2;
+    m_partial = held == m_bucket ? 0 : held;
 }
 
 std::span<const float> RunTimeline::rank(RankMetric metric, int rank) const

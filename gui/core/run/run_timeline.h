@@ -2,9 +2,11 @@
 #pragma once
 
 // What the live charts draw: per-rank and global figures over the run's time, sampled from the
-// collector's snapshots. Memory is bounded by construction: past maxPoints samples, neighbouring
-// samples are merged pairwise (mean of rates and shares), so a 10-hour run costs what a 10-minute
-// one does and the charts still span the whole run.
+// collector's snapshots. Memory is bounded by construction: every sample stands for the same
+// number of snapshots (a bucket, mean of rates and shares, last of cumulative figures); past
+// maxPoints samples, neighbours merge pairwise and buckets double. A 10-hour run costs what a
+// 10-minute one does, the samples stay evenly spread over the whole run, and the newest (partly
+// filled) bucket always holds the latest snapshot.
 
 #include "telemetry/collector_state.h"
 
@@ -52,6 +54,8 @@ private:
     void compact();
 
     Options m_options;
+    std::int64_t m_bucket = 1;   // snapshots per complete sample
+    std::int64_t m_partial = 0;  // snapshots in the newest sample; 0: it is complete
     int m_worldSize = 0;
     std::vector<double> m_times;
     // [metric][rank] -> samples, all as long as m_times
