@@ -28,5 +28,6 @@ function(clusterppl_add_test name)
     TIMEOUT ${ARG_TIMEOUT}
     SKIP_RETURN_CODE 77
     RUN_SERIAL ${ARG_RUN_SERIAL}
-    ENVIRONMENT "QT_QPA_PLATFORM=offscreen;XDG_RUNTIME_DIR=${PROJECT_BINARY_DIR}/xdg-runtime;${ARG_ENVIRONMENT}")
+    # CLUSTERPPL_STORE: runs a test records go to the build tree's history, never the user's.
+    ENVIRONMENT "QT_QPA_PLATFORM=offscreen;XDG_RUNTIME_DIR=${PROJECT_BINARY_DIR}/xdg-runtime;CLUSTERPPL_STORE=${PROJECT_BINARY_DIR}/test-history/runs.sqlite;${ARG_ENVIRONMENT}")
 endfunction()

@@ -477,10 +477,19 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
     }
     if (request.runId.isEmpty())
         request.runId = run::generateRunId();
+    store::RunRecorder::Options options;
     if (rec->store->contains(request.runId)) {
-        *refusal = u"--run-id: run "_s + request.runId + u" is already in the history ("_s + rec->store->path()
-                   + u"); choose another id, delete the old run (clusterppl-cli delete ID), or pass --no-store"_s;
-        return {};
+        // Scripts re-run with fixed ids: the old run stays, this one is recorded next to it.
+        int n = 2;
+        while (rec->store->contains(request.runId + u'.' + QString::number(n)))
+            ++n;
+        options.recordAs = request.runId + u'.' + QString::number(n);
+        if (!run::validateRunId(options.recordAs).isEmpty()) {
+            *refusal = u"--run-id: run "_s + request.runId + u" is already in the history ("_s + rec->store->path()
+                       + u"); choose another id, delete the old run (clusterppl-cli delete ID), or pass --no-store"_s;
+            return {};
+        }
+        err << "clusterppl-cli: run " << request.runId << " is already in the history; this run is recorded as " << options.recordAs << '\n';
     }
     if (request.baselineResultJson.isEmpty()) {
         const QString dir = request.profilePath.isEmpty() ? QString() : QFileInfo(request.profilePath).absolutePath();
@@ -489,7 +498,7 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
             err << "clusterppl-cli: baseline: one-rank run " << b->runId << " of the same settings (ppl " << fmt(b->ppl, 6) << ")\n";
         }
     }
-    rec->recorder = std::make_unique<store::RunRecorder>(*rec->store);
+    rec->recorder = std::make_unique<store::RunRecorder>(*rec->store, options);
     rec->recorder->attach(&engine);
     return rec;
 }

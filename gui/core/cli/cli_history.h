@@ -34,7 +34,7 @@ struct RunRecordingDeleter
 };
 using RunRecordingPtr = std::unique_ptr<RunRecording, RunRecordingDeleter>;
 
-/// For `run`: opens the store, refuses a run id it already holds (@p refusal set, exit 2), attaches
+/// For `run`: opens the store (a run id it already holds is recorded as ID.2, ID.3, ...), attaches
 /// a recorder to @p engine, gives @p request a run id and, when it has none, the stored one-rank
 /// baseline of the same settings. A store that cannot be opened is a warning on @p err, not a
 /// refusal: the run goes ahead unrecorded.

@@ -37,7 +37,7 @@ void RunRecorder::onPlanned()
     const run::RunRequest &req = e->request();
     const ClusterProfile &p = req.profile;
     RunRecord &h = m_header;
-    h.runId = e->runId();
+    h.runId = m_options.recordAs.isEmpty() ? e->runId() : m_options.recordAs;
     h.status = RunStatus::Running;
     h.started = QDateTime::currentDateTimeUtc();
     h.source = m_options.source;
@@ -83,7 +83,7 @@ void RunRecorder::beginIfNeeded()
     if (m_begun || !m_engine)
         return;
     // Refused before planning (a bad run id, an invalid profile): still a run the user asked for.
-    m_runId = m_engine->runId();
+    m_runId = m_options.recordAs.isEmpty() ? m_engine->runId() : m_options.recordAs;
     if (m_runId.isEmpty() || !run::validateRunId(m_runId).isEmpty())
         return;
     m_header.runId = m_runId;

@@ -42,6 +42,9 @@ public:
         // Logs: the first logHead lines of each rank and its last logTail lines are kept.
         int logHead = 1000;
         int logTail = 1000;
+        // The id the store records the run under; empty: the engine's run id. (A run id already
+        // in the history is recorded under a free variant instead of overwriting the old run.)
+        QString recordAs;
     };
 
     explicit RunRecorder(RunStore &store, QObject *parent = nullptr) : RunRecorder(store, Options{}, parent) {}

@@ -184,12 +184,14 @@ private Q_SLOTS:
         const auto again = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"after-sweep"_s, u"--no-preflight"_s}, 300000);
         QVERIFY2(again.exitCode == 0, qPrintable(again.describe()));
         QVERIFY2(again.err.contains(u"baseline: one-rank run sw-r1"_s), qPrintable(again.err));
-        const auto dup = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"sw-r1"_s, u"--no-preflight"_s});
-        QCOMPARE(dup.exitCode, 2);
-        QVERIFY2(dup.err.contains(u"run sw-r1 is already in the history"_s), qPrintable(dup.err));
+        // A run id already stored: the old run stays, the new one is recorded next to it.
+        const auto dup = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"after-sweep"_s, u"--no-preflight"_s}, 300000);
+        QVERIFY2(dup.exitCode == 0, qPrintable(dup.describe()));
+        QVERIFY2(dup.err.contains(u"run after-sweep is already in the history; this run is recorded as after-sweep.2"_s), qPrintable(dup.err));
+        QCOMPARE(RunStore(m_store).get(u"after-sweep.2"_s)->nllSumExact, runs[0].nllSumExact);
         const auto unstored = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"sw-r1"_s, u"--no-preflight"_s, u"--no-store"_s}, 300000);
         QVERIFY2(unstored.exitCode == 0, qPrintable(unstored.describe()));
-        QCOMPARE(RunStore(m_store).list().size(), std::size_t(4));
+        QCOMPARE(RunStore(m_store).list().size(), std::size_t(5)); // the --no-store run is not there
     }
 
     void sigkillOfTheCliLeavesAnInterruptedRun()
