@@ -98,15 +98,20 @@ Collector::Collector(CollectorOptions options, std::function<void()> onChange)
             throw IoError(zmqError("telemetry collector: ZAP handler"));
     }
     s.pull = s.make(ZMQ_PULL, "PULL");
-    zmq_setsockopt(s.pull, ZMQ_RCVHWM, &m_options.receiveHighWaterMark, sizeof(int));
+    if (zmq_setsockopt(s.pull, ZMQ_RCVHWM, &m_options.receiveHighWaterMark, sizeof(int)) != 0)
+        throw ConfigError(zmqError("telemetry collector: ZMQ_RCVHWM " + std::to_string(m_options.receiveHighWaterMark)));
     if (m_options.curve) {
+        // Each of these must hold: a PULL socket left without CURVE or ZAP would take anyone's
+        // messages, in clear, while the run believes it is protected.
         const int one = 1;
-        zmq_setsockopt(s.pull, ZMQ_CURVE_SERVER, &one, sizeof one);
+        if (zmq_setsockopt(s.pull, ZMQ_CURVE_SERVER, &one, sizeof one) != 0)
+            throw ConfigError(zmqError("telemetry collector: cannot make the PULL socket a CURVE server"));
         const auto &secret = m_options.curve->serverSecret;
         if (zmq_setsockopt(s.pull, ZMQ_CURVE_SECRETKEY, secret.c_str(), secret.size() + 1) != 0)
             throw ConfigError(zmqError("telemetry collector: bad server_secret"));
         const char domain[] = "clusterppl";
-        zmq_setsockopt(s.pull, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1);
+        if (zmq_setsockopt(s.pull, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1) != 0)
+            throw ConfigError(zmqError("telemetry collector: cannot set the ZAP domain"));
     }
     // Failed handshakes (wrong keys, plaintext peers) are counted from the socket's monitor.
     const std::string monitorEndpoint = "inproc://cppl-collector-monitor";

@@ -19,8 +19,9 @@ struct CollectorOptions
 {
     // PULL endpoint to bind. Port 0 picks a free port (see Collector::endpoint()).
     std::string bind = "tcp://127.0.0.1:0";
-    // Server side of CURVE: server_public, server_secret and every admitted client_public. Required
-    // when binding anything but a loopback address, so telemetry never crosses a network in clear.
+    // Server side of CURVE: server_public, server_secret and every admitted client_public. Runs set
+    // it always, loopback included (cppl::telemetry::generateCredentials().collector: fresh keys per
+    // run), so other users of a node cannot inject; required when binding beyond loopback.
     std::optional<cppl::telemetry::Credentials> curve;
     // Optional PUB endpoint re-publishing for PlotJuggler's ZeroMQ source: two frames, topic
     // "<run>/rank<R>" + the message JSON as received, and "<run>/global" + global figures (<= 10 Hz).
