@@ -256,7 +256,8 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         const SeriesData &s = m_highlights[i];
         const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
         decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, decimated);
-        painter.setPen(detail::seriesPen(st.color, th.lineWidth * 1.5, st.dash));
+        const bool calm = polylineLength(decimated, sx, sy) < plot.width() * 6; // see TimeSeriesChart
+        painter.setPen(detail::seriesPen(st.color, th.lineWidth * 1.5, calm ? st.dash : Qt::SolidLine));
         detail::paintDecimated(painter, decimated, plot, x0, sx, ya, sy);
         // Markers every ~110 px, staggered per series, and one on the last point.
         size_t lastValid = s.y.size();

@@ -68,6 +68,78 @@ void decimateMinMax(const double *x, const double *y, size_t n, double x0, doubl
 }
 
 
+void accumulateDensity(const std::vector<DecimatedPoint> &points, double x0, double sx, double yTop, double sy,
+                       int columns, int rows, std::vector<std::int32_t> &diff)
+{
+    // diff holds, per column, +1 at a span's first row and -1 after its last (columns x (rows + 1));
+    // a prefix sum down each column then gives the counts. Spans of one series in one column are
+    // merged first so that a series adds at most 1 to a pixel.
+    int curCol = -1;
+    double curLo = 0, curHi = 0;
+    auto emit = [&] {
+        if (curCol < 0 || curCol >= columns)
+            return;
+        const int lo = std::clamp(static_cast<int>(std::floor(curLo)), 0, rows - 1);
+        const int hi = std::clamp(static_cast<int>(std::floor(curHi)), 0, rows - 1);
+        if (curHi < 0 || curLo >= rows)
+            return;
+        diff[static_cast<size_t>(curCol) * static_cast<size_t>(rows + 1) + static_cast<size_t>(lo)] += 1;
+        diff[static_cast<size_t>(curCol) * static_cast<size_t>(rows + 1) + static_cast<size_t>(hi) + 1] -= 1;
+    };
+    auto add = [&](int col, double a, double b) {
+        if (a > b)
+            std::swap(a, b);
+        if (col == curCol) {
+            curLo = std::min(curLo, a);
+            curHi = std::max(curHi, b);
+            return;
+        }
+        emit();
+        curCol = col;
+        curLo = a;
+        curHi = b;
+    };
+    bool havePrev = false;
+    double px = 0, py = 0;
+    for (const DecimatedPoint &p : points) {
+        if (std::isnan(p.y)) {
+            havePrev = false;
+            continue;
+        }
+        const double x = (p.x - x0) * sx, y = (yTop - p.y) * sy;
+        if (!havePrev) {
+            add(static_cast<int>(std::floor(x)), y, y);
+            havePrev = true;
+            px = x;
+            py = y;
+            continue;
+        }
+        const int c1 = static_cast<int>(std::floor(px)), c2 = static_cast<int>(std::floor(x));
+        if (c1 == c2 || x <= px) {
+            add(c2, py, y);
+        } else {
+            // The segment's row range within each column it crosses.
+            const double slope = (y - py) / (x - px);
+            for (int c = std::max(c1, -1); c <= std::min(c2, columns); ++c) {
+                const double xa = std::max<double>(px, c), xb = std::min<double>(x, c + 1);
+                add(c, py + (xa - px) * slope, py + (xb - px) * slope);
+            }
+        }
+        px = x;
+        py = y;
+    }
+    emit();
+}
+
+double polylineLength(const std::vector<DecimatedPoint> &points, double sx, double sy)
+{
+    double len = 0;
+    for (size_t i = 1; i < points.size(); ++i)
+        if (!std::isnan(points[i].y) && !std::isnan(points[i - 1].y))
+            len += std::hypot((points[i].x - points[i - 1].x) * sx, (points[i].y - points[i - 1].y) * sy);
+    return len;
+}
+
 Chart::Chart(QObject *parent)
     : QObject(parent)
 {

@@ -8,6 +8,7 @@
 #include <QRectF>
 #include <QString>
 
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -38,6 +39,18 @@ struct DecimatedPoint
  */
 void decimateMinMax(const double *x, const double *y, size_t n, double x0, double x1, int columns,
                     std::vector<DecimatedPoint> &out);
+
+/**
+ * Density of many polylines (decimated points, NaN = break) on a columns x rows pixel grid:
+ * counts[column * rows + row] = how many series pass through that pixel, each series counted once
+ * per pixel. x -> (x - x0) * sx, y -> (y0 - y) * sy + 0 (row 0 at the top, y0 = top value).
+ */
+void accumulateDensity(const std::vector<DecimatedPoint> &points, double x0, double sx, double yTop, double sy,
+                       int columns, int rows, std::vector<std::int32_t> &diff);
+
+/// Polyline length in px of decimated points (how noisy a line is: dashes are unreadable on a
+/// line that zigzags a column's height in every column).
+double polylineLength(const std::vector<DecimatedPoint> &points, double sx, double sy);
 
 /// A horizontal line across the plot (a threshold, the ideal rate) with a label at its right end.
 struct ReferenceLine

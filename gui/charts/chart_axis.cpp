@@ -104,7 +104,7 @@ Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool exp
     return t;
 }
 
-QString formatTick(double value, double step, ValueFormat format)
+QString formatTick(double value, double step, ValueFormat format, double axisExtent)
 {
     switch (format) {
     case ValueFormat::Plain:
@@ -112,11 +112,10 @@ QString formatTick(double value, double step, ValueFormat format)
     case ValueFormat::Percent:
         return number(value * 100, decimalsFor(step * 100)) + QLatin1Char('%');
     case ValueFormat::Seconds:
-        if (step >= 1 && std::abs(value) < 60 && step < 60)
-            return number(value, 0) + QStringLiteral(" s");
-        if (step < 1)
+        // One style per axis: "N s" while the whole axis stays under a minute, m:ss beyond.
+        if (axisExtent < 60 && std::abs(value) < 60)
             return number(value, decimalsFor(step)) + QStringLiteral(" s");
-        return clock(value, 0);
+        return clock(value, step < 1 ? decimalsFor(step) : 0);
     case ValueFormat::Si: {
         // The suffix follows the step, not the value, so that every label of an axis has the same
         // one ("0.5k, 1.0k, 1.5k" rather than "500, 1.0k, 1.5k").
@@ -146,8 +145,11 @@ QString formatValue(double value, ValueFormat format)
     switch (format) {
     case ValueFormat::Plain:
         return sig3(value);
-    case ValueFormat::Percent:
-        return sig3(value * 100) + QLatin1Char('%');
+    case ValueFormat::Percent: {
+        // At most one decimal: "3.0%", "21.0%", "0.4%" (more digits than that are noise in a share).
+        const double p = value * 100;
+        return number(p, std::abs(p) >= 100 ? 0 : 1) + QLatin1Char('%');
+    }
     case ValueFormat::Seconds:
         return std::abs(value) < 60 ? sig3(value) + QStringLiteral(" s") : clock(value, 1);
     case ValueFormat::Si: {

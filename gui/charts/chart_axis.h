@@ -42,10 +42,11 @@ struct Ticks
  */
 Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format = ValueFormat::Plain, bool expand = true);
 
-/// A tick label: as many decimals as the step needs, no more ("2.5k", "25%", "1:30").
-QString formatTick(double value, double step, ValueFormat format);
+/// A tick label: as many decimals as the step needs, no more ("2.5k", "25%", "1:30"). axisExtent
+/// (the largest |value| on the axis) keeps one style per Seconds axis: "45 s" or "0:45".
+QString formatTick(double value, double step, ValueFormat format, double axisExtent = 0);
 
-/// A value for tooltips and labels, three significant digits ("12.3k", "7.25", "12.5%", "1:02.5").
+/// A value for tooltips and labels, three significant digits ("12.3k", "7.25", "1:02.5"); shares with one decimal ("12.5%").
 QString formatValue(double value, ValueFormat format);
 
 } // namespace cppl::charts

@@ -96,6 +96,18 @@ QPen seriesPen(const QColor &color, qreal width, Qt::PenStyle dash)
     return pen;
 }
 
+void drawPolylineChunked(QPainter &painter, const QPolygonF &poly)
+{
+    // A wide or antialiased pen turns a polyline into one stroked outline; for a min/max-decimated
+    // line that zigzags through every column it has thousands of self-intersections per scanline
+    // and fills in seconds. Chunks of 64 points (sharing their end points) fill in milliseconds.
+    constexpr qsizetype kChunk = 64;
+    for (qsizetype i = 0; i + 1 < poly.size(); i += kChunk - 1)
+        painter.drawPolyline(poly.constData() + i, static_cast<int>(std::min(kChunk, poly.size() - i)));
+    if (poly.size() == 1)
+        painter.drawPoint(poly.front());
+}
+
 QColor textOn(const QColor &fill)
 {
     return oklabLightness(fill) > 0.62 ? QColor(0x10, 0x10, 0x10) : QColor(0xff, 0xff, 0xff);
@@ -238,7 +250,7 @@ TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand,
             const Ticks rough = niceTicks(lo, hi, 10, format, expand);
             qreal w = 0;
             for (double v : rough.values)
-                w = std::max(w, fm.horizontalAdvance(formatTick(v, rough.step, format)));
+                w = std::max(w, fm.horizontalAdvance(formatTick(v, rough.step, format, std::max(std::abs(lo), std::abs(hi)))));
             maxCount = static_cast<int>(length / (w + 24)) + 1;
         }
         const Ticks t = niceTicks(lo, hi, std::clamp(maxCount, 2, 12), format, expand);
@@ -248,7 +260,7 @@ TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand,
         for (double v : t.values) {
             const double pos = span > 0 ? (v - t.min) / span : 0.5;
             if (pos >= -1e-9 && pos <= 1 + 1e-9)
-                ticks.push_back({pos, formatTick(v, t.step, format)});
+                ticks.push_back({pos, formatTick(v, t.step, format, std::max(std::abs(t.min), std::abs(t.max)))});
         }
         return ticks;
     };
@@ -304,7 +316,7 @@ void paintDecimated(QPainter &painter, const std::vector<DecimatedPoint> &points
         if (poly.size() == 1)
             poly.append(poly.front() + QPointF(0.5, 0)); // a lone sample still shows
         if (!poly.isEmpty())
-            painter.drawPolyline(poly);
+            detail::drawPolylineChunked(painter, poly);
         poly.clear();
     };
     for (const DecimatedPoint &p : points) {

@@ -83,6 +83,9 @@ QFont tickFont(const QFont &base);
 void paintDecimated(QPainter &painter, const std::vector<DecimatedPoint> &points, const QRectF &plot, double x0,
                     double sx, double y0, double sy);
 
+/// drawPolyline in chunks (see the .cpp for why).
+void drawPolylineChunked(QPainter &painter, const QPolygonF &poly);
+
 /// Text colour with contrast on a fill (value labels inside bars).
 QColor textOn(const QColor &fill);
 

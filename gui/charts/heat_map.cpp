@@ -188,7 +188,7 @@ void HeatMap::paintChart(QPainter &painter, const QRectF &rect) const
     const Ticks barTicks = niceTicks(vlo, vhi, 6, m_valueAxis.format, false);
     qreal barLabelW = 0;
     for (double v : barTicks.values)
-        barLabelW = std::max(barLabelW, tfm.horizontalAdvance(formatTick(v, barTicks.step, m_valueAxis.format)));
+        barLabelW = std::max(barLabelW, tfm.horizontalAdvance(formatTick(v, barTicks.step, m_valueAxis.format, std::max(std::abs(vlo), std::abs(vhi)))));
     constexpr qreal kBarW = 14;
     const qreal reserve = kBarW + 4 + barLabelW + 6 + (m_valueAxis.title.isEmpty() ? 0 : fm.height() + 4);
 
@@ -257,7 +257,7 @@ void HeatMap::paintChart(QPainter &painter, const QRectF &rect) const
         painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y));
         painter.setPen(th.mutedText);
         painter.drawText(QRectF(bar.right() + 5, y - tfm.height() / 2, barLabelW + 2, tfm.height()),
-                         Qt::AlignLeft | Qt::AlignVCenter, formatTick(v, barTicks.step, m_valueAxis.format));
+                         Qt::AlignLeft | Qt::AlignVCenter, formatTick(v, barTicks.step, m_valueAxis.format, std::max(std::abs(vlo), std::abs(vhi))));
     }
     if (!m_valueAxis.title.isEmpty()) {
         painter.setFont(baseFont);

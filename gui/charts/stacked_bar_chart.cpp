@@ -172,12 +172,8 @@ void StackedBarChart::paintChart(QPainter &painter, const QRectF &rect) const
             }
         for (size_t i = 0; i < m_bars.size(); i += static_cast<size_t>(stride)) {
             const Bar &b = m_bars[i];
-            QString label = categoryLabel(b.first);
-            if (b.end - b.first > 1) {
-                const QString range = label + QStringLiteral("–") + categoryLabel(b.end - 1);
-                if (pitch * stride >= f.horizontalAdvance(range) + 10)
-                    label = range;
-            }
+            // A bin is labelled by its first category (ranges would not fit every bin alike).
+            const QString label = categoryLabel(b.first);
             ticks.push_back({(static_cast<double>(i) + 0.5) / static_cast<double>(m_bars.size()), label});
         }
         return ticks;

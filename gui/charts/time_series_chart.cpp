@@ -152,14 +152,22 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
     spec.title = title();
     spec.xTitle = m_xAxis.title;
     spec.yTitle = m_yAxis.title;
-    const int listed = styled ? seriesCount() : std::min(seriesCount(), 6);
-    for (int i = 0; i < listed; ++i) {
-        const SeriesStyle st = th.seriesStyle(i);
-        spec.legend.push_back({m_series[static_cast<size_t>(i)].name, detail::LegendEntry::Swatch::Line, st.color,
-                               styled ? st.dash : Qt::SolidLine, styled ? std::optional(st.marker) : std::nullopt,
+    if (styled) {
+        for (int i = 0; i < seriesCount(); ++i) {
+            const SeriesStyle st = th.seriesStyle(i);
+            spec.legend.push_back({m_series[static_cast<size_t>(i)].name, detail::LegendEntry::Swatch::Line, st.color,
+                                   st.dash, st.marker, Qt::NoBrush});
+        }
+    } else {
+        spec.legend.push_back({QStringLiteral("%1 series (stronger shade = more of them)").arg(seriesCount()),
+                               detail::LegendEntry::Swatch::Band, th.seriesStyle(0).color, Qt::SolidLine, std::nullopt,
                                Qt::NoBrush});
+        if (m_highlighted >= 0 && m_highlighted < seriesCount()) {
+            const SeriesStyle st = th.seriesStyle(1);
+            spec.legend.push_back({m_series[static_cast<size_t>(m_highlighted)].name, detail::LegendEntry::Swatch::Line,
+                                   st.color, Qt::SolidLine, st.marker, Qt::NoBrush});
+        }
     }
-    spec.legendOverflow = seriesCount() - listed;
     spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
     spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
     m_frame = detail::paintFrame(painter, rect, th, spec);
@@ -169,29 +177,23 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
 
     painter.save();
     painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
-    // Hundreds of lines: no antialiasing (4-5x faster on the raster engine; the lines are a texture
-    // at that density anyway) and translucency so that overlaps read as density.
-    painter.setRenderHint(QPainter::Antialiasing, styled);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    if (!styled)
+        paintDensity(painter, plot, x0, x1, ya, yb);
     QPolygonF poly;
-    auto drawSeries = [&](size_t i, qreal width, bool emphasise) {
-        const SeriesStyle st = th.seriesStyle(static_cast<int>(i));
-        QColor color = st.color;
-        if (!styled && !emphasise)
-            color.setAlphaF(seriesCount() > 128 ? 0.35f : 0.6f);
-        QPen pen = detail::seriesPen(color, width, styled ? st.dash : Qt::SolidLine);
-        // Dense mode: hairlines (1 device px) take the raster engine's fast line path; any wider
-        // pen is stroked into a polygon and filled, ~50x slower for 1024 x 3000 points.
-        if (!styled && !emphasise)
-            pen = QPen(color, 0, Qt::SolidLine, Qt::FlatCap, Qt::MiterJoin);
-        painter.setPen(pen);
+    auto drawSeries = [&](size_t i, const SeriesStyle &st, qreal width) {
         const auto &d = m_decimated[i];
+        // Dashes only on lines calm enough to show them: on a line that zigzags through every
+        // pixel column they read as noise (and cost a polygon per dash); markers still tell it apart.
+        const bool calm = polylineLength(d, sx, sy) < plot.width() * 6;
+        painter.setPen(detail::seriesPen(st.color, width, calm ? st.dash : Qt::SolidLine));
         poly.clear();
         poly.reserve(static_cast<qsizetype>(d.size()));
         auto drawRun = [&] {
             if (poly.size() == 1)
                 poly.append(poly.front() + QPointF(0.5, 0)); // a lone sample still shows
             if (!poly.isEmpty())
-                painter.drawPolyline(poly);
+                detail::drawPolylineChunked(painter, poly);
             poly.clear();
         };
         for (const DecimatedPoint &p : d) {
@@ -202,32 +204,77 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
             poly.append(QPointF(plot.left() + (p.x - x0) * sx, plot.bottom() - (p.y - ya) * sy));
         }
         drawRun();
-        if (styled || emphasise) {
-            // Markers every ~100 px, staggered per series so that overlapping lines keep theirs.
-            const SeriesData &s = m_series[i];
-            const qreal stepPx = 100;
-            for (qreal px = plot.left() + 20 + std::fmod(static_cast<qreal>(i) * 23.0, stepPx); px <= plot.right(); px += stepPx) {
-                const double xv = x0 + (px - plot.left()) / sx;
-                const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
-                if (it == s.x.end())
-                    break;
-                const size_t k = static_cast<size_t>(it - s.x.begin());
-                if (std::isnan(s.y[k]) || s.x[k] > x1)
-                    continue;
-                drawMarker(painter, QPointF(plot.left() + (s.x[k] - x0) * sx, plot.bottom() - (s.y[k] - ya) * sy),
-                           st.marker, th.markerSize, st.color, th.plotBackground);
-            }
+        // Markers every ~100 px, staggered per series so that overlapping lines keep theirs.
+        const SeriesData &s = m_series[i];
+        const qreal stepPx = 100;
+        for (qreal px = plot.left() + 20 + std::fmod(static_cast<qreal>(i) * 23.0, stepPx); px <= plot.right(); px += stepPx) {
+            const double xv = x0 + (px - plot.left()) / sx;
+            const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
+            if (it == s.x.end())
+                break;
+            const size_t k = static_cast<size_t>(it - s.x.begin());
+            if (std::isnan(s.y[k]) || s.x[k] > x1)
+                continue;
+            drawMarker(painter, QPointF(plot.left() + (s.x[k] - x0) * sx, plot.bottom() - (s.y[k] - ya) * sy), st.marker,
+                       th.markerSize, st.color, th.plotBackground);
         }
     };
-    for (size_t i = 0; i < m_decimated.size(); ++i)
-        if (static_cast<int>(i) != m_highlighted)
-            drawSeries(i, th.lineWidth * (styled ? 1.5 : 1.0), false);
+    if (styled)
+        for (size_t i = 0; i < m_decimated.size(); ++i)
+            if (static_cast<int>(i) != m_highlighted)
+                drawSeries(i, th.seriesStyle(static_cast<int>(i)), th.lineWidth * 1.5);
     if (m_highlighted >= 0 && m_highlighted < seriesCount()) {
-        painter.setRenderHint(QPainter::Antialiasing, true);
-        drawSeries(static_cast<size_t>(m_highlighted), th.lineWidth * 2.5, true);
+        // In the density view the selected series takes the second colour, which stands out from the shade.
+        const SeriesStyle st = th.seriesStyle(styled ? m_highlighted : 1);
+        drawSeries(static_cast<size_t>(m_highlighted), st, th.lineWidth * 2.5);
     }
     painter.restore();
     detail::paintReferenceLines(painter, m_frame, th, m_references, ya, yb, m_yAxis.format);
+}
+
+void TimeSeriesChart::paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const
+{
+    // Hundreds of series overplotted as lines are a solid smear (and 1024 x 3000 stroked segments
+    // cost seconds): count instead how many series cross each device pixel and shade by the count.
+    const qreal dpr = painter.device() ? painter.device()->devicePixelRatioF() : 1.0;
+    const int w = std::max(1, static_cast<int>(std::ceil(plot.width() * dpr)));
+    const int h = std::max(1, static_cast<int>(std::ceil(plot.height() * dpr)));
+    const QColor color = theme().seriesStyle(0).color;
+    if (m_densityRevision != m_cacheRevision || m_density.width() != w || m_density.height() != h ||
+        m_densityRange != std::make_pair(ya, yb) || m_densityColor != color.rgba() || m_densityX != std::make_pair(x0, x1)) {
+        std::vector<std::int32_t> diff(static_cast<size_t>(w) * static_cast<size_t>(h + 1), 0);
+        const double sx = w / (x1 - x0), sy = h / (yb - ya);
+        for (const auto &d : m_decimated)
+            accumulateDensity(d, x0, sx, yb, sy, w, h, diff);
+        std::int32_t maxCount = 1;
+        for (int c = 0; c < w; ++c) {
+            std::int32_t run = 0;
+            std::int32_t *col = diff.data() + static_cast<size_t>(c) * static_cast<size_t>(h + 1);
+            for (int r = 0; r < h; ++r) {
+                run += col[r];
+                col[r] = run;
+                maxCount = std::max(maxCount, run);
+            }
+        }
+        // Log shade with a floor, so that one series alone (a spike, an outlier) stays visible.
+        std::vector<QRgb> shade(static_cast<size_t>(maxCount) + 1, 0);
+        for (std::int32_t n = 1; n <= maxCount; ++n) {
+            const double a = 0.3 + 0.7 * std::log1p(n) / std::log1p(maxCount);
+            shade[static_cast<size_t>(n)] = qPremultiply(qRgba(color.red(), color.green(), color.blue(), static_cast<int>(a * 255)));
+        }
+        m_density = QImage(w, h, QImage::Format_ARGB32_Premultiplied);
+        for (int r = 0; r < h; ++r) {
+            auto *line = reinterpret_cast<QRgb *>(m_density.scanLine(r));
+            for (int c = 0; c < w; ++c)
+                line[c] = shade[static_cast<size_t>(diff[static_cast<size_t>(c) * static_cast<size_t>(h + 1) + static_cast<size_t>(r)])];
+        }
+        m_density.setDevicePixelRatio(dpr);
+        m_densityRevision = m_cacheRevision;
+        m_densityRange = {ya, yb};
+        m_densityX = {x0, x1};
+        m_densityColor = color.rgba();
+    }
+    painter.drawImage(plot, m_density);
 }
 
 Hit TimeSeriesChart::hitTest(const QPointF &point) const

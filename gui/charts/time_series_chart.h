@@ -4,14 +4,17 @@
 #include "charts/chart.h"
 #include "charts/chart_frame.h"
 
+#include <QImage>
+
 #include <cstdint>
 
 namespace cppl::charts {
 
 /**
  * Many series of (seconds, value) over time: nice axes with units, title, legend, reference
- * lines. Series differ by colour, dash pattern and marker (up to styledSeriesLimit series; beyond
- * that they are thin translucent lines - use BandChart to read them). Painting decimates every
+ * lines. Series differ by colour, dash pattern and marker. Beyond styledSeriesLimit series (16)
+ * single lines are unreadable: the chart shades each pixel by how many series pass through it
+ * (a spike of one series stays visible) and draws only the highlighted series as a line. Painting decimates every
  * series to min/max per device pixel column and caches the result until the data, range or
  * size change.
  */
@@ -57,6 +60,7 @@ protected:
 private:
     void touch();
     std::pair<double, double> dataXRange() const;
+    void paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const;
 
     std::vector<SeriesData> m_series;
     std::vector<ReferenceLine> m_references;
@@ -71,6 +75,10 @@ private:
     mutable std::uint64_t m_cacheRevision = ~std::uint64_t{0};
     mutable double m_cacheX0 = 0, m_cacheX1 = 0;
     mutable int m_cacheColumns = 0;
+    mutable QImage m_density; // dense mode: series per device pixel, shaded
+    mutable std::uint64_t m_densityRevision = ~std::uint64_t{0};
+    mutable std::pair<double, double> m_densityRange, m_densityX;
+    mutable QRgb m_densityColor = 0;
     mutable detail::Frame m_frame;
     mutable Ticks m_xTicks, m_yTicks;
 };

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+// The chart module's pure parts: nice ticks and labels, the colour map, themes, min/max
+// decimation, pixel density and band quantiles.
+#include "charts/band_chart.h"
+#include "charts/chart_axis.h"
+#include "charts/chart_theme.h"
+#include "charts/color_map.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <limits>
+
+using namespace cppl::charts;
+
+class TestChartBasics : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void niceTicks_data();
+    void niceTicks();
+    void degenerateRangeGetsAnAxis();
+    void secondsTicksUseClockSteps();
+    void tickLabels_data();
+    void tickLabels();
+    void valueLabels();
+    void viridisLightnessRisesMonotonically();
+    void viridisEndsAtItsControlColours();
+    void themeFollowsPalette();
+    void consecutiveSeriesDifferBeyondColour();
+    void decimationKeepsSingleSpike();
+    void decimationKeepsEdgesAndBreaks();
+    void densityCountsEachSeriesOncePerPixel();
+    void bandQuantiles();
+};
+
+void TestChartBasics::niceTicks_data()
+{
+    QTest::addColumn<double>("lo");
+    QTest::addColumn<double>("hi");
+    QTest::addColumn<int>("maxCount");
+    QTest::addColumn<double>("step");
+    QTest::addColumn<double>("min");
+    QTest::addColumn<double>("max");
+    QTest::addRow("0..100, 6 ticks") << 0.0 << 100.0 << 6 << 20.0 << 0.0 << 100.0;
+    QTest::addRow("3..97 widened to 0..100") << 3.0 << 97.0 << 6 << 20.0 << 0.0 << 100.0;
+    QTest::addRow("tok/s 11.2k..13.9k") << 11200.0 << 13900.0 << 6 << 1000.0 << 11000.0 << 14000.0;
+    QTest::addRow("tok/s, more room") << 11200.0 << 13900.0 << 10 << 500.0 << 11000.0 << 14000.0;
+    QTest::addRow("PPL 7.31..7.36") << 7.31 << 7.36 << 6 << 0.01 << 7.31 << 7.36;
+    QTest::addRow("negative -3..7") << -3.0 << 7.0 << 6 << 2.0 << -4.0 << 8.0;
+    QTest::addRow("2.5 steps") << 0.0 << 10.0 << 5 << 2.5 << 0.0 << 10.0;
+}
+
+void TestChartBasics::niceTicks()
+{
+    QFETCH(double, lo);
+    QFETCH(double, hi);
+    QFETCH(int, maxCount);
+    QFETCH(double, step);
+    QFETCH(double, min);
+    QFETCH(double, max);
+    const Ticks t = cppl::charts::niceTicks(lo, hi, maxCount);
+    QCOMPARE(t.step, step);
+    QVERIFY2(std::abs(t.min - min) < 1e-9 && std::abs(t.max - max) < 1e-9,
+             qPrintable(QStringLiteral("range %1..%2").arg(t.min).arg(t.max)));
+    QVERIFY(static_cast<int>(t.values.size()) <= maxCount + 1);
+    QVERIFY(t.values.front() >= t.min - 1e-9 && t.values.back() <= t.max + 1e-9);
+    for (size_t i = 1; i < t.values.size(); ++i)
+        QVERIFY(std::abs(t.values[i] - t.values[i - 1] - step) < 1e-9 * std::max(1.0, step));
+}
+
+void TestChartBasics::degenerateRangeGetsAnAxis()
+{
+    const Ticks constant = cppl::charts::niceTicks(42, 42, 5);
+    QVERIFY(constant.min < 42 && constant.max > 42);
+    QVERIFY(constant.values.size() >= 2);
+    const Ticks nan = cppl::charts::niceTicks(std::numeric_limits<double>::quiet_NaN(), 1, 5);
+    QVERIFY(nan.max > nan.min);
+}
+
+void TestChartBasics::secondsTicksUseClockSteps()
+{
+    const Ticks t = cppl::charts::niceTicks(0, 600, 8, ValueFormat::Seconds, false);
+    QCOMPARE(t.step, 120.0); // 600/7 = 86 s -> 2 min, not 100 s
+    QCOMPARE(t.min, 0.0);
+    QCOMPARE(t.max, 600.0);
+    QCOMPARE(formatTick(120, t.step, ValueFormat::Seconds), QStringLiteral("2:00"));
+    QCOMPARE(formatTick(30, 10, ValueFormat::Seconds), QStringLiteral("30 s"));
+    QCOMPARE(formatTick(3720, 600, ValueFormat::Seconds), QStringLiteral("1:02:00"));
+    QCOMPARE(formatTick(30, 15, ValueFormat::Seconds, 120), QStringLiteral("0:30")); // one style per axis
+}
+
+void TestChartBasics::tickLabels_data()
+{
+    QTest::addColumn<double>("value");
+    QTest::addColumn<double>("step");
+    QTest::addColumn<int>("format");
+    QTest::addColumn<QString>("label");
+    QTest::addRow("si k with decimals") << 12500.0 << 500.0 << int(ValueFormat::Si) << QStringLiteral("12.5k");
+    QTest::addRow("si same suffix on the axis") << 500.0 << 500.0 << int(ValueFormat::Si) << QStringLiteral("0.5k");
+    QTest::addRow("si zero") << 0.0 << 500.0 << int(ValueFormat::Si) << QStringLiteral("0");
+    QTest::addRow("si M") << 3000000.0 << 1000000.0 << int(ValueFormat::Si) << QStringLiteral("3M");
+    QTest::addRow("si small") << 40.0 << 20.0 << int(ValueFormat::Si) << QStringLiteral("40");
+    QTest::addRow("percent") << 0.25 << 0.05 << int(ValueFormat::Percent) << QStringLiteral("25%");
+    QTest::addRow("percent decimals") << 0.025 << 0.005 << int(ValueFormat::Percent) << QStringLiteral("2.5%");
+    QTest::addRow("plain PPL") << 7.33 << 0.01 << int(ValueFormat::Plain) << QStringLiteral("7.33");
+    QTest::addRow("plain no minus zero") << -1e-15 << 0.5 << int(ValueFormat::Plain) << QStringLiteral("0.0");
+}
+
+void TestChartBasics::tickLabels()
+{
+    QFETCH(double, value);
+    QFETCH(double, step);
+    QFETCH(int, format);
+    QFETCH(QString, label);
+    QCOMPARE(formatTick(value, step, static_cast<ValueFormat>(format)), label);
+}
+
+void TestChartBasics::valueLabels()
+{
+    QCOMPARE(formatValue(12345, ValueFormat::Si), QStringLiteral("12.3k"));
+    QCOMPARE(formatValue(2.5e6, ValueFormat::Si), QStringLiteral("2.50M"));
+    QCOMPARE(formatValue(7.254, ValueFormat::Plain), QStringLiteral("7.25"));
+    QCOMPARE(formatValue(0.125, ValueFormat::Percent), QStringLiteral("12.5%"));
+    QCOMPARE(formatValue(75, ValueFormat::Seconds), QStringLiteral("1:15.0"));
+    QCOMPARE(formatValue(std::numeric_limits<double>::quiet_NaN(), ValueFormat::Plain), QStringLiteral("–"));
+}
+
+void TestChartBasics::viridisLightnessRisesMonotonically()
+{
+    const ColorMap &map = ColorMap::viridis();
+    double previous = -1;
+    for (int i = 0; i < ColorMap::kSize; ++i) {
+        const double l = oklabLightness(QColor::fromRgb(map.table()[static_cast<size_t>(i)]));
+        // 8-bit rounding can make neighbours equal; never darker by more than rounding.
+        QVERIFY2(l >= previous - 0.004, qPrintable(QStringLiteral("entry %1: L %2 after %3").arg(i).arg(l).arg(previous)));
+        previous = std::max(previous, l);
+    }
+    // Perceptually even: no step in lightness much larger than the average one.
+    const double total = oklabLightness(map.color(1)) - oklabLightness(map.color(0));
+    QVERIFY(total > 0.5);
+    for (int i = 1; i < ColorMap::kSize; ++i) {
+        const double step = oklabLightness(QColor::fromRgb(map.table()[static_cast<size_t>(i)])) -
+                            oklabLightness(QColor::fromRgb(map.table()[static_cast<size_t>(i - 1)]));
+        QVERIFY(step < 4.0 * total / (ColorMap::kSize - 1) + 0.004);
+    }
+}
+
+void TestChartBasics::viridisEndsAtItsControlColours()
+{
+    const ColorMap &map = ColorMap::viridis();
+    QCOMPARE(QColor::fromRgb(map.map(0)), QColor(0x44, 0x01, 0x54));
+    QCOMPARE(QColor::fromRgb(map.map(1)), QColor(0xfd, 0xe7, 0x25));
+    QCOMPARE(map.map(-3), map.map(0)); // clamped
+    QCOMPARE(map.map(7), map.map(1));
+    const ColorMap grey({Qt::black, Qt::white});
+    QCOMPARE(qRed(grey.map(0)), 0);
+    QCOMPARE(qRed(grey.map(1)), 255);
+    QVERIFY(qRed(grey.map(0.5)) > 90 && qRed(grey.map(0.5)) < 140); // OKLab midpoint, not sRGB 128 by luck
+}
+
+void TestChartBasics::themeFollowsPalette()
+{
+    QPalette darkPalette;
+    darkPalette.setColor(QPalette::Window, QColor(30, 30, 34));
+    darkPalette.setColor(QPalette::WindowText, QColor(230, 230, 230));
+    darkPalette.setColor(QPalette::Base, QColor(20, 20, 24));
+    const Theme dark = Theme::fromPalette(darkPalette);
+    QVERIFY(dark.isDark);
+    QCOMPARE(dark.background, QColor(30, 30, 34));
+    QCOMPARE(dark.text, QColor(230, 230, 230));
+    QPalette lightPalette;
+    lightPalette.setColor(QPalette::Window, QColor(240, 240, 240));
+    lightPalette.setColor(QPalette::WindowText, Qt::black);
+    QVERIFY(!Theme::fromPalette(lightPalette).isDark);
+    // Every series colour stands out from its background in both themes.
+    for (const Theme &t : {Theme::light(), Theme::dark()})
+        for (const QColor &c : t.seriesColors)
+            QVERIFY2(std::abs(oklabLightness(c) - oklabLightness(t.plotBackground)) > 0.2,
+                     qPrintable(c.name() + QStringLiteral(" on ") + t.plotBackground.name()));
+}
+
+void TestChartBasics::consecutiveSeriesDifferBeyondColour()
+{
+    const Theme t = Theme::light();
+    for (int i = 0; i < 40; ++i) {
+        const SeriesStyle a = t.seriesStyle(i), b = t.seriesStyle(i + 1);
+        QVERIFY(a.marker != b.marker);
+        QVERIFY(a.dash != b.dash);
+        QVERIFY(a.color != b.color);
+    }
+}
+
+void TestChartBasics::decimationKeepsSingleSpike()
+{
+    std::vector<double> x(6000), y(6000, 10.0);
+    for (size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<double>(i) * 0.1;
+    y[3217] = 90;
+    y[4000] = -50;
+    std::vector<DecimatedPoint> out;
+    decimateMinMax(x.data(), y.data(), x.size(), 0, 599.9, 100, out);
+    QVERIFY(out.size() <= 4 * 101 + 2);
+    QVERIFY(out.size() >= 100);
+    const auto hasY = [&](float v) { return std::any_of(out.begin(), out.end(), [&](const DecimatedPoint &p) { return p.y == v; }); };
+    QVERIFY(hasY(90));
+    QVERIFY(hasY(-50));
+    for (size_t i = 1; i < out.size(); ++i)
+        QVERIFY(out[i].x >= out[i - 1].x); // time order kept
+}
+
+void TestChartBasics::decimationKeepsEdgesAndBreaks()
+{
+    const std::vector<double> x{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const std::vector<double> y{1, 2, 3, std::numeric_limits<double>::quiet_NaN(), 5, 6, 7, 8, 9, 10};
+    std::vector<DecimatedPoint> out;
+    decimateMinMax(x.data(), y.data(), x.size(), 2.5, 6.5, 1000, out);
+    QCOMPARE(out.front().x, 2.0f); // one point before the window
+    QCOMPARE(out.back().x, 7.0f);  // one point after
+    QVERIFY(std::any_of(out.begin(), out.end(), [](const DecimatedPoint &p) { return std::isnan(p.y); }));
+}
+
+void TestChartBasics::densityCountsEachSeriesOncePerPixel()
+{
+    // Two series crossing the same 10x10 grid: a flat line at row 5 and a zigzag inside column 3.
+    const int cols = 10, rows = 10;
+    std::vector<std::int32_t> diff(static_cast<size_t>(cols) * (rows + 1), 0);
+    const std::vector<DecimatedPoint> flat{{0, 5.5f}, {10, 5.5f}};
+    const std::vector<DecimatedPoint> zig{{3.1f, 1.5f}, {3.3f, 8.5f}, {3.5f, 2.5f}, {3.7f, 8.5f}};
+    // yTop = 10, sy = 1: row = 10 - y, so y 5.5 is row 4.
+    accumulateDensity(flat, 0, 1, 10, 1, cols, rows, diff);
+    accumulateDensity(zig, 0, 1, 10, 1, cols, rows, diff);
+    auto count = [&](int c, int r) {
+        int run = 0;
+        for (int k = 0; k <= r; ++k)
+            run += diff[static_cast<size_t>(c) * (rows + 1) + static_cast<size_t>(k)];
+        return run;
+    };
+    for (int c = 0; c < cols; ++c)
+        QCOMPARE(count(c, 4), c == 3 ? 2 : 1); // the zigzag passes row 4 three times, counted once
+    QCOMPARE(count(3, 1), 1);  // y 8.5 -> row 1
+    QCOMPARE(count(3, 0), 0);
+    QCOMPARE(count(2, 1), 0);
+}
+
+void TestChartBasics::bandQuantiles()
+{
+    // 101 series with constant values 0..100: p5 = 5, median = 50, p95 = 95 in every bin.
+    std::vector<SeriesData> series;
+    for (int i = 0; i <= 100; ++i)
+        series.push_back({QString::number(i), {0, 1, 2, 3, 4, 5}, std::vector<double>(6, static_cast<double>(i))});
+    const auto band = computeBand(series, 0, 5, 5);
+    QCOMPARE(band.size(), size_t{5});
+    for (const BandSample &b : band) {
+        QCOMPARE(b.low, 5.0);
+        QCOMPARE(b.median, 50.0);
+        QCOMPARE(b.high, 95.0);
+        QCOMPARE(b.count, 101);
+    }
+    QCOMPARE(band.front().x, 0.5);
+    // Means within a bin, and series missing from a bin are left out of it.
+    std::vector<SeriesData> two{{QStringLiteral("a"), {0, 0.2, 0.4}, {1, 2, 3}}, {QStringLiteral("b"), {2.5}, {7}}};
+    const auto b2 = computeBand(two, 0, 3, 3, 0, 1);
+    QCOMPARE(b2.size(), size_t{2});
+    QCOMPARE(b2[0].median, 2.0);
+    QCOMPARE(b2[0].count, 1);
+    QCOMPARE(b2[1].median, 7.0);
+}
+
+QTEST_MAIN(TestChartBasics)
+#include "tst_chart_basics.moc"
