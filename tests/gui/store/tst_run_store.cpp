@@ -2,7 +2,9 @@
 // The run store on real SQLite files: schema creation, migration from v1 with its data kept, the
 // batching writer, runs left "running" by a dead process, filters, export/import, and the
 // comparison and projection on synthetic runs whose figures follow a known model.
+#include "run/run_engine.h"
 #include "store/comparison.h"
+#include "store/run_recorder.h"
 #include "store/run_export.h"
 #include "store/run_store.h"
 #include "store/store_sql.h"
@@ -16,6 +18,7 @@
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTemporaryDir>
+#include <QSignalSpy>
 #include <QTest>
 #include <QTimeZone>
 #include <QRandomGenerator>
@@ -533,6 +536,61 @@ private Q_SLOTS:
         const Comparison one = compareRuns({runs[0]});
         QVERIFY(!one.projection.available);
         QVERIFY(one.projection.why.contains(u"two or more world sizes"_s));
+    }
+
+    /// The recorder keeps each rank's first and last lines and counts the rest; a run that never
+    /// got planned (refused at start) is still recorded, as failed with its cause.
+    void recorderKeepsHeadAndTailOfLogs()
+    {
+        const QString path = freshPath();
+        {
+            RunStore s(path);
+            cppl::core::run::RunEngine engine;
+            RunRecorder::Options o;
+            o.logHead = 100;
+            o.logTail = 300;
+            o.recordAs = u"log-trim"_s;
+            RunRecorder rec(s, o);
+            rec.attach(&engine);
+            Q_EMIT engine.planned();
+            for (int i = 0; i < 5000; ++i)
+                Q_EMIT engine.rankOutput(i % 2, i % 3 == 0, u"line %1"_s.arg(i));
+            s.flush();
+            const RunRecord r = *s.get(u"log-trim"_s);
+            QCOMPARE(r.status, RunStatus::Running);
+            for (int rank : {0, 1}) {
+                std::vector<LogLine> lines;
+                for (const LogLine &l : r.logs)
+                    if (l.rank == rank)
+                        lines.push_back(l);
+                // head + tail, plus at most one trimming chunk not yet deleted
+                QVERIFY2(lines.size() >= 400 && lines.size() < 400 + 256, qPrintable(QString::number(lines.size())));
+                QCOMPARE(lines.front().seq, 0);
+                QCOMPARE(lines[99].seq, 99);
+                QCOMPARE(lines.back().seq, 2499);
+                QCOMPARE(lines.back().line, u"line %1"_s.arg(4998 + rank));
+                QCOMPARE(lines[lines.size() - 300].seq, 2200); // the whole tail is there
+            }
+            QCOMPARE(r.logsDropped.size(), std::size_t(2));
+            QCOMPARE(r.logsDropped[0].second + static_cast<std::int64_t>(std::count_if(r.logs.begin(), r.logs.end(), [](const LogLine &l) {
+                         return l.rank == 0;
+                     })),
+                     2500);
+        }
+        RunStore s(path);
+        cppl::core::run::RunEngine engine;
+        RunRecorder rec(s);
+        rec.attach(&engine);
+        cppl::core::run::RunRequest req;
+        req.runId = u"refused-at-start"_s; // the profile has no hosts: refused before planning
+        QSignalSpy finished(&engine, &cppl::core::run::RunEngine::finished);
+        QVERIFY(!engine.start(req));
+        QVERIFY(finished.wait(5000));
+        s.flush();
+        const RunRecord r = *s.get(u"refused-at-start"_s);
+        QCOMPARE(r.status, RunStatus::Failed);
+        QCOMPARE(r.exitCode, std::optional<int>(cppl::core::run::kRunBadArguments));
+        QVERIFY2(r.firstCause.contains(u"profile is not valid"_s), qPrintable(r.firstCause));
     }
 
     void leastSquares()
