@@ -354,6 +354,15 @@ private Q_SLOTS:
             QCOMPARE(code, 2);
             QVERIFY2(err.contains(u"--telemetry-keys-stdin needs --telemetry"_s), qPrintable(err));
         }
+        {
+            // A credentials file on stdin is read to EOF, which --exit-on-stdin-eof takes for "launcher gone".
+            auto p = start(evalArgs(4) + QStringList{u"--telemetry"_s, QString::fromStdString(collector.endpoint()), u"--telemetry-keys"_s,
+                                                     u"-"_s, u"--exit-on-stdin-eof"_s},
+                           QByteArray::fromStdString(cppl::telemetry::formatCredentials(run.agent)), true);
+            const auto [code, err] = finish(*p);
+            QCOMPARE(code, 2);
+            QVERIFY2(err.contains(u"--telemetry-keys - reads stdin to its end"_s) && err.contains(u"--telemetry-keys-stdin"_s), qPrintable(err));
+        }
         QCOMPARE(collector.messagesReceived(), 0);
         {
             // Many windows, so the rank is still evaluating when its launcher "goes away".

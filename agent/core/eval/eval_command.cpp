@@ -117,6 +117,9 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
                     throw ConfigError("--telemetry-keys-stdin needs --telemetry tcp://HOST:PORT and replaces --telemetry-keys");
                 return telemetry::readKeyLine(0);
             });
+        if (a.get("--telemetry-keys") == std::optional<std::string>("-") && a.has("--exit-on-stdin-eof"))
+            throw ConfigError("--telemetry-keys - reads stdin to its end, which --exit-on-stdin-eof takes for the launcher leaving; "
+                              "pass the keys with --telemetry-keys-stdin (one line) or a 0600 file");
         if (a.has("--exit-on-stdin-eof")) {
             // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
             // means the launcher or its connection is gone, and no rank may outlive it.
