@@ -4,6 +4,7 @@
 #include "args.h"
 #include "distributed/standalone.h"
 #include "preflight.h"
+#include "result_json.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "token_file.h"
@@ -21,18 +22,28 @@
 #include <fstream>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 
 namespace cppl::agent {
 
 namespace {
 
-constexpr const char *kUsage = R"(clusterppl-agent — the per-rank evaluator of ClusterPPL
+constexpr const char *kUsageHead = R"(clusterppl-agent — the per-rank evaluator of ClusterPPL
 
 Usage:
-  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
+)";
+
+// One entry per command: `clusterppl-agent CMD --help` prints its own, `--help` all of them.
+struct CommandUsage
+{
+    const char *name;
+    const char *text;
+};
+constexpr CommandUsage kCommandUsage[] = {
+    {"eval", R"(  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
       Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, gpt2;
       safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
-      --protocol, --context, --stride, --bos-first, --max-windows   as for plan
+      --protocol, --context, --stride, --bos-first, --max-windows   as for plan (plan --help)
       --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json, SentencePiece .model
                              or model directory
       --dataset plain|wikitext|jsonl|dir   documents of --text (default plain: one stream)
@@ -58,7 +69,8 @@ Usage:
                              (never blocks; CURVE required off loopback; docs/telemetry.md)
       --telemetry-keys FILE|-       CURVE credentials (a file you own, mode 0600/0400, or stdin to its end)
       --telemetry-keys-stdin        the run's keys as stdin's first line (what launchers write; 10 s limit)
-      --run-id ID            run id in telemetry (default: $CLUSTERPPL_RUN_ID)
+      --run-id ID            run id in telemetry (default: $CLUSTERPPL_RUN_ID); it names directories:
+                             1..128 of A-Z a-z 0-9 . _ -, not starting with a dot
     Distributed (one process per rank; identity from torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
     MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_NODELIST or Open MPI's
     OMPI_COMM_WORLD_*; these flags override them). Rank 0 prints and writes the result.
@@ -70,13 +82,18 @@ Usage:
       --sync-every-tokens T|end          sync about every T scored tokens per rank; 0 = every
                                          batch (default 65536; docs/communication.md)
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
-  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS
+)"},
+    {"run", R"(  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS
+      --nproc-per-node N     local ranks, 1..1024
+      --master-port P        the rendezvous store's port, 1..65535 (default: a free one)
       Start N local ranks of eval with torchrun's environment; the launcher serves the rendezvous
       store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
       when one fails and returns rank 0's exit code.
-  clusterppl-agent merge RESULT.json... [--json OUT]
+)"},
+    {"merge", R"(  clusterppl-agent merge RESULT.json... [--json OUT]
       Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
-  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
+)"},
+    {"plan", R"(  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
       Show how a protocol windows the data and how the windows shard across ranks and sync rounds.
       --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
       --context C            tokens per model call (default 512)
@@ -88,24 +105,58 @@ Usage:
                              "end" = once (default 65536)
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
-  clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32 [--bos auto|always|never]
+)"},
+    {"tokenize", R"(  clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32 [--bos auto|always|never]
       Tokenize a UTF-8 text file with a Hugging Face tokenizer.json, a SentencePiece .model, or a
       model directory holding one;
       writes little-endian uint32 ids and prints ids/s and MB/s (docs/tokenizers.md).
       --bos auto             BOS as the tokenizer's post_processor / tokenizer_config.json say (default)
       --bos always|never     force it on or off
       --quiet                print nothing but notes and errors
-  clusterppl-agent preflight [--json] [--model P] [--data P] [--tokenizer P] [--master-addr A
+)"},
+    {"preflight", R"(  clusterppl-agent preflight [--json] [--model P] [--data P] [--tokenizer P] [--master-addr A
                    --master-port P] [--backend nccl --slots N]
       What a launcher checks before starting ranks on this host: agent and LibTorch versions,
       CUDA devices, NCCL, free memory, hostname, readable paths, the master's reachability.
       Exit 0 when nothing is wrong, 1 with the problems listed.
-  clusterppl-agent --version
-  clusterppl-agent --help
+)"},
+};
 
-Telemetry (live dashboards) arrives with a later release; see README.md.
+constexpr const char *kUsageTail = R"(  clusterppl-agent --version
+  clusterppl-agent --help
+  clusterppl-agent COMMAND --help    one command's usage
+
 Exit codes: docs/exit-codes.md.
 )";
+
+std::string usage()
+{
+    std::string text = kUsageHead;
+    for (const auto &c : kCommandUsage)
+        text += c.text;
+    return text + kUsageTail;
+}
+
+/// The usage of one command, or nullptr when there is no such command.
+const char *commandUsage(const std::string &command)
+{
+    for (const auto &c : kCommandUsage)
+        if (command == c.name)
+            return c.text;
+    return nullptr;
+}
+
+/// `CMD --help` / `CMD -h` anywhere among the command's own flags (for `run`, before "--").
+bool asksForHelp(const std::vector<std::string> &args)
+{
+    for (const auto &a : args) {
+        if (a == "--")
+            return false;
+        if (a == "--help" || a == "-h")
+            return true;
+    }
+    return false;
+}
 
 int planCommand(const std::vector<std::string> &argv, std::ostream &out)
 {
@@ -217,6 +268,18 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
     return kExitOk;
 }
 
+std::string readResultFile(const std::string &path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw IoError(path + ": cannot open the result file (does it exist and is it readable?)");
+    std::ostringstream s;
+    s << in.rdbuf();
+    if (in.bad())
+        throw IoError(path + ": read failed");
+    return std::move(s).str();
+}
+
 // Merges per-shard result files exactly: the accumulators' integer limbs add, so the merged sum has
 // the same bits as a one-rank run over the same windows.
 int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
@@ -237,51 +300,29 @@ int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
     if (files.empty())
         throw ConfigError("merge needs the result files of every shard (clusterppl-agent eval --shard R/N --json FILE)");
     NllStats total;
-    nlohmann::ordered_json first;
+    std::string firstText;
+    ShardResult first;
     std::vector<int> seen;
-    int count = 0;
     for (const auto &f : files) {
-        std::ifstream in(f);
-        if (!in)
-            throw IoError(f + ": cannot open the result file");
-        nlohmann::ordered_json j;
-        try {
-            j = nlohmann::ordered_json::parse(in);
-        } catch (const nlohmann::json::exception &e) {
-            throw IoError(f + ": not valid JSON (" + e.what() + ")");
+        const std::string text = readResultFile(f);
+        const ShardResult r = parseResultJson(text, f);
+        if (firstText.empty()) {
+            firstText = text;
+            first = r;
+            seen.assign(static_cast<std::size_t>(r.count), 0);
         }
-        for (const char *key : {"nll_sum_exact", "nll_sq_sum_exact", "tokens_scored", "windows", "shard", "protocol", "context", "model", "data"})
-            if (!j.contains(key))
-                throw IoError(f + ": missing \"" + std::string(key) + "\"; is it a clusterppl-agent eval --json result?");
-        NllStats s;
-        const auto nll = ExactSum::fromString(j["nll_sum_exact"].get<std::string>());
-        const auto sq = ExactSum::fromString(j["nll_sq_sum_exact"].get<std::string>());
-        if (!nll || !sq)
-            throw IoError(f + ": nll_sum_exact / nll_sq_sum_exact are not valid exact sums");
-        s.nll = *nll;
-        s.nllSquared = *sq;
-        s.tokens = j["tokens_scored"].get<std::int64_t>();
-        s.windows = j["windows"].get<std::int64_t>();
-        s.bytes = j.value("bytes", std::int64_t{0});
-        s.words = j.value("words", std::int64_t{0});
-        const int rank = j["shard"]["rank"].get<int>();
-        const int n = j["shard"]["count"].get<int>();
-        if (first.is_null()) {
-            first = j;
-            count = n;
-            seen.assign(static_cast<std::size_t>(n), 0);
-        }
-        for (const char *key : {"protocol", "context", "stride", "batch", "dtype"})
-            if (j.value(key, nlohmann::ordered_json()) != first.value(key, nlohmann::ordered_json()))
-                throw ConfigError(f + ": \"" + std::string(key) + "\" differs from " + files.front() + "; these shards are not one run");
-        if (j["model"]["sha256"] != first["model"]["sha256"] || j["data"]["sha256"] != first["data"]["sha256"])
-            throw ConfigError(f + ": model or data differs from " + files.front() + " (sha256)");
-        if (n != count || rank < 0 || rank >= n)
-            throw ConfigError(f + ": shard " + std::to_string(rank) + "/" + std::to_string(n) + " does not belong to a " + std::to_string(count) + "-way run");
-        if (seen[static_cast<std::size_t>(rank)]++)
-            throw ConfigError(f + ": shard " + std::to_string(rank) + " is given twice");
-        total.merge(s);
+        for (const auto &[key, value] : r.runIdentity)
+            if (value != first.runIdentity.at(key))
+                throw ConfigError(f + ": \"" + key + "\" is " + value.substr(0, 80) + " but " + first.runIdentity.at(key).substr(0, 80) + " in "
+                                  + files.front() + "; these shards are not one run");
+        if (r.count != first.count)
+            throw ConfigError(f + ": shard " + std::to_string(r.rank) + "/" + std::to_string(r.count) + " does not belong to a "
+                              + std::to_string(first.count) + "-way run (" + files.front() + ")");
+        if (seen[static_cast<std::size_t>(r.rank)]++)
+            throw ConfigError(f + ": shard " + std::to_string(r.rank) + " is given twice");
+        total.merge(r.stats);
     }
+    const int count = first.count;
     for (int r = 0; r < count; ++r)
         if (!seen[static_cast<std::size_t>(r)])
             throw ConfigError("shard " + std::to_string(r) + "/" + std::to_string(count) + " is missing: every shard's result file is needed");
@@ -290,7 +331,7 @@ int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
     out << "nll_sum_exact " << total.nll.toString() << '\n';
     out << formatFinalEstimate(ppl) << '\n';
     if (!jsonOut.empty()) {
-        nlohmann::ordered_json j = first;
+        nlohmann::ordered_json j = nlohmann::ordered_json::parse(firstText); // validated by parseResultJson
         j["ppl"] = ppl.ppl;
         j["ppl_stderr"] = ppl.pplStderr;
         j["nll_sum"] = total.nll.toDouble();
@@ -312,7 +353,7 @@ int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
 int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
 {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-        (args.empty() ? err : out) << kUsage;
+        (args.empty() ? err : out) << usage();
         return args.empty() ? kExitBadArguments : kExitOk;
     }
     if (args[0] == "--version") {
@@ -320,6 +361,11 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         return kExitOk;
     }
     const std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (const char *text = commandUsage(args[0]); text && asksForHelp(rest)) {
+        out << "Usage:\n" << text << "Exit codes: docs/exit-codes.md.\n";
+        return kExitOk;
+    }
+    // The one place where an exception becomes an exit code (exitCodeFor, docs/exit-codes.md).
     try {
         if (args[0] == "plan")
             return planCommand(rest, out);
@@ -335,15 +381,9 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return preflightCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
-    } catch (const IoError &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitBadData;
-    } catch (const ConfigError &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitBadArguments;
-    } catch (const Error &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitRuntime;
+    } catch (const std::exception &e) {
+        err << "clusterppl-agent: " << exitMessageFor(e) << '\n' << std::flush;
+        return exitCodeFor(e);
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include "cppl/errors.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace cppl::agent {
@@ -85,6 +86,22 @@ std::int64_t Args::syncEveryTokens() const
     if (v && (*v == "end" || *v == "inf"))
         return kSyncAtEnd;
     return integer("--sync-every-tokens", kDefaultSyncEveryTokens, 0, kSyncAtEnd);
+}
+
+void validateRunId(const std::string &id, const std::string &origin)
+{
+    const auto bad = std::find_if(id.begin(), id.end(), [](char c) {
+        return !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
+    });
+    std::string why;
+    if (id.empty() || id.size() > 128)
+        why = "must be 1 to 128 characters long (it has " + std::to_string(id.size()) + ")";
+    else if (bad != id.end())
+        why = "has the character '" + std::string(1, *bad) + "' at " + std::to_string(bad - id.begin()) + "; only A-Z a-z 0-9 . _ - are allowed";
+    else if (id.front() == '.')
+        why = "must not start with a dot";
+    if (!why.empty())
+        throw ConfigError(origin + " \"" + id.substr(0, 160) + "\" " + why + " (the run id names directories)");
 }
 
 } // namespace cppl::agent

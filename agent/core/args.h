@@ -31,4 +31,8 @@ private:
     std::set<std::string> m_switches;
 };
 
+/// @brief Throws ConfigError unless @p id is a usable run id: it becomes a directory name, so 1..128
+/// characters of A-Z a-z 0-9 . _ -, not starting with a dot. @p origin names where it came from.
+void validateRunId(const std::string &id, const std::string &origin);
+
 } // namespace cppl::agent

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "cppl/errors.h"
+
+#include <exception>
+#include <string>
+
 namespace cppl::agent {
 
 /// Documented in docs/exit-codes.md; launchers map them to a cause without parsing text.
@@ -13,5 +18,26 @@ enum ExitCode : int {
     kExitCollective = 5,    ///< a collective failed or a peer died
     kExitTimeout = 6,       ///< rendezvous or a collective exceeded --timeout
 };
+
+/// @brief A failure whose exit code its context decides (a ConfigError while loading the model is a
+/// bad model, not a bad argument). Thrown where that context is known; mapped by exitCodeFor().
+class ExitError : public Error
+{
+public:
+    ExitError(int code, const std::string &message) : Error(message), m_code(code) {}
+    [[nodiscard]] int code() const noexcept { return m_code; }
+
+private:
+    int m_code;
+};
+
+/// @brief The one mapping from an exception to the agent's exit code: ExitError its own code,
+/// TimeoutError 6, CollectiveError and ProtocolError 5, ConfigError 2, IoError 4, any other
+/// failure 1. Every subcommand's exceptions reach agentMain(), which calls this.
+[[nodiscard]] int exitCodeFor(const std::exception &e) noexcept;
+
+/// @brief The message to print for @p e: its text, marked "unexpected failure" when it is not a
+/// ClusterPPL error (std::bad_alloc, a library's exception).
+[[nodiscard]] std::string exitMessageFor(const std::exception &e);
 
 } // namespace cppl::agent

@@ -106,17 +106,19 @@ std::string masterStatus(const std::string &host, int port)
 
 } // namespace
 
-int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream & /*err: failures are thrown*/)
 {
     std::vector<std::string> paths;
     std::vector<std::string> rest;
     for (std::size_t i = 0; i < argv.size(); ++i) {
-        if ((argv[i] == "--model" || argv[i] == "--data" || argv[i] == "--tokenizer") && i + 1 < argv.size())
+        if (argv[i] == "--model" || argv[i] == "--data" || argv[i] == "--tokenizer") {
+            if (i + 1 >= argv.size())
+                throw ConfigError(argv[i] + " needs a value (a path to check)");
             paths.push_back(argv[++i]);
-        else
+        } else
             rest.push_back(argv[i]);
     }
-    try {
+    {
         const Args a(rest, {"--master-addr", "--master-port", "--backend", "--slots"}, {"--json"});
         nlohmann::ordered_json j;
         std::vector<std::string> problems;
@@ -167,9 +169,6 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
                 out << "problem: " << pr << '\n';
         }
         return problems.empty() ? kExitOk : kExitRuntime;
-    } catch (const ConfigError &e) {
-        err << "clusterppl-agent preflight: " << e.what() << '\n';
-        return kExitBadArguments;
     }
 }
 

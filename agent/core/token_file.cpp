@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <charconv>
 
 namespace cppl::agent {
 
@@ -59,6 +59,51 @@ void decode(const std::string &path, const unsigned char *p, std::size_t count, 
     }
 }
 
+// A Python dict literal as numpy writes it: {'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }.
+// Parsed by hand: std::regex recurses per character and overflows the stack on long headers.
+class NpyDictReader
+{
+public:
+    NpyDictReader(std::string_view text, const std::string &source) : m_text(text), m_source(source) {}
+
+    /// The text after `'key':`, or npos when the key is absent.
+    std::size_t valueOf(std::string_view key) const
+    {
+        const std::string quoted = "'" + std::string(key) + "'";
+        const auto at = m_text.find(quoted);
+        if (at == std::string_view::npos)
+            return std::string_view::npos;
+        std::size_t i = skipSpaces(at + quoted.size());
+        if (i >= m_text.size() || m_text[i] != ':')
+            fail("'" + std::string(key) + "' is not followed by ':'");
+        return skipSpaces(i + 1);
+    }
+    std::string quotedString(std::size_t i, std::string_view key) const
+    {
+        if (i >= m_text.size() || m_text[i] != '\'')
+            fail("'" + std::string(key) + "' must be a quoted string");
+        const auto close = m_text.find('\'', i + 1);
+        if (close == std::string_view::npos)
+            fail("'" + std::string(key) + "' has no closing quote");
+        return std::string(m_text.substr(i + 1, close - i - 1));
+    }
+    std::size_t skipSpaces(std::size_t i) const
+    {
+        while (i < m_text.size() && (m_text[i] == ' ' || m_text[i] == '\t' || m_text[i] == '\n'))
+            ++i;
+        return i;
+    }
+    [[noreturn]] void fail(const std::string &what) const
+    {
+        throw IoError(m_source + ": bad .npy header: " + what + " (header: " + std::string(m_text.substr(0, 80)) + ")");
+    }
+    std::string_view text() const { return m_text; }
+
+private:
+    std::string_view m_text;
+    const std::string &m_source;
+};
+
 TokenStream readNpy(const std::string &path, const std::vector<unsigned char> &data)
 {
     // Format: "\x93NUMPY", major, minor, header length (2 bytes v1, 4 bytes v2/v3), a Python dict literal.
@@ -81,29 +126,13 @@ TokenStream readNpy(const std::string &path, const std::vector<unsigned char> &d
     }
     if (start + headerLen > data.size())
         throw IoError(path + ": .npy header length " + std::to_string(headerLen) + " runs past the end of the file");
-    const std::string header(reinterpret_cast<const char *>(&data[start]), headerLen);
-    std::smatch m;
-    if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([<>|=]?)([iu])(\d))")))
-        throw IoError(path + ": .npy header has no integer 'descr' (got: " + header.substr(0, 80) + ")");
-    const std::string order = m[1];
-    const char kind = m[2].str()[0];
-    const int size = std::stoi(m[3]);
-    if (order == ">")
-        throw IoError(path + ": big-endian .npy arrays are not supported; save with dtype '<" + std::string(1, kind) + std::to_string(size) + "'");
-    if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)")))
-        throw IoError(path + ": Fortran-ordered .npy arrays are not supported; save a C-ordered (np.ascontiguousarray) array");
-    if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
-        throw IoError(path + ": .npy header has no 'shape'");
-    std::size_t count = 1;
-    const std::string dims = m[1];
-    const std::regex number(R"(\d+)");
-    for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it)
-        count *= static_cast<std::size_t>(std::stoull(it->str()));
-    const std::size_t payload = data.size() - start - headerLen;
-    const std::string dtype = std::string(1, kind) + std::to_string(size);
-    if (count * static_cast<std::size_t>(size) > payload)
-        throw IoError(path + ": truncated .npy: the header promises " + std::to_string(count) + " x " + dtype + " but "
+    const NpyHeader h = parseNpyHeader(std::string_view(reinterpret_cast<const char *>(&data[start]), headerLen), path);
+    const std::uint64_t payload = data.size() - start - headerLen;
+    const std::string dtype = h.dtype;
+    if (h.count > payload / static_cast<std::uint64_t>(h.itemSize))
+        throw IoError(path + ": truncated .npy: the header promises " + std::to_string(h.count) + " x " + dtype + " but "
                       + std::to_string(payload) + " bytes follow");
+    const auto count = static_cast<std::size_t>(h.count);
     TokenStream t;
     t.path = path;
     t.format = "npy:" + dtype;
@@ -122,6 +151,58 @@ TokenStream readNpy(const std::string &path, const std::vector<unsigned char> &d
 }
 
 } // namespace
+
+NpyHeader parseNpyHeader(std::string_view header, const std::string &source)
+{
+    if (header.size() > kMaxNpyHeader)
+        throw IoError(source + ": .npy header of " + std::to_string(header.size()) + " bytes is longer than " + std::to_string(kMaxNpyHeader)
+                      + "; not a token array numpy wrote");
+    const NpyDictReader r(header, source);
+    NpyHeader h;
+    const auto descrAt = r.valueOf("descr");
+    if (descrAt == std::string_view::npos)
+        r.fail("no 'descr'");
+    const std::string descr = r.quotedString(descrAt, "descr");
+    // [<>|=]? kind size, e.g. '<i4', '|u1'
+    std::size_t k = 0;
+    char order = '=';
+    if (k < descr.size() && (descr[k] == '<' || descr[k] == '>' || descr[k] == '|' || descr[k] == '='))
+        order = descr[k++];
+    if (descr.size() != k + 2 || (descr[k] != 'i' && descr[k] != 'u') || descr[k + 1] < '1' || descr[k + 1] > '8')
+        throw IoError(source + ": .npy header has no integer 'descr' (got '" + descr.substr(0, 40)
+                      + "'; supported: int32, int64, uint16, uint32)");
+    h.dtype = descr.substr(k, 2);
+    h.itemSize = descr[k + 1] - '0';
+    if (order == '>' && h.itemSize > 1)
+        throw IoError(source + ": big-endian .npy arrays are not supported; save with dtype '<" + h.dtype + "'");
+    if (const auto f = r.valueOf("fortran_order"); f != std::string_view::npos && r.text().substr(f).starts_with("True"))
+        throw IoError(source + ": Fortran-ordered .npy arrays are not supported; save a C-ordered (np.ascontiguousarray) array");
+    auto i = r.valueOf("shape");
+    if (i == std::string_view::npos)
+        r.fail("no 'shape'");
+    if (i >= header.size() || header[i] != '(')
+        r.fail("'shape' must be a tuple");
+    h.count = 1;
+    for (i = r.skipSpaces(i + 1); i < header.size() && header[i] != ')';) {
+        std::uint64_t dim = 0;
+        const auto [ptr, ec] = std::from_chars(header.data() + i, header.data() + header.size(), dim);
+        if (ec == std::errc::result_out_of_range)
+            throw IoError(source + ": .npy 'shape' has a dimension beyond 2^64 (" + std::string(header.substr(i, 24)) + "...)");
+        if (ec != std::errc() || ptr == header.data() + i)
+            r.fail("'shape' must be a tuple of non-negative integers");
+        if (dim != 0 && h.count > UINT64_MAX / dim)
+            throw IoError(source + ": .npy 'shape' promises more than 2^64 elements");
+        h.count *= dim;
+        i = r.skipSpaces(static_cast<std::size_t>(ptr - header.data()));
+        if (i < header.size() && header[i] == ',')
+            i = r.skipSpaces(i + 1);
+        else if (i < header.size() && header[i] != ')')
+            r.fail("'shape' must be a tuple of non-negative integers");
+    }
+    if (i >= header.size())
+        r.fail("'shape' has no closing ')'");
+    return h;
+}
 
 TokenStream readTokenFile(const std::string &path)
 {

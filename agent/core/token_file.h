@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cppl::agent {
@@ -15,6 +16,21 @@ struct TokenStream
     std::string format; ///< "u16", "u32", "npy:<dtype>", "bytes"
     std::int64_t fileBytes = 0;
 };
+
+/// @brief The parts of a .npy header the token reader uses.
+struct NpyHeader
+{
+    std::string dtype;      ///< kind and size without the byte order, e.g. "i4", "u2"
+    int itemSize = 0;       ///< bytes per element
+    std::uint64_t count = 0; ///< product of the shape (1 for a scalar)
+};
+
+/// Longer headers are refused (numpy itself reads at most 10000 bytes by default).
+inline constexpr std::size_t kMaxNpyHeader = 1 << 16;
+
+/// @brief Parses the dict literal of a .npy header (after magic, version and length). Throws
+/// IoError naming `source` and what is wrong; never anything else (a fuzz target, tests/fuzz).
+[[nodiscard]] NpyHeader parseNpyHeader(std::string_view header, const std::string &source);
 
 /**
  * @brief Reads token ids by extension: .u16/.bin16 and .u32 (raw little-endian, nanoGPT style), .npy

@@ -60,6 +60,38 @@ std::string describeStatus(int status)
     return "exited with code " + std::to_string(exitCodeOf(status));
 }
 
+/// After a partial start: SIGTERM the ranks already running, SIGKILL what is left after a grace
+/// period, and reap every one, so that no rank outlives a launcher that gives up.
+void stopStarted(std::vector<Child> &children)
+{
+    for (auto &c : children)
+        if (c.pid > 0) {
+            ::kill(c.pid, SIGTERM);
+            ::kill(c.pid, SIGCONT);
+        }
+    const auto killAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (auto &c : children) {
+        if (c.pid <= 0)
+            continue;
+        int status = 0;
+        while (::waitpid(c.pid, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() >= killAt)
+                ::kill(c.pid, SIGKILL);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (c.errFd >= 0)
+            ::close(c.errFd);
+        c.pid = -1;
+        c.errFd = -1;
+    }
+}
+
+void checked(int rc, const char *what)
+{
+    if (rc != 0)
+        throw Error(std::string("run: ") + what + ": " + std::strerror(errno));
+}
+
 } // namespace
 
 int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::ostream &err)
@@ -79,20 +111,17 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
     int nproc = 0, port = 0;
     std::string groups;
     std::chrono::milliseconds storeTimeout{30000};
-    try {
+    {
         const Args a(mine, {"--nproc-per-node", "--groups", "--master-port"}, {"--standalone"});
         if (!a.has("--standalone"))
             throw ConfigError("run: only --standalone is supported here (one host); for several hosts use clusterppl-cli, torchrun or srun");
         nproc = static_cast<int>(a.integer("--nproc-per-node", 0, 1, 1024));
         if (nproc == 0)
             throw ConfigError("run --standalone needs --nproc-per-node N");
-        port = static_cast<int>(a.integer("--master-port", 0, 0, 65535));
+        port = static_cast<int>(a.integer("--master-port", 0, 1, 65535)); // 0 (absent): the store picks a free port
         groups = a.get("--groups").value_or("");
         if (!afterDashes || evalArgs.empty())
             throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
-    } catch (const ConfigError &e) {
-        err << "clusterppl-agent run: " << e.what() << '\n';
-        return kExitBadArguments;
     }
     if (!groups.empty()) {
         evalArgs.push_back("--groups");
@@ -103,24 +132,19 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
     try {
         store = openTcpStore("127.0.0.1", port, true, storeTimeout);
     } catch (const Error &e) {
-        err << "clusterppl-agent run: " << e.what() << '\n';
-        return kExitCollective;
+        throw ExitError(kExitCollective, std::string("run: ") + e.what());
     }
     const std::string masterPort = std::to_string(store->port());
 
     int sigPipe[2];
-    if (::pipe2(sigPipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        err << "clusterppl-agent run: pipe: " << std::strerror(errno) << '\n';
-        return kExitRuntime;
-    }
+    checked(::pipe2(sigPipe, O_CLOEXEC | O_NONBLOCK), "pipe2 (signal pipe)");
     g_signalPipe = sigPipe[1];
     struct sigaction sa{};
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGHUP, &sa, nullptr);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+        checked(::sigaction(sig, &sa, nullptr), "sigaction");
 
     std::vector<Child> children(static_cast<std::size_t>(nproc));
     const std::string self = "/proc/self/exe";
@@ -128,8 +152,10 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
     for (int r = 0; r < nproc; ++r) {
         int pfd[2];
         if (::pipe2(pfd, O_CLOEXEC) != 0) {
-            err << "clusterppl-agent run: pipe: " << std::strerror(errno) << '\n';
-            return kExitRuntime;
+            const int e = errno;
+            stopStarted(children);
+            throw Error("run: cannot start rank " + std::to_string(r) + " of " + std::to_string(nproc) + ": pipe2: " + std::strerror(e)
+                        + "; the ranks already started were stopped");
         }
         std::map<std::string, std::string> env;
         for (char **e = environ; *e; ++e) {
@@ -161,11 +187,19 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
         cenv.push_back(nullptr);
         const pid_t pid = ::fork();
         if (pid < 0) {
-            err << "clusterppl-agent run: fork: " << std::strerror(errno) << '\n';
-            return kExitRuntime;
+            const int e = errno;
+            ::close(pfd[0]);
+            ::close(pfd[1]);
+            stopStarted(children);
+            throw Error("run: cannot start rank " + std::to_string(r) + " of " + std::to_string(nproc) + ": fork: " + std::strerror(e)
+                        + " (out of processes or memory?); the ranks already started were stopped");
         }
         if (pid == 0) {
-            ::dup2(pfd[1], 2);
+            if (::dup2(pfd[1], 2) < 0) { // stderr is still the launcher's: say so there
+                const std::string msg = std::string("clusterppl-agent run: dup2: ") + std::strerror(errno) + "\n";
+                (void)!::write(2, msg.data(), msg.size());
+                ::_exit(127);
+            }
             ::execve(self.c_str(), cargv.data(), cenv.data());
             const std::string msg = std::string("clusterppl-agent run: cannot start rank: ") + std::strerror(errno) + "\n";
             (void)!::write(2, msg.data(), msg.size());

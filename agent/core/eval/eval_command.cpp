@@ -26,13 +26,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -42,22 +45,17 @@ namespace cppl::agent {
 
 namespace {
 
-// A failure with the exit code it maps to; keeps each phase's mapping next to the phase.
-struct Failure
-{
-    int code;
-    std::string message;
-};
-
+// Runs one phase; a bad input inside it is the phase's kind of failure (a ConfigError while loading
+// the model is a bad model). The code reaches exitCodeFor() through ExitError.
 template<typename F>
 auto phase(int code, F &&f) -> decltype(f())
 {
     try {
         return f();
     } catch (const ConfigError &e) {
-        throw Failure{code == kExitBadData || code == kExitBadModel ? code : kExitBadArguments, e.what()};
+        throw ExitError(code == kExitBadData || code == kExitBadModel ? code : kExitBadArguments, e.what());
     } catch (const IoError &e) {
-        throw Failure{code, e.what()};
+        throw ExitError(code, e.what());
     }
 }
 
@@ -85,240 +83,319 @@ c10::Device parseDevice(const std::string &text)
     throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
 }
 
-} // namespace
 
-int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+/// Step 1's result: everything the command line says, checked before the model or the data are touched.
+struct EvalOptions
 {
-    std::unique_ptr<dist::DistributedRun> run; // set when this is one rank of several
-    std::unique_ptr<telemetry::Publisher> tel; // set with --telemetry
-    // A rank that fails tells the others (through the watchdog) before it exits, so none waits.
-    auto fail = [&](int code, const std::string &message) {
-        if (run)
-            run->reportFailure(code, message);
-        if (tel) {
-            tel->error(message, code);
-            tel->close(code);
-        }
-        err << "clusterppl-agent: " << (run ? "rank " + std::to_string(run->rank()) + ": " : std::string()) << message << '\n';
-        return code;
+    PlanOptions plan;
+    std::string modelPath;
+    c10::ScalarType dtype = at::kFloat;
+    c10::Device device{c10::DeviceType::CPU};
+    std::int64_t batch = 0;
+    std::int64_t maxWindows = 0;
+    std::int64_t threads = 0;
+    std::int64_t blasThreads = 0;
+    int shardRank = 0;
+    int shardCount = 1;
+    GemmBackend gemm = GemmBackend::Auto;
+    RankIdentity identity;
+    dist::DistributedOptions distOptions;
+    std::int64_t syncEvery = kDefaultSyncEveryTokens;
+    bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
+    bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
+    std::optional<cppl::telemetry::Credentials> stdinKeys;
+};
+
+/// Step 3's result: the token stream as the model sees it, the windows over it, this rank's share.
+struct EvalPlan
+{
+    std::vector<std::uint32_t> flat;
+    WindowPlan windows;
+    std::vector<Shard> shards;
+};
+
+/// Step 4's result: the totals of every rank (exact), and how long it took.
+struct EvalOutcome
+{
+    NllStats stats;
+    int rounds = 0;
+    double seconds = 0;
+    std::vector<dist::RankReport> reports;
+};
+
+Args parseArgs(const std::vector<std::string> &argv)
+{
+    return phase(kExitBadArguments, [&] {
+        return Args(argv,
+                    {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
+                     "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
+                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
+                     "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
+                     "--telemetry-keys", "--run-id"},
+                    {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
+    });
+}
+
+/// `--shard R/N`: evaluate only rank R's shard of N (the same balanced shards a distributed run uses).
+void parseShard(const std::string &shard, int &rank, int &count)
+{
+    const auto slash = shard.find('/');
+    const auto whole = [](std::string_view t, int &v) {
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        return !t.empty() && ec == std::errc() && ptr == t.data() + t.size();
     };
-    try {
-        const Args a(argv,
-                     {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset", "--jsonl-field", "--bos", "--on-invalid-utf8",
-                      "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--rank", "--world-size", "--local-rank",
-                      "--local-world-size", "--master-addr", "--master-port", "--telemetry", "--telemetry-keys", "--run-id"},
-                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
-        // The launcher's key line is stdin's first line: read it before the EOF watcher reads stdin.
-        std::optional<cppl::telemetry::Credentials> stdinKeys;
-        if (a.has("--telemetry-keys-stdin"))
-            stdinKeys = phase(kExitBadArguments, [&] {
-                if (!a.has("--telemetry") || a.has("--telemetry-keys"))
-                    throw ConfigError("--telemetry-keys-stdin needs --telemetry tcp://HOST:PORT and replaces --telemetry-keys");
-                return telemetry::readKeyLine(0);
-            });
-        if (a.get("--telemetry-keys") == std::optional<std::string>("-") && a.has("--exit-on-stdin-eof"))
-            throw ConfigError("--telemetry-keys - reads stdin to its end, which --exit-on-stdin-eof takes for the launcher leaving; "
-                              "pass the keys with --telemetry-keys-stdin (one line) or a 0600 file");
-        if (a.has("--exit-on-stdin-eof")) {
-            // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
-            // means the launcher or its connection is gone, and no rank may outlive it.
-            std::thread([] {
-                char buf[256];
-                while (::read(0, buf, sizeof buf) > 0) {
-                }
-                static const char msg[] = "clusterppl-agent: the launcher went away (stdin closed); stopping\n";
-                (void)!::write(2, msg, sizeof msg - 1);
-                std::_Exit(kExitRuntime);
-            }).detach();
-        }
-        // 1. Arguments: everything that needs neither the model nor the data.
-        PlanOptions opts;
-        std::string modelPath;
-        c10::ScalarType dtype = at::kFloat;
-        c10::Device device(c10::DeviceType::CPU);
-        std::int64_t batch = 0, maxWindows = 0, threads = 0, blasThreads = 0;
-        int shardRank = 0, shardCount = 1;
-        GemmBackend gemm = GemmBackend::Auto;
-        RankIdentity identity;
-        dist::DistributedOptions distOptions;
-        std::int64_t syncEvery = kDefaultSyncEveryTokens;
-        phase(kExitBadArguments, [&] {
-            modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
-            const auto protocolText = a.get("--protocol").value_or("hf-sliding");
-            const auto protocol = parseProtocol(protocolText);
-            if (!protocol)
-                throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
-            opts.protocol = *protocol;
-            opts.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
-            opts.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
-            opts.bosFirst = a.has("--bos-first");
-            batch = a.integer("--batch", 8, 1, 1 << 16);
-            maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
-            const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
-            threads = a.integer("--threads", hw, 1, 1024);
-            blasThreads = a.integer("--blas-threads", threads, 1, 1024);
-            dtype = parseDtype(a.get("--dtype").value_or("float32"));
-            const std::string gemmText = a.get("--gemm").value_or("auto");
-            if (gemmText == "onednn")
-                gemm = GemmBackend::OneDnn;
-            else if (gemmText == "blas")
-                gemm = GemmBackend::Blas;
-            else if (gemmText != "auto")
-                throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, onednn, blas");
-            device = parseDevice(a.get("--device").value_or("auto"));
-            if (dtype == at::kHalf && device.is_cpu())
-                throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
-            if (a.has("--tokens") == a.has("--text"))
-                throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes|PATH (exactly one)");
-            const std::string invalid = a.get("--on-invalid-utf8").value_or("error");
-            if (invalid != "error" && invalid != "replace")
-                throw ConfigError("--on-invalid-utf8 \"" + invalid + "\" is not one of error, replace");
-            if (opts.bosFirst && opts.protocol != Protocol::LlamaCpp)
-                throw ConfigError("--bos-first applies to the llama.cpp protocol only");
-            if (const auto shard = a.get("--shard")) {
-                // R/N: evaluate only rank R's shard of N (the same balanced shards a distributed run uses).
-                const auto slash = shard->find('/');
-                try {
-                    if (slash == std::string::npos)
-                        throw std::invalid_argument("no slash");
-                    shardRank = std::stoi(shard->substr(0, slash));
-                    shardCount = std::stoi(shard->substr(slash + 1));
-                } catch (const std::exception &) {
-                    throw ConfigError("--shard expects RANK/COUNT, e.g. 2/8, got \"" + *shard + "\"");
-                }
-                if (shardCount < 1 || shardRank < 0 || shardRank >= shardCount)
-                    throw ConfigError("--shard " + *shard + ": need 0 <= RANK < COUNT");
-            }
-            PlanOptions check = opts;
-            check.bosToken = 0;
-            validatePlanOptions(check);
-            // Distributed: who this rank is (torchrun / Slurm / Open MPI environment, flags override).
-            RankOverrides flags;
-            auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
-                if (!a.has(flag))
-                    return std::nullopt;
-                return static_cast<int>(a.integer(flag, 0, min, max));
-            };
-            flags.rank = optInt("--rank", 0, (1 << 30) - 1);
-            flags.worldSize = optInt("--world-size", 1, 1 << 30);
-            flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
-            flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
-            flags.masterPort = optInt("--master-port", 1, 65535);
-            flags.masterAddr = a.get("--master-addr");
-            identity = resolveRankIdentity(processEnvironment(), flags);
-            syncEvery = a.syncEveryTokens();
-            distOptions.identity = identity;
-            distOptions.groups = a.get("--groups").value_or("by-host");
-            const std::string topology = a.get("--topology").value_or("hierarchical");
-            if (topology != "hierarchical" && topology != "flat")
-                throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
-            distOptions.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
-            distOptions.backend = a.get("--backend").value_or("auto");
-            if (a.has("--telemetry-keys") && !a.has("--telemetry"))
-                throw ConfigError("--telemetry-keys needs --telemetry tcp://HOST:PORT");
-            if (distOptions.backend != "auto" && distOptions.backend != "gloo" && distOptions.backend != "nccl")
-                throw ConfigError("--backend \"" + distOptions.backend + "\" is not one of auto, gloo, nccl");
-            distOptions.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
-            distOptions.cudaDevice = device.is_cuda();
-            distOptions.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
-                                               && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
-            if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
-                distOptions.glooInterface = ifname;
-            if (identity.worldSize > 1 && a.has("--shard"))
-                throw ConfigError("--shard is for evaluating one shard by hand; in a distributed run (world size "
-                                  + std::to_string(identity.worldSize) + ") every rank takes its shard automatically");
-            // One rank with an explicit --backend still forms a (one-member) communicator and runs the
-            // rounds: scripts/gpu-check.sh exercises NCCL that way on a single GPU.
-            if (identity.worldSize > 1 || a.has("--backend")) {
-                shardRank = identity.rank;
-                shardCount = identity.worldSize;
-                (void)parseRankGroups(distOptions.groups, identity.worldSize,
-                                      std::vector<std::string>(static_cast<std::size_t>(identity.worldSize), "h")); // syntax only, before connecting
-            }
-            return 0;
+    if (slash == std::string::npos || !whole(std::string_view(shard).substr(0, slash), rank)
+        || !whole(std::string_view(shard).substr(slash + 1), count))
+        throw ConfigError("--shard expects RANK/COUNT, e.g. 2/8, got \"" + shard + "\"");
+    if (count < 1 || rank < 0 || rank >= count)
+        throw ConfigError("--shard " + shard + ": need 0 <= RANK < COUNT");
+}
+
+/// Step 1: the options, the stdin handling a launcher asks for, and who this rank is.
+EvalOptions parseOptions(const Args &a)
+{
+    EvalOptions o;
+    // The launcher's key line is stdin's first line: read it before the EOF watcher reads stdin.
+    if (a.has("--telemetry-keys-stdin"))
+        o.stdinKeys = phase(kExitBadArguments, [&] {
+            if (!a.has("--telemetry") || a.has("--telemetry-keys"))
+                throw ConfigError("--telemetry-keys-stdin needs --telemetry tcp://HOST:PORT and replaces --telemetry-keys");
+            return telemetry::readKeyLine(0);
         });
-        const bool distributed = identity.worldSize > 1 || a.has("--backend");
-        // Rank 0 speaks for the run; other ranks report only problems.
-        const bool quiet = a.has("--quiet") || (distributed && identity.rank != 0);
-        if (distributed && device.is_cuda() && a.get("--device").value_or("auto") == "auto")
-            device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(identity.localRank));
-        if (distributed) {
-            // Rendezvous before the expensive loads: a missing rank is reported in seconds, and a
-            // rank that then fails to load tells the others instead of leaving them waiting.
-            try {
-                run = std::make_unique<dist::DistributedRun>(distOptions);
-            } catch (const TimeoutError &e) {
-                throw Failure{kExitTimeout, "rank " + std::to_string(identity.rank) + ": " + e.what()};
-            } catch (const CollectiveError &e) {
-                throw Failure{kExitCollective, "rank " + std::to_string(identity.rank) + ": " + e.what()};
-            } catch (const ConfigError &e) {
-                throw Failure{kExitBadArguments, "rank " + std::to_string(identity.rank) + ": " + e.what()};
+    if (a.get("--telemetry-keys") == std::optional<std::string>("-") && a.has("--exit-on-stdin-eof"))
+        throw ConfigError("--telemetry-keys - reads stdin to its end, which --exit-on-stdin-eof takes for the launcher leaving; "
+                          "pass the keys with --telemetry-keys-stdin (one line) or a 0600 file");
+    if (a.has("--exit-on-stdin-eof")) {
+        // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
+        // means the launcher or its connection is gone, and no rank may outlive it.
+        std::thread([] {
+            char buf[256];
+            while (::read(0, buf, sizeof buf) > 0) {
             }
-            if (!quiet)
-                err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << run->backend() << ", "
-                    << dist::topologyName(run->topology()) << ", " << run->groups().groups.size() << " node groups, store "
-                    << run->storeAddress() << '\n';
+            static const char msg[] = "clusterppl-agent: the launcher went away (stdin closed); stopping\n";
+            (void)!::write(2, msg, sizeof msg - 1);
+            std::_Exit(kExitRuntime);
+        }).detach();
+    }
+    phase(kExitBadArguments, [&] {
+        o.modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
+        const auto protocolText = a.get("--protocol").value_or("hf-sliding");
+        const auto protocol = parseProtocol(protocolText);
+        if (!protocol)
+            throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
+        o.plan.protocol = *protocol;
+        o.plan.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
+        o.plan.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
+        o.plan.bosFirst = a.has("--bos-first");
+        o.batch = a.integer("--batch", 8, 1, 1 << 16);
+        o.maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+        const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+        o.threads = a.integer("--threads", hw, 1, 1024);
+        o.blasThreads = a.integer("--blas-threads", o.threads, 1, 1024);
+        o.dtype = parseDtype(a.get("--dtype").value_or("float32"));
+        const std::string gemmText = a.get("--gemm").value_or("auto");
+        if (gemmText == "onednn")
+            o.gemm = GemmBackend::OneDnn;
+        else if (gemmText == "blas")
+            o.gemm = GemmBackend::Blas;
+        else if (gemmText != "auto")
+            throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, onednn, blas");
+        o.device = parseDevice(a.get("--device").value_or("auto"));
+        if (o.dtype == at::kHalf && o.device.is_cpu())
+            throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
+        if (a.has("--tokens") == a.has("--text"))
+            throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes|PATH (exactly one)");
+        const std::string invalid = a.get("--on-invalid-utf8").value_or("error");
+        if (invalid != "error" && invalid != "replace")
+            throw ConfigError("--on-invalid-utf8 \"" + invalid + "\" is not one of error, replace");
+        if (o.plan.bosFirst && o.plan.protocol != Protocol::LlamaCpp)
+            throw ConfigError("--bos-first applies to the llama.cpp protocol only");
+        if (const auto shard = a.get("--shard"))
+            parseShard(*shard, o.shardRank, o.shardCount);
+        PlanOptions check = o.plan;
+        check.bosToken = 0;
+        validatePlanOptions(check);
+        // Distributed: who this rank is (torchrun / Slurm / Open MPI environment, flags override).
+        RankOverrides flags;
+        auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
+            if (!a.has(flag))
+                return std::nullopt;
+            return static_cast<int>(a.integer(flag, 0, min, max));
+        };
+        flags.rank = optInt("--rank", 0, (1 << 30) - 1);
+        flags.worldSize = optInt("--world-size", 1, 1 << 30);
+        flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
+        flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
+        flags.masterPort = optInt("--master-port", 1, 65535);
+        flags.masterAddr = a.get("--master-addr");
+        o.identity = resolveRankIdentity(processEnvironment(), flags);
+        o.syncEvery = a.syncEveryTokens();
+        dist::DistributedOptions &d = o.distOptions;
+        d.identity = o.identity;
+        d.groups = a.get("--groups").value_or("by-host");
+        const std::string topology = a.get("--topology").value_or("hierarchical");
+        if (topology != "hierarchical" && topology != "flat")
+            throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
+        d.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
+        d.backend = a.get("--backend").value_or("auto");
+        if (const auto runId = a.get("--run-id"))
+            validateRunId(*runId, "--run-id");
+        else if (const char *envRun = std::getenv("CLUSTERPPL_RUN_ID"); envRun && *envRun)
+            validateRunId(envRun, "$CLUSTERPPL_RUN_ID");
+        if (a.has("--telemetry-keys") && !a.has("--telemetry"))
+            throw ConfigError("--telemetry-keys needs --telemetry tcp://HOST:PORT");
+        if (d.backend != "auto" && d.backend != "gloo" && d.backend != "nccl")
+            throw ConfigError("--backend \"" + d.backend + "\" is not one of auto, gloo, nccl");
+        d.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
+        d.cudaDevice = o.device.is_cuda();
+        d.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
+                                 && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+        if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+            d.glooInterface = ifname;
+        if (o.identity.worldSize > 1 && a.has("--shard"))
+            throw ConfigError("--shard is for evaluating one shard by hand; in a distributed run (world size "
+                              + std::to_string(o.identity.worldSize) + ") every rank takes its shard automatically");
+        // One rank with an explicit --backend still forms a (one-member) communicator and runs the
+        // rounds: scripts/gpu-check.sh exercises NCCL that way on a single GPU.
+        if (o.identity.worldSize > 1 || a.has("--backend")) {
+            o.shardRank = o.identity.rank;
+            o.shardCount = o.identity.worldSize;
+            (void)parseRankGroups(d.groups, o.identity.worldSize,
+                                  std::vector<std::string>(static_cast<std::size_t>(o.identity.worldSize), "h")); // syntax only, before connecting
         }
-        setThreads(static_cast<int>(threads), static_cast<int>(blasThreads));
-        if (const auto endpoint = a.get("--telemetry")) {
+        return 0;
+    });
+    o.distributed = o.identity.worldSize > 1 || a.has("--backend");
+    o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
+    if (o.distributed && o.device.is_cuda() && a.get("--device").value_or("auto") == "auto")
+        o.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(o.identity.localRank));
+    return o;
+}
+
+/// One evaluation from the rendezvous to the result; each step is a member, in the order run() calls them.
+class EvalSession
+{
+public:
+    EvalSession(const Args &a, EvalOptions o, std::ostream &out, std::ostream &err) : m_a(a), m_o(std::move(o)), m_out(out), m_err(err) {}
+
+    int run()
+    {
+        connect();
+        const EvalInput input = loadData();
+        const auto loadStart = std::chrono::steady_clock::now();
+        const std::unique_ptr<LanguageModel> model = loadModel();
+        const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
+        const EvalPlan plan = makePlan(input, *model, loadSeconds);
+        EvalOutcome outcome = evaluate(*model, input, plan);
+        return writeResult(input, model->info(), loadSeconds, plan, outcome);
+    }
+
+    /// A rank that fails tells the others (through the watchdog) and telemetry before it exits, so
+    /// none waits; agentMain() prints the message and exits with the code exitCodeFor() gives.
+    [[noreturn]] void fail(const std::exception &e)
+    {
+        const int code = exitCodeFor(e);
+        const std::string message = exitMessageFor(e);
+        if (m_run)
+            m_run->reportFailure(code, message);
+        if (m_tel) {
+            m_tel->error(message, code);
+            m_tel->close(code);
+        }
+        throw ExitError(code, (m_run ? "rank " + std::to_string(m_run->rank()) + ": " : std::string()) + message);
+    }
+
+private:
+    // The agent's own log lines also go to telemetry (every rank's, even when quiet here).
+    void logLine(const std::string &line, cppl::telemetry::LogLevel level = cppl::telemetry::LogLevel::Info)
+    {
+        if (!m_o.quiet)
+            m_err << line << '\n';
+        if (m_tel)
+            m_tel->log(level, line);
+    }
+
+    /// Step 2: rendezvous (before the expensive loads: a missing rank is reported in seconds, and a
+    /// rank that then fails to load tells the others instead of leaving them waiting), threads, telemetry.
+    void connect()
+    {
+        const RankIdentity &identity = m_o.identity;
+        if (m_o.distributed) {
+            try {
+                m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);
+            } catch (const Error &e) {
+                throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
+            }
+            if (!m_o.quiet)
+                m_err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << m_run->backend() << ", "
+                      << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
+                      << m_run->storeAddress() << '\n';
+        }
+        setThreads(static_cast<int>(m_o.threads), static_cast<int>(m_o.blasThreads));
+        if (const auto endpoint = m_a.get("--telemetry")) {
             // Telemetry never slows or stops the evaluation: the publisher only queues (docs/telemetry.md).
             telemetry::Identity who;
             const char *envRun = std::getenv("CLUSTERPPL_RUN_ID");
-            who.run = a.get("--run-id").value_or(envRun && *envRun ? envRun : "run");
+            who.run = m_a.get("--run-id").value_or(envRun && *envRun ? envRun : "run");
             who.rank = identity.rank;
             who.worldSize = identity.worldSize;
             who.localRank = identity.localRank;
-            who.host = run ? run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
+            who.host = m_run ? m_run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
             if (who.host.empty())
                 who.host = localHostName();
-            who.group = run ? run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
-            std::optional<cppl::telemetry::Credentials> keys = stdinKeys;
+            who.group = m_run ? m_run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
+            std::optional<cppl::telemetry::Credentials> keys = m_o.stdinKeys;
             try {
-                if (const auto keyFile = a.get("--telemetry-keys"))
+                if (const auto keyFile = m_a.get("--telemetry-keys"))
                     keys = cppl::telemetry::readCredentialsFile(*keyFile);
-                tel = telemetry::Publisher::open(*endpoint, who, keys);
+                m_tel = telemetry::Publisher::open(*endpoint, who, keys);
             } catch (const Error &e) {
-                throw Failure{kExitBadArguments, std::string("--telemetry: ") + e.what()};
+                throw ExitError(kExitBadArguments, std::string("--telemetry: ") + e.what());
             }
-            tel->phase(cppl::telemetry::Phase::Loading);
+            m_tel->phase(cppl::telemetry::Phase::Loading);
         }
-        // The agent's own log lines also go to telemetry (every rank's, even when quiet here).
-        auto logLine = [&](const std::string &line, cppl::telemetry::LogLevel level = cppl::telemetry::LogLevel::Info) {
-            if (!quiet)
-                err << line << '\n';
-            if (tel)
-                tel->log(level, line);
-        };
-        const RuntimeInfo runtime = runtimeInfo();
-        logLine(describe(runtime));
+        m_runtime = runtimeInfo();
+        logLine(describe(m_runtime));
+    }
 
-        // 2. Data, then model (each failure maps to its own exit code).
-        const EvalInput input = phase(kExitBadData, [&] {
+    /// Step 3: the data (token file, or text through a tokenizer and a dataset reader).
+    EvalInput loadData()
+    {
+        EvalInput input = phase(kExitBadData, [&] {
             EvalInputOptions io;
-            io.tokensPath = a.get("--tokens").value_or("");
-            io.textPath = a.get("--text").value_or("");
-            io.tokenizer = a.get("--tokenizer").value_or("");
-            io.dataset = a.get("--dataset").value_or("plain");
-            io.jsonlField = a.get("--jsonl-field").value_or("text");
-            io.bos = a.get("--bos").value_or("auto");
-            io.replaceInvalidUtf8 = a.get("--on-invalid-utf8").value_or("error") == "replace";
+            io.tokensPath = m_a.get("--tokens").value_or("");
+            io.textPath = m_a.get("--text").value_or("");
+            io.tokenizer = m_a.get("--tokenizer").value_or("");
+            io.dataset = m_a.get("--dataset").value_or("plain");
+            io.jsonlField = m_a.get("--jsonl-field").value_or("text");
+            io.bos = m_a.get("--bos").value_or("auto");
+            io.replaceInvalidUtf8 = m_a.get("--on-invalid-utf8").value_or("error") == "replace";
             return loadEvalInput(io);
         });
         for (const auto &note : input.notes)
             logLine("note: " + note, cppl::telemetry::LogLevel::Warning);
-        const auto loadStart = std::chrono::steady_clock::now();
-        const std::unique_ptr<LanguageModel> model = phase(kExitBadModel, [&] { return loadModel(modelPath, {dtype, device, gemm}); });
-        const ModelInfo &mi = model->info();
-        const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
-        // 3. The plan.
-        std::vector<std::uint32_t> flat;
-        WindowPlan plan = phase(kExitBadArguments, [&] {
-            if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !a.has("--allow-long-context"))
+        return input;
+    }
+
+    /// Step 4: the model.
+    std::unique_ptr<LanguageModel> loadModel()
+    {
+        return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {m_o.dtype, m_o.device, m_o.gemm}); });
+    }
+
+    /// Step 5: the windows over the data as the model sees it, this rank's shard, and the checks
+    /// that need both the model and the data.
+    EvalPlan makePlan(const EvalInput &input, LanguageModel &model, double loadSeconds)
+    {
+        const ModelInfo &mi = model.info();
+        PlanOptions &opts = m_o.plan;
+        EvalPlan p;
+        p.windows = phase(kExitBadArguments, [&] {
+            if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !m_a.has("--allow-long-context"))
                 throw ConfigError("--context " + std::to_string(opts.context) + " exceeds the model's max_position_embeddings "
                                   + std::to_string(mi.maxPositions) + "; use a shorter context, or --allow-long-context if you mean it");
             if (opts.bosFirst)
-                opts.bosToken = a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
+                opts.bosToken = m_a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
             if (opts.bosFirst && opts.bosToken < 0)
                 throw ConfigError("--bos-first: the model declares no bos_token_id; pass --bos-id ID");
             std::vector<std::int64_t> lengths;
@@ -327,36 +404,37 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             if (opts.protocol == Protocol::LmEvalRolling) {
                 // lm-eval's prefix token: --prefix-id, else the tokenizer's BOS, else the model's.
                 const std::int64_t fallback = input.bosId >= 0 ? input.bosId : mi.bosTokenId;
-                const std::int64_t prefix = a.integer("--prefix-id", fallback, 0, 0xffffffffLL);
+                const std::int64_t prefix = m_a.integer("--prefix-id", fallback, 0, 0xffffffffLL);
                 if (prefix < 0)
                     throw ConfigError("lm-eval-rolling needs a prefix token: neither the tokenizer nor the model names a BOS; pass --prefix-id ID");
                 if (mi.vocab > 0 && prefix >= mi.vocab)
                     throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
-                flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
+                p.flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
                 for (const auto &d : input.documents) {
-                    flat.push_back(static_cast<std::uint32_t>(prefix));
-                    flat.insert(flat.end(), d.begin(), d.end());
+                    p.flat.push_back(static_cast<std::uint32_t>(prefix));
+                    p.flat.insert(p.flat.end(), d.begin(), d.end());
                 }
                 return planDocuments(opts, lengths);
             }
             // Stream protocols: the documents back to back, one BOS first when the tokenizer adds it.
-            flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
+            p.flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
             if (input.bosAdded)
-                flat.push_back(static_cast<std::uint32_t>(input.bosId));
+                p.flat.push_back(static_cast<std::uint32_t>(input.bosId));
             for (const auto &d : input.documents)
-                flat.insert(flat.end(), d.begin(), d.end());
-            return planStream(opts, static_cast<std::int64_t>(flat.size()));
+                p.flat.insert(p.flat.end(), d.begin(), d.end());
+            return planStream(opts, static_cast<std::int64_t>(p.flat.size()));
         });
-        const std::span<const std::uint32_t> data(flat);
-        if (maxWindows > 0 && maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
-            plan.windows.resize(static_cast<std::size_t>(maxWindows));
+        WindowPlan &plan = p.windows;
+        if (m_o.maxWindows > 0 && m_o.maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
+            plan.windows.resize(static_cast<std::size_t>(m_o.maxWindows));
             plan.scoredTokens = 0;
             for (const Window &w : plan.windows)
                 plan.scoredTokens += w.scored();
         }
-        const Shard myShard = shardPlanByBatch(plan, shardCount, batch)[static_cast<std::size_t>(shardRank)];
+        p.shards = shardPlanByBatch(plan, m_o.shardCount, m_o.batch);
+        const Shard &myShard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
         phase(kExitBadModel, [&] {
-            model->prepare(batch, plan.maxInput);
+            model.prepare(m_o.batch, plan.maxInput);
             return 0;
         });
         phase(kExitBadData, [&] {
@@ -371,32 +449,40 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             }
             return 0;
         });
-        {
-            std::ostringstream line;
-            line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(dtype) << ", " << device.str() << ", GEMM "
-                 << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
-                 << " tokens to score, batch " << batch;
-            if (shardCount > 1)
-                line << "; " << (distributed ? "rank " : "shard ") << shardRank << "/" << shardCount << ": windows " << myShard.firstWindow
-                     << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
-            logLine(line.str());
-        }
+        std::ostringstream line;
+        line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM "
+             << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
+             << " tokens to score, batch " << m_o.batch;
+        if (m_o.shardCount > 1)
+            line << "; " << (m_o.distributed ? "rank " : "shard ") << m_o.shardRank << "/" << m_o.shardCount << ": windows "
+                 << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
+        logLine(line.str());
+        return p;
+    }
 
-        // 4. Evaluate, in the rounds every rank plans alike (the same collectives on every rank,
-        //    however uneven the shards).
+    /// Step 6: evaluate, in the rounds every rank plans alike (the same collectives on every rank,
+    /// however uneven the shards); the totals of every rank, exactly.
+    EvalOutcome evaluate(LanguageModel &model, const EvalInput &input, const EvalPlan &planned)
+    {
+        const WindowPlan &plan = planned.windows;
+        const int shardRank = m_o.shardRank;
+        const bool distributed = m_o.distributed;
+        const bool quiet = m_o.quiet;
+        dist::DistributedRun *run = m_run.get();
+        telemetry::Publisher *tel = m_tel.get();
+        std::ostream &err = m_err;
         NllStats stats;  // this rank's own tokens, cumulative
         NllStats global; // after each round: every rank's, exactly
         if (shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
             stats.bytes = input.bytes;
             stats.words = input.words;
         }
-        Evaluator evaluator(*model, data, plan, batch);
-        const std::vector<Shard> shards = shardPlanByBatch(plan, shardCount, batch);
-        const RoundPlan rounds(plan, shards, distributed ? syncEvery : kSyncAtEnd, batch);
+        Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, m_o.batch);
+        const RoundPlan rounds(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, m_o.batch);
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
-        const Shard &myWork = shards[static_cast<std::size_t>(shardRank)];
+        const Shard &myWork = planned.shards[static_cast<std::size_t>(shardRank)];
         auto publishProgress = [&](bool final, double inRound) {
             if (!tel)
                 return;
@@ -484,14 +570,34 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             reports = run->gather(mine);
             run->finish();
         }
-        const Shard shard = shards[static_cast<std::size_t>(shardRank)];
         publishProgress(true, 0); // this rank's complete totals, before its result
-        stats = global;
+        if (global.nll.rejected() > 0)
+            throw ExitError(kExitRuntime, std::to_string(global.nll.rejected())
+                                              + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
+                                              + dtypeName(m_o.dtype) + "; try --dtype float32");
+        return EvalOutcome{global, rounds.rounds(), seconds, std::move(reports)};
+    }
+
+    /// Step 7: rank 0 prints the estimate and writes the result contract (docs/result-json.md).
+    int writeResult(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome)
+    {
+        const NllStats &stats = outcome.stats;
         const Perplexity ppl = computePerplexity(stats);
-        if (stats.nll.rejected() > 0)
-            throw Failure{kExitRuntime, std::to_string(stats.nll.rejected())
-                                            + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
-                                            + dtypeName(dtype) + "; try --dtype float32"};
+        const bool distributed = m_o.distributed;
+        const RankIdentity &identity = m_o.identity;
+        const PlanOptions &opts = m_o.plan;
+        const Shard &shard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
+        const double seconds = outcome.seconds;
+        const auto &reports = outcome.reports;
+        const auto &a = m_a;
+        const auto &runtime = m_runtime;
+        const auto &dtype = m_o.dtype;
+        const auto &device = m_o.device;
+        const auto &run = m_run;
+        const auto &tel = m_tel;
+        std::ostream &out = m_out;
+        const std::int64_t batch = m_o.batch, maxWindows = m_o.maxWindows, syncEvery = m_o.syncEvery;
+        const int shardRank = m_o.shardRank, shardCount = m_o.shardCount;
         if (distributed && identity.rank != 0) {
             if (tel) {
                 tel->result();
@@ -502,7 +608,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
         out << formatFinalEstimate(ppl) << '\n' << std::flush;
         const bool resultLine = a.has("--result-line");
 
-        // 5. The result contract (docs/result-json.md).
+        // The result contract (docs/result-json.md).
         if (const auto jsonPath = a.get("--json"); jsonPath || resultLine || tel) {
             nlohmann::ordered_json j;
             j["ppl"] = ppl.ppl;
@@ -554,7 +660,7 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             j["backend"] = distributed ? run->backend() : "none";
             j["topology"] = distributed ? dist::topologyName(run->topology()) : "none";
             j["sync_every_tokens"] = syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
-            j["rounds"] = rounds.rounds();
+            j["rounds"] = outcome.rounds;
             if (distributed) {
                 j["groups"] = run->groups().groups;
                 j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
@@ -584,26 +690,38 @@ int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::os
             if (jsonPath) {
                 std::ofstream f(*jsonPath);
                 if (!(f << j.dump(2) << '\n'))
-                    throw Failure{kExitRuntime, *jsonPath + ": cannot write the result JSON"};
+                    throw ExitError(kExitRuntime, *jsonPath + ": cannot write the result JSON");
             }
         }
         if (tel)
             tel->close(kExitOk);
+        if (tel)
+            tel->close(kExitOk);
         return kExitOk;
-    } catch (const Failure &f) {
-        return fail(f.code, f.message);
-    } catch (const ConfigError &e) {
-        return fail(kExitBadArguments, e.what());
+    }
+
+    const Args &m_a;
+    EvalOptions m_o;
+    std::ostream &m_out;
+    std::ostream &m_err;
+    std::unique_ptr<dist::DistributedRun> m_run; ///< set when this is one rank of several
+    std::unique_ptr<telemetry::Publisher> m_tel; ///< set with --telemetry
+    RuntimeInfo m_runtime;
+};
+
+} // namespace
+
+int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+{
+    const Args a = parseArgs(argv);
+    EvalSession session(a, parseOptions(a), out, err);
+    try {
+        return session.run();
     } catch (const c10::Error &e) {
-        return fail(kExitRuntime, std::string("LibTorch failed: ") + e.what_without_backtrace());
-    } catch (const TimeoutError &e) {
-        return fail(kExitTimeout, e.what());
-    } catch (const CollectiveError &e) {
-        return fail(kExitCollective, e.what());
-    } catch (const Error &e) {
-        return fail(kExitRuntime, e.what());
-    } catch (const std::exception &e) { // e.g. std::bad_alloc: report and exit, never carry on
-        return fail(kExitRuntime, std::string("unexpected failure: ") + e.what());
+        // what() carries a C++ backtrace; the message is enough.
+        session.fail(ExitError(kExitRuntime, std::string("LibTorch failed: ") + e.what_without_backtrace()));
+    } catch (const std::exception &e) {
+        session.fail(e);
     }
 }
 

@@ -16,6 +16,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *kSupported = "llama, mistral, qwen2, gpt2";
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
 
 std::int64_t positive(const json &j, const std::string &key, const std::string &source, std::int64_t fallback = -1)
 {
@@ -24,18 +25,29 @@ std::int64_t positive(const json &j, const std::string &key, const std::string &
             return fallback;
         throw ConfigError(source + ": \"" + key + "\" is missing");
     }
-    if (!j[key].is_number_integer() || j[key].get<std::int64_t>() < 1)
-        throw ConfigError(source + ": \"" + key + "\" must be a positive integer, got " + j[key].dump());
+    // Sizes multiply into tensor shapes: 2^31 keeps every product of two of them inside int64.
+    if (!j[key].is_number_integer() || j[key].get<std::int64_t>() < 1 || j[key].get<std::int64_t>() > kMaxSize)
+        throw ConfigError(source + ": \"" + key + "\" must be a positive integer, got " + j[key].dump().substr(0, 80)
+                          + (j[key].is_number_integer() && j[key].get<std::int64_t>() > kMaxSize ? " (at most 2^31 is supported)" : ""));
     return j[key].get<std::int64_t>();
 }
 
-double number(const json &j, const std::string &key, double fallback)
+double number(const json &j, const std::string &key, const std::string &source, double fallback)
 {
     if (!j.contains(key) || j[key].is_null())
         return fallback;
     if (!j[key].is_number())
-        throw ConfigError("\"" + key + "\" must be a number, got " + j[key].dump());
+        throw ConfigError(source + ": \"" + key + "\" must be a number, got " + j[key].dump().substr(0, 80));
     return j[key].get<double>();
+}
+
+std::string text(const json &j, const std::string &key, const std::string &source, const std::string &fallback)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_string())
+        throw ConfigError(source + ": \"" + key + "\" must be a string, got " + j[key].dump().substr(0, 80));
+    return j[key].get<std::string>();
 }
 
 bool flag(const json &j, const std::string &key, bool fallback)
@@ -45,11 +57,11 @@ bool flag(const json &j, const std::string &key, bool fallback)
 
 } // namespace
 
-ModelConfig parseModelConfig(const std::string &text, const std::string &source)
+ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source)
 {
     json j;
     try {
-        j = json::parse(text);
+        j = json::parse(jsonText.begin(), jsonText.end());
     } catch (const json::exception &e) {
         throw IoError(source + ": not valid JSON (" + e.what() + ")");
     }
@@ -59,8 +71,12 @@ ModelConfig parseModelConfig(const std::string &text, const std::string &source)
         throw ConfigError(source + ": no \"model_type\"; ClusterPPL reads Hugging Face configs with model_type one of: " + kSupported);
     ModelConfig c;
     c.modelType = j["model_type"].get<std::string>();
-    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-        c.bosTokenId = j["bos_token_id"].get<std::int64_t>();
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
+        const auto bos = j["bos_token_id"].get<std::int64_t>();
+        if (j["bos_token_id"].is_number_unsigned() && j["bos_token_id"].get<std::uint64_t>() > 0xffffffffULL)
+            throw ConfigError(source + ": \"bos_token_id\" must be between 0 and 2^32-1, got " + j["bos_token_id"].dump());
+        c.bosTokenId = bos < 0 ? -1 : bos; // negative: none, as before
+    }
     if (c.modelType == "gpt2") {
         c.arch = ModelConfig::Arch::Gpt2;
         c.vocab = positive(j, "vocab_size", source);
@@ -70,9 +86,9 @@ ModelConfig parseModelConfig(const std::string &text, const std::string &source)
         c.kvHeads = c.heads;
         c.intermediate = positive(j, "n_inner", source, 4 * c.hidden);
         c.maxPositions = positive(j, "n_positions", source);
-        c.normEps = number(j, "layer_norm_epsilon", 1e-5);
+        c.normEps = number(j, "layer_norm_epsilon", source, 1e-5);
         c.tied = true;
-        const std::string act = j.value("activation_function", std::string("gelu_new"));
+        const std::string act = text(j, "activation_function", source, "gelu_new");
         if (act != "gelu_new")
             throw ConfigError(source + ": activation_function \"" + act + "\" is not supported for gpt2 (only gelu_new)");
         if (flag(j, "scale_attn_by_inverse_layer_idx", false) || flag(j, "reorder_and_upcast_attn", false))
@@ -85,15 +101,18 @@ ModelConfig parseModelConfig(const std::string &text, const std::string &source)
         c.heads = positive(j, "num_attention_heads", source);
         c.kvHeads = positive(j, "num_key_value_heads", source, c.heads);
         c.headDim = positive(j, "head_dim", source, c.hidden / c.heads);
+        if (c.headDim < 1)
+            throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " exceeds hidden_size " + std::to_string(c.hidden)
+                              + " and there is no head_dim");
         c.intermediate = positive(j, "intermediate_size", source);
         c.maxPositions = positive(j, "max_position_embeddings", source, 0);
-        c.normEps = number(j, "rms_norm_eps", 1e-6);
-        c.ropeTheta = number(j, "rope_theta", 10000.0);
+        c.normEps = number(j, "rms_norm_eps", source, 1e-6);
+        c.ropeTheta = number(j, "rope_theta", source, 10000.0);
         c.tied = flag(j, "tie_word_embeddings", false);
         if (c.heads % c.kvHeads != 0)
             throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " is not a multiple of num_key_value_heads "
                               + std::to_string(c.kvHeads));
-        const std::string act = j.value("hidden_act", std::string("silu"));
+        const std::string act = text(j, "hidden_act", source, "silu");
         if (act != "silu")
             throw ConfigError(source + ": hidden_act \"" + act + "\" is not supported (only silu)");
         if (c.modelType == "qwen2") {
@@ -104,13 +123,16 @@ ModelConfig parseModelConfig(const std::string &text, const std::string &source)
         c.mlpBias = flag(j, "mlp_bias", false);
         if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
             const json &s = j["rope_scaling"];
-            const std::string kind = s.value("rope_type", s.value("type", std::string("default")));
+            const std::string where = source + ": rope_scaling";
+            if (!s.is_object())
+                throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
+            const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
             if (kind == "llama3") {
                 c.ropeLlama3 = true;
-                c.ropeFactor = number(s, "factor", 8.0);
-                c.ropeLowFreqFactor = number(s, "low_freq_factor", 1.0);
-                c.ropeHighFreqFactor = number(s, "high_freq_factor", 4.0);
-                c.ropeOriginalMaxPositions = number(s, "original_max_position_embeddings", 8192.0);
+                c.ropeFactor = number(s, "factor", where, 8.0);
+                c.ropeLowFreqFactor = number(s, "low_freq_factor", where, 1.0);
+                c.ropeHighFreqFactor = number(s, "high_freq_factor", where, 4.0);
+                c.ropeOriginalMaxPositions = number(s, "original_max_position_embeddings", where, 8192.0);
             } else if (kind != "default") {
                 throw ConfigError(source + ": rope_scaling type \"" + kind + "\" is not supported (supported: none, llama3)");
             }

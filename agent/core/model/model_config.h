@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace cppl::agent {
 
@@ -38,6 +39,7 @@ struct ModelConfig
 /// field: no model_type, an unsupported model_type (listing the supported ones), a missing or
 /// invalid size, an unsupported activation or rope_scaling, a sliding window shorter than the data.
 [[nodiscard]] ModelConfig loadModelConfig(const std::string &dir);
-[[nodiscard]] ModelConfig parseModelConfig(const std::string &jsonText, const std::string &source);
+/// Never throws anything but IoError/ConfigError naming `source` and the field (a fuzz target, tests/fuzz).
+[[nodiscard]] ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source);
 
 } // namespace cppl::agent

@@ -41,6 +41,68 @@ std::int64_t TensorView::numel() const noexcept
     return n;
 }
 
+std::vector<SafetensorsEntry> parseSafetensorsHeader(std::string_view text, std::uint64_t dataSize, const std::string &path)
+{
+    json header;
+    try {
+        header = json::parse(text.begin(), text.end());
+    } catch (const json::exception &e) {
+        throw IoError(path + ": the safetensors header is not valid JSON (" + e.what() + ")");
+    }
+    if (!header.is_object())
+        throw IoError(path + ": the safetensors header is not a JSON object");
+    std::vector<SafetensorsEntry> out;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        if (it.key() == "__metadata__")
+            continue;
+        const json &info = it.value();
+        SafetensorsEntry t;
+        t.name = it.key();
+        const std::string where = path + ": tensor \"" + t.name + "\": ";
+        if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+            throw IoError(where + "header entry needs dtype, shape and data_offsets");
+        const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : info["dtype"].dump();
+        if (dtype == "F32")
+            t.dtype = StoredDtype::F32;
+        else if (dtype == "F16")
+            t.dtype = StoredDtype::F16;
+        else if (dtype == "BF16")
+            t.dtype = StoredDtype::BF16;
+        else
+            throw IoError(where + "unsupported dtype " + dtype.substr(0, 40) + " (supported: F32, F16, BF16)");
+        const json &shape = info["shape"];
+        if (!shape.is_array())
+            throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 40));
+        // Checked products: a shape whose element count overflows must not pass the byte-size check.
+        std::uint64_t elements = 1;
+        for (const json &d : shape) {
+            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+                throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 80));
+            const auto n = d.get<std::uint64_t>();
+            if (n != 0 && elements > static_cast<std::uint64_t>(INT64_MAX) / n)
+                throw IoError(where + "shape " + shape.dump().substr(0, 80) + " has more than 2^63 elements");
+            t.shape.push_back(static_cast<std::int64_t>(n));
+            elements *= n;
+        }
+        const json &off = info["data_offsets"];
+        if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+            throw IoError(where + "data_offsets must be [begin, end]");
+        t.begin = off[0].get<std::uint64_t>();
+        t.end = off[1].get<std::uint64_t>();
+        if (t.begin > t.end || t.end > dataSize)
+            throw IoError(where + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") lie outside the "
+                          + std::to_string(dataSize) + " data bytes (truncated file?)");
+        const std::uint64_t itemSize = storedDtypeSize(t.dtype);
+        if (elements > UINT64_MAX / itemSize) // else the product wraps and may match the span by accident
+            throw IoError(where + "shape " + shape.dump().substr(0, 80) + " of " + dtype + " needs more than 2^64 bytes");
+        if (t.end - t.begin != elements * itemSize)
+            throw IoError(where + "shape needs " + std::to_string(elements * itemSize) + " bytes but data_offsets span "
+                          + std::to_string(t.end - t.begin));
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
 void SafetensorsCheckpoint::addFile(const std::string &path)
 {
     const auto file = MappedFile::open(path);
@@ -53,65 +115,26 @@ void SafetensorsCheckpoint::addFile(const std::string &path)
     if (headerLen > size - 8)
         throw IoError(path + ": header length " + std::to_string(headerLen) + " is larger than the file (" + std::to_string(size)
                       + " bytes): truncated or not a safetensors file");
-    json header;
-    try {
-        header = json::parse(file->data() + 8, file->data() + 8 + headerLen);
-    } catch (const json::exception &e) {
-        throw IoError(path + ": the safetensors header is not valid JSON (" + e.what() + ")");
-    }
-    if (!header.is_object())
-        throw IoError(path + ": the safetensors header is not a JSON object");
     const std::size_t dataStart = 8 + headerLen;
-    const std::size_t dataSize = size - dataStart;
+    const auto entries = parseSafetensorsHeader(std::string_view(reinterpret_cast<const char *>(file->data()) + 8, headerLen),
+                                                size - dataStart, path);
     struct Range
     {
         std::size_t begin, end;
         std::string name;
     };
     std::vector<Range> ranges;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-        if (it.key() == "__metadata__")
-            continue;
-        const std::string &name = it.key();
-        const json &info = it.value();
-        const std::string where = path + ": tensor \"" + name + "\": ";
-        if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
-            throw IoError(where + "header entry needs dtype, shape and data_offsets");
-        const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : "?";
+    for (const auto &e : entries) {
         TensorView t;
-        t.name = name;
-        if (dtype == "F32")
-            t.dtype = StoredDtype::F32;
-        else if (dtype == "F16")
-            t.dtype = StoredDtype::F16;
-        else if (dtype == "BF16")
-            t.dtype = StoredDtype::BF16;
-        else
-            throw IoError(where + "unsupported dtype " + dtype + " (supported: F32, F16, BF16)");
-        std::uint64_t elements = 1;
-        for (const json &d : info["shape"]) {
-            if (!d.is_number_unsigned())
-                throw IoError(where + "shape must be a list of non-negative integers");
-            t.shape.push_back(d.get<std::int64_t>());
-            elements *= d.get<std::uint64_t>();
-        }
-        const json &off = info["data_offsets"];
-        if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-            throw IoError(where + "data_offsets must be [begin, end]");
-        const auto begin = off[0].get<std::uint64_t>();
-        const auto end = off[1].get<std::uint64_t>();
-        if (begin > end || end > dataSize)
-            throw IoError(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") lie outside the "
-                          + std::to_string(dataSize) + " data bytes (truncated file?)");
-        if (end - begin != elements * storedDtypeSize(t.dtype))
-            throw IoError(where + "shape needs " + std::to_string(elements * storedDtypeSize(t.dtype)) + " bytes but data_offsets span "
-                          + std::to_string(end - begin));
-        t.data = file->data() + dataStart + begin;
-        t.bytes = end - begin;
+        t.name = e.name;
+        t.dtype = e.dtype;
+        t.shape = e.shape;
+        t.data = file->data() + dataStart + e.begin;
+        t.bytes = e.end - e.begin;
         t.file = file;
-        if (!m_tensors.emplace(name, std::move(t)).second)
-            throw IoError(where + "defined in more than one file");
-        ranges.push_back({begin, end, name});
+        if (!m_tensors.emplace(e.name, std::move(t)).second)
+            throw IoError(path + ": tensor \"" + e.name + "\": defined in more than one file");
+        ranges.push_back({e.begin, e.end, e.name});
     }
     std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) { return a.begin < b.begin; });
     for (std::size_t i = 1; i < ranges.size(); ++i)

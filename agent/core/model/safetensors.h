@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cppl::agent {
@@ -26,6 +27,22 @@ struct TensorView
     std::shared_ptr<const MappedFile> file;
     [[nodiscard]] std::int64_t numel() const noexcept;
 };
+
+/// @brief One tensor as a safetensors header describes it (offsets relative to the data section).
+struct SafetensorsEntry
+{
+    std::string name;
+    StoredDtype dtype = StoredDtype::F32;
+    std::vector<std::int64_t> shape;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+};
+
+/// @brief Parses and validates a safetensors JSON header against a data section of `dataSize`
+/// bytes (dtype, shape without overflow, offsets inside the data, size matching the shape).
+/// Throws IoError naming `source` and the tensor; never anything else (a fuzz target, tests/fuzz).
+[[nodiscard]] std::vector<SafetensorsEntry> parseSafetensorsHeader(std::string_view header, std::uint64_t dataSize,
+                                                                   const std::string &source);
 
 /**
  * @brief The tensors of a Hugging Face checkpoint: `model.safetensors`, or the files listed by

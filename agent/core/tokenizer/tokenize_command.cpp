@@ -61,8 +61,7 @@ int tokenizeCommand(const std::vector<std::string> &argv, std::ostream &out, std
         tokenizer = Tokenizer::load(tokenizerPath);
         bos = tokenizer->bosDecision(*bosMode);
     } catch (const Error &e) {
-        err << "clusterppl-agent: " << e.what() << '\n';
-        return kExitBadModel; // the tokenizer belongs to the model
+        throw ExitError(kExitBadModel, e.what()); // the tokenizer belongs to the model
     }
     for (const auto &note : tokenizer->notes())
         err << "clusterppl-agent: note: " << note << '\n';

@@ -152,7 +152,7 @@ TokenizerConfig readTokenizerConfig(const std::string &directory)
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error &e) {
+    } catch (const nlohmann::json::exception &e) {
         throw IoError(config.path + ": not valid JSON (" + std::string(e.what()) + ")");
     }
     if (!j.is_object())
@@ -194,16 +194,25 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path)
         throw IoError(name + ": cannot open (is it readable?)");
     std::stringstream buffer;
     buffer << in.rdbuf();
-    const std::string content = buffer.str();
+    return fromJson(buffer.str(), name, readTokenizerConfig(file.parent_path().string()));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view content, const std::string &name, const TokenizerConfig &config)
+{
     nlohmann::json root;
     try {
-        root = nlohmann::json::parse(content);
-    } catch (const nlohmann::json::parse_error &e) {
+        root = nlohmann::json::parse(content.begin(), content.end());
+    } catch (const nlohmann::json::exception &e) {
         throw IoError(name + ": not valid JSON (" + std::string(e.what()) + "); is it a Hugging Face tokenizer.json?");
     }
     if (!root.is_object())
         throw IoError(name + ": expected a JSON object at the top level (a Hugging Face tokenizer.json), found " + std::string(root.type_name()));
-    return std::make_unique<hf::HfTokenizer>(name, root, readTokenizerConfig(file.parent_path().string()));
+    try {
+        return std::make_unique<hf::HfTokenizer>(name, root, config);
+    } catch (const nlohmann::json::exception &e) {
+        // The readers check each field's type; this keeps a field they missed a message, not a crash.
+        throw ConfigError(name + ": a field has an unexpected type (" + std::string(e.what()) + ")");
+    }
 }
 
 } // namespace cppl::agent

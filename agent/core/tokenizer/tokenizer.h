@@ -11,6 +11,8 @@
 
 namespace cppl::agent {
 
+struct TokenizerConfig; // tokenizer_config.h
+
 /// `--bos auto|always|never`: perplexity depends on whether the first token is conditioned on BOS.
 enum class BosMode { Auto, Always, Never };
 
@@ -48,6 +50,11 @@ public:
      * the file and the JSON path.
      */
     [[nodiscard]] static std::unique_ptr<Tokenizer> load(const std::string &path);
+
+    /// @brief A tokenizer.json from its text (`source` names it in messages). Throws only IoError or
+    /// ConfigError naming the JSON path (a fuzz target, tests/fuzz).
+    [[nodiscard]] static std::unique_ptr<Tokenizer> fromJson(std::string_view content, const std::string &source,
+                                                             const TokenizerConfig &config);
 
     /// @brief Appends the ids of @p text (no BOS/EOS). Throws IoError on invalid UTF-8 with its offset.
     virtual void encode(std::string_view text, std::vector<std::uint32_t> &out) = 0;

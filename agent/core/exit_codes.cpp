@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#include "exit_codes.h"
+
+namespace cppl::agent {
+
+int exitCodeFor(const std::exception &e) noexcept
+{
+    if (const auto *coded = dynamic_cast<const ExitError *>(&e))
+        return coded->code();
+    if (dynamic_cast<const TimeoutError *>(&e)) // before CollectiveError, its base
+        return kExitTimeout;
+    if (dynamic_cast<const CollectiveError *>(&e) || dynamic_cast<const ProtocolError *>(&e))
+        return kExitCollective;
+    if (dynamic_cast<const ConfigError *>(&e))
+        return kExitBadArguments;
+    if (dynamic_cast<const IoError *>(&e))
+        return kExitBadData;
+    return kExitRuntime;
+}
+
+std::string exitMessageFor(const std::exception &e)
+{
+    if (dynamic_cast<const Error *>(&e))
+        return e.what();
+    return std::string("unexpected failure: ") + e.what();
+}
+
+} // namespace cppl::agent
