@@ -8,11 +8,13 @@
 #   scripts/fuzz.sh [--seconds S] [--runs N] [--timeout T] [TARGET...]
 #     --seconds S   per target (default 600; 0 = no time limit, then give --runs)
 #     --runs N      stop a target after N executions (default: no limit)
-#     --timeout T   seconds one input may take before it counts as a hang (default 1)
+#     --timeout T   wall-clock seconds one input may take before it counts as a hang (default 1;
+#                   on a heavily loaded machine a stalled process can pass 1 s on a fast input)
 #     TARGET        profile hostfile telemetry_decode model_config safetensors npy tokenizer_json
 #                   spm_model (default: all of them)
 # Exit status: 0 when no target found anything, 1 otherwise (crash-*, leak-*, timeout-*, oom-* files
 # are left in build/fuzz/fuzz-artifacts/; replay one with build/fuzz/tests/fuzz/fuzz_TARGET FILE).
+# Logs: build/fuzz/fuzz-logs/TARGET-TIME.log; every summary is appended to build/fuzz/fuzz-summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +27,7 @@ while (($#)); do
     --seconds) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
-    -h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -59,7 +61,7 @@ mkdir -p "$build/fuzz-artifacts" "$build/fuzz-logs"
 summary=()
 failed=0
 for t in "${targets[@]}"; do
-  log=$build/fuzz-logs/$t.log
+  log=$build/fuzz-logs/$t-$(date -u +%Y%m%dT%H%M%S).log
   args=(-max_len="${max_len[$t]}" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=1024
         -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1)
   ((seconds > 0)) && args+=(-max_total_time="$seconds")
@@ -78,7 +80,10 @@ for t in "${targets[@]}"; do
   fi
   summary+=("$(printf '%-18s %12s %8s %7s %7s  %s' "$t" "${execs:-?}" "${rate:-?}" "${units:-?}" "$corpus" "$verdict")")
 done
-echo
-printf '%-18s %12s %8s %7s %7s  %s\n' target executions exec/s new_cov corpus result
-printf '%s\n' "${summary[@]}"
+{
+  echo
+  echo "$(date -u '+%F %T UTC') scripts/fuzz.sh --seconds $seconds --runs $runs --timeout $timeout"
+  printf '%-18s %12s %8s %7s %7s  %s\n' target executions exec/s new_cov corpus result
+  printf '%s\n' "${summary[@]}"
+} | tee -a "$build/fuzz-summary.txt"
 exit "$failed"
