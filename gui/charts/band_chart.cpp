@@ -258,7 +258,9 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, decimated);
         const bool calm = polylineLength(decimated, sx, sy) < plot.width() * 6; // see TimeSeriesChart
         painter.setPen(detail::seriesPen(st.color, th.lineWidth * 1.5, calm ? st.dash : Qt::SolidLine));
+        painter.setRenderHint(QPainter::Antialiasing, calm); // see TimeSeriesChart: noise needs no AA
         detail::paintDecimated(painter, decimated, plot, x0, sx, ya, sy);
+        painter.setRenderHint(QPainter::Antialiasing, true);
         // Markers every ~110 px, staggered per series, and one on the last point.
         size_t lastValid = s.y.size();
         for (size_t k = s.y.size(); k-- > 0;)

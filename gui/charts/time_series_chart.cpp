@@ -187,6 +187,8 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
         // pixel column they read as noise (and cost a polygon per dash); markers still tell it apart.
         const bool calm = polylineLength(d, sx, sy) < plot.width() * 6;
         painter.setPen(detail::seriesPen(st.color, width, calm ? st.dash : Qt::SolidLine));
+        // A noisy line is a texture: antialiasing it costs several times more and shows nothing more.
+        painter.setRenderHint(QPainter::Antialiasing, calm);
         poly.clear();
         poly.reserve(static_cast<qsizetype>(d.size()));
         auto drawRun = [&] {
@@ -274,7 +276,8 @@ void TimeSeriesChart::paintDensity(QPainter &painter, const QRectF &plot, double
         m_densityX = {x0, x1};
         m_densityColor = color.rgba();
     }
-    painter.drawImage(plot, m_density);
+    // Unscaled (the image has the device pixel ratio and the plot size): the raster engine blits it.
+    painter.drawImage(plot.topLeft(), m_density);
 }
 
 Hit TimeSeriesChart::hitTest(const QPointF &point) const
