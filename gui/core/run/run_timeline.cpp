@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <type_traits>
 
 namespace cppl::core::run {
@@ -58,7 +59,9 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
             r.stats.tokens > 0 && snapshot.global.tokens > 0 ? static_cast<float>(r.deviationRelative) : 0.0F;
     }
     const bool any = snapshot.global.tokens > 0;
-    const std::array<double, kGlobalMetricCount> globals{any ? snapshot.globalPpl.ppl : 0.0, any ? snapshot.globalPpl.pplStderr : 0.0,
+    // No PPL before the first scored token: NaN, which the charts draw as a gap (not a drop to 0).
+    constexpr double none = std::numeric_limits<double>::quiet_NaN();
+    const std::array<double, kGlobalMetricCount> globals{any ? snapshot.globalPpl.ppl : none, any ? snapshot.globalPpl.pplStderr : none,
                                                          snapshot.tokensPerSecond, static_cast<double>(snapshot.global.tokens)};
     if (m_partial == 0) {
         m_times.push_back(seconds);

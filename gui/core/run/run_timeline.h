@@ -25,6 +25,7 @@ enum class RankMetric {
 };
 inline constexpr int kRankMetricCount = 4;
 
+/// Ppl and PplStderr are NaN until the first token is scored.
 enum class GlobalMetric { Ppl, PplStderr, TokensPerSecond, TokensScored };
 inline constexpr int kGlobalMetricCount = 4;
 
