@@ -159,6 +159,11 @@ void Chart::setTheme(const Theme &theme)
     Q_EMIT changed();
 }
 
+bool Chart::scrollBy(int)
+{
+    return false;
+}
+
 void Chart::notifyChanged()
 {
     Q_EMIT changed();

@@ -99,6 +99,8 @@ public:
     /// Paints the whole chart (background, title, legend, axes, data) into rect.
     void paint(QPainter &painter, const QRectF &rect) const;
     virtual Hit hitTest(const QPointF &point) const = 0;
+    /// Scrolls by steps (mouse wheel notches; positive = forward); false when the chart does not scroll.
+    virtual bool scrollBy(int steps);
 
     /// For data fed in place (e.g. many appendPoint calls): one changed() after the batch.
     void notifyChanged();

@@ -5,6 +5,9 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
+#include <QWheelEvent>
+
+#include <cstdlib>
 
 namespace cppl::charts {
 
@@ -102,6 +105,17 @@ void ChartWidget::leaveEvent(QEvent *)
 {
     QToolTip::hideText();
     Q_EMIT hovered(Hit{});
+}
+
+void ChartWidget::wheelEvent(QWheelEvent *event)
+{
+    // One step per wheel notch (120); a chart that does not scroll leaves the event to the parent.
+    const QPoint delta = event->angleDelta();
+    const int steps = (std::abs(delta.x()) > std::abs(delta.y()) ? delta.x() : -delta.y()) / 120;
+    if (m_chart && steps != 0 && m_chart->scrollBy(steps))
+        event->accept();
+    else
+        event->ignore();
 }
 
 void ChartWidget::changeEvent(QEvent *event)

@@ -68,6 +68,18 @@ void StackedBarChart::setViewRange(int first, int count)
     touch();
 }
 
+bool StackedBarChart::scrollBy(int steps)
+{
+    if (m_viewCount <= 0 || m_viewCount >= categoryCount())
+        return false;
+    const int first = std::clamp(m_viewFirst + steps * std::max(1, m_viewCount / 10), 0, categoryCount() - m_viewCount);
+    if (first == m_viewFirst)
+        return false;
+    m_viewFirst = first;
+    touch();
+    return true;
+}
+
 void StackedBarChart::setMinBarPitch(qreal px)
 {
     m_minPitch = std::max<qreal>(px, 1);

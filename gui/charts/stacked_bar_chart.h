@@ -41,6 +41,9 @@ public:
     void setYAxis(const AxisSpec &axis); // value format (Percent for shares), fixed max
     /// Show categories [first, first + count) only (scrolling, zoom); count <= 0 = all.
     void setViewRange(int first, int count);
+    /// With a view range set: moves it by a tenth of its width per step (at least one category).
+    bool scrollBy(int steps) override;
+    std::pair<int, int> viewRange() const { return {m_viewFirst, m_viewCount}; }
     /// Narrowest bar pitch in device-independent px before categories are aggregated.
     void setMinBarPitch(qreal px);
 

@@ -4,14 +4,17 @@
 #include "chart_test_helpers.h"
 #include "charts/chart_widget.h"
 #include "charts/heat_map.h"
+#include "charts/stacked_bar_chart.h"
 #include "charts/time_series_chart.h"
 
 #include <cppl/errors.h>
 
+#include <QApplication>
 #include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWheelEvent>
 #include <QXmlStreamReader>
 
 using namespace cppl::charts;
@@ -50,6 +53,7 @@ private Q_SLOTS:
     void repaintsCoalesced();
     void hoverAndPick();
     void followsPalette();
+    void wheelScrollsBars();
 };
 
 void TestChartExportWidget::svgIsXmlWithPaths()
@@ -180,6 +184,24 @@ void TestChartExportWidget::followsPalette()
     widget.chart()->setTheme(Theme::light());
     widget.setPalette(dark);
     QVERIFY(!widget.chart()->theme().isDark);
+}
+
+void TestChartExportWidget::wheelScrollsBars()
+{
+    auto *bars = new StackedBarChart;
+    bars->setValues(std::vector<double>(1024, 1.0));
+    ChartWidget widget(bars);
+    widget.resize(500, 300);
+    QWheelEvent unscrollable(QPointF(100, 100), QPointF(100, 100), {}, QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                             Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&widget, &unscrollable);
+    QVERIFY(!unscrollable.isAccepted()); // all bars shown: the event goes on to a scroll area around
+    bars->setViewRange(0, 100);
+    QWheelEvent down(QPointF(100, 100), QPointF(100, 100), {}, QPoint(0, -240), Qt::NoButton, Qt::NoModifier,
+                     Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&widget, &down);
+    QVERIFY(down.isAccepted());
+    QCOMPARE(bars->viewRange().first, 20); // two notches, a tenth of 100 each
 }
 
 QTEST_MAIN(TestChartExportWidget)

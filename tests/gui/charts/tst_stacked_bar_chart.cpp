@@ -3,6 +3,7 @@
 #include "chart_test_helpers.h"
 #include "charts/stacked_bar_chart.h"
 
+#include <QSignalSpy>
 #include <QTest>
 
 using namespace cppl::charts;
@@ -159,6 +160,19 @@ void TestStackedBarChart::viewRangeScrolls()
     QCOMPARE(chart.lastBars().front().first, 100);
     QCOMPARE(chart.lastBars().back().first, 119);
     QCOMPARE(chart.lastYRange().second, 120.0); // the view's own max (119), widened to a nice step
+    QSignalSpy changed(&chart, &Chart::changed);
+    QVERIFY(chart.scrollBy(3)); // 3 steps of a tenth of 20 categories
+    QCOMPARE(chart.viewRange().first, 106);
+    QCOMPARE(changed.size(), 1);
+    QVERIFY(chart.scrollBy(-1000)); // clamped to the start
+    QCOMPARE(chart.viewRange().first, 0);
+    QVERIFY(!chart.scrollBy(-1));
+    QVERIFY(chart.scrollBy(1000));
+    QCOMPARE(chart.viewRange().first, 1024 - 20);
+    renderToImage(chart, {600, 400}, 1);
+    QCOMPARE(chart.lastBars().back().first, 1023);
+    chart.setViewRange(0, 0);
+    QVERIFY(!chart.scrollBy(1)); // everything shown: nothing to scroll
 }
 
 void TestStackedBarChart::pickReturnsCategories()
