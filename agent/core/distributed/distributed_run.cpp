@@ -202,7 +202,10 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     std::vector<RankReport> out;
     for (int r = 0; r < m_world; ++r) {
         const std::int64_t *x = rows.data() + static_cast<std::size_t>(r) * K;
-        CPPL_ENFORCE(x[8] == 1, "a rank's report is missing from the gather");
+        if (x[8] != 1) // each rank writes only its own row: anything else came over the wire broken
+            throw ProtocolError("rank " + std::to_string(m_rank) + ": the report of rank " + std::to_string(r) + " ("
+                                + m_hosts[static_cast<std::size_t>(r)] + ") arrived malformed in the gather (presence word "
+                                + std::to_string(x[8]) + ", expected 1): do all ranks run the same agent version?");
         RankReport rep;
         rep.rank = r;
         rep.host = m_hosts[static_cast<std::size_t>(r)];

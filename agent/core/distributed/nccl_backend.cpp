@@ -255,11 +255,17 @@ std::string toHex(const ncclUniqueId &id)
     return s;
 }
 
-ncclUniqueId fromHex(const std::string &s)
+// The id comes from the store, which any process that reaches MASTER_ADDR:MASTER_PORT can write:
+// a malformed one is a protocol error with a cause, not a broken invariant.
+ncclUniqueId fromHex(const std::string &s, int rank)
 {
     ncclUniqueId id{};
-    CPPL_ENFORCE(s.size() == 2 * sizeof id.internal, "malformed NCCL unique id in the store");
-    auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    const bool hex = std::all_of(s.begin(), s.end(), [&](char c) { return nibble(c) >= 0; });
+    if (s.size() != 2 * sizeof id.internal || !hex)
+        throw ProtocolError("nccl: rank " + std::to_string(rank) + ": the unique id rank 0 published in the store is malformed ("
+                            + std::to_string(s.size()) + " characters, expected " + std::to_string(2 * sizeof id.internal)
+                            + " hex digits); is another run or program using the same MASTER_ADDR:MASTER_PORT?");
     for (std::size_t i = 0; i < sizeof id.internal; ++i)
         id.internal[i] = static_cast<char>(nibble(s[2 * i]) << 4 | nibble(s[2 * i + 1]));
     return id;
@@ -309,7 +315,7 @@ Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
         const auto text = store.get(key, o.timeout);
         if (!text)
             throw TimeoutError("nccl: rank 0 did not publish its unique id within " + std::to_string(o.timeout.count() / 1000) + " s");
-        id = fromHex(*text);
+        id = fromHex(*text, o.rank);
     }
     ncclComm_t world = nullptr;
     check(a.commInitRank(&world, o.worldSize, id, o.rank), "ncclCommInitRank");

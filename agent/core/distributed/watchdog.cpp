@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <cstring>
@@ -53,8 +54,12 @@ int connectTo(const std::string &host, const std::string &port)
     }
     freeaddrinfo(res);
     if (fd >= 0) {
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const int one = 1; // heartbeats and failure frames are tiny: no Nagle delay
+        if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+            const int e = errno;
+            ::close(fd);
+            throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on the connection to rank 0: ") + std::strerror(e));
+        }
     }
     return fd;
 }
@@ -97,15 +102,24 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
     if (rank == 0) {
         const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
         const int zero = 0, one = 1;
-        setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero); // IPv4 and IPv6 peers
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         sockaddr_in6 addr{};
         addr.sin6_family = AF_INET6;
         addr.sin6_addr = in6addr_any;
         socklen_t len = sizeof addr;
-        if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(listener, 128) != 0
-            || ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
-            throw CollectiveError(std::string("watchdog: cannot listen on a TCP port: ") + std::strerror(errno));
+        const char *failed = listener < 0                                                                          ? "socket"
+                             : ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)" // IPv4 and IPv6 peers
+                             : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0    ? "setsockopt(SO_REUSEADDR)"
+                             : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0     ? "bind"
+                             : ::listen(listener, 128) != 0                                                 ? "listen"
+                             : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0      ? "getsockname"
+                                                                                                            : nullptr;
+        if (failed) {
+            const int e = errno;
+            if (listener >= 0)
+                ::close(listener);
+            throw CollectiveError(std::string("watchdog: rank 0 cannot listen on a TCP port: ") + failed + ": " + std::strerror(e)
+                                  + " (does this host have IPv6 sockets?)");
+        }
         store.set(kKey, advertise + ":" + std::to_string(ntohs(addr.sin6_port)));
         std::vector<bool> seen(static_cast<std::size_t>(world), false);
         for (int accepted = 1; accepted < world;) {
@@ -132,7 +146,12 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
                 ::close(fd);
                 continue;
             }
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+                const int e = errno;
+                ::close(fd);
+                ::close(listener);
+                throw CollectiveError("watchdog: setsockopt(TCP_NODELAY) on the connection of " + who(r) + ": " + std::strerror(e));
+            }
             // Clock pings: answer each "p" with this clock until the peer says "e".
             bool pingsOk = true;
             for (std::string ping; pingsOk;) {
@@ -159,6 +178,9 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         if (!where)
             throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
         const auto colon = where->rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == where->size())
+            throw ProtocolError("watchdog: rank " + std::to_string(rank) + ": the store holds \"" + where->substr(0, 80)
+                                + "\" as rank 0's watchdog address, not HOST:PORT; is another program using the same MASTER_ADDR:MASTER_PORT?");
         int fd = -1;
         while (fd < 0) {
             fd = connectTo(where->substr(0, colon), where->substr(colon + 1));
@@ -183,7 +205,11 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             if (::send(fd, "p\n", 2, MSG_NOSIGNAL) != 2 || !readLine(fd, pong, deadline) || pong.size() < 2 || pong[0] != 'P')
                 throw lost();
             const std::int64_t received = realtimeNs();
-            const std::int64_t remote = std::stoll(pong.substr(1));
+            std::int64_t remote = 0;
+            const auto [end, ec] = std::from_chars(pong.data() + 1, pong.data() + pong.size(), remote);
+            if (ec != std::errc() || end != pong.data() + pong.size())
+                throw ProtocolError("watchdog: rank " + std::to_string(rank) + ": rank 0 at " + *where + " sent a malformed clock reply \""
+                                    + pong.substr(0, 40) + "\" (expected P<nanoseconds>); is something else listening there?");
             if (received - sent < bestRtt) {
                 bestRtt = received - sent;
                 m_clockOffsetNs = remote - (sent + (received - sent) / 2);
@@ -281,7 +307,11 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
     case 'f': {
         int code = kPeerDied, origin = p.rank;
         int consumed = 0;
-        std::sscanf(frame.c_str(), "f%d %d %n", &code, &origin, &consumed);
+        if (std::sscanf(frame.c_str(), "f%d %d %n", &code, &origin, &consumed) < 2 || (code != kPeerDied && code != kPeerTimeout)) {
+            // A peer's frame decides this rank's exit code: only the two documented ones are taken.
+            fire(kPeerDied, who(p.rank) + " sent a malformed failure report \"" + frame.substr(0, 80) + "\"", p.rank);
+            break;
+        }
         fire(code, frame.substr(static_cast<std::size_t>(consumed)), origin);
         break;
     }
