@@ -119,19 +119,22 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
             const SeriesData &s = m_series[i];
             decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, m_decimated[i]);
         }
+        // The data's y range over the window, once per decimation (not per paint: 3 M points).
+        m_cacheY0 = std::numeric_limits<double>::infinity();
+        m_cacheY1 = -m_cacheY0;
+        for (const auto &d : m_decimated)
+            for (const DecimatedPoint &p : d)
+                if (p.x >= x0 && p.x <= x1 && !std::isnan(p.y)) {
+                    m_cacheY0 = std::min<double>(m_cacheY0, p.y);
+                    m_cacheY1 = std::max<double>(m_cacheY1, p.y);
+                }
         m_cacheRevision = m_revision;
         m_cacheX0 = x0;
         m_cacheX1 = x1;
         m_cacheColumns = columns;
     }
 
-    double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
-    for (const auto &d : m_decimated)
-        for (const DecimatedPoint &p : d)
-            if (p.x >= x0 && p.x <= x1 && !std::isnan(p.y)) {
-                y0 = std::min<double>(y0, p.y);
-                y1 = std::max<double>(y1, p.y);
-            }
+    double y0 = m_cacheY0, y1 = m_cacheY1;
     for (const ReferenceLine &r : m_references) {
         y0 = std::min(y0, r.y);
         y1 = std::max(y1, r.y);

@@ -74,6 +74,7 @@ private:
     mutable std::vector<std::vector<DecimatedPoint>> m_decimated;
     mutable std::uint64_t m_cacheRevision = ~std::uint64_t{0};
     mutable double m_cacheX0 = 0, m_cacheX1 = 0;
+    mutable double m_cacheY0 = 0, m_cacheY1 = 1;
     mutable int m_cacheColumns = 0;
     mutable QImage m_density; // dense mode: series per device pixel, shaded
     mutable std::uint64_t m_densityRevision = ~std::uint64_t{0};
