@@ -15,6 +15,8 @@
 #include <QSaveFile>
 #include <QTextStream>
 
+#include <map>
+
 using namespace Qt::StringLiterals;
 
 namespace cppl::core {
@@ -39,6 +41,9 @@ Commands:
       The run history: every run is recorded (run --no-store turns it off); compare and sweep give
       scaling efficiency, comm share, the one-rank deviation, a recommendation and a projection
       (clusterppl-cli list --help).
+  report RUN... --format pdf|html|csv|json -o PATH
+      A run report (one RUN) or a comparison report (several): setup, result, per-rank table,
+      charts, alerts; scaling, recommendation and projection (clusterppl-cli report --help).
   --version, --help
 )"_s;
 
@@ -144,7 +149,18 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
     return kCliOk;
 }
 
+std::map<QString, CliCommand> &registeredCommands()
+{
+    static std::map<QString, CliCommand> commands;
+    return commands;
+}
+
 } // namespace
+
+void registerCliCommand(const QString &name, CliCommand handler)
+{
+    registeredCommands()[name] = handler;
+}
 
 int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
 {
@@ -158,7 +174,8 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     const QString command = arguments.mid(0, 2).join(u' ');
     const QStringList rest = arguments.mid(2);
-    if (arguments.front() != u"run"_s && !isHistoryCommand(arguments.front()) && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
+    const auto registered = registeredCommands().find(arguments.front());
+    if (arguments.front() != u"run"_s && !isHistoryCommand(arguments.front()) && registered == registeredCommands().end() && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
         out << kUsage;
         return kCliOk;
     }
@@ -167,6 +184,8 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
             return cliRun(arguments.mid(1), out, err);
         if (isHistoryCommand(arguments.front()))
             return cliHistory(arguments, out, err);
+        if (registered != registeredCommands().end())
+            return registered->second(arguments, out, err);
         if (command == u"profile check"_s)
             return profileCheck(rest, out, err);
         if (command == u"hostfile import"_s)
