@@ -257,7 +257,9 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
         decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, decimated);
         const bool calm = polylineLength(decimated, sx, sy) < plot.width() * 6; // see TimeSeriesChart
-        painter.setPen(detail::seriesPen(st.color, th.lineWidth * 1.5, calm ? st.dash : Qt::SolidLine));
+        // Noisy: a 1 device px hairline takes the raster engine's line path; a wider pen is
+        // stroked into polygons first (~10x the cost for thousands of zigzags).
+        painter.setPen(calm ? detail::seriesPen(st.color, th.lineWidth * 1.5, st.dash) : QPen(st.color, 0));
         painter.setRenderHint(QPainter::Antialiasing, calm); // see TimeSeriesChart: noise needs no AA
         detail::paintDecimated(painter, decimated, plot, x0, sx, ya, sy);
         painter.setRenderHint(QPainter::Antialiasing, true);

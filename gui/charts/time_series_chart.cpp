@@ -189,7 +189,11 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
         // Dashes only on lines calm enough to show them: on a line that zigzags through every
         // pixel column they read as noise (and cost a polygon per dash); markers still tell it apart.
         const bool calm = polylineLength(d, sx, sy) < plot.width() * 6;
-        painter.setPen(detail::seriesPen(st.color, width, calm ? st.dash : Qt::SolidLine));
+        // Noisy: a 1 device px hairline takes the raster engine's line path; a wider pen is
+        // stroked into polygons first (~10x the cost for thousands of zigzags).
+        // The highlighted series keeps its width: it is one line, and it must stand out.
+        painter.setPen(calm ? detail::seriesPen(st.color, width, st.dash)
+                            : width >= 2 ? detail::seriesPen(st.color, width, Qt::SolidLine) : QPen(st.color, 0));
         // A noisy line is a texture: antialiasing it costs several times more and shows nothing more.
         painter.setRenderHint(QPainter::Antialiasing, calm);
         poly.clear();
