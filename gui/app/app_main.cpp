@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+#include "app_main.h"
+
+#include "live_capture.h"
+#include "main_window.h"
+#include "screenshot.h"
+
+#include "cppl/config.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QStyleFactory>
+#include <QTextStream>
+#include <QTimer>
+
+#include <cstring>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::app {
+
+int appMain(int argc, char **argv)
+{
+    // Options that must act before QApplication exists (platform, scale) are read by hand.
+    bool screenshot = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--screenshot") == 0)
+            screenshot = true;
+        if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+            qputenv("QT_SCALE_FACTOR", argv[i + 1]);
+    }
+    if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(u"ClusterPPL"_s);
+    QApplication::setApplicationName(u"clusterppl"_s);
+    QApplication::setApplicationVersion(QString::fromLatin1(CLUSTERPPL_VERSION_STRING));
+    QApplication::setApplicationDisplayName(u"ClusterPPL"_s);
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(u"ClusterPPL dashboard: configure, launch and watch a cluster evaluation."_s);
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const QCommandLineOption shotOpt(u"screenshot"_s, u"Render every page offscreen to PNG files in DIR and exit."_s, u"DIR"_s);
+    const QCommandLineOption scaleOpt(u"scale"_s, u"Device pixel ratio for --screenshot (1 or 2)."_s, u"N"_s, u"1"_s);
+    const QCommandLineOption themeOpt(u"theme"_s, u"light or dark (Fusion palettes); default: the desktop's."_s, u"THEME"_s);
+    const QCommandLineOption ranksOpt(u"synthetic-ranks"_s, u"With --screenshot: feed the Run page a synthetic run of N ranks."_s, u"N"_s);
+    const QCommandLineOption profileOpt(u"profile"_s, u"Open this profile instead of the last one."_s, u"FILE"_s);
+    const QCommandLineOption runOpt(u"run"_s,
+                                    u"Start the profile's run at once. With --screenshot: run it for real and grab the pages mid-run and finished."_s);
+    const QCommandLineOption agentOpt(u"agent"_s, u"Agent executable on every host (a build tree's; overrides the profile)."_s, u"PATH"_s);
+    const QCommandLineOption timeoutOpt(u"run-timeout"_s, u"With --screenshot --run: stop the run after S seconds (default 600)."_s, u"S"_s, u"600"_s);
+    parser.addOptions({shotOpt, scaleOpt, themeOpt, ranksOpt, profileOpt, runOpt, agentOpt, timeoutOpt});
+    parser.process(app);
+
+    QTextStream err(stderr);
+    if (parser.isSet(themeOpt) || screenshot) {
+        const QString theme = parser.value(themeOpt);
+        if (!theme.isEmpty() && theme != u"light"_s && theme != u"dark"_s) {
+            err << "clusterppl: --theme must be light or dark, got \"" << theme << "\"\n";
+            return 2;
+        }
+        QApplication::setStyle(QStyleFactory::create(u"Fusion"_s));
+        QApplication::setPalette(themePalette(theme == u"dark"_s));
+    }
+    int ranks = 0;
+    if (parser.isSet(ranksOpt)) {
+        bool ok = false;
+        ranks = parser.value(ranksOpt).toInt(&ok);
+        if (!ok || ranks < 1 || ranks > 65536) {
+            err << "clusterppl: --synthetic-ranks must be 1..65536, got \"" << parser.value(ranksOpt) << "\"\n";
+            return 2;
+        }
+    }
+
+    MainWindow window;
+    if (parser.isSet(agentOpt))
+        window.setAgentOverride(parser.value(agentOpt));
+    if (parser.isSet(profileOpt)) {
+        if (!window.openProfile(parser.value(profileOpt)) && screenshot) {
+            err << "clusterppl: cannot open the profile " << parser.value(profileOpt) << '\n';
+            return 3;
+        }
+    } else {
+        window.loadStartupProfile();
+    }
+    if (screenshot && parser.isSet(runOpt)) {
+        bool ok = false;
+        const int timeout = parser.value(timeoutOpt).toInt(&ok);
+        if (!ok || timeout < 1) {
+            err << "clusterppl: --run-timeout must be a positive number of seconds, got \"" << parser.value(timeoutOpt) << "\"\n";
+            return 2;
+        }
+        window.resize(1500, 940);
+        QString error;
+        const QStringList files = captureLiveRun(window, parser.value(shotOpt), timeout, &error);
+        if (files.isEmpty()) {
+            err << "clusterppl: " << error << '\n';
+            return 1;
+        }
+        QTextStream out(stdout);
+        for (const QString &f : files)
+            out << f << '\n';
+        return 0;
+    }
+    if (screenshot) {
+        ScreenshotOptions o;
+        o.directory = parser.value(shotOpt);
+        o.syntheticRanks = ranks;
+        QString error;
+        const QStringList files = renderScreenshots(window, o, &error);
+        if (files.isEmpty()) {
+            err << "clusterppl: " << error << '\n';
+            return 3;
+        }
+        QTextStream out(stdout);
+        for (const QString &f : files)
+            out << f << '\n';
+        return 0;
+    }
+    window.show();
+    if (parser.isSet(runOpt))
+        QTimer::singleShot(0, &window, [&window] { window.startRun(); });
+    return app.exec();
+}
+
+} // namespace cppl::app

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The Cluster page: the profile's hosts as groups -> hosts -> slots, a form for the selected host
+// (address, SSH), problems listed and mapped to their rows, hostfile and profile files, and
+// pre-flight per host.
+
+#include "run/run_engine.h"
+
+#include "cppl/cluster_profile.h"
+
+#include <QJsonObject>
+#include <QPointer>
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProcess;
+class QSpinBox;
+class QTreeView;
+class QGroupBox;
+
+namespace cppl::app {
+
+class ProfileModel;
+
+class ClusterPage : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit ClusterPage(QWidget *parent = nullptr);
+
+    [[nodiscard]] ProfileModel *model() const noexcept { return m_model; }
+    [[nodiscard]] QTreeView *tree() const noexcept { return m_tree; }
+    void setProfile(const ClusterProfile &profile, const QString &path);
+    [[nodiscard]] ClusterProfile profile() const;
+    /// Where the profile came from (relative model/data paths resolve against its directory).
+    [[nodiscard]] QString profilePath() const { return m_path; }
+
+    // File operations; each reports a specific failure through failed() and returns false.
+    bool openProfile(const QString &path);
+    bool saveProfile(const QString &path);
+    bool importHostfile(const QString &path);
+    bool exportHostfile(const QString &path);
+
+    /// Runs `clusterppl-agent preflight --json` for a local profile (an SSH profile's pre-flight
+    /// runs on its hosts as the first step of Run; its results then appear here).
+    void checkHosts(const QString &agent);
+    /// A run's pre-flight report for one host (RunEngine::preflightHost).
+    void showPreflight(const cppl::core::run::HostPreflight &report);
+
+Q_SIGNALS:
+    void failed(const QString &message);
+    void info(const QString &message);
+    void profileChanged();
+
+private:
+    void buildToolbar(QWidget *bar);
+    void buildHostForm(QGroupBox *box);
+    void refreshProblems();
+    void refreshForm();
+    void syncGroupingControls();
+    int selectedHost() const;
+    int selectedGroup() const;
+    void restoreExpansion();
+
+    ProfileModel *m_model = nullptr;
+    QTreeView *m_tree = nullptr;
+    QListWidget *m_problems = nullptr;
+    QLabel *m_problemsTitle = nullptr;
+    QLabel *m_nameLabel = nullptr;
+    QComboBox *m_launcher = nullptr;
+    QComboBox *m_grouping = nullptr;
+    QSpinBox *m_groupSize = nullptr;
+    QGroupBox *m_hostBox = nullptr;
+    QLineEdit *m_address = nullptr;
+    QLineEdit *m_label = nullptr;
+    QLineEdit *m_alias = nullptr;
+    QLineEdit *m_user = nullptr;
+    QLineEdit *m_port = nullptr;
+    QLineEdit *m_identity = nullptr;
+    QCheckBox *m_password = nullptr;
+    QLineEdit *m_agent = nullptr;
+    QLineEdit *m_workdir = nullptr;
+    QLabel *m_preflightNote = nullptr;
+    QPointer<QProcess> m_preflight;
+    QString m_path;
+    bool m_updatingForm = false;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: MIT
+#include "evaluation_page.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProcess>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::app {
+
+namespace {
+QString qs(const std::string &s) { return QString::fromStdString(s); }
+void setCombo(QComboBox *c, const QString &value)
+{
+    const int i = c->findData(value);
+    if (i >= 0)
+        c->setCurrentIndex(i);
+}
+QComboBox *combo(QWidget *parent, std::initializer_list<std::pair<QString, QString>> items)
+{
+    auto *c = new QComboBox(parent);
+    for (const auto &[value, label] : items)
+        c->addItem(label, value);
+    return c;
+}
+} // namespace
+
+EvaluationPage::EvaluationPage(QWidget *parent)
+    : QWidget(parent)
+    , m_debounce(new QTimer(this))
+    , m_tmp(new QTemporaryDir)
+{
+    auto *outer = new QHBoxLayout(this);
+    auto *scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    auto *formHost = new QWidget(scroll);
+    auto *column = new QVBoxLayout(formHost);
+    scroll->setWidget(formHost);
+    outer->addWidget(scroll, 3);
+
+    // What is evaluated.
+    auto *what = new QGroupBox(tr("Model and data"), formHost);
+    auto *wf = new QFormLayout(what);
+    m_modelKind = combo(what, {{u"hf"_s, tr("Hugging Face directory")}, {u"torchscript"_s, tr("TorchScript file (.pt)")}});
+    m_modelKind->setToolTip(tr("A directory with config.json + safetensors (Llama, Mistral, Qwen2, GPT-2), or a "
+                               "TorchScript module. The model decides every number: a different model is a different PPL."));
+    wf->addRow(tr("Model kind"), m_modelKind);
+    m_model = new QLineEdit(what);
+    m_model->setToolTip(tr("Path as seen on the hosts (relative paths resolve against the profile's folder)"));
+    auto *modelRow = new QHBoxLayout;
+    modelRow->addWidget(m_model, 1);
+    auto *browseModel = new QToolButton(what);
+    browseModel->setText(tr("Browse…"));
+    modelRow->addWidget(browseModel);
+    wf->addRow(tr("Model"), modelRow);
+    m_dataKind = combo(what, {{u"tokens"_s, tr("Token ids (.u16/.u32/.npy)")},
+                              {u"text"_s, tr("Text + tokenizer")},
+                              {u"documents"_s, tr("Documents (folder, JSONL, WikiText) + tokenizer")}});
+    m_dataKind->setToolTip(tr("Token ids are scored as they are. Text and documents are tokenized first; documents "
+                              "are scored each on its own (no window crosses a document boundary)."));
+    wf->addRow(tr("Data kind"), m_dataKind);
+    m_data = new QLineEdit(what);
+    m_data->setToolTip(tr("The held-out data; every token of it is scored exactly once across all ranks"));
+    auto *dataRow = new QHBoxLayout;
+    dataRow->addWidget(m_data, 1);
+    auto *browseData = new QToolButton(what);
+    browseData->setText(tr("Browse…"));
+    dataRow->addWidget(browseData);
+    wf->addRow(tr("Data"), dataRow);
+    m_tokenizer = new QLineEdit(what);
+    m_tokenizer->setToolTip(tr("\"bytes\" (one token per UTF-8 byte), a tokenizer.json, a SentencePiece .model, or a "
+                               "model folder holding one. A different tokenizer changes the token count and so the PPL; "
+                               "bits per byte stay comparable."));
+    wf->addRow(tr("Tokenizer"), m_tokenizer);
+    column->addWidget(what);
+
+    // How it is windowed and computed.
+    auto *how = new QGroupBox(tr("Protocol and computation"), formHost);
+    auto *hf = new QFormLayout(how);
+    m_protocol = combo(how, {{u"hf-sliding"_s, tr("Hugging Face sliding window")},
+                             {u"llama.cpp"_s, tr("llama.cpp perplexity")},
+                             {u"lm-eval-rolling"_s, tr("lm-eval rolling loglikelihood")}});
+    m_protocol->setToolTip(tr("Which tokens are scored with how much context. Each reproduces its tool's numbers; "
+                              "they differ from each other (llama.cpp scores only each chunk's second half)."));
+    hf->addRow(tr("Protocol"), m_protocol);
+    m_context = new QSpinBox(how);
+    m_context->setRange(2, 1 << 24);
+    m_context->setToolTip(tr("Tokens per model call. Longer context gives each scored token more history: PPL usually "
+                             "drops, cost rises with it."));
+    hf->addRow(tr("Context"), m_context);
+    m_stride = new QSpinBox(how);
+    m_stride->setRange(0, 1 << 24);
+    m_stride->setSpecialValueText(tr("= context"));
+    m_stride->setToolTip(tr("Hugging Face sliding window step. Smaller than the context: windows overlap, every scored "
+                            "token sees more history (lower PPL) and the run costs context/stride times more."));
+    hf->addRow(tr("Stride"), m_stride);
+    m_batch = new QSpinBox(how);
+    m_batch->setRange(1, 1 << 16);
+    m_batch->setToolTip(tr("Windows per forward pass. Changes speed and memory only, never the result's bits."));
+    hf->addRow(tr("Batch"), m_batch);
+    m_maxWindows = new QSpinBox(how);
+    m_maxWindows->setRange(0, std::numeric_limits<int>::max());
+    m_maxWindows->setSpecialValueText(tr("all"));
+    m_maxWindows->setToolTip(tr("Evaluate only the first K windows: a quick look, not the data's PPL"));
+    hf->addRow(tr("Max windows"), m_maxWindows);
+    m_dtype = combo(how, {{u"float32"_s, u"float32"_s}, {u"bfloat16"_s, u"bfloat16"_s}, {u"float16"_s, u"float16"_s}});
+    m_dtype->setToolTip(tr("Weights and activations. Log-softmax is always float32; lower precision shifts the PPL "
+                           "slightly (compare against a float32 run)."));
+    hf->addRow(tr("Precision"), m_dtype);
+    m_device = combo(how, {{u"auto"_s, tr("auto (GPU when present)")}, {u"cpu"_s, u"cpu"_s}, {u"cuda"_s, u"cuda"_s}});
+    m_device->setToolTip(tr("Where the model runs. CPU and GPU kernels round differently: the last digits may differ."));
+    hf->addRow(tr("Device"), m_device);
+    m_backend = combo(how, {{u"auto"_s, tr("auto (NCCL on GPUs)")}, {u"gloo"_s, u"gloo"_s}, {u"nccl"_s, u"nccl"_s}});
+    m_backend->setToolTip(tr("The collectives' transport. The exact integer reduction gives the same bits on either."));
+    hf->addRow(tr("Backend"), m_backend);
+    m_topology = combo(how, {{u"hierarchical"_s, tr("hierarchical (groups, then leaders)")}, {u"flat"_s, tr("flat all-reduce")}});
+    m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
+                              "comm share differs."));
+    hf->addRow(tr("Topology"), m_topology);
+    column->addWidget(how);
+
+    auto *th = new QGroupBox(tr("Sync and alerts"), formHost);
+    auto *tf = new QFormLayout(th);
+    m_sync = new QSpinBox(th);
+    m_sync->setRange(-1, std::numeric_limits<int>::max());
+    m_sync->setSpecialValueText(tr("only at the end"));
+    m_sync->setToolTip(tr("Ranks merge their sums about every this many scored tokens each (0: every batch). More "
+                          "often: a fresher live PPL and more comm share. The final PPL is the same either way."));
+    tf->addRow(tr("Sync every (tokens)"), m_sync);
+    m_tolerance = new QDoubleSpinBox(th);
+    m_tolerance->setDecimals(6);
+    m_tolerance->setRange(0, 1);
+    m_tolerance->setSingleStep(0.0001);
+    m_tolerance->setToolTip(tr("Allowed relative deviation of the final PPL from a one-rank baseline (0: must be "
+                               "bit-identical). Past it, the run is flagged."));
+    tf->addRow(tr("Deviation tolerance"), m_tolerance);
+    m_commShare = new QDoubleSpinBox(th);
+    m_commShare->setDecimals(3);
+    m_commShare->setRange(0, 1);
+    m_commShare->setSingleStep(0.005);
+    m_commShare->setToolTip(tr("Alert when a rank spends more than this fraction of its time communicating "
+                               "(waiting for stragglers + transfer). Does not change any number."));
+    tf->addRow(tr("Comm share alert"), m_commShare);
+    m_stall = new QDoubleSpinBox(th);
+    m_stall->setRange(0.1, 86400);
+    m_stall->setSuffix(tr(" s"));
+    m_stall->setToolTip(tr("A rank silent this long is shown as stalled and alerted on"));
+    tf->addRow(tr("Stall after"), m_stall);
+    m_timeout = new QDoubleSpinBox(th);
+    m_timeout->setRange(1, 7 * 86400);
+    m_timeout->setSuffix(tr(" s"));
+    m_timeout->setToolTip(tr("A collective that takes longer is aborted and the run fails (rather than hanging)"));
+    tf->addRow(tr("Collective timeout"), m_timeout);
+    column->addWidget(th);
+    auto *save = new QPushButton(tr("Save preset into profile"), formHost);
+    save->setToolTip(tr("Copy these settings into the cluster profile (then save the profile to keep them in its file)"));
+    column->addWidget(save, 0, Qt::AlignLeft);
+    column->addStretch(1);
+
+    auto *previewBox = new QGroupBox(tr("Preview (clusterppl-agent plan)"), this);
+    auto *pl = new QVBoxLayout(previewBox);
+    m_preview = new QLabel(tr("Waiting for settings…"), previewBox);
+    m_preview->setObjectName(u"planPreview"_s);
+    m_preview->setWordWrap(true);
+    m_preview->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_preview->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    pl->addWidget(m_preview);
+    m_shards = new QTableWidget(0, 3, previewBox);
+    m_shards->setHorizontalHeaderLabels({tr("Rank"), tr("Windows"), tr("Scored tokens")});
+    m_shards->verticalHeader()->hide();
+    m_shards->horizontalHeader()->setStretchLastSection(true);
+    m_shards->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    pl->addWidget(m_shards, 1);
+    outer->addWidget(previewBox, 2);
+
+    m_debounce->setSingleShot(true);
+    m_debounce->setInterval(300);
+    connect(m_debounce, &QTimer::timeout, this, &EvaluationPage::runPreview);
+    connect(save, &QPushButton::clicked, this, &EvaluationPage::saveIntoProfileRequested);
+    connect(browseModel, &QToolButton::clicked, this, [this] {
+        const QString p = m_modelKind->currentData() == u"hf"_s
+                              ? QFileDialog::getExistingDirectory(this, tr("Model directory"), resolve(m_model->text()))
+                              : QFileDialog::getOpenFileName(this, tr("TorchScript model"), resolve(m_model->text()),
+                                                             tr("TorchScript (*.pt *.pth);;All files (*)"));
+        if (!p.isEmpty())
+            m_model->setText(p);
+        schedulePreview();
+    });
+    connect(browseData, &QToolButton::clicked, this, [this] {
+        const QString p = m_dataKind->currentData() == u"documents"_s
+                              ? QFileDialog::getExistingDirectory(this, tr("Documents folder"), resolve(m_data->text()))
+                              : QFileDialog::getOpenFileName(this, tr("Data"), resolve(m_data->text()));
+        if (!p.isEmpty())
+            m_data->setText(p);
+        schedulePreview();
+    });
+    for (QLineEdit *e : {m_model, m_data, m_tokenizer})
+        connect(e, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
+    for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology})
+        connect(c, &QComboBox::currentIndexChanged, this, &EvaluationPage::schedulePreview);
+    for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
+        connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
+    for (QDoubleSpinBox *s : {m_tolerance, m_commShare, m_stall, m_timeout})
+        connect(s, &QDoubleSpinBox::valueChanged, this, [this] {
+            if (!m_loading)
+                Q_EMIT changed();
+        });
+    connect(m_dataKind, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
+    connect(m_protocol, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
+    load(EvaluationSpec{}, Thresholds{});
+}
+
+EvaluationPage::~EvaluationPage()
+{
+    if (m_plan)
+        m_plan->kill();
+    delete m_tmp;
+}
+
+void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
+{
+    m_loading = true;
+    const QString model = qs(e.model);
+    setCombo(m_modelKind, model.endsWith(u".pt"_s) || model.endsWith(u".pth"_s) ? u"torchscript"_s : u"hf"_s);
+    m_model->setText(model);
+    if (!e.tokens.empty()) {
+        setCombo(m_dataKind, u"tokens"_s);
+        m_data->setText(qs(e.tokens));
+    } else {
+        const QString text = qs(e.text);
+        const bool docs = QFileInfo(resolve(text)).isDir() || text.endsWith(u".jsonl"_s);
+        setCombo(m_dataKind, docs ? u"documents"_s : u"text"_s);
+        m_data->setText(text);
+    }
+    m_tokenizer->setText(qs(e.tokenizer));
+    setCombo(m_protocol, qs(e.protocol));
+    m_context->setValue(int(e.context));
+    m_stride->setValue(int(e.stride));
+    m_batch->setValue(int(e.batch));
+    m_maxWindows->setValue(int(std::min<std::int64_t>(e.maxWindows, std::numeric_limits<int>::max())));
+    setCombo(m_dtype, qs(e.dtype));
+    setCombo(m_device, qs(e.device));
+    setCombo(m_backend, qs(e.backend));
+    setCombo(m_topology, qs(e.topology));
+    m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
+    m_tolerance->setValue(t.deviationTolerance);
+    m_commShare->setValue(t.commShareAlert);
+    m_stall->setValue(t.stallSeconds);
+    m_timeout->setValue(t.collectiveTimeoutSeconds);
+    m_loading = false;
+    updateDataMode();
+    schedulePreview();
+}
+
+EvaluationSpec EvaluationPage::evaluation() const
+{
+    EvaluationSpec e;
+    e.model = m_model->text().trimmed().toStdString();
+    if (m_dataKind->currentData() == u"tokens"_s)
+        e.tokens = m_data->text().trimmed().toStdString();
+    else
+        e.text = m_data->text().trimmed().toStdString();
+    e.tokenizer = m_tokenizer->text().trimmed().isEmpty() ? "bytes" : m_tokenizer->text().trimmed().toStdString();
+    e.protocol = m_protocol->currentData().toString().toStdString();
+    e.context = m_context->value();
+    e.stride = m_stride->value();
+    e.batch = m_batch->value();
+    e.maxWindows = m_maxWindows->value();
+    e.dtype = m_dtype->currentData().toString().toStdString();
+    e.device = m_device->currentData().toString().toStdString();
+    e.backend = m_backend->currentData().toString().toStdString();
+    e.topology = m_topology->currentData().toString().toStdString();
+    return e;
+}
+
+Thresholds EvaluationPage::thresholds() const
+{
+    Thresholds t;
+    t.syncEveryTokens = m_sync->value();
+    t.deviationTolerance = m_tolerance->value();
+    t.commShareAlert = m_commShare->value();
+    t.stallSeconds = m_stall->value();
+    t.collectiveTimeoutSeconds = m_timeout->value();
+    return t;
+}
+
+void EvaluationPage::setBaseDirectory(const QString &dir)
+{
+    m_base = dir;
+    schedulePreview();
+}
+
+void EvaluationPage::setWorldSize(int ranks)
+{
+    if (ranks == m_worldSize)
+        return;
+    m_worldSize = std::max(ranks, 1);
+    schedulePreview();
+}
+
+QString EvaluationPage::resolve(const QString &path) const
+{
+    if (path.isEmpty() || QFileInfo(path).isAbsolute() || m_base.isEmpty())
+        return path;
+    return QDir::cleanPath(m_base + u'/' + path);
+}
+
+void EvaluationPage::updateDataMode()
+{
+    const bool tokens = m_dataKind->currentData() == u"tokens"_s;
+    m_tokenizer->setEnabled(!tokens);
+    m_stride->setEnabled(m_protocol->currentData() == u"hf-sliding"_s);
+}
+
+void EvaluationPage::saveSettings() const
+{
+    QSettings s;
+    s.beginGroup(u"evaluation"_s);
+    const EvaluationSpec e = evaluation();
+    const Thresholds t = thresholds();
+    s.setValue(u"saved"_s, true);
+    s.setValue(u"model"_s, qs(e.model));
+    s.setValue(u"tokens"_s, qs(e.tokens));
+    s.setValue(u"text"_s, qs(e.text));
+    s.setValue(u"tokenizer"_s, qs(e.tokenizer));
+    s.setValue(u"protocol"_s, qs(e.protocol));
+    s.setValue(u"context"_s, qint64(e.context));
+    s.setValue(u"stride"_s, qint64(e.stride));
+    s.setValue(u"batch"_s, qint64(e.batch));
+    s.setValue(u"maxWindows"_s, qint64(e.maxWindows));
+    s.setValue(u"dtype"_s, qs(e.dtype));
+    s.setValue(u"device"_s, qs(e.device));
+    s.setValue(u"backend"_s, qs(e.backend));
+    s.setValue(u"topology"_s, qs(e.topology));
+    s.setValue(u"syncEveryTokens"_s, qint64(t.syncEveryTokens));
+    s.setValue(u"deviationTolerance"_s, t.deviationTolerance);
+    s.setValue(u"commShareAlert"_s, t.commShareAlert);
+    s.setValue(u"stallSeconds"_s, t.stallSeconds);
+    s.setValue(u"collectiveTimeoutSeconds"_s, t.collectiveTimeoutSeconds);
+    s.setValue(u"base"_s, m_base);
+}
+
+bool EvaluationPage::restoreSettings()
+{
+    QSettings s;
+    s.beginGroup(u"evaluation"_s);
+    if (!s.value(u"saved"_s).toBool())
+        return false;
+    EvaluationSpec e;
+    Thresholds t;
+    auto str = [&](const char *key, std::string &out) { out = s.value(QString::fromLatin1(key), qs(out)).toString().toStdString(); };
+    auto i64 = [&](const char *key, std::int64_t &out) { out = s.value(QString::fromLatin1(key), qint64(out)).toLongLong(); };
+    auto dbl = [&](const char *key, double &out) { out = s.value(QString::fromLatin1(key), out).toDouble(); };
+    str("model", e.model);
+    str("tokens", e.tokens);
+    str("text", e.text);
+    str("tokenizer", e.tokenizer);
+    str("protocol", e.protocol);
+    i64("context", e.context);
+    i64("stride", e.stride);
+    i64("batch", e.batch);
+    i64("maxWindows", e.maxWindows);
+    str("dtype", e.dtype);
+    str("device", e.device);
+    str("backend", e.backend);
+    str("topology", e.topology);
+    i64("syncEveryTokens", t.syncEveryTokens);
+    dbl("deviationTolerance", t.deviationTolerance);
+    dbl("commShareAlert", t.commShareAlert);
+    dbl("stallSeconds", t.stallSeconds);
+    dbl("collectiveTimeoutSeconds", t.collectiveTimeoutSeconds);
+    m_base = s.value(u"base"_s, m_base).toString();
+    load(e, t);
+    return true;
+}
+
+QString EvaluationPage::previewText() const
+{
+    return m_preview->text();
+}
+
+void EvaluationPage::schedulePreview()
+{
+    if (m_loading)
+        return;
+    Q_EMIT changed();
+    ++m_job; // anything still running is now stale
+    if (m_plan)
+        m_plan->kill();
+    m_debounce->start();
+}
+
+void EvaluationPage::runPreview()
+{
+    const EvaluationSpec e = evaluation();
+    const Thresholds t = thresholds();
+    if (m_agent.isEmpty()) {
+        m_preview->setText(tr("No preview: clusterppl-agent was not found next to the dashboard or on PATH."));
+        Q_EMIT previewUpdated();
+        return;
+    }
+    QStringList args{u"plan"_s};
+    if (!e.tokens.empty()) {
+        args << u"--tokens"_s << resolve(qs(e.tokens));
+    } else if (e.tokenizer == "bytes" && !e.text.empty() && !QFileInfo(resolve(qs(e.text))).isDir()) {
+        args << u"--text"_s << resolve(qs(e.text)) << u"--tokenizer"_s << u"bytes"_s;
+    } else {
+        m_preview->setText(tr("No preview for this data: plan reads token files and text with the bytes tokenizer. "
+                              "Tokenize first (clusterppl-agent tokenize) to preview a tokenizer's windows."));
+        m_shards->setRowCount(0);
+        Q_EMIT previewUpdated();
+        return;
+    }
+    const QString json = m_tmp->filePath(u"plan-%1.json"_s.arg(m_job));
+    args << u"--protocol"_s << qs(e.protocol) << u"--context"_s << QString::number(e.context) << u"--ranks"_s
+         << QString::number(m_worldSize) << u"--batch"_s << QString::number(e.batch) << u"--sync-every-tokens"_s
+         << (t.syncEveryTokens < 0 ? u"end"_s : QString::number(t.syncEveryTokens)) << u"--json"_s << json;
+    if (e.protocol == "hf-sliding" && e.stride > 0)
+        args << u"--stride"_s << QString::number(e.stride);
+    if (e.maxWindows > 0)
+        args << u"--max-windows"_s << QString::number(e.maxWindows);
+    auto *proc = new QProcess(this);
+    m_plan = proc;
+    const int job = m_job;
+    m_preview->setText(tr("Planning…"));
+    connect(proc, &QProcess::finished, this, [this, proc, job, json](int code, QProcess::ExitStatus status) {
+        proc->deleteLater();
+        if (job != m_job)
+            return; // stale: the settings changed while it ran
+        if (status != QProcess::NormalExit || code != 0) {
+            const QString err = QString::fromLocal8Bit(proc->readAllStandardError()).trimmed();
+            m_preview->setText(tr("The plan failed: %1").arg(err.isEmpty() ? tr("exit code %1").arg(code) : err));
+            m_shards->setRowCount(0);
+            Q_EMIT previewUpdated();
+            return;
+        }
+        QFile f(json);
+        const QJsonObject o = f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
+        QFile::remove(json);
+        const qint64 dataTokens = o.value(u"data"_s).toObject().value(u"tokens"_s).toInteger();
+        const qint64 scored = o.value(u"tokens_scored"_s).toInteger();
+        const QJsonArray shards = o.value(u"shards"_s).toArray();
+        m_preview->setText(tr("<b>%1</b> windows, <b>%2</b> of %3 tokens scored (%4%), <b>%5</b> sync rounds, "
+                              "%6 ranks: about <b>%7</b> scored tokens per rank.")
+                               .arg(o.value(u"windows"_s).toInteger())
+                               .arg(scored)
+                               .arg(dataTokens)
+                               .arg(dataTokens > 0 ? QString::number(100.0 * double(scored) / double(dataTokens), 'f', 1) : u"0"_s)
+                               .arg(o.value(u"rounds"_s).toInteger())
+                               .arg(o.value(u"world_size"_s).toInteger())
+                               .arg(shards.isEmpty() ? 0 : scored / shards.size()));
+        m_shards->setRowCount(int(shards.size()));
+        for (int r = 0; r < shards.size(); ++r) {
+            const QJsonObject s = shards[r].toObject();
+            const qint64 windows = s.value(u"end_window"_s).toInteger() - s.value(u"first_window"_s).toInteger();
+            const QStringList cells{QString::number(s.value(u"rank"_s).toInt()), QString::number(windows),
+                                    QString::number(s.value(u"tokens_scored"_s).toInteger())};
+            for (int c = 0; c < 3; ++c) {
+                auto *item = new QTableWidgetItem(cells[c]);
+                item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+                m_shards->setItem(r, c, item);
+            }
+        }
+        Q_EMIT previewUpdated();
+    });
+    connect(proc, &QProcess::errorOccurred, this, [this, proc, job](QProcess::ProcessError err) {
+        if (err != QProcess::FailedToStart || job != m_job)
+            return;
+        m_preview->setText(tr("No preview: cannot start %1 (%2)").arg(m_agent, proc->errorString()));
+        proc->deleteLater();
+        Q_EMIT previewUpdated();
+    });
+    proc->start(m_agent, args);
+}
+
+} // namespace cppl::app

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The Evaluation page: what is evaluated and how (model, data, protocol, windows, precision,
+// backend) and the thresholds that raise alerts. A live preview runs `clusterppl-agent plan` on
+// the same settings (debounced; a stale preview is killed), so the user sees the windows, scored
+// tokens, rounds and tokens per rank before pressing Run.
+
+#include "cppl/cluster_profile.h"
+
+#include <QPointer>
+#include <QWidget>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QProcess;
+class QSpinBox;
+class QTableWidget;
+class QTemporaryDir;
+class QTimer;
+
+namespace cppl::app {
+
+class EvaluationPage : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit EvaluationPage(QWidget *parent = nullptr);
+    ~EvaluationPage() override;
+
+    /// Shows a profile's evaluation settings and thresholds.
+    void load(const EvaluationSpec &evaluation, const Thresholds &thresholds);
+    [[nodiscard]] EvaluationSpec evaluation() const;
+    [[nodiscard]] Thresholds thresholds() const;
+    /// Relative paths resolve against this directory (the profile's) for the preview.
+    void setBaseDirectory(const QString &dir);
+    /// World size the preview shards for (the cluster's total slots).
+    void setWorldSize(int ranks);
+    void setAgent(const QString &agent) { m_agent = agent; }
+
+    void saveSettings() const;
+    /// False when nothing was saved yet (first start).
+    bool restoreSettings();
+
+    /// The preview's last result, for tests: "" while none.
+    [[nodiscard]] QString previewText() const;
+
+Q_SIGNALS:
+    void saveIntoProfileRequested();
+    void changed();
+    void previewUpdated();
+
+private:
+    void schedulePreview();
+    void runPreview();
+    void updateDataMode();
+    QString resolve(const QString &path) const;
+
+    QComboBox *m_modelKind = nullptr;
+    QLineEdit *m_model = nullptr;
+    QComboBox *m_dataKind = nullptr;
+    QLineEdit *m_data = nullptr;
+    QLineEdit *m_tokenizer = nullptr;
+    QComboBox *m_protocol = nullptr;
+    QSpinBox *m_context = nullptr;
+    QSpinBox *m_stride = nullptr;
+    QSpinBox *m_batch = nullptr;
+    QSpinBox *m_maxWindows = nullptr;
+    QComboBox *m_dtype = nullptr;
+    QComboBox *m_device = nullptr;
+    QComboBox *m_backend = nullptr;
+    QComboBox *m_topology = nullptr;
+    QSpinBox *m_sync = nullptr;
+    QDoubleSpinBox *m_tolerance = nullptr;
+    QDoubleSpinBox *m_commShare = nullptr;
+    QDoubleSpinBox *m_stall = nullptr;
+    QDoubleSpinBox *m_timeout = nullptr;
+    QLabel *m_preview = nullptr;
+    QTableWidget *m_shards = nullptr;
+    QTimer *m_debounce = nullptr;
+    QPointer<QProcess> m_plan;
+    QTemporaryDir *m_tmp = nullptr;
+    QString m_agent;
+    QString m_base;
+    int m_worldSize = 1;
+    int m_job = 0;
+    bool m_loading = false;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The dashboard's window: a page list (Cluster, Evaluation, Run; History and Compare plug in the
+// same way), menus with Run (Ctrl+R) and Stop (Ctrl+.), a message bar for every error, and the
+// binding of one RunEngine at a time to the pages.
+
+#include "run/run_engine.h"
+
+#include <QMainWindow>
+
+#include <memory>
+
+class QLabel;
+class QListWidget;
+class QStackedWidget;
+
+namespace cppl::core::store {
+class RunStore;
+struct RunRecord;
+} // namespace cppl::core::store
+
+namespace cppl::app {
+
+class ClusterPage;
+class ComparePage;
+class HistoryPage;
+class SweepRunner;
+class EvaluationPage;
+class MessageBar;
+class RunPage;
+class SshPrompter;
+
+class MainWindow : public QMainWindow
+{
+    Q_OBJECT
+
+public:
+    enum Page { ClusterPageIndex, EvaluationPageIndex, RunPageIndex, HistoryPageIndex, ComparePageIndex };
+
+    explicit MainWindow(QWidget *parent = nullptr);
+    ~MainWindow() override;
+
+    /// Loads the last profile, or the embedded "This machine" default on first start.
+    void loadStartupProfile();
+    bool openProfile(const QString &path);
+
+    /// Starts a run of the profile with the Evaluation page's settings; false (with the reason in
+    /// the message bar) when it cannot start.
+    bool startRun();
+    void stopRun();
+    void showPage(Page page);
+    /// Replaces the agent of every host (tests, a build tree); empty: found as the CLI does.
+    void setAgentOverride(const QString &agent) { m_agentOverride = agent; }
+    void setLogDirectory(const QString &dir) { m_logDir = dir; }
+
+    [[nodiscard]] ClusterPage *clusterPage() const noexcept { return m_cluster; }
+    [[nodiscard]] EvaluationPage *evaluationPage() const noexcept { return m_evaluation; }
+    [[nodiscard]] RunPage *runPage() const noexcept { return m_run; }
+    [[nodiscard]] MessageBar *messageBar() const noexcept { return m_bar; }
+    [[nodiscard]] SshPrompter *sshPrompter() const noexcept { return m_prompter; }
+    [[nodiscard]] cppl::core::run::RunEngine *engine() const noexcept { return m_engine.get(); }
+    [[nodiscard]] QStackedWidget *pages() const noexcept { return m_pages; }
+
+    // History, Compare, Sweep and the run store (main_window_history.cpp, docs/dashboard.md).
+    [[nodiscard]] HistoryPage *historyPage() const;
+    [[nodiscard]] ComparePage *comparePage() const;
+    [[nodiscard]] SweepRunner *sweepRunner() const;
+    /// The run store, opened on first use; null (the reason in the message bar) when it cannot open.
+    cppl::core::store::RunStore *store();
+    /// Shows @p runIds on the Compare page (read from the store with their baselines).
+    void compareRuns(const QStringList &runIds);
+    /// Loads a stored run's profile and settings and starts it again.
+    bool rerun(const cppl::core::store::RunRecord &run);
+    /// The same evaluation at each rank count, one run after another, then Compare.
+    bool startSweep(const std::vector<int> &counts);
+    void setStoreRuns(bool on);
+
+Q_SIGNALS:
+    void runFinished(const cppl::core::run::RunOutcome &outcome);
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
+private:
+    void buildMenus();
+    void bindEngine(cppl::core::run::RunEngine *engine);
+    void updateActions();
+    void showError(const QString &text);
+    void showInfo(const QString &text);
+    QString agentPath() const;
+    void setupHistory();
+    void prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine);
+    struct HistoryState;
+    std::shared_ptr<HistoryState> m_history; // shared_ptr: its type stays private to main_window_history.cpp
+
+    MessageBar *m_bar = nullptr;
+    QListWidget *m_nav = nullptr;
+    QStackedWidget *m_pages = nullptr;
+    ClusterPage *m_cluster = nullptr;
+    EvaluationPage *m_evaluation = nullptr;
+    RunPage *m_run = nullptr;
+    SshPrompter *m_prompter = nullptr;
+    QLabel *m_statusPhase = nullptr;
+    QAction *m_runAction = nullptr;
+    QAction *m_stopAction = nullptr;
+    std::unique_ptr<cppl::core::run::RunEngine> m_engine;
+    QString m_agentOverride;
+    QString m_logDir;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+#include "rank_table_model.h"
+
+#include <QColor>
+#include <QLocale>
+
+#include <cmath>
+
+using namespace Qt::StringLiterals;
+using cppl::core::telemetry::RankState;
+using cppl::core::telemetry::RankView;
+
+namespace cppl::app {
+
+QString formatBytes(double bytes)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) {
+        bytes /= 1024.0;
+        ++u;
+    }
+    return QString::number(bytes, 'f', u == 0 ? 0 : 1) + u' ' + QString::fromLatin1(units[u]);
+}
+
+QString rankStateLabel(RankState s)
+{
+    switch (s) {
+    case RankState::Connecting: return RankTableModel::tr("… connecting");
+    case RankState::Loading: return RankTableModel::tr("○ loading");
+    case RankState::Evaluating: return RankTableModel::tr("▶ evaluating");
+    case RankState::Syncing: return RankTableModel::tr("⇄ syncing");
+    case RankState::Done: return RankTableModel::tr("✓ done");
+    case RankState::Failed: return RankTableModel::tr("✗ failed");
+    case RankState::Stalled: return RankTableModel::tr("‖ stalled");
+    }
+    return {};
+}
+
+RankTableModel::RankTableModel(QObject *parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void RankTableModel::setGroupNames(std::vector<QString> names)
+{
+    m_groupNames = std::move(names);
+    if (!m_ranks.empty())
+        Q_EMIT dataChanged(index(0, ColGroup), index(rowCount() - 1, ColGroup));
+}
+
+void RankTableModel::clear()
+{
+    if (m_ranks.empty())
+        return;
+    beginResetModel();
+    m_ranks.clear();
+    m_exits.clear();
+    endResetModel();
+}
+
+void RankTableModel::setRankExit(int rank, int exitCode, bool stopped)
+{
+    m_exits[rank] = {exitCode, stopped};
+    for (int row = 0; row < rowCount(); ++row)
+        if (m_ranks[size_t(row)].rank == rank)
+            Q_EMIT dataChanged(index(row, ColState), index(row, ColState));
+}
+
+void RankTableModel::update(const cppl::core::telemetry::Snapshot &snapshot)
+{
+    const int n = int(snapshot.ranks.size());
+    if (n != rowCount()) {
+        // Only at the start (or a world-size change): the rows themselves change.
+        beginResetModel();
+        m_ranks = snapshot.ranks;
+        endResetModel();
+        return;
+    }
+    if (n == 0)
+        return;
+    m_ranks = snapshot.ranks;
+    Q_EMIT dataChanged(index(0, 0), index(n - 1, ColumnCount - 1));
+}
+
+const RankView *RankTableModel::rankAt(int row) const
+{
+    return row >= 0 && row < rowCount() ? &m_ranks[size_t(row)] : nullptr;
+}
+
+int RankTableModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : int(m_ranks.size());
+}
+
+int RankTableModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant RankTableModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.row() >= rowCount())
+        return {};
+    const RankView &r = m_ranks[size_t(index.row())];
+    if (role == RankRole)
+        return qlonglong(r.rank);
+    const auto exit = m_exits.find(int(r.rank));
+    const bool exitFailed = exit != m_exits.end() && exit->second.code != 0 && !exit->second.stopped
+                            && r.state != RankState::Done;
+    const double memory = r.deviceMemoryBytes ? double(*r.deviceMemoryBytes) : double(r.rssBytes);
+    if (role == SortRole) {
+        switch (index.column()) {
+        case ColRank: return qlonglong(r.rank);
+        case ColHost: return QString::fromStdString(r.host);
+        case ColGroup: return qlonglong(r.group);
+        case ColState: return exitFailed ? int(RankState::Failed) : int(r.state);
+        case ColTokens: return qlonglong(r.stats.tokens);
+        case ColRate: return r.tokensPerSecond;
+        case ColComm: return r.commShare;
+        case ColLost: return qlonglong(r.lost);
+        case ColHeartbeat: return r.heard ? r.silentSeconds : 1e300;
+        case ColMemory: return memory;
+        default: return {};
+        }
+    }
+    if (role == Qt::TextAlignmentRole)
+        return index.column() >= ColTokens ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
+    if (role == Qt::ForegroundRole && index.column() == ColState
+        && (exitFailed || r.state == RankState::Failed || r.state == RankState::Stalled))
+        return QColor(0xd5, 0x5e, 0x00);
+    if (role == Qt::ToolTipRole) {
+        if (!r.error.empty())
+            return QString::fromStdString(r.error);
+        if (index.column() == ColComm)
+            return tr("waiting for stragglers %1%, transfer %2%")
+                .arg(100 * r.waitShare, 0, 'f', 1)
+                .arg(100 * r.transferShare, 0, 'f', 1);
+        return r.lastLog.empty() ? QVariant() : QVariant(QString::fromStdString(r.lastLog));
+    }
+    if (role != Qt::DisplayRole)
+        return {};
+    switch (index.column()) {
+    case ColRank: return qlonglong(r.rank);
+    case ColHost: return QString::fromStdString(r.host);
+    case ColGroup:
+        return r.group >= 0 && r.group < qint64(m_groupNames.size()) && !m_groupNames[size_t(r.group)].isEmpty()
+                   ? m_groupNames[size_t(r.group)]
+                   : QString::number(r.group);
+    case ColState: {
+        if (exit != m_exits.end() && exit->second.code != 0 && r.state != RankState::Done) {
+            const int c = exit->second.code;
+            const QString how = c > 128 ? tr("signal %1").arg(c - 128) : tr("exit %1").arg(c);
+            return exit->second.stopped ? tr("■ stopped (%1)").arg(how) : tr("✗ failed (%1)").arg(how);
+        }
+        QString s = rankStateLabel(r.state);
+        if (r.exitCode && *r.exitCode != 0)
+            s += tr(" (exit %1)").arg(*r.exitCode);
+        return s;
+    }
+    case ColTokens: return QLocale().toString(qlonglong(r.stats.tokens));
+    case ColRate: return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : QString();
+    case ColComm: return r.hasProgress ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : QString();
+    case ColLost: return qlonglong(r.lost);
+    case ColHeartbeat: return r.heard ? QString::number(r.silentSeconds, 'f', 1) + u" s"_s : tr("never heard");
+    case ColMemory:
+        if (memory <= 0.0)
+            return QString();
+        return QString(formatBytes(memory) + (r.deviceMemoryBytes ? tr(" GPU") : tr(" RSS")));
+    default: return {};
+    }
+}
+
+QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal)
+        return {};
+    if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case ColComm: return tr("Share of the rank's time spent communicating: waiting for stragglers + transfer");
+        case ColLost: return tr("Telemetry messages lost on the way (sequence gaps); the result is unaffected");
+        case ColHeartbeat: return tr("Seconds since the rank was last heard from");
+        case ColMemory: return tr("Device memory where a GPU is used, else the agent process's resident memory");
+        default: return {};
+        }
+    }
+    if (role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case ColRank: return tr("Rank");
+    case ColHost: return tr("Host");
+    case ColGroup: return tr("Group");
+    case ColState: return tr("State");
+    case ColTokens: return tr("Tokens");
+    case ColRate: return tr("tok/s");
+    case ColComm: return tr("Comm");
+    case ColLost: return tr("Lost msgs");
+    case ColHeartbeat: return tr("Heartbeat");
+    case ColMemory: return tr("Memory");
+    default: return {};
+    }
+}
+
+} // namespace cppl::app

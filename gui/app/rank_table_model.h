@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// One row per rank of the latest snapshot. update() replaces all rows at once and announces them
+// with one dataChanged over the whole range (the view repaints once, not per cell); the row count
+// changes only when the world size does.
+
+#include "telemetry/collector_state.h"
+
+#include <QAbstractTableModel>
+#include <QString>
+
+#include <map>
+#include <vector>
+
+namespace cppl::app {
+
+class RankTableModel : public QAbstractTableModel
+{
+    Q_OBJECT
+
+public:
+    enum Column { ColRank, ColHost, ColGroup, ColState, ColTokens, ColRate, ColComm, ColLost, ColHeartbeat, ColMemory, ColumnCount };
+    /// Numbers for sorting (the display text of 1.2 GiB does not sort).
+    static constexpr int SortRole = Qt::UserRole + 1;
+    static constexpr int RankRole = Qt::UserRole + 2;
+
+    explicit RankTableModel(QObject *parent = nullptr);
+
+    void update(const cppl::core::telemetry::Snapshot &snapshot);
+    /// Group names by layout group index (the snapshot carries indices).
+    void setGroupNames(std::vector<QString> names);
+    void clear();
+    /// A rank's process ended (RunEngine::rankFinished): shown even when its telemetry never says
+    /// so (a killed rank sends nothing). @p stopped: ended by Stop, not failed.
+    void setRankExit(int rank, int exitCode, bool stopped);
+    [[nodiscard]] const cppl::core::telemetry::RankView *rankAt(int row) const;
+
+    int rowCount(const QModelIndex &parent = {}) const override;
+    int columnCount(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<cppl::core::telemetry::RankView> m_ranks;
+    std::vector<QString> m_groupNames;
+    struct Exit
+    {
+        int code = 0;
+        bool stopped = false;
+    };
+    std::map<int, Exit> m_exits;
+};
+
+/// Human-readable byte counts (KiB, MiB, GiB).
+[[nodiscard]] QString formatBytes(double bytes);
+/// The state as a word and a symbol, so it reads without colour.
+[[nodiscard]] QString rankStateLabel(cppl::core::telemetry::RankState state);
+
+} // namespace cppl::app

@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: MIT
+#include "run_page.h"
+
+#include "alert_model.h"
+#include "rank_table_model.h"
+#include "run_charts.h"
+
+#include <QComboBox>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLocale>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace Qt::StringLiterals;
+using cppl::core::run::RunPhase;
+
+namespace cppl::app {
+
+namespace {
+constexpr size_t kLogLinesPerRank = 2000;
+constexpr size_t kLogLinesAll = 20000;
+
+QString duration(double seconds)
+{
+    if (!std::isfinite(seconds) || seconds < 0)
+        return u"–"_s;
+    const qint64 s = qint64(seconds + 0.5);
+    if (s >= 3600)
+        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+QLabel *headline(QWidget *parent, const QString &name, double scale = 1.0)
+{
+    auto *l = new QLabel(parent);
+    l->setObjectName(name);
+    QFont f = l->font();
+    f.setPointSizeF(f.pointSizeF() * scale);
+    if (scale > 1.0)
+        f.setBold(true);
+    l->setFont(f);
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    return l;
+}
+} // namespace
+
+RunPage::RunPage(QWidget *parent)
+    : QWidget(parent)
+    , m_ranks(new RankTableModel(this))
+    , m_proxy(new QSortFilterProxyModel(this))
+    , m_alerts(new AlertModel(this))
+    , m_logTimer(new QTimer(this))
+{
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+
+    // Headline: what a user looks at first.
+    auto *head = new QHBoxLayout;
+    m_run = new QPushButton(tr("Run"), this);
+    m_run->setToolTip(tr("Start the evaluation on the cluster (Ctrl+R)"));
+    m_stop = new QPushButton(tr("Stop"), this);
+    m_stop->setToolTip(tr("End every rank of this run (Ctrl+.)"));
+    m_stop->setEnabled(false);
+    m_phase = headline(this, u"phase"_s);
+    m_ppl = headline(this, u"ppl"_s, 1.6);
+    m_tokens = headline(this, u"tokens"_s);
+    m_rate = headline(this, u"rate"_s);
+    m_eta = headline(this, u"eta"_s);
+    head->addWidget(m_run);
+    head->addWidget(m_stop);
+    head->addSpacing(12);
+    head->addWidget(m_phase);
+    head->addSpacing(12);
+    head->addWidget(m_ppl);
+    head->addSpacing(12);
+    auto *figures = new QVBoxLayout;
+    figures->addWidget(m_tokens);
+    figures->addWidget(m_rate);
+    head->addLayout(figures);
+    head->addWidget(m_eta);
+    head->addStretch(1);
+    layout->addLayout(head);
+    m_deviation = new QLabel(this);
+    m_deviation->setObjectName(u"deviation"_s);
+    m_deviation->setWordWrap(true);
+    m_notice = new QLabel(this);
+    m_notice->setObjectName(u"notice"_s);
+    m_notice->setWordWrap(true);
+    m_notice->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_deviation);
+    layout->addWidget(m_notice);
+    m_deviation->hide(); // shown when there is something to say
+    m_notice->hide();
+
+    auto *split = new QSplitter(Qt::Vertical, this);
+    m_charts = new RunCharts(split);
+    split->addWidget(m_charts);
+
+    auto *bottom = new QSplitter(Qt::Horizontal, split);
+    auto *tableBox = new QWidget(bottom);
+    auto *tableLayout = new QVBoxLayout(tableBox);
+    tableLayout->setContentsMargins(0, 0, 0, 0);
+    m_rankFilter = new QLineEdit(tableBox);
+    m_rankFilter->setPlaceholderText(tr("Filter ranks (host, group, state…)"));
+    m_rankFilter->setClearButtonEnabled(true);
+    tableLayout->addWidget(m_rankFilter);
+    m_proxy->setSourceModel(m_ranks);
+    m_proxy->setSortRole(RankTableModel::SortRole);
+    m_proxy->setFilterKeyColumn(-1);
+    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    m_table = new QTableView(tableBox);
+    m_table->setObjectName(u"rankTable"_s);
+    m_table->setModel(m_proxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(RankTableModel::ColRank, Qt::AscendingOrder);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setAlternatingRowColors(true);
+    {
+        // Widths from the header and typical content, once: resizing to contents would measure
+        // every row of a 1024-rank table on every update.
+        const QFontMetrics fm = m_table->fontMetrics();
+        const QStringList samples{u"00000"_s, u"node-000.cluster"_s, u"group-00"_s, u"✗ failed (signal 9)"_s, u"00,000,000"_s,
+                                  u"00000"_s, u"00.0 %"_s, u"00000"_s, u"000.0 s"_s, u"00.0 GiB GPU"_s};
+        for (int c = 0; c < RankTableModel::ColumnCount; ++c) {
+            const int header = fm.horizontalAdvance(m_ranks->headerData(c, Qt::Horizontal).toString()) + 28;
+            m_table->setColumnWidth(c, std::max(header, fm.horizontalAdvance(samples[c]) + 14));
+        }
+    }
+    tableLayout->addWidget(m_table);
+    bottom->addWidget(tableBox);
+
+    m_tabs = new QTabWidget(bottom);
+    m_alertView = new QTableView(m_tabs);
+    m_alertView->setObjectName(u"alertView"_s);
+    m_alertView->setModel(m_alerts);
+    m_alertView->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_alertView->verticalHeader()->hide();
+    m_alertView->horizontalHeader()->setStretchLastSection(true);
+    m_alertView->setWordWrap(true);
+    m_alertView->setColumnWidth(AlertModel::ColTime, m_alertView->fontMetrics().horizontalAdvance(u"00:00:00"_s) + 12);
+    m_alertView->setColumnWidth(AlertModel::ColRank, m_alertView->fontMetrics().horizontalAdvance(u"Rank 0000"_s));
+    m_alertView->setColumnWidth(AlertModel::ColKind, m_alertView->fontMetrics().horizontalAdvance(u"⚠ comm share  "_s));
+    m_tabs->addTab(m_alertView, tr("Alerts"));
+    auto *logBox = new QWidget(m_tabs);
+    auto *logLayout = new QVBoxLayout(logBox);
+    logLayout->setContentsMargins(2, 2, 2, 2);
+    auto *logBar = new QHBoxLayout;
+    m_logRank = new QComboBox(logBox);
+    m_logRank->setToolTip(tr("Whose output to show; follows the selected rank"));
+    m_logSearch = new QLineEdit(logBox);
+    m_logSearch->setPlaceholderText(tr("Search the log"));
+    m_logSearch->setClearButtonEnabled(true);
+    logBar->addWidget(m_logRank);
+    logBar->addWidget(m_logSearch, 1);
+    logLayout->addLayout(logBar);
+    m_log = new QPlainTextEdit(logBox);
+    m_log->setObjectName(u"rankLog"_s);
+    m_log->setReadOnly(true);
+    m_log->setMaximumBlockCount(int(kLogLinesAll));
+    m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    logLayout->addWidget(m_log);
+    m_tabs->addTab(logBox, tr("Logs"));
+    bottom->addWidget(m_tabs);
+    bottom->setStretchFactor(0, 3);
+    bottom->setStretchFactor(1, 2);
+    split->addWidget(bottom);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    layout->addWidget(split, 1);
+
+    m_logTimer->setSingleShot(true);
+    m_logTimer->setInterval(100);
+    connect(m_logTimer, &QTimer::timeout, this, &RunPage::refreshLogView);
+    connect(m_run, &QPushButton::clicked, this, &RunPage::runRequested);
+    connect(m_stop, &QPushButton::clicked, this, &RunPage::stopRequested);
+    connect(m_rankFilter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &cur) {
+        if (!m_updatingSelection && cur.isValid())
+            selectRank(cur.data(RankTableModel::RankRole).toInt());
+    });
+    connect(m_alertView, &QTableView::clicked, this, [this](const QModelIndex &i) {
+        const int r = i.data(AlertModel::RankRole).toInt();
+        if (r >= 0)
+            selectRank(r);
+    });
+    connect(m_charts, &RunCharts::rankClicked, this, &RunPage::selectRank);
+    connect(m_logRank, &QComboBox::activated, this, [this] {
+        const int r = m_logRank->currentData().toInt();
+        if (r >= 0 && r != m_selected)
+            selectRank(r);
+        else
+            refreshLogView();
+    });
+    connect(m_logSearch, &QLineEdit::textChanged, this, &RunPage::scheduleLogRefresh);
+    reset({}, 0, {}, Thresholds{});
+}
+
+void RunPage::reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds)
+{
+    m_worldSize = worldSize;
+    m_selected = -1;
+    m_stopping = false;
+    m_ranks->clear();
+    m_ranks->setGroupNames(groupNames);
+    m_alerts->clear();
+    m_logs.clear();
+    m_allLogs.clear();
+    m_log->clear();
+    m_charts->reset(worldSize, thresholds.commShareAlert);
+    m_phase->setText(runId.isEmpty() ? tr("No run yet: press Run (Ctrl+R)") : tr("Run %1").arg(runId));
+    m_ppl->setText(tr("PPL –"));
+    m_tokens->setText(tr("tokens scored –"));
+    m_rate->setText(tr("– tok/s"));
+    m_eta->setText(QString());
+    m_deviation->clear();
+    m_deviation->hide();
+    m_notice->clear();
+    m_notice->hide();
+    m_running = false;
+    m_logRank->clear();
+    m_logRank->addItem(tr("all ranks"), -2);
+    m_logRank->addItem(tr("launcher"), -1);
+    for (int r = 0; r < worldSize; ++r)
+        m_logRank->addItem(tr("rank %1").arg(r), r);
+}
+
+void RunPage::rankFinished(int rank, int exitCode)
+{
+    m_ranks->setRankExit(rank, exitCode, m_stopping);
+}
+
+void RunPage::setPhase(RunPhase phase)
+{
+    m_running = phase == RunPhase::Running;
+    if (phase == RunPhase::Stopping || phase == RunPhase::Stopped)
+        m_stopping = true;
+    else if (!cppl::core::run::isTerminal(phase))
+        m_stopping = false;
+    const QString name = cppl::core::run::phaseName(phase);
+    const QString symbol = phase == RunPhase::Finished ? u"✓ "_s
+                           : phase == RunPhase::Failed ? u"✗ "_s
+                           : phase == RunPhase::Stopped ? u"■ "_s
+                                                        : u"● "_s;
+    m_phase->setText(symbol + name);
+}
+
+QString RunPage::phaseText() const
+{
+    return m_phase->text();
+}
+
+QString RunPage::pplText() const
+{
+    return m_ppl->text();
+}
+
+void RunPage::setRunEnabled(bool canRun, bool canStop)
+{
+    m_run->setEnabled(canRun);
+    m_stop->setEnabled(canStop);
+}
+
+void RunPage::setNotice(const QString &text)
+{
+    m_notice->setText(text);
+    m_notice->setVisible(!text.isEmpty());
+}
+
+void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl::core::run::RunTimeline &timeline,
+                           double elapsed, bool redrawCharts)
+{
+    const auto &p = s.globalPpl;
+    if (s.global.tokens > 0 && std::isfinite(p.ppl)) {
+        // Six decimals: the figure a user compares with the result file and the CLI's line.
+        QString text = tr("PPL %1").arg(p.ppl, 0, 'f', 6);
+        if (std::isfinite(p.pplStderr))
+            text += tr(" ± %1").arg(p.pplStderr, 0, 'f', 6);
+        m_ppl->setText(text);
+    }
+    m_tokens->setText(tr("%1 tokens scored · windows %2 / %3")
+                          .arg(QLocale().toString(qlonglong(s.global.tokens)))
+                          .arg(s.windowsDone)
+                          .arg(s.windowsTotal));
+    m_rate->setText(tr("%1 tok/s (all ranks)").arg(QLocale().toString(s.tokensPerSecond, 'f', 0)));
+    if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal)
+        m_eta->setText(tr("elapsed %1 · ETA %2")
+                           .arg(duration(elapsed))
+                           .arg(duration(elapsed * double(s.windowsTotal - s.windowsDone) / double(s.windowsDone))));
+    else
+        m_eta->setText(tr("elapsed %1").arg(duration(elapsed)));
+    if (m_worldSize != int(s.ranks.size())) {
+        m_worldSize = int(s.ranks.size());
+        const int keep = m_logRank->count();
+        for (int r = keep - 2; r < m_worldSize; ++r)
+            m_logRank->addItem(tr("rank %1").arg(r), r);
+    }
+    m_updatingSelection = true;
+    m_ranks->update(s);
+    m_updatingSelection = false;
+    m_charts->update(timeline, s, redrawCharts);
+}
+
+void RunPage::addAlert(const cppl::core::run::RunAlert &alert)
+{
+    m_alerts->append(alert);
+    m_alertView->resizeRowToContents(m_alerts->rowCount() - 1);
+    m_alertView->scrollToBottom();
+    m_tabs->setTabText(0, tr("Alerts (%1)").arg(m_alerts->rowCount()));
+}
+
+void RunPage::appendLog(int rank, bool isStderr, const QString &line)
+{
+    Q_UNUSED(isStderr);
+    auto &lines = m_logs[rank];
+    lines.push_back(line);
+    if (lines.size() > kLogLinesPerRank)
+        lines.pop_front();
+    m_allLogs.push_back((rank < 0 ? u"[launcher] "_s : u"[rank %1] "_s.arg(rank)) + line);
+    if (m_allLogs.size() > kLogLinesAll)
+        m_allLogs.pop_front();
+    scheduleLogRefresh();
+}
+
+void RunPage::scheduleLogRefresh()
+{
+    if (!m_logTimer->isActive())
+        m_logTimer->start();
+}
+
+void RunPage::refreshLogView()
+{
+    const int which = m_logRank->currentData().toInt();
+    const std::deque<QString> *source = &m_allLogs;
+    static const std::deque<QString> none;
+    if (which >= -1) {
+        const auto it = m_logs.find(which);
+        source = it == m_logs.end() ? &none : &it->second;
+    }
+    const QString needle = m_logSearch->text();
+    QStringList shown;
+    for (const QString &l : *source)
+        if (needle.isEmpty() || l.contains(needle, Qt::CaseInsensitive))
+            shown << l;
+    m_log->setPlainText(shown.join(u'\n'));
+    m_log->moveCursor(QTextCursor::End);
+}
+
+void RunPage::selectRank(int rank)
+{
+    if (rank == m_selected)
+        return;
+    m_selected = rank;
+    m_updatingSelection = true;
+    for (int row = 0; row < m_proxy->rowCount(); ++row) {
+        const QModelIndex i = m_proxy->index(row, 0);
+        if (i.data(RankTableModel::RankRole).toInt() == rank) {
+            m_table->setCurrentIndex(i);
+            m_table->scrollTo(i);
+            break;
+        }
+    }
+    m_updatingSelection = false;
+    m_charts->setSelectedRank(rank);
+    const int li = m_logRank->findData(rank);
+    if (li >= 0)
+        m_logRank->setCurrentIndex(li);
+    refreshLogView();
+    Q_EMIT rankSelected(rank);
+}
+
+void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
+{
+    setPhase(o.phase);
+    QStringList lines;
+    if (!o.firstCause.isEmpty())
+        lines << tr("First cause: %1").arg(o.firstCause);
+    const QJsonObject result = QJsonDocument::fromJson(o.resultJson).object();
+    if (result.contains(u"ppl"_s)) {
+        QString l = tr("Result: PPL %1").arg(result.value(u"ppl"_s).toDouble(), 0, 'f', 6);
+        if (o.liveMergeMatches)
+            l += *o.liveMergeMatches ? tr(" · the live exact merge equals the result bit for bit")
+                                     : tr(" · ✗ the live merge differs from the result");
+        lines << l;
+    }
+    if (o.baselineIdentical) {
+        lines << (*o.baselineIdentical ? tr("Final deviation from the one-rank baseline: none (bit-identical sums)")
+                                       : tr("Final deviation from the one-rank baseline: %1%")
+                                             .arg(100.0 * o.baselineRelativeDeviation, 0, 'g', 3));
+    } else if (o.phase == RunPhase::Finished) {
+        lines << tr("Final deviation from a one-rank baseline: not known (no baseline run of these settings)");
+    }
+    if (!o.logDir.isEmpty())
+        lines << tr("Per-rank logs: %1").arg(o.logDir);
+    m_deviation->setText(lines.join(u'\n'));
+    m_deviation->setVisible(!lines.isEmpty());
+    m_eta->setText(m_eta->text().section(u" · "_s, 0, 0)); // no ETA once it ended
+}
+
+} // namespace cppl::app

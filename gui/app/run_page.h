@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The Run page: a view of one run. Fed by the main window from RunEngine's signals (or by the
+// synthetic run for screenshots): phase, snapshots with the timeline, alerts, per-rank output and
+// the outcome. Selecting a rank anywhere (table, chart, heat map, alert) selects it everywhere.
+
+#include "run/run_engine.h"
+
+#include <QWidget>
+
+#include <deque>
+#include <map>
+
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QComboBox;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTableView;
+class QTabWidget;
+class QTimer;
+
+namespace cppl::app {
+
+class AlertModel;
+class RankTableModel;
+class RunCharts;
+
+class RunPage : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit RunPage(QWidget *parent = nullptr);
+
+    /// A new run: clears everything. @p groupNames by layout group index.
+    void reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds);
+    void setPhase(cppl::core::run::RunPhase phase);
+    void showSnapshot(const cppl::core::telemetry::Snapshot &snapshot, const cppl::core::run::RunTimeline &timeline,
+                      double elapsedSeconds, bool redrawCharts = false);
+    void addAlert(const cppl::core::run::RunAlert &alert);
+    void appendLog(int rank, bool isStderr, const QString &line);
+    void showOutcome(const cppl::core::run::RunOutcome &outcome);
+    void rankFinished(int rank, int exitCode);
+    void setNotice(const QString &text);
+    void selectRank(int rank);
+    void setRunEnabled(bool canRun, bool canStop);
+
+    // For tests and screenshots.
+    [[nodiscard]] QString pplText() const;
+    [[nodiscard]] QString phaseText() const;
+    [[nodiscard]] int selectedRank() const noexcept { return m_selected; }
+    [[nodiscard]] RankTableModel *rankModel() const noexcept { return m_ranks; }
+    [[nodiscard]] AlertModel *alertModel() const noexcept { return m_alerts; }
+    [[nodiscard]] QSortFilterProxyModel *rankProxy() const noexcept { return m_proxy; }
+    [[nodiscard]] RunCharts *charts() const noexcept { return m_charts; }
+
+Q_SIGNALS:
+    void runRequested();
+    void stopRequested();
+    void rankSelected(int rank);
+
+private:
+    void refreshLogView();
+    void scheduleLogRefresh();
+
+    QLabel *m_phase = nullptr;
+    QLabel *m_ppl = nullptr;
+    QLabel *m_tokens = nullptr;
+    QLabel *m_rate = nullptr;
+    QLabel *m_eta = nullptr;
+    QLabel *m_deviation = nullptr;
+    QLabel *m_notice = nullptr;
+    QPushButton *m_run = nullptr;
+    QPushButton *m_stop = nullptr;
+    RunCharts *m_charts = nullptr;
+    RankTableModel *m_ranks = nullptr;
+    QSortFilterProxyModel *m_proxy = nullptr;
+    QTableView *m_table = nullptr;
+    QLineEdit *m_rankFilter = nullptr;
+    AlertModel *m_alerts = nullptr;
+    QTableView *m_alertView = nullptr;
+    QTabWidget *m_tabs = nullptr;
+    QComboBox *m_logRank = nullptr;
+    QLineEdit *m_logSearch = nullptr;
+    QPlainTextEdit *m_log = nullptr;
+    QTimer *m_logTimer = nullptr;
+    std::map<int, std::deque<QString>> m_logs; // rank -> lines (-1: the launcher's own)
+    std::deque<QString> m_allLogs;             // "[rank R] line", every rank
+    int m_selected = -1;
+    int m_worldSize = 0;
+    bool m_updatingSelection = false;
+    bool m_stopping = false;
+    bool m_running = false;
+};
+
+} // namespace cppl::app

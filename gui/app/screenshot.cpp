@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+#include "screenshot.h"
+
+#include "evaluation_page.h"
+#include "main_window.h"
+#include "run_page.h"
+#include "synthetic_run.h"
+
+#include <QDir>
+#include <QEventLoop>
+#include <QPixmap>
+#include <QTimer>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::app {
+
+QPalette themePalette(bool dark)
+{
+    if (!dark)
+        return QPalette(QColor(0xef, 0xef, 0xef), QColor(0xfa, 0xfa, 0xfa));
+    QPalette p;
+    const QColor window(0x2b, 0x2d, 0x30), base(0x1e, 0x1f, 0x22), text(0xe6, 0xe6, 0xe6);
+    p.setColor(QPalette::Window, window);
+    p.setColor(QPalette::WindowText, text);
+    p.setColor(QPalette::Base, base);
+    p.setColor(QPalette::AlternateBase, QColor(0x26, 0x28, 0x2b));
+    p.setColor(QPalette::ToolTipBase, base);
+    p.setColor(QPalette::ToolTipText, text);
+    p.setColor(QPalette::PlaceholderText, QColor(0x9a, 0x9a, 0x9a));
+    p.setColor(QPalette::Text, text);
+    p.setColor(QPalette::Button, QColor(0x35, 0x37, 0x3b));
+    p.setColor(QPalette::ButtonText, text);
+    p.setColor(QPalette::BrightText, Qt::white);
+    p.setColor(QPalette::Light, QColor(0x45, 0x47, 0x4b));
+    p.setColor(QPalette::Midlight, QColor(0x3a, 0x3c, 0x40));
+    p.setColor(QPalette::Mid, QColor(0x25, 0x26, 0x29));
+    p.setColor(QPalette::Dark, QColor(0x18, 0x19, 0x1b));
+    p.setColor(QPalette::Shadow, Qt::black);
+    p.setColor(QPalette::Highlight, QColor(0x3d, 0x7a, 0xc7));
+    p.setColor(QPalette::HighlightedText, Qt::white);
+    p.setColor(QPalette::Link, QColor(0x6c, 0xb4, 0xff));
+    for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+        p.setColor(QPalette::Disabled, role, QColor(0x80, 0x80, 0x80));
+    return p;
+}
+
+namespace {
+
+// Lets posted layout and timer events run for a moment (a nested event loop, not processEvents).
+void settle(int ms)
+{
+    QEventLoop loop;
+    QTimer::singleShot(ms, &loop, &QEventLoop::quit);
+    loop.exec();
+}
+
+bool save(QWidget *w, const QString &path, QStringList &files, QString *error)
+{
+    const QPixmap pm = w->grab();
+    if (pm.isNull() || !pm.save(path, "PNG")) {
+        if (error)
+            *error = QObject::tr("%1: cannot write the screenshot").arg(path);
+        return false;
+    }
+    files << path;
+    return true;
+}
+
+} // namespace
+
+QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QString *error)
+{
+    QStringList files;
+    if (!QDir().mkpath(o.directory)) {
+        if (error)
+            *error = QObject::tr("%1: cannot create the directory").arg(o.directory);
+        return {};
+    }
+    const QDir dir(o.directory);
+    window.resize(o.width, o.height);
+    window.show();
+    {
+        // The preview is a child process: wait for it (bounded) so the page shows its figures.
+        QEventLoop loop;
+        QObject::connect(window.evaluationPage(), &EvaluationPage::previewUpdated, &loop, &QEventLoop::quit);
+        QTimer::singleShot(8000, &loop, &QEventLoop::quit);
+        if (window.evaluationPage()->previewText().startsWith(QObject::tr("Waiting"))
+            || window.evaluationPage()->previewText().startsWith(QObject::tr("Planning")))
+            loop.exec();
+    }
+    window.showPage(MainWindow::ClusterPageIndex);
+    settle(150);
+    if (!save(&window, dir.filePath(u"cluster.png"_s), files, error))
+        return {};
+    window.showPage(MainWindow::EvaluationPageIndex);
+    settle(150);
+    if (!save(&window, dir.filePath(u"evaluation.png"_s), files, error))
+        return {};
+    window.showPage(MainWindow::RunPageIndex);
+    if (o.syntheticRanks <= 0) {
+        settle(150);
+        if (!save(&window, dir.filePath(u"run.png"_s), files, error))
+            return {};
+        return files;
+    }
+    SyntheticRun run(o.syntheticRanks);
+    run.advanceTo(0.6 * 600 + 12); // past the stall, so it shows
+    run.showOn(*window.runPage());
+    window.runPage()->selectRank(run.slowRanks().front());
+    window.runPage()->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true);
+    settle(150);
+    if (!save(&window, dir.filePath(u"run-live-%1.png"_s.arg(o.syntheticRanks)), files, error))
+        return {};
+    run.advanceTo(600);
+    run.finish();
+    run.showOn(*window.runPage());
+    settle(150);
+    if (!save(&window, dir.filePath(u"run-finished-%1.png"_s.arg(o.syntheticRanks)), files, error))
+        return {};
+    return files;
+}
+
+} // namespace cppl::app

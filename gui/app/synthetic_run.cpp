@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+#include "synthetic_run.h"
+
+#include "run_page.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace Qt::StringLiterals;
+using cppl::core::telemetry::RankState;
+using cppl::core::telemetry::RankView;
+using cppl::core::telemetry::Snapshot;
+
+namespace cppl::app {
+
+namespace {
+constexpr double kContext = 256;
+constexpr double kTotalSeconds = 600; // the simulated run's planned length
+constexpr int kRanksPerHost = 8;
+constexpr double kStep = 0.5;
+
+std::string hostOf(int rank, int n)
+{
+    if (n <= 8)
+        return "localhost";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "node-%03d", rank / kRanksPerHost);
+    return buf;
+}
+} // namespace
+
+SyntheticRun::SyntheticRun(int ranks, unsigned seed)
+    : m_n(std::max(ranks, 1))
+    , m_rng(seed)
+    , m_snapshot(std::make_shared<Snapshot>())
+{
+    m_thresholds.commShareAlert = 0.15;
+    m_thresholds.stallSeconds = 30;
+    std::normal_distribution<double> bias(0.0, 0.015);
+    std::normal_distribution<double> jitter(1.0, 0.03);
+    m_ranks.resize(size_t(m_n));
+    const double base = m_n <= 8 ? 1900.0 : 9200.0; // CPU byte model vs a GPU cluster
+    for (int r = 0; r < m_n; ++r) {
+        Rank &k = m_ranks[size_t(r)];
+        k.rate = base * jitter(m_rng);
+        k.mu = 1.46 + bias(m_rng);
+        k.transfer = 0.006 + 0.004 * std::abs(bias(m_rng)) / 0.015;
+    }
+    // A few slow ranks (a throttled GPU, a busy node), one node on a congested link, one stall.
+    m_slow = m_n >= 64 ? std::vector<int>{37, m_n / 2 + 26, m_n * 7 / 8 + 5} : std::vector<int>{m_n - 1};
+    for (int r : m_slow)
+        if (r < m_n) {
+            m_ranks[size_t(r)].slow = true;
+            m_ranks[size_t(r)].rate *= 0.62;
+        }
+    if (m_n >= 64)
+        for (int r = 8 * 40; r < 8 * 41 && r < m_n; ++r)
+            m_ranks[size_t(r)].transfer = 0.12 + 0.01 * (r % 3);
+    m_stalled = m_n >= 64 ? m_n * 3 / 4 + 9 : (m_n > 1 ? 1 : -1);
+    if (m_stalled >= 0)
+        m_ranks[size_t(m_stalled)].stalls = true;
+    m_stallAt = 0.55 * kTotalSeconds;
+    m_alerts.reset(m_thresholds);
+    m_timeline.reset();
+}
+
+std::vector<QString> SyntheticRun::groupNames() const
+{
+    std::vector<QString> names;
+    const int groups = m_n <= 8 ? (m_n + 1) / 2 : (m_n + kRanksPerHost - 1) / kRanksPerHost;
+    for (int g = 0; g < groups; ++g)
+        names.push_back(m_n <= 8 ? u"group-%1"_s.arg(g) : QString::fromStdString(hostOf(g * kRanksPerHost, m_n)));
+    return names;
+}
+
+void SyntheticRun::step(double dt)
+{
+    std::normal_distribution<double> noise(1.0, 0.05);
+    for (Rank &k : m_ranks) {
+        if (k.stalls && m_now >= m_stallAt)
+            continue;
+        const double tokens = std::max(0.0, k.rate * noise(m_rng) * dt);
+        const auto count = std::int64_t(tokens);
+        // Aggregated per step: the exact sums get the step's total and its sum of squares.
+        const double sd = 0.9;
+        k.stats.nll.add(double(count) * k.mu);
+        k.stats.nllSquared.add(double(count) * (k.mu * k.mu + sd * sd));
+        k.stats.tokens += count;
+        k.stats.windows = std::int64_t(double(k.stats.tokens) / kContext);
+        k.stats.bytes = k.stats.tokens;
+        k.lastHeard = m_now + dt;
+    }
+    m_now += dt;
+}
+
+void SyntheticRun::snapshotNow(bool finished)
+{
+    auto s = std::make_shared<Snapshot>();
+    s->sequence = ++m_sequence;
+    s->run = "synthetic";
+    s->worldSize = m_n;
+    double slowest = 1e300;
+    for (const Rank &k : m_ranks)
+        if (!(k.stalls && m_now >= m_stallAt))
+            slowest = std::min(slowest, k.rate);
+    for (const Rank &k : m_ranks)
+        s->global.merge(k.stats);
+    s->globalPpl = cppl::computePerplexity(s->global);
+    const double plannedPerRank = 9200.0 * kTotalSeconds / kContext;
+    s->windowsTotal = std::int64_t(plannedPerRank * m_n * (m_n <= 8 ? 1900.0 / 9200.0 : 1.0));
+    for (int r = 0; r < m_n; ++r) {
+        const Rank &k = m_ranks[size_t(r)];
+        RankView v;
+        v.rank = r;
+        v.host = hostOf(r, m_n);
+        v.group = m_n <= 8 ? r / 2 : r / kRanksPerHost;
+        v.localRank = m_n <= 8 ? r : r % kRanksPerHost;
+        v.heard = true;
+        v.received = std::int64_t(m_now * 10);
+        v.lastSeq = v.received;
+        v.lost = (r % 97 == 5) ? 3 : 0;
+        v.hasProgress = true;
+        v.stats = k.stats;
+        const bool stalledNow = k.stalls && m_now >= m_stallAt;
+        v.silentSeconds = stalledNow ? m_now - m_stallAt : 0.1;
+        v.tokensPerSecond = stalledNow ? 0.0 : k.rate;
+        v.windowsDone = k.stats.windows;
+        v.windowsTotal = std::int64_t(plannedPerRank * (m_n <= 8 ? 1900.0 / 9200.0 : 1.0));
+        // Fast ranks wait at each sync for the slowest; slow ranks hardly wait.
+        const double wait = std::clamp(0.01 + 0.6 * (1.0 - slowest / k.rate) * 0.2, 0.0, 0.5);
+        const double own = std::min(m_now, stalledNow ? m_stallAt : m_now);
+        v.computeSeconds = own * (1 - wait - k.transfer);
+        v.waitSeconds = own * wait;
+        v.transferSeconds = own * k.transfer;
+        v.waitShare = wait;
+        v.transferShare = k.transfer;
+        v.commShare = wait + k.transfer;
+        v.rssBytes = std::int64_t(1.9e9 + 1e6 * (r % 13));
+        if (m_n > 8)
+            v.deviceMemoryBytes = std::int64_t(38.5e9 + 2e8 * (r % 7));
+        v.local = cppl::computePerplexity(k.stats);
+        v.deviation = v.local.ppl - s->globalPpl.ppl;
+        v.deviationRelative = v.local.ppl / s->globalPpl.ppl - 1;
+        if (finished) {
+            v.state = stalledNow ? RankState::Failed : RankState::Done;
+            v.exitCode = stalledNow ? 6 : 0;
+            if (stalledNow)
+                v.error = "collective timed out after " + std::to_string(int(m_thresholds.collectiveTimeoutSeconds)) + " s";
+            v.tokensPerSecond = 0;
+        } else {
+            v.state = stalledNow && v.silentSeconds > 3 ? RankState::Stalled : RankState::Evaluating;
+        }
+        s->tokensPerSecond += v.tokensPerSecond;
+        s->windowsDone += v.windowsDone;
+        s->stateCounts[size_t(v.state)]++;
+        s->lostTotal += v.lost;
+        s->ranks.push_back(std::move(v));
+    }
+    m_snapshot = s;
+}
+
+void SyntheticRun::advanceTo(double seconds)
+{
+    while (m_now + kStep <= seconds) {
+        step(kStep);
+        snapshotNow(false);
+        m_timeline.append(m_now, *m_snapshot);
+        m_alerts.update(m_now, *m_snapshot);
+        if (int(m_now * 2) % 40 == 0)
+            m_logs.emplace_back(0, u"[%1/%2 windows] ppl %3"_s.arg(m_snapshot->windowsDone).arg(m_snapshot->windowsTotal)
+                                       .arg(m_snapshot->globalPpl.ppl, 0, 'f', 4));
+    }
+}
+
+void SyntheticRun::finish()
+{
+    // The stalled rank caught up (a slow filesystem, not a dead node), so the run ends cleanly.
+    for (Rank &k : m_ranks)
+        k.stalls = false;
+    m_finished = true;
+    snapshotNow(true);
+    m_timeline.append(m_now + 0.5, *m_snapshot);
+    m_alerts.update(m_now + 0.5, *m_snapshot);
+}
+
+cppl::core::run::RunOutcome SyntheticRun::outcome() const
+{
+    cppl::core::run::RunOutcome o;
+    const bool failed = std::any_of(m_snapshot->ranks.begin(), m_snapshot->ranks.end(),
+                                    [](const RankView &v) { return v.state == RankState::Failed; });
+    o.phase = !m_finished ? cppl::core::run::RunPhase::Running
+              : failed    ? cppl::core::run::RunPhase::Failed
+                          : cppl::core::run::RunPhase::Finished;
+    QJsonObject result;
+    result.insert(u"ppl"_s, m_snapshot->globalPpl.ppl);
+    o.resultJson = QJsonDocument(result).toJson(QJsonDocument::Compact);
+    if (failed)
+        o.firstCause = u"rank %1 on %2: collective timed out (agent exit 6)"_s
+                           .arg(m_stalled)
+                           .arg(QString::fromStdString(hostOf(m_stalled, m_n)));
+    o.liveMergeMatches = !failed;
+    return o;
+}
+
+void SyntheticRun::showOn(RunPage &page) const
+{
+    page.reset(u"synthetic-%1-ranks"_s.arg(m_n), m_n, groupNames(), m_thresholds);
+    page.setPhase(m_finished ? outcome().phase : cppl::core::run::RunPhase::Running);
+    for (const auto &[rank, line] : m_logs)
+        page.appendLog(rank, false, line);
+    for (int r = 0; r < std::min(m_n, 8); ++r)
+        page.appendLog(r, true, u"loaded shakespeare-byte-llama (float32, cpu) in 0.4 s"_s);
+    page.showSnapshot(*m_snapshot, m_timeline, m_now);
+    for (const auto &a : m_alerts.alerts())
+        page.addAlert(a);
+    if (m_finished)
+        page.showOutcome(outcome());
+    page.setRunEnabled(m_finished, !m_finished);
+}
+
+} // namespace cppl::app

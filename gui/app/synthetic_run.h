@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// A synthetic run of N ranks built from Snapshot objects directly (no agents, no sockets), for
+// screenshots and for checking how the Run page reads at 1024 ranks: realistic per-rank rates, a
+// few slow ranks, a stall, comm shares (waiting vs transfer), shard bias, and the engine's own
+// RunTimeline and AlertMonitor on top, so the page sees what a real run would give it.
+
+#include "run/alerts.h"
+#include "run/run_engine.h"
+#include "run/run_timeline.h"
+#include "telemetry/collector_state.h"
+
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace cppl::app {
+
+class RunPage;
+
+class SyntheticRun
+{
+public:
+    explicit SyntheticRun(int ranks, unsigned seed = 12345);
+
+    /// Advances the simulated run to @p seconds (sampling the timeline on the way).
+    void advanceTo(double seconds);
+    /// Every rank done (or failed, for the stalled one): the state after the run ended.
+    void finish();
+
+    [[nodiscard]] const cppl::core::telemetry::Snapshot &snapshot() const { return *m_snapshot; }
+    [[nodiscard]] const cppl::core::run::RunTimeline &timeline() const { return m_timeline; }
+    [[nodiscard]] const std::vector<cppl::core::run::RunAlert> &alerts() const { return m_alerts.alerts(); }
+    [[nodiscard]] const Thresholds &thresholds() const { return m_thresholds; }
+    [[nodiscard]] std::vector<QString> groupNames() const;
+    [[nodiscard]] cppl::core::run::RunOutcome outcome() const;
+    [[nodiscard]] double seconds() const noexcept { return m_now; }
+    [[nodiscard]] int stalledRank() const noexcept { return m_stalled; }
+    [[nodiscard]] const std::vector<int> &slowRanks() const noexcept { return m_slow; }
+
+    /// Feeds everything to a Run page as the engine would.
+    void showOn(RunPage &page) const;
+
+private:
+    struct Rank
+    {
+        double rate = 0;        // tok/s when healthy
+        double mu = 0;          // mean NLL of its shard (shard bias)
+        double transfer = 0;    // transfer share
+        bool slow = false;
+        bool stalls = false;
+        cppl::NllStats stats;
+        double lastHeard = 0;
+    };
+    void step(double dt);
+    void snapshotNow(bool finished);
+
+    int m_n;
+    double m_now = 0;
+    double m_stallAt = 0;
+    int m_stalled = -1;
+    std::vector<int> m_slow;
+    std::mt19937 m_rng;
+    std::vector<Rank> m_ranks;
+    Thresholds m_thresholds;
+    cppl::core::run::RunTimeline m_timeline;
+    cppl::core::run::AlertMonitor m_alerts;
+    std::shared_ptr<cppl::core::telemetry::Snapshot> m_snapshot;
+    std::vector<std::pair<int, QString>> m_logs;
+    std::int64_t m_sequence = 0;
+    bool m_finished = false;
+};
+
+} // namespace cppl::app

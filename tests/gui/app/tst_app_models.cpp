@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+// The dashboard's models under QAbstractItemModelTester, the Cluster page's hostfile round trip and
+// its refusals of invalid edits (each naming the field).
+
+#include "alert_model.h"
+#include "cluster_page.h"
+#include "profile_model.h"
+#include "rank_table_model.h"
+#include "synthetic_run.h"
+
+#include "cppl/hostfile.h"
+
+#include <QAbstractItemModelTester>
+#include <QFile>
+#include <QMimeData>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using cppl::app::ProfileModel;
+
+namespace {
+
+cppl::ClusterProfile twoRacks()
+{
+    const auto parsed = cppl::parseHostfile("node-a slots=2 group=rack1\nnode-b slots=2 group=rack1\nnode-c slots=4 group=rack2\n");
+    return cppl::profileFromHosts(parsed.hosts, "ssh");
+}
+
+QByteArray readAll(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+} // namespace
+
+class TestAppModels : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void profileModelStructure();
+    void profileModelEditsUnderTester();
+    void invalidEditsRefused_data();
+    void invalidEditsRefused();
+    void dragHostBetweenGroups();
+    void problemsMapToRows();
+    void hostfileRoundTrip();
+    void rankAndAlertModels();
+};
+
+void TestAppModels::profileModelStructure()
+{
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(twoRacks());
+    QVERIFY(m.problems().isEmpty());
+    // by-label: two groups, rack1 with two hosts, rack2 with one; slots under hosts.
+    QCOMPARE(m.rowCount(), 2);
+    QCOMPARE(m.index(0, 0).data().toString(), u"rack1"_s);
+    const QModelIndex rack1 = m.index(0, 0);
+    QCOMPARE(m.rowCount(rack1), 2);
+    const QModelIndex nodeC = m.index(0, 0, m.index(1, 0));
+    QCOMPARE(nodeC.data().toString(), u"node-c"_s);
+    QCOMPARE(m.rowCount(nodeC), 4);
+    QCOMPARE(m.index(0, ProfileModel::ColRanks, nodeC).data().toString(), u"rank 4"_s);
+    // Group leaders come from rankLayout(): the first rank of each group.
+    QCOMPARE(m.index(0, ProfileModel::ColRole, nodeC).data().toString(), u"leader of rack2"_s);
+    QCOMPARE(m.index(1, ProfileModel::ColRole, nodeC).data().toString(), u"in rack2"_s);
+    QCOMPARE(m.index(0, ProfileModel::ColRole, rack1).data().toString(), u"leads rack1"_s);
+    QCOMPARE(m.index(1, ProfileModel::ColRole, rack1).data().toString(), QString());
+}
+
+void TestAppModels::profileModelEditsUnderTester()
+{
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(twoRacks());
+    QVERIFY(m.setData(m.index(0, ProfileModel::ColAddress, m.index(0, 0)), u"10.0.0.1"_s));
+    QCOMPARE(m.profile().hosts[0].address, std::string("10.0.0.1"));
+    QVERIFY(m.setData(m.index(0, ProfileModel::ColSlots, m.index(0, 0)), 3));
+    QCOMPARE(m.rowCount(m.index(0, 0, m.index(0, 0))), 3);
+    QVERIFY(m.addHost(1, u"node-d"_s, 2).isEmpty());
+    QCOMPARE(m.profile().hosts.size(), size_t(4));
+    QCOMPARE(m.profile().hosts[3].group, std::string("rack2"));
+    QVERIFY(m.addGroup(u"rack3"_s).isEmpty()); // becomes explicit
+    QCOMPARE(m.profile().grouping.mode, cppl::GroupingSpec::Mode::Explicit);
+    QCOMPARE(m.rowCount(), 3);
+    QVERIFY(m.moveHostToGroup(3, 2).isEmpty());
+    QCOMPARE(m.rowCount(m.index(2, 0)), 1);
+    QVERIFY(m.moveHost(0, 1).isEmpty());
+    QCOMPARE(m.profile().hosts[0].name, std::string("node-b"));
+    QVERIFY(m.renameGroup(2, u"rack-3"_s).isEmpty());
+    QCOMPARE(m.index(2, 0).data().toString(), u"rack-3"_s);
+    QVERIFY(m.setGrouping(cppl::GroupingSpec::Mode::BySize, 2).isEmpty());
+    QCOMPARE(m.rowCount(), 1);
+    QVERIFY(m.removeHost(0).isEmpty());
+    QCOMPARE(m.profile().hosts.size(), size_t(3));
+    m.setPreflight(u"node-a"_s, true, u"✓ agent 0.1.0"_s, u"details"_s);
+    QVERIFY(m.problems().isEmpty());
+}
+
+void TestAppModels::invalidEditsRefused_data()
+{
+    QTest::addColumn<int>("column");
+    QTest::addColumn<QVariant>("value");
+    QTest::addColumn<QString>("field");
+    QTest::addRow("slots 0") << int(ProfileModel::ColSlots) << QVariant(0) << u"hosts[0].slots"_s;
+    QTest::addRow("slots not a number") << int(ProfileModel::ColSlots) << QVariant(u"four"_s) << u"hosts[0].slots"_s;
+    QTest::addRow("empty name") << int(ProfileModel::ColName) << QVariant(QString()) << u"hosts[0].name"_s;
+    QTest::addRow("duplicate name") << int(ProfileModel::ColName) << QVariant(u"node-b"_s) << u".name: host \"node-b\" is listed twice"_s;
+    QTest::addRow("name with a space") << int(ProfileModel::ColName) << QVariant(u"node a"_s) << u"hosts[0].name"_s;
+}
+
+void TestAppModels::invalidEditsRefused()
+{
+    QFETCH(int, column);
+    QFETCH(QVariant, value);
+    QFETCH(QString, field);
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(twoRacks());
+    const auto before = m.profile();
+    QSignalSpy refused(&m, &ProfileModel::editRefused);
+    QVERIFY(!m.setData(m.index(0, column, m.index(0, 0)), value));
+    QCOMPARE(refused.size(), 1);
+    const QString message = refused.front().front().toString();
+    QVERIFY2(message.contains(field), qPrintable(message));
+    QVERIFY(m.profile() == before);
+    QVERIFY(m.problems().isEmpty());
+}
+
+void TestAppModels::dragHostBetweenGroups()
+{
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(twoRacks());
+    const QModelIndex nodeA = m.index(0, 0, m.index(0, 0));
+    std::unique_ptr<QMimeData> mime(m.mimeData({nodeA}));
+    QVERIFY(mime);
+    const QModelIndex rack2 = m.index(1, 0);
+    QVERIFY(m.canDropMimeData(mime.get(), Qt::MoveAction, -1, 0, rack2));
+    m.dropMimeData(mime.get(), Qt::MoveAction, -1, 0, rack2);
+    // by-label: the drop relabels the host and moves it behind rack2's hosts (contiguous ranks).
+    const auto hosts = m.profile().hosts;
+    QCOMPARE(hosts.size(), size_t(3));
+    QCOMPARE(hosts[2].name, std::string("node-a"));
+    QCOMPARE(hosts[2].group, std::string("rack2"));
+    QCOMPARE(m.index(0, 0).data().toString(), u"rack1"_s);
+    QCOMPARE(m.rowCount(m.index(0, 0)), 1);
+    QCOMPARE(m.rowCount(m.index(1, 0)), 2);
+    QCOMPARE(m.index(1, 0, m.index(1, 0)).data().toString(), u"node-a"_s);
+    // By size: refused with the reason.
+    QVERIFY(m.setGrouping(cppl::GroupingSpec::Mode::BySize, 2).isEmpty());
+    QSignalSpy refused(&m, &ProfileModel::editRefused);
+    QVERIFY(!m.moveHostToGroup(0, 0).isEmpty());
+    QCOMPARE(refused.size(), 1);
+    QVERIFY(refused.front().front().toString().contains(u"explicit"_s));
+}
+
+void TestAppModels::problemsMapToRows()
+{
+    // A profile read from a file may carry problems: they are listed and mapped to their row.
+    auto p = twoRacks();
+    p.grouping.mode = cppl::GroupingSpec::Mode::Explicit;
+    p.grouping.groups = {{"r1", {"node-a", "node-b"}}};
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(p);
+    QCOMPARE(m.problems().size(), 1);
+    QVERIFY(m.problems().front().contains(u"node-c"_s));
+    const QModelIndex row = m.indexOfProblem(m.problems().front());
+    QVERIFY(row.isValid());
+    QCOMPARE(m.hostIndexOf(row), 2);
+    QVERIFY(row.data(Qt::ToolTipRole).toString().contains(u"node-c"_s));
+    // Fixing it through the editor clears the problem.
+    QVERIFY(m.moveHostToGroup(2, 0).isEmpty());
+    QVERIFY(m.problems().isEmpty());
+}
+
+void TestAppModels::hostfileRoundTrip()
+{
+    QTemporaryDir dir;
+    const QString in = dir.filePath(u"in.hostfile"_s);
+    {
+        QFile f(in);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("# two racks\nnode-a slots=2 group=rack1\nnode-b slots=2 group=rack1\nnode-c slots=4 group=rack2\n");
+    }
+    cppl::app::ClusterPage page;
+    QAbstractItemModelTester tester(page.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy failed(&page, &cppl::app::ClusterPage::failed);
+    QVERIFY(page.importHostfile(in));
+    QCOMPARE(page.profile().hosts.size(), size_t(3));
+    // Edit: one more slot on node-c, node-b moves to rack2, a new host in rack1.
+    auto *m = page.model();
+    QVERIFY(m->setHostField(2, ProfileModel::HostField::Slots, 8).isEmpty());
+    QVERIFY(m->moveHostToGroup(1, 1).isEmpty());
+    QVERIFY(m->addHost(0, u"node-d"_s, 1).isEmpty());
+    const QString out = dir.filePath(u"out.hostfile"_s);
+    QVERIFY(page.exportHostfile(out));
+    QCOMPARE(failed.size(), 0);
+    const auto reread = cppl::parseHostfile(readAll(out).toStdString());
+    QVERIFY(reread.ok());
+    const auto expected = page.profile().hosts;
+    QCOMPARE(reread.hosts.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+        QCOMPARE(reread.hosts[i].name, expected[i].name);
+        QCOMPARE(reread.hosts[i].slots, expected[i].slots);
+        QCOMPARE(reread.hosts[i].group, expected[i].group);
+    }
+    auto byName = [&](const char *name) {
+        return *std::find_if(reread.hosts.begin(), reread.hosts.end(), [&](const cppl::HostSpec &h) { return h.name == name; });
+    };
+    QCOMPARE(byName("node-d").group, std::string("rack1"));
+    QCOMPARE(byName("node-b").group, std::string("rack2"));
+    QCOMPARE(byName("node-c").slots, 8);
+    // Groups stay contiguous in rank order: rack1's hosts first, then rack2's.
+    QCOMPARE(reread.hosts[0].group, std::string("rack1"));
+    QCOMPARE(reread.hosts[1].group, std::string("rack1"));
+    QCOMPARE(reread.hosts[2].group, std::string("rack2"));
+    // Import of what was exported gives the same hosts again.
+    QVERIFY(page.importHostfile(out));
+    QVERIFY(page.profile().hosts == expected);
+
+    // Errors name the file and the cause.
+    QVERIFY(!page.importHostfile(dir.filePath(u"missing"_s)));
+    QCOMPARE(failed.size(), 1);
+    QVERIFY(failed.back().front().toString().contains(u"does not exist"_s));
+    const QString bad = dir.filePath(u"bad.hostfile"_s);
+    {
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("node-a slots=zero\n");
+    }
+    QVERIFY(!page.importHostfile(bad));
+    QVERIFY2(failed.back().front().toString().contains(u"bad.hostfile:1"_s), qPrintable(failed.back().front().toString()));
+    // Profile JSON round trip as well.
+    const QString json = dir.filePath(u"p.json"_s);
+    QVERIFY(page.saveProfile(json));
+    const auto parsed = cppl::parseProfile(readAll(json).toStdString());
+    QVERIFY(parsed.ok());
+    QVERIFY(parsed.profile == page.profile());
+}
+
+void TestAppModels::rankAndAlertModels()
+{
+    cppl::app::RankTableModel ranks;
+    cppl::app::AlertModel alerts;
+    QSortFilterProxyModel proxy;
+    proxy.setSourceModel(&ranks);
+    proxy.setSortRole(cppl::app::RankTableModel::SortRole);
+    proxy.sort(cppl::app::RankTableModel::ColRate);
+    QAbstractItemModelTester t1(&ranks, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t2(&alerts, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t3(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    cppl::app::SyntheticRun run(64);
+    QSignalSpy changed(&ranks, &QAbstractItemModel::dataChanged);
+    for (double t = 5; t <= 400; t += 5) {
+        run.advanceTo(t);
+        ranks.update(run.snapshot());
+    }
+    QCOMPARE(ranks.rowCount(), 64);
+    // One dataChanged per update (after the first, which resets), covering every cell.
+    QCOMPARE(changed.size(), 79);
+    const auto range = changed.back();
+    QCOMPARE(range.at(0).toModelIndex(), ranks.index(0, 0));
+    QCOMPARE(range.at(1).toModelIndex(), ranks.index(63, cppl::app::RankTableModel::ColumnCount - 1));
+    // Sorted by tok/s: the stalled rank (0 tok/s) first, then the slow ranks.
+    QCOMPARE(proxy.index(0, 0).data(cppl::app::RankTableModel::RankRole).toInt(), run.stalledRank());
+    std::vector<int> next;
+    for (int row = 1; row <= 3; ++row)
+        next.push_back(proxy.index(row, 0).data(cppl::app::RankTableModel::RankRole).toInt());
+    std::sort(next.begin(), next.end());
+    QCOMPARE(next, run.slowRanks());
+    for (const auto &a : run.alerts())
+        alerts.append(a);
+    QVERIFY(alerts.rowCount() > 0);
+    QVERIFY(alerts.index(0, cppl::app::AlertModel::ColMessage).data().toString().size() > 10);
+    proxy.setFilterKeyColumn(-1);
+    proxy.setFilterFixedString(u"node-004"_s);
+    QCOMPARE(proxy.rowCount(), 8);
+    ranks.clear();
+    alerts.clear();
+}
+
+QTEST_MAIN(TestAppModels)
+#include "tst_app_models.moc"

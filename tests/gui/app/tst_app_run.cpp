@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+// The dashboard driving real local runs (real agents, the real collector) with the embedded
+// default profile: the Run page reaches "finished" showing the result's PPL to the last digit; a
+// rank killed with SIGKILL shows as failed, with an alert, within 3 s; Stop leaves no agent.
+
+#include "alert_model.h"
+#include "evaluation_page.h"
+#include "main_window.h"
+#include "rank_table_model.h"
+#include "run_page.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using cppl::app::MainWindow;
+using cppl::core::run::AlertKind;
+using cppl::core::run::RunPhase;
+
+namespace {
+
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+
+QByteArray readFile(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+/// Live processes whose environment carries CLUSTERPPL_RUN_ID=id (zombies have exited already).
+QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {})
+{
+    QList<qint64> out;
+    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const auto env = readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0');
+        if (!env.contains(needle) || (!extra.isEmpty() && !env.contains(extra)))
+            continue;
+        const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
+        const qsizetype close = stat.lastIndexOf(')');
+        if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
+            out << pid;
+    }
+    return out;
+}
+
+QString stateOf(cppl::app::RunPage *page, int rank)
+{
+    auto *m = page->rankModel();
+    for (int row = 0; row < m->rowCount(); ++row)
+        if (m->index(row, 0).data(cppl::app::RankTableModel::RankRole).toInt() == rank)
+            return m->index(row, cppl::app::RankTableModel::ColState).data().toString();
+    return {};
+}
+
+} // namespace
+
+class TestAppRun : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+
+    /// The default profile with every window (@p maxWindows 0) or the first few.
+    std::unique_ptr<MainWindow> window(std::int64_t maxWindows)
+    {
+        auto w = std::make_unique<MainWindow>();
+        w->setAgentOverride(kAgent);
+        w->setLogDirectory(m_dir.filePath(u"logs-%1"_s.arg(QDateTime::currentMSecsSinceEpoch())));
+        w->loadStartupProfile();
+        auto e = w->evaluationPage()->evaluation();
+        auto t = w->evaluationPage()->thresholds();
+        e.maxWindows = maxWindows;
+        w->evaluationPage()->load(e, t);
+        w->show();
+        return w;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true); // QSettings away from the user's
+        QVERIFY(QFileInfo(kAgent).isExecutable());
+    }
+
+    void finishedShowsResultPpl()
+    {
+        auto w = window(48);
+        QSignalSpy finished(w.get(), &MainWindow::runFinished);
+        QVERIFY(w->startRun());
+        QVERIFY(finished.wait(240000));
+        const auto o = finished.front().front().value<cppl::core::run::RunOutcome>();
+        QVERIFY2(o.phase == RunPhase::Finished, qPrintable(o.firstCause + o.summary));
+        QVERIFY(w->runPage()->phaseText().contains(u"finished"_s));
+        const double ppl = QJsonDocument::fromJson(o.resultJson).object().value(u"ppl"_s).toDouble();
+        QVERIFY(ppl > 1.0);
+        // The headline is the live exact merge; it must equal the result JSON to every digit shown.
+        const QString shown = w->runPage()->pplText();
+        QVERIFY2(shown.startsWith(u"PPL "_s + QString::number(ppl, 'f', 6)),
+                 qPrintable(shown + u" vs result "_s + QString::number(ppl, 'g', 17)));
+        QCOMPARE(w->runPage()->rankModel()->rowCount(), 4);
+        for (int r = 0; r < 4; ++r)
+            QVERIFY2(stateOf(w->runPage(), r).contains(u"done"_s), qPrintable(stateOf(w->runPage(), r)));
+        QVERIFY(o.liveMergeMatches.value_or(false));
+    }
+
+    void killedRankShowsFailedWithin3s()
+    {
+        auto w = window(0);
+        QSignalSpy finished(w.get(), &MainWindow::runFinished);
+        QVERIFY(w->startRun());
+        auto *page = w->runPage();
+        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
+        const QString runId = w->engine()->runId();
+        const auto victims = agentsOfRun(runId, "RANK=2");
+        QCOMPARE(victims.size(), 1);
+        QElapsedTimer t;
+        t.start();
+        QVERIFY(::kill(static_cast<pid_t>(victims.front()), SIGKILL) == 0);
+        auto alerted = [&] {
+            for (int row = 0; row < page->alertModel()->rowCount(); ++row) {
+                const auto &a = page->alertModel()->alertAt(row);
+                if (a.rank == 2 && a.kind == AlertKind::Failed)
+                    return true;
+            }
+            return false;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(alerted() && stateOf(page, 2).contains(u"failed"_s), 3000);
+        qInfo("rank 2 shown failed with an alert after %lld ms: %s", qlonglong(t.elapsed()), qPrintable(stateOf(page, 2)));
+        // Clicking the alert selects the rank everywhere.
+        page->selectRank(-1);
+        for (int row = 0; row < page->alertModel()->rowCount(); ++row)
+            if (page->alertModel()->alertAt(row).rank == 2) {
+                auto *view = page->findChild<QAbstractItemView *>(u"alertView"_s);
+                QVERIFY(view);
+                const QRect r = view->visualRect(page->alertModel()->index(row, 0));
+                QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, r.center());
+                break;
+            }
+        QCOMPARE(page->selectedRank(), 2);
+        QVERIFY(finished.wait(60000));
+        QVERIFY(page->phaseText().contains(u"failed"_s));
+        QVERIFY(!w->messageBar()->text().isEmpty());
+        QVERIFY2(w->messageBar()->text().contains(u"rank 2"_s), qPrintable(w->messageBar()->text()));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
+    }
+
+    void stopLeavesNoAgent()
+    {
+        auto w = window(0);
+        QSignalSpy finished(w.get(), &MainWindow::runFinished);
+        QVERIFY(w->startRun());
+        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
+        const QString runId = w->engine()->runId();
+        QCOMPARE(agentsOfRun(runId).size(), 4);
+        // Stop through the window's Stop action (Ctrl+.).
+        QAction *stop = nullptr;
+        for (QAction *a : w->findChildren<QAction *>())
+            if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_Period))
+                stop = a;
+        QVERIFY(stop && stop->isEnabled());
+        stop->trigger();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.front().front().value<cppl::core::run::RunOutcome>().phase, RunPhase::Stopped);
+        QVERIFY(w->runPage()->phaseText().contains(u"stopped"_s));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
+    }
+};
+
+QTEST_MAIN(TestAppRun)
+#include "tst_app_run.moc"
