@@ -56,6 +56,15 @@ bool validName(std::string_view s)
     });
 }
 
+// Whether `id` is one of the host's slot ids, without building the list: hosts may have 2^20 slots
+// and a filter may name thousands of slots (quadratic before; tests/fuzz/fuzz_hostfile).
+bool hasSlot(const HostSpec &h, long long id)
+{
+    if (h.devices.empty())
+        return id >= 0 && id < h.slots;
+    return std::find(h.devices.begin(), h.devices.end(), id) != h.devices.end();
+}
+
 std::vector<int> slotIds(const HostSpec &h)
 {
     if (!h.devices.empty())
@@ -159,10 +168,9 @@ std::vector<HostSpec> applyHostFilter(const std::vector<HostSpec> &hosts, std::s
             wholeHosts.insert(name);
             continue;
         }
-        const auto ids = slotIds(*it);
         for (std::string_view slot : split(part.substr(colon + 1), ',')) {
             long long n = -1;
-            if (!parseInt(slot, n) || std::find(ids.begin(), ids.end(), n) == ids.end())
+            if (!parseInt(slot, n) || !hasSlot(*it, n))
                 throw ConfigError(flag + ": slot \"" + std::string(slot) + "\" does not exist on host \"" + name + "\" (it has "
                                   + std::to_string(it->slots) + " slots)");
             selected[name].insert(static_cast<int>(n));
@@ -171,9 +179,11 @@ std::vector<HostSpec> applyHostFilter(const std::vector<HostSpec> &hosts, std::s
     std::vector<HostSpec> out;
     for (const HostSpec &h : hosts) {
         const auto ids = slotIds(h);
+        const bool whole = wholeHosts.count(h.name) != 0;
+        const auto chosen = selected.find(h.name);
         std::vector<int> keep;
         for (int id : ids) {
-            const bool listed = wholeHosts.count(h.name) || (selected.count(h.name) && selected.at(h.name).count(id));
+            const bool listed = whole || (chosen != selected.end() && chosen->second.count(id) != 0);
             if (listed == isInclude)
                 keep.push_back(id);
         }
