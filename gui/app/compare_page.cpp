@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include "compare_page.h"
+
+#include "compare_model.h"
+
+#include "charts/chart_widget.h"
+#include "charts/stacked_bar_chart.h"
+#include "charts/time_series_chart.h"
+
+#include <QDoubleSpinBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+using namespace Qt::StringLiterals;
+using cppl::charts::AxisSpec;
+using cppl::charts::SeriesData;
+using cppl::charts::ValueFormat;
+using cppl::core::store::RunRecord;
+
+namespace cppl::app {
+
+ComparePage::ComparePage(QWidget *parent)
+    : QWidget(parent)
+{
+    auto *outer = new QVBoxLayout(this);
+    auto *top = new QHBoxLayout;
+    m_heading = new QLabel(tr("Select runs on the History page and press Compare, or run a sweep (Run > Sweep…)."), this);
+    m_heading->setWordWrap(true);
+    top->addWidget(m_heading, 1);
+    top->addWidget(new QLabel(tr("Efficiency threshold:"), this));
+    m_threshold = new QDoubleSpinBox(this);
+    m_threshold->setObjectName(u"thresholdSpin"_s);
+    m_threshold->setRange(1, 100);
+    m_threshold->setDecimals(0);
+    m_threshold->setSuffix(u" %"_s);
+    m_threshold->setValue(75);
+    m_threshold->setToolTip(tr("The recommendation is the largest node count whose scaling efficiency stays at or above this"));
+    top->addWidget(m_threshold);
+    outer->addLayout(top);
+    m_recommendation = new QLabel(this);
+    m_recommendation->setObjectName(u"recommendation"_s);
+    m_recommendation->setWordWrap(true);
+    m_recommendation->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    QFont bold = m_recommendation->font();
+    bold.setBold(true);
+    m_recommendation->setFont(bold);
+    outer->addWidget(m_recommendation);
+
+    auto *split = new QSplitter(Qt::Vertical, this);
+    auto *grid = new QWidget(split);
+    auto *g = new QGridLayout(grid);
+    g->setContentsMargins(0, 0, 0, 0);
+    m_rate = new charts::TimeSeriesChart(this);
+    m_rate->setTitle(tr("Throughput vs ranks"));
+    m_rate->setXAxis(AxisSpec{tr("ranks"), ValueFormat::Plain, {}, {}, true});
+    m_rate->setYAxis(AxisSpec{tr("tok/s"), ValueFormat::Si, {}, {}, true});
+    m_efficiency = new charts::TimeSeriesChart(this);
+    m_efficiency->setTitle(tr("Scaling efficiency, measured and projected (dashed)"));
+    m_efficiency->setXAxis(AxisSpec{tr("log₂ ranks (0 = 1 rank, 3 = 8, 4 = 16, 10 = 1024)"), ValueFormat::Plain, {}, {}, true});
+    m_efficiency->setYAxis(AxisSpec{tr("efficiency"), ValueFormat::Percent, 0.0, {}, true});
+    m_comm = new charts::StackedBarChart(this);
+    m_comm->setTitle(tr("Communication share of rank time"));
+    m_comm->setSegmentNames({tr("waiting"), tr("transfer")});
+    m_comm->setXAxis(AxisSpec{tr("ranks"), ValueFormat::Plain, {}, {}, false});
+    m_comm->setYAxis(AxisSpec{tr("share of time"), ValueFormat::Percent, 0.0, {}, true});
+    m_ppl = new charts::TimeSeriesChart(this);
+    m_ppl->setTitle(tr("PPL ± stderr vs ranks"));
+    m_ppl->setXAxis(AxisSpec{tr("ranks"), ValueFormat::Plain, {}, {}, false});
+    m_ppl->setYAxis(AxisSpec{tr("PPL"), ValueFormat::Plain, {}, {}, false});
+    int i = 0;
+    for (charts::Chart *c : std::initializer_list<charts::Chart *>{m_rate, m_efficiency, m_comm, m_ppl}) {
+        auto *w = new charts::ChartWidget(c, grid);
+        w->setMinimumHeight(180);
+        g->addWidget(w, i / 2, i % 2);
+        ++i;
+    }
+    split->addWidget(grid);
+
+    auto *bottom = new QWidget(split);
+    auto *b = new QVBoxLayout(bottom);
+    b->setContentsMargins(0, 0, 0, 0);
+    m_model = new CompareModel(this);
+    auto *proxy = new QSortFilterProxyModel(this);
+    proxy->setSourceModel(m_model);
+    proxy->setSortRole(CompareModel::SortRole);
+    m_table = new QTableView(bottom);
+    m_table->setObjectName(u"compareTable"_s);
+    m_table->setModel(proxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(CompareModel::ColRanks, Qt::AscendingOrder);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    b->addWidget(m_table, 1);
+    m_projection = new QLabel(bottom);
+    m_projection->setObjectName(u"projection"_s);
+    m_projection->setWordWrap(true);
+    m_projection->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    b->addWidget(m_projection);
+    split->addWidget(bottom);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    outer->addWidget(split, 1);
+
+    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, &ComparePage::recompute);
+    recompute();
+}
+
+void ComparePage::setRuns(std::vector<RunRecord> runs, std::vector<RunRecord> baselines)
+{
+    m_runs = std::move(runs);
+    m_baselines = std::move(baselines);
+    recompute();
+}
+
+void ComparePage::setThreshold(double fraction)
+{
+    m_threshold->setValue(100 * fraction);
+}
+
+double ComparePage::threshold() const
+{
+    return m_threshold->value() / 100;
+}
+
+QString ComparePage::recommendationText() const
+{
+    return m_recommendation->text();
+}
+
+QString ComparePage::projectionText() const
+{
+    return m_projection->text();
+}
+
+void ComparePage::recompute()
+{
+    cppl::core::store::CompareOptions o;
+    o.threshold = threshold();
+    m_comparison = m_runs.empty() ? cppl::core::store::Comparison{} : cppl::core::store::compareRuns(m_runs, m_baselines, o);
+    m_model->setComparison(m_comparison);
+    if (m_runs.empty()) {
+        m_recommendation->setText({});
+        m_projection->setText({});
+    } else {
+        QStringList ids;
+        for (const auto &p : m_comparison.points)
+            ids << p.runId;
+        m_heading->setText(tr("%n run(s) compared: %1", nullptr, int(ids.size())).arg(ids.join(u", "_s)));
+        QString rec = tr("Recommendation: ") + m_comparison.recommendation;
+        if (!m_comparison.warnings.isEmpty())
+            rec += u"\n⚠ "_s + m_comparison.warnings.join(u"\n⚠ "_s);
+        m_recommendation->setText(rec);
+        const auto &pr = m_comparison.projection;
+        QString text;
+        if (!pr.available) {
+            text = tr("Projection: not available (%1).").arg(pr.why);
+        } else {
+            text = tr("Projection (%1 collective, dashed in the efficiency chart): %2\nFit error (RMS): compute speed %3, "
+                      "collective %4.")
+                       .arg(pr.topology, pr.formula)
+                       .arg(pr.computeSpeed.rmsError, 0, 'g', 3)
+                       .arg((pr.topology == u"flat"_s ? pr.collectiveFlat : pr.collectiveHierarchical).rmsError, 0, 'g', 3);
+            QStringList at;
+            for (const auto &p : pr.points)
+                at << tr("%1 ranks: %2% efficiency, %3% comm").arg(p.ranks).arg(100 * p.efficiency, 0, 'f', 0).arg(100 * p.commShare, 0, 'f', 0);
+            text += u"\n"_s + at.join(u"; "_s);
+            if (pr.heldOut.available)
+                text += u"\n"_s
+                        + tr("Held-out check (fit without %1 ranks, then predict it): efficiency %2% predicted vs %3% measured "
+                             "(%4 points), throughput %5% off.")
+                              .arg(pr.heldOut.ranks)
+                              .arg(100 * pr.heldOut.predictedEfficiency, 0, 'f', 1)
+                              .arg(100 * pr.heldOut.measuredEfficiency, 0, 'f', 1)
+                              .arg(pr.heldOut.efficiencyErrorPoints(), 0, 'f', 1)
+                              .arg(100 * pr.heldOut.throughputRelativeError(), 0, 'f', 1);
+            else
+                text += u"\n"_s + tr("Held-out check: %1").arg(pr.heldOut.why);
+        }
+        m_projection->setText(text);
+    }
+    updateCharts();
+}
+
+void ComparePage::updateCharts()
+{
+    const auto &pts = m_comparison.points;
+    SeriesData rate{tr("measured"), {}, {}}, ideal{tr("ideal (linear)"), {}, {}};
+    SeriesData eff{tr("measured"), {}, {}}, proj{tr("projected"), {}, {}};
+    SeriesData ppl{tr("PPL"), {}, {}}, hi{tr("PPL + stderr"), {}, {}}, lo{tr("PPL − stderr"), {}, {}};
+    std::vector<double> comm;
+    QStringList labels;
+    // One point per world size (the mean when several runs share it): lines need ascending x.
+    for (std::size_t i = 0; i < pts.size();) {
+        std::size_t j = i;
+        double r = 0, id = 0, e = 0;
+        while (j < pts.size() && pts[j].worldSize == pts[i].worldSize) {
+            r += pts[j].tokensPerSecond;
+            id += pts[j].idealTokensPerSecond;
+            e += pts[j].efficiency;
+            ++j;
+        }
+        const double n = double(j - i), x = pts[i].worldSize;
+        rate.x.push_back(x);
+        rate.y.push_back(r / n);
+        ideal.x.push_back(x);
+        ideal.y.push_back(id / n);
+        eff.x.push_back(std::log2(x));
+        eff.y.push_back(e / n);
+        i = j;
+    }
+    for (const auto &p : pts) {
+        comm.push_back(p.waitShare);
+        comm.push_back(p.transferShare);
+        labels << QString::number(p.worldSize);
+        if (p.ppl) {
+            ppl.x.push_back(p.worldSize);
+            ppl.y.push_back(*p.ppl);
+            hi.x.push_back(p.worldSize);
+            hi.y.push_back(*p.ppl + p.pplStderr.value_or(0));
+            lo.x.push_back(p.worldSize);
+            lo.y.push_back(*p.ppl - p.pplStderr.value_or(0));
+        }
+    }
+    if (m_comparison.projection.available && !eff.x.empty()) {
+        // The dashed line starts at the largest measured point so the two read as one curve.
+        proj.x.push_back(eff.x.back());
+        proj.y.push_back(eff.y.back());
+        for (const auto &p : m_comparison.projection.points) {
+            proj.x.push_back(std::log2(double(p.ranks)));
+            proj.y.push_back(p.efficiency);
+        }
+    }
+    m_rate->setSeries({rate, ideal});
+    m_efficiency->setSeries({eff, proj});
+    m_efficiency->setReferenceLines({charts::ReferenceLine{threshold(), tr("threshold %1%").arg(m_threshold->value(), 0, 'f', 0), {}, Qt::DotLine}});
+    m_comm->setValues(std::move(comm));
+    m_comm->setCategoryLabels(labels);
+    m_ppl->setSeries({ppl, hi, lo});
+}
+
+} // namespace cppl::app

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Runs against node count (comparison.h): throughput with the ideal linear line, scaling
+// efficiency with the projection to 16..1024 ranks drawn dashed, the comm share split into wait
+// and transfer, PPL ± stderr with the deviation from the one-rank baseline, the same figures as a
+// table, the recommendation (editable threshold) and the projection's formula and fit error.
+
+#include "store/comparison.h"
+
+#include <QWidget>
+
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QTableView;
+
+namespace cppl::charts {
+class StackedBarChart;
+class TimeSeriesChart;
+} // namespace cppl::charts
+
+namespace cppl::app {
+
+class CompareModel;
+
+class ComparePage : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit ComparePage(QWidget *parent = nullptr);
+
+    /// @p runs as RunStore::get() returns them; @p baselines: stored one-rank runs of the same
+    /// settings, used when the selection has none.
+    void setRuns(std::vector<cppl::core::store::RunRecord> runs, std::vector<cppl::core::store::RunRecord> baselines = {});
+    void setThreshold(double fraction);
+    [[nodiscard]] double threshold() const;
+    [[nodiscard]] const cppl::core::store::Comparison &comparison() const noexcept { return m_comparison; }
+    [[nodiscard]] CompareModel *model() const noexcept { return m_model; }
+    [[nodiscard]] QString recommendationText() const;
+    [[nodiscard]] QString projectionText() const;
+
+Q_SIGNALS:
+    void exportRequested();
+
+private:
+    void recompute();
+    void updateCharts();
+
+    std::vector<cppl::core::store::RunRecord> m_runs, m_baselines;
+    cppl::core::store::Comparison m_comparison;
+    CompareModel *m_model = nullptr;
+    QLabel *m_heading = nullptr;
+    QLabel *m_recommendation = nullptr;
+    QLabel *m_projection = nullptr;
+    QDoubleSpinBox *m_threshold = nullptr;
+    QTableView *m_table = nullptr;
+    charts::TimeSeriesChart *m_rate = nullptr;
+    charts::TimeSeriesChart *m_efficiency = nullptr;
+    charts::StackedBarChart *m_comm = nullptr;
+    charts::TimeSeriesChart *m_ppl = nullptr;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+#include "history_page.h"
+
+#include "history_model.h"
+#include "run_detail.h"
+
+#include "store/run_store.h"
+
+#include "cppl/errors.h"
+
+#include <QComboBox>
+#include <QDateEdit>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSet>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <set>
+
+using namespace Qt::StringLiterals;
+using cppl::core::store::RunRecord;
+using cppl::core::store::RunStatus;
+
+namespace cppl::app {
+
+namespace {
+
+const QDate kAnyDate(2000, 1, 1); // the date edits' minimum, shown as "any"
+
+QDateEdit *dateEdit(QWidget *parent)
+{
+    auto *d = new QDateEdit(parent);
+    d->setCalendarPopup(true);
+    d->setMinimumDate(kAnyDate);
+    d->setSpecialValueText(QObject::tr("any"));
+    d->setDate(kAnyDate);
+    d->setDisplayFormat(u"yyyy-MM-dd"_s);
+    return d;
+}
+
+} // namespace
+
+HistoryPage::HistoryPage(QWidget *parent)
+    : QWidget(parent)
+{
+    auto *outer = new QVBoxLayout(this);
+    auto *filters = new QHBoxLayout;
+    m_search = new QLineEdit(this);
+    m_search->setObjectName(u"historySearch"_s);
+    m_search->setPlaceholderText(tr("Search run id, profile, model, data, cause…"));
+    m_search->setClearButtonEnabled(true);
+    filters->addWidget(m_search, 2);
+    auto combo = [&](const QString &label) {
+        filters->addWidget(new QLabel(label, this));
+        auto *c = new QComboBox(this);
+        c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+        filters->addWidget(c);
+        return c;
+    };
+    m_modelBox = combo(tr("Model"));
+    m_dataBox = combo(tr("Data"));
+    m_protocolBox = combo(tr("Protocol"));
+    m_statusBox = combo(tr("Status"));
+    m_nodesBox = combo(tr("Nodes"));
+    filters->addWidget(new QLabel(tr("From"), this));
+    m_from = dateEdit(this);
+    filters->addWidget(m_from);
+    filters->addWidget(new QLabel(tr("to"), this));
+    m_to = dateEdit(this);
+    filters->addWidget(m_to);
+    outer->addLayout(filters);
+
+    m_model = new HistoryModel(this);
+    m_filter = new HistoryFilterModel(this);
+    m_filter->setSourceModel(m_model);
+    m_view = new QTableView(this);
+    m_view->setObjectName(u"historyTable"_s);
+    m_view->setModel(m_filter);
+    m_view->setSortingEnabled(true);
+    m_view->sortByColumn(HistoryModel::ColStarted, Qt::DescendingOrder);
+    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_view->verticalHeader()->hide();
+    m_view->setAlternatingRowColors(true);
+    m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_view->horizontalHeader()->setStretchLastSection(true);
+    outer->addWidget(m_view, 1);
+
+    auto *buttons = new QHBoxLayout;
+    m_count = new QLabel(this);
+    buttons->addWidget(m_count, 1);
+    m_open = new QPushButton(tr("&Open"), this);
+    m_rerun = new QPushButton(tr("Re-&run"), this);
+    m_compare = new QPushButton(tr("&Compare selected"), this);
+    m_delete = new QPushButton(tr("&Delete…"), this);
+    auto *refreshButton = new QPushButton(tr("Refresh"), this);
+    for (QPushButton *b : {refreshButton, m_open, m_rerun, m_compare, m_delete})
+        buttons->addWidget(b);
+    outer->addLayout(buttons);
+
+    m_statusBox->addItem(tr("any"), -1);
+    for (RunStatus s : {RunStatus::Finished, RunStatus::Failed, RunStatus::Stopped, RunStatus::Interrupted, RunStatus::Running})
+        m_statusBox->addItem(statusLabel(s), int(s));
+
+    connect(m_search, &QLineEdit::textChanged, this, &HistoryPage::applyFilters);
+    for (QComboBox *c : {m_modelBox, m_dataBox, m_protocolBox, m_statusBox, m_nodesBox})
+        connect(c, &QComboBox::currentIndexChanged, this, &HistoryPage::applyFilters);
+    connect(m_from, &QDateEdit::dateChanged, this, &HistoryPage::applyFilters);
+    connect(m_to, &QDateEdit::dateChanged, this, &HistoryPage::applyFilters);
+    connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &HistoryPage::updateButtons);
+    connect(m_view, &QTableView::doubleClicked, this, &HistoryPage::openSelected);
+    connect(refreshButton, &QPushButton::clicked, this, &HistoryPage::refresh);
+    connect(m_open, &QPushButton::clicked, this, &HistoryPage::openSelected);
+    connect(m_compare, &QPushButton::clicked, this, [this] { Q_EMIT compareRequested(selectedRunIds()); });
+    connect(m_rerun, &QPushButton::clicked, this, [this] {
+        const QStringList ids = selectedRunIds();
+        if (ids.size() == 1)
+            Q_EMIT rerunRequested(m_model->runAt(m_model->rowOf(ids.front())));
+    });
+    connect(m_delete, &QPushButton::clicked, this, [this] {
+        const QStringList ids = selectedRunIds();
+        if (ids.isEmpty())
+            return;
+        const auto answer = QMessageBox::question(
+            this, tr("Delete runs"),
+            tr("Delete %n run(s) from the history (%1)? Their samples, logs and alerts go too; this cannot be undone.", nullptr,
+               int(ids.size()))
+                .arg(ids.join(u", "_s)));
+        if (answer == QMessageBox::Yes)
+            deleteRuns(ids);
+    });
+    updateButtons();
+}
+
+void HistoryPage::setStore(cppl::core::store::RunStore *store, const QString &unavailableReason)
+{
+    m_store = store;
+    if (!store)
+        m_count->setText(unavailableReason.isEmpty() ? tr("No run history.") : tr("No run history: %1").arg(unavailableReason));
+    refresh();
+}
+
+void HistoryPage::refresh()
+{
+    if (!m_store) {
+        m_model->setRuns({});
+        updateButtons();
+        return;
+    }
+    const QStringList selected = selectedRunIds();
+    try {
+        m_store->flush(); // a run that just ended is on disk
+        m_model->setRuns(m_store->list());
+    } catch (const cppl::Error &e) {
+        Q_EMIT failed(tr("Reading the run history %1: %2").arg(m_store->path(), QString::fromUtf8(e.what())));
+    }
+    fillChoices();
+    selectRuns(selected);
+    applyFilters();
+}
+
+void HistoryPage::fillChoices()
+{
+    // Keep the user's choice across refreshes; the lists are the values the store holds.
+    std::set<QString> models, data, protocols;
+    std::set<int> nodes;
+    for (int i = 0; i < m_model->rowCount(); ++i) {
+        const RunRecord &r = m_model->runAt(i);
+        if (!r.model.isEmpty())
+            models.insert(r.model);
+        if (!r.data.isEmpty())
+            data.insert(r.data);
+        if (!r.protocol.isEmpty())
+            protocols.insert(r.protocol);
+        if (r.nodeCount > 0)
+            nodes.insert(r.nodeCount);
+    }
+    auto fill = [](QComboBox *box, const QList<std::pair<QString, QVariant>> &items) {
+        const QVariant keep = box->currentData();
+        const QSignalBlocker block(box);
+        box->clear();
+        box->addItem(tr("any"), QVariant());
+        for (const auto &[text, value] : items)
+            box->addItem(text, value);
+        const int at = box->findData(keep);
+        box->setCurrentIndex(at < 0 ? 0 : at);
+    };
+    QList<std::pair<QString, QVariant>> m, d, p, n;
+    for (const QString &s : models)
+        m.append({shortPath(s), s});
+    for (const QString &s : data)
+        d.append({shortPath(s), s});
+    for (const QString &s : protocols)
+        p.append({s, s});
+    for (int k : nodes)
+        n.append({QString::number(k), k});
+    fill(m_modelBox, m);
+    fill(m_dataBox, d);
+    fill(m_protocolBox, p);
+    fill(m_nodesBox, n);
+    for (int i = 0; i < m_modelBox->count(); ++i)
+        m_modelBox->setItemData(i, m_modelBox->itemData(i), Qt::ToolTipRole);
+}
+
+void HistoryPage::applyFilters()
+{
+    m_filter->setSearch(m_search->text());
+    m_filter->setModelFilter(m_modelBox->currentData().toString());
+    m_filter->setDataFilter(m_dataBox->currentData().toString());
+    m_filter->setProtocolFilter(m_protocolBox->currentData().toString());
+    const int st = m_statusBox->currentData().toInt();
+    m_filter->setStatusFilter(st < 0 ? std::nullopt : std::optional<RunStatus>(RunStatus(st)));
+    m_filter->setNodeCount(m_nodesBox->currentData().toInt());
+    m_filter->setDateRange(m_from->date() == kAnyDate ? QDate() : m_from->date(), m_to->date() == kAnyDate ? QDate() : m_to->date());
+    if (m_store)
+        m_count->setText(tr("%1 of %n stored run(s) shown — %2", nullptr, m_model->rowCount()).arg(m_filter->rowCount()).arg(m_store->path()));
+    updateButtons();
+}
+
+QStringList HistoryPage::selectedRunIds() const
+{
+    QStringList ids;
+    for (const QModelIndex &i : m_view->selectionModel()->selectedRows())
+        ids << i.data(HistoryModel::RunIdRole).toString();
+    return ids;
+}
+
+void HistoryPage::selectRuns(const QStringList &runIds)
+{
+    QItemSelection sel;
+    for (const QString &id : runIds) {
+        const int row = m_model->rowOf(id);
+        if (row < 0)
+            continue;
+        const QModelIndex i = m_filter->mapFromSource(m_model->index(row, 0));
+        if (i.isValid())
+            sel.select(i, i.siblingAtColumn(HistoryModel::ColumnCount - 1));
+    }
+    m_view->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+}
+
+bool HistoryPage::deleteRuns(const QStringList &runIds)
+{
+    if (!m_store)
+        return false;
+    QStringList missing;
+    try {
+        m_store->flush();
+        for (const QString &id : runIds)
+            if (!m_store->remove(id))
+                missing << id;
+    } catch (const cppl::Error &e) {
+        Q_EMIT failed(tr("Deleting from the run history %1: %2").arg(m_store->path(), QString::fromUtf8(e.what())));
+        refresh();
+        return false;
+    }
+    refresh();
+    if (!missing.isEmpty())
+        Q_EMIT failed(tr("Not in the run history %1 (deleted elsewhere?): %2").arg(m_store->path(), missing.join(u", "_s)));
+    return missing.isEmpty();
+}
+
+void HistoryPage::updateButtons()
+{
+    const int n = int(m_view->selectionModel()->selectedRows().size());
+    m_open->setEnabled(n == 1);
+    m_rerun->setEnabled(n == 1);
+    m_compare->setEnabled(n >= 1);
+    m_delete->setEnabled(n >= 1);
+    m_compare->setToolTip(n >= 1 ? QString() : tr("Select the runs to compare (Ctrl+click, Shift+click)"));
+}
+
+void HistoryPage::openSelected()
+{
+    const QStringList ids = selectedRunIds();
+    if (ids.size() != 1 || !m_store)
+        return;
+    std::optional<RunRecord> r;
+    try {
+        r = m_store->get(ids.front());
+    } catch (const cppl::Error &e) {
+        Q_EMIT failed(QString::fromUtf8(e.what()));
+        return;
+    }
+    if (!r) {
+        Q_EMIT failed(tr("Run %1 is no longer in the history %2").arg(ids.front(), m_store->path()));
+        refresh();
+        return;
+    }
+    auto *d = new RunDetailDialog(*r, this);
+    d->setAttribute(Qt::WA_DeleteOnClose);
+    d->show();
+}
+
+} // namespace cppl::app

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Every stored run (docs/run-store.md) as a sortable, filterable table with Open (a read-only
+// detail view), Re-run, Compare selected and Delete. The page reads through the window's
+// RunStore; it never writes except to delete.
+
+#include "store/run_record.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QDateEdit;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QTableView;
+
+namespace cppl::core::store {
+class RunStore;
+}
+
+namespace cppl::app {
+
+class HistoryFilterModel;
+class HistoryModel;
+
+class HistoryPage : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit HistoryPage(QWidget *parent = nullptr);
+
+    /// The store to read (not owned; null: the page says why it is empty).
+    void setStore(cppl::core::store::RunStore *store, const QString &unavailableReason = {});
+    /// Reads the store again (after a run ends, a delete, an import).
+    void refresh();
+    /// Deletes without asking (the Delete button asks first); false with failed() when one is missing.
+    bool deleteRuns(const QStringList &runIds);
+    /// Run ids of the selected rows, in the view's order.
+    [[nodiscard]] QStringList selectedRunIds() const;
+    void selectRuns(const QStringList &runIds);
+
+    [[nodiscard]] HistoryModel *model() const noexcept { return m_model; }
+    [[nodiscard]] HistoryFilterModel *filter() const noexcept { return m_filter; }
+    [[nodiscard]] QTableView *view() const noexcept { return m_view; }
+    [[nodiscard]] QLineEdit *searchEdit() const noexcept { return m_search; }
+
+Q_SIGNALS:
+    void compareRequested(const QStringList &runIds);
+    void rerunRequested(const cppl::core::store::RunRecord &run);
+    void failed(const QString &text);
+
+private:
+    void applyFilters();
+    void fillChoices();
+    void updateButtons();
+    void openSelected();
+
+    cppl::core::store::RunStore *m_store = nullptr;
+    HistoryModel *m_model = nullptr;
+    HistoryFilterModel *m_filter = nullptr;
+    QTableView *m_view = nullptr;
+    QLineEdit *m_search = nullptr;
+    QComboBox *m_modelBox = nullptr, *m_dataBox = nullptr, *m_protocolBox = nullptr, *m_statusBox = nullptr, *m_nodesBox = nullptr;
+    QDateEdit *m_from = nullptr, *m_to = nullptr;
+    QLabel *m_count = nullptr;
+    QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_delete = nullptr;
+};
+
+} // namespace cppl::app

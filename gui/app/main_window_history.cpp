@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+// MainWindow's History, Compare and Sweep parts and the run store: every dashboard run is recorded
+// (RunRecorder) with the stored one-rank baseline, as `clusterppl-cli run` does (cli_history.cpp).
+
+#include "main_window.h"
+
+#include "cluster_page.h"
+#include "compare_page.h"
+#include "evaluation_page.h"
+#include "host_dialogs.h"
+#include "history_page.h"
+#include "message_bar.h"
+#include "sweep_runner.h"
+
+#include "store/run_recorder.h"
+#include "store/run_store.h"
+#include "store/sweep.h"
+
+#include "cppl/errors.h"
+
+#include <QAction>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QLabel>
+#include <QJsonDocument>
+#include <QListWidget>
+#include <QMenu>
+#include <QMenuBar>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QTimer>
+
+using namespace Qt::StringLiterals;
+using cppl::core::store::RunRecord;
+using cppl::core::store::RunStore;
+
+namespace cppl::app {
+
+// Destroyed in reverse: the recorder and the sweep (which stop writing) before the store.
+struct MainWindow::HistoryState
+{
+    std::unique_ptr<RunStore> store;
+    QString storeError;
+    std::unique_ptr<cppl::core::store::RunRecorder> recorder;
+    std::unique_ptr<SweepRunner> sweep;
+    HistoryPage *history = nullptr;
+    ComparePage *compare = nullptr;
+    QAction *storeAction = nullptr;
+    QAction *sweepAction = nullptr;
+};
+
+HistoryPage *MainWindow::historyPage() const { return m_history->history; }
+ComparePage *MainWindow::comparePage() const { return m_history->compare; }
+SweepRunner *MainWindow::sweepRunner() const { return m_history->sweep.get(); }
+
+void MainWindow::setupHistory()
+{
+    m_history = std::make_shared<HistoryState>();
+    HistoryState &h = *m_history;
+    h.history = new HistoryPage(m_pages);
+    h.compare = new ComparePage(m_pages);
+    m_pages->addWidget(h.history);
+    m_pages->addWidget(h.compare);
+    m_nav->addItems({tr("History"), tr("Compare")});
+
+    connect(h.history, &HistoryPage::failed, this, &MainWindow::showError);
+    connect(h.history, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
+    connect(h.history, &HistoryPage::rerunRequested, this, &MainWindow::rerun);
+    // The store opens when first needed: the History page shown, or a run started.
+    connect(m_pages, &QStackedWidget::currentChanged, this, [this](int index) {
+        if (index == HistoryPageIndex && !m_history->store && m_history->storeError.isEmpty())
+            m_history->history->setStore(store(), m_history->storeError);
+    });
+
+    QMenu *view = nullptr;
+    QMenu *runMenu = nullptr;
+    for (QAction *a : menuBar()->actions()) {
+        if (a->menu() && a->text() == tr("&View"))
+            view = a->menu();
+        if (a->menu() && a->text() == tr("&Run"))
+            runMenu = a->menu();
+    }
+    if (view) {
+        QAction *hist = view->addAction(tr("&History"), this, [this] { showPage(HistoryPageIndex); });
+        hist->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
+        QAction *cmp = view->addAction(tr("C&ompare"), this, [this] { showPage(ComparePageIndex); });
+        cmp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_5));
+    }
+    if (runMenu) {
+        runMenu->addSeparator();
+        h.sweepAction = runMenu->addAction(tr("S&weep…"), this, [this] {
+            int slots = 0;
+            for (const auto &host : m_cluster->profile().hosts)
+                slots += host.slots;
+            QStringList def;
+            for (int n = 1; n <= slots && n <= 8; n *= 2)
+                def << QString::number(n);
+            bool ok = false;
+            const QString text = QInputDialog::getText(
+                this, tr("Sweep"),
+                tr("Run the same evaluation at each rank count, one after another, then compare them.\n"
+                   "Rank counts (the profile has %1 slots):").arg(slots),
+                QLineEdit::Normal, def.join(u','), &ok);
+            if (!ok)
+                return;
+            try {
+                startSweep(cppl::core::store::parseRankList(text));
+            } catch (const cppl::Error &e) {
+                showError(tr("Sweep: %1").arg(QString::fromUtf8(e.what())));
+            }
+        });
+        h.storeAction = runMenu->addAction(tr("S&tore runs in the history"));
+        h.storeAction->setCheckable(true);
+        h.storeAction->setChecked(QSettings().value(u"history/storeRuns"_s, true).toBool());
+        h.storeAction->setToolTip(tr("Record every run (settings, result, per-rank samples, logs, alerts) in %1").arg(RunStore::defaultPath()));
+        connect(h.storeAction, &QAction::toggled, this, [](bool on) { QSettings().setValue(u"history/storeRuns"_s, on); });
+    }
+}
+
+void MainWindow::setStoreRuns(bool on)
+{
+    if (m_history->storeAction)
+        m_history->storeAction->setChecked(on);
+}
+
+RunStore *MainWindow::store()
+{
+    HistoryState &h = *m_history;
+    if (!h.store) {
+        try {
+            h.store = std::make_unique<RunStore>(RunStore::defaultPath());
+            h.storeError.clear();
+            h.history->setStore(h.store.get());
+            if (!h.store->interruptedOnOpen().isEmpty())
+                showInfo(tr("Runs left running by a process that ended are marked interrupted: %1")
+                             .arg(h.store->interruptedOnOpen().join(u", "_s)));
+        } catch (const cppl::Error &e) {
+            h.storeError = QString::fromUtf8(e.what());
+            h.history->setStore(nullptr, h.storeError);
+            // Deferred: startRun() clears the message bar right after asking for the store.
+            QTimer::singleShot(0, this, [this, why = h.storeError] {
+                showError(tr("The run history cannot be opened, so runs are not stored: %1\n"
+                             "Set CLUSTERPPL_STORE to a writable file, or turn off Run > Store runs in the history.")
+                              .arg(why));
+            });
+            return nullptr;
+        }
+    }
+    return h.store.get();
+}
+
+void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine)
+{
+    HistoryState &h = *m_history;
+    h.recorder.reset();
+    if (h.storeAction && !h.storeAction->isChecked())
+        return;
+    RunStore *s = store();
+    if (!s)
+        return;
+    if (request.runId.isEmpty())
+        request.runId = cppl::core::run::generateRunId();
+    if (request.baselineResultJson.isEmpty()) {
+        const QString dir = request.profilePath.isEmpty() ? QString() : QFileInfo(request.profilePath).absolutePath();
+        const QString key = cppl::core::store::settingsKey(cppl::core::store::settingsInputsFromProfile(request.profile, dir));
+        try {
+            if (const auto b = s->baselineFor(key))
+                request.baselineResultJson = b->resultJson;
+        } catch (const cppl::Error &e) {
+            statusBar()->showMessage(tr("No baseline: %1").arg(QString::fromUtf8(e.what())), 8000);
+        }
+    }
+    cppl::core::store::RunRecorder::Options o;
+    o.source = u"dashboard"_s;
+    h.recorder = std::make_unique<cppl::core::store::RunRecorder>(*s, o);
+    h.recorder->attach(engine);
+    connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, h.history, &HistoryPage::refresh);
+}
+
+void MainWindow::compareRuns(const QStringList &runIds)
+{
+    RunStore *s = store();
+    if (!s)
+        return;
+    std::vector<RunRecord> runs, baselines;
+    try {
+        s->flush();
+        for (const QString &id : runIds) {
+            auto r = s->get(id);
+            if (!r) {
+                showError(tr("Run %1 is not in the history %2").arg(id, s->path()));
+                continue;
+            }
+            if (auto b = s->baselineFor(r->settingsKey))
+                baselines.push_back(std::move(*b));
+            runs.push_back(std::move(*r));
+        }
+    } catch (const cppl::Error &e) {
+        showError(tr("Reading the run history: %1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    m_history->compare->setRuns(std::move(runs), std::move(baselines));
+    showPage(ComparePageIndex);
+}
+
+bool MainWindow::rerun(const RunRecord &run)
+{
+    const ProfileParseResult parsed = parseProfile(QJsonDocument(run.profile).toJson().toStdString(), run.runId.toStdString());
+    if (!parsed.ok()) {
+        showError(tr("Run %1's stored profile cannot be used: %2").arg(run.runId, QString::fromStdString(parsed.errors.front())));
+        return false;
+    }
+    ClusterProfile p = parsed.profile;
+    // The store keeps model and data as absolute paths; the profile's may be relative to a file
+    // that is not known here.
+    if (!run.model.isEmpty())
+        p.evaluation.model = run.model.toStdString();
+    if (!run.data.isEmpty())
+        (p.evaluation.text.empty() ? p.evaluation.tokens : p.evaluation.text) = run.data.toStdString();
+    m_cluster->setProfile(p, m_cluster->profilePath());
+    m_evaluation->load(p.evaluation, p.thresholds);
+    return startRun();
+}
+
+bool MainWindow::startSweep(const std::vector<int> &counts)
+{
+    HistoryState &h = *m_history;
+    if (m_engine && !cppl::core::run::isTerminal(m_engine->phase()) && m_engine->phase() != cppl::core::run::RunPhase::Idle) {
+        showError(tr("A run is in progress; stop it before a sweep"));
+        return false;
+    }
+    RunStore *s = store();
+    if (!s)
+        return false;
+    if (!h.sweep) {
+        h.sweep = std::make_unique<SweepRunner>(*s);
+        connect(h.sweep.get(), &SweepRunner::progress, this, [this](int i, int n, int ranks, const QString &id) {
+            m_bar->showMessage(MessageBar::Level::Info, tr("Sweep: run %1 of %2 (%3 ranks): %4. Run > Stop ends the sweep.")
+                                                            .arg(i + 1).arg(n).arg(ranks).arg(id));
+            m_statusPhase->setText(tr("sweep %1/%2").arg(i + 1).arg(n));
+        });
+        connect(h.sweep.get(), &SweepRunner::runEnded, this, [this] { m_history->history->refresh(); });
+        connect(h.sweep.get(), &SweepRunner::finished, this, [this](const QStringList &ids, int failures, bool stopped) {
+            m_stopAction->setEnabled(false);
+            m_runAction->setEnabled(true);
+            m_statusPhase->setText(tr("idle"));
+            m_history->history->refresh();
+            if (stopped)
+                showInfo(tr("Sweep stopped after %n run(s).", nullptr, int(ids.size())));
+            else if (failures > 0)
+                showError(tr("Sweep: %1 of %2 runs did not finish; see History").arg(failures).arg(ids.size()));
+            else
+                showInfo(tr("Sweep finished: %n run(s).", nullptr, int(ids.size())));
+            compareRuns(ids);
+        });
+        // Stop (Ctrl+.) ends the sweep as well as its current run.
+        connect(m_stopAction, &QAction::triggered, h.sweep.get(), &SweepRunner::stop);
+    }
+    cppl::core::run::RunRequest base;
+    base.profile = m_cluster->profile();
+    base.profile.evaluation = m_evaluation->evaluation();
+    base.profile.thresholds = m_evaluation->thresholds();
+    base.profilePath = m_cluster->profilePath();
+    base.agent = m_agentOverride;
+    base.logDir = m_logDir;
+    m_prompter->install(base.launcher);
+    QString error;
+    if (!h.sweep->start(base, counts, &error)) {
+        showError(tr("Sweep: %1").arg(error));
+        return false;
+    }
+    m_runAction->setEnabled(false);
+    m_stopAction->setEnabled(true);
+    return true;
+}
+
+} // namespace cppl::app

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// A read-only view of one stored run (History > Open): setup and result, the per-rank summary,
+// its stored samples as charts, logs and alerts.
+
+#include "store/run_record.h"
+
+#include <QDialog>
+
+class QTabWidget;
+
+namespace cppl::app {
+
+class RunDetailDialog : public QDialog
+{
+    Q_OBJECT
+
+public:
+    explicit RunDetailDialog(const cppl::core::store::RunRecord &run, QWidget *parent = nullptr);
+    [[nodiscard]] QTabWidget *tabs() const noexcept { return m_tabs; }
+
+private:
+    QTabWidget *m_tabs = nullptr;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The dashboard's sweep: the same evaluation at several rank counts (store/sweep.h derives each
+// profile), one RunEngine after another, each recorded into the store with the stored one-rank
+// baseline, then the run ids for Compare. The CLI twin is `clusterppl-cli sweep`.
+
+#include "run/run_engine.h"
+
+#include <QObject>
+#include <QStringList>
+
+#include <memory>
+#include <vector>
+
+namespace cppl::core::store {
+class RunRecorder;
+class RunStore;
+} // namespace cppl::core::store
+
+namespace cppl::app {
+
+class SweepRunner : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit SweepRunner(cppl::core::store::RunStore &store, QObject *parent = nullptr);
+    ~SweepRunner() override;
+
+    /// Checks every count against the profile first (ConfigError message in @p error), then
+    /// starts the first run. @p base: profilePath, agent, logDir and launcher settings to use.
+    bool start(const cppl::core::run::RunRequest &base, const std::vector<int> &counts, QString *error);
+    /// Stops the current run; no further run starts.
+    void stop();
+    [[nodiscard]] bool running() const noexcept { return m_index >= 0; }
+    [[nodiscard]] cppl::core::run::RunEngine *engine() const noexcept { return m_engine.get(); }
+    [[nodiscard]] const QStringList &runIds() const noexcept { return m_ids; }
+
+Q_SIGNALS:
+    /// Run @p index (0-based) of @p total started, with @p ranks ranks.
+    void progress(int index, int total, int ranks, const QString &runId);
+    void runEnded(const QString &runId, const cppl::core::run::RunOutcome &outcome);
+    /// Every run ended (or Stop); @p failures: runs that did not finish.
+    void finished(const QStringList &runIds, int failures, bool stopped);
+
+private:
+    void startNext();
+
+    cppl::core::store::RunStore &m_store;
+    cppl::core::run::RunRequest m_base;
+    std::vector<ClusterProfile> m_profiles;
+    std::vector<int> m_counts;
+    QStringList m_ids;
+    QString m_prefix;
+    int m_index = -1;
+    int m_failures = 0;
+    bool m_stopped = false;
+    std::unique_ptr<cppl::core::store::RunRecorder> m_recorder;
+    std::unique_ptr<cppl::core::run::RunEngine> m_engine;
+};
+
+} // namespace cppl::app

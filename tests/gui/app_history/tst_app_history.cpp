@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+// History, Compare and Sweep of the dashboard against a real SQLite store in a temporary directory,
+// filled by real agents: a dashboard sweep of 1, 2 and 4 local ranks (recorded as it runs) and a
+// dashboard run; copies imported through run_export. Filters, search and delete act on the file;
+// Compare's figures equal comparison.h's on the same records; the pages render at 1x and 2x.
+
+#include "compare_model.h"
+#include "compare_page.h"
+#include "evaluation_page.h"
+#include "history_model.h"
+#include "history_page.h"
+#include "main_window.h"
+#include "run_detail.h"
+#include "screenshot.h"
+#include "sweep_runner.h"
+
+#include "store/comparison.h"
+#include "store/run_export.h"
+#include "store/run_store.h"
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QLineEdit>
+#include <QPixmap>
+#include <QSet>
+#include <QSignalSpy>
+#include <QStackedWidget>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using cppl::app::HistoryModel;
+using cppl::app::MainWindow;
+using cppl::core::store::RunRecord;
+using cppl::core::store::RunStatus;
+using cppl::core::store::RunStore;
+
+namespace {
+
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+
+QByteArray profileJson(int slots, int maxWindows)
+{
+    return uR"({"format": "clusterppl-profile", "version": 1, "name": "history-test", "launcher": "local",
+  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
+             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "size:2",
+  "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %5, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})"_s
+        .arg(slots)
+        .arg(kAgent, kModel, kText)
+        .arg(maxWindows)
+        .toUtf8();
+}
+
+/// Distinct colours in the image: a blank or single-colour page has very few.
+int colours(const QImage &image)
+{
+    QSet<QRgb> seen;
+    for (int y = 0; y < image.height(); y += 3)
+        for (int x = 0; x < image.width(); x += 3)
+            seen.insert(image.pixel(x, y));
+    return int(seen.size());
+}
+
+int visibleRows(cppl::app::HistoryPage *page)
+{
+    return page->filter()->rowCount();
+}
+
+} // namespace
+
+class TestAppHistory : public QObject
+{
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    QString m_store;
+    QString m_profile;
+    std::unique_ptr<MainWindow> m_window;
+    QStringList m_sweepIds;
+    QString m_dashboardRun;
+
+    std::unique_ptr<MainWindow> window()
+    {
+        auto w = std::make_unique<MainWindow>();
+        w->setAgentOverride(kAgent);
+        w->setLogDirectory(m_dir.filePath(u"logs"_s));
+        w->setStoreRuns(true);
+        [&] { QVERIFY(w->openProfile(m_profile)); }();
+        w->resize(1500, 940);
+        w->show();
+        return w;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QVERIFY(m_dir.isValid());
+        QVERIFY(QFileInfo(kAgent).isExecutable());
+        qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
+        m_store = m_dir.filePath(u"history/runs.sqlite"_s);
+        qputenv("CLUSTERPPL_STORE", m_store.toUtf8());
+        m_profile = m_dir.filePath(u"profile.json"_s);
+        QFile f(m_profile);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(profileJson(4, 16));
+        f.close();
+        m_window = window();
+    }
+
+    void sweepStoresRunsAndOpensCompare()
+    {
+        MainWindow &w = *m_window;
+        QVERIFY(w.startSweep({1, 2, 4}));
+        QSignalSpy done(w.sweepRunner(), &cppl::app::SweepRunner::finished);
+        QVERIFY(done.wait(600000));
+        m_sweepIds = done.front().at(0).toStringList();
+        QCOMPARE(m_sweepIds.size(), 3);
+        QCOMPARE(done.front().at(1).toInt(), 0); // no failures
+        QCOMPARE(w.pages()->currentIndex(), int(MainWindow::ComparePageIndex));
+
+        // The same figures as comparison.h computes from the stored records.
+        RunStore s(m_store);
+        std::vector<RunRecord> runs, baselines;
+        for (const QString &id : m_sweepIds) {
+            auto r = s.get(id);
+            QVERIFY2(r.has_value(), qPrintable(id));
+            QCOMPARE(r->status, RunStatus::Finished);
+            QCOMPARE(r->source, u"sweep"_s);
+            QVERIFY(!r->samples.empty());
+            if (auto b = s.baselineFor(r->settingsKey))
+                baselines.push_back(*b);
+            runs.push_back(*r);
+        }
+        const auto expected = cppl::core::store::compareRuns(runs, baselines, {});
+        const auto &shown = w.comparePage()->comparison();
+        QCOMPARE(shown.points.size(), expected.points.size());
+        QCOMPARE(shown.recommendation, expected.recommendation);
+        QCOMPARE(shown.recommendedWorldSize, expected.recommendedWorldSize);
+        auto *model = w.comparePage()->model();
+        QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model->rowCount(), 3);
+        for (std::size_t i = 0; i < expected.points.size(); ++i) {
+            const auto &a = shown.points[i];
+            const auto &b = expected.points[i];
+            QCOMPARE(a.runId, b.runId);
+            QCOMPARE(a.tokensPerSecond, b.tokensPerSecond);
+            QCOMPARE(a.efficiency, b.efficiency);
+            QCOMPARE(a.waitShare, b.waitShare);
+            QCOMPARE(a.transferShare, b.transferShare);
+            QCOMPARE(a.deviationText(), b.deviationText());
+            const int row = int(i);
+            QCOMPARE(model->data(model->index(row, cppl::app::CompareModel::ColEfficiency)).toString().left(
+                         QString::number(100 * b.efficiency, 'f', 1).size()),
+                     QString::number(100 * b.efficiency, 'f', 1));
+            QCOMPARE(model->data(model->index(row, cppl::app::CompareModel::ColDeviation)).toString(), b.deviationText());
+        }
+        // Exact sums across 1, 2 and 4 ranks: the multi-rank runs are bit-identical to the 1-rank one.
+        QCOMPARE(shown.points[1].deviationText(), u"bit-identical"_s);
+        QCOMPARE(shown.points[2].deviationText(), u"bit-identical"_s);
+        QVERIFY(w.comparePage()->recommendationText().contains(u"Recommendation"_s));
+        QVERIFY(w.comparePage()->projectionText().contains(u"Projection"_s));
+
+        // A different threshold changes the recommendation exactly as compareRuns() does.
+        w.comparePage()->setThreshold(0.99);
+        cppl::core::store::CompareOptions o;
+        o.threshold = 0.99;
+        QCOMPARE(w.comparePage()->comparison().recommendation, cppl::core::store::compareRuns(runs, baselines, o).recommendation);
+        w.comparePage()->setThreshold(0.75);
+
+        // History shows them, with the baseline column.
+        auto *h = w.historyPage();
+        h->refresh();
+        for (const QString &id : m_sweepIds)
+            QVERIFY(h->model()->rowOf(id) >= 0);
+        QCOMPARE(h->model()->baselineText(h->model()->rowOf(m_sweepIds[2])), u"bit-identical"_s);
+    }
+
+    void dashboardRunIsStoredAndListed()
+    {
+        MainWindow &w = *m_window;
+        auto e = w.evaluationPage()->evaluation();
+        e.maxWindows = 8;
+        w.evaluationPage()->load(e, w.evaluationPage()->thresholds());
+        QSignalSpy finished(&w, &MainWindow::runFinished);
+        QVERIFY(w.startRun());
+        m_dashboardRun = w.engine()->runId();
+        QVERIFY(finished.wait(300000));
+        auto *h = w.historyPage();
+        QTRY_VERIFY_WITH_TIMEOUT(h->model()->rowOf(m_dashboardRun) >= 0, 10000);
+        const RunRecord &r = h->model()->runAt(h->model()->rowOf(m_dashboardRun));
+        QCOMPARE(r.status, RunStatus::Finished);
+        QCOMPARE(r.source, u"dashboard"_s);
+        QCOMPARE(r.worldSize, 4);
+        QVERIFY(r.ppl.has_value());
+        // On disk, read by another connection.
+        RunStore s(m_store);
+        QVERIFY(s.contains(m_dashboardRun));
+    }
+
+    void filtersAndSearch()
+    {
+        // Imported copies (run_export's JSON, as `clusterppl-cli import` reads it) with other
+        // status, date and protocol, so every filter has something to remove.
+        {
+            RunStore s(m_store);
+            auto base = s.get(m_sweepIds[1]);
+            QVERIFY(base.has_value());
+            QJsonObject j = cppl::core::store::runToJson(*base);
+            RunRecord old = cppl::core::store::runFromJson(j);
+            old.id = 0;
+            old.runId = u"imported-old"_s;
+            old.started = QDateTime(QDate(2025, 1, 15), QTime(12, 0), Qt::UTC);
+            old.ended = old.started.addSecs(60);
+            old.status = RunStatus::Failed;
+            old.firstCause = u"rank 1 exited with code 6 (needle-cause)"_s;
+            s.insert(old);
+        }
+        auto *h = m_window->historyPage();
+        QAbstractItemModelTester t1(h->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester t2(h->filter(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        h->refresh();
+        const int all = h->model()->rowCount();
+        QCOMPARE(all, 5); // three sweep runs, the dashboard run, the import
+        QCOMPARE(visibleRows(h), all);
+        h->searchEdit()->setText(u"needle-cause"_s);
+        QCOMPARE(visibleRows(h), 1);
+        h->searchEdit()->setText(m_sweepIds[0].left(m_sweepIds[0].lastIndexOf(u'-')));
+        QCOMPARE(visibleRows(h), 3);
+        h->searchEdit()->clear();
+        h->filter()->setStatusFilter(RunStatus::Failed);
+        QCOMPARE(visibleRows(h), 1);
+        h->filter()->setStatusFilter(std::nullopt);
+        h->filter()->setDateRange(QDate(2025, 1, 1), QDate(2025, 1, 31));
+        QCOMPARE(visibleRows(h), 1);
+        h->filter()->setDateRange(QDate::currentDate().addDays(-1), {});
+        QCOMPARE(visibleRows(h), 4);
+        h->filter()->setDateRange({}, {});
+        h->filter()->setProtocolFilter(u"hf-sliding"_s);
+        QCOMPARE(visibleRows(h), 0);
+        h->filter()->setProtocolFilter(u"llama.cpp"_s);
+        QCOMPARE(visibleRows(h), all);
+        h->filter()->setProtocolFilter({});
+        h->filter()->setModelFilter(u"shakespeare-byte"_s);
+        QCOMPARE(visibleRows(h), all);
+        h->filter()->setModelFilter(u"no-such-model"_s);
+        QCOMPARE(visibleRows(h), 0);
+        h->filter()->setModelFilter({});
+        h->filter()->setNodeCount(1);
+        QCOMPARE(visibleRows(h), all); // one host
+        h->filter()->setNodeCount(2);
+        QCOMPARE(visibleRows(h), 0);
+        h->filter()->setNodeCount(0);
+        // Sorting by ranks uses the numbers.
+        h->view()->sortByColumn(HistoryModel::ColWorld, Qt::AscendingOrder);
+        QCOMPARE(h->filter()->index(0, HistoryModel::ColWorld).data().toInt(), 1);
+        h->view()->sortByColumn(HistoryModel::ColStarted, Qt::DescendingOrder);
+        // Status reads without colour.
+        const int failedRow = h->model()->rowOf(u"imported-old"_s);
+        QVERIFY(h->model()->index(failedRow, HistoryModel::ColStatus).data().toString().contains(u"failed"_s));
+    }
+
+    void openShowsStoredRun()
+    {
+        RunStore s(m_store);
+        const auto r = s.get(m_sweepIds[2]);
+        QVERIFY(r.has_value());
+        cppl::app::RunDetailDialog d(*r);
+        QCOMPARE(d.tabs()->count(), 5);
+        QVERIFY(d.tabs()->tabText(1).contains(u"4"_s)); // Ranks (4)
+        d.resize(1000, 700);
+        d.show();
+        QTest::qWait(100);
+        QVERIFY(colours(d.grab().toImage()) > 20);
+    }
+
+    void deleteRemovesFromFile()
+    {
+        auto *h = m_window->historyPage();
+        const int before = h->model()->rowCount();
+        QVERIFY(h->deleteRuns({u"imported-old"_s}));
+        QCOMPARE(h->model()->rowCount(), before - 1);
+        QCOMPARE(h->model()->rowOf(u"imported-old"_s), -1);
+        RunStore s(m_store);
+        QVERIFY(!s.contains(u"imported-old"_s));
+        QVERIFY(s.contains(m_sweepIds[0]));
+        QSignalSpy failed(h, &cppl::app::HistoryPage::failed);
+        QVERIFY(!h->deleteRuns({u"imported-old"_s}));
+        QCOMPARE(failed.size(), 1);
+        QVERIFY(failed.front().front().toString().contains(u"imported-old"_s));
+    }
+
+    void pagesRenderAtOneAndTwoX_data()
+    {
+        QTest::addColumn<qreal>("dpr");
+        QTest::addColumn<bool>("dark");
+        QTest::newRow("1x light") << 1.0 << false;
+        QTest::newRow("2x light") << 2.0 << false;
+        QTest::newRow("1x dark") << 1.0 << true;
+        QTest::newRow("2x dark") << 2.0 << true;
+    }
+
+    void pagesRenderAtOneAndTwoX()
+    {
+        QFETCH(qreal, dpr);
+        QFETCH(bool, dark);
+        QApplication::setPalette(cppl::app::themePalette(dark));
+        MainWindow &w = *m_window;
+        w.compareRuns(m_sweepIds);
+        w.historyPage()->selectRuns(m_sweepIds);
+        const QString shots = qEnvironmentVariable("CPPL_HISTORY_SHOTS");
+        for (auto page : {MainWindow::HistoryPageIndex, MainWindow::ComparePageIndex}) {
+            w.showPage(page);
+            QTest::qWait(120);
+            QPixmap pm(w.size() * dpr);
+            pm.setDevicePixelRatio(dpr);
+            w.render(&pm);
+            const QImage img = pm.toImage();
+            QCOMPARE(img.width(), int(w.width() * dpr));
+            QVERIFY2(colours(img) > 40, qPrintable(u"page %1: %2 colours"_s.arg(int(page)).arg(colours(img))));
+            if (!shots.isEmpty()) {
+                QDir().mkpath(shots);
+                img.save(u"%1/%2-%3x-%4.png"_s.arg(shots, page == MainWindow::HistoryPageIndex ? u"history"_s : u"compare"_s)
+                             .arg(int(dpr))
+                             .arg(dark ? u"dark"_s : u"light"_s));
+            }
+        }
+        QApplication::setPalette(cppl::app::themePalette(false));
+    }
+
+    void storeThatCannotOpenIsNotFatal()
+    {
+        // A directory where the file should be: the error shows, the run still starts.
+        const QString bad = m_dir.filePath(u"blocked"_s);
+        QVERIFY(QDir().mkpath(bad + u"/runs.sqlite"_s));
+        qputenv("CLUSTERPPL_STORE", (bad + u"/runs.sqlite"_s).toUtf8());
+        auto w = window();
+        QVERIFY(w->store() == nullptr);
+        w->showPage(MainWindow::HistoryPageIndex);
+        QCOMPARE(w->historyPage()->model()->rowCount(), 0);
+        qputenv("CLUSTERPPL_STORE", m_store.toUtf8());
+    }
+
+    void cleanupTestCase()
+    {
+        m_window.reset();
+    }
+};
+
+QTEST_MAIN(TestAppHistory)
+#include "tst_app_history.moc"
