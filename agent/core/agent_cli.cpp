@@ -376,7 +376,7 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         if (args[0] == "tokenize")
             return tokenizeCommand(rest, out, err);
         if (args[0] == "run")
-            return dist::runCommand(rest, out, err);
+            return dist::standaloneCommand(rest, out, err);
         if (args[0] == "preflight")
             return preflightCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";

@@ -6,7 +6,9 @@
 #include "args.h"
 #include "exit_codes.h"
 
+#include "cppl/child_process.h"
 #include "cppl/errors.h"
+#include "cppl/signal_pipe.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,9 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <string_view>
 #include <thread>
 
 extern char **environ;
@@ -25,39 +30,20 @@ namespace cppl::agent::dist {
 
 namespace {
 
-int g_signalPipe = -1;
-
-void onSignal(int sig)
-{
-    const char c = static_cast<char>(sig);
-    (void)!::write(g_signalPipe, &c, 1);
-}
-
 struct Child
 {
     int rank = 0;
     pid_t pid = -1;
     int errFd = -1;
-    std::string pending; ///< a partial stderr line
+    cppl::LineSplitter lines; ///< its stderr, cut into lines
     bool exited = false;
     int status = 0;
     bool stoppedByUs = false;
 };
 
-int exitCodeOf(int status)
+bool failed(int status)
 {
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return kExitRuntime;
-}
-
-std::string describeStatus(int status)
-{
-    if (WIFSIGNALED(status))
-        return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-    return "exited with code " + std::to_string(exitCodeOf(status));
+    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
 /// After a partial start: SIGTERM the ranks already running, SIGKILL what is left after a grace
@@ -86,168 +72,148 @@ void stopStarted(std::vector<Child> &children)
     }
 }
 
-void checked(int rc, const char *what)
+struct Options
 {
-    if (rc != 0)
-        throw Error(std::string("run: ") + what + ": " + std::strerror(errno));
-}
+    int nproc = 0;
+    int port = 0;        ///< 0: the store picks a free port
+    std::vector<std::string> evalArgs;
+};
 
-} // namespace
-
-int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::ostream &err)
+/// Launcher flags before "--", eval arguments after it.
+Options parseOptions(const std::vector<std::string> &argvIn)
 {
-    // Launcher flags before "--", eval arguments after it.
-    std::vector<std::string> mine, evalArgs;
+    std::vector<std::string> mine;
+    Options o;
     bool afterDashes = false;
     for (const auto &x : argvIn) {
         if (!afterDashes && x == "--") {
             afterDashes = true;
             continue;
         }
-        (afterDashes ? evalArgs : mine).push_back(x);
+        (afterDashes ? o.evalArgs : mine).push_back(x);
     }
-    if (!evalArgs.empty() && evalArgs.front() == "eval")
-        evalArgs.erase(evalArgs.begin());
-    int nproc = 0, port = 0;
-    std::string groups;
-    std::chrono::milliseconds storeTimeout{30000};
-    {
-        const Args a(mine, {"--nproc-per-node", "--groups", "--master-port"}, {"--standalone"});
-        if (!a.has("--standalone"))
-            throw ConfigError("run: only --standalone is supported here (one host); for several hosts use clusterppl-cli, torchrun or srun");
-        nproc = static_cast<int>(a.integer("--nproc-per-node", 0, 1, 1024));
-        if (nproc == 0)
-            throw ConfigError("run --standalone needs --nproc-per-node N");
-        port = static_cast<int>(a.integer("--master-port", 0, 1, 65535)); // 0 (absent): the store picks a free port
-        groups = a.get("--groups").value_or("");
-        if (!afterDashes || evalArgs.empty())
-            throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
+    if (!o.evalArgs.empty() && o.evalArgs.front() == "eval")
+        o.evalArgs.erase(o.evalArgs.begin());
+    const Args a(mine, {"--nproc-per-node", "--groups", "--master-port"}, {"--standalone"});
+    if (!a.has("--standalone"))
+        throw ConfigError("run: only --standalone is supported here (one host); for several hosts use clusterppl-cli, torchrun or srun");
+    o.nproc = static_cast<int>(a.integer("--nproc-per-node", 0, 1, 1024));
+    if (o.nproc == 0)
+        throw ConfigError("run --standalone needs --nproc-per-node N");
+    o.port = static_cast<int>(a.integer("--master-port", 0, 1, 65535));
+    if (!afterDashes || o.evalArgs.empty())
+        throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
+    if (const auto groups = a.get("--groups"); groups && !groups->empty()) {
+        o.evalArgs.push_back("--groups");
+        o.evalArgs.push_back(*groups);
     }
-    if (!groups.empty()) {
-        evalArgs.push_back("--groups");
-        evalArgs.push_back(groups);
-    }
+    return o;
+}
 
-    std::unique_ptr<Store> store;
-    try {
-        store = openTcpStore("127.0.0.1", port, true, storeTimeout);
-    } catch (const Error &e) {
-        throw ExitError(kExitCollective, std::string("run: ") + e.what());
+/// This process's environment with torchrun's variables for one rank.
+std::vector<std::string> rankEnvironment(int rank, int nproc, const std::string &masterPort)
+{
+    std::map<std::string, std::string> env;
+    for (char **e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        env[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
     }
-    const std::string masterPort = std::to_string(store->port());
+    for (const char *k : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"})
+        env.erase(k); // torchrun's variables below decide, not a surrounding job's
+    env["RANK"] = std::to_string(rank);
+    env["WORLD_SIZE"] = std::to_string(nproc);
+    env["LOCAL_RANK"] = std::to_string(rank);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(nproc);
+    env["GROUP_RANK"] = "0";
+    env["MASTER_ADDR"] = "127.0.0.1";
+    env["MASTER_PORT"] = masterPort;
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    std::vector<std::string> out;
+    for (const auto &[k, v] : env)
+        out.push_back(k + "=" + v);
+    return out;
+}
 
-    int sigPipe[2];
-    checked(::pipe2(sigPipe, O_CLOEXEC | O_NONBLOCK), "pipe2 (signal pipe)");
-    g_signalPipe = sigPipe[1];
-    struct sigaction sa{};
-    sa.sa_handler = onSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP})
-        checked(::sigaction(sig, &sa, nullptr), "sigaction");
-
-    std::vector<Child> children(static_cast<std::size_t>(nproc));
-    const std::string self = "/proc/self/exe";
-    err << "clusterppl-agent run: " << nproc << " local ranks, store 127.0.0.1:" << masterPort << '\n' << std::flush;
-    for (int r = 0; r < nproc; ++r) {
-        int pfd[2];
-        if (::pipe2(pfd, O_CLOEXEC) != 0) {
-            const int e = errno;
-            stopStarted(children);
-            throw Error("run: cannot start rank " + std::to_string(r) + " of " + std::to_string(nproc) + ": pipe2: " + std::strerror(e)
-                        + "; the ranks already started were stopped");
-        }
-        std::map<std::string, std::string> env;
-        for (char **e = environ; *e; ++e) {
-            const std::string kv = *e;
-            const auto eq = kv.find('=');
-            env[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
-        }
-        for (const char *k : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"})
-            env.erase(k); // torchrun's variables below decide, not a surrounding job's
-        env["RANK"] = std::to_string(r);
-        env["WORLD_SIZE"] = std::to_string(nproc);
-        env["LOCAL_RANK"] = std::to_string(r);
-        env["LOCAL_WORLD_SIZE"] = std::to_string(nproc);
-        env["GROUP_RANK"] = "0";
-        env["MASTER_ADDR"] = "127.0.0.1";
-        env["MASTER_PORT"] = masterPort;
-        env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
-        std::vector<std::string> envStrings;
-        for (const auto &[k, v] : env)
-            envStrings.push_back(k + "=" + v);
-        std::vector<std::string> args{"clusterppl-agent", "eval"};
-        args.insert(args.end(), evalArgs.begin(), evalArgs.end());
-        std::vector<char *> cargv, cenv;
-        for (auto &x : args)
-            cargv.push_back(x.data());
-        cargv.push_back(nullptr);
-        for (auto &x : envStrings)
-            cenv.push_back(x.data());
-        cenv.push_back(nullptr);
-        const pid_t pid = ::fork();
-        if (pid < 0) {
-            const int e = errno;
-            ::close(pfd[0]);
-            ::close(pfd[1]);
-            stopStarted(children);
-            throw Error("run: cannot start rank " + std::to_string(r) + " of " + std::to_string(nproc) + ": fork: " + std::strerror(e)
-                        + " (out of processes or memory?); the ranks already started were stopped");
-        }
-        if (pid == 0) {
-            if (::dup2(pfd[1], 2) < 0) { // stderr is still the launcher's: say so there
-                const std::string msg = std::string("clusterppl-agent run: dup2: ") + std::strerror(errno) + "\n";
-                (void)!::write(2, msg.data(), msg.size());
-                ::_exit(127);
-            }
-            ::execve(self.c_str(), cargv.data(), cenv.data());
-            const std::string msg = std::string("clusterppl-agent run: cannot start rank: ") + std::strerror(errno) + "\n";
+/// Forks one rank of `eval` with its stderr on a pipe; on failure stops the ranks already started.
+void startRank(std::vector<Child> &children, int r, const Options &o, const std::string &masterPort)
+{
+    auto giveUp = [&](const char *call, int e, const char *hint) {
+        stopStarted(children);
+        throw Error("run: cannot start rank " + std::to_string(r) + " of " + std::to_string(o.nproc) + ": " + call + ": " + std::strerror(e)
+                    + hint + "; the ranks already started were stopped");
+    };
+    int pfd[2];
+    if (::pipe2(pfd, O_CLOEXEC) != 0)
+        giveUp("pipe2", errno, "");
+    std::vector<std::string> envStrings = rankEnvironment(r, o.nproc, masterPort);
+    std::vector<std::string> args{"clusterppl-agent", "eval"};
+    args.insert(args.end(), o.evalArgs.begin(), o.evalArgs.end());
+    std::vector<char *> cargv, cenv;
+    for (auto &x : args)
+        cargv.push_back(x.data());
+    cargv.push_back(nullptr);
+    for (auto &x : envStrings)
+        cenv.push_back(x.data());
+    cenv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        const int e = errno;
+        ::close(pfd[0]);
+        ::close(pfd[1]);
+        giveUp("fork", e, " (out of processes or memory?)");
+    }
+    if (pid == 0) {
+        if (::dup2(pfd[1], 2) < 0) { // stderr is still the launcher's: say so there
+            const std::string msg = std::string("clusterppl-agent run: dup2: ") + std::strerror(errno) + "\n";
             (void)!::write(2, msg.data(), msg.size());
             ::_exit(127);
         }
-        ::close(pfd[1]);
-        children[static_cast<std::size_t>(r)] = Child{r, pid, pfd[0], {}, false, 0, false};
+        ::execve("/proc/self/exe", cargv.data(), cenv.data());
+        const std::string msg = std::string("clusterppl-agent run: cannot start rank: ") + std::strerror(errno) + "\n";
+        (void)!::write(2, msg.data(), msg.size());
+        ::_exit(127);
     }
+    ::close(pfd[1]);
+    Child &c = children[static_cast<std::size_t>(r)];
+    c.rank = r;
+    c.pid = pid;
+    c.errFd = pfd[0];
+}
 
-    auto relay = [&](Child &c, bool flushAll) {
-        for (std::size_t nl; (nl = c.pending.find('\n')) != std::string::npos;) {
-            const std::string line = c.pending.substr(0, nl + 1);
-            c.pending.erase(0, nl + 1);
-            if (c.rank == 0)
-                err << line;
-            else
-                err << "[rank " << c.rank << "] " << line;
-        }
-        if (flushAll && !c.pending.empty()) {
-            err << (c.rank == 0 ? "" : "[rank " + std::to_string(c.rank) + "] ") << c.pending << '\n';
-            c.pending.clear();
-        }
-        err.flush();
+/// Watches the ranks until every one exited and every pipe is drained: relays their stderr,
+/// forwards signals (a third one kills), and stops the rest when one fails (after a grace period
+/// in which the others' watchdogs usually end them with their own reasons). Returns the first
+/// failing rank, or -1.
+int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err)
+{
+    auto relay = [&](Child &c, std::string_view line) {
+        if (c.rank != 0)
+            err << "[rank " << c.rank << "] ";
+        err << line << '\n';
     };
-
     using clock = std::chrono::steady_clock;
-    int firstFailure = -1;            // rank
+    int firstFailure = -1;
     clock::time_point stopAt{}, killAt{};
     const auto grace = std::chrono::seconds(3);
     int forwarded = 0;
     for (;;) {
-        std::vector<pollfd> fds{{sigPipe[0], POLLIN, 0}};
+        std::vector<pollfd> fds{{signals.readFd(), POLLIN, 0}};
         std::vector<Child *> owners{nullptr};
         for (auto &c : children)
             if (c.errFd >= 0) {
                 fds.push_back({c.errFd, POLLIN, 0});
                 owners.push_back(&c);
             }
-        ::poll(fds.data(), fds.size(), 100);
-        if (fds[0].revents & POLLIN) {
-            char sig = 0;
-            while (::read(sigPipe[0], &sig, 1) == 1) {
+        if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR)
+            throw Error(std::string("run: poll: ") + std::strerror(errno));
+        if (fds[0].revents & POLLIN)
+            if (const int sig = signals.drain(); sig != 0) {
                 ++forwarded;
                 for (auto &c : children)
                     if (!c.exited)
                         ::kill(c.pid, forwarded > 2 ? SIGKILL : sig);
             }
-        }
         for (std::size_t i = 1; i < fds.size(); ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -255,14 +221,14 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
             char buf[8192];
             const ssize_t n = ::read(c.errFd, buf, sizeof buf);
             if (n > 0) {
-                c.pending.append(buf, static_cast<std::size_t>(n));
-                relay(c, false);
+                c.lines.feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) { relay(c, l); });
             } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-                relay(c, true);
+                c.lines.flush([&](std::string_view l) { relay(c, l); });
                 ::close(c.errFd);
                 c.errFd = -1;
             }
         }
+        err.flush();
         bool running = false;
         for (auto &c : children) {
             if (c.exited)
@@ -271,23 +237,18 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
             if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
                 c.exited = true;
                 c.status = status;
-                if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && firstFailure < 0 && !c.stoppedByUs) {
+                if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
                     firstFailure = c.rank;
-                    stopAt = clock::now() + grace; // peers notice through their watchdog; give them time to say why
+                    stopAt = clock::now() + grace;
                 }
             } else {
                 running = true;
             }
         }
-        if (!running) {
-            bool pipesOpen = false;
-            for (const auto &c : children)
-                pipesOpen = pipesOpen || c.errFd >= 0;
-            if (!pipesOpen)
-                break;
-        }
+        if (!running && std::none_of(children.begin(), children.end(), [](const Child &c) { return c.errFd >= 0; }))
+            return firstFailure;
         const auto now = clock::now();
-        if (firstFailure >= 0 && now >= stopAt && stopAt != clock::time_point{}) {
+        if (firstFailure >= 0 && stopAt != clock::time_point{} && now >= stopAt) {
             for (auto &c : children)
                 if (!c.exited) {
                     c.stoppedByUs = true;
@@ -304,26 +265,41 @@ int runCommand(const std::vector<std::string> &argvIn, std::ostream &out, std::o
             killAt = {};
         }
     }
-    ::close(sigPipe[0]);
-    ::close(sigPipe[1]);
-    g_signalPipe = -1;
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+}
+
+} // namespace
+
+int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+{
+    const Options o = parseOptions(argv);
+    std::unique_ptr<Store> store;
+    try {
+        store = openTcpStore("127.0.0.1", o.port, true, std::chrono::milliseconds(30000));
+    } catch (const Error &e) {
+        throw ExitError(kExitCollective, std::string("run: ") + e.what());
+    }
+    const std::string masterPort = std::to_string(store->port());
+    cppl::SignalPipe signals{SIGINT, SIGTERM, SIGHUP};
+
+    std::vector<Child> children(static_cast<std::size_t>(o.nproc));
+    err << "clusterppl-agent run: " << o.nproc << " local ranks, store 127.0.0.1:" << masterPort << '\n' << std::flush;
+    for (int r = 0; r < o.nproc; ++r)
+        startRank(children, r, o, masterPort);
+    const int firstFailure = supervise(children, signals, err);
 
     const Child &zero = children.front();
     if (firstFailure >= 0) {
         const Child &f = children[static_cast<std::size_t>(firstFailure)];
-        err << "clusterppl-agent run: rank " << f.rank << " " << describeStatus(f.status) << " first";
+        err << "clusterppl-agent run: rank " << f.rank << " " << cppl::describeWaitStatus(f.status) << " first";
         for (const auto &c : children)
-            if (c.rank != f.rank && (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0))
-                err << "; rank " << c.rank << (c.stoppedByUs ? " was stopped" : " " + describeStatus(c.status));
+            if (c.rank != f.rank && failed(c.status))
+                err << "; rank " << c.rank << (c.stoppedByUs ? " was stopped" : " " + cppl::describeWaitStatus(c.status));
         err << '\n';
         if (zero.stoppedByUs)
-            return exitCodeOf(f.status);
+            return cppl::exitCodeFromWaitStatus(f.status);
     }
     out.flush();
-    return exitCodeOf(zero.status);
+    return cppl::exitCodeFromWaitStatus(zero.status);
 }
 
 } // namespace cppl::agent::dist

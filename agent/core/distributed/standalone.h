@@ -15,6 +15,6 @@ namespace cppl::agent::dist {
  * and SIGTERM, stops every rank when one fails, and returns rank 0's exit code (or, when rank 0 had
  * to be stopped, the first failing rank's).
  */
-int runCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err);
+int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err);
 
 } // namespace cppl::agent::dist
