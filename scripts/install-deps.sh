@@ -26,6 +26,8 @@ packages=(
   libsentencepiece-dev sentencepiece
   # telemetry and launching (clang: libFuzzer for scripts/fuzz-smoke.sh)
   libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client clang
+  # reports' tests: pdftotext/pdftoppm/pdfinfo read the PDF reports back
+  poppler-utils
 )
 
 [[ "${CLUSTERPPL_SKIP_DEPS:-0}" == 1 ]] && exit 0

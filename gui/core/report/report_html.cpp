@@ -38,7 +38,7 @@ p.warn, p.alert { background: var(--warn); padding: 0.4em 0.6em; }
 table { border-collapse: collapse; width: 100%; margin: 0.6em 0; font-size: 0.9em; }
 th { background: var(--head); text-align: left; }
 th, td { padding: 0.25em 0.5em; border-bottom: 1px solid var(--rule); vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.kv td:first-child { width: 12em; color: var(--muted); }
 table.kv td { overflow-wrap: anywhere; }
 tbody tr:nth-child(even) { background: var(--stripe); }
@@ -79,8 +79,10 @@ void table(QString &h, const Table &t, bool keyValues)
     h += keyValues ? u"<table class=\"kv\">"_s : u"<table>"_s;
     if (!keyValues) {
         h += u"<thead><tr>"_s;
-        for (const QString &c : t.header)
-            h += u"<th>"_s + esc(c) + u"</th>"_s;
+        for (int i = 0; i < t.header.size(); ++i) {
+            const bool numeric = !t.rows.empty() && static_cast<size_t>(i) < t.rows.front().size() && t.rows.front()[static_cast<size_t>(i)].numeric;
+            h += (numeric ? u"<th class=\"num\">"_s : u"<th>"_s) + esc(t.header[i]) + u"</th>"_s;
+        }
         h += u"</tr></thead>"_s;
     }
     h += u"<tbody>\n"_s;

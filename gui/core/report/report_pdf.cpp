@@ -82,13 +82,15 @@ public:
         return fm.boundingRect(QRectF(0, 0, width, 1e6), flags, s).height();
     }
 
-    void text(const QString &s, const QFont &f, const QColor &color, double spaceBefore, double spaceAfter, const QColor &fill = {})
+    /// @p keepWithNext: room the next block needs on the same page (a heading never ends a page).
+    void text(const QString &s, const QFont &f, const QColor &color, double spaceBefore, double spaceAfter, const QColor &fill = {},
+              double keepWithNext = 0)
     {
         const int flags = Qt::AlignLeft | Qt::AlignTop | (hasLongWord(s) ? Qt::TextWrapAnywhere : Qt::TextWordWrap);
         const double pad = fill.isValid() ? 4 : 0;
         const double h = textHeight(f, s, m_width - 2 * pad, flags) + 2 * pad;
         m_y += spaceBefore;
-        ensure(h);
+        ensure(h + keepWithNext);
         if (fill.isValid())
             m_painter.fillRect(QRectF(0, m_y, m_width, h), fill);
         m_painter.setFont(f);
@@ -132,8 +134,8 @@ public:
             m_y += h;
         };
         std::vector<Cell> header;
-        for (const QString &h : t.header)
-            header.push_back({h, {}, false});
+        for (int i = 0; i < t.header.size(); ++i) // column names align with their figures
+            header.push_back({t.header[i], {}, !t.rows.empty() && static_cast<size_t>(i) < t.rows.front().size() && t.rows.front()[static_cast<size_t>(i)].numeric});
         const double headerH = rowHeight(header, head);
         auto drawHeader = [&] {
             if (!keyValues)
@@ -220,8 +222,8 @@ QByteArray reportPdf(const ReportData &data)
         for (const Block &b : buildDocument(data)) {
             switch (b.kind) {
             case Block::Kind::Title: l.text(b.text, l.font(15, true), accent, 0, 4); break;
-            case Block::Kind::Heading: l.text(b.text, l.font(12, true), accent, 12, 2); break;
-            case Block::Kind::Subheading: l.text(b.text, l.font(10, true), accent, 8, 1); break;
+            case Block::Kind::Heading: l.text(b.text, l.font(12, true), accent, 12, 2, {}, 120); break;
+            case Block::Kind::Subheading: l.text(b.text, l.font(10, true), accent, 8, 1, {}, 120); break;
             case Block::Kind::Note: l.text(b.text, l.font(7.5, false, true), muted, 1, 4); break;
             case Block::Kind::Paragraph:
                 l.text(b.text, l.font(8.5, b.cssClass == u"ok"_s), ink, 3, 3,
