@@ -379,6 +379,11 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         errors.push_back(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(col)
                          + ": not valid JSON: " + what);
         return result;
+    } catch (const json::exception &e) {
+        // A number too large for a double ("1e999") is an out_of_range, not a parse_error
+        // (found by tests/fuzz/fuzz_profile; it used to escape and end the program).
+        errors.push_back(std::string(source) + ": not valid JSON: " + e.what());
+        return result;
     }
     ClusterProfile &p = result.profile;
     ObjectReader r(root, "", errors);

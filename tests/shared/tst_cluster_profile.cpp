@@ -119,6 +119,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("message");
         QTest::addRow("not JSON") << "{\"format\": \"clusterppl-profile\",\n  \"version\": 1,\n  \"hosts\": [}"
                                   << "p.json:3:13: not valid JSON";
+        QTest::addRow("number beyond double") << R"({"format": "clusterppl-profile", "version": 1, "hosts": 1e999})"
+                                              << "p.json: not valid JSON: [json.exception.out_of_range.406] number overflow";
         QTest::addRow("top level array") << "[]" << "(top level): expected an object, got an array";
         QTest::addRow("missing format") << R"({"version": 1, "hosts": [{"name": "a"}]})" << "format: missing (required)";
         QTest::addRow("foreign format") << R"({"format": "deepspeed", "version": 1, "hosts": [{"name": "a"}]})"
