@@ -62,7 +62,9 @@ summary=()
 failed=0
 for t in "${targets[@]}"; do
   log=$build/fuzz-logs/$t-$(date -u +%Y%m%dT%H%M%S).log
-  args=(-max_len="${max_len[$t]}" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=1024
+  # -report_slow_units=1 keeps (slow-unit-*) and reports any input slower than the 1 s budget
+  # without stopping, also when --timeout is raised for a loaded machine.
+  args=(-max_len="${max_len[$t]}" -timeout="$timeout" -report_slow_units=1 -rss_limit_mb=2048 -malloc_limit_mb=1024
         -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1)
   ((seconds > 0)) && args+=(-max_total_time="$seconds")
   ((runs >= 0)) && args+=(-runs="$runs")
