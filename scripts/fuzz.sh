@@ -10,8 +10,8 @@
 #     --runs N      stop a target after N executions (default: no limit)
 #     --timeout T   wall-clock seconds one input may take before it counts as a hang (default 1;
 #                   on a heavily loaded machine a stalled process can pass 1 s on a fast input)
-#     TARGET        profile hostfile telemetry_decode model_config safetensors npy tokenizer_json
-#                   spm_model (default: all of them)
+#     TARGET        profile hostfile telemetry_decode result_json model_config safetensors npy
+#                   tokenizer_json spm_model (default: all of them)
 # Exit status: 0 when no target found anything, 1 otherwise (crash-*, leak-*, timeout-*, oom-* files
 # are left in build/fuzz/fuzz-artifacts/; replay one with build/fuzz/tests/fuzz/fuzz_TARGET FILE).
 # Logs: build/fuzz/fuzz-logs/TARGET-TIME.log; every summary is appended to build/fuzz/fuzz-summary.txt.
@@ -32,7 +32,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(profile hostfile telemetry_decode model_config safetensors npy tokenizer_json spm_model)
+all=(profile hostfile telemetry_decode result_json model_config safetensors npy tokenizer_json spm_model)
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target \"$t\" (known: ${all[*]})" >&2; exit 2; }
