@@ -104,6 +104,17 @@ Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool exp
     return t;
 }
 
+int labelStride(double pitchPx, double minSpacingPx)
+{
+    if (!(pitchPx > 0))
+        return 1;
+    for (int mag = 1; mag <= 100000000; mag *= 10)
+        for (int m : {1, 2, 5})
+            if (pitchPx * m * mag >= minSpacingPx)
+                return m * mag;
+    return 1000000000;
+}
+
 QString formatTick(double value, double step, ValueFormat format, double axisExtent)
 {
     switch (format) {

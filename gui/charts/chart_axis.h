@@ -42,6 +42,10 @@ struct Ticks
  */
 Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format = ValueFormat::Plain, bool expand = true);
 
+/// The smallest stride of 1, 2, 5, 10, 20, 50... items such that stride * pitchPx >= minSpacingPx:
+/// label every stride-th row or bar and labels never overlap (1024 ranks in 600 px: every 50th).
+int labelStride(double pitchPx, double minSpacingPx);
+
 /// A tick label: as many decimals as the step needs, no more ("2.5k", "25%", "1:30"). axisExtent
 /// (the largest |value| on the axis) keeps one style per Seconds axis: "45 s" or "0:45".
 QString formatTick(double value, double step, ValueFormat format, double axisExtent = 0);

@@ -208,14 +208,7 @@ void HeatMap::paintChart(QPainter &painter, const QRectF &rect) const
         if (rows <= 0)
             return ticks;
         const double perRow = length / rows;
-        int stride = 1;
-        for (int mag = 1; perRow * stride < f.height() * 1.3; mag *= 10) {
-            for (int m : {1, 2, 5}) {
-                stride = m * mag;
-                if (perRow * stride >= f.height() * 1.3)
-                    break;
-            }
-        }
+        const int stride = labelStride(perRow, f.height() * 1.3);
         for (int r = 0; r < rows; r += stride)
             ticks.push_back({1.0 - (r + 0.5) / rows, rowLabel(r)});
         return ticks;

@@ -175,13 +175,7 @@ void StackedBarChart::paintChart(QPainter &painter, const QRectF &rect) const
         for (int c : {firstShown, endShown - 1})
             widest = std::max(widest, f.horizontalAdvance(categoryLabel(c)));
         const double pitch = length / static_cast<double>(m_bars.size());
-        int stride = 1;
-        for (int mag = 1; pitch * stride < widest + 10; mag *= 10)
-            for (int m : {1, 2, 5}) {
-                stride = m * mag;
-                if (pitch * stride >= widest + 10)
-                    break;
-            }
+        const int stride = labelStride(pitch, widest + 10);
         for (size_t i = 0; i < m_bars.size(); i += static_cast<size_t>(stride)) {
             const Bar &b = m_bars[i];
             // A bin is labelled by its first category (ranges would not fit every bin alike).

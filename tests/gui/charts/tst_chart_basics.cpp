@@ -25,6 +25,7 @@ private Q_SLOTS:
     void tickLabels_data();
     void tickLabels();
     void valueLabels();
+    void labelStrides();
     void viridisLightnessRisesMonotonically();
     void viridisEndsAtItsControlColours();
     void themeFollowsPalette();
@@ -125,6 +126,16 @@ void TestChartBasics::valueLabels()
     QCOMPARE(formatValue(0.125, ValueFormat::Percent), QStringLiteral("12.5%"));
     QCOMPARE(formatValue(75, ValueFormat::Seconds), QStringLiteral("1:15.0"));
     QCOMPARE(formatValue(std::numeric_limits<double>::quiet_NaN(), ValueFormat::Plain), QStringLiteral("–"));
+}
+
+void TestChartBasics::labelStrides()
+{
+    QCOMPARE(labelStride(20, 16), 1);     // every row has room
+    QCOMPARE(labelStride(10, 16), 2);
+    QCOMPARE(labelStride(5, 16), 5);      // 4 would do, but strides are 1, 2, 5 x 10^n
+    QCOMPARE(labelStride(600.0 / 1024, 20.8), 50); // 1024 ranks in 600 px, 16 px labels + gap
+    QCOMPARE(labelStride(0.1, 20), 200);
+    QCOMPARE(labelStride(0, 20), 1);      // degenerate: no thinning, no endless loop
 }
 
 void TestChartBasics::viridisLightnessRisesMonotonically()
