@@ -8,6 +8,8 @@
 #include "store/run_store.h"
 
 #include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
 #include <QFile>
 #include <QImage>
 #include <QJsonArray>
@@ -213,9 +215,14 @@ private:
         env.remove(u"DISPLAY"_s);
         env.remove(u"WAYLAND_DISPLAY"_s);
         p.setProcessEnvironment(env);
+        QElapsedTimer timer;
+        timer.start();
         p.start(kCli, QStringList{u"report"_s} + args + QStringList{u"--store"_s, m_store});
         if (!p.waitForFinished(120000))
             return -1;
+        const QString written = args.contains(u"-o"_s) ? args[args.indexOf(u"-o"_s) + 1] : QString();
+        if (QFileInfo(written).isFile()) // figures for docs/reports.md
+            qInfo("report %s: %lld bytes in %lld ms", qPrintable(QFileInfo(written).fileName()), QFileInfo(written).size(), timer.elapsed());
         if (out)
             *out = QString::fromUtf8(p.readAllStandardOutput());
         if (err)
