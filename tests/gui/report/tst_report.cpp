@@ -258,6 +258,34 @@ private Q_SLOTS:
             for (int i = 0; i < 30; ++i)
                 big.samples.push_back({i * 2.0, k, 700.0 + (k == 77 ? -300.0 : 0.0) + 20 * std::sin(i * 0.3 + k), 0.1, 0.05, 0, i * 10});
         s.insert(big);
+        RunRecord failed;
+        failed.runId = u"failed-2"_s;
+        failed.status = RunStatus::Failed;
+        failed.started = t0.addSecs(500);
+        failed.ended = t0.addSecs(512);
+        failed.source = u"cli"_s;
+        failed.worldSize = 2;
+        failed.exitCode = 11;
+        failed.firstCause = u"rank 1 on node-0.example exited with code 3 (model file not found)"_s;
+        s.insert(failed);
+    }
+
+    void failedRunReportSaysWhy()
+    {
+        const QString pdf = path(u"failed.pdf"_s), csv = path(u"failed.csv"_s);
+        QCOMPARE(cli({u"failed-2"_s, u"-o"_s, pdf}), 0);
+        const QString text = pdfText(pdf).simplified();
+        QVERIFY2(text.contains(u"No result: the run ended failed (rank 1 on node-0.example exited with code 3 (model file not found))"_s),
+                 qPrintable(text));
+        QVERIFY(text.contains(u"No per-rank figures are stored for this run."_s));
+        QCOMPARE(cli({u"failed-2"_s, u"-o"_s, csv}), 0);
+        QFile f(csv);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto rows = parseCsv(QString::fromUtf8(f.readAll()));
+        QCOMPARE(rows.size(), size_t(2));
+        QCOMPARE(rows[1][rows[0].indexOf(u"status"_s)], u"failed"_s);
+        QCOMPARE(rows[1][rows[0].indexOf(u"ppl"_s)], QString()); // no result: empty, never 0
+        QCOMPARE(rows[1][rows[0].indexOf(u"exit_code"_s)], u"11"_s);
     }
 
     void pdfRunReportHasEveryStoredFigure()
