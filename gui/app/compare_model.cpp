@@ -78,7 +78,9 @@ QVariant CompareModel::data(const QModelIndex &index, int role) const
         if (!p.ppl)
             return u"—"_s;
         return p.pplStderr ? u"%1 ± %2"_s.arg(*p.ppl, 0, 'f', 6).arg(*p.pplStderr, 0, 'f', 6) : QString::number(*p.ppl, 'f', 6);
-    case ColDeviation: return p.deviationText();
+    case ColDeviation:
+        // The one-rank run the others are measured against: its own deviation says nothing.
+        return p.runId == p.baselineRunId ? tr("baseline (this run)") : p.deviationText();
     default: return {};
     }
 }

@@ -3,11 +3,15 @@
 
 #include "compare_model.h"
 
+#include "report/report.h"
+
 #include "charts/chart_widget.h"
 #include "charts/stacked_bar_chart.h"
 #include "charts/time_series_chart.h"
 
 #include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -17,6 +21,8 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+
+#include "cppl/errors.h"
 
 #include <cmath>
 
@@ -45,6 +51,10 @@ ComparePage::ComparePage(QWidget *parent)
     m_threshold->setValue(75);
     m_threshold->setToolTip(tr("The recommendation is the largest node count whose scaling efficiency stays at or above this"));
     top->addWidget(m_threshold);
+    m_export = new QPushButton(tr("Export report…"), this);
+    m_export->setToolTip(tr("The comparison as PDF, self-contained HTML, CSV or JSON (docs/reports.md)"));
+    m_export->setEnabled(false);
+    top->addWidget(m_export);
     outer->addLayout(top);
     m_recommendation = new QLabel(this);
     m_recommendation->setObjectName(u"recommendation"_s);
@@ -112,6 +122,7 @@ ComparePage::ComparePage(QWidget *parent)
     outer->addWidget(split, 1);
 
     connect(m_threshold, &QDoubleSpinBox::valueChanged, this, &ComparePage::recompute);
+    connect(m_export, &QPushButton::clicked, this, &ComparePage::askExport);
     recompute();
 }
 
@@ -148,6 +159,7 @@ void ComparePage::recompute()
     o.threshold = threshold();
     m_comparison = m_runs.empty() ? cppl::core::store::Comparison{} : cppl::core::store::compareRuns(m_runs, m_baselines, o);
     m_model->setComparison(m_comparison);
+    m_export->setEnabled(!m_runs.empty());
     if (m_runs.empty()) {
         m_recommendation->setText({});
         m_projection->setText({});
@@ -246,6 +258,46 @@ void ComparePage::updateCharts()
     m_comm->setValues(std::move(comm));
     m_comm->setCategoryLabels(labels);
     m_ppl->setSeries({ppl, hi, lo});
+}
+
+} // namespace cppl::app
+
+namespace cppl::app {
+
+QStringList ComparePage::exportReport(const QString &path, const QString &format, QString *error) const
+{
+    const auto f = cppl::core::report::parseFormat(format);
+    if (!f) {
+        *error = tr("%1: unknown report format \"%2\"; use pdf, html, csv or json").arg(path, format);
+        return {};
+    }
+    try {
+        const auto data = cppl::core::report::makeReport(m_runs, m_baselines, threshold());
+        return cppl::core::report::writeReport(data, *f, path);
+    } catch (const cppl::Error &e) {
+        *error = QString::fromUtf8(e.what());
+    } catch (const std::exception &e) {
+        *error = tr("%1: %2").arg(path, QString::fromUtf8(e.what()));
+    }
+    return {};
+}
+
+void ComparePage::askExport()
+{
+    QString filter;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export report"), u"comparison.pdf"_s,
+                                                      tr("PDF (*.pdf);;HTML, self-contained (*.html);;CSV (*.csv);;JSON (*.json)"), &filter);
+    if (path.isEmpty())
+        return;
+    QString format = QFileInfo(path).suffix().toLower();
+    if (format == u"htm"_s)
+        format = u"html"_s;
+    QString error;
+    const QStringList files = exportReport(path, format, &error);
+    if (files.isEmpty())
+        Q_EMIT failed(tr("Export report: %1").arg(error));
+    else
+        Q_EMIT info(tr("Report written: %1").arg(files.join(u", "_s)));
 }
 
 } // namespace cppl::app

@@ -41,12 +41,18 @@ public:
     [[nodiscard]] QString recommendationText() const;
     [[nodiscard]] QString projectionText() const;
 
+    /// Writes the comparison as a report (gui/core/report: pdf, html, csv, json) to @p path;
+    /// the files written, or empty with @p error set.
+    QStringList exportReport(const QString &path, const QString &format, QString *error) const;
+
 Q_SIGNALS:
-    void exportRequested();
+    void failed(const QString &text);
+    void info(const QString &text);
 
 private:
     void recompute();
     void updateCharts();
+    void askExport();
 
     std::vector<cppl::core::store::RunRecord> m_runs, m_baselines;
     cppl::core::store::Comparison m_comparison;
@@ -55,6 +61,7 @@ private:
     QLabel *m_recommendation = nullptr;
     QLabel *m_projection = nullptr;
     QDoubleSpinBox *m_threshold = nullptr;
+    QPushButton *m_export = nullptr;
     QTableView *m_table = nullptr;
     charts::TimeSeriesChart *m_rate = nullptr;
     charts::TimeSeriesChart *m_efficiency = nullptr;

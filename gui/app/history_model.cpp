@@ -149,7 +149,7 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
         return r.pplStderr ? u"%1 ± %2"_s.arg(*r.ppl, 0, 'f', 4).arg(*r.pplStderr, 0, 'f', 4) : QString::number(*r.ppl, 'f', 4);
     case ColTokens: return loc.toString(qlonglong(r.tokensScored));
     case ColRate: return r.tokensPerSecond ? loc.toString(*r.tokensPerSecond, 'f', 1) : u"—"_s;
-    case ColBaseline: return m_baseline[std::size_t(index.row())];
+    case ColBaseline: return m_baseline[std::size_t(index.row())].isEmpty() ? u"—"_s : m_baseline[std::size_t(index.row())];
     default: return {};
     }
 }
@@ -161,7 +161,7 @@ QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int 
     static const char *const names[] = {QT_TR_NOOP("Started"), QT_TR_NOOP("Run"),    QT_TR_NOOP("Status"), QT_TR_NOOP("Model"),
                                         QT_TR_NOOP("Data"),    QT_TR_NOOP("Protocol"), QT_TR_NOOP("Ranks"), QT_TR_NOOP("Groups"),
                                         QT_TR_NOOP("Nodes"),   QT_TR_NOOP("PPL ± stderr"), QT_TR_NOOP("Tokens"), QT_TR_NOOP("tok/s"),
-                                        QT_TR_NOOP("vs 1-rank baseline")};
+                                        QT_TR_NOOP("vs baseline")};
     return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 

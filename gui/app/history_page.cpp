@@ -88,7 +88,13 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_view->verticalHeader()->hide();
     m_view->setAlternatingRowColors(true);
+    m_view->setWordWrap(false);
     m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // Paths are long: the file name is shown, the full path in the tooltip and the filter list.
+    for (int c : {HistoryModel::ColModel, HistoryModel::ColData}) {
+        m_view->horizontalHeader()->setSectionResizeMode(c, QHeaderView::Interactive);
+        m_view->horizontalHeader()->resizeSection(c, m_view->fontMetrics().horizontalAdvance(u'x') * 18);
+    }
     m_view->horizontalHeader()->setStretchLastSection(true);
     outer->addWidget(m_view, 1);
 

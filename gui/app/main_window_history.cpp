@@ -10,6 +10,7 @@
 #include "host_dialogs.h"
 #include "history_page.h"
 #include "message_bar.h"
+#include "run_page.h"
 #include "sweep_runner.h"
 
 #include "store/run_recorder.h"
@@ -32,6 +33,7 @@
 #include <QTimer>
 
 using namespace Qt::StringLiterals;
+using cppl::core::run::RunEngine;
 using cppl::core::store::RunRecord;
 using cppl::core::store::RunStore;
 
@@ -65,6 +67,8 @@ void MainWindow::setupHistory()
     m_nav->addItems({tr("History"), tr("Compare")});
 
     connect(h.history, &HistoryPage::failed, this, &MainWindow::showError);
+    connect(h.compare, &ComparePage::failed, this, &MainWindow::showError);
+    connect(h.compare, &ComparePage::info, this, &MainWindow::showInfo);
     connect(h.history, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
     connect(h.history, &HistoryPage::rerunRequested, this, &MainWindow::rerun);
     // The store opens when first needed: the History page shown, or a run started.
@@ -206,6 +210,10 @@ void MainWindow::compareRuns(const QStringList &runIds)
 
 bool MainWindow::rerun(const RunRecord &run)
 {
+    if (m_history->sweep && m_history->sweep->running()) {
+        showError(tr("A sweep is running; stop it (Ctrl+.) before re-running %1").arg(run.runId));
+        return false;
+    }
     const ProfileParseResult parsed = parseProfile(QJsonDocument(run.profile).toJson().toStdString(), run.runId.toStdString());
     if (!parsed.ok()) {
         showError(tr("Run %1's stored profile cannot be used: %2").arg(run.runId, QString::fromStdString(parsed.errors.front())));
@@ -218,7 +226,8 @@ bool MainWindow::rerun(const RunRecord &run)
         p.evaluation.model = run.model.toStdString();
     if (!run.data.isEmpty())
         (p.evaluation.text.empty() ? p.evaluation.tokens : p.evaluation.text) = run.data.toStdString();
-    m_cluster->setProfile(p, m_cluster->profilePath());
+    // No file path: saving must not overwrite the user's profile file with the stored one.
+    m_cluster->setProfile(p, QString());
     m_evaluation->load(p.evaluation, p.thresholds);
     return startRun();
 }
@@ -236,6 +245,16 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
     if (!h.sweep) {
         h.sweep = std::make_unique<SweepRunner>(*s);
         connect(h.sweep.get(), &SweepRunner::progress, this, [this](int i, int n, int ranks, const QString &id) {
+            // The Run page shows each run of the sweep live, as it shows a single run.
+            RunEngine *e = m_history->sweep->engine();
+            bindEngine(e);
+            // After bindEngine's handlers (which look at m_engine only): the sweep stays stoppable.
+            connect(e, &RunEngine::phaseChanged, this, [this] {
+                m_runAction->setEnabled(false);
+                m_stopAction->setEnabled(true);
+                m_run->setRunEnabled(false, true);
+            });
+            showPage(RunPageIndex);
             m_bar->showMessage(MessageBar::Level::Info, tr("Sweep: run %1 of %2 (%3 ranks): %4. Run > Stop ends the sweep.")
                                                             .arg(i + 1).arg(n).arg(ranks).arg(id));
             m_statusPhase->setText(tr("sweep %1/%2").arg(i + 1).arg(n));
@@ -245,6 +264,7 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
             m_stopAction->setEnabled(false);
             m_runAction->setEnabled(true);
             m_statusPhase->setText(tr("idle"));
+            m_run->setRunEnabled(true, false);
             m_history->history->refresh();
             if (stopped)
                 showInfo(tr("Sweep stopped after %n run(s).", nullptr, int(ids.size())));
@@ -256,6 +276,7 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
         });
         // Stop (Ctrl+.) ends the sweep as well as its current run.
         connect(m_stopAction, &QAction::triggered, h.sweep.get(), &SweepRunner::stop);
+        connect(m_run, &RunPage::stopRequested, h.sweep.get(), &SweepRunner::stop);
     }
     cppl::core::run::RunRequest base;
     base.profile = m_cluster->profile();

@@ -18,6 +18,8 @@
 #include "store/run_export.h"
 #include "store/run_store.h"
 
+#include <QJsonObject>
+
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QDir>
@@ -163,7 +165,8 @@ private Q_SLOTS:
             QCOMPARE(model->data(model->index(row, cppl::app::CompareModel::ColEfficiency)).toString().left(
                          QString::number(100 * b.efficiency, 'f', 1).size()),
                      QString::number(100 * b.efficiency, 'f', 1));
-            QCOMPARE(model->data(model->index(row, cppl::app::CompareModel::ColDeviation)).toString(), b.deviationText());
+            QCOMPARE(model->data(model->index(row, cppl::app::CompareModel::ColDeviation)).toString(),
+                     b.runId == b.baselineRunId ? u"baseline (this run)"_s : b.deviationText());
         }
         // Exact sums across 1, 2 and 4 ranks: the multi-rank runs are bit-identical to the 1-rank one.
         QCOMPARE(shown.points[1].deviationText(), u"bit-identical"_s);
@@ -184,6 +187,23 @@ private Q_SLOTS:
         for (const QString &id : m_sweepIds)
             QVERIFY(h->model()->rowOf(id) >= 0);
         QCOMPARE(h->model()->baselineText(h->model()->rowOf(m_sweepIds[2])), u"bit-identical"_s);
+    }
+
+    void compareExportsReport()
+    {
+        auto *page = m_window->comparePage();
+        QString error;
+        const QStringList html = page->exportReport(m_dir.filePath(u"cmp.html"_s), u"html"_s, &error);
+        QVERIFY2(html.size() == 1, qPrintable(error));
+        QFile f(html.front());
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(f.readAll());
+        for (const QString &id : m_sweepIds)
+            QVERIFY2(text.contains(id), qPrintable(id));
+        const QStringList json = page->exportReport(m_dir.filePath(u"cmp.json"_s), u"json"_s, &error);
+        QVERIFY2(json.size() == 1, qPrintable(error));
+        QVERIFY(page->exportReport(m_dir.filePath(u"cmp.doc"_s), u"doc"_s, &error).isEmpty());
+        QVERIFY2(error.contains(u"cmp.doc"_s) && error.contains(u"pdf, html, csv or json"_s), qPrintable(error));
     }
 
     void dashboardRunIsStoredAndListed()
