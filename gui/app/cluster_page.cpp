@@ -207,6 +207,8 @@ void ClusterPage::buildToolbar(QWidget *bar)
         if (h >= 0 && m_model->moveHost(h, +1).isEmpty())
             m_tree->setCurrentIndex(m_model->indexOfHost(h + 1));
     });
+    add(tr("Check hosts"), tr("Run the agent's pre-flight (versions, GPUs, NCCL, memory, paths) and show it per host"),
+        [this] { Q_EMIT checkHostsRequested(); });
     tools->addSeparator();
     add(tr("Open profile…"), tr("Open a profile JSON (docs/profile.md)"), [this] {
         const QString p = QFileDialog::getOpenFileName(this, tr("Open profile"), {}, tr("Profiles (*.json);;All files (*)"));
@@ -329,6 +331,7 @@ void ClusterPage::refreshProblems()
     const QStringList problems = m_model->problems();
     m_problems->clear();
     m_problems->addItems(problems);
+    m_problems->setVisible(!problems.isEmpty());
     m_problemsTitle->setText(problems.isEmpty() ? tr("✓ No problems: the profile is ready to run.")
                                                 : tr("⚠ %1 to fix before Run:")
                                       .arg(problems.size() == 1 ? tr("1 problem") : tr("%1 problems").arg(problems.size())));

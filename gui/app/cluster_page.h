@@ -57,6 +57,7 @@ Q_SIGNALS:
     void failed(const QString &message);
     void info(const QString &message);
     void profileChanged();
+    void checkHostsRequested();
 
 private:
     void buildToolbar(QWidget *bar);

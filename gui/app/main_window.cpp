@@ -67,6 +67,7 @@ MainWindow::MainWindow(QWidget *parent)
 
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
+    connect(m_cluster, &ClusterPage::checkHostsRequested, this, [this] { m_cluster->checkHosts(agentPath()); });
     // File operations confirm in the status bar; the message bar is for what needs attention.
     connect(m_cluster, &ClusterPage::info, this, [this](const QString &text) { statusBar()->showMessage(text, 8000); });
     connect(m_cluster, &ClusterPage::profileChanged, this, [this] {

@@ -397,9 +397,17 @@ void CommShareBars::paintEvent(QPaintEvent *)
             p.drawRect(tr);
         }
         if (m_selected >= r0 && m_selected < r1) {
+            // Outline the bar itself and point at it from below the axis: a full-height frame
+            // would read as a value.
             p.setPen(QPen(theme.text, 1.5));
             p.setBrush(Qt::NoBrush);
-            p.drawRect(QRectF(x, plot.top(), barW, plot.height()));
+            p.drawRect(QRectF(x, plot.bottom() - hw - ht - 1, std::max(barW, 2.0), hw + ht + 1));
+            const double cx = x + barW / 2;
+            QPolygonF tri;
+            tri << QPointF(cx, plot.bottom() + 1) << QPointF(cx - 5, plot.bottom() + 8) << QPointF(cx + 5, plot.bottom() + 8);
+            p.setBrush(theme.text);
+            p.drawPolygon(tri);
+            p.setBrush(Qt::NoBrush);
         }
     }
     // Alert threshold and the axis labels.

@@ -299,8 +299,8 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
     }
     m_tokens->setText(tr("%1 tokens scored · windows %2 / %3")
                           .arg(QLocale().toString(qlonglong(s.global.tokens)))
-                          .arg(s.windowsDone)
-                          .arg(s.windowsTotal));
+                          .arg(QLocale().toString(qlonglong(s.windowsDone)))
+                          .arg(QLocale().toString(qlonglong(s.windowsTotal))));
     m_rate->setText(tr("%1 tok/s (all ranks)").arg(QLocale().toString(s.tokensPerSecond, 'f', 0)));
     if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal)
         m_eta->setText(tr("elapsed %1 · ETA %2")

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "screenshot.h"
 
+#include "cluster_page.h"
 #include "evaluation_page.h"
 #include "main_window.h"
+#include "profile_model.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
@@ -10,6 +12,7 @@
 #include <QEventLoop>
 #include <QPixmap>
 #include <QTimer>
+#include <QTreeView>
 
 using namespace Qt::StringLiterals;
 
@@ -90,6 +93,8 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
             loop.exec();
     }
     window.showPage(MainWindow::ClusterPageIndex);
+    // A selected host shows the form filled in, as a user sees it while editing.
+    window.clusterPage()->tree()->setCurrentIndex(window.clusterPage()->model()->indexOfHost(0));
     settle(150);
     if (!save(&window, dir.filePath(u"cluster.png"_s), files, error))
         return {};

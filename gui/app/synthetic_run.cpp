@@ -151,7 +151,7 @@ void SyntheticRun::snapshotNow(bool finished)
                 v.error = "collective timed out after " + std::to_string(int(m_thresholds.collectiveTimeoutSeconds)) + " s";
             v.tokensPerSecond = 0;
         } else {
-            v.state = stalledNow && v.silentSeconds > 3 ? RankState::Stalled : RankState::Evaluating;
+            v.state = stalledNow && v.silentSeconds > m_thresholds.stallSeconds ? RankState::Stalled : RankState::Evaluating;
         }
         s->tokensPerSecond += v.tokensPerSecond;
         s->windowsDone += v.windowsDone;

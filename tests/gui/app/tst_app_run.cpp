@@ -6,9 +6,12 @@
 #include "alert_model.h"
 #include "evaluation_page.h"
 #include "main_window.h"
+#include "message_bar.h"
 #include "rank_table_model.h"
 #include "run_page.h"
 
+#include <QAbstractItemView>
+#include <QAction>
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
