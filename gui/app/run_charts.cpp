@@ -392,7 +392,7 @@ void CommShareBars::paintEvent(QPaintEvent *)
         p.fillRect(QRectF(x + gap, plot.bottom() - hw, barW - 2 * gap, hw), waitColor);
         const QRectF tr(x + gap, plot.bottom() - hw - ht, barW - 2 * gap, ht);
         p.fillRect(tr, QBrush(transferColor, barW > 4 ? Qt::BDiagPattern : Qt::SolidPattern));
-        if (barW > 4) {
+        if (barW > 4 && ht >= 1.0) { // a zero-height outline would read as a value
             p.setPen(transferColor);
             p.drawRect(tr);
         }
