@@ -55,6 +55,7 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_search->setObjectName(u"historySearch"_s);
     m_search->setPlaceholderText(tr("Search run id, profile, model, data, cause…"));
     m_search->setClearButtonEnabled(true);
+    m_search->setMinimumWidth(m_search->fontMetrics().horizontalAdvance(m_search->placeholderText()) + 30);
     filters->addWidget(m_search, 2);
     auto combo = [&](const QString &label) {
         filters->addWidget(new QLabel(label, this));

@@ -35,8 +35,9 @@ QString summaryHtml(const RunRecord &r)
     QString h = u"<table cellspacing=4>"_s;
     h += row(QObject::tr("Run"), r.runId);
     h += row(QObject::tr("Status"), statusLabel(r.status) + (r.firstCause.isEmpty() ? QString() : u": "_s + r.firstCause));
-    h += row(QObject::tr("Started / ended"), r.started.toLocalTime().toString(Qt::ISODate) + u" / "_s
-                                                 + (r.ended.isValid() ? r.ended.toLocalTime().toString(Qt::ISODate) : u"—"_s));
+    const QString fmt = u"yyyy-MM-dd HH:mm:ss"_s;
+    h += row(QObject::tr("Started / ended"),
+             r.started.toLocalTime().toString(fmt) + u" / "_s + (r.ended.isValid() ? r.ended.toLocalTime().toString(fmt) : u"—"_s));
     h += row(QObject::tr("Source, profile"), r.source + u", "_s + r.profileName);
     h += row(QObject::tr("Model"), r.model);
     h += row(QObject::tr("Data"), r.data);
@@ -50,13 +51,15 @@ QString summaryHtml(const RunRecord &r)
     if (!r.nllSumExact.isEmpty())
         h += row(QObject::tr("Exact NLL sum"), r.nllSumExact);
     for (auto it = r.versions.begin(); it != r.versions.end(); ++it)
-        h += row(QObject::tr("Version: %1").arg(it.key()), it.value().toVariant().toString());
+        h += row(QObject::tr("Version: %1").arg(it.key()),
+                 it.value().toVariant().toString().isEmpty() ? QObject::tr("not reported") : it.value().toVariant().toString());
     for (const auto &host : r.hosts) {
         const auto o = host.toObject();
         h += row(QObject::tr("Host"), u"%1 (%2), %3 slots"_s.arg(o.value(u"name"_s).toString(), o.value(u"address"_s).toString())
                                           .arg(o.value(u"slots"_s).toInt()));
     }
-    h += row(QObject::tr("Settings"), QString::fromUtf8(QJsonDocument(r.settings).toJson(QJsonDocument::Compact)));
+    for (auto it = r.settings.begin(); it != r.settings.end(); ++it)
+        h += row(QObject::tr("Setting: %1").arg(it.key()), it.value().toVariant().toString());
     return h + u"</table>"_s;
 }
 

@@ -301,7 +301,14 @@ private Q_SLOTS:
         d.resize(1000, 700);
         d.show();
         QTest::qWait(100);
-        QVERIFY(colours(d.grab().toImage()) > 20);
+        for (int tab : {0, 1, 2}) {
+            d.tabs()->setCurrentIndex(tab);
+            QTest::qWait(100);
+            const QImage img = d.grab().toImage();
+            QVERIFY2(colours(img) > 20, qPrintable(d.tabs()->tabText(tab)));
+            if (const QString shots = qEnvironmentVariable("CPPL_HISTORY_SHOTS"); !shots.isEmpty() && QDir().mkpath(shots))
+                img.save(u"%1/open-tab%2.png"_s.arg(shots).arg(tab));
+        }
     }
 
     void deleteRemovesFromFile()
