@@ -228,6 +228,29 @@ private Q_SLOTS:
         QVERIFY(s.contains(m_dashboardRun));
     }
 
+    void rerunStartsTheStoredRun()
+    {
+        std::optional<RunRecord> stored;
+        {
+            RunStore s(m_store);
+            stored = s.get(m_dashboardRun);
+        }
+        QVERIFY(stored.has_value());
+        MainWindow &w = *m_window;
+        QSignalSpy finished(&w, &MainWindow::runFinished);
+        QVERIFY(w.rerun(*stored));
+        const QString id = w.engine()->runId();
+        QVERIFY(id != m_dashboardRun);
+        QVERIFY(finished.wait(300000));
+        auto *h = w.historyPage();
+        QTRY_VERIFY_WITH_TIMEOUT(h->model()->rowOf(id) >= 0, 10000);
+        const RunRecord &again = h->model()->runAt(h->model()->rowOf(id));
+        QCOMPARE(again.status, RunStatus::Finished);
+        QCOMPARE(again.settingsKey, stored->settingsKey); // the same evaluation
+        QCOMPARE(again.nllSumExact, stored->nllSumExact);  // and the same bits
+        QCOMPARE(again.worldSize, stored->worldSize);
+    }
+
     void filtersAndSearch()
     {
         // Imported copies (run_export's JSON, as `clusterppl-cli import` reads it) with other
@@ -251,7 +274,7 @@ private Q_SLOTS:
         QAbstractItemModelTester t2(h->filter(), QAbstractItemModelTester::FailureReportingMode::QtTest);
         h->refresh();
         const int all = h->model()->rowCount();
-        QCOMPARE(all, 5); // three sweep runs, the dashboard run, the import
+        QCOMPARE(all, 6); // three sweep runs, the dashboard run, its re-run, the import
         QCOMPARE(visibleRows(h), all);
         h->searchEdit()->setText(u"needle-cause"_s);
         QCOMPARE(visibleRows(h), 1);
@@ -264,7 +287,7 @@ private Q_SLOTS:
         h->filter()->setDateRange(QDate(2025, 1, 1), QDate(2025, 1, 31));
         QCOMPARE(visibleRows(h), 1);
         h->filter()->setDateRange(QDate::currentDate().addDays(-1), {});
-        QCOMPARE(visibleRows(h), 4);
+        QCOMPARE(visibleRows(h), 5);
         h->filter()->setDateRange({}, {});
         h->filter()->setProtocolFilter(u"hf-sliding"_s);
         QCOMPARE(visibleRows(h), 0);
