@@ -197,4 +197,9 @@ for f in /usr/bin/clusterppl /usr/bin/clusterppl-cli /usr/bin/clusterppl-agent /
          /usr/share/doc/clusterppl /usr/share/doc/clusterppl-agent /usr/share/applications/io.clusterppl.ClusterPPL.desktop; do
   [[ ! -e $f ]] || fail "$f is left after purging"
 done
+while read -r f; do
+  [[ $f == */ || ! -e $f ]] || fail "$f (from a package) is left after purging"
+done < <(cat "$work/agent.files" "$work/dash.files")
+# ...and the user's data is the user's: the purge must not touch $HOME.
+grep -rqs "local-default.json" "$XDG_CONFIG_HOME" || fail "purging removed the user's settings in $XDG_CONFIG_HOME"
 echo "package-check: OK in $((SECONDS - start)) s (user data such as ~/.local/share/clusterppl is the user's to keep)" >&2
