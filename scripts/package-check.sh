@@ -136,7 +136,7 @@ for exe in clusterppl-agent clusterppl-cli clusterppl; do
   case $exe in clusterppl-agent) help=$work/agent.help ;; clusterppl-cli) help=$work/cli.help ;; *) help=$work/dash.help ;; esac
   man_text=$(zcat "/usr/share/man/man1/$exe.1.gz" | sed 's/\\-/-/g')
   for o in $(options_of "$help"); do
-    grep -qe "$o" <<<"$man_text" || fail "man page of $exe lacks $o, which $exe --help lists"
+    grep -qE -- "(^|[^a-z0-9-])$o([^a-z0-9-]|$)" <<<"$man_text" || fail "man page of $exe lacks $o, which $exe --help lists"
   done
   MANWIDTH=100 man "$exe" >/dev/null 2>&1 || man -l "/usr/share/man/man1/$exe.1.gz" >/dev/null 2>&1 || true
 done
@@ -144,7 +144,7 @@ for exe in clusterppl-agent clusterppl-cli; do
   case $exe in clusterppl-agent) help=$work/agent.help ;; *) help=$(mktemp -p "$work"); clusterppl-cli run --help >"$help" ;; esac
   for o in $(options_of "$help"); do
     [[ $o == --version || $o == --help ]] && continue
-    grep -qe "$o" "/usr/share/bash-completion/completions/$exe" || fail "bash completion of $exe lacks $o ($exe --help lists it)"
+    grep -qE -- "(^|[^a-z0-9-])$o([^a-z0-9-]|$)" "/usr/share/bash-completion/completions/$exe" || fail "bash completion of $exe lacks $o ($exe --help lists it)"
   done
 done
 
