@@ -93,6 +93,7 @@ expect() {  # expect LIST FILE...
 }
 expect "$work/agent.files" /usr/bin/clusterppl-agent /usr/share/doc/clusterppl-agent/copyright \
   /usr/share/doc/clusterppl-agent/changelog.gz /usr/share/man/man1/clusterppl-agent.1.gz \
+  /usr/share/doc/clusterppl-agent/README.md /usr/share/doc/clusterppl-agent/docs/exit-codes.md \
   /usr/share/bash-completion/completions/clusterppl-agent \
   /usr/share/clusterppl/models/shakespeare-byte-llama/model.safetensors \
   /usr/share/clusterppl/models/shakespeare-byte-llama/config.json \
@@ -101,7 +102,7 @@ if [[ -f $build/agent/libclusterppl_spm.so ]]; then
   expect "$work/agent.files" /usr/lib/clusterppl/libclusterppl_spm.so
 fi
 expect "$work/dash.files" /usr/bin/clusterppl /usr/bin/clusterppl-cli /usr/share/doc/clusterppl/copyright \
-  /usr/share/doc/clusterppl/changelog.gz /usr/share/man/man1/clusterppl.1.gz /usr/share/man/man1/clusterppl-cli.1.gz \
+  /usr/share/doc/clusterppl/changelog.gz /usr/share/doc/clusterppl/docs/packaging.md /usr/share/man/man1/clusterppl.1.gz /usr/share/man/man1/clusterppl-cli.1.gz \
   /usr/share/bash-completion/completions/clusterppl-cli /usr/share/applications/io.clusterppl.ClusterPPL.desktop \
   /usr/share/metainfo/io.clusterppl.ClusterPPL.metainfo.xml /usr/share/icons/hicolor/scalable/apps/clusterppl.svg \
   /usr/share/icons/hicolor/48x48/apps/clusterppl.png /usr/share/icons/hicolor/64x64/apps/clusterppl.png \
