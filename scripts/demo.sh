@@ -17,6 +17,7 @@ TEXT="$ROOT/resources/data/tinyshakespeare-heldout.txt"
 AGENT="$BUILD_DIR/agent/clusterppl-agent"
 OUT="$BUILD_DIR/demo"
 RANKS=4
+RUN_ID="demo-$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"
 # Same per-rank settings for the one-rank reference and every rank: bit-identity needs them
 # (docs/models.md, "Determinism"). One BLAS thread per rank; the 4 ranks share this machine's cores.
@@ -26,18 +27,18 @@ COMMON=(eval --model "$MODEL" --text "$TEXT" --tokenizer bytes --protocol llama.
 echo
 echo "== ClusterPPL demo: embedded default (${RANKS} local ranks, 2 groups) =="
 echo
-echo "-- 1/4  profile"
+echo "-- 1/6  profile"
 "$BUILD_DIR/gui/clusterppl-cli" profile check "$PROFILE"
 echo
-echo "-- 2/4  plan: llama.cpp windows of 256 bytes, sharded over ${RANKS} ranks"
+echo "-- 2/6  plan: llama.cpp windows of 256 bytes, sharded over ${RANKS} ranks"
 "$AGENT" plan --text "$TEXT" --tokenizer bytes --protocol llama.cpp --context 256 --ranks "$RANKS" \
   --batch 8 --sync-every-tokens 8192 --json "$OUT/plan.json" | sed -n '1,6p'
 echo
-echo "-- 3/4  one rank (the reference)"
+echo "-- 3/6  one rank (the reference)"
 "$AGENT" "${COMMON[@]}" --json "$OUT/one-rank.json" 2> >(grep -E '^(BLAS|WARNING|model)' >&2)
 echo
-echo "-- 4/4  the embedded default profile: ${RANKS} ranks in 2 node groups (clusterppl-cli run, local launcher)"
-"$BUILD_DIR/gui/clusterppl-cli" run --profile "$PROFILE" --agent "$AGENT" --json "$OUT/distributed.json" \
+echo "-- 4/6  the embedded default profile: ${RANKS} ranks in 2 node groups (clusterppl-cli run, local launcher)"
+"$BUILD_DIR/gui/clusterppl-cli" run --profile "$PROFILE" --agent "$AGENT" --run-id "$RUN_ID" --json "$OUT/distributed.json" \
   2> >(grep -E '^(clusterppl-cli|distributed|\[round|\[live|\[rank)' >&2)
 one=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/one-rank.json")
 dist=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/distributed.json")
@@ -56,3 +57,23 @@ for r in j["ranks"]:
     print(f"  rank {r['rank']} group {r['group']}: {r['tokens']:6d} tokens  {r['compute_seconds']:6.2f}  {r['wait_seconds']:6.3f}  {r['transfer_seconds']:6.4f}  {100*r['comm_share']:5.2f}%")
 PY
 echo "results: $OUT/{one-rank,distributed}.json"
+echo
+APP="$BUILD_DIR/gui/app/clusterppl"
+if [[ "${CLUSTERPPL_DEMO_NO_GUI:-0}" == 1 || ! -x "$APP" ]]; then
+  echo "-- 5/6  dashboard: skipped (${APP##*/} not built or CLUSTERPPL_DEMO_NO_GUI=1)"
+elif [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" && -z "${CI:-}" ]]; then
+  echo "-- 5/6  dashboard: opening it on the embedded default and starting the run (close the window to end)"
+  "$APP" --profile "$PROFILE" --agent "$AGENT" --run
+else
+  echo "-- 5/6  dashboard, offscreen (no display): the same run, its pages saved mid-run and finished"
+  "$APP" --profile "$PROFILE" --agent "$AGENT" --screenshot "$OUT/dashboard" --run --run-timeout 600 \
+    2> >(grep -v -e propagateSizeHints -e XDG_RUNTIME_DIR >&2) | sed 's/^/  page: /'
+fi
+echo
+echo "-- 6/6  reports of run $RUN_ID from the run history (clusterppl-cli report)"
+CLI="$BUILD_DIR/gui/clusterppl-cli"
+for format in html pdf; do
+  "$CLI" report "$RUN_ID" --format "$format" -o "$OUT/report.$format" >/dev/null 2> >(grep -v XDG_RUNTIME_DIR >&2)
+done
+echo "report: $OUT/report.html"
+echo "report: $OUT/report.pdf"
