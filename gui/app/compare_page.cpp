@@ -272,8 +272,8 @@ QStringList ComparePage::exportReport(const QString &path, const QString &format
         return {};
     }
     try {
-        const auto data = cppl::core::report::makeReport(m_runs, m_baselines, threshold());
-        return cppl::core::report::writeReport(data, *f, path);
+        const auto report = cppl::core::report::makeReport(m_runs, m_baselines, threshold());
+        return cppl::core::report::writeReport(report, *f, path);
     } catch (const cppl::Error &e) {
         *error = QString::fromUtf8(e.what());
     } catch (const std::exception &e) {

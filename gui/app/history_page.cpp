@@ -175,14 +175,14 @@ void HistoryPage::refresh()
 void HistoryPage::fillChoices()
 {
     // Keep the user's choice across refreshes; the lists are the values the store holds.
-    std::set<QString> models, data, protocols;
+    std::set<QString> models, datas, protocols;
     std::set<int> nodes;
     for (int i = 0; i < m_model->rowCount(); ++i) {
         const RunRecord &r = m_model->runAt(i);
         if (!r.model.isEmpty())
             models.insert(r.model);
         if (!r.data.isEmpty())
-            data.insert(r.data);
+            datas.insert(r.data);
         if (!r.protocol.isEmpty())
             protocols.insert(r.protocol);
         if (r.nodeCount > 0)
@@ -201,7 +201,7 @@ void HistoryPage::fillChoices()
     QList<std::pair<QString, QVariant>> m, d, p, n;
     for (const QString &s : models)
         m.append({shortPath(s), s});
-    for (const QString &s : data)
+    for (const QString &s : datas)
         d.append({shortPath(s), s});
     for (const QString &s : protocols)
         p.append({s, s});

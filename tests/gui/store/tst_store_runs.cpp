@@ -111,12 +111,12 @@ private Q_SLOTS:
     void sweepOfOneTwoFourRanks()
     {
         const QString json = m_dir.filePath(u"sweep.json"_s);
-        const auto r = cli({u"sweep"_s, u"--profile"_s, m_profile, u"--nodes"_s, u"1,2,4"_s, u"--json"_s, json, u"--run-id-prefix"_s, u"sw"_s,
+        const auto sweep = cli({u"sweep"_s, u"--profile"_s, m_profile, u"--nodes"_s, u"1,2,4"_s, u"--json"_s, json, u"--run-id-prefix"_s, u"sw"_s,
                             u"--no-preflight"_s},
                            600000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        qInfo("%s", qPrintable(r.out));
-        QVERIFY(r.out.contains(u"recommendation (threshold 75%)"_s));
+        QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.describe()));
+        qInfo("%s", qPrintable(sweep.out));
+        QVERIFY(sweep.out.contains(u"recommendation (threshold 75%)"_s));
         RunStore s(m_store);
         std::vector<RunRecord> runs;
         for (const QString &id : {u"sw-r1"_s, u"sw-r2"_s, u"sw-r4"_s}) {
