@@ -287,7 +287,7 @@ private Q_SLOTS:
         QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         const QString ours = dir.filePath(QStringLiteral("ours.json"));
         const QStringList window{QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("128"),
-                                 QStringLiteral("--max-windows"), QStringLiteral("300")};
+                                 QStringLiteral("--max-windows"), QStringLiteral("60")};
         r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--text"), text, QStringLiteral("--tokenizer"),
                                  tokenizer, QStringLiteral("--bos"), QStringLiteral("never"), QStringLiteral("--quiet"), QStringLiteral("--json"), ours}
                      + window);
