@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libclusterppl_spm.so: Debian's libsentencepiece behind the C interface of cppl_spm.h. Built only
 // when libsentencepiece-dev is found, never linked into the agent (dlopen'ed by
-// agent/core/tokenizer/spm_shim_loader.cpp). Everything but the cppl_spm_* functions is hidden.
+// agent/lib/tokenizer/spm_shim_loader.cpp). Everything but the cppl_spm_* functions is hidden.
 #include "cppl_spm.h"
 
 #include <sentencepiece_processor.h>

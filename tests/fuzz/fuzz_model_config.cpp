@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for a Hugging Face config.json (agent/core/model/model_config.*,
+// libFuzzer target for a Hugging Face config.json (agent/lib/model/model_config.*,
 // docs/fuzzing.md): any bytes are refused with IoError/ConfigError or give a configuration whose
 // sizes the native models can build on (every size positive, heads a multiple of the KV heads).
 #include "fuzz_support.h"

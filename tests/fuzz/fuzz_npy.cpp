@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for .npy token files (agent/core/token_file.*, docs/fuzzing.md): any bytes are
+// libFuzzer target for .npy token files (agent/lib/token_file.*, docs/fuzzing.md): any bytes are
 // refused with IoError or give ids that the file's payload really holds (no more ids than the bytes
 // after the 10-byte preamble allow, in one of the four supported widths).
 #include "fuzz_support.h"

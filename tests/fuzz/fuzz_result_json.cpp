@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for the result JSON that `clusterppl-agent merge` reads (agent/core/result_json.*,
+// libFuzzer target for the result JSON that `clusterppl-agent merge` reads (agent/lib/result_json.*,
 // docs/fuzzing.md): any bytes are refused with IoError, or give a shard whose exact sums re-encode
 // to themselves and that merges with another shard of the same run (as `merge` does with two files)
 // without overflow, ending in a perplexity.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for safetensors files (agent/core/model/safetensors.*, docs/fuzzing.md): any
+// libFuzzer target for safetensors files (agent/lib/model/safetensors.*, docs/fuzzing.md): any
 // bytes are refused with IoError or give tensors that lie inside the file's data section, do not
 // overlap, and hold exactly shape x dtype bytes (computed here without overflow).
 #include "fuzz_support.h"

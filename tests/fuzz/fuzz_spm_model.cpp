@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target for the SentencePiece tokenizer.model reader (the protobuf wire format the agent
-// checks before handing a file to the shim; agent/core/tokenizer/sentencepiece_tokenizer.*,
+// checks before handing a file to the shim; agent/lib/tokenizer/sentencepiece_tokenizer.*,
 // docs/fuzzing.md): any bytes are refused with ConfigError or summarised consistently.
 #include "fuzz_support.h"
 

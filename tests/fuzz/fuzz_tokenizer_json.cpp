@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for Hugging Face tokenizer.json (agent/core/tokenizer/hf_*, bpe_model.*,
+// libFuzzer target for Hugging Face tokenizer.json (agent/lib/tokenizer/hf_*, bpe_model.*,
 // docs/fuzzing.md): any bytes are refused with IoError/ConfigError naming the JSON path, or give a
 // tokenizer whose ids for sample text (and for the input's own first bytes, when UTF-8) are all
 // below vocabSize() and decode without failing.

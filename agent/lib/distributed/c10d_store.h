@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Internal to agent/core/distributed: the TCPStore behind Store, shared by the store and Gloo TUs.
+// Internal to agent/lib/distributed: the TCPStore behind Store, shared by the store and Gloo TUs.
 #pragma once
 
 #include "communicator.h"
