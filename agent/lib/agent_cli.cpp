@@ -55,8 +55,9 @@ constexpr CommandUsage kCommandUsage[] = {
       --device cpu|cuda[:i]|auto         (default auto: cuda when available)
       --threads N            LibTorch intra-op threads (default: all cores)
       --blas-threads N       OpenBLAS threads (default: --threads)
-      --gemm auto|onednn|blas  dense layers via oneDNN (packed weights) or the BLAS (default auto:
-                             oneDNN for float32 on the CPU when LibTorch has it)
+      --gemm auto|native|onednn|blas  float32 CPU kernels: the agent's own (packed weights,
+                             AVX-512/AVX2 by cpuid, bits independent of --threads), oneDNN, or the
+                             BLAS (default auto: native for float32 on the CPU, else LibTorch's)
       --bos-id ID            llama.cpp --bos-first token (default: config bos_token_id)
       --prefix-id ID         lm-eval-rolling prefix token (default: config bos_token_id)
       --allow-long-context   allow --context beyond max_position_embeddings

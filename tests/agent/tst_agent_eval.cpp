@@ -110,8 +110,8 @@ private Q_SLOTS:
         for (int b = 0; b < 2; ++b)
             for (int t = 0; t < 12; ++t)
                 ids[b][t] = rows[static_cast<std::size_t>(b)][static_cast<std::size_t>(t)];
-        // Both GEMM back ends: the BLAS through at::linear, and oneDNN with packed weights.
-        for (GemmBackend gemm : {GemmBackend::Blas, GemmBackend::OneDnn}) {
+        // Every GEMM back end: the agent's own kernels, the BLAS through at::linear, oneDNN with packed weights.
+        for (GemmBackend gemm : {GemmBackend::Native, GemmBackend::Blas, GemmBackend::OneDnn}) {
             if (gemm == GemmBackend::OneDnn && !at::hasMKLDNN())
                 continue; // this LibTorch has no oneDNN; the BLAS row above still ran
             LoadOptions options;
@@ -240,6 +240,36 @@ private Q_SLOTS:
         r = runAgent(QStringList{QStringLiteral("merge"), parts.first(), parts.first()});
         QCOMPARE(r.exitCode, int(kExitBadArguments));
         QVERIFY2(r.err == QStringLiteral("clusterppl-agent: %1: shard 0 is given twice\n").arg(parts.first()), qPrintable(r.describe()));
+    }
+
+    void exactSumDoesNotDependOnThreads()
+    {
+        // The property dynamic scheduling builds on: a batch's exact NLL sum has the same bits at 1, 2
+        // and 3 threads (GEMMs split over rows/columns, never over k; no thread-split library reduction).
+        // Context 256 and batch 3, so that every kernel really splits (LibTorch's cos split at T >= 124).
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
+                                                                        QStringLiteral("--hidden"), QStringLiteral("64"), QStringLiteral("--intermediate"),
+                                                                        QStringLiteral("96"), QStringLiteral("--max-positions"), QStringLiteral("256")});
+        QString first, firstSq;
+        for (const char *threads : {"1", "2", "3"}) {
+            const QString json = dir.filePath(QStringLiteral("t%1.json").arg(QLatin1String(threads)));
+            const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
+                                              QStringLiteral("--context"), QStringLiteral("256"), QStringLiteral("--stride"), QStringLiteral("128"),
+                                              QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"), QLatin1String(threads),
+                                              QStringLiteral("--json"), json, QStringLiteral("--quiet")});
+            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            const QJsonObject j = readJson(json);
+            QVERIFY(j.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("native-")));
+            QCOMPARE(j.value(QStringLiteral("threads")).toInt(), QString::fromLatin1(threads).toInt());
+            if (first.isEmpty()) {
+                first = j.value(QStringLiteral("nll_sum_exact")).toString();
+                firstSq = j.value(QStringLiteral("nll_sq_sum_exact")).toString();
+                continue;
+            }
+            QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), first);
+            QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), firstSq);
+        }
     }
 
     void halfPrecisionDtypes()

@@ -194,12 +194,14 @@ EvalOptions parseOptions(const Args &a)
         o.blasThreads = a.integer("--blas-threads", o.threads, 1, 1024);
         o.dtype = parseDtype(a.get("--dtype").value_or("float32"));
         const std::string gemmText = a.get("--gemm").value_or("auto");
-        if (gemmText == "onednn")
+        if (gemmText == "native")
+            o.gemm = GemmBackend::Native;
+        else if (gemmText == "onednn")
             o.gemm = GemmBackend::OneDnn;
         else if (gemmText == "blas")
             o.gemm = GemmBackend::Blas;
         else if (gemmText != "auto")
-            throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, onednn, blas");
+            throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, native, onednn, blas");
         o.device = parseDevice(a.get("--device").value_or("auto"));
         if (o.dtype == at::kHalf && o.device.is_cpu())
             throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");

@@ -24,12 +24,13 @@ struct ModelInfo
     std::int64_t bosTokenId = -1;
     std::vector<std::string> weightFiles;
     std::int64_t weightBytes = 0; ///< in the evaluation dtype
-    std::string gemm;             ///< "onednn" or "blas" (native models); "torchscript"
+    std::string gemm;             ///< "native-avx512|avx2|generic", "onednn" or "blas" (native models); "torchscript"
 };
 
 /// @brief Which library runs the dense layers' matrix products on the CPU.
 enum class GemmBackend {
-    Auto,   ///< oneDNN when LibTorch has it (float32, CPU), else the BLAS
+    Auto,   ///< Native for float32 on the CPU, else LibTorch's own (at::linear)
+    Native, ///< the agent's own kernels (cpu_gemm.h): packed weights, cpuid-selected, thread-count-independent bits
     Blas,   ///< the BLAS LibTorch links (OpenBLAS here), through at::linear
     OneDnn, ///< oneDNN (mkldnn) with weights packed once at load
 };

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Native Llama (+ Mistral, Qwen2) and GPT-2 forward passes over memory-mapped safetensors weights,
 // following transformers' eager implementations operation by operation.
+#include "cpu_gemm.h"
 #include "language_model.h"
 
 #include "model/model_config.h"
@@ -9,6 +10,7 @@
 #include "cppl/errors.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <numbers>
@@ -77,48 +79,99 @@ at::Tensor optionalBias(WeightSource &w, bool present, const std::string &name, 
     return present ? w.get(name, {n}) : at::Tensor();
 }
 
-bool useOneDnn(const LoadOptions &o)
+/// Who runs the dense layers (and, with Native, attention and the element-wise steps too).
+enum class Path { Blas, OneDnn, Native };
+
+Path choosePath(const LoadOptions &o)
 {
-    const bool possible = at::hasMKLDNN() && o.dtype == at::kFloat && o.device.is_cpu();
-    if (o.gemm == GemmBackend::OneDnn && !possible)
-        throw ConfigError("--gemm onednn needs float32 on the CPU and a LibTorch built with oneDNN (mkldnn)");
-    return possible && o.gemm != GemmBackend::Blas;
+    const bool cpuFloat = o.dtype == at::kFloat && o.device.is_cpu();
+    switch (o.gemm) {
+    case GemmBackend::Native:
+        if (!cpuFloat)
+            throw ConfigError("--gemm native needs float32 on the CPU; other dtypes and GPUs use LibTorch's kernels (--gemm auto)");
+        return Path::Native;
+    case GemmBackend::OneDnn:
+        if (!at::hasMKLDNN() || !cpuFloat)
+            throw ConfigError("--gemm onednn needs float32 on the CPU and a LibTorch built with oneDNN (mkldnn)");
+        return Path::OneDnn;
+    case GemmBackend::Blas:
+        return Path::Blas;
+    case GemmBackend::Auto:
+        break;
+    }
+    return cpuFloat ? Path::Native : Path::Blas;
 }
 
-// A dense layer y = x W^T + b. With oneDNN the weight is packed once at load (a copy; the mapped
-// original is then released), and each call converts the activations in and out: on CPUs where
-// OpenBLAS falls back to generic kernels this is several times faster (docs/models.md).
+std::string pathName(Path p)
+{
+    return p == Path::Native ? std::string("native-") + cpu::isaName(cpu::detectIsa()) : p == Path::OneDnn ? "onednn" : "blas";
+}
+
+// LibTorch's intra-op pool (its thread count is --threads) runs the native kernels' tasks.
+const cpu::ParallelFor &intraOp()
+{
+    static const cpu::ParallelFor pf = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) { at::parallel_for(0, n, 1, f); };
+    return pf;
+}
+
+float *fptr(const at::Tensor &t) { return t.data_ptr<float>(); }
+
+// A dense layer y = x W^T + b. With oneDNN or Native the weight is packed once at load (a copy; the
+// mapped original is then released). oneDNN converts the activations in and out on each call.
 struct Linear
 {
     at::Tensor weight; ///< [out, in] (a transposed view for GPT-2's Conv1D)
     at::Tensor bias;
     at::Tensor packed;
     at::Tensor packedBias;
+    std::shared_ptr<cpu::PackedMatrix> native;
 
-    static Linear make(at::Tensor w, at::Tensor b, bool oneDnn)
+    static Linear make(at::Tensor w, at::Tensor b, Path path)
     {
-        Linear l{std::move(w), std::move(b), {}, {}};
-        if (oneDnn) {
+        Linear l{std::move(w), std::move(b), {}, {}, {}};
+        if (path == Path::OneDnn) {
             l.packed = l.weight.contiguous().to_mkldnn();
             if (l.bias.defined())
                 l.packedBias = l.bias.contiguous().to_mkldnn();
+        } else if (path == Path::Native) {
+            const at::Tensor c = l.weight.contiguous();
+            l.native = std::make_shared<cpu::PackedMatrix>(c.size(0), c.size(1));
+            l.native->packRows(0, fptr(c), c.size(1), c.size(0));
+            if (l.bias.defined())
+                l.bias = l.bias.contiguous();
         }
         return l;
     }
 
     // Loads WEIGHT (+ BIAS) and, when packed, releases the mapped original straight away.
-    static Linear load(WeightSource &w, const std::string &weight, std::vector<std::int64_t> shape, const at::Tensor &bias, bool oneDnn,
+    static Linear load(WeightSource &w, const std::string &weight, std::vector<std::int64_t> shape, const at::Tensor &bias, Path path,
                        bool transposed = false)
     {
         at::Tensor t = w.get(weight, std::move(shape));
-        Linear l = make(transposed ? t.t() : t, bias, oneDnn);
-        if (oneDnn)
+        Linear l = make(transposed ? t.t() : t, bias, path);
+        if (path != Path::Blas)
             w.release(weight);
         return l;
     }
 
+    [[nodiscard]] const float *biasData() const { return bias.defined() ? fptr(bias) : nullptr; }
+
+    /// x [rows, in] (contiguous rows, any row stride ldx) -> out [rows, out] (stride ldo), += when accumulate.
+    void into(const float *x, std::int64_t ldx, std::int64_t rows, float *out, std::int64_t ldo, bool accumulate) const
+    {
+        cpu::gemm(x, ldx, rows, native->view(), out, ldo, biasData(), accumulate, intraOp());
+    }
+
     at::Tensor operator()(const at::Tensor &x) const
     {
+        if (native) {
+            std::vector<std::int64_t> sizes = x.sizes().vec();
+            const at::Tensor x2 = x.reshape({-1, sizes.back()}).contiguous();
+            at::Tensor y = at::empty({x2.size(0), native->n()}, x.options());
+            into(fptr(x2), x2.size(1), x2.size(0), fptr(y), native->n(), false);
+            sizes.back() = native->n();
+            return y.view(sizes);
+        }
         if (!packed.defined())
             return at::linear(x, weight, bias);
         std::vector<std::int64_t> sizes = x.sizes().vec();
@@ -183,17 +236,38 @@ class LlamaModel final : public LanguageModel
 {
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o), m_oneDnn(useOneDnn(o))
+        : m_c(std::move(c)), m_opts(o), m_path(choosePath(o))
     {
         WeightSource w(std::move(ckpt), o);
         const std::int64_t H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
+        const bool native = m_path == Path::Native;
         m_embed = w.get("model.embed_tokens.weight", {m_c.vocab, H});
         for (std::int64_t i = 0; i < m_c.layers; ++i) {
             const std::string p = "model.layers." + std::to_string(i) + ".";
             Layer l;
             l.inNorm = w.get(p + "input_layernorm.weight", {H});
             l.postNorm = w.get(p + "post_attention_layernorm.weight", {H});
-            const bool dnn = m_oneDnn;
+            const Path dnn = m_path;
+            if (native) {
+                // q/k/v and gate/up each become one packed product (packed straight from the mapping, no temporary).
+                const std::int64_t nq = m_c.heads * hd, nk = m_c.kvHeads * hd;
+                l.qkv = std::make_shared<cpu::PackedMatrix>(nq + 2 * nk, H);
+                packRows(w, *l.qkv, 0, p + "self_attn.q_proj.weight", {nq, H});
+                packRows(w, *l.qkv, nq, p + "self_attn.k_proj.weight", {nk, H});
+                packRows(w, *l.qkv, nq + nk, p + "self_attn.v_proj.weight", {nk, H});
+                if (m_c.qkvBias)
+                    l.qkvBias = at::cat({w.get(p + "self_attn.q_proj.bias", {nq}), w.get(p + "self_attn.k_proj.bias", {nk}),
+                                         w.get(p + "self_attn.v_proj.bias", {nk})});
+                l.o = Linear::load(w, p + "self_attn.o_proj.weight", {H, nq}, optionalBias(w, m_c.oBias, p + "self_attn.o_proj.bias", H), dnn);
+                l.gateUp = std::make_shared<cpu::PackedMatrix>(2 * I, H);
+                packRows(w, *l.gateUp, 0, p + "mlp.gate_proj.weight", {I, H});
+                packRows(w, *l.gateUp, I, p + "mlp.up_proj.weight", {I, H});
+                if (m_c.mlpBias)
+                    l.gateUpBias = at::cat({w.get(p + "mlp.gate_proj.bias", {I}), w.get(p + "mlp.up_proj.bias", {I})});
+                l.down = Linear::load(w, p + "mlp.down_proj.weight", {H, I}, optionalBias(w, m_c.mlpBias, p + "mlp.down_proj.bias", H), dnn);
+                m_layers.push_back(std::move(l));
+                continue;
+            }
             l.q = Linear::load(w, p + "self_attn.q_proj.weight", {m_c.heads * hd, H},
                                optionalBias(w, m_c.qkvBias, p + "self_attn.q_proj.bias", m_c.heads * hd), dnn);
             l.k = Linear::load(w, p + "self_attn.k_proj.weight", {m_c.kvHeads * hd, H},
@@ -208,9 +282,9 @@ public:
         }
         m_norm = w.get("model.norm.weight", {H});
         // A tied head shares the embedding, which the embedding lookup keeps using: never released.
-        m_head = m_c.tied ? Linear::make(m_embed, {}, m_oneDnn) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_oneDnn);
+        m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
         m_info = baseInfo(dir, m_c, w);
-        m_info.gemm = m_oneDnn ? "onednn" : "blas";
+        m_info.gemm = pathName(m_path);
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
         const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -244,7 +318,68 @@ private:
     {
         at::Tensor inNorm, postNorm;
         Linear q, k, v, o, gate, up, down;
+        std::shared_ptr<cpu::PackedMatrix> qkv, gateUp; // Native: fused products
+        at::Tensor qkvBias, gateUpBias;
     };
+
+    static void packRows(WeightSource &w, cpu::PackedMatrix &into, std::int64_t row0, const std::string &name, std::vector<std::int64_t> shape)
+    {
+        const at::Tensor t = w.get(name, shape).contiguous();
+        into.packRows(row0, fptr(t), shape[1], shape[0]);
+        w.release(name);
+    }
+
+    static const float *optionalData(const at::Tensor &t) { return t.defined() ? fptr(t) : nullptr; }
+
+    // The float32 CPU forward pass on the agent's own kernels: activations stay row-major [B * T, width]
+    // in a few buffers reused by every layer; the residual stream takes o_proj and down_proj in place.
+    at::Tensor hiddenNative(const at::Tensor &ids)
+    {
+        const std::int64_t B = ids.size(0), T = ids.size(1), rows = B * T, H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
+        const std::int64_t nq = m_c.heads * hd, nk = m_c.kvHeads * hd, wqkv = nq + 2 * nk;
+        const cpu::ParallelFor &par = intraOp();
+        at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device)).reshape({rows, H}).contiguous();
+        const auto opts = x.options();
+        // cos/sin of float32 angles t * inv_freq as transformers forms them, evaluated in double here:
+        // LibTorch's vectorised cos gave other last bits at some positions depending on the threads.
+        const at::Tensor cos = at::empty({T, hd}, opts), sin = at::empty({T, hd}, opts);
+        {
+            const float *inv = fptr(m_invFreq);
+            float *c = fptr(cos), *sn = fptr(sin);
+            for (std::int64_t t = 0; t < T; ++t)
+                for (std::int64_t i = 0; i < hd; ++i) {
+                    const float angle = static_cast<float>(t) * inv[i % (hd / 2)];
+                    c[t * hd + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+                    sn[t * hd + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+                }
+        }
+        const at::Tensor h = at::empty({rows, H}, opts);
+        const at::Tensor qkv = at::empty({rows, wqkv}, opts);
+        const at::Tensor attn = at::empty({rows, nq}, opts);
+        const at::Tensor gu = at::empty({rows, 2 * I}, opts);
+        cpu::AttentionShape shape;
+        shape.batch = B;
+        shape.T = T;
+        shape.heads = m_c.heads;
+        shape.kvHeads = m_c.kvHeads;
+        shape.hd = hd;
+        shape.ldq = shape.ldk = shape.ldv = wqkv;
+        shape.ldo = nq;
+        shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+        for (const Layer &l : m_layers) {
+            cpu::rmsNorm(fptr(x), rows, H, fptr(l.inNorm), m_c.normEps, fptr(h), par);
+            cpu::gemm(fptr(h), H, rows, l.qkv->view(), fptr(qkv), wqkv, optionalData(l.qkvBias), false, par);
+            cpu::rotary(fptr(qkv), rows, wqkv, m_c.heads + m_c.kvHeads, hd, T, fptr(cos), fptr(sin), par); // q and k heads are adjacent
+            cpu::causalAttention(fptr(qkv), fptr(qkv) + nq, fptr(qkv) + nq + nk, fptr(attn), shape, par);
+            l.o.into(fptr(attn), nq, rows, fptr(x), H, true);
+            cpu::rmsNorm(fptr(x), rows, H, fptr(l.postNorm), m_c.normEps, fptr(h), par);
+            cpu::gemm(fptr(h), H, rows, l.gateUp->view(), fptr(gu), 2 * I, optionalData(l.gateUpBias), false, par);
+            cpu::siluMul(fptr(gu), rows, I, par);
+            l.down.into(fptr(gu), 2 * I, rows, fptr(x), H, true);
+        }
+        cpu::rmsNorm(fptr(x), rows, H, fptr(m_norm), m_c.normEps, fptr(h), par);
+        return h.view({B, T, H});
+    }
 
     at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
     {
@@ -261,6 +396,8 @@ private:
 
     at::Tensor hidden(const at::Tensor &ids)
     {
+        if (m_path == Path::Native)
+            return hiddenNative(ids);
         const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim, kv = m_c.kvHeads;
         at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device));
         const auto opts = x.options();
@@ -284,7 +421,7 @@ private:
 
     ModelConfig m_c;
     LoadOptions m_opts;
-    bool m_oneDnn = false;
+    Path m_path = Path::Blas;
     ModelInfo m_info;
     at::Tensor m_embed, m_norm, m_invFreq;
     Linear m_head;
@@ -295,7 +432,7 @@ class Gpt2Model final : public LanguageModel
 {
 public:
     Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o), m_oneDnn(useOneDnn(o))
+        : m_c(std::move(c)), m_opts(o), m_path(choosePath(o))
     {
         WeightSource w(std::move(ckpt), o);
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
@@ -308,19 +445,19 @@ public:
             b.ln1w = w.get(p + "ln_1.weight", {E});
             b.ln1b = w.get(p + "ln_1.bias", {E});
             // Conv1D stores [in, out]; Linear wants [out, in]: a transposed view (packed copy with oneDNN).
-            b.attn = Linear::load(w, p + "attn.c_attn.weight", {E, 3 * E}, w.get(p + "attn.c_attn.bias", {3 * E}), m_oneDnn, true);
-            b.proj = Linear::load(w, p + "attn.c_proj.weight", {E, E}, w.get(p + "attn.c_proj.bias", {E}), m_oneDnn, true);
+            b.attn = Linear::load(w, p + "attn.c_attn.weight", {E, 3 * E}, w.get(p + "attn.c_attn.bias", {3 * E}), m_path, true);
+            b.proj = Linear::load(w, p + "attn.c_proj.weight", {E, E}, w.get(p + "attn.c_proj.bias", {E}), m_path, true);
             b.ln2w = w.get(p + "ln_2.weight", {E});
             b.ln2b = w.get(p + "ln_2.bias", {E});
-            b.fc = Linear::load(w, p + "mlp.c_fc.weight", {E, I}, w.get(p + "mlp.c_fc.bias", {I}), m_oneDnn, true);
-            b.fcProj = Linear::load(w, p + "mlp.c_proj.weight", {I, E}, w.get(p + "mlp.c_proj.bias", {E}), m_oneDnn, true);
+            b.fc = Linear::load(w, p + "mlp.c_fc.weight", {E, I}, w.get(p + "mlp.c_fc.bias", {I}), m_path, true);
+            b.fcProj = Linear::load(w, p + "mlp.c_proj.weight", {I, E}, w.get(p + "mlp.c_proj.bias", {E}), m_path, true);
             m_blocks.push_back(std::move(b));
         }
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
-        m_head = Linear::make(m_wte, {}, m_oneDnn); // tied to wte, which the lookup keeps using
+        m_head = Linear::make(m_wte, {}, m_path); // tied to wte, which the lookup keeps using
         m_info = baseInfo(dir, m_c, w);
-        m_info.gemm = m_oneDnn ? "onednn" : "blas";
+        m_info.gemm = pathName(m_path);
     }
 
     const ModelInfo &info() const override { return m_info; }
@@ -348,6 +485,16 @@ private:
         for (const Block &b : m_blocks) {
             at::Tensor h = at::layer_norm(x, {E}, b.ln1w, b.ln1b, m_c.normEps);
             const at::Tensor qkv = b.attn(h.reshape({-1, E})).view({B, T, 3 * E});
+            if (m_path == Path::Native) {
+                const at::Tensor a = at::empty({B * T, E}, x.options());
+                cpu::AttentionShape s{B, T, nh, nh, hd, 3 * E, 3 * E, 3 * E, E, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+                cpu::causalAttention(fptr(qkv), fptr(qkv) + E, fptr(qkv) + 2 * E, fptr(a), s, intraOp());
+                x = x + b.proj(a).view({B, T, E});
+                h = at::layer_norm(x, {E}, b.ln2w, b.ln2b, m_c.normEps);
+                h = at::gelu(b.fc(h.reshape({-1, E})), "tanh");
+                x = x + b.fcProj(h).view({B, T, E});
+                continue;
+            }
             const auto parts = qkv.split(E, 2);
             const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
             const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
@@ -363,7 +510,7 @@ private:
 
     ModelConfig m_c;
     LoadOptions m_opts;
-    bool m_oneDnn = false;
+    Path m_path = Path::Blas;
     ModelInfo m_info;
     at::Tensor m_wte, m_wpe, m_lnfW, m_lnfB;
     Linear m_head;

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// The agent's own float32 matrix products on the CPU (no LibTorch, no BLAS): packed weights, a
+// register-blocked micro-kernel chosen by cpuid (AVX-512, AVX2+FMA, or portable C++), and causal
+// attention built on it.
+//
+// Why not the BLAS: OpenBLAS falls back to generic kernels on CPUs it does not recognise (4x slower
+// here), and both OpenBLAS and oneDNN may split a product's K dimension over threads, so a window's
+// bits would depend on the thread count. Here every output element is one FMA chain over k = 0..K-1
+// in blocks of a fixed size, whatever the threads: work is split over rows and column panels only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace cppl::agent::cpu {
+
+enum class Isa { Generic, Avx2, Avx512 };
+
+/// The widest kernel this CPU runs (cpuid via the compiler's builtins; checked once).
+[[nodiscard]] Isa detectIsa();
+[[nodiscard]] const char *isaName(Isa isa);
+
+/// Column panel width of packed B operands.
+inline constexpr std::int64_t kPanel = 32;
+
+/// A B operand packed in column panels: panel p holds columns [p * kPanel, p * kPanel + kPanel) as
+/// one row of kPanel floats per k (zero past n). A panel's first k' rows are the operand for any
+/// k' <= k (attention uses key prefixes of one packing).
+struct PanelView
+{
+    const float *data = nullptr;
+    std::int64_t n = 0;           ///< columns of C
+    std::int64_t k = 0;           ///< inner dimension used
+    std::int64_t panelStride = 0; ///< floats from one panel to the next (>= k * kPanel)
+};
+
+[[nodiscard]] inline std::int64_t panelCount(std::int64_t n) { return (n + kPanel - 1) / kPanel; }
+
+/// Packs W[n][k] (row stride ldw; a Linear weight, so C = A W^T) into `out` (panelCount(n) * k * kPanel floats).
+void packTransposed(const float *w, std::int64_t ldw, std::int64_t n, std::int64_t k, float *out);
+/// Packs B[k][n] (row stride ldb; C = A B) into `out` with panels `panelStride` floats apart.
+void packPlain(const float *b, std::int64_t ldb, std::int64_t k, std::int64_t n, float *out, std::int64_t panelStride);
+
+/// Runs f(begin, end) over [0, n) split across the intra-op threads (LibTorch's pool in the agent).
+using ParallelFor = std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f)>;
+
+/// A weight packed once at load. Memory is 64-byte aligned.
+class PackedMatrix
+{
+public:
+    PackedMatrix() = default;
+    /// W[n][k] (Linear layout) -> packed; several weights with the same k stack along n (fused q/k/v).
+    PackedMatrix(std::int64_t n, std::int64_t k);
+    void packRows(std::int64_t row0, const float *w, std::int64_t ldw, std::int64_t rows);
+    [[nodiscard]] PanelView view() const { return {m_data.get(), m_n, m_k, m_k * kPanel}; }
+    [[nodiscard]] std::int64_t n() const { return m_n; }
+    [[nodiscard]] std::int64_t k() const { return m_k; }
+    [[nodiscard]] bool empty() const { return !m_data; }
+
+private:
+    struct Free
+    {
+        void operator()(float *p) const;
+    };
+    std::unique_ptr<float[], Free> m_data;
+    std::int64_t m_n = 0, m_k = 0;
+};
+
+/// C[m][n] = (accumulate ? C : 0) + bias + A[m][k] * B on this thread only.
+void gemmSerial(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias,
+                bool accumulate);
+/// The same, split over row blocks (and column panels when rows are few) with `parallel`.
+void gemm(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias, bool accumulate,
+          const ParallelFor &parallel);
+
+/// Causal softmax attention on row-major activations: row (b * T + t) of q holds the heads side by
+/// side (head h at column h * hd, stride ldq); k and v likewise with kvHeads heads (grouped-query:
+/// query head h reads KV head h / (heads / kvHeads)). Writes out[b * T + t][h * hd ...] (stride ldo).
+/// Scores are scaled by `scale`, softmaxed in float32 over keys 0..t only, then multiplied by V.
+struct AttentionShape
+{
+    std::int64_t batch = 0, T = 0, heads = 0, kvHeads = 0, hd = 0;
+    std::int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
+    float scale = 1;
+};
+void causalAttention(const float *q, const float *k, const float *v, float *out, const AttentionShape &s, const ParallelFor &parallel);
+
+/// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) for rows of width n (sum of squares in double).
+void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, double eps, float *out, const ParallelFor &parallel);
+/// Rotary embedding in place on `heads` heads of width hd at the start of each row (stride ld); row r
+/// is position r % T; cos and sin are [T][hd] (transformers' rotate_half convention).
+void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t T, const float *cos, const float *sin,
+            const ParallelFor &parallel);
+/// gu[r][j] = silu(gu[r][j]) * gu[r][n + j] for j < n, in place (the gate half of a fused gate/up row).
+void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
+
+} // namespace cppl::agent::cpu

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+// The agent's own CPU kernels (agent/lib/eval/cpu_gemm.h) against double-precision loops, and the
+// property other parts build on: every output's bits are the same however the work is split over
+// threads (1, 2, 3, 7 real threads), for the GEMM, attention and a whole model's logits.
+#include "reference_fixture.h"
+
+#include "eval/cpu_gemm.h"
+#include "eval/language_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace cppl::agent;
+using namespace cppl::test;
+
+namespace {
+
+std::vector<float> randomVector(std::size_t n, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0F, 1.0F);
+    std::vector<float> v(n);
+    for (float &x : v)
+        x = d(rng);
+    return v;
+}
+
+// Splits [0, n) into `threads` contiguous chunks, each on its own std::thread.
+cpu::ParallelFor splitInto(int threads)
+{
+    return [threads](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
+        std::vector<std::thread> pool;
+        const std::int64_t chunk = (n + threads - 1) / threads;
+        for (std::int64_t b = 0; b < n; b += chunk)
+            pool.emplace_back([&f, b, e = std::min(n, b + chunk)] { f(b, e); });
+        for (auto &t : pool)
+            t.join();
+    };
+}
+
+// LibTorch's own pool at `threads` intra-op threads (what the agent uses).
+cpu::ParallelFor atenPool(int threads)
+{
+    return [threads](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
+        const int before = at::get_num_threads();
+        at::set_num_threads(threads);
+        at::parallel_for(0, n, 1, f);
+        at::set_num_threads(before);
+    };
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b)
+{
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace
+
+class TestNativeKernels : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void gemmMatchesDoubleLoops_data()
+    {
+        QTest::addColumn<int>("m");
+        QTest::addColumn<int>("n");
+        QTest::addColumn<int>("k");
+        QTest::addColumn<bool>("bias");
+        QTest::addColumn<bool>("accumulate");
+        QTest::addRow("one element") << 1 << 1 << 1 << false << false;
+        QTest::addRow("partial tiles everywhere") << 13 << 45 << 7 << true << false;
+        QTest::addRow("k past one block, accumulate") << 70 << 33 << 1100 << false << true;
+        QTest::addRow("many row blocks, bias + accumulate") << 300 << 96 << 64 << true << true;
+        QTest::addRow("k = 0: bias only") << 5 << 40 << 0 << true << false;
+    }
+    void gemmMatchesDoubleLoops()
+    {
+        QFETCH(int, m);
+        QFETCH(int, n);
+        QFETCH(int, k);
+        QFETCH(bool, bias);
+        QFETCH(bool, accumulate);
+        const std::int64_t lda = k + 3, ldc = n + 5; // strides wider than the rows
+        const auto a = randomVector(static_cast<std::size_t>(m * lda), 1);
+        const auto w = randomVector(static_cast<std::size_t>(n * std::max(k, 1)), 2);
+        const auto b = randomVector(static_cast<std::size_t>(n), 3);
+        const auto c0 = randomVector(static_cast<std::size_t>(m * ldc), 4);
+        cpu::PackedMatrix packed(n, k);
+        if (k > 0)
+            packed.packRows(0, w.data(), k, n);
+        std::vector<float> first;
+        for (int threads : {1, 2, 3, 7, -2, -3}) {
+            std::vector<float> c = c0;
+            cpu::gemm(a.data(), lda, m, packed.view(), c.data(), ldc, bias ? b.data() : nullptr, accumulate,
+                      threads > 0 ? splitInto(threads) : atenPool(-threads));
+            if (first.empty()) {
+                first = c;
+                for (int i = 0; i < m; ++i)
+                    for (int j = 0; j < ldc; ++j) {
+                        const float got = c[static_cast<std::size_t>(i * ldc + j)];
+                        if (j >= n) { // past the columns: untouched
+                            QCOMPARE(got, c0[static_cast<std::size_t>(i * ldc + j)]);
+                            continue;
+                        }
+                        double ref = (accumulate ? c0[static_cast<std::size_t>(i * ldc + j)] : 0.0) + (bias ? b[static_cast<std::size_t>(j)] : 0.0);
+                        double mag = std::fabs(ref);
+                        for (int kk = 0; kk < k; ++kk) {
+                            const double p = static_cast<double>(a[static_cast<std::size_t>(i * lda + kk)]) * w[static_cast<std::size_t>(j * k + kk)];
+                            ref += p;
+                            mag += std::fabs(p);
+                        }
+                        QVERIFY2(std::fabs(got - ref) <= 1e-6 * mag + 1e-30,
+                                 qPrintable(QStringLiteral("C[%1][%2] = %3, double loops %4").arg(i).arg(j).arg(got).arg(ref)));
+                    }
+            } else {
+                QVERIFY2(sameBits(c, first), qPrintable(QStringLiteral("%1 threads changed the bits").arg(threads)));
+            }
+        }
+    }
+
+    void attentionMatchesDoubleLoops_data()
+    {
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("T");
+        QTest::addColumn<int>("heads");
+        QTest::addColumn<int>("kvHeads");
+        QTest::addColumn<int>("hd");
+        QTest::addRow("grouped-query, T past one query block") << 2 << 150 << 4 << 2 << 16;
+        QTest::addRow("one head, odd sizes") << 3 << 17 << 1 << 1 << 10;
+        QTest::addRow("head width 64, T 130") << 1 << 130 << 2 << 1 << 64;
+    }
+    void attentionMatchesDoubleLoops()
+    {
+        QFETCH(int, batch);
+        QFETCH(int, T);
+        QFETCH(int, heads);
+        QFETCH(int, kvHeads);
+        QFETCH(int, hd);
+        const std::int64_t width = (heads + 2 * kvHeads) * hd, rows = std::int64_t{batch} * T;
+        const auto qkv = randomVector(static_cast<std::size_t>(rows * width), 5);
+        cpu::AttentionShape s{batch, T, heads, kvHeads, hd, width, width, width, heads * hd, static_cast<float>(1.0 / std::sqrt(hd))};
+        const float *q = qkv.data(), *k = q + heads * hd, *v = k + kvHeads * hd;
+        std::vector<float> first;
+        for (int threads : {1, 2, 3, 7, -2, -3}) {
+            std::vector<float> out(static_cast<std::size_t>(rows * heads * hd), -1.0F);
+            cpu::causalAttention(q, k, v, out.data(), s, threads > 0 ? splitInto(threads) : atenPool(-threads));
+            if (!first.empty()) {
+                QVERIFY2(sameBits(out, first), qPrintable(QStringLiteral("%1 threads changed the bits").arg(threads)));
+                continue;
+            }
+            first = out;
+            const int rep = heads / kvHeads;
+            for (int b = 0; b < batch; ++b)
+                for (int h = 0; h < heads; ++h)
+                    for (int t = 0; t < T; ++t) {
+                        const std::int64_t r = std::int64_t{b} * T + t;
+                        std::vector<double> p(static_cast<std::size_t>(t + 1));
+                        double mx = -1e300, sum = 0;
+                        for (int j = 0; j <= t; ++j) {
+                            double dot = 0;
+                            for (int d = 0; d < hd; ++d)
+                                dot += static_cast<double>(q[r * width + h * hd + d]) * k[(std::int64_t{b} * T + j) * width + (h / rep) * hd + d];
+                            p[static_cast<std::size_t>(j)] = dot * s.scale;
+                            mx = std::max(mx, p[static_cast<std::size_t>(j)]);
+                        }
+                        for (double &x : p)
+                            sum += (x = std::exp(x - mx));
+                        for (int d = 0; d < hd; ++d) {
+                            double o = 0;
+                            for (int j = 0; j <= t; ++j)
+                                o += p[static_cast<std::size_t>(j)] / sum * v[(std::int64_t{b} * T + j) * width + (h / rep) * hd + d];
+                            const float got = out[static_cast<std::size_t>(r * heads * hd + h * hd + d)];
+                            QVERIFY2(std::fabs(got - o) <= 2e-5, qPrintable(QStringLiteral("b %1 h %2 t %3 d %4: %5 vs %6").arg(b).arg(h).arg(t).arg(d).arg(got).arg(o)));
+                        }
+                    }
+        }
+    }
+
+    void rowOperationsDoNotDependOnThreads()
+    {
+        const std::int64_t rows = 301, n = 200, hd = 40, T = 100;
+        const auto x = randomVector(static_cast<std::size_t>(rows * n * 2), 6);
+        const auto w = randomVector(static_cast<std::size_t>(n), 7);
+        const auto cs = randomVector(static_cast<std::size_t>(T * hd * 2), 8);
+        std::vector<float> norm0, rot0, silu0;
+        for (int threads : {1, 2, 3, 7, -2, -3}) {
+            const cpu::ParallelFor par = threads > 0 ? splitInto(threads) : atenPool(-threads);
+            std::vector<float> norm(static_cast<std::size_t>(rows * n)), rot = x, silu = x;
+            cpu::rmsNorm(x.data(), rows, n, w.data(), 1e-5, norm.data(), par);
+            cpu::rotary(rot.data(), rows, 2 * n, 5, hd, T, cs.data(), cs.data() + T * hd, par);
+            cpu::siluMul(silu.data(), rows, n, par);
+            if (norm0.empty()) {
+                norm0 = norm, rot0 = rot, silu0 = silu;
+                const float g = x[3], u = x[static_cast<std::size_t>(n + 3)];
+                QVERIFY(std::fabs(silu[3] - g / (1 + std::exp(-g)) * u) <= 1e-6 * (1 + std::fabs(g * u)));
+                continue;
+            }
+            QVERIFY2(sameBits(norm, norm0), qPrintable(QStringLiteral("rmsNorm, %1 threads").arg(threads)));
+            QVERIFY2(sameBits(rot, rot0), qPrintable(QStringLiteral("rotary, %1 threads").arg(threads)));
+            QVERIFY2(sameBits(silu, silu0), qPrintable(QStringLiteral("siluMul, %1 threads").arg(threads)));
+        }
+    }
+
+    void modelLogitsDoNotDependOnThreads()
+    {
+        // The whole native forward pass (and the vocabulary projection) at 1, 2 and 3 intra-op threads.
+        QTemporaryDir dir;
+        const QString model = dir.filePath(QStringLiteral("m"));
+        const ProcessResult r = runReference(QStringLiteral("make_checkpoint.py"),
+                                             {QStringLiteral("--out"), model, QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
+                                              QStringLiteral("--hidden"), QStringLiteral("128"), QStringLiteral("--heads"), QStringLiteral("4"),
+                                              QStringLiteral("--intermediate"), QStringLiteral("200"), QStringLiteral("--max-positions"), QStringLiteral("256")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        LoadOptions options;
+        options.gemm = GemmBackend::Native;
+        const auto lm = loadNativeModel(model.toStdString(), options);
+        const at::Tensor ids = at::randint(0, 97, {3, 200}, at::TensorOptions().dtype(at::kLong));
+        const int before = at::get_num_threads();
+        at::Tensor first;
+        for (int threads : {1, 2, 3, 4}) {
+            at::set_num_threads(threads);
+            const at::Tensor logits = lm->logits(ids).contiguous();
+            if (!first.defined())
+                first = logits;
+            else
+                QVERIFY2(std::memcmp(first.data_ptr<float>(), logits.data_ptr<float>(), static_cast<std::size_t>(first.numel()) * 4) == 0,
+                         qPrintable(QStringLiteral("logits at %1 threads differ from 1 thread").arg(threads)));
+        }
+        at::set_num_threads(before);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestNativeKernels)
+#include "tst_native_kernels.moc"
