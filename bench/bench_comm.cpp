@@ -9,7 +9,9 @@
 // of the imbalance of the batch-aligned shards. At 16 ranks Gloo's own threads still share 2 cores.
 //
 // Usage: bench_comm [--ranks 2,4,8,16] [--sync 0,4096,DEFAULT,end] [--rate TOK_PER_S] [--seconds S]
+//                   [--schedule static,dynamic] [--topology flat,hierarchical] [--slow RANK:FACTOR]
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
+#include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
 #include "distributed/store.h"
 
@@ -43,6 +45,9 @@ struct Config
     std::int64_t sync = 0;
     double rate = 50000;
     double seconds = 2;
+    std::string schedule = "static";
+    int slowRank = -1;      ///< this rank computes at rate / slowFactor
+    double slowFactor = 1;
 };
 
 constexpr std::int64_t kContext = 1024;
@@ -73,26 +78,66 @@ int child(const Config &c, int rank, int port, const std::string &out)
     o.storeServedElsewhere = true;
     DistributedRun run(o);
     const WindowPlan plan = planFor(c);
-    const auto shards = shardPlanByBatch(plan, c.world, kBatch);
-    const RoundPlan rounds(plan, shards, c.sync, kBatch);
+    const double rate = rank == c.slowRank ? c.rate / c.slowFactor : c.rate;
     NllStats stats;
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     double compute = 0;
-    for (int r = 0; r < rounds.rounds(); ++r) {
-        const Shard part = rounds.roundOf(rank, r);
+    std::int64_t myTokens = 0;
+    // "Compute" @p tokens: sleep for their time at this rank's rate, and add some real numbers.
+    // Back-to-back batches sleep to a chained target, so the scheduler's oversleep (a millisecond
+    // or more on a loaded machine) is not added once per batch where real compute would not add it.
+    clock::time_point target = clock::now();
+    auto work = [&](std::int64_t tokens) {
         const auto t0 = clock::now();
-        std::this_thread::sleep_until(t0 + std::chrono::duration<double>(static_cast<double>(part.scoredTokens) / c.rate));
-        compute += std::chrono::duration<double>(clock::now() - t0).count();
-        for (std::int64_t t = 0; t < part.scoredTokens; t += 97) // some real numbers to reduce
+        const auto base = t0 - target < std::chrono::milliseconds(5) ? target : t0;
+        target = base + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(static_cast<double>(tokens) / rate));
+        std::this_thread::sleep_until(target);
+        const double took = std::chrono::duration<double>(clock::now() - t0).count();
+        compute += took;
+        for (std::int64_t t = 0; t < tokens; t += 97)
             stats.addToken(2.5 + 1e-3 * static_cast<double>(t % 1000));
-        stats.tokens += part.scoredTokens - (part.scoredTokens + 96) / 97;
-        NllStats::Words w = stats.toWords();
-        run.allReduce(w);
+        stats.tokens += tokens - (tokens + 96) / 97;
+        myTokens += tokens;
+        return took;
+    };
+    int roundsRun = 0;
+    if (c.schedule == "dynamic") {
+        std::vector<std::int64_t> batchTokens;
+        const auto n = static_cast<std::int64_t>(plan.windows.size());
+        for (std::int64_t b = 0; b < n; b += kBatch) {
+            std::int64_t t = 0;
+            for (std::int64_t w = b; w < std::min(n, b + kBatch); ++w)
+                t += plan.windows[static_cast<std::size_t>(w)].scored();
+            batchTokens.push_back(t);
+        }
+        const std::vector<std::int64_t> tokensOf = batchTokens;
+        DynamicSchedule schedule(run, std::move(batchTokens), c.sync);
+        for (bool done = false; !done;) {
+            schedule.beginRound();
+            while (const auto b = schedule.next())
+                schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
+            NllStats::Words w = stats.toWords();
+            done = schedule.sync(w);
+        }
+        roundsRun = schedule.rounds();
+        if (std::getenv("BENCH_COMM_VERBOSE"))
+            std::fprintf(stderr, "rank %d: %lld claims, %.1f ms claiming, %lld tokens, compute %.3f s, wall %.3f s\n", rank,
+                         static_cast<long long>(schedule.claims()), schedule.claimSeconds() * 1e3, static_cast<long long>(myTokens), compute,
+                         std::chrono::duration<double>(clock::now() - start).count());
+    } else {
+        const auto shards = shardPlanByBatch(plan, c.world, kBatch);
+        const RoundPlan rounds(plan, shards, c.sync, kBatch);
+        for (int r = 0; r < rounds.rounds(); ++r) {
+            work(rounds.roundOf(rank, r).scoredTokens);
+            NllStats::Words w = stats.toWords();
+            run.allReduce(w);
+        }
+        roundsRun = rounds.rounds();
     }
     RankReport mine;
-    mine.tokens = shards[static_cast<std::size_t>(rank)].scoredTokens;
-    mine.rounds = rounds.rounds();
+    mine.tokens = myTokens;
+    mine.rounds = roundsRun;
     mine.computeSeconds = compute;
     mine.waitSeconds = run.comm().waitSeconds;
     mine.transferSeconds = run.comm().transferSeconds;
@@ -104,7 +149,10 @@ int child(const Config &c, int rank, int port, const std::string &out)
         for (const auto &x : all)
             f << x.rank << ' ' << x.tokens << ' ' << x.rounds << ' ' << x.computeSeconds << ' ' << x.waitSeconds << ' ' << x.transferSeconds << ' '
               << x.wallSeconds << '\n';
-        f << "ideal " << static_cast<double>(plan.scoredTokens) / (c.rate * c.world) << '\n';
+        // Ideal: every token computed at the summed rate of all ranks, no sync at all.
+        const double sumRate = c.rate * (c.world - (c.slowRank >= 0 && c.slowRank < c.world ? 1 : 0))
+                               + (c.slowRank >= 0 && c.slowRank < c.world ? c.rate / c.slowFactor : 0);
+        f << "ideal " << static_cast<double>(plan.scoredTokens) / sumRate << '\n';
     }
     return 0;
 }
@@ -127,7 +175,8 @@ void runConfig(const Config &c, const char *self)
         const pid_t pid = ::fork();
         if (pid == 0) {
             std::vector<std::string> args{self, "--child", std::to_string(r), std::to_string(store->port()), out, std::to_string(c.world), c.topology,
-                                          c.groups, std::to_string(c.sync), std::to_string(c.rate), std::to_string(c.seconds)};
+                                          c.groups, std::to_string(c.sync), std::to_string(c.rate), std::to_string(c.seconds), c.schedule,
+                                          std::to_string(c.slowRank), std::to_string(c.slowFactor)};
             std::vector<char *> argv;
             for (auto &a : args)
                 argv.push_back(a.data());
@@ -145,7 +194,7 @@ void runConfig(const Config &c, const char *self)
     }
     std::ifstream f(out);
     if (!ok || !f) {
-        std::printf("%5d  %-12s  %-16s  FAILED\n", c.world, c.topology.c_str(), syncName(c.sync).c_str());
+        std::printf("%5d  %-8s  %-12s  %-16s  FAILED\n", c.world, c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str());
         return;
     }
     double maxWall = 0, sumCompute = 0, maxCompute = 0, sumWait = 0, sumTransfer = 0, ideal = 0;
@@ -175,9 +224,10 @@ void runConfig(const Config &c, const char *self)
     const double share = (meanWait + meanTransfer) / maxWall;
     // Efficiency against ideal (every rank computing total/world at the rate, no sync at all).
     const double efficiency = ideal / maxWall;
-    std::printf("%5d  %-12s  %-16s  %7lld  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%\n", c.world, c.topology.c_str(), syncName(c.sync).c_str(),
+    std::printf("%5d  %-8s  %-12s  %-16s  %7lld  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f\n", c.world, c.schedule.c_str(),
+                c.topology.c_str(), syncName(c.sync).c_str(),
                 static_cast<long long>(rounds), 1e6 * meanTransfer / static_cast<double>(rounds), 1e6 * meanWait / static_cast<double>(rounds),
-                100 * meanWait / maxWall, 100 * meanTransfer / maxWall, 100 * share, 100 * efficiency);
+                100 * meanWait / maxWall, 100 * meanTransfer / maxWall, 100 * share, 100 * efficiency, maxWall / ideal);
     (void)meanCompute;
     (void)maxCompute;
     std::fflush(stdout);
@@ -198,6 +248,9 @@ int main(int argc, char **argv)
         c.sync = std::atoll(argv[8]);
         c.rate = std::atof(argv[9]);
         c.seconds = std::atof(argv[10]);
+        c.schedule = argv[11];
+        c.slowRank = std::atoi(argv[12]);
+        c.slowFactor = std::atof(argv[13]);
         try {
             return child(c, rank, port, out);
         } catch (const std::exception &e) {
@@ -207,7 +260,10 @@ int main(int argc, char **argv)
     }
     std::vector<int> worlds{2, 4, 8, 16};
     std::vector<std::int64_t> syncs{0, 4096, kDefaultSyncEveryTokens, kSyncAtEnd};
-    double rate = 50000, seconds = 2;
+    double rate = 50000, seconds = 2, slowFactor = 1;
+    int slowRank = -1;
+    std::vector<std::string> schedules{"static", "dynamic"};
+    std::vector<std::string> topologies{"flat", "hierarchical"};
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--ranks") {
@@ -224,18 +280,36 @@ int main(int argc, char **argv)
             rate = std::atof(argv[i + 1]);
         } else if (k == "--seconds") {
             seconds = std::atof(argv[i + 1]);
+        } else if (k == "--schedule" || k == "--topology") {
+            auto &list = k == "--schedule" ? schedules : topologies;
+            list.clear();
+            std::istringstream is(argv[i + 1]);
+            for (std::string x; std::getline(is, x, ',');)
+                list.push_back(x);
+        } else if (k == "--slow") { // R:FACTOR, e.g. 3:2 = rank 3 at half speed
+            if (std::sscanf(argv[i + 1], "%d:%lf", &slowRank, &slowFactor) != 2 || slowFactor <= 0) {
+                std::fprintf(stderr, "--slow expects RANK:FACTOR, e.g. 3:2\n");
+                return 2;
+            }
         }
     }
     std::printf("bench_comm: Gloo on loopback, compute simulated by sleeping at %.0f tokens/s per rank, %.1f s of ideal compute per rank,\n"
                 "hf-sliding windows of %lld tokens, batch %lld; hierarchical = groups of 2 ranks. %u cores here.\n"
-                "Columns: per-round transfer and wait (mean over ranks), wait and transfer as %% of wall, comm share, efficiency vs ideal.\n\n",
+                "Columns: per-round transfer and wait (mean over ranks), wait and transfer as %% of wall, comm share, efficiency vs ideal,\n"
+                "slowest wall / ideal.\n\n",
                 rate, seconds, static_cast<long long>(kContext), static_cast<long long>(kBatch), std::thread::hardware_concurrency());
-    std::printf("%5s  %-12s  %-16s  %7s  %9s  %9s  %9s  %9s  %8s  %8s\n", "ranks", "topology", "sync tokens", "rounds", "xfer us/r", "wait us/r",
-                "wait", "transfer", "comm", "effic.");
+    if (slowRank >= 0)
+        std::printf("Rank %d computes at 1/%.2f of the rate; ideal = all tokens at the summed rate of all ranks.\n\n", slowRank, slowFactor);
+    std::printf("%5s  %-8s  %-12s  %-16s  %7s  %9s  %9s  %9s  %9s  %8s  %8s  %7s\n", "ranks", "schedule", "topology", "sync tokens", "rounds",
+                "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id");
     for (int w : worlds)
-        for (const char *topo : {"flat", "hierarchical"})
-            for (std::int64_t sync : syncs) {
+        for (const std::string &topo : topologies)
+            for (std::int64_t sync : syncs)
+                for (const std::string &sched : schedules) {
                 Config c;
+                c.schedule = sched;
+                c.slowRank = slowRank;
+                c.slowFactor = slowFactor;
                 c.world = w;
                 c.topology = topo;
                 c.groups = "size:2";
@@ -243,6 +317,6 @@ int main(int argc, char **argv)
                 c.rate = rate;
                 c.seconds = seconds;
                 runConfig(c, argv[0]);
-            }
+                }
     return 0;
 }

@@ -104,4 +104,29 @@ ShardResult parseResultJson(std::string_view text, const std::string &source)
     return r;
 }
 
+nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns)
+{
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (const auto &rep : reports) {
+        nlohmann::ordered_json r = {{"rank", rep.rank},
+                                    {"host", rep.host},
+                                    {"group", rep.group},
+                                    {"tokens", rep.tokens},
+                                    {"windows", rep.windows},
+                                    {"rounds", rep.rounds},
+                                    {"compute_seconds", rep.computeSeconds},
+                                    {"wait_seconds", rep.waitSeconds},
+                                    {"transfer_seconds", rep.transferSeconds},
+                                    {"wall_seconds", rep.wallSeconds},
+                                    {"comm_share", rep.commShare()},
+                                    {"clock_offset_seconds", rep.clockOffsetSeconds},
+                                    {"clock_uncertainty_seconds", rep.clockUncertaintySeconds},
+                                    {"payload_bytes", rep.payloadBytes}};
+        if (static_cast<std::size_t>(rep.rank) < batchRuns.size())
+            r["batches"] = batchRuns[static_cast<std::size_t>(rep.rank)];
+        ranks.push_back(std::move(r));
+    }
+    return ranks;
+}
+
 } // namespace cppl::agent

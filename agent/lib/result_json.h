@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "distributed/distributed_run.h"
+
 #include "cppl/statistics.h"
+
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cppl::agent {
 
@@ -24,5 +29,9 @@ struct ShardResult
 /// (missing, wrong type, negative count, shard rank outside 0..count-1, an exact sum that does not
 /// parse). Never anything else: it is a fuzz target (tests/fuzz).
 [[nodiscard]] ShardResult parseResultJson(std::string_view text, const std::string &source);
+
+/// @brief The result's `ranks` array: one object per rank's report; with the dynamic schedule each
+/// also names the global batches it evaluated (`batches`, e.g. "0-3,8"; @p batchRuns by rank).
+[[nodiscard]] nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns);
 
 } // namespace cppl::agent

@@ -59,6 +59,25 @@ QStringList evalArgs(const QString &protocol, int maxWindows)
     return a;
 }
 
+/// The `batches` of a dynamic result ("0-3,8") as batch indices; false on malformed text.
+bool parseBatches(const QString &text, QList<qint64> &out)
+{
+    if (text.isEmpty())
+        return true;
+    const QStringList parts = text.split(QLatin1Char(','));
+    for (const QString &part : parts) {
+        const QStringList ends = part.split(QLatin1Char('-'));
+        bool ok1 = false, ok2 = true;
+        const qint64 a = ends[0].toLongLong(&ok1);
+        const qint64 b = ends.size() == 2 ? ends[1].toLongLong(&ok2) : a;
+        if (!ok1 || !ok2 || ends.size() > 2 || b < a)
+            return false;
+        for (qint64 x = a; x <= b; ++x)
+            out << x;
+    }
+    return true;
+}
+
 /// Child processes of @p parent (the launcher's ranks), from /proc.
 QList<qint64> childrenOf(qint64 parent)
 {
@@ -128,18 +147,25 @@ private Q_SLOTS:
         QTest::addColumn<QString>("sync");
         QTest::addColumn<QString>("protocol");
         QTest::addColumn<int>("expectGroups");
+        QTest::addColumn<QString>("schedule");
         // 37 windows in batches of 2: 19 batches, so shards are uneven for every world size > 1.
-        QTest::addRow("1 rank") << 1 << "hierarchical" << "by-host" << "0" << "llama.cpp" << 0;
-        QTest::addRow("2, flat, every batch") << 2 << "flat" << "by-host" << "0" << "llama.cpp" << 1;
-        QTest::addRow("2, hierarchical by-host (one group), small") << 2 << "hierarchical" << "by-host" << "300" << "llama.cpp" << 1;
-        QTest::addRow("3, hierarchical size:2, end") << 3 << "hierarchical" << "size:2" << "end" << "llama.cpp" << 2;
-        QTest::addRow("3, flat, every batch, hf-sliding") << 3 << "flat" << "by-host" << "0" << "hf-sliding" << 1;
-        QTest::addRow("4, hierarchical 0,2;1,3, every batch") << 4 << "hierarchical" << "0,2;1,3" << "0" << "llama.cpp" << 2;
-        QTest::addRow("4, flat, small") << 4 << "flat" << "size:2" << "500" << "llama.cpp" << 2;
-        QTest::addRow("4, hierarchical size:1, end, lm-eval-rolling") << 4 << "hierarchical" << "size:1" << "end" << "lm-eval-rolling" << 4;
-        QTest::addRow("8, hierarchical size:2, small") << 8 << "hierarchical" << "size:2" << "100" << "llama.cpp" << 4;
-        QTest::addRow("8, flat, every batch") << 8 << "flat" << "by-host" << "0" << "llama.cpp" << 1;
-        QTest::addRow("8, hierarchical 0-2;3-7, end, hf-sliding") << 8 << "hierarchical" << "0-2;3-7" << "end" << "hf-sliding" << 2;
+        // The static rows, then the same matrix's kinds with batches claimed dynamically.
+        QTest::addRow("1 rank") << 1 << "hierarchical" << "by-host" << "0" << "llama.cpp" << 0 << "static";
+        QTest::addRow("2, flat, every batch") << 2 << "flat" << "by-host" << "0" << "llama.cpp" << 1 << "static";
+        QTest::addRow("2, hierarchical by-host (one group), small") << 2 << "hierarchical" << "by-host" << "300" << "llama.cpp" << 1 << "static";
+        QTest::addRow("3, hierarchical size:2, end") << 3 << "hierarchical" << "size:2" << "end" << "llama.cpp" << 2 << "static";
+        QTest::addRow("3, flat, every batch, hf-sliding") << 3 << "flat" << "by-host" << "0" << "hf-sliding" << 1 << "static";
+        QTest::addRow("4, hierarchical 0,2;1,3, every batch") << 4 << "hierarchical" << "0,2;1,3" << "0" << "llama.cpp" << 2 << "static";
+        QTest::addRow("4, flat, small") << 4 << "flat" << "size:2" << "500" << "llama.cpp" << 2 << "static";
+        QTest::addRow("4, hierarchical size:1, end, lm-eval-rolling") << 4 << "hierarchical" << "size:1" << "end" << "lm-eval-rolling" << 4 << "static";
+        QTest::addRow("8, hierarchical size:2, small") << 8 << "hierarchical" << "size:2" << "100" << "llama.cpp" << 4 << "static";
+        QTest::addRow("8, flat, every batch") << 8 << "flat" << "by-host" << "0" << "llama.cpp" << 1 << "static";
+        QTest::addRow("8, hierarchical 0-2;3-7, end, hf-sliding") << 8 << "hierarchical" << "0-2;3-7" << "end" << "hf-sliding" << 2 << "static";
+        QTest::addRow("dynamic 2, flat, every batch") << 2 << "flat" << "by-host" << "0" << "llama.cpp" << 1 << "dynamic";
+        QTest::addRow("dynamic 3, hierarchical size:2, small, hf-sliding") << 3 << "hierarchical" << "size:2" << "300" << "hf-sliding" << 2 << "dynamic";
+        QTest::addRow("dynamic 4, hierarchical 0,2;1,3, small") << 4 << "hierarchical" << "0,2;1,3" << "200" << "llama.cpp" << 2 << "dynamic";
+        QTest::addRow("dynamic 4, flat, end, lm-eval-rolling") << 4 << "flat" << "size:2" << "end" << "lm-eval-rolling" << 2 << "dynamic";
+        QTest::addRow("dynamic 8, hierarchical size:2, every batch") << 8 << "hierarchical" << "size:2" << "0" << "llama.cpp" << 4 << "dynamic";
     }
     void bitIdenticalToOneRank()
     {
@@ -149,6 +175,8 @@ private Q_SLOTS:
         QFETCH(QString, sync);
         QFETCH(QString, protocol);
         QFETCH(int, expectGroups);
+        QFETCH(QString, schedule);
+        const bool dynamic = schedule == QLatin1String("dynamic");
         const int maxWindows = 37;
         const QJsonObject one = oneRank(protocol, maxWindows);
         QVERIFY(!one.isEmpty());
@@ -157,7 +185,8 @@ private Q_SLOTS:
                                              QString::number(world), QStringLiteral("--groups"), groups, QStringLiteral("--")}
                                  + evalArgs(protocol, maxWindows)
                                  + QStringList{QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"), sync,
-                                               QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json};
+                                               QStringLiteral("--schedule"), schedule, QStringLiteral("--timeout"), QStringLiteral("60"),
+                                               QStringLiteral("--json"), json};
         const ProcessResult r = runProcess(kAgent, args, 300000);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
@@ -176,6 +205,7 @@ private Q_SLOTS:
         QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("gloo"));
         QCOMPARE(j.value(QStringLiteral("topology")).toString(), topology);
         QCOMPARE(j.value(QStringLiteral("groups")).toArray().size(), expectGroups);
+        QCOMPARE(j.value(QStringLiteral("schedule")).toString(), schedule);
         if (sync == QLatin1String("end"))
             QCOMPARE(j.value(QStringLiteral("rounds")).toInt(), 1);
         else
@@ -184,6 +214,7 @@ private Q_SLOTS:
         const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
         QCOMPARE(ranks.size(), world);
         qint64 tokens = 0, minWindows = INT64_MAX, maxW = 0;
+        QList<qint64> claimed; // dynamic: every batch evaluated by exactly one rank
         for (int rk = 0; rk < world; ++rk) {
             const QJsonObject o = ranks[rk].toObject();
             QCOMPARE(o.value(QStringLiteral("rank")).toInt(), rk);
@@ -195,13 +226,73 @@ private Q_SLOTS:
             QVERIFY(share >= 0 && share <= 1);
             QVERIFY(o.value(QStringLiteral("compute_seconds")).toDouble() > 0 || o.value(QStringLiteral("windows")).toInt() == 0);
             QVERIFY(o.value(QStringLiteral("wall_seconds")).toDouble() >= o.value(QStringLiteral("compute_seconds")).toDouble());
-            // Per round: the 18 words of NllStats and one arrival time per rank (docs/communication.md).
-            QCOMPARE(o.value(QStringLiteral("payload_bytes")).toInteger(), o.value(QStringLiteral("rounds")).toInteger() * (18 + world) * 8);
+            // Per round: the 18 words of NllStats, 3 control words of the dynamic schedule, and one
+            // arrival time per rank (docs/communication.md).
+            QCOMPARE(o.value(QStringLiteral("payload_bytes")).toInteger(),
+                     o.value(QStringLiteral("rounds")).toInteger() * (18 + (dynamic ? 3 : 0) + world) * 8);
+            if (dynamic) {
+                QList<qint64> mine;
+                QVERIFY2(parseBatches(o.value(QStringLiteral("batches")).toString(), mine), qPrintable(o.value(QStringLiteral("batches")).toString()));
+                qint64 windows = 0; // batches of 2 windows; the last of 37 has one
+                for (qint64 b : mine)
+                    windows += b == 18 ? 1 : 2;
+                QCOMPARE(windows, o.value(QStringLiteral("windows")).toInteger());
+                claimed += mine;
+            } else {
+                QVERIFY(!o.contains(QStringLiteral("batches")));
+            }
             // One host: the measured clock offset is within its own uncertainty of zero (plus scheduling noise).
             QVERIFY(std::abs(o.value(QStringLiteral("clock_offset_seconds")).toDouble()) < 0.005);
         }
         QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
+        if (dynamic) {
+            QCOMPARE(j.value(QStringLiteral("batch_count")).toInteger(), 19);
+            std::sort(claimed.begin(), claimed.end());
+            QList<qint64> all;
+            for (qint64 b = 0; b < 19; ++b)
+                all << b;
+            QCOMPARE(claimed, all);
+            return;
+        }
         QVERIFY2(maxW - minWindows <= 2 * 2, "shards differ by more than a batch (two batches for the last rank)");
+    }
+
+    void slowRankSameBits_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addRow("static") << "static";
+        QTest::addRow("dynamic") << "dynamic";
+    }
+    void slowRankSameBits()
+    {
+        // Rank 2 of 4 sleeps 400 ms per batch (a test-only switch): with the dynamic schedule it
+        // evaluates fewer batches than the others, and the result is still one rank's bits.
+        QFETCH(QString, schedule);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        const QString json = m_dir.filePath(QStringLiteral("slow-%1.json").arg(schedule));
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "2:400");
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("4"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--sync-every-tokens"),
+                                                                     QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                                     QStringLiteral("--json"), json},
+                                           300000);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), 4);
+        qint64 others = 0;
+        for (int k : {0, 1, 3})
+            others = std::max(others, ranks[k].toObject().value(QStringLiteral("windows")).toInteger());
+        const qint64 slow = ranks[2].toObject().value(QStringLiteral("windows")).toInteger();
+        qInfo("%s: the slow rank evaluated %lld windows, the busiest other rank %lld", qPrintable(schedule), static_cast<long long>(slow),
+              static_cast<long long>(others));
+        if (schedule == QLatin1String("dynamic"))
+            QVERIFY2(slow < others, "the slow rank should have left batches to the faster ranks");
     }
 
     void environmentsOfOtherLaunchers_data()

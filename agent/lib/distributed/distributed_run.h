@@ -83,6 +83,8 @@ public:
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }
     [[nodiscard]] const std::string &storeAddress() const noexcept { return m_storeAddress; }
+    /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
+    [[nodiscard]] Store &store() noexcept { return *m_store; }
 
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm().
     void allReduce(std::span<std::int64_t> words);

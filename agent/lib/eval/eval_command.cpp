@@ -7,8 +7,11 @@
 #include "language_model.h"
 #include "model/mapped_file.h"
 #include "runtime_info.h"
+#include "result_json.h"
 #include "eval_data.h"
+#include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
+#include "distributed/store.h"
 #include "telemetry/publisher.h"
 #include "telemetry/stdin_keys.h"
 
@@ -101,6 +104,9 @@ struct EvalOptions
     RankIdentity identity;
     dist::DistributedOptions distOptions;
     std::int64_t syncEvery = kDefaultSyncEveryTokens;
+    dist::Schedule schedule = dist::Schedule::Static;
+    int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
+    int slowMs = 0;
     bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
     bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
     std::optional<cppl::telemetry::Credentials> stdinKeys;
@@ -121,6 +127,7 @@ struct EvalOutcome
     int rounds = 0;
     double seconds = 0;
     std::vector<dist::RankReport> reports;
+    std::vector<std::string> batchRuns; ///< dynamic schedule, rank 0: each rank's batches ("0-3,8")
 };
 
 Args parseArgs(const std::vector<std::string> &argv)
@@ -131,7 +138,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id"},
+                     "--telemetry-keys", "--run-id", "--schedule"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
     });
 }
@@ -240,6 +247,15 @@ EvalOptions parseOptions(const Args &a)
             throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
         d.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
         d.backend = a.get("--backend").value_or("auto");
+        const std::string schedule = a.get("--schedule").value_or("static");
+        if (schedule != "static" && schedule != "dynamic")
+            throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
+        o.schedule = schedule == "dynamic" ? dist::Schedule::Dynamic : dist::Schedule::Static;
+        if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
+            // Test-only: make one rank slow without another job on its core (heterogeneous speeds).
+            if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS");
+        }
         if (const auto runId = a.get("--run-id"))
             validateRunId(*runId, "--run-id");
         else if (const char *envRun = std::getenv("CLUSTERPPL_RUN_ID"); envRun && *envRun)
@@ -462,14 +478,18 @@ private:
         return p;
     }
 
-    /// Step 6: evaluate, in the rounds every rank plans alike (the same collectives on every rank,
-    /// however uneven the shards); the totals of every rank, exactly.
+    /// Step 6: evaluate, in rounds every rank enters alike (the same collectives on every rank,
+    /// however uneven the work); the totals of every rank, exactly. Static: the shards and rounds
+    /// planned before the run. Dynamic: batches claimed from the store as ranks go (batch_schedule.h).
     EvalOutcome evaluate(LanguageModel &model, const EvalInput &input, const EvalPlan &planned)
     {
         const WindowPlan &plan = planned.windows;
         const int shardRank = m_o.shardRank;
         const bool distributed = m_o.distributed;
+        const bool dynamic = distributed && m_o.schedule == dist::Schedule::Dynamic;
         const bool quiet = m_o.quiet;
+        const std::int64_t batch = m_o.batch;
+        const auto nWindows = static_cast<std::int64_t>(plan.windows.size());
         dist::DistributedRun *run = m_run.get();
         telemetry::Publisher *tel = m_tel.get();
         std::ostream &err = m_err;
@@ -479,12 +499,28 @@ private:
             stats.bytes = input.bytes;
             stats.words = input.words;
         }
-        Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, m_o.batch);
-        const RoundPlan rounds(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, m_o.batch);
+        Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, batch);
+        std::optional<RoundPlan> rounds;
+        std::optional<dist::DynamicSchedule> schedule;
+        if (dynamic) {
+            std::vector<std::int64_t> batchTokens;
+            for (std::int64_t b = 0; b < nWindows; b += batch) {
+                std::int64_t t = 0;
+                for (std::int64_t w = b; w < std::min(nWindows, b + batch); ++w)
+                    t += plan.windows[static_cast<std::size_t>(w)].scored();
+                batchTokens.push_back(t);
+            }
+            schedule.emplace(*run, std::move(batchTokens), m_o.syncEvery);
+        } else {
+            rounds.emplace(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, batch);
+        }
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
         const Shard &myWork = planned.shards[static_cast<std::size_t>(shardRank)];
+        // Dynamic: this rank's share is not known in advance; its fair share stands in for it.
+        const std::int64_t windowsExpected = dynamic ? (nWindows + m_o.shardCount - 1) / m_o.shardCount : myWork.windows();
+        const bool slow = m_o.slowRank == m_o.identity.rank && m_o.slowMs > 0;
         auto publishProgress = [&](bool final, double inRound) {
             if (!tel)
                 return;
@@ -493,7 +529,7 @@ private:
             const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
             p.tokensPerSecond = wall > 0 ? static_cast<double>(stats.tokens) / wall : 0;
             p.windowsDone = stats.windows;
-            p.windowsTotal = myWork.windows();
+            p.windowsTotal = std::max(windowsExpected, stats.windows);
             p.computeSecondsTotal = computeSeconds + inRound;
             if (run) {
                 p.commWaitSecondsTotal = run->comm().waitSeconds;
@@ -503,12 +539,12 @@ private:
             p.nllSquared = stats.nllSquared;
             tel->progress(p, final);
         };
-        if (tel)
-            tel->phase(cppl::telemetry::Phase::Evaluating);
-        for (int r = 0; r < rounds.rounds(); ++r) {
-            const Shard part = rounds.roundOf(shardRank, r);
+        // Windows [first, end) into this rank's totals; returns the seconds it took.
+        auto evaluateRange = [&](std::int64_t first, std::int64_t end) {
             const auto c0 = std::chrono::steady_clock::now();
-            evaluator.run(part.firstWindow, part.endWindow, stats, [&](const EvalProgress &p, const NllStats &s) {
+            evaluator.run(first, end, stats, [&](const EvalProgress &p, const NllStats &s) {
+                if (slow)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(m_o.slowMs));
                 if (tel) // the publisher keeps at most 10 per second, the latest totals always
                     publishProgress(false, std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
                 if (distributed)
@@ -525,51 +561,103 @@ private:
                               clock(p.seconds).c_str(), clock(eta).c_str());
                 err << line << std::flush;
             });
-            computeSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+            computeSeconds += took;
+            return took;
+        };
+        // After round r's collective: telemetry, and rank 0's line with the global running figures.
+        auto roundDone = [&](int r, int total, double wait0, double transfer0) {
+            const bool last = r + 1 == total;
+            if (tel) {
+                tel->sync({r + 1, std::max(total, r + 1), run->comm().waitSeconds - wait0, run->comm().transferSeconds - transfer0});
+                tel->phase(cppl::telemetry::Phase::Evaluating);
+            }
+            const auto now = std::chrono::steady_clock::now();
+            if (quiet || (now - lastPrint < std::chrono::milliseconds(500) && !last))
+                return;
+            lastPrint = now;
+            const double elapsed = std::chrono::duration<double>(now - evalStart).count();
+            const double rate = elapsed > 0 ? static_cast<double>(global.tokens) / elapsed : 0;
+            const double eta = rate > 0 ? static_cast<double>(plan.scoredTokens - global.tokens) / rate : NAN;
+            const double comm = run->comm().waitSeconds + run->comm().transferSeconds;
+            char line[256];
+            const std::string of = dynamic ? (last ? std::to_string(total) : std::string("~") + std::to_string(total)) : std::to_string(total);
+            std::snprintf(line, sizeof line, "[round %d/%s] ppl %.4f  %lld/%lld tokens  %.0f tok/s (all ranks)  comm %.2f%%  elapsed %s  ETA %s\n", r + 1,
+                          of.c_str(), computePerplexity(global).ppl, static_cast<long long>(global.tokens), static_cast<long long>(plan.scoredTokens), rate,
+                          elapsed > 0 ? 100.0 * comm / elapsed : 0.0, clock(elapsed).c_str(), clock(eta).c_str());
+            err << line << std::flush;
+            if (tel)
+                tel->log(cppl::telemetry::LogLevel::Info, std::string_view(line).substr(0, std::strlen(line) - 1));
+        };
+        auto collective = [&](NllStats::Words &words) {
+            if (tel)
+                tel->phase(cppl::telemetry::Phase::Syncing);
+            if (schedule)
+                return schedule->sync(words);
+            run->allReduce(words);
+            return false;
+        };
+        if (tel)
+            tel->phase(cppl::telemetry::Phase::Evaluating);
+        int roundsRun = 0;
+        for (int r = 0;; ++r) {
+            if (dynamic) {
+                schedule->beginRound();
+                while (const auto b = schedule->next())
+                    schedule->evaluated(*b, evaluateRange(*b * batch, std::min(nWindows, (*b + 1) * batch)));
+            } else {
+                if (r == rounds->rounds())
+                    break;
+                const Shard part = rounds->roundOf(shardRank, r);
+                evaluateRange(part.firstWindow, part.endWindow);
+            }
+            roundsRun = r + 1;
             if (!distributed) {
                 global = stats;
                 continue;
             }
             NllStats::Words words = stats.toWords();
             const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
-            if (tel)
-                tel->phase(cppl::telemetry::Phase::Syncing);
-            run->allReduce(words);
+            const bool allDone = collective(words);
             global = NllStats::fromReducedWords(words);
-            if (tel) {
-                tel->sync({r + 1, rounds.rounds(), run->comm().waitSeconds - wait0, run->comm().transferSeconds - transfer0});
-                tel->phase(cppl::telemetry::Phase::Evaluating);
+            if (!dynamic) {
+                roundDone(r, rounds->rounds(), wait0, transfer0);
+                continue;
             }
-            const auto now = std::chrono::steady_clock::now();
-            if (!quiet && (now - lastPrint >= std::chrono::milliseconds(500) || r + 1 == rounds.rounds())) {
-                lastPrint = now;
-                const double elapsed = std::chrono::duration<double>(now - evalStart).count();
-                const double rate = elapsed > 0 ? static_cast<double>(global.tokens) / elapsed : 0;
-                const double eta = rate > 0 ? static_cast<double>(plan.scoredTokens - global.tokens) / rate : NAN;
-                const double comm = run->comm().waitSeconds + run->comm().transferSeconds;
-                char line[256];
-                std::snprintf(line, sizeof line, "[round %d/%d] ppl %.4f  %lld/%lld tokens  %.0f tok/s (all ranks)  comm %.2f%%  elapsed %s  ETA %s\n",
-                              r + 1, rounds.rounds(), computePerplexity(global).ppl, static_cast<long long>(global.tokens),
-                              static_cast<long long>(plan.scoredTokens), rate, elapsed > 0 ? 100.0 * comm / elapsed : 0.0,
-                              clock(elapsed).c_str(), clock(eta).c_str());
-                err << line << std::flush;
-                if (tel)
-                    tel->log(cppl::telemetry::LogLevel::Info, std::string_view(line).substr(0, std::strlen(line) - 1));
-            }
+            // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
+            const std::int64_t perRound = std::max<std::int64_t>(1, m_o.syncEvery == kSyncAtEnd ? plan.scoredTokens : m_o.syncEvery)
+                                          * m_o.shardCount;
+            const auto left = static_cast<int>(std::min<std::int64_t>(1 << 30, (plan.scoredTokens - global.tokens + perRound - 1) / perRound));
+            roundDone(r, allDone ? r + 1 : r + 1 + std::max(1, left), wait0, transfer0);
+            if (allDone)
+                break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
         std::vector<dist::RankReport> reports;
+        std::vector<std::string> batchRuns; // dynamic: which batches each rank evaluated
         if (distributed) {
             dist::RankReport mine;
             mine.tokens = stats.tokens;
             mine.windows = stats.windows;
-            mine.rounds = rounds.rounds();
+            mine.rounds = roundsRun;
             mine.payloadBytes = run->comm().payloadBytes;
             mine.computeSeconds = computeSeconds;
             mine.waitSeconds = run->comm().waitSeconds;
             mine.transferSeconds = run->comm().transferSeconds;
             mine.wallSeconds = seconds;
-            reports = run->gather(mine);
+            if (schedule) {
+                // The ledger: each rank's batches through the store, read by rank 0 for the result.
+                const std::string runs = dist::formatBatchRuns(schedule->done());
+                run->store().set("cppl/sched/done/" + std::to_string(run->rank()), runs);
+                if (tel)
+                    tel->log(cppl::telemetry::LogLevel::Info, "batches evaluated by rank " + std::to_string(run->rank()) + ": "
+                                                                  + (runs.empty() ? std::string("none") : runs) + " ("
+                                                                  + std::to_string(schedule->claims()) + " claims)");
+            }
+            reports = run->gather(mine); // after every rank's ledger is in the store
+            if (schedule && run->rank() == 0)
+                for (int k = 0; k < run->worldSize(); ++k)
+                    batchRuns.push_back(run->store().get("cppl/sched/done/" + std::to_string(k), m_o.distOptions.timeout).value_or(""));
             run->finish();
         }
         publishProgress(true, 0); // this rank's complete totals, before its result
@@ -577,7 +665,7 @@ private:
             throw ExitError(kExitRuntime, std::to_string(global.nll.rejected())
                                               + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                               + dtypeName(m_o.dtype) + "; try --dtype float32");
-        return EvalOutcome{global, rounds.rounds(), seconds, std::move(reports)};
+        return EvalOutcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns)};
     }
 
     /// Step 7: rank 0 prints the estimate and writes the result contract (docs/result-json.md).
@@ -664,25 +752,11 @@ private:
             j["sync_every_tokens"] = syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
             j["rounds"] = outcome.rounds;
             if (distributed) {
+                j["schedule"] = dist::scheduleName(m_o.schedule);
+                j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + batch - 1) / batch;
                 j["groups"] = run->groups().groups;
                 j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
-                nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-                for (const auto &rep : reports)
-                    ranks.push_back({{"rank", rep.rank},
-                                     {"host", rep.host},
-                                     {"group", rep.group},
-                                     {"tokens", rep.tokens},
-                                     {"windows", rep.windows},
-                                     {"rounds", rep.rounds},
-                                     {"compute_seconds", rep.computeSeconds},
-                                     {"wait_seconds", rep.waitSeconds},
-                                     {"transfer_seconds", rep.transferSeconds},
-                                     {"wall_seconds", rep.wallSeconds},
-                                     {"comm_share", rep.commShare()},
-                                     {"clock_offset_seconds", rep.clockOffsetSeconds},
-                                     {"clock_uncertainty_seconds", rep.clockUncertaintySeconds},
-                                     {"payload_bytes", rep.payloadBytes}});
-                j["ranks"] = ranks;
+                j["ranks"] = ranksJson(reports, outcome.batchRuns);
             }
             j["version"] = CLUSTERPPL_VERSION_STRING;
             if (tel)
@@ -695,8 +769,6 @@ private:
                     throw ExitError(kExitRuntime, *jsonPath + ": cannot write the result JSON");
             }
         }
-        if (tel)
-            tel->close(kExitOk);
         if (tel)
             tel->close(kExitOk);
         return kExitOk;

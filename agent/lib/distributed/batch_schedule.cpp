@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+#include "batch_schedule.h"
+
+#include "distributed_run.h"
+#include "store.h"
+
+#include "cppl/errors.h"
+#include "cppl/sharding.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace cppl::agent::dist {
+
+namespace {
+
+double now()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+const char *scheduleName(Schedule s) noexcept
+{
+    return s == Schedule::Static ? "static" : "dynamic";
+}
+
+std::string formatBatchRuns(std::span<const BatchRun> runs)
+{
+    std::string s;
+    for (const BatchRun &r : runs) {
+        if (r.end <= r.first)
+            continue;
+        if (!s.empty())
+            s += ',';
+        s += std::to_string(r.first);
+        if (r.end - r.first > 1)
+            s += '-' + std::to_string(r.end - 1);
+    }
+    return s;
+}
+
+std::optional<std::vector<BatchRun>> parseBatchRuns(const std::string &text)
+{
+    std::vector<BatchRun> out;
+    std::size_t pos = 0;
+    auto number = [&](std::int64_t &v) {
+        const char *b = text.data() + pos;
+        const auto [p, ec] = std::from_chars(b, text.data() + text.size(), v);
+        if (ec != std::errc() || p == b || v < 0)
+            return false;
+        pos = static_cast<std::size_t>(p - text.data());
+        return true;
+    };
+    while (pos < text.size()) {
+        std::int64_t a = 0, b = 0;
+        if (!number(a))
+            return std::nullopt;
+        b = a;
+        if (pos < text.size() && text[pos] == '-') {
+            ++pos;
+            if (!number(b) || b < a)
+                return std::nullopt;
+        }
+        out.push_back({a, b + 1});
+        if (pos < text.size() && text[pos++] != ',')
+            return std::nullopt;
+    }
+    return out;
+}
+
+DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key)
+    : m_run(run), m_batchTokens(std::move(batchTokens)), m_sync(syncEveryTokens), m_key(std::move(key))
+{
+    if (syncEveryTokens < 0)
+        throw ConfigError("sync threshold must be >= 0 tokens (0 = after every batch), got " + std::to_string(syncEveryTokens));
+    m_batches = static_cast<std::int64_t>(m_batchTokens.size());
+    std::int64_t total = 0;
+    for (std::int64_t t : m_batchTokens)
+        total += t;
+    m_meanBatchTokens = m_batches > 0 ? std::max(1.0, static_cast<double>(total) / static_cast<double>(m_batches)) : 1.0;
+}
+
+bool DynamicSchedule::claim()
+{
+    if (m_exhausted)
+        return false;
+    // Guided self-scheduling: half of this rank's fair share of what is left, in proportion to its
+    // measured speed among all ranks', so that runs are long while much is left (few store round
+    // trips) and single batches at the end (the last claims finish together). Never more than one
+    // round of this rank's time: a claimed run is this rank's until it is evaluated, and a long one
+    // would hold batches a faster rank could take. Round 0 (speeds unknown) claims one batch.
+    const std::int64_t left = std::max<std::int64_t>(0, m_batches - m_seen);
+    const double myRate = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : 0;
+    const double share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.worldSize();
+    std::int64_t k = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(left) * share / 2));
+    if (m_sync == 0 || m_rounds == 0)
+        k = 1;
+    else if (m_sync != kSyncAtEnd) {
+        const double roundTokens = m_nextRoundSeconds > 0 && myRate > 0 ? m_nextRoundSeconds * myRate : static_cast<double>(m_sync);
+        k = std::min(k, std::max<std::int64_t>(1, static_cast<std::int64_t>(roundTokens / m_meanBatchTokens)));
+    }
+    const double t0 = now();
+    const std::int64_t end = m_run.store().add(m_key, k);
+    m_claimSeconds += now() - t0;
+    ++m_claims;
+    m_seen = end;
+    const std::int64_t first = end - k;
+    if (first >= m_batches) {
+        m_exhausted = true;
+        return false;
+    }
+    m_pending.push_back({first, std::min(end, m_batches)});
+    if (end >= m_batches)
+        m_exhausted = true; // the last run: no need to ask again
+    return true;
+}
+
+void DynamicSchedule::beginRound()
+{
+    m_inRound = 0;
+    m_roundStart = now();
+    if (m_sync == kSyncAtEnd)
+        m_roundSeconds = std::numeric_limits<double>::infinity();
+    else if (m_sync == 0 || m_rounds == 0 || !(m_nextRoundSeconds > 0))
+        m_roundSeconds = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
+    else
+        m_roundSeconds = m_nextRoundSeconds;
+}
+
+std::optional<std::int64_t> DynamicSchedule::next()
+{
+    if (m_inRound > 0) {
+        if (m_roundSeconds <= 0)
+            return std::nullopt;
+        if (std::isfinite(m_roundSeconds)) {
+            // Stop at the batch boundary nearest to the round's end: go on only if overshooting by
+            // the next batch lands closer to it than stopping now.
+            if (m_pending.empty() && !claim())
+                return std::nullopt;
+            const std::int64_t b = m_pending.front().first;
+            const double perToken = m_myTokens > 0 ? m_myCompute / static_cast<double>(m_myTokens) : 0;
+            const double predicted = perToken * static_cast<double>(std::max<std::int64_t>(1, m_batchTokens[static_cast<std::size_t>(b)]));
+            const double t = now(), deadline = m_roundStart + m_roundSeconds;
+            if (t + predicted - deadline > deadline - t)
+                return std::nullopt;
+        }
+    }
+    if (m_pending.empty() && !claim())
+        return std::nullopt;
+    BatchRun &front = m_pending.front();
+    const std::int64_t b = front.first;
+    if (++front.first == front.end)
+        m_pending.erase(m_pending.begin());
+    return b;
+}
+
+void DynamicSchedule::evaluated(std::int64_t b, double seconds)
+{
+    ++m_inRound;
+    m_myTokens += m_batchTokens[static_cast<std::size_t>(b)];
+    m_myCompute += seconds;
+    if (!m_done.empty() && m_done.back().end == b)
+        m_done.back().end = b + 1;
+    else
+        m_done.push_back({b, b + 1});
+}
+
+bool DynamicSchedule::sync(std::span<std::int64_t> words)
+{
+    // Empty now means empty for good: the counter only grows, and nothing is pending.
+    const bool empty = m_pending.empty() && (m_exhausted || (m_inRound == 0 && !claim()));
+    m_buffer.assign(words.begin(), words.end());
+    const bool knowsSpeed = m_myTokens > 0 && m_myCompute > 0;
+    const double rate = knowsSpeed ? static_cast<double>(m_myTokens) / m_myCompute : 0;
+    m_buffer.push_back(empty ? 1 : 0);
+    m_buffer.push_back(static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0)));
+    m_buffer.push_back(knowsSpeed ? 1 : 0);
+    m_run.allReduce(m_buffer);
+    std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
+    const std::int64_t emptyRanks = m_buffer[words.size()];
+    const std::int64_t rateSum = m_buffer[words.size() + 1];
+    const std::int64_t known = m_buffer[words.size() + 2];
+    // Every rank computes the same next round length from the same summed words.
+    m_rateSum = static_cast<double>(rateSum) / 1000.0;
+    m_nextRoundSeconds = rateSum > 0 && known > 0 ? static_cast<double>(m_sync) * static_cast<double>(known) * 1000.0 / static_cast<double>(rateSum) : 0;
+    ++m_rounds;
+    if (emptyRanks > m_run.worldSize() || emptyRanks < 0)
+        throw ProtocolError("rank " + std::to_string(m_run.rank()) + ": the round's collective says " + std::to_string(emptyRanks) + " of "
+                            + std::to_string(m_run.worldSize()) + " ranks are done: do all ranks run the same agent version and --schedule?");
+    return emptyRanks == m_run.worldSize();
+}
+
+} // namespace cppl::agent::dist

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cppl::agent::dist {
+
+class DistributedRun;
+
+/// `--schedule`: fixed batch-aligned shards planned before the run, or batches claimed as ranks go.
+enum class Schedule { Static, Dynamic };
+
+[[nodiscard]] const char *scheduleName(Schedule s) noexcept;
+
+/// @brief Global batches [first, end) (batch indices, not windows).
+struct BatchRun
+{
+    std::int64_t first = 0;
+    std::int64_t end = 0;
+    friend bool operator==(const BatchRun &, const BatchRun &) noexcept = default;
+};
+
+/// @brief "0-3,8,10-11" (inclusive ranges), the form the store and logs carry; and back (empty on bad text).
+[[nodiscard]] std::string formatBatchRuns(std::span<const BatchRun> runs);
+[[nodiscard]] std::optional<std::vector<BatchRun>> parseBatchRuns(const std::string &text);
+
+/**
+ * @brief One rank's share of a dynamic schedule (docs/communication.md, "Dynamic batches").
+ *
+ * The global batches are fixed before the run (batch b = windows [b·batch, (b+1)·batch), the same
+ * rows as in a one-rank run); which rank evaluates one is decided as the run goes: a rank claims
+ * runs of batches from one counter on the rendezvous store (TCPStore add), large while much is
+ * left and single batches near the end (guided self-scheduling), so nobody waits for a slow rank
+ * except for at most one batch at the end. The exact sums make the result the same bits whoever
+ * evaluated what.
+ *
+ * Rounds no longer assume equal work. Round 0 is one batch per rank (it measures the speed); after
+ * it a round lasts the time in which the ranks, on average, score `--sync-every-tokens` tokens,
+ * measured from the all-reduced totals of every rank's tokens and compute time, so every rank plans
+ * the same duration and each one stops at the batch boundary nearest to it: ranks of any speed
+ * arrive together within a batch. Threshold 0 keeps one batch per rank per round; `end` one round.
+ * A rank whose queue is empty contributes its unchanged totals until every rank says so in the
+ * same collective; then all leave together after the same number of rounds.
+ *
+ * Usage: beginRound(); while (auto b = next()) { evaluate b; evaluated(*b, tokens, seconds); }
+ * then sync(words) (the round's collective); stop when it returns true.
+ */
+class DynamicSchedule
+{
+public:
+    /**
+     * @param batchTokens scored tokens of every global batch, in order (their count is the number of batches).
+     * @param syncEveryTokens as RoundPlan: 0 every batch, kSyncAtEnd once, else tokens per rank per round.
+     * @param key the store's counter key (a fresh one per run).
+     */
+    DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next");
+
+    void beginRound();
+    /// @brief The next batch this rank evaluates in this round, or nullopt: end the round now.
+    [[nodiscard]] std::optional<std::int64_t> next();
+    /// @brief Batch @p b is evaluated (its sums are in this rank's totals): it took @p seconds.
+    void evaluated(std::int64_t b, double seconds);
+    /**
+     * @brief The round's collective: @p words (this rank's cumulative exact totals) are summed over
+     * all ranks through DistributedRun::allReduce, with three control words appended (queue empty,
+     * this rank's speed in milli-tokens per second, whether it knows it). Returns true when every rank's queue is empty: the run is complete.
+     */
+    bool sync(std::span<std::int64_t> words);
+
+    [[nodiscard]] int rounds() const noexcept { return m_rounds; }
+    /// @brief The batches this rank evaluated, as merged runs in claim order.
+    [[nodiscard]] const std::vector<BatchRun> &done() const noexcept { return m_done; }
+    [[nodiscard]] std::int64_t claims() const noexcept { return m_claims; }
+    [[nodiscard]] double claimSeconds() const noexcept { return m_claimSeconds; }
+    /// @brief Control words appended to every round's payload.
+    static constexpr std::size_t kControlWords = 3;
+
+private:
+    bool claim();
+
+    DistributedRun &m_run;
+    std::vector<std::int64_t> m_batchTokens;
+    std::int64_t m_batches = 0;
+    std::int64_t m_sync = 0;
+    std::string m_key;
+    double m_meanBatchTokens = 1;
+
+    std::vector<BatchRun> m_pending; ///< claimed, not yet evaluated (front first)
+    std::vector<BatchRun> m_done;
+    bool m_exhausted = false; ///< the counter has passed the last batch
+    std::int64_t m_seen = 0;  ///< the counter's value at this rank's last claim
+    std::int64_t m_claims = 0;
+    double m_claimSeconds = 0;
+
+    int m_rounds = 0;
+    int m_inRound = 0; ///< batches evaluated in this round
+    double m_roundStart = 0;
+    double m_roundSeconds = 0; ///< planned duration of this round (0: one batch; inf: until empty)
+    std::int64_t m_myTokens = 0;
+    double m_myCompute = 0;
+    double m_rateSum = 0;          ///< from the last collective: every rank's tokens per second, summed
+    double m_nextRoundSeconds = 0; ///< from the last collective: sync tokens at the ranks' mean speed
+    std::vector<std::int64_t> m_buffer;
+};
+
+} // namespace cppl::agent::dist
