@@ -306,17 +306,17 @@ int main(int argc, char **argv)
         for (const std::string &topo : topologies)
             for (std::int64_t sync : syncs)
                 for (const std::string &sched : schedules) {
-                Config c;
-                c.schedule = sched;
-                c.slowRank = slowRank;
-                c.slowFactor = slowFactor;
-                c.world = w;
-                c.topology = topo;
-                c.groups = "size:2";
-                c.sync = sync;
-                c.rate = rate;
-                c.seconds = seconds;
-                runConfig(c, argv[0]);
+                    Config c;
+                    c.schedule = sched;
+                    c.slowRank = slowRank;
+                    c.slowFactor = slowFactor;
+                    c.world = w;
+                    c.topology = topo;
+                    c.groups = "size:2";
+                    c.sync = sync;
+                    c.rate = rate;
+                    c.seconds = seconds;
+                    runConfig(c, argv[0]);
                 }
     return 0;
 }

@@ -82,6 +82,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --groups by-host|size:K|LIST       node groups, e.g. "0-3;4-7" (default by-host)
       --sync-every-tokens T|end          sync about every T scored tokens per rank; 0 = every
                                          batch (default 65536; docs/communication.md)
+      --schedule static|dynamic          shards fixed before the run, or global batches claimed
+                                         as ranks go (no waiting for a slow rank); same bits
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
 )"},
     {"run", R"(  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS
