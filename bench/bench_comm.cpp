@@ -103,16 +103,8 @@ int child(const Config &c, int rank, int port, const std::string &out)
     };
     int roundsRun = 0;
     if (c.schedule == "dynamic") {
-        std::vector<std::int64_t> batchTokens;
-        const auto n = static_cast<std::int64_t>(plan.windows.size());
-        for (std::int64_t b = 0; b < n; b += kBatch) {
-            std::int64_t t = 0;
-            for (std::int64_t w = b; w < std::min(n, b + kBatch); ++w)
-                t += plan.windows[static_cast<std::size_t>(w)].scored();
-            batchTokens.push_back(t);
-        }
-        const std::vector<std::int64_t> tokensOf = batchTokens;
-        DynamicSchedule schedule(run, std::move(batchTokens), c.sync);
+        const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
+        DynamicSchedule schedule(run, tokensOf, c.sync);
         for (bool done = false; !done;) {
             schedule.beginRound();
             while (const auto b = schedule.next())

@@ -139,6 +139,21 @@ std::vector<Shard> shardPlanByBatch(const WindowPlan &plan, int ranks, std::int6
     return shards;
 }
 
+std::vector<std::int64_t> batchTokens(const WindowPlan &plan, std::int64_t batch)
+{
+    if (batch < 1)
+        throw ConfigError("batch must be at least 1 window (got " + std::to_string(batch) + ")");
+    std::vector<std::int64_t> out;
+    const auto n = static_cast<std::int64_t>(plan.windows.size());
+    for (std::int64_t b = 0; b < n; b += batch) {
+        std::int64_t t = 0;
+        for (std::int64_t w = b; w < std::min(n, b + batch); ++w)
+            t += plan.windows[static_cast<std::size_t>(w)].scored();
+        out.push_back(t);
+    }
+    return out;
+}
+
 RoundPlan::RoundPlan(const WindowPlan &plan, std::span<const Shard> shards, std::int64_t syncEveryTokens,
                      std::int64_t batch)
 {

@@ -138,6 +138,27 @@ private Q_SLOTS:
         }
     }
 
+    void batchTokensCoverThePlan()
+    {
+        // The dynamic schedule's global batches: every window in exactly one, in order, the last short.
+        const WindowPlan plan = planStream({Protocol::HfSliding, 64, 40}, 5000);
+        const auto n = static_cast<std::int64_t>(plan.windows.size());
+        for (std::int64_t batch : {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, n, n + 5}) {
+            const auto tokens = batchTokens(plan, batch);
+            QCOMPARE(static_cast<std::int64_t>(tokens.size()), (n + batch - 1) / batch);
+            std::int64_t total = 0;
+            for (std::size_t b = 0; b < tokens.size(); ++b) {
+                std::int64_t sum = 0;
+                for (std::int64_t w = static_cast<std::int64_t>(b) * batch; w < std::min(n, static_cast<std::int64_t>(b + 1) * batch); ++w)
+                    sum += plan.windows[static_cast<std::size_t>(w)].scored();
+                QCOMPARE(tokens[b], sum);
+                total += tokens[b];
+            }
+            QCOMPARE(total, plan.scoredTokens);
+        }
+        QVERIFY_THROWS_EXCEPTION(ConfigError, (void)batchTokens(plan, 0));
+    }
+
     void rejectsZeroRanks()
     {
         QVERIFY_THROWS_EXCEPTION(ConfigError, (void)shardWindows(std::vector<std::int64_t>{1, 2}, 0));

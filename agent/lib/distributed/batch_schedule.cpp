@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 
 namespace cppl::agent::dist {
@@ -85,83 +86,121 @@ DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> 
     m_meanBatchTokens = m_batches > 0 ? std::max(1.0, static_cast<double>(total) / static_cast<double>(m_batches)) : 1.0;
 }
 
-bool DynamicSchedule::claim()
+DynamicSchedule::Sizing DynamicSchedule::sizing() const
 {
-    if (m_exhausted)
-        return false;
     // Guided self-scheduling: half of this rank's fair share of what is left, in proportion to its
     // measured speed among all ranks', so that runs are long while much is left (few store round
     // trips) and single batches at the end (the last claims finish together). Never more than one
-    // round of this rank's time: a claimed run is this rank's until it is evaluated, and a long one
+    // round of this rank's work: a claimed run is this rank's until it is evaluated, and a long one
     // would hold batches a faster rank could take. Round 0 (speeds unknown) claims one batch.
-    const std::int64_t left = std::max<std::int64_t>(0, m_batches - m_seen);
+    Sizing z;
     const double myRate = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : 0;
-    const double share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.worldSize();
-    std::int64_t k = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(left) * share / 2));
+    z.share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.worldSize();
     if (m_sync == 0 || m_rounds == 0)
-        k = 1;
-    else if (m_sync != kSyncAtEnd) {
-        const double roundTokens = m_nextRoundSeconds > 0 && myRate > 0 ? m_nextRoundSeconds * myRate : static_cast<double>(m_sync);
-        k = std::min(k, std::max<std::int64_t>(1, static_cast<std::int64_t>(roundTokens / m_meanBatchTokens)));
-    }
-    const double t0 = now();
-    const std::int64_t end = m_run.store().add(m_key, k);
-    m_claimSeconds += now() - t0;
+        z.cap = 1;
+    else if (m_sync != kSyncAtEnd)
+        z.cap = std::max<std::int64_t>(1, static_cast<std::int64_t>(m_roundBudget / m_meanBatchTokens));
+    return z;
+}
+
+std::int64_t DynamicSchedule::Sizing::of(std::int64_t left) const
+{
+    return std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(left) * share / 2), 1, cap);
+}
+
+std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(Store &store, const std::string &key, std::int64_t batches) const
+{
+    // Read the counter first (add 0): other ranks have moved it since this rank last looked, and
+    // sizing from a stale value would take too much near the end, where it matters most.
+    const std::int64_t seen = cap > 1 ? store.add(key, 0) : 0;
+    const std::int64_t k = of(std::max<std::int64_t>(0, batches - seen));
+    return {store.add(key, k), k};
+}
+
+void DynamicSchedule::accept(std::int64_t end, std::int64_t k)
+{
     ++m_claims;
-    m_seen = end;
     const std::int64_t first = end - k;
     if (first >= m_batches) {
         m_exhausted = true;
-        return false;
+        return;
     }
     m_pending.push_back({first, std::min(end, m_batches)});
     if (end >= m_batches)
         m_exhausted = true; // the last run: no need to ask again
-    return true;
+}
+
+bool DynamicSchedule::claim()
+{
+    const double t0 = now();
+    if (m_inflight.valid()) {
+        const auto [end, k] = m_inflight.get(); // rethrows the store's error
+        accept(end, k);
+    } else if (!m_exhausted) {
+        const auto [end, k] = sizing().claim(m_run.store(), m_key, m_batches);
+        accept(end, k);
+    }
+    m_claimSeconds += now() - t0;
+    return !m_pending.empty();
+}
+
+void DynamicSchedule::prefetch()
+{
+    // Ask for the next run while this rank still computes the last batch of its current one, so
+    // the store's round trips (a millisecond or more on a loaded host) are not on the critical path.
+    if (m_exhausted || m_inflight.valid() || m_rounds == 0)
+        return;
+    std::int64_t pending = 0;
+    for (const BatchRun &r : m_pending)
+        pending += r.end - r.first;
+    if (pending > 1)
+        return;
+    m_inflight = std::async(std::launch::async, [z = sizing(), &store = m_run.store(), key = m_key, n = m_batches] { return z.claim(store, key, n); });
 }
 
 void DynamicSchedule::beginRound()
 {
     m_inRound = 0;
-    m_roundStart = now();
-    if (m_sync == kSyncAtEnd)
-        m_roundSeconds = std::numeric_limits<double>::infinity();
-    else if (m_sync == 0 || m_rounds == 0 || !(m_nextRoundSeconds > 0))
-        m_roundSeconds = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
-    else
-        m_roundSeconds = m_nextRoundSeconds;
+    m_roundTokens = 0;
+    if (m_sync == kSyncAtEnd) {
+        m_roundBudget = std::numeric_limits<double>::infinity();
+    } else if (m_sync == 0 || m_rounds == 0 || !(m_rateSum > 0) || m_known == 0) {
+        m_roundBudget = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
+    } else {
+        // The round lasts as long as `sync` tokens take at the ranks' mean speed; this rank's share
+        // of that time is its own speed times it. Speeds within a few percent of the mean count as
+        // the mean: equal ranks then get equal budgets and arrive together, as with static shards,
+        // instead of one batch apart whenever measurement noise rounds them differently.
+        const double mean = m_rateSum / static_cast<double>(m_known);
+        const double mine = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : mean;
+        const double rate = std::abs(mine / mean - 1) < 0.03 ? mean : mine;
+        m_roundBudget = static_cast<double>(m_sync) * rate / mean;
+    }
 }
 
 std::optional<std::int64_t> DynamicSchedule::next()
 {
-    if (m_inRound > 0) {
-        if (m_roundSeconds <= 0)
-            return std::nullopt;
-        if (std::isfinite(m_roundSeconds)) {
-            // Stop at the batch boundary nearest to the round's end: go on only if overshooting by
-            // the next batch lands closer to it than stopping now.
-            if (m_pending.empty() && !claim())
-                return std::nullopt;
-            const std::int64_t b = m_pending.front().first;
-            const double perToken = m_myTokens > 0 ? m_myCompute / static_cast<double>(m_myTokens) : 0;
-            const double predicted = perToken * static_cast<double>(std::max<std::int64_t>(1, m_batchTokens[static_cast<std::size_t>(b)]));
-            const double t = now(), deadline = m_roundStart + m_roundSeconds;
-            if (t + predicted - deadline > deadline - t)
-                return std::nullopt;
-        }
-    }
+    if (m_inRound > 0 && !(m_roundBudget > 0))
+        return std::nullopt;
     if (m_pending.empty() && !claim())
         return std::nullopt;
     BatchRun &front = m_pending.front();
     const std::int64_t b = front.first;
+    // Stop at the batch boundary nearest to this round's budget: go on only if the next batch
+    // overshoots it by less than stopping now falls short.
+    if (m_inRound > 0 && std::isfinite(m_roundBudget)
+        && static_cast<double>(m_roundTokens) + 0.5 * static_cast<double>(m_batchTokens[static_cast<std::size_t>(b)]) > m_roundBudget)
+        return std::nullopt;
     if (++front.first == front.end)
         m_pending.erase(m_pending.begin());
+    prefetch();
     return b;
 }
 
 void DynamicSchedule::evaluated(std::int64_t b, double seconds)
 {
     ++m_inRound;
+    m_roundTokens += m_batchTokens[static_cast<std::size_t>(b)];
     m_myTokens += m_batchTokens[static_cast<std::size_t>(b)];
     m_myCompute += seconds;
     if (!m_done.empty() && m_done.back().end == b)
@@ -173,7 +212,9 @@ void DynamicSchedule::evaluated(std::int64_t b, double seconds)
 bool DynamicSchedule::sync(std::span<std::int64_t> words)
 {
     // Empty now means empty for good: the counter only grows, and nothing is pending.
-    const bool empty = m_pending.empty() && (m_exhausted || (m_inRound == 0 && !claim()));
+    if (m_pending.empty() && m_inflight.valid())
+        claim();
+    const bool empty = m_pending.empty() && m_exhausted;
     m_buffer.assign(words.begin(), words.end());
     const bool knowsSpeed = m_myTokens > 0 && m_myCompute > 0;
     const double rate = knowsSpeed ? static_cast<double>(m_myTokens) / m_myCompute : 0;
@@ -187,7 +228,7 @@ bool DynamicSchedule::sync(std::span<std::int64_t> words)
     const std::int64_t known = m_buffer[words.size() + 2];
     // Every rank computes the same next round length from the same summed words.
     m_rateSum = static_cast<double>(rateSum) / 1000.0;
-    m_nextRoundSeconds = rateSum > 0 && known > 0 ? static_cast<double>(m_sync) * static_cast<double>(known) * 1000.0 / static_cast<double>(rateSum) : 0;
+    m_known = known;
     ++m_rounds;
     if (emptyRanks > m_run.worldSize() || emptyRanks < 0)
         throw ProtocolError("rank " + std::to_string(m_run.rank()) + ": the round's collective says " + std::to_string(emptyRanks) + " of "

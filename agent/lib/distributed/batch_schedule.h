@@ -2,14 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cppl::agent::dist {
 
 class DistributedRun;
+class Store;
 
 /// `--schedule`: fixed batch-aligned shards planned before the run, or batches claimed as ranks go.
 enum class Schedule { Static, Dynamic };
@@ -39,10 +42,9 @@ struct BatchRun
  * evaluated what.
  *
  * Rounds no longer assume equal work. Round 0 is one batch per rank (it measures the speed); after
- * it a round lasts the time in which the ranks, on average, score `--sync-every-tokens` tokens,
- * measured from the all-reduced totals of every rank's tokens and compute time, so every rank plans
- * the same duration and each one stops at the batch boundary nearest to it: ranks of any speed
- * arrive together within a batch. Threshold 0 keeps one batch per rank per round; `end` one round.
+ * it a round lasts the time in which the ranks, at their mean speed (all-reduced with every round),
+ * score `--sync-every-tokens` tokens each: each rank's budget is that time at its own speed, and it
+ * stops at the batch boundary nearest to it, so ranks of any speed arrive together within a batch. Threshold 0 keeps one batch per rank per round; `end` one round.
  * A rank whose queue is empty contributes its unchanged totals until every rank says so in the
  * same collective; then all leave together after the same number of rounds.
  *
@@ -80,7 +82,19 @@ public:
     static constexpr std::size_t kControlWords = 3;
 
 private:
+    /// How large this rank's next claim is (computed on the main thread, used in the claim's thread).
+    struct Sizing
+    {
+        double share = 1;            ///< this rank's part of all ranks' speed
+        std::int64_t cap = INT64_MAX; ///< batches per claim at most
+        [[nodiscard]] std::int64_t of(std::int64_t left) const;
+        /// @brief Claims on @p store; returns (the counter after the claim, the claim's size).
+        [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(Store &store, const std::string &key, std::int64_t batches) const;
+    };
+    [[nodiscard]] Sizing sizing() const;
+    void accept(std::int64_t end, std::int64_t k);
     bool claim();
+    void prefetch();
 
     DistributedRun &m_run;
     std::vector<std::int64_t> m_batchTokens;
@@ -92,18 +106,18 @@ private:
     std::vector<BatchRun> m_pending; ///< claimed, not yet evaluated (front first)
     std::vector<BatchRun> m_done;
     bool m_exhausted = false; ///< the counter has passed the last batch
-    std::int64_t m_seen = 0;  ///< the counter's value at this rank's last claim
     std::int64_t m_claims = 0;
     double m_claimSeconds = 0;
+    std::future<std::pair<std::int64_t, std::int64_t>> m_inflight; ///< a claim sent ahead (prefetch)
 
     int m_rounds = 0;
-    int m_inRound = 0; ///< batches evaluated in this round
-    double m_roundStart = 0;
-    double m_roundSeconds = 0; ///< planned duration of this round (0: one batch; inf: until empty)
+    int m_inRound = 0;           ///< batches evaluated in this round
+    std::int64_t m_roundTokens = 0;
+    double m_roundBudget = 0;    ///< this round's tokens for this rank (0: one batch; inf: until empty)
     std::int64_t m_myTokens = 0;
     double m_myCompute = 0;
-    double m_rateSum = 0;          ///< from the last collective: every rank's tokens per second, summed
-    double m_nextRoundSeconds = 0; ///< from the last collective: sync tokens at the ranks' mean speed
+    double m_rateSum = 0;        ///< from the last collective: every rank's tokens per second, summed
+    std::int64_t m_known = 0;    ///< ... over this many ranks (those that evaluated anything yet)
     std::vector<std::int64_t> m_buffer;
 };
 

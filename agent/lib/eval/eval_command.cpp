@@ -471,7 +471,9 @@ private:
         line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM "
              << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
              << " tokens to score, batch " << m_o.batch;
-        if (m_o.shardCount > 1)
+        if (m_o.distributed && m_o.schedule == dist::Schedule::Dynamic)
+            line << "; rank " << m_o.shardRank << "/" << m_o.shardCount << ": batches claimed as ranks go (dynamic schedule)";
+        else if (m_o.shardCount > 1)
             line << "; " << (m_o.distributed ? "rank " : "shard ") << m_o.shardRank << "/" << m_o.shardCount << ": windows "
                  << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
         logLine(line.str());
@@ -502,18 +504,10 @@ private:
         Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, batch);
         std::optional<RoundPlan> rounds;
         std::optional<dist::DynamicSchedule> schedule;
-        if (dynamic) {
-            std::vector<std::int64_t> batchTokens;
-            for (std::int64_t b = 0; b < nWindows; b += batch) {
-                std::int64_t t = 0;
-                for (std::int64_t w = b; w < std::min(nWindows, b + batch); ++w)
-                    t += plan.windows[static_cast<std::size_t>(w)].scored();
-                batchTokens.push_back(t);
-            }
-            schedule.emplace(*run, std::move(batchTokens), m_o.syncEvery);
-        } else {
+        if (dynamic)
+            schedule.emplace(*run, batchTokens(plan, batch), m_o.syncEvery);
+        else
             rounds.emplace(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, batch);
-        }
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;

@@ -40,6 +40,9 @@ struct Shard
  */
 [[nodiscard]] std::vector<Shard> shardPlanByBatch(const WindowPlan &plan, int ranks, std::int64_t batch);
 
+/// @brief Scored tokens of each global batch b = windows [b·batch, (b+1)·batch) (the last may be short).
+[[nodiscard]] std::vector<std::int64_t> batchTokens(const WindowPlan &plan, std::int64_t batch);
+
 /// @brief Only at the end: one round.
 inline constexpr std::int64_t kSyncAtEnd = std::numeric_limits<std::int64_t>::max();
 /// @brief The default sync threshold, scored tokens per rank per round (docs/communication.md).
