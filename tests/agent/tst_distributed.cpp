@@ -275,7 +275,7 @@ private Q_SLOTS:
                                                                QStringLiteral("4"), QStringLiteral("--")}
                                                        + evalArgs(QStringLiteral("llama.cpp"), 37)
                                                        + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--sync-every-tokens"),
-                                                                     QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                                     QStringLiteral("1000"), QStringLiteral("--timeout"), QStringLiteral("60"),
                                                                      QStringLiteral("--json"), json},
                                            300000);
         qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
