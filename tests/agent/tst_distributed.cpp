@@ -338,6 +338,35 @@ private Q_SLOTS:
         QVERIFY(QString::fromUtf8(ranks[0]->readAllStandardOutput()).contains(QStringLiteral("Final estimate: PPL = ")));
     }
 
+    void ranksWithOtherThreadCounts()
+    {
+        // A batch's exact sum does not depend on the thread count (the native kernels), so ranks of
+        // one dynamic run may use different --threads and still give the one-rank (1 thread) bits.
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        const QString port = QString::number(freeLoopbackPort());
+        const QString json = m_dir.filePath(QStringLiteral("threads.json"));
+        QList<QProcess *> ranks;
+        for (int r = 0; r < 2; ++r) {
+            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 37);
+            args[args.indexOf(QStringLiteral("--threads")) + 1] = QString::number(r + 1);
+            ranks << startRank(this,
+                               {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
+                                {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
+                               args + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--sync-every-tokens"),
+                                                  QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json});
+        }
+        for (QProcess *p : ranks) {
+            QVERIFY(p->waitForFinished(180000));
+            QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+        }
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        const QJsonArray rk = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(rk.size(), 2);
+        QVERIFY(rk[0].toObject().value(QStringLiteral("windows")).toInteger() > 0 && rk[1].toObject().value(QStringLiteral("windows")).toInteger() > 0);
+    }
+
     void rankKilledOrStopped_data()
     {
         QTest::addColumn<int>("signal");
