@@ -28,7 +28,7 @@
 
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
-using cppl::test::freeLoopbackPort;
+using cppl::freeLoopbackPort;
 
 namespace {
 
@@ -241,8 +241,12 @@ private Q_SLOTS:
             } else {
                 QVERIFY(!o.contains(QStringLiteral("batches")));
             }
-            // One host: the measured clock offset is within its own uncertainty of zero (plus scheduling noise).
-            QVERIFY(std::abs(o.value(QStringLiteral("clock_offset_seconds")).toDouble()) < 0.005);
+            // One host, one clock: rank 0 stamped its reply between the send and the receipt, so the
+            // offset lies within its uncertainty (half the round trip) of zero, however loaded the
+            // machine (plus 1 ns of integer halving, and the nanosecond-to-second rounding).
+            const double offset = o.value(QStringLiteral("clock_offset_seconds")).toDouble();
+            const double uncertainty = o.value(QStringLiteral("clock_uncertainty_seconds")).toDouble();
+            QVERIFY2(std::abs(offset) <= uncertainty + 2e-9, qPrintable(QStringLiteral("rank %1: offset %2 s, uncertainty %3 s").arg(rk).arg(offset).arg(uncertainty)));
         }
         QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
         if (dynamic) {
@@ -374,13 +378,17 @@ private Q_SLOTS:
         QTest::addColumn<int>("expectCode");
         QTest::addColumn<QString>("expectText"); // what every surviving rank says, after "rank R: "; {host} is this host
         QTest::addColumn<QString>("launcherText"); // the launcher's summary: the real signal
+        // --timeout: a killed rank must be noticed through its closed connection, long before a
+        // 60 s heartbeat timeout could fire (the survivors' "died" message, not "no heartbeat", shows
+        // which path noticed it); a stopped rank can only be noticed by that timeout, so it is short.
+        QTest::addColumn<int>("timeoutS");
         const QString died = QStringLiteral(") died: its connection closed before it finished (killed, crashed or out of memory; see its log)");
         QTest::addRow("SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
-                                        << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first";
+                                        << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60;
         QTest::addRow("SIGKILL rank 0 (the others lose it)") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
-                                                             << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first";
+                                                             << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60;
         QTest::addRow("SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 ({host}) stopped responding: no heartbeat for "
-                                        << QString(); // the first survivor to time out is reported first: any of them
+                                        << QString() << 6; // the first survivor to time out is reported first: any of them
     }
     void rankKilledOrStopped()
     {
@@ -389,8 +397,8 @@ private Q_SLOTS:
         QFETCH(int, expectCode);
         QFETCH(QString, expectText);
         QFETCH(QString, launcherText);
+        QFETCH(int, timeoutS);
         expectText.replace(QStringLiteral("{host}"), QString::fromStdString(cppl::localHostName()));
-        constexpr int timeoutS = 6;
         QProcess launcher;
         QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
         args.removeAll(QStringLiteral("--quiet")); // rank 0's "model:" line says every rank is past the rendezvous
@@ -420,7 +428,9 @@ private Q_SLOTS:
         QElapsedTimer clock;
         clock.start();
         QCOMPARE(::kill(static_cast<pid_t>(kids[victim]), signal), 0);
-        const bool finished = launcher.waitForFinished((timeoutS + 5 + 5) * 1000);
+        // Generous on purpose (a loaded machine stalls processes for seconds): this only catches a
+        // run that never ends; which path noticed the rank is checked by the messages below.
+        const bool finished = launcher.waitForFinished((timeoutS + 120) * 1000);
         const qint64 took = clock.elapsed();
         if (!finished) {
             for (qint64 k : kids)
@@ -431,8 +441,6 @@ private Q_SLOTS:
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
         QVERIFY2(finished, qPrintable(err));
         qInfo("every rank gone %lld ms after the signal", static_cast<long long>(took));
-        // The bound: timeout + 5 s for the others; a stopped rank is stopped by the launcher after that.
-        QVERIFY2(took < (timeoutS + 5) * 1000 + (signal == SIGSTOP ? 4000 : 0), qPrintable(err));
         QVERIFY2(launcher.exitCode() == expectCode, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
         if (signal == SIGKILL) // a stopped rank: whichever survivor times out first is the launcher's "first"
             QVERIFY2(err.contains(launcherText), qPrintable(err));
@@ -448,9 +456,10 @@ private Q_SLOTS:
             const bool alive = stat.open(QIODevice::ReadOnly) && !stat.readAll().contains(") Z ");
             QVERIFY2(!alive, "a rank outlived the launcher");
         }
-        // Last, so that a slow (loaded) machine still shows whether the messages and codes are right.
+        // A dead rank is noticed at once, not by the timeout: the messages above already name its
+        // closed connection; and every rank was gone before the heartbeat timeout could have fired.
         if (signal == SIGKILL)
-            QVERIFY2(took < 3000, qPrintable(QStringLiteral("a dead rank must be noticed at once, not after the timeout (%1 ms)").arg(took)));
+            QVERIFY2(took < timeoutS * 1000, qPrintable(QStringLiteral("a dead rank must be noticed at once, not after the timeout (%1 ms)").arg(took)));
     }
 
     void missingRankAtRendezvous()
@@ -465,12 +474,14 @@ private Q_SLOTS:
                                 {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
                                evalArgs(QStringLiteral("llama.cpp"), 37) + QStringList{QStringLiteral("--timeout"), QStringLiteral("3")});
         for (QProcess *p : ranks) {
-            QVERIFY(p->waitForFinished(20000));
+            QVERIFY(p->waitForFinished(150000));
             const QString err = QString::fromUtf8(p->readAllStandardError());
             QVERIFY2(p->exitCode() == 6, qPrintable(err));
             QVERIFY2(err.contains(QStringLiteral("1 of 3 ranks never arrived (rank 2)")), qPrintable(err));
         }
-        QVERIFY(clock.elapsed() < 3000 + 5000);
+        // --timeout 3 was honoured, not the 300 s default; generous, since a loaded machine takes
+        // seconds to start and load the ranks (the message above says it was the rendezvous).
+        QVERIFY(clock.elapsed() < 150000);
     }
 
     void failingRankTellsTheOthers()
@@ -482,7 +493,7 @@ private Q_SLOTS:
         QElapsedTimer clock;
         clock.start();
         for (int r = 0; r < 2; ++r) {
-            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0) + QStringList{QStringLiteral("--timeout"), QStringLiteral("60")};
+            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0) + QStringList{QStringLiteral("--timeout"), QStringLiteral("300")};
             if (r == 1)
                 args[1] = m_dir.filePath(QStringLiteral("no-such-model"));
             ranks << startRank(this,
@@ -490,14 +501,16 @@ private Q_SLOTS:
                                 {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
                                args);
         }
-        QVERIFY(ranks[1]->waitForFinished(30000));
+        QVERIFY(ranks[1]->waitForFinished(120000));
         QCOMPARE(ranks[1]->exitCode(), 3);
-        QVERIFY(ranks[0]->waitForFinished(10000));
+        QVERIFY(ranks[0]->waitForFinished(120000));
         const QString err = QString::fromUtf8(ranks[0]->readAllStandardError());
         QVERIFY2(ranks[0]->exitCode() == 5, qPrintable(err));
         QVERIFY2(err.contains(QStringLiteral("rank 1 (")) && err.contains(QStringLiteral("failed:")) && err.contains(QStringLiteral("no-such-model")),
                  qPrintable(err));
-        QVERIFY(clock.elapsed() < 30000);
+        // Told, not timed out: rank 0 names rank 1's reason, and it was done long before its 300 s
+        // --timeout (generous: a loaded machine takes seconds to start the ranks).
+        QVERIFY(clock.elapsed() < 240000);
     }
 
     void ncclUnavailableSaysWhy()
@@ -524,8 +537,8 @@ private Q_SLOTS:
     void telemetryNeverHoldsEvaluationUp()
     {
         // A collector that is not there: the agent queues, drops and counts, and the evaluation
-        // finishes with the same bits, in about the same time (the ratio itself is measured in
-        // bench/telemetry_overhead.sh; this bound only catches a blocked send).
+        // finishes with the same bits (the time ratio is measured in bench/telemetry_overhead.sh; a
+        // blocked send would never finish, which runProcess's limit catches).
         const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
         QElapsedTimer t;
         t.start();
@@ -538,7 +551,6 @@ private Q_SLOTS:
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         qInfo("eval with an unreachable collector: %lld ms", static_cast<long long>(took));
-        QVERIFY(took < 60000);
         // And distributed: every rank streams, none waits for the collector.
         const ProcessResult d = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
                                                                QStringLiteral("2"), QStringLiteral("--")}
