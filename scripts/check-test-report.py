@@ -4,7 +4,7 @@
 
   check-test-report.py REPORT.xml
 
-Prints every skipped test with the reasons its output gave. Exits 1 when the report is missing,
+Prints the slowest tests, and every skipped test with the reasons its output gave. Exits 1 when the report is missing,
 when no test ran (zero tests matched, or every one skipped), or under CI=true when a test did not
 run for any reason but a missing GPU ("no GPU:" skips, tests/common/test_skip.h): CI has
 ../shared/data, sshd, root and every package. The same rule is in tests/common/run_qtest.sh; this
@@ -34,12 +34,17 @@ def main(argv):
         return 1
     ci = os.environ.get("CI") == "true"
     counts = {"run": 0, "fail": 0, "notrun": 0, "disabled": 0}
+    times = []
     not_gpu = []
     skipped_lines = []
     for case in suite.iter("testcase"):
         name = case.get("name", "?")
         status = case.get("status", "notrun")
         counts[status] = counts.get(status, 0) + 1
+        try:
+            times.append((float(case.get("time", "0")), name))
+        except ValueError:
+            pass
         if status not in ("notrun", "disabled"):
             continue
         output = case.findtext("system-out") or ""
@@ -57,6 +62,10 @@ def main(argv):
     ran = counts["run"] + counts["fail"]
     skipped = counts["notrun"] + counts["disabled"]
     print(f"check-test-report: {ran} ran ({counts['run']} passed, {counts['fail']} failed), {skipped} skipped")
+    if times:
+        # Where CI's time goes (wall seconds as ctest measured them, beside whatever ran in parallel).
+        slowest = sorted(times, reverse=True)[:8]
+        print("Slowest tests: " + ", ".join(f"{n} {t:.0f} s" for t, n in slowest))
     if skipped_lines:
         print("Skipped tests and why:")
         print("\n".join(skipped_lines))
