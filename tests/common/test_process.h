@@ -2,14 +2,15 @@
 // Runs a real program the way a user would, and keeps what it said.
 #pragma once
 
+#include <QByteArray>
+#include <QDir>
+#include <QFile>
+#include <QList>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <algorithm>
 
 namespace cppl::test {
 
@@ -34,18 +35,34 @@ inline ProcessResult runProcess(const QString &program, const QStringList &args,
             QString::fromUtf8(p.readAllStandardError())};
 }
 
-/// @brief A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
-inline int freeLoopbackPort()
+/// The whole file, or nothing when it cannot be read.
+inline QByteArray readFile(const QString &path)
 {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+/// Live processes (zombies have exited already) whose environment carries CLUSTERPPL_RUN_ID=@p id,
+/// and @p extra too when given (e.g. "RANK=2"): a run's agents wherever they were started. Ascending.
+inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {})
+{
+    QList<qint64> out;
+    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
+    for (const QString &e : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const QList<QByteArray> env = readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0');
+        if (!env.contains(needle) || (!extra.isEmpty() && !env.contains(extra)))
+            continue;
+        const QByteArray stat = readFile(QStringLiteral("/proc/%1/stat").arg(pid));
+        const qsizetype close = stat.lastIndexOf(')');
+        if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
+            out << pid;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 } // namespace cppl::test

@@ -9,6 +9,7 @@
 
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -32,7 +33,10 @@
 using namespace Qt::StringLiterals;
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
-using cppl::test::freeLoopbackPort;
+using cppl::freeLoopbackPort;
+
+using cppl::test::agentsOfRun;
+using cppl::test::readFile;
 
 namespace {
 
@@ -60,41 +64,11 @@ bool writeFile(const QString &path, const QByteArray &data)
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
 }
 
-QByteArray readFile(const QString &path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
 bool keygen(const QString &path)
 {
     QFile::remove(path);
     QFile::remove(path + u".pub"_s);
     return runProcess(u"ssh-keygen"_s, {u"-q"_s, u"-t"_s, u"ed25519"_s, u"-N"_s, QString(), u"-f"_s, path}, 30000).exitCode == 0;
-}
-
-/// Processes whose environment carries CLUSTERPPL_RUN_ID=id (this run's agents, wherever started).
-QList<qint64> agentsOfRun(const QString &id)
-{
-    QList<qint64> out;
-    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
-    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok)
-            continue;
-        const QByteArray env = readFile(u"/proc/%1/environ"_s.arg(pid));
-        for (const QByteArray &kv : env.split('\0'))
-            if (kv == needle) {
-                // a zombie has exited already
-                const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
-                const qsizetype close = stat.lastIndexOf(')');
-                if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
-                    out << pid;
-                break;
-            }
-    }
-    return out;
 }
 
 } // namespace

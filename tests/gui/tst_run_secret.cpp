@@ -4,6 +4,7 @@
 // first line of their stdin. Real sockets on 127.0.0.1, real agent processes, the real local launcher.
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 #include "cppl/telemetry.h"
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
@@ -168,7 +169,9 @@ private Q_SLOTS:
         QElapsedTimer t;
         t.start();
         QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::agent::telemetry::readKeyLine(fds[0], std::chrono::milliseconds(300)));
-        QVERIFY2(t.elapsed() >= 290 && t.elapsed() < 3000, QByteArray::number(t.elapsed()).constData());
+        // Not before the limit; the upper bound only catches a wait that ignores it (a loaded machine
+        // can stall the thread for seconds).
+        QVERIFY2(t.elapsed() >= 290 && t.elapsed() < 60000, QByteArray::number(t.elapsed()).constData());
         try {
             (void)cppl::agent::telemetry::readKeyLine(fds[0], std::chrono::milliseconds(100));
         } catch (const cppl::ConfigError &e) {
@@ -272,7 +275,7 @@ private Q_SLOTS:
         QVERIFY2(parsed.ok(), parsed.errors.empty() ? "" : parsed.errors.front().c_str());
         cppl::core::LaunchOptions lo;
         lo.runId = "secret-" + std::to_string(::getpid());
-        lo.masterPort = cppl::test::freeLoopbackPort();
+        lo.masterPort = cppl::freeLoopbackPort();
         lo.telemetry = collector.endpoint();
         lo.telemetryCredentials = run.agent;
         const auto plan = cppl::core::buildLaunchPlan(parsed.profile, lo);

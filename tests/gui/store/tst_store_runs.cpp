@@ -26,35 +26,15 @@
 using namespace Qt::StringLiterals;
 using namespace cppl::core::store;
 
+using cppl::test::agentsOfRun;
+using cppl::test::readFile;
+
 namespace {
 
 const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
-
-QByteArray readFile(const QString &path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-/// Live (not zombie) processes whose environment carries CLUSTERPPL_RUN_ID=id.
-int agentsOfRun(const QString &id)
-{
-    int n = 0;
-    const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
-    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok || !readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains(needle))
-            continue;
-        const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
-        const qsizetype close = stat.lastIndexOf(')');
-        n += close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z';
-    }
-    return n;
-}
 
 bool writeFile(const QString &path, const QByteArray &bytes)
 {
@@ -221,13 +201,13 @@ private Q_SLOTS:
             }
         }
         QVERIFY2(before >= 8, qPrintable(u"samples before the kill: %1\n"_s.arg(before) + QString::fromUtf8(p.readAllStandardError())));
-        QCOMPARE(agentsOfRun(runId), 4);
+        QCOMPARE(agentsOfRun(runId).size(), 4);
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         QVERIFY(p.waitForFinished(10000));
         t.restart();
-        while (agentsOfRun(runId) > 0 && t.elapsed() < 10000)
+        while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
             QThread::msleep(100);
-        QCOMPARE(agentsOfRun(runId), 0);
+        QCOMPARE(agentsOfRun(runId).size(), 0);
         qInfo("every agent gone %lld ms after SIGKILL of the CLI", static_cast<long long>(t.elapsed()));
         RunStore s(m_store);
         QVERIFY(s.interruptedOnOpen().contains(runId));
