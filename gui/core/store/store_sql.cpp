@@ -49,6 +49,44 @@ QVariant date(const QDateTime &d)
 {
     return d.isValid() ? QVariant(d.toUTC().toString(Qt::ISODateWithMs)) : QVariant();
 }
+QVariant int64(std::int64_t v)
+{
+    return QVariant::fromValue<qint64>(v);
+}
+
+/// Binds @p values to the prepared statement's placeholders in order and runs it.
+void execBound(const QSqlDatabase &db, QSqlQuery &q, const QVariantList &values, const QString &what)
+{
+    for (const QVariant &v : values)
+        q.addBindValue(v);
+    run(db, q, what);
+}
+
+/// Columns and their values side by side, so that a statement's column list and its bindings
+/// cannot drift apart.
+struct ColumnValues
+{
+    QStringList columns;
+    QVariantList values;
+    void add(const QString &column, const QVariant &value)
+    {
+        columns << column;
+        values << value;
+    }
+};
+
+/// What a run's end fills in, in insertRun and updateEnd alike.
+void addOutcome(ColumnValues &row, const RunRecord &rec)
+{
+    row.add(u"result"_s, rec.resultJson.isEmpty() ? QVariant() : QVariant(QString::fromUtf8(rec.resultJson)));
+    row.add(u"ppl"_s, opt(rec.ppl));
+    row.add(u"ppl_stderr"_s, opt(rec.pplStderr));
+    row.add(u"nll_sum_exact"_s, text(rec.nllSumExact));
+    row.add(u"tokens_scored"_s, int64(rec.tokensScored));
+    row.add(u"tokens_per_second"_s, opt(rec.tokensPerSecond));
+    row.add(u"exit_code"_s, opt(rec.exitCode));
+    row.add(u"first_cause"_s, text(rec.firstCause));
+}
 
 // Version 1: what the first store held (a minimal history), kept to test the migration path.
 const char *const kSchemaV1[] = {
@@ -137,23 +175,12 @@ void migrate1to2(QSqlDatabase &db)
         u.prepare(u"UPDATE runs SET profile_name = ?, launcher = ?, node_count = ?, groups_count = ?, groups = ?, ppl_stderr = ?,"
                   " nll_sum_exact = ?, tokens_scored = ?, tokens_per_second = ?, model = ?, data = ?, protocol = ?, settings = ?,"
                   " settings_key = ?, world_size = CASE WHEN world_size > 0 THEN world_size ELSE ? END WHERE id = ?"_s);
-        u.addBindValue(text(rec.profileName));
-        u.addBindValue(text(rec.launcher));
-        u.addBindValue(rec.nodeCount);
-        u.addBindValue(rec.groupsCount);
-        u.addBindValue(json(rec.groups));
-        u.addBindValue(opt(rec.pplStderr));
-        u.addBindValue(text(rec.nllSumExact));
-        u.addBindValue(QVariant::fromValue<qint64>(rec.tokensScored));
-        u.addBindValue(opt(rec.tokensPerSecond));
-        u.addBindValue(text(in.model));
-        u.addBindValue(text(in.data));
-        u.addBindValue(text(in.protocol));
-        u.addBindValue(in.protocol.isEmpty() ? QVariant() : json(settingsJson(in)));
-        u.addBindValue(in.protocol.isEmpty() ? QString(u""_s) : settingsKey(in));
-        u.addBindValue(rec.worldSize);
-        u.addBindValue(QVariant::fromValue<qint64>(row.id));
-        run(db, u, u"back-filling run columns"_s);
+        execBound(db, u,
+                  {text(rec.profileName), text(rec.launcher), rec.nodeCount, rec.groupsCount, json(rec.groups), opt(rec.pplStderr),
+                   text(rec.nllSumExact), int64(rec.tokensScored), opt(rec.tokensPerSecond), text(in.model), text(in.data), text(in.protocol),
+                   in.protocol.isEmpty() ? QVariant() : json(settingsJson(in)), in.protocol.isEmpty() ? QString(u""_s) : settingsKey(in),
+                   rec.worldSize, int64(row.id)},
+                  u"back-filling run columns"_s);
         if (!rec.ranks.empty())
             replaceRankSummary(db, row.id, rec.ranks);
     }
@@ -275,9 +302,7 @@ std::optional<std::int64_t> idOf(QSqlDatabase &db, const QString &runId)
 {
     QSqlQuery q(db);
     q.prepare(u"SELECT id FROM runs WHERE run_id = ?"_s);
-    q.addBindValue(runId);
-    if (!q.exec())
-        fail(db, u"looking up a run"_s, q.lastError());
+    execBound(db, q, {runId}, u"looking up a run"_s);
     if (!q.next())
         return std::nullopt;
     return q.value(0).toLongLong();
@@ -285,42 +310,33 @@ std::optional<std::int64_t> idOf(QSqlDatabase &db, const QString &runId)
 
 std::int64_t insertRun(QSqlDatabase &db, const RunRecord &rec, bool withDetails)
 {
+    ColumnValues row;
+    row.add(u"run_id"_s, rec.runId);
+    row.add(u"status"_s, statusName(rec.status));
+    row.add(u"started"_s, date(rec.started.isValid() ? rec.started : QDateTime::currentDateTimeUtc()));
+    row.add(u"ended"_s, date(rec.ended));
+    row.add(u"source"_s, text(rec.source));
+    row.add(u"profile_name"_s, text(rec.profileName));
+    row.add(u"profile"_s, json(rec.profile));
+    row.add(u"settings"_s, json(rec.settings));
+    row.add(u"launcher"_s, text(rec.launcher));
+    row.add(u"world_size"_s, rec.worldSize);
+    row.add(u"groups_count"_s, rec.groupsCount);
+    row.add(u"node_count"_s, rec.nodeCount);
+    row.add(u"hosts"_s, json(rec.hosts));
+    row.add(u"groups"_s, json(rec.groups));
+    row.add(u"versions"_s, json(rec.versions));
+    row.add(u"preflight"_s, json(rec.preflight));
+    addOutcome(row, rec);
+    row.add(u"model"_s, text(rec.model));
+    row.add(u"data"_s, text(rec.data));
+    row.add(u"protocol"_s, text(rec.protocol));
+    row.add(u"settings_key"_s, text(rec.settingsKey));
+    row.add(u"owner"_s, text(rec.owner));
     QSqlQuery q(db);
-    q.prepare(u"INSERT INTO runs (run_id, status, started, ended, source, profile_name, profile, settings, launcher, world_size,"
-              " groups_count, node_count, hosts, groups, versions, preflight, result, ppl, ppl_stderr, nll_sum_exact, tokens_scored,"
-              " tokens_per_second, exit_code, first_cause, model, data, protocol, settings_key, owner)"
-              " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"_s);
-    q.addBindValue(rec.runId);
-    q.addBindValue(statusName(rec.status));
-    q.addBindValue(date(rec.started.isValid() ? rec.started : QDateTime::currentDateTimeUtc()));
-    q.addBindValue(date(rec.ended));
-    q.addBindValue(text(rec.source));
-    q.addBindValue(text(rec.profileName));
-    q.addBindValue(json(rec.profile));
-    q.addBindValue(json(rec.settings));
-    q.addBindValue(text(rec.launcher));
-    q.addBindValue(rec.worldSize);
-    q.addBindValue(rec.groupsCount);
-    q.addBindValue(rec.nodeCount);
-    q.addBindValue(json(rec.hosts));
-    q.addBindValue(json(rec.groups));
-    q.addBindValue(json(rec.versions));
-    q.addBindValue(json(rec.preflight));
-    q.addBindValue(rec.resultJson.isEmpty() ? QVariant() : QVariant(QString::fromUtf8(rec.resultJson)));
-    q.addBindValue(opt(rec.ppl));
-    q.addBindValue(opt(rec.pplStderr));
-    q.addBindValue(text(rec.nllSumExact));
-    q.addBindValue(QVariant::fromValue<qint64>(rec.tokensScored));
-    q.addBindValue(opt(rec.tokensPerSecond));
-    q.addBindValue(opt(rec.exitCode));
-    q.addBindValue(text(rec.firstCause));
-    q.addBindValue(text(rec.model));
-    q.addBindValue(text(rec.data));
-    q.addBindValue(text(rec.protocol));
-    q.addBindValue(text(rec.settingsKey));
-    q.addBindValue(text(rec.owner));
-    if (!q.exec())
-        fail(db, u"recording run "_s + rec.runId, q.lastError());
+    q.prepare(u"INSERT INTO runs ("_s + row.columns.join(u", "_s) + u") VALUES ("_s + QStringList(row.columns.size(), u"?"_s).join(u","_s)
+              + u")"_s);
+    execBound(db, q, row.values, u"recording run "_s + rec.runId);
     const std::int64_t id = q.lastInsertId().toLongLong();
     if (withDetails) {
         replaceRankSummary(db, id, rec.ranks);
@@ -336,36 +352,22 @@ void updatePreflight(QSqlDatabase &db, std::int64_t id, const QJsonArray &prefli
 {
     QSqlQuery q(db);
     q.prepare(u"UPDATE runs SET preflight = ?, versions = ? WHERE id = ?"_s);
-    q.addBindValue(json(preflight));
-    q.addBindValue(json(versions));
-    q.addBindValue(QVariant::fromValue<qint64>(id));
-    if (!q.exec())
-        fail(db, u"recording pre-flight"_s, q.lastError());
+    execBound(db, q, {json(preflight), json(versions), int64(id)}, u"recording pre-flight"_s);
 }
 
 void updateEnd(QSqlDatabase &db, std::int64_t id, const RunRecord &rec)
 {
+    ColumnValues row;
+    row.add(u"status"_s, statusName(rec.status));
+    row.add(u"ended"_s, date(rec.ended));
+    addOutcome(row, rec);
+    row.add(u"versions"_s, json(rec.versions));
+    row.add(u"groups"_s, json(rec.groups));
+    row.add(u"groups_count"_s, rec.groupsCount);
+    row.add(u"world_size"_s, rec.worldSize);
     QSqlQuery q(db);
-    q.prepare(u"UPDATE runs SET status = ?, ended = ?, result = ?, ppl = ?, ppl_stderr = ?, nll_sum_exact = ?, tokens_scored = ?,"
-              " tokens_per_second = ?, exit_code = ?, first_cause = ?, versions = ?, groups = ?, groups_count = ?, world_size = ?,"
-              " owner = '' WHERE id = ?"_s);
-    q.addBindValue(statusName(rec.status));
-    q.addBindValue(date(rec.ended));
-    q.addBindValue(rec.resultJson.isEmpty() ? QVariant() : QVariant(QString::fromUtf8(rec.resultJson)));
-    q.addBindValue(opt(rec.ppl));
-    q.addBindValue(opt(rec.pplStderr));
-    q.addBindValue(text(rec.nllSumExact));
-    q.addBindValue(QVariant::fromValue<qint64>(rec.tokensScored));
-    q.addBindValue(opt(rec.tokensPerSecond));
-    q.addBindValue(opt(rec.exitCode));
-    q.addBindValue(text(rec.firstCause));
-    q.addBindValue(json(rec.versions));
-    q.addBindValue(json(rec.groups));
-    q.addBindValue(rec.groupsCount);
-    q.addBindValue(rec.worldSize);
-    q.addBindValue(QVariant::fromValue<qint64>(id));
-    if (!q.exec())
-        fail(db, u"recording the end of run "_s + rec.runId, q.lastError());
+    q.prepare(u"UPDATE runs SET "_s + row.columns.join(u" = ?, "_s) + u" = ?, owner = '' WHERE id = ?"_s);
+    execBound(db, q, row.values + QVariantList{int64(id)}, u"recording the end of run "_s + rec.runId);
     replaceRankSummary(db, id, rec.ranks);
 }
 
@@ -376,18 +378,9 @@ void insertSamples(QSqlDatabase &db, std::int64_t id, const std::vector<RankSamp
     QSqlQuery q(db);
     q.prepare(u"INSERT INTO rank_samples (run, t, rank, tokens_per_second, wait_share, transfer_share, deviation, tokens)"
               " VALUES (?,?,?,?,?,?,?,?)"_s);
-    for (const auto &s : samples) {
-        q.addBindValue(QVariant::fromValue<qint64>(id));
-        q.addBindValue(s.t);
-        q.addBindValue(s.rank);
-        q.addBindValue(s.tokensPerSecond);
-        q.addBindValue(s.waitShare);
-        q.addBindValue(s.transferShare);
-        q.addBindValue(s.deviation);
-        q.addBindValue(QVariant::fromValue<qint64>(s.tokens));
-        if (!q.exec())
-            fail(db, u"recording samples"_s, q.lastError());
-    }
+    for (const auto &s : samples)
+        execBound(db, q, {int64(id), s.t, s.rank, s.tokensPerSecond, s.waitShare, s.transferShare, s.deviation, int64(s.tokens)},
+                  u"recording samples"_s);
 }
 
 void insertLogs(QSqlDatabase &db, std::int64_t id, const std::vector<LogLine> &lines)
@@ -396,71 +389,37 @@ void insertLogs(QSqlDatabase &db, std::int64_t id, const std::vector<LogLine> &l
         return;
     QSqlQuery q(db);
     q.prepare(u"INSERT INTO logs (run, rank, seq, t, stream, line) VALUES (?,?,?,?,?,?)"_s);
-    for (const auto &l : lines) {
-        q.addBindValue(QVariant::fromValue<qint64>(id));
-        q.addBindValue(l.rank);
-        q.addBindValue(QVariant::fromValue<qint64>(l.seq));
-        q.addBindValue(l.t);
-        q.addBindValue(l.isStderr ? u"err"_s : u"out"_s);
-        q.addBindValue(text(l.line));
-        if (!q.exec())
-            fail(db, u"recording log lines"_s, q.lastError());
-    }
+    for (const auto &l : lines)
+        execBound(db, q, {int64(id), l.rank, int64(l.seq), l.t, l.isStderr ? u"err"_s : u"out"_s, text(l.line)}, u"recording log lines"_s);
 }
 
 void trimLogs(QSqlDatabase &db, std::int64_t id, int rank, std::int64_t fromSeq, std::int64_t toSeq)
 {
     QSqlQuery q(db);
     q.prepare(u"DELETE FROM logs WHERE run = ? AND rank = ? AND seq >= ? AND seq < ?"_s);
-    q.addBindValue(QVariant::fromValue<qint64>(id));
-    q.addBindValue(rank);
-    q.addBindValue(QVariant::fromValue<qint64>(fromSeq));
-    q.addBindValue(QVariant::fromValue<qint64>(toSeq));
-    if (!q.exec())
-        fail(db, u"trimming log lines"_s, q.lastError());
+    execBound(db, q, {int64(id), rank, int64(fromSeq), int64(toSeq)}, u"trimming log lines"_s);
 }
 
 void insertAlert(QSqlDatabase &db, std::int64_t id, const StoredAlert &a)
 {
     QSqlQuery q(db);
     q.prepare(u"INSERT INTO alerts (run, t, at, rank, kind, message) VALUES (?,?,?,?,?,?)"_s);
-    q.addBindValue(QVariant::fromValue<qint64>(id));
-    q.addBindValue(a.t);
-    q.addBindValue(date(a.when));
-    q.addBindValue(a.rank);
-    q.addBindValue(text(a.kind));
-    q.addBindValue(text(a.message));
-    if (!q.exec())
-        fail(db, u"recording an alert"_s, q.lastError());
+    execBound(db, q, {int64(id), a.t, date(a.when), a.rank, text(a.kind), text(a.message)}, u"recording an alert"_s);
 }
 
 void replaceRankSummary(QSqlDatabase &db, std::int64_t id, const std::vector<RankSummary> &ranks)
 {
     QSqlQuery del(db);
     del.prepare(u"DELETE FROM rank_summary WHERE run = ?"_s);
-    del.addBindValue(QVariant::fromValue<qint64>(id));
-    if (!del.exec())
-        fail(db, u"replacing rank summaries"_s, del.lastError());
+    execBound(db, del, {int64(id)}, u"replacing rank summaries"_s);
     QSqlQuery q(db);
     q.prepare(u"INSERT INTO rank_summary (run, rank, host, grp, tokens, windows, rounds, compute_seconds, wait_seconds,"
               " transfer_seconds, wall_seconds, tokens_per_second, exit_code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"_s);
-    for (const auto &r : ranks) {
-        q.addBindValue(QVariant::fromValue<qint64>(id));
-        q.addBindValue(r.rank);
-        q.addBindValue(text(r.host));
-        q.addBindValue(r.group);
-        q.addBindValue(QVariant::fromValue<qint64>(r.tokens));
-        q.addBindValue(QVariant::fromValue<qint64>(r.windows));
-        q.addBindValue(QVariant::fromValue<qint64>(r.rounds));
-        q.addBindValue(r.computeSeconds);
-        q.addBindValue(r.waitSeconds);
-        q.addBindValue(r.transferSeconds);
-        q.addBindValue(r.wallSeconds);
-        q.addBindValue(r.tokensPerSecond);
-        q.addBindValue(opt(r.exitCode));
-        if (!q.exec())
-            fail(db, u"recording rank summaries"_s, q.lastError());
-    }
+    for (const auto &r : ranks)
+        execBound(db, q,
+                  {int64(id), r.rank, text(r.host), r.group, int64(r.tokens), int64(r.windows), int64(r.rounds), r.computeSeconds, r.waitSeconds,
+                   r.transferSeconds, r.wallSeconds, r.tokensPerSecond, opt(r.exitCode)},
+                  u"recording rank summaries"_s);
 }
 
 } // namespace cppl::core::store::sql

@@ -8,10 +8,22 @@
 
 #include <QImage>
 #include <QSet>
+#include <QTest>
 
 #include <cmath>
 
 namespace cppl::charts::test {
+
+/// The data rows of every rendering test: device pixel ratio 1 and 2, light and dark ("dpr", "dark").
+inline void addScaleAndThemeRows()
+{
+    QTest::addColumn<qreal>("dpr");
+    QTest::addColumn<bool>("dark");
+    QTest::addRow("1x light") << qreal(1) << false;
+    QTest::addRow("2x light") << qreal(2) << false;
+    QTest::addRow("1x dark") << qreal(1) << true;
+    QTest::addRow("2x dark") << qreal(2) << true;
+}
 
 inline QRgb pixelAt(const QImage &image, qreal x, qreal y)
 {

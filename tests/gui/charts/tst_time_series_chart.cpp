@@ -48,12 +48,7 @@ private Q_SLOTS:
 
 void TestTimeSeriesChart::renders_data()
 {
-    QTest::addColumn<qreal>("dpr");
-    QTest::addColumn<bool>("dark");
-    QTest::addRow("1x light") << qreal(1) << false;
-    QTest::addRow("2x light") << qreal(2) << false;
-    QTest::addRow("1x dark") << qreal(1) << true;
-    QTest::addRow("2x dark") << qreal(2) << true;
+    addScaleAndThemeRows();
 }
 
 void TestTimeSeriesChart::renders()
