@@ -2,6 +2,7 @@
 #include "agent_cli.h"
 
 #include "args.h"
+#include "distributed/comm_check.h"
 #include "distributed/standalone.h"
 #include "preflight.h"
 #include "result_json.h"
@@ -51,8 +52,11 @@ constexpr CommandUsage kCommandUsage[] = {
       --bos auto|always|never            BOS before the stream (recorded in the result)
       --on-invalid-utf8 error|replace    (default error, naming the byte offset)
       --batch B              windows per forward pass (default 8)
-      --dtype float32|bfloat16|float16   (default float32; log-softmax always in float32)
-      --device cpu|cuda[:i]|auto         (default auto: cuda when available)
+      --dtype float32|bfloat16|float16   (default bfloat16 on a GPU, else float32; log-softmax
+                                         always in float32)
+      --device cpu|cuda[:i]|auto         (default auto: cuda when available; cuda takes
+                                         cuda:LOCAL_RANK, or cuda:0 when a rank sees one GPU)
+      --tf32 on|off          TensorFloat-32 matrix products for float32 on a GPU (default on)
       --threads N            LibTorch intra-op threads (default: all cores)
       --blas-threads N       OpenBLAS threads (default: --threads)
       --gemm auto|native|onednn|blas  float32 CPU kernels: the agent's own (packed weights,
@@ -92,6 +96,14 @@ constexpr CommandUsage kCommandUsage[] = {
       Start N local ranks of eval with torchrun's environment; the launcher serves the rendezvous
       store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
       when one fails and returns rank 0's exit code.
+)"},
+    {"comm-check", R"(  clusterppl-agent comm-check [--backend gloo|nccl] [--topology hierarchical|flat] [--words N,...]
+      One rank of a collective self-test (start it like eval, e.g. run --standalone
+      --nproc-per-node 2 -- comm-check --backend nccl): forms eval's communicators, all-reduces
+      words of about +-2^62/WORLD_SIZE with distinct low bits, and checks every word against its
+      exact sum (computed locally). Exit 0 only when all are exact on every rank.
+      --words N,...          word counts, one all-reduce each (default 1,7,65536,1048577)
+      --groups, --timeout (default 120), --rank ... --master-port   as for eval
 )"},
     {"merge", R"(  clusterppl-agent merge RESULT.json... [--json OUT]
       Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
@@ -382,6 +394,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return dist::standaloneCommand(rest, out, err);
         if (args[0] == "preflight")
             return preflightCommand(rest, out, err);
+        if (args[0] == "comm-check")
+            return dist::commCheckCommand(rest, out, err);
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const std::exception &e) {

@@ -133,6 +133,11 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
         const std::string ncclWhy = dist::ncclUnavailableReason();
         j["nccl"] = {{"available", ncclWhy.empty()}, {"reason", ncclWhy}};
+        // Which files were loaded, and how: a CUDA LibTorch's own runtime and NCCL come first.
+        const dist::GpuLibraries libs = dist::gpuLibraries();
+        j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
+                              {"cuda_driver_version", libs.driverVersion}, {"nccl_path", libs.ncclPath}, {"nccl_how", libs.ncclHow},
+                              {"nccl_version", libs.ncclVersion},         {"error", libs.error}};
         j["memory_available_bytes"] = memAvailableBytes();
         nlohmann::ordered_json p = nlohmann::ordered_json::array();
         for (const auto &path : paths) {
@@ -164,7 +169,8 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
             out << j.dump() << '\n';
         } else {
             out << "host " << host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
-                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n';
+                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n'
+                << dist::describe(libs) << '\n';
             for (const auto &pr : problems)
                 out << "problem: " << pr << '\n';
         }

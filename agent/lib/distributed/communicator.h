@@ -56,6 +56,8 @@ struct BackendOptions
     int rank = 0;
     int worldSize = 1;
     int localRank = 0;
+    int localWorldSize = 1;
+    int cudaDevice = -1; ///< the GPU eval chose for this rank (NCCL uses the same); -1: choose here
     RankGroups groups;
     Topology topology = Topology::Hierarchical;
     std::chrono::milliseconds timeout{300000};
@@ -73,6 +75,25 @@ struct BackendOptions
  * no GPU).
  */
 [[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
+
+/// @brief The GPU libraries as this process loaded them (dlopen), for logs and pre-flight reports.
+struct GpuLibraries
+{
+    std::string cudartPath; ///< the file actually mapped (dlinfo), empty when none loaded
+    std::string cudartHow;  ///< "already loaded (LibTorch's)", "loader search" or "build-time path"
+    std::string ncclPath;
+    std::string ncclHow;
+    int runtimeVersion = 0; ///< cudaRuntimeGetVersion, e.g. 13000
+    int driverVersion = 0;  ///< cudaDriverGetVersion (the newest CUDA the driver supports), 0 without a driver
+    int ncclVersion = 0;    ///< ncclGetVersion, e.g. 22809
+    std::string error;      ///< why a library or symbol could not be loaded; empty when all loaded
+};
+/// @brief Loads the libraries once (already loaded ones first: RTLD_NOLOAD) and says what it got.
+[[nodiscard]] GpuLibraries gpuLibraries();
+/// @brief One line: versions and paths, e.g. for the agent's log.
+[[nodiscard]] std::string describe(const GpuLibraries &libraries);
+/// @brief Free and total bytes of @p device (cudaMemGetInfo), or nothing without a usable runtime.
+[[nodiscard]] bool cudaMemoryInfo(int device, std::int64_t &freeBytes, std::int64_t &totalBytes);
 
 /// @brief A CUDA device as the runtime reports it (for pre-flight checks).
 struct GpuInfo

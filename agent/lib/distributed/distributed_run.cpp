@@ -107,6 +107,8 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     b.rank = m_rank;
     b.worldSize = m_world;
     b.localRank = id.localRank;
+    b.localWorldSize = id.localWorldSize;
+    b.cudaDevice = o.cudaDeviceIndex;
     b.groups = m_groups;
     b.topology = m_topology;
     b.timeout = o.timeout;
@@ -134,7 +136,20 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     }
 }
 
-DistributedRun::~DistributedRun() = default;
+DistributedRun::~DistributedRun()
+{
+    // The communicators go first, while the watchdog still watches (a peer that dies during the
+    // finalize ends this process through it). A run that finished finalizes and destroys them
+    // (children before the parent); one that failed aborts them, as NCCL asks after an error.
+    const std::lock_guard lock(m_commsMutex);
+    if (!m_finished)
+        for (Communicator *c : {m_comms.leaders.get(), m_comms.group.get(), m_comms.world.get()})
+            if (c)
+                c->abort();
+    m_comms.leaders.reset();
+    m_comms.group.reset();
+    m_comms.world.reset();
+}
 
 void DistributedRun::abortCommunicators() noexcept
 {
@@ -243,6 +258,7 @@ void DistributedRun::reportFailure(int exitCode, const std::string &message)
 
 void DistributedRun::finish()
 {
+    m_finished = true;
     if (m_watchdog)
         m_watchdog->finish();
 }

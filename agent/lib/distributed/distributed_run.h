@@ -25,6 +25,7 @@ struct DistributedOptions
     Topology topology = Topology::Hierarchical;
     std::string backend = "auto";       ///< auto | gloo | nccl
     bool cudaDevice = false;            ///< auto picks nccl when the model runs on a GPU
+    int cudaDeviceIndex = -1;           ///< the rank's GPU (chooseCudaDevice), -1: the model is on the CPU
     std::chrono::milliseconds timeout{300000};
     bool storeServedElsewhere = false;  ///< TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store
     std::string glooInterface;          ///< GLOO_SOCKET_IFNAME
@@ -114,7 +115,8 @@ private:
     std::unique_ptr<Store> m_store;
     Communicators m_comms;
     std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
-    std::unique_ptr<Watchdog> m_watchdog; ///< last: destroyed (its thread joined) before the rest
+    std::unique_ptr<Watchdog> m_watchdog; ///< destroyed (its thread joined) after the communicators, before the store
+    bool m_finished = false;              ///< finish() ran: the communicators close cleanly
     CommStats m_comm;
 };
 

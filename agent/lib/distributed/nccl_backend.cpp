@@ -4,21 +4,46 @@
 #include "communicator.h"
 #include "store.h"
 
+#include "gpu/device_choice.h"
+
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unistd.h>
 
 #if CLUSTERPPL_HAVE_NCCL
 #include <nccl.h>
 #include <dlfcn.h>
+#include <link.h>
 #endif
 
 namespace cppl::agent::dist {
+
+std::string describe(const GpuLibraries &l)
+{
+    if (l.cudartPath.empty() && l.ncclPath.empty())
+        return "GPU libraries: " + (l.error.empty() ? std::string("none loaded") : l.error);
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }; // CUDA: 12040 = 12.4
+    std::string s = "CUDA runtime " + version(l.runtimeVersion) + " [" + l.cudartPath + ", " + l.cudartHow + "], driver: "
+                    + (l.driverVersion > 0 ? "CUDA " + version(l.driverVersion) : std::string("none"));
+    if (!l.ncclPath.empty()) {
+        const int v = l.ncclVersion; // NCCL_VERSION: major * 10000 + minor * 100 + patch since 2.9
+        s += "; NCCL " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100) + " [" + l.ncclPath
+             + ", " + l.ncclHow + "]";
+    }
+    if (!l.error.empty())
+        s += "; " + l.error;
+    return s;
+}
 
 #if !CLUSTERPPL_HAVE_NCCL
 
@@ -38,6 +63,18 @@ std::vector<GpuInfo> cudaDevices()
     return {};
 }
 
+GpuLibraries gpuLibraries()
+{
+    GpuLibraries l;
+    l.error = ncclUnavailableReason();
+    return l;
+}
+
+bool cudaMemoryInfo(int, std::int64_t &, std::int64_t &)
+{
+    return false;
+}
+
 #else
 
 namespace {
@@ -45,90 +82,151 @@ namespace {
 /// The entry points we use, resolved with dlsym from whichever libcudart / libnccl the host has.
 struct Api
 {
+    GpuLibraries info;
     void *cudart = nullptr;
     void *nccl = nullptr;
-    std::string error; ///< why loading failed; empty when every symbol resolved
 
     cudaError_t (*getDeviceCount)(int *) = nullptr;
     cudaError_t (*setDevice)(int) = nullptr;
     cudaError_t (*malloc)(void **, size_t) = nullptr;
-    cudaError_t (*memcpy)(void *, const void *, size_t, cudaMemcpyKind) = nullptr;
-    cudaError_t (*streamCreate)(cudaStream_t *) = nullptr;
+    cudaError_t (*free)(void *) = nullptr;
+    cudaError_t (*memcpyAsync)(void *, const void *, size_t, cudaMemcpyKind, cudaStream_t) = nullptr;
+    cudaError_t (*streamCreateWithFlags)(cudaStream_t *, unsigned int) = nullptr;
+    cudaError_t (*streamDestroy)(cudaStream_t) = nullptr;
     cudaError_t (*streamQuery)(cudaStream_t) = nullptr;
+    cudaError_t (*streamSynchronize)(cudaStream_t) = nullptr;
+    cudaError_t (*pciBusId)(char *, int, int) = nullptr;
+    cudaError_t (*memGetInfo)(size_t *, size_t *) = nullptr;
+    cudaError_t (*runtimeVersion)(int *) = nullptr;
+    cudaError_t (*driverVersion)(int *) = nullptr;
     const char *(*cudaErrorString)(cudaError_t) = nullptr;
 
     ncclResult_t (*getVersion)(int *) = nullptr;
     ncclResult_t (*getUniqueId)(ncclUniqueId *) = nullptr;
-    ncclResult_t (*commInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
+    ncclResult_t (*commInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) = nullptr;
     ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *) = nullptr;
     ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*getAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
+    ncclResult_t (*commFinalize)(ncclComm_t) = nullptr;
+    ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
     ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
     const char *(*ncclErrorString)(ncclResult_t) = nullptr;
+    const char *(*lastError)(ncclComm_t) = nullptr;
 };
 
-void *openFirst(std::initializer_list<const char *> names, std::string &tried)
+/// The path the loader actually mapped for @p handle.
+std::string mappedPath(void *handle)
 {
-    for (const char *n : names) {
-        if (void *h = dlopen(n, RTLD_NOW | RTLD_GLOBAL))
+    link_map *map = nullptr;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
+        return map->l_name;
+    return "?";
+}
+
+/**
+ * A CUDA build of LibTorch has loaded its own CUDA runtime (and NCCL) already: use those
+ * (RTLD_NOLOAD finds a loaded library by its soname), never a second copy with its own state.
+ * Else the loader's search, else the path found at build time.
+ */
+void *openLibrary(std::initializer_list<const char *> sonames, const char *fallback, std::string &path, std::string &how, std::string &tried)
+{
+    for (const char *n : sonames)
+        if (void *h = dlopen(n, RTLD_NOW | RTLD_NOLOAD)) {
+            path = mappedPath(h);
+            how = "already loaded (LibTorch's)";
             return h;
+        }
+    for (const char *n : sonames)
+        if (void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) {
+            path = mappedPath(h);
+            how = "loader search";
+            return h;
+        } else {
+            tried += std::string(tried.empty() ? "" : "; ") + dlerror();
+        }
+    if (fallback && *fallback) {
+        if (void *h = dlopen(fallback, RTLD_NOW | RTLD_LOCAL)) {
+            path = mappedPath(h);
+            how = "build-time path";
+            return h;
+        }
         tried += std::string(tried.empty() ? "" : "; ") + dlerror();
     }
     return nullptr;
 }
 
-template<typename T>
-bool resolve(void *lib, const char *name, T &fn, std::string &error)
+/// Resolves every (name, slot) pair; returns the first missing name, empty when all resolved.
+std::string bind(void *lib, std::initializer_list<std::pair<const char *, void *>> symbols)
 {
-    fn = reinterpret_cast<T>(dlsym(lib, name));
-    if (!fn && error.empty())
-        error = std::string("symbol ") + name + " is missing (library too old?)";
-    return fn != nullptr;
+    for (const auto &[name, slot] : symbols) {
+        void *fn = dlsym(lib, name);
+        if (!fn)
+            return name;
+        *static_cast<void **>(slot) = fn; // the slot is a function pointer; POSIX guarantees the round trip
+    }
+    return {};
 }
 
 const Api &api()
 {
     static const Api a = [] {
         Api x;
+        GpuLibraries &l = x.info;
         std::string tried;
-        // A CUDA build of LibTorch has loaded its libcudart already; dlopen then returns that one.
-        x.cudart = openFirst({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", CLUSTERPPL_CUDART_FALLBACK}, tried);
+        x.cudart = openLibrary({"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}, CLUSTERPPL_CUDART_FALLBACK,
+                               l.cudartPath, l.cudartHow, tried);
         if (!x.cudart) {
-            x.error = "cannot load the CUDA runtime (" + tried + ")";
+            l.error = "cannot load the CUDA runtime (" + tried + ")";
             return x;
         }
-        std::string e;
-        resolve(x.cudart, "cudaGetDeviceCount", x.getDeviceCount, e);
-        resolve(x.cudart, "cudaSetDevice", x.setDevice, e);
-        resolve(x.cudart, "cudaMalloc", x.malloc, e);
-        resolve(x.cudart, "cudaMemcpy", x.memcpy, e);
-        resolve(x.cudart, "cudaStreamCreate", x.streamCreate, e);
-        resolve(x.cudart, "cudaStreamQuery", x.streamQuery, e);
-        resolve(x.cudart, "cudaGetErrorString", x.cudaErrorString, e);
-        if (!e.empty()) {
-            x.error = "CUDA runtime: " + e;
+        if (const std::string missing = bind(x.cudart, {{"cudaGetDeviceCount", &x.getDeviceCount},
+                                                        {"cudaSetDevice", &x.setDevice},
+                                                        {"cudaMalloc", &x.malloc},
+                                                        {"cudaFree", &x.free},
+                                                        {"cudaMemcpyAsync", &x.memcpyAsync},
+                                                        {"cudaStreamCreateWithFlags", &x.streamCreateWithFlags},
+                                                        {"cudaStreamDestroy", &x.streamDestroy},
+                                                        {"cudaStreamQuery", &x.streamQuery},
+                                                        {"cudaStreamSynchronize", &x.streamSynchronize},
+                                                        {"cudaDeviceGetPCIBusId", &x.pciBusId},
+                                                        {"cudaMemGetInfo", &x.memGetInfo},
+                                                        {"cudaRuntimeGetVersion", &x.runtimeVersion},
+                                                        {"cudaDriverGetVersion", &x.driverVersion},
+                                                        {"cudaGetErrorString", &x.cudaErrorString}});
+            !missing.empty()) {
+            l.error = "the CUDA runtime " + l.cudartPath + " lacks " + missing;
+            x.cudart = nullptr;
             return x;
         }
+        x.runtimeVersion(&l.runtimeVersion);
+        x.driverVersion(&l.driverVersion);
         tried.clear();
-        x.nccl = openFirst({"libnccl.so.2", "libnccl.so", CLUSTERPPL_NCCL_FALLBACK}, tried);
+        x.nccl = openLibrary({"libnccl.so.2", "libnccl.so"}, CLUSTERPPL_NCCL_FALLBACK, l.ncclPath, l.ncclHow, tried);
         if (!x.nccl) {
-            x.error = "cannot load NCCL (" + tried + ")";
+            l.error = "cannot load NCCL (" + tried + ")";
             return x;
         }
-        resolve(x.nccl, "ncclGetVersion", x.getVersion, e);
-        resolve(x.nccl, "ncclGetUniqueId", x.getUniqueId, e);
-        resolve(x.nccl, "ncclCommInitRank", x.commInitRank, e);
-        resolve(x.nccl, "ncclCommSplit", x.commSplit, e);
-        resolve(x.nccl, "ncclAllReduce", x.allReduce, e);
-        resolve(x.nccl, "ncclReduce", x.reduce, e);
-        resolve(x.nccl, "ncclBroadcast", x.broadcast, e);
-        resolve(x.nccl, "ncclCommGetAsyncError", x.getAsyncError, e);
-        resolve(x.nccl, "ncclCommAbort", x.commAbort, e);
-        resolve(x.nccl, "ncclGetErrorString", x.ncclErrorString, e);
-        if (!e.empty())
-            x.error = "NCCL: " + e + " (ncclCommSplit needs NCCL >= 2.18)";
+        if (const std::string missing = bind(x.nccl, {{"ncclGetVersion", &x.getVersion},
+                                                      {"ncclGetUniqueId", &x.getUniqueId},
+                                                      {"ncclCommInitRankConfig", &x.commInitRankConfig},
+                                                      {"ncclCommSplit", &x.commSplit},
+                                                      {"ncclAllReduce", &x.allReduce},
+                                                      {"ncclReduce", &x.reduce},
+                                                      {"ncclBroadcast", &x.broadcast},
+                                                      {"ncclCommGetAsyncError", &x.getAsyncError},
+                                                      {"ncclCommFinalize", &x.commFinalize},
+                                                      {"ncclCommDestroy", &x.commDestroy},
+                                                      {"ncclCommAbort", &x.commAbort},
+                                                      {"ncclGetErrorString", &x.ncclErrorString},
+                                                      {"ncclGetLastError", &x.lastError}});
+            !missing.empty()) {
+            l.error = "NCCL " + l.ncclPath + " lacks " + missing + " (ncclCommSplit needs NCCL >= 2.18)";
+            x.nccl = nullptr;
+            return x;
+        }
+        x.getVersion(&l.ncclVersion);
         return x;
     }();
     return a;
@@ -137,8 +235,8 @@ const Api &api()
 std::string deviceProblem()
 {
     const Api &a = api();
-    if (!a.error.empty())
-        return a.error;
+    if (!a.info.error.empty())
+        return a.info.error;
     int n = 0;
     if (const cudaError_t rc = a.getDeviceCount(&n); rc != cudaSuccess)
         return std::string("CUDA: ") + a.cudaErrorString(rc);
@@ -147,10 +245,19 @@ std::string deviceProblem()
     return {};
 }
 
-void check(ncclResult_t rc, const char *what)
+/// NCCL's code says little ("unhandled system error"); ncclGetLastError says which call and why.
+[[noreturn]] void fail(ncclResult_t rc, const std::string &what, ncclComm_t comm)
+{
+    std::string msg = "nccl: " + what + " failed: " + api().ncclErrorString(rc);
+    if (const char *last = api().lastError(comm); last && *last)
+        msg += " (NCCL says: " + std::string(last) + ")";
+    throw CollectiveError(msg + "; NCCL_DEBUG=WARN shows more");
+}
+
+void check(ncclResult_t rc, const std::string &what, ncclComm_t comm = nullptr)
 {
     if (rc != ncclSuccess)
-        throw CollectiveError(std::string("nccl: ") + what + " failed: " + api().ncclErrorString(rc));
+        fail(rc, what, comm);
 }
 
 void checkCuda(cudaError_t rc, const char *what)
@@ -159,57 +266,100 @@ void checkCuda(cudaError_t rc, const char *what)
         throw CollectiveError(std::string("CUDA: ") + what + " failed: " + api().cudaErrorString(rc));
 }
 
+/// blocking = 1 explicitly: NCCL_COMM_BLOCKING=0 in a user's environment would otherwise make
+/// init and split return ncclInProgress, which this code (blocking calls, polled streams) never expects.
+ncclConfig_t blockingConfig(const char *name)
+{
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.blocking = 1;
+    c.commName = name; // shows in NCCL's own logs (NCCL_DEBUG=INFO)
+    return c;
+}
+
 /**
- * One NCCL communicator. Words are staged through a device buffer; completion is polled on the
- * stream so that a collective that exceeds the timeout (a stopped peer) aborts the communicator
- * instead of spinning forever inside the kernel.
+ * One NCCL communicator. Words are staged through a device buffer on a stream of its own
+ * (non-blocking: it never waits for the model's kernels); completion is polled so that a
+ * collective that exceeds the timeout (a stopped peer) aborts the communicator instead of
+ * spinning forever inside the kernel.
+ *
+ * NCCL forbids concurrent calls on one communicator: the main thread holds m_use for each call;
+ * the watchdog's abort() only takes it when free, and otherwise leaves a flag that the polling
+ * main thread acts on (the watchdog then exits the process, which ends the kernel anyway).
  */
 class NcclCommunicator final : public Communicator
 {
 public:
-    NcclCommunicator(ncclComm_t comm, int rank, int size, std::chrono::milliseconds timeout, std::string name)
-        : m_comm(comm), m_rank(rank), m_size(size), m_timeout(timeout), m_name(std::move(name))
+    NcclCommunicator(ncclComm_t comm, int rank, int size, int device, std::chrono::milliseconds timeout, std::string name)
+        : m_comm(comm), m_rank(rank), m_size(size), m_device(device), m_timeout(timeout), m_name(std::move(name))
     {
-        checkCuda(api().streamCreate(&m_stream), "cudaStreamCreate");
+        checkCuda(api().streamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    }
+    ~NcclCommunicator() override
+    {
+        const std::lock_guard lock(m_use);
+        api().setDevice(m_device);
+        if (!m_aborted) { // the normal path: flush, then free; an error here is reported, not thrown
+            ncclResult_t rc = api().commFinalize(m_comm);
+            if (rc == ncclSuccess)
+                rc = api().commDestroy(m_comm);
+            if (rc != ncclSuccess) {
+                const std::string line = "clusterppl-agent: nccl: closing the " + m_name + " communicator: " + api().ncclErrorString(rc) + "\n";
+                (void)!::write(2, line.data(), line.size());
+            }
+        }
+        if (m_buffer)
+            api().free(m_buffer);
+        if (m_stream)
+            api().streamDestroy(m_stream);
     }
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     void abort() noexcept override
     {
-        if (!m_aborted.exchange(true))
-            api().commAbort(m_comm);
+        m_abortRequested = true;
+        const std::unique_lock lock(m_use, std::try_to_lock);
+        if (lock.owns_lock())
+            abortLocked();
     }
     void allReduceSum(std::span<std::int64_t> w) override
     {
-        stage(w);
-        check(api().allReduce(m_buffer, m_buffer, w.size(), ncclInt64, ncclSum, m_comm, m_stream), "ncclAllReduce");
-        finish("all-reduce", w);
+        run("all-reduce", w, [&] { return api().allReduce(m_buffer, m_buffer, w.size(), ncclInt64, ncclSum, m_comm, m_stream); });
     }
     void reduceSum(std::span<std::int64_t> w, int root) override
     {
-        stage(w);
-        check(api().reduce(m_buffer, m_buffer, w.size(), ncclInt64, ncclSum, root, m_comm, m_stream), "ncclReduce");
-        finish("reduce", w);
+        run("reduce", w, [&] { return api().reduce(m_buffer, m_buffer, w.size(), ncclInt64, ncclSum, root, m_comm, m_stream); });
     }
     void broadcast(std::span<std::int64_t> w, int root) override
     {
-        stage(w);
-        check(api().broadcast(m_buffer, m_buffer, w.size(), ncclInt64, root, m_comm, m_stream), "ncclBroadcast");
-        finish("broadcast", w);
+        run("broadcast", w, [&] { return api().broadcast(m_buffer, m_buffer, w.size(), ncclInt64, root, m_comm, m_stream); });
     }
 
 private:
-    void stage(std::span<const std::int64_t> w)
+    void abortLocked() noexcept
     {
+        if (!m_aborted)
+            api().commAbort(m_comm); // also frees the communicator: never finalized or destroyed after this
+        m_aborted = true;
+    }
+
+    template<typename Enqueue>
+    void run(const char *what, std::span<std::int64_t> w, Enqueue enqueue)
+    {
+        const std::lock_guard lock(m_use);
+        const std::string where = std::string("nccl ") + what + " in the " + m_name + " group";
+        if (m_aborted)
+            throw CollectiveError(where + ": the communicator was aborted earlier");
         const std::size_t bytes = w.size_bytes();
         if (bytes > m_capacity) {
-            checkCuda(api().malloc(&m_buffer, bytes), "cudaMalloc"); // small and few: freed at exit
+            if (m_buffer)
+                checkCuda(api().free(m_buffer), "cudaFree");
+            m_buffer = nullptr;
+            m_capacity = 0;
+            checkCuda(api().malloc(&m_buffer, bytes), "cudaMalloc");
             m_capacity = bytes;
         }
-        checkCuda(api().memcpy(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-    }
-    void finish(const char *what, std::span<std::int64_t> w)
-    {
+        checkCuda(api().memcpyAsync(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
+        check(enqueue(), where, m_comm);
         const auto deadline = std::chrono::steady_clock::now() + m_timeout;
         for (;;) {
             const cudaError_t q = api().streamQuery(m_stream);
@@ -220,22 +370,31 @@ private:
             ncclResult_t async = ncclSuccess;
             api().getAsyncError(m_comm, &async);
             if (async != ncclSuccess && async != ncclInProgress) {
-                abort();
-                throw CollectiveError(std::string("nccl ") + what + " in the " + m_name + " group failed: " + api().ncclErrorString(async));
+                const std::string last = api().lastError(m_comm) ? api().lastError(m_comm) : "";
+                abortLocked();
+                throw CollectiveError(where + " failed: " + api().ncclErrorString(async) + (last.empty() ? "" : " (NCCL says: " + last + ")"));
+            }
+            if (m_abortRequested) {
+                abortLocked();
+                throw CollectiveError(where + " was aborted: the run is stopping");
             }
             if (std::chrono::steady_clock::now() > deadline) {
-                abort();
-                throw TimeoutError(std::string("nccl ") + what + " in the " + m_name + " group did not finish within "
-                                   + std::to_string(m_timeout.count() / 1000) + " s; the communicator was aborted");
+                abortLocked();
+                throw TimeoutError(where + " did not finish within " + std::to_string(m_timeout.count() / 1000)
+                                   + " s; the communicator was aborted");
             }
             std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
-        checkCuda(api().memcpy(w.data(), m_buffer, w.size_bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        // Pageable host memory: the copy back returns when done, and the data is already there.
+        checkCuda(api().memcpyAsync(w.data(), m_buffer, bytes, cudaMemcpyDeviceToHost, m_stream), "cudaMemcpyAsync (from the GPU)");
+        checkCuda(api().streamSynchronize(m_stream), "cudaStreamSynchronize");
     }
 
     ncclComm_t m_comm;
-    std::atomic<bool> m_aborted{false};
-    int m_rank, m_size;
+    std::mutex m_use;
+    std::atomic<bool> m_abortRequested{false};
+    bool m_aborted = false; ///< under m_use
+    int m_rank, m_size, m_device;
     std::chrono::milliseconds m_timeout;
     std::string m_name;
     cudaStream_t m_stream = nullptr;
@@ -271,6 +430,41 @@ ncclUniqueId fromHex(const std::string &s, int rank)
     return id;
 }
 
+std::string waitFor(Store &store, const std::string &key, const BackendOptions &o, const std::string &what)
+{
+    const auto text = store.get(key, o.timeout);
+    if (!text)
+        throw TimeoutError("nccl: rank " + std::to_string(o.rank) + ": " + what + " did not arrive within " + std::to_string(o.timeout.count() / 1000) + " s");
+    return *text;
+}
+
+/// Every rank says which GPU it drives; two ranks on one GPU are refused here, with their names,
+/// instead of failing inside NCCL's init.
+void refuseSharedGpus(Store &store, const BackendOptions &o, int device)
+{
+    char bus[64] = {};
+    checkCuda(api().pciBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
+    const std::string host = localHostName();
+    store.set("cppl/nccl/gpu/" + std::to_string(o.rank), host + "\t" + bus + "\t" + std::to_string(device));
+    std::vector<RankGpu> all;
+    std::vector<std::string> devices;
+    for (int r = 0; r < o.worldSize; ++r) {
+        const std::string v = waitFor(store, "cppl/nccl/gpu/" + std::to_string(r), o, "the GPU of rank " + std::to_string(r));
+        const auto t1 = v.find('\t'), t2 = v.find('\t', t1 == std::string::npos ? 0 : t1 + 1);
+        all.push_back({v.substr(0, t1), t1 == std::string::npos ? v : v.substr(t1 + 1, t2 - t1 - 1)});
+        devices.push_back(t2 == std::string::npos ? "?" : v.substr(t2 + 1));
+    }
+    if (const auto shared = findSharedGpu(all)) {
+        const auto [a, b] = *shared;
+        const char *cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+        throw ConfigError("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " on host " + all[static_cast<std::size_t>(a)].host
+                          + " both use the GPU at PCI " + all[static_cast<std::size_t>(a)].busId + " (cuda:" + devices[static_cast<std::size_t>(a)]
+                          + " and cuda:" + devices[static_cast<std::size_t>(b)] + " in their processes; this rank has CUDA_VISIBLE_DEVICES="
+                          + (cvd ? cvd : "unset") + "); NCCL needs a GPU of its own for every rank: give each rank its own GPU, start fewer "
+                          + "ranks per host, or use --backend gloo");
+    }
+}
+
 } // namespace
 
 std::string ncclUnavailableReason()
@@ -278,21 +472,46 @@ std::string ncclUnavailableReason()
     return deviceProblem();
 }
 
+GpuLibraries gpuLibraries()
+{
+    return api().info;
+}
+
+bool cudaMemoryInfo(int device, std::int64_t &freeBytes, std::int64_t &totalBytes)
+{
+    const Api &a = api();
+    size_t f = 0, t = 0;
+    if (!a.cudart || a.setDevice(device) != cudaSuccess || a.memGetInfo(&f, &t) != cudaSuccess)
+        return false;
+    freeBytes = static_cast<std::int64_t>(f);
+    totalBytes = static_cast<std::int64_t>(t);
+    return true;
+}
+
 std::vector<GpuInfo> cudaDevices()
 {
     const Api &a = api();
     std::vector<GpuInfo> out;
     int n = 0;
-    if (!a.cudart || !a.getDeviceCount || a.getDeviceCount(&n) != cudaSuccess)
+    if (!a.cudart || a.getDeviceCount(&n) != cudaSuccess)
         return out;
-    using PropsFn = cudaError_t (*)(cudaDeviceProp *, int);
-    const auto props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties"));
+    // cudaDeviceProp's layout changes between CUDA versions (12 renamed the call to _v2, 13 dropped
+    // fields), while the runtime may be another version than our header: fill a buffer larger than
+    // any version's struct and read only the leading fields, which every version keeps in place.
+    using PropsFn = cudaError_t (*)(void *, int);
+    auto props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties_v2"));
+    if (!props)
+        props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties"));
+    static_assert(offsetof(cudaDeviceProp, name) == 0 && offsetof(cudaDeviceProp, totalGlobalMem) == 288);
+    std::vector<std::uint64_t> buffer(8192); // 64 KiB, aligned for any field
     for (int d = 0; d < n; ++d) {
-        cudaDeviceProp p{};
-        if (props && props(&p, d) == cudaSuccess)
-            out.push_back({p.name, static_cast<std::int64_t>(p.totalGlobalMem)});
-        else
+        std::fill(buffer.begin(), buffer.end(), 0);
+        if (props && props(buffer.data(), d) == cudaSuccess) {
+            const auto *bytes = reinterpret_cast<const char *>(buffer.data());
+            out.push_back({std::string(bytes, strnlen(bytes, 256)), static_cast<std::int64_t>(buffer[288 / 8])});
+        } else {
             out.push_back({"device " + std::to_string(d), 0});
+        }
     }
     return out;
 }
@@ -302,9 +521,20 @@ Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
     if (const std::string why = deviceProblem(); !why.empty())
         throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
     const Api &a = api();
-    int devices = 0;
-    checkCuda(a.getDeviceCount(&devices), "cudaGetDeviceCount");
-    checkCuda(a.setDevice(o.localRank % devices), "cudaSetDevice");
+    int device = o.cudaDevice;
+    if (device < 0) { // the model runs on the CPU: choose by the same rules as eval does for a GPU model
+        DevicePlacement p;
+        p.localRank = o.localRank;
+        p.localWorldSize = o.localWorldSize;
+        checkCuda(a.getDeviceCount(&p.visibleDevices), "cudaGetDeviceCount");
+        if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
+            p.cudaVisibleDevices = v;
+        p.nccl = true;
+        p.host = localHostName();
+        device = chooseCudaDevice(p);
+    }
+    checkCuda(a.setDevice(device), "cudaSetDevice");
+    refuseSharedGpus(store, o, device);
 
     ncclUniqueId id{};
     const std::string key = "cppl/nccl/unique-id";
@@ -312,30 +542,31 @@ Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
         check(a.getUniqueId(&id), "ncclGetUniqueId");
         store.set(key, toHex(id));
     } else {
-        const auto text = store.get(key, o.timeout);
-        if (!text)
-            throw TimeoutError("nccl: rank 0 did not publish its unique id within " + std::to_string(o.timeout.count() / 1000) + " s");
-        id = fromHex(*text, o.rank);
+        id = fromHex(waitFor(store, key, o, "rank 0's NCCL unique id"), o.rank);
     }
+    ncclConfig_t worldConfig = blockingConfig("clusterppl world");
     ncclComm_t world = nullptr;
-    check(a.commInitRank(&world, o.worldSize, id, o.rank), "ncclCommInitRank");
+    check(a.commInitRankConfig(&world, o.worldSize, id, o.rank, &worldConfig),
+          "ncclCommInitRankConfig (rank " + std::to_string(o.rank) + " of " + std::to_string(o.worldSize) + ", cuda:" + std::to_string(device) + ")");
 
     Communicators c;
     c.backend = "nccl";
-    if (o.topology == Topology::Flat) {
-        c.world = std::make_unique<NcclCommunicator>(world, o.rank, o.worldSize, o.timeout, "world");
+    // Hierarchical runs keep the parent too (never used for data): it is finalized and destroyed
+    // after its children, and aborted with them.
+    c.world = std::make_unique<NcclCommunicator>(world, o.rank, o.worldSize, device, o.timeout, "world");
+    if (o.topology == Topology::Flat)
         return c;
-    }
     const int g = o.groups.groupOf[static_cast<std::size_t>(o.rank)];
     const auto &members = o.groups.groups[static_cast<std::size_t>(g)];
     const int local = static_cast<int>(std::find(members.begin(), members.end(), o.rank) - members.begin());
     ncclComm_t group = nullptr, leaders = nullptr;
-    check(a.commSplit(world, g, o.rank, &group, nullptr), "ncclCommSplit (node group)");
-    check(a.commSplit(world, local == 0 ? 0 : NCCL_SPLIT_NOCOLOR, g, &leaders, nullptr), "ncclCommSplit (leaders)");
-    c.group = std::make_unique<NcclCommunicator>(group, local, static_cast<int>(members.size()), o.timeout,
-                                                 "node group " + std::to_string(g));
+    ncclConfig_t groupConfig = blockingConfig("clusterppl node group");
+    ncclConfig_t leadersConfig = blockingConfig("clusterppl leaders");
+    check(a.commSplit(world, g, o.rank, &group, &groupConfig), "ncclCommSplit (node group " + std::to_string(g) + ")", world);
+    check(a.commSplit(world, local == 0 ? 0 : NCCL_SPLIT_NOCOLOR, g, &leaders, &leadersConfig), "ncclCommSplit (leaders)", world);
+    c.group = std::make_unique<NcclCommunicator>(group, local, static_cast<int>(members.size()), device, o.timeout, "node group " + std::to_string(g));
     if (local == 0)
-        c.leaders = std::make_unique<NcclCommunicator>(leaders, g, static_cast<int>(o.groups.groups.size()), o.timeout, "leaders");
+        c.leaders = std::make_unique<NcclCommunicator>(leaders, g, static_cast<int>(o.groups.groups.size()), device, o.timeout, "leaders");
     return c;
 }
 

@@ -77,6 +77,7 @@ struct Options
     int nproc = 0;
     int port = 0;        ///< 0: the store picks a free port
     std::vector<std::string> evalArgs;
+    std::string command = "eval"; ///< what each rank runs: eval, or comm-check (the collective self-test)
 };
 
 /// Launcher flags before "--", eval arguments after it.
@@ -92,8 +93,10 @@ Options parseOptions(const std::vector<std::string> &argvIn)
         }
         (afterDashes ? o.evalArgs : mine).push_back(x);
     }
-    if (!o.evalArgs.empty() && o.evalArgs.front() == "eval")
+    if (!o.evalArgs.empty() && (o.evalArgs.front() == "eval" || o.evalArgs.front() == "comm-check")) {
+        o.command = o.evalArgs.front();
         o.evalArgs.erase(o.evalArgs.begin());
+    }
     const Args a(mine, {"--nproc-per-node", "--groups", "--master-port"}, {"--standalone"});
     if (!a.has("--standalone"))
         throw ConfigError("run: only --standalone is supported here (one host); for several hosts use clusterppl-cli, torchrun or srun");
@@ -101,7 +104,7 @@ Options parseOptions(const std::vector<std::string> &argvIn)
     if (o.nproc == 0)
         throw ConfigError("run --standalone needs --nproc-per-node N");
     o.port = static_cast<int>(a.integer("--master-port", 0, 1, 65535));
-    if (!afterDashes || o.evalArgs.empty())
+    if (!afterDashes || (o.evalArgs.empty() && o.command == "eval"))
         throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
     if (const auto groups = a.get("--groups"); groups && !groups->empty()) {
         o.evalArgs.push_back("--groups");
@@ -147,7 +150,7 @@ void startRank(std::vector<Child> &children, int r, const Options &o, const std:
     if (::pipe2(pfd, O_CLOEXEC) != 0)
         giveUp("pipe2", errno, "");
     std::vector<std::string> envStrings = rankEnvironment(r, o.nproc, masterPort);
-    std::vector<std::string> args{"clusterppl-agent", "eval"};
+    std::vector<std::string> args{"clusterppl-agent", o.command};
     args.insert(args.end(), o.evalArgs.begin(), o.evalArgs.end());
     std::vector<char *> cargv, cenv;
     for (auto &x : args)

@@ -10,6 +10,7 @@
 #include "result_json.h"
 #include "eval_data.h"
 #include "distributed/batch_schedule.h"
+#include "gpu/device_choice.h"
 #include "distributed/distributed_run.h"
 #include "distributed/store.h"
 #include "telemetry/publisher.h"
@@ -94,6 +95,7 @@ struct EvalOptions
     std::string modelPath;
     c10::ScalarType dtype = at::kFloat;
     c10::Device device{c10::DeviceType::CPU};
+    bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
     std::int64_t batch = 0;
     std::int64_t maxWindows = 0;
     std::int64_t threads = 0;
@@ -138,7 +140,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
     });
 }
@@ -199,7 +201,14 @@ EvalOptions parseOptions(const Args &a)
         const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
         o.threads = a.integer("--threads", hw, 1, 1024);
         o.blasThreads = a.integer("--blas-threads", o.threads, 1, 1024);
-        o.dtype = parseDtype(a.get("--dtype").value_or("float32"));
+        o.device = parseDevice(a.get("--device").value_or("auto"));
+        // bfloat16 is the GPU default: the exponent range of float32 (no overflow where float32
+        // has none), tensor-core speed, and the log-softmax stays float32 (Evaluator).
+        o.dtype = parseDtype(a.get("--dtype").value_or(o.device.is_cuda() ? "bfloat16" : "float32"));
+        const std::string tf32 = a.get("--tf32").value_or("on");
+        if (tf32 != "on" && tf32 != "off")
+            throw ConfigError("--tf32 \"" + tf32 + "\" is not one of on, off");
+        o.tf32 = tf32 == "on" && o.device.is_cuda() && o.dtype == at::kFloat;
         const std::string gemmText = a.get("--gemm").value_or("auto");
         if (gemmText == "native")
             o.gemm = GemmBackend::Native;
@@ -209,7 +218,6 @@ EvalOptions parseOptions(const Args &a)
             o.gemm = GemmBackend::Blas;
         else if (gemmText != "auto")
             throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, native, onednn, blas");
-        o.device = parseDevice(a.get("--device").value_or("auto"));
         if (o.dtype == at::kHalf && o.device.is_cpu())
             throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
         if (a.has("--tokens") == a.has("--text"))
@@ -285,8 +293,23 @@ EvalOptions parseOptions(const Args &a)
     });
     o.distributed = o.identity.worldSize > 1 || a.has("--backend");
     o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
-    if (o.distributed && o.device.is_cuda() && a.get("--device").value_or("auto") == "auto")
-        o.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(o.identity.localRank));
+    if (o.device.is_cuda()) // one device per rank, decided once: the model and NCCL both use it
+        phase(kExitBadArguments, [&] {
+            DevicePlacement place;
+            place.localRank = o.identity.localRank;
+            place.localWorldSize = o.identity.localWorldSize;
+            place.visibleDevices = static_cast<int>(at::getNumGPUs());
+            if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
+                place.cudaVisibleDevices = v;
+            if (o.device.has_index())
+                place.requested = o.device.index();
+            place.nccl = o.distributed && (o.distOptions.backend == "nccl" || o.distOptions.backend == "auto");
+            place.host = localHostName();
+            const int index = chooseCudaDevice(place);
+            o.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+            o.distOptions.cudaDeviceIndex = index;
+            return 0;
+        });
     return o;
 }
 
@@ -344,12 +367,19 @@ private:
             } catch (const Error &e) {
                 throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
             }
+            if (m_run->backend() == "nccl")
+                logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
+                        + std::to_string(m_o.distOptions.cudaDeviceIndex));
             if (!m_o.quiet)
                 m_err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << m_run->backend() << ", "
                       << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
                       << m_run->storeAddress() << '\n';
         }
         setThreads(static_cast<int>(m_o.threads), static_cast<int>(m_o.blasThreads));
+        if (m_o.device.is_cuda()) {
+            at::globalContext().setAllowTF32CuBLAS(m_o.tf32);
+            at::globalContext().setAllowTF32CuDNN(m_o.tf32);
+        }
         if (const auto endpoint = m_a.get("--telemetry")) {
             // Telemetry never slows or stops the evaluation: the publisher only queues (docs/telemetry.md).
             telemetry::Identity who;
@@ -717,6 +747,7 @@ private:
             j["max_windows"] = maxWindows;
             j["dtype"] = dtypeName(dtype);
             j["device"] = device.str();
+            j["tf32"] = m_o.tf32;
             j["threads"] = runtime.intraOpThreads;
             j["blas_threads"] = runtime.blasThreads;
             j["blas"] = runtime.blas;

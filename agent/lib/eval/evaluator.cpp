@@ -29,45 +29,73 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
     for (std::int64_t w = first; w < end; ++w)
         p.tokensTotal += m_plan.windows[static_cast<std::size_t>(w)].scored();
 
-    at::Tensor ids = at::zeros({m_batch, W}, at::TensorOptions().dtype(at::kLong));
-    std::vector<std::int64_t> flat;
-    std::vector<std::int64_t> targets;
+    // Every tensor a batch needs is built here on the host and sent to the model's device. On a GPU
+    // the host side is pinned and copied without blocking; reusing it for the next batch is safe
+    // because each batch ends with a blocking copy of its results, which waits for the whole stream.
+    const c10::Device device = m_model.info().device;
+    const auto host = at::TensorOptions().dtype(at::kLong).pinned_memory(device.is_cuda());
+    const auto onDevice = at::TensorOptions().device(device);
+    at::Tensor ids = at::zeros({m_batch, W}, host);
+    at::Tensor flat = at::empty({m_batch * W}, host);
+    at::Tensor targets = at::empty({m_batch * W}, host);
+
+    // The exact accumulation of batch i runs while the device computes batch i + 1.
+    struct Done
+    {
+        at::Tensor logp; ///< double [n, 1] on the host
+        std::int64_t rows = 0;
+    } done;
+    auto account = [&](Done &d) {
+        if (d.rows == 0)
+            return; // nothing before the first batch
+        if (d.logp.defined()) {
+            const double *lp = d.logp.data_ptr<double>();
+            for (std::int64_t i = 0; i < d.logp.size(0); ++i)
+                stats.addToken(-lp[i]);
+            p.tokensDone += d.logp.size(0);
+        }
+        stats.windows += d.rows;
+        p.windowsDone += d.rows;
+        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        d = Done{};
+        if (progress)
+            progress(p, stats);
+    };
     for (std::int64_t b0 = first; b0 < end; b0 += m_batch) {
         const std::int64_t rows = std::min(m_batch, end - b0);
         ids.zero_();
         auto acc = ids.accessor<std::int64_t, 2>();
-        flat.clear();
-        targets.clear();
+        std::int64_t *pos = flat.data_ptr<std::int64_t>();
+        std::int64_t *tgt = targets.data_ptr<std::int64_t>();
+        std::int64_t n = 0;
         for (std::int64_t r = 0; r < rows; ++r) {
             const Window &win = m_plan.windows[static_cast<std::size_t>(b0 + r)];
             for (std::int64_t i = 0; i < win.inputLength(); ++i)
                 acc[r][i] = m_tokens[static_cast<std::size_t>(win.inputBegin + i)];
             if (win.bosFirst)
                 acc[r][0] = m_plan.options.bosToken;
-            for (std::int64_t t = win.scoredBegin; t < win.scoredEnd; ++t) {
-                flat.push_back(r * W + (t - 1 - win.inputBegin));
-                targets.push_back(m_tokens[static_cast<std::size_t>(t)]);
+            for (std::int64_t t = win.scoredBegin; t < win.scoredEnd; ++t, ++n) {
+                pos[n] = r * W + (t - 1 - win.inputBegin);
+                tgt[n] = m_tokens[static_cast<std::size_t>(t)];
             }
         }
-        if (!flat.empty()) {
-            const auto longOpts = at::TensorOptions().dtype(at::kLong);
-            const at::Tensor pos = at::from_blob(flat.data(), {static_cast<std::int64_t>(flat.size())}, longOpts).clone();
-            const at::Tensor tgt = at::from_blob(targets.data(), {static_cast<std::int64_t>(targets.size()), 1}, longOpts).clone();
-            at::Tensor logits = m_model.logitsAt(ids, pos);
+        Done next{{}, rows};
+        if (n > 0) {
+            const at::Tensor idsDev = ids.to(onDevice, /*non_blocking=*/true);
+            const at::Tensor posDev = flat.narrow(0, 0, n).to(onDevice, /*non_blocking=*/true);
+            const at::Tensor tgtDev = targets.narrow(0, 0, n).view({n, 1}).to(onDevice, /*non_blocking=*/true);
+            at::Tensor logits = m_model.logitsAt(idsDev, posDev);
             if (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kDouble)
                 logits = logits.to(at::kFloat); // log-softmax in float32 or wider, always
-            const at::Tensor logp = at::log_softmax(logits, -1).gather(1, tgt.to(logits.device())).to(at::kCPU, at::kDouble);
-            const double *lp = logp.data_ptr<double>();
-            for (std::int64_t i = 0; i < logp.size(0); ++i)
-                stats.addToken(-lp[i]);
+            const at::Tensor logp = at::log_softmax(logits, -1).gather(1, tgtDev.to(logits.device())).to(at::kDouble);
+            account(done); // the previous batch, while the device works on this one
+            next.logp = logp.to(at::kCPU); // blocking: this batch (and its copies) are complete after it
+        } else {
+            account(done);
         }
-        stats.windows += rows;
-        p.windowsDone += rows;
-        p.tokensDone += static_cast<std::int64_t>(flat.size());
-        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (progress)
-            progress(p, stats);
+        done = std::move(next);
     }
+    account(done);
 }
 
 } // namespace cppl::agent

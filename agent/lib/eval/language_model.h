@@ -25,6 +25,7 @@ struct ModelInfo
     std::vector<std::string> weightFiles;
     std::int64_t weightBytes = 0; ///< in the evaluation dtype
     std::string gemm;             ///< "native-avx512|avx2|generic", "onednn" or "blas" (native models); "torchscript"
+    c10::Device device = c10::Device(c10::DeviceType::CPU); ///< where the weights live and logits come out
 };
 
 /// @brief Which library runs the dense layers' matrix products on the CPU.

@@ -205,6 +205,23 @@ at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
     return at::full({T, T}, -std::numeric_limits<double>::infinity(), opts).triu(1);
 }
 
+// LibTorch >= 2.0 has fused causal attention (flash / memory-efficient kernels on the GPU); 1.13,
+// Debian's, does not. Checked at compile time so one source builds against both.
+#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+#define CPPL_HAVE_SDPA 1
+// Grouped-query K/V heads are repeated as transformers' repeat_kv does (query head h reads KV head
+// h / rep); enable_gqa exists only from 2.5 on. q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd].
+at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v)
+{
+    const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), rep = H / k.size(1);
+    const at::Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
+    const at::Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
+    return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, H * hd});
+}
+#else
+#define CPPL_HAVE_SDPA 0
+#endif
+
 /**
  * Causal attention over query blocks: block i attends only to keys 0..end of block i, so the
  * masked upper triangle is mostly never computed (37% less work at T = 512 with 128-row blocks) and
@@ -214,6 +231,10 @@ at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
  */
 at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, std::int64_t block)
 {
+#if CPPL_HAVE_SDPA
+    if (q.is_cuda())
+        return fusedCausalAttention(q, k, v);
+#endif
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;
     const at::Tensor qs = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).reshape({B * kv, rep, T, hd});
     const at::Tensor ks = k.reshape({B * kv, T, hd});
@@ -285,6 +306,7 @@ public:
         m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
         m_info = baseInfo(dir, m_c, w);
         m_info.gemm = pathName(m_path);
+        m_info.device = o.device;
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
         const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -300,7 +322,7 @@ public:
             const at::Tensor medium = at::logical_not(wavelen < highWavelen).logical_and(at::logical_not(wavelen > lowWavelen));
             invFreq = at::where(medium, smoothed, scaled);
         }
-        m_invFreq = invFreq.to(f32);
+        m_invFreq = invFreq.to(f32).to(o.device); // on the model's device, like every table hidden() builds from it
     }
 
     const ModelInfo &info() const override { return m_info; }
@@ -310,7 +332,7 @@ public:
     at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
     {
         const at::Tensor h = hidden(ids);
-        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat));
+        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
     }
 
 private:
@@ -401,7 +423,7 @@ private:
         const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim, kv = m_c.kvHeads;
         at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device));
         const auto opts = x.options();
-        const at::Tensor freqs = at::outer(at::arange(T, at::TensorOptions().dtype(at::kFloat)), m_invFreq);
+        const at::Tensor freqs = at::outer(at::arange(T, m_invFreq.options()), m_invFreq);
         const at::Tensor emb = at::cat({freqs, freqs}, -1);
         const at::Tensor cos = emb.cos().to(opts), sin = emb.sin().to(opts);
         const at::Tensor mask = causalMask(T, opts);
@@ -458,6 +480,7 @@ public:
         m_head = Linear::make(m_wte, {}, m_path); // tied to wte, which the lookup keeps using
         m_info = baseInfo(dir, m_c, w);
         m_info.gemm = pathName(m_path);
+        m_info.device = o.device;
     }
 
     const ModelInfo &info() const override { return m_info; }
@@ -466,7 +489,8 @@ public:
 
     at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
     {
-        return m_head(hidden(ids).reshape({-1, m_c.hidden}).index_select(0, flat));
+        const at::Tensor h = hidden(ids);
+        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
     }
 
 private:

@@ -51,6 +51,7 @@ public:
         m_info.weightBytes += m_info.params * static_cast<std::int64_t>(c10::elementSize(o.dtype));
         m_info.weightFiles = {path};
         m_info.gemm = "torchscript";
+        m_info.device = o.device;
     }
 
     const ModelInfo &info() const override { return m_info; }

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+#include "device_choice.h"
+
+#include "cppl/errors.h"
+
+#include <map>
+
+namespace cppl::agent {
+
+namespace {
+
+std::string visibleText(const DevicePlacement &p)
+{
+    return p.cudaVisibleDevices ? "CUDA_VISIBLE_DEVICES=" + (p.cudaVisibleDevices->empty() ? std::string("\"\"") : *p.cudaVisibleDevices)
+                                : std::string("CUDA_VISIBLE_DEVICES unset");
+}
+
+bool oneEntry(const std::optional<std::string> &v)
+{
+    return v && !v->empty() && v->find(',') == std::string::npos;
+}
+
+} // namespace
+
+int chooseCudaDevice(const DevicePlacement &p)
+{
+    const std::string where = "host " + p.host + ", local rank " + std::to_string(p.localRank);
+    const std::string seen = std::to_string(p.visibleDevices) + " GPU" + (p.visibleDevices == 1 ? "" : "s") + " visible (" + visibleText(p) + ")";
+    if (p.visibleDevices <= 0)
+        throw ConfigError(where + ": no GPU is visible to this process (" + visibleText(p)
+                          + "); check the driver with nvidia-smi, or use --device cpu");
+    if (p.requested) {
+        if (*p.requested < 0 || *p.requested >= p.visibleDevices)
+            throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " but " + seen + "; use cuda:0 to cuda:"
+                              + std::to_string(p.visibleDevices - 1) + ", or --device cuda to take cuda:LOCAL_RANK");
+        if (p.nccl && p.localWorldSize > 1 && p.visibleDevices > 1)
+            throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " puts all " + std::to_string(p.localWorldSize)
+                              + " ranks of this host on one GPU, and NCCL needs a GPU of its own for every rank; use --device cuda "
+                                "(each rank takes cuda:LOCAL_RANK) or --backend gloo");
+        return *p.requested;
+    }
+    // Several local ranks that each see one GPU: the launcher gave every rank its own. When the
+    // variable is unset they all see the same one.
+    const bool ownGpuEach = p.visibleDevices == 1 && oneEntry(p.cudaVisibleDevices);
+    if (p.nccl && p.localWorldSize > p.visibleDevices && !ownGpuEach)
+        throw ConfigError(where + ": backend nccl with " + std::to_string(p.localWorldSize) + " ranks on this host but " + seen
+                          + "; NCCL needs a GPU of its own for every rank: start at most " + std::to_string(p.visibleDevices)
+                          + " ranks here (--nproc-per-node, slots in the profile), make more GPUs visible, or use --backend gloo");
+    if (p.visibleDevices == 1)
+        return 0;
+    return p.localRank % p.visibleDevices; // past the count only with gloo, where sharing a GPU is allowed
+}
+
+std::optional<std::pair<int, int>> findSharedGpu(const std::vector<RankGpu> &ranks)
+{
+    std::map<std::pair<std::string, std::string>, int> first;
+    for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+        const RankGpu &g = ranks[static_cast<std::size_t>(r)];
+        const auto [it, fresh] = first.emplace(std::make_pair(g.host, g.busId), r);
+        if (!fresh)
+            return std::make_pair(it->second, r);
+    }
+    return std::nullopt;
+}
+
+} // namespace cppl::agent

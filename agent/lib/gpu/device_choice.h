@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Torch-free and CUDA-free: which GPU a rank uses is decided here once, from counts and the
+// environment, so the rules run (and are tested) on hosts without a GPU.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cppl::agent {
+
+struct DevicePlacement
+{
+    int localRank = 0;
+    int localWorldSize = 1;  ///< ranks on this host (LOCAL_WORLD_SIZE)
+    int visibleDevices = 0;  ///< devices the CUDA runtime counts, CUDA_VISIBLE_DEVICES already applied
+    /// The variable as this process has it (nullopt: unset). One entry with several local ranks
+    /// means the launcher gave every rank its own GPU (Slurm --gpu-bind, per-rank wrappers).
+    std::optional<std::string> cudaVisibleDevices;
+    std::optional<int> requested; ///< --device cuda:N; nullopt for cuda / auto
+    bool nccl = false;            ///< NCCL refuses two ranks of one communicator on one GPU
+    std::string host;             ///< for messages
+};
+
+/**
+ * The CUDA device index (as this process numbers them) a rank uses for the model and for NCCL.
+ * cuda / auto: LOCAL_RANK when enough GPUs are visible, 0 when each rank sees exactly one; with
+ * gloo, more ranks than GPUs share them round robin. Throws ConfigError saying which host, which
+ * counts and what to do when no GPU is visible, cuda:N is out of range, or NCCL would put two of
+ * this host's ranks on one GPU.
+ */
+[[nodiscard]] int chooseCudaDevice(const DevicePlacement &p);
+
+/// One rank's GPU as NCCL sees it: its host and the device's PCI bus id.
+struct RankGpu
+{
+    std::string host;
+    std::string busId;
+};
+
+/// The first two ranks that share a GPU (same host, same bus id), or nullopt.
+[[nodiscard]] std::optional<std::pair<int, int>> findSharedGpu(const std::vector<RankGpu> &ranks);
+
+} // namespace cppl::agent
