@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+// scripts/gpu-check.sh without a GPU (CPPL_GPU_CHECK_CPU_ONLY=1), with the agent this build made:
+// its CPU rows and Gloo self-tests run for real, its table has every row, it exits 0; and with a
+// broken model its failing rows carry the agent's own error line (not the launcher's banner) and
+// it exits non-zero.
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace {
+
+struct Run
+{
+    int exitCode = -1;
+    QString out;
+};
+
+Run gpuCheck(const QString &outDir, const QString &model = {})
+{
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("CPPL_GPU_CHECK_CPU_ONLY"), QStringLiteral("1"));
+    env.insert(QStringLiteral("CPPL_GPU_CHECK_AGENT"), QStringLiteral(CPPL_AGENT_EXE));
+    env.insert(QStringLiteral("CPPL_GPU_CHECK_OUT"), outDir);
+    env.insert(QStringLiteral("PYTHON"), QStringLiteral("/usr/bin/python3")); // Debian's python3-torch (install-deps.sh)
+    if (!model.isEmpty())
+        env.insert(QStringLiteral("CPPL_GPU_CHECK_MODEL"), model);
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(QStringLiteral("bash"), {QStringLiteral(CPPL_SOURCE_DIR "/scripts/gpu-check.sh")});
+    if (!p.waitForFinished(900000)) {
+        p.kill();
+        p.waitForFinished();
+        return {-1, QStringLiteral("timed out")};
+    }
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2, QString::fromUtf8(p.readAll())};
+}
+
+/// The table row for @p check: "result detail", or empty when the row is missing.
+QString rowOf(const QString &out, const QString &check)
+{
+    const QString table = out.mid(out.indexOf(QStringLiteral("== gpu-check summary")));
+    for (const QString &line : table.split(QLatin1Char('\n')))
+        if (line.startsWith(check + QLatin1Char(' ')))
+            return line.mid(30).trimmed();
+    return {};
+}
+
+} // namespace
+
+class TestGpuCheck : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void cpuSelfTestPasses()
+    {
+        QTemporaryDir dir;
+        const Run r = gpuCheck(dir.path());
+        QVERIFY2(r.exitCode == 0, qPrintable(r.out));
+        QVERIFY2(rowOf(r.out, QStringLiteral("eval cpu")).startsWith(QStringLiteral("ok    ppl ")), qPrintable(r.out));
+        QVERIFY2(rowOf(r.out, QStringLiteral("gloo, 1 rank = eval cpu")).contains(QStringLiteral("nll_sum_exact identical")), qPrintable(r.out));
+        QVERIFY2(rowOf(r.out, QStringLiteral("comm-check gloo, 2 ranks")) == QStringLiteral("ok    3 sizes exact"), qPrintable(r.out));
+        QVERIFY2(rowOf(r.out, QStringLiteral("preflight")).startsWith(QStringLiteral("ok")), qPrintable(r.out));
+        for (const char *gpuRow : {"eval cuda fp32", "eval cuda bf16", "gloo = nccl on cuda", "comm-check nccl", "speed bf16 vs eager"})
+            QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);
+        QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
+    }
+
+    void failingRowsShowTheAgentsErrorLine()
+    {
+        QTemporaryDir dir;
+        const QString missing = dir.filePath(QStringLiteral("no-such-model"));
+        const Run r = gpuCheck(dir.path(), missing);
+        QCOMPARE(r.exitCode, 1);
+        const QString cpu = rowOf(r.out, QStringLiteral("eval cpu"));
+        QVERIFY2(cpu.startsWith(QStringLiteral("FAIL  clusterppl-agent: ")) && cpu.contains(missing + QStringLiteral(": the model does not exist")),
+                 qPrintable(r.out));
+        const QString gloo = rowOf(r.out, QStringLiteral("gloo, 1 rank = eval cpu"));
+        QVERIFY2(gloo.startsWith(QStringLiteral("FAIL  clusterppl-agent: rank 0: ")) && !gloo.contains(QStringLiteral("local ranks, store")),
+                 qPrintable(r.out));
+        // The rows that do not depend on the model still pass: one failure does not hide the rest.
+        QVERIFY2(rowOf(r.out, QStringLiteral("comm-check gloo, 2 ranks")).startsWith(QStringLiteral("ok")), qPrintable(r.out));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGpuCheck)
+#include "tst_gpu_check.moc"
