@@ -255,6 +255,8 @@ private Q_SLOTS:
                                                       << "model.merges[0]: \"a b c\" is not two tokens separated by one space";
         QTest::addRow("negative id") << withModel(with(fixtures::bpe({"a"}, {}), "vocab", {{"a", -3}}))
                                      << "model.vocab[\"a\"]: expected an id between 0 and";
+        QTest::addRow("ids far sparser than the vocabulary") << withModel(with(fixtures::bpe({"a"}, {}), "vocab", {{"a", 200000000}}))
+                                                            << "model.vocab: ids reach 200000000 but only 1 tokens are listed";
         QTest::addRow("BPE dropout") << withModel(with(fixtures::bpe({"a"}, {}), "dropout", 0.1))
                                      << "model.dropout: BPE dropout 0.1 makes tokenization random";
         QTest::addRow("regex that PCRE2 rejects")

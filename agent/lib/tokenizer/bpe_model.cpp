@@ -31,6 +31,11 @@ BpeModel::BpeModel(const JsonContext &ctx, const nlohmann::json &model, const st
     }
     if (m_vocab.empty())
         ctx.fail(path + ".vocab", "the vocabulary is empty");
+    // The id -> token table is dense: a 2 KB file naming one id near 2^28 asked for GBs (found by
+    // fuzz_tokenizer_json). Real vocabularies number their tokens 0..n-1 with a few gaps at most.
+    if (std::size_t{m_maxId} >= 2 * m_vocab.size() + 1024)
+        ctx.fail(path + ".vocab", "ids reach " + std::to_string(m_maxId) + " but only " + std::to_string(m_vocab.size())
+                                      + " tokens are listed; a vocabulary numbers its tokens 0..n-1 (a few gaps at most): check the file");
     m_idToToken.resize(std::size_t{m_maxId} + 1);
     m_hasId.assign(std::size_t{m_maxId} + 1, false);
     for (const auto &[token, id] : m_vocab) {
