@@ -4,6 +4,7 @@
 #include <QColor>
 #include <QLocale>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace Qt::StringLiterals;
@@ -79,8 +80,27 @@ void RankTableModel::update(const cppl::core::telemetry::Snapshot &snapshot)
     }
     if (n == 0)
         return;
-    m_ranks = snapshot.ranks;
-    Q_EMIT dataChanged(index(0, 0), index(n - 1, ColumnCount - 1));
+    // One dataChanged over the rows that changed, and from the State column on unless a rank's
+    // identity changed: a proxy sorted by rank, host or group then keeps its order without
+    // re-sorting 1024 rows. A rank's figures change only with a message from it (received) or
+    // with time (silence); the rest is what the collector decides about it.
+    int first = n, last = -1;
+    bool identity = false;
+    for (int row = 0; row < n; ++row) {
+        const RankView &a = m_ranks[size_t(row)];
+        const RankView &b = snapshot.ranks[size_t(row)];
+        const bool same = a.received == b.received && a.silentSeconds == b.silentSeconds && a.heard == b.heard
+                          && a.state == b.state && a.lost == b.lost && a.exitCode == b.exitCode && a.error == b.error
+                          && a.lastLog == b.lastLog && a.rank == b.rank && a.host == b.host && a.group == b.group;
+        if (same)
+            continue;
+        identity = identity || a.rank != b.rank || a.host != b.host || a.group != b.group;
+        first = std::min(first, row);
+        last = row;
+    }
+    m_ranks = snapshot.ranks; // element-wise: the rows' strings keep their storage
+    if (last >= 0)
+        Q_EMIT dataChanged(index(first, identity ? 0 : int(ColState)), index(last, ColumnCount - 1));
 }
 
 const RankView *RankTableModel::rankAt(int row) const

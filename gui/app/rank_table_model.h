@@ -2,8 +2,9 @@
 #pragma once
 
 // One row per rank of the latest snapshot. update() replaces all rows at once and announces them
-// with one dataChanged over the whole range (the view repaints once, not per cell); the row count
-// changes only when the world size does.
+// with one dataChanged over the rows that changed (the view repaints once, not per cell; columns
+// from State on unless a rank's identity changed); the row count changes only when the world
+// size does.
 
 #include "telemetry/collector_state.h"
 

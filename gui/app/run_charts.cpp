@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "run_charts.h"
 
+#include "rank_heat_map.h"
+#include "rank_quantiles.h"
+
 #include "charts/chart_axis.h"
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
@@ -30,7 +33,10 @@ namespace {
 
 constexpr int kLinesUpTo = 32;       // beyond: percentile band + the slowest ranks named
 constexpr int kNamedSlowest = 3;
-constexpr qint64 kRebuildMs = 250;   // series are rebuilt at most 4 times a second
+constexpr qint64 kMinRepaintMs = 40;
+constexpr int kThrottleAbove = 256; // beyond: rank-level charts rebuilt at most every kRebuildMs
+constexpr qint64 kRebuildMs = 190;   // ~5 Hz, what the timeline samples at (a little less: snapshot jitter)
+constexpr int kQuantileBudget = 48;  // samples recomputed per update after a compaction
 
 int rankFromName(const QString &name)
 {
@@ -39,29 +45,6 @@ int rankFromName(const QString &name)
     bool ok = false;
     const int r = name.mid(5).section(u' ', 0, 0).toInt(&ok);
     return ok ? r : -1;
-}
-
-// Percentile lines over ranks at every sample: what a band chart shows, computed once per rebuild.
-void percentiles(const RunTimeline &tl, RankMetric metric, int ranks, std::vector<double> &p5, std::vector<double> &p50,
-                 std::vector<double> &p95)
-{
-    const size_t n = tl.size();
-    p5.assign(n, 0);
-    p50.assign(n, 0);
-    p95.assign(n, 0);
-    std::vector<float> column(static_cast<size_t>(ranks), 0.0f);
-    for (size_t t = 0; t < n; ++t) {
-        for (int r = 0; r < ranks; ++r)
-            column[size_t(r)] = tl.rank(metric, r)[t];
-        auto at = [&](double q) {
-            const size_t k = std::min(column.size() - 1, size_t(q * double(column.size() - 1) + 0.5));
-            std::nth_element(column.begin(), column.begin() + std::ptrdiff_t(k), column.end());
-            return double(column[k]);
-        };
-        p5[t] = at(0.05);
-        p50[t] = at(0.5);
-        p95[t] = at(0.95);
-    }
 }
 
 std::vector<double> toDouble(std::span<const float> s)
@@ -79,12 +62,19 @@ ChartView::ChartView(cppl::charts::Chart *chart, QWidget *parent)
 {
     setMouseTracking(true);
     setMinimumSize(240, 150);
-    // changed() can arrive per snapshot; one repaint per 40 ms is all the eye needs.
+    // changed() can arrive per snapshot; one repaint per 40 ms is all the eye needs. A change
+    // after a quiet spell paints in the pass the page is about to make anyway (the snapshot's),
+    // not in a second one 40 ms later; a change sooner waits for the rest of the 40 ms.
     connect(chart, &cppl::charts::Chart::changed, this, [this] {
         if (m_pending)
             return;
+        const qint64 since = m_lastPaint.isValid() ? m_lastPaint.elapsed() : kMinRepaintMs;
+        if (since >= kMinRepaintMs) {
+            QWidget::update();
+            return;
+        }
         m_pending = true;
-        QTimer::singleShot(40, this, [this] {
+        QTimer::singleShot(int(kMinRepaintMs - since), this, [this] {
             m_pending = false;
             QWidget::update();
         });
@@ -93,6 +83,7 @@ ChartView::ChartView(cppl::charts::Chart *chart, QWidget *parent)
 
 void ChartView::paintEvent(QPaintEvent *)
 {
+    m_lastPaint.start();
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
     m_chart->paint(p, QRectF(rect()));
@@ -122,167 +113,6 @@ bool ChartView::event(QEvent *event)
         return true;
     }
     return QWidget::event(event);
-}
-
-// ---- RankHeatMap -----------------------------------------------------------------------------
-
-RankHeatMap::RankHeatMap(QWidget *parent)
-    : QWidget(parent)
-{
-    setMinimumSize(240, 150);
-    setToolTip(tr("Tokens/s of every rank over time: brighter is faster. ✗ failed, ‖ stalled. Click a row to select its rank."));
-}
-
-QRectF RankHeatMap::plotRect() const
-{
-    const QFontMetricsF fm(font());
-    const double left = fm.horizontalAdvance(u"▶ 0000"_s) + 8;
-    const double top = fm.height() + 8;
-    const double bottom = fm.height() * 2.4 + 4;
-    // Marks strip, colour ramp and its labels on the right.
-    const double right = 16 + 12 + 6 + fm.horizontalAdvance(u"99.9k"_s) + 4;
-    return QRectF(left, top, std::max(10.0, width() - left - right), std::max(10.0, height() - top - bottom));
-}
-
-void RankHeatMap::setData(const RunTimeline &tl, const Snapshot &snapshot)
-{
-    m_ranks = tl.worldSize();
-    m_columns = int(tl.size());
-    m_seconds = tl.size() ? tl.times().back() : 0;
-    m_marks.assign(size_t(m_ranks), 0);
-    for (const auto &r : snapshot.ranks)
-        if (r.rank >= 0 && r.rank < m_ranks)
-            m_marks[size_t(r.rank)] = r.state == RankState::Failed ? 'F' : r.state == RankState::Stalled ? 'S' : 0;
-    m_rates.clear();
-    m_imageRows = -1;
-    if (m_ranks == 0 || m_columns == 0) {
-        m_image = QImage();
-        QWidget::update();
-        return;
-    }
-    m_rates.reserve(size_t(m_ranks) * size_t(m_columns));
-    for (int r = 0; r < m_ranks; ++r) {
-        const auto s = tl.rank(RankMetric::TokensPerSecond, r);
-        m_rates.insert(m_rates.end(), s.begin(), s.end());
-    }
-    // The colour scale tops out at the 99th percentile, so one outlier does not darken the rest.
-    std::vector<float> all = m_rates;
-    const size_t k = size_t(0.99 * double(all.size() - 1));
-    std::nth_element(all.begin(), all.begin() + std::ptrdiff_t(k), all.end());
-    m_maxRate = std::max(1e-9, double(all[k]));
-    QWidget::update();
-}
-
-void RankHeatMap::buildImage(int rows)
-{
-    // More ranks than device pixel rows: each row shows the slowest rank of its bin, so a slow or
-    // stalled rank is never averaged (or sampled) away.
-    m_imageRows = rows;
-    m_image = QImage(m_columns, rows, QImage::Format_RGB32);
-    const auto &map = cppl::charts::ColorMap::viridis();
-    std::vector<float> line(static_cast<size_t>(m_columns), 0.0f);
-    for (int b = 0; b < rows; ++b) {
-        const int r0 = int(qint64(b) * m_ranks / rows);
-        const int r1 = std::max(r0 + 1, int(qint64(b + 1) * m_ranks / rows));
-        std::fill(line.begin(), line.end(), std::numeric_limits<float>::infinity());
-        for (int r = r0; r < r1; ++r) {
-            const float *src = m_rates.data() + size_t(r) * size_t(m_columns);
-            for (int c = 0; c < m_columns; ++c)
-                if (std::isfinite(src[c]))
-                    line[size_t(c)] = std::min(line[size_t(c)], src[c]);
-        }
-        auto *px = reinterpret_cast<QRgb *>(m_image.scanLine(b));
-        for (int c = 0; c < m_columns; ++c)
-            px[c] = std::isfinite(line[size_t(c)]) ? map.map(double(line[size_t(c)]) / m_maxRate) : qRgb(128, 128, 128);
-    }
-}
-
-void RankHeatMap::setSelectedRank(int rank)
-{
-    m_selected = rank;
-    QWidget::update();
-}
-
-void RankHeatMap::paintEvent(QPaintEvent *)
-{
-    QPainter p(this);
-    const auto theme = cppl::charts::Theme::fromPalette(palette());
-    p.fillRect(rect(), theme.background);
-    const QRectF plot = plotRect();
-    const QFontMetricsF fm(font());
-    QFont bold = font();
-    bold.setBold(true);
-    p.setFont(bold);
-    p.setPen(theme.text);
-    p.drawText(QRectF(0, 2, width(), fm.height() + 4), Qt::AlignHCenter,
-               m_ranks <= 1 ? tr("Tokens/s over time") : tr("Tokens/s of %1 ranks over time").arg(m_ranks));
-    p.setFont(font());
-    if (m_rates.empty()) {
-        p.setPen(theme.mutedText);
-        p.drawText(plot, Qt::AlignCenter, tr("no data yet"));
-        return;
-    }
-    const int deviceRows = std::max(1, int(plot.height() * devicePixelRatioF()));
-    const int rows = std::min(m_ranks, deviceRows);
-    if (rows != m_imageRows)
-        buildImage(rows);
-    p.drawImage(plot, m_image); // nearest neighbour: no smoothing across ranks
-    p.setPen(theme.axis);
-    p.drawRect(plot);
-    const double rowH = plot.height() / m_ranks;
-    auto yOf = [&](int r) { return plot.top() + (r + 0.5) * rowH; };
-    // Rank labels at a step that keeps them apart (1024 ranks: every 128 or so), none under the
-    // selected rank's own label.
-    int step = 1;
-    while (step * rowH < fm.height() * 1.4)
-        step = step < 2 ? 2 : step < 4 ? 4 : step < 8 ? 8 : step * 2;
-    p.setPen(theme.mutedText);
-    for (int r = 0; r < m_ranks; r += step) {
-        if (m_selected >= 0 && std::abs(yOf(r) - yOf(m_selected)) < fm.height())
-            continue;
-        p.drawText(QRectF(0, yOf(r) - fm.height() / 2, plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   QString::number(r));
-    }
-    const QRectF xAxis(plot.left(), plot.bottom() + 2, plot.width(), fm.height());
-    p.drawText(xAxis, Qt::AlignLeft, u"0 s"_s);
-    p.drawText(xAxis, Qt::AlignRight, QString::number(m_seconds, 'f', 0) + u" s"_s);
-    p.drawText(xAxis, Qt::AlignHCenter, tr("time"));
-    if (rows < m_ranks)
-        p.drawText(QRectF(plot.left(), plot.bottom() + 2 + fm.height(), plot.width(), fm.height()), Qt::AlignHCenter,
-                   tr("rank (each row: the slowest of %1)").arg((m_ranks + rows - 1) / rows));
-    // Failed and stalled ranks: a symbol in the strip, not only a colour.
-    p.setPen(QColor(0xd5, 0x5e, 0x00));
-    for (int r = 0; r < m_ranks; ++r)
-        if (m_marks[size_t(r)])
-            p.drawText(QRectF(plot.right() + 2, yOf(r) - fm.height() / 2, 14, fm.height()), Qt::AlignCenter,
-                       m_marks[size_t(r)] == 'F' ? u"✗"_s : u"‖"_s);
-    if (m_selected >= 0 && m_selected < m_ranks) {
-        p.setPen(QPen(theme.text, 1.5));
-        p.setBrush(Qt::NoBrush);
-        const double h = std::max(rowH, 2.0);
-        p.drawRect(QRectF(plot.left() - 1, yOf(m_selected) - h / 2 - 1, plot.width() + 2, h + 2));
-        p.drawText(QRectF(0, yOf(m_selected) - fm.height() / 2, plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   u"▶ "_s + QString::number(m_selected));
-    }
-    // Colour ramp with its ends labelled to its right.
-    const QRectF ramp(plot.right() + 18, plot.top(), 12, plot.height());
-    const auto &map = cppl::charts::ColorMap::viridis();
-    for (int i = 0; i < int(ramp.height()); ++i)
-        p.fillRect(QRectF(ramp.left(), ramp.bottom() - i - 1, ramp.width(), 1), QColor(map.map(i / ramp.height())));
-    p.setPen(theme.mutedText);
-    const QRectF labels(ramp.right() + 4, ramp.top(), width() - ramp.right() - 4, ramp.height());
-    p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, cppl::charts::formatValue(m_maxRate, cppl::charts::ValueFormat::Si));
-    p.drawText(labels, Qt::AlignLeft | Qt::AlignBottom, u"0"_s);
-    p.drawText(QRectF(ramp.left() - 6, ramp.bottom() + 2, width() - ramp.left() + 6, fm.height()), Qt::AlignLeft, u"tok/s"_s);
-}
-
-void RankHeatMap::mousePressEvent(QMouseEvent *event)
-{
-    const QRectF plot = plotRect();
-    if (m_ranks > 0 && plot.contains(event->position())) {
-        const int r = int((event->position().y() - plot.top()) / plot.height() * m_ranks);
-        Q_EMIT rankClicked(std::clamp(r, 0, m_ranks - 1));
-    }
 }
 
 // ---- CommShareBars ---------------------------------------------------------------------------
@@ -317,6 +147,8 @@ void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
 
 void CommShareBars::setSelectedRank(int rank)
 {
+    if (rank == m_selected)
+        return; // every rebuild sets it again: no repaint for that
     m_selected = rank;
     QWidget::update();
 }
@@ -458,6 +290,8 @@ RunCharts::RunCharts(QWidget *parent)
     m_deviation->setTitle(tr("Rank PPL vs global PPL (shard bias)"));
     m_deviation->setYAxis({tr("deviation"), ValueFormat::Percent, {}, {}, true});
     m_heat = new RankHeatMap(this);
+    m_rateBand = std::make_unique<RankQuantiles>(RankMetric::TokensPerSecond, std::vector<double>{0.05, 0.5, 0.95, 0.99});
+    m_deviationBand = std::make_unique<RankQuantiles>(RankMetric::DeviationRelative, std::vector<double>{0.05, 0.5, 0.95});
     m_comm = new CommShareBars(this);
 
     auto *grid = new QGridLayout(this);
@@ -510,42 +344,75 @@ void RunCharts::reset(int worldSize, double commShareAlert)
     m_rateSeriesRank.clear();
     for (auto *c : {m_ppl, m_rates, m_deviation})
         c->clearSeries();
-    m_lastRebuild.invalidate();
+    for (auto &d : m_drawn)
+        d = Drawn{};
+    m_rateBand->clear();
+    m_deviationBand->clear();
     Snapshot empty;
     m_comm->setData(empty, commShareAlert);
-    m_heat->setData(RunTimeline{}, empty);
+    m_heat->clear();
 }
 
-void RunCharts::update(const RunTimeline &timeline, const Snapshot &snapshot, bool force)
+bool RunCharts::due(const RunTimeline &timeline, Part part) const
 {
-    if (!force && m_lastRebuild.isValid() && m_lastRebuild.elapsed() < kRebuildMs)
-        return;
-    m_lastRebuild.start();
-    rebuild(timeline, snapshot);
+    const Drawn &d = m_drawn[part == RankPart ? 1 : 0];
+    // Rank-level charts follow the timeline, which samples at most 5 times a second; beyond 256
+    // ranks they are also rebuilt at most that often, whatever the snapshot rate.
+    if (timeline.worldSize() > kThrottleAbove && d.clock.isValid() && d.clock.elapsed() < kRebuildMs)
+        return false;
+    return part == GlobalPart || timeline.revision() != d.revision || &timeline != d.timeline;
 }
 
-void RunCharts::rebuild(const RunTimeline &tl, const Snapshot &snapshot)
+void RunCharts::update(const RunTimeline &timeline, const Snapshot &snapshot, bool force, unsigned parts)
+{
+    auto take = [&](Part part) {
+        if (!(parts & part) || !(force || due(timeline, part)))
+            return false;
+        Drawn &d = m_drawn[part == RankPart ? 1 : 0];
+        const bool changed = force || timeline.revision() != d.revision || &timeline != d.timeline;
+        d.clock.start();
+        d.revision = timeline.revision();
+        d.timeline = &timeline;
+        return changed;
+    };
+    const bool global = parts & GlobalPart;
+    if (take(GlobalPart))
+        rebuildGlobal(timeline);
+    if (global)
+        m_comm->setData(snapshot, m_commAlert);
+    if (take(RankPart))
+        rebuildRanks(timeline, snapshot);
+    else
+        m_heat->setMarks(snapshot); // states change without a new sample (a stall, the end)
+}
+
+void RunCharts::rebuildGlobal(const RunTimeline &tl)
+{
+    using cppl::charts::SeriesData;
+    const auto times = tl.times();
+    const std::vector<double> x(times.begin(), times.end());
+    std::vector<SeriesData> s;
+    const auto ppl = tl.global(GlobalMetric::Ppl);
+    const auto se = tl.global(GlobalMetric::PplStderr);
+    std::vector<double> lo(ppl.size()), hi(ppl.size());
+    for (size_t i = 0; i < ppl.size(); ++i) {
+        const double e = std::isfinite(se[i]) ? se[i] : 0.0;
+        lo[i] = ppl[i] - e;
+        hi[i] = ppl[i] + e;
+    }
+    s.push_back({tr("PPL"), x, {ppl.begin(), ppl.end()}});
+    s.push_back({tr("+1 s.e."), x, std::move(hi)});
+    s.push_back({tr("−1 s.e."), x, std::move(lo)});
+    m_ppl->setSeries(std::move(s));
+}
+
+void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
 {
     using cppl::charts::SeriesData;
     const auto times = tl.times();
     const std::vector<double> x(times.begin(), times.end());
     const int ranks = tl.worldSize();
-
-    {
-        std::vector<SeriesData> s;
-        const auto ppl = tl.global(GlobalMetric::Ppl);
-        const auto se = tl.global(GlobalMetric::PplStderr);
-        std::vector<double> lo(ppl.size()), hi(ppl.size());
-        for (size_t i = 0; i < ppl.size(); ++i) {
-            const double e = std::isfinite(se[i]) ? se[i] : 0.0;
-            lo[i] = ppl[i] - e;
-            hi[i] = ppl[i] + e;
-        }
-        s.push_back({tr("PPL"), x, {ppl.begin(), ppl.end()}});
-        s.push_back({tr("+1 s.e."), x, std::move(hi)});
-        s.push_back({tr("−1 s.e."), x, std::move(lo)});
-        m_ppl->setSeries(std::move(s));
-    }
+    m_rateBand->update(tl, kQuantileBudget);
 
     std::vector<SeriesData> rates;
     std::vector<SeriesData> devs;
@@ -561,20 +428,19 @@ void RunCharts::rebuild(const RunTimeline &tl, const Snapshot &snapshot)
             m_rateSeriesRank.push_back(r);
         }
     } else {
-        std::vector<double> p5, p50, p95;
-        percentiles(tl, RankMetric::TokensPerSecond, ranks, p5, p50, p95);
-        rates.push_back({tr("p95 of ranks"), x, p95});
-        rates.push_back({tr("median"), x, p50});
-        rates.push_back({tr("p5 of ranks"), x, p5});
-        percentiles(tl, RankMetric::DeviationRelative, ranks, p5, p50, p95);
-        devs.push_back({tr("p95 of ranks"), x, p95});
-        devs.push_back({tr("median"), x, p50});
-        devs.push_back({tr("p5 of ranks"), x, p5});
+        m_deviationBand->update(tl, kQuantileBudget);
+        rates.push_back({tr("p95 of ranks"), x, m_rateBand->values(2)});
+        rates.push_back({tr("median"), x, m_rateBand->values(1)});
+        rates.push_back({tr("p5 of ranks"), x, m_rateBand->values(0)});
+        devs.push_back({tr("p95 of ranks"), x, m_deviationBand->values(2)});
+        devs.push_back({tr("median"), x, m_deviationBand->values(1)});
+        devs.push_back({tr("p5 of ranks"), x, m_deviationBand->values(0)});
         for (int i = 0; i < 3; ++i)
             m_rateSeriesRank.push_back(-1);
         // The slowest ranks by their recent rate (the last few samples), failed ranks excluded:
         // those are in the alerts already and their rate is 0 by definition.
         std::vector<std::pair<double, int>> recent;
+        recent.reserve(size_t(ranks));
         const size_t n = tl.size();
         for (int r = 0; r < ranks; ++r) {
             if (r < int(snapshot.ranks.size()) && (snapshot.ranks[size_t(r)].state == RankState::Failed
@@ -612,8 +478,11 @@ void RunCharts::rebuild(const RunTimeline &tl, const Snapshot &snapshot)
     m_rates->setSeries(std::move(rates));
     m_deviation->setSeries(std::move(devs));
     setSelectedRank(m_selected);
-    m_heat->setData(tl, snapshot);
-    m_comm->setData(snapshot, m_commAlert);
+    // The heat map's colour scale tops out at the largest 99th percentile across ranks of any
+    // sample, so one outlier does not darken the rest.
+    const auto &p99 = m_rateBand->values(3);
+    const double top = p99.empty() ? 0.0 : *std::max_element(p99.begin(), p99.end());
+    m_heat->setData(tl, snapshot, top);
 }
 
 void RunCharts::setSelectedRank(int rank)

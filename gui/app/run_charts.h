@@ -4,17 +4,18 @@
 // The Run page's charts, fed from the engine's RunTimeline and latest snapshot: global PPL with its
 // ± band, per-rank tokens/s (lines up to 32 ranks, p5/median/p95 plus the slowest ranks named
 // beyond), a rank x time heat map of tokens/s, comm share per rank as stacked bars (waiting vs
-// transfer) and each rank's deviation from the global PPL. Redraws are coalesced: update() may be
-// called per snapshot, painting happens at most every 40 ms and the series are rebuilt at most
-// every 250 ms.
+// transfer) and each rank's deviation from the global PPL. update() may be called per snapshot: the
+// charts are rebuilt only when the timeline took a sample (at most 5 Hz), beyond 256 ranks at most
+// every 200 ms, and incrementally (bands and heat map columns of the new samples only). Repaints
+// join the page's paint pass of that snapshot (no second pass later).
 
 #include "run/run_timeline.h"
 #include "telemetry/collector_state.h"
 
 #include <QElapsedTimer>
-#include <QImage>
 #include <QWidget>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,9 @@ class TimeSeriesChart;
 } // namespace cppl::charts
 
 namespace cppl::app {
+
+class RankHeatMap;
+class RankQuantiles;
 
 /// Paints one chart of the chart module; a click on a series whose name starts with "rank N"
 /// reports that rank.
@@ -46,41 +50,8 @@ protected:
 
 private:
     cppl::charts::Chart *m_chart;
+    QElapsedTimer m_lastPaint;
     bool m_pending = false;
-};
-
-/// Ranks x time, tokens/s as colour (viridis, lightness rises with the rate, so it reads in
-/// greyscale); failed/stalled ranks are marked in a strip at the right with a symbol. 1024 ranks
-/// fit: rows are at least one device pixel and labelled every so many ranks.
-class RankHeatMap : public QWidget
-{
-    Q_OBJECT
-
-public:
-    explicit RankHeatMap(QWidget *parent = nullptr);
-    void setData(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot);
-    void setSelectedRank(int rank);
-    QSize sizeHint() const override { return {420, 260}; }
-
-Q_SIGNALS:
-    void rankClicked(int rank);
-
-protected:
-    void paintEvent(QPaintEvent *event) override;
-    void mousePressEvent(QMouseEvent *event) override;
-
-private:
-    QRectF plotRect() const;
-    void buildImage(int rows);
-    std::vector<float> m_rates; // ranks x columns, row-major
-    int m_columns = 0;
-    QImage m_image;      // one pixel per (time column, row of ranks)
-    int m_imageRows = -1; // rows the image was built for (-1: rebuild)
-    std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled
-    double m_maxRate = 0;
-    double m_seconds = 0;
-    int m_ranks = 0;
-    int m_selected = -1;
 };
 
 /// Comm share per rank as stacked bars: waiting for stragglers (solid) + transfer (hatched).
@@ -117,9 +88,19 @@ public:
     explicit RunCharts(QWidget *parent = nullptr);
     ~RunCharts() override;
 
+    /// The charts in two parts that can be brought up to date apart (beyond 256 ranks the Run
+    /// page spreads them over successive snapshots, so no paint pass holds every chart): the
+    /// global PPL and the comm bars; the rank-level charts over time (tok/s, heat map, deviation).
+    enum Part : unsigned { GlobalPart = 1, RankPart = 2, AllParts = 3 };
+
     void reset(int worldSize, double commShareAlert);
+    /// Rebuilds the @p parts that are due (or all of them when @p force); the comm bars and the
+    /// heat map's failed/stalled marks follow every call.
     void update(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot,
-                bool force = false);
+                bool force = false, unsigned parts = AllParts);
+    /// Whether update() would rebuild @p part now: the timeline took a sample since, and beyond
+    /// 256 ranks 200 ms have passed (the global part is due on time alone: the comm bars).
+    [[nodiscard]] bool due(const cppl::core::run::RunTimeline &timeline, Part part) const;
     void setSelectedRank(int rank);
     /// The names of the slowest ranks as shown in the rate chart's legend (tests, status line).
     [[nodiscard]] QStringList slowestRanks() const { return m_slowest; }
@@ -132,16 +113,25 @@ protected:
 
 private:
     void applyTheme();
-    void rebuild(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot);
+    void rebuildGlobal(const cppl::core::run::RunTimeline &timeline);
+    void rebuildRanks(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot);
 
     cppl::charts::TimeSeriesChart *m_ppl = nullptr;
     cppl::charts::TimeSeriesChart *m_rates = nullptr;
     cppl::charts::TimeSeriesChart *m_deviation = nullptr;
     RankHeatMap *m_heat = nullptr;
     CommShareBars *m_comm = nullptr;
+    std::unique_ptr<RankQuantiles> m_rateBand;      // p5, median, p95, p99 of tok/s
+    std::unique_ptr<RankQuantiles> m_deviationBand; // p5, median, p95 of the deviation
+    struct Drawn // what a part last showed
+    {
+        std::uint64_t revision = ~std::uint64_t{0};
+        const cppl::core::run::RunTimeline *timeline = nullptr; // compared, never read
+        QElapsedTimer clock;
+    };
+    Drawn m_drawn[2]; // GlobalPart, RankPart
     std::vector<int> m_rateSeriesRank; // series index -> rank (-1: a percentile line)
     QStringList m_slowest;
-    QElapsedTimer m_lastRebuild;
     int m_worldSize = 0;
     int m_selected = -1;
     double m_commAlert = 0.01;

@@ -34,6 +34,9 @@ namespace cppl::app {
 namespace {
 constexpr size_t kLogLinesPerRank = 2000;
 constexpr size_t kLogLinesAll = 20000;
+constexpr int kTakeTurnsAbove = 256; // ranks
+constexpr qint64 kTableEveryMs = 190; // beyond kTakeTurnsAbove ranks: ~5 Hz (snapshot jitter)
+constexpr int kCatchUpMs = 300;       // no snapshot for this long: show what was left out
 
 QString duration(double seconds)
 {
@@ -65,6 +68,7 @@ RunPage::RunPage(QWidget *parent)
     , m_proxy(new QSortFilterProxyModel(this))
     , m_alerts(new AlertModel(this))
     , m_logTimer(new QTimer(this))
+    , m_catchUp(new QTimer(this))
 {
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -134,6 +138,7 @@ RunPage::RunPage(QWidget *parent)
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setAlternatingRowColors(true);
+    m_table->setWordWrap(false); // one line per cell: no text layout per cell and paint
     {
         // Widths from the header and typical content, once: resizing to contents would measure
         // every row of a 1024-rank table on every update.
@@ -188,6 +193,9 @@ RunPage::RunPage(QWidget *parent)
     split->setStretchFactor(1, 2);
     layout->addWidget(split, 1);
 
+    m_catchUp->setSingleShot(true);
+    m_catchUp->setInterval(kCatchUpMs);
+    connect(m_catchUp, &QTimer::timeout, this, &RunPage::catchUp);
     m_logTimer->setSingleShot(true);
     m_logTimer->setInterval(100);
     connect(m_logTimer, &QTimer::timeout, this, &RunPage::refreshLogView);
@@ -237,6 +245,10 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_notice->clear();
     m_notice->hide();
     m_running = false;
+    m_tableClock.invalidate();
+    m_tableWentLast = false;
+    m_catchUp->stop();
+    m_pendingTimeline = nullptr;
     m_logRank->clear();
     m_logRank->addItem(tr("all ranks"), -2);
     m_logRank->addItem(tr("launcher"), -1);
@@ -314,10 +326,51 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
         for (int r = keep - 2; r < m_worldSize; ++r)
             m_logRank->addItem(tr("rank %1").arg(r), r);
     }
+    bool table = true, charts = true;
+    unsigned parts = RunCharts::AllParts;
+    if (int(s.ranks.size()) > kTakeTurnsAbove && !redrawCharts && m_tableClock.isValid()) {
+        // Beyond 256 ranks the page is shown in two halves that take turns, each at most every
+        // 200 ms: the table with the global PPL and the comm bars; the rank-level charts over
+        // time. One snapshot's paint pass then holds one half, never all, and the GUI thread
+        // stays free for input. When both are due, the one that did not go last goes first.
+        // The first snapshot after reset() shows everything.
+        const bool firstDue = !m_tableClock.isValid() || m_tableClock.elapsed() >= kTableEveryMs;
+        const bool secondDue = m_charts->due(timeline, RunCharts::RankPart);
+        table = firstDue && (!secondDue || !m_tableWentLast);
+        charts = table || secondDue;
+        parts = table ? RunCharts::GlobalPart : RunCharts::RankPart;
+    }
+    if (table) {
+        m_tableClock.start();
+        m_updatingSelection = true;
+        m_ranks->update(s);
+        m_updatingSelection = false;
+    }
+    if (charts)
+        m_charts->update(timeline, s, redrawCharts, parts);
+    if (table || charts)
+        m_tableWentLast = table;
+    // What this snapshot did not show, the next one will; if none comes (the run ended, the
+    // collector went quiet), a copy of this one is shown when the stream has paused.
+    if (table && parts == RunCharts::AllParts) {
+        m_catchUp->stop();
+        return;
+    }
+    m_pending = s; // reuses the rows' storage after the first time
+    m_pendingTimeline = &timeline;
+    m_catchUp->start();
+}
+
+void RunPage::catchUp()
+{
+    if (!m_pendingTimeline)
+        return;
+    m_tableClock.start();
     m_updatingSelection = true;
-    m_ranks->update(s);
+    m_ranks->update(m_pending);
     m_updatingSelection = false;
-    m_charts->update(timeline, s, redrawCharts);
+    m_charts->update(*m_pendingTimeline, m_pending, true);
+    m_pendingTimeline = nullptr;
 }
 
 void RunPage::addAlert(const cppl::core::run::RunAlert &alert)
@@ -390,6 +443,10 @@ void RunPage::selectRank(int rank)
 
 void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
 {
+    if (m_catchUp->isActive()) {
+        m_catchUp->stop();
+        catchUp(); // the last snapshot in full, now: no more are coming
+    }
     setPhase(o.phase);
     QStringList lines;
     if (!o.firstCause.isEmpty())

@@ -7,6 +7,7 @@
 
 #include "run/run_engine.h"
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include <deque>
@@ -38,6 +39,9 @@ public:
     /// A new run: clears everything. @p groupNames by layout group index.
     void reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds);
     void setPhase(cppl::core::run::RunPhase phase);
+    /// The headline follows every snapshot; the rank table and the charts follow at most every
+    /// 200 ms beyond 256 ranks, taking turns (see run_page.cpp). @p timeline must stay alive
+    /// until the next reset() (the engine's does).
     void showSnapshot(const cppl::core::telemetry::Snapshot &snapshot, const cppl::core::run::RunTimeline &timeline,
                       double elapsedSeconds, bool redrawCharts = false);
     void addAlert(const cppl::core::run::RunAlert &alert);
@@ -64,6 +68,7 @@ Q_SIGNALS:
 
 private:
     void refreshLogView();
+    void catchUp();
     void scheduleLogRefresh();
 
     QLabel *m_phase = nullptr;
@@ -89,6 +94,11 @@ private:
     QTimer *m_logTimer = nullptr;
     std::map<int, std::deque<QString>> m_logs; // rank -> lines (-1: the launcher's own)
     std::deque<QString> m_allLogs;             // "[rank R] line", every rank
+    QElapsedTimer m_tableClock; // the rank table's last update
+    bool m_tableWentLast = false;
+    QTimer *m_catchUp = nullptr;
+    cppl::core::telemetry::Snapshot m_pending; // the last snapshot, when part of it was not shown
+    const cppl::core::run::RunTimeline *m_pendingTimeline = nullptr; // valid until reset()
     int m_selected = -1;
     int m_worldSize = 0;
     bool m_updatingSelection = false;

@@ -131,6 +131,62 @@ void accumulateDensity(const std::vector<DecimatedPoint> &points, double x0, dou
     emit();
 }
 
+void simplifyPolyline(const QPointF *points, qsizetype count, qreal tolerance, QPolygonF &out)
+{
+    out.clear();
+    if (count <= 2 || !(tolerance > 0)) {
+        out.reserve(count);
+        for (qsizetype i = 0; i < count; ++i)
+            out.append(points[i]);
+        return;
+    }
+    constexpr double kPi = 3.14159265358979323846;
+    out.append(points[0]);
+    QPointF anchor = points[0];
+    qsizetype last = 0;       // the farthest point the current segment may end at
+    bool cone = false;        // a direction has been set (a point beyond tolerance seen)
+    double reference = 0;     // the angle the cone is measured from
+    double lo = 0, hi = 0;    // the directions from anchor that pass near every point since
+    double reach = 0;         // the largest distance from anchor so far
+    for (qsizetype i = 1; i < count; ++i) {
+        const QPointF d = points[i] - anchor;
+        const double dist = std::hypot(d.x(), d.y());
+        bool fits = dist <= tolerance && !cone; // near the anchor, before any direction is set
+        if (!fits && dist > tolerance && dist >= reach - tolerance) {
+            const double a = std::atan2(d.y(), d.x());
+            const double spread = std::asin(std::min(1.0, tolerance / dist));
+            if (!cone) {
+                cone = true;
+                reference = a;
+                lo = -spread;
+                hi = spread;
+                fits = true;
+            } else {
+                const double rel = std::remainder(a - reference, 2 * kPi);
+                if (rel >= lo && rel <= hi) {
+                    lo = std::max(lo, rel - spread);
+                    hi = std::min(hi, rel + spread);
+                    fits = true;
+                }
+            }
+        }
+        if (fits) {
+            last = i;
+            reach = std::max(reach, dist);
+            continue;
+        }
+        // The segment ends at the last point that fitted (always one after the anchor: the first
+        // point after it fits); the next starts there and looks at this point again.
+        out.append(points[last]);
+        anchor = points[last];
+        cone = false;
+        reach = 0;
+        i = last; // the loop's ++i comes back to the point after it
+    }
+    if (out.back() != points[count - 1])
+        out.append(points[count - 1]);
+}
+
 double polylineLength(const std::vector<DecimatedPoint> &points, double sx, double sy)
 {
     double len = 0;

@@ -5,6 +5,7 @@
 #include "charts/chart_theme.h"
 
 #include <QObject>
+#include <QPolygonF>
 #include <QRectF>
 #include <QString>
 
@@ -47,6 +48,16 @@ void decimateMinMax(const double *x, const double *y, size_t n, double x0, doubl
  */
 void accumulateDensity(const std::vector<DecimatedPoint> &points, double x0, double sx, double yTop, double sy,
                        int columns, int rows, std::vector<std::int32_t> &diff);
+
+/**
+ * Drops the points of a polyline that the line through its neighbours already passes within
+ * about @p tolerance of (sleeve fitting, one pass): every dropped point lies within 1.5 x
+ * tolerance of the simplified line, the first and last points are kept, and a spike stays (the
+ * line must keep moving away from the last kept point to absorb a point). For calm lines drawn
+ * with a wide or dashed pen, whose stroking costs per vertex: a smooth 1000-point band line
+ * becomes a few dozen segments at a quarter device pixel.
+ */
+void simplifyPolyline(const QPointF *points, qsizetype count, qreal tolerance, QPolygonF &out);
 
 /// Polyline length in px of decimated points (how noisy a line is: dashes are unreadable on a
 /// line that zigzags a column's height in every column).

@@ -78,6 +78,8 @@ void TimeSeriesChart::setReferenceLines(std::vector<ReferenceLine> lines)
 
 void TimeSeriesChart::setHighlightedSeries(int index)
 {
+    if (index == m_highlighted)
+        return;
     m_highlighted = index;
     Q_EMIT changed();
 }
@@ -183,7 +185,9 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
     painter.setRenderHint(QPainter::Antialiasing, true);
     if (!styled)
         paintDensity(painter, plot, x0, x1, ya, yb);
-    QPolygonF poly;
+    QPolygonF poly, simplified;
+    // A quarter of a device pixel: what simplifying a calm line may move it by is not visible.
+    const qreal tolerance = 0.25 / dpr;
     auto drawSeries = [&](size_t i, const SeriesStyle &st, qreal width) {
         const auto &d = m_decimated[i];
         // Dashes only on lines calm enough to show them: on a line that zigzags through every
@@ -201,8 +205,14 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
         auto drawRun = [&] {
             if (poly.size() == 1)
                 poly.append(poly.front() + QPointF(0.5, 0)); // a lone sample still shows
-            if (!poly.isEmpty())
+            if (calm && poly.size() > 2) {
+                // A wide, dashed, antialiased pen is stroked per vertex (joins, dashes): a calm
+                // line of a thousand samples needs a few dozen vertices to look the same.
+                simplifyPolyline(poly.constData(), poly.size(), tolerance, simplified);
+                detail::drawPolylineChunked(painter, simplified);
+            } else if (!poly.isEmpty()) {
                 detail::drawPolylineChunked(painter, poly);
+            }
             poly.clear();
         };
         for (const DecimatedPoint &p : d) {

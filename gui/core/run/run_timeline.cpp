@@ -17,7 +17,10 @@ void RunTimeline::reset(Options options)
     m_worldSize = 0;
     m_bucket = 1;
     m_partial = 0;
+    ++m_revision;
+    ++m_compactions; // a view's per-sample cache is void after a reset too
     m_times.clear();
+    m_times.reserve(m_options.maxPoints + 1);
     m_ranks.assign(kRankMetricCount, {});
     m_global.assign(kGlobalMetricCount, {});
 }
@@ -40,12 +43,22 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
         return false;
     const int world = static_cast<int>(std::max<std::size_t>(snapshot.ranks.size(), static_cast<std::size_t>(std::max<std::int64_t>(snapshot.worldSize, 0))));
     if (world > m_worldSize) {
-        // Ranks first heard later start with zeros at the samples before.
-        for (auto &metric : m_ranks)
-            metric.resize(static_cast<std::size_t>(world), std::vector<float>(m_times.size(), 0.0F));
+        // Ranks first heard later start with zeros at the samples before. The whole bound is
+        // reserved now: no reallocation (and no doubling of capacity) while the run goes on.
+        for (auto &metric : m_ranks) {
+            metric.resize(static_cast<std::size_t>(world));
+            for (auto &series : metric)
+                if (series.capacity() < m_options.maxPoints + 1) {
+                    series.reserve(m_options.maxPoints + 1);
+                    series.resize(m_times.size(), 0.0F);
+                }
+        }
+        for (auto &g : m_global)
+            g.reserve(m_options.maxPoints + 1);
         m_worldSize = world;
     }
-    std::array<std::vector<float>, kRankMetricCount> values;
+    ++m_revision;
+    auto &values = m_values; // reused: no allocation per snapshot
     for (auto &v : values)
         v.assign(static_cast<std::size_t>(m_worldSize), 0.0F);
     for (const auto &r : snapshot.ranks) {
@@ -121,6 +134,7 @@ void RunTimeline::compact()
     const auto held = static_cast<std::int64_t>(n % 2 ? lastWeight : static_cast<double>(m_bucket) + lastWeight);
     m_bucket *= 2;
     m_partial = held == m_bucket ? 0 : held;
+    ++m_compactions;
 }
 
 std::span<const float> RunTimeline::rank(RankMetric metric, int rank) const

@@ -6,10 +6,16 @@
 // number of snapshots (a bucket, mean of rates and shares, last of cumulative figures); past
 // maxPoints samples, neighbours merge pairwise and buckets double. A 10-hour run costs what a
 // 10-minute one does, the samples stay evenly spread over the whole run, and the newest (partly
-// filled) bucket always holds the latest snapshot.
+// filled) bucket always holds the latest snapshot. Every series reserves maxPoints + 1 samples when
+// its rank is first heard, so memory reaches its bound then and stays there (1024 ranks: 16 MiB).
+//
+// For views that derive something per sample (bands, heat map columns) and want to redo only what
+// changed: between two compactions, samples are only appended and the newest one is updated in
+// place; everything before it stays as it was.
 
 #include "telemetry/collector_state.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -50,6 +56,12 @@ public:
     [[nodiscard]] std::span<const double> global(GlobalMetric metric) const;
     /// Bytes held (for the memory benchmark).
     [[nodiscard]] std::size_t bytes() const noexcept;
+    /// Changes with every sample taken (appended or merged into the newest): views skip rebuilding
+    /// when it is the one they last drew.
+    [[nodiscard]] std::uint64_t revision() const noexcept { return m_revision; }
+    /// How many times neighbours were merged: when it is unchanged, samples [0, size() - 1) are
+    /// exactly those a view saw last time (only the newest can have changed, or been appended).
+    [[nodiscard]] std::uint64_t compactions() const noexcept { return m_compactions; }
 
 private:
     void compact();
@@ -58,10 +70,13 @@ private:
     std::int64_t m_bucket = 1;   // snapshots per complete sample
     std::int64_t m_partial = 0;  // snapshots in the newest sample; 0: it is complete
     int m_worldSize = 0;
+    std::uint64_t m_revision = 0;
+    std::uint64_t m_compactions = 0;
     std::vector<double> m_times;
     // [metric][rank] -> samples, all as long as m_times
     std::vector<std::vector<std::vector<float>>> m_ranks;
     std::vector<std::vector<double>> m_global;
+    std::array<std::vector<float>, kRankMetricCount> m_values; // one snapshot's, reused
 };
 
 } // namespace cppl::core::run

@@ -264,11 +264,25 @@ void TestAppModels::rankAndAlertModels()
         ranks.update(run.snapshot());
     }
     QCOMPARE(ranks.rowCount(), 64);
-    // One dataChanged per update (after the first, which resets), covering every cell.
+    // One dataChanged per update (after the first, which resets), over every rank (all of them
+    // progress) from the State column on: rank, host and group did not change.
     QCOMPARE(changed.size(), 79);
     const auto range = changed.back();
-    QCOMPARE(range.at(0).toModelIndex(), ranks.index(0, 0));
+    QCOMPARE(range.at(0).toModelIndex(), ranks.index(0, cppl::app::RankTableModel::ColState));
     QCOMPARE(range.at(1).toModelIndex(), ranks.index(63, cppl::app::RankTableModel::ColumnCount - 1));
+    // The same snapshot again changes nothing; one rank heard from again changes its row only.
+    changed.clear();
+    ranks.update(run.snapshot());
+    QCOMPARE(changed.size(), 0);
+    auto one = run.snapshot();
+    one.ranks[17].received += 1;
+    one.ranks[17].stats.tokens += 100;
+    ranks.update(one);
+    QCOMPARE(changed.size(), 1);
+    QCOMPARE(changed.back().at(0).toModelIndex(), ranks.index(17, cppl::app::RankTableModel::ColState));
+    QCOMPARE(changed.back().at(1).toModelIndex(), ranks.index(17, cppl::app::RankTableModel::ColumnCount - 1));
+    QCOMPARE(ranks.index(17, cppl::app::RankTableModel::ColTokens).data(cppl::app::RankTableModel::SortRole).toLongLong(),
+             qlonglong(one.ranks[17].stats.tokens));
     // Sorted by tok/s: the stalled rank (0 tok/s) first, then the slow ranks.
     QCOMPARE(proxy.index(0, 0).data(cppl::app::RankTableModel::RankRole).toInt(), run.stalledRank());
     std::vector<int> next;

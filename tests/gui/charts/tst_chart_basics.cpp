@@ -8,6 +8,7 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -32,6 +33,8 @@ private Q_SLOTS:
     void consecutiveSeriesDifferBeyondColour();
     void decimationKeepsSingleSpike();
     void decimationKeepsEdgesAndBreaks();
+    void simplifiedPolylineStaysClose_data();
+    void simplifiedPolylineStaysClose();
     void densityCountsEachSeriesOncePerPixel();
     void bandQuantiles();
 };
@@ -277,6 +280,58 @@ void TestChartBasics::bandQuantiles()
     QCOMPARE(b2[0].median, 2.0);
     QCOMPARE(b2[0].count, 1);
     QCOMPARE(b2[1].median, 7.0);
+}
+
+void TestChartBasics::simplifiedPolylineStaysClose_data()
+{
+    QTest::addColumn<int>("shape");
+    QTest::addRow("smooth curve") << 0;
+    QTest::addRow("curve with a one-sample spike") << 1;
+    QTest::addRow("zigzag") << 2;
+    QTest::addRow("steps") << 3;
+}
+
+void TestChartBasics::simplifiedPolylineStaysClose()
+{
+    QFETCH(int, shape);
+    // 1000 samples across 400 px, as a calm band line of a long run is drawn.
+    QPolygonF line;
+    for (int i = 0; i < 1000; ++i) {
+        const double x = 0.4 * i;
+        double y = 100 + 60 * std::sin(i / 150.0);
+        if (shape == 1 && i == 617)
+            y -= 80; // the spike
+        if (shape == 2)
+            y = 100 + ((i % 2) ? 5 : -5);
+        if (shape == 3)
+            y = 100 + 20 * ((i / 100) % 3);
+        line.append(QPointF(x, y));
+    }
+    constexpr double tol = 0.25;
+    QPolygonF out;
+    cppl::charts::simplifyPolyline(line.constData(), line.size(), tol, out);
+    QCOMPARE(out.front(), line.front());
+    QCOMPARE(out.back(), line.back());
+    // Every input point within 1.5 x tolerance of the simplified line.
+    auto distance = [&](const QPointF &p) {
+        double best = 1e300;
+        for (qsizetype i = 0; i + 1 < out.size(); ++i) {
+            const QPointF a = out[i], b = out[i + 1], d = b - a;
+            const double len2 = d.x() * d.x() + d.y() * d.y();
+            const double t = len2 > 0 ? std::clamp(QPointF::dotProduct(p - a, d) / len2, 0.0, 1.0) : 0.0;
+            const QPointF q = a + t * d;
+            best = std::min(best, std::hypot(p.x() - q.x(), p.y() - q.y()));
+        }
+        return best;
+    };
+    for (const QPointF &p : line)
+        QVERIFY2(distance(p) <= 1.5 * tol + 1e-9, qPrintable(QStringLiteral("(%1, %2) is %3 px away").arg(p.x()).arg(p.y()).arg(distance(p))));
+    if (shape == 0 || shape == 1)
+        QVERIFY2(out.size() < 150, qPrintable(QString::number(out.size()))); // what makes stroking cheap
+    if (shape == 1)
+        QVERIFY(std::any_of(out.begin(), out.end(), [&](const QPointF &p) { return p == line[617]; }));
+    if (shape == 2)
+        QCOMPARE(out.size(), line.size()); // nothing to drop in a zigzag wider than the tolerance
 }
 
 QTEST_MAIN(TestChartBasics)

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Ranks x time, tokens/s as colour (viridis, lightness rises with the rate, so it reads in
+// greyscale); failed/stalled ranks are marked in a strip at the right with a symbol. 1024 ranks
+// fit: rows are at least one device pixel; when ranks outnumber pixel rows each row shows the
+// slowest rank of its bin, so a slow or stalled rank is never averaged away.
+//
+// Kept incremental for live runs: the rates are copied and the image's columns coloured only for
+// the timeline samples that changed since the last update (usually the newest one or two); the
+// whole image is rebuilt only when the timeline compacts, the plot's pixel rows change or the
+// colour scale crosses one of its steps.
+
+#include "run/run_timeline.h"
+#include "telemetry/collector_state.h"
+
+#include <QImage>
+#include <QWidget>
+
+#include <cstdint>
+#include <vector>
+
+namespace cppl::app {
+
+class RankHeatMap : public QWidget
+{
+    Q_OBJECT
+
+public:
+    explicit RankHeatMap(QWidget *parent = nullptr);
+    /// @p colourMax: the rate at the top of the colour scale (the run charts pass the largest 99th
+    /// percentile across ranks of any sample, so one outlier does not darken the rest); rounded up
+    /// here to a step of a quarter of its decade.
+    void setData(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot,
+                 double colourMax);
+    /// Failed and stalled ranks from @p snapshot (repaints only when they change).
+    void setMarks(const cppl::core::telemetry::Snapshot &snapshot);
+    void clear();
+    void setSelectedRank(int rank);
+    QSize sizeHint() const override { return {420, 260}; }
+
+    // For tests: the image as it is painted with @p rows pixel rows (columns: timeline samples),
+    // and how many times every column was coloured (not just the changed ones).
+    [[nodiscard]] QImage imageForRows(int rows);
+    [[nodiscard]] int fullBuilds() const noexcept { return m_fullBuilds; }
+    [[nodiscard]] double colourMax() const noexcept { return m_scale; }
+
+Q_SIGNALS:
+    void rankClicked(int rank);
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+    void mousePressEvent(QMouseEvent *event) override;
+
+private:
+    QRectF plotRect() const;
+    void ensureImage(int rows);
+
+    std::vector<float> m_rates; // rank-major, m_capacity columns per rank
+    std::vector<double> m_times;
+    int m_capacity = 0;
+    int m_columns = 0;
+    int m_ranks = 0;
+    std::uint64_t m_compactions = ~std::uint64_t{0};
+    QImage m_image;           // m_capacity x m_rows; columns [0, m_imageColumns) are current
+    int m_rows = 0;
+    int m_imageColumns = 0;
+    int m_fullBuilds = 0;
+    QImage m_ramp;            // the colour bar, 1 x 256, top = fastest
+    std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled
+    double m_scale = 0;       // tok/s at the top of the colour scale
+    double m_seconds = 0;
+    int m_selected = -1;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+// The Run page's incremental chart data (docs/dashboard.md, "Responsiveness"): quantile bands and
+// the heat map updated sample by sample across timeline compactions equal what a fresh full
+// computation gives; in steady state only the newest samples are recomputed; the page shows the
+// table and the charts of a 1024-rank run in turns and catches up once the stream pauses.
+
+#include "rank_heat_map.h"
+#include "rank_quantiles.h"
+#include "rank_table_model.h"
+#include "run_charts.h"
+#include "run_page.h"
+#include "synthetic_run.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <vector>
+
+using namespace Qt::StringLiterals;
+using cppl::app::RankHeatMap;
+using cppl::app::RankQuantiles;
+using cppl::app::SyntheticRun;
+using cppl::core::run::RankMetric;
+using cppl::core::run::RunTimeline;
+
+namespace {
+
+/// The quantile by sorting the whole column: what the incremental values must equal.
+double bruteQuantile(const RunTimeline &tl, RankMetric metric, size_t sample, double q)
+{
+    std::vector<float> column;
+    for (int r = 0; r < tl.worldSize(); ++r)
+        column.push_back(tl.rank(metric, r)[sample]);
+    std::sort(column.begin(), column.end());
+    const size_t k = std::min(column.size() - 1, size_t(q * double(column.size() - 1) + 0.5));
+    return double(column[k]);
+}
+
+} // namespace
+
+class TestRunCharts : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void quantilesFollowCompactions_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("maxPoints");
+        QTest::addRow("40 ranks, 16 points") << 40 << 16;
+        QTest::addRow("300 ranks, 64 points") << 300 << 64;
+    }
+    void quantilesFollowCompactions()
+    {
+        QFETCH(int, ranks);
+        QFETCH(int, maxPoints);
+        SyntheticRun run(ranks);
+        RunTimeline tl;
+        tl.reset({size_t(maxPoints), 0.2});
+        const std::vector<double> qs{0.05, 0.5, 0.95, 0.99};
+        RankQuantiles live(RankMetric::TokensPerSecond, qs);
+        std::uint64_t compactions = tl.compactions();
+        int seenCompactions = 0, steadyUpdates = 0;
+        for (double t = 0.5; t < 100; t += 0.5) { // the synthetic run's step
+            run.advanceTo(t);
+            QVERIFY(tl.append(t, run.snapshot()));
+            QCOMPARE(tl.worldSize(), ranks);
+            const bool compacted = tl.compactions() != compactions;
+            compactions = tl.compactions();
+            const bool wasExact = live.exact() && live.size() > 0;
+            live.update(tl, 4);
+            QCOMPARE(live.size(), tl.size());
+            if (compacted) {
+                ++seenCompactions;
+            } else if (wasExact) {
+                // Steady state: the newest sample (updated in place or appended) and nothing else.
+                QVERIFY2(live.lastComputed() <= 2, qPrintable(QString::number(live.lastComputed())));
+                ++steadyUpdates;
+            }
+            // The newest sample is always exact (it is what the eye follows).
+            QCOMPARE(live.values(1).back(), bruteQuantile(tl, RankMetric::TokensPerSecond, tl.size() - 1, 0.5));
+        }
+        QVERIFY2(seenCompactions >= 2, qPrintable(QString::number(seenCompactions)));
+        QVERIFY(steadyUpdates > 100);
+        // The stand-ins are replaced by exact values within a few updates of a small budget...
+        for (int i = 0; i < 100 && !live.exact(); ++i)
+            live.update(tl, 4);
+        QVERIFY(live.exact());
+        // ... and then equal a fresh computation and the brute force, sample by sample.
+        RankQuantiles fresh(RankMetric::TokensPerSecond, qs);
+        fresh.update(tl);
+        for (size_t q = 0; q < qs.size(); ++q) {
+            QCOMPARE(live.values(int(q)), fresh.values(int(q)));
+            for (size_t s = 0; s < tl.size(); s += 3)
+                QCOMPARE(fresh.values(int(q))[s], bruteQuantile(tl, RankMetric::TokensPerSecond, s, qs[q]));
+        }
+        // Ordered at every sample.
+        for (size_t s = 0; s < tl.size(); ++s) {
+            QVERIFY(fresh.values(0)[s] <= fresh.values(1)[s]);
+            QVERIFY(fresh.values(1)[s] <= fresh.values(2)[s]);
+            QVERIFY(fresh.values(2)[s] <= fresh.values(3)[s]);
+        }
+    }
+
+    void heatMapIncrementalEqualsFull()
+    {
+        // 600 ranks into 150 pixel rows (4 ranks a row, the slowest shown), a timeline that
+        // compacts twice, the heat map fed after every sample and drawn each time.
+        SyntheticRun run(600);
+        RunTimeline tl;
+        tl.reset({64, 0.2});
+        RankQuantiles band(RankMetric::TokensPerSecond, {0.99});
+        RankHeatMap live;
+        int updates = 0;
+        for (double t = 0.5; t < 100; t += 0.5) {
+            run.advanceTo(t);
+            QVERIFY(tl.append(t, run.snapshot()));
+            band.update(tl);
+            const auto &p99 = band.values(0);
+            live.setData(tl, run.snapshot(), *std::max_element(p99.begin(), p99.end()));
+            const QImage image = live.imageForRows(150);
+            QCOMPARE(image.width(), int(tl.size()));
+            QCOMPARE(image.height(), 150);
+            ++updates;
+        }
+        // Most updates coloured only their newest columns: full builds come with the first data,
+        // the compactions and the colour scale's steps.
+        QVERIFY2(live.fullBuilds() < updates / 10, qPrintable(u"%1 of %2"_s.arg(live.fullBuilds()).arg(updates)));
+        RankHeatMap fresh;
+        const auto &p99 = band.values(0);
+        fresh.setData(tl, run.snapshot(), *std::max_element(p99.begin(), p99.end()));
+        QCOMPARE(fresh.colourMax(), live.colourMax());
+        const QImage a = live.imageForRows(150), b = fresh.imageForRows(150);
+        QCOMPARE(a.size(), b.size());
+        QVERIFY(a == b);
+        // A slow rank's row is darker (its bin shows its slowest rank) than a row of normal ranks.
+        const int slowRow = run.slowRanks().front() * 150 / 600;
+        const int lastColumn = a.width() - 1;
+        QVERIFY(qGray(a.pixel(lastColumn, slowRow)) + 20 < qGray(a.pixel(lastColumn, (slowRow + 40) % 150)));
+        // A new number of pixel rows rebuilds everything, still equal to a fresh map.
+        QVERIFY(live.imageForRows(97) == fresh.imageForRows(97));
+    }
+
+    void pageTakesTurnsAndCatchesUp()
+    {
+        // 1024 ranks: the table and the charts are updated in turns, at most every 200 ms each;
+        // when snapshots stop, the last one reaches the table and the charts.
+        SyntheticRun run(1024);
+        cppl::app::RunPage page;
+        page.resize(1400, 900);
+        page.reset(u"turns"_s, 1024, run.groupNames(), run.thresholds());
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        // The first snapshot after reset() shows everything at once (screenshots rely on it).
+        run.advanceTo(1);
+        page.showSnapshot(run.snapshot(), run.timeline(), 1);
+        QCOMPARE(page.rankModel()->rowCount(), 1024);
+        QCOMPARE(page.charts()->slowestRanks().size(), 3);
+        int tableBehind = 0;
+        for (double t = 2; t <= 30; t += 1) {
+            run.advanceTo(t);
+            page.showSnapshot(run.snapshot(), run.timeline(), t);
+            const auto *row = page.rankModel()->rankAt(0);
+            QVERIFY(row);
+            tableBehind += row->stats.tokens != run.snapshot().ranks[0].stats.tokens;
+        }
+        QVERIFY2(tableBehind > 0, "beyond 256 ranks the table should skip snapshots right after its update");
+        QTRY_COMPARE_WITH_TIMEOUT(page.rankModel()->rankAt(0)->stats.tokens, run.snapshot().ranks[0].stats.tokens, 3000);
+        // The charts caught up too: the slowest ranks named are those of the last snapshot.
+        QCOMPARE(page.charts()->slowestRanks().size(), 3);
+        const QStringList slowest = page.charts()->slowestRanks();
+        for (int r : run.slowRanks())
+            QVERIFY2(std::any_of(slowest.begin(), slowest.end(), [&](const QString &s) { return s.startsWith(u"rank %1 "_s.arg(r)); }),
+                     qPrintable(slowest.join(u", "_s)));
+    }
+};
+
+QTEST_MAIN(TestRunCharts)
+#include "tst_run_charts.moc"
