@@ -141,20 +141,20 @@ void RankHeatMap::ensureImage(int rows)
     // Each row: the slowest rank of its bin, so a slow or stalled rank is never averaged (or
     // sampled) away.
     const auto &map = cppl::charts::ColorMap::viridis();
-    const int c0 = m_imageColumns, c1 = m_columns, width = c1 - c0;
-    std::vector<float> line(size_t(width), 0.0f);
+    const int c0 = m_imageColumns, c1 = m_columns, span = c1 - c0;
+    std::vector<float> line(size_t(span), 0.0f);
     for (int b = 0; b < rows; ++b) {
         const int r0 = int(qint64(b) * m_ranks / rows);
         const int r1 = std::max(r0 + 1, int(qint64(b + 1) * m_ranks / rows));
         std::fill(line.begin(), line.end(), std::numeric_limits<float>::infinity());
         for (int r = r0; r < r1; ++r) {
             const float *src = m_rates.data() + size_t(r) * size_t(m_capacity) + size_t(c0);
-            for (int c = 0; c < width; ++c)
+            for (int c = 0; c < span; ++c)
                 if (std::isfinite(src[c]))
                     line[size_t(c)] = std::min(line[size_t(c)], src[c]);
         }
         auto *px = reinterpret_cast<QRgb *>(m_image.scanLine(b)) + c0;
-        for (int c = 0; c < width; ++c)
+        for (int c = 0; c < span; ++c)
             px[c] = std::isfinite(line[size_t(c)]) ? map.map(double(line[size_t(c)]) / m_scale) : qRgb(128, 128, 128);
     }
     m_imageColumns = m_columns;

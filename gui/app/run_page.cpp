@@ -326,7 +326,7 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
         for (int r = keep - 2; r < m_worldSize; ++r)
             m_logRank->addItem(tr("rank %1").arg(r), r);
     }
-    bool table = true, charts = true;
+    bool showTable = true, showCharts = true;
     unsigned parts = RunCharts::AllParts;
     if (int(s.ranks.size()) > kTakeTurnsAbove && !redrawCharts && m_tableClock.isValid()) {
         // Beyond 256 ranks the page is shown in two halves that take turns, each at most every
@@ -336,23 +336,23 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
         // The first snapshot after reset() shows everything.
         const bool firstDue = !m_tableClock.isValid() || m_tableClock.elapsed() >= kTableEveryMs;
         const bool secondDue = m_charts->due(timeline, RunCharts::RankPart);
-        table = firstDue && (!secondDue || !m_tableWentLast);
-        charts = table || secondDue;
-        parts = table ? RunCharts::GlobalPart : RunCharts::RankPart;
+        showTable = firstDue && (!secondDue || !m_tableWentLast);
+        showCharts = showTable || secondDue;
+        parts = showTable ? RunCharts::GlobalPart : RunCharts::RankPart;
     }
-    if (table) {
+    if (showTable) {
         m_tableClock.start();
         m_updatingSelection = true;
         m_ranks->update(s);
         m_updatingSelection = false;
     }
-    if (charts)
+    if (showCharts)
         m_charts->update(timeline, s, redrawCharts, parts);
-    if (table || charts)
-        m_tableWentLast = table;
+    if (showTable || showCharts)
+        m_tableWentLast = showTable;
     // What this snapshot did not show, the next one will; if none comes (the run ended, the
     // collector went quiet), a copy of this one is shown when the stream has paused.
-    if (table && parts == RunCharts::AllParts) {
+    if (showTable && parts == RunCharts::AllParts) {
         m_catchUp->stop();
         return;
     }
