@@ -9,9 +9,15 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace cppl::agent {
+
+namespace {
+/// Log-softmax rows per chunk: 2^22 elements (16 MiB of float32) whatever the vocabulary.
+constexpr std::int64_t kLogSoftmaxChunkElements = std::int64_t{1} << 22;
+} // namespace
 
 Evaluator::Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch)
     : m_model(model), m_tokens(flatTokens), m_plan(plan), m_batch(batch)
@@ -38,6 +44,7 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
     at::Tensor ids = at::zeros({m_batch, W}, host);
     at::Tensor flat = at::empty({m_batch * W}, host);
     at::Tensor targets = at::empty({m_batch * W}, host);
+    at::Tensor logpBuffer; // the log-softmax of a chunk of rows, reused by every batch
 
     // The exact accumulation of batch i runs while the device computes batch i + 1.
     struct Done
@@ -87,7 +94,24 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
             at::Tensor logits = m_model.logitsAt(idsDev, posDev);
             if (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kDouble)
                 logits = logits.to(at::kFloat); // log-softmax in float32 or wider, always
-            const at::Tensor logp = at::log_softmax(logits, -1).gather(1, tgtDev.to(logits.device())).to(at::kDouble);
+            // The log-softmax of every scored position at once was a second tensor as large as the
+            // logits (batch x context x vocabulary: 200 MB for GPT-2's vocabulary at context 128,
+            // GBs for long contexts), newly allocated and page-faulted every batch; that, not the
+            // arithmetic, made the time. Rows in chunks reuse one small buffer; each row is the
+            // same kernel on the same numbers, so the bits do not change.
+            const std::int64_t vocab = logits.size(1);
+            const std::int64_t chunk = std::max<std::int64_t>(1, kLogSoftmaxChunkElements / std::max<std::int64_t>(vocab, 1));
+            if (!logpBuffer.defined() || logpBuffer.size(0) < std::min(chunk, n) || logpBuffer.size(1) != vocab
+                || logpBuffer.scalar_type() != logits.scalar_type() || logpBuffer.device() != logits.device())
+                logpBuffer = at::empty({std::min(chunk, n), vocab}, logits.options());
+            const at::Tensor tgtLogits = tgtDev.to(logits.device());
+            const at::Tensor logp = at::empty({n, 1}, logits.options().dtype(at::kDouble));
+            for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+                const std::int64_t rowsNow = std::min(chunk, n - r0);
+                at::Tensor out = logpBuffer.narrow(0, 0, rowsNow);
+                at::_log_softmax_out(out, logits.narrow(0, r0, rowsNow), -1, false);
+                logp.narrow(0, r0, rowsNow).copy_(out.gather(1, tgtLogits.narrow(0, r0, rowsNow)));
+            }
             account(done); // the previous batch, while the device works on this one
             next.logp = logp.to(at::kCPU); // blocking: this batch (and its copies) are complete after it
         } else {
