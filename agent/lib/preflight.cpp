@@ -3,6 +3,8 @@
 
 #include "args.h"
 #include "distributed/communicator.h"
+#include "eval/cpu_affinity.h"
+#include "eval/cpu_gemm.h"
 #include "exit_codes.h"
 
 #include "cppl/config.h"
@@ -139,6 +141,10 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
                               {"cuda_driver_version", libs.driverVersion}, {"nccl_path", libs.ncclPath}, {"nccl_how", libs.ncclHow},
                               {"nccl_version", libs.ncclVersion},         {"error", libs.error}};
         j["memory_available_bytes"] = memAvailableBytes();
+        const auto slots = a.integer("--slots", 0, 0, 1 << 20);
+        // What each of `slots` ranks here gets by default (eval: allowed CPUs / local ranks, pinned).
+        const CpuPlan cpu = planCpus(0, static_cast<int>(std::max<std::int64_t>(1, slots)), 0);
+        j["cpus"] = {{"allowed", cpu.allowedCpus}, {"threads_per_rank", cpu.threads}, {"kernels", cpu::isaName(cpu::detectIsa())}};
         nlohmann::ordered_json p = nlohmann::ordered_json::array();
         for (const auto &path : paths) {
             const std::string st = pathStatus(path);
@@ -155,7 +161,6 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
                 problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
         }
         const std::string backend = a.get("--backend").value_or("auto");
-        const auto slots = a.integer("--slots", 0, 0, 1 << 20);
         if (backend == "nccl") {
             if (!ncclWhy.empty())
                 problems.push_back("backend nccl: " + ncclWhy);
@@ -170,7 +175,9 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         } else {
             out << "host " << host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
                 << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n'
-                << dist::describe(libs) << '\n';
+                << dist::describe(libs) << '\n'
+                << "cpus: " << cpu.allowedCpus << " allowed, " << cpu.threads << " threads per rank (" << cpu.why << "), "
+                << cpu::isaName(cpu::detectIsa()) << " kernels\n";
             for (const auto &pr : problems)
                 out << "problem: " << pr << '\n';
         }

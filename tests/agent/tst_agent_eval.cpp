@@ -20,6 +20,8 @@
 #include <fstream>
 #include <random>
 
+#include <sched.h>
+
 using namespace cppl::agent;
 using namespace cppl::test;
 
@@ -272,6 +274,40 @@ private Q_SLOTS:
             QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), first);
             QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), firstSq);
         }
+    }
+
+    void threadsDefaultToTheRanksShareOfCpus()
+    {
+        // Ranks sharing a host share its cores: no --threads -> allowed CPUs / local ranks, and with
+        // several local ranks each is pinned to its own slice (recorded in the result and the log).
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        QCOMPARE(sched_getaffinity(0, sizeof set, &set), 0);
+        const int allowed = CPU_COUNT(&set);
+        QTemporaryDir dir;
+        const QString json = dir.filePath(QStringLiteral("r.json"));
+        const QStringList common{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                 QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--max-windows"), QStringLiteral("2"),
+                                 QStringLiteral("--json"), json};
+        ProcessResult r = runAgent(common);
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed);
+        QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("allowed")).toInt(), allowed);
+        QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("pinned")).toString(), QString());
+        if (allowed < 2)
+            QSKIP("one allowed CPU: two local ranks cannot each get their own");
+        r = runAgent(common + QStringList{QStringLiteral("--local-rank"), QStringLiteral("1"), QStringLiteral("--local-world-size"), QStringLiteral("2")});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed / 2);
+        QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("local_ranks")).toInt(), 2);
+        QVERIFY(!j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("pinned")).toString().isEmpty());
+        QVERIFY2(r.err.contains(QStringLiteral("pinned to CPUs ")), qPrintable(r.err));
+        // --threads wins over the default.
+        r = runAgent(common + QStringList{QStringLiteral("--threads"), QStringLiteral("3")});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QCOMPARE(readJson(json).value(QStringLiteral("threads")).toInt(), 3);
     }
 
     void halfPrecisionDtypes()

@@ -6,6 +6,7 @@
 #include "exit_codes.h"
 #include "language_model.h"
 #include "model/mapped_file.h"
+#include "cpu_affinity.h"
 #include "runtime_info.h"
 #include "result_json.h"
 #include "eval_data.h"
@@ -198,9 +199,9 @@ EvalOptions parseOptions(const Args &a)
         o.plan.bosFirst = a.has("--bos-first");
         o.batch = a.integer("--batch", 8, 1, 1 << 16);
         o.maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
-        const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
-        o.threads = a.integer("--threads", hw, 1, 1024);
-        o.blasThreads = a.integer("--blas-threads", o.threads, 1, 1024);
+        // 0: the default, this host's allowed CPUs / its local ranks (planCpus, once the rank is known).
+        o.threads = a.has("--threads") ? a.integer("--threads", 1, 1, 1024) : 0;
+        o.blasThreads = a.has("--blas-threads") ? a.integer("--blas-threads", 1, 1, 1024) : 0;
         o.device = parseDevice(a.get("--device").value_or("auto"));
         // bfloat16 is the GPU default: the exponent range of float32 (no overflow where float32
         // has none), tensor-core speed, and the log-softmax stays float32 (Evaluator).
@@ -361,6 +362,9 @@ private:
     void connect()
     {
         const RankIdentity &identity = m_o.identity;
+        // Pinned before any pool or communication thread starts, so that they inherit the CPU slice.
+        m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads));
+        const bool pinnedOk = applyPinning(m_cpu);
         if (m_o.distributed) {
             try {
                 m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);
@@ -375,7 +379,7 @@ private:
                       << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
                       << m_run->storeAddress() << '\n';
         }
-        setThreads(static_cast<int>(m_o.threads), static_cast<int>(m_o.blasThreads));
+        setThreads(m_cpu.threads, static_cast<int>(m_o.blasThreads > 0 ? m_o.blasThreads : m_cpu.threads));
         if (m_o.device.is_cuda()) {
             at::globalContext().setAllowTF32CuBLAS(m_o.tf32);
             at::globalContext().setAllowTF32CuDNN(m_o.tf32);
@@ -404,6 +408,10 @@ private:
         }
         m_runtime = runtimeInfo();
         logLine(describe(m_runtime));
+        logLine("threads: " + std::to_string(m_cpu.threads) + " (" + m_cpu.why + "), "
+                + (m_cpu.pinned.empty() ? std::string(pinnedOk ? "not pinned" : "not pinned (the OS refused sched_setaffinity)")
+                                        : "pinned to CPUs " + cpuListText(m_cpu.pinned))
+                + "; local rank " + std::to_string(identity.localRank) + " of " + std::to_string(m_cpu.localRanks));
     }
 
     /// Step 3: the data (token file, or text through a tokenizer and a dataset reader).
@@ -749,6 +757,10 @@ private:
             j["device"] = device.str();
             j["tf32"] = m_o.tf32;
             j["threads"] = runtime.intraOpThreads;
+            j["cpus"] = {{"allowed", m_cpu.allowedCpus},
+                         {"local_ranks", m_cpu.localRanks},
+                         {"pinned", cpuListText(m_cpu.pinned)},
+                         {"threads_from", m_cpu.why}};
             j["blas_threads"] = runtime.blasThreads;
             j["blas"] = runtime.blas;
             j["gemm"] = mi.gemm;
@@ -806,6 +818,7 @@ private:
     std::unique_ptr<dist::DistributedRun> m_run; ///< set when this is one rank of several
     std::unique_ptr<telemetry::Publisher> m_tel; ///< set with --telemetry
     RuntimeInfo m_runtime;
+    CpuPlan m_cpu;
 };
 
 } // namespace
