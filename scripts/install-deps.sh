@@ -28,6 +28,8 @@ packages=(
   libzmq3-dev cppzmq-dev libsodium-dev libssh-dev openssh-server openssh-client clang
   # reports' tests: pdftotext/pdftoppm/pdfinfo read the PDF reports back
   poppler-utils
+  # the Slurm launcher's tests: a real one-host Slurm (munged, slurmctld, slurmd, sbatch/squeue/scancel)
+  munge slurmctld slurmd slurm-client
 )
 
 [[ "${CLUSTERPPL_SKIP_DEPS:-0}" == 1 ]] && exit 0

@@ -8,6 +8,7 @@
 #include "result_json.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"
+#include "telemetry/relay.h"
 #include "token_file.h"
 #include "tokenizer/tokenize_command.h"
 
@@ -134,6 +135,13 @@ constexpr CommandUsage kCommandUsage[] = {
       What a launcher checks before starting ranks on this host: agent and LibTorch versions,
       CUDA devices, NCCL, free memory, hostname, readable paths, the master's reachability.
       Exit 0 when nothing is wrong, 1 with the problems listed.
+)"},
+    {"relay", R"(  clusterppl-agent relay --forward tcp://127.0.0.1:PORT --keys-file FILE --agent-keys-out FILE
+                   --endpoint-out FILE [--bind tcp://0.0.0.0:0] [--advertise-host HOST]
+      On a Slurm login node: receives the agents' telemetry (ZeroMQ PULL, CURVE with keys of its
+      own, only the client key written to --agent-keys-out admitted) and forwards it to the
+      collector at --forward with the run's keys from --keys-file (mode 0600, removed once read).
+      Writes the endpoint agents send to (tcp://HOST:PORT) to --endpoint-out. Runs until SIGTERM.
 )"},
 };
 
@@ -396,6 +404,18 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return preflightCommand(rest, out, err);
         if (args[0] == "comm-check")
             return dist::commCheckCommand(rest, out, err);
+        if (args[0] == "relay") {
+            const Args a(rest, {"--forward", "--keys-file", "--agent-keys-out", "--endpoint-out", "--bind", "--advertise-host"}, {});
+            telemetry::RelayOptions o;
+            o.forward = a.require("--forward", "the collector's endpoint, e.g. tcp://127.0.0.1:PORT");
+            o.keysFile = a.require("--keys-file", "the run's key line (a file of mode 0600)");
+            o.agentKeysOut = a.require("--agent-keys-out", "where to write the agents' key line");
+            o.endpointOut = a.require("--endpoint-out", "where to write the endpoint agents send to");
+            o.bind = a.get("--bind").value_or(o.bind);
+            o.advertiseHost = a.get("--advertise-host").value_or(std::string());
+            (void)telemetry::runRelay(o, err);
+            return kExitOk;
+        }
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const std::exception &e) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -287,6 +288,95 @@ void readGrouping(const json &g, GroupingSpec &out, std::vector<std::string> &er
 
 } // namespace
 
+namespace {
+
+void readSlurm(const json &j, SlurmSpec &s, std::vector<std::string> &errors)
+{
+    ObjectReader r(j, "slurm", errors);
+    r.string("partition", s.partition);
+    r.string("account", s.account);
+    r.string("qos", s.qos);
+    r.string("time_limit", s.timeLimit);
+    r.integer("nodes", s.nodes, 1, 1 << 16);
+    r.integer("ntasks_per_node", s.ntasksPerNode, 1, 1 << 12, "one agent per task; at least one");
+    r.integer("gpus_per_node", s.gpusPerNode, 0, 1 << 10);
+    r.string("constraint", s.constraint);
+    auto strings = [&](std::string_view key, std::vector<std::string> &out) {
+        const json *v = r.find(key);
+        if (!v)
+            return;
+        if (!v->is_array())
+            return r.fail(key, "expected an array of strings, got " + typeName(*v));
+        for (std::size_t i = 0; i < v->size(); ++i) {
+            if (!(*v)[i].is_string())
+                r.fail(key, "element " + std::to_string(i) + " must be a string, got " + typeName((*v)[i]));
+            else
+                out.push_back((*v)[i].get<std::string>());
+        }
+    };
+    strings("sbatch_options", s.sbatchOptions);
+    r.string("agent", s.agent);
+    strings("modules", s.modules);
+    r.string("env_script", s.envScript);
+    r.string("job_dir", s.jobDir);
+    r.rejectUnknown();
+}
+
+void validateSlurm(const ClusterProfile &p, std::vector<std::string> &errors)
+{
+    const SlurmSpec &s = p.slurm;
+    if (p.hosts.size() != 1)
+        errors.push_back("hosts: the slurm launcher needs exactly one host, the login node the job is submitted on (got "
+                         + std::to_string(p.hosts.size()) + "); the compute nodes come from the allocation (slurm.nodes)");
+    if (p.grouping.mode != GroupingSpec::Mode::ByHost && p.grouping.mode != GroupingSpec::Mode::BySize)
+        errors.emplace_back("groups: with the slurm launcher use \"by-host\" (ranks sharing an allocated node) or \"size:K\"; "
+                            "node names are known only once the job runs, so labels and lists cannot name them");
+    // Names Slurm accepts; anything else (spaces, quotes, $) is a typo or an attempt to inject.
+    auto plainWord = [&](std::string_view key, const std::string &v, std::string_view allowedExtra) {
+        for (const char c : v)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || allowedExtra.find(c) != std::string_view::npos)) {
+                errors.push_back("slurm." + std::string(key) + ": \"" + v + "\" contains '" + std::string(1, c)
+                                 + "', which Slurm does not accept there (letters, digits and " + std::string(allowedExtra) + ")");
+                return;
+            }
+    };
+    plainWord("partition", s.partition, "_-.,");
+    plainWord("account", s.account, "_-.");
+    plainWord("qos", s.qos, "_-.");
+    plainWord("constraint", s.constraint, "_-.&|[]*:!()");
+    if (!s.timeLimit.empty()) {
+        bool ok = std::isdigit(static_cast<unsigned char>(s.timeLimit.front())) && std::isdigit(static_cast<unsigned char>(s.timeLimit.back()));
+        for (const char c : s.timeLimit)
+            ok = ok && (std::isdigit(static_cast<unsigned char>(c)) || c == ':' || c == '-');
+        if (!ok)
+            errors.push_back("slurm.time_limit: \"" + s.timeLimit
+                             + "\" is not a Slurm time (\"MM\", \"MM:SS\", \"HH:MM:SS\", \"D-HH\", \"D-HH:MM\" or \"D-HH:MM:SS\")");
+    }
+    for (std::size_t i = 0; i < s.sbatchOptions.size(); ++i) {
+        const std::string &o = s.sbatchOptions[i];
+        const std::string where = "slurm.sbatch_options[" + std::to_string(i) + "]";
+        if (!o.starts_with("--") || o.size() < 3)
+            errors.push_back(where + ": \"" + o + "\" must be one long option, e.g. \"--exclusive\" or \"--mem=0\"");
+        for (const char c : o)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+                errors.push_back(where + ": contains a control character; remove it");
+                break;
+            }
+        for (std::string_view managed : {"--nodes", "--ntasks", "--job-name", "--output", "--error", "--chdir", "--parsable"})
+            if (o == managed || o.starts_with(std::string(managed) + "="))
+                errors.push_back(where + ": " + std::string(managed) + " is set by ClusterPPL (" + (managed == "--nodes" || managed == "--ntasks" ? "use slurm.nodes and slurm.ntasks_per_node" : "the job's files and name are its own") + ")");
+    }
+    for (std::size_t i = 0; i < s.modules.size(); ++i)
+        plainWord("modules[" + std::to_string(i) + "]", s.modules[i], "_-./+");
+    if (s.jobDir.empty())
+        errors.emplace_back("slurm.job_dir: must not be empty (default \".clusterppl/jobs\")");
+    if (s.gpusPerNode > 0 && s.gpusPerNode < s.ntasksPerNode && p.evaluation.backend == "nccl")
+        errors.push_back("slurm.gpus_per_node: " + std::to_string(s.gpusPerNode) + " GPUs for " + std::to_string(s.ntasksPerNode)
+                         + " tasks per node; the nccl backend needs one GPU per task (raise gpus_per_node or lower ntasks_per_node)");
+}
+
+} // namespace
+
 std::vector<std::string> validateProfile(const ClusterProfile &p)
 {
     std::vector<std::string> errors;
@@ -339,8 +429,13 @@ std::vector<std::string> validateProfile(const ClusterProfile &p)
     }
     if (p.grouping.mode == GroupingSpec::Mode::BySize && p.grouping.size < 1)
         errors.emplace_back("groups: size:K needs K >= 1");
-    if (p.launcher != "local" && p.launcher != "ssh")
-        errors.push_back("launcher: unknown value \"" + p.launcher + "\" (expected one of: local, ssh)");
+    if (p.launcher != "local" && p.launcher != "ssh" && p.launcher != "slurm")
+        errors.push_back("launcher: unknown value \"" + p.launcher + "\" (expected one of: local, ssh, slurm)");
+    if (p.launcher == "slurm")
+        validateSlurm(p, errors);
+    else if (p.slurm != SlurmSpec{})
+        errors.emplace_back("slurm: only used with \"launcher\": \"slurm\" (this profile's launcher is \"" + p.launcher
+                            + "\"); remove the object or set the launcher");
     const EvaluationSpec &e = p.evaluation;
     if (!parseProtocol(e.protocol))
         errors.push_back("evaluation.protocol: unknown value \"" + e.protocol + "\" (expected one of: hf-sliding, llama.cpp, lm-eval-rolling)");
@@ -401,7 +496,9 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         r.fail("version", "profile version " + std::to_string(version) + " is newer than this build understands ("
                               + std::to_string(ClusterProfile::kVersion) + "); update ClusterPPL");
     r.string("name", p.name);
-    r.oneOf("launcher", p.launcher, {"local", "ssh"});
+    r.oneOf("launcher", p.launcher, {"local", "ssh", "slurm"});
+    if (const json *sl = r.find("slurm"))
+        readSlurm(*sl, p.slurm, errors);
     if (const json *hosts = r.find("hosts")) {
         if (!hosts->is_array()) {
             r.fail("hosts", "expected an array of hosts, got " + typeName(*hosts));
@@ -507,6 +604,24 @@ std::string profileToJson(const ClusterProfile &p)
         hosts.push_back(std::move(j));
     }
     root["hosts"] = std::move(hosts);
+    if (p.launcher == "slurm" || p.slurm != SlurmSpec{}) {
+        const SlurmSpec &s = p.slurm;
+        ordered_json sl = {{"nodes", s.nodes}, {"ntasks_per_node", s.ntasksPerNode}};
+        for (const auto &[key, value] : {std::pair<const char *, const std::string *>{"partition", &s.partition}, {"account", &s.account},
+                                         {"qos", &s.qos}, {"time_limit", &s.timeLimit}, {"constraint", &s.constraint},
+                                         {"agent", &s.agent}, {"env_script", &s.envScript}})
+            if (!value->empty())
+                sl[key] = *value;
+        if (s.gpusPerNode > 0)
+            sl["gpus_per_node"] = s.gpusPerNode;
+        if (!s.sbatchOptions.empty())
+            sl["sbatch_options"] = s.sbatchOptions;
+        if (!s.modules.empty())
+            sl["modules"] = s.modules;
+        if (s.jobDir != SlurmSpec{}.jobDir)
+            sl["job_dir"] = s.jobDir;
+        root["slurm"] = std::move(sl);
+    }
     switch (p.grouping.mode) {
     case GroupingSpec::Mode::ByHost:
         root["groups"] = "by-host";

@@ -72,6 +72,27 @@ private Q_SLOTS:
         QVERIFY(again.profile == p);
     }
 
+    void slurmProfileRoundTrips()
+    {
+        const std::string text = withHosts(R"([{"name": "login", "ssh": {"alias": "cluster"}, "workdir": "/scratch/me"}])",
+                                           R"(, "launcher": "slurm", "groups": "size:2", "slurm": {"partition": "gpu", "account": "proj1",
+              "qos": "normal", "time_limit": "01:30:00", "nodes": 2, "ntasks_per_node": 4, "gpus_per_node": 4, "constraint": "a100&ib",
+              "sbatch_options": ["--exclusive", "--mem=0"], "agent": "/opt/cppl/bin/clusterppl-agent", "modules": ["cuda/12.2"],
+              "env_script": "/etc/profile.d/site.sh", "job_dir": "jobs"})");
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        const SlurmSpec &s = r.profile.slurm;
+        QCOMPARE(s.nodes, 2);
+        QCOMPARE(s.ntasksPerNode, 4);
+        QCOMPARE(s.gpusPerNode, 4);
+        QCOMPARE(s.sbatchOptions, (std::vector<std::string>{"--exclusive", "--mem=0"}));
+        QCOMPARE(s.constraint, std::string("a100&ib"));
+        QCOMPARE(s.jobDir, std::string("jobs"));
+        const auto again = parseProfile(profileToJson(r.profile));
+        QVERIFY2(again.ok(), qPrintable(errorsOf(profileToJson(r.profile))));
+        QVERIFY(again.profile == r.profile);
+    }
+
     void rankLayoutFollowsGroups()
     {
         const RankLayout layout = rankLayout(parseProfile(kValid).profile);
@@ -164,8 +185,36 @@ private Q_SLOTS:
                                         << "groups: unknown value \"by-rack\"";
         QTest::addRow("bad group size") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "groups": "size:0")"))
                                         << "groups: \"size:0\" needs a group size >= 1";
-        QTest::addRow("bad launcher") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "launcher": "slurm")"))
-                                      << "launcher: unknown value \"slurm\" (expected one of: local, ssh)";
+        QTest::addRow("bad launcher") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "launcher": "pbs")"))
+                                      << "launcher: unknown value \"pbs\" (expected one of: local, ssh, slurm)";
+        const std::string login = R"([{"name": "login"}])";
+        QTest::addRow("slurm: two hosts") << QString::fromStdString(withHosts(R"([{"name": "a"}, {"name": "b"}])", R"(, "launcher": "slurm")"))
+                                          << "hosts: the slurm launcher needs exactly one host, the login node";
+        QTest::addRow("slurm: object without the launcher") << QString::fromStdString(withHosts(login, R"(, "slurm": {"nodes": 2})"))
+                                                            << "slurm: only used with \"launcher\": \"slurm\"";
+        QTest::addRow("slurm: unknown field") << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"node": 2})"))
+                                              << "slurm.node: unknown field (known fields here:";
+        QTest::addRow("slurm: zero tasks") << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"ntasks_per_node": 0})"))
+                                           << "slurm.ntasks_per_node: expected an integer >= 1";
+        QTest::addRow("slurm: bad time") << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"time_limit": "1h"})"))
+                                         << "slurm.time_limit: \"1h\" is not a Slurm time";
+        QTest::addRow("slurm: shell in partition")
+            << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"partition": "gpu;rm -rf ~"})"))
+            << "slurm.partition: \"gpu;rm -rf ~\" contains ';'";
+        QTest::addRow("slurm: short option") << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"sbatch_options": ["-N2"]})"))
+                                             << "slurm.sbatch_options[0]: \"-N2\" must be one long option";
+        QTest::addRow("slurm: managed option")
+            << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"sbatch_options": ["--ntasks=9"]})"))
+            << "slurm.sbatch_options[0]: --ntasks is set by ClusterPPL (use slurm.nodes and slurm.ntasks_per_node)";
+        QTest::addRow("slurm: modules not strings")
+            << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"modules": ["cuda", 12]})"))
+            << "slurm.modules: element 1 must be a string, got an integer";
+        QTest::addRow("slurm: labelled groups") << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "groups": "by-label")"))
+                                                << "groups: with the slurm launcher use \"by-host\"";
+        QTest::addRow("slurm: nccl without GPUs")
+            << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"ntasks_per_node": 4, "gpus_per_node": 2},)"
+                                                       R"( "evaluation": {"backend": "nccl"})"))
+            << "slurm.gpus_per_node: 2 GPUs for 4 tasks per node; the nccl backend needs one GPU per task";
         QTest::addRow("bad protocol")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"protocol": "hf"})"))
             << "evaluation.protocol: unknown value \"hf\"";

@@ -12,8 +12,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace cppl::core {
+
+struct RankEnd;
+struct SlurmJob;
 
 /// @brief What a launcher does about SSH host keys it does not know yet.
 enum class NewHostKeys { Refuse, Accept, Ask };
@@ -37,6 +41,12 @@ struct LauncherSettings
     /// (agents send to 127.0.0.1 on their node; the SSH session encrypts). 0: no tunnel.
     int telemetryTunnelPort = 0;
     int graceSeconds = 3;        ///< after a failure: time for the others to report before they are stopped
+    /// Slurm: pre-flight runs as the job's first step, one task per allocated node. Called on the
+    /// launcher's thread with the nodes (allocation order), each node's JSON report and how each
+    /// ended; returns the reasons to refuse (empty: the agents start). Unset: they start.
+    std::function<QStringList(const std::vector<std::string> &nodes, const std::map<int, QString> &json,
+                              const std::map<int, RankEnd> &ends)>
+        judgeAllocation;
 };
 
 /// @brief How one rank ended.
@@ -64,6 +74,14 @@ public:
     virtual void start(const LaunchPlan &plan) = 0;
     /// @brief Stops every rank this launcher started (and nothing else); finished() follows.
     virtual void stop() = 0;
+    /// @brief Writes @p bytes to a started rank's stdin (after the key line); false where the
+    /// launcher cannot (only the SSH launcher can).
+    virtual bool sendInput(int rank, const std::string &bytes)
+    {
+        (void)rank;
+        (void)bytes;
+        return false;
+    }
 
     [[nodiscard]] bool isFinished() const noexcept { return m_finished; }
     [[nodiscard]] const std::map<int, RankEnd> &ends() const noexcept { return m_ends; }
@@ -78,6 +96,9 @@ Q_SIGNALS:
     void rankFinished(int rank, int exitCode);
     /// @brief The launch itself failed for a host (connect, host key, auth); its ranks count as failed.
     void hostFailed(const QString &host, const QString &message);
+    /// @brief A batch scheduler's view of the run (Slurm): job id, state (PENDING, RUNNING...),
+    /// its reason while pending, and the allocated nodes once known.
+    void jobState(const QString &jobId, const QString &state, const QString &reason, const QString &nodes);
     void finished();
 
 protected:
@@ -108,5 +129,12 @@ private:
 /// known_hosts, ~/.ssh/config honoured, agents started with `--exit-on-stdin-eof` so that closing
 /// a channel ends its rank.
 [[nodiscard]] std::unique_ptr<Launcher> makeSshLauncher(LauncherSettings settings, QObject *parent = nullptr);
+
+/// @brief The ranks of @p job as the tasks of one Slurm job, submitted with sbatch on the profile's
+/// login node (hosts[0], reached through the SSH launcher and its host-key checks) and watched
+/// there by a driver script; stop() cancels the job (scancel). Its plan: buildLaunchPlan on
+/// slurmRankProfile(profile), with the launcher "slurm".
+[[nodiscard]] std::unique_ptr<Launcher> makeSlurmLauncher(LauncherSettings settings, const ClusterProfile &profile, const SlurmJob &job,
+                                                          QObject *parent = nullptr);
 
 } // namespace cppl::core

@@ -24,7 +24,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -72,6 +74,15 @@ public:
     {
         m_stopping = true;
         m_stop = true;
+    }
+
+    bool sendInput(int rank, const std::string &bytes) override
+    {
+        std::lock_guard lock(m_inputMutex);
+        if (m_stop)
+            return false;
+        m_input[rank] += bytes; // written by the host's thread, which owns the channel
+        return true;
     }
 
 private:
@@ -329,6 +340,16 @@ private:
                 if (c.done)
                     continue;
                 any = true;
+                if (!signalled) {
+                    std::string in;
+                    {
+                        std::lock_guard lock(m_inputMutex);
+                        if (const auto it = m_input.find(c.rank->rank); it != m_input.end())
+                            in.swap(it->second);
+                    }
+                    if (!in.empty())
+                        ssh_channel_write(c.ch, in.data(), static_cast<uint32_t>(in.size()));
+                }
                 for (int err = 0; err < 2; ++err) {
                     char buf[4096];
                     const int n = ssh_channel_read_nonblocking(c.ch, buf, sizeof buf, err);
@@ -458,6 +479,8 @@ private:
 
     std::atomic<bool> m_stop{false};
     std::vector<std::thread> m_threads;
+    std::mutex m_inputMutex;
+    std::map<int, std::string> m_input; // sendInput() -> the host's thread
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "run/run_engine.h"
 
+#include "launch/slurm_job.h"
 #include "run/agent_locator.h"
 #include "run/preflight.h"
 
@@ -68,8 +69,11 @@ QString validateRunId(const QString &id)
 
 namespace {
 
-std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s)
+std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s, const ClusterProfile &profile,
+                                       const SlurmJob &job)
 {
+    if (kind == "slurm")
+        return makeSlurmLauncher(s, profile, job);
     return kind == "ssh" ? makeSshLauncher(s) : makeLocalLauncher(s);
 }
 
@@ -111,6 +115,8 @@ struct RunEngine::Private
     std::set<int> startedRanks;
     bool stopRequested = false;
     int resultChecks = 0;
+    SlurmJob slurmJob;             // launcher "slurm": what is submitted
+    QStringList slurmRefusals;     // pre-flight on the allocation said no
 };
 
 RunEngine::RunEngine(QObject *parent) : QObject(parent), d(std::make_unique<Private>())
@@ -222,7 +228,34 @@ bool RunEngine::start(RunRequest request)
     }
 #endif
     try {
-        m_plan = buildLaunchPlan(profile, lo);
+        if (profile.launcher == "slurm") {
+            lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+            const ClusterProfile ranks = slurmRankProfile(profile);
+            m_plan = buildLaunchPlan(ranks, lo);
+            m_plan.launcher = "slurm";
+            SlurmJobInputs in;
+            in.runId = lo.runId;
+            in.evalArgv = m_plan.ranks.front().argv;
+            in.env = m_plan.ranks.front().env;
+            // Compute nodes reach only the login node: the agents send to the relay there, which
+            // forwards through the SSH tunnel (docs/telemetry.md, "Relay").
+            for (std::size_t i = 0; i + 1 < in.evalArgv.size(); ++i)
+                if (in.evalArgv[i] == "--telemetry")
+                    in.evalArgv[i + 1] = std::string(kSlurmRelayPlaceholder);
+            if (m_request.preflight)
+                in.preflightArgv = preflightPlan(ranks, m_plan).ranks.front().argv;
+            m_plan.masterAddr = "the first allocated node";
+            in.masterPort = lo.masterPort;
+            in.generatedAt = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+            d->slurmJob = buildSlurmJob(profile, in);
+            (void)remoteCommand(slurmDriverCommand(profile, d->slurmJob, false));
+            m_outcome.slurmPartition = QString::fromStdString(profile.slurm.partition);
+            m_outcome.slurmScript = QByteArray::fromStdString(d->slurmJob.batchScript);
+            m_request.launcher.judgeAllocation = [this](const std::vector<std::string> &nodes, const std::map<int, QString> &json,
+                                                        const std::map<int, RankEnd> &ends) { return judgeAllocation(nodes, json, ends); };
+        } else {
+            m_plan = buildLaunchPlan(profile, lo);
+        }
         if (m_plan.launcher == "ssh")
             for (const auto &r : m_plan.ranks)
                 (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
@@ -230,13 +263,33 @@ bool RunEngine::start(RunRequest request)
         return refuse(kRunBadArguments, QString::fromStdString(e.what()));
     }
 #if CLUSTERPPL_HAVE_ZMQ
-    m_request.launcher.telemetryTunnelPort = profile.launcher == "ssh" ? collectorPort : 0;
+    m_request.launcher.telemetryTunnelPort = profile.launcher != "local" ? collectorPort : 0;
 #else
     m_request.launcher.telemetryTunnelPort = 0;
 #endif
     Q_EMIT planned();
-    QTimer::singleShot(0, this, m_request.preflight ? &RunEngine::startPreflight : &RunEngine::startLaunch);
+    // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
+    QTimer::singleShot(0, this, m_request.preflight && m_plan.launcher != "slurm" ? &RunEngine::startPreflight : &RunEngine::startLaunch);
     return true;
+}
+
+QStringList RunEngine::judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json,
+                                       const std::map<int, RankEnd> &ends)
+{
+    LaunchPlan pre;
+    for (std::size_t n = 0; n < std::max<std::size_t>(nodes.size(), 1); ++n) {
+        RankCommand c;
+        c.rank = c.hostIndex = static_cast<int>(n);
+        c.hostName = n < nodes.size() ? nodes[n] : std::string("(allocated node)");
+        pre.ranks.push_back(std::move(c));
+    }
+    m_preflight = judgePreflight(pre, json, ends);
+    const QStringList refusals = preflightRefusals(m_preflight);
+    for (const auto &h : m_preflight)
+        Q_EMIT preflightHost(h);
+    Q_EMIT preflightFinished(refusals.isEmpty(), refusals);
+    d->slurmRefusals = refusals;
+    return refusals;
 }
 
 void RunEngine::stop()
@@ -267,7 +320,7 @@ void RunEngine::startPreflight()
     LauncherSettings s = m_request.launcher;
     s.stopAllOnFailure = false;
     s.telemetryTunnelPort = 0;
-    d->preflightLauncher = makeLauncher(m_plan.launcher, s);
+    d->preflightLauncher = makeLauncher(m_plan.launcher, s, m_request.profile, d->slurmJob);
     Launcher *l = d->preflightLauncher.get();
     connect(l, &Launcher::rankOutput, this, [this](int rank, bool isStderr, const QString &line) {
         if (rank < 0)
@@ -323,7 +376,7 @@ void RunEngine::startLaunch()
     } else {
         Q_EMIT notice(tr("cannot create the log directory %1; rank output is shown but not saved").arg(logDir));
     }
-    d->launcher = makeLauncher(m_plan.launcher, m_request.launcher);
+    d->launcher = makeLauncher(m_plan.launcher, m_request.launcher, m_request.profile, d->slurmJob);
     Launcher *l = d->launcher.get();
     connect(l, &Launcher::rankOutput, this, [this](int rank, bool isStderr, const QString &line) {
         if (const auto it = d->logs.find(rank); it != d->logs.end()) {
@@ -360,6 +413,12 @@ void RunEngine::startLaunch()
         d->hostFailures << tr("host %1: %2").arg(host, message);
         Q_EMIT hostFailed(host, message);
     });
+    connect(l, &Launcher::jobState, this, [this](const QString &jobId, const QString &state, const QString &reason, const QString &nodes) {
+        m_outcome.slurmJobId = jobId;
+        if (!nodes.isEmpty())
+            m_outcome.slurmNodes = nodes;
+        Q_EMIT jobState(jobId, state, reason, nodes);
+    });
     connect(l, &Launcher::finished, this, &RunEngine::onLauncherFinished, Qt::QueuedConnection);
     Q_EMIT notice(tr("run %1: %2 ranks on %3 hosts (%4), groups %5, master %6:%7")
                       .arg(m_runId)
@@ -388,6 +447,17 @@ void RunEngine::onLauncherFinished()
     if (d->stopRequested)
         return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
     const int code = d->launcher->exitCode();
+    if (!d->slurmRefusals.isEmpty())
+        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+                          tr("pre-flight refused the launch:\n  %1").arg(d->slurmRefusals.join(u"\n  "_s)));
+    if (code != 0 && m_plan.launcher == "slurm" && d->startedRanks.empty()) {
+        // The job never ran its agents: sbatch refused it, or it ended while queued; Slurm's reason.
+        const auto first = m_outcome.ends.find(0);
+        return finishWith(RunPhase::Failed, kRunLaunchFailed,
+                          !d->hostFailures.isEmpty()            ? d->hostFailures.front()
+                          : first != m_outcome.ends.end() ? first->second.reason
+                                                                : tr("the Slurm job did not start"));
+    }
     if (code != 0) {
         m_outcome.summary = d->launcher->summary();
         const QString first = m_outcome.summary.section(u'\n', 0, 0);

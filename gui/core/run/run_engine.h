@@ -109,6 +109,10 @@ struct RunOutcome
     std::map<int, RankEnd> ends;
     std::int64_t telemetryMessages = 0; ///< received by the collector
     QString logDir;
+    /// Slurm runs: the job id, partition (empty: the cluster's default), allocated node list, and
+    /// the batch script as submitted (also saved on the cluster, docs/launching.md).
+    QString slurmJobId, slurmPartition, slurmNodes;
+    QByteArray slurmScript;
     QDateTime started;
     QDateTime ended;
 };
@@ -156,6 +160,8 @@ Q_SIGNALS:
     void rankOutput(int rank, bool isStderr, const QString &line);
     void rankFinished(int rank, int exitCode);
     void hostFailed(const QString &host, const QString &message);
+    /// Slurm: the job's id, state, pending reason and allocated nodes, as the scheduler reports them.
+    void jobState(const QString &jobId, const QString &state, const QString &reason, const QString &nodes);
     /// At most one per 40 ms; timeline() has been updated before it is emitted.
     void snapshotReady(cppl::core::telemetry::SnapshotPtr snapshot);
     void alertRaised(const cppl::core::run::RunAlert &alert);
@@ -172,6 +178,7 @@ private:
     void onSnapshot(const SnapshotPtr &snapshot);
     void finishWith(RunPhase phase, int exitCode, const QString &cause);
     void checkResult();
+    QStringList judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json, const std::map<int, RankEnd> &ends);
 
     struct Private;
     std::unique_ptr<Private> d;

@@ -80,13 +80,35 @@ struct Thresholds
     friend bool operator==(const Thresholds &, const Thresholds &) = default;
 };
 
+/// @brief What a Slurm job asks for (launcher "slurm"; hosts[0] is the login node it is submitted on).
+struct SlurmSpec
+{
+    std::string partition;  ///< sbatch --partition; empty: the cluster's default
+    std::string account;    ///< sbatch --account
+    std::string qos;        ///< sbatch --qos
+    std::string timeLimit;  ///< sbatch --time ("MM", "HH:MM:SS", "D-HH"); empty: the partition's default
+    int nodes = 1;          ///< nodes of the allocation
+    int ntasksPerNode = 1;  ///< ranks (one agent each) per node
+    int gpusPerNode = 0;    ///< sbatch --gpus-per-node; 0: none asked for
+    std::string constraint; ///< sbatch --constraint (node features)
+    std::vector<std::string> sbatchOptions; ///< extra "--option=value" words, each passed as one argument
+    std::string agent;      ///< the agent's path on the cluster; empty: hosts[0].agent
+    std::vector<std::string> modules; ///< `module load` each, in the job before any step
+    std::string envScript;  ///< a file sourced in the job (and before sbatch) on the cluster
+    /// Where the job's files go (script, outputs, keys), relative to the login node's workdir or
+    /// home; shared with the compute nodes, as home directories on clusters are.
+    std::string jobDir = ".clusterppl/jobs";
+    friend bool operator==(const SlurmSpec &, const SlurmSpec &) = default;
+};
+
 /// @brief The cluster and the evaluation a user runs on it (schema: docs/profile.md).
 struct ClusterProfile
 {
     static constexpr int kVersion = 1;
     std::string name;
-    std::string launcher = "local"; ///< "local" or "ssh"
+    std::string launcher = "local"; ///< "local", "ssh" or "slurm"
     std::vector<HostSpec> hosts;
+    SlurmSpec slurm; ///< launcher "slurm" only
     GroupingSpec grouping;
     EvaluationSpec evaluation;
     Thresholds thresholds;

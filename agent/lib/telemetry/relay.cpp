@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-agent relay`: telemetry for clusters whose compute nodes reach only the login node.
+// On the login node it binds a PULL socket (CURVE server with keys of its own, admitting only the
+// client key it hands to the agents) and forwards every message, untouched, over a PUSH socket (a
+// CURVE client with the run's keys) to the collector, through the SSH reverse tunnel on the login
+// node's loopback. docs/telemetry.md, "Relay".
+#include "telemetry/relay.h"
+
+#include "cppl/config.h"
+#include "cppl/errors.h"
+#include "cppl/telemetry.h"
+
+#if CLUSTERPPL_HAVE_ZMQ
+#include <zmq.h>
+#endif
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cppl::agent::telemetry {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+std::string readSecretFile(const std::string &path)
+{
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0)
+        throw ConfigError("relay: cannot read the key file " + path + " (does it exist?)");
+    if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid())
+        throw ConfigError("relay: the key file " + path + " must belong to this user with mode 0600 (chmod 600)");
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+void writeSecretFile(const std::string &path, const std::string &text)
+{
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::close(fd) != 0
+        || ::rename(tmp.c_str(), path.c_str()) != 0)
+        throw IoError("relay: cannot write " + path);
+}
+
+} // namespace
+
+#if CLUSTERPPL_HAVE_ZMQ
+
+namespace {
+
+std::string zmqError(const std::string &what)
+{
+    return what + ": " + zmq_strerror(zmq_errno());
+}
+
+void setKey(void *s, int option, const std::string &z85, const char *what)
+{
+    if (zmq_setsockopt(s, option, z85.c_str(), z85.size() + 1) != 0)
+        throw ConfigError(zmqError(std::string("relay: bad CURVE ") + what));
+}
+
+/// RFC 27: admit only @p admitted (the agents' client key) on the PULL side.
+void answerZap(void *zap, const std::string &admitted, std::int64_t &rejected)
+{
+    std::array<std::string, 8> frames;
+    std::size_t count = 0;
+    for (bool more = true; more;) {
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            return;
+        }
+        if (count < frames.size())
+            frames[count].assign(static_cast<const char *>(zmq_msg_data(&frame)), zmq_msg_size(&frame));
+        ++count;
+        more = zmq_msg_more(&frame);
+        zmq_msg_close(&frame);
+    }
+    bool ok = false;
+    if (count >= 7 && frames[0] == "1.0" && frames[5] == "CURVE" && frames[6].size() == 32) {
+        char z85[41] = {};
+        zmq_z85_encode(z85, reinterpret_cast<const std::uint8_t *>(frames[6].data()), 32);
+        ok = admitted == z85;
+    }
+    rejected += ok ? 0 : 1;
+    const std::array<std::string, 6> reply{"1.0", count > 1 ? frames[1] : std::string(), ok ? "200" : "400",
+                                           ok ? "OK" : "client key not admitted to this run", std::string(), std::string()};
+    for (std::size_t i = 0; i < reply.size(); ++i)
+        zmq_send(zap, reply[i].data(), reply[i].size(), i + 1 < reply.size() ? ZMQ_SNDMORE : 0);
+}
+
+} // namespace
+
+RelayStats runRelay(const RelayOptions &o, std::ostream &log)
+{
+    const cppl::telemetry::Credentials upstream = cppl::telemetry::parseKeyLine(readSecretFile(o.keysFile));
+    ::unlink(o.keysFile.c_str()); // read once; the secret stays in this process only
+    if (!zmq_has("curve"))
+        throw ConfigError("relay: this libzmq has no CURVE support (libsodium)");
+    (void)cppl::telemetry::parseEndpoint(o.forward);
+    // The agents' keys: a server pair of the relay's own and one client pair for every rank.
+    const auto server = cppl::telemetry::generateCurveKeyPair();
+    const auto client = cppl::telemetry::generateCurveKeyPair();
+    cppl::telemetry::Credentials agents;
+    agents.serverPublic = server.publicKey;
+    agents.clientPublic = {client.publicKey};
+    agents.clientSecret = client.secretKey;
+
+    struct Context
+    {
+        void *ctx = zmq_ctx_new();
+        std::vector<void *> sockets;
+        ~Context()
+        {
+            for (void *s : sockets)
+                zmq_close(s);
+            zmq_ctx_term(ctx);
+        }
+        void *make(int type)
+        {
+            void *s = zmq_socket(ctx, type);
+            if (!s)
+                throw ConfigError(zmqError("relay: cannot create a socket"));
+            const int zero = 0;
+            zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+            sockets.push_back(s);
+            return s;
+        }
+    } c;
+    void *zap = c.make(ZMQ_REP);
+    if (zmq_bind(zap, "inproc://zeromq.zap.01") != 0)
+        throw IoError(zmqError("relay: ZAP handler"));
+    void *pull = c.make(ZMQ_PULL);
+    const int one = 1;
+    const char domain[] = "clusterppl-relay";
+    if (zmq_setsockopt(pull, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 || zmq_setsockopt(pull, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1) != 0)
+        throw ConfigError(zmqError("relay: cannot make the PULL socket a CURVE server"));
+    setKey(pull, ZMQ_CURVE_SECRETKEY, server.secretKey, "server secret");
+    if (zmq_bind(pull, o.bind.c_str()) != 0)
+        throw IoError(zmqError("relay: cannot bind " + o.bind));
+    std::array<char, 256> last{};
+    std::size_t len = last.size();
+    zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, last.data(), &len);
+    const std::string bound(last.data());
+    const std::string port = bound.substr(bound.rfind(':') + 1);
+    std::string host = o.advertiseHost;
+    if (host.empty()) {
+        std::array<char, 256> h{};
+        ::gethostname(h.data(), h.size() - 1);
+        host = h.data();
+    }
+    void *push = c.make(ZMQ_PUSH);
+    setKey(push, ZMQ_CURVE_SERVERKEY, upstream.serverPublic, "collector public key");
+    setKey(push, ZMQ_CURVE_PUBLICKEY, upstream.clientPublic.front(), "client public key");
+    setKey(push, ZMQ_CURVE_SECRETKEY, upstream.clientSecret, "client secret key");
+    const int hwm = 100000;
+    zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (zmq_connect(push, o.forward.c_str()) != 0)
+        throw ConfigError(zmqError("relay: cannot connect to " + o.forward));
+
+    writeSecretFile(o.agentKeysOut, cppl::telemetry::formatKeyLine(agents));
+    const std::string endpoint = "tcp://" + host + ":" + port;
+    writeSecretFile(o.endpointOut, endpoint + "\n");
+    log << "relay: listening on " << endpoint << " (CURVE), forwarding to " << o.forward << '\n' << std::flush;
+
+    g_stop = false;
+    struct sigaction sa{};
+    sa.sa_handler = [](int) { g_stop = true; };
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    RelayStats stats;
+    while (!g_stop) {
+        zmq_pollitem_t items[] = {{zap, 0, ZMQ_POLLIN, 0}, {pull, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, 200) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            throw IoError(zmqError("relay: poll"));
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            answerZap(zap, client.publicKey, stats.rejected);
+        if (!(items[1].revents & ZMQ_POLLIN))
+            continue;
+        for (int burst = 0; burst < 1000; ++burst) {
+            // One message, every frame, forwarded as is: the relay neither reads nor rewrites it.
+            bool more = true, got = false;
+            while (more) {
+                zmq_msg_t m;
+                zmq_msg_init(&m);
+                if (zmq_msg_recv(&m, pull, ZMQ_DONTWAIT) < 0) {
+                    zmq_msg_close(&m);
+                    break;
+                }
+                got = true;
+                more = zmq_msg_more(&m);
+                if (zmq_msg_send(&m, push, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+                    ++stats.dropped; // the collector is gone or far behind: telemetry may lose, never block
+                zmq_msg_close(&m);
+            }
+            if (!got)
+                break;
+            ++stats.forwarded;
+        }
+    }
+    log << "relay: forwarded " << stats.forwarded << " messages, dropped " << stats.dropped << ", rejected " << stats.rejected
+        << " unknown clients\n"
+        << std::flush;
+    return stats;
+}
+
+#else
+
+RelayStats runRelay(const RelayOptions &, std::ostream &)
+{
+    throw ConfigError("relay: this clusterppl-agent was built without ZeroMQ (libzmq3-dev)");
+}
+
+#endif
+
+} // namespace cppl::agent::telemetry

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+// The Slurm launcher against a real Slurm: munged, slurmctld and slurmd started by the fixture on
+// this host (tests/common/slurm_fixture.h), and OpenSSH's sshd on 127.0.0.1 as the login node the
+// jobs are submitted on (tests/common/sshd_fixture.h). Agents are this build's; a run's processes
+// are found by CLUSTERPPL_RUN_ID in /proc/*/environ, never by name.
+#include "run/run_engine.h"
+#include "slurm_fixture.h"
+#include "sshd_fixture.h"
+#include "test_process.h"
+#include "test_skip.h"
+
+#include "cppl/cluster_profile.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using namespace cppl;
+using namespace cppl::core::run;
+using cppl::test::ProcessResult;
+using cppl::test::runProcess;
+
+namespace {
+
+const QString kCli = QStringLiteral(CPPL_CLI_EXE);
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+constexpr int kWindows = 37;
+
+QByteArray readFile(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+/// Live processes whose environment holds `NAME=value` entries for every pair given.
+QList<qint64> processesWith(const QList<QByteArray> &needles)
+{
+    QList<qint64> out;
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const QList<QByteArray> env = readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0');
+        bool all = !needles.isEmpty();
+        for (const QByteArray &n : needles)
+            all = all && env.contains(n);
+        if (!all)
+            continue;
+        const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
+        const qsizetype close = stat.lastIndexOf(')');
+        if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
+            out << pid;
+    }
+    return out;
+}
+
+/// The run's agents: processes of the eval step (the task wrapper's shell is not counted).
+QList<qint64> agentsOfRun(const QString &runId, int rank = -1)
+{
+    QList<QByteArray> needles{"CLUSTERPPL_RUN_ID=" + runId.toUtf8()};
+    if (rank >= 0)
+        needles << "SLURM_PROCID=" + QByteArray::number(rank);
+    QList<qint64> agents;
+    for (const qint64 pid : processesWith(needles))
+        if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == "eval")
+            agents << pid;
+    return agents;
+}
+
+} // namespace
+
+// A macro: QSKIP/QFAIL must return from the test function itself.
+#define REQUIRE_SLURM()                                                                                                                    \
+    do {                                                                                                                                   \
+        if (!m_skip.isEmpty())                                                                                                             \
+            CPPL_SKIP_MISSING(qPrintable(m_skip));                                                                                         \
+    } while (false)
+
+class TestSlurm : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    cppl::test::TestSshd m_sshd;
+    cppl::test::TestSlurm m_slurm;
+    QString m_skip;
+    QString m_oneRankExact;
+
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+
+    /// A slurm profile: the login node is the test sshd; @p slurm is the "slurm" object's body.
+    QString profileJson(const QString &slurmFields, int windows = kWindows, const QString &groups = u"size:2"_s) const
+    {
+        return uR"({"format": "clusterppl-profile", "version": 1, "name": "test slurm", "launcher": "slurm",
+  "hosts": [{"name": "login", "ssh": {"alias": "login"}, "workdir": "%1", "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "%2",
+  "slurm": {"agent": "%3", "env_script": "%4", %5},
+  "evaluation": {"model": "%6", "text": "%7", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %8, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s
+            .arg(path(u"cluster"_s), groups, kAgent, m_slurm.envScript(), slurmFields, kModel, kText)
+            .arg(windows);
+    }
+
+    RunRequest request(const QString &json, const QString &runId) const
+    {
+        RunRequest req;
+        const auto parsed = parseProfile(json.toStdString(), "slurm.json");
+        if (!parsed.ok())
+            qFatal("%s", parsed.errors.front().c_str());
+        req.profile = parsed.profile;
+        req.runId = runId;
+        req.logDir = path(u"logs/"_s + runId);
+        req.launcher.sshConfigFile = m_sshd.sshConfig().toStdString();
+        req.launcher.knownHostsFile = m_sshd.knownHosts().toStdString();
+        req.launcher.connectTimeoutSeconds = 10;
+        return req;
+    }
+
+    /// Waits (with the event loop running) until @p ready or @p ms pass.
+    template<typename F>
+    static bool waitUntil(F &&ready, int ms)
+    {
+        QElapsedTimer t;
+        t.start();
+        while (!ready()) {
+            if (t.elapsed() > ms)
+                return false;
+            QTest::qWait(100);
+        }
+        return true;
+    }
+
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8());
+        qunsetenv("SSH_AUTH_SOCK");
+        QVERIFY(QDir().mkpath(path(u"cluster"_s)) && QDir().mkpath(path(u"sshd"_s)) && QDir().mkpath(path(u"slurm"_s)));
+        const ProcessResult one = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                      u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                      u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
+                                                      u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
+        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
+        QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
+        if (const QString why = m_sshd.start(path(u"sshd"_s), {u"login"_s}); !why.isEmpty()) {
+            m_skip = u"the test sshd: "_s + why;
+            return;
+        }
+        if (const QString why = m_slurm.start(path(u"slurm"_s)); !why.isEmpty())
+            m_skip = u"the test Slurm: "_s + why;
+    }
+
+    void cleanupTestCase()
+    {
+        m_slurm.stop();
+        m_sshd.stop();
+        // No daemon, step or task of the test cluster is left.
+        QCOMPARE(m_slurm.leftovers(), QList<qint64>());
+    }
+
+    void fourRanksBitIdenticalToOne()
+    {
+        REQUIRE_SLURM();
+        // 4 tasks on a node that may have fewer CPUs: --overcommit lets Slurm place them.
+        const QString profile = path(u"slurm4.json"_s);
+        QVERIFY(cppl::test::writeTextFile(profile, profileJson(u"\"nodes\": 1, \"ntasks_per_node\": 4, \"partition\": \"debug\", "
+                                                               "\"time_limit\": \"10:00\", \"sbatch_options\": [\"--overcommit\"]"_s)
+                                                       .toUtf8()));
+        const QString runId = u"slurm-four"_s;
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--json"_s, path(u"slurm4-result.json"_s),
+                                                  u"--ssh-config"_s, m_sshd.sshConfig(), u"--known-hosts"_s, m_sshd.knownHosts()},
+                                           600000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));
+        QVERIFY2(r.err.contains(u"pre-flight ok on 1 node(s)"_s), qPrintable(r.err));
+        QVERIFY2(r.err.contains(u": RUNNING"_s) && r.err.contains(u"on "_s + m_slurm.node()), qPrintable(r.err));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"slurm4-result.json"_s))).object();
+        QVERIFY2(j.value(u"world_size"_s).toInt() == 4, qPrintable(r.describe()));
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
+        // The batch script was saved with the run on the cluster, as submitted.
+        const QString script = QString::fromUtf8(readFile(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/job.sbatch"_s)));
+        QVERIFY2(script.contains(u"#SBATCH --ntasks=4\n"_s) && script.contains(u"#SBATCH --overcommit\n"_s), qPrintable(script));
+        // Telemetry came through the relay on the login node (CURVE both ways) and the SSH tunnel:
+        // the collector's live exact merge of every rank's sums equals rank 0's result.
+        QVERIFY2(r.err.contains(u"telemetry relay on login: tcp://"_s), qPrintable(r.err));
+        QVERIFY2(r.err.contains(u"telemetry: 4 ranks"_s) && r.err.contains(u" 0 rejected; live exact merge equals rank 0's result"_s),
+                 qPrintable(r.err));
+        const QString relayLog = QString::fromUtf8(readFile(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/relay.log"_s)));
+        QVERIFY2(relayLog.contains(u"dropped 0, rejected 0"_s), qPrintable(relayLog));
+        // No key is left in the job directory.
+        for (const QString &f : {u"agent.keys"_s, u"collector.keys"_s})
+            QVERIFY(!QFile::exists(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/"_s + f)));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 10000);
+    }
+
+    void submitRefusedReportsSlurm()
+    {
+        REQUIRE_SLURM();
+        RunEngine engine;
+        QSignalSpy done(&engine, &RunEngine::finished);
+        QVERIFY(engine.start(request(profileJson(u"\"partition\": \"nosuchpartition\""_s), u"slurm-refused"_s)));
+        QVERIFY(done.wait(120000));
+        const RunOutcome &o = engine.outcome();
+        QCOMPARE(o.exitCode, int(kRunLaunchFailed));
+        QVERIFY2(o.firstCause.contains(u"sbatch on login refused the job"_s) && o.firstCause.contains(u"partition"_s, Qt::CaseInsensitive),
+                 qPrintable(o.firstCause));
+    }
+
+    void pendingShowsReasonThenCancelled()
+    {
+        REQUIRE_SLURM();
+        // "short" allows 1 minute; asking for 10 pends forever with reason PartitionTimeLimit.
+        RunEngine engine;
+        QSignalSpy states(&engine, &RunEngine::jobState);
+        QSignalSpy done(&engine, &RunEngine::finished);
+        QVERIFY(engine.start(request(profileJson(u"\"partition\": \"short\", \"time_limit\": \"10\""_s), u"slurm-pending"_s)));
+        QString jobId;
+        QVERIFY2(waitUntil(
+                     [&] {
+                         for (const auto &s : states)
+                             if (s.at(1).toString() == u"PENDING"_s && s.at(2).toString() == u"PartitionTimeLimit"_s) {
+                                 jobId = s.at(0).toString();
+                                 return true;
+                             }
+                         return false;
+                     },
+                     120000),
+                 qPrintable(u"states seen: %1"_s.arg(states.size())));
+        QVERIFY(!jobId.isEmpty());
+        QCOMPARE(engine.outcome().slurmJobId, jobId);
+        QCOMPARE(engine.phase(), RunPhase::Launching);
+        engine.stop();
+        QVERIFY(done.wait(120000));
+        QCOMPARE(engine.outcome().phase, RunPhase::Stopped);
+        const ProcessResult q = m_slurm.client(u"scontrol"_s, {u"-o"_s, u"show"_s, u"job"_s, jobId});
+        QVERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
+    }
+
+    void scancelMidRunLeavesNoAgent()
+    {
+        REQUIRE_SLURM();
+        const QString runId = u"slurm-stop"_s;
+        RunEngine engine;
+        QSignalSpy done(&engine, &RunEngine::finished);
+        // Every window of the text: long enough to be stopped in the middle.
+        QVERIFY(engine.start(request(profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0), runId)));
+        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        QCOMPARE(engine.phase(), RunPhase::Running);
+        engine.stop();
+        QVERIFY(done.wait(120000));
+        QCOMPARE(engine.outcome().phase, RunPhase::Stopped);
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
+        const ProcessResult q = m_slurm.client(u"scontrol"_s, {u"-o"_s, u"show"_s, u"job"_s, engine.outcome().slurmJobId});
+        QVERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
+    }
+
+    void killedTaskReportedWithCause()
+    {
+        REQUIRE_SLURM();
+        const QString runId = u"slurm-kill"_s;
+        RunEngine engine;
+        QSignalSpy done(&engine, &RunEngine::finished);
+        QVERIFY(engine.start(request(profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0), runId)));
+        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        const QList<qint64> victim = agentsOfRun(runId, 2);
+        QCOMPARE(victim.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(victim.front()), SIGKILL), 0);
+        QVERIFY(done.wait(180000));
+        const RunOutcome &o = engine.outcome();
+        QCOMPARE(o.phase, RunPhase::Failed);
+        QCOMPARE(o.exitCode, int(kRunRankFailed));
+        QVERIFY2(o.firstCause.contains(u"rank 2 on "_s + m_slurm.node()) && o.firstCause.contains(u"killed by signal 9"_s), qPrintable(o.firstCause));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
+    }
+};
+
+QTEST_MAIN(TestSlurm)
+#include "tst_slurm.moc"

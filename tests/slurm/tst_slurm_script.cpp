@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+// The Slurm launcher's pure half: the generated batch script word by word, the driver's command
+// line, and the decoding of what the driver and srun say back. No cluster needed.
+#include "launch/launch_plan.h"
+#include "launch/slurm_job.h"
+
+#include "cppl/cluster_profile.h"
+#include "cppl/errors.h"
+
+#include <QTest>
+
+using namespace cppl;
+using namespace cppl::core;
+
+namespace {
+
+ClusterProfile slurmProfile()
+{
+    const auto r = parseProfile(R"({"format": "clusterppl-profile", "version": 1, "name": "gpu cluster", "launcher": "slurm",
+      "hosts": [{"name": "login", "ssh": {"alias": "cluster"}, "workdir": "/scratch/me", "env": {"OMP_NUM_THREADS": "2", "NCCL_DEBUG": "WARN"}}],
+      "groups": "by-host",
+      "slurm": {"partition": "gpu", "account": "proj1", "qos": "high", "time_limit": "01:30:00", "nodes": 2, "ntasks_per_node": 4,
+                "gpus_per_node": 4, "constraint": "a100&ib", "sbatch_options": ["--exclusive", "--mem=0"],
+                "agent": "/opt/cppl/bin/clusterppl-agent", "modules": ["cuda/12.2"], "env_script": "/etc/site env.sh"},
+      "evaluation": {"model": "/models/quoted", "text": "/data/wiki.txt", "backend": "nccl"}})");
+    if (!r.ok())
+        qFatal("%s", r.errors.front().c_str());
+    ClusterProfile p = r.profile;
+    p.evaluation.model = "/models/it" + std::string(1, '\x27') + "s"; // a quote to escape
+    return p;
+}
+
+} // namespace
+
+class TestSlurmScript : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void rankProfileIsBlockLayout()
+    {
+        const ClusterProfile p = slurmRankProfile(slurmProfile());
+        QCOMPARE(p.hosts.size(), std::size_t{2});
+        QCOMPARE(p.hosts[1].slots, 4);
+        QCOMPARE(p.hosts[0].agent, std::string("/opt/cppl/bin/clusterppl-agent"));
+        LaunchOptions lo;
+        lo.runId = "r1";
+        lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+        const LaunchPlan plan = buildLaunchPlan(p, lo);
+        QCOMPARE(plan.ranks.size(), std::size_t{8});
+        QCOMPARE(plan.groups, std::string("0,1,2,3;4,5,6,7")); // by-host = by allocated node
+    }
+
+    void batchScript()
+    {
+        const ClusterProfile profile = slurmProfile();
+        LaunchOptions lo;
+        lo.runId = "20261130-190000-abcd";
+        lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+        lo.masterPort = 29511;
+        const LaunchPlan plan = buildLaunchPlan(slurmRankProfile(profile), lo);
+        SlurmJobInputs in;
+        in.runId = lo.runId;
+        in.evalArgv = plan.ranks.front().argv;
+        in.env = plan.ranks.front().env;
+        in.preflightArgv = {"/opt/cppl/bin/clusterppl-agent", "preflight", "--json", "--master-addr", std::string(kSlurmMasterPlaceholder)};
+        in.masterPort = 29511;
+        const SlurmJob job = buildSlurmJob(profile, in);
+        const QString s = QString::fromStdString(job.batchScript);
+        QCOMPARE(job.dir, std::string(".clusterppl/jobs/20261130-190000-abcd"));
+        QCOMPARE(job.worldSize, 8);
+        QVERIFY(s.startsWith(QStringLiteral("#!/bin/sh\n#SBATCH --job-name=cppl-20261130-190000-abcd\n#SBATCH --nodes=2\n#SBATCH --ntasks=8\n")));
+        for (const char *line : {"#SBATCH --partition=gpu\n", "#SBATCH --account=proj1\n", "#SBATCH --qos=high\n", "#SBATCH --time=01:30:00\n",
+                                 "#SBATCH --gpus-per-node=4\n", "#SBATCH --constraint=a100&ib\n", "#SBATCH --exclusive\n", "#SBATCH --mem=0\n",
+                                 "#SBATCH --output=job.out\n", "#SBATCH --error=job.err\n",
+                                 ". '/etc/site env.sh' || {", "module load 'cuda/12.2' || {", "export OMP_NUM_THREADS='2'\n",
+                                 "export NCCL_DEBUG='WARN'\n", "unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE\n", "export MASTER_PORT=29511\n",
+                                 "srun -l --nodes=2 --ntasks=2 --ntasks-per-node=1 --output=preflight.out --error=preflight.err "
+                                 "'/opt/cppl/bin/clusterppl-agent' 'preflight' '--json' '--master-addr' \"$MASTER_ADDR\"\n",
+                                 "[ \"$(cat gate)\" = go ] ||",
+                                 "srun -l --kill-on-bad-exit=0 --nodes=2 --ntasks=8 --ntasks-per-node=4 --distribution=block",
+                                 "'--model' '/models/it'\\''s'", "'--groups' '0,1,2,3;4,5,6,7'", "'--json' 'result.json'"})
+            QVERIFY2(s.contains(QString::fromLatin1(line)), line);
+        // The agents read their identity from Slurm; nothing here may hold it or stdin semantics
+        // that srun does not give (stdin is not the launcher's).
+        QVERIFY(!s.contains(QStringLiteral("--exit-on-stdin-eof")));
+        QVERIFY(!s.contains(QStringLiteral("--result-line"))); // srun -l would cut the long line
+        QVERIFY(!s.contains(QStringLiteral("RANK=")));
+        QVERIFY(!s.contains(QString::fromLatin1(kSlurmMasterPlaceholder.data(), static_cast<qsizetype>(kSlurmMasterPlaceholder.size()))));
+        // The gate comes before the agents, pre-flight before the gate.
+        QVERIFY(s.indexOf(QStringLiteral("preflight.done")) < s.indexOf(QStringLiteral("cat gate")));
+        QVERIFY(s.indexOf(QStringLiteral("cat gate")) < s.indexOf(QStringLiteral("--distribution=block")));
+    }
+
+    void noPreflightNoGate()
+    {
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = {"agent", "eval"};
+        const SlurmJob job = buildSlurmJob(slurmProfile(), in);
+        QVERIFY(!QString::fromStdString(job.batchScript).contains(QStringLiteral("gate")));
+    }
+
+    void refusesUnsafeValues()
+    {
+        ClusterProfile p = slurmProfile();
+        p.slurm.sbatchOptions = {"--comment=two words"};
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = {"agent", "eval"};
+        QVERIFY_THROWS_EXCEPTION(ConfigError, (void)buildSlurmJob(p, in));
+        p = slurmProfile();
+        in.evalArgv = {"agent", "eval", "--model", "a\nb"};
+        QVERIFY_THROWS_EXCEPTION(ConfigError, (void)buildSlurmJob(p, in));
+    }
+
+    void driverCommandHoldsNoNewlineAndNoKeys()
+    {
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = {"agent", "eval", "--telemetry", std::string(kSlurmRelayPlaceholder), std::string(kKeysStdinFlag)};
+        const ClusterProfile p = slurmProfile();
+        const SlurmJob job = buildSlurmJob(p, in);
+        const RankCommand c = slurmDriverCommand(p, job, true);
+        const std::string cmd = remoteCommand(c); // throws on a control character
+        QVERIFY(cmd.starts_with("cd '/scratch/me' && exec env 'CPPL_DIR=.clusterppl/jobs/r'"));
+        QVERIFY(readsKeyLine(c)); // the SSH launcher sends the key line on stdin, never in argv
+        QVERIFY(QString::fromStdString(job.batchScript).contains(QStringLiteral("< agent.keys")));
+        const QString script = QString::fromStdString(job.batchScript);
+        QVERIFY(script.contains(QStringLiteral("'--telemetry' \"$CPPL_RELAY\" '--telemetry-keys-stdin'")));
+        // Without a relay (the login node refused the tunnel) the agents still run, without telemetry.
+        QVERIFY(script.contains(QStringLiteral("else\n  echo \"@note no telemetry relay")));
+        QCOMPARE(script.count(QStringLiteral("--distribution=block")), 2);
+    }
+
+    void driverLines_data()
+    {
+        QTest::addColumn<QString>("line");
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<int>("rank");
+        QTest::addColumn<QString>("text");
+        using K = SlurmEvent::Kind;
+        QTest::addRow("job") << "@cppl job 42" << int(K::Submitted) << -1 << "42";
+        QTest::addRow("sbatch refused") << "@cppl submit-failed sbatch: error: invalid partition" << int(K::SubmitFailed) << -1
+                                        << "sbatch: error: invalid partition";
+        QTest::addRow("rank stdout") << "@o 3: CLUSTERPPL_RESULT {}" << int(K::RankStdout) << 3 << "CLUSTERPPL_RESULT {}";
+        QTest::addRow("padded label") << "@e  12: warning" << int(K::RankStderr) << 12 << "warning";
+        QTest::addRow("task exit") << "@e 2: @exit 137" << int(K::RankExit) << 2 << "";
+        QTest::addRow("nodes") << "@o @nodes n1,n2" << int(K::Nodes) << -1 << "n1,n2";
+        QTest::addRow("eval step") << "@o @step eval" << int(K::EvalStarted) << -1 << "";
+        QTest::addRow("job line") << "@o @fail pre-flight refused the launch" << int(K::JobLine) << -1 << "@fail pre-flight refused the launch";
+        QTest::addRow("srun's own") << "@e srun: error: n1: task 2: Killed" << int(K::JobLine) << -1 << "srun: error: n1: task 2: Killed";
+        QTest::addRow("pre-flight") << "@cppl pf 1: {\"ok\":true}" << int(K::PreflightLine) << 1 << "{\"ok\":true}";
+        QTest::addRow("result") << "@cppl result {\"ppl\": 4.5}" << int(K::Result) << -1 << "{\"ppl\": 4.5}";
+        QTest::addRow("other") << "bash: warning" << int(K::Other) << -1 << "bash: warning";
+    }
+    void driverLines()
+    {
+        QFETCH(QString, line);
+        QFETCH(int, kind);
+        QFETCH(int, rank);
+        QFETCH(QString, text);
+        const SlurmEvent e = parseDriverLine(line.toStdString());
+        QCOMPARE(int(e.kind), kind);
+        QCOMPARE(e.rank, rank);
+        if (e.kind != SlurmEvent::Kind::RankExit)
+            QCOMPARE(QString::fromStdString(e.text), text);
+        else
+            QCOMPARE(e.exitCode, 137);
+    }
+
+    void stateLine()
+    {
+        const SlurmEvent e = parseDriverLine("@cppl state PENDING|PartitionTimeLimit|(null)|0:0");
+        QCOMPARE(int(e.kind), int(SlurmEvent::Kind::State));
+        QCOMPARE(e.state, std::string("PENDING"));
+        QCOMPARE(e.reason, std::string("PartitionTimeLimit"));
+        QVERIFY(e.nodes.empty());
+        QCOMPARE(e.text, std::string("0:0"));
+        QVERIFY(!isFinalSlurmState(e.state));
+        QVERIFY(isFinalSlurmState("CANCELLED"));
+        QVERIFY(isFinalSlurmState("NODE_FAIL"));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestSlurmScript)
+#include "tst_slurm_script.moc"
