@@ -156,8 +156,10 @@ void ClusterPage::buildToolbar(QWidget *bar)
     m_launcher = new QComboBox(bar);
     m_launcher->addItem(tr("local (this machine)"), u"local"_s);
     m_launcher->addItem(tr("ssh"), u"ssh"_s);
+    m_launcher->addItem(tr("slurm (sbatch on the login node)"), u"slurm"_s);
     m_launcher->setToolTip(tr("local: every rank is a process on this machine. ssh: one SSH session per host "
-                              "starts its ranks (keys from ssh-agent or the host's identity file)."));
+                              "starts its ranks (keys from ssh-agent or the host's identity file). slurm: the one "
+                              "host is the login node; the profile's \"slurm\" object says what to ask for."));
     row->addWidget(m_launcher);
     row->addWidget(new QLabel(tr("Groups"), bar));
     m_grouping = new QComboBox(bar);
@@ -373,7 +375,7 @@ void ClusterPage::refreshForm()
         for (QLineEdit *e : {m_address, m_label, m_alias, m_user, m_port, m_identity, m_agent, m_workdir})
             e->clear();
     }
-    const bool ssh = p.launcher == "ssh";
+    const bool ssh = p.launcher == "ssh" || p.launcher == "slurm"; // a Slurm login node is reached over SSH
     for (QWidget *w : {static_cast<QWidget *>(m_alias), static_cast<QWidget *>(m_user), static_cast<QWidget *>(m_port),
                        static_cast<QWidget *>(m_identity), static_cast<QWidget *>(m_password)})
         w->setEnabled(ssh);

@@ -10,11 +10,16 @@
 #include "test_skip.h"
 
 #include "cppl/cluster_profile.h"
+#include "cppl/telemetry.h"
+
+#include <zmq.h>
 
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
+#include <QProcess>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSignalSpy>
@@ -175,6 +180,56 @@ private Q_SLOTS:
         QCOMPARE(m_slurm.leftovers(), QList<qint64>());
     }
 
+    void relayAdmitsOnlyTheRunsAgents()
+    {
+        // The relay alone (no Slurm needed): its key file is read once and removed, the agents' key
+        // file is 0600, an agent with those keys gets through, a client with keys of its own is
+        // refused by the relay's ZAP handler, and a plaintext client never completes a handshake.
+        const QString dir = path(u"relay"_s);
+        QVERIFY(QDir().mkpath(dir));
+        const auto run = cppl::telemetry::generateCredentials();
+        const QString keys = dir + u"/collector.keys"_s;
+        QVERIFY(cppl::test::writeTextFile(keys, QByteArray::fromStdString(cppl::telemetry::formatKeyLine(run.agent))));
+        QFile::setPermissions(keys, QFile::ReadOwner | QFile::WriteOwner);
+        QProcess relay;
+        relay.setProcessChannelMode(QProcess::MergedChannels);
+        relay.start(kAgent, {u"relay"_s, u"--forward"_s, u"tcp://127.0.0.1:%1"_s.arg(cppl::test::freeLoopbackPort()), u"--keys-file"_s, keys,
+                             u"--agent-keys-out"_s, dir + u"/agent.keys"_s, u"--endpoint-out"_s, dir + u"/relay.endpoint"_s,
+                             u"--bind"_s, u"tcp://127.0.0.1:0"_s, u"--advertise-host"_s, u"127.0.0.1"_s});
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(dir + u"/relay.endpoint"_s), 20000);
+        QVERIFY(!QFile::exists(keys));
+        QCOMPARE(QFileInfo(dir + u"/agent.keys"_s).permissions() & (QFile::ReadGroup | QFile::ReadOther), QFile::Permissions());
+        const std::string endpoint = readFile(dir + u"/relay.endpoint"_s).trimmed().toStdString();
+        const auto agent = cppl::telemetry::parseKeyLine(readFile(dir + u"/agent.keys"_s).toStdString());
+        const auto stranger = cppl::telemetry::generateCurveKeyPair();
+        void *ctx = zmq_ctx_new();
+        auto send = [&](const std::string *serverPublic, const std::string &pub, const std::string &sec) {
+            void *s = zmq_socket(ctx, ZMQ_PUSH);
+            const int linger = 0;
+            zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+            if (serverPublic) {
+                zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, serverPublic->c_str(), 41);
+                zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub.c_str(), 41);
+                zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec.c_str(), 41);
+            }
+            zmq_connect(s, endpoint.c_str());
+            zmq_send(s, "x", 1, ZMQ_DONTWAIT);
+            return s;
+        };
+        void *good = send(&agent.serverPublic, agent.clientPublic.front(), agent.clientSecret);
+        void *bad = send(&agent.serverPublic, stranger.publicKey, stranger.secretKey);
+        void *plain = send(nullptr, {}, {});
+        QTest::qWait(1500);
+        for (void *s : {good, bad, plain})
+            zmq_close(s);
+        zmq_ctx_term(ctx);
+        relay.terminate();
+        QVERIFY(relay.waitForFinished(10000));
+        const QString log = QString::fromUtf8(relay.readAll());
+        // Only the agent with the run's relay keys got through (queued for the collector).
+        QVERIFY2(log.contains(u"forwarded 1 messages, dropped 0, rejected 1 unknown clients"_s), qPrintable(log));
+    }
+
     void fourRanksBitIdenticalToOne()
     {
         REQUIRE_SLURM();
@@ -184,6 +239,7 @@ private Q_SLOTS:
                                                                "\"time_limit\": \"10:00\", \"sbatch_options\": [\"--overcommit\"]"_s)
                                                        .toUtf8()));
         const QString runId = u"slurm-four"_s;
+        qputenv("CLUSTERPPL_STORE", path(u"history.sqlite"_s).toUtf8());
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--json"_s, path(u"slurm4-result.json"_s),
                                                   u"--ssh-config"_s, m_sshd.sshConfig(), u"--known-hosts"_s, m_sshd.knownHosts()},
                                            600000);
@@ -208,6 +264,13 @@ private Q_SLOTS:
         for (const QString &f : {u"agent.keys"_s, u"collector.keys"_s})
             QVERIFY(!QFile::exists(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/"_s + f)));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 10000);
+        // The history records the job id, partition and node list.
+        const ProcessResult h = runProcess(kCli, {u"show"_s, runId, u"--json"_s, u"--store"_s, path(u"history.sqlite"_s)});
+        QVERIFY2(h.exitCode == 0, qPrintable(h.describe()));
+        const QJsonObject settings = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"settings"_s).toObject();
+        QVERIFY2(settings.value(u"slurm_job_id"_s).toString().toInt() > 0, qPrintable(h.out.left(2000)));
+        QCOMPARE(settings.value(u"slurm_partition"_s).toString(), u"debug"_s);
+        QCOMPARE(settings.value(u"slurm_nodes"_s).toString(), m_slurm.node());
     }
 
     void submitRefusedReportsSlurm()

@@ -192,7 +192,7 @@ RelayStats runRelay(const RelayOptions &o, std::ostream &log)
             continue;
         for (int burst = 0; burst < 1000; ++burst) {
             // One message, every frame, forwarded as is: the relay neither reads nor rewrites it.
-            bool more = true, got = false;
+            bool more = true, got = false, lost = false;
             while (more) {
                 zmq_msg_t m;
                 zmq_msg_init(&m);
@@ -202,13 +202,13 @@ RelayStats runRelay(const RelayOptions &o, std::ostream &log)
                 }
                 got = true;
                 more = zmq_msg_more(&m);
-                if (zmq_msg_send(&m, push, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
-                    ++stats.dropped; // the collector is gone or far behind: telemetry may lose, never block
+                // The collector gone or far behind: telemetry may lose, the relay never blocks.
+                lost = (!lost && zmq_msg_send(&m, push, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) || lost;
                 zmq_msg_close(&m);
             }
             if (!got)
                 break;
-            ++stats.forwarded;
+            ++(lost ? stats.dropped : stats.forwarded);
         }
     }
     log << "relay: forwarded " << stats.forwarded << " messages, dropped " << stats.dropped << ", rejected " << stats.rejected

@@ -182,6 +182,11 @@ void RunRecorder::onFinished(const run::RunOutcome &o)
     f.ended = o.ended.isValid() ? o.ended : QDateTime::currentDateTimeUtc();
     f.exitCode = o.exitCode;
     f.firstCause = o.firstCause;
+    if (!o.slurmJobId.isEmpty()) { // known only once submitted (docs/launching.md, "Slurm launcher")
+        f.settings.insert(u"slurm_job_id"_s, o.slurmJobId);
+        f.settings.insert(u"slurm_partition"_s, o.slurmPartition.isEmpty() ? u"(default)"_s : o.slurmPartition);
+        f.settings.insert(u"slurm_nodes"_s, o.slurmNodes);
+    }
     f.resultJson = o.resultJson;
     const bool hasResult = !f.resultJson.isEmpty() && applyResult(f);
     if (!hasResult && m_engine)

@@ -365,6 +365,7 @@ void updateEnd(QSqlDatabase &db, std::int64_t id, const RunRecord &rec)
     row.add(u"groups"_s, json(rec.groups));
     row.add(u"groups_count"_s, rec.groupsCount);
     row.add(u"world_size"_s, rec.worldSize);
+    row.add(u"settings"_s, json(rec.settings)); // a Slurm run adds its job id, partition and nodes at the end
     QSqlQuery q(db);
     q.prepare(u"UPDATE runs SET "_s + row.columns.join(u" = ?, "_s) + u" = ?, owner = '' WHERE id = ?"_s);
     execBound(db, q, row.values + QVariantList{int64(id)}, u"recording the end of run "_s + rec.runId);
