@@ -267,7 +267,7 @@ private Q_SLOTS:
         // The history records the job id, partition and node list.
         const ProcessResult h = runProcess(kCli, {u"show"_s, runId, u"--json"_s, u"--store"_s, path(u"history.sqlite"_s)});
         QVERIFY2(h.exitCode == 0, qPrintable(h.describe()));
-        const QJsonObject settings = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"settings"_s).toObject();
+        const QJsonObject settings = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"run"_s).toObject().value(u"settings"_s).toObject();
         QVERIFY2(settings.value(u"slurm_job_id"_s).toString().toInt() > 0, qPrintable(h.out.left(2000)));
         QCOMPARE(settings.value(u"slurm_partition"_s).toString(), u"debug"_s);
         QCOMPARE(settings.value(u"slurm_nodes"_s).toString(), m_slurm.node());
