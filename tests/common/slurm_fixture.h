@@ -9,6 +9,8 @@
 
 #include "test_process.h"
 
+#include "cppl/host.h"
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>

@@ -193,7 +193,7 @@ private Q_SLOTS:
         QFile::setPermissions(keys, QFile::ReadOwner | QFile::WriteOwner);
         QProcess relay;
         relay.setProcessChannelMode(QProcess::MergedChannels);
-        relay.start(kAgent, {u"relay"_s, u"--forward"_s, u"tcp://127.0.0.1:%1"_s.arg(cppl::test::freeLoopbackPort()), u"--keys-file"_s, keys,
+        relay.start(kAgent, {u"relay"_s, u"--forward"_s, u"tcp://127.0.0.1:%1"_s.arg(cppl::freeLoopbackPort()), u"--keys-file"_s, keys,
                              u"--agent-keys-out"_s, dir + u"/agent.keys"_s, u"--endpoint-out"_s, dir + u"/relay.endpoint"_s,
                              u"--bind"_s, u"tcp://127.0.0.1:0"_s, u"--advertise-host"_s, u"127.0.0.1"_s});
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(dir + u"/relay.endpoint"_s), 20000);
