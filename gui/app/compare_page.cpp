@@ -120,6 +120,15 @@ ComparePage::ComparePage(QWidget *parent)
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     outer->addWidget(split, 1);
+    m_content = split;
+    // Empty axes over fractional ranks looked like a broken comparison; say what fills this page.
+    m_empty = new QLabel(tr("Nothing to compare yet.\n\nSelect two or more runs on the History page (Ctrl+4) and press "
+                            "\u201cCompare selected\u201d, or run the same evaluation at several rank counts with Run \u203a Sweep\u2026"),
+                         this);
+    m_empty->setObjectName(u"compareEmpty"_s);
+    m_empty->setAlignment(Qt::AlignCenter);
+    m_empty->setWordWrap(true);
+    outer->addWidget(m_empty, 1);
 
     connect(m_threshold, &QDoubleSpinBox::valueChanged, this, &ComparePage::recompute);
     connect(m_export, &QPushButton::clicked, this, &ComparePage::askExport);
@@ -160,6 +169,8 @@ void ComparePage::recompute()
     m_comparison = m_runs.empty() ? cppl::core::store::Comparison{} : cppl::core::store::compareRuns(m_runs, m_baselines, o);
     m_model->setComparison(m_comparison);
     m_export->setEnabled(!m_runs.empty());
+    m_content->setVisible(!m_runs.empty());
+    m_empty->setVisible(m_runs.empty());
     if (m_runs.empty()) {
         m_recommendation->setText({});
         m_projection->setText({});

@@ -60,6 +60,8 @@ private:
     QLabel *m_heading = nullptr;
     QLabel *m_recommendation = nullptr;
     QLabel *m_projection = nullptr;
+    QWidget *m_content = nullptr; // charts and table: hidden while nothing is compared
+    QLabel *m_empty = nullptr;    // what to do instead, shown in their place
     QDoubleSpinBox *m_threshold = nullptr;
     QPushButton *m_export = nullptr;
     QTableView *m_table = nullptr;

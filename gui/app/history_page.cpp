@@ -98,6 +98,15 @@ HistoryPage::HistoryPage(QWidget *parent)
     }
     m_view->horizontalHeader()->setStretchLastSection(true);
     outer->addWidget(m_view, 1);
+    {
+        auto *overlay = new QVBoxLayout(m_view->viewport());
+        m_empty = new QLabel(m_view->viewport());
+        m_empty->setObjectName(u"historyEmpty"_s);
+        m_empty->setAlignment(Qt::AlignCenter);
+        m_empty->setWordWrap(true);
+        m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
+        overlay->addWidget(m_empty);
+    }
 
     auto *buttons = new QHBoxLayout;
     m_count = new QLabel(this);
@@ -227,6 +236,10 @@ void HistoryPage::applyFilters()
     m_filter->setDateRange(m_from->date() == kAnyDate ? QDate() : m_from->date(), m_to->date() == kAnyDate ? QDate() : m_to->date());
     if (m_store)
         m_count->setText(tr("%1 of %n stored run(s) shown — %2", nullptr, m_model->rowCount()).arg(m_filter->rowCount()).arg(m_store->path()));
+    m_empty->setText(m_model->rowCount() == 0
+                         ? tr("No runs stored yet.\n\nEvery run started with Run (Ctrl+R), Sweep or clusterppl-cli run is recorded here.")
+                         : tr("No stored run matches the search and filters above."));
+    m_empty->setVisible(m_filter->rowCount() == 0);
     updateButtons();
 }
 

@@ -66,6 +66,7 @@ private:
     QComboBox *m_modelBox = nullptr, *m_dataBox = nullptr, *m_protocolBox = nullptr, *m_statusBox = nullptr, *m_nodesBox = nullptr;
     QDateEdit *m_from = nullptr, *m_to = nullptr;
     QLabel *m_count = nullptr;
+    QLabel *m_empty = nullptr; // over the table while it shows no row: why, and what fills it
     QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_delete = nullptr;
 };
 

@@ -4,6 +4,7 @@
 // A dismissable bar at the top of the window: every error reaches the user here with its specific
 // cause (the log has it too, but never only the log).
 
+#include <QColor>
 #include <QWidget>
 
 class QLabel;
@@ -22,12 +23,19 @@ public:
     void showMessage(Level level, const QString &text);
     [[nodiscard]] QString text() const;
     [[nodiscard]] Level level() const noexcept { return m_level; }
+    /// The bar's colours now (tests check their contrast in both palettes).
+    [[nodiscard]] QColor background() const;
+    [[nodiscard]] QColor textColor() const;
+    /// WCAG contrast ratio of two colours, 1..21.
+    [[nodiscard]] static double contrastRatio(const QColor &a, const QColor &b);
 
 protected:
     void changeEvent(QEvent *event) override;
+    void paintEvent(QPaintEvent *event) override;
 
 private:
     void applyStyle();
+    [[nodiscard]] QColor levelColor() const;
     QLabel *m_icon = nullptr;
     QLabel *m_label = nullptr;
     QToolButton *m_close = nullptr;

@@ -199,7 +199,7 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
         switch (section) {
         case ColComm: return tr("Share of the rank's time spent communicating: waiting for stragglers + transfer");
         case ColLost: return tr("Telemetry messages lost on the way (sequence gaps); the result is unaffected");
-        case ColHeartbeat: return tr("Seconds since the rank was last heard from");
+        case ColHeartbeat: return tr("Heartbeat: seconds since the rank was last heard from");
         case ColMemory: return tr("Device memory where a GPU is used, else the agent process's resident memory");
         default: return {};
         }
@@ -214,8 +214,8 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
     case ColTokens: return tr("Tokens");
     case ColRate: return tr("tok/s");
     case ColComm: return tr("Comm");
-    case ColLost: return tr("Lost msgs");
-    case ColHeartbeat: return tr("Heartbeat");
+    case ColLost: return tr("Lost");
+    case ColHeartbeat: return tr("Heard");
     case ColMemory: return tr("Memory");
     default: return {};
     }

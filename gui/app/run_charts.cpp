@@ -87,6 +87,12 @@ void ChartView::paintEvent(QPaintEvent *)
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
     m_chart->paint(p, QRectF(rect()));
+    // Empty axes alone read as "a run with nothing in it"; say that nothing has arrived yet, as the
+    // heat map and the bars do.
+    if (auto *ts = qobject_cast<cppl::charts::TimeSeriesChart *>(m_chart); ts && ts->seriesCount() == 0) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(rect(), Qt::AlignCenter, tr("no data yet"));
+    }
 }
 
 void ChartView::mousePressEvent(QMouseEvent *event)

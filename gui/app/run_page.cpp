@@ -143,8 +143,9 @@ RunPage::RunPage(QWidget *parent)
         // Widths from the header and typical content, once: resizing to contents would measure
         // every row of a 1024-rank table on every update.
         const QFontMetrics fm = m_table->fontMetrics();
-        const QStringList samples{u"00000"_s, u"node-000.cluster"_s, u"group-00"_s, u"✗ failed (signal 9)"_s, u"00,000,000"_s,
-                                  u"00000"_s, u"00.0 %"_s, u"00000"_s, u"000.0 s"_s, u"00.0 GiB GPU"_s};
+        // Sized so that every column, memory last, fits the table's share of a 1500-pixel window.
+        const QStringList samples{u"0000"_s, u"node-000.c"_s, u"group-00"_s, u"✗ failed (signal 9)"_s, u"00,000,000"_s,
+                                  u"00000"_s, u"00.0 %"_s, u"000"_s, u"00.0 s"_s, u"00.0/00 GiB · 100%"_s};
         for (int c = 0; c < RankTableModel::ColumnCount; ++c) {
             const int header = fm.horizontalAdvance(m_ranks->headerData(c, Qt::Horizontal).toString()) + 28;
             m_table->setColumnWidth(c, std::max(header, fm.horizontalAdvance(samples[c]) + 14));
@@ -186,8 +187,8 @@ RunPage::RunPage(QWidget *parent)
     logLayout->addWidget(m_log);
     m_tabs->addTab(logBox, tr("Logs"));
     bottom->addWidget(m_tabs);
-    bottom->setStretchFactor(0, 3);
-    bottom->setStretchFactor(1, 2);
+    bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
+    bottom->setStretchFactor(1, 1);
     split->addWidget(bottom);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);

@@ -4,6 +4,7 @@
 #include "cluster_page.h"
 #include "evaluation_page.h"
 #include "main_window.h"
+#include "message_bar.h"
 #include "profile_model.h"
 #include "run_page.h"
 #include "synthetic_run.h"
@@ -98,9 +99,27 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     settle(150);
     if (!save(&window, dir.filePath(u"cluster.png"_s), files, error))
         return {};
+    // The message bar at its two common levels: what a refused edit and a finished run look like.
+    window.messageBar()->showMessage(MessageBar::Level::Error, QObject::tr("hosts[0].slots: expected an integer >= 1, got 0 (the edit was not applied)"));
+    settle(100);
+    if (!save(&window, dir.filePath(u"message-error.png"_s), files, error))
+        return {};
+    window.messageBar()->showMessage(MessageBar::Level::Info, QObject::tr("Run 20261130-150203-3fa2 finished."));
+    settle(100);
+    if (!save(&window, dir.filePath(u"message-info.png"_s), files, error))
+        return {};
+    window.messageBar()->hide();
     window.showPage(MainWindow::EvaluationPageIndex);
     settle(150);
     if (!save(&window, dir.filePath(u"evaluation.png"_s), files, error))
+        return {};
+    window.showPage(MainWindow::HistoryPageIndex);
+    settle(150);
+    if (!save(&window, dir.filePath(u"history.png"_s), files, error))
+        return {};
+    window.showPage(MainWindow::ComparePageIndex);
+    settle(150);
+    if (!save(&window, dir.filePath(u"compare.png"_s), files, error))
         return {};
     window.showPage(MainWindow::RunPageIndex);
     if (o.syntheticRanks <= 0) {
