@@ -21,7 +21,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
-#include <QProcess>
 #include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
@@ -102,11 +101,19 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_problems->setWordWrap(true);
     m_problems->setToolTip(tr("Every problem of the profile; click one to select its row"));
     rightLayout->addWidget(m_problems);
-    m_preflightNote = new QLabel(tr("Pre-flight runs on every host before each launch; its findings (agent and "
-                                    "LibTorch versions, GPUs, NCCL, memory, paths) appear in the tree."),
+    m_preflightNote = new QLabel(tr("Pre-flight runs on every host before each launch; \u201cCheck hosts\u201d runs it alone. "
+                                    "Its findings (agent and LibTorch versions, GPUs, NCCL, memory, paths) appear in the tree "
+                                    "and below."),
                                  right);
     m_preflightNote->setWordWrap(true);
     rightLayout->addWidget(m_preflightNote);
+    m_checkResults = new QLabel(right);
+    m_checkResults->setObjectName(u"checkResults"_s);
+    m_checkResults->setWordWrap(true);
+    m_checkResults->setTextFormat(Qt::RichText);
+    m_checkResults->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_checkResults->hide();
+    rightLayout->addWidget(m_checkResults);
     rightLayout->addStretch(1);
     split->addWidget(m_tree);
     split->addWidget(right);
@@ -455,74 +462,40 @@ bool ClusterPage::exportHostfile(const QString &path)
 
 void ClusterPage::showPreflight(const cppl::core::run::HostPreflight &report)
 {
-    m_model->setPreflight(report.host, report.ran && report.problems.isEmpty(),
-                          preflightSummary(report.report, report.problems),
-                          preflightDetails(report.report, report.problems));
+    const bool ok = report.ran && report.problems.isEmpty();
+    const QString summary = preflightSummary(report.report, report.problems);
+    const QString details = preflightDetails(report.report, report.problems);
+    m_model->setPreflight(report.host, ok, summary, details);
+    // Inline under the form too: the whole report of every host, not only a tooltip away.
+    m_checkLines << u"<p><b>%1</b> %2<br><small>%3</small></p>"_s.arg(report.host.toHtmlEscaped(), summary.toHtmlEscaped(),
+                                                                      details.toHtmlEscaped().replace(u'\n', u"<br>"_s));
+    m_checkResults->setText(m_checkLines.join(QString()));
+    m_checkResults->show();
     for (int c = ProfileModel::ColRole; c < ProfileModel::ColumnCount; ++c)
         m_tree->resizeColumnToContents(c);
 }
 
-void ClusterPage::checkHosts(const QString &agent)
+void ClusterPage::beginCheck()
 {
-    const ClusterProfile p = m_model->profile();
-    if (p.launcher != "local") {
-        Q_EMIT info(tr("SSH hosts are checked as the first step of Run (pre-flight runs on each host before "
-                       "any rank starts); the results appear in the Pre-flight column."));
-        return;
-    }
-    if (agent.isEmpty()) {
-        Q_EMIT failed(tr("Check hosts: clusterppl-agent was not found next to the dashboard or on PATH; install it "
-                         "or build the agent target"));
-        return;
-    }
-    if (m_preflight)
-        m_preflight->kill();
-    const QString base = m_path.isEmpty() ? QString() : QFileInfo(m_path).absolutePath();
-    auto resolve = [&](const std::string &s) {
-        const QString v = qs(s);
-        return QFileInfo(v).isRelative() && !base.isEmpty() ? QString(base + u'/' + v) : v;
-    };
-    QStringList args{u"preflight"_s, u"--json"_s};
-    if (!p.evaluation.model.empty())
-        args << u"--model"_s << resolve(p.evaluation.model);
-    if (!p.evaluation.tokens.empty())
-        args << u"--data"_s << resolve(p.evaluation.tokens);
-    if (!p.evaluation.text.empty())
-        args << u"--data"_s << resolve(p.evaluation.text);
-    auto *proc = new QProcess(this);
-    m_preflight = proc;
     m_model->clearPreflight();
-    connect(proc, &QProcess::finished, this, [this, proc, p] {
-        proc->deleteLater();
-        const QByteArray out = proc->readAllStandardOutput();
-        QJsonParseError pe;
-        const QJsonDocument doc = QJsonDocument::fromJson(out.trimmed(), &pe);
-        if (!doc.isObject()) {
-            Q_EMIT failed(tr("Check hosts: the agent's pre-flight printed no JSON report (%1): %2")
-                              .arg(pe.errorString(), QString::fromLocal8Bit(proc->readAllStandardError()).trimmed()));
-            return;
-        }
-        QStringList problems;
-        for (const QJsonValue v : doc.object().value(u"problems"_s).toArray())
-            problems << v.toString();
-        for (const HostSpec &h : p.hosts) {
-            cppl::core::run::HostPreflight r;
-            r.host = qs(h.name);
-            r.ran = true;
-            r.problems = problems;
-            r.report = doc.object();
-            showPreflight(r);
-        }
-        Q_EMIT info(problems.isEmpty() ? tr("Pre-flight: this machine is ready.")
-                                       : tr("Pre-flight found problems: %1").arg(problems.join(u"; "_s)));
-    });
-    connect(proc, &QProcess::errorOccurred, this, [this, proc, agent](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart) {
-            Q_EMIT failed(tr("Check hosts: cannot start %1 (%2)").arg(agent, proc->errorString()));
-            proc->deleteLater();
-        }
-    });
-    proc->start(agent, args);
+    for (const HostSpec &h : m_model->profile().hosts)
+        m_model->setPreflight(qs(h.name), true, tr("… checking"), tr("Pre-flight is running on this host"));
+    m_checkLines.clear();
+    m_checkResults->setText(tr("Checking every host (pre-flight only; nothing is launched)…"));
+    m_checkResults->show();
+}
+
+QString ClusterPage::checkResultsText() const
+{
+    return m_checkResults->isVisible() ? m_checkResults->text() : QString();
+}
+
+void ClusterPage::endCheck(bool ok, const QString &verdict)
+{
+    QString html = m_checkLines.join(QString());
+    html += u"<p><b>%1 %2</b></p>"_s.arg(ok ? u"✓"_s : u"✗"_s, verdict.toHtmlEscaped().replace(u'\n', u"<br>"_s));
+    m_checkResults->setText(html);
+    m_checkResults->show();
 }
 
 } // namespace cppl::app

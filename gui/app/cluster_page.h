@@ -18,7 +18,6 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
-class QProcess;
 class QSpinBox;
 class QTreeView;
 class QGroupBox;
@@ -47,11 +46,15 @@ public:
     bool importHostfile(const QString &path);
     bool exportHostfile(const QString &path);
 
-    /// Runs `clusterppl-agent preflight --json` for a local profile (an SSH profile's pre-flight
-    /// runs on its hosts as the first step of Run; its results then appear here).
-    void checkHosts(const QString &agent);
-    /// A run's pre-flight report for one host (RunEngine::preflightHost).
+    /// "Check hosts" started (the engine's pre-flight-only mode, MainWindow::checkHosts): every
+    /// host shows "checking…" until its report arrives.
+    void beginCheck();
+    /// A pre-flight report for one host (RunEngine::preflightHost, of a check or of a run): the
+    /// tree's Pre-flight column and the per-host list under the form.
     void showPreflight(const cppl::core::run::HostPreflight &report);
+    /// The check ended: @p verdict under the per-host list ("every host passed", the first cause).
+    void endCheck(bool ok, const QString &verdict);
+    [[nodiscard]] QString checkResultsText() const;
 
 Q_SIGNALS:
     void failed(const QString &message);
@@ -88,7 +91,8 @@ private:
     QLineEdit *m_agent = nullptr;
     QLineEdit *m_workdir = nullptr;
     QLabel *m_preflightNote = nullptr;
-    QPointer<QProcess> m_preflight;
+    QLabel *m_checkResults = nullptr; // per host: summary and details of the last pre-flight
+    QStringList m_checkLines;
     QString m_path;
     bool m_updatingForm = false;
 };

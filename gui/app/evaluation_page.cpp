@@ -236,8 +236,13 @@ EvaluationPage::EvaluationPage(QWidget *parent)
 
 EvaluationPage::~EvaluationPage()
 {
-    if (m_plan)
+    if (m_plan) {
+        // Its finished() would reach a half-destroyed page (the temporary directory is gone, the
+        // labels follow): nobody listens any more, then it is ended and reaped.
+        m_plan->disconnect(this);
         m_plan->kill();
+        m_plan->waitForFinished(2000);
+    }
     delete m_tmp;
 }
 

@@ -53,11 +53,13 @@ SshPrompter::SshPrompter(QWidget *dialogParent)
 {
 }
 
-bool SshPrompter::askHostKey(const QString &host, const QString &fingerprint)
+cppl::core::HostKeyAnswer SshPrompter::askHostKey(const QString &host, const QString &fingerprint)
 {
+    using cppl::core::HostKeyAnswer;
+    // "This session" lives only in this object: the launcher is told AcceptOnce, so it writes nothing.
     const QString key = host + u' ' + fingerprint;
     if (m_acceptedThisSession.contains(key))
-        return true;
+        return HostKeyAnswer::AcceptOnce;
     HostKeyDialog::Answer answer = HostKeyDialog::Refuse;
     if (m_hostKeyHook) {
         answer = m_hostKeyHook(host, fingerprint);
@@ -66,9 +68,16 @@ bool SshPrompter::askHostKey(const QString &host, const QString &fingerprint)
         dialog.exec();
         answer = dialog.answer();
     }
-    if (answer == HostKeyDialog::AcceptOnce)
+    switch (answer) {
+    case HostKeyDialog::AcceptOnce:
         m_acceptedThisSession.insert(key);
-    return answer != HostKeyDialog::Refuse;
+        return HostKeyAnswer::AcceptOnce;
+    case HostKeyDialog::AcceptAlways:
+        return HostKeyAnswer::AcceptAlways;
+    case HostKeyDialog::Refuse:
+        break;
+    }
+    return HostKeyAnswer::Refuse;
 }
 
 std::optional<QString> SshPrompter::askSecret(const QString &prompt)
@@ -88,9 +97,9 @@ void SshPrompter::install(cppl::core::LauncherSettings &settings)
     QPointer<SshPrompter> self(this);
     settings.newHostKeys = cppl::core::NewHostKeys::Ask;
     settings.askNewHostKey = [self](const std::string &host, const std::string &fingerprint) {
-        bool result = false;
+        cppl::core::HostKeyAnswer result = cppl::core::HostKeyAnswer::Refuse;
         if (!self)
-            return false;
+            return result;
         auto ask = [&] { result = self->askHostKey(QString::fromStdString(host), QString::fromStdString(fingerprint)); };
         if (QThread::currentThread() == self->thread())
             ask();
@@ -111,40 +120,6 @@ void SshPrompter::install(cppl::core::LauncherSettings &settings)
             return std::nullopt;
         return result->toStdString();
     };
-}
-
-namespace {
-QString gib(double bytes)
-{
-    return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 1) + u" GiB"_s;
-}
-} // namespace
-
-QString preflightSummary(const QJsonObject &report, const QStringList &problems)
-{
-    if (report.isEmpty())
-        return problems.isEmpty() ? QObject::tr("no report") : QObject::tr("✗ %1").arg(problems.front());
-    QStringList parts;
-    parts << (problems.isEmpty() ? u"✓"_s : u"✗"_s);
-    parts << QObject::tr("agent %1").arg(report.value(u"agent_version"_s).toString());
-    parts << QObject::tr("LibTorch %1").arg(report.value(u"libtorch_version"_s).toString());
-    const QJsonArray gpus = report.value(u"cuda"_s).toObject().value(u"devices"_s).toArray();
-    parts << (gpus.size() == 1 ? QObject::tr("1 GPU") : QObject::tr("%1 GPUs").arg(gpus.size()));
-    parts << (report.value(u"nccl"_s).toObject().value(u"available"_s).toBool() ? QObject::tr("NCCL") : QObject::tr("no NCCL"));
-    parts << QObject::tr("%1 free").arg(gib(report.value(u"memory_available_bytes"_s).toDouble()));
-    if (!problems.isEmpty())
-        parts << (problems.size() == 1 ? QObject::tr("1 problem") : QObject::tr("%1 problems").arg(problems.size()));
-    return parts.join(u"  "_s);
-}
-
-QString preflightDetails(const QJsonObject &report, const QStringList &problems)
-{
-    QString text;
-    for (const QString &p : problems)
-        text += QObject::tr("Problem: %1\n").arg(p);
-    if (!report.isEmpty())
-        text += QString::fromUtf8(QJsonDocument(report).toJson(QJsonDocument::Indented));
-    return text.trimmed();
 }
 
 } // namespace cppl::app

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "run/preflight.h"
+
 // SSH questions asked on a host's launcher thread, answered in the GUI: unknown host keys (with
 // the SHA256 fingerprint) and passphrases/passwords (masked). Nothing typed here is stored.
 
@@ -48,7 +50,7 @@ public:
     void setHostKeyHook(HostKeyHook hook) { m_hostKeyHook = std::move(hook); }
     void setSecretHook(SecretHook hook) { m_secretHook = std::move(hook); }
 
-    bool askHostKey(const QString &host, const QString &fingerprint);
+    cppl::core::HostKeyAnswer askHostKey(const QString &host, const QString &fingerprint);
     std::optional<QString> askSecret(const QString &prompt);
 
 private:
@@ -58,8 +60,7 @@ private:
     QSet<QString> m_acceptedThisSession; // "host fingerprint" accepted once
 };
 
-/// One line for a host's pre-flight report (versions, GPUs, NCCL, memory) and its full text.
-[[nodiscard]] QString preflightSummary(const QJsonObject &report, const QStringList &problems);
-[[nodiscard]] QString preflightDetails(const QJsonObject &report, const QStringList &problems);
+using cppl::core::run::preflightDetails; // run/preflight.h: the CLI's `check` prints the same
+using cppl::core::run::preflightSummary;
 
 } // namespace cppl::app

@@ -67,7 +67,7 @@ MainWindow::MainWindow(QWidget *parent)
 
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
-    connect(m_cluster, &ClusterPage::checkHostsRequested, this, [this] { m_cluster->checkHosts(agentPath()); });
+    connect(m_cluster, &ClusterPage::checkHostsRequested, this, &MainWindow::checkHosts);
     // File operations confirm in the status bar; the message bar is for what needs attention.
     connect(m_cluster, &ClusterPage::info, this, [this](const QString &text) { statusBar()->showMessage(text, 8000); });
     connect(m_cluster, &ClusterPage::profileChanged, this, [this] {
@@ -128,7 +128,7 @@ void MainWindow::buildMenus()
     m_stopAction = run->addAction(tr("&Stop"), this, &MainWindow::stopRun);
     m_stopAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
     run->addSeparator();
-    run->addAction(tr("&Check hosts"), this, [this] { m_cluster->checkHosts(agentPath()); });
+    run->addAction(tr("&Check hosts"), this, &MainWindow::checkHosts);
 
     QMenu *view = menuBar()->addMenu(tr("&View"));
     const QStringList names{tr("&Cluster"), tr("&Evaluation"), tr("R&un")};
@@ -244,6 +244,49 @@ bool MainWindow::startRun()
     return ok;
 }
 
+bool MainWindow::checkHosts()
+{
+    using cppl::core::run::isTerminal;
+    if (m_checkEngine && !isTerminal(m_checkEngine->phase())) {
+        showError(tr("Check hosts is already running; wait for its reports on the Cluster page"));
+        return false;
+    }
+    if (const QStringList problems = m_cluster->model()->problems(); !problems.isEmpty()) {
+        showError(tr("The profile has problems; fix them before checking its hosts:\n%1").arg(problems.join(u'\n')));
+        showPage(ClusterPageIndex);
+        return false;
+    }
+    // The same request as Run, so the check tests what a run would use (model, data, backend,
+    // agent); only the engine's checkOnly differs, as for `clusterppl-cli check`.
+    cppl::core::run::RunRequest request;
+    request.profile = m_cluster->profile();
+    request.profile.evaluation = m_evaluation->evaluation();
+    request.profile.thresholds = m_evaluation->thresholds();
+    request.profilePath = m_cluster->profilePath();
+    request.agent = m_agentOverride;
+    request.checkOnly = true;
+    m_prompter->install(request.launcher);
+    m_checkEngine = std::make_unique<RunEngine>();
+    RunEngine *e = m_checkEngine.get();
+    connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);
+    connect(e, &RunEngine::finished, this, [this, e](const cppl::core::run::RunOutcome &o) {
+        const int hosts = int(e->preflightReports().size());
+        if (o.phase == RunPhase::Finished) {
+            const QString verdict = tr("%n host(s) passed pre-flight; nothing was launched.", nullptr, hosts);
+            m_cluster->endCheck(true, verdict);
+            showInfo(tr("Check hosts: %1").arg(verdict));
+        } else {
+            m_cluster->endCheck(false, o.firstCause);
+            showError(tr("Check hosts: %1").arg(o.firstCause));
+        }
+    });
+    m_bar->hide();
+    m_cluster->beginCheck();
+    showPage(ClusterPageIndex);
+    statusBar()->showMessage(tr("Checking %n host(s)…", nullptr, int(request.profile.hosts.size())));
+    return e->start(std::move(request));
+}
+
 void MainWindow::stopRun()
 {
     if (m_engine && !cppl::core::run::isTerminal(m_engine->phase()))
@@ -318,6 +361,7 @@ void MainWindow::closeEvent(QCloseEvent *event)
     m_evaluation->saveSettings();
     // Destroying the engine stops its ranks (no orphans).
     m_engine.reset();
+    m_checkEngine.reset();
     QMainWindow::closeEvent(event);
 }
 

@@ -49,6 +49,11 @@ public:
     /// the message bar) when it cannot start.
     bool startRun();
     void stopRun();
+    /// "Check hosts": the engine's pre-flight-only mode on every host of the profile (local or
+    /// SSH, host keys asked as for a run); reports appear on the Cluster page. False when it
+    /// cannot start (the reason in the message bar).
+    bool checkHosts();
+    [[nodiscard]] cppl::core::run::RunEngine *checkEngine() const noexcept { return m_checkEngine.get(); }
     void showPage(Page page);
     /// Replaces the agent of every host (tests, a build tree); empty: found as the CLI does.
     void setAgentOverride(const QString &agent) { m_agentOverride = agent; }
@@ -105,6 +110,7 @@ private:
     QAction *m_runAction = nullptr;
     QAction *m_stopAction = nullptr;
     std::unique_ptr<cppl::core::run::RunEngine> m_engine;
+    std::unique_ptr<cppl::core::run::RunEngine> m_checkEngine; // a check runs beside the page's run
     QString m_agentOverride;
     QString m_logDir;
 };

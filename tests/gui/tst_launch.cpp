@@ -366,12 +366,12 @@ private Q_SLOTS:
         std::string seen;
         ask.askNewHostKey = [&](const std::string &, const std::string &fp) {
             seen = fp;
-            return false;
+            return cppl::core::HostKeyAnswer::Refuse;
         };
         Outcome o = runOne(ask);
-        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"declined"_s), qPrintable(o.hostErrors.join(u'\n')));
+        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"refused"_s), qPrintable(o.hostErrors.join(u'\n')));
         QVERIFY(QString::fromStdString(seen).contains(u"SHA256:"_s));
-        ask.askNewHostKey = [](const std::string &, const std::string &) { return true; };
+        ask.askNewHostKey = [](const std::string &, const std::string &) { return cppl::core::HostKeyAnswer::AcceptAlways; };
         o = runOne(ask);
         QCOMPARE(o.out, QStringList{u"ok"_s});
         QCOMPARE(o.exitCode, 0);

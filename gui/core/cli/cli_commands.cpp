@@ -37,6 +37,9 @@ Commands:
       Pre-flight every host, then launch one agent per rank through the profile's launcher (local
       or ssh): progress and the final estimate here, the result JSON to OUT, a summary of who failed
       and why. Unknown SSH host keys are refused unless --accept-new-host-keys; changed ones always.
+  check --profile PROFILE.json [run's SSH options] [--json OUT]
+      Check hosts: the pre-flight of every host (agent, LibTorch, GPUs, NCCL, memory, paths,
+      refusals), launching nothing; exit 0 when every host passes, 10 when one would be refused.
   list | show RUN | compare RUN... | delete RUN | export RUN -o FILE | import FILE | sweep --profile P --nodes 1,2,4
       The run history: every run is recorded (run --no-store turns it off); compare and sweep give
       scaling efficiency, comm share, the one-rank deviation, a recommendation and a projection
@@ -175,13 +178,15 @@ int cliMain(const QStringList &arguments, QTextStream &out, QTextStream &err)
     const QString command = arguments.mid(0, 2).join(u' ');
     const QStringList rest = arguments.mid(2);
     const auto registered = registeredCommands().find(arguments.front());
-    if (arguments.front() != u"run"_s && !isHistoryCommand(arguments.front()) && registered == registeredCommands().end() && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
+    if (arguments.front() != u"run"_s && arguments.front() != u"check"_s && !isHistoryCommand(arguments.front()) && registered == registeredCommands().end() && (rest.contains(u"--help"_s) || rest.contains(u"-h"_s))) {
         out << kUsage;
         return kCliOk;
     }
     try {
         if (arguments.front() == u"run"_s)
             return cliRun(arguments.mid(1), out, err);
+        if (arguments.front() == u"check"_s)
+            return cliRun(arguments.mid(1) << u"--check-only"_s, out, err);
         if (isHistoryCommand(arguments.front()))
             return cliHistory(arguments, out, err);
         if (registered != registeredCommands().end())

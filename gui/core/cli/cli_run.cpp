@@ -5,6 +5,7 @@
 
 #include "cli/cli_commands.h"
 #include "cli/cli_history.h"
+#include "run/preflight.h"
 #include "run/run_engine.h"
 #include "telemetry/collector_state.h"
 
@@ -15,7 +16,9 @@
 #include <QCommandLineParser>
 #include <QEventLoop>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QSaveFile>
 #include <QSocketNotifier>
 #include <QTextStream>
@@ -59,6 +62,9 @@ Options:
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
   --no-store                do not record the run in the history (docs/run-store.md)
+  --check-only              "check hosts": pre-flight every host, print each host's report (agent,
+                            LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
+                            --json FILE gets the reports. `clusterppl-cli check` is the same.
   -h, --help                this text
 
 Exit codes (docs/exit-codes.md): 0 ok, 1 failed, 2 bad arguments or profile, 3 file not
@@ -157,8 +163,9 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption noPreflightOpt(u"no-preflight"_s, {});
     const QCommandLineOption noTelemetryOpt(u"no-telemetry"_s, {});
     const QCommandLineOption noStoreOpt(u"no-store"_s, {});
+    const QCommandLineOption checkOnlyOpt(u"check-only"_s, {});
     parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
-                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt});
+                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -189,6 +196,9 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);
+    req.checkOnly = parser.isSet(checkOnlyOpt);
+    if (req.checkOnly && parser.isSet(noPreflightOpt))
+        return u"--check-only runs only the pre-flight; it cannot be combined with --no-preflight"_s;
     req.preflight = !parser.isSet(noPreflightOpt);
     req.telemetry = !parser.isSet(noTelemetryOpt);
     req.launcher.newHostKeys = parser.isSet(acceptOpt) ? NewHostKeys::Accept : NewHostKeys::Refuse;
@@ -226,7 +236,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     RunEngine engine;
     // The history (docs/run-store.md): recorded as it runs, with the stored one-rank baseline.
     RunRecordingPtr recording;
-    if (!arguments.contains(u"--no-store"_s)) {
+    if (!arguments.contains(u"--no-store"_s) && !req.checkOnly) {
         QString refusal;
         recording = recordRun(engine, req, err, &refusal);
         if (!refusal.isEmpty()) {
@@ -255,6 +265,19 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             err << "[rank " << rank << "] " << line << '\n';
         out.flush();
         err.flush();
+    });
+    // Check hosts: each host's report as it is judged, one block per host.
+    QJsonArray hostReports;
+    QObject::connect(&engine, &RunEngine::preflightHost, [&](const run::HostPreflight &h) {
+        if (!req.checkOnly)
+            return;
+        const bool ok = h.ran && h.problems.isEmpty();
+        out << "host " << h.host << ": " << (ok ? "ok" : "REFUSED") << "  " << run::preflightSummary(h.report, h.problems) << '\n';
+        for (const QString &line : run::preflightDetails(h.report, h.problems).split(u'\n', Qt::SkipEmptyParts))
+            out << "  " << line << '\n';
+        out.flush();
+        hostReports.append(QJsonObject{{u"host"_s, h.host}, {u"ok"_s, ok}, {u"ran"_s, h.ran},
+                                       {u"problems"_s, QJsonArray::fromStringList(h.problems)}, {u"report"_s, h.report}});
     });
     QObject::connect(&engine, &RunEngine::alertRaised, [&](const run::RunAlert &a) {
         err << "clusterppl-cli: ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
@@ -299,11 +322,24 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             << (snap ? snap->lostTotal : 0) << " lost, " << (snap ? snap->authRejected : 0) << " rejected; live exact merge "
             << (*o.liveMergeMatches ? "equals" : "DIFFERS FROM") << " rank 0's result\n";
     }
+    if (req.checkOnly && !jsonPath.isEmpty()) {
+        QSaveFile f(jsonPath);
+        const QJsonObject doc{{u"profile"_s, profilePath}, {u"ok"_s, o.exitCode == run::kRunOk}, {u"hosts"_s, hostReports},
+                              {u"first_cause"_s, o.firstCause}};
+        if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(doc).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+            err << "clusterppl-cli: " << jsonPath << ": cannot write the host reports: " << f.errorString() << '\n';
+            return run::kRunIoError;
+        }
+    }
     if (o.exitCode != run::kRunOk) {
         err << "clusterppl-cli: " << (o.summary.isEmpty() ? o.firstCause : o.summary) << '\n';
         if (!o.logDir.isEmpty())
             err << "clusterppl-cli: every rank's output is in " << o.logDir << '\n';
         return o.exitCode;
+    }
+    if (req.checkOnly) {
+        out << "every host passed pre-flight; nothing was launched\n";
+        return run::kRunOk;
     }
     if (!jsonPath.isEmpty()) {
         QSaveFile f(jsonPath);

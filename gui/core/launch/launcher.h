@@ -22,6 +22,10 @@ struct SlurmJob;
 /// @brief What a launcher does about SSH host keys it does not know yet.
 enum class NewHostKeys { Refuse, Accept, Ask };
 
+/// @brief The answer to NewHostKeys::Ask: refuse, accept for this connection only (nothing is
+/// written anywhere), or accept and record the key in known_hosts.
+enum class HostKeyAnswer { Refuse, AcceptOnce, AcceptAlways };
+
 /// @brief Settings shared by the launchers (SSH ones are ignored by the local launcher).
 struct LauncherSettings
 {
@@ -29,8 +33,8 @@ struct LauncherSettings
     int keepaliveSeconds = 15;
     NewHostKeys newHostKeys = NewHostKeys::Refuse;
     /// NewHostKeys::Ask: called from the host's thread with the host and the key's SHA256
-    /// fingerprint; true records the key and goes on (the dashboard asks the user here).
-    std::function<bool(const std::string &host, const std::string &fingerprint)> askNewHostKey;
+    /// fingerprint (the dashboard asks the user here). Only AcceptAlways records the key.
+    std::function<HostKeyAnswer(const std::string &host, const std::string &fingerprint)> askNewHostKey;
     /// An encrypted private key: called from the host's thread with a prompt naming the key;
     /// nullopt gives up. Unset: encrypted keys must come from ssh-agent.
     std::function<std::optional<std::string>(const std::string &prompt)> passphrase;

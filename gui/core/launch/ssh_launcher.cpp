@@ -158,19 +158,31 @@ private:
                    + "); refusing to connect, as OpenSSH would (possible man-in-the-middle)";
         case SSH_KNOWN_HOSTS_NOT_FOUND:
         case SSH_KNOWN_HOSTS_UNKNOWN:
+        {
+            HostKeyAnswer answer = HostKeyAnswer::Refuse;
             if (m_settings.newHostKeys == NewHostKeys::Ask && m_settings.askNewHostKey) {
-                if (!m_settings.askNewHostKey(where, fingerprint))
-                    return "host " + where + " is not in known_hosts and its key " + fingerprint + " was declined";
-            } else if (m_settings.newHostKeys != NewHostKeys::Accept)
+                answer = m_settings.askNewHostKey(where, fingerprint);
+                if (answer == HostKeyAnswer::Refuse)
+                    return "host " + where + " is not in known_hosts and its key " + fingerprint
+                           + " was refused; nothing was started there (accept the key, or remove the host from the profile)";
+            } else if (m_settings.newHostKeys == NewHostKeys::Accept) {
+                answer = HostKeyAnswer::AcceptAlways;
+            } else {
                 return "host " + where + " is not in known_hosts; its key is " + fingerprint
                        + ". Check that fingerprint with the host's administrator, then run again with --accept-new-host-keys "
                          "(or add it with ssh-keyscan)";
-            if (ssh_session_update_known_hosts(s) != SSH_OK)
+            }
+            // Accepted once: trusted for this connection only, so nothing is written anywhere.
+            if (answer == HostKeyAnswer::AcceptAlways && ssh_session_update_known_hosts(s) != SSH_OK)
                 return "cannot record the host key of " + where + " in known_hosts: " + ssh_get_error(s);
-            post([this, fp = QString::fromStdString(fingerprint), w = QString::fromStdString(where)] {
-                Q_EMIT rankOutput(-1, true, QStringLiteral("accepted new host key for %1: %2").arg(w, fp));
+            post([this, fp = QString::fromStdString(fingerprint), w = QString::fromStdString(where),
+                  always = answer == HostKeyAnswer::AcceptAlways] {
+                Q_EMIT rankOutput(-1, true,
+                                  always ? QStringLiteral("accepted new host key for %1 and recorded it in known_hosts: %2").arg(w, fp)
+                                         : QStringLiteral("accepted new host key for %1 for this run only (not recorded): %2").arg(w, fp));
             });
             break;
+        }
         case SSH_KNOWN_HOSTS_ERROR:
         default:
             return "cannot check the host key of " + where + " against known_hosts: " + ssh_get_error(s);

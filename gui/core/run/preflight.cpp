@@ -5,6 +5,7 @@
 
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QObject>
 
 #include <set>
 
@@ -99,6 +100,71 @@ QStringList preflightRefusals(const std::vector<HostPreflight> &reports)
             refusals << u"host %1: %2"_s.arg(h.host, p);
     }
     return refusals;
+}
+
+namespace {
+QString gib(double bytes)
+{
+    return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 1) + u" GiB"_s;
+}
+} // namespace
+
+QString preflightSummary(const QJsonObject &report, const QStringList &problems)
+{
+    if (report.isEmpty())
+        return problems.isEmpty() ? QObject::tr("no report") : QObject::tr("✗ %1").arg(problems.front());
+    QStringList parts;
+    parts << (problems.isEmpty() ? u"✓"_s : u"✗"_s);
+    parts << QObject::tr("agent %1").arg(report.value(u"agent_version"_s).toString());
+    parts << QObject::tr("LibTorch %1").arg(report.value(u"libtorch_version"_s).toString());
+    const QJsonArray gpus = report.value(u"cuda"_s).toObject().value(u"devices"_s).toArray();
+    parts << (gpus.size() == 1 ? QObject::tr("1 GPU") : QObject::tr("%1 GPUs").arg(gpus.size()));
+    parts << (report.value(u"nccl"_s).toObject().value(u"available"_s).toBool() ? QObject::tr("NCCL") : QObject::tr("no NCCL"));
+    parts << QObject::tr("%1 free").arg(gib(report.value(u"memory_available_bytes"_s).toDouble()));
+    const QJsonArray paths = report.value(u"paths"_s).toArray();
+    int unreadable = 0;
+    for (const auto &p : paths)
+        unreadable += p.toObject().value(u"status"_s).toString() != u"readable"_s;
+    if (!paths.isEmpty())
+        parts << (unreadable == 0 ? QObject::tr("paths ok") : QObject::tr("%1 of %2 paths unreadable").arg(unreadable).arg(paths.size()));
+    if (!problems.isEmpty())
+        parts << (problems.size() == 1 ? QObject::tr("1 problem") : QObject::tr("%1 problems").arg(problems.size()));
+    return parts.join(u"  "_s);
+}
+
+QString preflightDetails(const QJsonObject &report, const QStringList &problems)
+{
+    QStringList lines;
+    for (const QString &p : problems)
+        lines << QObject::tr("refused: %1").arg(p);
+    if (!report.isEmpty()) {
+        lines << QObject::tr("agent %1 on %2, LibTorch %3")
+                     .arg(report.value(u"agent_version"_s).toString(), report.value(u"host"_s).toString(),
+                          report.value(u"libtorch_version"_s).toString());
+        const QJsonObject cuda = report.value(u"cuda"_s).toObject();
+        const QJsonArray gpus = cuda.value(u"devices"_s).toArray();
+        if (gpus.isEmpty())
+            lines << (cuda.value(u"libtorch_has_cuda"_s).toBool() ? QObject::tr("GPUs: none visible")
+                                                                   : QObject::tr("GPUs: none (LibTorch built without CUDA)"));
+        for (qsizetype i = 0; i < gpus.size(); ++i) {
+            const QJsonObject g = gpus[i].toObject();
+            lines << QObject::tr("GPU %1: %2, %3").arg(i).arg(g.value(u"name"_s).toString(), gib(g.value(u"memory_bytes"_s).toDouble()));
+        }
+        const QJsonObject nccl = report.value(u"nccl"_s).toObject();
+        lines << (nccl.value(u"available"_s).toBool() ? QObject::tr("NCCL: available")
+                                                       : QObject::tr("NCCL: not available (%1)").arg(nccl.value(u"reason"_s).toString()));
+        lines << QObject::tr("memory: %1 available").arg(gib(report.value(u"memory_available_bytes"_s).toDouble()));
+        for (const auto &p : report.value(u"paths"_s).toArray()) {
+            const QJsonObject o = p.toObject();
+            lines << QObject::tr("path %1: %2").arg(o.value(u"path"_s).toString(), o.value(u"status"_s).toString());
+        }
+        if (const QJsonObject m = report.value(u"master"_s).toObject(); !m.isEmpty())
+            lines << QObject::tr("rendezvous %1:%2: %3")
+                         .arg(m.value(u"addr"_s).toString())
+                         .arg(m.value(u"port"_s).toInt())
+                         .arg(m.value(u"status"_s).toString());
+    }
+    return lines.join(u'\n');
 }
 
 } // namespace cppl::core::run

@@ -8,6 +8,7 @@
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 
+#include <QJsonObject>
 #include <QString>
 #include <QStringList>
 
@@ -25,5 +26,12 @@ struct HostPreflight;
                                                         const std::map<int, RankEnd> &ends);
 /// Every reason to refuse, each naming its host; a different agent version on any host is one.
 [[nodiscard]] QStringList preflightRefusals(const std::vector<HostPreflight> &reports);
+
+/// One line for a host's report (✓/✗, agent, LibTorch, GPUs, NCCL, free memory, paths, problems):
+/// the dashboard's Pre-flight column and the CLI's `check` both show it.
+[[nodiscard]] QString preflightSummary(const QJsonObject &report, const QStringList &problems);
+/// Everything the host reported, one finding per line (GPU names, each path's status, the
+/// rendezvous check, every problem), for a tooltip or the CLI's per-host block.
+[[nodiscard]] QString preflightDetails(const QJsonObject &report, const QStringList &problems);
 
 } // namespace cppl::core::run

@@ -203,7 +203,7 @@ bool RunEngine::start(RunRequest request)
 
 #if CLUSTERPPL_HAVE_ZMQ
     int collectorPort = 0;
-    if (m_request.telemetry) {
+    if (m_request.telemetry && !m_request.checkOnly) {
         // Every rank streams to a collector in this process, over CURVE with keys made for this
         // run alone: local ranks reach it on loopback, SSH ranks through their session's reverse
         // tunnel. The agents get the keys on stdin, never in argv (docs/telemetry.md, "Security").
@@ -267,9 +267,13 @@ bool RunEngine::start(RunRequest request)
 #else
     m_request.launcher.telemetryTunnelPort = 0;
 #endif
+    if (m_request.checkOnly && m_plan.launcher == "slurm")
+        return refuse(kRunBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
+                                           "it runs, and its pre-flight is the job's first step (run it to check them)"));
     Q_EMIT planned();
     // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
-    QTimer::singleShot(0, this, m_request.preflight && m_plan.launcher != "slurm" ? &RunEngine::startPreflight : &RunEngine::startLaunch);
+    QTimer::singleShot(0, this, (m_request.preflight || m_request.checkOnly) && m_plan.launcher != "slurm" ? &RunEngine::startPreflight
+                                                                                                         : &RunEngine::startLaunch);
     return true;
 }
 
@@ -349,8 +353,11 @@ void RunEngine::onPreflightDone()
         return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
     if (!refusals.isEmpty())
         return finishWith(RunPhase::Failed, kRunPreflightRefused,
-                          tr("pre-flight refused the launch:\n  %1").arg(refusals.join(u"\n  "_s)));
+                          (m_request.checkOnly ? tr("pre-flight would refuse the launch:\n  %1") : tr("pre-flight refused the launch:\n  %1"))
+                              .arg(refusals.join(u"\n  "_s)));
     Q_EMIT notice(tr("pre-flight ok on %n host(s)", nullptr, static_cast<int>(m_preflight.size())));
+    if (m_request.checkOnly)
+        return finishWith(RunPhase::Finished, kRunOk, {});
     startLaunch();
 }
 

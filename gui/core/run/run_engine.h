@@ -76,6 +76,9 @@ struct RunRequest
     QString agent;
     QString logDir;            ///< per-rank logs; empty: $XDG_STATE_HOME/clusterppl/runs/RUN-ID
     bool preflight = true;
+    /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
+    /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.
+    bool checkOnly = false;
     bool telemetry = true;     ///< live telemetry (needs ZeroMQ at build time)
     /// SSH settings and the callbacks for unknown host keys and passphrases (called on a host's
     /// thread: a GUI must marshal them to its own thread and block until the user answers).

@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: MIT
+// Unknown SSH host keys (refuse / accept once / accept always) and "Check hosts" (the run engine's
+// pre-flight-only mode, and `clusterppl-cli check`), against a real sshd on 127.0.0.1
+// (tests/common/test_sshd.h) and this build's agents on real local hosts.
+#include "launch/launch_plan.h"
+#include "launch/launcher.h"
+#include "run/run_engine.h"
+#include "test_process.h"
+#include "test_skip.h"
+#include "test_sshd.h"
+
+#include "cppl/cluster_profile.h"
+
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include <atomic>
+
+using namespace Qt::StringLiterals;
+using namespace cppl::core::run;
+using cppl::core::HostKeyAnswer;
+using cppl::test::ProcessResult;
+using cppl::test::runProcess;
+
+namespace {
+
+const QString kCli = QStringLiteral(CPPL_CLI_EXE);
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+
+QByteArray readFile(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+bool writeFile(const QString &path, const QByteArray &data)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
+}
+
+/// Processes of this user whose command line runs the agent's `eval` (a launched rank).
+int evalAgents()
+{
+    int n = 0;
+    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const QList<QByteArray> argv = readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0');
+        n += argv.size() > 1 && argv[0] == kAgent.toUtf8() && argv[1] == "eval";
+    }
+    return n;
+}
+
+/// A profile of the given hosts (name, ssh alias or empty for local), 2 slots each.
+QString profileJson(const QString &launcher, const QStringList &hosts, const QString &model = kModel)
+{
+    QString list;
+    for (const QString &h : hosts) {
+        const QString ssh = launcher == u"ssh"_s ? u", \"ssh\": {\"alias\": \"%1\"}"_s.arg(h) : QString();
+        list += u"%1{\"name\": \"%2\", \"address\": \"127.0.0.1\", \"slots\": 2, \"agent\": \"%3\"%4}"_s.arg(list.isEmpty() ? QString() : u","_s, h,
+                                                                                                           kAgent, ssh);
+    }
+    return uR"({"format": "clusterppl-profile", "version": 1, "name": "check", "launcher": "%1", "hosts": [%2], "groups": "by-host",
+  "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": 8, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"}})"_s
+        .arg(launcher, list, model, kText);
+}
+
+cppl::ClusterProfile parse(const QString &json)
+{
+    auto r = cppl::parseProfile(json.toStdString());
+    if (!r.ok())
+        qFatal("test profile invalid: %s", r.errors.front().c_str());
+    return r.profile;
+}
+
+} // namespace
+
+class TestCheckHosts : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    cppl::test::TestSshd m_sshd;
+    QString m_skip;
+
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+
+    cppl::core::LauncherSettings sshSettings() const
+    {
+        cppl::core::LauncherSettings s;
+        s.sshConfigFile = m_sshd.sshConfigFile().toStdString();
+        s.knownHostsFile = m_sshd.knownHosts().toStdString();
+        s.connectTimeoutSeconds = 5;
+        return s;
+    }
+
+    struct Outcome
+    {
+        QStringList out;
+        QStringList notices;
+        QStringList hostErrors;
+        int exitCode = -99;
+    };
+    /// One rank of `echo ok` on node1 through the SSH launcher.
+    Outcome runOne(const cppl::core::LauncherSettings &settings)
+    {
+        cppl::core::LaunchPlan plan;
+        plan.launcher = "ssh";
+        cppl::core::RankCommand c;
+        c.hostName = "node1";
+        c.address = "node1";
+        c.ssh.alias = "node1";
+        c.argv = {"/bin/sh", "-c", "echo ok"};
+        plan.ranks.push_back(c);
+        auto launcher = cppl::core::makeSshLauncher(settings);
+        Outcome o;
+        QEventLoop loop;
+        connect(launcher.get(), &cppl::core::Launcher::rankOutput, this, [&](int rank, bool isErr, const QString &line) {
+            (rank < 0 ? o.notices : o.out) << line;
+            Q_UNUSED(isErr);
+        });
+        connect(launcher.get(), &cppl::core::Launcher::hostFailed, this, [&](const QString &, const QString &m) { o.hostErrors << m; });
+        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
+        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
+        launcher->start(plan);
+        if (!launcher->isFinished())
+            loop.exec();
+        o.exitCode = launcher->exitCode();
+        return o;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8());
+        qputenv("CLUSTERPPL_STORE", path(u"store.sqlite"_s).toUtf8());
+        m_skip = m_sshd.start(m_dir.path());
+    }
+
+    void hostKeyAnswers()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        QFile::remove(m_sshd.knownHosts());
+        cppl::core::LauncherSettings s = sshSettings();
+        s.newHostKeys = cppl::core::NewHostKeys::Ask;
+        int asked = 0;
+        HostKeyAnswer answer = HostKeyAnswer::Refuse;
+        QString seenHost, seenFingerprint;
+        s.askNewHostKey = [&](const std::string &host, const std::string &fp) {
+            ++asked;
+            seenHost = QString::fromStdString(host);
+            seenFingerprint = QString::fromStdString(fp);
+            return answer;
+        };
+
+        // Refuse: nothing runs, the message names the host and the key, nothing is recorded.
+        Outcome o = runOne(s);
+        QCOMPARE(asked, 1);
+        QVERIFY(seenHost.startsWith(u"node1"_s) && seenFingerprint.contains(u"SHA256:"_s));
+        QVERIFY(o.out.isEmpty());
+        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"host node1"_s) && o.hostErrors[0].contains(u"refused"_s)
+                     && o.hostErrors[0].contains(seenFingerprint),
+                 qPrintable(o.hostErrors.join(u'\n')));
+        QVERIFY(o.exitCode != 0);
+        QVERIFY(!QFile::exists(m_sshd.knownHosts()));
+
+        // Accept once: it runs, and the key is written nowhere (so the next connection asks again).
+        answer = HostKeyAnswer::AcceptOnce;
+        o = runOne(s);
+        QCOMPARE(o.out, QStringList{u"ok"_s});
+        QCOMPARE(o.exitCode, 0);
+        QVERIFY2(o.notices.join(u'\n').contains(u"not recorded"_s), qPrintable(o.notices.join(u'\n')));
+        QVERIFY2(!m_sshd.knownHostsContent().contains("127.0.0.1"), m_sshd.knownHostsContent().constData());
+        o = runOne(s);
+        QCOMPARE(o.exitCode, 0);
+        QCOMPARE(asked, 3);
+        QVERIFY(!m_sshd.knownHostsContent().contains("127.0.0.1"));
+
+        // Always: recorded in the given known_hosts file; afterwards nobody is asked.
+        answer = HostKeyAnswer::AcceptAlways;
+        o = runOne(s);
+        QCOMPARE(o.exitCode, 0);
+        QCOMPARE(asked, 4);
+        QVERIFY2(m_sshd.knownHostsContent().contains(QByteArray("[127.0.0.1]:" + QByteArray::number(m_sshd.port()))), m_sshd.knownHostsContent().constData());
+        answer = HostKeyAnswer::Refuse;
+        o = runOne(s);
+        QCOMPARE(o.exitCode, 0);
+        QCOMPARE(asked, 4);
+        QFile::remove(m_sshd.knownHosts());
+    }
+
+    void checkOnlyLocal()
+    {
+        // A local profile: the pre-flight runs, its report comes back per host, no rank starts.
+        RunEngine e;
+        QSignalSpy hosts(&e, &RunEngine::preflightHost);
+        QSignalSpy started(&e, &RunEngine::rankStarted);
+        QSignalSpy finished(&e, &RunEngine::finished);
+        QList<RunPhase> phases;
+        connect(&e, &RunEngine::phaseChanged, this, [&](RunPhase p) { phases << p; });
+        RunRequest req;
+        req.profile = parse(profileJson(u"local"_s, {u"localhost"_s}));
+        req.checkOnly = true;
+        const int before = evalAgents();
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(e.outcome().phase, RunPhase::Finished);
+        QCOMPARE(e.outcome().exitCode, int(kRunOk));
+        QCOMPARE(phases, (QList<RunPhase>{RunPhase::Preflight, RunPhase::Finished}));
+        QCOMPARE(started.size(), 0);
+        QCOMPARE(evalAgents(), before);
+        QVERIFY(e.outcome().logDir.isEmpty());
+        QCOMPARE(hosts.size(), 1);
+        const auto h = hosts.front().front().value<HostPreflight>();
+        QVERIFY(h.ran && h.problems.isEmpty());
+        QCOMPARE(h.host, u"localhost"_s);
+        QVERIFY(!h.report.value(u"libtorch_version"_s).toString().isEmpty());
+        QCOMPARE(h.report.value(u"paths"_s).toArray().size(), 2); // the model and the text
+    }
+
+    void checkOnlyLocalRefused()
+    {
+        RunEngine e;
+        QSignalSpy finished(&e, &RunEngine::finished);
+        RunRequest req;
+        req.profile = parse(profileJson(u"local"_s, {u"localhost"_s}, path(u"no-such-model"_s)));
+        req.checkOnly = true;
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(e.outcome().phase, RunPhase::Failed);
+        QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
+        QVERIFY2(e.outcome().firstCause.contains(u"host localhost"_s) && e.outcome().firstCause.contains(u"no-such-model: missing"_s),
+                 qPrintable(e.outcome().firstCause));
+    }
+
+    void checkOnlySsh()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        // Two SSH hosts whose keys are accepted once (the dashboard's "this session"): both report,
+        // nothing is recorded, nothing is launched. A third host whose sshd is not there is
+        // reported too, with the connection failure as its reason.
+        QFile::remove(m_sshd.knownHosts());
+        const int closed = cppl::test::freeLoopbackPort();
+        QByteArray config = readFile(m_sshd.sshConfigFile());
+        const QString cfg = path(u"ssh_config_check"_s);
+        QVERIFY(writeFile(cfg, config.replace("Host node1 node2 node3", "Host node1 node2") + "Host node3\n  HostName 127.0.0.1\n  Port "
+                                   + QByteArray::number(closed) + "\n"));
+        RunRequest req;
+        req.profile = parse(profileJson(u"ssh"_s, {u"node1"_s, u"node2"_s}));
+        req.checkOnly = true;
+        req.launcher = sshSettings();
+        req.launcher.sshConfigFile = cfg.toStdString();
+        req.launcher.newHostKeys = cppl::core::NewHostKeys::Ask;
+        std::atomic<int> asked{0}; // each host's thread asks
+        req.launcher.askNewHostKey = [&](const std::string &, const std::string &) {
+            ++asked;
+            return HostKeyAnswer::AcceptOnce;
+        };
+        {
+            RunEngine e;
+            QSignalSpy hosts(&e, &RunEngine::preflightHost);
+            QSignalSpy started(&e, &RunEngine::rankStarted);
+            QSignalSpy finished(&e, &RunEngine::finished);
+            QVERIFY(e.start(req));
+            QVERIFY(finished.wait(120000));
+            QVERIFY2(e.outcome().exitCode == kRunOk, qPrintable(e.outcome().firstCause));
+            QCOMPARE(hosts.size(), 2);
+            for (const auto &args : hosts) {
+                const auto h = args.front().value<HostPreflight>();
+                QVERIFY2(h.ran && h.problems.isEmpty(), qPrintable(h.problems.join(u'\n')));
+                QVERIFY(!h.report.value(u"agent_version"_s).toString().isEmpty());
+            }
+            QCOMPARE(started.size(), 0);
+            QCOMPARE(asked.load(), 2);
+            QVERIFY(!m_sshd.knownHostsContent().contains("127.0.0.1"));
+        }
+        req.profile = parse(profileJson(u"ssh"_s, {u"node1"_s, u"node2"_s, u"node3"_s}));
+        RunEngine e;
+        QSignalSpy hosts(&e, &RunEngine::preflightHost);
+        QSignalSpy finished(&e, &RunEngine::finished);
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(e.outcome().exitCode, int(kRunLaunchFailed));
+        QCOMPARE(hosts.size(), 3);
+        const auto bad = hosts.at(2).front().value<HostPreflight>();
+        QCOMPARE(bad.host, u"node3"_s);
+        QVERIFY2(!bad.ran && bad.problems.join(u'\n').contains(u"cannot connect"_s), qPrintable(bad.problems.join(u'\n')));
+        QVERIFY(hosts.at(0).front().value<HostPreflight>().ran);
+        QVERIFY2(e.outcome().firstCause.contains(u"node3"_s), qPrintable(e.outcome().firstCause));
+    }
+
+    void cliCheck()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        QFile::remove(m_sshd.knownHosts());
+        const QString profile = path(u"ssh-check.json"_s);
+        QVERIFY(writeFile(profile, profileJson(u"ssh"_s, {u"node1"_s, u"node2"_s}).toUtf8()));
+        const QStringList ssh{u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts(), u"--connect-timeout"_s, u"5"_s};
+        // Unknown keys without the flag: refused, naming the host, exit 11.
+        ProcessResult r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile} + ssh, 120000);
+        QVERIFY2(r.exitCode == kRunLaunchFailed && r.err.contains(u"host node1"_s) && r.err.contains(u"is not in known_hosts"_s),
+                 qPrintable(r.describe()));
+        // Accepted: a block per host, the JSON reports, nothing launched.
+        const int before = evalAgents();
+        r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile, u"--accept-new-host-keys"_s, u"--json"_s, path(u"check.json"_s)} + ssh,
+                       120000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        for (const QString &want : {u"host node1: ok"_s, u"host node2: ok"_s, u"LibTorch"_s, u"NCCL"_s, u"memory:"_s, u"path "_s,
+                                    u"nothing was launched"_s})
+            QVERIFY2(r.out.contains(want), qPrintable(want + u"\n"_s + r.describe()));
+        QCOMPARE(evalAgents(), before);
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"check.json"_s))).object();
+        QCOMPARE(j.value(u"ok"_s).toBool(), true);
+        QCOMPARE(j.value(u"hosts"_s).toArray().size(), 2);
+        QCOMPARE(j.value(u"hosts"_s).toArray().at(1).toObject().value(u"host"_s).toString(), u"node2"_s);
+        // `run --check-only` is the same command; a refusal exits 10 and says REFUSED per host.
+        const QString missing = path(u"local-missing.json"_s);
+        QVERIFY(writeFile(missing, profileJson(u"local"_s, {u"localhost"_s}, path(u"no-such-model"_s)).toUtf8()));
+        r = runProcess(kCli, {u"run"_s, u"--profile"_s, missing, u"--check-only"_s}, 120000);
+        QVERIFY2(r.exitCode == kRunPreflightRefused && r.out.contains(u"host localhost: REFUSED"_s) && r.out.contains(u"no-such-model: missing"_s),
+                 qPrintable(r.describe()));
+        QVERIFY(!QDir(path(u"state/clusterppl/runs"_s)).exists()); // no run, no logs
+        QFile::remove(m_sshd.knownHosts());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCheckHosts)
+#include "tst_check_hosts.moc"
