@@ -24,6 +24,50 @@ QString formatBytes(double bytes)
     return QString::number(bytes, 'f', u == 0 ? 0 : 1) + u' ' + QString::fromLatin1(units[u]);
 }
 
+QString RankTableModel::memoryText(const RankView &r)
+{
+    // "12.3/80 GiB · 97%" with a GPU (used/total in the total's unit), "1.8 GiB RSS" without.
+    if (r.deviceMemoryBytes) {
+        const double used = double(*r.deviceMemoryBytes);
+        QString text;
+        if (r.deviceMemoryTotalBytes && *r.deviceMemoryTotalBytes > 0) {
+            const double total = double(*r.deviceMemoryTotalBytes);
+            int u = 0;
+            double scale = 1.0;
+            while (total / scale >= 1024.0 && u < 4) {
+                scale *= 1024.0;
+                ++u;
+            }
+            const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+            const double t = total / scale;
+            text = QString::number(used / scale, 'f', 1) + u'/' + QString::number(t, 'f', t >= 10 ? 0 : 1) + u' '
+                   + QString::fromLatin1(units[u]);
+        } else {
+            text = formatBytes(used) + tr(" GPU");
+        }
+        if (r.gpuUtilizationPercent)
+            text += u" · %1%"_s.arg(*r.gpuUtilizationPercent);
+        return text;
+    }
+    return r.rssBytes > 0 ? QString(formatBytes(double(r.rssBytes)) + tr(" RSS")) : QString();
+}
+
+QString RankTableModel::memoryToolTip(const RankView &r)
+{
+    QStringList lines;
+    if (r.deviceMemoryBytes)
+        lines << (r.deviceMemoryTotalBytes ? tr("GPU memory: %1 in use of %2").arg(formatBytes(double(*r.deviceMemoryBytes)),
+                                                                                     formatBytes(double(*r.deviceMemoryTotalBytes)))
+                                           : tr("GPU memory: %1 in use").arg(formatBytes(double(*r.deviceMemoryBytes))));
+    if (r.gpuUtilizationPercent)
+        lines << tr("GPU utilisation: %1%").arg(*r.gpuUtilizationPercent);
+    if (r.rssBytes > 0)
+        lines << tr("process resident memory (RSS): %1").arg(formatBytes(double(r.rssBytes)));
+    if (!r.deviceMemoryBytes)
+        lines << tr("no GPU figures: this rank reports none (no GPU, or no NVML library on its node)");
+    return lines.join(u'\n');
+}
+
 QString rankStateLabel(RankState s)
 {
     switch (s) {
@@ -150,6 +194,8 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
         && (exitFailed || r.state == RankState::Failed || r.state == RankState::Stalled))
         return QColor(0xd5, 0x5e, 0x00);
     if (role == Qt::ToolTipRole) {
+        if (index.column() == ColMemory)
+            return memoryToolTip(r);
         if (!r.error.empty())
             return QString::fromStdString(r.error);
         if (index.column() == ColComm)
@@ -183,10 +229,7 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     case ColComm: return r.hasProgress ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : QString();
     case ColLost: return qlonglong(r.lost);
     case ColHeartbeat: return r.heard ? QString::number(r.silentSeconds, 'f', 1) + u" s"_s : tr("never heard");
-    case ColMemory:
-        if (memory <= 0.0)
-            return QString();
-        return QString(formatBytes(memory) + (r.deviceMemoryBytes ? tr(" GPU") : tr(" RSS")));
+    case ColMemory: return memoryText(r);
     default: return {};
     }
 }
@@ -200,7 +243,9 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
         case ColComm: return tr("Share of the rank's time spent communicating: waiting for stragglers + transfer");
         case ColLost: return tr("Telemetry messages lost on the way (sequence gaps); the result is unaffected");
         case ColHeartbeat: return tr("Heartbeat: seconds since the rank was last heard from");
-        case ColMemory: return tr("Device memory where a GPU is used, else the agent process's resident memory");
+        case ColMemory:
+            return tr("With a GPU: its memory in use / its total, and its utilisation (NVML); without one: the agent "
+                      "process's resident memory (RSS)");
         default: return {};
         }
     }

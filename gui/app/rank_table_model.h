@@ -36,6 +36,9 @@ public:
     /// so (a killed rank sends nothing). @p stopped: ended by Stop, not failed.
     void setRankExit(int rank, int exitCode, bool stopped);
     [[nodiscard]] const cppl::core::telemetry::RankView *rankAt(int row) const;
+    /// The Memory column: "12.3/80 GiB · 97%" (GPU used/total · utilisation) or "1.8 GiB RSS".
+    [[nodiscard]] static QString memoryText(const cppl::core::telemetry::RankView &rank);
+    [[nodiscard]] static QString memoryToolTip(const cppl::core::telemetry::RankView &rank);
 
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;

@@ -139,8 +139,11 @@ void SyntheticRun::snapshotNow(bool finished)
         v.transferShare = k.transfer;
         v.commShare = wait + k.transfer;
         v.rssBytes = std::int64_t(1.9e9 + 1e6 * (r % 13));
-        if (m_n > 8)
+        if (m_n > 8) { // a GPU cluster: what NVML reports (80 GiB devices, busy unless stalled)
             v.deviceMemoryBytes = std::int64_t(38.5e9 + 2e8 * (r % 7));
+            v.deviceMemoryTotalBytes = std::int64_t(80) << 30;
+            v.gpuUtilizationPercent = stalledNow || finished ? 0 : 90 + r % 9;
+        }
         v.local = cppl::computePerplexity(k.stats);
         v.deviation = v.local.ppl - s->globalPpl.ppl;
         v.deviationRelative = v.local.ppl / s->globalPpl.ppl - 1;

@@ -85,7 +85,7 @@ private:
 enum class F : std::uint8_t {
     V, Run, Rank, Host, Group, LocalRank, WorldSize, Seq, T, Kind, Dropped,
     Phase,
-    Tokens, Tps, WindowsDone, WindowsTotal, Compute, Wait, Transfer, Nll, NllSq, Rss, DeviceMem,
+    Tokens, Tps, WindowsDone, WindowsTotal, Compute, Wait, Transfer, Nll, NllSq, Rss, DeviceMem, DeviceMemTotal, GpuUtil,
     Round, RoundsTotal, RoundWait, RoundTransfer,
     Level, MessageText, ExitCode, ResultJson,
     Count,
@@ -98,7 +98,7 @@ constexpr std::array<std::string_view, kFieldCount> kFieldNames{
     "phase",
     "tokens_scored_total", "tokens_per_second", "windows_done", "windows_total", "compute_seconds_total",
     "comm_wait_seconds_total", "comm_transfer_seconds_total", "nll_exact", "nll_sq_exact", "rss_bytes",
-    "device_memory_bytes",
+    "device_memory_bytes", "device_memory_total_bytes", "gpu_utilization_percent",
     "round", "rounds_total", "wait_seconds", "transfer_seconds",
     "level", "message", "exit_code", "result_json"};
 
@@ -383,11 +383,28 @@ DecodeResult validate(std::array<Slot, kFieldCount> &slots, Message &m)
             || !v.exact(F::NllSq, p.nllSquared) || !v.integer(F::Rss, p.rssBytes, 0, kMaxCount))
             break;
         p.deviceMemoryBytes.reset();
-        if (v.has(F::DeviceMem)) {
-            std::int64_t bytes = 0;
-            if (v.integer(F::DeviceMem, bytes, 0, kMaxCount))
-                p.deviceMemoryBytes = bytes;
+        p.deviceMemoryTotalBytes.reset();
+        p.gpuUtilizationPercent.reset();
+        // Optional device fields (schema v1 additions, absent without a GPU): each validated, and
+        // the total only beside the used bytes it bounds.
+        auto optional = [&](F f, std::int64_t lo, std::int64_t hi, std::optional<std::int64_t> &out) {
+            if (!v.has(f))
+                return true;
+            std::int64_t value = 0;
+            if (!v.integer(f, value, lo, hi))
+                return false;
+            out = value;
+            return true;
+        };
+        if (!optional(F::DeviceMem, 0, kMaxCount, p.deviceMemoryBytes))
+            break;
+        if (v.has(F::DeviceMemTotal) && !p.deviceMemoryBytes) {
+            v.fail(DecodeError::MissingField, F::DeviceMem);
+            break;
         }
+        if (!optional(F::DeviceMemTotal, p.deviceMemoryBytes.value_or(0), kMaxCount, p.deviceMemoryTotalBytes))
+            break;
+        optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent);
         break;
     }
     case Kind::Sync:
@@ -490,6 +507,10 @@ std::string encode(const Message &m)
         w.integer("rss_bytes", p.rssBytes);
         if (p.deviceMemoryBytes)
             w.integer("device_memory_bytes", *p.deviceMemoryBytes);
+        if (p.deviceMemoryBytes && p.deviceMemoryTotalBytes)
+            w.integer("device_memory_total_bytes", *p.deviceMemoryTotalBytes);
+        if (p.gpuUtilizationPercent)
+            w.integer("gpu_utilization_percent", *p.gpuUtilizationPercent);
         break;
     }
     case Kind::Sync:

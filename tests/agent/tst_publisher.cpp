@@ -114,6 +114,11 @@ private Q_SLOTS:
         QVERIFY(hb2 && hb2->header.kind == Kind::Heartbeat);
         QVERIFY(Clock::now() - t0 < std::chrono::milliseconds(1000));
 
+        // A node without NVML: setGpuStats gets nothing, and progress carries no device field.
+        std::string why;
+        pub->setGpuStats(cppl::agent::telemetry::openNvml(cppl::agent::telemetry::NvmlDevice{0u, {}}, &why,
+                                                          "libnvidia-ml-not-installed.so.1"));
+        QVERIFY(!why.empty());
         // 200 progress calls in ~0.2 s: at most ~10 per second leave, and the last totals always do.
         cppl::telemetry::Progress p;
         const auto start = Clock::now();
@@ -141,6 +146,7 @@ private Q_SLOTS:
                 QVERIFY(!sawResult);
                 lastTokens = m->progress.tokensScoredTotal;
                 QVERIFY(m->progress.rssBytes > 0); // filled in from /proc/self/statm
+                QVERIFY(!m->progress.deviceMemoryBytes && !m->progress.deviceMemoryTotalBytes && !m->progress.gpuUtilizationPercent);
             }
             if (m->header.kind == Kind::Result) {
                 sawResult = true;

@@ -74,6 +74,32 @@ private Q_SLOTS:
         QCOMPARE(st.snapshot(0).ranks[1].state, RankState::Connecting); // never heard from
     }
 
+    void memoryFiguresReachTheRankView()
+    {
+        // Rank 0 on a GPU (what the agent's NVML reading adds), rank 1 without one: through the
+        // wire form (encode -> decode) into the collector's per-rank state.
+        CollectorState st({});
+        NllStats s;
+        std::mt19937_64 rng(7);
+        cppl::test::addTokens(s, rng, 10);
+        auto gpu = progressOf("r", 0, 2, 0, s, 4);
+        gpu.progress.deviceMemoryBytes = std::int64_t(13) << 30;
+        gpu.progress.deviceMemoryTotalBytes = std::int64_t(80) << 30;
+        gpu.progress.gpuUtilizationPercent = 97;
+        for (auto m : {gpu, progressOf("r", 1, 2, 0, s, 4)}) {
+            cppl::telemetry::Message wire;
+            QVERIFY(cppl::telemetry::decode(cppl::telemetry::encode(m), wire).ok());
+            QVERIFY(st.apply(wire, 0.0));
+        }
+        const auto snap = st.snapshot(0);
+        QCOMPARE(snap.ranks[0].rssBytes, 1 << 20);
+        QCOMPARE(snap.ranks[0].deviceMemoryBytes.value(), std::int64_t(13) << 30);
+        QCOMPARE(snap.ranks[0].deviceMemoryTotalBytes.value(), std::int64_t(80) << 30);
+        QCOMPARE(snap.ranks[0].gpuUtilizationPercent.value(), 97);
+        QCOMPARE(snap.ranks[1].rssBytes, 1 << 20);
+        QVERIFY(!snap.ranks[1].deviceMemoryBytes && !snap.ranks[1].deviceMemoryTotalBytes && !snap.ranks[1].gpuUtilizationPercent);
+    }
+
     void statesAndStalls()
     {
         CollectorState st({});

@@ -43,6 +43,8 @@ Message progressMessage()
     p.commTransferSecondsTotal = 0.0625;
     p.rssBytes = 123456789;
     p.deviceMemoryBytes = 1 << 30;
+    p.deviceMemoryTotalBytes = std::int64_t(80) << 30;
+    p.gpuUtilizationPercent = 97;
     return m;
 }
 
@@ -77,6 +79,8 @@ private Q_SLOTS:
         CPPL_COMPARE_BITS(d.progress.tokensPerSecond, 1234.5);
         CPPL_COMPARE_BITS(d.progress.commTransferSecondsTotal, 0.0625);
         QCOMPARE(d.progress.deviceMemoryBytes.value(), 1 << 30);
+        QCOMPARE(d.progress.deviceMemoryTotalBytes.value(), std::int64_t(80) << 30);
+        QCOMPARE(d.progress.gpuUtilizationPercent.value(), 97);
         // Every value is a scalar: PlotJuggler's ZeroMQ source plots it unchanged.
         const Json flat = Json::parse(bytes);
         for (const auto &[k, v] : flat.items())
@@ -154,6 +158,18 @@ private Q_SLOTS:
         row("nested object", with([](Json &j) { j["extra"] = Json::object({{"a", 1}}); }), DecodeError::NotFlatObject);
         row("nested array", with([](Json &j) { j["extra"] = Json::array({1}); }), DecodeError::NotFlatObject);
         row("duplicate key", "{\"v\":1,\"v\":1}", DecodeError::DuplicateKey, "v");
+        row("GPU utilisation over 100", with([](Json &j) { j["gpu_utilization_percent"] = 101; }), DecodeError::OutOfRange,
+            "gpu_utilization_percent");
+        row("GPU utilisation negative", with([](Json &j) { j["gpu_utilization_percent"] = -1; }), DecodeError::OutOfRange,
+            "gpu_utilization_percent");
+        row("GPU utilisation as float", with([](Json &j) { j["gpu_utilization_percent"] = 97.5; }), DecodeError::WrongType,
+            "gpu_utilization_percent");
+        row("device total below used", with([](Json &j) { j["device_memory_total_bytes"] = 1000; }), DecodeError::OutOfRange,
+            "device_memory_total_bytes");
+        row("device total without used", with([](Json &j) { j.erase("device_memory_bytes"); }), DecodeError::MissingField,
+            "device_memory_bytes");
+        row("device used as string", with([](Json &j) { j["device_memory_bytes"] = "1"; }), DecodeError::WrongType,
+            "device_memory_bytes");
         row("too large", QByteArray(static_cast<int>(kMaxMessageBytes) + 1, ' '), DecodeError::TooLarge);
         row("no version", with([](Json &j) { j.erase("v"); }), DecodeError::BadVersion, "v");
         row("version 2", with([](Json &j) { j["v"] = 2; }), DecodeError::BadVersion, "v");
@@ -238,6 +254,26 @@ private Q_SLOTS:
         c.count(r.error);
         QCOMPARE(c.rejectedTotal(), 1);
         QCOMPARE(c.rejected[static_cast<std::size_t>(error)], 1);
+    }
+
+    void deviceFieldsAreOptional()
+    {
+        // A rank without a GPU (or an agent from before these fields): absent, not an error.
+        Json j = progressJson();
+        for (const char *k : {"device_memory_bytes", "device_memory_total_bytes", "gpu_utilization_percent"})
+            j.erase(k);
+        Message d;
+        QVERIFY(decode(j.dump(), d).ok());
+        QVERIFY(!d.progress.deviceMemoryBytes && !d.progress.deviceMemoryTotalBytes && !d.progress.gpuUtilizationPercent);
+        QCOMPARE(d.progress.rssBytes, 123456789);
+        // And the encoder writes none of them when they are absent.
+        const std::string bytes = encode(d);
+        QVERIFY(bytes.find("device_memory") == std::string::npos && bytes.find("gpu_utilization") == std::string::npos);
+        // Memory without utilisation (MIG slices report none) is fine too.
+        j = progressJson();
+        j.erase("gpu_utilization_percent");
+        QVERIFY(decode(j.dump(), d).ok());
+        QVERIFY(d.progress.deviceMemoryTotalBytes && !d.progress.gpuUtilizationPercent);
     }
 
     void unknownKeysAreIgnored()

@@ -405,6 +405,14 @@ private:
                 throw ExitError(kExitBadArguments, std::string("--telemetry: ") + e.what());
             }
             m_tel->phase(cppl::telemetry::Phase::Loading);
+            if (m_o.device.is_cuda()) {
+                // Device memory and utilisation through NVML when the node has it; absent otherwise.
+                std::string why;
+                if (auto gpu = telemetry::openNvmlForCudaDevice(m_o.device.has_index() ? m_o.device.index() : 0, &why))
+                    m_tel->setGpuStats(std::move(gpu));
+                else if (!m_o.quiet)
+                    m_err << "telemetry: no GPU memory or utilisation figures: " << why << '\n';
+            }
         }
         m_runtime = runtimeInfo();
         logLine(describe(m_runtime));

@@ -166,8 +166,29 @@ void Publisher::flushProgressLocked(Clock::time_point now)
     m_pendingProgress.reset();
     if (m.progress.rssBytes == 0)
         m.progress.rssBytes = currentRssBytes();
+    if (m_gpu && !m.progress.deviceMemoryBytes) {
+        // NVML answers in well under a millisecond, but 10 progress messages a second need no
+        // more than one reading a second.
+        if (m_gpuSampledAt == Clock::time_point{} || now - m_gpuSampledAt >= std::chrono::seconds(1)) {
+            m_gpuSample = m_gpu->sample();
+            m_gpuSampledAt = now;
+        }
+        if (m_gpuSample) {
+            m.progress.deviceMemoryBytes = m_gpuSample->usedBytes;
+            m.progress.deviceMemoryTotalBytes = m_gpuSample->totalBytes;
+            m.progress.gpuUtilizationPercent = m_gpuSample->utilizationPercent;
+        }
+    }
     m_lastProgress = now;
     enqueueLocked(std::move(m));
+}
+
+void Publisher::setGpuStats(std::unique_ptr<GpuStats> gpu)
+{
+    std::lock_guard lock(m_mutex);
+    m_gpu = std::move(gpu);
+    m_gpuSample.reset();
+    m_gpuSampledAt = {};
 }
 
 void Publisher::phase(Phase p)

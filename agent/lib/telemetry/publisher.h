@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cppl/telemetry.h"
+#include "telemetry/gpu_stats.h"
 
 #include <atomic>
 #include <chrono>
@@ -73,8 +74,11 @@ public:
 
     /// What this rank is doing now; sent at once as a heartbeat, then with every heartbeat.
     void phase(Phase p);
+    /// Where this rank's GPU figures come from (openNvmlForCudaDevice); none: no device fields.
+    void setGpuStats(std::unique_ptr<GpuStats> gpu);
     /// Cumulative totals. Rate-limited to progressInterval unless @p final (the shard's last one).
-    /// rssBytes 0 is filled in from /proc/self/statm.
+    /// rssBytes 0 is filled in from /proc/self/statm; the device fields, when not set, from the
+    /// GpuStats (read at most once a second).
     void progress(const Progress &p, bool final = false);
     /// One sync round done (phase returns to evaluating).
     void sync(const Sync &s);
@@ -108,6 +112,9 @@ private:
     std::int64_t m_nextSeq = 0;
     Phase m_phase = Phase::Connecting;
     std::optional<Progress> m_pendingProgress;
+    std::unique_ptr<GpuStats> m_gpu;
+    std::optional<GpuSample> m_gpuSample;
+    Clock::time_point m_gpuSampledAt{};
     Clock::time_point m_lastProgress{};
     Clock::time_point m_nextHeartbeat{};
     bool m_stopping = false;

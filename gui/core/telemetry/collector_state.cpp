@@ -150,6 +150,8 @@ bool CollectorState::apply(const Message &m, double now)
         v.transferSeconds = p.commTransferSecondsTotal;
         v.rssBytes = p.rssBytes;
         v.deviceMemoryBytes = p.deviceMemoryBytes;
+        v.deviceMemoryTotalBytes = p.deviceMemoryTotalBytes;
+        v.gpuUtilizationPercent = p.gpuUtilizationPercent;
         break;
     }
     case Kind::Sync: {

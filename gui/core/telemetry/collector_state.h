@@ -53,7 +53,9 @@ struct RankView
     double transferShare = 0;
     double commShare = 0;            // waitShare + transferShare
     std::int64_t rssBytes = 0;
-    std::optional<std::int64_t> deviceMemoryBytes;
+    std::optional<std::int64_t> deviceMemoryBytes;      // in use on its GPU (NVML), when it has one
+    std::optional<std::int64_t> deviceMemoryTotalBytes; // that GPU's memory
+    std::optional<std::int64_t> gpuUtilizationPercent;  // 0..100, that GPU's recent busy share
 
     cppl::Perplexity local;          // this rank's own running PPL
     double deviation = 0;            // local.ppl - global ppl

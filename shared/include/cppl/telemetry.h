@@ -71,7 +71,11 @@ struct Progress
     ExactSum nll;                          ///< `nll_exact`: Σ NLL of this rank's scored tokens ("xs1:…")
     ExactSum nllSquared;                   ///< `nll_sq_exact`: Σ NLL²
     std::int64_t rssBytes = 0;             ///< `rss_bytes`
-    std::optional<std::int64_t> deviceMemoryBytes; ///< `device_memory_bytes`, only with a device
+    std::optional<std::int64_t> deviceMemoryBytes; ///< `device_memory_bytes`, only with a device: in use on it
+    /// `device_memory_total_bytes`: the device's memory (needs `device_memory_bytes` <= it)
+    std::optional<std::int64_t> deviceMemoryTotalBytes;
+    /// `gpu_utilization_percent`, 0..100: share of the last sample period the GPU was busy (NVML)
+    std::optional<std::int64_t> gpuUtilizationPercent;
 
     /// @brief The accumulators and counts as NllStats (bytes and words are not streamed: 0).
     [[nodiscard]] NllStats stats() const;

@@ -50,6 +50,8 @@ private Q_SLOTS:
     void problemsMapToRows();
     void hostfileRoundTrip();
     void rankAndAlertModels();
+    void memoryColumn_data();
+    void memoryColumn();
 };
 
 void TestAppModels::profileModelStructure()
@@ -299,6 +301,42 @@ void TestAppModels::rankAndAlertModels()
     QCOMPARE(proxy.rowCount(), 8);
     ranks.clear();
     alerts.clear();
+}
+
+void TestAppModels::memoryColumn_data()
+{
+    QTest::addColumn<qint64>("rss");
+    QTest::addColumn<qint64>("used"); // -1: absent
+    QTest::addColumn<qint64>("total");
+    QTest::addColumn<int>("util");
+    QTest::addColumn<QString>("text");
+    const qint64 gib = qint64(1) << 30;
+    QTest::addRow("no GPU: RSS") << qint64(1932735283) << qint64(-1) << qint64(-1) << -1 << u"1.8 GiB RSS"_s;
+    QTest::addRow("GPU, 80 GiB, busy") << gib << qint64(12.3 * double(gib)) << 80 * gib << 97 << u"12.3/80 GiB · 97%"_s;
+    QTest::addRow("GPU without utilisation (MIG)") << gib << 5 * gib << 10 * gib << -1 << u"5.0/10 GiB"_s;
+    QTest::addRow("small device, one decimal") << gib << qint64(1.5 * double(gib)) << 8 * gib << 0 << u"1.5/8.0 GiB · 0%"_s;
+    QTest::addRow("used only") << gib << 3 * gib << qint64(-1) << -1 << u"3.0 GiB GPU"_s;
+    QTest::addRow("nothing yet") << qint64(0) << qint64(-1) << qint64(-1) << -1 << QString();
+}
+
+void TestAppModels::memoryColumn()
+{
+    QFETCH(qint64, rss);
+    QFETCH(qint64, used);
+    QFETCH(qint64, total);
+    QFETCH(int, util);
+    QFETCH(QString, text);
+    cppl::core::telemetry::RankView r;
+    r.rssBytes = rss;
+    if (used >= 0)
+        r.deviceMemoryBytes = used;
+    if (total >= 0)
+        r.deviceMemoryTotalBytes = total;
+    if (util >= 0)
+        r.gpuUtilizationPercent = util;
+    QCOMPARE(cppl::app::RankTableModel::memoryText(r), text);
+    const QString tip = cppl::app::RankTableModel::memoryToolTip(r);
+    QVERIFY(used >= 0 ? tip.contains(u"GPU memory"_s) : tip.contains(u"no GPU figures"_s));
 }
 
 QTEST_MAIN(TestAppModels)
