@@ -7,6 +7,8 @@
 
 #include "test_process.h"
 
+#include "cppl/host.h"
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -40,7 +42,7 @@ public:
         QFile::remove(path("authorized_keys"));
         if (!QFile::copy(path("client_key.pub"), path("authorized_keys")))
             return QStringLiteral("cannot write %1").arg(path("authorized_keys"));
-        m_port = freeLoopbackPort();
+        m_port = cppl::freeLoopbackPort();
         const QString config = QStringLiteral("Port %1\nListenAddress 127.0.0.1\nHostKey %2\nAuthorizedKeysFile %3\nPidFile %4\n"
                                               "UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
                                               "PermitRootLogin prohibit-password\nMaxSessions 128\nMaxStartups 128\nLogLevel ERROR\n")

@@ -258,7 +258,7 @@ private Q_SLOTS:
         // nothing is recorded, nothing is launched. A third host whose sshd is not there is
         // reported too, with the connection failure as its reason.
         QFile::remove(m_sshd.knownHosts());
-        const int closed = cppl::test::freeLoopbackPort();
+        const int closed = cppl::freeLoopbackPort();
         QByteArray config = readFile(m_sshd.sshConfigFile());
         const QString cfg = path(u"ssh_config_check"_s);
         QVERIFY(writeFile(cfg, config.replace("Host node1 node2 node3", "Host node1 node2") + "Host node3\n  HostName 127.0.0.1\n  Port "
