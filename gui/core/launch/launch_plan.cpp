@@ -135,7 +135,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         const std::int64_t sync = profile.thresholds.syncEveryTokens;
         a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
         a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
-        // Same threads on every rank and in any one-rank reference: part of the bits (docs/models.md).
+        // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
+        // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn
+        // they do, so such runs keep one thread count everywhere (docs/models.md, docs/speed.md).
         if (const auto it = h.env.find("OMP_NUM_THREADS"); it != h.env.end())
             a.insert(a.end(), {"--threads", it->second});
         if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
