@@ -11,6 +11,7 @@
 
 #include "cppl/cluster_profile.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QEventLoop>
 #include <QFile>
@@ -50,6 +51,33 @@ bool writeFile(const QString &path, const QByteArray &data)
 }
 
 /// Processes of this user whose command line runs the agent's `eval` (a launched rank).
+/// The parent of @p pid, 0 once it has ended. /proc/PID/stat is "pid (comm) state ppid ...", and comm
+/// may hold spaces, so the fields are read after the last ')'.
+qint64 parentOf(qint64 pid)
+{
+    const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
+    const qsizetype close = stat.lastIndexOf(')');
+    if (close < 0)
+        return 0;
+    const QList<QByteArray> fields = stat.mid(close + 2).split(' ');
+    return fields.size() > 1 ? fields[1].toLongLong() : 0;
+}
+
+/// Whether @p pid was started, directly or not, by this test: its CLI runs, its engine and the
+/// fixture's sshd (whose sessions start the SSH agents) are all children of this process.
+bool startedByThisTest(qint64 pid)
+{
+    const qint64 self = QCoreApplication::applicationPid();
+    for (int depth = 0; pid > 1 && depth < 64; ++depth) {
+        pid = parentOf(pid);
+        if (pid == self)
+            return true;
+    }
+    return false;
+}
+
+/// Evaluating agents this test started. Other tests run beside this one (ctest -j) and start agents
+/// of their own, so a count of every agent on the machine would not say what this test launched.
 int evalAgents()
 {
     int n = 0;
@@ -59,7 +87,7 @@ int evalAgents()
         if (!ok)
             continue;
         const QList<QByteArray> argv = readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0');
-        n += argv.size() > 1 && argv[0] == kAgent.toUtf8() && argv[1] == "eval";
+        n += argv.size() > 1 && argv[0] == kAgent.toUtf8() && argv[1] == "eval" && startedByThisTest(pid);
     }
     return n;
 }
