@@ -22,7 +22,7 @@ using namespace cppl::agent::telemetry;
 namespace {
 
 /// VmRSS of /proc/self/status in bytes, the kernel's own view of the same figure.
-std::int64_t statusRss()
+[[maybe_unused]] std::int64_t statusRss() // unused in the GPU build of this file (CPPL_GPU_TEST)
 {
     QFile f(u"/proc/self/status"_s);
     if (!f.open(QIODevice::ReadOnly))
