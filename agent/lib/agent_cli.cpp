@@ -58,7 +58,7 @@ constexpr CommandUsage kCommandUsage[] = {
       --device cpu|cuda[:i]|auto         (default auto: cuda when available; cuda takes
                                          cuda:LOCAL_RANK, or cuda:0 when a rank sees one GPU)
       --tf32 on|off          TensorFloat-32 matrix products for float32 on a GPU (default on)
-      --threads N            LibTorch intra-op threads (default: all cores)
+      --threads N            threads (default: the allowed CPUs / local ranks, pinned)
       --blas-threads N       OpenBLAS threads (default: --threads)
       --gemm auto|native|onednn|blas  float32 CPU kernels: the agent's own (packed weights,
                              AVX-512/AVX2 by cpuid, bits independent of --threads), oneDNN, or the
