@@ -89,6 +89,15 @@ constexpr CommandUsage kCommandUsage[] = {
                                          batch (default 65536; docs/communication.md)
       --schedule static|dynamic          shards fixed before the run, or global batches claimed
                                          as ranks go (no waiting for a slow rank); same bits
+      --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
+                                         batches ("CLUSTERPPL_LEDGER {...}") before a round's
+                                         collective, rank 0's exact global words after it
+                                         ("CLUSTERPPL_CHECKPOINT {...}"); clusterppl-cli writes them
+                                         to the run directory (docs/communication.md, "Resuming a run")
+      --resume-state JSON                continue from a committed round (what `clusterppl-cli run
+                                         --resume` passes): rank 0 adds its exact words, nobody
+                                         evaluates its ledger's batches; refused when the model,
+                                         the token stream or the settings changed
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
 )"},
     {"run", R"(  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS

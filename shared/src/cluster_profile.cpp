@@ -530,6 +530,7 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         e.string("device", s.device);
         e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
         e.oneOf("topology", s.topology, {"hierarchical", "flat"});
+        e.oneOf("schedule", s.schedule, {"static", "dynamic"});
         e.rejectUnknown();
     }
     if (const json *th = r.find("thresholds")) {
@@ -643,7 +644,7 @@ std::string profileToJson(const ClusterProfile &p)
     const EvaluationSpec &e = p.evaluation;
     ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
                {"batch", e.batch}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
-               {"topology", e.topology}};
+               {"topology", e.topology}, {"schedule", e.schedule}};
     if (!e.model.empty())
         ev["model"] = e.model;
     if (!e.tokens.empty())

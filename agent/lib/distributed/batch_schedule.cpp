@@ -74,15 +74,16 @@ std::optional<std::vector<BatchRun>> parseBatchRuns(const std::string &text)
     return out;
 }
 
-DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key)
-    : m_run(run), m_batchTokens(std::move(batchTokens)), m_sync(syncEveryTokens), m_key(std::move(key))
+DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key,
+                                 std::optional<std::vector<std::int64_t>> order)
+    : m_run(run), m_batchTokens(std::move(batchTokens)), m_sync(syncEveryTokens), m_key(std::move(key)), m_order(std::move(order))
 {
     if (syncEveryTokens < 0)
         throw ConfigError("sync threshold must be >= 0 tokens (0 = after every batch), got " + std::to_string(syncEveryTokens));
-    m_batches = static_cast<std::int64_t>(m_batchTokens.size());
+    m_batches = static_cast<std::int64_t>(m_order ? m_order->size() : m_batchTokens.size());
     std::int64_t total = 0;
-    for (std::int64_t t : m_batchTokens)
-        total += t;
+    for (std::int64_t i = 0; i < m_batches; ++i)
+        total += m_batchTokens[static_cast<std::size_t>(m_order ? (*m_order)[static_cast<std::size_t>(i)] : i)];
     m_meanBatchTokens = m_batches > 0 ? std::max(1.0, static_cast<double>(total) / static_cast<double>(m_batches)) : 1.0;
 }
 
@@ -162,6 +163,7 @@ void DynamicSchedule::beginRound()
 {
     m_inRound = 0;
     m_roundTokens = 0;
+    m_roundDone.clear();
     if (m_sync == kSyncAtEnd) {
         m_roundBudget = std::numeric_limits<double>::infinity();
     } else if (m_sync == 0 || m_rounds == 0 || !(m_rateSum > 0) || m_known == 0) {
@@ -185,7 +187,7 @@ std::optional<std::int64_t> DynamicSchedule::next()
     if (m_pending.empty() && !claim())
         return std::nullopt;
     BatchRun &front = m_pending.front();
-    const std::int64_t b = front.first;
+    const std::int64_t b = m_order ? (*m_order)[static_cast<std::size_t>(front.first)] : front.first;
     // Stop at the batch boundary nearest to this round's budget: go on only if the next batch
     // overshoots it by less than stopping now falls short.
     if (m_inRound > 0 && std::isfinite(m_roundBudget)
@@ -203,10 +205,12 @@ void DynamicSchedule::evaluated(std::int64_t b, double seconds)
     m_roundTokens += m_batchTokens[static_cast<std::size_t>(b)];
     m_myTokens += m_batchTokens[static_cast<std::size_t>(b)];
     m_myCompute += seconds;
-    if (!m_done.empty() && m_done.back().end == b)
-        m_done.back().end = b + 1;
-    else
-        m_done.push_back({b, b + 1});
+    for (std::vector<BatchRun> *runs : {&m_done, &m_roundDone}) {
+        if (!runs->empty() && runs->back().end == b)
+            runs->back().end = b + 1;
+        else
+            runs->push_back({b, b + 1});
+    }
 }
 
 bool DynamicSchedule::sync(std::span<std::int64_t> words)

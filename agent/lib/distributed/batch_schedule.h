@@ -58,8 +58,11 @@ public:
      * @param batchTokens scored tokens of every global batch, in order (their count is the number of batches).
      * @param syncEveryTokens as RoundPlan: 0 every batch, kSyncAtEnd once, else tokens per rank per round.
      * @param key the store's counter key (a fresh one per run).
+     * @param order the global batches left to evaluate, in order (a resumed run: those not in its
+     *        ledger); nullopt: every batch. The counter then hands out positions in this list.
      */
-    DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next");
+    DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next",
+                    std::optional<std::vector<std::int64_t>> order = std::nullopt);
 
     void beginRound();
     /// @brief The next batch this rank evaluates in this round, or nullopt: end the round now.
@@ -76,6 +79,8 @@ public:
     [[nodiscard]] int rounds() const noexcept { return m_rounds; }
     /// @brief The batches this rank evaluated, as merged runs in claim order.
     [[nodiscard]] const std::vector<BatchRun> &done() const noexcept { return m_done; }
+    /// @brief The batches this rank evaluated in the current round (its ledger line, checkpoint.h).
+    [[nodiscard]] const std::vector<BatchRun> &roundDone() const noexcept { return m_roundDone; }
     [[nodiscard]] std::int64_t claims() const noexcept { return m_claims; }
     [[nodiscard]] double claimSeconds() const noexcept { return m_claimSeconds; }
     /// @brief Control words appended to every round's payload.
@@ -105,6 +110,8 @@ private:
 
     std::vector<BatchRun> m_pending; ///< claimed, not yet evaluated (front first)
     std::vector<BatchRun> m_done;
+    std::vector<BatchRun> m_roundDone;
+    std::optional<std::vector<std::int64_t>> m_order; ///< counter position -> global batch; nullopt: the identity
     bool m_exhausted = false; ///< the counter has passed the last batch
     std::int64_t m_claims = 0;
     double m_claimSeconds = 0;

@@ -11,6 +11,7 @@
 #include "result_json.h"
 #include "eval_data.h"
 #include "distributed/batch_schedule.h"
+#include "distributed/checkpoint.h"
 #include "gpu/device_choice.h"
 #include "distributed/distributed_run.h"
 #include "distributed/store.h"
@@ -38,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -89,6 +91,17 @@ c10::Device parseDevice(const std::string &text)
 }
 
 
+/// What a resumed run must match (checkpoint.h): the weights, the token stream as the model sees
+/// it, and the plan. Hashing the weights takes seconds for large models: rank 0 does it beside the
+/// evaluation unless a resume must check it first.
+dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, const std::uint32_t *tokens, std::size_t count, std::string plan)
+{
+    std::string models;
+    for (const std::string &f : weightFiles)
+        models += std::filesystem::path(f).filename().string() + ' ' + sha256File(f) + '\n';
+    return {sha256Bytes(models.data(), models.size()), sha256Bytes(tokens, count * sizeof(std::uint32_t)), std::move(plan)};
+}
+
 /// Step 1's result: everything the command line says, checked before the model or the data are touched.
 struct EvalOptions
 {
@@ -112,6 +125,8 @@ struct EvalOptions
     int slowMs = 0;
     bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
     bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
+    bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
+    std::optional<dist::ResumeState> resume; ///< --resume-state: continue from a committed round
     std::optional<cppl::telemetry::Credentials> stdinKeys;
 };
 
@@ -131,6 +146,7 @@ struct EvalOutcome
     double seconds = 0;
     std::vector<dist::RankReport> reports;
     std::vector<std::string> batchRuns; ///< dynamic schedule, rank 0: each rank's batches ("0-3,8")
+    NllStats resumedBase;               ///< a resumed run: the committed global totals it started from
 };
 
 Args parseArgs(const std::vector<std::string> &argv)
@@ -141,8 +157,9 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32"},
-                    {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin"});
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state"},
+                    {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
+                     "--checkpoint-lines"});
     });
 }
 
@@ -260,6 +277,22 @@ EvalOptions parseOptions(const Args &a)
         if (schedule != "static" && schedule != "dynamic")
             throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
         o.schedule = schedule == "dynamic" ? dist::Schedule::Dynamic : dist::Schedule::Static;
+        o.checkpointLines = a.has("--checkpoint-lines");
+        if (const auto state = a.get("--resume-state")) {
+            o.resume = dist::parseResumeState(*state);
+            if (o.resume->schedule != schedule)
+                throw ConfigError("--resume-state: the interrupted run used the " + o.resume->schedule + " schedule; resume it with --schedule "
+                                  + o.resume->schedule);
+            if (schedule == "static" && o.resume->worldSize != o.identity.worldSize)
+                throw ConfigError("--resume-state: the interrupted run had " + std::to_string(o.resume->worldSize) + " ranks, this one has "
+                                  + std::to_string(o.identity.worldSize)
+                                  + ": a static schedule's rounds are planned for one world size (resume with as many ranks, or run the "
+                                    "dynamic schedule, whose runs resume on any number of ranks)");
+            if (schedule == "static" && o.resume->syncEvery != o.syncEvery)
+                throw ConfigError("--resume-state: the interrupted run synchronised every "
+                                  + (o.resume->syncEvery == kSyncAtEnd ? std::string("end") : std::to_string(o.resume->syncEvery))
+                                  + " tokens; a static schedule's rounds depend on it: resume with the same --sync-every-tokens");
+        }
         if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
             // Test-only: make one rank slow without another job on its core (heterogeneous speeds).
             if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
@@ -293,6 +326,8 @@ EvalOptions parseOptions(const Args &a)
         return 0;
     });
     o.distributed = o.identity.worldSize > 1 || a.has("--backend");
+    if (o.resume && !o.distributed)
+        throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
     o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
     if (o.device.is_cuda()) // one device per rank, decided once: the model and NCCL both use it
         phase(kExitBadArguments, [&] {
@@ -513,6 +548,8 @@ private:
             }
             return 0;
         });
+        if (m_o.distributed && (m_o.checkpointLines || m_o.resume))
+            prepareCheckpoints(mi, p);
         std::ostringstream line;
         line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM "
              << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
@@ -524,6 +561,42 @@ private:
                  << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
         logLine(line.str());
         return p;
+    }
+
+    /// Part of step 5: what checkpoints carry and a resume must match; a resume is checked here,
+    /// before any batch is evaluated.
+    void prepareCheckpoints(const ModelInfo &mi, const EvalPlan &p)
+    {
+        const PlanOptions &opts = m_o.plan;
+        const auto windows = static_cast<std::int64_t>(p.windows.windows.size());
+        m_batchCount = (windows + m_o.batch - 1) / m_o.batch;
+        std::ostringstream plan;
+        plan << "protocol " << protocolName(opts.protocol) << ", context " << opts.context << ", stride "
+             << (opts.stride == 0 ? opts.context : opts.stride) << ", batch " << m_o.batch << ", max_windows " << m_o.maxWindows << ", "
+             << dtypeName(m_o.dtype) << " on " << (m_o.device.is_cuda() ? "cuda" : "cpu") << ", GEMM " << mi.gemm << ", " << windows
+             << " windows, " << p.windows.scoredTokens << " tokens";
+        const dist::ResumeState *resume = m_o.resume ? &*m_o.resume : nullptr;
+        if (resume && resume->batchCount != m_batchCount)
+            throw ExitError(kExitBadArguments, "--resume-state: the interrupted run had " + std::to_string(resume->batchCount)
+                                                   + " global batches, this plan has " + std::to_string(m_batchCount) + " ("
+                                                   + plan.str() + "); resume with the run's own data and settings");
+        if (m_o.identity.rank != 0)
+            return; // rank 0 checks and writes for the run
+        auto compute = [files = mi.weightFiles, tokens = p.flat.data(), count = p.flat.size(), text = plan.str()] {
+            return fingerprintOf(files, tokens, count, text);
+        };
+        if (resume) {
+            const dist::RunFingerprint now = compute();
+            if (const std::string why = dist::fingerprintMismatch(resume->fingerprint, now); !why.empty())
+                throw ExitError(kExitBadArguments, "--resume-state: " + why);
+            std::promise<dist::RunFingerprint> ready;
+            ready.set_value(now);
+            m_fingerprint = ready.get_future().share();
+            logLine("resuming after round " + std::to_string(resume->round) + ": " + std::to_string(resume->batchesDone()) + " of "
+                    + std::to_string(m_batchCount) + " global batches committed, model and data unchanged");
+        } else {
+            m_fingerprint = std::async(std::launch::async, compute).share();
+        }
     }
 
     /// Step 6: evaluate, in rounds every rank enters alike (the same collectives on every rank,
@@ -543,15 +616,25 @@ private:
         std::ostream &err = m_err;
         NllStats stats;  // this rank's own tokens, cumulative
         NllStats global; // after each round: every rank's, exactly
-        if (shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
+        // A resumed run: the committed global totals are rank 0's constant contribution (they
+        // already hold the document totals), and the ledger's batches are not evaluated again.
+        const dist::ResumeState *resume = m_o.resume ? &*m_o.resume : nullptr;
+        const NllStats base = resume ? NllStats::fromReducedWords(resume->words) : NllStats();
+        global = base;
+        if (resume && shardRank == 0) {
+            stats = base;
+        } else if (shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
             stats.bytes = input.bytes;
             stats.words = input.words;
         }
+        // Checkpoint rounds continue the interrupted run's numbering.
+        const int firstRound = resume ? resume->round + 1 : 0;
         Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, batch);
         std::optional<RoundPlan> rounds;
         std::optional<dist::DynamicSchedule> schedule;
         if (dynamic)
-            schedule.emplace(*run, batchTokens(plan, batch), m_o.syncEvery);
+            schedule.emplace(*run, batchTokens(plan, batch), m_o.syncEvery, "cppl/sched/next",
+                             resume ? std::optional(dist::remainingBatches(m_batchCount, resume->ledger)) : std::nullopt);
         else
             rounds.emplace(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, batch);
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
@@ -639,8 +722,32 @@ private:
         };
         if (tel)
             tel->phase(cppl::telemetry::Phase::Evaluating);
+        // Before a round's collective every rank names its batches of the round; after it rank 0
+        // gives the round's exact global words (checkpoint.h). One short stdout line each.
+        const bool checkpoints = distributed && m_o.checkpointLines;
+        auto ledger = [&](int r) {
+            if (!checkpoints)
+                return;
+            std::vector<dist::BatchRun> mine;
+            if (schedule) {
+                mine = schedule->roundDone();
+            } else {
+                const Shard part = rounds->roundOf(shardRank, r);
+                dist::addWindowsAsBatches(mine, part.firstWindow, part.endWindow, batch);
+            }
+            m_out << dist::ledgerLine(run->rank(), r, mine) << '\n' << std::flush;
+        };
+        auto checkpoint = [&](int r) {
+            if (!checkpoints || run->rank() != 0 || !m_fingerprint.valid()
+                || m_fingerprint.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+                return; // until the weights are hashed; the words are cumulative, a later round covers this one
+            m_out << dist::checkpointLine(r, global.toWords(), m_fingerprint.get(), dist::scheduleName(m_o.schedule), run->worldSize(),
+                                          m_o.syncEvery, m_batchCount)
+                  << '\n'
+                  << std::flush;
+        };
         int roundsRun = 0;
-        for (int r = 0;; ++r) {
+        for (int r = dynamic ? 0 : firstRound;; ++r) {
             if (dynamic) {
                 schedule->beginRound();
                 while (const auto b = schedule->next())
@@ -651,15 +758,18 @@ private:
                 const Shard part = rounds->roundOf(shardRank, r);
                 evaluateRange(part.firstWindow, part.endWindow);
             }
-            roundsRun = r + 1;
+            roundsRun = (dynamic ? r : r - firstRound) + 1;
             if (!distributed) {
                 global = stats;
                 continue;
             }
+            const int committed = dynamic ? firstRound + r : r;
+            ledger(committed);
             NllStats::Words words = stats.toWords();
             const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
             const bool allDone = collective(words);
             global = NllStats::fromReducedWords(words);
+            checkpoint(committed);
             if (!dynamic) {
                 roundDone(r, rounds->rounds(), wait0, transfer0);
                 continue;
@@ -677,8 +787,9 @@ private:
         std::vector<std::string> batchRuns; // dynamic: which batches each rank evaluated
         if (distributed) {
             dist::RankReport mine;
-            mine.tokens = stats.tokens;
-            mine.windows = stats.windows;
+            const bool carries = resume && shardRank == 0; // rank 0's totals include the resumed base
+            mine.tokens = stats.tokens - (carries ? base.tokens : 0);
+            mine.windows = stats.windows - (carries ? base.windows : 0);
             mine.rounds = roundsRun;
             mine.payloadBytes = run->comm().payloadBytes;
             mine.computeSeconds = computeSeconds;
@@ -705,7 +816,7 @@ private:
             throw ExitError(kExitRuntime, std::to_string(global.nll.rejected())
                                               + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                               + dtypeName(m_o.dtype) + "; try --dtype float32");
-        return EvalOutcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns)};
+        return EvalOutcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base};
     }
 
     /// Step 7: rank 0 prints the estimate and writes the result contract (docs/result-json.md).
@@ -796,6 +907,11 @@ private:
             j["topology"] = distributed ? dist::topologyName(run->topology()) : "none";
             j["sync_every_tokens"] = syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
             j["rounds"] = outcome.rounds;
+            if (const auto &resume = m_o.resume)
+                j["resumed"] = {{"from_round", resume->round},
+                                {"batches_done", resume->batchesDone()},
+                                {"tokens_done", outcome.resumedBase.tokens},
+                                {"world_size_before", resume->worldSize}};
             if (distributed) {
                 j["schedule"] = dist::scheduleName(m_o.schedule);
                 j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + batch - 1) / batch;
@@ -827,6 +943,8 @@ private:
     std::unique_ptr<telemetry::Publisher> m_tel; ///< set with --telemetry
     RuntimeInfo m_runtime;
     CpuPlan m_cpu;
+    std::int64_t m_batchCount = 0;                          ///< global batches (with checkpoints)
+    std::shared_future<dist::RunFingerprint> m_fingerprint; ///< rank 0 with checkpoints: ready once hashed
 };
 
 } // namespace

@@ -66,15 +66,37 @@ void MappedFile::releaseRange(const unsigned char *begin, std::size_t bytes) con
         ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
 }
 
+namespace {
+
+#if CLUSTERPPL_HAVE_SODIUM
+std::string hex(const unsigned char *digest, std::size_t n)
+{
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < n; ++i) {
+        out += kHex[digest[i] >> 4];
+        out += kHex[digest[i] & 15];
+    }
+    return out;
+}
+
+void sodiumReady()
+{
+    static const bool ready = sodium_init() >= 0;
+    if (!ready)
+        throw Error("libsodium failed to initialise");
+}
+#endif
+
+} // namespace
+
 std::string sha256File(const std::string &path)
 {
 #if !CLUSTERPPL_HAVE_SODIUM
     (void)path;
     return "unavailable (built without libsodium)";
 #else
-    static const bool ready = sodium_init() >= 0;
-    if (!ready)
-        throw Error("libsodium failed to initialise");
+    sodiumReady();
     const auto f = MappedFile::open(path);
     crypto_hash_sha256_state state;
     crypto_hash_sha256_init(&state);
@@ -83,13 +105,21 @@ std::string sha256File(const std::string &path)
         crypto_hash_sha256_update(&state, f->data() + at, std::min(kChunk, f->size() - at));
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&state, digest);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char b : digest) {
-        out += kHex[b >> 4];
-        out += kHex[b & 15];
-    }
-    return out;
+    return hex(digest, sizeof digest);
+#endif
+}
+
+std::string sha256Bytes(const void *data, std::size_t size)
+{
+#if !CLUSTERPPL_HAVE_SODIUM
+    (void)data;
+    (void)size;
+    return "unavailable (built without libsodium)";
+#else
+    sodiumReady();
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(digest, static_cast<const unsigned char *>(data), size);
+    return hex(digest, sizeof digest);
 #endif
 }
 

@@ -37,5 +37,7 @@ private:
 
 /// @brief SHA-256 of a file's bytes, lower-case hex (result identity in the JSON).
 [[nodiscard]] std::string sha256File(const std::string &path);
+/// @brief SHA-256 of @p size bytes at @p data, lower-case hex.
+[[nodiscard]] std::string sha256Bytes(const void *data, std::size_t size);
 
 } // namespace cppl::agent

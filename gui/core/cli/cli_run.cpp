@@ -6,6 +6,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_history.h"
 #include "run/preflight.h"
+#include "run/run_directory.h"
 #include "run/run_engine.h"
 #include "telemetry/collector_state.h"
 
@@ -42,13 +43,21 @@ using run::RunEngine;
 using run::RunOutcome;
 
 const QString kRunUsage = uR"(Usage: clusterppl-cli run --profile PROFILE.json [options]
+       clusterppl-cli run --resume RUN [--profile PROFILE.json] [options]
 
 Pre-flight every host, then launch one agent per rank through the profile's launcher (local or
 ssh): progress and the final estimate here, live per-rank lines every 2 s, the result JSON to
 --json, and a summary of who failed and why. Every rank's output also goes to its own log file.
 
 Options:
-  --profile FILE            the cluster profile (required)
+  --profile FILE            the cluster profile (required, except with --resume)
+  --resume RUN              finish an interrupted run (launcher killed, machine off) from its
+                            last committed sync round: RUN is its id or its run directory (a
+                            --log-dir). Same profile and settings, read from the run directory;
+                            with --profile, that profile's hosts (a dynamic-schedule run resumes
+                            on any number of ranks) but the same evaluation. The same bits as an
+                            uninterrupted run; refused when the run finished, has no committed
+                            round, or its model, data or settings changed.
   --json FILE               write rank 0's result JSON here
   --run-id ID               run id: letters, digits, '.', '_', '-' (default: UTC time + random)
   --master-addr ADDR        rendezvous address every host can reach (default: the first host's)
@@ -58,7 +67,9 @@ Options:
   --known-hosts FILE        known_hosts file (default ~/.ssh/known_hosts)
   --accept-new-host-keys    record unknown SSH host keys (changed keys are always refused)
   --connect-timeout S       SSH connect timeout in seconds, 1-3600 (default 10)
-  --log-dir DIR             per-rank logs (default ~/.local/state/clusterppl/runs/RUN-ID)
+  --log-dir DIR             the run directory: per-rank logs, run.json, checkpoint.json (each
+                            committed round), result.json (default
+                            ~/.local/state/clusterppl/runs/RUN-ID)
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
   --no-store                do not record the run in the history (docs/run-store.md)
@@ -146,7 +157,7 @@ void printLive(const telemetry::Snapshot &snap, QTextStream &err)
 }
 
 /// Parses flags into a request; an empty string on success, else the message (exit 2).
-QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QString &profilePath, QString &jsonPath)
+QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QString &profilePath, QString &jsonPath, QString &resume)
 {
     QCommandLineParser parser;
     const QCommandLineOption profileOpt(u"profile"_s, {}, u"FILE"_s);
@@ -164,14 +175,20 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption noTelemetryOpt(u"no-telemetry"_s, {});
     const QCommandLineOption noStoreOpt(u"no-store"_s, {});
     const QCommandLineOption checkOnlyOpt(u"check-only"_s, {});
-    parser.addOptions({profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
+    const QCommandLineOption resumeOpt(u"resume"_s, {}, u"RUN"_s);
+    parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
                        logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
         return u"unexpected argument \"%1\" (run takes only options)"_s.arg(parser.positionalArguments().front());
-    if (!parser.isSet(profileOpt))
-        return u"needs --profile FILE"_s;
+    resume = parser.value(resumeOpt);
+    if (parser.isSet(resumeOpt) && parser.isSet(runIdOpt))
+        return u"--resume keeps the interrupted run's id; it cannot be combined with --run-id"_s;
+    if (parser.isSet(resumeOpt) && parser.isSet(checkOnlyOpt))
+        return u"--resume starts a run; check the hosts with --check-only on its own"_s;
+    if (!parser.isSet(profileOpt) && !parser.isSet(resumeOpt))
+        return u"needs --profile FILE (or --resume RUN)"_s;
     profilePath = parser.value(profileOpt);
     jsonPath = parser.value(jsonOpt);
     req.runId = parser.value(runIdOpt);
@@ -217,21 +234,53 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         return run::kRunOk;
     }
     run::RunRequest req;
-    QString profilePath, jsonPath;
-    if (const QString why = parseRunFlags(arguments, req, profilePath, jsonPath); !why.isEmpty()) {
+    QString profilePath, jsonPath, resume;
+    if (const QString why = parseRunFlags(arguments, req, profilePath, jsonPath, resume); !why.isEmpty()) {
         err << "clusterppl-cli: run: " << why << '\n';
         return run::kRunBadArguments;
     }
-    try {
-        req.profile = loadProfile(profilePath.toStdString());
-    } catch (const IoError &e) {
-        err << "clusterppl-cli: " << e.what() << '\n';
-        return run::kRunIoError;
-    } catch (const ConfigError &e) {
-        err << "clusterppl-cli: " << e.what() << '\n';
-        return run::kRunBadArguments;
+    std::optional<run::ResumeSource> from;
+    if (!resume.isEmpty()) {
+        QString why;
+        from = run::loadResumeSource(resume, &why);
+        if (!from) {
+            err << "clusterppl-cli: run: " << why << '\n';
+            return run::kRunBadArguments;
+        }
     }
-    req.profilePath = profilePath;
+    if (!profilePath.isEmpty()) {
+        try {
+            req.profile = loadProfile(profilePath.toStdString());
+        } catch (const IoError &e) {
+            err << "clusterppl-cli: " << e.what() << '\n';
+            return run::kRunIoError;
+        } catch (const ConfigError &e) {
+            err << "clusterppl-cli: " << e.what() << '\n';
+            return run::kRunBadArguments;
+        }
+        req.profilePath = profilePath;
+    }
+    if (from) {
+        if (!profilePath.isEmpty()) {
+            // Other hosts may finish the run; what is evaluated, and relative paths, must stay the run's.
+            const QStringList differences = run::resumeMismatches(from->profile, req.profile, from->schedule);
+            if (!differences.isEmpty()) {
+                err << "clusterppl-cli: run: --resume " << resume << " with --profile " << profilePath << ": the profile does not evaluate what run "
+                    << from->runId << " evaluated:\n  " << differences.join(u"\n  "_s)
+                    << "\n(resume without --profile to use the run's own, saved in " << from->directory << "/run.json)\n";
+                return run::kRunBadArguments;
+            }
+        } else {
+            req.profile = from->profile;
+            req.profilePath = from->profilePath;
+        }
+        req.runId = from->runId;
+        req.resumeState = from->checkpoint;
+        if (req.logDir.isEmpty())
+            req.logDir = from->directory;
+        err << "clusterppl-cli: resuming run " << from->runId << " after its round " << from->round << ": " << from->batchesDone << " of "
+            << from->batchCount << " global batches committed (" << from->schedule << " schedule, " << from->worldSize << " ranks then)\n";
+    }
 
     RunEngine engine;
     // The history (docs/run-store.md): recorded as it runs, with the stored one-rank baseline.

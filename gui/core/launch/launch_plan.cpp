@@ -131,7 +131,8 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
             a.insert(a.end(), {"--stride", std::to_string(e.stride)});
         if (e.maxWindows > 0)
             a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
-        a.insert(a.end(), {"--dtype", e.dtype, "--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups});
+        a.insert(a.end(), {"--dtype", e.dtype, "--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups,
+                            "--schedule", e.schedule});
         const std::int64_t sync = profile.thresholds.syncEveryTokens;
         a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
         a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
@@ -142,7 +143,10 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
             a.insert(a.end(), {"--threads", it->second});
         if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
             a.insert(a.end(), {"--blas-threads", it->second});
-        a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
+        // Committed rounds for the run directory (checkpoint lines), and the state a resumed run starts from.
+        a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line", "--checkpoint-lines"});
+        if (!o.resumeState.empty())
+            a.insert(a.end(), {"--resume-state", o.resumeState});
         if (!o.telemetry.empty())
             a.insert(a.end(), {"--telemetry", o.telemetry});
         if (keysOnStdin)

@@ -39,6 +39,8 @@ struct LaunchOptions
     /// `--telemetry-keys-stdin` and its launcher writes LaunchPlan::keyLine to its stdin first: the
     /// keys never appear in argv, the environment or a file.
     std::optional<cppl::telemetry::Credentials> telemetryCredentials;
+    /// A resumed run: the checkpoint every rank gets as --resume-state (compact JSON); empty: none.
+    std::string resumeState;
 };
 
 struct LaunchPlan

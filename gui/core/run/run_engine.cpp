@@ -4,6 +4,7 @@
 #include "launch/slurm_job.h"
 #include "run/agent_locator.h"
 #include "run/preflight.h"
+#include "run/run_directory.h"
 
 #include "cppl/config.h"
 #if CLUSTERPPL_HAVE_ZMQ
@@ -115,7 +116,9 @@ struct RunEngine::Private
     std::set<int> startedRanks;
     bool stopRequested = false;
     int resultChecks = 0;
+    bool checkpointErrorShown = false;
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
+    std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
     QStringList slurmRefusals;     // pre-flight on the allocation said no
 };
 
@@ -192,6 +195,7 @@ bool RunEngine::start(RunRequest request)
         return refuse(kRunBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort));
     lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
     lo.agentOverride = m_request.agent.toStdString();
+    lo.resumeState = m_request.resumeState.toStdString();
     if (lo.agentOverride.empty() && profile.launcher == "local")
         lo.agentOverride = localAgentFor(profile).toStdString();
     for (char **e = environ; *e; ++e) {
@@ -368,11 +372,25 @@ void RunEngine::startLaunch()
     setPhase(RunPhase::Launching);
     // Every line of every rank also goes to its own log file: nothing is lost when a view scrolls.
     QString logDir = m_request.logDir;
-    if (logDir.isEmpty()) {
-        const QString state = qEnvironmentVariable("XDG_STATE_HOME", QDir::homePath() + u"/.local/state"_s);
-        logDir = state + u"/clusterppl/runs/"_s + m_runId;
+    if (logDir.isEmpty())
+        logDir = defaultRunDirectory(m_runId);
+    // What a resume needs (run_directory.h): the profile as run, then each committed round.
+    BatchRanges resumedLedger;
+    QJsonObject resumedFrom;
+    if (!m_request.resumeState.isEmpty()) {
+        const QJsonObject cp = QJsonDocument::fromJson(m_request.resumeState).object();
+        resumedLedger = parseBatchRanges(cp.value(u"ledger"_s).toString()).value_or(BatchRanges{});
+        resumedFrom = QJsonObject{{u"round"_s, cp.value(u"round"_s)}, {u"written"_s, cp.value(u"written"_s)}};
     }
-    if (QDir().mkpath(logDir)) {
+    const bool haveDir = QDir().mkpath(logDir);
+    d->checkpoints = std::make_unique<CheckpointWriter>(haveDir ? logDir : QString(), m_runId, static_cast<int>(m_plan.ranks.size()),
+                                                        std::move(resumedLedger), resumedFrom);
+    if (haveDir && m_request.resumeState.isEmpty()) // a new run: nothing of an older one in a reused directory
+        for (const char *stale : {kCheckpointFile, kResultFile})
+            QFile::remove(logDir + u'/' + QLatin1StringView(stale));
+    if (haveDir) {
+        if (const QString why = writeRunInfo(logDir, m_runId, m_request.profile, m_request.profilePath, resumedFrom); !why.isEmpty())
+            Q_EMIT notice(tr("this run cannot be resumed if interrupted: %1").arg(why));
         for (const auto &r : m_plan.ranks) {
             auto f = std::make_unique<QFile>(u"%1/rank-%2.log"_s.arg(logDir).arg(r.rank));
             if (f->open(QIODevice::WriteOnly | QIODevice::Append | QIODevice::Text))
@@ -392,6 +410,13 @@ void RunEngine::startLaunch()
         }
         if (!isStderr && rank >= 0 && line.startsWith(u"CLUSTERPPL_RESULT "_s)) {
             d->result = line.mid(18).toUtf8();
+            return;
+        }
+        if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
+            if (!d->checkpoints->error().isEmpty() && !d->checkpointErrorShown) {
+                d->checkpointErrorShown = true;
+                Q_EMIT notice(tr("checkpoints: %1").arg(d->checkpoints->error()));
+            }
             return;
         }
         Q_EMIT rankOutput(rank, isStderr, line);
@@ -544,6 +569,10 @@ void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
     if (d->launcher)
         m_outcome.ends = d->launcher->ends();
     m_outcome.ended = QDateTime::currentDateTimeUtc();
+    // A finished run is not resumed: its result in the run directory says so (run_directory.h).
+    if (phase == RunPhase::Finished && !m_request.checkOnly && !m_outcome.logDir.isEmpty() && !m_outcome.resultJson.isEmpty())
+        if (const QString why = writeResultFile(m_outcome.logDir, m_outcome.resultJson); !why.isEmpty())
+            Q_EMIT notice(tr("the result is not saved in the run directory: %1").arg(why));
     setPhase(phase);
     Q_EMIT finished(m_outcome);
 }

@@ -87,6 +87,10 @@ struct RunRequest
     /// the final result is compared with it (bit-identical or a relative deviation, alert past the
     /// profile's tolerance). Its result JSON.
     QByteArray baselineResultJson;
+    /// `run --resume`: the interrupted run's checkpoint.json (run_directory.h). Every rank gets it as
+    /// --resume-state and evaluates only what its ledger lacks; checkpoints continue in the run
+    /// directory from its ledger.
+    QByteArray resumeState;
 };
 
 /// What pre-flight found on one host.

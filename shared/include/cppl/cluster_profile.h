@@ -66,6 +66,7 @@ struct EvaluationSpec
     std::string device = "auto";
     std::string backend = "auto";
     std::string topology = "hierarchical";
+    std::string schedule = "static"; ///< the agents' --schedule: static shards or dynamic batches (docs/communication.md)
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 

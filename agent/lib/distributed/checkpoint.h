@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Committed rounds and resuming a run (docs/communication.md, "Resuming a run"). Every rank
+// announces the global batches it evaluated in a round on its stdout before the round's collective
+// (a ledger line); rank 0 announces the round's exact global words after it (a checkpoint line).
+// The launcher (clusterppl-cli) owns the run directory and writes what is committed there,
+// atomically; `run --resume` hands it back to every rank as --resume-state. Torch-free.
+
+#include "distributed/batch_schedule.h"
+
+#include "cppl/statistics.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cppl::agent::dist {
+
+/// @brief What a checkpoint must match to be resumed: sha256 of the model's weight files, sha256
+/// of the token stream as the model sees it, and the plan's settings and sizes in words.
+struct RunFingerprint
+{
+    std::string model;
+    std::string data;
+    std::string plan;
+    friend bool operator==(const RunFingerprint &, const RunFingerprint &) = default;
+};
+
+/// @brief Empty when @p now matches @p saved, else which part differs and what to do.
+[[nodiscard]] std::string fingerprintMismatch(const RunFingerprint &saved, const RunFingerprint &now);
+
+/// @brief The committed state a run resumes from (the `--resume-state` JSON).
+struct ResumeState
+{
+    int round = -1;                 ///< the last committed round (its index in the interrupted run)
+    NllStats::Words words{};        ///< the exact global words after that round
+    std::vector<BatchRun> ledger;   ///< global batches committed through that round
+    std::string schedule;           ///< "static" or "dynamic"
+    int worldSize = 0;
+    std::int64_t syncEvery = 0;     ///< the agents' --sync-every-tokens (kSyncAtEnd for end)
+    std::int64_t batchCount = 0;
+    RunFingerprint fingerprint;
+    [[nodiscard]] std::int64_t batchesDone() const;
+};
+
+/// @brief Parses `--resume-state` text; throws ConfigError naming the field that is wrong.
+[[nodiscard]] ResumeState parseResumeState(const std::string &json);
+
+/// @brief `CLUSTERPPL_LEDGER {"rank":R,"round":N,"batches":"0-3,8"}`: rank R's batches of round N.
+[[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches);
+/// @brief `CLUSTERPPL_CHECKPOINT {...}`: round N's exact global words (decimal strings, int64
+/// exact), with what a resume must match and how the run was planned.
+[[nodiscard]] std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
+                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount);
+
+/// @brief The batches of [0, count) not in @p done, in order: what a resumed dynamic run claims.
+[[nodiscard]] std::vector<std::int64_t> remainingBatches(std::int64_t count, std::span<const BatchRun> done);
+
+/// @brief Inclusive-exclusive window ranges as batch runs ([first/batch, ceil(end/batch))), merged.
+void addWindowsAsBatches(std::vector<BatchRun> &runs, std::int64_t firstWindow, std::int64_t endWindow, std::int64_t batch);
+
+} // namespace cppl::agent::dist

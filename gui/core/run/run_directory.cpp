@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+#include "run/run_directory.h"
+
+#include "cppl/errors.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QStringList>
+
+#include <algorithm>
+
+using namespace Qt::StringLiterals;
+
+namespace cppl::core::run {
+
+namespace {
+
+const QString kLedgerPrefix = u"CLUSTERPPL_LEDGER "_s;
+const QString kCheckpointPrefix = u"CLUSTERPPL_CHECKPOINT "_s;
+
+QString saveAtomically(const QString &path, const QByteArray &bytes)
+{
+    QSaveFile f(path); // a temporary file beside it, flushed to disk, then renamed over it
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
+        return u"%1: cannot write: %2"_s.arg(path, f.errorString());
+    return {};
+}
+
+QString syncText(std::int64_t t)
+{
+    return t < 0 ? u"end"_s : QString::number(t);
+}
+
+} // namespace
+
+std::optional<BatchRanges> parseBatchRanges(const QString &text)
+{
+    BatchRanges out;
+    if (text.isEmpty())
+        return out;
+    for (const QString &part : text.split(u',')) {
+        const qsizetype dash = part.indexOf(u'-');
+        bool ok1 = false, ok2 = true;
+        const qint64 a = (dash < 0 ? part : part.left(dash)).toLongLong(&ok1);
+        const qint64 b = dash < 0 ? a : part.mid(dash + 1).toLongLong(&ok2);
+        if (!ok1 || !ok2 || a < 0 || b < a)
+            return std::nullopt;
+        out.emplace_back(a, b + 1);
+    }
+    return out;
+}
+
+QString formatBatchRanges(const BatchRanges &ranges)
+{
+    QStringList parts;
+    for (const auto &[a, b] : ranges)
+        parts << (b - a > 1 ? u"%1-%2"_s.arg(a).arg(b - 1) : QString::number(a));
+    return parts.join(u',');
+}
+
+void mergeBatchRanges(BatchRanges &into, const BatchRanges &more)
+{
+    into.insert(into.end(), more.begin(), more.end());
+    std::sort(into.begin(), into.end());
+    BatchRanges merged;
+    for (const auto &r : into) {
+        if (r.second <= r.first)
+            continue;
+        if (!merged.empty() && r.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, r.second);
+        else
+            merged.push_back(r);
+    }
+    into = std::move(merged);
+}
+
+CheckpointWriter::CheckpointWriter(QString directory, QString runId, int worldSize, BatchRanges committed, QJsonObject resumedFrom)
+    : m_dir(std::move(directory)), m_runId(std::move(runId)), m_worldSize(worldSize), m_committed(std::move(committed)),
+      m_resumedFrom(std::move(resumedFrom))
+{
+}
+
+bool CheckpointWriter::take(int rank, const QString &line)
+{
+    if (line.startsWith(kLedgerPrefix)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.mid(kLedgerPrefix.size()).toUtf8()).object();
+        const auto ranges = parseBatchRanges(o.value(u"batches"_s).toString(u"?"_s));
+        const int round = o.value(u"round"_s).toInt(-1);
+        if (!ranges || round < 0 || o.value(u"rank"_s).toInt(-1) != rank) {
+            if (m_error.isEmpty())
+                m_error = u"rank %1 sent a malformed ledger line; checkpoints stop here"_s.arg(rank);
+            return true;
+        }
+        m_ledgerRound[rank] = std::max(m_ledgerRound[rank], round);
+        m_pendingLedger.emplace_back(round, *ranges);
+        tryCommit();
+        return true;
+    }
+    if (line.startsWith(kCheckpointPrefix)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.mid(kCheckpointPrefix.size()).toUtf8()).object();
+        const int round = o.value(u"round"_s).toInt(-1);
+        if (rank != 0 || round < 0 || o.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s) {
+            if (m_error.isEmpty())
+                m_error = u"rank %1 sent a malformed checkpoint line; checkpoints stop here"_s.arg(rank);
+            return true;
+        }
+        m_pending = std::make_pair(round, o);
+        tryCommit();
+        return true;
+    }
+    return false;
+}
+
+void CheckpointWriter::tryCommit()
+{
+    if (!m_pending || !m_error.isEmpty() || m_dir.isEmpty())
+        return;
+    const int round = m_pending->first;
+    // Committed through round r: every rank has named its batches of every round up to r.
+    if (static_cast<int>(m_ledgerRound.size()) < m_worldSize)
+        return;
+    for (const auto &[rank, r] : m_ledgerRound)
+        if (r < round)
+            return;
+    BatchRanges now;
+    auto keep = m_pendingLedger.begin();
+    for (auto it = m_pendingLedger.begin(); it != m_pendingLedger.end(); ++it) {
+        if (it->first <= round)
+            mergeBatchRanges(now, it->second);
+        else
+            *keep++ = std::move(*it);
+    }
+    m_pendingLedger.erase(keep, m_pendingLedger.end());
+    mergeBatchRanges(m_committed, now);
+    QJsonObject doc = m_pending->second;
+    doc[u"ledger"_s] = formatBatchRanges(m_committed);
+    doc[u"run_id"_s] = m_runId;
+    doc[u"written"_s] = QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs);
+    if (!m_resumedFrom.isEmpty())
+        doc[u"resumed_from"_s] = m_resumedFrom;
+    m_pending.reset();
+    if (const QString why = saveAtomically(m_dir + u'/' + QLatin1StringView(kCheckpointFile), QJsonDocument(doc).toJson(QJsonDocument::Indented));
+        !why.isEmpty()) {
+        m_error = why;
+        return;
+    }
+    m_written = round;
+}
+
+QString writeRunInfo(const QString &directory, const QString &runId, const ClusterProfile &profile, const QString &profilePath,
+                     const QJsonObject &resumedFrom)
+{
+    QJsonObject o{{u"format"_s, u"clusterppl-run-directory"_s},
+                  {u"version"_s, 1},
+                  {u"run_id"_s, runId},
+                  {u"profile_path"_s, profilePath.isEmpty() ? QString() : QFileInfo(profilePath).absoluteFilePath()},
+                  {u"profile"_s, QJsonDocument::fromJson(QByteArray::fromStdString(profileToJson(profile))).object()},
+                  {u"started"_s, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs)}};
+    if (!resumedFrom.isEmpty())
+        o[u"resumed_from"_s] = resumedFrom;
+    return saveAtomically(directory + u'/' + QLatin1StringView(kRunInfoFile), QJsonDocument(o).toJson(QJsonDocument::Indented));
+}
+
+QString writeResultFile(const QString &directory, const QByteArray &resultJson)
+{
+    return saveAtomically(directory + u'/' + QLatin1StringView(kResultFile), resultJson);
+}
+
+QString defaultRunDirectory(const QString &runId)
+{
+    const QString state = qEnvironmentVariable("XDG_STATE_HOME", QDir::homePath() + u"/.local/state"_s);
+    return state + u"/clusterppl/runs/"_s + runId;
+}
+
+std::optional<ResumeSource> loadResumeSource(const QString &run, QString *error)
+{
+    const auto fail = [&](const QString &why) {
+        *error = why;
+        return std::nullopt;
+    };
+    ResumeSource s;
+    s.directory = QFileInfo(run).isDir() ? run : defaultRunDirectory(run);
+    if (!QFileInfo(s.directory).isDir())
+        return fail(u"--resume %1: no such run directory (%2 does not exist; pass the run's directory, e.g. its --log-dir)"_s.arg(run, s.directory));
+    const QString info = s.directory + u'/' + QLatin1StringView(kRunInfoFile);
+    QFile f(info);
+    if (!f.open(QIODevice::ReadOnly))
+        return fail(u"--resume %1: %2 is missing or unreadable: the run was not started by a clusterppl-cli that records runs for resuming"_s.arg(
+            run, info));
+    const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+    if (o.value(u"format"_s).toString() != u"clusterppl-run-directory"_s || o.value(u"version"_s).toInt() != 1)
+        return fail(u"--resume %1: %2 is not a clusterppl run directory file of version 1"_s.arg(run, info));
+    s.runId = o.value(u"run_id"_s).toString();
+    s.profilePath = o.value(u"profile_path"_s).toString();
+    const ProfileParseResult parsed = parseProfile(QJsonDocument(o.value(u"profile"_s).toObject()).toJson().toStdString(), info.toStdString());
+    if (!parsed.ok())
+        return fail(u"--resume %1: the profile saved in %2 is not valid: %3"_s.arg(run, info, QString::fromStdString(parsed.errors.front())));
+    s.profile = parsed.profile;
+    const QString resultPath = s.directory + u'/' + QLatin1StringView(kResultFile);
+    if (QFile result(resultPath); result.open(QIODevice::ReadOnly)) {
+        const QJsonObject r = QJsonDocument::fromJson(result.readAll()).object();
+        return fail(u"--resume %1: run %2 finished (ppl %3 over %4 tokens; %5): there is nothing to resume"_s.arg(run, s.runId)
+                        .arg(r.value(u"ppl"_s).toDouble(), 0, 'f', 6)
+                        .arg(static_cast<qint64>(r.value(u"tokens_scored"_s).toDouble()))
+                        .arg(resultPath));
+    }
+    const QString cpPath = s.directory + u'/' + QLatin1StringView(kCheckpointFile);
+    QFile cp(cpPath);
+    if (!cp.open(QIODevice::ReadOnly))
+        return fail(u"--resume %1: run %2 has no committed round (%3 is missing: it was interrupted before its first sync round, or "
+                    "ran on one rank, which syncs only at the end); start it again with run --profile"_s.arg(run, s.runId, cpPath));
+    const QJsonObject c = QJsonDocument::fromJson(cp.readAll()).object();
+    s.round = c.value(u"round"_s).toInt(-1);
+    s.ledger = c.value(u"ledger"_s).toString();
+    s.batchCount = static_cast<std::int64_t>(c.value(u"batch_count"_s).toDouble(-1));
+    s.worldSize = c.value(u"world_size"_s).toInt();
+    s.schedule = c.value(u"schedule"_s).toString();
+    const auto ledger = parseBatchRanges(s.ledger);
+    if (c.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s || s.round < 0 || !ledger || s.batchCount < 0)
+        return fail(u"--resume %1: %2 is not a valid checkpoint"_s.arg(run, cpPath));
+    for (const auto &[a, b] : *ledger)
+        s.batchesDone += b - a;
+    s.checkpoint = QJsonDocument(c).toJson(QJsonDocument::Compact);
+    return s;
+}
+
+QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule)
+{
+    QStringList out;
+    const EvaluationSpec &a = saved.evaluation, &b = profile.evaluation;
+    auto differ = [&](const char *field, const QString &was, const QString &now) {
+        if (was != now)
+            out << u"evaluation.%1 is %2, the run evaluated %3"_s.arg(QLatin1StringView(field), now.isEmpty() ? u"(none)"_s : now,
+                                                                        was.isEmpty() ? u"(none)"_s : was);
+    };
+    auto str = [](const std::string &s) { return QString::fromStdString(s); };
+    differ("model", str(a.model), str(b.model));
+    differ("tokens", str(a.tokens), str(b.tokens));
+    differ("text", str(a.text), str(b.text));
+    differ("tokenizer", str(a.tokenizer), str(b.tokenizer));
+    differ("protocol", str(a.protocol), str(b.protocol));
+    differ("context", QString::number(a.context), QString::number(b.context));
+    differ("stride", QString::number(a.stride), QString::number(b.stride));
+    differ("batch", QString::number(a.batch), QString::number(b.batch));
+    differ("max_windows", QString::number(a.maxWindows), QString::number(b.maxWindows));
+    differ("dtype", str(a.dtype), str(b.dtype));
+    differ("device", str(a.device), str(b.device));
+    differ("schedule", schedule, str(b.schedule));
+    if (schedule == u"static"_s) {
+        // A static schedule's rounds are planned for one world size and threshold.
+        const int was = rankLayout(saved).worldSize(), now = rankLayout(profile).worldSize();
+        if (was != now)
+            out << u"the profile has %1 ranks, the run had %2 (a static schedule resumes only on as many ranks)"_s.arg(now).arg(was);
+        if (saved.thresholds.syncEveryTokens != profile.thresholds.syncEveryTokens)
+            out << u"thresholds.sync_every_tokens is %1, the run synchronised every %2 (a static schedule's rounds depend on it)"_s.arg(
+                syncText(profile.thresholds.syncEveryTokens), syncText(saved.thresholds.syncEveryTokens));
+    }
+    return out;
+}
+
+} // namespace cppl::core::run

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The run directory ($XDG_STATE_HOME/clusterppl/runs/RUN-ID, or --log-dir): per-rank logs, and
+// what `clusterppl-cli run --resume` needs (docs/communication.md, "Resuming a run"):
+//   run.json         the run id, the profile as run, the profile's path (relative data paths)
+//   checkpoint.json  the last committed round: exact global words + the batch ledger (atomic)
+//   result.json      rank 0's result, once the run finished (a finished run is not resumed)
+
+#include "cppl/cluster_profile.h"
+
+#include <QByteArray>
+#include <QJsonObject>
+#include <QString>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace cppl::core::run {
+
+/// Global batches [first, end), as the agents' ledger lines name them ("0-3,8": inclusive).
+using BatchRanges = std::vector<std::pair<std::int64_t, std::int64_t>>;
+[[nodiscard]] std::optional<BatchRanges> parseBatchRanges(const QString &text);
+[[nodiscard]] QString formatBatchRanges(const BatchRanges &ranges);
+/// Adds @p more to @p into, keeping it sorted and merged.
+void mergeBatchRanges(BatchRanges &into, const BatchRanges &more);
+
+inline constexpr auto kRunInfoFile = "run.json";
+inline constexpr auto kCheckpointFile = "checkpoint.json";
+inline constexpr auto kResultFile = "result.json";
+
+/**
+ * Turns the agents' ledger and checkpoint lines into checkpoint.json. Every rank prints the batches
+ * of a round before the round's collective; rank 0 prints the round's global words after it. Lines
+ * of different ranks arrive in any order, so round r is written once rank 0's words for r and every
+ * rank's ledger lines through r are here; the file is replaced atomically (temporary file, fsync,
+ * rename), so an interrupted launcher leaves the last complete round.
+ */
+class CheckpointWriter
+{
+public:
+    /// @param committed the ledger a resumed run starts from (empty for a new run).
+    CheckpointWriter(QString directory, QString runId, int worldSize, BatchRanges committed = {}, QJsonObject resumedFrom = {});
+
+    /// True when @p line was a ledger or checkpoint line (consumed: not shown as output).
+    bool take(int rank, const QString &line);
+    /// The last round written (-1: none), and the first write error (empty: none).
+    [[nodiscard]] int writtenRound() const noexcept { return m_written; }
+    [[nodiscard]] QString error() const { return m_error; }
+
+private:
+    void tryCommit();
+
+    QString m_dir, m_runId;
+    int m_worldSize = 0;
+    BatchRanges m_committed;
+    QJsonObject m_resumedFrom;
+    std::map<int, int> m_ledgerRound;                        ///< rank -> highest round of its ledger lines so far
+    std::vector<std::pair<int, BatchRanges>> m_pendingLedger; ///< (round, batches) not yet committed
+    std::optional<std::pair<int, QJsonObject>> m_pending;    ///< rank 0's newest checkpoint line
+    int m_written = -1;
+    QString m_error;
+};
+
+/// Writes run.json (the profile as run); empty on success, else why not.
+[[nodiscard]] QString writeRunInfo(const QString &directory, const QString &runId, const ClusterProfile &profile, const QString &profilePath,
+                                   const QJsonObject &resumedFrom);
+/// Writes result.json atomically; empty on success, else why not.
+[[nodiscard]] QString writeResultFile(const QString &directory, const QByteArray &resultJson);
+
+/// The default run directory of @p runId ($XDG_STATE_HOME or ~/.local/state, /clusterppl/runs/ID).
+[[nodiscard]] QString defaultRunDirectory(const QString &runId);
+
+/// What `run --resume RUN` found in a run directory.
+struct ResumeSource
+{
+    QString directory;
+    QString runId;
+    ClusterProfile profile;
+    QString profilePath;
+    QByteArray checkpoint; ///< checkpoint.json, compact: the agents' --resume-state
+    int round = -1;
+    QString ledger;
+    std::int64_t batchesDone = 0;
+    std::int64_t batchCount = 0;
+    int worldSize = 0;
+    QString schedule;
+};
+
+/// Finds and reads the run directory named by @p run (a directory, or a run id under the default
+/// place); nullopt with @p error saying what is missing or why it cannot be resumed.
+[[nodiscard]] std::optional<ResumeSource> loadResumeSource(const QString &run, QString *error);
+
+/// Empty when @p profile evaluates what @p saved evaluated (a resume may change hosts, not what
+/// is evaluated), else every difference, named by its profile field.
+[[nodiscard]] QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule);
+
+} // namespace cppl::core::run

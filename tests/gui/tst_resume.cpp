@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+// Resuming an interrupted run (docs/communication.md, "Resuming a run") with real processes: a
+// 4-rank `clusterppl-cli run` is SIGKILLed with its agents (a power loss) after some committed
+// rounds, `run --resume` finishes it, and the exact sums equal a one-rank run's bit for bit, for the
+// dynamic and the static schedule. Refusals: a finished run, a profile that evaluates something
+// else, data changed since the interruption, a run without a committed round. Also the run
+// directory's pieces alone (ledger lines arriving out of order, batch ranges).
+#include "run/run_directory.h"
+#include "test_process.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <signal.h>
+
+using namespace Qt::StringLiterals;
+using namespace cppl::core::run;
+
+using cppl::test::agentsOfRun;
+using cppl::test::readFile;
+
+namespace {
+
+const QString kCli = QStringLiteral(CPPL_CLI_EXE);
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
+const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+constexpr int kWindows = 384;
+
+bool writeFile(const QString &path, const QByteArray &bytes)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
+}
+
+QByteArray profileJson(const QString &text, int slots, const QString &schedule, int context = 128)
+{
+    return uR"({"format": "clusterppl-profile", "version": 1, "name": "resume-test", "launcher": "local",
+  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
+             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "size:2",
+  "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": %7, "batch": 2,
+                 "max_windows": %5, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical",
+                 "schedule": "%6"},
+  "thresholds": {"sync_every_tokens": 256, "collective_timeout_seconds": 30, "stall_seconds": 10}})"_s
+        .arg(slots)
+        .arg(kAgent, kModel, text)
+        .arg(kWindows)
+        .arg(schedule)
+        .arg(context)
+        .toUtf8();
+}
+
+QJsonObject jsonOf(const QString &path)
+{
+    return QJsonDocument::fromJson(readFile(path)).object();
+}
+
+} // namespace
+
+class TestResume : public QObject
+{
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    QString m_text;
+    QJsonObject m_oneRank;
+
+    QString runDir(const QString &id) const { return m_dir.filePath(u"state/clusterppl/runs/"_s + id); }
+
+    cppl::test::ProcessResult cli(const QStringList &args, int timeoutMs = 300000) { return cppl::test::runProcess(kCli, args, timeoutMs); }
+
+    /// Starts a 4-rank run, waits for its run directory to hold a committed round >= @p round, then
+    /// kills the CLI and every agent of the run with SIGKILL, as a power loss would. Returns the
+    /// round the checkpoint holds.
+    int startAndKill(const QString &profile, const QString &runId, int round)
+    {
+        QProcess p;
+        p.start(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s});
+        if (!p.waitForStarted())
+            return -1;
+        const QString checkpoint = runDir(runId) + u"/checkpoint.json"_s;
+        QElapsedTimer t;
+        t.start();
+        int seen = -1;
+        while (t.elapsed() < 120000 && p.state() == QProcess::Running) {
+            seen = jsonOf(checkpoint).value(u"round"_s).toInt(-1);
+            if (seen >= round)
+                break;
+            QThread::msleep(20);
+        }
+        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
+        for (const qint64 pid : agentsOfRun(runId))
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+        p.waitForFinished(10000);
+        t.restart();
+        while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
+            QThread::msleep(50);
+        if (!agentsOfRun(runId).isEmpty()) {
+            qWarning("agents of %s outlived the kill", qPrintable(runId));
+            return -2;
+        }
+        if (seen < round)
+            qWarning("the run ended or timed out at round %d before round %d was committed:\n%s", seen, round,
+                     p.readAllStandardError().constData());
+        return jsonOf(checkpoint).value(u"round"_s).toInt(-1);
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
+        qputenv("CLUSTERPPL_STORE", m_dir.filePath(u"history/runs.sqlite"_s).toUtf8());
+        m_text = m_dir.filePath(u"text.txt"_s); // a copy: one test changes it
+        QVERIFY(QFile::copy(kText, m_text));
+        // The reference: one rank, no collective at all.
+        const QString json = m_dir.filePath(u"one-rank.json"_s);
+        const auto r = cppl::test::runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, m_text, u"--tokenizer"_s, u"bytes"_s,
+                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                       u"--max-windows"_s, QString::number(kWindows), u"--dtype"_s, u"float32"_s,
+                                                       u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, json});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        m_oneRank = jsonOf(json);
+        QVERIFY(!m_oneRank.value(u"nll_sum_exact"_s).toString().isEmpty());
+    }
+
+    void batchRanges()
+    {
+        BatchRanges r = *parseBatchRanges(u"8,0-3"_s);
+        mergeBatchRanges(r, *parseBatchRanges(u"4-5,10"_s));
+        QCOMPARE(formatBatchRanges(r), u"0-5,8,10"_s);
+        QVERIFY(parseBatchRanges(u""_s)->empty());
+        QVERIFY(!parseBatchRanges(u"3-1"_s));
+        QVERIFY(!parseBatchRanges(u"a"_s));
+        QVERIFY(!parseBatchRanges(u"1,,2"_s));
+    }
+
+    void checkpointWaitsForEveryLedger()
+    {
+        // Rank 0's words for round 1 arrive before rank 1's ledger of round 1: nothing is written
+        // until it does, and rank 1's ledger of round 2 (already here) is not part of round 1.
+        QTemporaryDir dir;
+        CheckpointWriter w(dir.path(), u"unit"_s, 2, *parseBatchRanges(u"0-1"_s), QJsonObject{{u"round"_s, 0}});
+        const auto ledger = [](int rank, int round, const char *b) {
+            return u"CLUSTERPPL_LEDGER {\"rank\":%1,\"round\":%2,\"batches\":\"%3\"}"_s.arg(rank).arg(round).arg(QLatin1StringView(b));
+        };
+        const QString words = u"\"words\":[\"1\",\"2\"],\"schedule\":\"dynamic\",\"world_size\":2,\"batch_count\":12"_s;
+        QVERIFY(w.take(0, ledger(0, 1, "2-3")));
+        QVERIFY(w.take(0, u"CLUSTERPPL_CHECKPOINT {\"format\":\"clusterppl-checkpoint\",\"version\":1,\"round\":1,%1}"_s.arg(words)));
+        QCOMPARE(w.writtenRound(), -1);
+        QVERIFY(!QFile::exists(dir.filePath(u"checkpoint.json"_s)));
+        QVERIFY(w.take(1, ledger(1, 1, "4")));
+        QCOMPARE(w.writtenRound(), 1);
+        QVERIFY(w.take(1, ledger(1, 2, "5-6")));
+        const QJsonObject cp = jsonOf(dir.filePath(u"checkpoint.json"_s));
+        QCOMPARE(cp.value(u"ledger"_s).toString(), u"0-4"_s);
+        QCOMPARE(cp.value(u"words"_s).toArray().at(1).toString(), u"2"_s);
+        QCOMPARE(cp.value(u"resumed_from"_s).toObject().value(u"round"_s).toInt(), 0);
+        QVERIFY(!w.take(0, u"Final estimate: PPL = 1"_s));
+        QVERIFY(w.take(1, u"CLUSTERPPL_CHECKPOINT {}"_s)); // only rank 0 has the words
+        QVERIFY(w.error().contains(u"rank 1 sent a malformed checkpoint line"_s));
+    }
+
+    void killedRunResumesWithTheSameBits_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addRow("dynamic") << u"dynamic"_s;
+        QTest::addRow("static") << u"static"_s;
+    }
+
+    void killedRunResumesWithTheSameBits()
+    {
+        QFETCH(QString, schedule);
+        const QString profile = m_dir.filePath(schedule + u".json"_s);
+        QVERIFY(writeFile(profile, profileJson(m_text, 4, schedule)));
+        const QString runId = u"killed-"_s + schedule;
+        const int round = startAndKill(profile, runId, 2);
+        QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
+        const QJsonObject cp = jsonOf(runDir(runId) + u"/checkpoint.json"_s);
+        QCOMPARE(cp.value(u"schedule"_s).toString(), schedule);
+        QCOMPARE(cp.value(u"world_size"_s).toInt(), 4);
+        const qint64 batches = cp.value(u"batch_count"_s).toInteger();
+        QCOMPARE(batches, qint64(kWindows / 2));
+        const auto ledger = parseBatchRanges(cp.value(u"ledger"_s).toString());
+        QVERIFY(ledger && !ledger->empty());
+        qint64 done = 0;
+        for (const auto &[a, b] : *ledger)
+            done += b - a;
+        QVERIFY2(done > 0 && done < batches, qPrintable(cp.value(u"ledger"_s).toString()));
+
+        // A profile that evaluates something else is refused, naming the field.
+        const QString other = m_dir.filePath(u"other.json"_s);
+        QVERIFY(writeFile(other, profileJson(m_text, 4, schedule, 64)));
+        auto r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(u"evaluation.context is 64, the run evaluated 128"_s), qPrintable(r.err));
+        if (schedule == u"static"_s) {
+            QVERIFY(writeFile(other, profileJson(m_text, 2, schedule)));
+            r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.err.contains(u"the profile has 2 ranks, the run had 4"_s), qPrintable(r.err));
+        }
+        // Data changed since the interruption: rank 0 compares the token stream's hash and refuses.
+        if (schedule == u"dynamic"_s) {
+            const QByteArray text = readFile(m_text);
+            QByteArray changed = text;
+            changed[100] = changed[100] == 'a' ? 'b' : 'a';
+            QVERIFY(writeFile(m_text, changed));
+            r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
+            QVERIFY(writeFile(m_text, text));
+            QCOMPARE(r.exitCode, 12);
+            QVERIFY2(r.err.contains(u"the data as the model sees it changed since the interrupted run"_s), qPrintable(r.err));
+            QVERIFY(QFile::exists(runDir(runId) + u"/checkpoint.json"_s)); // still resumable
+        }
+
+        // The resume: the same bits as one rank, and the result says it was resumed.
+        const QString json = m_dir.filePath(runId + u"-result.json"_s);
+        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--json"_s, json});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QVERIFY2(r.err.contains(u"resuming run %1 after its round %2: %3 of %4 global batches committed"_s.arg(runId).arg(round).arg(done).arg(batches)),
+                 qPrintable(r.err));
+        const QJsonObject res = jsonOf(json);
+        QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(res.value(u"windows"_s).toInteger(), qint64(kWindows));
+        QCOMPARE(res.value(u"bytes"_s).toInteger(), m_oneRank.value(u"bytes"_s).toInteger());
+        QCOMPARE(res.value(u"ppl"_s).toDouble(), m_oneRank.value(u"ppl"_s).toDouble());
+        const QJsonObject resumed = res.value(u"resumed"_s).toObject();
+        QCOMPARE(resumed.value(u"from_round"_s).toInt(), round);
+        QCOMPARE(resumed.value(u"batches_done"_s).toInteger(), done);
+        QCOMPARE(res.value(u"schedule"_s).toString(), schedule);
+        // Only what the ledger lacked was evaluated again.
+        qint64 windowsNow = 0;
+        for (const QJsonValue &rank : res.value(u"ranks"_s).toArray())
+            windowsNow += rank.toObject().value(u"windows"_s).toInteger();
+        QCOMPARE(windowsNow, qint64(kWindows) - 2 * done); // batches of 2 windows
+        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.err));
+        QVERIFY(QFile::exists(runDir(runId) + u"/result.json"_s));
+        qInfo("%s: killed after round %d (%lld of %lld batches committed); the resume evaluated %lld of %d windows; same bits as one rank",
+              qPrintable(schedule), round, static_cast<long long>(done), static_cast<long long>(batches), static_cast<long long>(windowsNow), kWindows);
+
+        // A finished run is not resumed.
+        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
+    }
+
+    void refusals()
+    {
+        auto r = cli({u"run"_s, u"--resume"_s, u"no-such-run"_s});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(u"--resume no-such-run: no such run directory"_s), qPrintable(r.err));
+        r = cli({u"run"_s, u"--resume"_s, u"x"_s, u"--run-id"_s, u"y"_s});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(u"--resume keeps the interrupted run's id"_s), qPrintable(r.err));
+        // A run directory without a committed round (a run that never synchronised).
+        const QString dir = m_dir.filePath(u"empty-run"_s);
+        QVERIFY(QDir().mkpath(dir));
+        const QString profile = m_dir.filePath(u"dynamic.json"_s);
+        QVERIFY(writeRunInfo(dir, u"empty-run"_s, cppl::loadProfile(profile.toStdString()), profile, {}).isEmpty());
+        r = cli({u"run"_s, u"--resume"_s, dir});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(u"run empty-run has no committed round"_s), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestResume)
+#include "tst_resume.moc"
