@@ -87,7 +87,7 @@ int child(const Config &c, int rank, int port, const std::string &out)
     // "Compute" @p tokens: sleep for their time at this rank's rate, and add some real numbers.
     // Back-to-back batches sleep to a chained target, so the scheduler's oversleep (a millisecond
     // or more on a loaded machine) is not added once per batch where real compute would not add it.
-    clock::time_point target = clock::now();
+    clock::time_point target{}; // long ago: the first batch sleeps its full time
     auto work = [&](std::int64_t tokens) {
         const auto t0 = clock::now();
         const auto base = t0 - target < std::chrono::milliseconds(5) ? target : t0;
@@ -105,13 +105,22 @@ int child(const Config &c, int rank, int port, const std::string &out)
     if (c.schedule == "dynamic") {
         const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
         DynamicSchedule schedule(run, tokensOf, c.sync);
+        const bool verbose = std::getenv("BENCH_COMM_VERBOSE") != nullptr;
+        std::string perRound; // verbose: tokens / compute ms / wait ms of each round
         for (bool done = false; !done;) {
             schedule.beginRound();
+            const std::int64_t tokens0 = myTokens;
+            const double compute0 = compute, wait0 = run.comm().waitSeconds;
             while (const auto b = schedule.next())
                 schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
             NllStats::Words w = stats.toWords();
             done = schedule.sync(w);
+            if (verbose)
+                perRound += " " + std::to_string((myTokens - tokens0) / 1024) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0)))
+                            + "/" + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0)));
         }
+        if (verbose)
+            std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms):%s\n", rank, perRound.c_str());
         roundsRun = schedule.rounds();
         if (std::getenv("BENCH_COMM_VERBOSE"))
             std::fprintf(stderr, "rank %d: %lld claims, %.1f ms claiming, %lld tokens, compute %.3f s, wall %.3f s\n", rank,

@@ -18,6 +18,10 @@ namespace cppl::agent::dist {
 
 namespace {
 
+/// Timer and scheduler noise in a measured compute time (seconds): what a speed measured over
+/// little compute cannot resolve (beginRound).
+constexpr double kSpeedNoiseSeconds = 0.005;
+
 double now()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -170,13 +174,21 @@ void DynamicSchedule::beginRound()
         m_roundBudget = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
     } else {
         // The round lasts as long as `sync` tokens take at the ranks' mean speed; this rank's share
-        // of that time is its own speed times it. Speeds within a few percent of the mean count as
-        // the mean: equal ranks then get equal budgets and arrive together, as with static shards,
-        // instead of one batch apart whenever measurement noise rounds them differently.
+        // of that time is its own speed times it. Speeds within the noise of their measurement of
+        // the mean count as the mean: equal ranks then get equal budgets and arrive together, as
+        // with static shards, instead of apart whenever measurement noise sizes them differently.
+        // The noise is the timer's and the scheduler's few milliseconds (more on a busy host, and
+        // a GPU's first batch warms up) over the compute measured so far: up to 25% after round 0's
+        // single batch, 3% once a rank has computed for a fraction of a second.
         const double mean = m_rateSum / static_cast<double>(m_known);
         const double mine = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : mean;
-        const double rate = std::abs(mine / mean - 1) < 0.03 ? mean : mine;
-        m_roundBudget = static_cast<double>(m_sync) * rate / mean;
+        const double noise = std::clamp(kSpeedNoiseSeconds / std::max(m_myCompute, 1e-9), 0.03, 0.25);
+        const double rate = std::abs(mine / mean - 1) < noise ? mean : mine;
+        // Rounds ramp up: at most 8x the mean batch per round so far (1 batch in round 0, 8 in
+        // round 1, 64 in round 2, ...), so that no long round runs on a speed measured over one
+        // batch; with the default threshold that is one more round than without.
+        const double ramp = std::pow(8.0, m_rounds) * m_meanBatchTokens;
+        m_roundBudget = std::min(static_cast<double>(m_sync), ramp) * rate / mean;
     }
 }
 
