@@ -7,17 +7,21 @@
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
 #   eval cuda bf16    the GPU default dtype; ppl within 2% of float32
+#   default batch     no --batch on cuda: the batch sized from free memory (batch_from in the
+#                     result), ppl within 2% of float32
 #   gloo = nccl       on cuda, --backend gloo and --backend nccl at world size min(GPUs, 2): the
 #                     same nll_sum_exact (the reduction itself, not only staging)
 #   comm-check nccl   large +- int64 words whose exact sums are known, at world size = GPUs (>= 2
 #                     when there are two; NCCL allows one rank per GPU), flat and hierarchical
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
+#                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
 #
 #   scripts/gpu-check.sh                        PYTHON=/path/to/python picks the interpreter
 #   CPPL_GPU_CHECK_CPU_ONLY=1 scripts/gpu-check.sh
-#       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows and
-#       the Gloo self-tests run for real, GPU rows are reported as skipped.
+#       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows, the
+#       Gloo self-tests and the default batch (from made-up free memory) run for real, GPU rows
+#       are reported as skipped.
 #   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one
 #   CPPL_GPU_CHECK_MODEL=DIR    evaluate this model instead of the embedded one
 set -uo pipefail
@@ -120,12 +124,24 @@ else
 fi
 
 # 4. The embedded model on the CPU, then on the GPU.
-EVAL=(--model "$MODEL" --text "$ROOT/resources/data/tinyshakespeare-heldout.txt" --tokenizer bytes --protocol llama.cpp --context 256 --batch 8 --quiet)
-[[ "$CPU_ONLY" == 1 ]] && EVAL+=(--max-windows 48) # the self-test checks the logic, not the numbers: keep CI short
+EVAL0=(--model "$MODEL" --text "$ROOT/resources/data/tinyshakespeare-heldout.txt" --tokenizer bytes --protocol llama.cpp --context 256 --quiet)
+[[ "$CPU_ONLY" == 1 ]] && EVAL0+=(--max-windows 48) # the self-test checks the logic, not the numbers: keep CI short
+EVAL=("${EVAL0[@]}" --batch 8)
 eval_row() { # NAME JSON LOG ARGS...: runs eval, fills the row on failure; returns its status
   local name="$1" json="$2" log="$3"; shift 3
   if "$AGENT" eval "${EVAL[@]}" "$@" --json "$json" >"$log" 2>&1; then return 0; fi
   row "$name" FAIL "$(errline "$log")"; return 1
+}
+# The default batch's row: no --batch, the batch sized from free memory (ENV... set before the agent).
+default_batch_row() { # NAME JSON LOG REFJSON ENV... -- ARGS...
+  local name="$1" json="$2" log="$3" ref="$4"; shift 4
+  local envs=(); while [[ $# -gt 0 && "$1" != -- ]]; do envs+=("$1"); shift; done; shift
+  if ! env "${envs[@]}" "$AGENT" eval "${EVAL0[@]}" "$@" --json "$json" >"$log" 2>&1; then row "$name" FAIL "$(errline "$log")"; return; fi
+  local src b lim d ok
+  src=$(jget "$json" batch_from source); b=$(jget "$json" batch); lim=$(jget "$json" batch_from limited_by)
+  read -r d ok < <(rel "$(jget "$ref" ppl)" "$(jget "$json" ppl)" 2e-2)
+  row "$name" "$([[ "$src" == "free memory" && $ok == 1 ]] && echo ok || echo FAIL)" \
+      "batch $b from $src (limited by $lim), ppl rel. diff $d (limit 2e-2), $(jget "$json" tokens_per_second) tok/s"
 }
 rel() { pyc "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{abs(a-b)/a:.2e}', int(abs(a-b)/a <= float(sys.argv[3])))" "$@"; }
 CPU_OK=0
@@ -135,9 +151,12 @@ if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(
 fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
-  for r in "eval cuda fp32" "eval cuda bf16" "gloo = nccl on cuda" "comm-check nccl" "speed bf16 vs eager"; do
+  for r in "eval cuda fp32" "eval cuda bf16" "default batch cuda" "gloo = nccl on cuda" "comm-check nccl" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
+  # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
+  [[ $CPU_OK == 1 ]] && default_batch_row "default batch, made-up GPU" "$OUT/autobatch.json" "$OUT/autobatch.log" "$OUT/cpu.json" \
+    CLUSTERPPL_TEST_GPU_FREE_BYTES=$(( (1 << 30) + (110 << 20) )) -- --device cpu --threads "$(nproc)"
   # The same logic the GPU rows use, over Gloo: a one-rank communicator and a two-rank self-test.
   if "$AGENT" run --standalone --nproc-per-node 1 -- "${EVAL[@]}" --device cpu --backend gloo --sync-every-tokens 8192 --timeout 60 \
        --json "$OUT/gloo.json" >"$OUT/gloo.log" 2>&1; then
@@ -165,6 +184,9 @@ if eval_row "eval cuda bf16" "$OUT/cuda16.json" "$OUT/cuda16.log" --device cuda;
   row "eval cuda bf16" "$([[ "$(jget "$OUT/cuda16.json" dtype)" == bfloat16 && $ok == 1 ]] && echo ok || echo FAIL)" \
       "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2)"
 fi
+
+REF="$OUT/cuda32.json"; [[ -f "$REF" ]] || REF="$OUT/cpu.json"
+default_batch_row "default batch cuda" "$OUT/autobatch.json" "$OUT/autobatch.log" "$REF" -- --device cuda
 
 # 5. The reduction: gloo and nccl over the same ranks give the same exact sum.
 N=$(( GPUS >= 2 ? 2 : 1 ))
@@ -202,9 +224,12 @@ step=bench-make
        --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1 \
   && step=eager && "$PY" "$ROOT/scripts/gpu_eager_bench.py" --model "$BENCH" --context 1024 --batch 8 --tokens $((1 << 20)) \
        --agent-json "$OUT/bench.json" >"$OUT/eager.log" 2>&1 \
+  && step=bench-auto && "$AGENT" eval --model "$BENCH" --tokens "$OUT/bench.u32" --device cuda --context 1024 --quiet \
+       --json "$OUT/bench-auto.json" >"$OUT/bench-auto.log" 2>&1 \
   && step=ok
 if [[ $step == ok ]]; then
   row "speed bf16 vs eager" ok "$(tail -1 "$OUT/eager.log")"
+  row "speed bf16 default batch" ok "batch $(jget "$OUT/bench-auto.json" batch) ($(jget "$OUT/bench-auto.json" batch_from limited_by)): $(jget "$OUT/bench-auto.json" tokens_per_second) tok/s"
 else
   row "speed bf16 vs eager" FAIL "$step: $(errline "$OUT/$step.log")"
 fi

@@ -52,7 +52,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --jsonl-field F        JSONL text field (default text)
       --bos auto|always|never            BOS before the stream (recorded in the result)
       --on-invalid-utf8 error|replace    (default error, naming the byte offset)
-      --batch B              windows per forward pass (default 8)
+      --batch B              windows per forward pass (default 8; on a GPU sized from free
+                             memory, agreed by all ranks; the result's batch_from says how)
       --dtype float32|bfloat16|float16   (default bfloat16 on a GPU, else float32; log-softmax
                                          always in float32)
       --device cpu|cuda[:i]|auto         (default auto: cuda when available; cuda takes

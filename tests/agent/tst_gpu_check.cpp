@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // scripts/gpu-check.sh without a GPU (CPPL_GPU_CHECK_CPU_ONLY=1), with the agent this build made:
-// its CPU rows and Gloo self-tests run for real, its table has every row, it exits 0; and with a
-// broken model its failing rows carry the agent's own error line (not the launcher's banner) and
-// it exits non-zero.
+// its CPU rows, Gloo self-tests and the default batch (made-up free memory) run for real, its
+// table has every row, it exits 0; and with a broken model its failing rows carry the agent's own
+// error line (not the launcher's banner) and it exits non-zero.
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -63,7 +63,10 @@ private Q_SLOTS:
         QVERIFY2(rowOf(r.out, QStringLiteral("gloo, 1 rank = eval cpu")).contains(QStringLiteral("nll_sum_exact identical")), qPrintable(r.out));
         QVERIFY2(rowOf(r.out, QStringLiteral("comm-check gloo, 2 ranks")) == QStringLiteral("ok    3 sizes exact"), qPrintable(r.out));
         QVERIFY2(rowOf(r.out, QStringLiteral("preflight")).startsWith(QStringLiteral("ok")), qPrintable(r.out));
-        for (const char *gpuRow : {"eval cuda fp32", "eval cuda bf16", "gloo = nccl on cuda", "comm-check nccl", "speed bf16 vs eager"})
+        const QString autoBatch = rowOf(r.out, QStringLiteral("default batch, made-up GPU"));
+        QVERIFY2(autoBatch.startsWith(QStringLiteral("ok    batch ")) && autoBatch.contains(QStringLiteral("from free memory (limited by memory)")),
+                 qPrintable(r.out));
+        for (const char *gpuRow : {"eval cuda fp32", "eval cuda bf16", "default batch cuda", "gloo = nccl on cuda", "comm-check nccl", "speed bf16 vs eager"})
             QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);
         QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
     }

@@ -3,6 +3,7 @@
 // two ranks on one GPU, the collective self-test's words and its real runs over Gloo, and which
 // CUDA runtime / NCCL files the agent loads (a library already in the process first).
 #include "distributed/comm_check.h"
+#include "gpu/batch_sizing.h"
 #include "gpu/device_choice.h"
 
 #include "cppl/config.h"
@@ -12,7 +13,9 @@
 
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QFile>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <cmath>
@@ -20,6 +23,7 @@
 #include <optional>
 
 using cppl::agent::DevicePlacement;
+using namespace Qt::StringLiterals;
 
 namespace {
 
@@ -130,6 +134,237 @@ private Q_SLOTS:
         QVERIFY(shared);
         QCOMPARE(shared->first, 1);
         QCOMPARE(shared->second, 3);
+    }
+
+    void ranksPerDevice_data()
+    {
+        QTest::addColumn<int>("localRank");
+        QTest::addColumn<int>("localWorldSize");
+        QTest::addColumn<int>("visible");
+        QTest::addColumn<std::optional<std::string>>("cvd");
+        QTest::addColumn<std::optional<int>>("requested");
+        QTest::addColumn<bool>("nccl");
+        QTest::addColumn<int>("expected");
+        const std::optional<std::string> unset;
+        const std::optional<int> none;
+        QTest::addRow("one rank, one GPU") << 0 << 1 << 1 << unset << none << false << 1;
+        QTest::addRow("nccl, 8 ranks on 8 GPUs") << 5 << 8 << 8 << unset << none << true << 1;
+        QTest::addRow("gloo, 4 ranks on 1 GPU") << 2 << 4 << 1 << unset << none << false << 4;
+        QTest::addRow("gloo, 5 ranks on 2 GPUs, rank on cuda:0") << 2 << 5 << 2 << unset << none << false << 3;
+        QTest::addRow("gloo, 5 ranks on 2 GPUs, rank on cuda:1") << 3 << 5 << 2 << unset << none << false << 2;
+        QTest::addRow("every rank its own GPU (Slurm binding)") << 3 << 4 << 1 << std::optional<std::string>("3") << none << true << 1;
+        QTest::addRow("gloo, all ranks on cuda:1") << 0 << 3 << 2 << unset << std::optional<int>(1) << false << 3;
+    }
+    void ranksPerDevice()
+    {
+        QFETCH(int, localRank);
+        QFETCH(int, localWorldSize);
+        QFETCH(int, visible);
+        QFETCH(std::optional<std::string>, cvd);
+        QFETCH(std::optional<int>, requested);
+        QFETCH(bool, nccl);
+        QFETCH(int, expected);
+        DevicePlacement p;
+        p.localRank = localRank;
+        p.localWorldSize = localWorldSize;
+        p.visibleDevices = visible;
+        p.cudaVisibleDevices = cvd;
+        p.requested = requested;
+        p.nccl = nccl;
+        p.host = "gpu-node-7";
+        QCOMPARE(cppl::agent::ranksPerCudaDevice(p), expected);
+    }
+
+    /// The default GPU batch from made-up GPUs and real models' shapes (config.json figures).
+    void defaultBatch_data()
+    {
+        QTest::addColumn<double>("freeGiB");
+        QTest::addColumn<qint64>("weightBytes");
+        QTest::addColumn<int>("elementBytes");
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<qint64>("width");
+        QTest::addColumn<qint64>("windows");
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("ranksPerDevice");
+        QTest::addColumn<bool>("fused");
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<QString>("limitedBy");
+        QTest::addColumn<qint64>("memoryBatch");
+        QTest::addRow("H200, Llama-2-7B bf16 at 4096: tokens per pass")
+            << 140.0 << qint64(13'476'839'424) << 2 << u"llama-7b"_s << qint64(4096) << qint64(10000) << 1 << 1 << true << qint64(32)
+            << u"tokens per pass"_s << qint64(128);
+        QTest::addRow("24 GiB, Llama-3-8B bf16 at 8192: memory")
+            << 23.0 << qint64(16'060'522'496) << 2 << u"llama3-8b"_s << qint64(8192) << qint64(10000) << 1 << 1 << true << qint64(2)
+            << u"memory"_s << qint64(2);
+        QTest::addRow("80 GiB, Llama-3-8B float32 at 2048, no fused attention")
+            << 79.0 << qint64(32'121'044'992) << 4 << u"llama3-8b"_s << qint64(2048) << qint64(10000) << 1 << 1 << false << qint64(32)
+            << u"memory"_s << qint64(32);
+        QTest::addRow("H200, GPT-2 at 1024, 40 windows over 4 ranks")
+            << 140.0 << qint64(497'759'232) << 2 << u"gpt2"_s << qint64(1024) << qint64(40) << 4 << 1 << true << qint64(10)
+            << u"windows per rank"_s << qint64(1024);
+        QTest::addRow("H200 shared by 4 gloo ranks, Llama-2-7B")
+            << 140.0 << qint64(13'476'839'424) << 2 << u"llama-7b"_s << qint64(4096) << qint64(10000) << 4 << 4 << true << qint64(32)
+            << u"memory"_s << qint64(32);
+        QTest::addRow("the weights fill the GPU: one window")
+            << 14.0 << qint64(13'476'839'424) << 2 << u"llama-7b"_s << qint64(4096) << qint64(10000) << 1 << 1 << true << qint64(1)
+            << u"one window"_s << qint64(0);
+    }
+    void defaultBatch()
+    {
+        QFETCH(double, freeGiB);
+        QFETCH(qint64, weightBytes);
+        QFETCH(int, elementBytes);
+        QFETCH(QString, model);
+        QFETCH(qint64, width);
+        QFETCH(qint64, windows);
+        QFETCH(int, ranks);
+        QFETCH(int, ranksPerDevice);
+        QFETCH(bool, fused);
+        QFETCH(qint64, batch);
+        QFETCH(QString, limitedBy);
+        QFETCH(qint64, memoryBatch);
+        cppl::agent::BatchSizingInput in;
+        in.freeBytes = static_cast<std::int64_t>(freeGiB * double(1 << 30));
+        in.totalBytes = in.freeBytes + (std::int64_t{1} << 30);
+        in.weightBytes = weightBytes;
+        in.elementBytes = elementBytes;
+        // hidden, intermediate, layers, heads, kv heads, head dim, vocabulary (their config.json)
+        if (model == u"llama-7b"_s)
+            in.shape = {4096, 11008, 32, 32, 32, 128, 32000};
+        else if (model == u"llama3-8b"_s)
+            in.shape = {4096, 14336, 32, 32, 8, 128, 128256};
+        else
+            in.shape = {768, 3072, 12, 12, 12, 0, 50257};
+        in.width = width;
+        in.scoredPerWindow = width;
+        in.windows = windows;
+        in.ranks = ranks;
+        in.ranksPerDevice = ranksPerDevice;
+        in.fusedAttention = fused;
+        const cppl::agent::BatchChoice c = cppl::agent::chooseBatch(in);
+        QCOMPARE(c.batch, batch);
+        QCOMPARE(QString::fromStdString(c.limitedBy), limitedBy);
+        QCOMPARE(c.memoryBatch, memoryBatch);
+        QVERIFY(c.perWindowBytes > 0);
+        QVERIFY(c.memoryBatch * c.perWindowBytes <= c.budgetBytes); // what memory allows fits the budget
+        QVERIFY(c.memoryBatch == 0 || cppl::agent::floorPowerOfTwo(c.memoryBatch) == c.memoryBatch);
+        QVERIFY(c.batch * width <= cppl::agent::kMaxTokensPerPass || c.batch == 1);
+        const QString reason = QString::fromStdString(c.reason);
+        QVERIFY2(reason.startsWith(u"batch %1 from free GPU memory: "_s.arg(batch)) && reason.contains(u"--batch N"_s), qPrintable(reason));
+        if (limitedBy == u"tokens per pass"_s) // the line docs/models.md quotes
+            QCOMPARE(reason, u"batch 32 from free GPU memory: 140.00 GiB free of 141.00 GiB, weights 12.55 GiB, ~0.50 GiB per window of "
+                             "4096 tokens -> 128 windows fit; at most 131072 tokens per pass (--batch N sets it)"_s);
+        if (limitedBy == u"one window"_s)
+            QVERIFY2(reason.contains(u"not even one window fits"_s), qPrintable(reason));
+        if (ranksPerDevice > 1)
+            QVERIFY2(reason.contains(u"shared by %1 ranks"_s.arg(ranksPerDevice)), qPrintable(reason));
+    }
+
+    /// More free memory never gives a smaller batch; a shorter context never a smaller one either;
+    /// float32 needs more per window than bfloat16; an unknown shape has no estimate.
+    void defaultBatchMonotone()
+    {
+        cppl::agent::BatchSizingInput in;
+        in.weightBytes = std::int64_t{2} << 30;
+        in.shape = {2048, 5632, 22, 32, 4, 64, 32000}; // TinyLlama-1.1B
+        in.width = 2048;
+        in.scoredPerWindow = 2048;
+        in.windows = 1 << 20;
+        std::int64_t last = 0;
+        for (std::int64_t gib = 1; gib <= 200; ++gib) {
+            in.freeBytes = in.totalBytes = gib << 30;
+            const std::int64_t b = cppl::agent::chooseBatch(in).batch;
+            QVERIFY2(b >= last, qPrintable(u"%1 GiB: batch %2 after %3"_s.arg(gib).arg(b).arg(last)));
+            last = b;
+        }
+        QCOMPARE(last, cppl::agent::kMaxTokensPerPass / 2048);
+        in.freeBytes = std::int64_t{20} << 30;
+        const std::int64_t at2048 = cppl::agent::chooseBatch(in).batch;
+        in.width = in.scoredPerWindow = 512;
+        QVERIFY(cppl::agent::chooseBatch(in).batch >= at2048);
+        const std::int64_t bf16 = cppl::agent::windowFootprintBytes(in);
+        in.elementBytes = 4;
+        QVERIFY(cppl::agent::windowFootprintBytes(in) > bf16);
+        in.shape = {};
+        QCOMPARE(cppl::agent::windowFootprintBytes(in), std::int64_t{0});
+    }
+
+    /// Ranks agree on the smallest memory batch; the bounds are applied to it again.
+    void agreedBatchBounds()
+    {
+        cppl::agent::BatchSizingInput in;
+        in.freeBytes = in.totalBytes = std::int64_t{80} << 30;
+        in.shape = {4096, 11008, 32, 32, 32, 128, 32000};
+        in.width = in.scoredPerWindow = 512;
+        in.windows = 1000;
+        in.ranks = 2;
+        cppl::agent::BatchChoice c = cppl::agent::chooseBatch(in);
+        QCOMPARE(c.limitedBy, std::string("tokens per pass")); // 256 windows of 512
+        QCOMPARE(c.batch, std::int64_t{256});
+        c.memoryBatch = 64; // another rank's GPU is fuller
+        cppl::agent::applyBatchBounds(in, c);
+        QCOMPARE(c.batch, std::int64_t{64});
+        QCOMPARE(c.limitedBy, std::string("memory"));
+        QCOMPARE(cppl::agent::floorPowerOfTwo(1), std::int64_t{1});
+        QCOMPARE(cppl::agent::floorPowerOfTwo(1000), std::int64_t{512});
+        QCOMPARE(cppl::agent::floorPowerOfTwo(0), std::int64_t{0});
+    }
+
+    /// The default batch's path through the agent, on the CPU with made-up free memory: the batch
+    /// and its reason in the result, two ranks agreeing on the smaller GPU's batch, and the same
+    /// bits as one rank with that batch. Without the made-up figures a CPU run keeps batch 8.
+    void defaultBatchThroughTheAgent()
+    {
+        const QString dir = QStringLiteral(CPPL_SOURCE_DIR);
+        QTemporaryDir tmp;
+        const QStringList eval{u"--model"_s, dir + u"/resources/models/shakespeare-byte-llama"_s, u"--text"_s,
+                               dir + u"/resources/data/tinyshakespeare-heldout.txt"_s, u"--tokenizer"_s, u"bytes"_s, u"--protocol"_s,
+                               u"llama.cpp"_s, u"--context"_s, u"256"_s, u"--max-windows"_s, u"48"_s, u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s};
+        auto run = [&](const QString &name, const QString &freeBytes, bool twoRanks) {
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            if (!freeBytes.isEmpty())
+                env.insert(u"CLUSTERPPL_TEST_GPU_FREE_BYTES"_s, freeBytes);
+            const QString json = tmp.filePath(name + u".json"_s);
+            QStringList args = twoRanks ? QStringList{u"run"_s, u"--standalone"_s, u"--nproc-per-node"_s, u"2"_s, u"--"_s, u"eval"_s}
+                                        : QStringList{u"eval"_s};
+            args << eval << u"--json"_s << json;
+            if (twoRanks)
+                args << u"--backend"_s << u"gloo"_s << u"--timeout"_s << u"60"_s;
+            const Run r = agent(args, env);
+            QFile f(json);
+            if (r.exitCode != 0 || !f.open(QIODevice::ReadOnly))
+                return std::make_pair(r, QJsonObject());
+            return std::make_pair(r, QJsonDocument::fromJson(f.readAll()).object());
+        };
+        const auto [plainRun, plain] = run(u"plain"_s, {}, false);
+        QVERIFY2(!plain.isEmpty(), qPrintable(describe(plainRun)));
+        QCOMPARE(plain.value(u"batch"_s).toInt(), 8);
+        QCOMPARE(plain.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
+
+        const QString roomy = QString::number(qint64(64) << 30), tight = QString::number((qint64(1) << 30) + (qint64(110) << 20));
+        const auto [bigRun, big] = run(u"big"_s, roomy, false);
+        QVERIFY2(!big.isEmpty(), qPrintable(describe(bigRun)));
+        const QJsonObject bigFrom = big.value(u"batch_from"_s).toObject();
+        QCOMPARE(bigFrom.value(u"source"_s).toString(), u"free memory"_s);
+        QCOMPARE(bigFrom.value(u"limited_by"_s).toString(), u"windows per rank"_s); // 48 windows, one rank
+        QCOMPARE(big.value(u"batch"_s).toInt(), 48);
+        QVERIFY2(bigRun.err.contains(u"batch 48 from free GPU memory"_s), qPrintable(describe(bigRun)));
+
+        const auto [smallRun, small] = run(u"small"_s, tight, false);
+        QVERIFY2(!small.isEmpty(), qPrintable(describe(smallRun)));
+        const QJsonObject smallFrom = small.value(u"batch_from"_s).toObject();
+        QCOMPARE(smallFrom.value(u"limited_by"_s).toString(), u"memory"_s);
+        const int batch = small.value(u"batch"_s).toInt();
+        QVERIFY2(batch >= 2 && batch < 24 && (batch & (batch - 1)) == 0, qPrintable(QString::number(batch)));
+        QVERIFY(smallFrom.value(u"per_window_bytes"_s).toDouble() * batch <= smallFrom.value(u"budget_bytes"_s).toDouble());
+
+        // Rank 0 has room, rank 1 does not: both take rank 1's batch, and the bits are the one-rank run's.
+        const auto [pairRun, pair] = run(u"pair"_s, roomy + u","_s + tight, true);
+        QVERIFY2(!pair.isEmpty(), qPrintable(describe(pairRun)));
+        QCOMPARE(pair.value(u"batch"_s).toInt(), batch);
+        QVERIFY2(pair.value(u"batch_from"_s).toObject().value(u"reason"_s).toString().contains(u"smallest of every rank"_s),
+                 qPrintable(QJsonDocument(pair).toJson()));
+        QCOMPARE(pair.value(u"nll_sum_exact"_s).toString(), small.value(u"nll_sum_exact"_s).toString());
     }
 
     /// The words are large (a float path would lose bits), signed both ways, distinct in their low

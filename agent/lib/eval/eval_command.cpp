@@ -12,7 +12,9 @@
 #include "eval_data.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/checkpoint.h"
+#include "gpu/batch_sizing.h"
 #include "gpu/device_choice.h"
+#include "distributed/communicator.h"
 #include "distributed/distributed_run.h"
 #include "distributed/store.h"
 #include "telemetry/publisher.h"
@@ -111,6 +113,11 @@ struct EvalOptions
     c10::Device device{c10::DeviceType::CPU};
     bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
     std::int64_t batch = 0;
+    /// No --batch on a GPU: the batch comes from free device memory once the model and the windows
+    /// are known (gpu/batch_sizing.h), agreed by every rank. --shard runs keep the fixed default:
+    /// shards evaluated one by one must cut the windows with the same batch.
+    bool autoBatch = false;
+    int ranksPerDevice = 1; ///< this host's ranks on one GPU (gloo may share one)
     std::int64_t maxWindows = 0;
     std::int64_t threads = 0;
     std::int64_t blasThreads = 0;
@@ -123,6 +130,9 @@ struct EvalOptions
     dist::Schedule schedule = dist::Schedule::Static;
     int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
     int slowMs = 0;
+    /// CLUSTERPPL_TEST_GPU_FREE_BYTES=B0[,B1...]: rank r sizes its default batch as if its GPU had
+    /// B(r mod n) bytes free, on any device (tests of the default batch and its agreement on the CPU).
+    std::vector<std::int64_t> testFreeBytes;
     bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
     bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
     bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
@@ -298,6 +308,16 @@ EvalOptions parseOptions(const Args &a)
             if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
                 throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS");
         }
+        if (const char *fake = std::getenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); fake && *fake) {
+            std::stringstream list(fake);
+            for (std::string item; std::getline(list, item, ',');) {
+                std::int64_t v = 0;
+                const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+                if (ec != std::errc() || ptr != item.data() + item.size() || v < 0)
+                    throw ConfigError(std::string("$CLUSTERPPL_TEST_GPU_FREE_BYTES \"") + fake + "\" is not a list of byte counts B0,B1,...");
+                o.testFreeBytes.push_back(v);
+            }
+        }
         if (const auto runId = a.get("--run-id"))
             validateRunId(*runId, "--run-id");
         else if (const char *envRun = std::getenv("CLUSTERPPL_RUN_ID"); envRun && *envRun)
@@ -328,6 +348,10 @@ EvalOptions parseOptions(const Args &a)
     o.distributed = o.identity.worldSize > 1 || a.has("--backend");
     if (o.resume && !o.distributed)
         throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
+    o.autoBatch = (o.device.is_cuda() || !o.testFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);
+    if (o.autoBatch && o.resume) // the batch is part of the plan a resume must match, and free memory changes
+        throw ExitError(kExitBadArguments, "--resume-state without --batch: give the batch the interrupted run used (its log and "
+                                           "result say it as \"batch\"); a default batch from free GPU memory could differ now");
     o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
     if (o.device.is_cuda()) // one device per rank, decided once: the model and NCCL both use it
         phase(kExitBadArguments, [&] {
@@ -344,6 +368,7 @@ EvalOptions parseOptions(const Args &a)
             const int index = chooseCudaDevice(place);
             o.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
             o.distOptions.cudaDeviceIndex = index;
+            o.ranksPerDevice = ranksPerCudaDevice(place);
             return 0;
         });
     return o;
@@ -479,6 +504,12 @@ private:
     /// Step 4: the model.
     std::unique_ptr<LanguageModel> loadModel()
     {
+        if (!m_o.testFreeBytes.empty()) {
+            m_freeBytes = m_totalBytes = m_o.testFreeBytes[static_cast<std::size_t>(m_o.identity.rank) % m_o.testFreeBytes.size()];
+            m_memoryKnown = true;
+        } else if (m_o.autoBatch) { // before the weights: chooseBatch() subtracts them itself
+            m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index(), m_freeBytes, m_totalBytes);
+        }
         return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {m_o.dtype, m_o.device, m_o.gemm}); });
     }
 
@@ -530,6 +561,8 @@ private:
             for (const Window &w : plan.windows)
                 plan.scoredTokens += w.scored();
         }
+        if (m_o.autoBatch)
+            chooseDefaultBatch(plan, mi);
         p.shards = shardPlanByBatch(plan, m_o.shardCount, m_o.batch);
         const Shard &myShard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
         phase(kExitBadModel, [&] {
@@ -597,6 +630,86 @@ private:
         } else {
             m_fingerprint = std::async(std::launch::async, compute).share();
         }
+    }
+
+    /// Step 5's default batch on a GPU: the largest power of two of windows that fits this GPU's free
+    /// memory, the smallest every rank can afford (each rank must cut the windows alike), then the
+    /// bounds that do not depend on memory. Without a figure (no CUDA runtime to ask, a TorchScript
+    /// module of unknown shape) the fixed default stays, on every rank alike.
+    void chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi)
+    {
+        BatchSizingInput in;
+        in.freeBytes = m_freeBytes;
+        in.totalBytes = m_totalBytes;
+        in.weightBytes = mi.weightBytes;
+        in.elementBytes = static_cast<int>(c10::elementSize(m_o.dtype));
+        in.shape = mi.shape;
+        in.width = plan.maxInput;
+        for (const Window &w : plan.windows)
+            in.scoredPerWindow = std::max(in.scoredPerWindow, w.scored());
+        in.windows = static_cast<std::int64_t>(plan.windows.size());
+        in.ranks = m_o.shardCount;
+        in.ranksPerDevice = m_o.ranksPerDevice;
+        in.fusedAttention = hasFusedAttention();
+        BatchChoice c;
+        std::string unknown;
+        if (!m_memoryKnown)
+            unknown = "the GPU's free memory is unknown (" + (dist::gpuLibraries().error.empty() ? std::string("cudaMemGetInfo failed")
+                                                                                                   : dist::gpuLibraries().error) + ")";
+        else if (windowFootprintBytes(in) == 0)
+            unknown = "a " + mi.format + " model's activation sizes are unknown";
+        else
+            c = chooseBatch(in);
+        std::int64_t memoryBatch = unknown.empty() ? c.memoryBatch : -1; // -1: keep the fixed default
+        if (m_run && m_run->worldSize() > 1)
+            memoryBatch = agreeOnMinimum(*m_run, "cppl/batch/memory", memoryBatch, m_o.distOptions.timeout);
+        if (memoryBatch < 0) {
+            m_batchFrom = {{"source", "default"},
+                           {"reason", "batch " + std::to_string(m_o.batch) + ", the fixed default: "
+                                          + (unknown.empty() ? std::string("another rank could not size its batch") : unknown)
+                                          + " (--batch N sets it)"}};
+            logLine(m_batchFrom["reason"].get<std::string>());
+            return;
+        }
+        if (memoryBatch != c.memoryBatch) { // another rank has less memory: its batch, with the bounds again
+            c.memoryBatch = memoryBatch;
+            applyBatchBounds(in, c);
+            c.reason += " (the smallest of every rank's memory batch)";
+        }
+        m_o.batch = c.batch;
+        m_batchFrom = {{"source", "free memory"},
+                       {"reason", c.reason},
+                       {"limited_by", c.limitedBy},
+                       {"free_bytes", m_freeBytes},
+                       {"total_bytes", m_totalBytes},
+                       {"weight_bytes", mi.weightBytes},
+                       {"per_window_bytes", c.perWindowBytes},
+                       {"budget_bytes", c.budgetBytes},
+                       {"memory_batch", c.memoryBatch}};
+        logLine(c.reason);
+    }
+
+    /// The smallest of every rank's @p mine, through the rendezvous store: each rank posts its own,
+    /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
+    static std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
+    {
+        dist::Store &store = run.store();
+        store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
+        if (run.rank() == 0) {
+            std::int64_t least = mine;
+            for (int r = 1; r < run.worldSize(); ++r) {
+                const auto v = store.get(key + "/" + std::to_string(r), timeout);
+                if (!v)
+                    throw CollectiveError("rank " + std::to_string(r) + " did not post " + key + " within the timeout (--timeout)");
+                least = std::min(least, std::stoll(*v));
+            }
+            store.set(key, std::to_string(least));
+            return least;
+        }
+        const auto v = store.get(key, timeout);
+        if (!v)
+            throw CollectiveError("rank 0 did not post " + key + " within the timeout (--timeout)");
+        return std::stoll(*v);
     }
 
     /// Step 6: evaluate, in rounds every rank enters alike (the same collectives on every rank,
@@ -871,6 +984,7 @@ private:
             j["context"] = opts.context;
             j["stride"] = opts.protocol == Protocol::HfSliding ? (opts.stride == 0 ? opts.context : opts.stride) : opts.context;
             j["batch"] = batch;
+            j["batch_from"] = m_batchFrom.is_null() ? nlohmann::ordered_json{{"source", m_a.has("--batch") ? "--batch" : "default"}} : m_batchFrom;
             j["max_windows"] = maxWindows;
             j["dtype"] = dtypeName(dtype);
             j["device"] = device.str();
@@ -945,6 +1059,10 @@ private:
     CpuPlan m_cpu;
     std::int64_t m_batchCount = 0;                          ///< global batches (with checkpoints)
     std::shared_future<dist::RunFingerprint> m_fingerprint; ///< rank 0 with checkpoints: ready once hashed
+    bool m_memoryKnown = false; ///< the default batch's figures (autoBatch): the GPU before the weights loaded
+    std::int64_t m_freeBytes = 0;
+    std::int64_t m_totalBytes = 0;
+    nlohmann::ordered_json m_batchFrom; ///< how the batch was chosen, for the result
 };
 
 } // namespace

@@ -91,9 +91,12 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
             const at::Tensor idsDev = ids.to(onDevice, /*non_blocking=*/true);
             const at::Tensor posDev = flat.narrow(0, 0, n).to(onDevice, /*non_blocking=*/true);
             const at::Tensor tgtDev = targets.narrow(0, 0, n).view({n, 1}).to(onDevice, /*non_blocking=*/true);
-            at::Tensor logits = m_model.logitsAt(idsDev, posDev);
-            if (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kDouble)
-                logits = logits.to(at::kFloat); // log-softmax in float32 or wider, always
+            const at::Tensor logits = m_model.logitsAt(idsDev, posDev);
+            // Log-softmax in float32 or wider, always. Narrower logits are widened a chunk at a time
+            // (the conversion is exact, so the bits are those of widening them all at once): a
+            // float32 copy of every scored position's logits would double their memory on a GPU.
+            const bool wide = logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kDouble;
+            const at::ScalarType softmaxType = wide ? logits.scalar_type() : at::kFloat;
             // The log-softmax of every scored position at once was a second tensor as large as the
             // logits (batch x context x vocabulary: 200 MB for GPT-2's vocabulary at context 128,
             // GBs for long contexts), newly allocated and page-faulted every batch; that, not the
@@ -102,14 +105,15 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
             const std::int64_t vocab = logits.size(1);
             const std::int64_t chunk = std::max<std::int64_t>(1, kLogSoftmaxChunkElements / std::max<std::int64_t>(vocab, 1));
             if (!logpBuffer.defined() || logpBuffer.size(0) < std::min(chunk, n) || logpBuffer.size(1) != vocab
-                || logpBuffer.scalar_type() != logits.scalar_type() || logpBuffer.device() != logits.device())
-                logpBuffer = at::empty({std::min(chunk, n), vocab}, logits.options());
+                || logpBuffer.scalar_type() != softmaxType || logpBuffer.device() != logits.device())
+                logpBuffer = at::empty({std::min(chunk, n), vocab}, logits.options().dtype(softmaxType));
             const at::Tensor tgtLogits = tgtDev.to(logits.device());
             const at::Tensor logp = at::empty({n, 1}, logits.options().dtype(at::kDouble));
             for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
                 const std::int64_t rowsNow = std::min(chunk, n - r0);
                 at::Tensor out = logpBuffer.narrow(0, 0, rowsNow);
-                at::_log_softmax_out(out, logits.narrow(0, r0, rowsNow), -1, false);
+                const at::Tensor rowsIn = logits.narrow(0, r0, rowsNow);
+                at::_log_softmax_out(out, wide ? rowsIn : rowsIn.to(at::kFloat), -1, false);
                 logp.narrow(0, r0, rowsNow).copy_(out.gather(1, tgtLogits.narrow(0, r0, rowsNow)));
             }
             account(done); // the previous batch, while the device works on this one

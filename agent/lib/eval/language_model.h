@@ -6,6 +6,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "gpu/batch_sizing.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +28,7 @@ struct ModelInfo
     std::int64_t weightBytes = 0; ///< in the evaluation dtype
     std::string gemm;             ///< "native-avx512|avx2|generic", "onednn" or "blas" (native models); "torchscript"
     c10::Device device = c10::Device(c10::DeviceType::CPU); ///< where the weights live and logits come out
+    ModelShape shape; ///< from config.json (native models); zeros for TorchScript (the default GPU batch needs it)
 };
 
 /// @brief Which library runs the dense layers' matrix products on the CPU.
@@ -65,6 +68,10 @@ public:
 [[nodiscard]] std::unique_ptr<LanguageModel> loadTorchScriptModel(const std::string &path, const LoadOptions &options);
 /// @brief Directory -> native, file -> TorchScript. Throws IoError/ConfigError naming the problem.
 [[nodiscard]] std::unique_ptr<LanguageModel> loadModel(const std::string &path, const LoadOptions &options);
+
+/// @brief Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later; Debian's 1.13
+/// does not): the native models use it, causal, on the GPU.
+[[nodiscard]] bool hasFusedAttention();
 
 /// @brief "float32" -> Float etc.; throws ConfigError for anything else.
 [[nodiscard]] c10::ScalarType parseDtype(const std::string &name);

@@ -195,6 +195,7 @@ ModelInfo baseInfo(const std::string &dir, const ModelConfig &c, const WeightSou
     info.bosTokenId = c.bosTokenId;
     info.weightFiles = w.checkpoint().files();
     info.weightBytes = w.bytes();
+    info.shape = {c.hidden, c.intermediate, c.layers, c.heads, c.kvHeads, c.headDim, c.vocab};
     return info;
 }
 
@@ -556,6 +557,11 @@ std::unique_ptr<LanguageModel> loadNativeModel(const std::string &dir, const Loa
     if (c.arch == ModelConfig::Arch::Gpt2)
         return std::make_unique<Gpt2Model>(dir, std::move(c), std::move(ckpt), options);
     return std::make_unique<LlamaModel>(dir, std::move(c), std::move(ckpt), options);
+}
+
+bool hasFusedAttention()
+{
+    return CPPL_HAVE_SDPA != 0;
 }
 
 c10::ScalarType parseDtype(const std::string &name)

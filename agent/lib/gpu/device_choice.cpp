@@ -3,6 +3,7 @@
 
 #include "cppl/errors.h"
 
+#include <algorithm>
 #include <map>
 
 namespace cppl::agent {
@@ -49,6 +50,22 @@ int chooseCudaDevice(const DevicePlacement &p)
     if (p.visibleDevices == 1)
         return 0;
     return p.localRank % p.visibleDevices; // past the count only with gloo, where sharing a GPU is allowed
+}
+
+int ranksPerCudaDevice(const DevicePlacement &p)
+{
+    const int local = std::max(p.localWorldSize, 1);
+    if (p.visibleDevices <= 0)
+        return 1;
+    if (p.visibleDevices == 1 && oneEntry(p.cudaVisibleDevices) && local > 1)
+        return 1; // the launcher gave every rank a GPU of its own (chooseCudaDevice assumes the same)
+    if (p.requested) // every rank of the host names the same index (the arguments are the same)
+        return local;
+    const int device = chooseCudaDevice(p);
+    int n = 0;
+    for (int r = 0; r < local; ++r)
+        n += (p.visibleDevices == 1 ? 0 : r % p.visibleDevices) == device ? 1 : 0;
+    return std::max(n, 1);
 }
 
 std::optional<std::pair<int, int>> findSharedGpu(const std::vector<RankGpu> &ranks)

@@ -33,6 +33,10 @@ struct DevicePlacement
  */
 [[nodiscard]] int chooseCudaDevice(const DevicePlacement &p);
 
+/// How many of this host's ranks use the same GPU as this one (they share its memory): 1 with NCCL
+/// or one GPU per rank, up to LOCAL_WORLD_SIZE when gloo ranks share GPUs round robin or all take cuda:N.
+[[nodiscard]] int ranksPerCudaDevice(const DevicePlacement &p);
+
 /// One rank's GPU as NCCL sees it: its host and the device's PCI bus id.
 struct RankGpu
 {
