@@ -140,7 +140,8 @@ default_batch_row() { # NAME JSON LOG REFJSON ENV... -- ARGS...
   local src b lim d ok
   src=$(jget "$json" batch_from source); b=$(jget "$json" batch); lim=$(jget "$json" batch_from limited_by)
   read -r d ok < <(rel "$(jget "$ref" ppl)" "$(jget "$json" ppl)" 2e-2)
-  row "$name" "$([[ "$src" == "free memory" && $ok == 1 ]] && echo ok || echo FAIL)" \
+  if [[ "$src" != "free memory" ]]; then row "$name" FAIL "$(jget "$json" batch_from reason)"; return; fi
+  row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
       "batch $b from $src (limited by $lim), ppl rel. diff $d (limit 2e-2), $(jget "$json" tokens_per_second) tok/s"
 }
 rel() { pyc "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{abs(a-b)/a:.2e}', int(abs(a-b)/a <= float(sys.argv[3])))" "$@"; }

@@ -701,7 +701,7 @@ private:
                 const auto v = store.get(key + "/" + std::to_string(r), timeout);
                 if (!v)
                     throw CollectiveError("rank " + std::to_string(r) + " did not post " + key + " within the timeout (--timeout)");
-                least = std::min(least, std::stoll(*v));
+                least = std::min<std::int64_t>(least, std::stoll(*v));
             }
             store.set(key, std::to_string(least));
             return least;
