@@ -205,6 +205,19 @@ bool MainWindow::openProfile(const QString &path)
     return true;
 }
 
+cppl::core::run::RunRequest MainWindow::requestFromPages() const
+{
+    cppl::core::run::RunRequest request;
+    request.profile = m_cluster->profile();
+    request.profile.evaluation = m_evaluation->evaluation();
+    request.profile.thresholds = m_evaluation->thresholds();
+    request.profilePath = m_cluster->profilePath();
+    request.agent = m_agentOverride;
+    request.logDir = m_logDir;
+    m_prompter->install(request.launcher);
+    return request;
+}
+
 bool MainWindow::startRun()
 {
     if (m_engine && !cppl::core::run::isTerminal(m_engine->phase()) && m_engine->phase() != RunPhase::Idle) {
@@ -217,14 +230,7 @@ bool MainWindow::startRun()
         showPage(ClusterPageIndex);
         return false;
     }
-    cppl::core::run::RunRequest request;
-    request.profile = m_cluster->profile();
-    request.profile.evaluation = m_evaluation->evaluation();
-    request.profile.thresholds = m_evaluation->thresholds();
-    request.profilePath = m_cluster->profilePath();
-    request.agent = m_agentOverride;
-    request.logDir = m_logDir;
-    m_prompter->install(request.launcher);
+    cppl::core::run::RunRequest request = requestFromPages();
     m_evaluation->saveSettings();
 
     if (m_engine) {
@@ -258,14 +264,9 @@ bool MainWindow::checkHosts()
     }
     // The same request as Run, so the check tests what a run would use (model, data, backend,
     // agent); only the engine's checkOnly differs, as for `clusterppl-cli check`.
-    cppl::core::run::RunRequest request;
-    request.profile = m_cluster->profile();
-    request.profile.evaluation = m_evaluation->evaluation();
-    request.profile.thresholds = m_evaluation->thresholds();
-    request.profilePath = m_cluster->profilePath();
-    request.agent = m_agentOverride;
+    // (logDir is set too, as the CLI's check does: a check launches nothing, so it writes no logs.)
+    cppl::core::run::RunRequest request = requestFromPages();
     request.checkOnly = true;
-    m_prompter->install(request.launcher);
     m_checkEngine = std::make_unique<RunEngine>();
     RunEngine *e = m_checkEngine.get();
     connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);

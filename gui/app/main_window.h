@@ -96,6 +96,9 @@ private:
     QString agentPath() const;
     void setupHistory();
     void prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine);
+    // What Run, Check hosts and a sweep start from: the pages' profile and evaluation, the agent
+    // and log overrides, and the SSH prompter.
+    cppl::core::run::RunRequest requestFromPages() const;
     struct HistoryState;
     std::shared_ptr<HistoryState> m_history; // shared_ptr: its type stays private to main_window_history.cpp
 

@@ -278,14 +278,7 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
         connect(m_stopAction, &QAction::triggered, h.sweep.get(), &SweepRunner::stop);
         connect(m_run, &RunPage::stopRequested, h.sweep.get(), &SweepRunner::stop);
     }
-    cppl::core::run::RunRequest base;
-    base.profile = m_cluster->profile();
-    base.profile.evaluation = m_evaluation->evaluation();
-    base.profile.thresholds = m_evaluation->thresholds();
-    base.profilePath = m_cluster->profilePath();
-    base.agent = m_agentOverride;
-    base.logDir = m_logDir;
-    m_prompter->install(base.launcher);
+    const cppl::core::run::RunRequest base = requestFromPages();
     QString error;
     if (!h.sweep->start(base, counts, &error)) {
         showError(tr("Sweep: %1").arg(error));

@@ -35,7 +35,7 @@ double scaleStep(double v)
 } // namespace
 
 RankHeatMap::RankHeatMap(QWidget *parent)
-    : QWidget(parent)
+    : RankPlot(parent)
 {
     setMinimumSize(240, 150);
     setToolTip(tr("Tokens/s of every rank over time: brighter is faster. ✗ failed, ‖ stalled. Click a row to select its rank."));
@@ -168,28 +168,13 @@ QImage RankHeatMap::imageForRows(int rows)
     return m_image.copy(0, 0, m_columns, m_rows);
 }
 
-void RankHeatMap::setSelectedRank(int rank)
-{
-    if (rank == m_selected)
-        return; // every rebuild sets it again: no repaint for that
-    m_selected = rank;
-    QWidget::update();
-}
-
 void RankHeatMap::paintEvent(QPaintEvent *)
 {
     QPainter p(this);
     const auto theme = cppl::charts::Theme::fromPalette(palette());
-    p.fillRect(rect(), theme.background);
+    paintTitled(p, theme, m_ranks <= 1 ? tr("Tokens/s over time") : tr("Tokens/s of %1 ranks over time").arg(m_ranks));
     const QRectF plot = plotRect();
     const QFontMetricsF fm(font());
-    QFont bold = font();
-    bold.setBold(true);
-    p.setFont(bold);
-    p.setPen(theme.text);
-    p.drawText(QRectF(0, 2, width(), fm.height() + 4), Qt::AlignHCenter,
-               m_ranks <= 1 ? tr("Tokens/s over time") : tr("Tokens/s of %1 ranks over time").arg(m_ranks));
-    p.setFont(font());
     if (m_ranks == 0 || m_columns == 0) {
         p.setPen(theme.mutedText);
         p.drawText(plot, Qt::AlignCenter, tr("no data yet"));

@@ -11,18 +11,18 @@
 // whole image is rebuilt only when the timeline compacts, the plot's pixel rows change or the
 // colour scale crosses one of its steps.
 
+#include "rank_plot.h"
 #include "run/run_timeline.h"
 #include "telemetry/collector_state.h"
 
 #include <QImage>
-#include <QWidget>
 
 #include <cstdint>
 #include <vector>
 
 namespace cppl::app {
 
-class RankHeatMap : public QWidget
+class RankHeatMap : public RankPlot
 {
     Q_OBJECT
 
@@ -36,7 +36,6 @@ public:
     /// Failed and stalled ranks from @p snapshot (repaints only when they change).
     void setMarks(const cppl::core::telemetry::Snapshot &snapshot);
     void clear();
-    void setSelectedRank(int rank);
     QSize sizeHint() const override { return {420, 260}; }
 
     // For tests: the image as it is painted with @p rows pixel rows (columns: timeline samples),
@@ -44,9 +43,6 @@ public:
     [[nodiscard]] QImage imageForRows(int rows);
     [[nodiscard]] int fullBuilds() const noexcept { return m_fullBuilds; }
     [[nodiscard]] double colourMax() const noexcept { return m_scale; }
-
-Q_SIGNALS:
-    void rankClicked(int rank);
 
 protected:
     void paintEvent(QPaintEvent *event) override;
@@ -70,7 +66,6 @@ private:
     std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled
     double m_scale = 0;       // tok/s at the top of the colour scale
     double m_seconds = 0;
-    int m_selected = -1;
 };
 
 } // namespace cppl::app

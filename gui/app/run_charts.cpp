@@ -124,7 +124,7 @@ bool ChartView::event(QEvent *event)
 // ---- CommShareBars ---------------------------------------------------------------------------
 
 CommShareBars::CommShareBars(QWidget *parent)
-    : QWidget(parent)
+    : RankPlot(parent)
 {
     setMinimumSize(240, 150);
     setToolTip(tr("Share of each rank's time spent communicating: solid = waiting for stragglers, hatched = "
@@ -151,28 +151,14 @@ void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
     QWidget::update();
 }
 
-void CommShareBars::setSelectedRank(int rank)
-{
-    if (rank == m_selected)
-        return; // every rebuild sets it again: no repaint for that
-    m_selected = rank;
-    QWidget::update();
-}
-
 void CommShareBars::paintEvent(QPaintEvent *)
 {
     QPainter p(this);
     const auto theme = cppl::charts::Theme::fromPalette(palette());
-    p.fillRect(rect(), theme.background);
+    paintTitled(p, theme, tr("Comm share per rank"));
     const QFontMetricsF fm(font());
     const QRectF plot = plotRect();
     const int n = int(m_wait.size());
-    QFont bold = font();
-    bold.setBold(true);
-    p.setFont(bold);
-    p.setPen(theme.text);
-    p.drawText(QRectF(0, 2, width(), fm.height() + 2), Qt::AlignHCenter, tr("Comm share per rank"));
-    p.setFont(font());
     const QColor waitColor = theme.seriesColors.empty() ? QColor(0x00, 0x72, 0xb2) : theme.seriesColors[0];
     const QColor transferColor = theme.seriesColors.size() > 1 ? theme.seriesColors[1] : QColor(0xe6, 0x9f, 0x00);
     // Legend with swatches that differ in pattern too.

@@ -9,6 +9,7 @@
 // every 200 ms, and incrementally (bands and heat map columns of the new samples only). Repaints
 // join the page's paint pass of that snapshot (no second pass later).
 
+#include "rank_plot.h"
 #include "run/run_timeline.h"
 #include "telemetry/collector_state.h"
 
@@ -56,18 +57,14 @@ private:
 
 /// Comm share per rank as stacked bars: waiting for stragglers (solid) + transfer (hatched).
 /// Beyond what fits, neighbouring ranks are merged into one bar showing their maximum.
-class CommShareBars : public QWidget
+class CommShareBars : public RankPlot
 {
     Q_OBJECT
 
 public:
     explicit CommShareBars(QWidget *parent = nullptr);
     void setData(const cppl::core::telemetry::Snapshot &snapshot, double alertShare);
-    void setSelectedRank(int rank);
     QSize sizeHint() const override { return {420, 220}; }
-
-Q_SIGNALS:
-    void rankClicked(int rank);
 
 protected:
     void paintEvent(QPaintEvent *event) override;
@@ -77,7 +74,6 @@ private:
     QRectF plotRect() const;
     std::vector<float> m_wait, m_transfer;
     double m_alert = 0;
-    int m_selected = -1;
 };
 
 class RunCharts : public QWidget

@@ -2,18 +2,22 @@
 // The Run page's incremental chart data (docs/dashboard.md, "Responsiveness"): quantile bands and
 // the heat map updated sample by sample across timeline compactions equal what a fresh full
 // computation gives; in steady state only the newest samples are recomputed; the page shows the
-// table and the charts of a 1024-rank run in turns and catches up once the stream pauses.
+// table and the charts of a 1024-rank run in turns and catches up once the stream pauses; the
+// per-rank plots' shared selection, clicks and title.
 
 #include "rank_heat_map.h"
+#include "rank_plot.h"
 #include "rank_quantiles.h"
 #include "rank_table_model.h"
 #include "run_charts.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
+#include <QSignalSpy>
 #include <QTest>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 using namespace Qt::StringLiterals;
@@ -139,6 +143,57 @@ private Q_SLOTS:
         QVERIFY(qGray(a.pixel(lastColumn, slowRow)) + 20 < qGray(a.pixel(lastColumn, (slowRow + 40) % 150)));
         // A new number of pixel rows rebuilds everything, still equal to a fresh map.
         QVERIFY(live.imageForRows(97) == fresh.imageForRows(97));
+    }
+
+    void rankPlotsSelectAndReportClicks_data()
+    {
+        QTest::addColumn<QString>("plot");
+        QTest::addRow("heat map") << u"heat"_s;
+        QTest::addRow("comm-share bars") << u"comm"_s;
+    }
+    void rankPlotsSelectAndReportClicks()
+    {
+        // What the two hand-painted per-rank plots share (RankPlot): a title painted on the
+        // background, the selected rank outlined (repainted only when it changes) and a click in
+        // the plot reported as a rank.
+        QFETCH(QString, plot);
+        SyntheticRun run(40);
+        run.advanceTo(20);
+        std::unique_ptr<cppl::app::RankPlot> w;
+        if (plot == u"heat"_s) {
+            auto heat = std::make_unique<RankHeatMap>();
+            heat->setData(run.timeline(), run.snapshot(), 3000);
+            w = std::move(heat);
+        } else {
+            auto bars = std::make_unique<cppl::app::CommShareBars>();
+            bars->setData(run.snapshot(), 0.2);
+            w = std::move(bars);
+        }
+        w->resize(420, 260);
+        w->show();
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        const QImage plain = w->grab().toImage();
+        // The title: text pixels in the top strip, centred (none at its far left).
+        const QColor background = plain.pixelColor(1, 1);
+        const int strip = QFontMetrics(w->font()).height() + 4;
+        int titlePixels = 0;
+        for (int y = 2; y < strip; ++y)
+            for (int x = 0; x < plain.width(); ++x)
+                titlePixels += plain.pixelColor(x, y) != background;
+        QVERIFY2(titlePixels > 50, qPrintable(QString::number(titlePixels)));
+        for (int y = 2; y < strip; ++y)
+            QCOMPARE(plain.pixelColor(2, y), background);
+        w->setSelectedRank(7);
+        QVERIFY(w->grab().toImage() != plain);
+        w->setSelectedRank(-1);
+        QVERIFY(w->grab().toImage() == plain);
+        QSignalSpy clicked(w.get(), &cppl::app::RankPlot::rankClicked);
+        QTest::mouseClick(w.get(), Qt::LeftButton, {}, QPoint(w->width() / 2, w->height() / 2));
+        QCOMPARE(clicked.size(), 1);
+        const int rank = clicked.front().front().toInt();
+        QVERIFY2(rank >= 0 && rank < 40, qPrintable(QString::number(rank)));
+        QTest::mouseClick(w.get(), Qt::LeftButton, {}, QPoint(2, w->height() - 2)); // outside the plot
+        QCOMPARE(clicked.size(), 1);
     }
 
     void pageTakesTurnsAndCatchesUp()
