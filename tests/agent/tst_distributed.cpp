@@ -226,10 +226,10 @@ private Q_SLOTS:
             QVERIFY(share >= 0 && share <= 1);
             QVERIFY(o.value(QStringLiteral("compute_seconds")).toDouble() > 0 || o.value(QStringLiteral("windows")).toInt() == 0);
             QVERIFY(o.value(QStringLiteral("wall_seconds")).toDouble() >= o.value(QStringLiteral("compute_seconds")).toDouble());
-            // Per round: the 18 words of NllStats, 3 control words of the dynamic schedule, and one
+            // Per round: the 18 words of NllStats, 1 + world control words of the dynamic schedule (empty, a speed per rank), and one
             // arrival time per rank (docs/communication.md).
             QCOMPARE(o.value(QStringLiteral("payload_bytes")).toInteger(),
-                     o.value(QStringLiteral("rounds")).toInteger() * (18 + (dynamic ? 3 : 0) + world) * 8);
+                     o.value(QStringLiteral("rounds")).toInteger() * (18 + (dynamic ? 1 + world : 0) + world) * 8);
             if (dynamic) {
                 QList<qint64> mine;
                 QVERIFY2(parseBatches(o.value(QStringLiteral("batches")).toString(), mine), qPrintable(o.value(QStringLiteral("batches")).toString()));

@@ -20,7 +20,7 @@ namespace {
 
 /// Timer and scheduler noise in a measured compute time (seconds): what a speed measured over
 /// little compute cannot resolve (beginRound).
-constexpr double kSpeedNoiseSeconds = 0.005;
+constexpr double kSpeedNoiseSeconds = 0.03;
 
 double now()
 {
@@ -174,16 +174,24 @@ void DynamicSchedule::beginRound()
         m_roundBudget = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
     } else {
         // The round lasts as long as `sync` tokens take at the ranks' mean speed; this rank's share
-        // of that time is its own speed times it. Speeds within the noise of their measurement of
-        // the mean count as the mean: equal ranks then get equal budgets and arrive together, as
-        // with static shards, instead of apart whenever measurement noise sizes them differently.
-        // The noise is the timer's and the scheduler's few milliseconds (more on a busy host, and
-        // a GPU's first batch warms up) over the compute measured so far: up to 25% after round 0's
-        // single batch, 3% once a rank has computed for a fraction of a second.
+        // of that time is its own speed times it. A measured speed is noisy: the scheduler's and the
+        // timer's milliseconds (tens of them on a busy host, and a GPU's first batch warms up) over
+        // the compute measured so far, 25% after round 0's single batch, 3% after a second or two.
+        // So this rank takes the mean speed of the ranks within that noise of its own (itself
+        // included): equal ranks then get equal budgets and arrive together, as with static shards,
+        // instead of apart whenever noise sizes them differently, while a rank that is really
+        // slower (or a group of them) stays apart and the fast ones are not pulled towards it.
         const double mean = m_rateSum / static_cast<double>(m_known);
         const double mine = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : mean;
         const double noise = std::clamp(kSpeedNoiseSeconds / std::max(m_myCompute, 1e-9), 0.03, 0.25);
-        const double rate = std::abs(mine / mean - 1) < noise ? mean : mine;
+        double alike = 0;
+        int n = 0;
+        for (const double r : m_rates)
+            if (r > 0 && std::abs(r / mine - 1) < noise) {
+                alike += r;
+                ++n;
+            }
+        const double rate = n > 0 ? alike / n : mine;
         // Rounds ramp up: at most 8x the mean batch per round so far (1 batch in round 0, 8 in
         // round 1, 64 in round 2, ...), so that no long round runs on a speed measured over one
         // batch; with the default threshold that is one more round than without.
@@ -192,9 +200,25 @@ void DynamicSchedule::beginRound()
     }
 }
 
+bool DynamicSchedule::othersStillStarting()
+{
+    // Ranks start at different times (loading the model, connecting). Rather than wait at round
+    // 0's collective for the last one, a rank that has its first batch done goes on with single
+    // batches until every rank has done its first; the wait for a late starter is then at most one
+    // batch. One store round trip per batch, in round 0 only. (Threshold 0 keeps one batch a round.)
+    if (m_rounds != 0 || m_sync == 0 || m_run.worldSize() < 2)
+        return false;
+    const double t0 = now();
+    const std::string key = m_key + "/started";
+    const std::int64_t started = m_run.store().add(key, m_announced ? 0 : 1);
+    m_announced = true;
+    m_claimSeconds += now() - t0;
+    return started < m_run.worldSize();
+}
+
 std::optional<std::int64_t> DynamicSchedule::next()
 {
-    if (m_inRound > 0 && !(m_roundBudget > 0))
+    if (m_inRound > 0 && !(m_roundBudget > 0) && !othersStillStarting())
         return std::nullopt;
     if (m_pending.empty() && !claim())
         return std::nullopt;
@@ -234,17 +258,26 @@ bool DynamicSchedule::sync(std::span<std::int64_t> words)
     m_buffer.assign(words.begin(), words.end());
     const bool knowsSpeed = m_myTokens > 0 && m_myCompute > 0;
     const double rate = knowsSpeed ? static_cast<double>(m_myTokens) / m_myCompute : 0;
+    const int world = m_run.worldSize();
     m_buffer.push_back(empty ? 1 : 0);
-    m_buffer.push_back(static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0)));
-    m_buffer.push_back(knowsSpeed ? 1 : 0);
+    const std::size_t speeds = m_buffer.size();
+    m_buffer.resize(speeds + static_cast<std::size_t>(world), 0); // one slot per rank: only this rank's is non-zero here
+    m_buffer[speeds + static_cast<std::size_t>(m_run.rank())] = static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0));
     m_run.allReduce(m_buffer);
     std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
     const std::int64_t emptyRanks = m_buffer[words.size()];
-    const std::int64_t rateSum = m_buffer[words.size() + 1];
-    const std::int64_t known = m_buffer[words.size() + 2];
-    // Every rank computes the same next round length from the same summed words.
-    m_rateSum = static_cast<double>(rateSum) / 1000.0;
-    m_known = known;
+    // Every rank sizes the next round from the same speeds.
+    m_rates.assign(static_cast<std::size_t>(world), 0);
+    m_rateSum = 0;
+    m_known = 0;
+    for (int k = 0; k < world; ++k) {
+        const std::int64_t milli = m_buffer[speeds + static_cast<std::size_t>(k)];
+        if (milli <= 0)
+            continue;
+        m_rates[static_cast<std::size_t>(k)] = static_cast<double>(milli) / 1000.0;
+        m_rateSum += m_rates[static_cast<std::size_t>(k)];
+        ++m_known;
+    }
     ++m_rounds;
     if (emptyRanks > m_run.worldSize() || emptyRanks < 0)
         throw ProtocolError("rank " + std::to_string(m_run.rank()) + ": the round's collective says " + std::to_string(emptyRanks) + " of "

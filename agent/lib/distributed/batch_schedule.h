@@ -71,8 +71,9 @@ public:
     void evaluated(std::int64_t b, double seconds);
     /**
      * @brief The round's collective: @p words (this rank's cumulative exact totals) are summed over
-     * all ranks through DistributedRun::allReduce, with three control words appended (queue empty,
-     * this rank's speed in milli-tokens per second, whether it knows it). Returns true when every rank's queue is empty: the run is complete.
+     * all ranks through DistributedRun::allReduce, with control words appended: whether this rank's
+     * queue is empty, and one slot per rank for its speed in milli-tokens per second (0: not known
+     * yet), each rank writing its own. Returns true when every rank's queue is empty: the run is complete.
      */
     bool sync(std::span<std::int64_t> words);
 
@@ -83,8 +84,8 @@ public:
     [[nodiscard]] const std::vector<BatchRun> &roundDone() const noexcept { return m_roundDone; }
     [[nodiscard]] std::int64_t claims() const noexcept { return m_claims; }
     [[nodiscard]] double claimSeconds() const noexcept { return m_claimSeconds; }
-    /// @brief Control words appended to every round's payload.
-    static constexpr std::size_t kControlWords = 3;
+    /// @brief Control words appended to every round's payload: 1 + world size.
+    [[nodiscard]] static std::size_t controlWords(int worldSize) noexcept { return 1 + static_cast<std::size_t>(worldSize); }
 
 private:
     /// How large this rank's next claim is (computed on the main thread, used in the claim's thread).
@@ -100,6 +101,7 @@ private:
     void accept(std::int64_t end, std::int64_t k);
     bool claim();
     void prefetch();
+    bool othersStillStarting();
 
     DistributedRun &m_run;
     std::vector<std::int64_t> m_batchTokens;
@@ -118,12 +120,14 @@ private:
     std::future<std::pair<std::int64_t, std::int64_t>> m_inflight; ///< a claim sent ahead (prefetch)
 
     int m_rounds = 0;
+    bool m_announced = false;    ///< this rank has said on the store that its first batch is done
     int m_inRound = 0;           ///< batches evaluated in this round
     std::int64_t m_roundTokens = 0;
     double m_roundBudget = 0;    ///< this round's tokens for this rank (0: one batch; inf: until empty)
     std::int64_t m_myTokens = 0;
     double m_myCompute = 0;
-    double m_rateSum = 0;        ///< from the last collective: every rank's tokens per second, summed
+    std::vector<double> m_rates; ///< from the last collective: every rank's tokens per second (0: not known yet)
+    double m_rateSum = 0;        ///< their sum
     std::int64_t m_known = 0;    ///< ... over this many ranks (those that evaluated anything yet)
     std::vector<std::int64_t> m_buffer;
 };
