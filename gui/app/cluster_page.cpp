@@ -24,6 +24,7 @@
 #include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStyle>
 #include <QToolBar>
 #include <QTreeView>
 #include <QVBoxLayout>
@@ -94,6 +95,12 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_hostBox = new QGroupBox(tr("Selected host"), right);
     buildHostForm(m_hostBox);
     rightLayout->addWidget(m_hostBox);
+    m_slurmBox = new QGroupBox(tr("Slurm job"), right);
+    m_slurmBox->setObjectName(u"slurmBox"_s);
+    m_slurmBox->setToolTip(tr("What the job asks Slurm for. The host above is the login node: the job is submitted there "
+                              "with sbatch, and its ranks are the job's tasks on the allocated nodes (docs/launching.md)."));
+    buildSlurmForm(m_slurmBox);
+    rightLayout->addWidget(m_slurmBox);
     m_problemsTitle = new QLabel(right);
     rightLayout->addWidget(m_problemsTitle);
     m_problems = new QListWidget(right);
@@ -146,6 +153,7 @@ ClusterPage::ClusterPage(QWidget *parent)
     connect(m_problems, &QListWidget::itemClicked, m_problems, &QListWidget::itemActivated);
     refreshProblems();
     refreshForm();
+    refreshSlurmForm();
 }
 
 void ClusterPage::buildToolbar(QWidget *bar)
@@ -161,6 +169,7 @@ void ClusterPage::buildToolbar(QWidget *bar)
     row->addStretch(1);
     row->addWidget(new QLabel(tr("Launcher"), bar));
     m_launcher = new QComboBox(bar);
+    m_launcher->setObjectName(u"launcher"_s);
     m_launcher->addItem(tr("local (this machine)"), u"local"_s);
     m_launcher->addItem(tr("ssh"), u"ssh"_s);
     m_launcher->addItem(tr("slurm (sbatch on the login node)"), u"slurm"_s);
@@ -243,7 +252,9 @@ void ClusterPage::buildToolbar(QWidget *bar)
 
     connect(m_launcher, &QComboBox::activated, this, [this] {
         m_model->setLauncher(m_launcher->currentData().toString());
+        syncGroupingControls(); // a refused switch shows the launcher the profile still has
         refreshForm();
+        refreshSlurmForm();
     });
     connect(m_grouping, &QComboBox::activated, this, [this] {
         m_model->setGrouping(GroupingSpec::Mode(m_grouping->currentData().toInt()), m_groupSize->value());
@@ -294,6 +305,208 @@ void ClusterPage::buildHostForm(QGroupBox *box)
                      ProfileModel::HostField::Workdir);
 }
 
+void ClusterPage::buildSlurmForm(QGroupBox *box)
+{
+    auto *form = new QFormLayout(box);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    const QIcon warning = style()->standardIcon(QStyle::SP_MessageBoxWarning);
+    // Each edit is tried on the profile's current job with only this field changed: checked as
+    // typed, applied when editing ends without a problem.
+    auto line = [&](const QString &placeholder, const QString &tip, const QString &key, SlurmSetter set) {
+        auto *e = new QLineEdit(box);
+        e->setObjectName(u"slurm_"_s + key);
+        e->setPlaceholderText(placeholder);
+        e->setToolTip(tip);
+        QAction *mark = e->addAction(warning, QLineEdit::TrailingPosition);
+        mark->setVisible(false);
+        m_slurmLines.append({e, key, mark});
+        auto candidate = [this, e, set] {
+            SlurmSpec c = m_model->profile().slurm;
+            set(c, e->text());
+            return c;
+        };
+        connect(e, &QLineEdit::textEdited, this, [this, candidate] {
+            const SlurmSpec c = candidate();
+            showSlurmProblems(m_model->slurmProblems(c), c != m_model->profile().slurm);
+        });
+        connect(e, &QLineEdit::editingFinished, this, [this, candidate] {
+            if (m_updatingForm || m_model->profile().launcher != "slurm")
+                return;
+            const SlurmSpec c = candidate();
+            const QStringList problems = m_model->slurmProblems(c);
+            if (problems.isEmpty())
+                m_model->setSlurm(c);
+            showSlurmProblems(problems, !problems.isEmpty());
+        });
+        return e;
+    };
+    auto words = [](const QString &text) {
+        std::vector<std::string> out;
+        for (const QString &w : text.split(u' ', Qt::SkipEmptyParts))
+            out.push_back(w.toStdString());
+        return out;
+    };
+    auto pair = [&](QWidget *a, const QString &label, QWidget *b) {
+        auto *row = new QHBoxLayout;
+        row->addWidget(a, 1);
+        row->addWidget(new QLabel(label, box));
+        row->addWidget(b, 1);
+        return row;
+    };
+    QLineEdit *partition = line(tr("cluster default"), tr("sbatch --partition: the partition (queue) to submit to; empty: the cluster's default. "
+                                                          "Letters, digits and _-., (several, comma separated)"),
+                                u"partition"_s, [](SlurmSpec &s, const QString &t) { s.partition = t.trimmed().toStdString(); });
+    QLineEdit *account = line(tr("none"), tr("sbatch --account: the project the job is charged to"), u"account"_s,
+                              [](SlurmSpec &s, const QString &t) { s.account = t.trimmed().toStdString(); });
+    form->addRow(tr("Partition"), pair(partition, tr("Account"), account));
+    QLineEdit *qos = line(tr("default"), tr("sbatch --qos: the quality of service"), u"qos"_s,
+                          [](SlurmSpec &s, const QString &t) { s.qos = t.trimmed().toStdString(); });
+    QLineEdit *time = line(tr("HH:MM:SS"), tr("sbatch --time: the job's time limit as MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS; "
+                                              "empty: the partition's default. Slurm ends the job when it is reached."),
+                           u"time_limit"_s, [](SlurmSpec &s, const QString &t) { s.timeLimit = t.trimmed().toStdString(); });
+    form->addRow(tr("QoS"), pair(qos, tr("Time limit"), time));
+
+    auto spin = [&](int min, int max, const QString &tip, const QString &key) {
+        auto *sb = new QSpinBox(box);
+        sb->setObjectName(u"slurm_"_s + key);
+        sb->setRange(min, max);
+        sb->setToolTip(tip);
+        sb->setKeyboardTracking(false); // a value per Enter, focus change or arrow step, not per digit
+        return sb;
+    };
+    m_nodes = spin(1, 1 << 16, tr("Nodes of the allocation (sbatch --nodes)"), u"nodes"_s);
+    m_tasksPerNode = spin(1, 1 << 12, tr("Ranks per node: one agent per Slurm task; with the nccl backend, one per GPU"), u"ntasks_per_node"_s);
+    m_gpusPerNode = spin(0, 1 << 10, tr("sbatch --gpus-per-node; \"none\": no GPUs asked for. With the nccl backend at least the tasks per node."),
+                         u"gpus_per_node"_s);
+    m_gpusPerNode->setSpecialValueText(tr("none"));
+    auto *sizes = new QHBoxLayout;
+    sizes->addWidget(m_nodes, 1);
+    sizes->addWidget(new QLabel(tr("× tasks"), box));
+    sizes->addWidget(m_tasksPerNode, 1);
+    sizes->addWidget(new QLabel(tr("GPUs/node"), box));
+    sizes->addWidget(m_gpusPerNode, 1);
+    form->addRow(tr("Nodes"), sizes);
+    for (QSpinBox *sb : {m_nodes, m_tasksPerNode, m_gpusPerNode})
+        connect(sb, &QSpinBox::valueChanged, this, [this] {
+            if (m_updatingForm || m_model->profile().launcher != "slurm")
+                return;
+            SlurmSpec c = m_model->profile().slurm;
+            c.nodes = m_nodes->value();
+            c.ntasksPerNode = m_tasksPerNode->value();
+            c.gpusPerNode = m_gpusPerNode->value();
+            const QStringList problems = m_model->slurmProblems(c);
+            if (problems.isEmpty())
+                m_model->setSlurm(c);
+            showSlurmProblems(problems, !problems.isEmpty());
+        });
+
+    form->addRow(tr("Constraint"), line(tr("any node"), tr("sbatch --constraint: node features, e.g. a100&ib"), u"constraint"_s,
+                                        [](SlurmSpec &s, const QString &t) { s.constraint = t.trimmed().toStdString(); }));
+    form->addRow(tr("sbatch options"),
+                 line(tr("e.g. --exclusive --mem=0"),
+                      tr("More sbatch options, separated by spaces; each one long option (--name or --name=value). ClusterPPL sets "
+                         "--nodes, --ntasks, --job-name, --output, --error, --chdir and --parsable itself. A value with a space "
+                         "in it goes in the profile JSON."),
+                      u"sbatch_options"_s, [words](SlurmSpec &s, const QString &t) { s.sbatchOptions = words(t); }));
+    form->addRow(tr("Modules"), line(tr("none"), tr("Environment modules loaded in the job before any step (module load NAME), separated by spaces"),
+                                     u"modules"_s, [words](SlurmSpec &s, const QString &t) { s.modules = words(t); }));
+    form->addRow(tr("Env script"), line(tr("none"), tr("A file on the cluster sourced before sbatch and in the job (site settings, a venv)"),
+                                        u"env_script"_s, [](SlurmSpec &s, const QString &t) { s.envScript = t.trimmed().toStdString(); }));
+    QLineEdit *agent = line(tr("the host's agent"), tr("The agent's path on the compute nodes; empty: the login host's Agent above"), u"agent"_s,
+                            [](SlurmSpec &s, const QString &t) { s.agent = t.trimmed().toStdString(); });
+    QLineEdit *jobDir = line(QString::fromStdString(SlurmSpec{}.jobDir),
+                             tr("Where each run's job files go (script, outputs, keys), relative to the login host's working directory "
+                                "or home; it must be shared with the compute nodes"),
+                             u"job_dir"_s, [](SlurmSpec &s, const QString &t) {
+                                 // Empty means the default here (the profile refuses an empty job_dir).
+                                 s.jobDir = t.trimmed().isEmpty() ? SlurmSpec{}.jobDir : t.trimmed().toStdString();
+                             });
+    form->addRow(tr("Agent"), pair(agent, tr("Job dir"), jobDir));
+    m_slurmStatus = new QLabel(box);
+    m_slurmStatus->setObjectName(u"slurmStatus"_s);
+    m_slurmStatus->setWordWrap(true);
+    m_slurmStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(m_slurmStatus);
+}
+
+void ClusterPage::refreshSlurmForm()
+{
+    const ClusterProfile p = m_model->profile();
+    const SlurmSpec &s = p.slurm;
+    m_slurmBox->setVisible(p.launcher == "slurm");
+    const bool was = m_updatingForm;
+    m_updatingForm = true;
+    auto join = [](const std::vector<std::string> &v) {
+        QStringList l;
+        for (const auto &w : v)
+            l << qs(w);
+        return l.join(u' ');
+    };
+    for (const SlurmLine &l : std::as_const(m_slurmLines)) {
+        QString text;
+        if (l.key == u"partition"_s)
+            text = qs(s.partition);
+        else if (l.key == u"account"_s)
+            text = qs(s.account);
+        else if (l.key == u"qos"_s)
+            text = qs(s.qos);
+        else if (l.key == u"time_limit"_s)
+            text = qs(s.timeLimit);
+        else if (l.key == u"constraint"_s)
+            text = qs(s.constraint);
+        else if (l.key == u"sbatch_options"_s)
+            text = join(s.sbatchOptions);
+        else if (l.key == u"modules"_s)
+            text = join(s.modules);
+        else if (l.key == u"env_script"_s)
+            text = qs(s.envScript);
+        else if (l.key == u"agent"_s)
+            text = qs(s.agent);
+        else if (l.key == u"job_dir"_s)
+            text = s.jobDir == SlurmSpec{}.jobDir ? QString() : qs(s.jobDir);
+        l.edit->setText(text);
+    }
+    m_nodes->setValue(s.nodes);
+    m_tasksPerNode->setValue(s.ntasksPerNode);
+    m_gpusPerNode->setValue(s.gpusPerNode);
+    m_updatingForm = was;
+    showSlurmProblems(p.launcher == "slurm" ? m_model->slurmProblems(s) : QStringList(), false);
+}
+
+void ClusterPage::showSlurmProblems(const QStringList &problems, bool pending)
+{
+    for (const SlurmLine &l : std::as_const(m_slurmLines)) {
+        QStringList mine;
+        for (const QString &p : problems)
+            if (p.startsWith(u"slurm."_s + l.key))
+                mine << p;
+        l.mark->setVisible(!mine.isEmpty());
+        l.mark->setToolTip(mine.join(u'\n'));
+    }
+    if (problems.isEmpty()) {
+        const ClusterProfile p = m_model->profile();
+        const SlurmSpec &s = p.slurm;
+        const int ranks = s.nodes * s.ntasksPerNode;
+        // As the driver places them: relative to the login host's working directory, else home.
+        QString dir = qs(s.jobDir);
+        if (!dir.startsWith(u'/') && !dir.startsWith(u'~'))
+            dir = (p.hosts.empty() || p.hosts.front().workdir.empty() ? u"~"_s : qs(p.hosts.front().workdir)) + u'/' + dir;
+        m_slurmStatus->setText(tr("%1 × %2 = %3 ranks, %4; job files in %5/RUN-ID on the login node")
+                                   .arg(s.nodes)
+                                   .arg(s.ntasksPerNode)
+                                   .arg(ranks)
+                                   .arg(s.gpusPerNode > 0 ? tr("%1 GPUs per node").arg(s.gpusPerNode) : tr("no GPUs asked for"))
+                                   .arg(dir));
+        return;
+    }
+    m_slurmStatus->setText((pending ? tr("⚠ Not applied: %1") : tr("⚠ %1")).arg(problems.join(u'\n')));
+}
+
+QString ClusterPage::slurmStatusText() const
+{
+    return m_slurmStatus->text();
+}
+
 void ClusterPage::restoreExpansion()
 {
     // Resets collapse everything; a cluster of a few hosts reads best fully open, a big one with
@@ -318,6 +531,7 @@ void ClusterPage::setProfile(const ClusterProfile &profile, const QString &path)
     m_nameLabel->setToolTip(path);
     syncGroupingControls();
     refreshForm();
+    refreshSlurmForm();
 }
 
 ClusterProfile ClusterPage::profile() const

@@ -2,8 +2,8 @@
 #pragma once
 
 // The Cluster page: the profile's hosts as groups -> hosts -> slots, a form for the selected host
-// (address, SSH), problems listed and mapped to their rows, hostfile and profile files, and
-// pre-flight per host.
+// (address, SSH), the Slurm job (launcher "slurm"), problems listed and mapped to their rows,
+// hostfile and profile files, and pre-flight per host.
 
 #include "run/run_engine.h"
 
@@ -13,11 +13,14 @@
 #include <QPointer>
 #include <QWidget>
 
+#include <functional>
+
 class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
+class QAction;
 class QSpinBox;
 class QTreeView;
 class QGroupBox;
@@ -55,6 +58,9 @@ public:
     /// The check ended: @p verdict under the per-host list ("every host passed", the first cause).
     void endCheck(bool ok, const QString &verdict);
     [[nodiscard]] QString checkResultsText() const;
+    /// The Slurm job's box (shown with launcher "slurm") and its inline verdict, for tests.
+    [[nodiscard]] QGroupBox *slurmBox() const noexcept { return m_slurmBox; }
+    [[nodiscard]] QString slurmStatusText() const;
 
 Q_SIGNALS:
     void failed(const QString &message);
@@ -65,6 +71,12 @@ Q_SIGNALS:
 private:
     void buildToolbar(QWidget *bar);
     void buildHostForm(QGroupBox *box);
+    void buildSlurmForm(QGroupBox *box);
+    /// Fills the Slurm fields from the profile (a new profile, another launcher); pending invalid
+    /// text in a field is replaced.
+    void refreshSlurmForm();
+    /// Marks the fields @p problems name and shows them (or the job's size) under the fields.
+    void showSlurmProblems(const QStringList &problems, bool pending);
     void refreshProblems();
     void refreshForm();
     void syncGroupingControls();
@@ -90,6 +102,21 @@ private:
     QCheckBox *m_password = nullptr;
     QLineEdit *m_agent = nullptr;
     QLineEdit *m_workdir = nullptr;
+    // The Slurm job: one editor per field of SlurmSpec; each edit is checked as typed and applied
+    // when it adds no problem (an invalid value stays in its field, marked, and is not applied).
+    using SlurmSetter = std::function<void(SlurmSpec &, const QString &)>;
+    struct SlurmLine
+    {
+        QLineEdit *edit = nullptr;
+        QString key; ///< the profile's field ("partition", "sbatch_options"): messages start "slurm.<key>"
+        QAction *mark = nullptr;
+    };
+    QGroupBox *m_slurmBox = nullptr;
+    QList<SlurmLine> m_slurmLines;
+    QSpinBox *m_nodes = nullptr;
+    QSpinBox *m_tasksPerNode = nullptr;
+    QSpinBox *m_gpusPerNode = nullptr;
+    QLabel *m_slurmStatus = nullptr;
     QLabel *m_preflightNote = nullptr;
     QLabel *m_checkResults = nullptr; // per host: summary and details of the last pre-flight
     QStringList m_checkLines;

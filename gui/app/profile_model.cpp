@@ -51,6 +51,7 @@ void ProfileModel::setProfile(const ClusterProfile &profile)
     beginResetModel();
     m_profile = profile;
     m_preflight.clear();
+    m_slurmAside = {};
     rebuild();
     endResetModel();
     Q_EMIT profileEdited();

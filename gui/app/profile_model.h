@@ -43,7 +43,13 @@ public:
     QString moveHost(int hostIndex, int delta);
     QString moveHostToGroup(int hostIndex, int groupRow);
     QString setGrouping(GroupingSpec::Mode mode, int size = 0);
+    /// Leaving "slurm" puts the profile's slurm object aside (another launcher may not have one);
+    /// switching back restores it.
     QString setLauncher(const QString &launcher);
+    /// The Slurm job (launcher "slurm" only); refused with the profile's message for a bad field.
+    QString setSlurm(const SlurmSpec &slurm);
+    /// The problems under "slurm" the profile would have with @p candidate (the form's inline checks).
+    [[nodiscard]] QStringList slurmProblems(const SlurmSpec &candidate) const;
     QString setHostField(int hostIndex, HostField field, const QVariant &value);
     QString renameGroup(int groupRow, const QString &name);
     /// Pre-flight outcome for a host by name (shown in ColPreflight with the details as tooltip).
@@ -113,6 +119,7 @@ private:
     std::vector<QString> m_layoutGroupNames;
     QStringList m_problems;
     QMap<QString, Preflight> m_preflight;
+    SlurmSpec m_slurmAside; // the slurm object while another launcher is chosen
 };
 
 } // namespace cppl::app

@@ -308,7 +308,43 @@ QString ProfileModel::setLauncher(const QString &launcher)
     c.launcher = ss(launcher);
     if (c == m_profile)
         return {};
-    return commit(std::move(c), u"launcher"_s, false);
+    // A "slurm" object belongs to the slurm launcher only (validateProfile says so): leaving it
+    // puts the object aside, and coming back to it brings it back, so a look at another launcher
+    // loses nothing.
+    SlurmSpec aside = m_slurmAside;
+    if (m_profile.launcher == "slurm" && c.launcher != "slurm") {
+        aside = c.slurm;
+        c.slurm = {};
+    } else if (c.launcher == "slurm" && c.slurm == SlurmSpec{}) {
+        c.slurm = m_slurmAside;
+    }
+    const QString refused = commit(std::move(c), u"launcher"_s, false);
+    if (refused.isEmpty())
+        m_slurmAside = aside;
+    return refused;
+}
+
+QStringList ProfileModel::slurmProblems(const SlurmSpec &candidate) const
+{
+    ClusterProfile c = m_profile;
+    c.slurm = candidate;
+    QStringList out;
+    for (const QString &p : problemsOf(c))
+        if (p.startsWith(u"slurm"_s))
+            out << p;
+    return out;
+}
+
+QString ProfileModel::setSlurm(const SlurmSpec &slurm)
+{
+    if (m_profile.launcher != "slurm")
+        return refuse(tr("slurm: the Slurm job applies to the slurm launcher only (this profile's launcher is \"%1\")")
+                          .arg(qs(m_profile.launcher)));
+    ClusterProfile c = m_profile;
+    c.slurm = slurm;
+    if (c == m_profile)
+        return {};
+    return commit(std::move(c), u"slurm"_s, false);
 }
 
 } // namespace cppl::app

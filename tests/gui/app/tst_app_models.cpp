@@ -11,10 +11,15 @@
 #include "cppl/hostfile.h"
 
 #include <QAbstractItemModelTester>
+#include <QAction>
+#include <QComboBox>
 #include <QFile>
+#include <QGroupBox>
+#include <QLineEdit>
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -49,6 +54,7 @@ private Q_SLOTS:
     void dragHostBetweenGroups();
     void problemsMapToRows();
     void hostfileRoundTrip();
+    void slurmForm();
     void rankAndAlertModels();
     void memoryColumn_data();
     void memoryColumn();
@@ -246,6 +252,128 @@ void TestAppModels::hostfileRoundTrip()
     const auto parsed = cppl::parseProfile(readAll(json).toStdString());
     QVERIFY(parsed.ok());
     QVERIFY(parsed.profile == page.profile());
+}
+
+/// The Slurm job's form: filled from a slurm profile, each field checked as typed (the profile's own
+/// message, the field marked) and applied only when valid, the spin boxes alike, the other
+/// launchers hiding it (and putting the slurm object aside), and the JSON round trip.
+void TestAppModels::slurmForm()
+{
+    QTemporaryDir dir;
+    const QString in = dir.filePath(u"slurm.json"_s);
+    {
+        QFile f(in);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"format": "clusterppl-profile", "version": 1, "name": "cluster", "launcher": "slurm",
+                   "hosts": [{"name": "login1", "ssh": {"user": "eval"}}],
+                   "evaluation": {"model": "m", "tokens": "t.u32", "backend": "nccl"},
+                   "slurm": {"partition": "gpu", "account": "proj1", "time_limit": "01:30:00", "nodes": 2,
+                             "ntasks_per_node": 4, "gpus_per_node": 4, "sbatch_options": ["--exclusive", "--mem=0"],
+                             "modules": ["cuda/12.2"]}})");
+    }
+    cppl::app::ClusterPage page;
+    QAbstractItemModelTester tester(page.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy failed(&page, &cppl::app::ClusterPage::failed);
+    page.show(); // typed keys reach a shown line edit
+    QVERIFY(page.openProfile(in));
+    QVERIFY(!page.slurmBox()->isHidden());
+    auto edit = [&](const char *key) { return page.findChild<QLineEdit *>(u"slurm_"_s + QLatin1String(key)); };
+    auto spin = [&](const char *key) { return page.findChild<QSpinBox *>(u"slurm_"_s + QLatin1String(key)); };
+    auto marked = [&](QLineEdit *e) {
+        const auto actions = e->actions();
+        return std::any_of(actions.begin(), actions.end(), [](QAction *a) { return a->isVisible() && !a->toolTip().isEmpty(); });
+    };
+    for (const char *key : {"partition", "account", "qos", "time_limit", "constraint", "sbatch_options", "modules", "env_script", "agent", "job_dir"})
+        QVERIFY2(edit(key) && !edit(key)->toolTip().isEmpty(), key);
+    QCOMPARE(edit("partition")->text(), u"gpu"_s);
+    QCOMPARE(edit("time_limit")->text(), u"01:30:00"_s);
+    QCOMPARE(edit("sbatch_options")->text(), u"--exclusive --mem=0"_s);
+    QCOMPARE(edit("job_dir")->text(), QString()); // the default, shown as the placeholder
+    QCOMPARE(edit("job_dir")->placeholderText(), u".clusterppl/jobs"_s);
+    QCOMPARE(spin("nodes")->value(), 2);
+    QCOMPARE(spin("ntasks_per_node")->value(), 4);
+    QCOMPARE(spin("gpus_per_node")->value(), 4);
+    QVERIFY2(page.slurmStatusText().startsWith(u"2 × 4 = 8 ranks, 4 GPUs per node"_s), qPrintable(page.slurmStatusText()));
+
+    // A valid edit is applied when editing ends.
+    edit("partition")->clear();
+    QTest::keyClicks(edit("partition"), u"a100"_s);
+    Q_EMIT edit("partition")->editingFinished();
+    QCOMPARE(page.profile().slurm.partition, std::string("a100"));
+
+    // An invalid time limit: marked and explained as typed, not applied, kept in its field.
+    edit("time_limit")->clear();
+    QTest::keyClicks(edit("time_limit"), u"1h30"_s);
+    QVERIFY(marked(edit("time_limit")));
+    QVERIFY(!marked(edit("partition")));
+    QVERIFY2(page.slurmStatusText().contains(u"Not applied: slurm.time_limit: \"1h30\" is not a Slurm time"_s), qPrintable(page.slurmStatusText()));
+    Q_EMIT edit("time_limit")->editingFinished();
+    QCOMPARE(page.profile().slurm.timeLimit, std::string("01:30:00"));
+    QCOMPARE(edit("time_limit")->text(), u"1h30"_s);
+    edit("time_limit")->clear();
+    QTest::keyClicks(edit("time_limit"), u"2-00:00:00"_s);
+    Q_EMIT edit("time_limit")->editingFinished();
+    QVERIFY(!marked(edit("time_limit")));
+    QCOMPARE(page.profile().slurm.timeLimit, std::string("2-00:00:00"));
+
+    // An option ClusterPPL sets itself, and a partition with a space: refused with the reason.
+    edit("sbatch_options")->setText(u"--exclusive --nodes=3"_s);
+    Q_EMIT edit("sbatch_options")->textEdited(edit("sbatch_options")->text());
+    QVERIFY(marked(edit("sbatch_options")));
+    QVERIFY2(page.slurmStatusText().contains(u"--nodes is set by ClusterPPL"_s), qPrintable(page.slurmStatusText()));
+    Q_EMIT edit("sbatch_options")->editingFinished();
+    QCOMPARE(page.profile().slurm.sbatchOptions, (std::vector<std::string>{"--exclusive", "--mem=0"}));
+    edit("sbatch_options")->setText(u"--exclusive  --mem=0 --gres=gpu:4"_s);
+    Q_EMIT edit("sbatch_options")->editingFinished();
+    QCOMPARE(page.profile().slurm.sbatchOptions, (std::vector<std::string>{"--exclusive", "--mem=0", "--gres=gpu:4"}));
+
+    // Fewer GPUs than tasks per node with nccl: not applied; more tasks and nodes: applied.
+    spin("gpus_per_node")->setValue(2);
+    QCOMPARE(page.profile().slurm.gpusPerNode, 4);
+    QVERIFY2(page.slurmStatusText().contains(u"slurm.gpus_per_node: 2 GPUs for 4 tasks per node"_s), qPrintable(page.slurmStatusText()));
+    spin("gpus_per_node")->setValue(8);
+    spin("ntasks_per_node")->setValue(8);
+    spin("nodes")->setValue(3);
+    QCOMPARE(page.profile().slurm.gpusPerNode, 8);
+    QCOMPARE(page.profile().slurm.ntasksPerNode, 8);
+    QCOMPARE(page.profile().slurm.nodes, 3);
+    QVERIFY2(page.slurmStatusText().startsWith(u"3 × 8 = 24 ranks"_s), qPrintable(page.slurmStatusText()));
+
+    // Other launchers hide the job and put it aside (a slurm object is an error there); back to slurm restores it.
+    const cppl::SlurmSpec job = page.profile().slurm;
+    auto *launcher = page.findChild<QComboBox *>(u"launcher"_s);
+    QVERIFY(launcher);
+    auto choose = [&](const QString &name) {
+        const int i = launcher->findData(name);
+        launcher->setCurrentIndex(i);
+        Q_EMIT launcher->activated(i);
+    };
+    choose(u"ssh"_s);
+    QCOMPARE(page.profile().launcher, std::string("ssh"));
+    QVERIFY(page.slurmBox()->isHidden());
+    QVERIFY(page.profile().slurm == cppl::SlurmSpec{});
+    QVERIFY2(page.model()->problems().isEmpty(), qPrintable(page.model()->problems().join(u'\n')));
+    choose(u"slurm"_s);
+    QVERIFY(!page.slurmBox()->isHidden());
+    QVERIFY(page.profile().slurm == job);
+    QCOMPARE(edit("partition")->text(), u"a100"_s);
+    QCOMPARE(failed.size(), 0);
+
+    // Saved and read back: the same job.
+    const QString out = dir.filePath(u"out.json"_s);
+    QVERIFY(page.saveProfile(out));
+    const auto parsed = cppl::parseProfile(readAll(out).toStdString());
+    QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.errors.front().c_str());
+    QVERIFY(parsed.profile.slurm == job);
+    QCOMPARE(parsed.profile.slurm.account, std::string("proj1"));
+    QCOMPARE(parsed.profile.slurm.modules, std::vector<std::string>{"cuda/12.2"});
+
+    // Two hosts cannot be a slurm profile: the switch is refused and the combo shows the launcher kept.
+    QVERIFY(page.importHostfile(QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile")));
+    choose(u"slurm"_s);
+    QCOMPARE(page.profile().launcher, std::string("ssh"));
+    QCOMPARE(launcher->currentData().toString(), u"ssh"_s);
+    QVERIFY(page.slurmBox()->isHidden());
 }
 
 void TestAppModels::rankAndAlertModels()
