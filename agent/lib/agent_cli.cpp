@@ -90,6 +90,9 @@ constexpr CommandUsage kCommandUsage[] = {
                                          batch (default 65536; docs/communication.md)
       --schedule static|dynamic          shards fixed before the run, or global batches claimed
                                          as ranks go (no waiting for a slow rank); same bits
+      --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
+                                         or regroup without it and finish with the same bits
+                                         (continue: --schedule dynamic, gloo; rank 0 must survive)
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it
@@ -106,7 +109,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --master-port P        the rendezvous store's port, 1..65535 (default: a free one)
       Start N local ranks of eval with torchrun's environment; the launcher serves the rendezvous
       store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
-      when one fails and returns rank 0's exit code.
+      when one fails and returns rank 0's exit code. With eval's --on-rank-loss continue only rank
+      0 failing stops the others; once rank 0 is done the rest are stopped after 3 s.
 )"},
     {"comm-check", R"(  clusterppl-agent comm-check [--backend gloo|nccl] [--topology hierarchical|flat] [--words N,...]
       One rank of a collective self-test (start it like eval, e.g. run --standalone

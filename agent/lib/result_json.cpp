@@ -124,6 +124,8 @@ nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, c
                                     {"payload_bytes", rep.payloadBytes}};
         if (static_cast<std::size_t>(rep.rank) < batchRuns.size())
             r["batches"] = batchRuns[static_cast<std::size_t>(rep.rank)];
+        if (rep.lost)
+            r["lost"] = true;
         ranks.push_back(std::move(r));
     }
     return ranks;

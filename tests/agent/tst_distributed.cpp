@@ -15,6 +15,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -382,13 +383,22 @@ private Q_SLOTS:
         // 60 s heartbeat timeout could fire (the survivors' "died" message, not "no heartbeat", shows
         // which path noticed it); a stopped rank can only be noticed by that timeout, so it is short.
         QTest::addColumn<int>("timeoutS");
+        QTest::addColumn<QStringList>("extra");
+        const QStringList tolerant{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"), QStringLiteral("continue")};
+        const QStringList failFast{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"), QStringLiteral("fail")};
         const QString died = QStringLiteral(") died: its connection closed before it finished (killed, crashed or out of memory; see its log)");
         QTest::addRow("SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
-                                        << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60;
+                                        << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << QStringList();
         QTest::addRow("SIGKILL rank 0 (the others lose it)") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
-                                                             << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60;
+                                                             << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << QStringList();
         QTest::addRow("SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 ({host}) stopped responding: no heartbeat for "
-                                        << QString() << 6; // the first survivor to time out is reported first: any of them
+                                        << QString() << 6 << QStringList(); // the first survivor to time out is reported first: any of them
+        // --on-rank-loss fail (the default) with the dynamic schedule fails as fast; and rank 0 lost
+        // still ends a tolerant run (it holds the watchdog's hub; docs/communication.md).
+        QTest::addRow("dynamic, --on-rank-loss fail, SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
+                                                                      << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << failFast;
+        QTest::addRow("--on-rank-loss continue, SIGKILL rank 0") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
+                                                                 << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << tolerant;
     }
     void rankKilledOrStopped()
     {
@@ -398,6 +408,7 @@ private Q_SLOTS:
         QFETCH(QString, expectText);
         QFETCH(QString, launcherText);
         QFETCH(int, timeoutS);
+        QFETCH(QStringList, extra);
         expectText.replace(QStringLiteral("{host}"), QString::fromStdString(cppl::localHostName()));
         QProcess launcher;
         QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
@@ -406,7 +417,8 @@ private Q_SLOTS:
                                            QStringLiteral("--")}
                                    + args
                                    + QStringList{QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--sync-every-tokens"),
-                                                 QStringLiteral("end")});
+                                                 extra.isEmpty() ? QStringLiteral("end") : QStringLiteral("300")}
+                                   + extra);
         QVERIFY(launcher.waitForStarted());
         QList<qint64> kids;
         QElapsedTimer wait;
@@ -460,6 +472,150 @@ private Q_SLOTS:
         // closed connection; and every rank was gone before the heartbeat timeout could have fired.
         if (signal == SIGKILL)
             QVERIFY2(took < timeoutS * 1000, qPrintable(QStringLiteral("a dead rank must be noticed at once, not after the timeout (%1 ms)").arg(took)));
+    }
+
+    void survivesLostRank_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::addColumn<int>("victim");
+        QTest::addColumn<double>("at"); // fraction of the tokens scored (rank 0's round lines) when the signal is sent
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<int>("timeoutS");
+        QTest::addColumn<QString>("cause");
+        // --timeout 60 for the kills: a dead rank is noticed by its closed connection, not the
+        // timeout; a stopped one only by the timeout, so it is short there.
+        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2") << int(SIGKILL) << 2 << 0.3 << "hierarchical" << "size:2" << 60 << "died: ";
+        QTest::addRow("kill -9 rank 1 at 60%%, flat") << int(SIGKILL) << 1 << 0.6 << "flat" << "by-host" << 60 << "died: ";
+        QTest::addRow("kill -9 rank 3 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << 3 << 0.9 << "hierarchical" << "0,3;1,2" << 60 << "died: ";
+        QTest::addRow("SIGSTOP rank 2 at 50%%, hierarchical size:2") << int(SIGSTOP) << 2 << 0.5 << "hierarchical" << "size:2" << 6
+                                                                     << "stopped responding: no heartbeat for ";
+    }
+    void survivesLostRank()
+    {
+        // --on-rank-loss continue: a rank other than 0 dies (or stops) in the middle of a 4-rank
+        // dynamic run; the others regroup, evaluate what it left, and the result is still one rank's
+        // bits, with the lost rank, its committed batches and the batches redone on record.
+        QFETCH(int, signal);
+        QFETCH(int, victim);
+        QFETCH(double, at);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QFETCH(int, timeoutS);
+        QFETCH(QString, cause);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("lost-%1.json").arg(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')));
+        QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
+        args.removeAll(QStringLiteral("--quiet")); // rank 0's round lines say how far the run is
+        QProcess launcher;
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+                                           QStringLiteral("--groups"), groups, QStringLiteral("--")}
+                                   + args
+                                   + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
+                                                 QStringLiteral("continue"), QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"),
+                                                 QStringLiteral("300"), QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--json"), json});
+        QVERIFY(launcher.waitForStarted());
+        QList<qint64> kids;
+        QElapsedTimer wait;
+        wait.start();
+        while (kids.size() < 4 && wait.elapsed() < 30000) {
+            QThread::msleep(100);
+            kids = childrenOf(launcher.processId());
+        }
+        QCOMPARE(kids.size(), 4);
+        // Wait for the event: rank 0's round line saying that the fraction of the tokens is scored.
+        QByteArray early;
+        launcher.setReadChannel(QProcess::StandardError);
+        const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
+        auto reached = [&] {
+            double best = 0;
+            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
+                const auto m = it.next();
+                best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
+            }
+            return best >= at;
+        };
+        while (!reached() && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(1000))
+                early += launcher.readAllStandardError();
+        if (!reached()) {
+            launcher.waitForFinished(1000);
+            early += launcher.readAllStandardError();
+        }
+        QVERIFY2(reached(), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
+                                           .arg(launcher.state() == QProcess::Running ? QStringLiteral("running") : QStringLiteral("gone"))
+                                           .arg(launcher.exitCode())
+                                           .arg(QString::fromUtf8(early))));
+        QCOMPARE(::kill(static_cast<pid_t>(kids[victim]), signal), 0);
+        const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
+        if (!finished) {
+            for (qint64 k : kids)
+                ::kill(static_cast<pid_t>(k), SIGKILL);
+            launcher.kill();
+            launcher.waitForFinished();
+        }
+        const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
+        QVERIFY2(finished, qPrintable(err));
+        QVERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
+        const QString host = QString::fromStdString(cppl::localHostName());
+        QVERIFY2(err.contains(QStringLiteral("recovered: rank %1 (%2) %3").arg(victim).arg(host, cause)), qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank %1 ").arg(victim))
+                     && err.contains(QStringLiteral("the others went on without it (--on-rank-loss continue)")),
+                 qPrintable(err));
+        for (qint64 k : kids) { // nothing left behind: the launcher reaped every rank, the stopped one too
+            QFile stat(QStringLiteral("/proc/%1/stat").arg(k));
+            const bool alive = stat.open(QIODevice::ReadOnly) && !stat.readAll().contains(") Z ");
+            QVERIFY2(!alive, "a rank outlived the launcher");
+        }
+        // The contract: one rank's bits.
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), one.value(QStringLiteral("bytes")).toInteger());
+        // The record: who was lost, why, when; every batch counted exactly once, the lost rank's
+        // committed ones included; the batches redone are ones nobody else counted before.
+        const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost[0].toObject().value(QStringLiteral("rank")).toInt(), victim);
+        QCOMPARE(lost[0].toObject().value(QStringLiteral("host")).toString(), host);
+        QVERIFY2(lost[0].toObject().value(QStringLiteral("cause")).toString().startsWith(cause), qPrintable(lost[0].toObject().value(QStringLiteral("cause")).toString()));
+        QVERIFY(lost[0].toObject().value(QStringLiteral("round")).toInt() >= 0);
+        QList<qint64> redone;
+        QVERIFY(parseBatches(j.value(QStringLiteral("batches_redone")).toString(), redone));
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), 4);
+        const qint64 batchCount = j.value(QStringLiteral("batch_count")).toInteger();
+        QList<qint64> counted;
+        qint64 tokens = 0;
+        for (int rk = 0; rk < 4; ++rk) {
+            const QJsonObject o = ranks[rk].toObject();
+            QCOMPARE(o.value(QStringLiteral("rank")).toInt(), rk);
+            QCOMPARE(o.value(QStringLiteral("lost")).toBool(), rk == victim);
+            QList<qint64> mine;
+            QVERIFY(parseBatches(o.value(QStringLiteral("batches")).toString(), mine));
+            qint64 windows = 0;
+            for (qint64 b : mine)
+                windows += b == batchCount - 1 ? one.value(QStringLiteral("windows")).toInteger() - 2 * (batchCount - 1) : 2;
+            QCOMPARE(windows, o.value(QStringLiteral("windows")).toInteger());
+            tokens += o.value(QStringLiteral("tokens")).toInteger();
+            counted += mine;
+            if (rk == victim)
+                for (qint64 b : redone)
+                    QVERIFY2(!mine.contains(b), "a batch the lost rank committed was redone");
+        }
+        QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
+        std::sort(counted.begin(), counted.end());
+        QList<qint64> all;
+        for (qint64 b = 0; b < batchCount; ++b)
+            all << b;
+        QCOMPARE(counted, all);
+        qInfo("lost after round %d, %lld batches redone, %lld windows of the lost rank kept",
+              lost[0].toObject().value(QStringLiteral("round")).toInt(), static_cast<long long>(redone.size()),
+              static_cast<long long>(ranks[victim].toObject().value(QStringLiteral("windows")).toInteger()));
     }
 
     void missingRankAtRendezvous()
@@ -587,6 +743,10 @@ private Q_SLOTS:
         QTest::addRow("run without eval arguments") << QStringList{QStringLiteral("run"), QStringLiteral("--standalone"),
                                                                    QStringLiteral("--nproc-per-node"), QStringLiteral("2")}
                                                     << "after \"--\"";
+        QTest::addRow("on-rank-loss") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("ignore")}
+                                      << "--on-rank-loss \"ignore\" is not one of fail, continue";
+        QTest::addRow("on-rank-loss continue, static") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue")}
+                                                       << "--on-rank-loss continue needs --schedule dynamic";
         QTest::addRow("rank beyond world size") << QStringList{QStringLiteral("eval")} + ev
                                                            + QStringList{QStringLiteral("--rank"), QStringLiteral("2"), QStringLiteral("--world-size"),
                                                                          QStringLiteral("2")}

@@ -6,6 +6,7 @@
 
 #include "cppl/errors.h"
 #include "cppl/sharding.h"
+#include "cppl/statistics.h"
 
 #include <algorithm>
 #include <charconv>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <thread>
 
 namespace cppl::agent::dist {
 
@@ -79,15 +81,36 @@ std::optional<std::vector<BatchRun>> parseBatchRuns(const std::string &text)
 }
 
 DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key,
-                                 std::optional<std::vector<std::int64_t>> order)
-    : m_run(run), m_batchTokens(std::move(batchTokens)), m_sync(syncEveryTokens), m_key(std::move(key)), m_order(std::move(order))
+                                 std::optional<std::vector<std::int64_t>> order, std::vector<std::int64_t> batchWindows)
+    : m_run(run), m_batchTokens(std::move(batchTokens)), m_batchWindows(std::move(batchWindows)), m_sync(syncEveryTokens), m_key(std::move(key))
 {
     if (syncEveryTokens < 0)
         throw ConfigError("sync threshold must be >= 0 tokens (0 = after every batch), got " + std::to_string(syncEveryTokens));
-    m_batches = static_cast<std::int64_t>(m_order ? m_order->size() : m_batchTokens.size());
+    CPPL_ENFORCE(m_batchWindows.empty() || m_batchWindows.size() == m_batchTokens.size(), "one window count per batch");
+    m_allBatches = static_cast<std::int64_t>(m_batchTokens.size());
+    // The queue the counter hands out: every batch, or (a resumed run) those its ledger lacks.
+    if (order) {
+        for (std::int64_t b : *order) {
+            CPPL_ENFORCE(b >= 0 && b < m_allBatches, "a batch to evaluate outside the plan");
+            if (!m_queue.empty() && m_queue.back().end == b)
+                m_queue.back().end = b + 1;
+            else
+                m_queue.push_back({b, b + 1});
+        }
+    } else if (m_allBatches > 0) {
+        m_queue.push_back({0, m_allBatches});
+    }
+    m_batches = 0;
+    for (const BatchRun &r : m_queue)
+        m_batches += r.end - r.first;
+    m_members = run.members();
+    m_pendingAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
+    m_doneAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
+    m_history.push_back(Committed{});
     std::int64_t total = 0;
-    for (std::int64_t i = 0; i < m_batches; ++i)
-        total += m_batchTokens[static_cast<std::size_t>(m_order ? (*m_order)[static_cast<std::size_t>(i)] : i)];
+    for (const BatchRun &r : m_queue)
+        for (std::int64_t b = r.first; b < r.end; ++b)
+            total += m_batchTokens[static_cast<std::size_t>(b)];
     m_meanBatchTokens = m_batches > 0 ? std::max(1.0, static_cast<double>(total) / static_cast<double>(m_batches)) : 1.0;
 }
 
@@ -100,7 +123,7 @@ DynamicSchedule::Sizing DynamicSchedule::sizing() const
     // would hold batches a faster rank could take. Round 0 (speeds unknown) claims one batch.
     Sizing z;
     const double myRate = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : 0;
-    z.share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.worldSize();
+    z.share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.epochSize();
     if (m_sync == 0 || m_rounds == 0)
         z.cap = 1;
     else if (m_sync != kSyncAtEnd)
@@ -122,6 +145,22 @@ std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(Store &stor
     return {store.add(key, k), k};
 }
 
+std::vector<BatchRun> DynamicSchedule::queueSlice(std::int64_t from, std::int64_t to) const
+{
+    std::vector<BatchRun> out;
+    std::int64_t at = 0; // queue position of the current run's first batch
+    for (const BatchRun &r : m_queue) {
+        const std::int64_t n = r.end - r.first;
+        const std::int64_t a = std::max(from, at), b = std::min(to, at + n);
+        if (a < b)
+            out.push_back({r.first + (a - at), r.first + (b - at)});
+        at += n;
+        if (at >= to)
+            break;
+    }
+    return out;
+}
+
 void DynamicSchedule::accept(std::int64_t end, std::int64_t k)
 {
     ++m_claims;
@@ -130,7 +169,12 @@ void DynamicSchedule::accept(std::int64_t end, std::int64_t k)
         m_exhausted = true;
         return;
     }
-    m_pending.push_back({first, std::min(end, m_batches)});
+    for (const BatchRun &r : queueSlice(first, std::min(end, m_batches))) {
+        if (!m_pending.empty() && m_pending.back().end == r.first)
+            m_pending.back().end = r.end;
+        else
+            m_pending.push_back(r);
+    }
     if (end >= m_batches)
         m_exhausted = true; // the last run: no need to ask again
 }
@@ -218,12 +262,14 @@ bool DynamicSchedule::othersStillStarting()
 
 std::optional<std::int64_t> DynamicSchedule::next()
 {
+    if (m_run.lossPending()) // end the round now: the survivors regroup in its collective
+        return std::nullopt;
     if (m_inRound > 0 && !(m_roundBudget > 0) && !othersStillStarting())
         return std::nullopt;
     if (m_pending.empty() && !claim())
         return std::nullopt;
     BatchRun &front = m_pending.front();
-    const std::int64_t b = m_order ? (*m_order)[static_cast<std::size_t>(front.first)] : front.first;
+    const std::int64_t b = front.first;
     // Stop at the batch boundary nearest to this round's budget: go on only if the next batch
     // overshoots it by less than stopping now falls short.
     if (m_inRound > 0 && std::isfinite(m_roundBudget)
@@ -249,23 +295,72 @@ void DynamicSchedule::evaluated(std::int64_t b, double seconds)
     }
 }
 
+namespace {
+
+using Words = std::vector<std::int64_t>;
+
+// Integer words add and subtract with wrap-around: the exact accumulator's limbs are summed by
+// int64 addition across ranks, so differences of sums are exact whatever the order.
+std::int64_t plus(std::int64_t a, std::int64_t b)
+{
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+
+std::int64_t minus(std::int64_t a, std::int64_t b)
+{
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+
+Words orZeros(const Words &w, std::size_t n)
+{
+    return w.empty() ? Words(n, 0) : w;
+}
+
+} // namespace
+
 bool DynamicSchedule::sync(std::span<std::int64_t> words)
 {
     // Empty now means empty for good: the counter only grows, and nothing is pending.
     if (m_pending.empty() && m_inflight.valid())
         claim();
+    if (m_run.lossPending()) {
+        recover(words);
+        return false;
+    }
+    const std::size_t n = words.size();
+    if (m_base.empty()) {
+        m_base.assign(n, 0);
+        m_carry.assign(n, 0);
+    }
     const bool empty = m_pending.empty() && m_exhausted;
-    m_buffer.assign(words.begin(), words.end());
+    // This rank's totals since the last regrouping, plus (lowest member) what was committed before.
+    Words local(n);
+    m_buffer.assign(n, 0);
+    const bool carrier = m_run.epochRank() == 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        local[i] = minus(words[i], m_base[i]);
+        m_buffer[i] = carrier ? plus(local[i], m_carry[i]) : local[i];
+    }
     const bool knowsSpeed = m_myTokens > 0 && m_myCompute > 0;
     const double rate = knowsSpeed ? static_cast<double>(m_myTokens) / m_myCompute : 0;
-    const int world = m_run.worldSize();
+    const int world = m_run.epochSize(); // after a regrouping, the survivors
     m_buffer.push_back(empty ? 1 : 0);
     const std::size_t speeds = m_buffer.size();
     m_buffer.resize(speeds + static_cast<std::size_t>(world), 0); // one slot per rank: only this rank's is non-zero here
-    m_buffer[speeds + static_cast<std::size_t>(m_run.rank())] = static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0));
-    m_run.allReduce(m_buffer);
-    std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
-    const std::int64_t emptyRanks = m_buffer[words.size()];
+    m_buffer[speeds + static_cast<std::size_t>(m_run.epochRank())] = static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0));
+    try {
+        m_run.allReduce(m_buffer);
+    } catch (const RankLostError &) {
+        recover(words);
+        return false;
+    }
+    std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(n), words.begin());
+    if (m_run.tolerant()) {
+        m_history.push_back(Committed{m_rounds, std::move(local), Words(words.begin(), words.end())});
+        if (m_history.size() > 2)
+            m_history.erase(m_history.begin());
+    }
+    const std::int64_t emptyRanks = m_buffer[n];
     // Every rank sizes the next round from the same speeds.
     m_rates.assign(static_cast<std::size_t>(world), 0);
     m_rateSum = 0;
@@ -279,10 +374,228 @@ bool DynamicSchedule::sync(std::span<std::int64_t> words)
         ++m_known;
     }
     ++m_rounds;
-    if (emptyRanks > m_run.worldSize() || emptyRanks < 0)
+    if (emptyRanks > m_run.epochSize() || emptyRanks < 0)
         throw ProtocolError("rank " + std::to_string(m_run.rank()) + ": the round's collective says " + std::to_string(emptyRanks) + " of "
-                            + std::to_string(m_run.worldSize()) + " ranks are done: do all ranks run the same agent version and --schedule?");
-    return emptyRanks == m_run.worldSize();
+                            + std::to_string(m_run.epochSize()) + " ranks are done: do all ranks run the same agent version and --schedule?");
+    return emptyRanks == m_run.epochSize();
+}
+
+void DynamicSchedule::recover(std::span<std::int64_t> words)
+{
+    CPPL_ENFORCE(m_run.tolerant(), "recover() in a run that does not tolerate a lost rank");
+    if (m_inflight.valid()) { // a claim sent ahead is this rank's: it must be in what this rank says it holds
+        const auto [end, k] = m_inflight.get();
+        accept(end, k);
+    }
+    if (m_base.empty()) {
+        m_base.assign(words.size(), 0);
+        m_carry.assign(words.size(), 0);
+    }
+    while (!recoverOnce(words)) {
+    }
+}
+
+std::optional<std::string> DynamicSchedule::waitKey(const std::string &key, int epoch, const std::string &what)
+{
+    // Polls, so that a newer loss (another rank lost while regrouping) ends the wait: the
+    // regrouping then starts over for the newer membership.
+    const auto deadline = std::chrono::steady_clock::now() + m_run.timeout();
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+        if (m_run.store().check({key}))
+            return m_run.store().get(key, m_run.timeout());
+        if (!m_run.lossesSince(epoch).empty())
+            return std::nullopt;
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw TimeoutError("rank " + std::to_string(m_run.rank()) + ": regrouping after a lost rank: " + what + " within "
+                               + std::to_string(m_run.timeout().count() / 1000) + " s (key " + key + ")");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+}
+
+bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
+{
+    const std::size_t n = words.size();
+    const auto losses = m_run.lossesSince(0);
+    CPPL_ENFORCE(!losses.empty(), "recover() without a lost rank");
+    const int epoch = losses.back().epoch;
+    const std::vector<int> &members = losses.back().members;
+    const int me = m_run.rank();
+    if (std::find(members.begin(), members.end(), me) == members.end())
+        throw CollectiveError("rank " + std::to_string(me) + " was declared lost by rank 0 (" + losses.back().cause
+                              + "); it stops, the others go on without it");
+    std::vector<int> lost;
+    for (int r : m_members)
+        if (std::find(members.begin(), members.end(), r) == members.end())
+            lost.push_back(r);
+    CPPL_ENFORCE(!lost.empty(), "a loss that removes nobody");
+    Store &store = m_run.store();
+    const std::string prefix = "cppl/epoch" + std::to_string(epoch) + "/";
+
+    // 1. What this rank holds: its last committed round, the batches it evaluated, those it claimed
+    //    and has not evaluated yet (in the order it would evaluate them).
+    store.set(prefix + "state/" + std::to_string(me),
+              std::to_string(m_history.back().round) + "\t" + formatBatchRuns(m_done) + "\t" + formatBatchRuns(m_pending));
+    struct State
+    {
+        int round = -1;
+        std::vector<BatchRun> done, pending;
+    };
+    std::vector<State> states;
+    for (int r : members) {
+        const auto text = waitKey(prefix + "state/" + std::to_string(r), epoch, "rank " + std::to_string(r) + " did not say what it holds");
+        if (!text)
+            return false;
+        State st;
+        const auto t1 = text->find('\t'), t2 = t1 == std::string::npos ? t1 : text->find('\t', t1 + 1);
+        auto done = t2 == std::string::npos ? std::nullopt : parseBatchRuns(text->substr(t1 + 1, t2 - t1 - 1));
+        auto pending = t2 == std::string::npos ? std::nullopt : parseBatchRuns(text->substr(t2 + 1));
+        const auto [end, ec] = std::from_chars(text->data(), text->data() + (t1 == std::string::npos ? text->size() : t1), st.round);
+        if (!done || !pending || ec != std::errc() || st.round < -1)
+            throw ProtocolError("rank " + std::to_string(me) + ": rank " + std::to_string(r) + "'s state after the loss is malformed (\""
+                                + text->substr(0, 80) + "\"): do all ranks run the same agent version?");
+        st.done = std::move(*done);
+        st.pending = std::move(*pending);
+        for (const auto &runs : {st.done, st.pending})
+            for (const BatchRun &b : runs)
+                if (b.end > m_allBatches)
+                    throw ProtocolError("rank " + std::to_string(me) + ": rank " + std::to_string(r) + " says it holds batch "
+                                        + std::to_string(b.end - 1) + " of " + std::to_string(m_allBatches) + ": do all ranks run with the same plan?");
+        states.push_back(std::move(st));
+    }
+    // 2. How far the counter got, read once every member has settled its claims (the lowest
+    //    member reads it; a rank stopped, not dead, may still move it, but only this value counts).
+    if (me == members.front())
+        store.set(prefix + "counter", std::to_string(store.add(m_key, 0)));
+    const auto counterText = waitKey(prefix + "counter", epoch, "rank " + std::to_string(members.front()) + " did not publish the counter");
+    if (!counterText)
+        return false;
+    std::int64_t counter = -1;
+    if (const auto [end, ec] = std::from_chars(counterText->data(), counterText->data() + counterText->size(), counter); ec != std::errc() || counter < 0)
+        throw ProtocolError("rank " + std::to_string(me) + ": the counter after the loss is malformed (\"" + counterText->substr(0, 40) + "\")");
+    // 3. The last round every survivor completed (a rank is at most one round ahead of another).
+    int committedRound = states.front().round;
+    for (const State &st : states)
+        committedRound = std::min(committedRound, st.round);
+    const auto at = std::find_if(m_history.begin(), m_history.end(), [&](const Committed &c) { return c.round == committedRound; });
+    if (at == m_history.end())
+        throw ProtocolError("rank " + std::to_string(me) + ": the survivors last committed round " + std::to_string(committedRound)
+                            + ", which this rank no longer holds (it is at round " + std::to_string(m_history.back().round) + ")");
+    // 4. Communicators over the survivors, and one all-reduce of what they contributed at that
+    //    round and of what they hold now.
+    if (m_run.epoch() < epoch)
+        m_run.regroup(epoch, members);
+    const Words thenLocal = orZeros(at->local, n), thenGlobal = orZeros(at->global, n);
+    Words both(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+        both[i] = thenLocal[i];
+        both[n + i] = minus(words[i], m_base[i]);
+    }
+    try {
+        m_run.allReduce(both);
+    } catch (const RankLostError &) {
+        return false;
+    }
+    // 5. The lost rank's committed part: the round's total minus the carry and the survivors'.
+    Words lostPart(n);
+    for (std::size_t i = 0; i < n; ++i)
+        lostPart[i] = minus(minus(thenGlobal[i], m_carry[i]), both[i]);
+    // Which batches it is: the lost rank evaluated what it held at the last regrouping, then its
+    // claims in counter order; every claim not held by a survivor is the lost rank's. Its committed
+    // batches are the first ones of that sequence whose windows and tokens make up its part.
+    std::vector<char> held(static_cast<std::size_t>(m_allBatches), 0);
+    for (const State &st : states)
+        for (const auto &runs : {st.done, st.pending})
+            for (const BatchRun &b : runs)
+                for (std::int64_t x = b.first; x < b.end; ++x)
+                    held[static_cast<std::size_t>(x)] = 1;
+    std::vector<std::int64_t> theirs;
+    auto take = [&](const std::vector<BatchRun> &runs) {
+        for (const BatchRun &b : runs)
+            for (std::int64_t x = b.first; x < b.end; ++x)
+                if (!held[static_cast<std::size_t>(x)]) {
+                    held[static_cast<std::size_t>(x)] = 1;
+                    theirs.push_back(x);
+                }
+    };
+    for (int r : lost)
+        take(m_pendingAtRegroup[static_cast<std::size_t>(r)]);
+    take(queueSlice(0, std::min(counter, m_batches)));
+    constexpr std::size_t kTokens = 2 * ExactSum::kReduceWords, kWindows = kTokens + 1;
+    std::size_t prefixLength = 0;
+    bool matched = false;
+    if (lost.size() == 1 && n == static_cast<std::size_t>(NllStats::kReduceWords)) {
+        std::int64_t tokens = 0, windows = 0;
+        for (;;) {
+            if (tokens == lostPart[kTokens] && (m_batchWindows.empty() || windows == lostPart[kWindows])) {
+                matched = true;
+                break;
+            }
+            if (prefixLength == theirs.size() || tokens > lostPart[kTokens])
+                break;
+            const auto b = static_cast<std::size_t>(theirs[prefixLength++]);
+            tokens += m_batchTokens[b];
+            windows += m_batchWindows.empty() ? 0 : m_batchWindows[b];
+        }
+    }
+    if (!matched) { // several ranks lost at once (or a mismatch): drop their part, redo all they claimed
+        std::fill(lostPart.begin(), lostPart.end(), 0);
+        prefixLength = 0;
+    }
+    // 6. The new state: everything committed so far is the carry; the rest is queued again first.
+    for (std::size_t i = 0; i < n; ++i)
+        m_carry[i] = plus(plus(m_carry[i], lostPart[i]), both[n + i]);
+    std::copy(words.begin(), words.end(), m_base.begin());
+    const std::vector<BatchRun> tail = queueSlice(std::min(counter, m_batches), m_batches);
+    std::vector<BatchRun> requeue;
+    for (std::size_t i = prefixLength; i < theirs.size(); ++i) {
+        if (!requeue.empty() && requeue.back().end == theirs[i])
+            requeue.back().end += 1;
+        else
+            requeue.push_back({theirs[i], theirs[i] + 1});
+    }
+    m_queue = requeue;
+    m_queue.insert(m_queue.end(), tail.begin(), tail.end());
+    m_batches = 0;
+    for (const BatchRun &b : m_queue)
+        m_batches += b.end - b.first;
+    m_key = prefix + "sched/next";
+    m_exhausted = m_batches == 0;
+    m_redone.insert(m_redone.end(), requeue.begin(), requeue.end());
+    for (int r : lost) {
+        LostRank l;
+        l.rank = r;
+        for (const auto &loss : losses)
+            if (loss.rank == r)
+                l.cause = loss.cause;
+        l.round = committedRound + 1;
+        l.committed = m_doneAtRegroup[static_cast<std::size_t>(r)];
+        if (matched)
+            for (std::size_t i = 0; i < prefixLength; ++i) {
+                if (!l.committed.empty() && l.committed.back().end == theirs[i])
+                    l.committed.back().end += 1;
+                else
+                    l.committed.push_back({theirs[i], theirs[i] + 1});
+            }
+        for (const BatchRun &b : l.committed)
+            for (std::int64_t x = b.first; x < b.end; ++x) {
+                l.tokens += m_batchTokens[static_cast<std::size_t>(x)];
+                l.windows += m_batchWindows.empty() ? 0 : m_batchWindows[static_cast<std::size_t>(x)];
+            }
+        m_lost.push_back(std::move(l));
+        m_pendingAtRegroup[static_cast<std::size_t>(r)].clear();
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+        m_pendingAtRegroup[static_cast<std::size_t>(members[k])] = states[k].pending;
+        m_doneAtRegroup[static_cast<std::size_t>(members[k])] = states[k].done;
+    }
+    m_members = members;
+    m_history.clear();
+    m_history.push_back(Committed{committedRound + 1, Words(n, 0), m_carry});
+    m_rounds = committedRound + 2;
+    std::copy(m_carry.begin(), m_carry.end(), words.begin());
+    return true;
 }
 
 } // namespace cppl::agent::dist

@@ -50,6 +50,11 @@ struct BatchRun
  *
  * Usage: beginRound(); while (auto b = next()) { evaluate b; evaluated(*b, tokens, seconds); }
  * then sync(words) (the round's collective); stop when it returns true.
+ *
+ * Losing a rank (DistributedRun::tolerant(); docs/communication.md, "Losing a rank"): the batches
+ * are claimed from a queue (all batches in order at first); sync() regroups the survivors instead
+ * of failing when a rank is lost (recover()), and carries on with the lost rank's uncommitted
+ * batches queued first. Whatever it did, the totals sync() returns stay one rank's bits.
  */
 class DynamicSchedule
 {
@@ -60,9 +65,11 @@ public:
      * @param key the store's counter key (a fresh one per run).
      * @param order the global batches left to evaluate, in order (a resumed run: those not in its
      *        ledger); nullopt: every batch. The counter then hands out positions in this list.
+     * @param batchWindows windows of every batch (a lost rank's committed batches are matched on
+     *        tokens and windows); empty: tokens only.
      */
     DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next",
-                    std::optional<std::vector<std::int64_t>> order = std::nullopt);
+                    std::optional<std::vector<std::int64_t>> order = std::nullopt, std::vector<std::int64_t> batchWindows = {});
 
     void beginRound();
     /// @brief The next batch this rank evaluates in this round, or nullopt: end the round now.
@@ -76,6 +83,27 @@ public:
      * yet), each rank writing its own. Returns true when every rank's queue is empty: the run is complete.
      */
     bool sync(std::span<std::int64_t> words);
+    /**
+     * @brief A rank was lost (sync() calls this itself; call it when a collective outside sync(),
+     * the closing gather, throws RankLostError): agree with the survivors on the last committed
+     * round (through the store), regroup, keep the lost rank's committed part, queue the rest of
+     * its batches again. @p words: this rank's cumulative totals in, every rank's totals out.
+     */
+    void recover(std::span<std::int64_t> words);
+
+    /// A rank lost during the run, as recover() settled it.
+    struct LostRank
+    {
+        int rank = -1;
+        std::string cause;
+        int round = 0;                   ///< rounds committed with it (its work after them was redone)
+        std::vector<BatchRun> committed; ///< its batches whose sums count
+        std::int64_t tokens = 0;         ///< ... and their scored tokens and windows
+        std::int64_t windows = 0;
+    };
+    [[nodiscard]] const std::vector<LostRank> &lostRanks() const noexcept { return m_lost; }
+    /// @brief Batches queued again after a loss (claimed by a lost rank, not committed), in order.
+    [[nodiscard]] const std::vector<BatchRun> &redone() const noexcept { return m_redone; }
 
     [[nodiscard]] int rounds() const noexcept { return m_rounds; }
     /// @brief The batches this rank evaluated, as merged runs in claim order.
@@ -102,10 +130,19 @@ private:
     bool claim();
     void prefetch();
     bool othersStillStarting();
+    /// The batches at queue positions [from, to), as runs in queue order.
+    [[nodiscard]] std::vector<BatchRun> queueSlice(std::int64_t from, std::int64_t to) const;
+    /// One attempt at regrouping for the latest loss; false when a newer loss arrived meanwhile.
+    bool recoverOnce(std::span<std::int64_t> words);
+    /// The key's value; nullopt when a loss newer than @p epoch arrived first.
+    [[nodiscard]] std::optional<std::string> waitKey(const std::string &key, int epoch, const std::string &what);
 
     DistributedRun &m_run;
     std::vector<std::int64_t> m_batchTokens;
-    std::int64_t m_batches = 0;
+    std::vector<std::int64_t> m_batchWindows; ///< windows of every batch (empty: unknown)
+    std::int64_t m_batches = 0;                ///< positions in the queue
+    std::vector<BatchRun> m_queue;             ///< what the counter hands out, in order: all batches, or after a loss the lost rank's first
+    std::int64_t m_allBatches = 0;
     std::int64_t m_sync = 0;
     std::string m_key;
     double m_meanBatchTokens = 1;
@@ -113,7 +150,6 @@ private:
     std::vector<BatchRun> m_pending; ///< claimed, not yet evaluated (front first)
     std::vector<BatchRun> m_done;
     std::vector<BatchRun> m_roundDone;
-    std::optional<std::vector<std::int64_t>> m_order; ///< counter position -> global batch; nullopt: the identity
     bool m_exhausted = false; ///< the counter has passed the last batch
     std::int64_t m_claims = 0;
     double m_claimSeconds = 0;
@@ -130,6 +166,23 @@ private:
     double m_rateSum = 0;        ///< their sum
     std::int64_t m_known = 0;    ///< ... over this many ranks (those that evaluated anything yet)
     std::vector<std::int64_t> m_buffer;
+
+    // Losing a rank. Each rank contributes its totals since the last regrouping (m_base: its totals
+    // then); the lowest member adds m_carry, everything committed before it (the same on all ranks).
+    struct Committed
+    {
+        int round = -1;                  ///< the round whose collective completed
+        std::vector<std::int64_t> local; ///< what this rank contributed (without the carry)
+        std::vector<std::int64_t> global; ///< what the collective returned
+    };
+    std::vector<Committed> m_history;    ///< the last two rounds committed on this rank
+    std::vector<std::int64_t> m_base;
+    std::vector<std::int64_t> m_carry;
+    std::vector<int> m_members;          ///< the membership the schedule last regrouped for
+    std::vector<std::vector<BatchRun>> m_pendingAtRegroup; ///< per original rank: its pending batches at the last regrouping
+    std::vector<std::vector<BatchRun>> m_doneAtRegroup;    ///< ... and its evaluated batches (all committed by it)
+    std::vector<LostRank> m_lost;
+    std::vector<BatchRun> m_redone;
 };
 
 } // namespace cppl::agent::dist

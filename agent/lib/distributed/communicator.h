@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -8,11 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "cppl/errors.h"
 #include "cppl/rank_env.h"
 
 namespace cppl::agent::dist {
 
 class Store;
+
+/**
+ * @brief A collective gave up because the watchdog reported a lost rank (`--on-rank-loss
+ * continue`): the survivors regroup (docs/communication.md, "Losing a rank"). Never a failure of
+ * its own; the code that regroups catches it.
+ */
+class RankLostError : public CollectiveError
+{
+public:
+    using CollectiveError::CollectiveError;
+};
 
 /**
  * @brief One communicator (a process group) over int64 words: the only data ClusterPPL ever
@@ -63,6 +76,11 @@ struct BackendOptions
     std::chrono::milliseconds timeout{300000};
     std::string glooHost;       ///< address Gloo binds to (empty: resolve this host's name, else loopback)
     std::string glooInterface;  ///< GLOO_SOCKET_IFNAME: bind to this interface instead
+    std::string storePrefix = "cppl/gloo/"; ///< each regrouping gets a fresh one: old keys must not be reused
+    /// Tolerant runs: a Gloo wait returns in slices and throws RankLostError once *lossEpoch passes
+    /// `epoch` (the watchdog reported a lost rank). Null: wait until done, as a plain run does.
+    const std::atomic<int> *lossEpoch = nullptr;
+    int epoch = 0;
 };
 
 /// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.

@@ -40,7 +40,7 @@ const char *topologyName(Topology t) noexcept
 }
 
 DistributedRun::DistributedRun(const DistributedOptions &o)
-    : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology)
+    : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology), m_timeout(o.timeout), m_tolerant(o.tolerateRankLoss)
 {
     const RankIdentity &id = o.identity;
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
@@ -87,6 +87,15 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         m_hosts.push_back(tab == std::string::npos ? std::string() : v.substr(tab + 1));
     }
     m_groups = parseRankGroups(o.groups, m_world, m_hosts);
+    for (int r = 0; r < m_world; ++r)
+        m_members.push_back(r);
+    m_epochRank = m_rank;
+    std::string backend = o.backend;
+    if (backend == "auto")
+        backend = o.cudaDevice ? "nccl" : "gloo";
+    if (m_tolerant && backend != "gloo")
+        throw ConfigError("--on-rank-loss continue needs the gloo backend (this run uses " + backend
+                          + "; with NCCL a lost rank still ends the run); use --backend gloo or --on-rank-loss fail");
 
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
     const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
@@ -100,7 +109,12 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         std::cerr.flush();
         (void)!::write(2, line.data(), line.size());
         std::_Exit(f.exitCode);
-    });
+    }, m_tolerant ? Watchdog::LossHandler([this](const Watchdog::Loss &loss) {
+        // From the watchdog thread: only record it; the main thread regroups at its next collective.
+        const std::lock_guard lock(m_lossMutex);
+        m_losses.push_back(loss);
+        m_lossEpoch.store(loss.epoch);
+    }) : Watchdog::LossHandler());
 
     // 3. The backend's communicators.
     BackendOptions b;
@@ -114,17 +128,14 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     b.timeout = o.timeout;
     b.glooInterface = o.glooInterface;
     b.glooHost = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
-    std::string backend = o.backend;
-    if (backend == "auto")
-        backend = o.cudaDevice ? "nccl" : "gloo";
+    if (m_tolerant)
+        b.lossEpoch = &m_lossEpoch;
+    m_backendOptions = b;
+    m_backendName = backend;
     try {
-        Communicators comms;
-        if (backend == "nccl")
-            comms = makeNcclCommunicators(*m_store, b);
-        else if (backend == "gloo")
-            comms = makeGlooCommunicators(*m_store, b);
-        else
+        if (backend != "nccl" && backend != "gloo")
             throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
+        Communicators comms = makeCommunicators(backend, b);
         const std::lock_guard lock(m_commsMutex);
         m_comms = std::move(comms);
     } catch (const TimeoutError &e) {
@@ -134,6 +145,63 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
         throw;
     }
+}
+
+Communicators DistributedRun::makeCommunicators(const std::string &backend, const BackendOptions &b)
+{
+    return backend == "nccl" ? makeNcclCommunicators(*m_store, b) : makeGlooCommunicators(*m_store, b);
+}
+
+std::vector<Watchdog::Loss> DistributedRun::lossesSince(int since)
+{
+    const std::lock_guard lock(m_lossMutex);
+    std::vector<Watchdog::Loss> out;
+    for (const auto &l : m_losses)
+        if (l.epoch > since)
+            out.push_back(l);
+    return out;
+}
+
+void DistributedRun::regroup(int epoch, const std::vector<int> &members)
+{
+    CPPL_ENFORCE(m_tolerant && epoch > m_epoch && !members.empty(), "regroup without a newer epoch");
+    const auto me = std::find(members.begin(), members.end(), m_rank);
+    CPPL_ENFORCE(me != members.end(), "regroup without this rank");
+    // Node groups as they were, minus the lost ranks, renumbered in the members' order; a group
+    // left empty disappears, and each group's lowest member leads it.
+    RankGroups g;
+    g.groupOf.assign(members.size(), 0);
+    for (const auto &old : m_groups.groups) {
+        std::vector<int> kept;
+        for (int r : old)
+            if (const auto it = std::find(members.begin(), members.end(), r); it != members.end())
+                kept.push_back(static_cast<int>(it - members.begin()));
+        if (kept.empty())
+            continue;
+        std::sort(kept.begin(), kept.end());
+        for (int k : kept)
+            g.groupOf[static_cast<std::size_t>(k)] = static_cast<int>(g.groups.size());
+        g.groups.push_back(std::move(kept));
+    }
+    BackendOptions b = m_backendOptions;
+    b.rank = static_cast<int>(me - members.begin());
+    b.worldSize = static_cast<int>(members.size());
+    b.groups = std::move(g);
+    b.epoch = epoch;
+    b.storePrefix = "cppl/epoch" + std::to_string(epoch) + "/gloo/";
+    Communicators fresh = makeCommunicators(m_backendName, b);
+    {
+        // The old communicators may still have an operation in a Gloo thread that waits for the
+        // lost rank until the timeout; destroying them would join that thread. They are kept,
+        // unreachable from here, until the process exits.
+        static auto *abandoned = new std::vector<Communicators>();
+        const std::lock_guard lock(m_commsMutex);
+        abandoned->push_back(std::move(m_comms));
+        m_comms = std::move(fresh);
+    }
+    m_members = members;
+    m_epochRank = b.rank;
+    m_epoch = epoch;
 }
 
 DistributedRun::~DistributedRun()
@@ -173,6 +241,26 @@ void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)
     m_comms.group->broadcast(words, 0);
 }
 
+void DistributedRun::collect(std::span<std::int64_t> words)
+{
+    try {
+        reduceThroughTopology(words);
+    } catch (const RankLostError &) {
+        throw;
+    } catch (const CollectiveError &e) {
+        if (!m_tolerant)
+            throw;
+        // Gloo may see the dead peer's closed socket before rank 0's watchdog tells this rank,
+        // and a stopped peer times out here about when it does there: wait for the verdict.
+        const auto until = std::chrono::steady_clock::now() + m_timeout + std::chrono::seconds(2);
+        while (!lossPending() && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (lossPending())
+            throw RankLostError(std::string("rank ") + std::to_string(m_rank) + ": " + e.what());
+        throw;
+    }
+}
+
 void DistributedRun::allReduce(std::span<std::int64_t> words)
 {
     // One collective per round: the words, plus a slot per rank where each writes the time it
@@ -182,10 +270,12 @@ void DistributedRun::allReduce(std::span<std::int64_t> words)
     const auto t0 = clock::now();
     const std::int64_t arrival = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count()
                                  + m_watchdog->clockOffsetNs();
-    m_buffer.assign(words.size() + static_cast<std::size_t>(m_world), 0);
+    if (lossPending())
+        throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before this collective");
+    m_buffer.assign(words.size() + m_members.size(), 0);
     std::copy(words.begin(), words.end(), m_buffer.begin());
-    m_buffer[words.size() + static_cast<std::size_t>(m_rank)] = arrival;
-    reduceThroughTopology(m_buffer);
+    m_buffer[words.size() + static_cast<std::size_t>(m_epochRank)] = arrival;
+    collect(m_buffer);
     const double total = std::chrono::duration<double>(clock::now() - t0).count();
     std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
     const std::int64_t last = *std::max_element(m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), m_buffer.end());
@@ -199,9 +289,12 @@ void DistributedRun::allReduce(std::span<std::int64_t> words)
 std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
 {
     constexpr std::size_t K = 11;
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(m_world) * K, 0);
+    const std::size_t n = m_members.size();
+    if (lossPending())
+        throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
+    std::vector<std::int64_t> rows(n * K, 0);
     auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
-    std::int64_t *row = rows.data() + static_cast<std::size_t>(m_rank) * K;
+    std::int64_t *row = rows.data() + static_cast<std::size_t>(m_epochRank) * K;
     row[0] = mine.tokens;
     row[1] = mine.windows;
     row[2] = mine.rounds;
@@ -213,10 +306,11 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     row[8] = 1; // present
     row[9] = ns(clockOffsetSeconds());
     row[10] = ns(clockUncertaintySeconds());
-    reduceThroughTopology(rows);
+    collect(rows);
     std::vector<RankReport> out;
-    for (int r = 0; r < m_world; ++r) {
-        const std::int64_t *x = rows.data() + static_cast<std::size_t>(r) * K;
+    for (std::size_t i = 0; i < n; ++i) {
+        const int r = m_members[i];
+        const std::int64_t *x = rows.data() + i * K;
         if (x[8] != 1) // each rank writes only its own row: anything else came over the wire broken
             throw ProtocolError("rank " + std::to_string(m_rank) + ": the report of rank " + std::to_string(r) + " ("
                                 + m_hosts[static_cast<std::size_t>(r)] + ") arrived malformed in the gather (presence word "

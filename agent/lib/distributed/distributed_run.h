@@ -2,9 +2,11 @@
 #pragma once
 
 #include "communicator.h"
+#include "watchdog.h"
 
 #include "cppl/rank_env.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -16,7 +18,7 @@
 namespace cppl::agent::dist {
 
 class Store;
-class Watchdog;
+
 
 struct DistributedOptions
 {
@@ -30,6 +32,9 @@ struct DistributedOptions
     bool storeServedElsewhere = false;  ///< TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store
     std::string glooInterface;          ///< GLOO_SOCKET_IFNAME
     std::string hostname;               ///< this rank's host name (default: gethostname)
+    /// `--on-rank-loss continue`: a lost rank (not rank 0) does not end the run; collectives throw
+    /// RankLostError instead and the dynamic schedule regroups the survivors (gloo only).
+    bool tolerateRankLoss = false;
 };
 
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
@@ -57,6 +62,7 @@ struct RankReport
     double wallSeconds = 0;
     double clockOffsetSeconds = 0;      ///< rank 0's clock minus this rank's (0 on rank 0)
     double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
+    bool lost = false;                  ///< lost during the run: only its committed tokens and windows count
     [[nodiscard]] double commShare() const { return wallSeconds > 0 ? (waitSeconds + transferSeconds) / wallSeconds : 0; }
 };
 
@@ -77,8 +83,25 @@ public:
     DistributedRun(const DistributedRun &) = delete;
     DistributedRun &operator=(const DistributedRun &) = delete;
 
+    /// @brief This rank and the world size as the run started (names, keys, the result).
     [[nodiscard]] int rank() const noexcept { return m_rank; }
     [[nodiscard]] int worldSize() const noexcept { return m_world; }
+    /// @brief The ranks still in the run (original numbering, ascending), this rank's place among
+    /// them and their count: what the collectives use. All ranks until a rank is lost.
+    [[nodiscard]] const std::vector<int> &members() const noexcept { return m_members; }
+    [[nodiscard]] int epochRank() const noexcept { return m_epochRank; }
+    [[nodiscard]] int epochSize() const noexcept { return static_cast<int>(m_members.size()); }
+    [[nodiscard]] int epoch() const noexcept { return m_epoch; }
+    [[nodiscard]] bool tolerant() const noexcept { return m_tolerant; }
+    [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return m_timeout; }
+    /// @brief The watchdog reported a lost rank this run has not regrouped around yet.
+    [[nodiscard]] bool lossPending() const noexcept { return m_lossEpoch.load() > m_epoch; }
+    /// @brief Every loss the watchdog reported after epoch @p since, oldest first (the last one holds the membership).
+    [[nodiscard]] std::vector<Watchdog::Loss> lossesSince(int since);
+    /// @brief New communicators over @p members (renumbered in order; each keeps its node group
+    /// minus the lost, led by its lowest member) on a fresh store prefix; the old ones are
+    /// abandoned, never destroyed (a Gloo thread may still wait in them).
+    void regroup(int epoch, const std::vector<int> &members);
     [[nodiscard]] const RankGroups &groups() const noexcept { return m_groups; }
     [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
@@ -104,7 +127,11 @@ public:
 
 private:
     void reduceThroughTopology(std::span<std::int64_t> words);
+    /// reduceThroughTopology; in a tolerant run a collective error becomes RankLostError when the
+    /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).
+    void collect(std::span<std::int64_t> words);
     void abortCommunicators() noexcept;
+    Communicators makeCommunicators(const std::string &backend, const BackendOptions &b);
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
@@ -118,6 +145,16 @@ private:
     std::unique_ptr<Watchdog> m_watchdog; ///< destroyed (its thread joined) after the communicators, before the store
     bool m_finished = false;              ///< finish() ran: the communicators close cleanly
     CommStats m_comm;
+    BackendOptions m_backendOptions;      ///< as the communicators were made (regroup() changes rank, size, groups)
+    std::string m_backendName;
+    std::chrono::milliseconds m_timeout{300000};
+    bool m_tolerant = false;
+    std::vector<int> m_members;
+    int m_epochRank = 0;
+    int m_epoch = 0;
+    std::atomic<int> m_lossEpoch{0};      ///< the latest epoch the watchdog announced (its thread writes)
+    std::mutex m_lossMutex;
+    std::vector<Watchdog::Loss> m_losses;
 };
 
 [[nodiscard]] const char *topologyName(Topology t) noexcept;

@@ -25,7 +25,7 @@ class GlooCommunicator final : public Communicator
 {
 public:
     GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size, const BackendOptions &o, std::string name)
-        : m_rank(rank), m_size(size), m_name(std::move(name))
+        : m_rank(rank), m_size(size), m_name(std::move(name)), m_lossEpoch(o.lossEpoch), m_epoch(o.epoch)
     {
         auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
         try {
@@ -66,13 +66,44 @@ private:
     template<typename Op>
     void run(const char *what, std::span<std::int64_t> words, Op &&op)
     {
-        // Gloo reduces CPU tensors in place: the tensor is a view of the caller's words.
-        std::vector<at::Tensor> t{at::from_blob(words.data(), {static_cast<std::int64_t>(words.size())}, at::TensorOptions().dtype(at::kLong))};
+        if (!m_lossEpoch) {
+            // Gloo reduces CPU tensors in place: the tensor is a view of the caller's words.
+            std::vector<at::Tensor> t{at::from_blob(words.data(), {static_cast<std::int64_t>(words.size())}, at::TensorOptions().dtype(at::kLong))};
+            try {
+                op(t)->wait();
+            } catch (const std::exception &e) {
+                throw translate(what, e);
+            }
+            return;
+        }
+        // Tolerant: the operation may be abandoned while Gloo's thread still works on it, so it
+        // gets a tensor of its own (kept alive by the work), and the wait comes in slices that end
+        // without side effects (Work::wait(timeout) throws when the slice is over and the work is
+        // not completed); between slices, a lost rank reported by the watchdog ends the wait.
+        std::vector<at::Tensor> t{at::empty({static_cast<std::int64_t>(words.size())}, at::TensorOptions().dtype(at::kLong))};
+        std::copy(words.begin(), words.end(), t[0].data_ptr<std::int64_t>());
+        c10::intrusive_ptr<c10d::Work> work;
         try {
-            op(t)->wait();
+            work = op(t);
         } catch (const std::exception &e) {
             throw translate(what, e);
         }
+        for (;;) {
+            if (m_lossEpoch->load() > m_epoch)
+                throw RankLostError("gloo " + std::string(what) + " in the " + m_name + " group abandoned: a rank was lost");
+            try {
+                if (work->wait(std::chrono::milliseconds(50)))
+                    break;
+            } catch (const std::exception &e) {
+                if (!work->isCompleted())
+                    continue; // the slice ended
+                if (work->isSuccess())
+                    break; // the slice ended just as the work completed
+                throw translate(what, e);
+            }
+        }
+        const std::int64_t *out = t[0].data_ptr<std::int64_t>();
+        std::copy(out, out + words.size(), words.begin());
     }
     CollectiveError translate(const std::string &what, const std::exception &e) const
     {
@@ -86,6 +117,8 @@ private:
 
     int m_rank, m_size;
     std::string m_name;
+    const std::atomic<int> *m_lossEpoch;
+    int m_epoch;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> m_pg;
 };
 
@@ -104,15 +137,15 @@ Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
     Communicators c;
     c.backend = "gloo";
     if (o.topology == Topology::Flat) {
-        c.world = make("cppl/gloo/world/", o.rank, o.worldSize, "world");
+        c.world = make(o.storePrefix + "world/", o.rank, o.worldSize, "world");
         return c;
     }
     const int g = o.groups.groupOf[static_cast<std::size_t>(o.rank)];
     const auto &members = o.groups.groups[static_cast<std::size_t>(g)];
     const int local = static_cast<int>(std::find(members.begin(), members.end(), o.rank) - members.begin());
-    c.group = make("cppl/gloo/group" + std::to_string(g) + "/", local, static_cast<int>(members.size()), "node group " + std::to_string(g));
+    c.group = make(o.storePrefix + "group" + std::to_string(g) + "/", local, static_cast<int>(members.size()), "node group " + std::to_string(g));
     if (local == 0)
-        c.leaders = make("cppl/gloo/leaders/", g, static_cast<int>(o.groups.groups.size()), "leaders");
+        c.leaders = make(o.storePrefix + "leaders/", g, static_cast<int>(o.groups.groups.size()), "leaders");
     return c;
 }
 

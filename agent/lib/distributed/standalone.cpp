@@ -78,6 +78,7 @@ struct Options
     int port = 0;        ///< 0: the store picks a free port
     std::vector<std::string> evalArgs;
     std::string command = "eval"; ///< what each rank runs: eval, or comm-check (the collective self-test)
+    bool tolerant = false;        ///< eval's --on-rank-loss continue: a rank other than 0 may fail, the others go on
 };
 
 /// Launcher flags before "--", eval arguments after it.
@@ -106,6 +107,9 @@ Options parseOptions(const std::vector<std::string> &argvIn)
     o.port = static_cast<int>(a.integer("--master-port", 0, 1, 65535));
     if (!afterDashes || (o.evalArgs.empty() && o.command == "eval"))
         throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
+    for (std::size_t i = 0; i + 1 < o.evalArgs.size(); ++i)
+        if (o.evalArgs[i] == "--on-rank-loss")
+            o.tolerant = o.evalArgs[i + 1] == "continue";
     if (const auto groups = a.get("--groups"); groups && !groups->empty()) {
         o.evalArgs.push_back("--groups");
         o.evalArgs.push_back(*groups);
@@ -188,7 +192,7 @@ void startRank(std::vector<Child> &children, int r, const Options &o, const std:
 /// forwards signals (a third one kills), and stops the rest when one fails (after a grace period
 /// in which the others' watchdogs usually end them with their own reasons). Returns the first
 /// failing rank, or -1.
-int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err)
+int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant)
 {
     auto relay = [&](Child &c, std::string_view line) {
         if (c.rank != 0)
@@ -240,8 +244,14 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
             if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
                 c.exited = true;
                 c.status = status;
-                if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
+                if (tolerant && c.rank != 0 && !c.stoppedByUs) {
+                    // --on-rank-loss continue: the survivors regroup without it; nothing to stop.
+                } else if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
                     firstFailure = c.rank;
+                    stopAt = clock::now() + grace;
+                } else if (tolerant && c.rank == 0 && stopAt == clock::time_point{} && killAt == clock::time_point{}) {
+                    // Rank 0 finished: the run is over. A rank that is stopped (SIGSTOP) or hung,
+                    // which the others left behind, gets the grace period and is then stopped.
                     stopAt = clock::now() + grace;
                 }
             } else {
@@ -251,7 +261,7 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
         if (!running && std::none_of(children.begin(), children.end(), [](const Child &c) { return c.errFd >= 0; }))
             return firstFailure;
         const auto now = clock::now();
-        if (firstFailure >= 0 && stopAt != clock::time_point{} && now >= stopAt) {
+        if (stopAt != clock::time_point{} && now >= stopAt) {
             for (auto &c : children)
                 if (!c.exited) {
                     c.stoppedByUs = true;
@@ -288,9 +298,15 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
     err << "clusterppl-agent run: " << o.nproc << " local ranks, store 127.0.0.1:" << masterPort << '\n' << std::flush;
     for (int r = 0; r < o.nproc; ++r)
         startRank(children, r, o, masterPort);
-    const int firstFailure = supervise(children, signals, err);
+    const int firstFailure = supervise(children, signals, err, o.tolerant);
 
     const Child &zero = children.front();
+    if (o.tolerant && firstFailure < 0)
+        for (const auto &c : children)
+            if (c.rank != 0 && failed(c.status))
+                err << "clusterppl-agent run: rank " << c.rank << " "
+                    << (c.stoppedByUs ? std::string("was stopped after rank 0 finished") : cppl::describeWaitStatus(c.status))
+                    << "; the others went on without it (--on-rank-loss continue)\n";
     if (firstFailure >= 0) {
         const Child &f = children[static_cast<std::size_t>(firstFailure)];
         err << "clusterppl-agent run: rank " << f.rank << " " << cppl::describeWaitStatus(f.status) << " first";

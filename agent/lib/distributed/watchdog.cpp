@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -94,10 +95,12 @@ constexpr int kClockSamples = 8;
 } // namespace
 
 Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-                   FatalHandler onFatal)
-    : m_rank(rank), m_hosts(std::move(hosts)), m_timeout(timeout), m_onFatal(std::move(onFatal))
+                   FatalHandler onFatal, LossHandler onLoss)
+    : m_rank(rank), m_hosts(std::move(hosts)), m_timeout(timeout), m_onFatal(std::move(onFatal)), m_onLoss(std::move(onLoss))
 {
     const int world = static_cast<int>(m_hosts.size());
+    for (int r = 0; r < world; ++r)
+        m_members.push_back(r);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (rank == 0) {
         const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -304,6 +307,13 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
     case 'd':
         p.done = true;
         break;
+    case 'l':
+        if (m_rank != 0 && m_onLoss) {
+            handleLoss(frame);
+            break;
+        }
+        fire(kPeerDied, who(p.rank) + " sent an unexpected frame \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version and --on-rank-loss?)", p.rank);
+        break;
     case 'f': {
         int code = kPeerDied, origin = p.rank;
         int consumed = 0;
@@ -312,12 +322,76 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
             fire(kPeerDied, who(p.rank) + " sent a malformed failure report \"" + frame.substr(0, 80) + "\"", p.rank);
             break;
         }
-        fire(code, frame.substr(static_cast<std::size_t>(consumed)), origin);
+        std::string text = frame.substr(static_cast<std::size_t>(consumed));
+        if (m_rank == 0 && m_onLoss && p.rank != 0) {
+            // A rank that failed on its own (its model, its data, its memory) is lost like a dead one.
+            const std::string prefix = who(p.rank) + " ";
+            lose(p, text.starts_with(prefix) ? text.substr(prefix.size()) : text);
+            break;
+        }
+        fire(code, text, origin);
         break;
     }
     default:
         break;
     }
+}
+
+void Watchdog::lose(Peer &p, const std::string &cause)
+{
+    if (m_fired || m_finished || p.fd < 0)
+        return;
+    // Closing its connection also fences a stopped rank: once it runs again, it finds rank 0 gone
+    // and exits instead of claiming batches the survivors already took over.
+    ::close(p.fd);
+    p.fd = -1;
+    std::erase(m_members, p.rank);
+    ++m_epoch;
+    std::string members;
+    for (int r : m_members)
+        members += (members.empty() ? "" : ",") + std::to_string(r);
+    std::string flat = cause;
+    for (char &c : flat)
+        if (c == '\n')
+            c = ' ';
+    sendAll("l" + std::to_string(m_epoch) + " " + std::to_string(p.rank) + " " + members + " " + flat + "\n");
+    m_onLoss(Loss{m_epoch, p.rank, flat, m_members});
+}
+
+void Watchdog::handleLoss(const std::string &frame)
+{
+    // "l<epoch> <rank> <member,member,...> <cause>"
+    Loss loss;
+    const auto bad = [&] {
+        fire(kPeerDied, "rank 0 sent a malformed lost-rank notice \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version?)", 0);
+    };
+    std::size_t pos = 1;
+    auto number = [&](int &v) {
+        const auto [end, ec] = std::from_chars(frame.data() + pos, frame.data() + frame.size(), v);
+        if (ec != std::errc() || end == frame.data() + pos)
+            return false;
+        pos = static_cast<std::size_t>(end - frame.data());
+        return true;
+    };
+    const int world = static_cast<int>(m_hosts.size());
+    if (!number(loss.epoch) || loss.epoch < 1 || pos >= frame.size() || frame[pos++] != ' ' || !number(loss.rank) || loss.rank <= 0
+        || loss.rank >= world || pos >= frame.size() || frame[pos++] != ' ')
+        return bad();
+    for (;;) {
+        int r = -1;
+        if (!number(r) || r < 0 || r >= world || (!loss.members.empty() && r <= loss.members.back()))
+            return bad();
+        loss.members.push_back(r);
+        if (pos < frame.size() && frame[pos] == ',') {
+            ++pos;
+            continue;
+        }
+        break;
+    }
+    if (loss.members.empty() || loss.members.front() != 0 || std::find(loss.members.begin(), loss.members.end(), loss.rank) != loss.members.end())
+        return bad();
+    loss.cause = pos < frame.size() ? frame.substr(pos + 1) : std::string();
+    m_onLoss(loss);
 }
 
 void Watchdog::loop()
@@ -355,21 +429,27 @@ void Watchdog::loop()
             }
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
+            const std::string cause = "died: its connection closed before it finished (killed, crashed or out of memory; see its log)";
+            if (!p.done && !m_finished && m_rank == 0 && m_onLoss) {
+                lose(p, cause);
+                continue;
+            }
             ::close(p.fd);
             p.fd = -1;
             if (!p.done && !m_finished)
-                fire(kPeerDied,
-                     who(p.rank) + " died: its connection closed before it finished (killed, crashed or out of memory; see its log)",
-                     p.rank);
+                fire(kPeerDied, who(p.rank) + " " + cause, p.rank);
         }
         const auto t = std::chrono::steady_clock::now();
-        for (const Peer &p : m_peers)
-            if (p.fd >= 0 && !p.done && t - p.lastSeen > m_timeout)
-                fire(kPeerTimeout,
-                     who(p.rank) + " stopped responding: no heartbeat for "
-                         + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(t - p.lastSeen))
-                         + " (stopped, hung, or its host is unreachable; --timeout " + seconds(m_timeout) + ")",
-                     p.rank);
+        for (Peer &p : m_peers)
+            if (p.fd >= 0 && !p.done && t - p.lastSeen > m_timeout) {
+                const std::string cause = "stopped responding: no heartbeat for "
+                                          + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(t - p.lastSeen))
+                                          + " (stopped, hung, or its host is unreachable; --timeout " + seconds(m_timeout) + ")";
+                if (m_rank == 0 && m_onLoss)
+                    lose(p, cause);
+                else
+                    fire(kPeerTimeout, who(p.rank) + " " + cause, p.rank);
+            }
     }
 }
 

@@ -26,6 +26,12 @@ class Store;
  * - A rank that fails (bad data, a collective error) reports it before exiting.
  * Rank 0 relays any of these to every rank, and each rank then calls onFatal (which exits). The
  * connection's address is published in the store under "cppl/watchdog".
+ *
+ * Tolerant runs (an onLoss handler, `--on-rank-loss continue`): rank 0 alone decides that a rank
+ * other than itself is lost (dead, stopped past the timeout, or failed), drops it from the
+ * membership, counts a new epoch, tells every remaining rank ("l" frame: epoch, rank, members,
+ * cause) and calls onLoss on every rank, itself included; nobody exits. Rank 0 itself lost, or
+ * failing, stays fatal (it holds this star).
  */
 class Watchdog
 {
@@ -36,13 +42,22 @@ public:
         std::string message;
     };
     using FatalHandler = std::function<void(const Fatal &)>;
+    /// A rank lost in a tolerant run, as rank 0 decided it: the run's membership from now on.
+    struct Loss
+    {
+        int epoch = 0;            ///< 1 for the first loss, then 2, ...
+        int rank = -1;            ///< the lost rank (original numbering)
+        std::string cause;        ///< e.g. "died: its connection closed ...", without "rank R (host)"
+        std::vector<int> members; ///< the ranks left, ascending (original numbering)
+    };
+    using LossHandler = std::function<void(const Loss &)>;
 
     /**
      * @param hosts hostname of every rank, for messages. @param advertise the address other ranks
      * reach rank 0 at. Throws CollectiveError/TimeoutError when the star cannot be formed in time.
      */
     Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-             FatalHandler onFatal);
+             FatalHandler onFatal, LossHandler onLoss = {});
     ~Watchdog();
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
@@ -74,6 +89,9 @@ private:
         std::string inbox;
         bool done = false;
     };
+    /// Rank 0, tolerant: @p p is gone; drop it, tell the others, call onLoss.
+    void lose(Peer &p, const std::string &cause);
+    void handleLoss(const std::string &frame);
     void loop();
     void sendAll(const std::string &frame);
     bool sendTo(Peer &p, const std::string &frame);
@@ -87,6 +105,9 @@ private:
     std::vector<std::string> m_hosts;
     std::chrono::milliseconds m_timeout;
     FatalHandler m_onFatal;
+    LossHandler m_onLoss;
+    std::vector<int> m_members; ///< rank 0, tolerant: the ranks not lost
+    int m_epoch = 0;
     std::vector<Peer> m_peers; ///< rank 0: one per other rank; others: rank 0 only
     std::mutex m_sendMutex;
     std::atomic<bool> m_stop{false};

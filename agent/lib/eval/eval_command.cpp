@@ -157,6 +157,8 @@ struct EvalOutcome
     std::vector<dist::RankReport> reports;
     std::vector<std::string> batchRuns; ///< dynamic schedule, rank 0: each rank's batches ("0-3,8")
     NllStats resumedBase;               ///< a resumed run: the committed global totals it started from
+    std::vector<dist::DynamicSchedule::LostRank> lostRanks; ///< --on-rank-loss continue: who was lost, and when
+    std::string batchesRedone;          ///< ... and the batches evaluated again for them
 };
 
 Args parseArgs(const std::vector<std::string> &argv)
@@ -167,7 +169,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines"});
     });
@@ -303,6 +305,12 @@ EvalOptions parseOptions(const Args &a)
                                   + (o.resume->syncEvery == kSyncAtEnd ? std::string("end") : std::to_string(o.resume->syncEvery))
                                   + " tokens; a static schedule's rounds depend on it: resume with the same --sync-every-tokens");
         }
+        const std::string onLoss = a.get("--on-rank-loss").value_or("fail");
+        if (onLoss != "fail" && onLoss != "continue")
+            throw ConfigError("--on-rank-loss \"" + onLoss + "\" is not one of fail, continue");
+        d.tolerateRankLoss = onLoss == "continue";
+        if (d.tolerateRankLoss && o.schedule != dist::Schedule::Dynamic)
+            throw ConfigError("--on-rank-loss continue needs --schedule dynamic (a static shard cannot move to another rank)");
         if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
             // Test-only: make one rank slow without another job on its core (heterogeneous speeds).
             if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
@@ -745,11 +753,15 @@ private:
         Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, batch);
         std::optional<RoundPlan> rounds;
         std::optional<dist::DynamicSchedule> schedule;
-        if (dynamic)
+        if (dynamic) {
+            std::vector<std::int64_t> windowsOf;
+            for (std::int64_t b = 0; b < nWindows; b += batch)
+                windowsOf.push_back(std::min(batch, nWindows - b));
             schedule.emplace(*run, batchTokens(plan, batch), m_o.syncEvery, "cppl/sched/next",
-                             resume ? std::optional(dist::remainingBatches(m_batchCount, resume->ledger)) : std::nullopt);
-        else
+                             resume ? std::optional(dist::remainingBatches(m_batchCount, resume->ledger)) : std::nullopt, std::move(windowsOf));
+        } else {
             rounds.emplace(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, batch);
+        }
         auto lastPrint = std::chrono::steady_clock::now() - std::chrono::seconds(10);
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
@@ -860,76 +872,148 @@ private:
                   << std::flush;
         };
         int roundsRun = 0;
-        for (int r = dynamic ? 0 : firstRound;; ++r) {
-            if (dynamic) {
-                schedule->beginRound();
-                while (const auto b = schedule->next())
-                    schedule->evaluated(*b, evaluateRange(*b * batch, std::min(nWindows, (*b + 1) * batch)));
-            } else {
-                if (r == rounds->rounds())
+        std::size_t lostSeen = 0;
+        // A rank lost and the survivors regrouped (--on-rank-loss continue): rank 0 says so.
+        auto reportLosses = [&] {
+            if (!schedule)
+                return;
+            const auto &lost = schedule->lostRanks();
+            for (; lostSeen < lost.size(); ++lostSeen) {
+                const auto &l = lost[lostSeen];
+                std::int64_t redone = 0;
+                for (const auto &b : schedule->redone())
+                    redone += b.end - b.first;
+                const std::string line = "recovered: rank " + std::to_string(l.rank) + " (" + run->hosts()[static_cast<std::size_t>(l.rank)]
+                                         + ") " + l.cause + "; lost after round " + std::to_string(l.round) + ", "
+                                         + std::to_string(l.windows) + " of its windows kept, " + std::to_string(redone)
+                                         + " batches queued again so far; going on with " + std::to_string(run->epochSize()) + " ranks";
+                if (!quiet)
+                    err << line << '\n' << std::flush;
+                if (tel)
+                    tel->log(cppl::telemetry::LogLevel::Warning, line);
+            }
+        };
+        auto runRounds = [&] {
+            for (int r = dynamic ? 0 : firstRound;; ++r) {
+                if (dynamic) {
+                    schedule->beginRound();
+                    while (const auto b = schedule->next())
+                        schedule->evaluated(*b, evaluateRange(*b * batch, std::min(nWindows, (*b + 1) * batch)));
+                } else {
+                    if (r == rounds->rounds())
+                        break;
+                    const Shard part = rounds->roundOf(shardRank, r);
+                    evaluateRange(part.firstWindow, part.endWindow);
+                }
+                roundsRun = (dynamic ? r : r - firstRound) + 1;
+                if (!distributed) {
+                    global = stats;
+                    continue;
+                }
+                // Dynamic: the schedule counts rounds (after a regrouping, the survivors' agreed count).
+                const int committed = dynamic ? firstRound + schedule->rounds() : r;
+                ledger(committed);
+                NllStats::Words words = stats.toWords();
+                const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
+                const bool allDone = collective(words);
+                global = NllStats::fromReducedWords(words);
+                if (!dynamic) {
+                    checkpoint(committed);
+                    roundDone(r, rounds->rounds(), wait0, transfer0);
+                    continue;
+                }
+                const std::size_t lostBefore = lostSeen;
+                reportLosses();
+                if (lostSeen == lostBefore && schedule->lostRanks().empty())
+                    checkpoint(committed); // after a loss the lost rank's ledger lines stop: no checkpoint can be complete
+                const int done = schedule->rounds();
+                roundsRun = done;
+                // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
+                const std::int64_t perRound = std::max<std::int64_t>(1, m_o.syncEvery == kSyncAtEnd ? plan.scoredTokens : m_o.syncEvery)
+                                              * run->epochSize();
+                const auto left = static_cast<int>(std::min<std::int64_t>(1 << 30, (plan.scoredTokens - global.tokens + perRound - 1) / perRound));
+                roundDone(done - 1, allDone ? done : done + std::max(1, left), wait0, transfer0);
+                if (allDone)
                     break;
-                const Shard part = rounds->roundOf(shardRank, r);
-                evaluateRange(part.firstWindow, part.endWindow);
             }
-            roundsRun = (dynamic ? r : r - firstRound) + 1;
-            if (!distributed) {
-                global = stats;
-                continue;
-            }
-            const int committed = dynamic ? firstRound + r : r;
-            ledger(committed);
-            NllStats::Words words = stats.toWords();
-            const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
-            const bool allDone = collective(words);
-            global = NllStats::fromReducedWords(words);
-            checkpoint(committed);
-            if (!dynamic) {
-                roundDone(r, rounds->rounds(), wait0, transfer0);
-                continue;
-            }
-            // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
-            const std::int64_t perRound = std::max<std::int64_t>(1, m_o.syncEvery == kSyncAtEnd ? plan.scoredTokens : m_o.syncEvery)
-                                          * m_o.shardCount;
-            const auto left = static_cast<int>(std::min<std::int64_t>(1 << 30, (plan.scoredTokens - global.tokens + perRound - 1) / perRound));
-            roundDone(r, allDone ? r + 1 : r + 1 + std::max(1, left), wait0, transfer0);
-            if (allDone)
-                break;
-        }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
+        };
+        runRounds();
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
         std::vector<dist::RankReport> reports;
         std::vector<std::string> batchRuns; // dynamic: which batches each rank evaluated
         if (distributed) {
-            dist::RankReport mine;
-            const bool carries = resume && shardRank == 0; // rank 0's totals include the resumed base
-            mine.tokens = stats.tokens - (carries ? base.tokens : 0);
-            mine.windows = stats.windows - (carries ? base.windows : 0);
-            mine.rounds = roundsRun;
-            mine.payloadBytes = run->comm().payloadBytes;
-            mine.computeSeconds = computeSeconds;
-            mine.waitSeconds = run->comm().waitSeconds;
-            mine.transferSeconds = run->comm().transferSeconds;
-            mine.wallSeconds = seconds;
-            if (schedule) {
-                // The ledger: each rank's batches through the store, read by rank 0 for the result.
-                const std::string runs = dist::formatBatchRuns(schedule->done());
-                run->store().set("cppl/sched/done/" + std::to_string(run->rank()), runs);
-                if (tel)
-                    tel->log(cppl::telemetry::LogLevel::Info, "batches evaluated by rank " + std::to_string(run->rank()) + ": "
-                                                                  + (runs.empty() ? std::string("none") : runs) + " ("
-                                                                  + std::to_string(schedule->claims()) + " claims)");
+            for (;;) {
+                dist::RankReport mine;
+                const bool carries = resume && shardRank == 0; // rank 0's totals include the resumed base
+                mine.tokens = stats.tokens - (carries ? base.tokens : 0);
+                mine.windows = stats.windows - (carries ? base.windows : 0);
+                mine.rounds = roundsRun;
+                mine.payloadBytes = run->comm().payloadBytes;
+                mine.computeSeconds = computeSeconds;
+                mine.waitSeconds = run->comm().waitSeconds;
+                mine.transferSeconds = run->comm().transferSeconds;
+                mine.wallSeconds = seconds;
+                if (schedule) {
+                    // The ledger: each rank's batches through the store, read by rank 0 for the result.
+                    const std::string runs = dist::formatBatchRuns(schedule->done());
+                    run->store().set("cppl/sched/done/" + std::to_string(run->rank()), runs);
+                    if (tel)
+                        tel->log(cppl::telemetry::LogLevel::Info, "batches evaluated by rank " + std::to_string(run->rank()) + ": "
+                                                                      + (runs.empty() ? std::string("none") : runs) + " ("
+                                                                      + std::to_string(schedule->claims()) + " claims)");
+                }
+                try {
+                    reports = run->gather(mine); // after every rank's ledger is in the store
+                    break;
+                } catch (const dist::RankLostError &) {
+                    // A rank was lost after the last round: regroup, evaluate what it left, gather again.
+                    if (!schedule)
+                        throw;
+                    NllStats::Words words = stats.toWords();
+                    schedule->recover(words);
+                    global = NllStats::fromReducedWords(words);
+                    reportLosses();
+                    runRounds();
+                    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
+                }
             }
-            reports = run->gather(mine); // after every rank's ledger is in the store
-            if (schedule && run->rank() == 0)
-                for (int k = 0; k < run->worldSize(); ++k)
-                    batchRuns.push_back(run->store().get("cppl/sched/done/" + std::to_string(k), m_o.distOptions.timeout).value_or(""));
+            if (schedule && run->rank() == 0) {
+                batchRuns.assign(static_cast<std::size_t>(run->worldSize()), std::string());
+                for (int k : run->members())
+                    batchRuns[static_cast<std::size_t>(k)] = run->store().get("cppl/sched/done/" + std::to_string(k), m_o.distOptions.timeout).value_or("");
+                for (const auto &l : schedule->lostRanks()) { // a lost rank's row: what of its work counts
+                    batchRuns[static_cast<std::size_t>(l.rank)] = dist::formatBatchRuns(l.committed);
+                    dist::RankReport rep;
+                    rep.rank = l.rank;
+                    rep.host = run->hosts()[static_cast<std::size_t>(l.rank)];
+                    rep.group = run->groups().groupOf[static_cast<std::size_t>(l.rank)];
+                    rep.tokens = l.tokens;
+                    rep.windows = l.windows;
+                    rep.rounds = l.round;
+                    rep.lost = true;
+                    reports.push_back(rep);
+                }
+                std::sort(reports.begin(), reports.end(), [](const auto &x, const auto &y) { return x.rank < y.rank; });
+            }
             run->finish();
+            if (schedule && (global.tokens != plan.scoredTokens || global.windows != nWindows))
+                // Never a silently wrong result: every batch must have been counted exactly once.
+                throw ExitError(kExitCollective, "rank " + std::to_string(run->rank()) + ": the ranks' totals cover " + std::to_string(global.windows)
+                                                     + " of " + std::to_string(nWindows) + " windows and " + std::to_string(global.tokens) + " of "
+                                                     + std::to_string(plan.scoredTokens)
+                                                     + " tokens: batches were lost or counted twice (a bug; please report it with the ranks' logs)");
         }
         publishProgress(true, 0); // this rank's complete totals, before its result
         if (global.nll.rejected() > 0)
             throw ExitError(kExitRuntime, std::to_string(global.nll.rejected())
                                               + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                               + dtypeName(m_o.dtype) + "; try --dtype float32");
-        return EvalOutcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base};
+        EvalOutcome outcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base, {}, {}};
+        if (schedule) {
+            outcome.lostRanks = schedule->lostRanks();
+            outcome.batchesRedone = dist::formatBatchRuns(schedule->redone());
+        }
+        return outcome;
     }
 
     /// Step 7: rank 0 prints the estimate and writes the result contract (docs/result-json.md).
@@ -1032,6 +1116,17 @@ private:
                 j["groups"] = run->groups().groups;
                 j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
                 j["ranks"] = ranksJson(reports, outcome.batchRuns);
+                if (m_o.distOptions.tolerateRankLoss) {
+                    nlohmann::ordered_json lost = nlohmann::ordered_json::array();
+                    for (const auto &l : outcome.lostRanks)
+                        lost.push_back({{"rank", l.rank},
+                                        {"host", run->hosts()[static_cast<std::size_t>(l.rank)]},
+                                        {"round", l.round},
+                                        {"cause", l.cause}});
+                    j["on_rank_loss"] = "continue";
+                    j["lost_ranks"] = lost;
+                    j["batches_redone"] = outcome.batchesRedone;
+                }
             }
             j["version"] = CLUSTERPPL_VERSION_STRING;
             if (tel)
