@@ -98,8 +98,8 @@ constexpr CommandUsage kCommandUsage[] = {
                                          collective, rank 0's exact global words after it
                                          ("CLUSTERPPL_CHECKPOINT {...}"); clusterppl-cli writes them
                                          to the run directory (docs/communication.md, "Resuming a run")
-      --resume-state JSON                continue from a committed round (what `clusterppl-cli run
-                                         --resume` passes): rank 0 adds its exact words, nobody
+      --resume-state JSON                continue from a committed round (what clusterppl-cli passes
+                                         when it resumes a run): rank 0 adds its exact words, nobody
                                          evaluates its ledger's batches; refused when the model,
                                          the token stream or the settings changed
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
