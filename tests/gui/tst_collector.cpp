@@ -4,6 +4,7 @@
 #include "cppl/errors.h"
 #include "telemetry/collector.h"
 #include "telemetry/collector_object.h"
+#include "telemetry/message_peek.h"
 #include "telemetry/publisher.h"
 #include "telemetry_fixtures.h"
 #include "test_exact.h"
@@ -40,6 +41,80 @@ Snapshot waitForReceived(Collector &c, std::int64_t n, int timeoutMs = 20000)
 cppl::telemetry::Credentials serverCredentials(const cppl::telemetry::RunCredentials &r)
 {
     return r.collector;
+}
+
+// The wire of `ranks` simulated ranks, interleaved at random, each rank's own stream perturbed:
+// heartbeats between progress, messages dropped on the way, neighbours swapped, a duplicate, a
+// log line; plus two garbage messages. finals: each rank's last totals; lost: its expected gaps.
+struct Wire
+{
+    std::vector<std::string> messages;
+    std::vector<NllStats> finals;
+    std::vector<std::int64_t> lost;
+};
+
+Wire perturbedWire(const std::string &run, int ranks, int steps, std::uint64_t seed)
+{
+    Wire w;
+    std::mt19937_64 rng(seed);
+    w.finals.resize(static_cast<std::size_t>(ranks));
+    w.lost.resize(static_cast<std::size_t>(ranks));
+    std::vector<std::vector<std::string>> perRank(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) {
+        NllStats s;
+        auto &mine = perRank[static_cast<std::size_t>(r)];
+        std::int64_t seq = 0;
+        for (int k = 0; k < steps; ++k) {
+            cppl::test::addTokens(s, rng, 20);
+            const bool last = k + 1 == steps;
+            if (k % 4 == 2) {
+                auto hb = header(run, r, ranks, seq++, k % 8 == 2 ? Kind::Heartbeat : Kind::Log);
+                hb.text = "[round] \"rank\":999, \"seq\":0 in a log line";
+                mine.push_back(cppl::telemetry::encode(hb));
+            }
+            if (!last && k > 0 && rng() % 5 == 0) { // dropped on the way (never the first or last)
+                ++w.lost[static_cast<std::size_t>(r)];
+                ++seq;
+                continue;
+            }
+            mine.push_back(cppl::telemetry::encode(progressOf(run, r, ranks, seq++, s, steps)));
+        }
+        for (std::size_t i = 1; i + 2 < mine.size(); i += 3) // swap neighbours: reordering
+            if (rng() % 2)
+                std::swap(mine[i], mine[i + 1]);
+        if (mine.size() > 2)
+            mine.push_back(mine[1]); // a duplicate
+        w.finals[static_cast<std::size_t>(r)] = s;
+    }
+    std::vector<std::size_t> next(static_cast<std::size_t>(ranks), 0);
+    std::vector<int> pending;
+    for (int r = 0; r < ranks; ++r)
+        pending.push_back(r);
+    while (!pending.empty()) {
+        const std::size_t k = rng() % pending.size();
+        const auto r = static_cast<std::size_t>(pending[k]);
+        w.messages.push_back(perRank[r][next[r]++]);
+        if (next[r] == perRank[r].size()) {
+            pending[k] = pending.back();
+            pending.pop_back();
+        }
+    }
+    w.messages.push_back("{\"v\":1,");
+    w.messages.push_back("[]");
+    return w;
+}
+
+/// What Collector::receiveBatch() does with one drained batch, without sockets.
+void ingestCoalesced(CollectorState &st, const std::vector<std::string> &batch, double now)
+{
+    std::vector<std::optional<PeekedHeader>> peeks;
+    for (const auto &m : batch)
+        peeks.push_back(peekHeader(m));
+    std::vector<char> superseded;
+    markSuperseded(peeks, superseded);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+        if (!(superseded[i] && st.skipSuperseded(*peeks[i], now)))
+            (void)st.ingest(batch[i], now);
 }
 
 } // namespace
@@ -249,6 +324,7 @@ private Q_SLOTS:
         const auto snap = waitForReceived(collector, static_cast<std::int64_t>(wire.size()));
         QCOMPARE(collector.messagesReceived(), static_cast<std::int64_t>(wire.size()));
         QCOMPARE(snap.decode.rejectedTotal(), 2);
+        QCOMPARE(snap.decode.accepted + snap.decode.rejectedTotal() + snap.coalescedTotal, static_cast<std::int64_t>(wire.size()));
         NllStats all;
         for (int r = 0; r < ranks; ++r) {
             all.merge(finals[static_cast<std::size_t>(r)]);
@@ -262,6 +338,129 @@ private Q_SLOTS:
         const auto expected = cppl::computePerplexity(all);
         CPPL_COMPARE_BITS(snap.globalPpl.ppl, expected.ppl);
         CPPL_COMPARE_BITS(snap.globalPpl.pplStderr, expected.pplStderr);
+    }
+
+    void peekHeaderFindsTheHeaderOrDeclines()
+    {
+        auto m = cppl::test::progressOf("run-p", 5, 64, 1234, NllStats{}, 10);
+        const std::string wire = cppl::telemetry::encode(m);
+        const auto p = peekHeader(wire);
+        QVERIFY(p);
+        QCOMPARE(std::string(p->run), std::string("run-p"));
+        QCOMPARE(p->rank, 5);
+        QCOMPARE(p->worldSize, 64);
+        QCOMPARE(p->seq, 1234);
+        QVERIFY(p->kind == Kind::Progress);
+        // A log line that quotes header keys does not fool it.
+        auto log = header("run-p", 3, 64, 7, Kind::Log);
+        log.text = "\"rank\":9,\"seq\":1,\"kind\":\"progress\"}";
+        const auto q = peekHeader(cppl::telemetry::encode(log));
+        QVERIFY(q && q->rank == 3 && q->seq == 7 && q->kind == Kind::Log);
+        // Key order and spacing are free.
+        const auto r = peekHeader(R"( { "seq" : 3 , "kind":"heartbeat","world_size":2,"x":[],"rank":1,"run":"a"} )");
+        QVERIFY(!r); // a nested value: left to decode()
+        const auto ok = peekHeader(R"( { "seq" : 3 , "kind":"heartbeat","world_size":2,"x":null,"rank":1,"run":"a"} )");
+        QVERIFY(ok && ok->seq == 3 && ok->rank == 1 && ok->worldSize == 2 && ok->run == "a" && ok->kind == Kind::Heartbeat);
+        // Whatever it does not follow, it leaves to decode().
+        for (const char *bad : {R"({"run":"a","rank":1,"world_size":2,"seq":3})",                          // no kind
+                                R"({"run":"a","rank":1,"world_size":2,"seq":3,"kind":"progress","seq":4})", // duplicate
+                                "{\"run\":\"a\\u0062\",\"rank\":1,\"world_size\":2,\"seq\":3,\"kind\":\"progress\"}", // escaped run
+                                "{\"run\":\"a\",\"r\\u0061nk\":1,\"rank\":1,\"world_size\":2,\"seq\":3,\"kind\":\"progress\"}", // escaped key
+                                R"({"run":"a","rank":1.0,"world_size":2,"seq":3,"kind":"progress"})",
+                                R"({"run":"a","rank":-1,"world_size":2,"seq":3,"kind":"progress"})",
+                                R"({"run":"a","rank":"1","world_size":2,"seq":3,"kind":"progress"})",
+                                R"({"run":"a","rank":1,"world_size":2,"seq":3,"kind":"nonsense"})",
+                                R"({"run":"a","rank":1,"world_size":2,"seq":3,"kind":"progress"} x)",
+                                R"({"run":"a","rank":1,"world_size":2,"seq":3,"kind":"progress",})",
+                                R"({"run":"a","rank":1,"world_size":2,"seq":3,"kind":"progress")", "", "[]", "{"})
+            QVERIFY2(!peekHeader(bad), bad);
+    }
+
+    void coalescedBatchesEqualOneByOne()
+    {
+        // The same perturbed wire applied message by message and in drained batches of every
+        // size: the same totals (bit for bit), states and seq counters; only the count of
+        // messages not decoded differs.
+        const int ranks = 64;
+        const Wire w = perturbedWire("run-c", ranks, 40, 11);
+        CollectorState one({});
+        for (const auto &m : w.messages)
+            (void)one.ingest(m, 1.0);
+        const auto a = one.snapshot(1.0);
+        QCOMPARE(a.coalescedTotal, 0);
+        for (const std::size_t batchSize : {std::size_t(1), std::size_t(7), std::size_t(500), w.messages.size()}) {
+            CollectorState st({});
+            for (std::size_t start = 0; start < w.messages.size(); start += batchSize)
+                ingestCoalesced(st, std::vector(w.messages.begin() + std::ptrdiff_t(start),
+                                                w.messages.begin() + std::ptrdiff_t(std::min(w.messages.size(), start + batchSize))),
+                                1.0);
+            const auto b = st.snapshot(1.0);
+            QVERIFY(b.global.nll == a.global.nll);
+            QVERIFY(b.global.nllSquared == a.global.nllSquared);
+            QCOMPARE(b.global.tokens, a.global.tokens);
+            CPPL_COMPARE_BITS(b.globalPpl.ppl, a.globalPpl.ppl);
+            for (int r = 0; r < ranks; ++r) {
+                const auto &x = a.ranks[std::size_t(r)];
+                const auto &y = b.ranks[std::size_t(r)];
+                QVERIFY(y.stats == w.finals[std::size_t(r)]);
+                QVERIFY(y.stats == x.stats);
+                QCOMPARE(y.lost, w.lost[std::size_t(r)]);
+                QCOMPARE(y.lost, x.lost);
+                QCOMPARE(y.reordered, x.reordered);
+                QCOMPARE(y.duplicates, x.duplicates);
+                QCOMPARE(y.received, x.received);
+                QCOMPARE(y.lastSeq, x.lastSeq);
+                QCOMPARE(y.state, x.state);
+                QCOMPARE(y.lastLog, x.lastLog);
+            }
+            QCOMPARE(b.decode.rejectedTotal(), a.decode.rejectedTotal());
+            QCOMPARE(b.decode.accepted + b.coalescedTotal, a.decode.accepted); // every message decoded or skipped
+            if (batchSize == 1)
+                QCOMPARE(b.coalescedTotal, 0);
+            if (batchSize == w.messages.size()) // one batch: every rank's older progress skipped
+                QVERIFY2(b.coalescedTotal > std::int64_t(w.messages.size()) / 2, qPrintable(QString::number(b.coalescedTotal)));
+        }
+    }
+
+    void laggingCollectorSkipsSupersededMessages()
+    {
+        // A sender queues 24,000 messages before the collector exists (as when the collector's
+        // thread was starved); they arrive at once. The collector reads them in large batches,
+        // decodes only each rank's newest, and ends with exactly the ranks' final totals.
+        std::string endpoint;
+        {
+            Collector probe({});
+            endpoint = probe.endpoint(); // a free port, free again after this block
+        }
+        const int ranks = 64, steps = 375;
+        RawPush push(endpoint);
+        std::vector<NllStats> finals(ranks);
+        std::mt19937_64 rng(5);
+        std::int64_t sent = 0;
+        for (int k = 0; k < steps; ++k)
+            for (int r = 0; r < ranks; ++r) {
+                cppl::test::addTokens(finals[std::size_t(r)], rng, 4);
+                push.sendAll(cppl::telemetry::encode(progressOf("run-l", r, ranks, k, finals[std::size_t(r)], steps)));
+                ++sent;
+            }
+        CollectorOptions o;
+        o.bind = endpoint;
+        Collector collector(o);
+        const auto snap = waitForReceived(collector, sent, 60000);
+        QCOMPARE(collector.messagesReceived(), sent);
+        NllStats all;
+        for (int r = 0; r < ranks; ++r) {
+            all.merge(finals[std::size_t(r)]);
+            QVERIFY(snap.ranks[std::size_t(r)].stats == finals[std::size_t(r)]);
+            QCOMPARE(snap.ranks[std::size_t(r)].lost, 0);
+            QCOMPARE(snap.ranks[std::size_t(r)].received, steps);
+        }
+        QVERIFY(snap.global.nll == all.nll);
+        QCOMPARE(snap.global.tokens, all.tokens);
+        QCOMPARE(snap.decode.accepted + snap.coalescedTotal, sent);
+        qInfo("%lld messages: %lld decoded, %lld superseded and skipped", static_cast<long long>(sent),
+              static_cast<long long>(snap.decode.accepted), static_cast<long long>(snap.coalescedTotal));
+        QVERIFY(snap.coalescedTotal > 0);
     }
 
     // Real publishers (the agent's code) as ranks; rank 0's result carries the aggregated result.

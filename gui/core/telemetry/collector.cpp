@@ -10,12 +10,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 namespace cppl::core::telemetry {
 
 namespace {
 constexpr const char *kZapEndpoint = "inproc://zeromq.zap.01"; // fixed by ZeroMQ's RFC 27
-constexpr int kBatch = 4096;           // messages per lock; keeps snapshot() responsive under load
+constexpr std::size_t kBatch = 4096;   // messages per lock; keeps snapshot() responsive under load
+// Messages read from the socket before any is applied. The more a lagging collector reads at once,
+// the more of them a newer message of the same rank supersedes (1024 ranks: ~16 each). Held as
+// ZeroMQ's own buffers and freed after the batch.
+constexpr std::size_t kDrain = 16384;
 constexpr double kGlobalPublishInterval = 0.1;
 
 std::string zmqError(const std::string &what)
@@ -49,6 +55,9 @@ struct Collector::Sockets
     void *zap = nullptr;
     void *monitor = nullptr;
     void *pub = nullptr;
+    std::vector<zmq_msg_t> batch = std::vector<zmq_msg_t>(kDrain); // receiveBatch()'s buffers, kept
+    std::vector<std::optional<PeekedHeader>> peeks;
+    std::vector<char> superseded;
     ~Sockets()
     {
         for (void *s : {pull, zap, monitor, pub})
@@ -170,34 +179,12 @@ void Collector::run()
     if (s.zap)
         items[n++] = {s.zap, 0, ZMQ_POLLIN, 0};
     double lastStallCheck = 0;
-    zmq_msg_t msg;
     while (!m_stop.load()) {
         if (zmq_poll(items.data(), n, 50) < 0 && zmq_errno() != EINTR)
             break;
         bool changed = false;
-        if (items[0].revents & ZMQ_POLLIN) {
-            std::lock_guard lock(m_mutex);
-            const double now = monotonicSeconds();
-            for (int i = 0; i < kBatch; ++i) {
-                zmq_msg_init(&msg);
-                if (zmq_msg_recv(&msg, s.pull, ZMQ_DONTWAIT) < 0) {
-                    zmq_msg_close(&msg);
-                    break;
-                }
-                m_received.fetch_add(1, std::memory_order_relaxed);
-                const std::string_view bytes(static_cast<const char *>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
-                if (m_state.ingest(bytes, now)) {
-                    changed = true;
-                    if (s.pub) {
-                        const auto &h = m_state.lastMessage().header;
-                        const std::string topic = h.run + "/rank" + std::to_string(h.rank);
-                        zmq_send(s.pub, topic.data(), topic.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-                        zmq_send(s.pub, bytes.data(), bytes.size(), ZMQ_DONTWAIT);
-                    }
-                }
-                zmq_msg_close(&msg);
-            }
-        }
+        if (items[0].revents & ZMQ_POLLIN)
+            changed = receiveBatch() || changed;
         if (items[1].revents & ZMQ_POLLIN)
             handleMonitor();
         if (n > 2 && (items[2].revents & ZMQ_POLLIN))
@@ -215,6 +202,64 @@ void Collector::run()
         if (changed && m_onChange)
             m_onChange();
     }
+}
+
+bool Collector::receiveBatch()
+{
+    // Everything queued (up to kDrain) first, without the lock; then what still matters is
+    // decoded, under the lock in chunks: when this thread falls behind, a rank's older progress
+    // and heartbeats in the queue are superseded by its newest and cost a scan, not a decode.
+    auto &s = *m_sockets;
+    auto &msgs = s.batch;
+    auto &peeks = s.peeks;
+    auto &superseded = s.superseded;
+    std::size_t n = 0;
+    for (; n < msgs.size(); ++n) {
+        zmq_msg_init(&msgs[n]);
+        if (zmq_msg_recv(&msgs[n], s.pull, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msgs[n]);
+            break;
+        }
+    }
+    auto bytesOf = [&](std::size_t i) {
+        return std::string_view(static_cast<const char *>(zmq_msg_data(&msgs[i])), zmq_msg_size(&msgs[i]));
+    };
+    peeks.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+        peeks[i] = peekHeader(bytesOf(i));
+    markSuperseded(peeks, superseded);
+    bool changed = false;
+    for (std::size_t start = 0; start < n; start += kBatch) {
+        const std::size_t end = std::min(n, start + kBatch);
+        std::lock_guard lock(m_mutex);
+        const double now = monotonicSeconds();
+        for (std::size_t i = start; i < end; ++i) {
+            const std::string_view bytes = bytesOf(i);
+            // Counted under the lock: a snapshot taken after messagesReceived() reached N shows them.
+            m_received.fetch_add(1, std::memory_order_relaxed);
+            std::string_view run;
+            std::int64_t rank = -1;
+            if (superseded[i] && m_state.skipSuperseded(*peeks[i], now)) {
+                run = peeks[i]->run;
+                rank = peeks[i]->rank;
+            } else if (m_state.ingest(bytes, now)) {
+                const auto &h = m_state.lastMessage().header;
+                run = h.run;
+                rank = h.rank;
+            } else {
+                continue;
+            }
+            changed = true;
+            if (s.pub) {
+                const std::string topic = std::string(run) + "/rank" + std::to_string(rank);
+                zmq_send(s.pub, topic.data(), topic.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                zmq_send(s.pub, bytes.data(), bytes.size(), ZMQ_DONTWAIT);
+            }
+        }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        zmq_msg_close(&msgs[i]);
+    return changed;
 }
 
 void Collector::handleMonitor()

@@ -83,29 +83,8 @@ bool CollectorState::apply(const Message &m, double now)
     Entry &e = entry(h.rank);
     RankView &v = e.view;
 
-    // Sequence bookkeeping: gaps count as lost until a late message fills them.
-    if (!v.heard) {
-        v.heard = true;
-        e.firstSeq = h.seq; // joined mid-stream (e.g. after a collector restart): no gap before it
-        e.window = 1;
-        v.lastSeq = h.seq;
-    } else if (h.seq > v.lastSeq) {
-        const std::int64_t d = h.seq - v.lastSeq;
-        v.lost += d - 1;
-        e.window = d >= kSeqWindow ? 1 : (e.window << d) | 1;
-        v.lastSeq = h.seq;
-    } else {
-        const std::int64_t d = v.lastSeq - h.seq;
-        if (d < kSeqWindow && (e.window >> d) & 1) {
-            ++v.duplicates;
-            return false;
-        }
-        if (d < kSeqWindow)
-            e.window |= std::uint64_t{1} << d;
-        ++v.reordered;
-        if (h.seq > e.firstSeq && d < kSeqWindow && v.lost > 0)
-            --v.lost;
-    }
+    if (!noteSeq(e, h.seq))
+        return false;
     ++v.received;
     e.lastSeen = now;
     e.dirty = true;
@@ -202,6 +181,52 @@ bool CollectorState::apply(const Message &m, double now)
     return true;
 }
 
+bool CollectorState::noteSeq(Entry &e, std::int64_t seq)
+{
+    RankView &v = e.view;
+    // Sequence bookkeeping: gaps count as lost until a late message fills them.
+    if (!v.heard) {
+        v.heard = true;
+        e.firstSeq = seq; // joined mid-stream (e.g. after a collector restart): no gap before it
+        e.window = 1;
+        v.lastSeq = seq;
+    } else if (seq > v.lastSeq) {
+        const std::int64_t d = seq - v.lastSeq;
+        v.lost += d - 1;
+        e.window = d >= kSeqWindow ? 1 : (e.window << d) | 1;
+        v.lastSeq = seq;
+    } else {
+        const std::int64_t d = v.lastSeq - seq;
+        if (d < kSeqWindow && (e.window >> d) & 1) {
+            ++v.duplicates;
+            return false;
+        }
+        if (d < kSeqWindow)
+            e.window |= std::uint64_t{1} << d;
+        ++v.reordered;
+        if (seq > e.firstSeq && d < kSeqWindow && v.lost > 0)
+            --v.lost;
+    }
+    return true;
+}
+
+bool CollectorState::skipSuperseded(const PeekedHeader &h, double now)
+{
+    if (h.run != m_options.run || h.worldSize != m_options.worldSize || h.rank < 0 || h.rank >= h.worldSize)
+        return false;
+    const auto r = static_cast<std::size_t>(h.rank);
+    if (r >= m_ranks.size() || !m_ranks[r] || !m_ranks[r]->view.heard)
+        return false; // a rank's first message is always decoded (host, group)
+    Entry &e = *m_ranks[r];
+    ++e.view.coalesced; // received, not decoded (a duplicate too)
+    if (!noteSeq(e, h.seq))
+        return true;
+    ++e.view.received;
+    e.lastSeen = now;
+    e.stalled = false;
+    return true;
+}
+
 bool CollectorState::checkStalls(double now)
 {
     bool changed = false;
@@ -264,6 +289,7 @@ Snapshot CollectorState::snapshot(double now)
         s.windowsTotal += v.windowsTotal;
         s.lostTotal += v.lost;
         s.senderDroppedTotal += v.senderDropped;
+        s.coalescedTotal += v.coalesced;
         s.ranks.push_back(v);
     }
 

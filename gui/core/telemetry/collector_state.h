@@ -5,6 +5,7 @@
 
 #include "cppl/statistics.h"
 #include "cppl/telemetry.h"
+#include "telemetry/message_peek.h"
 
 #include <array>
 #include <cstdint>
@@ -40,6 +41,7 @@ struct RankView
     std::int64_t reordered = 0;      // arrived after a later seq (filled a gap)
     std::int64_t duplicates = 0;     // dropped
     std::int64_t senderDropped = 0;  // the sender's dropped_total
+    std::int64_t coalesced = 0;      // received but not decoded: a newer one of its kind came with it (duplicates included)
 
     bool hasProgress = false;
     cppl::NllStats stats;            // its latest cumulative accumulators
@@ -98,6 +100,7 @@ struct Snapshot
     std::int64_t foreign = 0;        // valid messages of another run or world size
     std::int64_t lostTotal = 0;
     std::int64_t senderDroppedTotal = 0;
+    std::int64_t coalescedTotal = 0; // received, superseded by a newer message in the same batch, not decoded
     std::int64_t authRejected = 0;   // filled by Collector (ZAP denials, failed handshakes)
 
     std::string resultJson;          // rank 0's aggregated result, once it arrived
@@ -130,6 +133,10 @@ public:
     bool ingest(std::string_view bytes, double now);
     /// Applies a decoded message; false when it was dropped (foreign or duplicate).
     bool apply(const cppl::telemetry::Message &m, double now);
+    /// A progress or heartbeat of a rank already heard from, superseded by a newer one of the same
+    /// rank and kind that will be applied next (markSuperseded()): counted (seq, received,
+    /// coalesced) but not decoded. false when it is not this run's (the caller ingest()s it).
+    bool skipSuperseded(const PeekedHeader &header, double now);
     /// True when some rank became stalled since the last call (views should refresh).
     bool checkStalls(double now);
 
@@ -166,6 +173,8 @@ private:
     };
 
     Entry &entry(std::int64_t rank);
+    /// Sequence bookkeeping for one message of @p e's rank; false for a duplicate (counted).
+    bool noteSeq(Entry &e, std::int64_t seq);
 
     Options m_options;
     cppl::telemetry::Message m_scratch;
