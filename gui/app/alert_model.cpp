@@ -3,36 +3,135 @@
 
 #include <QColor>
 
+#include <algorithm>
+#include <climits>
+
 using namespace Qt::StringLiterals;
 using cppl::core::run::AlertKind;
+using cppl::core::run::RunAlert;
 
 namespace cppl::app {
+
+namespace {
+QString clock(double seconds)
+{
+    const int s = int(seconds);
+    return u"%1:%2"_s.arg(s / 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+bool severe(AlertKind k)
+{
+    return k == AlertKind::Failed || k == AlertKind::ResultMismatch;
+}
+} // namespace
 
 AlertModel::AlertModel(QObject *parent)
     : QAbstractTableModel(parent)
 {
+    m_overflowRow.fill(-1);
 }
 
-void AlertModel::append(const cppl::core::run::RunAlert &alert)
+void AlertModel::append(const RunAlert &alert)
 {
-    const int row = rowCount();
-    beginInsertRows({}, row, row);
-    m_alerts.push_back(alert);
-    endInsertRows();
+    append(std::vector<RunAlert>{alert});
+}
+
+void AlertModel::append(const std::vector<RunAlert> &alerts)
+{
+    if (alerts.empty())
+        return;
+    // Existing rows are updated first and announced with one dataChanged after the insertion;
+    // new rows go in with one beginInsertRows, so a batch of thousands costs the view one layout.
+    const int oldRows = rowCount();
+    std::vector<Row> added;
+    auto rowAt = [&](int row) -> Row & { return row < oldRows ? m_rows[size_t(row)] : added[size_t(row - oldRows)]; };
+    int minChanged = INT_MAX, maxChanged = -1;
+    m_all.reserve(m_all.size() + alerts.size());
+    for (const RunAlert &a : alerts) {
+        const std::size_t at = m_all.size();
+        m_all.push_back(a);
+        const auto key = std::make_pair(a.rank, int(a.kind));
+        int row = -1;
+        if (const auto it = m_rowOf.find(key); it != m_rowOf.end()) {
+            row = it->second;
+        } else if (m_ownRows < kMaxRows || a.rank < 0) { // run-wide alerts (once per run) always listed
+            row = oldRows + int(added.size());
+            Row r;
+            r.rank = r.maxRank = a.rank;
+            r.kind = a.kind;
+            r.first = at;
+            added.push_back(r);
+            ++m_ownRows;
+            m_rowOf.emplace(key, row);
+        } else {
+            int &overflow = m_overflowRow[size_t(a.kind)];
+            if (overflow < 0) {
+                overflow = oldRows + int(added.size());
+                Row r;
+                r.rank = r.maxRank = a.rank;
+                r.kind = a.kind;
+                r.first = at;
+                r.ranks = 0;
+                r.overflow = true;
+                added.push_back(r);
+            }
+            row = overflow;
+            Row &r = rowAt(row);
+            ++r.ranks;
+            r.rank = std::min(r.rank, a.rank);
+            r.maxRank = std::max(r.maxRank, a.rank);
+            m_rowOf.emplace(key, row);
+        }
+        Row &r = rowAt(row);
+        r.last = at;
+        ++r.count;
+        if (row < oldRows) {
+            minChanged = std::min(minChanged, row);
+            maxChanged = std::max(maxChanged, row);
+        }
+    }
+    if (!added.empty()) {
+        beginInsertRows({}, oldRows, oldRows + int(added.size()) - 1);
+        m_rows.insert(m_rows.end(), added.begin(), added.end());
+        endInsertRows();
+    }
+    if (maxChanged >= 0)
+        Q_EMIT dataChanged(index(minChanged, 0), index(maxChanged, ColumnCount - 1));
 }
 
 void AlertModel::clear()
 {
-    if (m_alerts.empty())
+    if (m_all.empty())
         return;
     beginResetModel();
-    m_alerts.clear();
+    m_all.clear();
+    m_rows.clear();
+    m_rowOf.clear();
+    m_overflowRow.fill(-1);
+    m_ownRows = 0;
     endResetModel();
+}
+
+const RunAlert &AlertModel::alertAt(int row) const
+{
+    return m_all.at(m_rows.at(size_t(row)).last);
+}
+
+QString AlertModel::allAlertsAsText() const
+{
+    QString text = u"seconds\tutc\trank\tkind\tmessage\n"_s;
+    for (const RunAlert &a : m_all)
+        text += u"%1\t%2\t%3\t%4\t%5\n"_s.arg(a.seconds, 0, 'f', 1)
+                    .arg(a.when.toString(Qt::ISODate))
+                    .arg(a.rank < 0 ? u"all"_s : QString::number(a.rank))
+                    .arg(cppl::core::run::alertKindName(a.kind))
+                    .arg(QString(a.message).replace(u'\t', u' ').replace(u'\n', u' '));
+    return text;
 }
 
 int AlertModel::rowCount(const QModelIndex &parent) const
 {
-    return parent.isValid() ? 0 : int(m_alerts.size());
+    return parent.isValid() ? 0 : int(m_rows.size());
 }
 
 int AlertModel::columnCount(const QModelIndex &parent) const
@@ -44,28 +143,48 @@ QVariant AlertModel::data(const QModelIndex &index, int role) const
 {
     if (!index.isValid() || index.row() >= rowCount())
         return {};
-    const auto &a = m_alerts[size_t(index.row())];
-    if (role == RankRole)
-        return a.rank;
-    if (role == Qt::ToolTipRole)
-        return QString(a.message + u"\n"_s + a.when.toLocalTime().toString(Qt::ISODate));
-    if (role == Qt::ForegroundRole && index.column() == ColKind
-        && (a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch))
-        return QColor(0xd5, 0x5e, 0x00);
-    if (role != Qt::DisplayRole)
+    const Row &row = m_rows[size_t(index.row())];
+    const RunAlert &a = m_all[row.last];
+    switch (role) {
+    case RankRole: return a.rank;
+    case CountRole: return row.count;
+    case OverflowRole: return row.overflow;
+    case Qt::ToolTipRole: {
+        QString tip = a.message + u"\n"_s + a.when.toLocalTime().toString(Qt::ISODate);
+        if (row.overflow && row.ranks > 1)
+            tip = tr("%1 alerts of %2 more ranks (%3 to %4), not listed one by one; the latest:\n")
+                      .arg(row.count)
+                      .arg(row.ranks)
+                      .arg(row.rank)
+                      .arg(row.maxRank)
+                  + tip + tr("\nRight-click › Copy all alerts for every one of them.");
+        else if (row.count > 1)
+            tip += tr("\nRaised %1 times: first at %2, latest at %3").arg(row.count).arg(clock(m_all[row.first].seconds), clock(a.seconds));
+        return tip;
+    }
+    case Qt::ForegroundRole:
+        if (index.column() == ColKind && severe(a.kind))
+            return QColor(0xd5, 0x5e, 0x00);
         return {};
+    case Qt::DisplayRole: break;
+    default: return {};
+    }
     switch (index.column()) {
-    case ColTime: {
-        const int s = int(a.seconds);
-        return u"%1:%2"_s.arg(s / 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
-    }
-    case ColRank: return a.rank < 0 ? tr("all") : QString::number(a.rank);
+    case ColTime: return clock(a.seconds);
+    case ColRank:
+        if (row.overflow && row.ranks > 1)
+            return tr("+%1").arg(row.ranks);
+        return a.rank < 0 ? tr("all") : QString::number(a.rank);
     case ColKind: {
-        const QString name = cppl::core::run::alertKindName(a.kind);
-        const bool severe = a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch;
-        return QString((severe ? u"✗ "_s : u"⚠ "_s) + name);
+        QString text = (severe(a.kind) ? u"✗ "_s : u"⚠ "_s) + cppl::core::run::alertKindName(a.kind);
+        if (row.count > 1)
+            text += u" ×%1"_s.arg(row.count);
+        return text;
     }
-    case ColMessage: return a.message;
+    case ColMessage:
+        if (row.overflow && row.ranks > 1)
+            return tr("%1 more ranks (%2 to %3), not listed; latest: %4").arg(row.ranks).arg(row.rank).arg(row.maxRank).arg(a.message);
+        return a.message;
     default: return {};
     }
 }

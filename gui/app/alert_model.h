@@ -5,11 +5,21 @@
 
 #include <QAbstractTableModel>
 
+#include <array>
+#include <map>
+#include <utility>
 #include <vector>
 
 namespace cppl::app {
 
-/// The run's alerts, newest last: time since start, rank, kind, message.
+/**
+ * The run's alerts as rows, oldest first: time, rank, kind, message. Every alert is kept
+ * (allAlerts(), in the order raised); the rows coalesce them so that a storm (1024 ranks stalling
+ * again and again when telemetry lags) stays a short list: one row per rank and kind whose time,
+ * message and "×N" follow its latest alert, and beyond kMaxRows rows one row per kind that stands
+ * for the ranks not listed ("N more ranks"). Alerts come in batches: one insertion and one
+ * dataChanged per append().
+ */
 class AlertModel : public QAbstractTableModel
 {
     Q_OBJECT
@@ -17,12 +27,23 @@ class AlertModel : public QAbstractTableModel
 public:
     enum Column { ColTime, ColRank, ColKind, ColMessage, ColumnCount };
     static constexpr int RankRole = Qt::UserRole + 1;
+    static constexpr int CountRole = Qt::UserRole + 2;   ///< alerts the row stands for
+    static constexpr int OverflowRole = Qt::UserRole + 3; ///< true: the "N more ranks" row of a kind
+    /// Rows of their own (one rank and kind each); later (rank, kind) pairs share their kind's
+    /// overflow row. Enough to read, few enough that the view never measures thousands of rows.
+    static constexpr int kMaxRows = 256;
 
     explicit AlertModel(QObject *parent = nullptr);
 
     void append(const cppl::core::run::RunAlert &alert);
+    void append(const std::vector<cppl::core::run::RunAlert> &alerts);
     void clear();
-    [[nodiscard]] const cppl::core::run::RunAlert &alertAt(int row) const { return m_alerts.at(size_t(row)); }
+    /// The latest alert a row stands for.
+    [[nodiscard]] const cppl::core::run::RunAlert &alertAt(int row) const;
+    /// Every alert, in the order raised (nothing is dropped by the coalescing).
+    [[nodiscard]] const std::vector<cppl::core::run::RunAlert> &allAlerts() const noexcept { return m_all; }
+    /// Tab-separated: time (s since the start), wall clock (UTC), rank, kind, message; a header line.
+    [[nodiscard]] QString allAlertsAsText() const;
 
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;
@@ -30,7 +51,24 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
-    std::vector<cppl::core::run::RunAlert> m_alerts;
+    struct Row
+    {
+        int rank = -1;                  // overflow rows: the lowest rank they stand for
+        int maxRank = -1;               // overflow rows: the highest
+        cppl::core::run::AlertKind kind = cppl::core::run::AlertKind::Failed;
+        std::size_t first = 0;          // into m_all
+        std::size_t last = 0;
+        int count = 0;                  // alerts
+        int ranks = 1;                  // distinct ranks (overflow rows)
+        bool overflow = false;
+    };
+    static constexpr int kKinds = 6;
+
+    std::vector<cppl::core::run::RunAlert> m_all;
+    std::vector<Row> m_rows;
+    std::map<std::pair<int, int>, int> m_rowOf; // (rank, kind) -> row (its own, or its kind's overflow row)
+    std::array<int, kKinds> m_overflowRow{};
+    int m_ownRows = 0;
 };
 
 } // namespace cppl::app

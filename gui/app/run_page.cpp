@@ -5,8 +5,11 @@
 #include "rank_table_model.h"
 #include "run_charts.h"
 
+#include <QAction>
+#include <QClipboard>
 #include <QComboBox>
 #include <QFontDatabase>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -16,6 +19,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabWidget>
@@ -67,6 +71,7 @@ RunPage::RunPage(QWidget *parent)
     , m_ranks(new RankTableModel(this))
     , m_proxy(new QSortFilterProxyModel(this))
     , m_alerts(new AlertModel(this))
+    , m_alertTimer(new QTimer(this))
     , m_logTimer(new QTimer(this))
     , m_catchUp(new QTimer(this))
 {
@@ -85,6 +90,12 @@ RunPage::RunPage(QWidget *parent)
     m_tokens = headline(this, u"tokens"_s);
     m_rate = headline(this, u"rate"_s);
     m_eta = headline(this, u"eta"_s);
+    m_telemetry = headline(this, u"telemetry"_s);
+    m_telemetry->setToolTip(tr("Lost: messages the ranks sent that never arrived (their seq numbers are missing; a "
+                               "sender drops when its queue is full). Skipped: progress and heartbeats received "
+                               "while the collector was behind and superseded by a newer one of the same rank, "
+                               "so not decoded. Neither changes the exact PPL: progress carries cumulative "
+                               "sums and each rank's last one always counts."));
     head->addWidget(m_run);
     head->addWidget(m_stop);
     head->addSpacing(12);
@@ -97,6 +108,8 @@ RunPage::RunPage(QWidget *parent)
     figures->addWidget(m_rate);
     head->addLayout(figures);
     head->addWidget(m_eta);
+    head->addSpacing(12);
+    head->addWidget(m_telemetry);
     head->addStretch(1);
     layout->addLayout(head);
     m_deviation = new QLabel(this);
@@ -162,6 +175,16 @@ RunPage::RunPage(QWidget *parent)
     m_alertView->verticalHeader()->hide();
     m_alertView->horizontalHeader()->setStretchLastSection(true);
     m_alertView->setWordWrap(true);
+    // Rows of one fixed height (two lines; the whole message in the tooltip): the view never
+    // measures rows, however many alerts a storm brings.
+    m_alertView->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+    m_alertView->verticalHeader()->setDefaultSectionSize(2 * m_alertView->fontMetrics().lineSpacing() + 6);
+    m_alertView->setTextElideMode(Qt::ElideRight);
+    m_alertView->setContextMenuPolicy(Qt::ActionsContextMenu);
+    auto *copyAlerts = new QAction(tr("Copy all alerts"), m_alertView);
+    copyAlerts->setToolTip(tr("Every alert of this run, one per line (tab-separated), also those the list coalesces"));
+    connect(copyAlerts, &QAction::triggered, this, [this] { QGuiApplication::clipboard()->setText(m_alerts->allAlertsAsText()); });
+    m_alertView->addAction(copyAlerts);
     m_alertView->setColumnWidth(AlertModel::ColTime, m_alertView->fontMetrics().horizontalAdvance(u"00:00:00"_s) + 12);
     m_alertView->setColumnWidth(AlertModel::ColRank, m_alertView->fontMetrics().horizontalAdvance(u"Rank 0000"_s));
     m_alertView->setColumnWidth(AlertModel::ColKind, m_alertView->fontMetrics().horizontalAdvance(u"⚠ comm share  "_s));
@@ -197,6 +220,9 @@ RunPage::RunPage(QWidget *parent)
     m_catchUp->setSingleShot(true);
     m_catchUp->setInterval(kCatchUpMs);
     connect(m_catchUp, &QTimer::timeout, this, &RunPage::catchUp);
+    m_alertTimer->setSingleShot(true);
+    m_alertTimer->setInterval(0);
+    connect(m_alertTimer, &QTimer::timeout, this, &RunPage::flushAlerts);
     m_logTimer->setSingleShot(true);
     m_logTimer->setInterval(100);
     connect(m_logTimer, &QTimer::timeout, this, &RunPage::refreshLogView);
@@ -231,7 +257,10 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_stopping = false;
     m_ranks->clear();
     m_ranks->setGroupNames(groupNames);
+    m_alertTimer->stop();
+    m_pendingAlerts.clear();
     m_alerts->clear();
+    m_tabs->setTabText(0, tr("Alerts"));
     m_logs.clear();
     m_allLogs.clear();
     m_log->clear();
@@ -241,6 +270,9 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_tokens->setText(tr("tokens scored –"));
     m_rate->setText(tr("– tok/s"));
     m_eta->setText(QString());
+    m_telemetry->clear();
+    m_telemetry->hide();
+    m_finalRate = 0;
     m_deviation->clear();
     m_deviation->hide();
     m_notice->clear();
@@ -314,7 +346,24 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
                           .arg(QLocale().toString(qlonglong(s.global.tokens)))
                           .arg(QLocale().toString(qlonglong(s.windowsDone)))
                           .arg(QLocale().toString(qlonglong(s.windowsTotal))));
-    m_rate->setText(tr("%1 tok/s (all ranks)").arg(QLocale().toString(s.tokensPerSecond, 'f', 0)));
+    if (m_finalRate > 0)
+        m_rate->setText(tr("%1 tok/s (all ranks, whole run)").arg(QLocale().toString(m_finalRate, 'f', 0)));
+    else if (!m_running && s.tokensPerSecond <= 0 && s.global.tokens > 0 && elapsed > 0)
+        // Every rank is done, so none has a current rate: the run's average instead of "0 tok/s".
+        m_rate->setText(tr("%1 tok/s (all ranks, average)").arg(QLocale().toString(double(s.global.tokens) / elapsed, 'f', 0)));
+    else
+        m_rate->setText(tr("%1 tok/s (all ranks)").arg(QLocale().toString(s.tokensPerSecond, 'f', 0)));
+    if (s.lostTotal > 0 || s.coalescedTotal > 0 || s.decode.rejectedTotal() > 0) {
+        QStringList parts;
+        if (s.lostTotal > 0)
+            parts << tr("%1 lost").arg(QLocale().toString(qlonglong(s.lostTotal)));
+        if (s.coalescedTotal > 0)
+            parts << tr("%1 skipped (superseded)").arg(QLocale().toString(qlonglong(s.coalescedTotal)));
+        if (s.decode.rejectedTotal() > 0)
+            parts << tr("%1 rejected").arg(QLocale().toString(qlonglong(s.decode.rejectedTotal())));
+        m_telemetry->setText(tr("telemetry: %1").arg(parts.join(u" · "_s)));
+        m_telemetry->show();
+    }
     if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal)
         m_eta->setText(tr("elapsed %1 · ETA %2")
                            .arg(duration(elapsed))
@@ -376,10 +425,29 @@ void RunPage::catchUp()
 
 void RunPage::addAlert(const cppl::core::run::RunAlert &alert)
 {
-    m_alerts->append(alert);
-    m_alertView->resizeRowToContents(m_alerts->rowCount() - 1);
-    m_alertView->scrollToBottom();
-    m_tabs->setTabText(0, tr("Alerts (%1)").arg(m_alerts->rowCount()));
+    m_pendingAlerts.push_back(alert);
+    if (!m_alertTimer->isActive())
+        m_alertTimer->start();
+}
+
+void RunPage::addAlerts(const std::vector<cppl::core::run::RunAlert> &alerts)
+{
+    m_pendingAlerts.insert(m_pendingAlerts.end(), alerts.begin(), alerts.end());
+    flushAlerts();
+}
+
+void RunPage::flushAlerts()
+{
+    m_alertTimer->stop();
+    if (m_pendingAlerts.empty())
+        return;
+    const QScrollBar *bar = m_alertView->verticalScrollBar();
+    const bool following = bar->value() == bar->maximum(); // a user who scrolled up stays there
+    m_alerts->append(m_pendingAlerts);
+    m_pendingAlerts.clear();
+    if (following)
+        m_alertView->scrollToBottom();
+    m_tabs->setTabText(0, tr("Alerts (%1)").arg(QLocale().toString(qlonglong(m_alerts->allAlerts().size()))));
 }
 
 void RunPage::appendLog(int rank, bool isStderr, const QString &line)
@@ -444,6 +512,7 @@ void RunPage::selectRank(int rank)
 
 void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
 {
+    flushAlerts();
     if (m_catchUp->isActive()) {
         m_catchUp->stop();
         catchUp(); // the last snapshot in full, now: no more are coming
@@ -453,6 +522,10 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
     if (!o.firstCause.isEmpty())
         lines << tr("First cause: %1").arg(o.firstCause);
     const QJsonObject result = QJsonDocument::fromJson(o.resultJson).object();
+    if (const double rate = result.value(u"tokens_per_second"_s).toDouble(); rate > 0) {
+        m_finalRate = rate;
+        m_rate->setText(tr("%1 tok/s (all ranks, whole run)").arg(QLocale().toString(rate, 'f', 0)));
+    }
     if (result.contains(u"ppl"_s)) {
         QString l = tr("Result: PPL %1").arg(result.value(u"ppl"_s).toDouble(), 0, 'f', 6);
         if (o.liveMergeMatches)

@@ -44,7 +44,11 @@ public:
     /// until the next reset() (the engine's does).
     void showSnapshot(const cppl::core::telemetry::Snapshot &snapshot, const cppl::core::run::RunTimeline &timeline,
                       double elapsedSeconds, bool redrawCharts = false);
+    /// Alerts are queued and inserted together once control returns to the event loop (all the
+    /// alerts of one snapshot, however many: one model insertion, no per-row measuring).
     void addAlert(const cppl::core::run::RunAlert &alert);
+    /// Inserts @p alerts (and any queued) at once.
+    void addAlerts(const std::vector<cppl::core::run::RunAlert> &alerts);
     void appendLog(int rank, bool isStderr, const QString &line);
     void showOutcome(const cppl::core::run::RunOutcome &outcome);
     void rankFinished(int rank, int exitCode);
@@ -70,12 +74,14 @@ private:
     void refreshLogView();
     void catchUp();
     void scheduleLogRefresh();
+    void flushAlerts();
 
     QLabel *m_phase = nullptr;
     QLabel *m_ppl = nullptr;
     QLabel *m_tokens = nullptr;
     QLabel *m_rate = nullptr;
     QLabel *m_eta = nullptr;
+    QLabel *m_telemetry = nullptr; // lost, coalesced, rejected messages, when there are any
     QLabel *m_deviation = nullptr;
     QLabel *m_notice = nullptr;
     QPushButton *m_run = nullptr;
@@ -88,6 +94,8 @@ private:
     AlertModel *m_alerts = nullptr;
     QTableView *m_alertView = nullptr;
     QTabWidget *m_tabs = nullptr;
+    QTimer *m_alertTimer = nullptr;
+    std::vector<cppl::core::run::RunAlert> m_pendingAlerts;
     QComboBox *m_logRank = nullptr;
     QLineEdit *m_logSearch = nullptr;
     QPlainTextEdit *m_log = nullptr;
@@ -99,6 +107,7 @@ private:
     QTimer *m_catchUp = nullptr;
     cppl::core::telemetry::Snapshot m_pending; // the last snapshot, when part of it was not shown
     const cppl::core::run::RunTimeline *m_pendingTimeline = nullptr; // valid until reset()
+    double m_finalRate = 0; // the result's tokens_per_second once the run ended
     int m_selected = -1;
     int m_worldSize = 0;
     bool m_updatingSelection = false;

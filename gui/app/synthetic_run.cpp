@@ -199,6 +199,7 @@ cppl::core::run::RunOutcome SyntheticRun::outcome() const
                           : cppl::core::run::RunPhase::Finished;
     QJsonObject result;
     result.insert(u"ppl"_s, m_snapshot->globalPpl.ppl);
+    result.insert(u"tokens_per_second"_s, m_now > 0 ? double(m_snapshot->global.tokens) / m_now : 0.0);
     o.resultJson = QJsonDocument(result).toJson(QJsonDocument::Compact);
     if (failed)
         o.firstCause = u"rank %1 on %2: collective timed out (agent exit 6)"_s
@@ -217,8 +218,7 @@ void SyntheticRun::showOn(RunPage &page) const
     for (int r = 0; r < std::min(m_n, 8); ++r)
         page.appendLog(r, true, u"loaded shakespeare-byte-llama (float32, cpu) in 0.4 s"_s);
     page.showSnapshot(*m_snapshot, m_timeline, m_now);
-    for (const auto &a : m_alerts.alerts())
-        page.addAlert(a);
+    page.addAlerts(m_alerts.alerts());
     if (m_finished)
         page.showOutcome(outcome());
     page.setRunEnabled(m_finished, !m_finished);

@@ -6,6 +6,7 @@
 #include "cluster_page.h"
 #include "profile_model.h"
 #include "rank_table_model.h"
+#include "run_page.h"
 #include "synthetic_run.h"
 
 #include "cppl/hostfile.h"
@@ -13,6 +14,7 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QGroupBox>
 #include <QLineEdit>
@@ -20,6 +22,8 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QTableView>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -56,6 +60,8 @@ private Q_SLOTS:
     void hostfileRoundTrip();
     void slurmForm();
     void rankAndAlertModels();
+    void alertStormCoalesced();
+    void alertStormOnTheRunPage();
     void memoryColumn_data();
     void memoryColumn();
 };
@@ -429,6 +435,125 @@ void TestAppModels::rankAndAlertModels()
     QCOMPARE(proxy.rowCount(), 8);
     ranks.clear();
     alerts.clear();
+}
+
+namespace {
+// 1024 ranks stalling and recovering 12 times (as when telemetry lagged behind a loaded collector):
+// 12,288 alerts, plus a failed rank and a few comm-share alerts.
+std::vector<cppl::core::run::RunAlert> storm(int ranks, int episodes)
+{
+    using cppl::core::run::AlertKind;
+    std::vector<cppl::core::run::RunAlert> all;
+    for (int e = 0; e < episodes; ++e)
+        for (int r = 0; r < ranks; ++r)
+            all.push_back({10.0 * e + 0.001 * r, QDateTime::currentDateTimeUtc(), r, AlertKind::Stalled,
+                           u"rank %1 on node%2: no telemetry for 3.1 s (threshold 3 s)"_s.arg(r).arg(r / 8)});
+    all.push_back({125.0, QDateTime::currentDateTimeUtc(), 7, AlertKind::Failed, u"rank 7 on node0 failed (exit 6)"_s});
+    for (int r = 0; r < 3; ++r)
+        all.push_back({126.0, QDateTime::currentDateTimeUtc(), r, AlertKind::CommShare, u"rank %1: communication 22%"_s.arg(r)});
+    return all;
+}
+} // namespace
+
+void TestAppModels::alertStormCoalesced()
+{
+    using cppl::app::AlertModel;
+    using cppl::core::run::AlertKind;
+    AlertModel alerts;
+    QAbstractItemModelTester tester(&alerts, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy inserted(&alerts, &QAbstractItemModel::rowsInserted);
+    QSignalSpy changed(&alerts, &QAbstractItemModel::dataChanged);
+    const auto all = storm(1024, 12);
+    // The first episode in one batch: one insertion of kMaxRows rows of their own plus the
+    // "more ranks" row of the stalled kind.
+    alerts.append(std::vector(all.begin(), all.begin() + 1024));
+    QCOMPARE(inserted.size(), 1);
+    QCOMPARE(alerts.rowCount(), AlertModel::kMaxRows + 1);
+    QCOMPARE(changed.size(), 0);
+    const int overflow = AlertModel::kMaxRows;
+    QVERIFY(alerts.index(overflow, 0).data(AlertModel::OverflowRole).toBool());
+    QCOMPARE(alerts.index(overflow, AlertModel::ColRank).data().toString(), u"+%1"_s.arg(1024 - AlertModel::kMaxRows));
+    QVERIFY(alerts.index(overflow, AlertModel::ColMessage).data().toString().startsWith(
+        u"%1 more ranks (%2 to 1023)"_s.arg(1024 - AlertModel::kMaxRows).arg(AlertModel::kMaxRows)));
+    // The rest in one batch: the repeats update the rows in place (one dataChanged over them), the
+    // failed and comm-share alerts come beyond the cap into overflow rows of their kinds.
+    alerts.append(std::vector(all.begin() + 1024, all.end()));
+    QCOMPARE(inserted.size(), 2);
+    QCOMPARE(changed.size(), 1);
+    QCOMPARE(changed.back().at(0).toModelIndex().row(), 0);
+    QCOMPARE(changed.back().at(1).toModelIndex().row(), overflow);
+    QCOMPARE(alerts.rowCount(), AlertModel::kMaxRows + 3);
+    QCOMPARE(qsizetype(alerts.allAlerts().size()), qsizetype(all.size())); // nothing lost
+    QCOMPARE(alerts.index(5, AlertModel::ColKind).data().toString(), u"⚠ stalled ×12"_s);
+    QCOMPARE(alerts.index(5, 0).data(AlertModel::CountRole).toInt(), 12);
+    QCOMPARE(alerts.alertAt(5).seconds, all[11 * 1024 + 5].seconds); // the row shows its latest
+    QCOMPARE(alerts.index(overflow, 0).data(AlertModel::CountRole).toInt(), 12 * (1024 - AlertModel::kMaxRows));
+    QCOMPARE(alerts.alertAt(overflow + 1).kind, AlertKind::Failed);
+    QCOMPARE(alerts.index(overflow + 1, 0).data(AlertModel::RankRole).toInt(), 7);
+    QCOMPARE(alerts.index(overflow + 1, AlertModel::ColRank).data().toString(), u"7"_s); // one rank: shown as itself
+    QCOMPARE(alerts.index(overflow + 1, AlertModel::ColMessage).data().toString(), all[12 * 1024].message);
+    QCOMPARE(alerts.index(overflow + 2, 0).data(AlertModel::CountRole).toInt(), 3);
+    int counted = 0;
+    for (int row = 0; row < alerts.rowCount(); ++row)
+        counted += alerts.index(row, 0).data(AlertModel::CountRole).toInt();
+    QCOMPARE(counted, int(all.size()));
+    const QStringList lines = alerts.allAlertsAsText().split(u'\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), int(all.size()) + 1);
+    QVERIFY(lines.last().contains(u"comm share"_s));
+    // Below the cap a new (rank, kind) gets its own row; a repeat in the same batch is counted on it.
+    AlertModel few;
+    QAbstractItemModelTester fewTester(&few, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    few.append(std::vector{all[0], all[1], all[1024], all.back()});
+    QCOMPARE(few.rowCount(), 3);
+    QCOMPARE(few.index(0, 0).data(AlertModel::CountRole).toInt(), 2);
+    few.clear();
+    QCOMPARE(few.rowCount(), 0);
+    alerts.clear();
+}
+
+void TestAppModels::alertStormOnTheRunPage()
+{
+    // The engine emits alerts one by one; the page queues them and inserts them together when
+    // control returns to the event loop.
+    cppl::app::RunPage page;
+    page.resize(1600, 1000);
+    page.reset(u"storm"_s, 1024, {}, cppl::Thresholds{});
+    page.show();
+    auto *model = page.alertModel();
+    QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy inserted(model, &QAbstractItemModel::rowsInserted);
+    const auto all = storm(1024, 12);
+    QElapsedTimer clock;
+    clock.start();
+    for (const auto &a : all)
+        page.addAlert(a);
+    QCOMPARE(model->rowCount(), 0); // queued
+    QTRY_COMPARE(qsizetype(model->allAlerts().size()), qsizetype(all.size()));
+    QCOMPARE(inserted.size(), 1);
+    QCOMPARE(model->rowCount(), cppl::app::AlertModel::kMaxRows + 3);
+    auto *tabs = page.findChild<QTabWidget *>();
+    QVERIFY(tabs);
+    QCOMPARE(tabs->tabText(0), u"Alerts (%1)"_s.arg(QLocale().toString(qlonglong(all.size()))));
+    // Every row has the one fixed height: nothing was measured row by row.
+    auto *view = page.findChild<QTableView *>(u"alertView"_s);
+    QVERIFY(view);
+    const int height = view->rowHeight(0);
+    QVERIFY(height > view->fontMetrics().lineSpacing());
+    for (int row = 0; row < model->rowCount(); ++row)
+        QCOMPARE(view->rowHeight(row), height);
+    // The next snapshot's alerts, and a reset.
+    page.addAlerts({all.front()});
+    QCOMPARE(qsizetype(model->allAlerts().size()), qsizetype(all.size()) + 1);
+    QCOMPARE(inserted.size(), 1);
+    // The whole storm in one call (what the queue does), timed: the GUI thread's share of it.
+    page.reset(u"storm-again"_s, 1024, {}, cppl::Thresholds{});
+    clock.restart();
+    page.addAlerts(all);
+    qInfo("%zu alerts inserted in one batch in %.1f ms (%d rows)", all.size(), double(clock.nsecsElapsed()) / 1e6, model->rowCount());
+    QCOMPARE(model->rowCount(), cppl::app::AlertModel::kMaxRows + 3);
+    page.reset(u"next"_s, 4, {}, cppl::Thresholds{});
+    QCOMPARE(model->rowCount(), 0);
+    QCOMPARE(tabs->tabText(0), u"Alerts"_s);
 }
 
 void TestAppModels::memoryColumn_data()
