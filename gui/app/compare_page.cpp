@@ -39,7 +39,7 @@ ComparePage::ComparePage(QWidget *parent)
 {
     auto *outer = new QVBoxLayout(this);
     auto *top = new QHBoxLayout;
-    m_heading = new QLabel(tr("Select runs on the History page and press Compare, or run a sweep (Run > Sweep…)."), this);
+    m_heading = new QLabel(this); // what is compared; with nothing, the page's own name (the body says what to do)
     m_heading->setWordWrap(true);
     top->addWidget(m_heading, 1);
     top->addWidget(new QLabel(tr("Efficiency threshold:"), this));
@@ -172,6 +172,7 @@ void ComparePage::recompute()
     m_content->setVisible(!m_runs.empty());
     m_empty->setVisible(m_runs.empty());
     if (m_runs.empty()) {
+        m_heading->setText(tr("Runs compared by rank count"));
         m_recommendation->setText({});
         m_projection->setText({});
     } else {

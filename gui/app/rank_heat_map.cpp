@@ -2,6 +2,7 @@
 #include "rank_heat_map.h"
 
 #include "charts/chart_axis.h"
+#include "charts/chart_frame.h"
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
 
@@ -43,17 +44,6 @@ RankHeatMap::RankHeatMap(QWidget *parent)
     m_ramp = QImage(1, cppl::charts::ColorMap::kSize, QImage::Format_RGB32);
     for (int i = 0; i < cppl::charts::ColorMap::kSize; ++i)
         m_ramp.setPixel(0, cppl::charts::ColorMap::kSize - 1 - i, map.table()[size_t(i)]);
-}
-
-QRectF RankHeatMap::plotRect() const
-{
-    const QFontMetricsF fm(font());
-    const double left = fm.horizontalAdvance(u"▶ 0000"_s) + 8;
-    const double top = fm.height() + 8;
-    const double bottom = fm.height() * 2.4 + 4;
-    // Marks strip, colour ramp and its labels on the right.
-    const double right = 16 + 12 + 6 + fm.horizontalAdvance(u"99.9k"_s) + 4;
-    return QRectF(left, top, std::max(10.0, width() - left - right), std::max(10.0, height() - top - bottom));
 }
 
 void RankHeatMap::clear()
@@ -170,44 +160,78 @@ QImage RankHeatMap::imageForRows(int rows)
 
 void RankHeatMap::paintEvent(QPaintEvent *)
 {
+    namespace detail = cppl::charts::detail;
+    using cppl::charts::ValueFormat;
     QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
     const auto theme = cppl::charts::Theme::fromPalette(palette());
-    paintTitled(p, theme, m_ranks <= 1 ? tr("Tokens/s over time") : tr("Tokens/s of %1 ranks over time").arg(m_ranks));
-    const QRectF plot = plotRect();
     const QFontMetricsF fm(font());
-    if (m_ranks == 0 || m_columns == 0) {
+    const QFontMetricsF tickFm(detail::tickFont(font()));
+    // The frame (title, ticks, axis titles) is the chart module's, as on the other charts: time
+    // in the same m:ss labels, ranks at a stride that keeps their labels apart.
+    detail::FrameSpec spec;
+    spec.title = m_ranks <= 1 ? tr("Tokens/s over time") : tr("Tokens/s of %1 ranks over time").arg(m_ranks);
+    spec.xGrid = spec.yGrid = false;
+    // Right of the plot: the failed/stalled marks (14 px), the colour ramp (12 px) and its labels.
+    const double rampLabelW = std::max(tickFm.horizontalAdvance(u"99.9k"_s), tickFm.horizontalAdvance(u"tok/s"_s)) + 4;
+    spec.reserveRight = 26 + rampLabelW;
+    const bool hasData = m_ranks > 0 && m_columns > 0;
+    // Pixel rows of the image, decided before the frame is laid out (its axis title says how many
+    // ranks share a row): a little fewer than the plot will have, so that no row is dropped when
+    // the image is drawn (some are doubled instead).
+    const int rows = std::clamp(int((height() - 4.5 * fm.height() - 32) * devicePixelRatioF()), 1, std::max(1, m_ranks));
+    if (hasData) {
+        const int binned = (m_ranks + rows - 1) / rows;
+        spec.xTitle = tr("time");
+        spec.yTitle = binned > 1 ? tr("rank (each row: the slowest of %1)").arg(binned) : tr("rank");
+        const double t0 = m_times.front(), t1 = m_times.back();
+        // Columns are timeline samples, drawn evenly; a time's tick goes to the column holding it.
+        auto columnPos = [this](double t) {
+            const auto c = std::clamp<std::ptrdiff_t>(std::lower_bound(m_times.begin(), m_times.end(), t) - m_times.begin(), 0,
+                                                      m_columns - 1);
+            return (double(c) + 0.5) / m_columns;
+        };
+        spec.xTicks = [=](double length, const QFontMetricsF &tfm) {
+            const double labelW = tfm.horizontalAdvance(cppl::charts::formatTick(t1, 1, ValueFormat::Seconds, t1)) + 24;
+            const auto ticks = cppl::charts::niceTicks(0, std::max(t1, 1.0), std::clamp(int(length / labelW) + 1, 2, 12),
+                                                       ValueFormat::Seconds, false);
+            std::vector<detail::Tick> out;
+            for (double v : ticks.values)
+                if (v >= t0 - 1e-9 && v <= t1 + 1e-9)
+                    out.push_back({columnPos(v), cppl::charts::formatTick(v, ticks.step, ValueFormat::Seconds, t1)});
+            return out;
+        };
+        spec.yTicks = [this](double length, const QFontMetricsF &tfm) {
+            const double rowH = length / m_ranks;
+            const int stride = cppl::charts::labelStride(rowH, tfm.height() * 1.4);
+            auto posOf = [&](int r) { return 1.0 - (r + 0.5) / m_ranks; };
+            std::vector<detail::Tick> ticks;
+            for (int r = 0; r < m_ranks; r += stride)
+                if (m_selected < 0 || std::abs(posOf(r) - posOf(m_selected)) * length >= tfm.height())
+                    ticks.push_back({posOf(r), QString::number(r)});
+            if (m_selected >= 0 && m_selected < m_ranks)
+                ticks.push_back({posOf(m_selected), u"▶ "_s + QString::number(m_selected)});
+            return ticks;
+        };
+    }
+    const detail::Frame frame = detail::paintFrame(p, QRectF(rect()), theme, spec);
+    const QRectF plot = frame.plot;
+    m_plot = plot;
+    if (!hasData) {
         p.setPen(theme.mutedText);
         p.drawText(plot, Qt::AlignCenter, tr("no data yet"));
         return;
     }
-    const int deviceRows = std::max(1, int(plot.height() * devicePixelRatioF()));
-    const int rows = std::min(m_ranks, deviceRows);
     ensureImage(rows);
     // Nearest neighbour: no smoothing across ranks.
+    p.setRenderHint(QPainter::SmoothPixmapTransform, false);
     p.drawImage(plot, m_image, QRectF(0, 0, m_columns, m_rows));
     p.setPen(theme.axis);
+    p.setRenderHint(QPainter::Antialiasing, false);
     p.drawRect(plot);
+    p.setRenderHint(QPainter::Antialiasing, true);
     const double rowH = plot.height() / m_ranks;
     auto yOf = [&](int r) { return plot.top() + (r + 0.5) * rowH; };
-    // Rank labels at a step that keeps them apart (1024 ranks: every 128 or so), none under the
-    // selected rank's own label.
-    int step = 1;
-    while (step * rowH < fm.height() * 1.4)
-        step = step < 2 ? 2 : step < 4 ? 4 : step < 8 ? 8 : step * 2;
-    p.setPen(theme.mutedText);
-    for (int r = 0; r < m_ranks; r += step) {
-        if (m_selected >= 0 && std::abs(yOf(r) - yOf(m_selected)) < fm.height())
-            continue;
-        p.drawText(QRectF(0, yOf(r) - fm.height() / 2, plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   QString::number(r));
-    }
-    const QRectF xAxis(plot.left(), plot.bottom() + 2, plot.width(), fm.height());
-    p.drawText(xAxis, Qt::AlignLeft, u"0 s"_s);
-    p.drawText(xAxis, Qt::AlignRight, QString::number(m_seconds, 'f', 0) + u" s"_s);
-    p.drawText(xAxis, Qt::AlignHCenter, tr("time"));
-    if (rows < m_ranks)
-        p.drawText(QRectF(plot.left(), plot.bottom() + 2 + fm.height(), plot.width(), fm.height()), Qt::AlignHCenter,
-                   tr("rank (each row: the slowest of %1)").arg((m_ranks + rows - 1) / rows));
     // Failed and stalled ranks: a symbol in the strip, not only a colour.
     p.setPen(QColor(0xd5, 0x5e, 0x00));
     for (int r = 0; r < m_ranks; ++r)
@@ -219,23 +243,22 @@ void RankHeatMap::paintEvent(QPaintEvent *)
         p.setBrush(Qt::NoBrush);
         const double h = std::max(rowH, 2.0);
         p.drawRect(QRectF(plot.left() - 1, yOf(m_selected) - h / 2 - 1, plot.width() + 2, h + 2));
-        p.drawText(QRectF(0, yOf(m_selected) - fm.height() / 2, plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   u"▶ "_s + QString::number(m_selected));
     }
-    // Colour ramp with its ends labelled to its right.
+    // Colour ramp with its ends labelled to its right, its unit below.
     const QRectF ramp(plot.right() + 18, plot.top(), 12, plot.height());
     p.drawImage(ramp, m_ramp);
+    p.setFont(detail::tickFont(font()));
     p.setPen(theme.mutedText);
-    const QRectF labels(ramp.right() + 4, ramp.top(), width() - ramp.right() - 4, ramp.height());
-    p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, cppl::charts::formatValue(m_scale, cppl::charts::ValueFormat::Si));
+    const QRectF labels(ramp.right() + 4, ramp.top() - tickFm.height() / 2, rampLabelW, ramp.height() + tickFm.height());
+    p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, cppl::charts::formatValue(m_scale, ValueFormat::Si));
+    p.drawText(labels.translated(0, tickFm.height()), Qt::AlignLeft | Qt::AlignTop, u"tok/s"_s); // the unit, under the top
     p.drawText(labels, Qt::AlignLeft | Qt::AlignBottom, u"0"_s);
-    p.drawText(QRectF(ramp.left() - 6, ramp.bottom() + 2, width() - ramp.left() + 6, fm.height()), Qt::AlignLeft, u"tok/s"_s);
 }
 
 void RankHeatMap::mousePressEvent(QMouseEvent *event)
 {
-    const QRectF plot = plotRect();
-    if (m_ranks > 0 && plot.contains(event->position())) {
+    const QRectF plot = m_plot;
+    if (m_ranks > 0 && plot.isValid() && plot.contains(event->position())) {
         const int r = int((event->position().y() - plot.top()) / plot.height() * m_ranks);
         Q_EMIT rankClicked(std::clamp(r, 0, m_ranks - 1));
     }

@@ -49,7 +49,6 @@ protected:
     void mousePressEvent(QMouseEvent *event) override;
 
 private:
-    QRectF plotRect() const;
     void ensureImage(int rows);
 
     std::vector<float> m_rates; // rank-major, m_capacity columns per rank
@@ -66,6 +65,7 @@ private:
     std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled
     double m_scale = 0;       // tok/s at the top of the colour scale
     double m_seconds = 0;
+    QRectF m_plot; // as last painted (clicks)
 };
 
 } // namespace cppl::app

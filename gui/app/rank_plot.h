@@ -2,15 +2,10 @@
 #pragma once
 
 // What the Run page's hand-painted per-rank plots share (the rank heat map and the comm-share
-// bars): one selected rank they outline, a click that reports a rank, and a titled background.
+// bars): one selected rank they outline and a click that reports a rank. Their title, legend and
+// axes are laid out by the chart module's frame (charts/chart_frame.h), as on the line charts.
 
 #include <QWidget>
-
-class QPainter;
-
-namespace cppl::charts {
-struct Theme;
-}
 
 namespace cppl::app {
 
@@ -26,10 +21,6 @@ Q_SIGNALS:
     void rankClicked(int rank);
 
 protected:
-    /// Fills the widget with the theme's background and draws @p title bold and centred at the top;
-    /// the painter is left with the widget's own font.
-    void paintTitled(QPainter &painter, const cppl::charts::Theme &theme, const QString &title);
-
     int m_selected = -1;
 };
 

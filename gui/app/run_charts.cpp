@@ -5,6 +5,7 @@
 #include "rank_quantiles.h"
 
 #include "charts/chart_axis.h"
+#include "charts/chart_frame.h"
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
 #include "charts/time_series_chart.h"
@@ -131,14 +132,6 @@ CommShareBars::CommShareBars(QWidget *parent)
                   "transfer. The dashed line is the alert threshold. Click a bar to select its rank."));
 }
 
-QRectF CommShareBars::plotRect() const
-{
-    const QFontMetricsF fm(font());
-    const double left = fm.horizontalAdvance(u"100%"_s) + 10;
-    return QRectF(left, fm.height() * 2.6 + 6, std::max(10.0, width() - left - 10),
-                  std::max(10.0, height() - fm.height() * 4.6 - 10));
-}
-
 void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
 {
     m_wait.resize(snapshot.ranks.size());
@@ -153,52 +146,65 @@ void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
 
 void CommShareBars::paintEvent(QPaintEvent *)
 {
+    using cppl::charts::ValueFormat;
+    namespace detail = cppl::charts::detail;
     QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
     const auto theme = cppl::charts::Theme::fromPalette(palette());
-    paintTitled(p, theme, tr("Comm share per rank"));
-    const QFontMetricsF fm(font());
-    const QRectF plot = plotRect();
     const int n = int(m_wait.size());
     const QColor waitColor = theme.seriesColors.empty() ? QColor(0x00, 0x72, 0xb2) : theme.seriesColors[0];
     const QColor transferColor = theme.seriesColors.size() > 1 ? theme.seriesColors[1] : QColor(0xe6, 0x9f, 0x00);
-    // Legend with swatches that differ in pattern too.
-    {
-        const double y = fm.height() + 4;
-        double x = plot.left();
-        p.fillRect(QRectF(x, y + 3, 12, fm.height() - 6), waitColor);
-        x += 16;
-        p.setPen(theme.mutedText);
-        const QString w = tr("waiting for stragglers");
-        p.drawText(QPointF(x, y + fm.ascent()), w);
-        x += fm.horizontalAdvance(w) + 14;
-        p.fillRect(QRectF(x, y + 3, 12, fm.height() - 6), QBrush(transferColor, Qt::BDiagPattern));
-        p.setPen(transferColor);
-        p.drawRect(QRectF(x, y + 3, 12, fm.height() - 6));
-        x += 16;
-        p.setPen(theme.mutedText);
-        p.drawText(QPointF(x, y + fm.ascent()), tr("transfer"));
-    }
     double maxShare = std::max(0.02, m_alert * 1.5);
     for (int i = 0; i < n; ++i)
         maxShare = std::max(maxShare, double(m_wait[size_t(i)] + m_transfer[size_t(i)]));
-    const auto ticks = cppl::charts::niceTicks(0.0, std::min(1.0, maxShare), 5, cppl::charts::ValueFormat::Percent);
-    maxShare = ticks.max;
-    for (double v : ticks.values) {
-        const double y = plot.bottom() - plot.height() * v / maxShare;
-        p.setPen(theme.grid);
-        p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
-        p.setPen(theme.mutedText);
-        p.drawText(QRectF(0, y - fm.height() / 2, plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   cppl::charts::formatTick(v, ticks.step, cppl::charts::ValueFormat::Percent));
+    // The frame (title, legend, ticks, grid) is the chart module's, as on the other charts. The
+    // threshold is named in the legend, not on the plot, where it would cover a bar.
+    detail::FrameSpec spec;
+    spec.title = tr("Comm share per rank");
+    auto entry = [](const QString &label, detail::LegendEntry::Swatch swatch, const QColor &color) {
+        detail::LegendEntry e;
+        e.label = label;
+        e.swatch = swatch;
+        e.color = color;
+        return e;
+    };
+    spec.legend.push_back(entry(tr("waiting for stragglers"), detail::LegendEntry::Swatch::Fill, waitColor));
+    spec.legend.push_back(entry(tr("transfer"), detail::LegendEntry::Swatch::Fill, transferColor));
+    spec.legend.back().pattern = Qt::BDiagPattern;
+    if (m_alert > 0) {
+        spec.legend.push_back(entry(tr("alert threshold %1").arg(cppl::charts::formatValue(m_alert, ValueFormat::Percent)),
+                                    detail::LegendEntry::Swatch::Line, theme.reference));
+        spec.legend.back().dash = Qt::DashLine;
     }
+    cppl::charts::Ticks yTicks;
+    spec.yTicks = detail::numericTicks(0.0, std::min(1.0, maxShare), ValueFormat::Percent, true, true, &yTicks);
+    spec.xGrid = false;
+    // At least two pixels per bar: beyond that, neighbouring ranks share one (the plot's width
+    // less the axis labels and margins, ~70 px, decides; clicks use the same count).
+    const int bars = std::min(n, std::max(1, (width() - 70) / 2));
+    m_bars = bars;
+    if (n > 0) {
+        spec.xTicks = [&](double length, const QFontMetricsF &fm) {
+            // Every stride-th rank (1, 2, 5, 10, 20…) under its bar, as far apart as a label needs.
+            const int stride = cppl::charts::labelStride(length / n, fm.horizontalAdvance(QString::number(n - 1)) + 14);
+            std::vector<detail::Tick> ticks;
+            for (int r = 0; r < n; r += stride)
+                ticks.push_back({(r + 0.5) / n, QString::number(r)});
+            return ticks;
+        };
+    }
+    spec.xTitle = n > bars ? tr("rank (each bar: the most of %1 ranks)").arg((n + bars - 1) / bars) : tr("rank");
+    const detail::Frame frame = detail::paintFrame(p, QRectF(rect()), theme, spec);
+    const QRectF plot = frame.plot;
+    m_plot = plot;
     if (n == 0) {
         p.setPen(theme.mutedText);
         p.drawText(plot, Qt::AlignCenter, tr("no data yet"));
         return;
     }
+    maxShare = yTicks.max;
     // Neighbouring ranks share a bar when there are more ranks than pixel pairs; the bar shows the
     // group's maximum so a bad rank is never averaged away.
-    const int bars = std::min(n, std::max(1, int(plot.width() / 2)));
     const double barW = plot.width() / bars;
     for (int b = 0; b < bars; ++b) {
         const int r0 = int(qint64(b) * n / bars);
@@ -221,40 +227,33 @@ void CommShareBars::paintEvent(QPaintEvent *)
             p.drawRect(tr);
         }
         if (m_selected >= r0 && m_selected < r1) {
-            // Outline the bar itself and point at it from below the axis: a full-height frame
-            // would read as a value.
+            // Outline the bar itself and point at it from above (below the axis are the rank
+            // labels): a full-height frame would read as a value.
             p.setPen(QPen(theme.text, 1.5));
             p.setBrush(Qt::NoBrush);
             p.drawRect(QRectF(x, plot.bottom() - hw - ht - 1, std::max(barW, 2.0), hw + ht + 1));
-            const double cx = x + barW / 2;
+            const double cx = x + barW / 2, tip = plot.bottom() - hw - ht - 3;
             QPolygonF tri;
-            tri << QPointF(cx, plot.bottom() + 1) << QPointF(cx - 5, plot.bottom() + 8) << QPointF(cx + 5, plot.bottom() + 8);
+            tri << QPointF(cx, tip) << QPointF(cx - 5, tip - 7) << QPointF(cx + 5, tip - 7);
             p.setBrush(theme.text);
             p.drawPolygon(tri);
             p.setBrush(Qt::NoBrush);
         }
     }
-    // Alert threshold and the axis labels.
     if (m_alert > 0 && m_alert <= maxShare) {
         const double y = plot.bottom() - plot.height() * m_alert / maxShare;
-        p.setPen(QPen(theme.reference, 1, Qt::DashLine));
+        p.setRenderHint(QPainter::Antialiasing, false);
+        p.setPen(detail::seriesPen(theme.reference, 1, Qt::DashLine));
         p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
-        p.drawText(QRectF(plot.left(), y - fm.height() - 1, plot.width() - 2, fm.height()), Qt::AlignRight,
-                   tr("alert %1%").arg(100 * m_alert, 0, 'f', 1));
     }
-    p.setPen(theme.mutedText);
-    const QRectF axis(plot.left(), plot.bottom() + 2, plot.width(), fm.height());
-    p.drawText(axis, Qt::AlignLeft, u"0"_s);
-    p.drawText(axis, Qt::AlignRight, QString::number(n - 1));
-    p.drawText(axis, Qt::AlignHCenter, n > bars ? tr("rank (max of %1 per bar)").arg((n + bars - 1) / bars) : tr("rank"));
 }
 
 void CommShareBars::mousePressEvent(QMouseEvent *event)
 {
-    const QRectF plot = plotRect();
+    const QRectF plot = m_plot;
     const int n = int(m_wait.size());
-    if (n > 0 && plot.contains(event->position())) {
-        const int bars = std::min(n, std::max(1, int(plot.width() / 2)));
+    if (n > 0 && m_bars > 0 && plot.isValid() && plot.contains(event->position())) {
+        const int bars = std::min(n, m_bars);
         const int b = int((event->position().x() - plot.left()) / plot.width() * bars);
         const int r0 = int(qint64(b) * n / bars);
         const int r1 = std::max(r0 + 1, int(qint64(b + 1) * n / bars));

@@ -71,7 +71,8 @@ protected:
     void mousePressEvent(QMouseEvent *event) override;
 
 private:
-    QRectF plotRect() const;
+    QRectF m_plot; // as last painted (clicks)
+    int m_bars = 0;
     std::vector<float> m_wait, m_transfer;
     double m_alert = 0;
 };

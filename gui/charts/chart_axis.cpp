@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <span>
 
 namespace cppl::charts {
 namespace {
@@ -79,8 +80,12 @@ Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool exp
             step *= 2;
     } else {
         const double mag = std::pow(10.0, std::floor(std::log10(rough)));
+        // Shares step by 1, 2 or 5 points (of ten): 2.5 would print "2.5%, 5.0%, 7.5%", or, where
+        // a label is rounded, "3%, 5%, 8%".
         static constexpr std::array<double, 5> kNice{1, 2, 2.5, 5, 10};
-        for (double c : kNice) {
+        static constexpr std::array<double, 4> kNicePercent{1, 2, 5, 10};
+        const auto candidates = format == ValueFormat::Percent ? std::span<const double>(kNicePercent) : std::span<const double>(kNice);
+        for (double c : candidates) {
             if (c * mag >= rough * (1 - 1e-9)) {
                 step = c * mag;
                 break;

@@ -35,7 +35,7 @@ struct Ticks
 };
 
 /**
- * "Nice" ticks over [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of ten (for Seconds: 1, 2, 5,
+ * "Nice" ticks over [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of ten (Percent: 1, 2 or 5; for Seconds: 1, 2, 5,
  * 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1 h...), at most maxCount of them. With expand the range
  * is widened to whole steps (y axes); otherwise it stays [lo, hi] (time axes). A degenerate range
  * (lo == hi, NaN) is widened around its value so that a constant series still gets an axis.

@@ -22,6 +22,7 @@ private Q_SLOTS:
     void niceTicks_data();
     void niceTicks();
     void degenerateRangeGetsAnAxis();
+    void percentTicksStepByOneTwoOrFive();
     void secondsTicksUseClockSteps();
     void tickLabels_data();
     void tickLabels();
@@ -81,6 +82,20 @@ void TestChartBasics::degenerateRangeGetsAnAxis()
     QVERIFY(constant.values.size() >= 2);
     const Ticks nan = cppl::charts::niceTicks(std::numeric_limits<double>::quiet_NaN(), 1, 5);
     QVERIFY(nan.max > nan.min);
+}
+
+void TestChartBasics::percentTicksStepByOneTwoOrFive()
+{
+    // Shares: 1, 2 or 5 points, never 2.5 (labels "0%, 5%, 10%", not "2.5%, 7.5%").
+    for (const double hi : {0.1, 0.08, 0.25, 0.012, 0.9}) {
+        const Ticks p = cppl::charts::niceTicks(0, hi, 5, ValueFormat::Percent);
+        const double points = p.step * 100 / std::pow(10.0, std::floor(std::log10(p.step * 100) + 1e-9));
+        QVERIFY2(std::abs(points - 1) < 1e-6 || std::abs(points - 2) < 1e-6 || std::abs(points - 5) < 1e-6,
+                 qPrintable(QStringLiteral("0..%1: step %2").arg(hi).arg(p.step)));
+        for (double v : p.values)
+            QVERIFY(!formatTick(v, p.step, ValueFormat::Percent).contains(QLatin1Char('.')) || p.step < 0.01);
+    }
+
 }
 
 void TestChartBasics::secondsTicksUseClockSteps()
