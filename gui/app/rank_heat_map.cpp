@@ -193,7 +193,7 @@ void RankHeatMap::paintEvent(QPaintEvent *)
         };
         spec.xTicks = [=](double length, const QFontMetricsF &tfm) {
             const double labelW = tfm.horizontalAdvance(cppl::charts::formatTick(t1, 1, ValueFormat::Seconds, t1)) + 24;
-            const auto ticks = cppl::charts::niceTicks(0, std::max(t1, 1.0), std::clamp(int(length / labelW) + 1, 2, 12),
+            const auto ticks = cppl::charts::niceTicks(t0, std::max(t1, t0 + 1), std::clamp(int(length / labelW) + 1, 2, 12),
                                                        ValueFormat::Seconds, false);
             std::vector<detail::Tick> out;
             for (double v : ticks.values)
