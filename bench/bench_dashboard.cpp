@@ -322,9 +322,11 @@ int main(int argc, char **argv)
                 "scale %.0f, selected rank %d, history %.0f s, load average at the end %.2f %.2f %.2f\n",
                 ranks, rate, duration, senders, std::thread::hardware_concurrency(), qgetenv("QT_QPA_PLATFORM").constData(), scale,
                 select, history, load[0], load[1], load[2]);
-    std::printf("messages: %lld sent, %lld dropped by senders, %lld received, %lld lost\n", static_cast<long long>(sent.load()),
-                static_cast<long long>(dropped.load()), static_cast<long long>(collector.messagesReceived()),
-                static_cast<long long>(last->lostTotal));
+    std::printf("messages: %lld sent, %lld dropped by senders, %lld received (%lld decoded, %lld superseded in the queue and "
+                "skipped), %lld lost\n",
+                static_cast<long long>(sent.load()), static_cast<long long>(dropped.load()),
+                static_cast<long long>(collector.messagesReceived()), static_cast<long long>(last->decode.accepted),
+                static_cast<long long>(last->coalescedTotal), static_cast<long long>(last->lostTotal));
     std::printf("GUI-thread CPU per update interval (snapshot, timeline, alerts, page update, the paints that follow), "
                 "%zu intervals after %.0f s warm-up:\n"
                 "  median %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms  (goal: p99 < 16 ms)\n",
