@@ -531,6 +531,7 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
         e.oneOf("topology", s.topology, {"hierarchical", "flat"});
         e.oneOf("schedule", s.schedule, {"static", "dynamic"});
+        e.oneOf("on_rank_loss", s.onRankLoss, {"fail", "continue"});
         e.rejectUnknown();
     }
     if (const json *th = r.find("thresholds")) {
@@ -645,6 +646,8 @@ std::string profileToJson(const ClusterProfile &p)
     ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
                {"batch", e.batch}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
                {"topology", e.topology}, {"schedule", e.schedule}};
+    if (e.onRankLoss != "fail")
+        ev["on_rank_loss"] = e.onRankLoss;
     if (!e.model.empty())
         ev["model"] = e.model;
     if (!e.tokens.empty())

@@ -17,6 +17,7 @@
 #include <QTimer>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -207,6 +208,62 @@ private Q_SLOTS:
         const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"local4-result.json"_s))).object();
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
+    }
+
+    void localLauncherRecoversLostRank()
+    {
+        // --schedule dynamic --on-rank-loss continue through the CLI's local launcher: rank 2 is
+        // killed mid-run; the launcher leaves the others running, they regroup, and the CLI says
+        // "recovered" and exits 0 with the one-rank bits.
+        QString profile = writeProfile(u"recover-local"_s, u"local"_s, 1, 4);
+        QByteArray json = readFile(profile);
+        json.replace("\"max_windows\": 37", "\"max_windows\": 0"); // long enough to kill a rank in it
+        QVERIFY(writeFile(profile, json));
+        const ProcessResult full = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                       u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
+                                                       path(u"one-full.json"_s)});
+        QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
+        const QString runId = u"recover-test"_s;
+        QProcess cli;
+        cli.start(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--schedule"_s, u"dynamic"_s,
+                                    u"--on-rank-loss"_s, u"continue"_s, u"--json"_s, path(u"recover-result.json"_s)});
+        QVERIFY(cli.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        while (agentsOfRun(runId).size() < 4 && t.elapsed() < 60000)
+            QThread::msleep(100);
+        QCOMPARE(agentsOfRun(runId).size(), 4);
+        qint64 victim = -1; // rank 2, by its environment
+        for (qint64 pid : agentsOfRun(runId))
+            if (readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains("RANK=2"))
+                victim = pid;
+        QVERIFY(victim > 0);
+        QByteArray errSoFar;
+        cli.setReadChannel(QProcess::StandardError);
+        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 120000)
+            if (cli.waitForReadyRead(500))
+                errSoFar += cli.readAllStandardError();
+        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
+        QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+        QVERIFY(cli.waitForFinished(240000));
+        const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
+        const QString out = QString::fromUtf8(cli.readAllStandardOutput());
+        QVERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
+        QVERIFY(out.contains(u"Final estimate: PPL = "_s));
+        QVERIFY2(err.contains(u"clusterppl-cli: recovered (rank 2 ("_s) && err.contains(u"died: its connection closed"_s), qPrintable(err));
+        QVERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
+        QVERIFY(agentsOfRun(runId).isEmpty());
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"recover-result.json"_s))).object();
+        const QJsonObject one = QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 2);
+        // Bad values are refused before anything starts.
+        const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--on-rank-loss"_s, u"continue"_s}, 60000);
+        QVERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
     }
 
     void sshFourRanksTwoGroups()

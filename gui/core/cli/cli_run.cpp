@@ -73,6 +73,13 @@ Options:
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
   --no-store                do not record the run in the history (docs/run-store.md)
+  --schedule static|dynamic the agents' schedule (overrides the profile's evaluation.schedule):
+                            shards fixed before the run, or global batches claimed as ranks go
+  --on-rank-loss fail|continue
+                            a rank dies or stalls (overrides evaluation.on_rank_loss): end the run,
+                            or let the others regroup and finish with the same bits and say
+                            recovered, with the rank and the cause (needs the dynamic schedule;
+                            rank 0 must survive)
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.
@@ -176,8 +183,10 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption noStoreOpt(u"no-store"_s, {});
     const QCommandLineOption checkOnlyOpt(u"check-only"_s, {});
     const QCommandLineOption resumeOpt(u"resume"_s, {}, u"RUN"_s);
+    const QCommandLineOption scheduleOpt(u"schedule"_s, {}, u"static|dynamic"_s);
+    const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"fail|continue"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
-                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt});
+                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -210,6 +219,12 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     if (parser.isSet(timeoutOpt))
         if (QString why = integer(timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds); !why.isEmpty())
             return why;
+    req.schedule = parser.value(scheduleOpt);
+    if (parser.isSet(scheduleOpt) && req.schedule != u"static"_s && req.schedule != u"dynamic"_s)
+        return u"--schedule \"%1\" is not one of static, dynamic"_s.arg(req.schedule);
+    req.onRankLoss = parser.value(onRankLossOpt);
+    if (parser.isSet(onRankLossOpt) && req.onRankLoss != u"fail"_s && req.onRankLoss != u"continue"_s)
+        return u"--on-rank-loss \"%1\" is not one of fail, continue"_s.arg(req.onRankLoss);
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);

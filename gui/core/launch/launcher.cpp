@@ -47,6 +47,15 @@ void Launcher::onRankEnded(int rank, int exitCode, const QString &reason)
     m_ends[rank].exitCode = exitCode;
     m_ends[rank].reason = reason;
     Q_EMIT rankFinished(rank, exitCode);
+    if (m_settings.tolerateRankLoss && !m_stopping && (rank != 0 ? exitCode != 0 : exitCode == 0)) {
+        if (rank == 0) // the run is over: stop what the survivors left behind (a stopped rank)
+            QTimer::singleShot(m_settings.graceSeconds * 1000, this, [this] {
+                if (!m_finished)
+                    stop();
+            });
+        maybeFinish();
+        return;
+    }
     if (exitCode != 0 && m_firstFailure < 0 && !m_stopping) {
         m_firstFailure = rank;
         if (m_settings.stopAllOnFailure) // the others' watchdogs usually end them first, with their reasons

@@ -41,6 +41,10 @@ struct LauncherSettings
     std::string sshConfigFile;   ///< empty: ~/.ssh/config
     std::string knownHostsFile;  ///< empty: ~/.ssh/known_hosts
     bool stopAllOnFailure = true;
+    /// The agents run with --on-rank-loss continue: a rank other than 0 that fails is not the run
+    /// failing (the others regroup without it); the run ends with rank 0, and whatever is still
+    /// running then (a stopped rank) is stopped after the grace period.
+    bool tolerateRankLoss = false;
     /// SSH: carry telemetry back through a reverse tunnel per host to this local collector port
     /// (agents send to 127.0.0.1 on their node; the SSH session encrypts). 0: no tunnel.
     int telemetryTunnelPort = 0;

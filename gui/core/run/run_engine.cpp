@@ -19,7 +19,9 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QTimer>
@@ -182,6 +184,19 @@ bool RunEngine::start(RunRequest request)
             lines << QString::fromStdString(p);
         return refuse(kRunBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
     }
+    // The CLI's --schedule / --on-rank-loss override the profile's (the saved profile says what ran).
+    if (!m_request.schedule.isEmpty() && m_request.schedule != u"static"_s && m_request.schedule != u"dynamic"_s)
+        return refuse(kRunBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule));
+    if (!m_request.onRankLoss.isEmpty() && m_request.onRankLoss != u"fail"_s && m_request.onRankLoss != u"continue"_s)
+        return refuse(kRunBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss));
+    if (!m_request.schedule.isEmpty())
+        m_request.profile.evaluation.schedule = m_request.schedule.toStdString();
+    if (!m_request.onRankLoss.isEmpty())
+        m_request.profile.evaluation.onRankLoss = m_request.onRankLoss.toStdString();
+    if (m_request.profile.evaluation.onRankLoss == "continue" && m_request.profile.evaluation.schedule != "dynamic")
+        return refuse(kRunBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
+                                           "dynamic): a static shard cannot move to another rank"));
+    m_request.launcher.tolerateRankLoss = m_request.profile.evaluation.onRankLoss == "continue";
     const ClusterProfile &profile = m_request.profile;
     LaunchOptions lo;
     lo.runId = m_runId.toStdString();
@@ -507,6 +522,17 @@ void RunEngine::onLauncherFinished()
 
 void RunEngine::checkResult()
 {
+    // --on-rank-loss continue: the ranks the others recovered from, as rank 0's result records them.
+    if (m_outcome.recovered.isEmpty()) {
+        const QJsonArray lost = QJsonDocument::fromJson(m_outcome.resultJson).object().value(u"lost_ranks"_s).toArray();
+        for (const QJsonValue &v : lost) {
+            const QJsonObject l = v.toObject();
+            m_outcome.recovered << tr("rank %1 (%2): %3; lost after round %4")
+                                       .arg(l.value(u"rank"_s).toInt())
+                                       .arg(l.value(u"host"_s).toString(), l.value(u"cause"_s).toString())
+                                       .arg(l.value(u"round"_s).toInt());
+        }
+    }
     // The result travelled twice: over rank 0's stdout and as telemetry. The collector's live
     // exact merge of the ranks' final sums must equal it bit for bit; its last messages may still
     // be in flight for a moment after the processes ended.
@@ -520,13 +546,22 @@ void RunEngine::checkResult()
         onSnapshot(snap);
         m_outcome.liveMergeMatches = snap->resultMatches;
         d->collector->stop();
-        if (snap->resultMatches == false) {
+        if (!m_outcome.recovered.isEmpty()) {
+            // A lost rank's last live sums include batches it never committed (the others redid
+            // them), so the live merge cannot equal the result; rank 0 checked instead that every
+            // window and token is counted exactly once.
+            m_outcome.liveMergeMatches.reset();
+            Q_EMIT notice(tr("the live cross-check is skipped: a lost rank's last live sums include batches the others evaluated again"));
+        }
+        if (snap->resultMatches == false && m_outcome.recovered.isEmpty()) {
             Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch,
                                               tr("the live exact merge of every rank's sums differs from rank 0's result")));
             return finishWith(RunPhase::Failed, kRunResultMismatch, tr("the live exact merge of every rank's sums differs from rank 0's result"));
         }
     }
 #endif
+    for (const QString &r : m_outcome.recovered) // last, so that the Run page's notice line keeps it
+        Q_EMIT notice(tr("recovered (%1)").arg(r));
     if (!m_request.baselineResultJson.isEmpty()) {
         const ResultKey mine = resultKey(m_outcome.resultJson);
         const ResultKey base = resultKey(m_request.baselineResultJson);

@@ -75,6 +75,10 @@ struct RunRequest
     /// not on PATH resolves to the agent installed next to this executable.
     QString agent;
     QString logDir;            ///< per-rank logs; empty: $XDG_STATE_HOME/clusterppl/runs/RUN-ID
+    QString schedule;          ///< overrides the profile's evaluation.schedule (static, dynamic); empty: the profile's
+    /// Overrides the profile's evaluation.on_rank_loss (fail, continue); empty: the profile's.
+    /// continue: a lost rank other than 0 is "recovered", not a failure (docs/communication.md).
+    QString onRankLoss;
     bool preflight = true;
     /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
     /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.
@@ -116,6 +120,8 @@ struct RunOutcome
     std::map<int, RankEnd> ends;
     std::int64_t telemetryMessages = 0; ///< received by the collector
     QString logDir;
+    /// --on-rank-loss continue: the ranks lost and recovered from, "rank R (HOST): CAUSE" (from the result's lost_ranks).
+    QStringList recovered;
     /// Slurm runs: the job id, partition (empty: the cluster's default), allocated node list, and
     /// the batch script as submitted (also saved on the cluster, docs/launching.md).
     QString slurmJobId, slurmPartition, slurmNodes;

@@ -67,6 +67,9 @@ struct EvaluationSpec
     std::string backend = "auto";
     std::string topology = "hierarchical";
     std::string schedule = "static"; ///< the agents' --schedule: static shards or dynamic batches (docs/communication.md)
+    /// The agents' --on-rank-loss: fail (a lost rank ends the run) or continue (the others regroup
+    /// and finish; needs schedule dynamic; docs/communication.md, "Losing a rank").
+    std::string onRankLoss = "fail";
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 
