@@ -68,37 +68,6 @@ void setKey(void *s, int option, const std::string &z85, const char *what)
         throw ConfigError(zmqError(std::string("relay: bad CURVE ") + what));
 }
 
-/// RFC 27: admit only @p admitted (the agents' client key) on the PULL side.
-void answerZap(void *zap, const std::string &admitted, std::int64_t &rejected)
-{
-    std::array<std::string, 8> frames;
-    std::size_t count = 0;
-    for (bool more = true; more;) {
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, zap, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&frame);
-            return;
-        }
-        if (count < frames.size())
-            frames[count].assign(static_cast<const char *>(zmq_msg_data(&frame)), zmq_msg_size(&frame));
-        ++count;
-        more = zmq_msg_more(&frame);
-        zmq_msg_close(&frame);
-    }
-    bool ok = false;
-    if (count >= 7 && frames[0] == "1.0" && frames[5] == "CURVE" && frames[6].size() == 32) {
-        char z85[41] = {};
-        zmq_z85_encode(z85, reinterpret_cast<const std::uint8_t *>(frames[6].data()), 32);
-        ok = admitted == z85;
-    }
-    rejected += ok ? 0 : 1;
-    const std::array<std::string, 6> reply{"1.0", count > 1 ? frames[1] : std::string(), ok ? "200" : "400",
-                                           ok ? "OK" : "client key not admitted to this run", std::string(), std::string()};
-    for (std::size_t i = 0; i < reply.size(); ++i)
-        zmq_send(zap, reply[i].data(), reply[i].size(), i + 1 < reply.size() ? ZMQ_SNDMORE : 0);
-}
-
 } // namespace
 
 RelayStats runRelay(const RelayOptions &o, std::ostream &log)
@@ -138,14 +107,10 @@ RelayStats runRelay(const RelayOptions &o, std::ostream &log)
         }
     } c;
     void *zap = c.make(ZMQ_REP);
-    if (zmq_bind(zap, "inproc://zeromq.zap.01") != 0)
+    if (zmq_bind(zap, cppl::telemetry::kZapEndpoint) != 0)
         throw IoError(zmqError("relay: ZAP handler"));
     void *pull = c.make(ZMQ_PULL);
-    const int one = 1;
-    const char domain[] = "clusterppl-relay";
-    if (zmq_setsockopt(pull, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 || zmq_setsockopt(pull, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1) != 0)
-        throw ConfigError(zmqError("relay: cannot make the PULL socket a CURVE server"));
-    setKey(pull, ZMQ_CURVE_SECRETKEY, server.secretKey, "server secret");
+    cppl::telemetry::makeCurveServer(pull, server.secretKey, "clusterppl-relay", "relay"); // admitting only `client` below
     if (zmq_bind(pull, o.bind.c_str()) != 0)
         throw IoError(zmqError("relay: cannot bind " + o.bind));
     std::array<char, 256> last{};
@@ -186,8 +151,8 @@ RelayStats runRelay(const RelayOptions &o, std::ostream &log)
                 continue;
             throw IoError(zmqError("relay: poll"));
         }
-        if (items[0].revents & ZMQ_POLLIN)
-            answerZap(zap, client.publicKey, stats.rejected);
+        if ((items[0].revents & ZMQ_POLLIN) && cppl::telemetry::answerZap(zap, agents.clientPublic) == cppl::telemetry::ZapVerdict::Refused)
+            ++stats.rejected;
         if (!(items[1].revents & ZMQ_POLLIN))
             continue;
         for (int burst = 0; burst < 1000; ++burst) {

@@ -16,7 +16,6 @@
 namespace cppl::core::telemetry {
 
 namespace {
-constexpr const char *kZapEndpoint = "inproc://zeromq.zap.01"; // fixed by ZeroMQ's RFC 27
 constexpr std::size_t kBatch = 4096;   // messages per lock; keeps snapshot() responsive under load
 // Messages read from the socket before any is applied. The more a lagging collector reads at once,
 // the more of them a newer message of the same rank supersedes (1024 ranks: ~16 each). Held as
@@ -103,25 +102,14 @@ Collector::Collector(CollectorOptions options, std::function<void()> onChange)
     if (m_options.curve) {
         // The ZAP handler must be bound before any CURVE server socket accepts a peer.
         s.zap = s.make(ZMQ_REP, "ZAP");
-        if (zmq_bind(s.zap, kZapEndpoint) != 0)
+        if (zmq_bind(s.zap, cppl::telemetry::kZapEndpoint) != 0)
             throw IoError(zmqError("telemetry collector: ZAP handler"));
     }
     s.pull = s.make(ZMQ_PULL, "PULL");
     if (zmq_setsockopt(s.pull, ZMQ_RCVHWM, &m_options.receiveHighWaterMark, sizeof(int)) != 0)
         throw ConfigError(zmqError("telemetry collector: ZMQ_RCVHWM " + std::to_string(m_options.receiveHighWaterMark)));
-    if (m_options.curve) {
-        // Each of these must hold: a PULL socket left without CURVE or ZAP would take anyone's
-        // messages, in clear, while the run believes it is protected.
-        const int one = 1;
-        if (zmq_setsockopt(s.pull, ZMQ_CURVE_SERVER, &one, sizeof one) != 0)
-            throw ConfigError(zmqError("telemetry collector: cannot make the PULL socket a CURVE server"));
-        const auto &secret = m_options.curve->serverSecret;
-        if (zmq_setsockopt(s.pull, ZMQ_CURVE_SECRETKEY, secret.c_str(), secret.size() + 1) != 0)
-            throw ConfigError(zmqError("telemetry collector: bad server_secret"));
-        const char domain[] = "clusterppl";
-        if (zmq_setsockopt(s.pull, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1) != 0)
-            throw ConfigError(zmqError("telemetry collector: cannot set the ZAP domain"));
-    }
+    if (m_options.curve)
+        cppl::telemetry::makeCurveServer(s.pull, m_options.curve->serverSecret, "clusterppl", "telemetry collector");
     // Failed handshakes (wrong keys, plaintext peers) are counted from the socket's monitor.
     const std::string monitorEndpoint = "inproc://cppl-collector-monitor";
     if (zmq_socket_monitor(s.pull, monitorEndpoint.c_str(),
@@ -289,34 +277,7 @@ void Collector::handleMonitor()
 
 void Collector::handleZap()
 {
-    // RFC 27: version, request id, domain, address, routing id, mechanism, credentials...
-    std::array<std::string, 8> frames;
-    std::size_t count = 0;
-    for (bool more = true; more;) {
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, m_sockets->zap, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&frame);
-            return;
-        }
-        if (count < frames.size())
-            frames[count].assign(static_cast<const char *>(zmq_msg_data(&frame)), zmq_msg_size(&frame));
-        ++count;
-        more = zmq_msg_more(&frame);
-        zmq_msg_close(&frame);
-    }
-    bool allowed = false;
-    if (count >= 7 && frames[0] == "1.0" && frames[5] == "CURVE" && frames[6].size() == 32) {
-        char z85[41] = {};
-        zmq_z85_encode(z85, reinterpret_cast<const std::uint8_t *>(frames[6].data()), 32);
-        for (const auto &key : m_options.curve->clientPublic)
-            allowed = allowed || key == z85;
-    }
-    const std::string status = allowed ? "200" : "400";
-    const std::string text = allowed ? "OK" : "client key not admitted to this run";
-    const std::array<std::string, 6> reply{"1.0", count > 1 ? frames[1] : std::string(), status, text, std::string(), std::string()};
-    for (std::size_t i = 0; i < reply.size(); ++i)
-        zmq_send(m_sockets->zap, reply[i].data(), reply[i].size(), i + 1 < reply.size() ? ZMQ_SNDMORE : 0);
+    cppl::telemetry::answerZap(m_sockets->zap, m_options.curve->clientPublic);
 }
 
 void Collector::publishGlobal(double now)

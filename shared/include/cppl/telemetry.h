@@ -220,6 +220,29 @@ struct RunCredentials
 /// @brief Fresh credentials for one run: a server pair and one client pair shared by its ranks.
 [[nodiscard]] RunCredentials generateCredentials();
 
+/// @brief Where a CURVE server's ZAP handler binds (a REP socket), fixed by ZeroMQ's RFC 27; it must
+/// be bound before any CURVE server socket of the same context accepts a peer.
+inline constexpr const char *kZapEndpoint = "inproc://zeromq.zap.01";
+/**
+ * @brief Makes @p socket (a libzmq socket, as void * so that this header needs no zmq.h) a CURVE
+ * server with @p serverSecret whose handshakes go to the ZAP handler under @p zapDomain. Every
+ * option must hold: a socket left without CURVE or ZAP would take anyone's messages, in clear.
+ * ConfigError starting with @p who (the collector, the relay) when one does not, or in a build
+ * without ZeroMQ.
+ */
+void makeCurveServer(void *socket, const std::string &serverSecret, std::string_view zapDomain, const std::string &who);
+/// @brief What answerZap() did with one ZAP request.
+enum class ZapVerdict
+{
+    NoRequest, ///< no whole request was waiting; nothing was answered
+    Admitted,  ///< a CURVE client with an admitted public key: 200
+    Refused,   ///< any other client or mechanism: 400 "client key not admitted to this run"
+};
+/// @brief Reads one ZAP request (RFC 27) waiting on @p zapSocket, the REP socket bound to
+/// kZapEndpoint, without blocking, and answers it: only a CURVE client whose public key (Z85) is
+/// in @p admitted gets through. NoRequest in a build without ZeroMQ.
+ZapVerdict answerZap(void *zapSocket, const std::vector<std::string> &admitted);
+
 /// @brief First word of the key line a launcher writes to an agent's stdin (`--telemetry-keys-stdin`).
 inline constexpr std::string_view kKeyLineTag = "clusterppl-telemetry-keys-v1";
 /// @brief The agents' half as one stdin line: `TAG SERVER_PUBLIC CLIENT_PUBLIC CLIENT_SECRET\n`.
