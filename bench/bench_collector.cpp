@@ -4,6 +4,8 @@
 //   2. over real sockets on 127.0.0.1: paced at RANKS x RATE Hz, then unpaced ("and beyond");
 //   3. snapshot latency: Collector::snapshot() cost, and send -> visible in a snapshot.
 // Usage: bench_collector [--ranks 1024] [--rate 10] [--seconds 3] [--senders 2]
+#include "bench_telemetry.h"
+
 #include "telemetry/collector.h"
 
 #include "cppl/telemetry.h"
@@ -25,7 +27,7 @@
 using namespace cppl::core::telemetry;
 using cppl::telemetry::Kind;
 using cppl::telemetry::Message;
-using Clock = std::chrono::steady_clock;
+using cppl::bench::Clock;
 
 namespace {
 
@@ -50,27 +52,9 @@ std::vector<std::vector<std::string>> makeMessages(int ranks, int perRank)
     for (int r = 0; r < ranks; ++r) {
         cppl::NllStats s;
         for (int k = 0; k < perRank; ++k) {
-            Message m;
-            auto &h = m.header;
-            h.run = "bench-run";
-            h.rank = r;
-            h.host = "node" + std::to_string(r / 8);
-            h.group = r / 8;
-            h.localRank = r % 8;
-            h.worldSize = ranks;
-            h.seq = k;
-            h.t = 1.7e9 + k * 0.1;
-            if (k % 10 == 9) {
-                h.kind = Kind::Heartbeat;
-                m.phase = cppl::telemetry::Phase::Evaluating;
-            } else {
-                h.kind = Kind::Progress;
-                for (int i = 0; i < 8; ++i)
-                    s.addToken(nll(rng));
+            Message m = cppl::bench::syntheticMessage("bench-run", r, ranks, 8, k, 1.7e9 + k * 0.1, s, rng, nll);
+            if (m.header.kind == Kind::Progress) {
                 auto &p = m.progress;
-                p.nll = s.nll;
-                p.nllSquared = s.nllSquared;
-                p.tokensScoredTotal = s.tokens;
                 p.windowsDone = k;
                 p.windowsTotal = perRank;
                 p.tokensPerSecond = 2500;
@@ -123,23 +107,14 @@ void overSockets(int ranks, double rate, double duration, int senders)
     std::atomic<std::int64_t> dropped{0};
     const double cpu0 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
     const auto t0 = Clock::now();
+    const std::atomic<bool> never{false};
     std::vector<std::thread> threads;
     for (int sdx = 0; sdx < senders; ++sdx)
         threads.emplace_back([&, sdx] {
-            void *ctx = zmq_ctx_new();
-            void *sock = zmq_socket(ctx, ZMQ_PUSH);
-            int hwm = 100000;
-            zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-            int linger = 0;
-            zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-            zmq_connect(sock, collector.endpoint().c_str());
+            cppl::bench::PushSocket sock(collector.endpoint(), 100000);
             // Each sender plays every senders-th rank; a "tick" sends one message per rank.
-            for (int k = 0;; ++k) {
-                const auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rate > 0 ? k / rate : 0));
-                if (rate > 0)
-                    std::this_thread::sleep_until(due);
-                if (seconds(Clock::now() - t0) >= duration)
-                    break;
+            cppl::bench::pacedTicks(t0, rate, duration, never, [&](std::int64_t tick, double) {
+                const int k = static_cast<int>(tick);
                 for (int r = sdx; r < ranks; r += senders) {
                     // Past the pre-encoded messages, repeat the last ones with fresh seq numbers (cheap to patch).
                     const std::string &m = msgs[static_cast<std::size_t>(r)][static_cast<std::size_t>(std::min(k, have - 1))];
@@ -152,14 +127,9 @@ void overSockets(int ranks, double rate, double duration, int senders)
                         copy.replace(at + 6, end - at - 6, std::to_string(k));
                         bytes = &copy;
                     }
-                    if (zmq_send(sock, bytes->data(), bytes->size(), ZMQ_DONTWAIT) < 0)
-                        dropped.fetch_add(1);
-                    else
-                        sent.fetch_add(1);
+                    (sock.send(*bytes) ? sent : dropped).fetch_add(1);
                 }
-            }
-            zmq_close(sock);
-            zmq_ctx_term(ctx);
+            });
         });
     for (auto &t : threads)
         t.join();
@@ -220,17 +190,9 @@ int main(int argc, char **argv)
     double rate = 10;
     double duration = 3;
     int senders = 2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--ranks")
-            ranks = std::atoi(argv[i + 1]);
-        else if (a == "--rate")
-            rate = std::atof(argv[i + 1]);
-        else if (a == "--seconds")
-            duration = std::atof(argv[i + 1]);
-        else if (a == "--senders")
-            senders = std::atoi(argv[i + 1]);
-    }
+    if (!cppl::bench::parseOptions(argc, argv, "bench_collector",
+                                   {{"--ranks", &ranks}, {"--rate", &rate}, {"--seconds", &duration}, {"--senders", &senders}}))
+        return 2;
     std::printf("bench_collector: %d ranks, %d sender threads, %.0f s per socket run, %u hardware threads\n", ranks, senders, duration,
                 std::thread::hardware_concurrency());
     ingestAlone(ranks);

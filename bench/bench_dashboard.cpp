@@ -12,6 +12,7 @@
 // --history S: the timeline starts with S seconds of a synthetic run of the same ranks, so that a
 // short run already sees a full (compacting) timeline, as after S seconds of a real run.
 #include "alert_model.h"
+#include "bench_telemetry.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
@@ -28,7 +29,6 @@
 #include <QTimer>
 #include <QWidget>
 
-#include <zmq.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,7 +43,7 @@
 #include <vector>
 
 using namespace cppl::core;
-using Clock = std::chrono::steady_clock;
+using cppl::bench::Clock;
 
 namespace {
 
@@ -77,65 +77,31 @@ double percentile(std::vector<double> v, double p)
 void sendLoop(const std::string &endpoint, int first, int step, int ranks, double rate, double duration, Clock::time_point t0,
               std::atomic<std::int64_t> &sent, std::atomic<std::int64_t> &dropped, const std::atomic<bool> &stop)
 {
-    void *ctx = zmq_ctx_new();
-    void *sock = zmq_socket(ctx, ZMQ_PUSH);
     // An agent queues at most 1000 messages (docs/telemetry.md); these threads play hundreds of
     // ranks each, inside the measured process: a deep queue here would be counted as the
     // dashboard's memory when the collector lags. Beyond it they drop and count, as agents do.
-    int hwm = 1000, linger = 0;
-    zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(sock, endpoint.c_str());
+    cppl::bench::PushSocket sock(endpoint, 1000);
     std::mt19937_64 rng(static_cast<unsigned>(first) * 7919U + 1);
     std::lognormal_distribution<double> nll(1.0, 0.8);
     std::vector<cppl::NllStats> stats(static_cast<std::size_t>(ranks));
-    for (std::int64_t k = 0; !stop.load(); ++k) {
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(static_cast<double>(k) / rate)));
-        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (t >= duration)
-            break;
+    cppl::bench::pacedTicks(t0, rate, duration, stop, [&](std::int64_t k, double t) {
         for (int r = first; r < ranks; r += step) {
-            cppl::telemetry::Message m;
-            auto &h = m.header;
-            h.run = "bench-dashboard";
-            h.rank = r;
-            h.host = "node" + std::to_string(r / 8);
-            h.group = r / 64;
-            h.localRank = r % 8;
-            h.worldSize = ranks;
-            h.seq = k;
-            h.t = 1.8e9 + t;
-            const bool slow = r % 97 == 13;
-            const double speed = (slow ? 1400.0 : 2500.0) * (1 + 0.05 * std::sin(t / 7 + r));
-            if (k % 10 == 9) {
-                h.kind = cppl::telemetry::Kind::Heartbeat;
-                m.phase = cppl::telemetry::Phase::Evaluating;
-            } else {
-                h.kind = cppl::telemetry::Kind::Progress;
-                auto &s = stats[static_cast<std::size_t>(r)];
-                for (int i = 0; i < 8; ++i)
-                    s.addToken(nll(rng));
+            cppl::telemetry::Message m =
+                cppl::bench::syntheticMessage("bench-dashboard", r, ranks, 64, k, 1.8e9 + t, stats[static_cast<std::size_t>(r)], rng, nll);
+            if (m.header.kind == cppl::telemetry::Kind::Progress) {
+                const bool slow = r % 97 == 13;
                 auto &p = m.progress;
-                p.nll = s.nll;
-                p.nllSquared = s.nllSquared;
-                p.tokensScoredTotal = s.tokens;
                 p.windowsDone = k;
                 p.windowsTotal = static_cast<std::int64_t>(duration * rate) + 1;
-                p.tokensPerSecond = speed;
+                p.tokensPerSecond = (slow ? 1400.0 : 2500.0) * (1 + 0.05 * std::sin(t / 7 + r));
                 p.computeSecondsTotal = t * 0.99;
                 p.commWaitSecondsTotal = t * (slow ? 0.001 : 0.008);
                 p.commTransferSecondsTotal = t * 0.001;
                 p.rssBytes = (std::int64_t(1) << 30) + r;
             }
-            const std::string bytes = cppl::telemetry::encode(m);
-            if (zmq_send(sock, bytes.data(), bytes.size(), ZMQ_DONTWAIT) < 0)
-                dropped.fetch_add(1);
-            else
-                sent.fetch_add(1);
+            (sock.send(cppl::telemetry::encode(m)) ? sent : dropped).fetch_add(1);
         }
-    }
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
+    });
 }
 
 /// Times every event the GUI thread handles: the outermost ones (whatever the event loop does)
@@ -198,29 +164,10 @@ int main(int argc, char **argv)
 {
     int ranks = 1024, senders = 2, select = -1;
     double rate = 10, duration = 60, scale = 1, rssEvery = 10, history = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--ranks")
-            ranks = std::atoi(argv[i + 1]);
-        else if (a == "--rate")
-            rate = std::atof(argv[i + 1]);
-        else if (a == "--seconds")
-            duration = std::atof(argv[i + 1]);
-        else if (a == "--senders")
-            senders = std::atoi(argv[i + 1]);
-        else if (a == "--scale")
-            scale = std::atof(argv[i + 1]);
-        else if (a == "--rss-every")
-            rssEvery = std::atof(argv[i + 1]);
-        else if (a == "--select")
-            select = std::atoi(argv[i + 1]);
-        else if (a == "--history")
-            history = std::atof(argv[i + 1]);
-        else {
-            std::fprintf(stderr, "bench_dashboard: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    if (!cppl::bench::parseOptions(argc, argv, "bench_dashboard",
+                                   {{"--ranks", &ranks}, {"--rate", &rate}, {"--seconds", &duration}, {"--senders", &senders},
+                                    {"--scale", &scale}, {"--rss-every", &rssEvery}, {"--select", &select}, {"--history", &history}}))
+        return 2;
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
         qputenv("QT_QPA_PLATFORM", "offscreen");
     if (scale != 1)
