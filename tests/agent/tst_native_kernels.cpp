@@ -211,6 +211,103 @@ private Q_SLOTS:
         }
     }
 
+    void logSoftmaxAtMatchesDoubleLoops()
+    {
+        // Row widths around the 16-lane vector (tails), a wide vocabulary, and rows with a huge spread.
+        for (const std::int64_t V : {1, 15, 16, 17, 97, 4096}) {
+            const std::int64_t rows = 37, ld = V + 3;
+            auto z = randomVector(static_cast<std::size_t>(rows * ld), 9);
+            for (std::int64_t r = 0; r < rows; r += 5)
+                z[static_cast<std::size_t>(r * ld)] = 80.0F; // exp of the others underflows towards 0
+            std::vector<std::int64_t> targets(static_cast<std::size_t>(rows));
+            for (std::int64_t r = 0; r < rows; ++r)
+                targets[static_cast<std::size_t>(r)] = (r * 7) % V;
+            std::vector<double> first;
+            for (int threads : {1, 2, 3, 7, -2}) {
+                std::vector<double> out(static_cast<std::size_t>(rows), 1.0);
+                cpu::logSoftmaxAt(z.data(), rows, V, ld, targets.data(), out.data(), threads > 0 ? splitInto(threads) : atenPool(-threads));
+                if (!first.empty()) {
+                    QVERIFY2(std::memcmp(out.data(), first.data(), out.size() * sizeof(double)) == 0,
+                             qPrintable(QStringLiteral("V %1: %2 threads changed the bits").arg(V).arg(threads)));
+                    continue;
+                }
+                first = out;
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    const float *row = z.data() + r * ld;
+                    double mx = -1e300, sum = 0;
+                    for (std::int64_t j = 0; j < V; ++j)
+                        mx = std::max(mx, static_cast<double>(row[j]));
+                    for (std::int64_t j = 0; j < V; ++j)
+                        sum += std::exp(static_cast<double>(row[j]) - mx);
+                    const double ref = static_cast<double>(row[targets[static_cast<std::size_t>(r)]]) - mx - std::log(sum);
+                    const double got = out[static_cast<std::size_t>(r)];
+                    QVERIFY2(std::fabs(got - ref) <= 1e-6 * (1 + std::fabs(ref)),
+                             qPrintable(QStringLiteral("V %1 row %2: %3 vs double loops %4").arg(V).arg(r).arg(got, 0, 'g', 17).arg(ref, 0, 'g', 17)));
+                }
+            }
+        }
+    }
+
+    void fusedHeadMatchesLogSoftmaxOfLogits_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addRow("llama, grouped-query") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")};
+        QTest::addRow("llama, tied head") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--tied")};
+        QTest::addRow("gpt2") << QStringList{QStringLiteral("--arch"), QStringLiteral("gpt2")};
+        QTest::addRow("llama, vocabulary 20000: 64-row chunks")
+            << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--vocab"), QStringLiteral("20000")};
+    }
+    void fusedHeadMatchesLogSoftmaxOfLogits()
+    {
+        // targetLogProbs (vocabulary projection + log-softmax in chunks, the evaluator's path) against
+        // LibTorch's log_softmax of the full logits; and its bits at 1, 2 and 3 threads.
+        QFETCH(QStringList, flags);
+        QTemporaryDir dir;
+        const QString model = dir.filePath(QStringLiteral("m"));
+        const ProcessResult r = runReference(QStringLiteral("make_checkpoint.py"), QStringList{QStringLiteral("--out"), model} + flags);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        LoadOptions options;
+        options.gemm = GemmBackend::Native;
+        const auto lm = loadNativeModel(model.toStdString(), options);
+        const std::int64_t B = 3, T = 40, V = lm->info().vocab;
+        lm->prepare(B, T);
+        const at::Tensor ids = at::randint(0, V, {B, T}, at::TensorOptions().dtype(at::kLong));
+        // Every position, last first, then a few again: 127 rows, two chunks and a partial one at V = 20000.
+        std::vector<std::int64_t> positions;
+        for (std::int64_t p = B * T - 1; p >= 0; --p)
+            positions.push_back(p);
+        for (std::int64_t p : {0, 1, 39, 40, 77, 119, 5})
+            positions.push_back(p);
+        const at::Tensor flat = at::tensor(positions, at::TensorOptions().dtype(at::kLong));
+        const at::Tensor targets = at::randint(0, V, {flat.numel()}, at::TensorOptions().dtype(at::kLong));
+        const at::Tensor ref = at::log_softmax(lm->logits(ids).reshape({B * T, V}).index_select(0, flat).to(at::kDouble), -1)
+                                   .gather(1, targets.view({-1, 1}));
+        const int before = at::get_num_threads();
+        at::Tensor first;
+        for (int threads : {1, 2, 3}) {
+            at::set_num_threads(threads);
+            const at::Tensor got = lm->targetLogProbs(ids, flat, targets);
+            QVERIFY(got.defined());
+            QCOMPARE(got.scalar_type(), at::kDouble);
+            QCOMPARE(got.numel(), flat.numel());
+            if (!first.defined()) {
+                first = got.clone();
+                const double diff = (got.view({-1, 1}) - ref).abs().max().item<double>();
+                QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("max |fused - log_softmax(logits)| = %1").arg(diff)));
+            } else {
+                QVERIFY2(std::memcmp(first.data_ptr<double>(), got.data_ptr<double>(), static_cast<std::size_t>(got.numel()) * 8) == 0,
+                         qPrintable(QStringLiteral("%1 threads changed the bits").arg(threads)));
+            }
+        }
+        at::set_num_threads(before);
+        // Another shape after prepare(): the workspace follows it.
+        const at::Tensor ids2 = at::randint(0, V, {1, 9}, at::TensorOptions().dtype(at::kLong));
+        const at::Tensor flat2 = at::tensor(std::vector<std::int64_t>{8}, at::TensorOptions().dtype(at::kLong));
+        const at::Tensor t2 = at::tensor(std::vector<std::int64_t>{3}, at::TensorOptions().dtype(at::kLong));
+        const double want = at::log_softmax(lm->logits(ids2).reshape({9, V}).to(at::kDouble), -1)[8][3].item<double>();
+        QVERIFY(std::fabs(lm->targetLogProbs(ids2, flat2, t2).item<double>() - want) <= 1e-5);
+    }
+
     void modelLogitsDoNotDependOnThreads()
     {
         // The whole native forward pass (and the vocabulary projection) at 1, 2 and 3 intra-op threads.

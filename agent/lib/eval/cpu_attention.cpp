@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Causal attention on the agent's own GEMM: per (sequence, KV head) the keys and values are packed
-// once, then each block of 64 queries of each query head computes its scores against keys up to the
-// block's end only, a float32 softmax over keys 0..t, and the product with V. One task per (sequence,
-// KV head): no element's arithmetic depends on the number of threads.
+// Causal attention on the agent's own GEMM, and the row-wise steps of the native forward pass. Per
+// (sequence, KV head) the keys and values are packed once; each block of 64 queries of each query head
+// then computes its scores transposed (keys x queries) against keys up to the block's end only, a
+// float32 softmax down each column (16 queries to a vector), the product with V straight from those
+// columns (they are the kernel's A operand as they stand: no repacking), and divides each output row
+// by its sum. One task per (sequence, KV head): no element's arithmetic depends on the threads.
 #include "cpu_gemm.h"
 
 #include <algorithm>
@@ -25,18 +27,33 @@ namespace {
 
 constexpr std::int64_t kQueryBlock = 64;
 
-// p[j] = exp(scale * (s[j] - max)) for j < n; returns the sum (float, fixed order).
-float softmaxNumeratorGeneric(float *s, std::int64_t n, float scale)
+// Scores arrive transposed, st[j * kQueryBlock + i] = k_j . q_(q0 + i), for keys j < `keys` and the
+// block's bq queries. Per query i (a column): p_j = exp(scale * (s_j - max)) over keys j <= q0 + i, 0
+// for the later keys, in place, and inv[i] = 1 / sum p_j (the output row is scaled by it after P V).
+// Columns i >= bq are zeroed (the P V product reads them as the dropped rows of its last tile).
+void softmaxColumnsGeneric(float *st, std::int64_t keys, std::int64_t q0, std::int64_t bq, float scale, float *inv)
 {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < n; ++j)
-        mx = std::max(mx, s[j]);
-    float sum = 0;
-    for (std::int64_t j = 0; j < n; ++j) {
-        s[j] = std::exp(scale * (s[j] - mx));
-        sum += s[j];
+    for (std::int64_t i = 0; i < kQueryBlock; ++i) {
+        if (i >= bq) {
+            for (std::int64_t j = 0; j < keys; ++j)
+                st[j * kQueryBlock + i] = 0.0F;
+            inv[i] = 0.0F;
+            continue;
+        }
+        const std::int64_t n = q0 + i + 1;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::int64_t j = 0; j < n; ++j)
+            mx = std::max(mx, st[j * kQueryBlock + i]);
+        float sum = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+            float &x = st[j * kQueryBlock + i];
+            x = std::exp(scale * (x - mx));
+            sum += x;
+        }
+        for (std::int64_t j = n; j < keys; ++j)
+            st[j * kQueryBlock + i] = 0.0F;
+        inv[i] = 1.0F / sum;
     }
-    return sum;
 }
 
 #if CPPL_X86
@@ -76,42 +93,48 @@ __attribute__((target("avx512f"))) inline __m512 exp512(__m512 x)
     return _mm512_mask_scalef_ps(p, kAll, p, n);
 }
 
-__attribute__((target("avx512f"))) float softmaxNumeratorAvx512(float *s, std::int64_t n, float scale)
+// The same, 16 queries to a vector: no horizontal reductions, the causal mask as lane masks.
+__attribute__((target("avx512f"))) void softmaxColumnsAvx512(float *st, std::int64_t keys, std::int64_t q0, std::int64_t bq, float scale,
+                                                              float *inv)
 {
-    __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    std::int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        vmax = max512(vmax, _mm512_loadu_ps(s + j));
-    const auto tail = static_cast<__mmask16>((1U << (n - j)) - 1U);
-    if (j < n)
-        vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
-    const __m512 mx = _mm512_set1_ps(lanes(vmax, true));
+    static_assert(kQueryBlock % 16 == 0);
     const __m512 vs = _mm512_set1_ps(scale);
-    __m512 sum = _mm512_setzero_ps();
-    for (j = 0; j + 16 <= n; j += 16) {
-        const __m512 e = exp512(_mm512_mul_ps(vs, _mm512_sub_ps(_mm512_loadu_ps(s + j), mx)));
-        _mm512_storeu_ps(s + j, e);
-        sum = _mm512_add_ps(sum, e);
+    for (std::int64_t c0 = 0; c0 < kQueryBlock; c0 += 16) {
+        const std::int64_t live = std::clamp<std::int64_t>(bq - c0, 0, 16);
+        const auto lanes16 = static_cast<__mmask16>((1U << live) - 1U);
+        // Key j is visible to lane l (query q0 + c0 + l) when j <= q0 + c0 + l.
+        const auto visible = [&](std::int64_t j) {
+            const std::int64_t d = j - q0 - c0;
+            return d <= 0 ? lanes16 : d >= 16 ? static_cast<__mmask16>(0) : static_cast<__mmask16>(lanes16 & ~((1U << d) - 1U));
+        };
+        const std::int64_t last = std::min(keys, q0 + c0 + 16); // keys past it are visible to no lane
+        __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        for (std::int64_t j = 0; j < last; ++j)
+            vmax = _mm512_mask_max_ps(vmax, visible(j), vmax, _mm512_loadu_ps(st + j * kQueryBlock + c0));
+        __m512 sum = _mm512_setzero_ps();
+        for (std::int64_t j = 0; j < last; ++j) {
+            float *x = st + j * kQueryBlock + c0;
+            const __m512 e = _mm512_maskz_mov_ps(visible(j), exp512(_mm512_mul_ps(vs, _mm512_sub_ps(_mm512_loadu_ps(x), vmax))));
+            _mm512_storeu_ps(x, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        for (std::int64_t j = last; j < keys; ++j)
+            _mm512_storeu_ps(st + j * kQueryBlock + c0, _mm512_setzero_ps());
+        _mm512_storeu_ps(inv + c0, _mm512_maskz_div_ps(lanes16, _mm512_set1_ps(1.0F), sum));
     }
-    if (j < n) {
-        const __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_mul_ps(vs, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), mx))));
-        _mm512_mask_storeu_ps(s + j, tail, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    return lanes(sum, false);
 }
 #endif
 
-using SoftmaxNumerator = float (*)(float *, std::int64_t, float);
+using SoftmaxColumns = void (*)(float *, std::int64_t, std::int64_t, std::int64_t, float, float *);
 
-SoftmaxNumerator softmaxFor(Isa isa)
+SoftmaxColumns softmaxFor(Isa isa)
 {
 #if CPPL_X86
     if (isa == Isa::Avx512)
-        return softmaxNumeratorAvx512;
+        return softmaxColumnsAvx512;
 #endif
     (void)isa;
-    return softmaxNumeratorGeneric;
+    return softmaxColumnsGeneric;
 }
 
 struct Aligned
@@ -122,8 +145,8 @@ struct Aligned
 // Per-thread buffers, grown as needed and 64-byte aligned (packed panels are read with aligned loads).
 float *threadBuffer(int which, std::int64_t floats)
 {
-    thread_local std::unique_ptr<float[], Aligned> buffers[3];
-    thread_local std::int64_t sizes[3] = {0, 0, 0};
+    thread_local std::unique_ptr<float[], Aligned> buffers[4];
+    thread_local std::int64_t sizes[4] = {0, 0, 0, 0};
     if (sizes[which] < floats) {
         const std::size_t bytes = (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64;
         buffers[which].reset(static_cast<float *>(std::aligned_alloc(64, bytes)));
@@ -139,50 +162,114 @@ float *threadBuffer(int which, std::int64_t floats)
 void causalAttention(const float *q, const float *k, const float *v, float *out, const AttentionShape &s, const ParallelFor &parallel)
 {
     const std::int64_t T = s.T, hd = s.hd, rep = s.heads / s.kvHeads;
-    const SoftmaxNumerator numerator = softmaxFor(detectIsa());
+    const SoftmaxColumns softmax = softmaxFor(detectIsa());
     parallel(s.batch * s.kvHeads, [&](std::int64_t begin, std::int64_t end) {
-        float *kPack = threadBuffer(0, panelCount(T) * hd * kPanel);
+        float *kTiles = threadBuffer(0, tileCount(T) * 8 * hd);
         float *vPack = threadBuffer(1, panelCount(hd) * T * kPanel);
-        float *scores = threadBuffer(2, kQueryBlock * T);
+        float *qPack = threadBuffer(2, panelCount(kQueryBlock) * hd * kPanel + kQueryBlock);
+        float *st = threadBuffer(3, T * kQueryBlock);
+        float *inv = qPack + panelCount(kQueryBlock) * hd * kPanel;
         for (std::int64_t task = begin; task < end; ++task) {
             const std::int64_t b = task / s.kvHeads, g = task % s.kvHeads;
             const std::int64_t row0 = b * T;
-            // Keys as B = K^T (scores = Q K^T): panels over keys; values as B = V: panels over hd.
-            packTransposed(k + row0 * s.ldk + g * hd, s.ldk, T, hd, kPack);
+            // Keys as the A operand of S^T = K Q^T (tiles of 8 keys), values as B panels of P V.
+            packTiles(k + row0 * s.ldk + g * hd, s.ldk, T, hd, kTiles);
             packPlain(v + row0 * s.ldv + g * hd, s.ldv, T, hd, vPack, T * kPanel);
             for (std::int64_t r = 0; r < rep; ++r) {
                 const std::int64_t h = g * rep + r;
                 for (std::int64_t q0 = 0; q0 < T; q0 += kQueryBlock) {
                     const std::int64_t bq = std::min(kQueryBlock, T - q0), keys = q0 + bq;
-                    gemmSerial(q + (row0 + q0) * s.ldq + h * hd, s.ldq, bq, PanelView{kPack, keys, hd, hd * kPanel}, scores, T, nullptr, false);
-                    for (std::int64_t i = 0; i < bq; ++i) {
-                        float *row = scores + i * T;
-                        const std::int64_t n = q0 + i + 1;
-                        const float inv = 1.0F / numerator(row, n, s.scale);
-                        for (std::int64_t j = 0; j < n; ++j)
-                            row[j] *= inv;
-                        std::fill(row + n, row + keys, 0.0F);
-                    }
-                    gemmSerial(scores, T, bq, PanelView{vPack, hd, keys, T * kPanel}, out + (row0 + q0) * s.ldo + h * hd, s.ldo, nullptr, false);
+                    // Scores transposed (keys x queries): their columns, the queries, are then already
+                    // the A operand of P V in the kernel's order (8 queries side by side per key).
+                    packTransposed(q + (row0 + q0) * s.ldq + h * hd, s.ldq, bq, hd, qPack);
+                    gemmPackedSerial(APacked{kTiles, 8, hd * 8}, keys, PanelView{qPack, bq, hd, hd * kPanel}, st, kQueryBlock);
+                    softmax(st, keys, q0, bq, s.scale, inv);
+                    float *o = out + (row0 + q0) * s.ldo + h * hd;
+                    gemmPackedSerial(APacked{st, kQueryBlock, 8}, bq, PanelView{vPack, hd, keys, T * kPanel}, o, s.ldo);
+                    for (std::int64_t i = 0; i < bq; ++i)
+                        for (std::int64_t d = 0; d < hd; ++d)
+                            o[i * s.ldo + d] *= inv[i];
                 }
             }
         }
     });
 }
 
+namespace {
+
+// One row of RMSNorm: the sum of squares in double (order fixed by the code path), then
+// dst[j] = weight[j] * (src[j] * inv). src may equal dst.
+void rmsRowGeneric(const float *src, std::int64_t n, const float *weight, double eps, float *dst)
+{
+    double ss = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+        ss += static_cast<double>(src[j]) * src[j];
+    const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (std::int64_t j = 0; j < n; ++j)
+        dst[j] = weight[j] * (src[j] * inv);
+}
+
+#if CPPL_X86
+__attribute__((target("avx512f"))) inline double lanesSum(__m512d v)
+{
+    alignas(64) double d[8];
+    _mm512_store_pd(d, v);
+    double r = d[0];
+    for (int i = 1; i < 8; ++i)
+        r += d[i];
+    return r;
+}
+
+// The lower and upper eight floats of a zmm (AVX512F has no 32x8 extract; the 64x4 one moves the same
+// bits; GCC 12's _mm512_castps512_ps256 is the unmasked extract, hence the mask forms, as above).
+__attribute__((target("avx512f"))) inline __m256 lowerHalf(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
+}
+
+__attribute__((target("avx512f"))) inline __m256 upperHalf(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1));
+}
+
+// Eight floats widened to double (the all-lanes mask form, for the reason max512 gives).
+__attribute__((target("avx512f"))) inline __m512d cvt8(__m256 v) { return _mm512_maskz_cvtps_pd(0xFF, v); }
+
+// rmsRowGeneric with 16 double lanes (two accumulators of 8); the tail past the last full 16 is scalar.
+__attribute__((target("avx512f"))) void rmsRowAvx512(const float *src, std::int64_t n, const float *weight, double eps, float *dst)
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    std::int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(src + j);
+        const __m512d lo = cvt8(lowerHalf(v)), hi = cvt8(upperHalf(v));
+        a0 = _mm512_fmadd_pd(lo, lo, a0);
+        a1 = _mm512_fmadd_pd(hi, hi, a1);
+    }
+    double ss = lanesSum(_mm512_add_pd(a0, a1));
+    for (std::int64_t t = j; t < n; ++t)
+        ss += static_cast<double>(src[t]) * src[t];
+    const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    const __m512 vinv = _mm512_set1_ps(inv);
+    for (j = 0; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(dst + j, _mm512_mul_ps(_mm512_loadu_ps(weight + j), _mm512_mul_ps(_mm512_loadu_ps(src + j), vinv)));
+    for (; j < n; ++j)
+        dst[j] = weight[j] * (src[j] * inv);
+}
+#endif
+
+} // namespace
+
 void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, double eps, float *out, const ParallelFor &parallel)
 {
+#if CPPL_X86
+    auto *row = detectIsa() == Isa::Avx512 ? rmsRowAvx512 : rmsRowGeneric;
+#else
+    auto *row = rmsRowGeneric;
+#endif
     parallel(rows, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r) {
-            const float *src = x + r * n;
-            double ss = 0;
-            for (std::int64_t j = 0; j < n; ++j)
-                ss += static_cast<double>(src[j]) * src[j];
-            const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-            float *dst = out + r * n;
-            for (std::int64_t j = 0; j < n; ++j)
-                dst[j] = weight[j] * (src[j] * inv);
-        }
+        for (std::int64_t r = begin; r < end; ++r)
+            row(x + r * n, n, weight, eps, out + r * n);
     });
 }
 
@@ -247,6 +334,69 @@ void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &pa
     parallel(rows, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r)
             f(gu + r * 2 * n, n);
+    });
+}
+
+namespace {
+
+// Returns sum_j exp(z[j] - max) (exps in float32, summed in double) and the row's max in *mx.
+double sumExpGeneric(const float *z, std::int64_t n, float *mx)
+{
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j < n; ++j)
+        m = std::max(m, z[j]);
+    double sum = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+        sum += static_cast<double>(std::exp(z[j] - m));
+    *mx = m;
+    return sum;
+}
+
+#if CPPL_X86
+__attribute__((target("avx512f"))) double sumExpAvx512(const float *z, std::int64_t n, float *mx)
+{
+    __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    std::int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        vmax = max512(vmax, _mm512_loadu_ps(z + j));
+    const auto tail = static_cast<__mmask16>((1U << (n - j)) - 1U);
+    if (j < n)
+        vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, z + j));
+    const float m = lanes(vmax, true);
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (j = 0; j + 16 <= n; j += 16) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(z + j), vm));
+        s0 = _mm512_add_pd(s0, cvt8(lowerHalf(e)));
+        s1 = _mm512_add_pd(s1, cvt8(upperHalf(e)));
+    }
+    if (j < n) {
+        const __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, z + j), vm)));
+        s0 = _mm512_add_pd(s0, cvt8(lowerHalf(e)));
+        s1 = _mm512_add_pd(s1, cvt8(upperHalf(e)));
+    }
+    *mx = m;
+    return lanesSum(_mm512_add_pd(s0, s1));
+}
+#endif
+
+} // namespace
+
+void logSoftmaxAt(const float *logits, std::int64_t rows, std::int64_t V, std::int64_t ld, const std::int64_t *targets, double *out,
+                  const ParallelFor &parallel)
+{
+#if CPPL_X86
+    auto *sumExp = detectIsa() == Isa::Avx512 ? sumExpAvx512 : sumExpGeneric;
+#else
+    auto *sumExp = sumExpGeneric;
+#endif
+    parallel(rows, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+            const float *z = logits + r * ld;
+            float mx = 0;
+            const double sum = sumExp(z, V, &mx);
+            out[r] = (static_cast<double>(z[targets[r]]) - static_cast<double>(mx)) - std::log(sum);
+        }
     });
 }
 

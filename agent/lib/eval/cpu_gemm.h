@@ -42,6 +42,17 @@ void packTransposed(const float *w, std::int64_t ldw, std::int64_t n, std::int64
 /// Packs B[k][n] (row stride ldb; C = A B) into `out` with panels `panelStride` floats apart.
 void packPlain(const float *b, std::int64_t ldb, std::int64_t k, std::int64_t n, float *out, std::int64_t panelStride);
 
+/// Frees what allocateFloats returned.
+struct FreeFloats
+{
+    void operator()(float *p) const;
+};
+using FloatBuffer = std::unique_ptr<float[], FreeFloats>;
+/// `floats` floats (at least one), zeroed, 64-byte aligned; from 2 MiB on aligned to 2 MiB and advised
+/// for transparent huge pages: one page fault per 2 MiB instead of per 4 KiB when first touched, and
+/// fewer TLB misses while the GEMM streams through packed weights and activations.
+[[nodiscard]] FloatBuffer allocateFloats(std::int64_t floats);
+
 /// Runs f(begin, end) over [0, n) split across the intra-op threads (LibTorch's pool in the agent).
 using ParallelFor = std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f)>;
 
@@ -59,11 +70,7 @@ public:
     [[nodiscard]] bool empty() const { return !m_data; }
 
 private:
-    struct Free
-    {
-        void operator()(float *p) const;
-    };
-    std::unique_ptr<float[], Free> m_data;
+    FloatBuffer m_data;
     std::int64_t m_n = 0, m_k = 0;
 };
 
@@ -74,10 +81,28 @@ void gemmSerial(const float *a, std::int64_t lda, std::int64_t m, const PanelVie
 void gemm(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias, bool accumulate,
           const ParallelFor &parallel);
 
+/// An A operand already in the kernel's order: the 8 values of rows 8t..8t+7 at step k are at
+/// data + t * tileStride + k * kStride. Packed A has kStride 8; attention's transposed scores, whose
+/// columns are queries, are one with kStride = their row stride and tileStride 8. Rows past m of the
+/// last tile are read (finite values, results dropped).
+struct APacked
+{
+    const float *data = nullptr;
+    std::int64_t kStride = 8;
+    std::int64_t tileStride = 0;
+};
+[[nodiscard]] inline std::int64_t tileCount(std::int64_t m) { return (m + 7) / 8; }
+/// Packs rows of A[m][k] (row stride lda) into `out` as tileCount(m) tiles of k x 8 (kStride 8, tileStride
+/// k * 8), zero past m.
+void packTiles(const float *a, std::int64_t lda, std::int64_t m, std::int64_t k, float *out);
+/// C[m][n] = A B on this thread, A given as tiles (no bias, no accumulation).
+void gemmPackedSerial(const APacked &a, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc);
+
 /// Causal softmax attention on row-major activations: row (b * T + t) of q holds the heads side by
 /// side (head h at column h * hd, stride ldq); k and v likewise with kvHeads heads (grouped-query:
 /// query head h reads KV head h / (heads / kvHeads)). Writes out[b * T + t][h * hd ...] (stride ldo).
-/// Scores are scaled by `scale`, softmaxed in float32 over keys 0..t only, then multiplied by V.
+/// Scores are scaled by `scale`, exponentiated in float32 over keys 0..t only (less their max),
+/// multiplied by V, and each output row divided by its sum of exponentials.
 struct AttentionShape
 {
     std::int64_t batch = 0, T = 0, heads = 0, kvHeads = 0, hd = 0;
@@ -94,5 +119,10 @@ void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, st
             const ParallelFor &parallel);
 /// gu[r][j] = silu(gu[r][j]) * gu[r][n + j] for j < n, in place (the gate half of a fused gate/up row).
 void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
+/// out[r] = log softmax(z[r])[targets[r]] for the rows z[r] = logits + r * ld of width V: the log-softmax at
+/// the target only (the row is never written). Max and exp in float32, the sum of the exps and the
+/// final difference in double, each row in a fixed order by one thread.
+void logSoftmaxAt(const float *logits, std::int64_t rows, std::int64_t V, std::int64_t ld, const std::int64_t *targets, double *out,
+                  const ParallelFor &parallel);
 
 } // namespace cppl::agent::cpu

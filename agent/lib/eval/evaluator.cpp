@@ -91,6 +91,14 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
             const at::Tensor idsDev = ids.to(onDevice, /*non_blocking=*/true);
             const at::Tensor posDev = flat.narrow(0, 0, n).to(onDevice, /*non_blocking=*/true);
             const at::Tensor tgtDev = targets.narrow(0, 0, n).view({n, 1}).to(onDevice, /*non_blocking=*/true);
+            // The native float32 CPU path scores the targets itself (no [n, V] logits); others give logits.
+            at::Tensor fused = m_model.targetLogProbs(idsDev, posDev, tgtDev.view({n}));
+            if (fused.defined()) {
+                account(done);
+                next.logp = std::move(fused);
+                done = std::move(next);
+                continue;
+            }
             const at::Tensor logits = m_model.logitsAt(idsDev, posDev);
             // Log-softmax in float32 or wider, always. Narrower logits are widened a chunk at a time
             // (the conversion is exact, so the bits are those of widening them all at once): a

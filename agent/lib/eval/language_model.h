@@ -57,6 +57,14 @@ public:
     /// @brief Logits [N, V] only for the flattened positions (b * T + t) listed; native models
     /// skip the vocabulary projection for every position that is not scored.
     [[nodiscard]] virtual at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flatPositions);
+    /// @brief log p(target) as double [N, 1] on the CPU for the flattened positions and their target
+    /// ids ([N] int64 each), where the model computes them itself: the native float32 CPU path projects
+    /// chunks of rows onto the vocabulary and reduces each row at once, so the [N, V] logits never
+    /// exist. An undefined tensor otherwise (the caller then uses logitsAt and a log-softmax).
+    [[nodiscard]] virtual at::Tensor targetLogProbs(const at::Tensor & /*ids*/, const at::Tensor & /*flatPositions*/, const at::Tensor & /*targets*/)
+    {
+        return {};
+    }
     /// @brief Called once with the fixed batch shape before evaluation. A TorchScript module learns
     /// its vocabulary here (a traced module may accept only the shape it was traced with).
     virtual void prepare(std::int64_t /*batch*/, std::int64_t /*width*/) {}

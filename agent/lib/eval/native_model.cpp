@@ -12,7 +12,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <sstream>
 
@@ -107,10 +109,25 @@ std::string pathName(Path p)
     return p == Path::Native ? std::string("native-") + cpu::isaName(cpu::detectIsa()) : p == Path::OneDnn ? "onednn" : "blas";
 }
 
-// LibTorch's intra-op pool (its thread count is --threads) runs the native kernels' tasks.
+// LibTorch's intra-op pool (its thread count is --threads) runs the native kernels' tasks. They are
+// handed out in small chunks from a shared counter rather than as one fixed share per thread: a
+// thread the OS delays (other work on the host, a sibling hyperthread) then takes fewer chunks
+// instead of making the others wait for its share. Which thread runs a task never changes its bits.
 const cpu::ParallelFor &intraOp()
 {
-    static const cpu::ParallelFor pf = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) { at::parallel_for(0, n, 1, f); };
+    static const cpu::ParallelFor pf = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
+        const std::int64_t threads = at::get_num_threads();
+        if (n <= 1 || threads <= 1 || at::in_parallel_region()) {
+            f(0, n);
+            return;
+        }
+        const std::int64_t chunk = std::max<std::int64_t>(1, n / (threads * 16));
+        std::atomic<std::int64_t> next{0};
+        at::parallel_for(0, threads, 1, [&](std::int64_t, std::int64_t) {
+            for (std::int64_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk))
+                f(b, std::min(n, b + chunk));
+        });
+    };
     return pf;
 }
 
@@ -182,6 +199,65 @@ struct Linear
         return y.view(sizes);
     }
 };
+
+// Vocabulary rows per chunk of the fused head: 2^20 logits (4 MiB of float32), at least one 64-row block.
+constexpr std::int64_t kHeadChunkElements = std::int64_t{1} << 20;
+
+/// Buffers of the fused head, reused by every batch.
+struct HeadScratch
+{
+    std::int64_t rows = 0, width = 0, vocab = 0;
+    cpu::FloatBuffer in, logits;
+
+    /// Rows per chunk for n scored positions: 2^20 logits, at least one 64-row block, at most n.
+    static std::int64_t chunkRows(std::int64_t n, std::int64_t vocab)
+    {
+        return std::min(std::max<std::int64_t>(n, 1), std::max<std::int64_t>(64, kHeadChunkElements / vocab / 64 * 64));
+    }
+    void reserve(std::int64_t n, std::int64_t w, std::int64_t v)
+    {
+        const std::int64_t r = chunkRows(n, v);
+        if (r <= rows && w == width && v == vocab)
+            return;
+        in = cpu::allocateFloats(r * w);
+        logits = cpu::allocateFloats(r * v);
+        rows = r, width = w, vocab = v;
+    }
+};
+
+// log p(target) at the listed rows of the last hidden states, without the [N, V] logits: rows go in
+// chunks through one reused buffer: gathered, finished by `finish` (the final norm, a per-row
+// function, so norm(x)[flat] = norm(x[flat])), projected onto the vocabulary, reduced by
+// logSoftmaxAt. Every step is per row or split over rows and panels: no bit depends on the threads.
+at::Tensor fusedTargetLogProbs(const float *hidden, std::int64_t rows, std::int64_t width, const at::Tensor &flat, const at::Tensor &targets,
+                               const Linear &head, std::int64_t vocab, const std::function<void(float *, std::int64_t)> &finish, HeadScratch &s)
+{
+    const at::Tensor f = flat.to(at::kLong).contiguous(), t = targets.to(at::kLong).contiguous();
+    const std::int64_t n = f.numel();
+    CPPL_ENFORCE(t.numel() == n, "one target per scored position");
+    const std::int64_t *fi = f.data_ptr<std::int64_t>(), *ti = t.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (fi[i] < 0 || fi[i] >= rows)
+            throw ConfigError("scored position " + std::to_string(fi[i]) + " is outside the batch of " + std::to_string(rows) + " positions");
+        if (ti[i] < 0 || ti[i] >= vocab)
+            throw ConfigError("target token " + std::to_string(ti[i]) + " is outside the model's vocabulary of " + std::to_string(vocab));
+    }
+    at::Tensor out = at::empty({n, 1}, at::TensorOptions().dtype(at::kDouble));
+    const std::int64_t chunk = HeadScratch::chunkRows(n, vocab);
+    s.reserve(n, width, vocab);
+    float *in = s.in.get(), *logits = s.logits.get();
+    double *lp = out.data_ptr<double>();
+    for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+        const std::int64_t m = std::min(chunk, n - r0);
+        for (std::int64_t i = 0; i < m; ++i)
+            std::memcpy(in + i * width, hidden + fi[r0 + i] * width, static_cast<std::size_t>(width) * sizeof(float));
+        if (finish)
+            finish(in, m);
+        head.into(in, width, m, logits, vocab, false);
+        cpu::logSoftmaxAt(logits, m, vocab, vocab, ti + r0, lp + r0, intraOp());
+    }
+    return out;
+}
 
 ModelInfo baseInfo(const std::string &dir, const ModelConfig &c, const WeightSource &w)
 {
@@ -336,6 +412,23 @@ public:
         return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
     }
 
+    void prepare(std::int64_t batch, std::int64_t width) override
+    {
+        if (m_path != Path::Native)
+            return;
+        ensureWorkspace(batch, width);
+        m_headScratch.reserve(batch * width, m_c.hidden, m_c.vocab);
+    }
+
+    at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override
+    {
+        if (m_path != Path::Native)
+            return {};
+        forwardNative(ids);
+        const auto finish = [this](float *rows, std::int64_t n) { cpu::rmsNorm(rows, n, m_c.hidden, fptr(m_norm), m_c.normEps, rows, intraOp()); };
+        return fusedTargetLogProbs(m_ws.x.get(), m_ws.rows, m_c.hidden, flat, targets, m_head, m_c.vocab, finish, m_headScratch);
+    }
+
 private:
     struct Layer
     {
@@ -354,32 +447,63 @@ private:
 
     static const float *optionalData(const at::Tensor &t) { return t.defined() ? fptr(t) : nullptr; }
 
+    // Activations of the native forward pass, reused while the batch shape stays the same: fresh
+    // buffers (~85 MB per batch at the 18M bench shape) cost a page fault per 4 KiB on every batch.
+    // Allocated (and touched) by prepare() before evaluation starts, else by the first forward pass.
+    struct Workspace
+    {
+        std::int64_t rows = 0, T = 0;
+        cpu::FloatBuffer x, h, qkv, attn, gu, cos, sin;
+    };
+
+    void ensureWorkspace(std::int64_t B, std::int64_t T)
+    {
+        const std::int64_t rows = B * T;
+        if (m_ws.rows == rows && m_ws.T == T)
+            return;
+        const std::int64_t H = m_c.hidden, hd = m_c.headDim, nq = m_c.heads * hd, nk = m_c.kvHeads * hd;
+        m_ws = Workspace{}; // the old buffers go first
+        m_ws.x = cpu::allocateFloats(rows * H);
+        m_ws.h = cpu::allocateFloats(rows * H);
+        m_ws.qkv = cpu::allocateFloats(rows * (nq + 2 * nk));
+        m_ws.attn = cpu::allocateFloats(rows * nq);
+        m_ws.gu = cpu::allocateFloats(rows * 2 * m_c.intermediate);
+        // cos/sin of float32 angles t * inv_freq as transformers forms them, evaluated in double here:
+        // LibTorch's vectorised cos gave other last bits at some positions depending on the threads.
+        m_ws.cos = cpu::allocateFloats(T * hd);
+        m_ws.sin = cpu::allocateFloats(T * hd);
+        const float *inv = fptr(m_invFreq);
+        float *c = m_ws.cos.get(), *sn = m_ws.sin.get();
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t i = 0; i < hd; ++i) {
+                const float angle = static_cast<float>(t) * inv[i % (hd / 2)];
+                c[t * hd + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+                sn[t * hd + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+            }
+        m_ws.rows = rows;
+        m_ws.T = T;
+    }
+
     // The float32 CPU forward pass on the agent's own kernels: activations stay row-major [B * T, width]
-    // in a few buffers reused by every layer; the residual stream takes o_proj and down_proj in place.
-    at::Tensor hiddenNative(const at::Tensor &ids)
+    // in the workspace, reused by every layer and batch; the residual stream takes o_proj and
+    // down_proj in place. Leaves the last layer's output (before the final norm) in m_ws.x.
+    void forwardNative(const at::Tensor &ids)
     {
         const std::int64_t B = ids.size(0), T = ids.size(1), rows = B * T, H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
         const std::int64_t nq = m_c.heads * hd, nk = m_c.kvHeads * hd, wqkv = nq + 2 * nk;
         const cpu::ParallelFor &par = intraOp();
-        at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device)).reshape({rows, H}).contiguous();
-        const auto opts = x.options();
-        // cos/sin of float32 angles t * inv_freq as transformers forms them, evaluated in double here:
-        // LibTorch's vectorised cos gave other last bits at some positions depending on the threads.
-        const at::Tensor cos = at::empty({T, hd}, opts), sin = at::empty({T, hd}, opts);
+        ensureWorkspace(B, T);
+        float *x = m_ws.x.get(), *h = m_ws.h.get(), *qkv = m_ws.qkv.get(), *attn = m_ws.attn.get(), *gu = m_ws.gu.get();
         {
-            const float *inv = fptr(m_invFreq);
-            float *c = fptr(cos), *sn = fptr(sin);
-            for (std::int64_t t = 0; t < T; ++t)
-                for (std::int64_t i = 0; i < hd; ++i) {
-                    const float angle = static_cast<float>(t) * inv[i % (hd / 2)];
-                    c[t * hd + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-                    sn[t * hd + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-                }
+            const at::Tensor idx = ids.to(at::kLong).contiguous();
+            const std::int64_t *id = idx.data_ptr<std::int64_t>();
+            const float *embed = fptr(m_embed);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                if (id[r] < 0 || id[r] >= m_c.vocab)
+                    throw ConfigError("token id " + std::to_string(id[r]) + " is outside the model's vocabulary of " + std::to_string(m_c.vocab));
+                std::memcpy(x + r * H, embed + id[r] * H, static_cast<std::size_t>(H) * sizeof(float));
+            }
         }
-        const at::Tensor h = at::empty({rows, H}, opts);
-        const at::Tensor qkv = at::empty({rows, wqkv}, opts);
-        const at::Tensor attn = at::empty({rows, nq}, opts);
-        const at::Tensor gu = at::empty({rows, 2 * I}, opts);
         cpu::AttentionShape shape;
         shape.batch = B;
         shape.T = T;
@@ -390,18 +514,24 @@ private:
         shape.ldo = nq;
         shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
         for (const Layer &l : m_layers) {
-            cpu::rmsNorm(fptr(x), rows, H, fptr(l.inNorm), m_c.normEps, fptr(h), par);
-            cpu::gemm(fptr(h), H, rows, l.qkv->view(), fptr(qkv), wqkv, optionalData(l.qkvBias), false, par);
-            cpu::rotary(fptr(qkv), rows, wqkv, m_c.heads + m_c.kvHeads, hd, T, fptr(cos), fptr(sin), par); // q and k heads are adjacent
-            cpu::causalAttention(fptr(qkv), fptr(qkv) + nq, fptr(qkv) + nq + nk, fptr(attn), shape, par);
-            l.o.into(fptr(attn), nq, rows, fptr(x), H, true);
-            cpu::rmsNorm(fptr(x), rows, H, fptr(l.postNorm), m_c.normEps, fptr(h), par);
-            cpu::gemm(fptr(h), H, rows, l.gateUp->view(), fptr(gu), 2 * I, optionalData(l.gateUpBias), false, par);
-            cpu::siluMul(fptr(gu), rows, I, par);
-            l.down.into(fptr(gu), 2 * I, rows, fptr(x), H, true);
+            cpu::rmsNorm(x, rows, H, fptr(l.inNorm), m_c.normEps, h, par);
+            cpu::gemm(h, H, rows, l.qkv->view(), qkv, wqkv, optionalData(l.qkvBias), false, par);
+            cpu::rotary(qkv, rows, wqkv, m_c.heads + m_c.kvHeads, hd, T, m_ws.cos.get(), m_ws.sin.get(), par); // q and k heads are adjacent
+            cpu::causalAttention(qkv, qkv + nq, qkv + nq + nk, attn, shape, par);
+            l.o.into(attn, nq, rows, x, H, true);
+            cpu::rmsNorm(x, rows, H, fptr(l.postNorm), m_c.normEps, h, par);
+            cpu::gemm(h, H, rows, l.gateUp->view(), gu, 2 * I, optionalData(l.gateUpBias), false, par);
+            cpu::siluMul(gu, rows, I, par);
+            l.down.into(gu, 2 * I, rows, x, H, true);
         }
-        cpu::rmsNorm(fptr(x), rows, H, fptr(m_norm), m_c.normEps, fptr(h), par);
-        return h.view({B, T, H});
+    }
+
+    at::Tensor hiddenNative(const at::Tensor &ids)
+    {
+        forwardNative(ids);
+        const at::Tensor out = at::empty({m_ws.rows, m_c.hidden}, at::TensorOptions().dtype(at::kFloat));
+        cpu::rmsNorm(m_ws.x.get(), m_ws.rows, m_c.hidden, fptr(m_norm), m_c.normEps, fptr(out), intraOp());
+        return out.view({ids.size(0), ids.size(1), m_c.hidden});
     }
 
     at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
@@ -449,6 +579,8 @@ private:
     at::Tensor m_embed, m_norm, m_invFreq;
     Linear m_head;
     std::vector<Layer> m_layers;
+    Workspace m_ws;
+    HeadScratch m_headScratch;
 };
 
 class Gpt2Model final : public LanguageModel
@@ -492,6 +624,20 @@ public:
     {
         const at::Tensor h = hidden(ids);
         return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
+    }
+
+    void prepare(std::int64_t batch, std::int64_t width) override
+    {
+        if (m_path == Path::Native)
+            m_headScratch.reserve(batch * width, m_c.hidden, m_c.vocab);
+    }
+
+    at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override
+    {
+        if (m_path != Path::Native)
+            return {};
+        const at::Tensor h = hidden(ids).contiguous();
+        return fusedTargetLogProbs(fptr(h), h.numel() / m_c.hidden, m_c.hidden, flat, targets, m_head, m_c.vocab, {}, m_headScratch);
     }
 
 private:
@@ -540,6 +686,7 @@ private:
     at::Tensor m_wte, m_wpe, m_lnfW, m_lnfB;
     Linear m_head;
     std::vector<Block> m_blocks;
+    HeadScratch m_headScratch;
 };
 
 } // namespace
