@@ -42,6 +42,13 @@ inline QByteArray readFile(const QString &path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
+/// Replaces @p path with @p data; false when it cannot be written whole.
+inline bool writeFile(const QString &path, const QByteArray &data)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
+}
+
 /// Live processes (zombies have exited already) whose environment carries CLUSTERPPL_RUN_ID=@p id,
 /// and @p extra too when given (e.g. "RANK=2"): a run's agents wherever they were started. Ascending.
 inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {})

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // A real OpenSSH sshd on 127.0.0.1 for tests: its own config, host key and authorized_keys in a
-// directory the test owns, and an ssh_config whose aliases node1..node3 point at it with the
-// fixture's client key. Nothing of the user's ~/.ssh is read or written (known_hosts too is the
-// fixture's file, absent until something records a key).
+// directory the test owns, and an ssh_config whose host aliases (node1..node3 unless the test names
+// others) point at it with the fixture's client key. Tests reach it through the launchers' libssh
+// code exactly as they would reach a cluster's host. Nothing of the user's ~/.ssh is read or
+// written: known_hosts too is the fixture's file, absent until something records a key (or the test
+// calls recordHostKey()).
 #pragma once
 
 #include "test_process.h"
@@ -14,6 +16,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QString>
+#include <QStringList>
 #include <QThread>
 
 #include <arpa/inet.h>
@@ -23,18 +26,33 @@
 
 namespace cppl::test {
 
+/// Whether something accepts TCP connections on 127.0.0.1:@p port.
+inline bool loopbackPortOpen(int port)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
 class TestSshd
 {
 public:
     ~TestSshd() { stop(); }
 
-    /// Starts sshd with everything under @p dir. Empty on success, else why it cannot run here
-    /// (a reason to skip with CPPL_SKIP_MISSING, or a setup failure the caller reports).
-    QString start(const QString &dir)
+    /// Starts sshd with everything under @p dir; the hosts @p aliases lead to it. Empty on success,
+    /// else why it cannot run here (a reason to skip with CPPL_SKIP_MISSING, failing under CI).
+    /// SSH_AUTH_SOCK is unset: only the fixture's key is offered.
+    QString start(const QString &dir,
+                  const QStringList &aliases = {QStringLiteral("node1"), QStringLiteral("node2"), QStringLiteral("node3")})
     {
         m_dir = dir;
         if (!QFile::exists(QStringLiteral("/usr/sbin/sshd")))
-            return QStringLiteral("no /usr/sbin/sshd (install openssh-server)");
+            return QStringLiteral("no /usr/sbin/sshd (install openssh-server: scripts/install-deps.sh)");
         if (!QDir().mkpath(QStringLiteral("/run/sshd")))
             return QStringLiteral("cannot create /run/sshd (sshd's privilege-separation directory; run as root once)");
         if (!keygen(path("host_key")) || !keygen(path("client_key")))
@@ -48,7 +66,7 @@ public:
                                               "PermitRootLogin prohibit-password\nMaxSessions 128\nMaxStartups 128\nLogLevel ERROR\n")
                                    .arg(m_port)
                                    .arg(path("host_key"), path("authorized_keys"), path("sshd.pid"));
-        if (!write(path("sshd_config"), config.toUtf8()))
+        if (!writeFile(path("sshd_config"), config.toUtf8()))
             return QStringLiteral("cannot write %1").arg(path("sshd_config"));
         m_sshd.setProcessChannelMode(QProcess::ForwardedErrorChannel);
         m_sshd.start(QStringLiteral("/usr/sbin/sshd"), {QStringLiteral("-D"), QStringLiteral("-e"), QStringLiteral("-f"), path("sshd_config")});
@@ -56,19 +74,34 @@ public:
             return QStringLiteral("sshd did not start: %1").arg(m_sshd.errorString());
         QElapsedTimer t;
         t.start();
-        while (!portOpen(m_port) && t.elapsed() < 10000)
+        while (!loopbackPortOpen(m_port) && t.elapsed() < 10000)
             QThread::msleep(50);
-        if (!portOpen(m_port))
+        if (!loopbackPortOpen(m_port))
             return QStringLiteral("sshd did not start listening on 127.0.0.1:%1").arg(m_port);
         QString user = qEnvironmentVariable("USER", QStringLiteral("root"));
         if (user.isEmpty())
             user = QStringLiteral("root");
-        const QString sshConfig = QStringLiteral("Host node1 node2 node3\n  HostName 127.0.0.1\n  Port %1\n  User %2\n  IdentityFile %3\n")
+        const QString sshConfig = QStringLiteral("Host %1\n  HostName 127.0.0.1\n  Port %2\n  User %3\n  IdentityFile %4\n")
+                                      .arg(aliases.join(QLatin1Char(' ')))
                                       .arg(m_port)
                                       .arg(user, path("client_key"));
-        if (!write(sshConfigFile(), sshConfig.toUtf8()))
+        if (!writeFile(sshConfigFile(), sshConfig.toUtf8()))
             return QStringLiteral("cannot write %1").arg(sshConfigFile());
-        qunsetenv("SSH_AUTH_SOCK"); // only the fixture's key
+        qunsetenv("SSH_AUTH_SOCK");
+        return {};
+    }
+
+    /// Writes known_hosts with the fixture's host key for [127.0.0.1]:PORT, as a host already
+    /// trusted. Empty on success, else what failed.
+    QString recordHostKey() const
+    {
+        QFile pub(path("host_key.pub"));
+        if (!pub.open(QIODevice::ReadOnly))
+            return QStringLiteral("cannot read %1").arg(pub.fileName());
+        const QList<QByteArray> words = pub.readAll().split(' ');
+        if (!writeFile(knownHosts(),
+                           QStringLiteral("[127.0.0.1]:%1 ").arg(m_port).toUtf8() + words.value(0) + ' ' + words.value(1).trimmed() + '\n'))
+            return QStringLiteral("cannot write %1").arg(knownHosts());
         return {};
     }
 
@@ -76,7 +109,10 @@ public:
     {
         if (m_sshd.state() != QProcess::NotRunning) {
             m_sshd.terminate();
-            m_sshd.waitForFinished(5000);
+            if (!m_sshd.waitForFinished(5000)) {
+                m_sshd.kill();
+                m_sshd.waitForFinished(5000);
+            }
         }
     }
 
@@ -89,26 +125,10 @@ public:
         QFile f(knownHosts());
         return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
     }
+    /// A file of the fixture's directory (host_key, client_key, authorized_keys, sshd_config, ...).
     [[nodiscard]] QString path(const char *name) const { return m_dir + QLatin1Char('/') + QLatin1String(name); }
 
-    static bool portOpen(int port)
-    {
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(static_cast<uint16_t>(port));
-        const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
-        ::close(fd);
-        return ok;
-    }
-
-private:
-    static bool write(const QString &file, const QByteArray &data)
-    {
-        QFile f(file);
-        return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
-    }
+    /// A new passphrase-less ed25519 key pair at @p file and @p file.pub (replacing any).
     static bool keygen(const QString &file)
     {
         QFile::remove(file);
@@ -120,6 +140,7 @@ private:
                    .exitCode == 0;
     }
 
+private:
     QString m_dir;
     QProcess m_sshd;
     int m_port = 0;

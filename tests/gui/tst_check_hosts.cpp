@@ -7,13 +7,13 @@
 #include "run/run_engine.h"
 #include "test_process.h"
 #include "test_skip.h"
+#include "test_ssh_echo.h"
 #include "test_sshd.h"
 
 #include "cppl/cluster_profile.h"
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QEventLoop>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -21,7 +21,6 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QTimer>
 
 #include <atomic>
 
@@ -29,7 +28,11 @@ using namespace Qt::StringLiterals;
 using namespace cppl::core::run;
 using cppl::core::HostKeyAnswer;
 using cppl::test::ProcessResult;
+using cppl::test::readFile;
+using cppl::test::runEchoOnNode1;
 using cppl::test::runProcess;
+using cppl::test::SshEcho;
+using cppl::test::writeFile;
 
 namespace {
 
@@ -37,18 +40,6 @@ const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
-
-QByteArray readFile(const QString &path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-bool writeFile(const QString &path, const QByteArray &data)
-{
-    QFile f(path);
-    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
-}
 
 /// Processes of this user whose command line runs the agent's `eval` (a launched rank).
 /// The parent of @p pid, 0 once it has ended. /proc/PID/stat is "pid (comm) state ppid ...", and comm
@@ -137,41 +128,6 @@ private:
         return s;
     }
 
-    struct Outcome
-    {
-        QStringList out;
-        QStringList notices;
-        QStringList hostErrors;
-        int exitCode = -99;
-    };
-    /// One rank of `echo ok` on node1 through the SSH launcher.
-    Outcome runOne(const cppl::core::LauncherSettings &settings)
-    {
-        cppl::core::LaunchPlan plan;
-        plan.launcher = "ssh";
-        cppl::core::RankCommand c;
-        c.hostName = "node1";
-        c.address = "node1";
-        c.ssh.alias = "node1";
-        c.argv = {"/bin/sh", "-c", "echo ok"};
-        plan.ranks.push_back(c);
-        auto launcher = cppl::core::makeSshLauncher(settings);
-        Outcome o;
-        QEventLoop loop;
-        connect(launcher.get(), &cppl::core::Launcher::rankOutput, this, [&](int rank, bool isErr, const QString &line) {
-            (rank < 0 ? o.notices : o.out) << line;
-            Q_UNUSED(isErr);
-        });
-        connect(launcher.get(), &cppl::core::Launcher::hostFailed, this, [&](const QString &, const QString &m) { o.hostErrors << m; });
-        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
-        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
-        launcher->start(plan);
-        if (!launcher->isFinished())
-            loop.exec();
-        o.exitCode = launcher->exitCode();
-        return o;
-    }
-
 private Q_SLOTS:
     void initTestCase()
     {
@@ -199,7 +155,7 @@ private Q_SLOTS:
         };
 
         // Refuse: nothing runs, the message names the host and the key, nothing is recorded.
-        Outcome o = runOne(s);
+        SshEcho o = runEchoOnNode1(s);
         QCOMPARE(asked, 1);
         QVERIFY(seenHost.startsWith(u"node1"_s) && seenFingerprint.contains(u"SHA256:"_s));
         QVERIFY(o.out.isEmpty());
@@ -211,24 +167,24 @@ private Q_SLOTS:
 
         // Accept once: it runs, and the key is written nowhere (so the next connection asks again).
         answer = HostKeyAnswer::AcceptOnce;
-        o = runOne(s);
+        o = runEchoOnNode1(s);
         QCOMPARE(o.out, QStringList{u"ok"_s});
         QCOMPARE(o.exitCode, 0);
         QVERIFY2(o.notices.join(u'\n').contains(u"not recorded"_s), qPrintable(o.notices.join(u'\n')));
         QVERIFY2(!m_sshd.knownHostsContent().contains("127.0.0.1"), m_sshd.knownHostsContent().constData());
-        o = runOne(s);
+        o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
         QCOMPARE(asked, 3);
         QVERIFY(!m_sshd.knownHostsContent().contains("127.0.0.1"));
 
         // Always: recorded in the given known_hosts file; afterwards nobody is asked.
         answer = HostKeyAnswer::AcceptAlways;
-        o = runOne(s);
+        o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
         QCOMPARE(asked, 4);
         QVERIFY2(m_sshd.knownHostsContent().contains(QByteArray("[127.0.0.1]:" + QByteArray::number(m_sshd.port()))), m_sshd.knownHostsContent().constData());
         answer = HostKeyAnswer::Refuse;
-        o = runOne(s);
+        o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
         QCOMPARE(asked, 4);
         QFile::remove(m_sshd.knownHosts());

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Launching for real: `clusterppl-cli run` with the local launcher and through OpenSSH's sshd,
-// started by this fixture on 127.0.0.1 with its own config, host key and authorized_keys. Hosts
-// in the profiles are ssh_config aliases of 127.0.0.1; the agents are this build's.
+// started on 127.0.0.1 with its own config, host key and authorized_keys (tests/common/test_sshd.h).
+// Hosts in the profiles are ssh_config aliases of 127.0.0.1; the agents are this build's.
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 #include "test_process.h"
 #include "test_skip.h"
+#include "test_ssh_echo.h"
+#include "test_sshd.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
@@ -25,10 +27,7 @@
 #include <QTest>
 #include <QThread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -38,6 +37,7 @@ using cppl::freeLoopbackPort;
 
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
+using cppl::test::writeFile;
 
 namespace {
 
@@ -47,31 +47,6 @@ const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakesp
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 37;
 
-bool portOpen(int port)
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
-}
-
-bool writeFile(const QString &path, const QByteArray &data)
-{
-    QFile f(path);
-    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
-}
-
-bool keygen(const QString &path)
-{
-    QFile::remove(path);
-    QFile::remove(path + u".pub"_s);
-    return runProcess(u"ssh-keygen"_s, {u"-q"_s, u"-t"_s, u"ed25519"_s, u"-N"_s, QString(), u"-f"_s, path}, 30000).exitCode == 0;
-}
-
 } // namespace
 
 class TestLaunch : public QObject
@@ -80,8 +55,7 @@ class TestLaunch : public QObject
 
 private:
     QTemporaryDir m_dir;
-    QProcess m_sshd;
-    int m_port = 0;
+    cppl::test::TestSshd m_sshd;
     QString m_skip;
     QString m_oneRankExact;
 
@@ -114,7 +88,7 @@ private:
 
     QStringList sshArgs(bool acceptNew = false) const
     {
-        QStringList a{u"--ssh-config"_s, path(u"ssh_config"_s), u"--known-hosts"_s, path(u"known_hosts"_s), u"--connect-timeout"_s, u"5"_s};
+        QStringList a{u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts(), u"--connect-timeout"_s, u"5"_s};
         if (acceptNew)
             a << u"--accept-new-host-keys"_s;
         return a;
@@ -134,46 +108,13 @@ private Q_SLOTS:
         m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
 
-        // sshd on 127.0.0.1 with everything in the temporary directory.
-        if (!QFile::exists(u"/usr/sbin/sshd"_s)) {
-            m_skip = u"no /usr/sbin/sshd (install openssh-server)"_s;
-            return;
-        }
-        if (!QDir().mkpath(u"/run/sshd"_s)) {
-            m_skip = u"cannot create /run/sshd (sshd's privilege-separation directory; run as root once)"_s;
-            return;
-        }
-        QVERIFY(keygen(path(u"host_key"_s)) && keygen(path(u"client_key"_s)) && keygen(path(u"other_key"_s)));
-        QVERIFY(QFile::copy(path(u"client_key.pub"_s), path(u"authorized_keys"_s)));
-        m_port = freeLoopbackPort();
-        const QString config = u"Port %1\nListenAddress 127.0.0.1\nHostKey %2\nAuthorizedKeysFile %3\nPidFile %4\n"
-                               "UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                               "PermitRootLogin prohibit-password\nMaxSessions 128\nMaxStartups 128\nLogLevel ERROR\n"_s
-                                   .arg(m_port)
-                                   .arg(path(u"host_key"_s), path(u"authorized_keys"_s), path(u"sshd.pid"_s));
-        QVERIFY(writeFile(path(u"sshd_config"_s), config.toUtf8()));
-        m_sshd.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        m_sshd.start(u"/usr/sbin/sshd"_s, {u"-D"_s, u"-e"_s, u"-f"_s, path(u"sshd_config"_s)});
-        QVERIFY(m_sshd.waitForStarted());
-        QElapsedTimer t;
-        t.start();
-        while (!portOpen(m_port) && t.elapsed() < 10000)
-            QThread::msleep(50);
-        QVERIFY2(portOpen(m_port), "sshd did not start listening");
-        const QString user = qEnvironmentVariable("USER", u"root"_s);
-        const QString sshConfig = u"Host node1 node2 node3\n  HostName 127.0.0.1\n  Port %1\n  User %2\n  IdentityFile %3\n"_s.arg(m_port).arg(
-            user.isEmpty() ? u"root"_s : user, path(u"client_key"_s));
-        QVERIFY(writeFile(path(u"ssh_config"_s), sshConfig.toUtf8()));
-        qunsetenv("SSH_AUTH_SOCK"); // only the fixture's key
+        // sshd on 127.0.0.1 with everything in the temporary directory, and a key it does not accept.
+        m_skip = m_sshd.start(m_dir.path());
+        if (m_skip.isEmpty())
+            QVERIFY(cppl::test::TestSshd::keygen(path(u"other_key"_s)));
     }
 
-    void cleanupTestCase()
-    {
-        if (m_sshd.state() != QProcess::NotRunning) {
-            m_sshd.terminate();
-            m_sshd.waitForFinished(5000);
-        }
-    }
+    void cleanupTestCase() { m_sshd.stop(); }
 
     void launchPlanQuotesSafely()
     {
@@ -270,7 +211,7 @@ private Q_SLOTS:
     {
         if (!m_skip.isEmpty())
             CPPL_SKIP_MISSING(qPrintable(m_skip));
-        QFile::remove(path(u"known_hosts"_s));
+        QFile::remove(m_sshd.knownHosts());
         const QString profile = writeProfile(u"ssh4"_s, u"ssh"_s, 2, 2);
         // Unknown host key: refused, with the fingerprint, and nothing started.
         ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(false), 120000);
@@ -299,18 +240,18 @@ private Q_SLOTS:
         // known_hosts records another key of the same type for this host: refuse loudly, like OpenSSH.
         const QByteArray other = readFile(path(u"other_key.pub"_s)).trimmed();
         const QList<QByteArray> parts = other.split(' ');
-        QVERIFY(writeFile(path(u"known_hosts"_s), "[127.0.0.1]:" + QByteArray::number(m_port) + ' ' + parts[0] + ' ' + parts[1] + '\n'));
+        QVERIFY(writeFile(m_sshd.knownHosts(), "[127.0.0.1]:" + QByteArray::number(m_sshd.port()) + ' ' + parts[0] + ' ' + parts[1] + '\n'));
         const QString profile = writeProfile(u"ssh-changed"_s, u"ssh"_s, 1, 1);
         const ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(true), 120000);
         QVERIFY2(r.exitCode != 0 && r.err.contains(u"HAS CHANGED"_s) && r.err.contains(u"man-in-the-middle"_s), qPrintable(r.describe()));
-        QFile::remove(path(u"known_hosts"_s));
+        QFile::remove(m_sshd.knownHosts());
     }
 
     void wrongKeyAndUnreachablePort()
     {
         if (!m_skip.isEmpty())
             CPPL_SKIP_MISSING(qPrintable(m_skip));
-        QFile::remove(path(u"known_hosts"_s));
+        QFile::remove(m_sshd.knownHosts());
         QElapsedTimer t;
         t.start();
         const QString wrong = writeProfile(u"ssh-wrongkey"_s, u"ssh"_s, 1, 1, kModel, path(u"other_key"_s));
@@ -322,7 +263,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(cfg, u"Host node1\n  HostName 127.0.0.1\n  Port %1\n"_s.arg(closed).toUtf8()));
         const QString profile = writeProfile(u"ssh-closed"_s, u"ssh"_s, 1, 1);
         t.restart();
-        r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--ssh-config"_s, cfg, u"--known-hosts"_s, path(u"known_hosts"_s),
+        r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--ssh-config"_s, cfg, u"--known-hosts"_s, m_sshd.knownHosts(),
                               u"--connect-timeout"_s, u"5"_s},
                        120000);
         QVERIFY2(r.exitCode != 0 && r.err.contains(u"cannot connect to node1"_s), qPrintable(r.describe()));
@@ -330,42 +271,13 @@ private Q_SLOTS:
     }
 
 private:
-    /// One rank running `sh -c 'echo ok'` on node1 through the launcher library; its output and end.
-    struct Outcome
+    /// One rank running `sh -c 'echo ok'` on node1 through the launcher library, with the fixture's files.
+    cppl::test::SshEcho runOne(cppl::core::LauncherSettings settings, const std::string &identity = {}) const
     {
-        QStringList out;
-        QStringList hostErrors;
-        int exitCode = -99;
-    };
-    Outcome runOne(cppl::core::LauncherSettings settings, const std::string &identity = {})
-    {
-        settings.sshConfigFile = path(u"ssh_config"_s).toStdString();
-        settings.knownHostsFile = path(u"known_hosts"_s).toStdString();
+        settings.sshConfigFile = m_sshd.sshConfigFile().toStdString();
+        settings.knownHostsFile = m_sshd.knownHosts().toStdString();
         settings.connectTimeoutSeconds = 5;
-        cppl::core::LaunchPlan plan;
-        plan.launcher = "ssh";
-        cppl::core::RankCommand c;
-        c.hostName = "node1";
-        c.address = "node1";
-        c.ssh.alias = "node1";
-        c.ssh.identityFile = identity;
-        c.argv = {"/bin/sh", "-c", "echo ok"};
-        plan.ranks.push_back(c);
-        auto launcher = cppl::core::makeSshLauncher(settings);
-        Outcome o;
-        QEventLoop loop;
-        connect(launcher.get(), &cppl::core::Launcher::rankOutput, this, [&](int, bool isErr, const QString &line) {
-            if (!isErr)
-                o.out << line;
-        });
-        connect(launcher.get(), &cppl::core::Launcher::hostFailed, this, [&](const QString &, const QString &m) { o.hostErrors << m; });
-        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
-        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
-        launcher->start(plan);
-        if (!launcher->isFinished())
-            loop.exec();
-        o.exitCode = launcher->exitCode();
-        return o;
+        return cppl::test::runEchoOnNode1(settings, identity);
     }
 
 private Q_SLOTS:
@@ -376,8 +288,8 @@ private Q_SLOTS:
         // The run's telemetry keys reach a remote rank as its first stdin line, inside the SSH
         // channel; the remote command line carries only the flag (docs/launching.md).
         cppl::core::LauncherSettings settings;
-        settings.sshConfigFile = path(u"ssh_config"_s).toStdString();
-        settings.knownHostsFile = path(u"known_hosts"_s).toStdString();
+        settings.sshConfigFile = m_sshd.sshConfigFile().toStdString();
+        settings.knownHostsFile = m_sshd.knownHosts().toStdString();
         settings.connectTimeoutSeconds = 5;
         settings.newHostKeys = cppl::core::NewHostKeys::Accept;
         cppl::core::LaunchPlan plan;
@@ -417,7 +329,7 @@ private Q_SLOTS:
         if (!m_skip.isEmpty())
             CPPL_SKIP_MISSING(qPrintable(m_skip));
         // The dashboard's way: a callback decides about an unknown host key.
-        QFile::remove(path(u"known_hosts"_s));
+        QFile::remove(m_sshd.knownHosts());
         cppl::core::LauncherSettings ask;
         ask.newHostKeys = cppl::core::NewHostKeys::Ask;
         std::string seen;
@@ -425,14 +337,14 @@ private Q_SLOTS:
             seen = fp;
             return cppl::core::HostKeyAnswer::Refuse;
         };
-        Outcome o = runOne(ask);
+        cppl::test::SshEcho o = runOne(ask);
         QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"refused"_s), qPrintable(o.hostErrors.join(u'\n')));
         QVERIFY(QString::fromStdString(seen).contains(u"SHA256:"_s));
         ask.askNewHostKey = [](const std::string &, const std::string &) { return cppl::core::HostKeyAnswer::AcceptAlways; };
         o = runOne(ask);
         QCOMPARE(o.out, QStringList{u"ok"_s});
         QCOMPARE(o.exitCode, 0);
-        QVERIFY(readFile(path(u"known_hosts"_s)).contains("127.0.0.1"));
+        QVERIFY(readFile(m_sshd.knownHosts()).contains("127.0.0.1"));
 
         // An encrypted key: its passphrase comes from the callback (the CLI asks on the terminal).
         QFile::remove(path(u"enc_key"_s));

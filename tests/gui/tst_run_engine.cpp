@@ -4,6 +4,7 @@
 // the bounded timeline, run ids) on synthetic snapshots.
 #include "run/run_engine.h"
 #include "test_process.h"
+#include "test_profile.h"
 
 #include "cppl/cluster_profile.h"
 
@@ -38,16 +39,7 @@ const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakes
 
 cppl::ClusterProfile profile(int slots, const QString &groups, std::int64_t maxWindows, const QString &model = kModel)
 {
-    const QString json = uR"({"format": "clusterppl-profile", "version": 1, "name": "engine-test", "launcher": "local",
-  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
-             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
-  "groups": "%3",
-  "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
-                 "max_windows": %6, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
-  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})"_s
-                             .arg(slots)
-                             .arg(kAgent, groups, model, kText)
-                             .arg(maxWindows);
+    const QString json = cppl::test::localProfileJson(u"engine-test"_s, kAgent, slots, groups, maxWindows, model);
     auto r = cppl::parseProfile(json.toStdString());
     if (!r.ok())
         qFatal("test profile invalid: %s", r.errors.front().c_str());

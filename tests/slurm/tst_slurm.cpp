@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The Slurm launcher against a real Slurm: munged, slurmctld and slurmd started by the fixture on
 // this host (tests/common/slurm_fixture.h), and OpenSSH's sshd on 127.0.0.1 as the login node the
-// jobs are submitted on (tests/common/sshd_fixture.h). Agents are this build's; a run's processes
+// jobs are submitted on (tests/common/test_sshd.h). Agents are this build's; a run's processes
 // are found by CLUSTERPPL_RUN_ID in /proc/*/environ, never by name.
 #include "run/run_engine.h"
 #include "slurm_fixture.h"
-#include "sshd_fixture.h"
 #include "test_process.h"
 #include "test_skip.h"
+#include "test_sshd.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/telemetry.h"
@@ -32,7 +32,9 @@ using namespace Qt::StringLiterals;
 using namespace cppl;
 using namespace cppl::core::run;
 using cppl::test::ProcessResult;
+using cppl::test::readFile;
 using cppl::test::runProcess;
+using cppl::test::writeFile;
 
 namespace {
 
@@ -42,43 +44,11 @@ const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakesp
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 37;
 
-QByteArray readFile(const QString &path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-/// Live processes whose environment holds `NAME=value` entries for every pair given.
-QList<qint64> processesWith(const QList<QByteArray> &needles)
-{
-    QList<qint64> out;
-    for (const QString &e : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok)
-            continue;
-        const QList<QByteArray> env = readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0');
-        bool all = !needles.isEmpty();
-        for (const QByteArray &n : needles)
-            all = all && env.contains(n);
-        if (!all)
-            continue;
-        const QByteArray stat = readFile(u"/proc/%1/stat"_s.arg(pid));
-        const qsizetype close = stat.lastIndexOf(')');
-        if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
-            out << pid;
-    }
-    return out;
-}
-
 /// The run's agents: processes of the eval step (the task wrapper's shell is not counted).
 QList<qint64> agentsOfRun(const QString &runId, int rank = -1)
 {
-    QList<QByteArray> needles{"CLUSTERPPL_RUN_ID=" + runId.toUtf8()};
-    if (rank >= 0)
-        needles << "SLURM_PROCID=" + QByteArray::number(rank);
     QList<qint64> agents;
-    for (const qint64 pid : processesWith(needles))
+    for (const qint64 pid : cppl::test::agentsOfRun(runId, rank >= 0 ? QByteArray("SLURM_PROCID=" + QByteArray::number(rank)) : QByteArray()))
         if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == "eval")
             agents << pid;
     return agents;
@@ -129,7 +99,7 @@ private:
         req.profile = parsed.profile;
         req.runId = runId;
         req.logDir = path(u"logs/"_s + runId);
-        req.launcher.sshConfigFile = m_sshd.sshConfig().toStdString();
+        req.launcher.sshConfigFile = m_sshd.sshConfigFile().toStdString();
         req.launcher.knownHostsFile = m_sshd.knownHosts().toStdString();
         req.launcher.connectTimeoutSeconds = 10;
         return req;
@@ -164,11 +134,15 @@ private Q_SLOTS:
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
-        if (const QString why = m_sshd.start(path(u"sshd"_s), {u"login"_s}); !why.isEmpty()) {
+        QString why = m_sshd.start(path(u"sshd"_s), {u"login"_s});
+        if (why.isEmpty())
+            why = m_sshd.recordHostKey(); // the login node is a host the user already trusts
+        if (!why.isEmpty()) {
             m_skip = u"the test sshd: "_s + why;
             return;
         }
-        if (const QString why = m_slurm.start(path(u"slurm"_s)); !why.isEmpty())
+        why = m_slurm.start(path(u"slurm"_s));
+        if (!why.isEmpty())
             m_skip = u"the test Slurm: "_s + why;
     }
 
@@ -189,7 +163,7 @@ private Q_SLOTS:
         QVERIFY(QDir().mkpath(dir));
         const auto run = cppl::telemetry::generateCredentials();
         const QString keys = dir + u"/collector.keys"_s;
-        QVERIFY(cppl::test::writeTextFile(keys, QByteArray::fromStdString(cppl::telemetry::formatKeyLine(run.agent))));
+        QVERIFY(writeFile(keys, QByteArray::fromStdString(cppl::telemetry::formatKeyLine(run.agent))));
         QFile::setPermissions(keys, QFile::ReadOwner | QFile::WriteOwner);
         QProcess relay;
         relay.setProcessChannelMode(QProcess::MergedChannels);
@@ -235,13 +209,13 @@ private Q_SLOTS:
         REQUIRE_SLURM();
         // 4 tasks on a node that may have fewer CPUs: --overcommit lets Slurm place them.
         const QString profile = path(u"slurm4.json"_s);
-        QVERIFY(cppl::test::writeTextFile(profile, profileJson(u"\"nodes\": 1, \"ntasks_per_node\": 4, \"partition\": \"debug\", "
+        QVERIFY(writeFile(profile, profileJson(u"\"nodes\": 1, \"ntasks_per_node\": 4, \"partition\": \"debug\", "
                                                                "\"time_limit\": \"10:00\", \"sbatch_options\": [\"--overcommit\"]"_s)
                                                        .toUtf8()));
         const QString runId = u"slurm-four"_s;
         qputenv("CLUSTERPPL_STORE", path(u"history.sqlite"_s).toUtf8());
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--json"_s, path(u"slurm4-result.json"_s),
-                                                  u"--ssh-config"_s, m_sshd.sshConfig(), u"--known-hosts"_s, m_sshd.knownHosts()},
+                                                  u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts()},
                                            600000);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));

@@ -10,14 +10,13 @@
 #include "profile_model.h"
 #include "run/run_engine.h"
 #include "test_skip.h"
+#include "test_ssh_echo.h"
 #include "test_sshd.h"
 
-#include <QEventLoop>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QTimer>
 
 using namespace Qt::StringLiterals;
 using cppl::app::HostKeyDialog;
@@ -37,26 +36,13 @@ class TestAppCheckHosts : public QObject
 private:
     QTemporaryDir m_dir;
 
-    /// One rank of `echo ok` on node1 through the SSH launcher with the prompter's callbacks.
-    int runOne(cppl::core::LauncherSettings settings, QStringList *errors)
+    /// One rank of `echo ok` on node1 through the SSH launcher with the prompter's callbacks (its
+    /// BlockingQueuedConnection is answered in the helper's event loop).
+    static int runOne(const cppl::core::LauncherSettings &settings, QStringList *errors)
     {
-        cppl::core::LaunchPlan plan;
-        plan.launcher = "ssh";
-        cppl::core::RankCommand c;
-        c.hostName = "node1";
-        c.address = "node1";
-        c.ssh.alias = "node1";
-        c.argv = {"/bin/sh", "-c", "echo ok"};
-        plan.ranks.push_back(c);
-        auto launcher = cppl::core::makeSshLauncher(settings);
-        QEventLoop loop;
-        connect(launcher.get(), &cppl::core::Launcher::hostFailed, this, [&](const QString &, const QString &m) { *errors << m; });
-        connect(launcher.get(), &cppl::core::Launcher::finished, &loop, &QEventLoop::quit);
-        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
-        launcher->start(plan);
-        if (!launcher->isFinished())
-            loop.exec(); // the prompter's BlockingQueuedConnection is answered here
-        return launcher->exitCode();
+        const cppl::test::SshEcho o = cppl::test::runEchoOnNode1(settings);
+        *errors << o.hostErrors;
+        return o.exitCode;
     }
 
 private Q_SLOTS:

@@ -13,6 +13,7 @@
 #include "run_detail.h"
 #include "screenshot.h"
 #include "sweep_runner.h"
+#include "test_profile.h"
 
 #include "store/comparison.h"
 #include "store/run_export.h"
@@ -45,22 +46,10 @@ using cppl::core::store::RunStore;
 namespace {
 
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 
 QByteArray profileJson(int slots, int maxWindows)
 {
-    return uR"({"format": "clusterppl-profile", "version": 1, "name": "history-test", "launcher": "local",
-  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
-             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
-  "groups": "size:2",
-  "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
-                 "max_windows": %5, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
-  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})"_s
-        .arg(slots)
-        .arg(kAgent, kModel, kText)
-        .arg(maxWindows)
-        .toUtf8();
+    return cppl::test::localProfileJson(u"history-test"_s, kAgent, slots, u"size:2"_s, maxWindows).toUtf8();
 }
 
 /// Distinct colours in the image: a blank or single-colour page has very few.

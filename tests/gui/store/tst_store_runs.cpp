@@ -7,6 +7,7 @@
 #include "store/run_export.h"
 #include "store/run_store.h"
 #include "test_process.h"
+#include "test_profile.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -28,33 +29,16 @@ using namespace cppl::core::store;
 
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
+using cppl::test::writeFile;
 
 namespace {
 
 const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
-
-bool writeFile(const QString &path, const QByteArray &bytes)
-{
-    QFile f(path);
-    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
-}
 
 QByteArray profileJson(int slots, int maxWindows)
 {
-    return uR"({"format": "clusterppl-profile", "version": 1, "name": "store-test", "launcher": "local",
-  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %1, "agent": "%2",
-             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
-  "groups": "size:2",
-  "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
-                 "max_windows": %5, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
-  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})"_s
-        .arg(slots)
-        .arg(kAgent, kModel, kText)
-        .arg(maxWindows)
-        .toUtf8();
+    return cppl::test::localProfileJson(u"store-test"_s, kAgent, slots, u"size:2"_s, maxWindows).toUtf8();
 }
 
 bool near(double a, double b)

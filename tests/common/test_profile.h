@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT
+// The local profile the tests that run real agents on this host share: the byte-level Shakespeare
+// model of resources/ on its held-out text, one rank per thread, 128-token windows.
+#pragma once
+
+#include <QString>
+
+namespace cppl::test {
+
+/// A local profile named @p name: @p slots ranks of @p agent on localhost in groups @p groups
+/// ("size:2", "by-host"), evaluating @p model on the held-out text with at most @p maxWindows
+/// windows (0: all); stall_seconds 5.
+inline QString localProfileJson(const QString &name, const QString &agent, int slots, const QString &groups, qint64 maxWindows,
+                                const QString &model = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama"))
+{
+    return QStringLiteral(R"({"format": "clusterppl-profile", "version": 1, "name": "%1", "launcher": "local",
+  "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %2, "agent": "%3",
+             "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "%4",
+  "evaluation": {"model": "%5", "text": "%6", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %7, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})")
+        .arg(name)
+        .arg(slots)
+        .arg(agent, groups, model, QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"))
+        .arg(maxWindows);
+}
+
+} // namespace cppl::test
