@@ -149,17 +149,7 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
         r.settingsKey = run.value(u"settings_key"_s).toString();
         for (const QJsonValue &v : json.value(u"rank_summary"_s).toArray()) {
             const QJsonObject o = v.toObject();
-            RankSummary s;
-            s.rank = o.value(u"rank"_s).toInt();
-            s.host = o.value(u"host"_s).toString();
-            s.group = o.value(u"group"_s).toInt();
-            s.tokens = o.value(u"tokens"_s).toInteger();
-            s.windows = o.value(u"windows"_s).toInteger();
-            s.rounds = o.value(u"rounds"_s).toInteger();
-            s.computeSeconds = o.value(u"compute_seconds"_s).toDouble();
-            s.waitSeconds = o.value(u"wait_seconds"_s).toDouble();
-            s.transferSeconds = o.value(u"transfer_seconds"_s).toDouble();
-            s.wallSeconds = o.value(u"wall_seconds"_s).toDouble();
+            RankSummary s = rankSummaryFromJson(o);
             s.tokensPerSecond = o.value(u"tokens_per_second"_s).toDouble();
             if (o.value(u"exit_code"_s).isDouble())
                 s.exitCode = o.value(u"exit_code"_s).toInt();

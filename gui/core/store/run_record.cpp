@@ -103,6 +103,22 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
                        {u"max_windows"_s, static_cast<qint64>(in.maxWindows)}};
 }
 
+RankSummary rankSummaryFromJson(const QJsonObject &o)
+{
+    RankSummary s;
+    s.rank = o.value(u"rank"_s).toInt();
+    s.host = o.value(u"host"_s).toString();
+    s.group = o.value(u"group"_s).toInt();
+    s.tokens = o.value(u"tokens"_s).toInteger();
+    s.windows = o.value(u"windows"_s).toInteger();
+    s.rounds = o.value(u"rounds"_s).toInteger();
+    s.computeSeconds = o.value(u"compute_seconds"_s).toDouble();
+    s.waitSeconds = o.value(u"wait_seconds"_s).toDouble();
+    s.transferSeconds = o.value(u"transfer_seconds"_s).toDouble();
+    s.wallSeconds = o.value(u"wall_seconds"_s).toDouble();
+    return s;
+}
+
 bool applyResult(RunRecord &rec)
 {
     const QJsonDocument doc = QJsonDocument::fromJson(rec.resultJson);
@@ -130,18 +146,7 @@ bool applyResult(RunRecord &rec)
     if (!ranks.isEmpty()) {
         rec.ranks.clear();
         for (const QJsonValue &v : ranks) {
-            const QJsonObject o = v.toObject();
-            RankSummary s;
-            s.rank = o.value(u"rank"_s).toInt();
-            s.host = o.value(u"host"_s).toString();
-            s.group = o.value(u"group"_s).toInt();
-            s.tokens = o.value(u"tokens"_s).toInteger();
-            s.windows = o.value(u"windows"_s).toInteger();
-            s.rounds = o.value(u"rounds"_s).toInteger();
-            s.computeSeconds = o.value(u"compute_seconds"_s).toDouble();
-            s.waitSeconds = o.value(u"wait_seconds"_s).toDouble();
-            s.transferSeconds = o.value(u"transfer_seconds"_s).toDouble();
-            s.wallSeconds = o.value(u"wall_seconds"_s).toDouble();
+            RankSummary s = rankSummaryFromJson(v.toObject());
             s.tokensPerSecond = s.computeSeconds > 0 ? static_cast<double>(s.tokens) / s.computeSeconds : 0;
             rec.ranks.push_back(s);
         }

@@ -143,6 +143,9 @@ struct SettingsKeyInputs
 /// Fills ppl, ppl_stderr, nll_sum_exact, tokens, tokens/s, world size, groups and rank summaries
 /// (from ranks[]) of @p rec from its resultJson. False when it is not a JSON object.
 bool applyResult(RunRecord &rec);
+/// One rank's figures from a result JSON's ranks[] row or an exported run's rank_summary row (the
+/// same names): all but tokensPerSecond and exitCode, which the two fill differently.
+[[nodiscard]] RankSummary rankSummaryFromJson(const QJsonObject &o);
 /// The versions a result JSON and pre-flight reports carry, merged (pre-flight first host wins).
 [[nodiscard]] QJsonObject versionsFrom(const QJsonArray &preflight, const QJsonObject &result);
 
