@@ -152,11 +152,12 @@ void SyntheticRun::snapshotNow(bool finished)
             v.exitCode = stalledNow ? 6 : 0;
             if (stalledNow)
                 v.error = "collective timed out after " + std::to_string(int(m_thresholds.collectiveTimeoutSeconds)) + " s";
-            v.tokensPerSecond = 0;
+            // A finished rank keeps the rate of its last progress message, as the collector keeps a
+            // real agent's; only the run's total counts evaluating ranks (collector_state.cpp).
         } else {
             v.state = stalledNow && v.silentSeconds > m_thresholds.stallSeconds ? RankState::Stalled : RankState::Evaluating;
         }
-        s->tokensPerSecond += v.tokensPerSecond;
+        s->tokensPerSecond += finished ? 0.0 : v.tokensPerSecond;
         s->windowsDone += v.windowsDone;
         s->stateCounts[size_t(v.state)]++;
         s->lostTotal += v.lost;

@@ -60,6 +60,7 @@ private Q_SLOTS:
     void hostfileRoundTrip();
     void slurmForm();
     void rankAndAlertModels();
+    void finishedRanksKeepTheirRate();
     void alertStormCoalesced();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
@@ -380,6 +381,30 @@ void TestAppModels::slurmForm()
     QCOMPARE(page.profile().launcher, std::string("ssh"));
     QCOMPARE(launcher->currentData().toString(), u"ssh"_s);
     QVERIFY(page.slurmBox()->isHidden());
+}
+
+void TestAppModels::finishedRanksKeepTheirRate()
+{
+    // A finished rank shows the rate of its last progress message, as the collector keeps a real
+    // agent's (the screenshots' 1024-rank finished page showed 0 tok/s in every row before).
+    cppl::app::SyntheticRun run(64);
+    run.advanceTo(120);
+    std::vector<double> live;
+    for (const auto &r : run.snapshot().ranks)
+        live.push_back(r.tokensPerSecond);
+    QVERIFY(run.snapshot().tokensPerSecond > 0);
+    run.finish();
+    const auto &done = run.snapshot();
+    QCOMPARE(done.ranks.size(), live.size());
+    for (std::size_t i = 0; i < live.size(); ++i) {
+        QCOMPARE(done.ranks[i].state, cppl::core::telemetry::RankState::Done);
+        QVERIFY2(done.ranks[i].tokensPerSecond > 0, qPrintable(u"rank %1 shows 0 tok/s when finished"_s.arg(i)));
+    }
+    // The run's total counts evaluating ranks only; the finished headline shows the result's rate.
+    QCOMPARE(done.tokensPerSecond, 0.0);
+    cppl::app::RankTableModel ranks;
+    ranks.update(done);
+    QVERIFY(ranks.index(0, cppl::app::RankTableModel::ColRate).data().toString() != u"0"_s);
 }
 
 void TestAppModels::rankAndAlertModels()
