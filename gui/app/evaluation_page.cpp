@@ -141,6 +141,15 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
                               "comm share differs."));
     hf->addRow(tr("Topology"), m_topology);
+    m_schedule = combo(how, {{u"static"_s, tr("static shards")}, {u"dynamic"_s, tr("dynamic batches")}});
+    m_schedule->setToolTip(tr("Static: each rank gets a fixed, balanced shard. Dynamic: ranks claim global batches as "
+                              "they go, so a slow rank no longer holds the others up. Both give one rank's bits."));
+    hf->addRow(tr("Schedule"), m_schedule);
+    m_onRankLoss = combo(how, {{u"fail"_s, tr("fail the run")}, {u"continue"_s, tr("continue without it")}});
+    m_onRankLoss->setToolTip(tr("When a rank other than 0 dies or stalls past the collective timeout: end the run, or "
+                                "let the others redo its unfinished batches and finish with the same bits (needs the "
+                                "dynamic schedule and Gloo)."));
+    hf->addRow(tr("Lost rank"), m_onRankLoss);
     column->addWidget(how);
 
     auto *th = new QGroupBox(tr("Sync and alerts"), formHost);
@@ -220,7 +229,7 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     });
     for (QLineEdit *e : {m_model, m_data, m_tokenizer})
         connect(e, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
-    for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology})
+    for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology, m_schedule, m_onRankLoss})
         connect(c, &QComboBox::currentIndexChanged, this, &EvaluationPage::schedulePreview);
     for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
         connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
@@ -271,6 +280,8 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     setCombo(m_device, qs(e.device));
     setCombo(m_backend, qs(e.backend));
     setCombo(m_topology, qs(e.topology));
+    setCombo(m_schedule, qs(e.schedule));
+    setCombo(m_onRankLoss, qs(e.onRankLoss));
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
     m_tolerance->setValue(t.deviationTolerance);
     m_commShare->setValue(t.commShareAlert);
@@ -299,6 +310,8 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.device = m_device->currentData().toString().toStdString();
     e.backend = m_backend->currentData().toString().toStdString();
     e.topology = m_topology->currentData().toString().toStdString();
+    e.schedule = m_schedule->currentData().toString().toStdString();
+    e.onRankLoss = m_onRankLoss->currentData().toString().toStdString();
     return e;
 }
 
@@ -361,6 +374,8 @@ void EvaluationPage::saveSettings() const
     s.setValue(u"device"_s, qs(e.device));
     s.setValue(u"backend"_s, qs(e.backend));
     s.setValue(u"topology"_s, qs(e.topology));
+    s.setValue(u"schedule"_s, qs(e.schedule));
+    s.setValue(u"onRankLoss"_s, qs(e.onRankLoss));
     s.setValue(u"syncEveryTokens"_s, qint64(t.syncEveryTokens));
     s.setValue(u"deviationTolerance"_s, t.deviationTolerance);
     s.setValue(u"commShareAlert"_s, t.commShareAlert);
@@ -393,6 +408,8 @@ bool EvaluationPage::restoreSettings()
     str("device", e.device);
     str("backend", e.backend);
     str("topology", e.topology);
+    str("schedule", e.schedule);
+    str("onRankLoss", e.onRankLoss);
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);
     dbl("commShareAlert", t.commShareAlert);

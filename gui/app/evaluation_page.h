@@ -73,6 +73,8 @@ private:
     QComboBox *m_device = nullptr;
     QComboBox *m_backend = nullptr;
     QComboBox *m_topology = nullptr;
+    QComboBox *m_schedule = nullptr;
+    QComboBox *m_onRankLoss = nullptr;
     QSpinBox *m_sync = nullptr;
     QDoubleSpinBox *m_tolerance = nullptr;
     QDoubleSpinBox *m_commShare = nullptr;

@@ -4,6 +4,7 @@
 
 #include "alert_model.h"
 #include "cluster_page.h"
+#include "evaluation_page.h"
 #include "profile_model.h"
 #include "rank_table_model.h"
 #include "run_page.h"
@@ -61,6 +62,7 @@ private Q_SLOTS:
     void slurmForm();
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
+    void evaluationPageKeepsScheduleAndRankLoss();
     void alertStormCoalesced();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
@@ -405,6 +407,26 @@ void TestAppModels::finishedRanksKeepTheirRate()
     cppl::app::RankTableModel ranks;
     ranks.update(done);
     QVERIFY(ranks.index(0, cppl::app::RankTableModel::ColRate).data().toString() != u"0"_s);
+}
+
+void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
+{
+    // The page built its EvaluationSpec from its controls only, so a profile's "schedule" and
+    // "on_rank_loss" were dropped (back to static / fail) when the dashboard ran it.
+    cppl::app::EvaluationPage page;
+    cppl::EvaluationSpec e = page.evaluation();
+    QCOMPARE(e.schedule, std::string("static"));
+    QCOMPARE(e.onRankLoss, std::string("fail"));
+    e.schedule = "dynamic";
+    e.onRankLoss = "continue";
+    page.load(e, page.thresholds());
+    const cppl::EvaluationSpec back = page.evaluation();
+    QCOMPARE(back.schedule, std::string("dynamic"));
+    QCOMPARE(back.onRankLoss, std::string("continue"));
+    bool found = false;
+    for (auto *c : page.findChildren<QComboBox *>())
+        found = found || (c->currentData().toString() == u"continue"_s && !c->toolTip().isEmpty());
+    QVERIFY2(found, "the lost-rank control shows the loaded value and has a tooltip");
 }
 
 void TestAppModels::rankAndAlertModels()
