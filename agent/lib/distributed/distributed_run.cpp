@@ -248,8 +248,16 @@ void DistributedRun::collect(std::span<std::int64_t> words)
     } catch (const RankLostError &) {
         throw;
     } catch (const CollectiveError &e) {
-        if (!m_tolerant)
+        if (!m_tolerant) {
+            // Gloo may see a dead peer's closed socket a few milliseconds before rank 0's watchdog
+            // tells this rank which rank died and why. Give the watchdog that moment: its verdict
+            // ends the process from its own thread with the cause ("rank 2 (host) died: ..."), the
+            // same line every other survivor prints, rather than this rank's "gloo reduce failed".
+            const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(2));
+            while (std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
             throw;
+        }
         // Gloo may see the dead peer's closed socket before rank 0's watchdog tells this rank,
         // and a stopped peer times out here about when it does there: wait for the verdict.
         const auto until = std::chrono::steady_clock::now() + m_timeout + std::chrono::seconds(2);

@@ -237,6 +237,10 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
         }
         err.flush();
         bool running = false;
+        // Ranks reaped in the same sweep may have died in any order within it (a killed rank's peers
+        // notice its closed connection within milliseconds and exit with their own code). The one a
+        // signal ended is the cause, the others are its consequence: it is named first.
+        int sweepFailure = -1;
         for (auto &c : children) {
             if (c.exited)
                 continue;
@@ -247,8 +251,9 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
                 if (tolerant && c.rank != 0 && !c.stoppedByUs) {
                     // --on-rank-loss continue: the survivors regroup without it; nothing to stop.
                 } else if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
-                    firstFailure = c.rank;
-                    stopAt = clock::now() + grace;
+                    if (sweepFailure < 0
+                        || (WIFSIGNALED(status) && !WIFSIGNALED(children[static_cast<std::size_t>(sweepFailure)].status)))
+                        sweepFailure = c.rank;
                 } else if (tolerant && c.rank == 0 && stopAt == clock::time_point{} && killAt == clock::time_point{}) {
                     // Rank 0 finished: the run is over. A rank that is stopped (SIGSTOP) or hung,
                     // which the others left behind, gets the grace period and is then stopped.
@@ -257,6 +262,10 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
             } else {
                 running = true;
             }
+        }
+        if (sweepFailure >= 0) {
+            firstFailure = sweepFailure;
+            stopAt = clock::now() + grace;
         }
         if (!running && std::none_of(children.begin(), children.end(), [](const Child &c) { return c.errFd >= 0; }))
             return firstFailure;
