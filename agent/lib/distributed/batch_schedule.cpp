@@ -318,6 +318,15 @@ Words orZeros(const Words &w, std::size_t n)
 
 } // namespace
 
+void DynamicSchedule::setConstant(std::span<const std::int64_t> words, bool counted)
+{
+    CPPL_ENFORCE(m_rounds == 0 && m_lost.empty(), "setConstant() after the first round");
+    m_carry.assign(words.begin(), words.end());
+    m_base = counted ? m_carry : Words(words.size(), 0);
+    // Before the first round completes the committed global totals are the constant alone.
+    m_history.assign(1, Committed{-1, Words(words.size(), 0), m_carry});
+}
+
 bool DynamicSchedule::sync(std::span<std::int64_t> words)
 {
     // Empty now means empty for good: the counter only grows, and nothing is pending.
@@ -423,7 +432,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     const std::vector<int> &members = losses.back().members;
     const int me = m_run.rank();
     if (std::find(members.begin(), members.end(), me) == members.end())
-        throw CollectiveError("rank " + std::to_string(me) + " was declared lost by rank 0 (" + losses.back().cause
+        throw CollectiveError("rank " + std::to_string(me) + " was declared lost by the watchdog's hub (" + losses.back().cause
                               + "); it stops, the others go on without it");
     std::vector<int> lost;
     for (int r : m_members)

@@ -71,6 +71,15 @@ public:
     DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next",
                     std::optional<std::vector<std::int64_t>> order = std::nullopt, std::vector<std::int64_t> batchWindows = {});
 
+    /**
+     * @brief What every rank knows is in the totals before any batch (the document's bytes and
+     * words; a resumed run's committed words): it is part of the carry from the start, the same on
+     * every rank, so it survives any rank's loss, rank 0's and several at once included. @p counted:
+     * this rank's totals already hold it (rank 0's do, for telemetry and its own report); the
+     * collectives then subtract it there. Call before the first sync().
+     */
+    void setConstant(std::span<const std::int64_t> words, bool counted);
+
     void beginRound();
     /// @brief The next batch this rank evaluates in this round, or nullopt: end the round now.
     [[nodiscard]] std::optional<std::int64_t> next();

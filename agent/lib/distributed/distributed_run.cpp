@@ -100,6 +100,11 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
     const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
     const int me = m_rank;
+    // A tolerant run whose store outlives every rank survives rank 0 too: the watchdog's thread
+    // then holds a store connection of its own to elect a new hub (watchdog.h).
+    std::unique_ptr<Store> watchdogStore;
+    if (m_tolerant && o.storeServedElsewhere)
+        watchdogStore = openTcpStore(id.masterAddr, id.masterPort, false, o.timeout);
     m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [this, me](const Watchdog::Fatal &f) {
         // From the watchdog thread: abort the communicators, say why and leave now; the main
         // thread may be deep in a forward pass or blocked in a collective that will never complete.
@@ -114,7 +119,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         const std::lock_guard lock(m_lossMutex);
         m_losses.push_back(loss);
         m_lossEpoch.store(loss.epoch);
-    }) : Watchdog::LossHandler());
+    }) : Watchdog::LossHandler(), std::move(watchdogStore));
 
     // 3. The backend's communicators.
     BackendOptions b;
@@ -272,7 +277,8 @@ void DistributedRun::collect(std::span<std::int64_t> words)
 void DistributedRun::allReduce(std::span<std::int64_t> words)
 {
     // One collective per round: the words, plus a slot per rank where each writes the time it
-    // arrived (on rank 0's clock, through the offset the watchdog measured). After the SUM every
+    // arrived (on the watchdog hub's clock, through the offset the watchdog measured: rank 0's
+    // until it is lost, then the new hub's). After the SUM every
     // rank knows when the last one arrived: its wait is last - mine, the rest of the call transfer.
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();

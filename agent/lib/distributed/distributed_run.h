@@ -60,7 +60,7 @@ struct RankReport
     double waitSeconds = 0;
     double transferSeconds = 0;
     double wallSeconds = 0;
-    double clockOffsetSeconds = 0;      ///< rank 0's clock minus this rank's (0 on rank 0)
+    double clockOffsetSeconds = 0;      ///< the watchdog hub's clock minus this rank's (0 on the hub; rank 0 until it is lost)
     double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
     bool lost = false;                  ///< lost during the run: only its committed tokens and windows count
     [[nodiscard]] double commShare() const { return wallSeconds > 0 ? (waitSeconds + transferSeconds) / wallSeconds : 0; }
@@ -90,6 +90,9 @@ public:
     /// them and their count: what the collectives use. All ranks until a rank is lost.
     [[nodiscard]] const std::vector<int> &members() const noexcept { return m_members; }
     [[nodiscard]] int epochRank() const noexcept { return m_epochRank; }
+    /// @brief Whether this rank speaks for the run (prints the rounds, writes the result): the
+    /// lowest rank still in it, rank 0 until it is lost.
+    [[nodiscard]] bool reporter() const noexcept { return !m_members.empty() && m_members.front() == m_rank; }
     [[nodiscard]] int epochSize() const noexcept { return static_cast<int>(m_members.size()); }
     [[nodiscard]] int epoch() const noexcept { return m_epoch; }
     [[nodiscard]] bool tolerant() const noexcept { return m_tolerant; }
@@ -113,7 +116,7 @@ public:
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm().
     void allReduce(std::span<std::int64_t> words);
     [[nodiscard]] const CommStats &comm() const noexcept { return m_comm; }
-    /// @brief This rank's clock offset to rank 0 and its uncertainty, in seconds.
+    /// @brief This rank's clock offset to the watchdog's hub (rank 0, or the hub elected after it) and its uncertainty, in seconds.
     [[nodiscard]] double clockOffsetSeconds() const;
     [[nodiscard]] double clockUncertaintySeconds() const;
 

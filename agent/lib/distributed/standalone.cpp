@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -40,6 +41,20 @@ struct Child
     int status = 0;
     bool stoppedByUs = false;
 };
+
+/// Whether @p pid is stopped (SIGSTOP, a debugger): /proc/PID/stat's state field is 'T' or 't'.
+bool isStopped(pid_t pid)
+{
+    std::FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+    if (!f)
+        return false;
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char *paren = std::strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
 
 bool failed(int status)
 {
@@ -191,7 +206,9 @@ void startRank(std::vector<Child> &children, int r, const Options &o, const std:
 /// Watches the ranks until every one exited and every pipe is drained: relays their stderr,
 /// forwards signals (a third one kills), and stops the rest when one fails (after a grace period
 /// in which the others' watchdogs usually end them with their own reasons). Returns the first
-/// failing rank, or -1.
+/// failing rank, or -1. Tolerant (--on-rank-loss continue): no failure stops the others, rank 0's
+/// included (the survivors regroup); the run is over when a rank finished successfully or only
+/// stopped ranks are left, and what is left is then stopped after the grace period.
 int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant)
 {
     auto relay = [&](Child &c, std::string_view line) {
@@ -201,6 +218,7 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
     };
     using clock = std::chrono::steady_clock;
     int firstFailure = -1;
+    int tolerantFailure = -1; ///< tolerant: the first rank that failed (the others went on)
     clock::time_point stopAt{}, killAt{};
     const auto grace = std::chrono::seconds(3);
     int forwarded = 0;
@@ -248,16 +266,19 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
             if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
                 c.exited = true;
                 c.status = status;
-                if (tolerant && c.rank != 0 && !c.stoppedByUs) {
-                    // --on-rank-loss continue: the survivors regroup without it; nothing to stop.
+                if (tolerant && !c.stoppedByUs) {
+                    // --on-rank-loss continue: the survivors regroup without a failed rank (rank 0
+                    // too); nothing to stop. A rank that finished means the run is over: a rank
+                    // that is stopped (SIGSTOP) or hung, which the others left behind, gets the
+                    // grace period and is then stopped.
+                    if (failed(status) && tolerantFailure < 0)
+                        tolerantFailure = c.rank;
+                    if (!failed(status) && stopAt == clock::time_point{} && killAt == clock::time_point{})
+                        stopAt = clock::now() + grace;
                 } else if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
                     if (sweepFailure < 0
                         || (WIFSIGNALED(status) && !WIFSIGNALED(children[static_cast<std::size_t>(sweepFailure)].status)))
                         sweepFailure = c.rank;
-                } else if (tolerant && c.rank == 0 && stopAt == clock::time_point{} && killAt == clock::time_point{}) {
-                    // Rank 0 finished: the run is over. A rank that is stopped (SIGSTOP) or hung,
-                    // which the others left behind, gets the grace period and is then stopped.
-                    stopAt = clock::now() + grace;
                 }
             } else {
                 running = true;
@@ -268,7 +289,10 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
             stopAt = clock::now() + grace;
         }
         if (!running && std::none_of(children.begin(), children.end(), [](const Child &c) { return c.errFd >= 0; }))
-            return firstFailure;
+            return tolerant ? tolerantFailure : firstFailure;
+        if (tolerant && running && tolerantFailure >= 0 && stopAt == clock::time_point{} && killAt == clock::time_point{}
+            && std::all_of(children.begin(), children.end(), [](const Child &c) { return c.exited || isStopped(c.pid); }))
+            stopAt = clock::now() + grace; // every rank left is stopped: nobody will finish the run
         const auto now = clock::now();
         if (stopAt != clock::time_point{} && now >= stopAt) {
             for (auto &c : children)
@@ -310,12 +334,20 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
     const int firstFailure = supervise(children, signals, err, o.tolerant);
 
     const Child &zero = children.front();
-    if (o.tolerant && firstFailure < 0)
-        for (const auto &c : children)
-            if (c.rank != 0 && failed(c.status))
-                err << "clusterppl-agent run: rank " << c.rank << " "
-                    << (c.stoppedByUs ? std::string("was stopped after rank 0 finished") : cppl::describeWaitStatus(c.status))
-                    << "; the others went on without it (--on-rank-loss continue)\n";
+    if (o.tolerant) {
+        // The lowest rank that finished reported for the run (rank 0, or the lowest survivor).
+        const auto reporter = std::find_if(children.begin(), children.end(), [](const Child &c) { return !c.stoppedByUs && !failed(c.status); });
+        if (reporter != children.end()) {
+            for (const auto &c : children)
+                if (failed(c.status))
+                    err << "clusterppl-agent run: rank " << c.rank << " "
+                        << (c.stoppedByUs ? "was stopped after rank " + std::to_string(reporter->rank) + " finished"
+                                          : cppl::describeWaitStatus(c.status))
+                        << "; the others went on without it (--on-rank-loss continue)\n";
+            out.flush();
+            return cppl::exitCodeFromWaitStatus(reporter->status);
+        }
+    }
     if (firstFailure >= 0) {
         const Child &f = children[static_cast<std::size_t>(firstFailure)];
         err << "clusterppl-agent run: rank " << f.rank << " " << cppl::describeWaitStatus(f.status) << " first";

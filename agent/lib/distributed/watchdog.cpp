@@ -26,6 +26,9 @@ namespace cppl::agent::dist {
 namespace {
 
 constexpr auto kBeat = std::chrono::milliseconds(250);
+/// Why a tolerant run still ends when its hub (rank 0) is lost: rank 0 serves the store.
+constexpr const char *kHubHoldsStore = "; the run cannot go on without it: its process serves the rendezvous store (a launcher that serves "
+                                       "the store itself, such as run --standalone or torchrun, lets the others go on)";
 const std::string kKey = "cppl/watchdog";
 
 std::string seconds(std::chrono::milliseconds ms)
@@ -59,7 +62,7 @@ int connectTo(const std::string &host, const std::string &port)
         if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
             const int e = errno;
             ::close(fd);
-            throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on the connection to rank 0: ") + std::strerror(e));
+            throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on the connection to the hub: ") + std::strerror(e));
         }
     }
     return fd;
@@ -92,38 +95,122 @@ std::int64_t realtimeNs()
 
 constexpr int kClockSamples = 8;
 
+/// A listening TCP socket on any port, IPv4 and IPv6; throws CollectiveError saying which call failed.
+int listenAnywhere(int &port, const std::string &who)
+{
+    const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int zero = 0, one = 1;
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    socklen_t len = sizeof addr;
+    const char *failed = listener < 0                                                                          ? "socket"
+                         : ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)" // IPv4 and IPv6 peers
+                         : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0    ? "setsockopt(SO_REUSEADDR)"
+                         : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0     ? "bind"
+                         : ::listen(listener, 128) != 0                                                 ? "listen"
+                         : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0      ? "getsockname"
+                                                                                                        : nullptr;
+    if (failed) {
+        const int e = errno;
+        if (listener >= 0)
+            ::close(listener);
+        throw CollectiveError("watchdog: " + who + " cannot listen on a TCP port: " + failed + ": " + std::strerror(e)
+                              + " (does this host have IPv6 sockets?)");
+    }
+    port = ntohs(addr.sin6_port);
+    return listener;
+}
+
+/// The hub's side of a new connection: the hello ("r<rank>[ <epoch>]"), then clock pings (each "p"
+/// answered with this clock) until "e". Returns the rank, or -1 (the connection is to be dropped).
+int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch)
+{
+    std::string hello;
+    int r = -1;
+    epoch = 0;
+    if (!readLine(fd, hello, deadline) || std::sscanf(hello.c_str(), "r%d %d", &r, &epoch) < 1 || r < 0 || r >= world)
+        return -1;
+    for (std::string ping;;) {
+        if (!readLine(fd, ping, deadline) || (ping != "p" && ping != "e"))
+            return -1;
+        if (ping == "e")
+            return r;
+        const std::string pong = "P" + std::to_string(realtimeNs()) + "\n";
+        if (::send(fd, pong.data(), pong.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(pong.size()))
+            return -1;
+    }
+}
+
 } // namespace
 
+bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::steady_clock::time_point deadline)
+{
+    const auto colon = where.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == where.size())
+        throw ProtocolError("watchdog: rank " + std::to_string(m_rank) + ": the store holds \"" + where.substr(0, 80) + "\" as " + who(hub)
+                            + "'s watchdog address, not HOST:PORT; is another program using the same MASTER_ADDR:MASTER_PORT?");
+    int fd = -1;
+    while (fd < 0) {
+        fd = connectTo(where.substr(0, colon), where.substr(colon + 1));
+        if (fd >= 0)
+            break;
+        if (std::chrono::steady_clock::now() > deadline)
+            throw TimeoutError("watchdog: cannot connect to " + who(hub) + " at " + where + " (" + std::strerror(errno) + ")");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::string hello = "r" + std::to_string(m_rank) + " " + std::to_string(m_epoch) + "\n";
+    auto lost = [&] {
+        ::close(fd);
+        return false;
+    };
+    if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()))
+        return lost();
+    // Clock offset to the hub from the fastest round trip: offset = remote - (sent + received) / 2.
+    std::int64_t bestRtt = INT64_MAX;
+    for (int i = 0; i < kClockSamples; ++i) {
+        const std::int64_t sent = realtimeNs();
+        std::string pong;
+        if (::send(fd, "p\n", 2, MSG_NOSIGNAL) != 2 || !readLine(fd, pong, deadline) || pong.size() < 2 || pong[0] != 'P')
+            return lost();
+        const std::int64_t received = realtimeNs();
+        std::int64_t remote = 0;
+        const auto [end, ec] = std::from_chars(pong.data() + 1, pong.data() + pong.size(), remote);
+        if (ec != std::errc() || end != pong.data() + pong.size()) {
+            ::close(fd);
+            throw ProtocolError("watchdog: rank " + std::to_string(m_rank) + ": " + who(hub) + " at " + where + " sent a malformed clock reply \""
+                                + pong.substr(0, 40) + "\" (expected P<nanoseconds>); is something else listening there?");
+        }
+        if (received - sent < bestRtt) {
+            bestRtt = received - sent;
+            m_clockOffsetNs = remote - (sent + (received - sent) / 2);
+            m_clockUncertaintyNs = bestRtt / 2;
+        }
+    }
+    if (::send(fd, "e\n", 2, MSG_NOSIGNAL) != 2)
+        return lost();
+    {
+        const std::lock_guard lock(m_sendMutex);
+        m_peers.clear();
+        m_peers.push_back(Peer{fd, hub, std::chrono::steady_clock::now(), {}, false});
+    }
+    m_hubRank = hub;
+    return true;
+}
+
 Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-                   FatalHandler onFatal, LossHandler onLoss)
-    : m_rank(rank), m_hosts(std::move(hosts)), m_timeout(timeout), m_onFatal(std::move(onFatal)), m_onLoss(std::move(onLoss))
+                   FatalHandler onFatal, LossHandler onLoss, std::unique_ptr<Store> ownStore)
+    : m_rank(rank), m_advertise(advertise), m_store(std::move(ownStore)), m_hosts(std::move(hosts)), m_timeout(timeout),
+      m_onFatal(std::move(onFatal)), m_onLoss(std::move(onLoss))
 {
     const int world = static_cast<int>(m_hosts.size());
     for (int r = 0; r < world; ++r)
         m_members.push_back(r);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (rank == 0) {
-        const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        const int zero = 0, one = 1;
-        sockaddr_in6 addr{};
-        addr.sin6_family = AF_INET6;
-        addr.sin6_addr = in6addr_any;
-        socklen_t len = sizeof addr;
-        const char *failed = listener < 0                                                                          ? "socket"
-                             : ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)" // IPv4 and IPv6 peers
-                             : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0    ? "setsockopt(SO_REUSEADDR)"
-                             : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0     ? "bind"
-                             : ::listen(listener, 128) != 0                                                 ? "listen"
-                             : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0      ? "getsockname"
-                                                                                                            : nullptr;
-        if (failed) {
-            const int e = errno;
-            if (listener >= 0)
-                ::close(listener);
-            throw CollectiveError(std::string("watchdog: rank 0 cannot listen on a TCP port: ") + failed + ": " + std::strerror(e)
-                                  + " (does this host have IPv6 sockets?)");
-        }
-        store.set(kKey, advertise + ":" + std::to_string(ntohs(addr.sin6_port)));
+        int port = 0;
+        const int listener = listenAnywhere(port, "rank 0");
+        store.set(kKey, advertise + ":" + std::to_string(port));
         std::vector<bool> seen(static_cast<std::size_t>(world), false);
         for (int accepted = 1; accepted < world;) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
@@ -142,32 +229,16 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
             if (fd < 0)
                 continue;
-            std::string hello;
-            int r = -1;
-            if (!readLine(fd, hello, deadline) || std::sscanf(hello.c_str(), "r%d", &r) != 1 || r <= 0 || r >= world
-                || seen[static_cast<std::size_t>(r)]) {
-                ::close(fd);
-                continue;
-            }
+            const int one = 1;
             if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
                 const int e = errno;
                 ::close(fd);
                 ::close(listener);
-                throw CollectiveError("watchdog: setsockopt(TCP_NODELAY) on the connection of " + who(r) + ": " + std::strerror(e));
+                throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on a rank's connection to rank 0: ") + std::strerror(e));
             }
-            // Clock pings: answer each "p" with this clock until the peer says "e".
-            bool pingsOk = true;
-            for (std::string ping; pingsOk;) {
-                if (!readLine(fd, ping, deadline) || (ping != "p" && ping != "e")) {
-                    pingsOk = false;
-                    break;
-                }
-                if (ping == "e")
-                    break;
-                const std::string pong = "P" + std::to_string(realtimeNs()) + "\n";
-                pingsOk = ::send(fd, pong.data(), pong.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(pong.size());
-            }
-            if (!pingsOk) {
+            int epoch = 0;
+            const int r = acceptHello(fd, world, deadline, epoch);
+            if (r <= 0 || seen[static_cast<std::size_t>(r)]) {
                 ::close(fd);
                 continue;
             }
@@ -180,48 +251,8 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         const auto where = store.get(kKey, timeout);
         if (!where)
             throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
-        const auto colon = where->rfind(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == where->size())
-            throw ProtocolError("watchdog: rank " + std::to_string(rank) + ": the store holds \"" + where->substr(0, 80)
-                                + "\" as rank 0's watchdog address, not HOST:PORT; is another program using the same MASTER_ADDR:MASTER_PORT?");
-        int fd = -1;
-        while (fd < 0) {
-            fd = connectTo(where->substr(0, colon), where->substr(colon + 1));
-            if (fd >= 0)
-                break;
-            if (std::chrono::steady_clock::now() > deadline)
-                throw TimeoutError("watchdog: cannot connect to rank 0 at " + *where + " (" + std::strerror(errno) + ")");
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        const std::string hello = "r" + std::to_string(rank) + "\n";
-        auto lost = [&] {
-            ::close(fd);
-            return CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
-        };
-        if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()))
-            throw lost();
-        // Clock offset to rank 0 from the fastest round trip: offset = remote - (sent + received) / 2.
-        std::int64_t bestRtt = INT64_MAX;
-        for (int i = 0; i < kClockSamples; ++i) {
-            const std::int64_t sent = realtimeNs();
-            std::string pong;
-            if (::send(fd, "p\n", 2, MSG_NOSIGNAL) != 2 || !readLine(fd, pong, deadline) || pong.size() < 2 || pong[0] != 'P')
-                throw lost();
-            const std::int64_t received = realtimeNs();
-            std::int64_t remote = 0;
-            const auto [end, ec] = std::from_chars(pong.data() + 1, pong.data() + pong.size(), remote);
-            if (ec != std::errc() || end != pong.data() + pong.size())
-                throw ProtocolError("watchdog: rank " + std::to_string(rank) + ": rank 0 at " + *where + " sent a malformed clock reply \""
-                                    + pong.substr(0, 40) + "\" (expected P<nanoseconds>); is something else listening there?");
-            if (received - sent < bestRtt) {
-                bestRtt = received - sent;
-                m_clockOffsetNs = remote - (sent + (received - sent) / 2);
-                m_clockUncertaintyNs = bestRtt / 2;
-            }
-        }
-        if (::send(fd, "e\n", 2, MSG_NOSIGNAL) != 2)
-            throw lost();
-        m_peers.push_back(Peer{fd, 0, std::chrono::steady_clock::now(), {}, false});
+        if (!connectToHub(0, *where, deadline))
+            throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
     }
     int pipefd[2];
     if (::pipe2(pipefd, O_CLOEXEC) != 0)
@@ -255,16 +286,28 @@ std::string Watchdog::who(int rank) const
 
 bool Watchdog::sendTo(Peer &p, const std::string &frame)
 {
+    const std::lock_guard lock(m_sendMutex);
     if (p.fd < 0)
         return false;
-    const std::lock_guard lock(m_sendMutex);
     return ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(frame.size());
 }
 
 void Watchdog::sendAll(const std::string &frame)
 {
+    // The main thread sends too (finish, reportFailure) while the watchdog's thread may replace the
+    // peers (a new hub): both hold the lock around m_peers' changes and this loop.
+    const std::lock_guard lock(m_sendMutex);
     for (auto &p : m_peers)
-        sendTo(p, frame);
+        if (p.fd >= 0)
+            (void)!::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Watchdog::closePeer(Peer &p)
+{
+    const std::lock_guard lock(m_sendMutex);
+    if (p.fd >= 0)
+        ::close(p.fd);
+    p.fd = -1;
 }
 
 void Watchdog::reportFailure(int exitCode, const std::string &message)
@@ -292,7 +335,7 @@ void Watchdog::fire(int code, const std::string &message, int origin)
 {
     if (m_fired.exchange(true) || m_finished)
         return;
-    if (m_rank == 0)
+    if (isHub())
         sendAll("f" + std::to_string(code) + " " + std::to_string(origin) + " " + message + "\n");
     m_onFatal(Fatal{code, message});
 }
@@ -308,7 +351,7 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
         p.done = true;
         break;
     case 'l':
-        if (m_rank != 0 && m_onLoss) {
+        if (!isHub() && m_onLoss && p.rank == m_hubRank.load()) {
             handleLoss(frame);
             break;
         }
@@ -323,10 +366,14 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
             break;
         }
         std::string text = frame.substr(static_cast<std::size_t>(consumed));
-        if (m_rank == 0 && m_onLoss && p.rank != 0) {
+        const std::string prefix = who(p.rank) + " ";
+        if (isHub() && m_onLoss) {
             // A rank that failed on its own (its model, its data, its memory) is lost like a dead one.
-            const std::string prefix = who(p.rank) + " ";
             lose(p, text.starts_with(prefix) ? text.substr(prefix.size()) : text);
+            break;
+        }
+        if (m_onLoss && m_store && origin == p.rank) { // the hub itself failed: the others elect a new one
+            hubLost(text.starts_with(prefix) ? text.substr(prefix.size()) : text, kPeerDied);
             break;
         }
         fire(code, text, origin);
@@ -337,15 +384,47 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
     }
 }
 
+bool Watchdog::fenced()
+{
+    if (!m_store)
+        return false;
+    try {
+        // The others elect a new hub only after voting for it: a hub that finds votes was stopped
+        // or hung past the timeout and replaced. It must not go on alone (it would see every peer
+        // gone and count the whole run by itself).
+        if (m_store->add("cppl/hub" + std::to_string(m_hubIndex + 1) + "/votes", 0) > 0) {
+            fire(kPeerDied, who(m_rank) + " was replaced as the watchdog's hub while it was not responding (stopped or hung past --timeout "
+                                + seconds(m_timeout) + "); it stops, the others went on without it",
+                 m_rank);
+            return true;
+        }
+    } catch (const Error &e) {
+        fire(kPeerDied, std::string("watchdog: the rendezvous store is unreachable: ") + e.what(), m_rank);
+        return true;
+    }
+    return false;
+}
+
 void Watchdog::lose(Peer &p, const std::string &cause)
 {
     if (m_fired || m_finished || p.fd < 0)
         return;
-    // Closing its connection also fences a stopped rank: once it runs again, it finds rank 0 gone
-    // and exits instead of claiming batches the survivors already took over.
-    ::close(p.fd);
-    p.fd = -1;
-    std::erase(m_members, p.rank);
+    if (fenced())
+        return;
+    // Fenced in the store before its connection closes: a stopped rank that runs again finds it
+    // there (and its connection gone) and exits instead of electing a hub or claiming batches.
+    if (m_store)
+        try {
+            m_store->set("cppl/lost/" + std::to_string(p.rank), cause);
+        } catch (const Error &) {
+        }
+    closePeer(p);
+    announceLoss(p.rank, cause);
+}
+
+void Watchdog::announceLoss(int rank, const std::string &cause)
+{
+    std::erase(m_members, rank);
     ++m_epoch;
     std::string members;
     for (int r : m_members)
@@ -354,16 +433,129 @@ void Watchdog::lose(Peer &p, const std::string &cause)
     for (char &c : flat)
         if (c == '\n')
             c = ' ';
-    sendAll("l" + std::to_string(m_epoch) + " " + std::to_string(p.rank) + " " + members + " " + flat + "\n");
-    m_onLoss(Loss{m_epoch, p.rank, flat, m_members});
+    sendAll("l" + std::to_string(m_epoch) + " " + std::to_string(rank) + " " + members + " " + flat + "\n");
+    m_onLoss(Loss{m_epoch, rank, flat, m_members});
+}
+
+void Watchdog::hubLost(const std::string &cause, int code)
+{
+    if (m_fired || m_finished)
+        return;
+    const int old = m_hubRank.load();
+    const std::string me = std::to_string(m_rank);
+    try {
+        if (m_store->check({"cppl/lost/" + me})) {
+            const std::string why = m_store->get("cppl/lost/" + me, m_timeout).value_or("lost");
+            for (Peer &p : m_peers)
+                closePeer(p);
+            fire(code, who(m_rank) + " was declared lost by the hub (" + why + "); it stops, the others went on without it", m_rank);
+            return;
+        }
+        // Vote (which also deposes the old hub, should it run again), then prefer the lowest live
+        // rank: wait a moment for a lower one's vote. One claim decides, so there is one hub even
+        // when a lower rank votes late.
+        const int h = m_hubIndex + 1;
+        const std::string prefix = "cppl/hub" + std::to_string(h) + "/";
+        m_store->set(prefix + "alive/" + me, "1");
+        m_store->add(prefix + "votes", 1);
+        m_hubIndex = h;
+        {
+            const std::lock_guard lock(m_sendMutex);
+            for (Peer &p : m_peers)
+                if (p.fd >= 0)
+                    ::close(p.fd);
+            m_peers.clear();
+        }
+        std::vector<int> candidates = m_members;
+        std::erase(candidates, old);
+        const auto preferUntil = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(1));
+        bool lower = false;
+        while (!lower) {
+            for (int r : candidates)
+                if (r < m_rank && m_store->check({prefix + "alive/" + std::to_string(r)}))
+                    lower = true;
+            if (lower || std::chrono::steady_clock::now() >= preferUntil)
+                break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (!lower && m_store->add(prefix + "claim", 1) == 1) {
+            becomeHub(old, cause, candidates, prefix);
+            return;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+        const auto where = m_store->get(prefix + "addr", m_timeout);
+        if (!where) {
+            fire(code, who(old) + " " + cause + "; no new hub published its address within " + seconds(m_timeout), old);
+            return;
+        }
+        int hub = -1, consumed = 0;
+        if (std::sscanf(where->c_str(), "%d %n", &hub, &consumed) < 1 || hub < 0 || hub >= static_cast<int>(m_hosts.size()) || hub == m_rank)
+            throw ProtocolError("the store holds \"" + where->substr(0, 80) + "\" as the new hub, not \"RANK HOST:PORT\"");
+        if (!connectToHub(hub, where->substr(static_cast<std::size_t>(consumed)), deadline))
+            fire(code, who(old) + " " + cause + "; the new hub " + who(hub) + " closed the connection", old);
+    } catch (const Error &e) {
+        for (Peer &p : m_peers)
+            closePeer(p);
+        fire(code, who(old) + " " + cause + "; electing a new hub failed: " + e.what(), old);
+    }
+}
+
+void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix)
+{
+    int port = 0;
+    const int listener = listenAnywhere(port, who(m_rank));
+    m_store->set(prefix + "addr", std::to_string(m_rank) + " " + m_advertise + ":" + std::to_string(port));
+    std::vector<int> expected = candidates;
+    std::erase(expected, m_rank);
+    std::vector<int> seen;
+    const int world = static_cast<int>(m_hosts.size());
+    const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+    while (seen.size() < expected.size()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0)
+            break;
+        pollfd pl{listener, POLLIN, 0};
+        if (::poll(&pl, 1, static_cast<int>(left)) <= 0)
+            continue;
+        const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        const int one = 1;
+        int epoch = 0;
+        const int r = ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 ? acceptHello(fd, world, deadline, epoch) : -1;
+        if (r < 0 || std::find(expected.begin(), expected.end(), r) == expected.end() || std::find(seen.begin(), seen.end(), r) != seen.end()) {
+            ::close(fd);
+            continue;
+        }
+        seen.push_back(r);
+        m_epoch = std::max(m_epoch, epoch); // a verdict the old hub sent some ranks and not this one
+        const std::lock_guard lock(m_sendMutex);
+        m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
+    }
+    ::close(listener);
+    m_hubRank = m_rank;
+    m_clockOffsetNs = 0;
+    m_clockUncertaintyNs = 0;
+    announceLoss(old, cause);
+    for (int r : expected)
+        if (std::find(seen.begin(), seen.end(), r) == seen.end()) {
+            const std::string why = "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after " + who(old)
+                                    + " was lost (dead or stopped too)";
+            try {
+                m_store->set("cppl/lost/" + std::to_string(r), why);
+            } catch (const Error &) {
+            }
+            announceLoss(r, why);
+        }
 }
 
 void Watchdog::handleLoss(const std::string &frame)
 {
     // "l<epoch> <rank> <member,member,...> <cause>"
     Loss loss;
+    const int hub = m_hubRank.load();
     const auto bad = [&] {
-        fire(kPeerDied, "rank 0 sent a malformed lost-rank notice \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version?)", 0);
+        fire(kPeerDied, who(hub) + " sent a malformed lost-rank notice \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version?)", hub);
     };
     std::size_t pos = 1;
     auto number = [&](int &v) {
@@ -374,7 +566,7 @@ void Watchdog::handleLoss(const std::string &frame)
         return true;
     };
     const int world = static_cast<int>(m_hosts.size());
-    if (!number(loss.epoch) || loss.epoch < 1 || pos >= frame.size() || frame[pos++] != ' ' || !number(loss.rank) || loss.rank <= 0
+    if (!number(loss.epoch) || loss.epoch <= m_epoch || pos >= frame.size() || frame[pos++] != ' ' || !number(loss.rank) || loss.rank < 0
         || loss.rank >= world || pos >= frame.size() || frame[pos++] != ' ')
         return bad();
     for (;;) {
@@ -388,9 +580,12 @@ void Watchdog::handleLoss(const std::string &frame)
         }
         break;
     }
-    if (loss.members.empty() || loss.members.front() != 0 || std::find(loss.members.begin(), loss.members.end(), loss.rank) != loss.members.end())
+    if (std::find(loss.members.begin(), loss.members.end(), hub) == loss.members.end()
+        || std::find(loss.members.begin(), loss.members.end(), loss.rank) != loss.members.end())
         return bad();
     loss.cause = pos < frame.size() ? frame.substr(pos + 1) : std::string();
+    m_epoch = loss.epoch;
+    m_members = loss.members;
     m_onLoss(loss);
 }
 
@@ -411,7 +606,10 @@ void Watchdog::loop()
         ::poll(fds.data(), fds.size(), static_cast<int>(kBeat.count()));
         if (m_stop)
             break;
-        for (std::size_t i = 0; i < m_peers.size(); ++i) {
+        // A non-hub that elects a new hub replaces m_peers: the scan starts over.
+        bool replaced = false;
+        const std::size_t polled = fds.size() - 1;
+        for (std::size_t i = 0; i < polled && !replaced; ++i) {
             Peer &p = m_peers[i];
             if (p.fd < 0 || !(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -420,35 +618,49 @@ void Watchdog::loop()
             if (n > 0) {
                 p.lastSeen = std::chrono::steady_clock::now();
                 p.inbox.append(buf, static_cast<std::size_t>(n));
-                for (std::size_t nl; (nl = p.inbox.find('\n')) != std::string::npos;) {
+                const int hubBefore = m_hubIndex;
+                for (std::size_t nl; m_hubIndex == hubBefore && p.fd >= 0 && (nl = p.inbox.find('\n')) != std::string::npos;) {
                     const std::string frame = p.inbox.substr(0, nl);
                     p.inbox.erase(0, nl + 1);
                     handleFrame(p, frame);
                 }
+                replaced = m_hubIndex != hubBefore;
                 continue;
             }
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
             const std::string cause = "died: its connection closed before it finished (killed, crashed or out of memory; see its log)";
-            if (!p.done && !m_finished && m_rank == 0 && m_onLoss) {
-                lose(p, cause);
-                continue;
+            if (!p.done && !m_finished && m_onLoss) {
+                if (isHub()) {
+                    lose(p, cause);
+                    continue;
+                }
+                if (m_store) {
+                    hubLost(cause, kPeerDied);
+                    replaced = true;
+                    continue;
+                }
             }
-            ::close(p.fd);
-            p.fd = -1;
+            closePeer(p);
             if (!p.done && !m_finished)
-                fire(kPeerDied, who(p.rank) + " " + cause, p.rank);
+                fire(kPeerDied, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
         }
+        if (replaced)
+            continue;
         const auto t = std::chrono::steady_clock::now();
         for (Peer &p : m_peers)
             if (p.fd >= 0 && !p.done && t - p.lastSeen > m_timeout) {
                 const std::string cause = "stopped responding: no heartbeat for "
                                           + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(t - p.lastSeen))
                                           + " (stopped, hung, or its host is unreachable; --timeout " + seconds(m_timeout) + ")";
-                if (m_rank == 0 && m_onLoss)
+                if (isHub() && m_onLoss) {
                     lose(p, cause);
-                else
-                    fire(kPeerTimeout, who(p.rank) + " " + cause, p.rank);
+                } else if (m_onLoss && m_store) {
+                    hubLost(cause, kPeerTimeout);
+                    break;
+                } else {
+                    fire(kPeerTimeout, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
+                }
             }
     }
 }

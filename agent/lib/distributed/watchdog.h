@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,11 +28,14 @@ class Store;
  * Rank 0 relays any of these to every rank, and each rank then calls onFatal (which exits). The
  * connection's address is published in the store under "cppl/watchdog".
  *
- * Tolerant runs (an onLoss handler, `--on-rank-loss continue`): rank 0 alone decides that a rank
- * other than itself is lost (dead, stopped past the timeout, or failed), drops it from the
+ * Tolerant runs (an onLoss handler, `--on-rank-loss continue`): the hub (rank 0 at first) alone
+ * decides that another rank is lost (dead, stopped past the timeout, or failed), drops it from the
  * membership, counts a new epoch, tells every remaining rank ("l" frame: epoch, rank, members,
- * cause) and calls onLoss on every rank, itself included; nobody exits. Rank 0 itself lost, or
- * failing, stays fatal (it holds this star).
+ * cause) and calls onLoss on every rank, itself included; nobody exits. When the hub itself is lost
+ * and the store is served outside the ranks (an own store connection given), the survivors elect a
+ * new hub through the store (`cppl/hub<k>/`: the lowest live rank), reconnect to it (measuring
+ * their clock offsets to it again), and the new hub announces the old one's loss as a verdict with
+ * a new epoch. Without an own store connection the hub's loss stays fatal (it serves the store).
  */
 class Watchdog
 {
@@ -54,10 +58,13 @@ public:
 
     /**
      * @param hosts hostname of every rank, for messages. @param advertise the address other ranks
-     * reach rank 0 at. Throws CollectiveError/TimeoutError when the star cannot be formed in time.
+     * reach this rank at (when it is or becomes the hub). @param ownStore tolerant runs whose store
+     * outlives every rank: the watchdog thread's own connection to it (hub election, fencing);
+     * null: losing the hub is fatal. Throws CollectiveError/TimeoutError when the star cannot be
+     * formed in time.
      */
     Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-             FatalHandler onFatal, LossHandler onLoss = {});
+             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<Store> ownStore = {});
     ~Watchdog();
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
@@ -68,13 +75,16 @@ public:
     void finish();
 
     /**
-     * @brief This rank's clock offset to rank 0's, in ns (rank 0's CLOCK_REALTIME minus ours),
+     * @brief This rank's clock offset to the hub's, in ns (the hub's CLOCK_REALTIME minus ours),
      * estimated when connecting from the fastest of several round trips (Cristian's method); 0 on
-     * rank 0. Arrival times of all ranks become comparable with it (docs/communication.md).
+     * the hub. Measured again when a new hub is elected. Arrival times of all ranks become
+     * comparable with it (docs/communication.md).
      */
-    [[nodiscard]] std::int64_t clockOffsetNs() const noexcept { return m_clockOffsetNs; }
-    /// @brief Half the fastest round trip to rank 0 when the offset was measured: its uncertainty.
-    [[nodiscard]] std::int64_t clockUncertaintyNs() const noexcept { return m_clockUncertaintyNs; }
+    [[nodiscard]] std::int64_t clockOffsetNs() const noexcept { return m_clockOffsetNs.load(); }
+    /// @brief Half the fastest round trip to the hub when the offset was measured: its uncertainty.
+    [[nodiscard]] std::int64_t clockUncertaintyNs() const noexcept { return m_clockUncertaintyNs.load(); }
+    /// @brief The rank at the star's centre now (0 until rank 0 is lost).
+    [[nodiscard]] int hub() const noexcept { return m_hubRank.load(); }
 
     /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
     static constexpr int kPeerDied = 5;
@@ -89,9 +99,21 @@ private:
         std::string inbox;
         bool done = false;
     };
-    /// Rank 0, tolerant: @p p is gone; drop it, tell the others, call onLoss.
+    /// The hub, tolerant: @p p is gone; drop it, tell the others, call onLoss.
     void lose(Peer &p, const std::string &cause);
+    /// The hub, tolerant: @p rank is out of the run (fenced in the store); announce it.
+    void announceLoss(int rank, const std::string &cause);
+    /// Not the hub, tolerant: the hub is gone (@p cause); elect a new one and connect to it.
+    void hubLost(const std::string &cause, int code);
+    /// This rank won the election: listen, take the survivors' connections, announce the old hub's loss.
+    void becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix);
+    /// Connects to the hub @p hub at HOST:PORT @p where and measures the clock offset to it; false when it closed.
+    bool connectToHub(int hub, const std::string &where, std::chrono::steady_clock::time_point deadline);
+    void closePeer(Peer &p);
+    /// The hub was replaced (it was stopped past the timeout) or this rank was declared lost: exit.
+    bool fenced();
     void handleLoss(const std::string &frame);
+    [[nodiscard]] bool isHub() const noexcept { return m_hubRank.load() == m_rank; }
     void loop();
     void sendAll(const std::string &frame);
     bool sendTo(Peer &p, const std::string &frame);
@@ -100,15 +122,19 @@ private:
     std::string who(int rank) const;
 
     int m_rank;
-    std::int64_t m_clockOffsetNs = 0;
-    std::int64_t m_clockUncertaintyNs = 0;
+    std::atomic<std::int64_t> m_clockOffsetNs{0};
+    std::atomic<std::int64_t> m_clockUncertaintyNs{0};
+    std::atomic<int> m_hubRank{0};
+    int m_hubIndex = 0;                ///< elections so far: the store keys of the next are cppl/hub<m_hubIndex + 1>/
+    std::string m_advertise;
+    std::unique_ptr<Store> m_store;    ///< the watchdog thread's own store connection (tolerant, store outside the ranks)
     std::vector<std::string> m_hosts;
     std::chrono::milliseconds m_timeout;
     FatalHandler m_onFatal;
     LossHandler m_onLoss;
-    std::vector<int> m_members; ///< rank 0, tolerant: the ranks not lost
+    std::vector<int> m_members; ///< tolerant: the ranks not lost (the hub's, and every rank's from its verdicts)
     int m_epoch = 0;
-    std::vector<Peer> m_peers; ///< rank 0: one per other rank; others: rank 0 only
+    std::vector<Peer> m_peers; ///< the hub: one per other rank; others: the hub only
     std::mutex m_sendMutex;
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_finished{false};

@@ -734,6 +734,10 @@ private:
         const auto nWindows = static_cast<std::int64_t>(plan.windows.size());
         dist::DistributedRun *run = m_run.get();
         telemetry::Publisher *tel = m_tel.get();
+        // Who prints the run's round lines and losses: rank 0, or after it is lost the lowest survivor.
+        const bool userQuiet = m_a.has("--quiet");
+        auto silent = [&] { return distributed ? userQuiet || !run->reporter() : quiet; };
+
         std::ostream &err = m_err;
         NllStats stats;  // this rank's own tokens, cumulative
         NllStats global; // after each round: every rank's, exactly
@@ -759,6 +763,16 @@ private:
                 windowsOf.push_back(std::min(batch, nWindows - b));
             schedule.emplace(*run, batchTokens(plan, batch), m_o.syncEvery, "cppl/sched/next",
                              resume ? std::optional(dist::remainingBatches(m_batchCount, resume->ledger)) : std::nullopt, std::move(windowsOf));
+            // The document totals (and a resume's committed words) are known to every rank: they
+            // travel in the schedule's carry, so they survive the loss of rank 0 (whose own totals
+            // still hold them, for its telemetry and report) or of several ranks at once.
+            NllStats constant = base;
+            if (!resume) {
+                constant.bytes = input.bytes;
+                constant.words = input.words;
+            }
+            const NllStats::Words constantWords = constant.toWords();
+            schedule->setConstant(constantWords, shardRank == 0);
         } else {
             rounds.emplace(plan, planned.shards, distributed ? m_o.syncEvery : kSyncAtEnd, batch);
         }
@@ -821,7 +835,7 @@ private:
                 tel->phase(cppl::telemetry::Phase::Evaluating);
             }
             const auto now = std::chrono::steady_clock::now();
-            if (quiet || (now - lastPrint < std::chrono::milliseconds(500) && !last))
+            if (silent() || (now - lastPrint < std::chrono::milliseconds(500) && !last))
                 return;
             lastPrint = now;
             const double elapsed = std::chrono::duration<double>(now - evalStart).count();
@@ -887,7 +901,7 @@ private:
                                          + ") " + l.cause + "; lost after round " + std::to_string(l.round) + ", "
                                          + std::to_string(l.windows) + " of its windows kept, " + std::to_string(redone)
                                          + " batches queued again so far; going on with " + std::to_string(run->epochSize()) + " ranks";
-                if (!quiet)
+                if (!silent())
                     err << line << '\n' << std::flush;
                 if (tel)
                     tel->log(cppl::telemetry::LogLevel::Warning, line);
@@ -977,7 +991,7 @@ private:
                     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
                 }
             }
-            if (schedule && run->rank() == 0) {
+            if (schedule && run->reporter()) {
                 batchRuns.assign(static_cast<std::size_t>(run->worldSize()), std::string());
                 for (int k : run->members())
                     batchRuns[static_cast<std::size_t>(k)] = run->store().get("cppl/sched/done/" + std::to_string(k), m_o.distOptions.timeout).value_or("");
@@ -1016,7 +1030,7 @@ private:
         return outcome;
     }
 
-    /// Step 7: rank 0 prints the estimate and writes the result contract (docs/result-json.md).
+    /// Step 7: rank 0 (after its loss, the lowest survivor) prints the estimate and writes the result contract (docs/result-json.md).
     int writeResult(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome)
     {
         const NllStats &stats = outcome.stats;
@@ -1036,12 +1050,12 @@ private:
         std::ostream &out = m_out;
         const std::int64_t batch = m_o.batch, maxWindows = m_o.maxWindows, syncEvery = m_o.syncEvery;
         const int shardRank = m_o.shardRank, shardCount = m_o.shardCount;
-        if (distributed && identity.rank != 0) {
+        if (distributed && !run->reporter()) {
             if (tel) {
                 tel->result();
                 tel->close(kExitOk);
             }
-            return kExitOk; // rank 0 reports for the run
+            return kExitOk; // rank 0 (or, once it is lost, the lowest survivor) reports for the run
         }
         out << formatFinalEstimate(ppl) << '\n' << std::flush;
         const bool resultLine = a.has("--result-line");
