@@ -4,6 +4,7 @@
 #include "args.h"
 #include "distributed/comm_check.h"
 #include "distributed/standalone.h"
+#include "distributed/store_command.h"
 #include "preflight.h"
 #include "result_json.h"
 #include "eval/eval_command.h"
@@ -111,6 +112,16 @@ constexpr CommandUsage kCommandUsage[] = {
       store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
       when one fails and returns rank 0's exit code. With eval's --on-rank-loss continue only rank
       0 failing stops the others; once rank 0 is done the rest are stopped after 3 s.
+)"},
+    {"store", R"(  clusterppl-agent store [--port P] [--bind ADDR]
+      Serve a run's rendezvous store (c10d's TCPStore) in a process of its own, so that it
+      outlives every rank, rank 0 included; ranks use it with TORCHELASTIC_USE_AGENT_STORE=True
+      and MASTER_ADDR/MASTER_PORT pointing here. clusterppl-cli starts one for --on-rank-loss
+      continue runs. Prints CLUSTERPPL_STORE {"port":P,"addr":"ADDR"} on stdout once listening;
+      exits 0 when stdin reaches EOF (an SSH session's end stops it) or on SIGTERM/SIGINT/SIGHUP.
+      --port P               1..65535, or 0 for a free one (default 0)
+      --bind ADDR            an address of this host, checked (default 0.0.0.0); LibTorch 1.13's
+                             TCPStore listens on every interface whatever ADDR is
 )"},
     {"comm-check", R"(  clusterppl-agent comm-check [--backend gloo|nccl] [--topology hierarchical|flat] [--words N,...]
       One rank of a collective self-test (start it like eval, e.g. run --standalone
@@ -418,6 +429,8 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
             return preflightCommand(rest, out, err);
         if (args[0] == "comm-check")
             return dist::commCheckCommand(rest, out, err);
+        if (args[0] == "store")
+            return dist::storeCommand(rest, out, err);
         if (args[0] == "relay") {
             const Args a(rest, {"--forward", "--keys-file", "--agent-keys-out", "--endpoint-out", "--bind", "--advertise-host"}, {});
             telemetry::RelayOptions o;

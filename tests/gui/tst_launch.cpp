@@ -23,6 +23,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -156,55 +157,45 @@ private Q_SLOTS:
         // --schedule dynamic --on-rank-loss continue through the CLI's local launcher: rank 2 is
         // killed mid-run; the launcher leaves the others running, they regroup, and the CLI says
         // "recovered" and exits 0 with the one-rank bits.
-        QString profile = writeProfile(u"recover-local"_s, u"local"_s, 1, 4);
-        QByteArray json = readFile(profile);
-        json.replace("\"max_windows\": 37", "\"max_windows\": 0"); // long enough to kill a rank in it
-        QVERIFY(writeFile(profile, json));
-        const ProcessResult full = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
-                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                       u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
-                                                       path(u"one-full.json"_s)});
-        QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
-        const QString runId = u"recover-test"_s;
-        QProcess cli;
-        cli.start(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--schedule"_s, u"dynamic"_s,
-                                    u"--on-rank-loss"_s, u"continue"_s, u"--json"_s, path(u"recover-result.json"_s)});
-        QVERIFY(cli.waitForStarted());
-        QElapsedTimer t;
-        t.start();
-        while (agentsOfRun(runId).size() < 4 && t.elapsed() < 60000)
-            QThread::msleep(100);
-        QCOMPARE(agentsOfRun(runId).size(), 4);
-        qint64 victim = -1; // rank 2, by its environment
-        for (qint64 pid : agentsOfRun(runId))
-            if (readFile(u"/proc/%1/environ"_s.arg(pid)).split('\0').contains("RANK=2"))
-                victim = pid;
-        QVERIFY(victim > 0);
-        QByteArray errSoFar;
-        cli.setReadChannel(QProcess::StandardError);
-        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 120000)
-            if (cli.waitForReadyRead(500))
-                errSoFar += cli.readAllStandardError();
-        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
-        QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
-        QVERIFY(cli.waitForFinished(240000));
-        const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
-        const QString out = QString::fromUtf8(cli.readAllStandardOutput());
-        QVERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
-        QVERIFY(out.contains(u"Final estimate: PPL = "_s));
-        QVERIFY2(err.contains(u"clusterppl-cli: recovered (rank 2 ("_s) && err.contains(u"died: its connection closed"_s), qPrintable(err));
-        QVERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
-        QVERIFY(agentsOfRun(runId).isEmpty());
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"recover-result.json"_s))).object();
-        const QJsonObject one = QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
-        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
-        QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
-        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
-        QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
-        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 2);
+        recoverLostRank(u"local"_s, 1, 4, 2);
         // Bad values are refused before anything starts.
+        const QString profile = writeProfile(u"recover-bad"_s, u"local"_s, 1, 2);
         const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--on-rank-loss"_s, u"continue"_s}, 60000);
         QVERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
+    }
+
+    void sshLauncherRecoversLostRank()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        // The same over SSH: 2 hosts x 2 ranks, the store on the first host through its own SSH
+        // channel, rank 3 (second host) killed mid-run.
+        recoverLostRank(u"ssh"_s, 2, 2, 3);
+    }
+
+    void storeThatCannotStartIsNamed()
+    {
+        // The store's port is taken: the run does not start, and says which store and why.
+        QProcess squatter;
+        squatter.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
+        QVERIFY(squatter.waitForStarted());
+        QByteArray line;
+        QElapsedTimer t;
+        t.start();
+        while (!line.contains('\n') && t.elapsed() < 30000)
+            if (squatter.waitForReadyRead(200))
+                line += squatter.readAllStandardOutput();
+        const int port = QJsonDocument::fromJson(line.mid(17, line.indexOf('\n') - 17)).object().value(u"port"_s).toInt();
+        QVERIFY2(port > 0, line.constData());
+        const QString profile = writeProfile(u"store-busy"_s, u"local"_s, 1, 2);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--no-preflight"_s, u"--schedule"_s, u"dynamic"_s,
+                                                  u"--on-rank-loss"_s, u"continue"_s, u"--master-port"_s, QString::number(port)},
+                                           120000);
+        squatter.closeWriteChannel();
+        QVERIFY(squatter.waitForFinished(10000));
+        QVERIFY2(r.exitCode == 11 && r.err.contains(u"the rendezvous store on 127.0.0.1:%1 did not start"_s.arg(port))
+                     && r.err.contains(u"port %1 is in use"_s.arg(port)),
+                 qPrintable(r.describe()));
     }
 
     void sshFourRanksTwoGroups()
@@ -271,6 +262,98 @@ private Q_SLOTS:
     }
 
 private:
+    /// A run's processes running @p command (`eval`, `store`), found by CLUSTERPPL_RUN_ID (and
+    /// @p extra, e.g. "RANK=2") in their environment, wherever the launcher started them.
+    static QList<qint64> processesOfRun(const QString &runId, const QByteArray &command, const QByteArray &extra = {})
+    {
+        QList<qint64> out;
+        for (const qint64 pid : agentsOfRun(runId, extra))
+            if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == command)
+                out << pid;
+        return out;
+    }
+
+    /// The one-rank exact sums of every window (what a tolerant run must still give).
+    QJsonObject oneRankFull()
+    {
+        if (!QFile::exists(path(u"one-full.json"_s))) {
+            const ProcessResult full = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                           u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                           u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
+                                                           path(u"one-full.json"_s)});
+            if (full.exitCode != 0)
+                qWarning("%s", qPrintable(full.describe()));
+        }
+        return QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
+    }
+
+    /// `clusterppl-cli run` of a tolerant profile (dynamic schedule, on_rank_loss continue, every
+    /// window) on @p hosts x @p slots; rank @p victim's agent is SIGKILLed once the run is in its
+    /// evaluation. Expects exit 0, "recovered (rank VICTIM (", the one-rank exact sums, the lost rank
+    /// in the result and the history, and no agent or store of the run left.
+    void recoverLostRank(const QString &launcher, int hosts, int slots, int victim)
+    {
+        const QJsonObject one = oneRankFull();
+        QVERIFY(!one.value(u"nll_sum_exact"_s).toString().isEmpty());
+        const QString name = u"recover-%1-%2"_s.arg(launcher).arg(victim);
+        QString profile = writeProfile(name, launcher, hosts, slots);
+        QByteArray json = readFile(profile);
+        json.replace("\"max_windows\": 37", "\"max_windows\": 0"); // long enough to kill a rank in it
+        json.replace("\"topology\": \"hierarchical\"}", "\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}");
+        QVERIFY(writeFile(profile, json));
+        const QString runId = name + u"-run"_s;
+        const QString store = path(name + u"-history.sqlite"_s);
+        QProcess cli;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(u"CLUSTERPPL_STORE"_s, store);
+        cli.setProcessEnvironment(env);
+        cli.start(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--json"_s,
+                                    path(name + u"-result.json"_s)}
+                            + (launcher == u"ssh"_s ? sshArgs(true) : QStringList()));
+        QVERIFY(cli.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        const int world = hosts * slots;
+        while (processesOfRun(runId, "eval").size() < world && cli.state() == QProcess::Running && t.elapsed() < 60000)
+            QThread::msleep(100);
+        QCOMPARE(processesOfRun(runId, "eval").size(), world);
+        // The store runs in a process of its own, beside the ranks (started before them).
+        QCOMPARE(processesOfRun(runId, "store").size(), 1);
+        const QList<qint64> target = processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
+        QCOMPARE(target.size(), 1);
+        QVERIFY(readFile(u"/proc/%1/environ"_s.arg(target.front())).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
+        QByteArray errSoFar;
+        cli.setReadChannel(QProcess::StandardError);
+        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 120000)
+            if (cli.waitForReadyRead(500))
+                errSoFar += cli.readAllStandardError();
+        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
+        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
+        QVERIFY(cli.waitForFinished(240000));
+        const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
+        const QString out = QString::fromUtf8(cli.readAllStandardOutput());
+        QVERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
+        QVERIFY(out.contains(u"Final estimate: PPL = "_s));
+        QVERIFY2(err.contains(u"clusterppl-cli: recovered (rank %1 ("_s.arg(victim)) && err.contains(u"died: its connection closed"_s), qPrintable(err));
+        QVERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
+        QVERIFY2(!err.contains(u"the rendezvous store on"_s), qPrintable(err));
+        // No agent and no store of the run is left (the store ended on its stdin's EOF).
+        QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(name + u"-result.json"_s))).object();
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), victim);
+        // The history keeps it as finished, with its lost rank.
+        const ProcessResult h = runProcess(kCli, {u"show"_s, runId, u"--json"_s, u"--store"_s, store}, 60000);
+        QVERIFY2(h.exitCode == 0, qPrintable(h.describe()));
+        const QJsonObject run = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"run"_s).toObject();
+        QVERIFY2(run.value(u"status"_s).toString() == u"finished"_s, qPrintable(h.out.left(3000)));
+        const QJsonArray lost = run.value(u"lost_ranks"_s).toArray();
+        QVERIFY2(lost.size() == 1 && lost.first().toObject().value(u"rank"_s).toInt() == victim, qPrintable(h.out.left(3000)));
+    }
+
     /// One rank running `sh -c 'echo ok'` on node1 through the launcher library, with the fixture's files.
     cppl::test::SshEcho runOne(cppl::core::LauncherSettings settings, const std::string &identity = {}) const
     {

@@ -54,6 +54,16 @@ QList<qint64> agentsOfRun(const QString &runId, int rank = -1)
     return agents;
 }
 
+/// The run's processes running @p command (e.g. "store").
+QList<qint64> processesOfRun(const QString &runId, const QByteArray &command)
+{
+    QList<qint64> out;
+    for (const qint64 pid : cppl::test::agentsOfRun(runId))
+        if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == command)
+            out << pid;
+    return out;
+}
+
 } // namespace
 
 // A macro: QSKIP/QFAIL must return from the test function itself.
@@ -325,6 +335,57 @@ private Q_SLOTS:
         QCOMPARE(o.exitCode, int(kRunRankFailed));
         QVERIFY2(o.firstCause.contains(u"rank 2 on "_s + m_slurm.node()) && o.firstCause.contains(u"killed by signal 9"_s), qPrintable(o.firstCause));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
+    }
+
+    void tolerantRunRecoversKilledTask()
+    {
+        REQUIRE_SLURM();
+        // on_rank_loss continue: the store runs in the batch step (not in rank 0), task 2's agent is
+        // killed mid-run, the others regroup and finish with the one-rank bits of every window.
+        const ProcessResult full = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
+                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
+                                                       u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
+                                                       path(u"one-full.json"_s)});
+        QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
+        const QJsonObject one = QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
+        const QString runId = u"slurm-tolerant"_s;
+        QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
+        json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}"_s);
+        RunEngine engine;
+        QSignalSpy done(&engine, &RunEngine::finished);
+        QStringList lines;
+        int rounds = 0; // rank 0's "[round r/~R] ppl ..." lines
+        connect(&engine, &RunEngine::rankOutput, this, [&](int rank, bool isStderr, const QString &line) {
+            if (rank < 0)
+                lines << line;
+            else if (rank == 0 && isStderr && line.startsWith(u"[round "_s))
+                ++rounds;
+        });
+        QVERIFY(engine.start(request(json, runId)));
+        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        // The store is a process of the job's batch step, beside the agents.
+        QCOMPARE(processesOfRun(runId, "store").size(), 1);
+        QVERIFY(readFile(u"/proc/%1/environ"_s.arg(agentsOfRun(runId, 0).value(0))).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
+        // Into the evaluation (rank 0 reported two rounds), then kill task 2.
+        QVERIFY2(waitUntil([&] { return rounds >= 2; }, 180000), "rank 0 reported no rounds");
+        const QList<qint64> victim = agentsOfRun(runId, 2);
+        QCOMPARE(victim.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(victim.front()), SIGKILL), 0);
+        QVERIFY(done.wait(300000));
+        const RunOutcome &o = engine.outcome();
+        QVERIFY2(o.phase == RunPhase::Finished && o.exitCode == 0, qPrintable(o.firstCause + u"\n"_s + o.summary + u"\n"_s + lines.join(u'\n')));
+        QVERIFY2(o.recovered.size() == 1 && o.recovered.front().startsWith(u"rank 2 ("_s), qPrintable(o.recovered.join(u'\n')));
+        QVERIFY2(lines.join(u'\n').contains(u"the rendezvous store serves on "_s + m_slurm.node()), qPrintable(lines.join(u'\n')));
+        QVERIFY2(!lines.join(u'\n').contains(u"the rendezvous store on"_s), qPrintable(lines.join(u'\n')));
+        const QJsonObject j = QJsonDocument::fromJson(o.resultJson).object();
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 2);
+        // Nothing of the run is left on the "cluster": no agent, no store (its FIFO closed with
+        // the batch script).
+        QTRY_COMPARE_WITH_TIMEOUT(cppl::test::agentsOfRun(runId), QList<qint64>(), 15000);
     }
 };
 

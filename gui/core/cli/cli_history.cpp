@@ -237,6 +237,11 @@ int show(const QStringList &args, QTextStream &out, const QCommandLineOption &st
             << "exact sum  " << r.nllSumExact << '\n';
     if (!r.firstCause.isEmpty())
         out << "cause      " << r.firstCause << '\n';
+    for (const QJsonValue &v : r.lostRanks) { // --on-rank-loss continue: finished without them
+        const QJsonObject l = v.toObject();
+        out << "recovered  rank " << l.value(u"rank"_s).toInt() << " (" << l.value(u"host"_s).toString() << "): " << l.value(u"cause"_s).toString()
+            << "; lost after round " << l.value(u"round"_s).toInt() << '\n';
+    }
     if (!r.ranks.empty()) {
         out << "rank host                 group   tokens  compute s   wait s  transfer s  tokens/s  exit\n";
         for (const auto &k : r.ranks)

@@ -96,6 +96,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
     if (keysOnStdin)
         plan.keyLine = cppl::telemetry::formatKeyLine(*o.telemetryCredentials);
     const EvaluationSpec &e = profile.evaluation;
+    // A tolerant run's store must outlive any rank, rank 0 included: a process of its own on the
+    // master host (docs/launching.md, "Losing a rank").
+    const bool ownStore = e.onRankLoss == "continue";
     for (const RankInfo &ri : layout.ranks) {
         const HostSpec &h = profile.hosts[static_cast<std::size_t>(ri.hostIndex)];
         RankCommand c;
@@ -113,6 +116,8 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
                  {"MASTER_ADDR", plan.masterAddr},
                  {"MASTER_PORT", std::to_string(plan.masterPort)},
                  {"CLUSTERPPL_RUN_ID", o.runId}};
+        if (ownStore)
+            c.env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
         for (const auto &kv : o.passEnv)
             if (!h.env.count(kv.first))
                 c.env.push_back(kv);
@@ -154,6 +159,26 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         if (keysOnStdin)
             a.emplace_back(kKeysStdinFlag);
         plan.ranks.push_back(std::move(c));
+    }
+    if (ownStore && !plan.ranks.empty()) {
+        const RankCommand &zero = plan.ranks.front();
+        RankCommand st;
+        st.rank = -1;
+        st.hostIndex = zero.hostIndex;
+        st.hostName = zero.hostName;
+        st.address = zero.address;
+        st.ssh = zero.ssh;
+        st.workdir = zero.workdir;
+        // Rank 0's environment (the run id finds it among the run's processes; LD_LIBRARY_PATH and
+        // the host's env as for the agents), without the rank's identity.
+        for (const auto &kv : zero.env)
+            if (kv.first != "RANK" && kv.first != "WORLD_SIZE" && kv.first != "LOCAL_RANK" && kv.first != "LOCAL_WORLD_SIZE"
+                && kv.first != "TORCHELASTIC_USE_AGENT_STORE")
+                st.env.push_back(kv);
+        // Local runs stay on loopback; elsewhere every host's ranks connect (TCPStore of LibTorch
+        // 1.13 listens on every interface anyway).
+        st.argv = {zero.argv.front(), "store", "--port", std::to_string(plan.masterPort), "--bind", local ? "127.0.0.1" : "0.0.0.0"};
+        plan.store = std::move(st);
     }
     return plan;
 }

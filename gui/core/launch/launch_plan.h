@@ -50,6 +50,12 @@ struct LaunchPlan
     int masterPort = 0;
     std::string groups;   ///< the agents' --groups list, e.g. "0,1;2,3"
     std::vector<RankCommand> ranks;
+    /// The rendezvous store in a process of its own (`clusterppl-agent store`), for
+    /// `on_rank_loss: continue`: the launcher starts it on the first host before any rank and
+    /// stops it (EOF on its stdin) after the last, so that it outlives rank 0; every rank then has
+    /// TORCHELASTIC_USE_AGENT_STORE=True. rank -1. Unset: rank 0 serves the store, as torchrun's
+    /// ranks do. The Slurm launcher runs it in the job's batch step instead (slurm_job.h).
+    std::optional<RankCommand> store;
     /// Secret: the line each rank with `--telemetry-keys-stdin` reads first from its stdin
     /// (cppl::telemetry::formatKeyLine). Never print or log it. Empty: no keys.
     std::string keyLine;

@@ -19,6 +19,9 @@ void Launcher::setPlan(const LaunchPlan &plan)
         m_done[r.rank] = false;
     }
     m_firstFailure = -1;
+    m_firstLoss = -1;
+    m_anyFinished = m_resultSeen = m_runOver = m_endingStore = false;
+    m_storeFailure.clear();
     m_finished = plan.ranks.empty();
 }
 
@@ -36,6 +39,10 @@ void Launcher::onOutput(int rank, bool isStderr, const QString &line)
         while (last.size() > 5)
             last.removeFirst();
     }
+    if (!isStderr && rank >= 0 && !m_resultSeen && line.startsWith(QLatin1String("CLUSTERPPL_RESULT "))) {
+        m_resultSeen = true;
+        maybeRunOver();
+    }
     Q_EMIT rankOutput(rank, isStderr, line);
 }
 
@@ -47,17 +54,22 @@ void Launcher::onRankEnded(int rank, int exitCode, const QString &reason)
     m_ends[rank].exitCode = exitCode;
     m_ends[rank].reason = reason;
     Q_EMIT rankFinished(rank, exitCode);
-    if (m_settings.tolerateRankLoss && !m_stopping && (rank != 0 ? exitCode != 0 : exitCode == 0)) {
-        if (rank == 0) // the run is over: stop what the survivors left behind (a stopped rank)
-            QTimer::singleShot(m_settings.graceSeconds * 1000, this, [this] {
-                if (!m_finished)
-                    stop();
-            });
+    // The agents' codes 5 and 6: a survivor gave up (a collective or the store failed, a timeout),
+    // so the run as a whole failed, tolerant or not. Any other end of a tolerant run's rank is a
+    // loss the others recover from.
+    const bool gaveUp = exitCode == 5 || exitCode == 6;
+    if (m_settings.tolerateRankLoss && !m_stopping && m_firstFailure < 0 && (exitCode == 0 || !gaveUp)) {
+        if (exitCode == 0)
+            m_anyFinished = true;
+        else if (m_firstLoss < 0)
+            m_firstLoss = rank;
+        maybeRunOver();
         maybeFinish();
         return;
     }
     if (exitCode != 0 && m_firstFailure < 0 && !m_stopping) {
-        m_firstFailure = rank;
+        // A tolerant run that gives up after losing a rank: that loss is what went wrong first.
+        m_firstFailure = m_settings.tolerateRankLoss && m_firstLoss >= 0 ? m_firstLoss : rank;
         if (m_settings.stopAllOnFailure) // the others' watchdogs usually end them first, with their reasons
             QTimer::singleShot(m_settings.graceSeconds * 1000, this, [this] {
                 if (!m_finished)
@@ -65,6 +77,44 @@ void Launcher::onRankEnded(int rank, int exitCode, const QString &reason)
             });
     }
     maybeFinish();
+}
+
+void Launcher::maybeRunOver()
+{
+    // Tolerant runs end with the rank that reports the result (rank 0, or the lowest survivor when
+    // rank 0 was lost): what the survivors left behind (a stopped rank) is stopped after the grace.
+    if (!m_settings.tolerateRankLoss || m_runOver || m_stopping || m_firstFailure >= 0)
+        return;
+    const auto zero = m_ends.find(0);
+    const bool zeroDone = zero != m_ends.end() && m_done[0] && zero->second.exitCode == 0;
+    if (!zeroDone && !(m_anyFinished && m_resultSeen))
+        return;
+    m_runOver = true;
+    QTimer::singleShot(m_settings.graceSeconds * 1000, this, [this] {
+        if (!m_finished && !m_endingStore)
+            stop();
+    });
+}
+
+void Launcher::onStoreFailed(const QString &how)
+{
+    if (m_stopping || m_endingStore || !m_storeFailure.isEmpty())
+        return;
+    m_storeFailure = QStringLiteral("the rendezvous store on %1 exited: %2").arg(storeWhere(), how);
+    Q_EMIT rankOutput(-1, true, m_storeFailure);
+}
+
+QString Launcher::storeWhere() const
+{
+    return QStringLiteral("%1:%2").arg(QString::fromStdString(m_plan.masterAddr)).arg(m_plan.masterPort);
+}
+
+void Launcher::storeStopped()
+{
+    if (!m_finished) {
+        m_finished = true;
+        Q_EMIT finished();
+    }
 }
 
 void Launcher::onHostFailed(int hostIndex, const QString &host, const QString &message)
@@ -82,15 +132,30 @@ void Launcher::maybeFinish()
     for (const auto &[rank, done] : m_done)
         if (!done)
             return;
-    if (!m_finished) {
-        m_finished = true;
-        Q_EMIT finished();
+    if (!m_finished && !m_endingStore) {
+        m_endingStore = true;
+        onAllRanksEnded(); // ends the store process, if any; finished() once it is gone
     }
+}
+
+int Launcher::failureRank() const
+{
+    if (m_firstFailure >= 0)
+        return m_firstFailure;
+    return m_settings.tolerateRankLoss && !m_anyFinished ? m_firstLoss : -1;
 }
 
 int Launcher::exitCode() const
 {
     const auto zero = m_ends.find(0);
+    if (m_settings.tolerateRankLoss && m_firstFailure < 0) {
+        if (m_anyFinished)
+            return 0; // the result's rank decides whether there is one (the run engine checks)
+        if (m_firstLoss >= 0) {
+            const int code = m_ends.at(m_firstLoss).exitCode;
+            return code <= 0 ? 1 : code;
+        }
+    }
     if (m_firstFailure < 0)
         return zero == m_ends.end() ? 0 : zero->second.exitCode;
     const RankEnd &first = m_ends.at(m_firstFailure);
@@ -102,7 +167,8 @@ int Launcher::exitCode() const
 
 QString Launcher::summary() const
 {
-    if (m_firstFailure < 0)
+    const int firstRank = failureRank();
+    if (firstRank < 0)
         return {};
     auto describe = [&](int rank) {
         const RankEnd &e = m_ends.at(rank);
@@ -116,12 +182,14 @@ QString Launcher::summary() const
             s += QStringLiteral("exit code %1").arg(e.exitCode);
         return s;
     };
-    QString s = QStringLiteral("run failed: %1 first").arg(describe(m_firstFailure));
-    const RankEnd &first = m_ends.at(m_firstFailure);
+    // The store going is the cause of every rank's "lost the rendezvous store": it comes first.
+    QString s = m_storeFailure.isEmpty() ? QStringLiteral("run failed: %1 first").arg(describe(firstRank))
+                                         : QStringLiteral("run failed: %1; then %2").arg(m_storeFailure, describe(firstRank));
+    const RankEnd &first = m_ends.at(firstRank);
     if (!first.lastLines.isEmpty())
         s += QStringLiteral("\n  its last lines:\n    ") + first.lastLines.join(QStringLiteral("\n    "));
     for (const auto &[rank, e] : m_ends)
-        if (rank != m_firstFailure && e.exitCode != 0)
+        if (rank != firstRank && e.exitCode != 0)
             s += QStringLiteral("\n  then ") + describe(rank);
     return s;
 }

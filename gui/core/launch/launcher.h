@@ -41,9 +41,12 @@ struct LauncherSettings
     std::string sshConfigFile;   ///< empty: ~/.ssh/config
     std::string knownHostsFile;  ///< empty: ~/.ssh/known_hosts
     bool stopAllOnFailure = true;
-    /// The agents run with --on-rank-loss continue: a rank other than 0 that fails is not the run
-    /// failing (the others regroup without it); the run ends with rank 0, and whatever is still
-    /// running then (a stopped rank) is stopped after the grace period.
+    /// The agents run with --on-rank-loss continue: a rank that is lost (killed, crashed, failed on
+    /// its own) is not the run failing; the survivors regroup without it, rank 0 included once the
+    /// agents can (the lowest survivor then reports the result). The run is over when rank 0, or a
+    /// rank after the result was reported, exits 0; whatever is still running then (a stopped
+    /// rank) is stopped after the grace period. A rank exiting 5 or 6 (the agents' "the run failed
+    /// elsewhere" and timeout codes) means the survivors gave up: the rest is stopped as without it.
     bool tolerateRankLoss = false;
     /// SSH: carry telemetry back through a reverse tunnel per host to this local collector port
     /// (agents send to 127.0.0.1 on their node; the SSH session encrypts). 0: no tunnel.
@@ -96,7 +99,11 @@ public:
     /// @brief Who failed first and how, and how every other rank ended; empty when all exited 0.
     [[nodiscard]] QString summary() const;
     /// @brief Rank 0's exit code, or the first failing rank's when rank 0 was stopped or never ran; 0 if all succeeded.
+    /// Tolerant runs: 0 when a rank finished (exit 0) and nobody gave up, whoever was lost.
     [[nodiscard]] int exitCode() const;
+    /// @brief The store process (LaunchPlan::store) exited while ranks were running: "the
+    /// rendezvous store on HOST:PORT exited: ..."; empty otherwise.
+    [[nodiscard]] QString storeFailure() const { return m_storeFailure; }
 
 Q_SIGNALS:
     void rankOutput(int rank, bool isStderr, const QString &line);
@@ -116,6 +123,14 @@ protected:
     void onRankEnded(int rank, int exitCode, const QString &reason = {});
     void onHostFailed(int hostIndex, const QString &host, const QString &message);
     void onStarted(int rank);
+    /// The store process exited by itself while ranks ran (@p how: its exit and last line).
+    void onStoreFailed(const QString &how);
+    /// Every rank has ended: a launcher that runs the store process (LaunchPlan::store) ends it
+    /// now and calls storeStopped() once it is gone; finished() follows. Default: no store.
+    virtual void onAllRanksEnded() { storeStopped(); }
+    void storeStopped();
+    /// "HOST:PORT" of the plan's store process, for messages.
+    [[nodiscard]] QString storeWhere() const;
 
     LauncherSettings m_settings;
     LaunchPlan m_plan;
@@ -123,10 +138,20 @@ protected:
 
 private:
     void maybeFinish();
+    void maybeRunOver();
+    /// The rank the summary names first: the first failure, or in a tolerant run in which nobody
+    /// finished, the first rank lost.
+    [[nodiscard]] int failureRank() const;
     std::map<int, RankEnd> m_ends;
     std::map<int, bool> m_done;
     int m_firstFailure = -1;
+    int m_firstLoss = -1;      ///< tolerant runs: the first rank lost
+    bool m_anyFinished = false; ///< tolerant runs: some rank exited 0
+    bool m_resultSeen = false;  ///< a CLUSTERPPL_RESULT line came from some rank
+    bool m_runOver = false;
+    bool m_endingStore = false;
     bool m_finished = false;
+    QString m_storeFailure;
 };
 
 /// @brief N ranks on this machine as child processes (QProcess): each in its own process group,

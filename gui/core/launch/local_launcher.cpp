@@ -4,6 +4,7 @@
 
 #include "cppl/child_process.h"
 
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QTimer>
@@ -24,6 +25,10 @@ public:
     using Launcher::Launcher;
     ~LocalLauncher() override
     {
+        if (m_store && m_store->state() != QProcess::NotRunning) {
+            ::kill(-static_cast<pid_t>(m_store->processId()), SIGKILL);
+            m_store->waitForFinished(2000);
+        }
         for (auto &r : m_ranks)
             if (r.process && r.process->state() != QProcess::NotRunning) {
                 ::kill(-static_cast<pid_t>(r.process->processId()), SIGKILL);
@@ -35,27 +40,18 @@ public:
     {
         setPlan(plan);
         m_ranks.resize(plan.ranks.size());
+        if (plan.store)
+            if (const QString why = startStore(*plan.store); !why.isEmpty()) {
+                // Nothing else starts: without the store no rank could meet the others.
+                onHostFailed(plan.store->hostIndex, QString::fromStdString(plan.store->hostName), why);
+                for (const RankCommand &rc : plan.ranks)
+                    onRankEnded(rc.rank, -1, why); // ignored for those onHostFailed ended
+                return;
+            }
         for (const RankCommand &rc : plan.ranks) {
-            auto *p = new QProcess(this);
+            QProcess *p = makeProcess(rc);
             Rank &r = m_ranks[static_cast<std::size_t>(rc.rank)];
             r.process = p;
-            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-            for (const auto &[k, v] : rc.env)
-                env.insert(QString::fromStdString(k), QString::fromStdString(v));
-            p->setProcessEnvironment(env);
-            if (!rc.workdir.empty())
-                p->setWorkingDirectory(QString::fromStdString(rc.workdir));
-            QStringList args;
-            for (std::size_t i = 1; i < rc.argv.size(); ++i)
-                args << QString::fromStdString(rc.argv[i]);
-            p->setProgram(QString::fromStdString(rc.argv.front()));
-            p->setArguments(args);
-            // Own process group (stop signals exactly this rank and its children), and death with
-            // the launcher even when it is SIGKILLed; stdin stays an open pipe until then.
-            p->setChildProcessModifier([] {
-                ::setpgid(0, 0);
-                ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            });
             const int rank = rc.rank;
             connect(p, &QProcess::readyReadStandardOutput, this, [this, rank] { drain(rank, false); });
             connect(p, &QProcess::readyReadStandardError, this, [this, rank] { drain(rank, true); });
@@ -87,6 +83,8 @@ public:
 
     void stop() override
     {
+        // The store stays until every rank has ended (onAllRanksEnded): a rank that is being
+        // stopped may still write to it.
         m_stopping = true;
         for (auto &r : m_ranks)
             if (r.process && r.process->state() != QProcess::NotRunning) {
@@ -105,6 +103,85 @@ public:
     }
 
 private:
+    /// A process of @p rc in its own process group (stop signals exactly it and its children), that
+    /// dies with the launcher even when it is SIGKILLed; stdin stays an open pipe until then.
+    QProcess *makeProcess(const RankCommand &rc)
+    {
+        auto *p = new QProcess(this);
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        for (const auto &[k, v] : rc.env)
+            env.insert(QString::fromStdString(k), QString::fromStdString(v));
+        p->setProcessEnvironment(env);
+        if (!rc.workdir.empty())
+            p->setWorkingDirectory(QString::fromStdString(rc.workdir));
+        QStringList args;
+        for (std::size_t i = 1; i < rc.argv.size(); ++i)
+            args << QString::fromStdString(rc.argv[i]);
+        p->setProgram(QString::fromStdString(rc.argv.front()));
+        p->setArguments(args);
+        p->setChildProcessModifier([] {
+            ::setpgid(0, 0);
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        });
+        return p;
+    }
+
+    /// Starts `clusterppl-agent store` and waits (30 s at most) for its CLUSTERPPL_STORE line;
+    /// the reason it did not come, or empty.
+    QString startStore(const RankCommand &rc)
+    {
+        m_store = makeProcess(rc);
+        m_store->start();
+        QByteArray out;
+        QElapsedTimer t;
+        t.start();
+        while (!out.contains("CLUSTERPPL_STORE ") && m_store->state() != QProcess::NotRunning && t.elapsed() < 30000) {
+            m_store->waitForReadyRead(100);
+            out += m_store->readAllStandardOutput();
+        }
+        if (out.contains("CLUSTERPPL_STORE ")) {
+            connect(m_store, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
+                if (!m_storeEnding)
+                    onStoreFailed(describeStoreEnd(code, status));
+            });
+            return {};
+        }
+        QString why = m_store->state() == QProcess::NotRunning && m_store->error() == QProcess::FailedToStart
+                          ? QStringLiteral("cannot start %1: %2").arg(m_store->program(), m_store->errorString())
+                          : QString();
+        if (why.isEmpty() && m_store->state() != QProcess::NotRunning) {
+            ::kill(-static_cast<pid_t>(m_store->processId()), SIGKILL);
+            m_store->waitForFinished(2000);
+            why = QStringLiteral("no CLUSTERPPL_STORE line within 30 s");
+        }
+        if (why.isEmpty())
+            why = describeStoreEnd(m_store->exitCode(), m_store->exitStatus());
+        return QStringLiteral("the rendezvous store on %1 did not start: %2").arg(storeWhere(), why);
+    }
+
+    QString describeStoreEnd(int code, QProcess::ExitStatus status)
+    {
+        const QStringList lines = QString::fromUtf8(m_store->readAllStandardError()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QString how = status == QProcess::CrashExit ? QStringLiteral("killed by signal %1").arg(code) : QStringLiteral("exit code %1").arg(code);
+        if (!lines.isEmpty())
+            how += QStringLiteral(": ") + lines.back();
+        return how;
+    }
+
+    void onAllRanksEnded() override
+    {
+        if (!m_store || m_store->state() == QProcess::NotRunning)
+            return storeStopped();
+        // EOF on its stdin ends it; SIGKILL to its group if it has not gone within 5 s.
+        m_storeEnding = true;
+        connect(m_store, &QProcess::finished, this, [this] { storeStopped(); });
+        m_store->closeWriteChannel();
+        QTimer::singleShot(5000, this, [this] {
+            if (m_store->state() != QProcess::NotRunning)
+                ::kill(-static_cast<pid_t>(m_store->processId()), SIGKILL);
+        });
+    }
+
     struct Rank
     {
         QProcess *process = nullptr;
@@ -127,6 +204,8 @@ private:
     }
 
     std::vector<Rank> m_ranks;
+    QProcess *m_store = nullptr;
+    bool m_storeEnding = false;
 };
 
 } // namespace

@@ -223,6 +223,27 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
              "done\n"
              "[ \"$(cat gate)\" = go ] || { echo \"@fail pre-flight refused the launch\"; exit 3; }\n";
     }
+    if (!in.storeArgv.empty()) {
+        // The batch step runs on the first allocated node, which MASTER_ADDR names. The store's
+        // stdin is a FIFO this script holds open (fd 4): the script's end, or scancel's signal,
+        // ends it, as an SSH session's end does elsewhere.
+        b += "# The rendezvous store in a process of its own (on_rank_loss continue): it outlives every rank, rank 0 included.\n"
+             "rm -f store.in store.out store.err\n"
+             "mkfifo store.in || { echo \"@fail cannot create the FIFO store.in in $PWD\"; exit 3; }\n"
+             "( " + words(in.storeArgv, "store argument") + " < store.in > store.out 2> store.err; "
+             "echo \"@store-exit $? $(tail -n 1 store.err)\" ) &\n"
+             "store_pid=$!\n"
+             "exec 4> store.in\n"
+             "waited=0\n"
+             "until grep -q '^CLUSTERPPL_STORE ' store.out 2>/dev/null; do\n"
+             "  kill -0 $store_pid 2>/dev/null || { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start: "
+             "$(tail -n 1 store.err)\"; exit 3; }\n"
+             "  [ $waited -ge 300 ] && { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start within 30 s\"; "
+             "kill $store_pid; exit 3; }\n"
+             "  sleep 0.1; waited=$((waited + 1))\n"
+             "done\n"
+             "echo \"@store $MASTER_ADDR:$MASTER_PORT\"\n";
+    }
     b += "# Step 2: one agent per task; the wrapper reports how each ended.\n";
     b += "echo \"@step eval\"\n";
     std::vector<std::string> argv = in.evalArgv;
@@ -254,8 +275,12 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
     } else {
         b += srunLine(argv, "");
     }
-    b += "rc=$?\n"
-         "echo \"@step done $rc\"\n"
+    b += "rc=$?\n";
+    if (!in.storeArgv.empty())
+        b += "echo \"@store-closing\"\n"
+             "exec 4>&-\n"
+             "wait $store_pid\n";
+    b += "echo \"@step done $rc\"\n"
          "exit $rc\n";
     job.batchScript = std::move(b);
     job.driverScript = kDriver;

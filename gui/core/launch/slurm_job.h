@@ -34,6 +34,10 @@ struct SlurmJobInputs
     /// variables (Slurm gives those) and MASTER_ADDR/MASTER_PORT (the job sets them).
     std::vector<std::pair<std::string, std::string>> env;
     std::vector<std::string> preflightArgv; ///< one node's pre-flight argv; empty: no pre-flight step
+    /// `clusterppl-agent store` (LaunchPlan::store, on_rank_loss continue): run in the batch step,
+    /// on the first allocated node (MASTER_ADDR), before the agents and until they all ended.
+    /// Empty: rank 0 serves the store.
+    std::vector<std::string> storeArgv;
     int masterPort = 29500;
     std::string generatedAt;                ///< a UTC time for the script's header comment
 };
@@ -77,7 +81,8 @@ struct SlurmEvent
         RankStdout,   ///< rank, text
         RankStderr,   ///< rank, text
         RankExit,     ///< rank, exitCode (the task's agent ended)
-        JobLine,      ///< the batch script's own output (text)
+        JobLine,      ///< the batch script's own output (text; "@store-exit CODE LAST-LINE": the store process ended,
+                      ///< "@store-closing": the script ends it, after the agents)
         Relay,        ///< text: the relay's status line
         Result,       ///< text: rank 0's result JSON on one line
         Done,         ///< the driver is leaving (text: why)

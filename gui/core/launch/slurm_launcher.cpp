@@ -110,6 +110,8 @@ private:
                 if (node < m_nodes.size())
                     r.hostName = m_nodes[node];
             }
+            if (!m_nodes.empty()) // the batch step's node, MASTER_ADDR: where the store (if any) serves
+                m_plan.masterAddr = m_nodes.front();
             break;
         }
         case SlurmEvent::Kind::PreflightLine:
@@ -150,6 +152,20 @@ private:
         case SlurmEvent::Kind::JobLine:
             if (e.text.starts_with("@fail "))
                 m_cause = QStringLiteral("job %1: %2").arg(m_jobId, text.mid(6));
+            else if (e.text == "@store-closing")
+                m_storeClosing = true;
+            else if (e.text.starts_with("@store-exit ")) {
+                if (!m_storeClosing) {
+                    const QString rest = text.mid(12);
+                    const int code = rest.section(QLatin1Char(' '), 0, 0).toInt();
+                    const QString last = rest.section(QLatin1Char(' '), 1);
+                    QString how = code > 128 ? QStringLiteral("killed by signal %1").arg(code - 128) : QStringLiteral("exit code %1").arg(code);
+                    if (!last.isEmpty())
+                        how += QStringLiteral(": ") + last;
+                    onStoreFailed(how);
+                }
+            } else if (e.text.starts_with("@store "))
+                note(QStringLiteral("job %1: the rendezvous store serves on %2").arg(m_jobId, text.mid(7)));
             else if (!e.text.starts_with("@step") && !e.text.starts_with("@nodes"))
                 note(QStringLiteral("job %1: %2").arg(m_jobId, text), true);
             break;
@@ -224,6 +240,7 @@ private:
     std::set<int> m_started;
     bool m_finishedDriver = false;
     bool m_rank0Pending = false, m_resultSeen = false;
+    bool m_storeClosing = false; // the batch script is ending the store: its exit is no failure
 };
 
 } // namespace

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -51,6 +52,7 @@ public:
     ~SshLauncher() override
     {
         m_stop = true;
+        wakeStoreWaiters();
         for (auto &t : m_threads)
             if (t.joinable())
                 t.join();
@@ -74,6 +76,7 @@ public:
     {
         m_stopping = true;
         m_stop = true;
+        wakeStoreWaiters(); // hosts waiting for the store give up
     }
 
     bool sendInput(int rank, const std::string &bytes) override
@@ -256,8 +259,13 @@ private:
         const QString hostName = QString::fromStdString(first.hostName);
         ssh_callbacks_struct callbacks{};
         Session session;
+        const bool storeHere = m_plan.store && m_plan.store->hostIndex == hostIndex;
         if (const std::string problem = open(first, session, callbacks); !problem.empty()) {
+            if (storeHere)
+                publishStore("host " + first.hostName + " could not be reached");
             post([this, hostIndex, hostName, m = QString::fromStdString(problem)] { onHostFailed(hostIndex, hostName, m); });
+            if (storeHere)
+                post([this] { onStoreGone(); });
             return;
         }
         ssh_session s = session.get();
@@ -287,6 +295,29 @@ private:
             bool done = false;
         };
         std::vector<Chan> chans;
+        // A tolerant run's store: on its host before any rank anywhere (the others wait for it).
+        StoreChan store;
+        if (storeHere) {
+            const std::string why = startStore(s, store);
+            publishStore(why);
+            if (!why.empty()) {
+                const QString m = QStringLiteral("the rendezvous store on %1 did not start: %2").arg(storeWhere(), QString::fromStdString(why));
+                post([this, hostIndex, hostName, m] { onHostFailed(hostIndex, hostName, m); });
+                post([this] { onStoreGone(); });
+                return;
+            }
+        } else if (m_plan.store) {
+            std::unique_lock lock(m_storeMutex);
+            m_storeCv.wait(lock, [this] { return m_storeState != 0 || m_stop; });
+            if (m_storeState != 1) {
+                const QString m = m_stop ? QStringLiteral("stopped by the launcher before it started")
+                                         : QStringLiteral("not started: the rendezvous store on %1 did not start (%2)")
+                                               .arg(storeWhere(), QString::fromStdString(m_storeProblem));
+                for (const RankCommand *r : ranks)
+                    post([this, rank = r->rank, m] { onRankEnded(rank, -1, m); });
+                return;
+            }
+        }
         for (const RankCommand *r : ranks) {
             Chan c;
             c.rank = r;
@@ -397,9 +428,21 @@ private:
             }
             if (bound > 0 && pumpTunnels(s, tunnels))
                 progressed = true;
+            if (store.ch) {
+                if (pumpStore(store, !any))
+                    progressed = true;
+                if (store.ch)
+                    any = true;
+            }
             if (!any)
                 break;
             if (!ssh_is_connected(s)) {
+                if (store.ch) {
+                    ssh_channel_free(store.ch);
+                    store.ch = nullptr;
+                    post([this, m = QStringLiteral("lost the SSH connection to %1").arg(hostName)] { onStoreFailed(m); });
+                    post([this] { onStoreGone(); });
+                }
                 for (auto &c : chans)
                     if (!c.done) {
                         c.done = true;
@@ -425,6 +468,147 @@ private:
                 ssh_channel_free(t.ch);
             }
         }
+    }
+
+    struct StoreChan
+    {
+        ssh_channel ch = nullptr;
+        cppl::LineSplitter lines[2];
+        QStringList lastErr;     ///< its last stderr lines, for messages
+        bool closing = false;
+        std::chrono::steady_clock::time_point closeBy{};
+    };
+
+    void wakeStoreWaiters()
+    {
+        { std::lock_guard lock(m_storeMutex); } // a waiter between its check and its wait sees m_stop
+        m_storeCv.notify_all();
+    }
+
+    /// Every thread that waits for the store learns whether it started: empty @p problem, it did.
+    void publishStore(const std::string &problem)
+    {
+        {
+            std::lock_guard lock(m_storeMutex);
+            m_storeState = problem.empty() ? 1 : -1;
+            m_storeProblem = problem;
+        }
+        m_storeCv.notify_all();
+    }
+
+    /// Runs `clusterppl-agent store` in a channel of its own and waits for its CLUSTERPPL_STORE line
+    /// (30 s at most); the reason it did not come, or empty.
+    std::string startStore(ssh_session s, StoreChan &st)
+    {
+        std::string cmd;
+        try {
+            cmd = remoteCommand(*m_plan.store);
+        } catch (const std::exception &e) {
+            return e.what();
+        }
+        st.ch = ssh_channel_new(s);
+        if (!st.ch || ssh_channel_open_session(st.ch) != SSH_OK || ssh_channel_request_exec(st.ch, cmd.c_str()) != SSH_OK) {
+            const std::string why = std::string("cannot start it over SSH: ") + ssh_get_error(s);
+            if (st.ch)
+                ssh_channel_free(st.ch);
+            st.ch = nullptr;
+            return why;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        bool ready = false;
+        while (!ready && !m_stop && std::chrono::steady_clock::now() < deadline) {
+            bool got = false;
+            for (int err = 0; err < 2; ++err) {
+                char buf[4096];
+                const int n = ssh_channel_read_nonblocking(st.ch, buf, sizeof buf, err);
+                if (n <= 0)
+                    continue;
+                got = true;
+                st.lines[err].feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) {
+                    if (err == 0 && l.starts_with("CLUSTERPPL_STORE "))
+                        ready = true;
+                    else if (err == 1)
+                        st.lastErr << QString::fromUtf8(l.data(), static_cast<qsizetype>(l.size()));
+                });
+            }
+            if (!ready && (ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch)))
+                break;
+            if (!got)
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (ready)
+            return {};
+        std::string why = m_stop ? "stopped by the launcher"
+                          : ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch)
+                              ? "exit code " + std::to_string(ssh_channel_get_exit_status(st.ch))
+                              : std::string("no CLUSTERPPL_STORE line within 30 s");
+        if (!st.lastErr.isEmpty())
+            why += ": " + st.lastErr.back().toStdString();
+        ssh_channel_close(st.ch);
+        ssh_channel_free(st.ch);
+        st.ch = nullptr;
+        return why;
+    }
+
+    /// Reads what the store says; once every rank has ended (@p ranksDone and onAllRanksEnded, or a
+    /// stop) sends it EOF and waits 5 s at most for it to go. True when anything moved.
+    bool pumpStore(StoreChan &st, bool ranksDone)
+    {
+        bool moved = false;
+        for (int err = 0; err < 2; ++err) {
+            char buf[4096];
+            const int n = ssh_channel_read_nonblocking(st.ch, buf, sizeof buf, err);
+            if (n > 0) {
+                moved = true;
+                st.lines[err].feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) {
+                    if (err == 1) {
+                        st.lastErr << QString::fromUtf8(l.data(), static_cast<qsizetype>(l.size()));
+                        while (st.lastErr.size() > 3)
+                            st.lastErr.removeFirst();
+                    }
+                });
+            }
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (!st.closing && ranksDone && (m_storeEnd || m_stop)) {
+            ssh_channel_send_eof(st.ch); // its stdin's EOF ends it
+            st.closing = true;
+            st.closeBy = now + std::chrono::seconds(5);
+        }
+        const bool ended = ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch);
+        if (ended || (st.closing && now >= st.closeBy)) {
+            if (!st.closing) {
+                const int code = ssh_channel_get_exit_status(st.ch);
+                QString how = code < 0 ? QStringLiteral("its SSH channel closed without an exit status") : QStringLiteral("exit code %1").arg(code);
+                if (code > 128)
+                    how = QStringLiteral("killed by signal %1").arg(code - 128);
+                if (!st.lastErr.isEmpty())
+                    how += QStringLiteral(": ") + st.lastErr.back();
+                post([this, how] { onStoreFailed(how); });
+            }
+            ssh_channel_close(st.ch);
+            ssh_channel_free(st.ch);
+            st.ch = nullptr;
+            post([this] { onStoreGone(); });
+            moved = true;
+        }
+        return moved;
+    }
+
+    /// On the launcher's thread: the store's channel is closed.
+    void onStoreGone()
+    {
+        m_storeGone = true;
+        if (m_waitingForStore)
+            storeStopped();
+    }
+
+    void onAllRanksEnded() override
+    {
+        if (!m_plan.store || m_storeGone)
+            return storeStopped();
+        m_waitingForStore = true;
+        m_storeEnd = true; // the store's host thread closes it
     }
 
     /// Accepts forwarded connections and copies bytes both ways between each and a local TCP
@@ -490,6 +674,12 @@ private:
     }
 
     std::atomic<bool> m_stop{false};
+    std::atomic<bool> m_storeEnd{false};      // every rank ended: the store's thread closes it
+    bool m_storeGone = false, m_waitingForStore = false; // the launcher's thread's view of the store
+    std::mutex m_storeMutex;
+    std::condition_variable m_storeCv;
+    int m_storeState = 0;                      // 0 starting, 1 ready, -1 failed (m_storeProblem)
+    std::string m_storeProblem;
     std::vector<std::thread> m_threads;
     std::mutex m_inputMutex;
     std::map<int, std::string> m_input; // sendInput() -> the host's thread

@@ -263,6 +263,8 @@ bool RunEngine::start(RunRequest request)
                     in.evalArgv[i + 1] = std::string(kSlurmRelayPlaceholder);
             if (m_request.preflight)
                 in.preflightArgv = preflightPlan(ranks, m_plan).ranks.front().argv;
+            if (m_plan.store)
+                in.storeArgv = m_plan.store->argv;
             m_plan.masterAddr = "the first allocated node";
             in.masterPort = lo.masterPort;
             in.generatedAt = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
@@ -514,8 +516,14 @@ void RunEngine::onLauncherFinished()
         // with when a peer died, so the first failing rank's code decides.
         return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, first);
     }
-    if (d->result.isEmpty())
-        return finishWith(RunPhase::Failed, kRunResultMismatch, tr("rank 0 finished without reporting a result"));
+    if (d->result.isEmpty()) {
+        if (!d->launcher->storeFailure().isEmpty())
+            return finishWith(RunPhase::Failed, kRunRankFailed, d->launcher->storeFailure());
+        // A tolerant run's result comes from rank 0 or, when rank 0 was lost, the lowest survivor.
+        return finishWith(RunPhase::Failed, kRunResultMismatch,
+                          m_request.launcher.tolerateRankLoss ? tr("the run finished without any rank reporting a result")
+                                                              : tr("rank 0 finished without reporting a result"));
+    }
     m_outcome.resultJson = d->result;
     checkResult();
 }

@@ -65,6 +65,7 @@ QJsonObject runToJson(const RunRecord &r)
                     {u"tokens_per_second"_s, opt(r.tokensPerSecond)},
                     {u"exit_code"_s, r.exitCode ? QJsonValue(*r.exitCode) : QJsonValue(QJsonValue::Null)},
                     {u"first_cause"_s, r.firstCause},
+                    {u"lost_ranks"_s, r.lostRanks},
                     {u"model"_s, r.model},
                     {u"data"_s, r.data},
                     {u"protocol"_s, r.protocol},
@@ -134,6 +135,7 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
         r.preflight = run.value(u"preflight"_s).toArray();
         if (run.value(u"result"_s).isObject())
             r.resultJson = QJsonDocument(run.value(u"result"_s).toObject()).toJson(QJsonDocument::Compact);
+        r.lostRanks = lostRanksOf(r.resultJson);
         auto num = [&](const QString &k) { return run.value(k).isDouble() ? std::optional<double>(run.value(k).toDouble()) : std::nullopt; };
         r.ppl = num(u"ppl"_s);
         r.pplStderr = num(u"ppl_stderr"_s);

@@ -119,12 +119,20 @@ RankSummary rankSummaryFromJson(const QJsonObject &o)
     return s;
 }
 
+QJsonArray lostRanksOf(const QByteArray &resultJson)
+{
+    if (resultJson.isEmpty())
+        return {};
+    return QJsonDocument::fromJson(resultJson).object().value(u"lost_ranks"_s).toArray();
+}
+
 bool applyResult(RunRecord &rec)
 {
     const QJsonDocument doc = QJsonDocument::fromJson(rec.resultJson);
     if (!doc.isObject())
         return false;
     const QJsonObject r = doc.object();
+    rec.lostRanks = r.value(u"lost_ranks"_s).toArray();
     auto num = [&](const char16_t *k) -> std::optional<double> {
         const QJsonValue v = r.value(QString::fromUtf16(k));
         return v.isDouble() ? std::optional<double>(v.toDouble()) : std::nullopt;

@@ -92,6 +92,10 @@ struct RunRecord
     QJsonObject versions;      ///< agent, libtorch, nccl, cuda, driver, blas: what is known
     QJsonArray preflight;      ///< [{host, ran, problems, report}]
     QByteArray resultJson;     ///< rank 0's result, exactly as received
+    /// --on-rank-loss continue: the ranks the run lost and recovered from, the result's
+    /// `lost_ranks` ([{rank, host, round, cause}]); a recovered run is Finished. Derived from
+    /// resultJson wherever a record is made or read (lostRanksOf), so no column of its own.
+    QJsonArray lostRanks;
     std::optional<double> ppl;
     std::optional<double> pplStderr;
     QString nllSumExact;
@@ -143,6 +147,8 @@ struct SettingsKeyInputs
 /// Fills ppl, ppl_stderr, nll_sum_exact, tokens, tokens/s, world size, groups and rank summaries
 /// (from ranks[]) of @p rec from its resultJson. False when it is not a JSON object.
 bool applyResult(RunRecord &rec);
+/// @brief The result's `lost_ranks` (empty when none, or no result).
+[[nodiscard]] QJsonArray lostRanksOf(const QByteArray &resultJson);
 /// One rank's figures from a result JSON's ranks[] row or an exported run's rank_summary row (the
 /// same names): all but tokensPerSecond and exitCode, which the two fill differently.
 [[nodiscard]] RankSummary rankSummaryFromJson(const QJsonObject &o);

@@ -85,6 +85,7 @@ RunRecord recordOf(const QSqlQuery &q)
     r.versions = objectOf(q.value(i++));
     r.preflight = arrayOf(q.value(i++));
     r.resultJson = q.value(i++).toString().toUtf8();
+    r.lostRanks = lostRanksOf(r.resultJson);
     r.ppl = optDouble(q.value(i++));
     r.pplStderr = optDouble(q.value(i++));
     r.nllSumExact = q.value(i++).toString();

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-agent store` as real processes: ranks meet on it instead of on rank 0, it stops on its
+// stdin's EOF and on SIGTERM, and a port in use or an address of another host is refused with what
+// to do (docs/communication.md, "The store outside rank 0").
+#include "test_process.h"
+
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QProcessEnvironment>
+#include <QTest>
+
+#include <signal.h>
+
+#include <memory>
+#include <vector>
+
+using namespace Qt::StringLiterals;
+using cppl::test::ProcessResult;
+using cppl::test::runProcess;
+
+namespace {
+
+const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+
+/// Waits for the store's CLUSTERPPL_STORE line; its port, or 0 when it never came (or it exited).
+int waitForStore(QProcess &p, QByteArray &out)
+{
+    QElapsedTimer t;
+    t.start();
+    while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
+        if (p.waitForReadyRead(200))
+            out += p.readAllStandardOutput();
+    const QByteArray line = out.left(out.indexOf('\n'));
+    if (!line.startsWith("CLUSTERPPL_STORE "))
+        return 0;
+    return QJsonDocument::fromJson(line.mid(17)).object().value(u"port"_s).toInt();
+}
+
+} // namespace
+
+class TestStoreCommand : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void ranksMeetOnItAndItEndsOnStdinEof()
+    {
+        QProcess store;
+        store.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
+        QVERIFY(store.waitForStarted());
+        QByteArray out;
+        const int port = waitForStore(store, out);
+        QVERIFY2(port > 0, out.constData());
+        QVERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
+                 out.constData());
+        // Two ranks of the collective self-test meet on it, rank 0 serving nothing
+        // (TORCHELASTIC_USE_AGENT_STORE=True, as torchrun's agent and the CLI's launchers set it).
+        std::vector<std::unique_ptr<QProcess>> ranks;
+        for (int r = 0; r < 2; ++r) {
+            auto p = std::make_unique<QProcess>();
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert(u"TORCHELASTIC_USE_AGENT_STORE"_s, u"True"_s);
+            p->setProcessEnvironment(env);
+            p->start(kAgent, {u"comm-check"_s, u"--backend"_s, u"gloo"_s, u"--words"_s, u"1,7"_s, u"--timeout"_s, u"30"_s, u"--rank"_s,
+                              QString::number(r), u"--world-size"_s, u"2"_s, u"--master-addr"_s, u"127.0.0.1"_s, u"--master-port"_s,
+                              QString::number(port)});
+            ranks.push_back(std::move(p));
+        }
+        for (auto &p : ranks) {
+            QVERIFY(p->waitForFinished(60000));
+            QVERIFY2(p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0, p->readAllStandardError().constData());
+        }
+        // It outlived both ranks, and its stdin's EOF (an SSH session's end) stops it, exit 0.
+        QCOMPARE(store.state(), QProcess::Running);
+        store.closeWriteChannel();
+        QVERIFY(store.waitForFinished(10000));
+        QCOMPARE(store.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(store.exitCode(), 0);
+        QVERIFY(store.readAllStandardError().contains("stdin closed"));
+    }
+
+    void sigtermEndsIt()
+    {
+        QProcess store;
+        store.start(kAgent, {u"store"_s}); // --port 0, --bind 0.0.0.0
+        QVERIFY(store.waitForStarted());
+        QByteArray out;
+        QVERIFY2(waitForStore(store, out) > 0, out.constData());
+        QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGTERM), 0);
+        QVERIFY(store.waitForFinished(10000));
+        QCOMPARE(store.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(store.exitCode(), 0);
+    }
+
+    void portInUseAndForeignAddressRefused()
+    {
+        QProcess first;
+        first.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s});
+        QVERIFY(first.waitForStarted());
+        QByteArray out;
+        const int port = waitForStore(first, out);
+        QVERIFY2(port > 0, out.constData());
+        const ProcessResult busy = runProcess(kAgent, {u"store"_s, u"--port"_s, QString::number(port)}, 30000);
+        QVERIFY2(busy.exitCode == 5 && busy.err.contains(u"port %1 is in use on this host"_s.arg(port)) && busy.err.contains(u"--port 0"_s)
+                     && busy.out.isEmpty(),
+                 qPrintable(busy.describe()));
+        first.closeWriteChannel();
+        QVERIFY(first.waitForFinished(10000));
+        // 192.0.2.1 (TEST-NET-1) is nobody's address.
+        const ProcessResult foreign = runProcess(kAgent, {u"store"_s, u"--bind"_s, u"192.0.2.1"_s}, 30000);
+        QVERIFY2(foreign.exitCode == 2 && foreign.err.contains(u"--bind 192.0.2.1: not an address of this host"_s), qPrintable(foreign.describe()));
+        const ProcessResult badPort = runProcess(kAgent, {u"store"_s, u"--port"_s, u"70000"_s}, 30000);
+        QVERIFY2(badPort.exitCode == 2 && badPort.err.contains(u"--port"_s), qPrintable(badPort.describe()));
+        const ProcessResult help = runProcess(kAgent, {u"store"_s, u"--help"_s}, 30000);
+        QVERIFY2(help.exitCode == 0 && help.out.contains(u"--bind ADDR"_s) && help.out.contains(u"CLUSTERPPL_STORE"_s), qPrintable(help.describe()));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStoreCommand)
+#include "tst_store_command.moc"
