@@ -92,6 +92,42 @@ private Q_SLOTS:
         QVERIFY(s.indexOf(QStringLiteral("cat gate")) < s.indexOf(QStringLiteral("--distribution=block")));
     }
 
+    void tolerantRunServesTheStoreInTheBatchStep()
+    {
+        // on_rank_loss continue: the plan has a store process and every rank the variable that
+        // tells rank 0 not to serve one; the batch script runs the store on the first node (the
+        // batch step), its stdin a FIFO the script holds, before the agents and until they ended.
+        ClusterProfile profile = slurmProfile();
+        profile.evaluation.schedule = "dynamic";
+        profile.evaluation.onRankLoss = "continue";
+        LaunchOptions lo;
+        lo.runId = "r";
+        lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+        lo.masterPort = 29511;
+        const LaunchPlan plan = buildLaunchPlan(slurmRankProfile(profile), lo);
+        QVERIFY(plan.store.has_value());
+        QCOMPARE(plan.store->argv, (std::vector<std::string>{"/opt/cppl/bin/clusterppl-agent", "store", "--port", "29511", "--bind", "0.0.0.0"}));
+        for (const auto &r : plan.ranks)
+            QVERIFY(std::find(r.env.begin(), r.env.end(), std::pair<std::string, std::string>("TORCHELASTIC_USE_AGENT_STORE", "True")) != r.env.end());
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = plan.ranks.front().argv;
+        in.env = plan.ranks.front().env;
+        in.storeArgv = plan.store->argv;
+        in.masterPort = 29511;
+        const QString s = QString::fromStdString(buildSlurmJob(profile, in).batchScript);
+        for (const char *line : {"export TORCHELASTIC_USE_AGENT_STORE='True'\n", "mkfifo store.in ||",
+                                 "( '/opt/cppl/bin/clusterppl-agent' 'store' '--port' '29511' '--bind' '0.0.0.0' < store.in > store.out 2> store.err; "
+                                 "echo \"@store-exit $? $(tail -n 1 store.err)\" ) &\n",
+                                 "exec 4> store.in\n", "until grep -q '^CLUSTERPPL_STORE ' store.out", "echo \"@store-closing\"\nexec 4>&-\nwait $store_pid\n"})
+            QVERIFY2(s.contains(QString::fromLatin1(line)), line);
+        QVERIFY(s.indexOf(QStringLiteral("exec 4> store.in")) < s.indexOf(QStringLiteral("--distribution=block")));
+        QVERIFY(s.indexOf(QStringLiteral("--distribution=block")) < s.indexOf(QStringLiteral("@store-closing")));
+        // A fail-fast run has neither.
+        profile.evaluation.onRankLoss = "fail";
+        QVERIFY(!buildLaunchPlan(slurmRankProfile(profile), lo).store.has_value());
+    }
+
     void noPreflightNoGate()
     {
         SlurmJobInputs in;
@@ -149,6 +185,8 @@ private Q_SLOTS:
         QTest::addRow("nodes") << "@o @nodes n1,n2" << int(K::Nodes) << -1 << "n1,n2";
         QTest::addRow("eval step") << "@o @step eval" << int(K::EvalStarted) << -1 << "";
         QTest::addRow("job line") << "@o @fail pre-flight refused the launch" << int(K::JobLine) << -1 << "@fail pre-flight refused the launch";
+        QTest::addRow("store exit") << "@o @store-exit 143 clusterppl-agent store: Terminated, stopping" << int(K::JobLine) << -1
+                                    << "@store-exit 143 clusterppl-agent store: Terminated, stopping";
         QTest::addRow("srun's own") << "@e srun: error: n1: task 2: Killed" << int(K::JobLine) << -1 << "srun: error: n1: task 2: Killed";
         QTest::addRow("pre-flight") << "@cppl pf 1: {\"ok\":true}" << int(K::PreflightLine) << 1 << "{\"ok\":true}";
         QTest::addRow("result") << "@cppl result {\"ppl\": 4.5}" << int(K::Result) << -1 << "{\"ppl\": 4.5}";
