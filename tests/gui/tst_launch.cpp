@@ -164,6 +164,13 @@ private Q_SLOTS:
         QVERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
     }
 
+    void localLauncherRecoversRankZero()
+    {
+        // Rank 0 killed mid-run: the store is not in its process, so the survivors elect a new
+        // hub, regroup, and the lowest survivor reports the result; the CLI says "recovered".
+        recoverLostRank(u"local"_s, 1, 4, 0);
+    }
+
     void sshLauncherRecoversLostRank()
     {
         if (!m_skip.isEmpty())

@@ -318,10 +318,17 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         err << "clusterppl-cli: host " << host << ": " << message << '\n';
         err.flush();
     });
+    // The reporting rank's stdout (the final estimate) is rank 0's, or once a tolerant run lost
+    // rank 0, the lowest survivor's (the others print nothing there but what the engine takes).
+    bool zeroLost = false;
+    QObject::connect(&engine, &RunEngine::rankFinished, [&](int rank, int exitCode) {
+        if (rank == 0 && exitCode != 0)
+            zeroLost = true;
+    });
     QObject::connect(&engine, &RunEngine::rankOutput, [&](int rank, bool isStderr, const QString &line) {
         if (rank < 0)
             err << "clusterppl-cli: " << line << '\n';
-        else if (!isStderr && rank == 0)
+        else if (!isStderr && (rank == 0 || zeroLost))
             out << line << '\n';
         else if (isStderr && rank == 0)
             err << line << '\n';
