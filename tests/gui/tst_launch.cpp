@@ -171,6 +171,38 @@ private Q_SLOTS:
         recoverLostRank(u"local"_s, 1, 4, 0);
     }
 
+    void storeKilledMidRunIsNamed()
+    {
+        // The store process of a tolerant run is SIGKILLed mid-run: the ranks lose it and give up,
+        // and the run fails naming the store first, with nothing of the run left.
+        QString profile = writeProfile(u"store-killed"_s, u"local"_s, 1, 2);
+        QByteArray json = readFile(profile);
+        json.replace("\"max_windows\": 37", "\"max_windows\": 0");
+        json.replace("\"topology\": \"hierarchical\"}", "\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}");
+        QVERIFY(writeFile(profile, json));
+        const QString runId = u"store-killed-run"_s;
+        QProcess cli;
+        cli.start(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
+        QVERIFY(cli.waitForStarted());
+        QByteArray errSoFar;
+        cli.setReadChannel(QProcess::StandardError);
+        QElapsedTimer t;
+        t.start();
+        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 120000)
+            if (cli.waitForReadyRead(500))
+                errSoFar += cli.readAllStandardError();
+        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
+        const QList<qint64> store = processesOfRun(runId, "store");
+        QCOMPARE(store.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(store.front()), SIGKILL), 0);
+        QVERIFY(cli.waitForFinished(120000));
+        const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
+        QVERIFY2(cli.exitCode() == 12 && err.contains(u"run failed: the rendezvous store on 127.0.0.1:"_s)
+                     && err.contains(u" exited: killed by signal 9"_s),
+                 qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
+        QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
+    }
+
     void sshLauncherRecoversLostRank()
     {
         if (!m_skip.isEmpty())
