@@ -13,6 +13,9 @@
 #                     same nll_sum_exact (the reduction itself, not only staging)
 #   comm-check nccl   large +- int64 words whose exact sums are known, at world size = GPUs (>= 2
 #                     when there are two; NCCL allows one rank per GPU), flat and hierarchical
+#   lost rank nccl    2 or 3 NCCL ranks (>= 2 GPUs; skipped with one), --schedule dynamic
+#                     --on-rank-loss continue, the last rank killed with SIGKILL at 20% of the
+#                     tokens: exit 0, the one-rank nll_sum_exact, the rank in lost_ranks
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
 #                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
@@ -20,8 +23,8 @@
 #   scripts/gpu-check.sh                        PYTHON=/path/to/python picks the interpreter
 #   CPPL_GPU_CHECK_CPU_ONLY=1 scripts/gpu-check.sh
 #       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows, the
-#       Gloo self-tests and the default batch (from made-up free memory) run for real, GPU rows
-#       are reported as skipped.
+#       Gloo self-tests, the default batch (from made-up free memory) and the lost-rank row over
+#       Gloo (3 ranks on the CPU) run for real, GPU rows are reported as skipped.
 #   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one
 #   CPPL_GPU_CHECK_MODEL=DIR    evaluate this model instead of the embedded one
 set -uo pipefail
@@ -144,6 +147,41 @@ default_batch_row() { # NAME JSON LOG REFJSON ENV... -- ARGS...
   row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
       "batch $b from $src (limited by $lim), ppl rel. diff $d (limit 2e-2), $(jget "$json" tokens_per_second) tok/s"
 }
+# A lost rank: N ranks, --schedule dynamic --on-rank-loss continue; the last one, slowed
+# (CLUSTERPPL_TEST_SLOW_RANK) so that the run lasts, is killed with SIGKILL once rank 0's round
+# line reports 20% of the tokens. The run must exit 0 with REFJSON's nll_sum_exact (a one-rank run
+# of EVAL0 with --batch BATCH), the rank in lost_ranks. Short rounds (--sync-every-tokens 200): the
+# slowed rank paces them, so the run lasts several rounds after the kill.
+lost_rank_row() { # NAME N REFJSON BATCH ARGS...
+  local name="$1" n="$2" ref="$3" batch="$4"; shift 4
+  local victim=$(( n - 1 )) log="$OUT/lost-$n.log" json="$OUT/lost-$n.json" args=() a lp vp="" p frac=0 rc waited=0
+  for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done # rank 0's round lines place the kill
+  CLUSTERPPL_TEST_SLOW_RANK="$victim:300" "$AGENT" run --standalone --nproc-per-node "$n" -- "${args[@]}" --batch "$batch" "$@" \
+    --schedule dynamic --on-rank-loss continue --sync-every-tokens 200 --timeout 60 --json "$json" >"$log" 2>&1 &
+  lp=$!
+  while (( waited < 1200 )) && kill -0 "$lp" 2>/dev/null; do # up to 120 s
+    frac=$(grep -oE '\] ppl [0-9.]+  [0-9]+/[0-9]+ tokens' "$log" | tail -1 | sed -E 's/.*  ([0-9]+)\/([0-9]+) tokens/\1 \2/' \
+             | { read -r x y && echo $(( y > 0 ? 100 * x / y : 0 )) || echo 0; })
+    (( frac >= 20 )) && break
+    sleep 0.1; waited=$(( waited + 1 ))
+  done
+  for p in $(pgrep -P "$lp" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$victim" && vp=$p
+  done
+  if (( frac < 20 )) || [[ -z "$vp" ]]; then
+    kill -KILL "$lp" 2>/dev/null; wait "$lp" 2>/dev/null
+    row "$name" FAIL "rank 0 never reported 20% of the tokens with rank $victim running (at ${frac}%): $(errline "$log")"; return
+  fi
+  kill -KILL "$vp"
+  wait "$lp"; rc=$?
+  if (( rc != 0 )); then row "$name" FAIL "exit $rc after killing rank $victim at ${frac}%: $(errline "$log")"; return; fi
+  local mine theirs lost how
+  mine=$(jget "$json" nll_sum_exact); theirs=$(jget "$ref" nll_sum_exact)
+  lost=$(pyc "import json,sys; print(','.join(str(l['rank']) for l in json.load(open(sys.argv[1])).get('lost_ranks', [])))" "$json" 2>/dev/null)
+  how=$(grep -m1 -oE 'nccl regrouping \([^)]*\): .*' "$log" | sed -E 's/^nccl regrouping \([^)]*\): //' | cut -c1-70)
+  row "$name" "$([[ -n "$mine" && "$mine" == "$theirs" && "$lost" == "$victim" ]] && echo ok || echo FAIL)" \
+      "$n ranks, rank $victim killed at ${frac}%: nll_sum_exact $([[ -n "$mine" && "$mine" == "$theirs" ]] && echo identical || echo "DIFFERS ($mine vs $theirs)"), lost_ranks [$lost]${how:+; $how}"
+}
 rel() { pyc "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{abs(a-b)/a:.2e}', int(abs(a-b)/a <= float(sys.argv[3])))" "$@"; }
 CPU_OK=0
 if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(nproc)"; then
@@ -152,7 +190,7 @@ if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(
 fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
-  for r in "eval cuda fp32" "eval cuda bf16" "default batch cuda" "gloo = nccl on cuda" "comm-check nccl" "speed bf16 vs eager"; do
+  for r in "eval cuda fp32" "eval cuda bf16" "default batch cuda" "gloo = nccl on cuda" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
@@ -171,6 +209,13 @@ if [[ "$CPU_ONLY" == 1 ]]; then
     row "comm-check gloo, 2 ranks" ok "$(grep -c ': exact,' "$OUT/comm-gloo.log") sizes exact"
   else
     row "comm-check gloo, 2 ranks" FAIL "$(errline "$OUT/comm-gloo.log")"
+  fi
+  # The lost-rank row's own logic (placing the kill, the checks) over Gloo on the CPU.
+  # (batch 2: 24 batches of the 48 windows, so that the kill lands mid-run; its own one-rank reference)
+  if "$AGENT" eval "${EVAL0[@]}" --batch 2 --device cpu --threads 1 --json "$OUT/lost-ref.json" >"$OUT/lost-ref.log" 2>&1; then
+    lost_rank_row "lost rank gloo, 3 ranks (cpu)" 3 "$OUT/lost-ref.json" 2 --device cpu --backend gloo --threads 1
+  else
+    row "lost rank gloo, 3 ranks (cpu)" FAIL "one-rank reference: $(errline "$OUT/lost-ref.log")"
   fi
   finish
 fi
@@ -214,7 +259,19 @@ for topo in flat hierarchical; do
   fi
 done
 
-# 7. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
+# 7. A lost rank over NCCL: the survivors shrink (or rebuild) their communicators and finish with
+#    one rank's bits (the one-rank cuda run above, same batch and dtype).
+if (( GPUS >= 2 )); then
+  if [[ -f "$OUT/cuda16.json" ]]; then
+    lost_rank_row "lost rank nccl" "$(( GPUS >= 3 ? 3 : 2 ))" "$OUT/cuda16.json" 8 --device cuda --backend nccl
+  else
+    row "lost rank nccl" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"
+  fi
+else
+  row "lost rank nccl" skip "one GPU: NCCL needs a GPU per rank, and a lost rank needs two ranks"
+fi
+
+# 8. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
 BENCH="$OUT/bench-model"
 step=bench-make
 "$PY" "$ROOT/tests/agent/reference/make_checkpoint.py" --arch llama --out "$BENCH" --dtype BF16 --vocab 32000 --hidden 1024 \

@@ -66,7 +66,12 @@ private Q_SLOTS:
         const QString autoBatch = rowOf(r.out, QStringLiteral("default batch, made-up GPU"));
         QVERIFY2(autoBatch.startsWith(QStringLiteral("ok    batch ")) && autoBatch.contains(QStringLiteral("from free memory (limited by memory)")),
                  qPrintable(r.out));
-        for (const char *gpuRow : {"eval cuda fp32", "eval cuda bf16", "default batch cuda", "gloo = nccl on cuda", "comm-check nccl", "speed bf16 vs eager"})
+        // The lost-rank row's logic (the kill placed at 20% of the tokens, the checks) over Gloo.
+        const QString lost = rowOf(r.out, QStringLiteral("lost rank gloo, 3 ranks (cpu)"));
+        QVERIFY2(lost.startsWith(QStringLiteral("ok    3 ranks, rank 2 killed at ")) && lost.endsWith(QStringLiteral("nll_sum_exact identical, lost_ranks [2]")),
+                 qPrintable(r.out));
+        for (const char *gpuRow :
+             {"eval cuda fp32", "eval cuda bf16", "default batch cuda", "gloo = nccl on cuda", "comm-check nccl", "lost rank nccl", "speed bf16 vs eager"})
             QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);
         QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
     }

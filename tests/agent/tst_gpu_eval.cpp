@@ -9,13 +9,19 @@
 
 #include <ATen/Context.h>
 
+#include <QDir>
+#include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
 #include <cmath>
+
+#include <signal.h>
 
 using namespace cppl::test;
 
@@ -124,9 +130,99 @@ private Q_SLOTS:
         }
     }
 
+    /// --on-rank-loss continue over NCCL (issue 16): 2 or 3 ranks, one GPU each; the last rank,
+    /// slowed so that the run lasts, is killed with SIGKILL once rank 0 reports 20% of the tokens.
+    /// The survivors rebuild their communicators (ncclCommShrink, or a new one) and finish with the
+    /// one-rank run's exact sum, the lost rank on record.
+    void ncclSurvivesKilledRank()
+    {
+        const int gpus = usableNcclGpus();
+        if (gpus < 2)
+            CPPL_SKIP_NO_GPU("fewer than two GPUs NCCL can use (one per rank; a lost rank needs a survivor besides rank 0); label gpu, "
+                             "run scripts/gpu-check.sh on a host with two");
+        const int n = std::min(gpus, 3), victim = n - 1;
+        QTemporaryDir dir;
+        const QStringList common{QStringLiteral("--model"), embeddedModel(), QStringLiteral("--text"), heldOut(), QStringLiteral("--tokenizer"),
+                                 QStringLiteral("bytes"), QStringLiteral("--max-windows"), QStringLiteral("128"), QStringLiteral("--batch"),
+                                 QStringLiteral("4"), QStringLiteral("--device"), QStringLiteral("cuda")};
+        const QString oneJson = dir.filePath(QStringLiteral("one.json"));
+        const ProcessResult one = runAgent(QStringList{QStringLiteral("eval")} + common + QStringList{QStringLiteral("--quiet"), QStringLiteral("--json"), oneJson});
+        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        const QString json = dir.filePath(QStringLiteral("lost.json"));
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", QByteArray::number(victim) + ":300");
+        QProcess launcher;
+        launcher.start(QStringLiteral(CPPL_AGENT_EXE),
+                       QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(n), QStringLiteral("--")}
+                           + common
+                           + QStringList{QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--schedule"), QStringLiteral("dynamic"),
+                                         QStringLiteral("--on-rank-loss"), QStringLiteral("continue"), QStringLiteral("--sync-every-tokens"), QStringLiteral("1000"),
+                                         QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json});
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        QVERIFY(launcher.waitForStarted());
+        // Wait for the event: rank 0's round line with 20% of the tokens scored.
+        QByteArray err;
+        launcher.setReadChannel(QProcess::StandardError);
+        const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
+        auto reached = [&] {
+            for (auto it = progress.globalMatch(QString::fromUtf8(err)); it.hasNext();) {
+                const auto m = it.next();
+                if (m.captured(1).toDouble() >= 0.2 * std::max(1.0, m.captured(2).toDouble()))
+                    return true;
+            }
+            return false;
+        };
+        QElapsedTimer wait;
+        wait.start();
+        while (!reached() && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(1000))
+                err += launcher.readAllStandardError();
+        QVERIFY2(reached(), qPrintable(QString::fromUtf8(err + launcher.readAllStandardError())));
+        const qint64 pid = rankPid(launcher.processId(), victim);
+        QVERIFY2(pid > 0, "the victim rank's process was not found among the launcher's children");
+        QCOMPARE(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(300000);
+        if (!finished) {
+            launcher.kill();
+            launcher.waitForFinished();
+        }
+        err += launcher.readAllStandardError();
+        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QString::fromUtf8(err)));
+        QVERIFY2(err.contains("nccl regrouping (epoch 1, " + QByteArray::number(n - 1) + " ranks): "), err.constData());
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("nccl"));
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), readJson(oneJson).value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), readJson(oneJson).value(QStringLiteral("tokens_scored")).toInteger());
+        const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost[0].toObject().value(QStringLiteral("rank")).toInt(), victim);
+    }
+
 private:
     static QString embeddedModel() { return QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama"); }
     static QString heldOut() { return QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"); }
+    /// The process of rank @p rank among @p launcher's children (its RANK= in /proc/PID/environ), 0 when none.
+    static qint64 rankPid(qint64 launcher, int rank)
+    {
+        const QByteArray want = "RANK=" + QByteArray::number(rank);
+        const auto entries = QDir(QStringLiteral("/proc")).entryList(QDir::Dirs);
+        for (const QString &e : entries) {
+            bool ok = false;
+            const qint64 pid = e.toLongLong(&ok);
+            if (!ok)
+                continue;
+            QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+            if (!stat.open(QIODevice::ReadOnly))
+                continue;
+            const QString st = QString::fromLatin1(stat.readAll());
+            const QStringList f = st.mid(st.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
+            if (f.size() < 2 || f[1].toLongLong() != launcher)
+                continue;
+            QFile envFile(QStringLiteral("/proc/%1/environ").arg(pid));
+            if (envFile.open(QIODevice::ReadOnly) && envFile.readAll().split('\0').contains(want))
+                return pid;
+        }
+        return 0;
+    }
     /// GPUs the agent can drive with NCCL (its preflight), 0 when NCCL is unusable.
     static int usableNcclGpus()
     {

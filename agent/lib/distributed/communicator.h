@@ -77,8 +77,9 @@ struct BackendOptions
     std::string glooHost;       ///< address Gloo binds to (empty: resolve this host's name, else loopback)
     std::string glooInterface;  ///< GLOO_SOCKET_IFNAME: bind to this interface instead
     std::string storePrefix = "cppl/gloo/"; ///< each regrouping gets a fresh one: old keys must not be reused
-    /// Tolerant runs: a Gloo wait returns in slices and throws RankLostError once *lossEpoch passes
-    /// `epoch` (the watchdog reported a lost rank). Null: wait until done, as a plain run does.
+    /// Tolerant runs: a Gloo wait returns in slices, an NCCL one polls, and both throw RankLostError
+    /// once *lossEpoch passes `epoch` (the watchdog reported a lost rank). Null: wait until done (or
+    /// the timeout), as a plain run does.
     const std::atomic<int> *lossEpoch = nullptr;
     int epoch = 0;
 };
@@ -93,6 +94,19 @@ struct BackendOptions
  * no GPU).
  */
 [[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
+
+/**
+ * @brief After a lost rank (`--on-rank-loss continue`): the survivors' NCCL communicators at
+ * options.epoch (options: this rank among @p newMembers, their node groups). @p old (this rank's
+ * communicators over @p oldMembers, original rank numbers) is consumed: its node group and leaders
+ * are aborted; its world communicator is shrunk (ncclCommShrink, NCCL_SHRINK_ABORT) when every
+ * survivor's NCCL can (>= 2.27) and then aborted, else aborted and replaced by a new one from a
+ * fresh unique id under `cppl/epoch<E>/nccl/` (planNcclRebuild decides, from what each survivor
+ * published there). Collective over the survivors and blocking: the caller makes a further loss
+ * during it fatal (DistributedRun::regroup).
+ */
+[[nodiscard]] Communicators regroupNcclCommunicators(Store &store, const BackendOptions &options, Communicators old,
+                                                     const std::vector<int> &oldMembers, const std::vector<int> &newMembers);
 
 /// @brief The GPU libraries as this process loaded them (dlopen), for logs and pre-flight reports.
 struct GpuLibraries

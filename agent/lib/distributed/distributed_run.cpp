@@ -93,9 +93,6 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     std::string backend = o.backend;
     if (backend == "auto")
         backend = o.cudaDevice ? "nccl" : "gloo";
-    if (m_tolerant && backend != "gloo")
-        throw ConfigError("--on-rank-loss continue needs the gloo backend (this run uses " + backend
-                          + "; with NCCL a lost rank still ends the run); use --backend gloo or --on-rank-loss fail");
 
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
     const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
@@ -105,20 +102,32 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     std::unique_ptr<Store> watchdogStore;
     if (m_tolerant && o.storeServedElsewhere)
         watchdogStore = openTcpStore(id.masterAddr, id.masterPort, false, o.timeout);
-    m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [this, me](const Watchdog::Fatal &f) {
+    auto leave = [this, me](int exitCode, const std::string &message) {
         // From the watchdog thread: abort the communicators, say why and leave now; the main
         // thread may be deep in a forward pass or blocked in a collective that will never complete.
         abortCommunicators();
-        const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + f.message + "\n";
+        const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + message + "\n";
         std::fflush(stdout);
         std::cerr.flush();
         (void)!::write(2, line.data(), line.size());
-        std::_Exit(f.exitCode);
-    }, m_tolerant ? Watchdog::LossHandler([this](const Watchdog::Loss &loss) {
+        std::_Exit(exitCode);
+    };
+    m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [leave](const Watchdog::Fatal &f) {
+        leave(f.exitCode, f.message);
+    }, m_tolerant ? Watchdog::LossHandler([this, leave](const Watchdog::Loss &loss) {
         // From the watchdog thread: only record it; the main thread regroups at its next collective.
-        const std::lock_guard lock(m_lossMutex);
-        m_losses.push_back(loss);
-        m_lossEpoch.store(loss.epoch);
+        {
+            const std::lock_guard lock(m_lossMutex);
+            m_losses.push_back(loss);
+            m_lossEpoch.store(loss.epoch);
+        }
+        // NCCL's rebuild (shrink or init) blocks and cannot be abandoned: a rank lost during it
+        // would leave the survivors waiting in it forever. Fail instead (regroup() checks the
+        // other order: the flag first, then the epoch).
+        if (m_blockingRegroup.load())
+            leave(Watchdog::kPeerDied, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
+                                           + ") while the survivors rebuilt their NCCL communicators; a second loss during that rebuild "
+                                             "is not survivable with NCCL (ncclCommShrink / ncclCommInitRankConfig block)");
     }) : Watchdog::LossHandler(), std::move(watchdogStore));
 
     // 3. The backend's communicators.
@@ -194,8 +203,36 @@ void DistributedRun::regroup(int epoch, const std::vector<int> &members)
     b.groups = std::move(g);
     b.epoch = epoch;
     b.storePrefix = "cppl/epoch" + std::to_string(epoch) + "/gloo/";
-    Communicators fresh = makeCommunicators(m_backendName, b);
-    {
+    Communicators fresh;
+    if (m_backendName == "nccl") {
+        // The old communicators leave m_comms (the watchdog's abort no longer reaches them) for
+        // the backend, which aborts or shrinks them on this thread: no concurrent NCCL calls.
+        Communicators old;
+        {
+            const std::lock_guard lock(m_commsMutex);
+            old = std::move(m_comms);
+            m_comms = Communicators{};
+        }
+        m_blockingRegroup.store(true);
+        if (m_lossEpoch.load() > epoch) {
+            m_blockingRegroup.store(false);
+            for (Communicator *c : {old.leaders.get(), old.group.get(), old.world.get()})
+                if (c)
+                    c->abort(); // never finalized: a peer is gone
+            throw CollectiveError("rank " + std::to_string(m_rank) + ": another rank was lost before the survivors rebuilt their NCCL "
+                                  + "communicators; a second loss during that rebuild is not survivable with NCCL");
+        }
+        try {
+            fresh = regroupNcclCommunicators(*m_store, b, std::move(old), m_members, members);
+        } catch (...) {
+            m_blockingRegroup.store(false);
+            throw;
+        }
+        m_blockingRegroup.store(false);
+        const std::lock_guard lock(m_commsMutex);
+        m_comms = std::move(fresh);
+    } else {
+        fresh = makeCommunicators(m_backendName, b);
         // The old communicators may still have an operation in a Gloo thread that waits for the
         // lost rank until the timeout; destroying them would join that thread. They are kept,
         // unreachable from here, until the process exits.

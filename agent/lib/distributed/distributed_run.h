@@ -33,7 +33,7 @@ struct DistributedOptions
     std::string glooInterface;          ///< GLOO_SOCKET_IFNAME
     std::string hostname;               ///< this rank's host name (default: gethostname)
     /// `--on-rank-loss continue`: a lost rank (not rank 0) does not end the run; collectives throw
-    /// RankLostError instead and the dynamic schedule regroups the survivors (gloo only).
+    /// RankLostError instead and the dynamic schedule regroups the survivors (gloo or nccl).
     bool tolerateRankLoss = false;
 };
 
@@ -102,8 +102,9 @@ public:
     /// @brief Every loss the watchdog reported after epoch @p since, oldest first (the last one holds the membership).
     [[nodiscard]] std::vector<Watchdog::Loss> lossesSince(int since);
     /// @brief New communicators over @p members (renumbered in order; each keeps its node group
-    /// minus the lost, led by its lowest member) on a fresh store prefix; the old ones are
-    /// abandoned, never destroyed (a Gloo thread may still wait in them).
+    /// minus the lost, led by its lowest member) on a fresh store prefix. Gloo: the old ones are
+    /// abandoned, never destroyed (a Gloo thread may still wait in them). NCCL: they are aborted
+    /// or shrunk (regroupNcclCommunicators); a further loss during that blocking rebuild is fatal.
     void regroup(int epoch, const std::vector<int> &members);
     [[nodiscard]] const RankGroups &groups() const noexcept { return m_groups; }
     [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
@@ -156,6 +157,7 @@ private:
     int m_epochRank = 0;
     int m_epoch = 0;
     std::atomic<int> m_lossEpoch{0};      ///< the latest epoch the watchdog announced (its thread writes)
+    std::atomic<bool> m_blockingRegroup{false}; ///< NCCL's rebuild is under way: a loss now is fatal (regroup())
     std::mutex m_lossMutex;
     std::vector<Watchdog::Loss> m_losses;
 };

@@ -2,6 +2,7 @@
 // NCCL through its C API, loaded at run time: the agent links neither libnccl nor libcudart, so a
 // build with NCCL support still starts (and runs Gloo) on hosts without a GPU stack.
 #include "communicator.h"
+#include "nccl_recovery.h"
 #include "store.h"
 
 #include "gpu/device_choice.h"
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -54,6 +56,11 @@ std::string ncclUnavailableReason()
 }
 
 Communicators makeNcclCommunicators(Store &, const BackendOptions &)
+{
+    throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
+}
+
+Communicators regroupNcclCommunicators(Store &, const BackendOptions &, Communicators, const std::vector<int> &, const std::vector<int> &)
 {
     throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
 }
@@ -114,7 +121,19 @@ struct Api
     ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
     const char *(*ncclErrorString)(ncclResult_t) = nullptr;
     const char *(*lastError)(ncclComm_t) = nullptr;
+    ncclResult_t (*userRank)(const ncclComm_t, int *) = nullptr;
+    ncclResult_t (*commCount)(const ncclComm_t, int *) = nullptr;
+    /// NCCL >= 2.27 only (null before): the survivors' communicator after a lost rank. Declared
+    /// here rather than taken from nccl.h, so that an agent built against an older header still
+    /// uses it where the runtime library has it.
+    ncclResult_t (*commShrink)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int) = nullptr;
 };
+
+#ifdef NCCL_SHRINK_ABORT
+constexpr int kShrinkAbort = NCCL_SHRINK_ABORT;
+#else
+constexpr int kShrinkAbort = 0x01; // nccl.h 2.27: first end the parent's operations in flight, then shrink
+#endif
 
 /// The path the loader actually mapped for @p handle.
 std::string mappedPath(void *handle)
@@ -220,13 +239,19 @@ const Api &api()
                                                       {"ncclCommDestroy", &x.commDestroy},
                                                       {"ncclCommAbort", &x.commAbort},
                                                       {"ncclGetErrorString", &x.ncclErrorString},
-                                                      {"ncclGetLastError", &x.lastError}});
+                                                      {"ncclGetLastError", &x.lastError},
+                                                      {"ncclCommUserRank", &x.userRank},
+                                                      {"ncclCommCount", &x.commCount}});
             !missing.empty()) {
             l.error = "NCCL " + l.ncclPath + " lacks " + missing + " (ncclCommSplit needs NCCL >= 2.18)";
             x.nccl = nullptr;
             return x;
         }
         x.getVersion(&l.ncclVersion);
+        if (void *fn = dlsym(x.nccl, "ncclCommShrink"); fn && l.ncclVersion >= kNcclShrinkVersion) {
+            void *slot = &x.commShrink; // as bind() does: the slot is a function pointer
+            *static_cast<void **>(slot) = fn;
+        }
         return x;
     }();
     return a;
@@ -285,12 +310,19 @@ ncclConfig_t blockingConfig(const char *name)
  * NCCL forbids concurrent calls on one communicator: the main thread holds m_use for each call;
  * the watchdog's abort() only takes it when free, and otherwise leaves a flag that the polling
  * main thread acts on (the watchdog then exits the process, which ends the kernel anyway).
+ *
+ * Tolerant runs (`--on-rank-loss continue`, BackendOptions::lossEpoch set): the poll also ends
+ * when the watchdog reports a lost rank (RankLostError), and an error or a timeout is thrown
+ * without aborting: the regrouping (regroupNcclCommunicators) decides, on the main thread, whether
+ * the world communicator is shrunk (ncclCommShrink with NCCL_SHRINK_ABORT ends what is in flight)
+ * or aborted, and aborts the others.
  */
 class NcclCommunicator final : public Communicator
 {
 public:
-    NcclCommunicator(ncclComm_t comm, int rank, int size, int device, std::chrono::milliseconds timeout, std::string name)
-        : m_comm(comm), m_rank(rank), m_size(size), m_device(device), m_timeout(timeout), m_name(std::move(name))
+    NcclCommunicator(ncclComm_t comm, int rank, int size, int device, const BackendOptions &o, std::string name)
+        : m_comm(comm), m_rank(rank), m_size(size), m_device(device), m_timeout(o.timeout), m_name(std::move(name)), m_lossEpoch(o.lossEpoch),
+          m_epoch(o.epoch)
     {
         checkCuda(api().streamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     }
@@ -298,6 +330,8 @@ public:
     {
         const std::lock_guard lock(m_use);
         api().setDevice(m_device);
+        if (m_failed || m_inFlight) // after an error, or with an operation abandoned: abort, never finalize (it would wait for it)
+            abortLocked();
         if (!m_aborted) { // the normal path: flush, then free; an error here is reported, not thrown
             ncclResult_t rc = api().commFinalize(m_comm);
             if (rc == ncclSuccess)
@@ -307,13 +341,17 @@ public:
                 (void)!::write(2, line.data(), line.size());
             }
         }
-        if (m_buffer)
+        // An operation abandoned in flight (a lost rank) may have left its kernel reading the
+        // buffer until the abort ended it; cudaFree would synchronize with the device to free it.
+        // A few bytes are left to the process's end instead.
+        if (m_buffer && !m_inFlight)
             api().free(m_buffer);
         if (m_stream)
-            api().streamDestroy(m_stream);
+            api().streamDestroy(m_stream); // returns at once; the stream's resources go when its work is over
     }
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
+    [[nodiscard]] int device() const noexcept { return m_device; }
     void abort() noexcept override
     {
         m_abortRequested = true;
@@ -321,6 +359,28 @@ public:
         if (lock.owns_lock())
             abortLocked();
     }
+    /// @brief Main thread, regrouping: ncclCommAbort now (waits for nothing but m_use).
+    void abortNow() noexcept
+    {
+        const std::lock_guard lock(m_use);
+        api().setDevice(m_device);
+        abortLocked();
+    }
+    /// @brief Not aborted: ncclCommShrink may still use it (an error only is fine: NCCL_SHRINK_ABORT).
+    [[nodiscard]] bool intact()
+    {
+        const std::lock_guard lock(m_use);
+        return !m_aborted && !m_abortRequested;
+    }
+    /// @brief ncclCommShrink(NCCL_SHRINK_ABORT) without @p exclude (this communicator's ranks):
+    /// ends the operations in flight here, returns the survivors' communicator. Main thread.
+    ncclResult_t shrink(std::vector<int> exclude, ncclComm_t *out, ncclConfig_t *config)
+    {
+        const std::lock_guard lock(m_use);
+        api().setDevice(m_device);
+        return api().commShrink(m_comm, exclude.data(), static_cast<int>(exclude.size()), out, config, kShrinkAbort);
+    }
+    [[nodiscard]] ncclComm_t handle() const noexcept { return m_comm; }
     void allReduceSum(std::span<std::int64_t> w) override
     {
         run("all-reduce", w, [&] { return api().allReduce(m_buffer, m_buffer, w.size(), ncclInt64, ncclSum, m_comm, m_stream); });
@@ -341,6 +401,7 @@ private:
             api().commAbort(m_comm); // also frees the communicator: never finalized or destroyed after this
         m_aborted = true;
     }
+    [[nodiscard]] bool lossReported() const noexcept { return m_lossEpoch && m_lossEpoch->load() > m_epoch; }
 
     template<typename Enqueue>
     void run(const char *what, std::span<std::int64_t> w, Enqueue enqueue)
@@ -349,6 +410,12 @@ private:
         const std::string where = std::string("nccl ") + what + " in the " + m_name + " group";
         if (m_aborted)
             throw CollectiveError(where + ": the communicator was aborted earlier");
+        if (m_failed)
+            throw CollectiveError(where + ": the communicator failed earlier");
+        if (lossReported()) // never start an operation the lost rank would have to join
+            throw RankLostError(where + " not started: a rank was lost");
+        if (m_inFlight)
+            throw CollectiveError(where + ": an earlier operation was abandoned in flight; the communicator must be rebuilt");
         const std::size_t bytes = w.size_bytes();
         if (bytes > m_capacity) {
             if (m_buffer)
@@ -359,7 +426,12 @@ private:
             m_capacity = bytes;
         }
         checkCuda(api().memcpyAsync(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
-        check(enqueue(), where, m_comm);
+        const bool tolerant = m_lossEpoch != nullptr;
+        if (const ncclResult_t rc = enqueue(); rc != ncclSuccess) {
+            m_failed = tolerant;
+            fail(rc, where, m_comm);
+        }
+        m_inFlight = true;
         const auto deadline = std::chrono::steady_clock::now() + m_timeout;
         for (;;) {
             const cudaError_t q = api().streamQuery(m_stream);
@@ -371,20 +443,32 @@ private:
             api().getAsyncError(m_comm, &async);
             if (async != ncclSuccess && async != ncclInProgress) {
                 const std::string last = api().lastError(m_comm) ? api().lastError(m_comm) : "";
+                const std::string msg = where + " failed: " + api().ncclErrorString(async) + (last.empty() ? "" : " (NCCL says: " + last + ")");
+                if (tolerant) { // the regrouping aborts or shrinks it; the caller waits for the watchdog's verdict
+                    m_failed = true;
+                    throw CollectiveError(msg);
+                }
                 abortLocked();
-                throw CollectiveError(where + " failed: " + api().ncclErrorString(async) + (last.empty() ? "" : " (NCCL says: " + last + ")"));
+                throw CollectiveError(msg);
             }
             if (m_abortRequested) {
                 abortLocked();
                 throw CollectiveError(where + " was aborted: the run is stopping");
             }
+            if (lossReported()) // the kernel may still run: the regrouping's shrink or abort ends it
+                throw RankLostError(where + " abandoned: a rank was lost");
             if (std::chrono::steady_clock::now() > deadline) {
+                const std::string msg = where + " did not finish within " + std::to_string(m_timeout.count() / 1000) + " s";
+                if (tolerant) {
+                    m_failed = true;
+                    throw TimeoutError(msg + "; the communicator is left to the regrouping");
+                }
                 abortLocked();
-                throw TimeoutError(where + " did not finish within " + std::to_string(m_timeout.count() / 1000)
-                                   + " s; the communicator was aborted");
+                throw TimeoutError(msg + "; the communicator was aborted");
             }
             std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
+        m_inFlight = false;
         // Pageable host memory: the copy back returns when done, and the data is already there.
         checkCuda(api().memcpyAsync(w.data(), m_buffer, bytes, cudaMemcpyDeviceToHost, m_stream), "cudaMemcpyAsync (from the GPU)");
         checkCuda(api().streamSynchronize(m_stream), "cudaStreamSynchronize");
@@ -393,10 +477,14 @@ private:
     ncclComm_t m_comm;
     std::mutex m_use;
     std::atomic<bool> m_abortRequested{false};
-    bool m_aborted = false; ///< under m_use
+    bool m_aborted = false;  ///< under m_use
+    bool m_failed = false;   ///< under m_use: a tolerant run's error or timeout, left for the regrouping
+    bool m_inFlight = false; ///< under m_use: an operation was enqueued and not seen complete
     int m_rank, m_size, m_device;
     std::chrono::milliseconds m_timeout;
     std::string m_name;
+    const std::atomic<int> *m_lossEpoch;
+    int m_epoch;
     cudaStream_t m_stream = nullptr;
     void *m_buffer = nullptr;
     std::size_t m_capacity = 0;
@@ -516,44 +604,52 @@ std::vector<GpuInfo> cudaDevices()
     return out;
 }
 
-Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
-{
-    if (const std::string why = deviceProblem(); !why.empty())
-        throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
-    const Api &a = api();
-    int device = o.cudaDevice;
-    if (device < 0) { // the model runs on the CPU: choose by the same rules as eval does for a GPU model
-        DevicePlacement p;
-        p.localRank = o.localRank;
-        p.localWorldSize = o.localWorldSize;
-        checkCuda(a.getDeviceCount(&p.visibleDevices), "cudaGetDeviceCount");
-        if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
-            p.cudaVisibleDevices = v;
-        p.nccl = true;
-        p.host = localHostName();
-        device = chooseCudaDevice(p);
-    }
-    checkCuda(a.setDevice(device), "cudaSetDevice");
-    refuseSharedGpus(store, o, device);
+namespace {
 
+/// The GPU this rank drives: eval's choice, else (model on the CPU) the same rules.
+int rankDevice(const BackendOptions &o)
+{
+    if (o.cudaDevice >= 0)
+        return o.cudaDevice;
+    DevicePlacement p;
+    p.localRank = o.localRank;
+    p.localWorldSize = o.localWorldSize;
+    checkCuda(api().getDeviceCount(&p.visibleDevices), "cudaGetDeviceCount");
+    if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
+        p.cudaVisibleDevices = v;
+    p.nccl = true;
+    p.host = localHostName();
+    return chooseCudaDevice(p);
+}
+
+/// A world communicator over o.worldSize ranks from a unique id that rank 0 (of this epoch)
+/// publishes under ncclKeyPrefix(o.epoch): a regrouping never meets an older epoch's id.
+ncclComm_t openWorld(Store &store, const BackendOptions &o, int device)
+{
     ncclUniqueId id{};
-    const std::string key = "cppl/nccl/unique-id";
+    const std::string key = ncclKeyPrefix(o.epoch) + "unique-id";
     if (o.rank == 0) {
-        check(a.getUniqueId(&id), "ncclGetUniqueId");
+        check(api().getUniqueId(&id), "ncclGetUniqueId");
         store.set(key, toHex(id));
     } else {
         id = fromHex(waitFor(store, key, o, "rank 0's NCCL unique id"), o.rank);
     }
-    ncclConfig_t worldConfig = blockingConfig("clusterppl world");
+    ncclConfig_t config = blockingConfig("clusterppl world");
     ncclComm_t world = nullptr;
-    check(a.commInitRankConfig(&world, o.worldSize, id, o.rank, &worldConfig),
-          "ncclCommInitRankConfig (rank " + std::to_string(o.rank) + " of " + std::to_string(o.worldSize) + ", cuda:" + std::to_string(device) + ")");
+    check(api().commInitRankConfig(&world, o.worldSize, id, o.rank, &config),
+          "ncclCommInitRankConfig (rank " + std::to_string(o.rank) + " of " + std::to_string(o.worldSize) + ", cuda:" + std::to_string(device)
+              + (o.epoch ? ", epoch " + std::to_string(o.epoch) : std::string()) + ")");
+    return world;
+}
 
+/// The world communicator, and for a hierarchical run its node group and leaders split off it.
+/// Hierarchical runs keep the parent too (never used for data): it is finalized and destroyed
+/// after its children, and aborted with them.
+Communicators withSplits(ncclComm_t world, const BackendOptions &o, int device)
+{
     Communicators c;
     c.backend = "nccl";
-    // Hierarchical runs keep the parent too (never used for data): it is finalized and destroyed
-    // after its children, and aborted with them.
-    c.world = std::make_unique<NcclCommunicator>(world, o.rank, o.worldSize, device, o.timeout, "world");
+    c.world = std::make_unique<NcclCommunicator>(world, o.rank, o.worldSize, device, o, "world");
     if (o.topology == Topology::Flat)
         return c;
     const int g = o.groups.groupOf[static_cast<std::size_t>(o.rank)];
@@ -562,12 +658,92 @@ Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
     ncclComm_t group = nullptr, leaders = nullptr;
     ncclConfig_t groupConfig = blockingConfig("clusterppl node group");
     ncclConfig_t leadersConfig = blockingConfig("clusterppl leaders");
-    check(a.commSplit(world, g, o.rank, &group, &groupConfig), "ncclCommSplit (node group " + std::to_string(g) + ")", world);
-    check(a.commSplit(world, local == 0 ? 0 : NCCL_SPLIT_NOCOLOR, g, &leaders, &leadersConfig), "ncclCommSplit (leaders)", world);
-    c.group = std::make_unique<NcclCommunicator>(group, local, static_cast<int>(members.size()), device, o.timeout, "node group " + std::to_string(g));
+    check(api().commSplit(world, g, o.rank, &group, &groupConfig), "ncclCommSplit (node group " + std::to_string(g) + ")", world);
+    check(api().commSplit(world, local == 0 ? 0 : NCCL_SPLIT_NOCOLOR, g, &leaders, &leadersConfig), "ncclCommSplit (leaders)", world);
+    c.group = std::make_unique<NcclCommunicator>(group, local, static_cast<int>(members.size()), device, o, "node group " + std::to_string(g));
     if (local == 0)
-        c.leaders = std::make_unique<NcclCommunicator>(leaders, g, static_cast<int>(o.groups.groups.size()), device, o.timeout, "leaders");
+        c.leaders = std::make_unique<NcclCommunicator>(leaders, g, static_cast<int>(o.groups.groups.size()), device, o, "leaders");
     return c;
+}
+
+} // namespace
+
+Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
+{
+    if (const std::string why = deviceProblem(); !why.empty())
+        throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
+    const int device = rankDevice(o);
+    checkCuda(api().setDevice(device), "cudaSetDevice");
+    refuseSharedGpus(store, o, device);
+    return withSplits(openWorld(store, o, device), o, device);
+}
+
+Communicators regroupNcclCommunicators(Store &store, const BackendOptions &o, Communicators old, const std::vector<int> &oldMembers,
+                                       const std::vector<int> &newMembers)
+{
+    CPPL_ENFORCE(o.epoch > 0 && static_cast<int>(newMembers.size()) == o.worldSize, "an NCCL regrouping without a new epoch");
+    if (const std::string why = deviceProblem(); !why.empty())
+        throw CollectiveError("nccl regrouping: " + why);
+    auto *oldWorld = dynamic_cast<NcclCommunicator *>(old.world.get());
+    // However this ends, the old world communicator is aborted (idempotent), never finalized: a peer is gone.
+    struct AbortOldWorld
+    {
+        std::unique_ptr<Communicator> &world;
+        ~AbortOldWorld()
+        {
+            if (auto *n = dynamic_cast<NcclCommunicator *>(world.get()))
+                n->abortNow();
+        }
+    } abortOldWorld{old.world};
+    const int device = oldWorld ? oldWorld->device() : rankDevice(o);
+    checkCuda(api().setDevice(device), "cudaSetDevice");
+    // 1. The node group and leaders go first: they may include the lost rank and hold an
+    //    operation abandoned in flight; ncclCommAbort ends it. The world communicator is kept for
+    //    a shrink (hierarchical runs never use it for data; flat ones abandoned theirs in it).
+    for (auto *child : {old.leaders.get(), old.group.get()})
+        if (auto *n = dynamic_cast<NcclCommunicator *>(child))
+            n->abortNow();
+    old.leaders.reset();
+    old.group.reset();
+    // 2. Shrink or a new communicator: every survivor says what it can, all decide alike.
+    const std::string prefix = ncclKeyPrefix(o.epoch);
+    const ShrinkAbility mine{api().info.ncclVersion, api().commShrink != nullptr, oldWorld && oldWorld->intact()};
+    store.set(prefix + "shrink/" + std::to_string(o.rank), formatShrinkAbility(mine));
+    std::vector<ShrinkAbility> all;
+    for (int r = 0; r < o.worldSize; ++r) {
+        const std::string text = waitFor(store, prefix + "shrink/" + std::to_string(r), o,
+                                         "what rank " + std::to_string(newMembers[static_cast<std::size_t>(r)]) + " can rebuild with (regrouping)");
+        const auto a = parseShrinkAbility(text);
+        if (!a)
+            throw ProtocolError("nccl regrouping: rank " + std::to_string(newMembers[static_cast<std::size_t>(r)]) + " published \"" + text.substr(0, 40)
+                                + "\" as its NCCL abilities: do all ranks run the same agent version?");
+        all.push_back(*a);
+    }
+    const NcclRebuildPlan plan = planNcclRebuild(oldMembers, newMembers, all);
+    if (o.rank == 0)
+        std::cerr << "nccl regrouping (epoch " << o.epoch << ", " << o.worldSize << " ranks): " << plan.reason << std::endl;
+    ncclComm_t world = nullptr;
+    if (plan.shrink) {
+        ncclConfig_t config = blockingConfig("clusterppl world");
+        check(oldWorld->shrink(plan.exclude, &world, &config), "ncclCommShrink (epoch " + std::to_string(o.epoch) + ", without "
+                                                                  + std::to_string(plan.exclude.size()) + " of " + std::to_string(oldMembers.size()) + " ranks)");
+        oldWorld->abortNow(); // the parent's operations ended in the shrink; this frees it
+        // ncclCommShrink keeps the parent's order (nccl.h): each survivor's rank is its place among them.
+        int rank = -1, count = -1;
+        check(api().userRank(world, &rank), "ncclCommUserRank", world);
+        check(api().commCount(world, &count), "ncclCommCount", world);
+        if (rank != o.rank || count != o.worldSize) {
+            api().commAbort(world);
+            throw ProtocolError("nccl regrouping: ncclCommShrink made this rank " + std::to_string(rank) + " of " + std::to_string(count)
+                                + ", the survivors' order says " + std::to_string(o.rank) + " of " + std::to_string(o.worldSize));
+        }
+    } else {
+        if (oldWorld)
+            oldWorld->abortNow();
+        world = openWorld(store, o, device);
+    }
+    old.world.reset();
+    return withSplits(world, o, device);
 }
 
 #endif
