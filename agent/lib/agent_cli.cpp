@@ -93,7 +93,7 @@ constexpr CommandUsage kCommandUsage[] = {
                                          as ranks go (no waiting for a slow rank); same bits
       --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
                                          or regroup without it and finish with the same bits
-                                         (continue: --schedule dynamic, gloo; rank 0 must survive)
+                                         (continue: --schedule dynamic; rank 0 must survive)
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it
