@@ -100,9 +100,15 @@ std::string sha256File(const std::string &path)
     const auto f = MappedFile::open(path);
     crypto_hash_sha256_state state;
     crypto_hash_sha256_init(&state);
+    // Each chunk's pages are dropped from this process once hashed: the whole file read through the
+    // mapping would otherwise stay in the resident set until the end (4.9 GB for a 1B float32 model,
+    // on top of its packed weights while rank 0 hashes them during the evaluation).
     constexpr std::size_t kChunk = std::size_t{1} << 24;
-    for (std::size_t at = 0; at < f->size(); at += kChunk)
-        crypto_hash_sha256_update(&state, f->data() + at, std::min(kChunk, f->size() - at));
+    for (std::size_t at = 0; at < f->size(); at += kChunk) {
+        const std::size_t n = std::min(kChunk, f->size() - at);
+        crypto_hash_sha256_update(&state, f->data() + at, n);
+        f->releaseRange(f->data() + at, n);
+    }
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&state, digest);
     return hex(digest, sizeof digest);
