@@ -21,6 +21,14 @@
 #define CPPL_X86 0
 #endif
 
+// The AVX-512 version of a function where this CPU has it, else the portable one (the only one
+// compiled off x86).
+#if CPPL_X86
+#define CPPL_BY_ISA(avx512, generic) (detectIsa() == Isa::Avx512 ? (avx512) : (generic))
+#else
+#define CPPL_BY_ISA(avx512, generic) (generic)
+#endif
+
 namespace cppl::agent::cpu {
 
 namespace {
@@ -197,6 +205,15 @@ void causalAttention(const float *q, const float *k, const float *v, float *out,
 
 namespace {
 
+// f(r) for every row r, the rows split over `parallel`.
+template <typename F> void eachRow(std::int64_t rows, const ParallelFor &parallel, const F &f)
+{
+    parallel(rows, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r)
+            f(r);
+    });
+}
+
 // One row of RMSNorm: the sum of squares in double (order fixed by the code path), then
 // dst[j] = weight[j] * (src[j] * inv). src may equal dst.
 void rmsRowGeneric(const float *src, std::int64_t n, const float *weight, double eps, float *dst)
@@ -262,15 +279,113 @@ __attribute__((target("avx512f"))) void rmsRowAvx512(const float *src, std::int6
 
 void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, double eps, float *out, const ParallelFor &parallel)
 {
+    auto *row = CPPL_BY_ISA(rmsRowAvx512, rmsRowGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { row(x + r * n, n, weight, eps, out + r * n); });
+}
+
+namespace {
+
+// One row of LayerNorm: the mean, then the variance about it, both summed in double (order fixed by the
+// code path); then dst[j] = (src[j] - mean) * rstd * weight[j] + bias[j] in float. src may equal dst.
+void layerRowGeneric(const float *src, std::int64_t n, const float *weight, const float *bias, double eps, float *dst)
+{
+    double sum = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+        sum += static_cast<double>(src[j]);
+    const double mean = sum / static_cast<double>(n);
+    double ss = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+        const double d = static_cast<double>(src[j]) - mean;
+        ss += d * d;
+    }
+    const auto m = static_cast<float>(mean);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (std::int64_t j = 0; j < n; ++j)
+        dst[j] = (src[j] - m) * inv * weight[j] + bias[j];
+}
+
+// The GELU of one value with the tanh approximation (transformers' gelu_new / NewGELUActivation).
+constexpr float kGeluC = 0.7978845608028654F; // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715F;
+
+void geluRowGeneric(float *x, std::int64_t n)
+{
+    for (std::int64_t j = 0; j < n; ++j) {
+        const float v = x[j];
+        x[j] = 0.5F * v * (1.0F + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
+    }
+}
+
 #if CPPL_X86
-    auto *row = detectIsa() == Isa::Avx512 ? rmsRowAvx512 : rmsRowGeneric;
-#else
-    auto *row = rmsRowGeneric;
+// layerRowGeneric with 16 double lanes (two accumulators of 8) per pass; tails past the last full 16 scalar.
+__attribute__((target("avx512f"))) void layerRowAvx512(const float *src, std::int64_t n, const float *weight, const float *bias, double eps,
+                                                        float *dst)
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    std::int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(src + j);
+        a0 = _mm512_add_pd(a0, cvt8(lowerHalf(v)));
+        a1 = _mm512_add_pd(a1, cvt8(upperHalf(v)));
+    }
+    double sum = lanesSum(_mm512_add_pd(a0, a1));
+    for (std::int64_t t = j; t < n; ++t)
+        sum += static_cast<double>(src[t]);
+    const double mean = sum / static_cast<double>(n);
+    const __m512d vmean = _mm512_set1_pd(mean);
+    a0 = _mm512_setzero_pd();
+    a1 = _mm512_setzero_pd();
+    for (j = 0; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(src + j);
+        const __m512d lo = _mm512_sub_pd(cvt8(lowerHalf(v)), vmean), hi = _mm512_sub_pd(cvt8(upperHalf(v)), vmean);
+        a0 = _mm512_fmadd_pd(lo, lo, a0);
+        a1 = _mm512_fmadd_pd(hi, hi, a1);
+    }
+    double ss = lanesSum(_mm512_add_pd(a0, a1));
+    for (std::int64_t t = j; t < n; ++t) {
+        const double d = static_cast<double>(src[t]) - mean;
+        ss += d * d;
+    }
+    const auto m = static_cast<float>(mean);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    const __m512 vm = _mm512_set1_ps(m), vinv = _mm512_set1_ps(inv);
+    for (j = 0; j + 16 <= n; j += 16) {
+        const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(src + j), vm), vinv), _mm512_loadu_ps(weight + j));
+        _mm512_storeu_ps(dst + j, _mm512_add_ps(y, _mm512_loadu_ps(bias + j)));
+    }
+    for (; j < n; ++j)
+        dst[j] = (src[j] - m) * inv * weight[j] + bias[j];
+}
+
+// tanh(u) = sign(u) (1 - e) / (1 + e) with e = e^-2|u| through exp512 on [-87, 0].
+__attribute__((target("avx512f"))) void geluRowAvx512(float *x, std::int64_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0F), half = _mm512_set1_ps(0.5F), c = _mm512_set1_ps(kGeluC), a = _mm512_set1_ps(kGeluA);
+    for (std::int64_t j = 0; j < n; j += 16) {
+        const auto m = static_cast<__mmask16>(n - j >= 16 ? 0xFFFFU : (1U << (n - j)) - 1U);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+        const __m512 u = _mm512_mul_ps(c, _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(a, v), v), v)));
+        const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0F), _mm512_abs_ps(u)));
+        __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+        t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), t);
+        _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, t)));
+    }
+}
 #endif
-    parallel(rows, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r)
-            row(x + r * n, n, weight, eps, out + r * n);
-    });
+
+} // namespace
+
+void layerNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, const float *bias, double eps, float *out,
+               const ParallelFor &parallel)
+{
+    auto *row = CPPL_BY_ISA(layerRowAvx512, layerRowGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { row(x + r * n, n, weight, bias, eps, out + r * n); });
+}
+
+void geluTanh(float *x, std::int64_t rows, std::int64_t n, const ParallelFor &parallel)
+{
+    auto *f = CPPL_BY_ISA(geluRowAvx512, geluRowGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { f(x + r * n, n); });
 }
 
 void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t T, const float *cos, const float *sin,
@@ -326,15 +441,8 @@ __attribute__((target("avx512f"))) void siluMulAvx512(float *g, std::int64_t n)
 
 void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel)
 {
-#if CPPL_X86
-    auto *f = detectIsa() == Isa::Avx512 ? siluMulAvx512 : siluMulGeneric;
-#else
-    auto *f = siluMulGeneric;
-#endif
-    parallel(rows, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r)
-            f(gu + r * 2 * n, n);
-    });
+    auto *f = CPPL_BY_ISA(siluMulAvx512, siluMulGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { f(gu + r * 2 * n, n); });
 }
 
 namespace {
@@ -385,11 +493,7 @@ __attribute__((target("avx512f"))) double sumExpAvx512(const float *z, std::int6
 void logSoftmaxAt(const float *logits, std::int64_t rows, std::int64_t V, std::int64_t ld, const std::int64_t *targets, double *out,
                   const ParallelFor &parallel)
 {
-#if CPPL_X86
-    auto *sumExp = detectIsa() == Isa::Avx512 ? sumExpAvx512 : sumExpGeneric;
-#else
-    auto *sumExp = sumExpGeneric;
-#endif
+    auto *sumExp = CPPL_BY_ISA(sumExpAvx512, sumExpGeneric);
     parallel(rows, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r) {
             const float *z = logits + r * ld;

@@ -113,6 +113,12 @@ void causalAttention(const float *q, const float *k, const float *v, float *out,
 
 /// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) for rows of width n (sum of squares in double).
 void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, double eps, float *out, const ParallelFor &parallel);
+/// out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias for rows of width n: mean and (biased) variance
+/// in double, two passes, each row by one thread (GPT-2's LayerNorm). x may equal out.
+void layerNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, const float *bias, double eps, float *out,
+               const ParallelFor &parallel);
+/// x = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in place on rows of width n (GPT-2's gelu_new).
+void geluTanh(float *x, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
 /// Rotary embedding in place on `heads` heads of width hd at the start of each row (stride ld); row r
 /// is position r % T; cos and sin are [T][hd] (transformers' rotate_half convention).
 void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t T, const float *cos, const float *sin,

@@ -225,6 +225,47 @@ struct HeadScratch
     }
 };
 
+// Activations of a native forward pass, reused while the batch shape stays the same: fresh buffers
+// (~85 MB per batch at the 18M bench shape) cost a page fault per 4 KiB on every batch. Allocated (and
+// touched) by the model's prepare() before evaluation starts, else by the first forward pass. Each
+// model names its buffers by index and gives their sizes in floats for a shape.
+class Workspace
+{
+public:
+    /// Reallocates every buffer when [rows = batch x T, T] changed; true when it did (the caller then
+    /// fills its per-shape tables).
+    bool reserve(std::int64_t rows, std::int64_t T, const std::vector<std::int64_t> &floats)
+    {
+        if (rows == m_rows && T == m_T)
+            return false;
+        m_buffers.clear(); // the old buffers go first
+        m_rows = m_T = 0;
+        for (const std::int64_t n : floats)
+            m_buffers.push_back(cpu::allocateFloats(n));
+        m_rows = rows;
+        m_T = T;
+        return true;
+    }
+    [[nodiscard]] float *operator[](std::size_t i) const { return m_buffers[i].get(); }
+    [[nodiscard]] std::int64_t rows() const { return m_rows; }
+
+private:
+    std::int64_t m_rows = 0, m_T = 0;
+    std::vector<cpu::FloatBuffer> m_buffers;
+};
+
+// x[r] = table[ids[r]] (rows of `width` floats) for the batch's ids, each checked against the vocabulary.
+void lookupRows(const at::Tensor &ids, const float *table, std::int64_t vocab, std::int64_t width, float *x)
+{
+    const at::Tensor idx = ids.to(at::kLong).contiguous();
+    const std::int64_t *id = idx.data_ptr<std::int64_t>();
+    for (std::int64_t r = 0; r < idx.numel(); ++r) {
+        if (id[r] < 0 || id[r] >= vocab)
+            throw ConfigError("token id " + std::to_string(id[r]) + " is outside the model's vocabulary of " + std::to_string(vocab));
+        std::memcpy(x + r * width, table + id[r] * width, static_cast<std::size_t>(width) * sizeof(float));
+    }
+}
+
 // log p(target) at the listed rows of the last hidden states, without the [N, V] logits: rows go in
 // chunks through one reused buffer: gathered, finished by `finish` (the final norm, a per-row
 // function, so norm(x)[flat] = norm(x[flat])), projected onto the vocabulary, reduced by
@@ -330,11 +371,85 @@ at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::T
 
 constexpr std::int64_t kAttentionBlock = 128;
 
-class LlamaModel final : public LanguageModel
+// What the Llama and GPT-2 models share: the head, the native path's workspace and fused head, and the
+// LanguageModel entry points built on them. Each model supplies its forward passes and its final norm.
+class DecoderModel : public LanguageModel
+{
+public:
+    const ModelInfo &info() const override { return m_info; }
+
+    at::Tensor logits(const at::Tensor &ids) override { return m_head(hidden(ids)); }
+
+    at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
+    {
+        const at::Tensor h = hidden(ids);
+        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
+    }
+
+    void prepare(std::int64_t batch, std::int64_t width) override
+    {
+        if (m_path != Path::Native)
+            return;
+        ensureWorkspace(batch, width);
+        m_headScratch.reserve(batch * width, m_c.hidden, m_c.vocab);
+    }
+
+    at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override
+    {
+        if (m_path != Path::Native)
+            return {};
+        forwardNative(ids);
+        const auto finish = [this](float *rows, std::int64_t n) { finalNorm(rows, n, rows); };
+        return fusedTargetLogProbs(m_ws[kResidual], m_ws.rows(), m_c.hidden, flat, targets, m_head, m_c.vocab, finish, m_headScratch);
+    }
+
+protected:
+    DecoderModel(ModelConfig c, const LoadOptions &o) : m_c(std::move(c)), m_opts(o), m_path(choosePath(o)) {}
+
+    /// The workspace's buffer 0 is the residual stream [B * T, hidden], where forwardNative leaves the
+    /// last layer's output (before the final norm).
+    static constexpr std::size_t kResidual = 0;
+    /// Sizes the workspace for a batch shape (Workspace::reserve) and fills any per-shape tables.
+    virtual void ensureWorkspace(std::int64_t batch, std::int64_t T) = 0;
+    /// The float32 CPU forward pass on the agent's own kernels, into the workspace.
+    virtual void forwardNative(const at::Tensor &ids) = 0;
+    /// The final norm on rows of the residual stream (per row: commutes with gathering rows). x may equal out.
+    virtual void finalNorm(const float *x, std::int64_t rows, float *out) const = 0;
+    /// The forward pass on LibTorch's kernels (BLAS, oneDNN, other dtypes, GPUs), final norm included.
+    virtual at::Tensor hiddenLibTorch(const at::Tensor &ids) = 0;
+
+    void setInfo(const std::string &dir, const WeightSource &w)
+    {
+        m_info = baseInfo(dir, m_c, w);
+        m_info.gemm = pathName(m_path);
+        m_info.device = m_opts.device;
+    }
+
+    /// Hidden states after the final norm, [B, T, hidden].
+    at::Tensor hidden(const at::Tensor &ids)
+    {
+        if (m_path != Path::Native)
+            return hiddenLibTorch(ids);
+        forwardNative(ids);
+        const at::Tensor out = at::empty({m_ws.rows(), m_c.hidden}, at::TensorOptions().dtype(at::kFloat));
+        finalNorm(m_ws[kResidual], m_ws.rows(), fptr(out));
+        return out.view({ids.size(0), ids.size(1), m_c.hidden});
+    }
+
+    ModelConfig m_c;
+    LoadOptions m_opts;
+    Path m_path = Path::Blas;
+    ModelInfo m_info;
+    Linear m_head;
+    Workspace m_ws;
+    HeadScratch m_headScratch;
+};
+
+class LlamaModel final : public DecoderModel
 {
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o), m_path(choosePath(o))
+        : DecoderModel(std::move(c), o)
     {
         WeightSource w(std::move(ckpt), o);
         const std::int64_t H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
@@ -381,9 +496,7 @@ public:
         m_norm = w.get("model.norm.weight", {H});
         // A tied head shares the embedding, which the embedding lookup keeps using: never released.
         m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
-        m_info = baseInfo(dir, m_c, w);
-        m_info.gemm = pathName(m_path);
-        m_info.device = o.device;
+        setInfo(dir, w);
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
         const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -400,33 +513,6 @@ public:
             invFreq = at::where(medium, smoothed, scaled);
         }
         m_invFreq = invFreq.to(f32).to(o.device); // on the model's device, like every table hidden() builds from it
-    }
-
-    const ModelInfo &info() const override { return m_info; }
-
-    at::Tensor logits(const at::Tensor &ids) override { return m_head(hidden(ids)); }
-
-    at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
-    {
-        const at::Tensor h = hidden(ids);
-        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
-    }
-
-    void prepare(std::int64_t batch, std::int64_t width) override
-    {
-        if (m_path != Path::Native)
-            return;
-        ensureWorkspace(batch, width);
-        m_headScratch.reserve(batch * width, m_c.hidden, m_c.vocab);
-    }
-
-    at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override
-    {
-        if (m_path != Path::Native)
-            return {};
-        forwardNative(ids);
-        const auto finish = [this](float *rows, std::int64_t n) { cpu::rmsNorm(rows, n, m_c.hidden, fptr(m_norm), m_c.normEps, rows, intraOp()); };
-        return fusedTargetLogProbs(m_ws.x.get(), m_ws.rows, m_c.hidden, flat, targets, m_head, m_c.vocab, finish, m_headScratch);
     }
 
 private:
@@ -447,63 +533,37 @@ private:
 
     static const float *optionalData(const at::Tensor &t) { return t.defined() ? fptr(t) : nullptr; }
 
-    // Activations of the native forward pass, reused while the batch shape stays the same: fresh
-    // buffers (~85 MB per batch at the 18M bench shape) cost a page fault per 4 KiB on every batch.
-    // Allocated (and touched) by prepare() before evaluation starts, else by the first forward pass.
-    struct Workspace
-    {
-        std::int64_t rows = 0, T = 0;
-        cpu::FloatBuffer x, h, qkv, attn, gu, cos, sin;
-    };
+    // The workspace's buffers: activations [B * T, width] and the rotary tables [T, head_dim].
+    enum Buffer : std::size_t { kX = kResidual, kH, kQkv, kAttn, kGu, kCos, kSin };
 
-    void ensureWorkspace(std::int64_t B, std::int64_t T)
+    void ensureWorkspace(std::int64_t B, std::int64_t T) override
     {
-        const std::int64_t rows = B * T;
-        if (m_ws.rows == rows && m_ws.T == T)
+        const std::int64_t rows = B * T, H = m_c.hidden, hd = m_c.headDim, nq = m_c.heads * hd, nk = m_c.kvHeads * hd;
+        if (!m_ws.reserve(rows, T, {rows * H, rows * H, rows * (nq + 2 * nk), rows * nq, rows * 2 * m_c.intermediate, T * hd, T * hd}))
             return;
-        const std::int64_t H = m_c.hidden, hd = m_c.headDim, nq = m_c.heads * hd, nk = m_c.kvHeads * hd;
-        m_ws = Workspace{}; // the old buffers go first
-        m_ws.x = cpu::allocateFloats(rows * H);
-        m_ws.h = cpu::allocateFloats(rows * H);
-        m_ws.qkv = cpu::allocateFloats(rows * (nq + 2 * nk));
-        m_ws.attn = cpu::allocateFloats(rows * nq);
-        m_ws.gu = cpu::allocateFloats(rows * 2 * m_c.intermediate);
         // cos/sin of float32 angles t * inv_freq as transformers forms them, evaluated in double here:
         // LibTorch's vectorised cos gave other last bits at some positions depending on the threads.
-        m_ws.cos = cpu::allocateFloats(T * hd);
-        m_ws.sin = cpu::allocateFloats(T * hd);
         const float *inv = fptr(m_invFreq);
-        float *c = m_ws.cos.get(), *sn = m_ws.sin.get();
+        float *c = m_ws[kCos], *sn = m_ws[kSin];
         for (std::int64_t t = 0; t < T; ++t)
             for (std::int64_t i = 0; i < hd; ++i) {
                 const float angle = static_cast<float>(t) * inv[i % (hd / 2)];
                 c[t * hd + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
                 sn[t * hd + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
             }
-        m_ws.rows = rows;
-        m_ws.T = T;
     }
 
     // The float32 CPU forward pass on the agent's own kernels: activations stay row-major [B * T, width]
     // in the workspace, reused by every layer and batch; the residual stream takes o_proj and
     // down_proj in place. Leaves the last layer's output (before the final norm) in m_ws.x.
-    void forwardNative(const at::Tensor &ids)
+    void forwardNative(const at::Tensor &ids) override
     {
         const std::int64_t B = ids.size(0), T = ids.size(1), rows = B * T, H = m_c.hidden, hd = m_c.headDim, I = m_c.intermediate;
         const std::int64_t nq = m_c.heads * hd, nk = m_c.kvHeads * hd, wqkv = nq + 2 * nk;
         const cpu::ParallelFor &par = intraOp();
         ensureWorkspace(B, T);
-        float *x = m_ws.x.get(), *h = m_ws.h.get(), *qkv = m_ws.qkv.get(), *attn = m_ws.attn.get(), *gu = m_ws.gu.get();
-        {
-            const at::Tensor idx = ids.to(at::kLong).contiguous();
-            const std::int64_t *id = idx.data_ptr<std::int64_t>();
-            const float *embed = fptr(m_embed);
-            for (std::int64_t r = 0; r < rows; ++r) {
-                if (id[r] < 0 || id[r] >= m_c.vocab)
-                    throw ConfigError("token id " + std::to_string(id[r]) + " is outside the model's vocabulary of " + std::to_string(m_c.vocab));
-                std::memcpy(x + r * H, embed + id[r] * H, static_cast<std::size_t>(H) * sizeof(float));
-            }
-        }
+        float *x = m_ws[kX], *h = m_ws[kH], *qkv = m_ws[kQkv], *attn = m_ws[kAttn], *gu = m_ws[kGu];
+        lookupRows(ids, fptr(m_embed), m_c.vocab, H, x);
         cpu::AttentionShape shape;
         shape.batch = B;
         shape.T = T;
@@ -516,7 +576,7 @@ private:
         for (const Layer &l : m_layers) {
             cpu::rmsNorm(x, rows, H, fptr(l.inNorm), m_c.normEps, h, par);
             cpu::gemm(h, H, rows, l.qkv->view(), qkv, wqkv, optionalData(l.qkvBias), false, par);
-            cpu::rotary(qkv, rows, wqkv, m_c.heads + m_c.kvHeads, hd, T, m_ws.cos.get(), m_ws.sin.get(), par); // q and k heads are adjacent
+            cpu::rotary(qkv, rows, wqkv, m_c.heads + m_c.kvHeads, hd, T, m_ws[kCos], m_ws[kSin], par); // q and k heads are adjacent
             cpu::causalAttention(qkv, qkv + nq, qkv + nq + nk, attn, shape, par);
             l.o.into(attn, nq, rows, x, H, true);
             cpu::rmsNorm(x, rows, H, fptr(l.postNorm), m_c.normEps, h, par);
@@ -526,12 +586,9 @@ private:
         }
     }
 
-    at::Tensor hiddenNative(const at::Tensor &ids)
+    void finalNorm(const float *x, std::int64_t rows, float *out) const override
     {
-        forwardNative(ids);
-        const at::Tensor out = at::empty({m_ws.rows, m_c.hidden}, at::TensorOptions().dtype(at::kFloat));
-        cpu::rmsNorm(m_ws.x.get(), m_ws.rows, m_c.hidden, fptr(m_norm), m_c.normEps, fptr(out), intraOp());
-        return out.view({ids.size(0), ids.size(1), m_c.hidden});
+        cpu::rmsNorm(x, rows, m_c.hidden, fptr(m_norm), m_c.normEps, out, intraOp());
     }
 
     at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight) const
@@ -547,10 +604,8 @@ private:
         return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
     }
 
-    at::Tensor hidden(const at::Tensor &ids)
+    at::Tensor hiddenLibTorch(const at::Tensor &ids) override
     {
-        if (m_path == Path::Native)
-            return hiddenNative(ids);
         const std::int64_t B = ids.size(0), T = ids.size(1), hd = m_c.headDim, kv = m_c.kvHeads;
         at::Tensor x = at::embedding(m_embed, ids.to(m_opts.device));
         const auto opts = x.options();
@@ -572,22 +627,15 @@ private:
         return rmsNorm(x, m_norm);
     }
 
-    ModelConfig m_c;
-    LoadOptions m_opts;
-    Path m_path = Path::Blas;
-    ModelInfo m_info;
     at::Tensor m_embed, m_norm, m_invFreq;
-    Linear m_head;
     std::vector<Layer> m_layers;
-    Workspace m_ws;
-    HeadScratch m_headScratch;
 };
 
-class Gpt2Model final : public LanguageModel
+class Gpt2Model final : public DecoderModel
 {
 public:
     Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o)
-        : m_c(std::move(c)), m_opts(o), m_path(choosePath(o))
+        : DecoderModel(std::move(c), o)
     {
         WeightSource w(std::move(ckpt), o);
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
@@ -611,33 +659,7 @@ public:
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
         m_head = Linear::make(m_wte, {}, m_path); // tied to wte, which the lookup keeps using
-        m_info = baseInfo(dir, m_c, w);
-        m_info.gemm = pathName(m_path);
-        m_info.device = o.device;
-    }
-
-    const ModelInfo &info() const override { return m_info; }
-
-    at::Tensor logits(const at::Tensor &ids) override { return m_head(hidden(ids)); }
-
-    at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override
-    {
-        const at::Tensor h = hidden(ids);
-        return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
-    }
-
-    void prepare(std::int64_t batch, std::int64_t width) override
-    {
-        if (m_path == Path::Native)
-            m_headScratch.reserve(batch * width, m_c.hidden, m_c.vocab);
-    }
-
-    at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override
-    {
-        if (m_path != Path::Native)
-            return {};
-        const at::Tensor h = hidden(ids).contiguous();
-        return fusedTargetLogProbs(fptr(h), h.numel() / m_c.hidden, m_c.hidden, flat, targets, m_head, m_c.vocab, {}, m_headScratch);
+        setInfo(dir, w);
     }
 
 private:
@@ -647,7 +669,53 @@ private:
         Linear attn, proj, fc, fcProj;
     };
 
-    at::Tensor hidden(const at::Tensor &ids)
+    // The workspace's buffers, all [B * T, width]: the residual stream; the LayerNorm output, which
+    // attention's output reuses (the norm is dead once q/k/v are computed); q/k/v, whose buffer the MLP's
+    // hidden layer reuses (q/k/v are dead once attention is done).
+    enum Buffer : std::size_t { kX = kResidual, kH, kWide };
+
+    void ensureWorkspace(std::int64_t B, std::int64_t T) override
+    {
+        const std::int64_t rows = B * T, E = m_c.hidden;
+        m_ws.reserve(rows, T, {rows * E, rows * E, rows * std::max(3 * E, m_c.intermediate)});
+    }
+
+    // The float32 CPU forward pass on the agent's own kernels, as the Llama one: activations row-major
+    // in the workspace; c_proj and the MLP's c_proj accumulate (with their biases) into the residual
+    // stream. Leaves the last block's output (before ln_f) in the workspace's kX.
+    void forwardNative(const at::Tensor &ids) override
+    {
+        const std::int64_t B = ids.size(0), T = ids.size(1), rows = B * T, E = m_c.hidden, I = m_c.intermediate, nh = m_c.heads, hd = E / nh;
+        if (T > m_c.maxPositions)
+            throw ConfigError("a window of " + std::to_string(T) + " tokens is longer than the model's n_positions " + std::to_string(m_c.maxPositions)
+                              + " (config.json); use a --context of at most " + std::to_string(m_c.maxPositions));
+        const cpu::ParallelFor &par = intraOp();
+        ensureWorkspace(B, T);
+        float *x = m_ws[kX], *h = m_ws[kH], *wide = m_ws[kWide];
+        lookupRows(ids, fptr(m_wte), m_c.vocab, E, x);
+        const float *wpe = fptr(m_wpe);
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t j = 0; j < E; ++j)
+                x[r * E + j] += wpe[(r % T) * E + j];
+        const cpu::AttentionShape s{B, T, nh, nh, hd, 3 * E, 3 * E, 3 * E, E, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+        for (const Block &b : m_blocks) {
+            cpu::layerNorm(x, rows, E, fptr(b.ln1w), fptr(b.ln1b), m_c.normEps, h, par);
+            b.attn.into(h, E, rows, wide, 3 * E, false);
+            cpu::causalAttention(wide, wide + E, wide + 2 * E, h, s, par);
+            b.proj.into(h, E, rows, x, E, true);
+            cpu::layerNorm(x, rows, E, fptr(b.ln2w), fptr(b.ln2b), m_c.normEps, h, par);
+            b.fc.into(h, E, rows, wide, I, false);
+            cpu::geluTanh(wide, rows, I, par);
+            b.fcProj.into(wide, I, rows, x, E, true);
+        }
+    }
+
+    void finalNorm(const float *x, std::int64_t rows, float *out) const override
+    {
+        cpu::layerNorm(x, rows, m_c.hidden, fptr(m_lnfW), fptr(m_lnfB), m_c.normEps, out, intraOp());
+    }
+
+    at::Tensor hiddenLibTorch(const at::Tensor &ids) override
     {
         const std::int64_t B = ids.size(0), T = ids.size(1), E = m_c.hidden, nh = m_c.heads, hd = E / nh;
         const at::Tensor dev = ids.to(m_opts.device);
@@ -656,16 +724,6 @@ private:
         for (const Block &b : m_blocks) {
             at::Tensor h = at::layer_norm(x, {E}, b.ln1w, b.ln1b, m_c.normEps);
             const at::Tensor qkv = b.attn(h.reshape({-1, E})).view({B, T, 3 * E});
-            if (m_path == Path::Native) {
-                const at::Tensor a = at::empty({B * T, E}, x.options());
-                cpu::AttentionShape s{B, T, nh, nh, hd, 3 * E, 3 * E, 3 * E, E, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
-                cpu::causalAttention(fptr(qkv), fptr(qkv) + E, fptr(qkv) + 2 * E, fptr(a), s, intraOp());
-                x = x + b.proj(a).view({B, T, E});
-                h = at::layer_norm(x, {E}, b.ln2w, b.ln2b, m_c.normEps);
-                h = at::gelu(b.fc(h.reshape({-1, E})), "tanh");
-                x = x + b.fcProj(h).view({B, T, E});
-                continue;
-            }
             const auto parts = qkv.split(E, 2);
             const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
             const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
@@ -679,14 +737,8 @@ private:
         return at::layer_norm(x, {E}, m_lnfW, m_lnfB, m_c.normEps);
     }
 
-    ModelConfig m_c;
-    LoadOptions m_opts;
-    Path m_path = Path::Blas;
-    ModelInfo m_info;
     at::Tensor m_wte, m_wpe, m_lnfW, m_lnfB;
-    Linear m_head;
     std::vector<Block> m_blocks;
-    HeadScratch m_headScratch;
 };
 
 } // namespace
