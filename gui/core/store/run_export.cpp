@@ -71,19 +71,12 @@ QJsonObject runToJson(const RunRecord &r)
                     {u"protocol"_s, r.protocol},
                     {u"settings_key"_s, r.settingsKey}};
     QJsonArray ranks, samples, logs, alerts;
-    for (const RankSummary &s : r.ranks)
-        ranks.append(QJsonObject{{u"rank"_s, s.rank},
-                                 {u"host"_s, s.host},
-                                 {u"group"_s, s.group},
-                                 {u"tokens"_s, static_cast<qint64>(s.tokens)},
-                                 {u"windows"_s, static_cast<qint64>(s.windows)},
-                                 {u"rounds"_s, static_cast<qint64>(s.rounds)},
-                                 {u"compute_seconds"_s, s.computeSeconds},
-                                 {u"wait_seconds"_s, s.waitSeconds},
-                                 {u"transfer_seconds"_s, s.transferSeconds},
-                                 {u"wall_seconds"_s, s.wallSeconds},
-                                 {u"tokens_per_second"_s, s.tokensPerSecond},
-                                 {u"exit_code"_s, s.exitCode ? QJsonValue(*s.exitCode) : QJsonValue(QJsonValue::Null)}});
+    for (const RankSummary &s : r.ranks) {
+        QJsonObject o = rankSummaryJson(s);
+        o.insert(u"tokens_per_second"_s, s.tokensPerSecond);
+        o.insert(u"exit_code"_s, s.exitCode ? QJsonValue(*s.exitCode) : QJsonValue(QJsonValue::Null));
+        ranks.append(o);
+    }
     // Samples as rows of numbers: a long run has tens of thousands.
     for (const RankSample &s : r.samples)
         samples.append(QJsonArray{s.t, s.rank, s.tokensPerSecond, s.waitShare, s.transferShare, s.deviation, static_cast<qint64>(s.tokens)});

@@ -43,6 +43,32 @@ QString absoluteClean(const QString &path, const QString &base)
     return QDir::cleanPath(abs);
 }
 
+// Fields read from and written to JSON under one key each, so that a reader and its writer cannot drift apart.
+template <typename S, typename T> struct Field
+{
+    const char16_t *key;
+    T S::*member;
+};
+
+// The settings a result JSON holds at its top level under the names settingsJson writes (model and
+// data differ: a result has their paths inside objects).
+constexpr Field<SettingsKeyInputs, QString> kSettingsText[] = {{u"protocol", &SettingsKeyInputs::protocol}, {u"dtype", &SettingsKeyInputs::dtype}};
+constexpr Field<SettingsKeyInputs, std::int64_t> kSettingsNumbers[] = {{u"context", &SettingsKeyInputs::context},
+                                                                       {u"stride", &SettingsKeyInputs::stride},
+                                                                       {u"batch", &SettingsKeyInputs::batch},
+                                                                       {u"max_windows", &SettingsKeyInputs::maxWindows}};
+
+// A rank's figures, as a result's ranks[] and an export's rank_summary rows hold them.
+constexpr Field<RankSummary, int> kRankInts[] = {{u"rank", &RankSummary::rank}, {u"group", &RankSummary::group}};
+constexpr Field<RankSummary, std::int64_t> kRankCounts[] = {
+    {u"tokens", &RankSummary::tokens}, {u"windows", &RankSummary::windows}, {u"rounds", &RankSummary::rounds}};
+constexpr Field<RankSummary, double> kRankSeconds[] = {{u"compute_seconds", &RankSummary::computeSeconds},
+                                                       {u"wait_seconds", &RankSummary::waitSeconds},
+                                                       {u"transfer_seconds", &RankSummary::transferSeconds},
+                                                       {u"wall_seconds", &RankSummary::wallSeconds}};
+
+QString keyOf(const char16_t *key) { return QString::fromUtf16(key); }
+
 } // namespace
 
 SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const QString &profileDir)
@@ -69,12 +95,10 @@ SettingsKeyInputs settingsInputsFromResult(const QJsonObject &r)
     SettingsKeyInputs in;
     in.model = absoluteClean(r.value(u"model"_s).toObject().value(u"path"_s).toString(), {});
     in.data = absoluteClean(r.value(u"data"_s).toObject().value(u"path"_s).toString(), {});
-    in.protocol = r.value(u"protocol"_s).toString();
-    in.dtype = r.value(u"dtype"_s).toString();
-    in.context = r.value(u"context"_s).toInteger();
-    in.stride = r.value(u"stride"_s).toInteger();
-    in.batch = r.value(u"batch"_s).toInteger();
-    in.maxWindows = r.value(u"max_windows"_s).toInteger();
+    for (const auto &f : kSettingsText)
+        in.*f.member = r.value(keyOf(f.key)).toString();
+    for (const auto &f : kSettingsNumbers)
+        in.*f.member = r.value(keyOf(f.key)).toInteger();
     return in;
 }
 
@@ -93,29 +117,24 @@ QString settingsKey(const SettingsKeyInputs &in)
 
 QJsonObject settingsJson(const SettingsKeyInputs &in)
 {
-    return QJsonObject{{u"model"_s, in.model},
-                       {u"data"_s, in.data},
-                       {u"protocol"_s, in.protocol},
-                       {u"dtype"_s, in.dtype},
-                       {u"context"_s, static_cast<qint64>(in.context)},
-                       {u"stride"_s, static_cast<qint64>(in.stride)},
-                       {u"batch"_s, static_cast<qint64>(in.batch)},
-                       {u"max_windows"_s, static_cast<qint64>(in.maxWindows)}};
+    QJsonObject o{{u"model"_s, in.model}, {u"data"_s, in.data}};
+    for (const auto &f : kSettingsText)
+        o.insert(keyOf(f.key), in.*f.member);
+    for (const auto &f : kSettingsNumbers)
+        o.insert(keyOf(f.key), static_cast<qint64>(in.*f.member));
+    return o;
 }
 
 RankSummary rankSummaryFromJson(const QJsonObject &o)
 {
     RankSummary s;
-    s.rank = o.value(u"rank"_s).toInt();
     s.host = o.value(u"host"_s).toString();
-    s.group = o.value(u"group"_s).toInt();
-    s.tokens = o.value(u"tokens"_s).toInteger();
-    s.windows = o.value(u"windows"_s).toInteger();
-    s.rounds = o.value(u"rounds"_s).toInteger();
-    s.computeSeconds = o.value(u"compute_seconds"_s).toDouble();
-    s.waitSeconds = o.value(u"wait_seconds"_s).toDouble();
-    s.transferSeconds = o.value(u"transfer_seconds"_s).toDouble();
-    s.wallSeconds = o.value(u"wall_seconds"_s).toDouble();
+    for (const auto &f : kRankInts)
+        s.*f.member = o.value(keyOf(f.key)).toInt();
+    for (const auto &f : kRankCounts)
+        s.*f.member = o.value(keyOf(f.key)).toInteger();
+    for (const auto &f : kRankSeconds)
+        s.*f.member = o.value(keyOf(f.key)).toDouble();
     return s;
 }
 
@@ -124,6 +143,18 @@ QJsonArray lostRanksOf(const QByteArray &resultJson)
     if (resultJson.isEmpty())
         return {};
     return QJsonDocument::fromJson(resultJson).object().value(u"lost_ranks"_s).toArray();
+}
+
+QJsonObject rankSummaryJson(const RankSummary &s)
+{
+    QJsonObject o{{u"host"_s, s.host}};
+    for (const auto &f : kRankInts)
+        o.insert(keyOf(f.key), s.*f.member);
+    for (const auto &f : kRankCounts)
+        o.insert(keyOf(f.key), static_cast<qint64>(s.*f.member));
+    for (const auto &f : kRankSeconds)
+        o.insert(keyOf(f.key), s.*f.member);
+    return o;
 }
 
 bool applyResult(RunRecord &rec)

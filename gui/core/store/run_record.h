@@ -152,6 +152,8 @@ bool applyResult(RunRecord &rec);
 /// One rank's figures from a result JSON's ranks[] row or an exported run's rank_summary row (the
 /// same names): all but tokensPerSecond and exitCode, which the two fill differently.
 [[nodiscard]] RankSummary rankSummaryFromJson(const QJsonObject &o);
+/// The fields rankSummaryFromJson reads, under the same keys (tokens/s and the exit code are the caller's).
+[[nodiscard]] QJsonObject rankSummaryJson(const RankSummary &s);
 /// The versions a result JSON and pre-flight reports carry, merged (pre-flight first host wins).
 [[nodiscard]] QJsonObject versionsFrom(const QJsonArray &preflight, const QJsonObject &result);
 
