@@ -44,16 +44,24 @@ cppl::telemetry::Credentials serverCredentials(const cppl::telemetry::RunCredent
 }
 
 // The wire of `ranks` simulated ranks, interleaved at random, each rank's own stream perturbed:
-// heartbeats between progress, messages dropped on the way, neighbours swapped, a duplicate, a
-// log line; plus two garbage messages. finals: each rank's last totals; lost: its expected gaps.
+// heartbeats and log lines between progress (unless left out), messages dropped on the way,
+// neighbours swapped, a duplicate; plus two garbage messages. finals: each rank's last totals; lost:
+// its expected gaps; senders: the rank of each message before the garbage.
 struct Wire
 {
     std::vector<std::string> messages;
     std::vector<NllStats> finals;
     std::vector<std::int64_t> lost;
+    std::vector<int> senders;
 };
 
-Wire perturbedWire(const std::string &run, int ranks, int steps, std::uint64_t seed)
+struct WireOptions
+{
+    int tokensPerStep = 20;
+    bool heartbeatsAndLogs = true;
+};
+
+Wire perturbedWire(const std::string &run, int ranks, int steps, std::uint64_t seed, WireOptions o = {})
 {
     Wire w;
     std::mt19937_64 rng(seed);
@@ -65,9 +73,9 @@ Wire perturbedWire(const std::string &run, int ranks, int steps, std::uint64_t s
         auto &mine = perRank[static_cast<std::size_t>(r)];
         std::int64_t seq = 0;
         for (int k = 0; k < steps; ++k) {
-            cppl::test::addTokens(s, rng, 20);
+            cppl::test::addTokens(s, rng, o.tokensPerStep);
             const bool last = k + 1 == steps;
-            if (k % 4 == 2) {
+            if (o.heartbeatsAndLogs && k % 4 == 2) {
                 auto hb = header(run, r, ranks, seq++, k % 8 == 2 ? Kind::Heartbeat : Kind::Log);
                 hb.text = "[round] \"rank\":999, \"seq\":0 in a log line";
                 mine.push_back(cppl::telemetry::encode(hb));
@@ -94,6 +102,7 @@ Wire perturbedWire(const std::string &run, int ranks, int steps, std::uint64_t s
         const std::size_t k = rng() % pending.size();
         const auto r = static_cast<std::size_t>(pending[k]);
         w.messages.push_back(perRank[r][next[r]++]);
+        w.senders.push_back(pending[k]);
         if (next[r] == perRank[r].size()) {
             pending[k] = pending.back();
             pending.pop_back();
@@ -270,55 +279,17 @@ private Q_SLOTS:
         QFETCH(int, steps);
         Collector collector({});
         RawPush push(collector.endpoint());
-        std::mt19937_64 rng(static_cast<std::uint64_t>(ranks));
-        std::vector<NllStats> finals(static_cast<std::size_t>(ranks));
-        std::vector<std::int64_t> expectedLost(static_cast<std::size_t>(ranks));
-        std::vector<std::vector<std::string>> perRank(static_cast<std::size_t>(ranks));
-        for (int r = 0; r < ranks; ++r) {
-            NllStats s;
-            std::vector<std::string> mine;
-            for (int k = 0; k < steps; ++k) {
-                cppl::test::addTokens(s, rng, 50);
-                const bool last = k + 1 == steps;
-                if (!last && k > 0 && rng() % 5 == 0) { // dropped on the way (never the first or last)
-                    ++expectedLost[static_cast<std::size_t>(r)];
-                    continue;
-                }
-                mine.push_back(cppl::telemetry::encode(progressOf("run-a", r, ranks, k, s, steps)));
-            }
-            for (std::size_t i = 1; i + 1 < mine.size(); i += 3) // swap neighbours: reordering
-                if (rng() % 2)
-                    std::swap(mine[i], mine[i + 1]);
-            if (mine.size() > 2)
-                mine.push_back(mine[1]); // a duplicate
-            finals[static_cast<std::size_t>(r)] = s;
-            perRank[static_cast<std::size_t>(r)] = std::move(mine);
-        }
-        // Interleave ranks at random, keeping each rank's own (already perturbed) order: the next
-        // message comes from a random rank that still has some.
-        std::vector<std::string> wire;
-        std::vector<int> sender;
-        std::vector<std::size_t> next(static_cast<std::size_t>(ranks), 0);
-        std::vector<int> pending;
-        for (int r = 0; r < ranks; ++r)
-            pending.push_back(r);
-        while (!pending.empty()) {
-            const std::size_t k = rng() % pending.size();
-            const auto r = static_cast<std::size_t>(pending[k]);
-            wire.push_back(perRank[r][next[r]++]);
-            sender.push_back(pending[k]);
-            if (next[r] == perRank[r].size()) {
-                pending[k] = pending.back();
-                pending.pop_back();
-            }
-        }
+        // Progress only (no heartbeats or log lines), interleaved at random keeping each rank's own
+        // (already perturbed) order.
+        const Wire w = perturbedWire("run-a", ranks, steps, static_cast<std::uint64_t>(ranks), {50, false});
+        const std::vector<std::string> &wire = w.messages;
+        const std::vector<NllStats> &finals = w.finals;
+        const std::vector<std::int64_t> &expectedLost = w.lost;
         // The interleaving is real: most neighbours on the wire come from different ranks.
         std::size_t switches = 0;
-        for (std::size_t i = 1; i < sender.size(); ++i)
-            switches += sender[i] != sender[i - 1] ? 1 : 0;
-        QVERIFY2(2 * switches > wire.size(), qPrintable(QStringLiteral("%1 rank switches in %2 messages").arg(switches).arg(wire.size())));
-        wire.push_back("{\"v\":1,");
-        wire.push_back("[]");
+        for (std::size_t i = 1; i < w.senders.size(); ++i)
+            switches += w.senders[i] != w.senders[i - 1] ? 1 : 0;
+        QVERIFY2(2 * switches > w.senders.size(), qPrintable(QStringLiteral("%1 rank switches in %2 messages").arg(switches).arg(w.senders.size())));
         for (const auto &m : wire)
             push.sendAll(m);
         const auto snap = waitForReceived(collector, static_cast<std::int64_t>(wire.size()));
