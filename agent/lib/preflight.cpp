@@ -139,7 +139,7 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         const dist::GpuLibraries libs = dist::gpuLibraries();
         j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
                               {"cuda_driver_version", libs.driverVersion}, {"nccl_path", libs.ncclPath}, {"nccl_how", libs.ncclHow},
-                              {"nccl_version", libs.ncclVersion},         {"error", libs.error}};
+                              {"nccl_version", libs.ncclVersion},         {"nccl_shrink", libs.ncclShrink}, {"error", libs.error}};
         j["memory_available_bytes"] = memAvailableBytes();
         const auto slots = a.integer("--slots", 0, 0, 1 << 20);
         // What each of `slots` ranks here gets by default (eval: allowed CPUs / local ranks, pinned).

@@ -435,6 +435,8 @@ private Q_SLOTS:
         QVERIFY(libs.value(QStringLiteral("cuda_runtime_version")).toInt() >= 11000);
         QVERIFY2(libs.value(QStringLiteral("nccl_version")).toInt() >= 21800, qPrintable(plain.out)); // ncclCommSplit: 2.18
         QVERIFY(libs.value(QStringLiteral("nccl_path")).toString().contains(QStringLiteral("libnccl.so")));
+        // ncclCommShrink (a lost rank's survivors, issue 16) is resolved exactly where the library has it.
+        QCOMPARE(libs.value(QStringLiteral("nccl_shrink")).toBool(), libs.value(QStringLiteral("nccl_version")).toInt() >= 22700);
 
         // The same file, loaded before the agent's code runs (as LibTorch's own would be).
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();

@@ -118,6 +118,7 @@ struct GpuLibraries
     int runtimeVersion = 0; ///< cudaRuntimeGetVersion, e.g. 13000
     int driverVersion = 0;  ///< cudaDriverGetVersion (the newest CUDA the driver supports), 0 without a driver
     int ncclVersion = 0;    ///< ncclGetVersion, e.g. 22809
+    bool ncclShrink = false; ///< ncclCommShrink resolved (NCCL >= 2.27): after a lost rank the survivors shrink
     std::string error;      ///< why a library or symbol could not be loaded; empty when all loaded
 };
 /// @brief Loads the libraries once (already loaded ones first: RTLD_NOLOAD) and says what it got.

@@ -40,7 +40,7 @@ std::string describe(const GpuLibraries &l)
     if (!l.ncclPath.empty()) {
         const int v = l.ncclVersion; // NCCL_VERSION: major * 10000 + minor * 100 + patch since 2.9
         s += "; NCCL " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100) + " [" + l.ncclPath
-             + ", " + l.ncclHow + "]";
+             + ", " + l.ncclHow + "]" + (l.ncclShrink ? " with ncclCommShrink" : "");
     }
     if (!l.error.empty())
         s += "; " + l.error;
@@ -251,6 +251,7 @@ const Api &api()
         if (void *fn = dlsym(x.nccl, "ncclCommShrink"); fn && l.ncclVersion >= kNcclShrinkVersion) {
             void *slot = &x.commShrink; // as bind() does: the slot is a function pointer
             *static_cast<void **>(slot) = fn;
+            l.ncclShrink = true;
         }
         return x;
     }();
