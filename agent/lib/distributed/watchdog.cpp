@@ -470,7 +470,8 @@ void Watchdog::hubLost(const std::string &cause, int code)
         std::erase(candidates, old);
         const auto preferUntil = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(1));
         bool lower = false;
-        while (!lower) {
+        const bool anyLower = std::any_of(candidates.begin(), candidates.end(), [&](int r) { return r < m_rank; });
+        while (anyLower) { // the lowest candidate claims at once
             for (int r : candidates)
                 if (r < m_rank && m_store->check({prefix + "alive/" + std::to_string(r)}))
                     lower = true;

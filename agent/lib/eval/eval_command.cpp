@@ -130,6 +130,8 @@ struct EvalOptions
     dist::Schedule schedule = dist::Schedule::Static;
     int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
     int slowMs = 0;
+    int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms before writing the result (tests)
+    int holdMs = 0;
     /// CLUSTERPPL_TEST_GPU_FREE_BYTES=B0[,B1...]: rank r sizes its default batch as if its GPU had
     /// B(r mod n) bytes free, on any device (tests of the default batch and its agreement on the CPU).
     std::vector<std::int64_t> testFreeBytes;
@@ -311,6 +313,10 @@ EvalOptions parseOptions(const Args &a)
         d.tolerateRankLoss = onLoss == "continue";
         if (d.tolerateRankLoss && o.schedule != dist::Schedule::Dynamic)
             throw ConfigError("--on-rank-loss continue needs --schedule dynamic (a static shard cannot move to another rank)");
+        if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_RESULT"); hold && *hold) {
+            if (std::sscanf(hold, "%d:%d", &o.holdRank, &o.holdMs) != 2 || o.holdMs < 0)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_RESULT \"") + hold + "\" is not RANK:MILLISECONDS");
+        }
         if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
             // Test-only: make one rank slow without another job on its core (heterogeneous speeds).
             if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
@@ -382,6 +388,9 @@ EvalOptions parseOptions(const Args &a)
     return o;
 }
 
+/// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
+const std::string kReportedKey = "cppl/reported";
+
 /// One evaluation from the rendezvous to the result; each step is a member, in the order run() calls them.
 class EvalSession
 {
@@ -397,7 +406,13 @@ public:
         const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
         const EvalPlan plan = makePlan(input, *model, loadSeconds);
         EvalOutcome outcome = evaluate(*model, input, plan);
-        return writeResult(input, model->info(), loadSeconds, plan, outcome);
+        const int code = writeResult(input, model->info(), loadSeconds, plan, outcome);
+        if (m_run && m_run->tolerant() && m_o.schedule == dist::Schedule::Dynamic && m_run->reporter()) {
+            // The others wait for this before they leave (evaluate(): a reporter lost before it gets here is replaced).
+            m_run->store().set(kReportedKey, std::to_string(m_run->rank()));
+            m_run->finish();
+        }
+        return code;
     }
 
     /// A rank that fails tells the others (through the watchdog) and telemetry before it exits, so
@@ -955,6 +970,27 @@ private:
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
         std::vector<dist::RankReport> reports;
         std::vector<std::string> batchRuns; // dynamic: which batches each rank evaluated
+        // A tolerant run: the others stay (their watchdogs watching) until the reporting rank has
+        // written the result (kReportedKey); if it is lost first, they regroup and the next lowest
+        // rank writes it. The reporter finishes after writing (run()).
+        const bool tolerantReport = schedule && run->tolerant();
+        auto awaitReport = [&] {
+            if (run->reporter())
+                return;
+            const int reporter = run->members().front();
+            for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+                if (run->store().check({kReportedKey}))
+                    return;
+                const auto losses = run->lossesSince(run->epoch());
+                if (!losses.empty()) {
+                    const auto &left = losses.back().members;
+                    if (std::find(left.begin(), left.end(), reporter) == left.end())
+                        throw dist::RankLostError("rank " + std::to_string(run->rank()) + ": rank " + std::to_string(reporter)
+                                                  + ", which reports for the run, was lost before it wrote the result");
+                }
+                std::this_thread::sleep_for(pause);
+            }
+        };
         if (distributed) {
             for (;;) {
                 dist::RankReport mine;
@@ -978,6 +1014,8 @@ private:
                 }
                 try {
                     reports = run->gather(mine); // after every rank's ledger is in the store
+                    if (tolerantReport)
+                        awaitReport();
                     break;
                 } catch (const dist::RankLostError &) {
                     // A rank was lost after the last round: regroup, evaluate what it left, gather again.
@@ -1009,7 +1047,8 @@ private:
                 }
                 std::sort(reports.begin(), reports.end(), [](const auto &x, const auto &y) { return x.rank < y.rank; });
             }
-            run->finish();
+            if (!tolerantReport || !run->reporter())
+                run->finish();
             if (schedule && (global.tokens != plan.scoredTokens || global.windows != nWindows))
                 // Never a silently wrong result: every batch must have been counted exactly once.
                 throw ExitError(kExitCollective, "rank " + std::to_string(run->rank()) + ": the ranks' totals cover " + std::to_string(global.windows)
@@ -1050,6 +1089,11 @@ private:
         std::ostream &out = m_out;
         const std::int64_t batch = m_o.batch, maxWindows = m_o.maxWindows, syncEvery = m_o.syncEvery;
         const int shardRank = m_o.shardRank, shardCount = m_o.shardCount;
+        if (distributed && run->reporter() && m_o.holdRank == identity.rank && m_o.holdMs > 0) {
+            m_err << "clusterppl-agent: rank " << identity.rank << ": holding the result for " << m_o.holdMs << " ms (CLUSTERPPL_TEST_HOLD_RESULT)\n"
+                  << std::flush;
+            std::this_thread::sleep_for(std::chrono::milliseconds(m_o.holdMs));
+        }
         if (distributed && !run->reporter()) {
             if (tel) {
                 tel->result();

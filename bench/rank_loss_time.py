@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Time lost when a rank of a tolerant run is lost (docs/communication.md, "Losing a rank").
+
+Runs `clusterppl-agent run --standalone` with 4 ranks of the dynamic schedule and
+--on-rank-loss continue on the repository's byte-level test model, without a loss and with a rank
+killed (or stopped) when the reporting rank's round lines say a fraction of the tokens is scored,
+and prints one JSON line per run: the launcher's wall time from the first round line to its exit,
+the seconds from the signal to the "recovered:" line (detection, election, regrouping), the batches
+redone and the compute they cost (redone batches x the run's mean compute per batch).
+
+usage: bench/rank_loss_time.py [BUILD_DIR]   (default build/default; run from the repository root)
+"""
+import json, os, re, signal, subprocess, sys, threading, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "default")
+AGENT = os.path.join(BUILD, "agent", "clusterppl-agent")
+PROGRESS = re.compile(r"\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens")
+
+
+def batches(text):
+    n = 0
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        n += (int(b) if b else int(a)) - int(a) + 1
+    return n
+
+
+def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20):
+    js = f"/tmp/rank_loss_time_{os.getpid()}_{tag}.json"
+    cmd = [AGENT, "run", "--standalone", "--nproc-per-node", "4", "--groups", "size:2", "--",
+           "--model", os.path.join(ROOT, "resources/models/shakespeare-byte-llama"),
+           "--text", os.path.join(ROOT, "resources/data/tinyshakespeare-heldout.txt"), "--tokenizer", "bytes",
+           "--protocol", "llama.cpp", "--context", "128", "--batch", "2", "--threads", "1", "--schedule", "dynamic",
+           "--on-rank-loss", "continue", "--sync-every-tokens", "300", "--timeout", str(timeout), "--json", js]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), l.rstrip())) for l in p.stderr])
+    reader.start()
+    first = killed = None
+    while p.poll() is None:
+        for t, l in list(lines):
+            m = PROGRESS.search(l)
+            if m and first is None:
+                first = t
+            if victim is not None and killed is None and m and int(m.group(1)) / int(m.group(2)) >= at:
+                kids = sorted(int(x) for x in subprocess.check_output(["pgrep", "-P", str(p.pid)], text=True).split())
+                os.kill(kids[victim], sig)
+                killed = time.monotonic()
+        time.sleep(0.02)
+    reader.join()
+    end = time.monotonic()
+    recovered = next((t for t, l in lines if "recovered:" in l), None)
+    j = json.load(open(js))
+    os.remove(js)
+    per_batch = sum(r["compute_seconds"] for r in j["ranks"]) / max(1, j["batch_count"])
+    redone = batches(j.get("batches_redone", ""))
+    print(json.dumps({"run": tag, "exit": p.returncode, "wall_seconds": round(end - first, 2),
+                      "signal_to_recovered_seconds": round(recovered - killed, 2) if recovered and killed else None,
+                      "batches_redone": redone, "redo_compute_seconds": round(redone * per_batch, 3),
+                      "lost": [l["rank"] for l in j.get("lost_ranks", [])]}), flush=True)
+
+
+if __name__ == "__main__":
+    for i in range(3):
+        run(f"no loss {i}")
+    for at in (0.3, 0.6, 0.85):
+        run(f"kill -9 rank 0 at {int(at * 100)}%", 0, at)
+    run("kill -9 rank 1 at 60%", 1, 0.6)
+    run("kill -9 rank 2 at 60%", 2, 0.6)
+    run("SIGSTOP rank 0 at 50%, --timeout 6", 0, 0.5, signal.SIGSTOP, 6)
