@@ -45,6 +45,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     const RankIdentity &id = o.identity;
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
+    m_servesStore = serve;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
     m_storeAddress = m_store->address();
 

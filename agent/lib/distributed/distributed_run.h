@@ -111,6 +111,8 @@ public:
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }
     [[nodiscard]] const std::string &storeAddress() const noexcept { return m_storeAddress; }
+    /// @brief Whether this process serves the store (rank 0 without TORCHELASTIC_USE_AGENT_STORE): it leaves with it.
+    [[nodiscard]] bool servesStore() const noexcept { return m_servesStore; }
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
     [[nodiscard]] Store &store() noexcept { return *m_store; }
 
@@ -153,6 +155,7 @@ private:
     std::string m_backendName;
     std::chrono::milliseconds m_timeout{300000};
     bool m_tolerant = false;
+    bool m_servesStore = false;
     std::vector<int> m_members;
     int m_epochRank = 0;
     int m_epoch = 0;

@@ -410,6 +410,12 @@ public:
         if (m_run && m_run->tolerant() && m_o.schedule == dist::Schedule::Dynamic && m_run->reporter()) {
             // The others wait for this before they leave (evaluate(): a reporter lost before it gets here is replaced).
             m_run->store().set(kReportedKey, std::to_string(m_run->rank()));
+            if (m_run->servesStore()) { // the store leaves with this process: the others first read that the result is written
+                const auto until = std::chrono::steady_clock::now() + m_run->timeout();
+                while (m_run->store().add(kReportedKey + "/acks", 0) < m_run->epochSize() - 1 && std::chrono::steady_clock::now() < until
+                       && !m_run->lossPending())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
             m_run->finish();
         }
         return code;
@@ -979,8 +985,10 @@ private:
                 return;
             const int reporter = run->members().front();
             for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-                if (run->store().check({kReportedKey}))
+                if (run->store().check({kReportedKey})) {
+                    run->store().add(kReportedKey + "/acks", 1); // a reporter that serves the store waits for these
                     return;
+                }
                 const auto losses = run->lossesSince(run->epoch());
                 if (!losses.empty()) {
                     const auto &left = losses.back().members;
