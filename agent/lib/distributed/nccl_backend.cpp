@@ -299,6 +299,14 @@ ncclConfig_t blockingConfig(const char *name)
     ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
     c.blocking = 1;
     c.commName = name; // shows in NCCL's own logs (NCCL_DEBUG=INFO)
+    // No resources shared with a parent (NCCL_COMM_SPLIT_SHARE_RESOURCES / ..._SHRINK_... in a
+    // user's environment would otherwise turn it on): after a lost rank the node group and leaders
+    // are aborted while their parent lives on to be shrunk, and a shrunk world outlives its
+    // aborted parent.
+    c.splitShare = 0;
+#ifdef NCCL_SHRINK_ABORT // nccl.h >= 2.27 has the field
+    c.shrinkShare = 0;
+#endif
     return c;
 }
 
