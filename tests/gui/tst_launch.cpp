@@ -212,6 +212,15 @@ private Q_SLOTS:
         recoverLostRank(u"ssh"_s, 2, 2, 3);
     }
 
+    void sshLauncherRecoversRankZero()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        // Rank 0 killed on the first host, whose SSH session also holds the store's channel: the
+        // store lives on, the survivors elect a new hub, rank 1 reports the result.
+        recoverLostRank(u"ssh"_s, 2, 2, 0);
+    }
+
     void storeThatCannotStartIsNamed()
     {
         // The store's port is taken: the run does not start, and says which store and why.

@@ -338,9 +338,16 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
     }
 
+    void tolerantRunRecoversKilledTask_data()
+    {
+        QTest::addColumn<int>("victim");
+        QTest::addRow("task 2") << 2;
+        QTest::addRow("task 0 (the store is not in it; task 1 reports the result)") << 0;
+    }
     void tolerantRunRecoversKilledTask()
     {
         REQUIRE_SLURM();
+        QFETCH(int, victim);
         // on_rank_loss continue: the store runs in the batch step (not in rank 0), task 2's agent is
         // killed mid-run, the others regroup and finish with the one-rank bits of every window.
         const ProcessResult full = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
@@ -349,7 +356,7 @@ private Q_SLOTS:
                                                        path(u"one-full.json"_s)});
         QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
         const QJsonObject one = QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
-        const QString runId = u"slurm-tolerant"_s;
+        const QString runId = u"slurm-tolerant-%1"_s.arg(victim);
         QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
         json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}"_s);
         RunEngine engine;
@@ -367,15 +374,15 @@ private Q_SLOTS:
         // The store is a process of the job's batch step, beside the agents.
         QCOMPARE(processesOfRun(runId, "store").size(), 1);
         QVERIFY(readFile(u"/proc/%1/environ"_s.arg(agentsOfRun(runId, 0).value(0))).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
-        // Into the evaluation (rank 0 reported two rounds), then kill task 2.
+        // Into the evaluation (rank 0 reported two rounds), then kill the victim's agent.
         QVERIFY2(waitUntil([&] { return rounds >= 2; }, 180000), "rank 0 reported no rounds");
-        const QList<qint64> victim = agentsOfRun(runId, 2);
-        QCOMPARE(victim.size(), 1);
-        QCOMPARE(::kill(static_cast<pid_t>(victim.front()), SIGKILL), 0);
+        const QList<qint64> target = agentsOfRun(runId, victim);
+        QCOMPARE(target.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
         QVERIFY(done.wait(300000));
         const RunOutcome &o = engine.outcome();
         QVERIFY2(o.phase == RunPhase::Finished && o.exitCode == 0, qPrintable(o.firstCause + u"\n"_s + o.summary + u"\n"_s + lines.join(u'\n')));
-        QVERIFY2(o.recovered.size() == 1 && o.recovered.front().startsWith(u"rank 2 ("_s), qPrintable(o.recovered.join(u'\n')));
+        QVERIFY2(o.recovered.size() == 1 && o.recovered.front().startsWith(u"rank %1 ("_s.arg(victim)), qPrintable(o.recovered.join(u'\n')));
         QVERIFY2(lines.join(u'\n').contains(u"the rendezvous store serves on "_s + m_slurm.node()), qPrintable(lines.join(u'\n')));
         QVERIFY2(!lines.join(u'\n').contains(u"the rendezvous store on"_s), qPrintable(lines.join(u'\n')));
         const QJsonObject j = QJsonDocument::fromJson(o.resultJson).object();
@@ -383,7 +390,7 @@ private Q_SLOTS:
         QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
         QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
         QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
-        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 2);
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), victim);
         // Nothing of the run is left on the "cluster": no agent, no store (its FIFO closed with
         // the batch script).
         QTRY_COMPARE_WITH_TIMEOUT(cppl::test::agentsOfRun(runId), QList<qint64>(), 15000);

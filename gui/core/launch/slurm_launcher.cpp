@@ -9,6 +9,7 @@
 #include <QStringList>
 
 #include <map>
+#include <utility>
 #include <set>
 
 namespace cppl::core {
@@ -138,16 +139,18 @@ private:
                 onOutput(e.rank, e.kind == SlurmEvent::Kind::RankStderr, text);
             break;
         case SlurmEvent::Kind::RankExit:
-            if (e.rank == 0 && e.exitCode == 0 && !m_resultSeen)
-                m_rank0Pending = true; // its result comes with the driver's "result" line, at the job's end
+            // The reporting rank's result comes with the driver's "result" line, at the job's end:
+            // its exit waits for it. That is rank 0, or in a tolerant run any rank that finishes
+            // (the lowest survivor reports when rank 0 was lost).
+            if (e.exitCode == 0 && !m_resultSeen && e.rank < world && (e.rank == 0 || m_settings.tolerateRankLoss))
+                m_finishedPending.insert(e.rank);
             else if (e.rank < world)
                 onRankEnded(e.rank, e.exitCode, m_stopping && e.exitCode != 0 ? QStringLiteral("stopped by the launcher (scancel)") : QString());
             break;
         case SlurmEvent::Kind::Result:
             m_resultSeen = true;
-            onOutput(0, false, QStringLiteral("CLUSTERPPL_RESULT ") + text);
-            if (m_rank0Pending)
-                onRankEnded(0, 0);
+            onOutput(m_finishedPending.empty() ? 0 : *m_finishedPending.begin(), false, QStringLiteral("CLUSTERPPL_RESULT ") + text);
+            flushFinished();
             break;
         case SlurmEvent::Kind::JobLine:
             if (e.text.starts_with("@fail "))
@@ -176,6 +179,13 @@ private:
             m_doneWhy = text;
             break;
         }
+    }
+
+    void flushFinished()
+    {
+        const std::set<int> pending = std::exchange(m_finishedPending, {});
+        for (const int rank : pending)
+            onRankEnded(rank, 0);
     }
 
     /// Pre-flight finished on every node: the same refusals as for SSH hosts, then go or refuse.
@@ -223,8 +233,7 @@ private:
                       .arg(m_jobId, m_state.isEmpty() ? QStringLiteral("?") : m_state, m_reason.isEmpty() ? QStringLiteral("none") : m_reason,
                            m_exit.isEmpty() ? QStringLiteral("?") : m_exit);
         }
-        if (m_rank0Pending)
-            onRankEnded(0, 0);
+        flushFinished();
         for (const auto &r : m_plan.ranks)
             onRankEnded(r.rank, code, why); // ignored for ranks that reported their end
     }
@@ -239,7 +248,8 @@ private:
     std::map<int, QStringList> m_preflightErr;
     std::set<int> m_started;
     bool m_finishedDriver = false;
-    bool m_rank0Pending = false, m_resultSeen = false;
+    std::set<int> m_finishedPending; // ranks that exited 0, reported once the result came (or the driver ended)
+    bool m_resultSeen = false;
     bool m_storeClosing = false; // the batch script is ending the store: its exit is no failure
 };
 
