@@ -357,6 +357,13 @@ FloatBuffer allocateFloats(std::int64_t floats)
 
 PackedMatrix::PackedMatrix(std::int64_t n, std::int64_t k) : m_data(allocateFloats(panelCount(n) * k * kPanel)), m_n(n), m_k(k) {}
 
+void PackedMatrix::unpackRow(std::int64_t row, float *out) const
+{
+    const float *src = m_data.get() + (row / kPanel) * m_k * kPanel + row % kPanel;
+    for (std::int64_t kk = 0; kk < m_k; ++kk)
+        out[kk] = src[kk * kPanel];
+}
+
 void PackedMatrix::packRows(std::int64_t row0, const float *w, std::int64_t ldw, std::int64_t rows)
 {
     const Transpose8 tr = transpose8();

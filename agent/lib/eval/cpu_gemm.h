@@ -64,6 +64,8 @@ public:
     /// W[n][k] (Linear layout) -> packed; several weights with the same k stack along n (fused q/k/v).
     PackedMatrix(std::int64_t n, std::int64_t k);
     void packRows(std::int64_t row0, const float *w, std::int64_t ldw, std::int64_t rows);
+    /// Row `row` of W (k floats) back out of the panels, the same values packRows was given.
+    void unpackRow(std::int64_t row, float *out) const;
     [[nodiscard]] PanelView view() const { return {m_data.get(), m_n, m_k, m_k * kPanel}; }
     [[nodiscard]] std::int64_t n() const { return m_n; }
     [[nodiscard]] std::int64_t k() const { return m_k; }

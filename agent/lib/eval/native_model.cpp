@@ -254,15 +254,20 @@ private:
     std::vector<cpu::FloatBuffer> m_buffers;
 };
 
-// x[r] = table[ids[r]] (rows of `width` floats) for the batch's ids, each checked against the vocabulary.
-void lookupRows(const at::Tensor &ids, const float *table, std::int64_t vocab, std::int64_t width, float *x)
+// x[r] = row ids[r] of the embedding (rows of `width` floats) for the batch's ids, each checked against
+// the vocabulary. A tied embedding is read from the packed head (`packed`), whose copy exists anyway:
+// its mapped pages are then released after packing (1.1 GB at a 128k vocabulary and hidden 2048).
+void lookupRows(const at::Tensor &ids, const float *table, const cpu::PackedMatrix *packed, std::int64_t vocab, std::int64_t width, float *x)
 {
     const at::Tensor idx = ids.to(at::kLong).contiguous();
     const std::int64_t *id = idx.data_ptr<std::int64_t>();
     for (std::int64_t r = 0; r < idx.numel(); ++r) {
         if (id[r] < 0 || id[r] >= vocab)
             throw ConfigError("token id " + std::to_string(id[r]) + " is outside the model's vocabulary of " + std::to_string(vocab));
-        std::memcpy(x + r * width, table + id[r] * width, static_cast<std::size_t>(width) * sizeof(float));
+        if (packed)
+            packed->unpackRow(id[r], x + r * width);
+        else
+            std::memcpy(x + r * width, table + id[r] * width, static_cast<std::size_t>(width) * sizeof(float));
     }
 }
 
@@ -494,8 +499,10 @@ public:
             m_layers.push_back(std::move(l));
         }
         m_norm = w.get("model.norm.weight", {H});
-        // A tied head shares the embedding, which the embedding lookup keeps using: never released.
+        // A tied head is packed from the embedding; on the native path the lookup then reads that packed copy.
         m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
+        if (m_c.tied && native)
+            w.release("model.embed_tokens.weight"); // the lookup reads the packed head from now on
         setInfo(dir, w);
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
@@ -563,7 +570,7 @@ private:
         const cpu::ParallelFor &par = intraOp();
         ensureWorkspace(B, T);
         float *x = m_ws[kX], *h = m_ws[kH], *qkv = m_ws[kQkv], *attn = m_ws[kAttn], *gu = m_ws[kGu];
-        lookupRows(ids, fptr(m_embed), m_c.vocab, H, x);
+        lookupRows(ids, fptr(m_embed), m_c.tied ? m_head.native.get() : nullptr, m_c.vocab, H, x);
         cpu::AttentionShape shape;
         shape.batch = B;
         shape.T = T;
@@ -658,7 +665,9 @@ public:
         }
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
-        m_head = Linear::make(m_wte, {}, m_path); // tied to wte, which the lookup keeps using
+        m_head = Linear::make(m_wte, {}, m_path); // tied to wte
+        if (m_path == Path::Native)
+            w.release(pre + "wte.weight"); // the lookup reads the packed head from now on
         setInfo(dir, w);
     }
 
@@ -692,7 +701,7 @@ private:
         const cpu::ParallelFor &par = intraOp();
         ensureWorkspace(B, T);
         float *x = m_ws[kX], *h = m_ws[kH], *wide = m_ws[kWide];
-        lookupRows(ids, fptr(m_wte), m_c.vocab, E, x);
+        lookupRows(ids, fptr(m_wte), m_head.native.get(), m_c.vocab, E, x);
         const float *wpe = fptr(m_wpe);
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t j = 0; j < E; ++j)
