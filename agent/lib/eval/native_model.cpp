@@ -64,6 +64,13 @@ public:
         const TensorView &v = m_ckpt.at(name);
         v.file->releaseRange(v.data, v.bytes);
     }
+    /// The same for rows [row0, row0 + rows) of a 2-D tensor.
+    void releaseRows(const std::string &name, std::int64_t row0, std::int64_t rows) const
+    {
+        const TensorView &v = m_ckpt.at(name);
+        const auto rowBytes = static_cast<std::size_t>(v.bytes / static_cast<std::size_t>(v.shape[0]));
+        v.file->releaseRange(v.data + static_cast<std::size_t>(row0) * rowBytes, static_cast<std::size_t>(rows) * rowBytes);
+    }
     [[nodiscard]] std::int64_t params() const { return m_params; }
     [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
     [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
@@ -156,6 +163,22 @@ struct Linear
             l.native->packRows(0, fptr(c), c.size(1), c.size(0));
             if (l.bias.defined())
                 l.bias = l.bias.contiguous();
+        }
+        return l;
+    }
+
+    // Native: packs W = `t`, the tensor `name` [n, k] (over the mapping or a converted copy), 4096 rows at a
+    // time, each block's mapped pages released once packed, so the mapping and the packed copy are never
+    // both resident whole (a tied embedding: 1.1 GB at a 128k vocabulary).
+    static Linear packReleasing(WeightSource &w, const std::string &name, const at::Tensor &t)
+    {
+        Linear l{t, {}, {}, {}, std::make_shared<cpu::PackedMatrix>(t.size(0), t.size(1))};
+        const at::Tensor c = t.contiguous();
+        constexpr std::int64_t kRows = 4096;
+        for (std::int64_t r0 = 0; r0 < c.size(0); r0 += kRows) {
+            const std::int64_t rows = std::min(kRows, c.size(0) - r0);
+            l.native->packRows(r0, fptr(c) + r0 * c.size(1), c.size(1), rows);
+            w.releaseRows(name, r0, rows);
         }
         return l;
     }
@@ -500,9 +523,10 @@ public:
         }
         m_norm = w.get("model.norm.weight", {H});
         // A tied head is packed from the embedding; on the native path the lookup then reads that packed copy.
-        m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
         if (m_c.tied && native)
-            w.release("model.embed_tokens.weight"); // the lookup reads the packed head from now on
+            m_head = Linear::packReleasing(w, "model.embed_tokens.weight", m_embed); // the lookup reads the packed head from now on
+        else
+            m_head = m_c.tied ? Linear::make(m_embed, {}, m_path) : Linear::load(w, "lm_head.weight", {m_c.vocab, H}, {}, m_path);
         setInfo(dir, w);
 
         // inv_freq exactly as transformers computes it (float32), with llama3 scaling when configured.
@@ -665,9 +689,8 @@ public:
         }
         m_lnfW = w.get(pre + "ln_f.weight", {E});
         m_lnfB = w.get(pre + "ln_f.bias", {E});
-        m_head = Linear::make(m_wte, {}, m_path); // tied to wte
-        if (m_path == Path::Native)
-            w.release(pre + "wte.weight"); // the lookup reads the packed head from now on
+        // Tied to wte; the native lookup reads the packed head from now on.
+        m_head = m_path == Path::Native ? Linear::packReleasing(w, pre + "wte.weight", m_wte) : Linear::make(m_wte, {}, m_path);
         setInfo(dir, w);
     }
 
