@@ -6,6 +6,7 @@
 // columns (they are the kernel's A operand as they stand: no repacking), and divides each output row
 // by its sum. One task per (sequence, KV head): no element's arithmetic depends on the threads.
 #include "cpu_gemm.h"
+#include "cpu_simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,21 +14,6 @@
 #include <cstdlib>
 #include <limits>
 #include <vector>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPPL_X86 1
-#else
-#define CPPL_X86 0
-#endif
-
-// The AVX-512 version of a function where this CPU has it, else the portable one (the only one
-// compiled off x86).
-#if CPPL_X86
-#define CPPL_BY_ISA(avx512, generic) (detectIsa() == Isa::Avx512 ? (avx512) : (generic))
-#else
-#define CPPL_BY_ISA(avx512, generic) (generic)
-#endif
 
 namespace cppl::agent::cpu {
 

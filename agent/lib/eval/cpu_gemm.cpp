@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "cpu_gemm.h"
+#include "cpu_simd.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,13 +10,6 @@
 
 #if __has_include(<sys/mman.h>)
 #include <sys/mman.h>
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPPL_X86 1
-#else
-#define CPPL_X86 0
 #endif
 
 namespace cppl::agent::cpu {
