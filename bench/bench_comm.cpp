@@ -10,9 +10,11 @@
 //
 // Usage: bench_comm [--ranks 2,4,8,16] [--sync 0,4096,DEFAULT,end] [--rate TOK_PER_S] [--seconds S]
 //                   [--schedule static,dynamic] [--topology flat,hierarchical] [--slow RANK:FACTOR]
+//                   [--overlap on,off]
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
+#include "distributed/round_pipeline.h"
 #include "distributed/store.h"
 
 #include "cppl/sharding.h"
@@ -48,6 +50,7 @@ struct Config
     std::string schedule = "static";
     int slowRank = -1;      ///< this rank computes at rate / slowFactor
     double slowFactor = 1;
+    bool overlap = true;    ///< the agent's --overlap-sync: a round's aggregation behind the next round's compute
 };
 
 constexpr std::int64_t kContext = 1024;
@@ -102,6 +105,8 @@ int child(const Config &c, int rank, int port, const std::string &out)
         return took;
     };
     int roundsRun = 0;
+    // As the agent does (eval_command.cpp): round r's collective completes once round r+1 is computed.
+    RoundPipeline pipe(run, c.overlap);
     if (c.schedule == "dynamic") {
         const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
         DynamicSchedule schedule(run, tokensOf, c.sync);
@@ -114,7 +119,11 @@ int child(const Config &c, int rank, int port, const std::string &out)
             while (const auto b = schedule.next())
                 schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
             NllStats::Words w = stats.toWords();
-            done = schedule.sync(w);
+            if (pipe.inFlight() && schedule.complete(pipe.wait(), w))
+                break;
+            pipe.submit(schedule.prepare(stats.toWords()));
+            if (!pipe.overlapping())
+                done = schedule.complete(pipe.wait(), w);
             if (verbose)
                 perRound += " " + std::to_string((myTokens - tokens0) / 1024) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0)))
                             + "/" + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0)));
@@ -131,9 +140,15 @@ int child(const Config &c, int rank, int port, const std::string &out)
         const RoundPlan rounds(plan, shards, c.sync, kBatch);
         for (int r = 0; r < rounds.rounds(); ++r) {
             work(rounds.roundOf(rank, r).scoredTokens);
-            NllStats::Words w = stats.toWords();
-            run.allReduce(w);
+            if (pipe.inFlight())
+                (void)pipe.wait();
+            const NllStats::Words w = stats.toWords();
+            pipe.submit(std::vector<std::int64_t>(w.begin(), w.end()));
+            if (!pipe.overlapping())
+                (void)pipe.wait();
         }
+        if (pipe.inFlight())
+            (void)pipe.wait();
         roundsRun = rounds.rounds();
     }
     RankReport mine;
@@ -142,6 +157,7 @@ int child(const Config &c, int rank, int port, const std::string &out)
     mine.computeSeconds = compute;
     mine.waitSeconds = run.comm().waitSeconds;
     mine.transferSeconds = run.comm().transferSeconds;
+    mine.collectiveSeconds = run.comm().collectiveSeconds;
     mine.wallSeconds = std::chrono::duration<double>(clock::now() - start).count();
     const auto all = run.gather(mine);
     run.finish();
@@ -149,7 +165,7 @@ int child(const Config &c, int rank, int port, const std::string &out)
         std::ofstream f(out);
         for (const auto &x : all)
             f << x.rank << ' ' << x.tokens << ' ' << x.rounds << ' ' << x.computeSeconds << ' ' << x.waitSeconds << ' ' << x.transferSeconds << ' '
-              << x.wallSeconds << '\n';
+              << x.wallSeconds << ' ' << x.collectiveSeconds << '\n';
         // Ideal: every token computed at the summed rate of all ranks, no sync at all.
         const double sumRate = c.rate * (c.world - (c.slowRank >= 0 && c.slowRank < c.world ? 1 : 0))
                                + (c.slowRank >= 0 && c.slowRank < c.world ? c.rate / c.slowFactor : 0);
@@ -177,7 +193,7 @@ void runConfig(const Config &c, const char *self)
         if (pid == 0) {
             std::vector<std::string> args{self, "--child", std::to_string(r), std::to_string(store->port()), out, std::to_string(c.world), c.topology,
                                           c.groups, std::to_string(c.sync), std::to_string(c.rate), std::to_string(c.seconds), c.schedule,
-                                          std::to_string(c.slowRank), std::to_string(c.slowFactor)};
+                                          std::to_string(c.slowRank), std::to_string(c.slowFactor), c.overlap ? "on" : "off"};
             std::vector<char *> argv;
             for (auto &a : args)
                 argv.push_back(a.data());
@@ -195,10 +211,11 @@ void runConfig(const Config &c, const char *self)
     }
     std::ifstream f(out);
     if (!ok || !f) {
-        std::printf("%5d  %-8s  %-12s  %-16s  FAILED\n", c.world, c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str());
+        std::printf("%5d  %-8s  %-12s  %-16s  %-7s  FAILED\n", c.world, c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(),
+                    c.overlap ? "on" : "off");
         return;
     }
-    double maxWall = 0, sumCompute = 0, maxCompute = 0, sumWait = 0, sumTransfer = 0, ideal = 0;
+    double maxWall = 0, sumCompute = 0, maxCompute = 0, sumWait = 0, sumTransfer = 0, sumCollective = 0, ideal = 0;
     std::int64_t rounds = 0;
     std::string line;
     int n = 0;
@@ -211,8 +228,9 @@ void runConfig(const Config &c, const char *self)
         }
         int rank = 0;
         std::int64_t tokens = 0;
-        double comp = 0, wait = 0, xfer = 0, wall = 0;
-        is >> rank >> tokens >> rounds >> comp >> wait >> xfer >> wall;
+        double comp = 0, wait = 0, xfer = 0, wall = 0, coll = 0;
+        is >> rank >> tokens >> rounds >> comp >> wait >> xfer >> wall >> coll;
+        sumCollective += coll;
         maxWall = std::max(maxWall, wall);
         sumCompute += comp;
         maxCompute = std::max(maxCompute, comp);
@@ -221,13 +239,13 @@ void runConfig(const Config &c, const char *self)
         ++n;
     }
     std::remove(out.c_str());
-    const double meanWait = sumWait / n, meanTransfer = sumTransfer / n, meanCompute = sumCompute / n;
+    const double meanWait = sumWait / n, meanTransfer = sumTransfer / n, meanCompute = sumCompute / n, meanCollective = sumCollective / n;
     const double share = (meanWait + meanTransfer) / maxWall;
     // Efficiency against ideal (every rank computing total/world at the rate, no sync at all).
     const double efficiency = ideal / maxWall;
-    std::printf("%5d  %-8s  %-12s  %-16s  %7lld  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f\n", c.world, c.schedule.c_str(),
-                c.topology.c_str(), syncName(c.sync).c_str(),
-                static_cast<long long>(rounds), 1e6 * meanTransfer / static_cast<double>(rounds), 1e6 * meanWait / static_cast<double>(rounds),
+    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f\n", c.world,
+                c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off",
+                static_cast<long long>(rounds), 1e6 * meanCollective / static_cast<double>(rounds), 1e6 * meanTransfer / static_cast<double>(rounds), 1e6 * meanWait / static_cast<double>(rounds),
                 100 * meanWait / maxWall, 100 * meanTransfer / maxWall, 100 * share, 100 * efficiency, maxWall / ideal);
     (void)meanCompute;
     (void)maxCompute;
@@ -252,6 +270,7 @@ int main(int argc, char **argv)
         c.schedule = argv[11];
         c.slowRank = std::atoi(argv[12]);
         c.slowFactor = std::atof(argv[13]);
+        c.overlap = std::string(argv[14]) == "on";
         try {
             return child(c, rank, port, out);
         } catch (const std::exception &e) {
@@ -265,6 +284,7 @@ int main(int argc, char **argv)
     int slowRank = -1;
     std::vector<std::string> schedules{"static", "dynamic"};
     std::vector<std::string> topologies{"flat", "hierarchical"};
+    std::vector<std::string> overlaps{"on"};
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--ranks") {
@@ -281,8 +301,8 @@ int main(int argc, char **argv)
             rate = std::atof(argv[i + 1]);
         } else if (k == "--seconds") {
             seconds = std::atof(argv[i + 1]);
-        } else if (k == "--schedule" || k == "--topology") {
-            auto &list = k == "--schedule" ? schedules : topologies;
+        } else if (k == "--schedule" || k == "--topology" || k == "--overlap") {
+            auto &list = k == "--schedule" ? schedules : k == "--topology" ? topologies : overlaps;
             list.clear();
             std::istringstream is(argv[i + 1]);
             for (std::string x; std::getline(is, x, ',');)
@@ -296,18 +316,21 @@ int main(int argc, char **argv)
     }
     std::printf("bench_comm: Gloo on loopback, compute simulated by sleeping at %.0f tokens/s per rank, %.1f s of ideal compute per rank,\n"
                 "hf-sliding windows of %lld tokens, batch %lld; hierarchical = groups of 2 ranks. %u cores here.\n"
-                "Columns: per-round transfer and wait (mean over ranks), wait and transfer as %% of wall, comm share, efficiency vs ideal,\n"
-                "slowest wall / ideal.\n\n",
+                "Columns: overlap (--overlap on: a round's collective runs behind the next round's compute), per-round collective\n"
+                "duration, and the time the main thread was blocked in it, split into transfer and wait (means over ranks); wait and\n"
+                "transfer as %% of wall, comm share, efficiency vs ideal, slowest wall / ideal.\n\n",
                 rate, seconds, static_cast<long long>(kContext), static_cast<long long>(kBatch), std::thread::hardware_concurrency());
     if (slowRank >= 0)
         std::printf("Rank %d computes at 1/%.2f of the rate; ideal = all tokens at the summed rate of all ranks.\n\n", slowRank, slowFactor);
-    std::printf("%5s  %-8s  %-12s  %-16s  %7s  %9s  %9s  %9s  %9s  %8s  %8s  %7s\n", "ranks", "schedule", "topology", "sync tokens", "rounds",
-                "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id");
+    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s\n", "ranks", "schedule", "topology", "sync tokens",
+                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id");
     for (int w : worlds)
         for (const std::string &topo : topologies)
             for (std::int64_t sync : syncs)
-                for (const std::string &sched : schedules) {
+                for (const std::string &sched : schedules)
+                    for (const std::string &overlap : overlaps) {
                     Config c;
+                    c.overlap = overlap == "on";
                     c.schedule = sched;
                     c.slowRank = slowRank;
                     c.slowFactor = slowFactor;

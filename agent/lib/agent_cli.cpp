@@ -91,6 +91,9 @@ constexpr CommandUsage kCommandUsage[] = {
                                          batch (default 65536; docs/communication.md)
       --schedule static|dynamic          shards fixed before the run, or global batches claimed
                                          as ranks go (no waiting for a slow rank); same bits
+      --overlap-sync on|off              on (default): a round's aggregation runs on a thread of its
+                                         own behind the next round's compute; the live global PPL
+                                         lags one round; same bits (not with --on-rank-loss continue)
       --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
                                          or regroup without it and finish with the same bits
                                          (continue: --schedule dynamic; rank 0 must survive)

@@ -117,6 +117,7 @@ nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, c
                                     {"compute_seconds", rep.computeSeconds},
                                     {"wait_seconds", rep.waitSeconds},
                                     {"transfer_seconds", rep.transferSeconds},
+                                    {"collective_seconds", rep.collectiveSeconds},
                                     {"wall_seconds", rep.wallSeconds},
                                     {"comm_share", rep.commShare()},
                                     {"clock_offset_seconds", rep.clockOffsetSeconds},

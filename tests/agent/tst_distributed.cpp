@@ -300,6 +300,109 @@ private Q_SLOTS:
             QVERIFY2(slow < others, "the slow rank should have left batches to the faster ranks");
     }
 
+    void overlapOnOffSameBits_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("sync");
+        QTest::addColumn<QString>("overlap");
+        QTest::addRow("static 3, flat, every batch, overlap off") << "static" << "flat" << "0" << "off";
+        QTest::addRow("static 3, hierarchical, small, overlap on") << "static" << "hierarchical" << "300" << "on";
+        QTest::addRow("dynamic 3, flat, small, overlap off") << "dynamic" << "flat" << "300" << "off";
+        QTest::addRow("dynamic 3, hierarchical, every batch, overlap on") << "dynamic" << "hierarchical" << "0" << "on";
+    }
+    void overlapOnOffSameBits()
+    {
+        // --overlap-sync moves each round's collective behind the next round's compute; the words
+        // summed are the same, so the result is one rank's bits either way.
+        QFETCH(QString, schedule);
+        QFETCH(QString, topology);
+        QFETCH(QString, sync);
+        QFETCH(QString, overlap);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("overlap-%1.json").arg(QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_'))));
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("3"), QStringLiteral("--groups"), QStringLiteral("size:2"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--topology"), topology,
+                                                                     QStringLiteral("--sync-every-tokens"), sync, QStringLiteral("--overlap-sync"), overlap,
+                                                                     QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json},
+                                           300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("overlap_sync")).toBool(), overlap == QLatin1String("on"));
+        QVERIFY(j.value(QStringLiteral("rounds")).toInt() > 1);
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), 3);
+        for (const auto &v : ranks) {
+            const QJsonObject o = v.toObject();
+            const double blocked = o.value(QStringLiteral("wait_seconds")).toDouble() + o.value(QStringLiteral("transfer_seconds")).toDouble();
+            // Blocked time is part of the collectives' time (equal to it without overlap, up to the
+            // nanosecond rounding of the gather).
+            QVERIFY2(blocked <= o.value(QStringLiteral("collective_seconds")).toDouble() + 1e-6,
+                     qPrintable(QStringLiteral("rank %1: blocked %2 s, collectives %3 s").arg(o.value(QStringLiteral("rank")).toInt()).arg(blocked).arg(o.value(QStringLiteral("collective_seconds")).toDouble())));
+        }
+    }
+
+    void aggregationHidesBehindCompute_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addRow("static") << "static";
+        QTest::addRow("dynamic") << "dynamic";
+    }
+    void aggregationHidesBehindCompute()
+    {
+        // Every collective takes 150 ms longer (a slow network, test switch) and rank 0 computes
+        // 400 ms more per batch than rank 1 (the other test switch). Rank 0 arrives last at every
+        // round, so without overlap it would be blocked for every collective's whole duration; with
+        // the overlap only the last round's collective has no compute to hide behind. Measured
+        // quantities, no wall-clock bound: rank 0's blocked time (wait + transfer) against the
+        // collectives' own duration (collective_seconds), over about 10 rounds. Rank 1, the fast one,
+        // is blocked too, but waiting for rank 0: its wait, not its transfer.
+        QFETCH(QString, schedule);
+        const QString json = m_dir.filePath(QStringLiteral("hidden-%1.json").arg(schedule));
+        qputenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE", "150");
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "0:400");
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("2"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--sync-every-tokens"),
+                                                                     QStringLiteral("0"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                                     QStringLiteral("--json"), json},
+                                           300000);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE");
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        QVERIFY(j.value(QStringLiteral("overlap_sync")).toBool()); // the default
+        const int rounds = j.value(QStringLiteral("rounds")).toInt();
+        QVERIFY2(rounds >= 6, qPrintable(QStringLiteral("%1 rounds").arg(rounds)));
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), 2);
+        const QJsonObject slow = ranks[0].toObject(), fast = ranks[1].toObject();
+        auto blocked = [](const QJsonObject &o) {
+            return o.value(QStringLiteral("wait_seconds")).toDouble() + o.value(QStringLiteral("transfer_seconds")).toDouble();
+        };
+        const double collectives = slow.value(QStringLiteral("collective_seconds")).toDouble();
+        qInfo("%s, %d rounds: rank 0 blocked %.3f s of %.3f s of collectives; rank 1 blocked %.3f s (wait %.3f s)", qPrintable(schedule), rounds,
+              blocked(slow), collectives, blocked(fast), fast.value(QStringLiteral("wait_seconds")).toDouble());
+        QVERIFY(collectives >= 0.15 * rounds); // every collective slept its 150 ms
+        // Overlapped: only the collectives with no compute after them block the slow rank (static:
+        // the last; dynamic: also the one or two rounds in which its queue ran empty); not
+        // overlapped, it would be blocked for all of them (blocked = collectives).
+        QVERIFY2(blocked(slow) < 0.5 * collectives,
+                 qPrintable(QStringLiteral("rank 0 was blocked %1 s by %2 s of collectives: the aggregation is not overlapped").arg(blocked(slow)).arg(collectives)));
+        // The fast rank loses its time waiting for the slow one, and the split says so.
+        QVERIFY2(fast.value(QStringLiteral("wait_seconds")).toDouble() > fast.value(QStringLiteral("transfer_seconds")).toDouble(),
+                 qPrintable(QStringLiteral("rank 1: wait %1 s, transfer %2 s").arg(fast.value(QStringLiteral("wait_seconds")).toDouble()).arg(fast.value(QStringLiteral("transfer_seconds")).toDouble())));
+    }
+
     void environmentsOfOtherLaunchers_data()
     {
         QTest::addColumn<QString>("style");

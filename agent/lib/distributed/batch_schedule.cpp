@@ -329,13 +329,27 @@ void DynamicSchedule::setConstant(std::span<const std::int64_t> words, bool coun
 
 bool DynamicSchedule::sync(std::span<std::int64_t> words)
 {
-    // Empty now means empty for good: the counter only grows, and nothing is pending.
-    if (m_pending.empty() && m_inflight.valid())
-        claim();
     if (m_run.lossPending()) {
+        if (m_pending.empty() && m_inflight.valid())
+            claim();
         recover(words);
         return false;
     }
+    std::vector<std::int64_t> buffer = prepare(words);
+    try {
+        m_run.allReduce(buffer);
+    } catch (const RankLostError &) {
+        recover(words);
+        return false;
+    }
+    return complete(buffer, words);
+}
+
+std::vector<std::int64_t> DynamicSchedule::prepare(std::span<const std::int64_t> words)
+{
+    // Empty now means empty for good: the counter only grows, and nothing is pending.
+    if (m_pending.empty() && m_inflight.valid())
+        claim();
     const std::size_t n = words.size();
     if (m_base.empty()) {
         m_base.assign(n, 0);
@@ -343,39 +357,42 @@ bool DynamicSchedule::sync(std::span<std::int64_t> words)
     }
     const bool empty = m_pending.empty() && m_exhausted;
     // This rank's totals since the last regrouping, plus (lowest member) what was committed before.
-    Words local(n);
-    m_buffer.assign(n, 0);
+    m_local.assign(n, 0);
+    std::vector<std::int64_t> buffer(n, 0);
     const bool carrier = m_run.epochRank() == 0;
     for (std::size_t i = 0; i < n; ++i) {
-        local[i] = minus(words[i], m_base[i]);
-        m_buffer[i] = carrier ? plus(local[i], m_carry[i]) : local[i];
+        m_local[i] = minus(words[i], m_base[i]);
+        buffer[i] = carrier ? plus(m_local[i], m_carry[i]) : m_local[i];
     }
     const bool knowsSpeed = m_myTokens > 0 && m_myCompute > 0;
     const double rate = knowsSpeed ? static_cast<double>(m_myTokens) / m_myCompute : 0;
     const int world = m_run.epochSize(); // after a regrouping, the survivors
-    m_buffer.push_back(empty ? 1 : 0);
-    const std::size_t speeds = m_buffer.size();
-    m_buffer.resize(speeds + static_cast<std::size_t>(world), 0); // one slot per rank: only this rank's is non-zero here
-    m_buffer[speeds + static_cast<std::size_t>(m_run.epochRank())] = static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0));
-    try {
-        m_run.allReduce(m_buffer);
-    } catch (const RankLostError &) {
-        recover(words);
-        return false;
-    }
-    std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(n), words.begin());
+    buffer.push_back(empty ? 1 : 0);
+    const std::size_t speeds = buffer.size();
+    buffer.resize(speeds + static_cast<std::size_t>(world), 0); // one slot per rank: only this rank's is non-zero here
+    buffer[speeds + static_cast<std::size_t>(m_run.epochRank())] = static_cast<std::int64_t>(std::llround(std::min(rate, 1e15) * 1000.0));
+    return buffer;
+}
+
+bool DynamicSchedule::complete(std::span<const std::int64_t> reduced, std::span<std::int64_t> words)
+{
+    const std::size_t n = words.size();
+    const int world = m_run.epochSize();
+    CPPL_ENFORCE(reduced.size() == n + controlWords(world), "a round's result of another size than its words");
+    std::copy(reduced.begin(), reduced.begin() + static_cast<std::ptrdiff_t>(n), words.begin());
     if (m_run.tolerant()) {
-        m_history.push_back(Committed{m_rounds, std::move(local), Words(words.begin(), words.end())});
+        m_history.push_back(Committed{m_rounds, std::move(m_local), Words(words.begin(), words.end())});
         if (m_history.size() > 2)
             m_history.erase(m_history.begin());
     }
-    const std::int64_t emptyRanks = m_buffer[n];
+    const std::int64_t emptyRanks = reduced[n];
+    const std::size_t speeds = n + 1;
     // Every rank sizes the next round from the same speeds.
     m_rates.assign(static_cast<std::size_t>(world), 0);
     m_rateSum = 0;
     m_known = 0;
     for (int k = 0; k < world; ++k) {
-        const std::int64_t milli = m_buffer[speeds + static_cast<std::size_t>(k)];
+        const std::int64_t milli = reduced[speeds + static_cast<std::size_t>(k)];
         if (milli <= 0)
             continue;
         m_rates[static_cast<std::size_t>(k)] = static_cast<double>(milli) / 1000.0;

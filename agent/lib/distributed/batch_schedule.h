@@ -93,6 +93,16 @@ public:
      */
     bool sync(std::span<std::int64_t> words);
     /**
+     * @brief sync() in two halves, for a round whose collective runs elsewhere (RoundPipeline;
+     * not in tolerant runs): prepare() gives the round's payload (@p words, this rank's cumulative
+     * totals, with the control words appended), complete() takes the summed payload, puts the
+     * global totals into @p words and returns what sync() returns. A round prepared after the
+     * previous one's complete() sizes itself with that round's speeds; with a round in flight,
+     * beginRound() uses the speeds of the last completed one (one round older).
+     */
+    [[nodiscard]] std::vector<std::int64_t> prepare(std::span<const std::int64_t> words);
+    bool complete(std::span<const std::int64_t> reduced, std::span<std::int64_t> words);
+    /**
      * @brief A rank was lost (sync() calls this itself; call it when a collective outside sync(),
      * the closing gather, throws RankLostError): agree with the survivors on the last committed
      * round (through the store), regroup, keep the lost rank's committed part, queue the rest of
@@ -174,7 +184,7 @@ private:
     std::vector<double> m_rates; ///< from the last collective: every rank's tokens per second (0: not known yet)
     double m_rateSum = 0;        ///< their sum
     std::int64_t m_known = 0;    ///< ... over this many ranks (those that evaluated anything yet)
-    std::vector<std::int64_t> m_buffer;
+    std::vector<std::int64_t> m_local; ///< prepare(): this rank's part of the round's payload, for m_history
 
     // Losing a rank. Each rank contributes its totals since the last regrouping (m_base: its totals
     // then); the lowest member adds m_carry, everything committed before it (the same on all ranks).

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -44,6 +45,13 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
 {
     const RankIdentity &id = o.identity;
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
+    if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE"); slow && *slow) {
+        char *end = nullptr;
+        const long ms = std::strtol(slow, &end, 10);
+        if (*end != '\0' || ms < 0 || ms > 60000)
+            throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_COLLECTIVE \"") + slow + "\" is not a number of milliseconds (0-60000)");
+        m_testSlowCollective = std::chrono::milliseconds(ms);
+    }
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
     m_servesStore = serve;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
@@ -312,35 +320,55 @@ void DistributedRun::collect(std::span<std::int64_t> words)
     }
 }
 
-void DistributedRun::allReduce(std::span<std::int64_t> words)
+void DistributedRun::allReduce(std::span<std::int64_t> words, CollectiveTiming *timing)
 {
     // One collective per round: the words, plus a slot per rank where each writes the time it
     // arrived (on the watchdog hub's clock, through the offset the watchdog measured: rank 0's
     // until it is lost, then the new hub's). After the SUM every
     // rank knows when the last one arrived: its wait is last - mine, the rest of the call transfer.
+    // A RoundPipeline calls this on its own thread (never two at once, never beside the gather).
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    const std::int64_t arrival = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count()
-                                 + m_watchdog->clockOffsetNs();
+    const std::int64_t arrival = nowOnRank0Ns();
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before this collective");
     m_buffer.assign(words.size() + m_members.size(), 0);
     std::copy(words.begin(), words.end(), m_buffer.begin());
     m_buffer[words.size() + static_cast<std::size_t>(m_epochRank)] = arrival;
     collect(m_buffer);
-    const double total = std::chrono::duration<double>(clock::now() - t0).count();
+    if (m_testSlowCollective.count() > 0) // CLUSTERPPL_TEST_SLOW_COLLECTIVE: a slow network, for tests of the overlap
+        std::this_thread::sleep_for(m_testSlowCollective);
+    CollectiveTiming t;
+    t.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     std::copy(m_buffer.begin(), m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), words.begin());
-    const std::int64_t last = *std::max_element(m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), m_buffer.end());
-    const double wait = std::clamp(static_cast<double>(last - arrival) * 1e-9, 0.0, total);
+    t.arrivalNs = arrival;
+    t.lastArrivalNs = *std::max_element(m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), m_buffer.end());
+    t.payloadBytes = static_cast<std::int64_t>(m_buffer.size() * sizeof(std::int64_t));
+    if (timing)
+        *timing = t;
+    else
+        account(t, arrival, t.seconds);
+}
+
+void DistributedRun::account(const CollectiveTiming &t, std::int64_t blockedFromNs, double blockedSeconds)
+{
+    const double wait = std::clamp(static_cast<double>(t.lastArrivalNs - blockedFromNs) * 1e-9, 0.0, blockedSeconds);
     m_comm.waitSeconds += wait;
-    m_comm.transferSeconds += total - wait;
+    m_comm.transferSeconds += blockedSeconds - wait;
+    m_comm.collectiveSeconds += t.seconds;
     m_comm.collectives += 1;
-    m_comm.payloadBytes += static_cast<std::int64_t>(m_buffer.size() * sizeof(std::int64_t));
+    m_comm.payloadBytes += t.payloadBytes;
+}
+
+std::int64_t DistributedRun::nowOnRank0Ns() const
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count()
+           + m_watchdog->clockOffsetNs();
 }
 
 std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
 {
-    constexpr std::size_t K = 11;
+    constexpr std::size_t K = 12;
     const std::size_t n = m_members.size();
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
@@ -358,6 +386,7 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     row[8] = 1; // present
     row[9] = ns(clockOffsetSeconds());
     row[10] = ns(clockUncertaintySeconds());
+    row[11] = ns(mine.collectiveSeconds);
     collect(rows);
     std::vector<RankReport> out;
     for (std::size_t i = 0; i < n; ++i) {
@@ -381,6 +410,7 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
         rep.wallSeconds = static_cast<double>(x[7]) * 1e-9;
         rep.clockOffsetSeconds = static_cast<double>(x[9]) * 1e-9;
         rep.clockUncertaintySeconds = static_cast<double>(x[10]) * 1e-9;
+        rep.collectiveSeconds = static_cast<double>(x[11]) * 1e-9;
         out.push_back(rep);
     }
     return out;

@@ -38,12 +38,25 @@ struct DistributedOptions
 };
 
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
+/// wait + transfer is the time this rank's main thread was blocked by the rounds' collectives:
+/// the whole collective when it runs on the main thread, only the part not hidden behind the next
+/// round's compute when a RoundPipeline overlaps them (round_pipeline.h).
 struct CommStats
 {
-    double waitSeconds = 0;     ///< from this rank's arrival to the last rank's arrival (straggler skew)
-    double transferSeconds = 0; ///< the rest of the collective: moving and adding the words
+    double waitSeconds = 0;     ///< blocked before the last rank's arrival (straggler skew)
+    double transferSeconds = 0; ///< blocked after it: moving and adding the words
+    double collectiveSeconds = 0; ///< the collectives' own duration, on whichever thread ran them (>= wait + transfer)
     std::int64_t collectives = 0;
     std::int64_t payloadBytes = 0; ///< words this rank contributed, x 8
+};
+
+/// One collective as allReduce() measured it; the accounting into CommStats is separate (account()).
+struct CollectiveTiming
+{
+    std::int64_t arrivalNs = 0;     ///< this rank's arrival, on rank 0's clock
+    std::int64_t lastArrivalNs = 0; ///< the last rank's arrival, on rank 0's clock
+    double seconds = 0;             ///< the call's duration
+    std::int64_t payloadBytes = 0;
 };
 
 /// One rank's line in the result's `ranks` array.
@@ -59,6 +72,7 @@ struct RankReport
     double computeSeconds = 0;
     double waitSeconds = 0;
     double transferSeconds = 0;
+    double collectiveSeconds = 0;       ///< the collectives' own duration (overlapped: mostly hidden, not in wait + transfer)
     double wallSeconds = 0;
     double clockOffsetSeconds = 0;      ///< the watchdog hub's clock minus this rank's (0 on the hub; rank 0 until it is lost)
     double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
@@ -116,8 +130,15 @@ public:
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
     [[nodiscard]] Store &store() noexcept { return *m_store; }
 
-    /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm().
-    void allReduce(std::span<std::int64_t> words);
+    /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm() (the
+    /// whole call counts as blocked), or with @p timing only measured into it, for the caller to
+    /// account() (a RoundPipeline, whose collectives run on its own thread).
+    void allReduce(std::span<std::int64_t> words, CollectiveTiming *timing = nullptr);
+    /// @brief Adds a collective that blocked this rank's main thread from @p blockedFromNs (rank 0's
+    /// clock) for @p blockedSeconds: the part before the last arrival is wait, the rest transfer.
+    void account(const CollectiveTiming &timing, std::int64_t blockedFromNs, double blockedSeconds);
+    /// @brief Now, on rank 0's clock (ns since the epoch): what arrival times are measured in.
+    [[nodiscard]] std::int64_t nowOnRank0Ns() const;
     [[nodiscard]] const CommStats &comm() const noexcept { return m_comm; }
     /// @brief This rank's clock offset to the watchdog's hub (rank 0, or the hub elected after it) and its uncertainty, in seconds.
     [[nodiscard]] double clockOffsetSeconds() const;
@@ -156,6 +177,7 @@ private:
     std::chrono::milliseconds m_timeout{300000};
     bool m_tolerant = false;
     bool m_servesStore = false;
+    std::chrono::milliseconds m_testSlowCollective{0}; ///< CLUSTERPPL_TEST_SLOW_COLLECTIVE=MS: each round's collective takes MS longer
     std::vector<int> m_members;
     int m_epochRank = 0;
     int m_epoch = 0;

@@ -316,9 +316,10 @@ ncclConfig_t blockingConfig(const char *name)
  * collective that exceeds the timeout (a stopped peer) aborts the communicator instead of
  * spinning forever inside the kernel.
  *
- * NCCL forbids concurrent calls on one communicator: the main thread holds m_use for each call;
+ * NCCL forbids concurrent calls on one communicator: the thread that runs a collective (the main
+ * thread, or a RoundPipeline's communication thread: round_pipeline.h) holds m_use for each call;
  * the watchdog's abort() only takes it when free, and otherwise leaves a flag that the polling
- * main thread acts on (the watchdog then exits the process, which ends the kernel anyway).
+ * thread acts on (the watchdog then exits the process, which ends the kernel anyway).
  *
  * Tolerant runs (`--on-rank-loss continue`, BackendOptions::lossEpoch set): the poll also ends
  * when the watchdog reports a lost rank (RankLostError), and an error or a timeout is thrown
@@ -425,6 +426,7 @@ private:
             throw RankLostError(where + " not started: a rank was lost");
         if (m_inFlight)
             throw CollectiveError(where + ": an earlier operation was abandoned in flight; the communicator must be rebuilt");
+        checkCuda(api().setDevice(m_device), "cudaSetDevice"); // the current device is per thread: this may be a communication thread
         const std::size_t bytes = w.size_bytes();
         if (bytes > m_capacity) {
             if (m_buffer)

@@ -16,6 +16,7 @@
 #include "gpu/device_choice.h"
 #include "distributed/communicator.h"
 #include "distributed/distributed_run.h"
+#include "distributed/round_pipeline.h"
 #include "distributed/store.h"
 #include "telemetry/publisher.h"
 #include "telemetry/stdin_keys.h"
@@ -128,6 +129,7 @@ struct EvalOptions
     dist::DistributedOptions distOptions;
     std::int64_t syncEvery = kDefaultSyncEveryTokens;
     dist::Schedule schedule = dist::Schedule::Static;
+    bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
     int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
     int slowMs = 0;
     int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms before writing the result (tests)
@@ -171,7 +173,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines"});
     });
@@ -292,6 +294,10 @@ EvalOptions parseOptions(const Args &a)
             throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
         o.schedule = schedule == "dynamic" ? dist::Schedule::Dynamic : dist::Schedule::Static;
         o.checkpointLines = a.has("--checkpoint-lines");
+        const std::string overlap = a.get("--overlap-sync").value_or("on");
+        if (overlap != "on" && overlap != "off")
+            throw ConfigError("--overlap-sync \"" + overlap + "\" is not one of on, off");
+        o.overlapSync = overlap == "on";
         if (const auto state = a.get("--resume-state")) {
             o.resume = dist::parseResumeState(*state);
             if (o.resume->schedule != schedule)
@@ -872,14 +878,6 @@ private:
             if (tel)
                 tel->log(cppl::telemetry::LogLevel::Info, std::string_view(line).substr(0, std::strlen(line) - 1));
         };
-        auto collective = [&](NllStats::Words &words) {
-            if (tel)
-                tel->phase(cppl::telemetry::Phase::Syncing);
-            if (schedule)
-                return schedule->sync(words);
-            run->allReduce(words);
-            return false;
-        };
         if (tel)
             tel->phase(cppl::telemetry::Phase::Evaluating);
         // Before a round's collective every rank names its batches of the round; after it rank 0
@@ -928,6 +926,49 @@ private:
                     tel->log(cppl::telemetry::LogLevel::Warning, line);
             }
         };
+        // Round r's collective is done: the global totals, the checkpoint, telemetry and rank 0's
+        // line. True when the run is complete (dynamic: every queue was empty).
+        auto roundComplete = [&](int r, int committed, const NllStats::Words &words, bool allDone, double wait0, double transfer0) {
+            global = NllStats::fromReducedWords(words);
+            if (!dynamic) {
+                checkpoint(committed);
+                roundDone(r, rounds->rounds(), wait0, transfer0);
+                return false;
+            }
+            const std::size_t lostBefore = lostSeen;
+            reportLosses();
+            if (lostSeen == lostBefore && schedule->lostRanks().empty())
+                checkpoint(committed); // after a loss the lost rank's ledger lines stop: no checkpoint can be complete
+            const int done = schedule->rounds();
+            roundsRun = done;
+            // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
+            const std::int64_t perRound = std::max<std::int64_t>(1, m_o.syncEvery == kSyncAtEnd ? plan.scoredTokens : m_o.syncEvery)
+                                          * run->epochSize();
+            const auto left = static_cast<int>(std::min<std::int64_t>(1 << 30, (plan.scoredTokens - global.tokens + perRound - 1) / perRound));
+            roundDone(done - 1, allDone ? done : done + std::max(1, left), wait0, transfer0);
+            return allDone;
+        };
+        // The rounds' collectives go through a RoundPipeline (round_pipeline.h): with --overlap-sync
+        // on, round r's aggregation runs on this rank's communication thread while round r+1 is
+        // computed, and round r completes (global totals, checkpoint, rank 0's line) only then.
+        // Tolerant runs keep them on this thread: regrouping replaces the communicators.
+        std::optional<dist::RoundPipeline> pipe;
+        if (distributed && !run->tolerant())
+            pipe.emplace(*run, m_o.overlapSync);
+        int flightRound = 0, flightCommitted = 0;
+        auto completeFlight = [&] {
+            if (tel)
+                tel->phase(cppl::telemetry::Phase::Syncing);
+            const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
+            const std::vector<std::int64_t> reduced = pipe->wait();
+            NllStats::Words words{};
+            bool allDone = false;
+            if (schedule)
+                allDone = schedule->complete(reduced, words);
+            else
+                std::copy_n(reduced.begin(), words.size(), words.begin());
+            return roundComplete(flightRound, flightCommitted, words, allDone, wait0, transfer0);
+        };
         auto runRounds = [&] {
             for (int r = dynamic ? 0 : firstRound;; ++r) {
                 if (dynamic) {
@@ -935,8 +976,11 @@ private:
                     while (const auto b = schedule->next())
                         schedule->evaluated(*b, evaluateRange(*b * batch, std::min(nWindows, (*b + 1) * batch)));
                 } else {
-                    if (r == rounds->rounds())
+                    if (r == rounds->rounds()) {
+                        if (pipe && pipe->inFlight())
+                            completeFlight(); // the last round's, with nothing left to hide it behind
                         break;
+                    }
                     const Shard part = rounds->roundOf(shardRank, r);
                     evaluateRange(part.firstWindow, part.endWindow);
                 }
@@ -945,30 +989,27 @@ private:
                     global = stats;
                     continue;
                 }
+                // Round r-1's result, now that round r is computed. Dynamic and complete: every
+                // queue was empty when it was submitted, so round r evaluated nothing.
+                if (pipe && pipe->inFlight() && completeFlight())
+                    break;
                 // Dynamic: the schedule counts rounds (after a regrouping, the survivors' agreed count).
                 const int committed = dynamic ? firstRound + schedule->rounds() : r;
                 ledger(committed);
                 NllStats::Words words = stats.toWords();
-                const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
-                const bool allDone = collective(words);
-                global = NllStats::fromReducedWords(words);
-                if (!dynamic) {
-                    checkpoint(committed);
-                    roundDone(r, rounds->rounds(), wait0, transfer0);
+                if (pipe) {
+                    pipe->submit(schedule ? schedule->prepare(words) : std::vector<std::int64_t>(words.begin(), words.end()));
+                    flightRound = r;
+                    flightCommitted = committed;
+                    if (!pipe->overlapping() && completeFlight())
+                        break;
                     continue;
                 }
-                const std::size_t lostBefore = lostSeen;
-                reportLosses();
-                if (lostSeen == lostBefore && schedule->lostRanks().empty())
-                    checkpoint(committed); // after a loss the lost rank's ledger lines stop: no checkpoint can be complete
-                const int done = schedule->rounds();
-                roundsRun = done;
-                // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
-                const std::int64_t perRound = std::max<std::int64_t>(1, m_o.syncEvery == kSyncAtEnd ? plan.scoredTokens : m_o.syncEvery)
-                                              * run->epochSize();
-                const auto left = static_cast<int>(std::min<std::int64_t>(1 << 30, (plan.scoredTokens - global.tokens + perRound - 1) / perRound));
-                roundDone(done - 1, allDone ? done : done + std::max(1, left), wait0, transfer0);
-                if (allDone)
+                if (tel)
+                    tel->phase(cppl::telemetry::Phase::Syncing);
+                const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
+                const bool allDone = schedule->sync(words); // tolerant: regroups around a lost rank
+                if (roundComplete(r, committed, words, allDone, wait0, transfer0))
                     break;
             }
         };
@@ -1010,6 +1051,7 @@ private:
                 mine.computeSeconds = computeSeconds;
                 mine.waitSeconds = run->comm().waitSeconds;
                 mine.transferSeconds = run->comm().transferSeconds;
+                mine.collectiveSeconds = run->comm().collectiveSeconds;
                 mine.wallSeconds = seconds;
                 if (schedule) {
                     // The ledger: each rank's batches through the store, read by rank 0 for the result.
@@ -1178,6 +1220,7 @@ private:
                                 {"world_size_before", resume->worldSize}};
             if (distributed) {
                 j["schedule"] = dist::scheduleName(m_o.schedule);
+                j["overlap_sync"] = m_o.overlapSync && !m_o.distOptions.tolerateRankLoss;
                 j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + batch - 1) / batch;
                 j["groups"] = run->groups().groups;
                 j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
