@@ -918,6 +918,8 @@ private Q_SLOTS:
                                                     << "after \"--\"";
         QTest::addRow("on-rank-loss") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("ignore")}
                                       << "--on-rank-loss \"ignore\" is not one of fail, continue";
+        QTest::addRow("overlap-sync") << run + ev + QStringList{QStringLiteral("--overlap-sync"), QStringLiteral("yes")}
+                                      << "--overlap-sync \"yes\" is not one of on, off";
         QTest::addRow("on-rank-loss continue, static") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue")}
                                                        << "--on-rank-loss continue needs --schedule dynamic";
         QTest::addRow("rank beyond world size") << QStringList{QStringLiteral("eval")} + ev
