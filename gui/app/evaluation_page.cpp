@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "evaluation_page.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -118,10 +119,23 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_stride->setToolTip(tr("Hugging Face sliding window step. Smaller than the context: windows overlap, every scored "
                             "token sees more history (lower PPL) and the run costs context/stride times more."));
     hf->addRow(tr("Stride"), m_stride);
-    m_batch = new QSpinBox(how);
+    // "Auto" passes no --batch: on CUDA the agents size it from free GPU memory (the smallest every
+    // rank can afford, in the result's batch_from); on the CPU they use 8.
+    auto *batchRow = new QWidget(how);
+    auto *batchLayout = new QHBoxLayout(batchRow);
+    batchLayout->setContentsMargins(0, 0, 0, 0);
+    m_batchAuto = new QCheckBox(tr("Auto (from GPU memory)"), batchRow);
+    m_batchAuto->setObjectName(u"batchAuto"_s);
+    m_batchAuto->setToolTip(tr("Let the agents choose: on a GPU the largest batch its free memory allows (every rank "
+                               "agrees on the smallest; the result's batch_from says why), on the CPU 8. "
+                               "Changes speed and memory only, never the result's bits."));
+    m_batch = new QSpinBox(batchRow);
     m_batch->setRange(1, 1 << 16);
+    m_batch->setValue(8);
     m_batch->setToolTip(tr("Windows per forward pass. Changes speed and memory only, never the result's bits."));
-    hf->addRow(tr("Batch"), m_batch);
+    batchLayout->addWidget(m_batchAuto);
+    batchLayout->addWidget(m_batch, 1);
+    hf->addRow(tr("Batch"), batchRow);
     m_maxWindows = new QSpinBox(how);
     m_maxWindows->setRange(0, std::numeric_limits<int>::max());
     m_maxWindows->setSpecialValueText(tr("all"));
@@ -233,6 +247,10 @@ EvaluationPage::EvaluationPage(QWidget *parent)
         connect(c, &QComboBox::currentIndexChanged, this, &EvaluationPage::schedulePreview);
     for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
         connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
+    connect(m_batchAuto, &QCheckBox::toggled, this, [this](bool on) {
+        m_batch->setEnabled(!on);
+        schedulePreview();
+    });
     for (QDoubleSpinBox *s : {m_tolerance, m_commShare, m_stall, m_timeout})
         connect(s, &QDoubleSpinBox::valueChanged, this, [this] {
             if (!m_loading)
@@ -274,7 +292,10 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     setCombo(m_protocol, qs(e.protocol));
     m_context->setValue(int(e.context));
     m_stride->setValue(int(e.stride));
-    m_batch->setValue(int(e.batch));
+    m_batchAuto->setChecked(e.batch == kAutoBatch);
+    m_batch->setEnabled(e.batch != kAutoBatch);
+    if (e.batch != kAutoBatch)
+        m_batch->setValue(int(e.batch));
     m_maxWindows->setValue(int(std::min<std::int64_t>(e.maxWindows, std::numeric_limits<int>::max())));
     setCombo(m_dtype, qs(e.dtype));
     setCombo(m_device, qs(e.device));
@@ -304,7 +325,7 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.protocol = m_protocol->currentData().toString().toStdString();
     e.context = m_context->value();
     e.stride = m_stride->value();
-    e.batch = m_batch->value();
+    e.batch = m_batchAuto->isChecked() ? kAutoBatch : m_batch->value();
     e.maxWindows = m_maxWindows->value();
     e.dtype = m_dtype->currentData().toString().toStdString();
     e.device = m_device->currentData().toString().toStdString();
@@ -459,12 +480,16 @@ void EvaluationPage::runPreview()
     }
     const QString json = m_tmp->filePath(u"plan-%1.json"_s.arg(m_job));
     args << u"--protocol"_s << qs(e.protocol) << u"--context"_s << QString::number(e.context) << u"--ranks"_s
-         << QString::number(m_worldSize) << u"--batch"_s << QString::number(e.batch) << u"--sync-every-tokens"_s
+         << QString::number(m_worldSize) << u"--sync-every-tokens"_s
          << (t.syncEveryTokens < 0 ? u"end"_s : QString::number(t.syncEveryTokens)) << u"--json"_s << json;
     if (e.protocol == "hf-sliding" && e.stride > 0)
         args << u"--stride"_s << QString::number(e.stride);
     if (e.maxWindows > 0)
         args << u"--max-windows"_s << QString::number(e.maxWindows);
+    // Auto: plan's default (8), what the agents use on the CPU; on a GPU the batch (and so a static
+    // schedule's batch-aligned shards) is known only once the agents have measured free memory.
+    if (e.batch != kAutoBatch)
+        args << u"--batch"_s << QString::number(e.batch);
     auto *proc = new QProcess(this);
     m_plan = proc;
     const int job = m_job;
@@ -494,7 +519,10 @@ void EvaluationPage::runPreview()
                                .arg(dataTokens > 0 ? QString::number(100.0 * double(scored) / double(dataTokens), 'f', 1) : u"0"_s)
                                .arg(o.value(u"rounds"_s).toInteger())
                                .arg(o.value(u"world_size"_s).toInteger())
-                               .arg(shards.isEmpty() ? 0 : scored / shards.size()));
+                               .arg(shards.isEmpty() ? 0 : scored / shards.size())
+                           + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
+                                                            "agents size it from free memory when the run starts.")
+                                                       : QString()));
         m_shards->setRowCount(int(shards.size()));
         for (int r = 0; r < shards.size(); ++r) {
             const QJsonObject s = shards[r].toObject();

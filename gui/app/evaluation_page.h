@@ -11,6 +11,7 @@
 #include <QPointer>
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -68,6 +69,7 @@ private:
     QSpinBox *m_context = nullptr;
     QSpinBox *m_stride = nullptr;
     QSpinBox *m_batch = nullptr;
+    QCheckBox *m_batchAuto = nullptr; ///< checked: EvaluationSpec::batch = kAutoBatch (no --batch)
     QSpinBox *m_maxWindows = nullptr;
     QComboBox *m_dtype = nullptr;
     QComboBox *m_device = nullptr;

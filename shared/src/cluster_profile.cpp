@@ -524,7 +524,15 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         e.oneOf("protocol", s.protocol, {"hf-sliding", "llama.cpp", "lm-eval-rolling"});
         e.integer("context", s.context, 2, std::int64_t{1} << 24);
         e.integer("stride", s.stride, 0, std::int64_t{1} << 24);
-        e.integer("batch", s.batch, 1, 1 << 16);
+        if (const json *b = e.find("batch"); b && b->is_string()) {
+            // "auto": no --batch, the agent's own default (from free memory on a GPU).
+            if (b->get<std::string>() == "auto")
+                s.batch = kAutoBatch;
+            else
+                e.fail("batch", "expected an integer >= 1 and <= 65536 or \"auto\", got " + describe(*b));
+        } else {
+            e.integer("batch", s.batch, 1, 1 << 16, "or \"auto\": sized from free GPU memory on CUDA, 8 on the CPU");
+        }
         e.integer("max_windows", s.maxWindows, 0, std::numeric_limits<std::int64_t>::max());
         e.oneOf("dtype", s.dtype, {"float32", "bfloat16", "float16"});
         e.string("device", s.device);
@@ -644,7 +652,7 @@ std::string profileToJson(const ClusterProfile &p)
     }
     const EvaluationSpec &e = p.evaluation;
     ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
-               {"batch", e.batch}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
+               {"batch", e.batch == kAutoBatch ? ordered_json("auto") : ordered_json(e.batch)}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
                {"topology", e.topology}, {"schedule", e.schedule}};
     if (e.onRankLoss != "fail")
         ev["on_rank_loss"] = e.onRankLoss;

@@ -28,6 +28,8 @@
 #include <QTest>
 #include <QThread>
 
+#include <algorithm>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -131,6 +133,51 @@ private Q_SLOTS:
         r.argv.pop_back();
         r.env = {{"BAD NAME", "x"}};
         QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::core::remoteCommand(r));
+    }
+
+    void launchPlanBatch_data()
+    {
+        QTest::addColumn<QString>("batch");
+        QTest::addColumn<QStringList>("expected"); // the --batch words of every rank's argv
+        QTest::addRow("auto: no --batch") << u"\"auto\""_s << QStringList{};
+        QTest::addRow("a number") << u"6"_s << QStringList{u"--batch"_s, u"6"_s};
+    }
+    void launchPlanBatch()
+    {
+        QFETCH(QString, batch);
+        QFETCH(QStringList, expected);
+        const QString file = writeProfile(u"plan-batch"_s, u"local"_s, 2, 2);
+        QByteArray json = readFile(file);
+        json.replace("\"batch\": 2", QByteArray(QByteArray("\"batch\": ") + batch.toUtf8()));
+        const auto parsed = cppl::parseProfile(json.toStdString(), file.toStdString());
+        QVERIFY(parsed.ok());
+        const cppl::core::LaunchPlan plan = cppl::core::buildLaunchPlan(parsed.profile, {});
+        QCOMPARE(plan.ranks.size(), std::size_t{4});
+        for (const auto &r : plan.ranks) {
+            const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--batch"));
+            QStringList words;
+            if (at != r.argv.end())
+                words << u"--batch"_s << QString::fromStdString(*(at + 1));
+            QCOMPARE(words, expected);
+        }
+    }
+
+    void autoBatchOnTheCpuIsTheFixedDefault()
+    {
+        // "batch": "auto" passes no --batch: on the CPU every rank keeps the agents' default of 8,
+        // says so in the result, and the bits equal the one-rank run's at batch 2.
+        const QString file = writeProfile(u"auto-batch"_s, u"local"_s, 1, 2);
+        QByteArray json = readFile(file);
+        json.replace("\"batch\": 2", "\"batch\": \"auto\"");
+        writeFile(file, json);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s,
+                                                  path(u"auto-batch-result.json"_s)},
+                                           300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"auto-batch-result.json"_s))).object();
+        QCOMPARE(j.value(u"batch"_s).toInt(), 8);
+        QCOMPARE(j.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
     }
 
     void localLauncherBitIdentical()

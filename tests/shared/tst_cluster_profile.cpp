@@ -72,6 +72,29 @@ private Q_SLOTS:
         QVERIFY(again.profile == p);
     }
 
+    void batchAuto_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<QString>("written");
+        QTest::addRow("absent: auto") << "{}" << qint64(kAutoBatch) << "\"batch\": \"auto\"";
+        QTest::addRow("\"auto\"") << R"({"batch": "auto"})" << qint64(kAutoBatch) << "\"batch\": \"auto\"";
+        QTest::addRow("a number") << R"({"batch": 12})" << qint64(12) << "\"batch\": 12";
+    }
+    void batchAuto()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(qint64, batch);
+        QFETCH(QString, written);
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(qint64(r.profile.evaluation.batch), batch);
+        const std::string json = profileToJson(r.profile);
+        QVERIFY2(QString::fromStdString(json).contains(written), json.c_str());
+        QVERIFY(parseProfile(json).profile == r.profile);
+    }
+
     void slurmProfileRoundTrips()
     {
         const std::string text = withHosts(R"([{"name": "login", "ssh": {"alias": "cluster"}, "workdir": "/scratch/me"}])",
@@ -221,6 +244,12 @@ private Q_SLOTS:
         QTest::addRow("stride above context")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"context": 64, "stride": 65})"))
             << "evaluation.stride: 65 must be between 0 (= context) and the context 64";
+        QTest::addRow("batch not auto")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"batch": "max"})"))
+            << "evaluation.batch: expected an integer >= 1 and <= 65536 or \"auto\", got \"max\"";
+        QTest::addRow("batch zero")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"batch": 0})"))
+            << "evaluation.batch: expected an integer >= 1 and <= 65536, got 0 (or \"auto\"";
         QTest::addRow("threshold out of range")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"comm_share_alert": 2})"))
             << "thresholds.comm_share_alert: expected a number in [0, 1], got 2";
@@ -261,6 +290,15 @@ private Q_SLOTS:
             QFAIL("expected ConfigError");
         } catch (const ConfigError &e) {
             QVERIFY2(std::string(e.what()).find(bad + ": invalid profile:\n  hosts[0].slots") != std::string::npos, e.what());
+        }
+        std::ofstream(bad) << withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"batch": "automatic"})");
+        try {
+            (void)loadProfile(bad);
+            QFAIL("expected ConfigError");
+        } catch (const ConfigError &e) {
+            QVERIFY2(std::string(e.what()).find(bad + ": invalid profile:\n  evaluation.batch: expected an integer >= 1 and <= 65536 or \"auto\"")
+                         != std::string::npos,
+                     e.what());
         }
     }
 };

@@ -111,7 +111,7 @@ int profileCheck(const QStringList &args, QTextStream &out, QTextStream &err)
         out << ranks.join(u',') << " (leader " << g.ranks.front() << ")\n";
     }
     const EvaluationSpec &e = p.evaluation;
-    out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << e.batch << ", " << qs(e.dtype);
+    out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << (e.batch == kAutoBatch ? u"auto"_s : QString::number(e.batch)) << ", " << qs(e.dtype);
     if (!e.model.empty())
         out << ", model " << qs(e.model);
     out << '\n';

@@ -131,7 +131,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
             a.insert(a.end(), {"--tokens", resolve(e.tokens, base)});
         else
             a.insert(a.end(), {"--text", resolve(e.text, base), "--tokenizer", resolve(e.tokenizer, base)});
-        a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context), "--batch", std::to_string(e.batch)});
+        a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context)});
+        if (e.batch != kAutoBatch) // "auto": the agent sizes it (from free memory on a GPU)
+            a.insert(a.end(), {"--batch", std::to_string(e.batch)});
         if (e.stride > 0)
             a.insert(a.end(), {"--stride", std::to_string(e.stride)});
         if (e.maxWindows > 0)

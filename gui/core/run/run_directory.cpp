@@ -246,7 +246,8 @@ QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &
     differ("protocol", str(a.protocol), str(b.protocol));
     differ("context", QString::number(a.context), QString::number(b.context));
     differ("stride", QString::number(a.stride), QString::number(b.stride));
-    differ("batch", QString::number(a.batch), QString::number(b.batch));
+    const auto batchText = [](std::int64_t batch) { return batch == kAutoBatch ? u"auto"_s : QString::number(batch); };
+    differ("batch", batchText(a.batch), batchText(b.batch));
     differ("max_windows", QString::number(a.maxWindows), QString::number(b.maxWindows));
     differ("dtype", str(a.dtype), str(b.dtype));
     differ("device", str(a.device), str(b.device));

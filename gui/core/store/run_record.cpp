@@ -122,6 +122,8 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
         o.insert(keyOf(f.key), in.*f.member);
     for (const auto &f : kSettingsNumbers)
         o.insert(keyOf(f.key), static_cast<qint64>(in.*f.member));
+    if (in.batch == kAutoBatch) // the profile's "auto": the agents chose (the result says what)
+        o.insert(u"batch"_s, u"auto"_s);
     return o;
 }
 

@@ -51,6 +51,9 @@ struct GroupingSpec
     friend bool operator==(const GroupingSpec &, const GroupingSpec &) = default;
 };
 
+/// EvaluationSpec::batch for "auto": the agents choose (docs/profile.md).
+inline constexpr std::int64_t kAutoBatch = 0;
+
 struct EvaluationSpec
 {
     std::string model;   ///< HF directory or TorchScript file, as seen on the hosts
@@ -60,7 +63,9 @@ struct EvaluationSpec
     std::string protocol = "hf-sliding";
     std::int64_t context = 512;
     std::int64_t stride = 0; ///< 0 = context
-    std::int64_t batch = 8;
+    /// Windows per forward pass; kAutoBatch ("auto" in JSON, the default): no --batch, so the agent
+    /// sizes it from free GPU memory on CUDA and uses its fixed default (8) on the CPU.
+    std::int64_t batch = kAutoBatch;
     std::int64_t maxWindows = 0; ///< 0 = all
     std::string dtype = "float32";
     std::string device = "auto";
