@@ -46,6 +46,10 @@ void HistoryModel::setRuns(std::vector<RunRecord> runs)
         if (m_runs[i].status == RunStatus::Finished && m_runs[i].worldSize == 1 && !m_runs[i].settingsKey.isEmpty())
             oneRank[m_runs[i].settingsKey].push_back(i);
     m_baseline.assign(m_runs.size(), QString());
+    // What `run --resume` would say of each stopped, failed or interrupted run (its run directory).
+    m_resume.clear();
+    for (const RunRecord &r : m_runs)
+        m_resume.push_back(resumeStateOf(r));
     for (std::size_t i = 0; i < m_runs.size(); ++i) {
         const RunRecord &r = m_runs[i];
         if (r.status != RunStatus::Finished || !r.ppl)
@@ -108,7 +112,21 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
         switch (index.column()) {
         case ColModel: return r.model;
         case ColData: return r.data;
-        case ColStatus: return r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
+        case ColStatus: {
+            const ResumeState &st = m_resume[std::size_t(index.row())];
+            QString tip = r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
+            if (st.kind == ResumeState::Kind::Resumable)
+                tip += u"\n"_s + tr("Stopped after round %1: %2 of %3 global batches committed (%4 schedule, %5 ranks); Resume finishes it from there "
+                                    "with the same bits.")
+                                     .arg(st.source->round)
+                                     .arg(st.source->batchesDone)
+                                     .arg(st.source->batchCount)
+                                     .arg(st.source->schedule)
+                                     .arg(st.source->worldSize);
+            else if (st.kind != ResumeState::Kind::None)
+                tip += u"\n"_s + tr("Resume: %1").arg(st.text);
+            return tip;
+        }
         case ColBaseline:
             return m_baseline[std::size_t(index.row())].isEmpty()
                        ? tr("No finished one-rank run of the same model, data, protocol and settings is stored")
@@ -136,7 +154,14 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
     switch (index.column()) {
     case ColStarted: return r.started.toLocalTime().toString(u"yyyy-MM-dd HH:mm:ss"_s);
     case ColRunId: return r.runId;
-    case ColStatus: return statusLabel(r.status);
+    case ColStatus: {
+        const ResumeState &st = m_resume[std::size_t(index.row())];
+        if (st.kind == ResumeState::Kind::Resumable)
+            return QString(statusLabel(r.status) + u" — "_s + st.text);
+        if (st.kind == ResumeState::Kind::Resumed)
+            return QString(statusLabel(r.status) + u" — "_s + tr("finished by a resume"));
+        return statusLabel(r.status);
+    }
     case ColModel: return shortPath(r.model);
     case ColData: return shortPath(r.data);
     case ColProtocol: return r.protocol;

@@ -5,6 +5,7 @@
 // and a proxy that filters by model, data, protocol, date range, status, node count and a search
 // text, and sorts by the numbers (SortRole), not the display text.
 
+#include "resume_state.h"
 #include "store/run_record.h"
 
 #include <QAbstractTableModel>
@@ -34,6 +35,8 @@ public:
     [[nodiscard]] int rowOf(const QString &runId) const;
     /// "bit-identical", "+1.2e-06", "baseline" (the one-rank run others compare to), or empty.
     [[nodiscard]] QString baselineText(int row) const { return m_baseline.at(std::size_t(row)); }
+    /// What a resume of the run would do (read from its run directory when the rows were set).
+    [[nodiscard]] const ResumeState &resumeState(int row) const { return m_resume.at(std::size_t(row)); }
 
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;
@@ -43,6 +46,7 @@ public:
 private:
     std::vector<cppl::core::store::RunRecord> m_runs;
     std::vector<QString> m_baseline;
+    std::vector<ResumeState> m_resume;
 };
 
 /// A status as a symbol and a word, so it reads without colour ("✓ finished", "✗ failed", ...).

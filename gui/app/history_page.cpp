@@ -17,7 +17,9 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QMenu>
 #include <QSet>
+#include <QToolButton>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -108,15 +110,38 @@ HistoryPage::HistoryPage(QWidget *parent)
         overlay->addWidget(m_empty);
     }
 
+    m_resumeInfo = new QLabel(this);
+    m_resumeInfo->setObjectName(u"historyResumeInfo"_s);
+    m_resumeInfo->setWordWrap(true);
+    m_resumeInfo->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_resumeInfo->hide();
+    outer->addWidget(m_resumeInfo);
+
     auto *buttons = new QHBoxLayout;
     m_count = new QLabel(this);
     buttons->addWidget(m_count, 1);
     m_open = new QPushButton(tr("&Open"), this);
     m_rerun = new QPushButton(tr("Re-&run"), this);
+    // Resume beside Re-run: a push button's look (a tool button with a menu arrow for the variant).
+    m_resume = new QToolButton(this);
+    m_resume->setObjectName(u"historyResume"_s);
+    m_resume->setText(tr("Res&ume"));
+    m_resume->setPopupMode(QToolButton::MenuButtonPopup);
+    m_resume->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    m_resume->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);
+    m_resume->setMinimumHeight(m_open->sizeHint().height());
+    auto *resumeMenu = new QMenu(m_resume);
+    QAction *onHosts = resumeMenu->addAction(tr("Resume on the Cluster page's hosts"));
+    onHosts->setToolTip(tr("Finish the run on the hosts of the profile open on the Cluster page; its evaluation must be "
+                           "the run's (a dynamic schedule may resume on any number of ranks)"));
+    m_resume->setMenu(resumeMenu);
     m_compare = new QPushButton(tr("&Compare selected"), this);
     m_delete = new QPushButton(tr("&Delete…"), this);
     auto *refreshButton = new QPushButton(tr("Refresh"), this);
-    for (QPushButton *b : {refreshButton, m_open, m_rerun, m_compare, m_delete})
+    for (QPushButton *b : {refreshButton, m_open, m_rerun})
+        buttons->addWidget(b);
+    buttons->addWidget(m_resume);
+    for (QPushButton *b : {m_compare, m_delete})
         buttons->addWidget(b);
     outer->addLayout(buttons);
 
@@ -139,6 +164,13 @@ HistoryPage::HistoryPage(QWidget *parent)
         if (ids.size() == 1)
             Q_EMIT rerunRequested(m_model->runAt(m_model->rowOf(ids.front())));
     });
+    const auto resume = [this](bool onProfileHosts) {
+        const QStringList ids = selectedRunIds();
+        if (ids.size() == 1)
+            Q_EMIT resumeRequested(m_model->runAt(m_model->rowOf(ids.front())), onProfileHosts);
+    };
+    connect(m_resume, &QToolButton::clicked, this, [resume] { resume(false); });
+    connect(onHosts, &QAction::triggered, this, [resume] { resume(true); });
     connect(m_delete, &QPushButton::clicked, this, [this] {
         const QStringList ids = selectedRunIds();
         if (ids.isEmpty())
@@ -294,6 +326,37 @@ void HistoryPage::updateButtons()
     m_compare->setEnabled(n >= 1);
     m_delete->setEnabled(n >= 1);
     m_compare->setToolTip(n >= 1 ? QString() : tr("Select the runs to compare (Ctrl+click, Shift+click)"));
+    // Resume: one run that is not running. A run the CLI would refuse keeps the button, and
+    // pressing it shows the same refusal; the line above the buttons says it first.
+    const QStringList ids = n == 1 ? selectedRunIds() : QStringList();
+    const int row = ids.isEmpty() ? -1 : m_model->rowOf(ids.front());
+    const bool running = row >= 0 && m_model->runAt(row).status == RunStatus::Running;
+    m_resume->setEnabled(row >= 0 && !running);
+    const QString text = resumeText();
+    m_resumeInfo->setText(text);
+    m_resumeInfo->setVisible(!text.isEmpty());
+    m_resume->setToolTip(row < 0 ? tr("Select one interrupted run to finish it from its last committed round")
+                                 : tr("Finish run %1 from its last committed round, with the profile it ran "
+                                      "(clusterppl-cli run --resume %1)").arg(ids.front()));
+}
+
+QString HistoryPage::resumeText() const
+{
+    const QStringList ids = selectedRunIds();
+    const int row = ids.size() == 1 ? m_model->rowOf(ids.front()) : -1;
+    if (row < 0)
+        return {};
+    const ResumeState &st = m_model->resumeState(row);
+    switch (st.kind) {
+    case ResumeState::Kind::None: return {};
+    case ResumeState::Kind::Resumable:
+        return tr("Run %1 %2: Resume finishes it from there (%3 schedule, %4 ranks then).")
+            .arg(ids.front(), st.text, st.source->schedule)
+            .arg(st.source->worldSize);
+    case ResumeState::Kind::Resumed:
+    case ResumeState::Kind::Refused: return tr("Run %1 cannot be resumed: %2").arg(ids.front(), st.text);
+    }
+    return {};
 }
 
 void HistoryPage::openSelected()

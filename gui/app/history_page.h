@@ -15,6 +15,7 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QTableView;
+class QToolButton;
 
 namespace cppl::core::store {
 class RunStore;
@@ -46,10 +47,16 @@ public:
     [[nodiscard]] HistoryFilterModel *filter() const noexcept { return m_filter; }
     [[nodiscard]] QTableView *view() const noexcept { return m_view; }
     [[nodiscard]] QLineEdit *searchEdit() const noexcept { return m_search; }
+    [[nodiscard]] QToolButton *resumeButton() const noexcept { return m_resume; }
+    /// The selected run's resume state, as shown above the buttons (empty: none to show).
+    [[nodiscard]] QString resumeText() const;
 
 Q_SIGNALS:
     void compareRequested(const QStringList &runIds);
     void rerunRequested(const cppl::core::store::RunRecord &run);
+    /// Resume: finish the interrupted run from its last committed round, with the profile it ran
+    /// (@p onProfileHosts false) or on the Cluster page's profile (true; its evaluation must be the run's).
+    void resumeRequested(const cppl::core::store::RunRecord &run, bool onProfileHosts);
     void failed(const QString &text);
 
 private:
@@ -68,6 +75,8 @@ private:
     QLabel *m_count = nullptr;
     QLabel *m_empty = nullptr; // over the table while it shows no row: why, and what fills it
     QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_delete = nullptr;
+    QToolButton *m_resume = nullptr; // click: the run's own profile; its menu: the Cluster page's hosts
+    QLabel *m_resumeInfo = nullptr;  // the selected run's progress, or why it cannot be resumed
 };
 
 } // namespace cppl::app

@@ -14,6 +14,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -60,6 +61,10 @@ MainWindow::MainWindow(QWidget *parent)
     setCentralWidget(central);
     m_prompter = new SshPrompter(this);
 
+    // The profile's file name (long paths crowded out the messages); the full path in the tooltip.
+    m_statusProfile = new QLabel(this);
+    m_statusProfile->setObjectName(u"statusProfile"_s);
+    statusBar()->addPermanentWidget(m_statusProfile);
     m_statusPhase = new QLabel(tr("idle"), this);
     statusBar()->addPermanentWidget(m_statusPhase);
     buildMenus();
@@ -69,13 +74,17 @@ MainWindow::MainWindow(QWidget *parent)
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
     connect(m_cluster, &ClusterPage::checkHostsRequested, this, &MainWindow::checkHosts);
     // File operations confirm in the status bar; the message bar is for what needs attention.
-    connect(m_cluster, &ClusterPage::info, this, [this](const QString &text) { statusBar()->showMessage(text, 8000); });
+    connect(m_cluster, &ClusterPage::info, this, [this](const QString &text) {
+        statusBar()->showMessage(text, 8000);
+        updateProfileLabel(); // Save as… changes the file without changing the profile
+    });
     connect(m_cluster, &ClusterPage::profileChanged, this, [this] {
         int ranks = 0;
         for (const auto &h : m_cluster->profile().hosts)
             ranks += h.slots;
         m_evaluation->setWorldSize(ranks);
         m_evaluation->setBaseDirectory(QFileInfo(m_cluster->profilePath()).absolutePath());
+        updateProfileLabel();
         updateActions();
     });
     connect(m_evaluation, &EvaluationPage::saveIntoProfileRequested, this, [this] {
@@ -232,7 +241,11 @@ bool MainWindow::startRun()
     }
     cppl::core::run::RunRequest request = requestFromPages();
     m_evaluation->saveSettings();
+    return launch(std::move(request));
+}
 
+bool MainWindow::launch(cppl::core::run::RunRequest request, const QString &resumedFrom)
+{
     if (m_engine) {
         // Finished engines only (checked above): dropping it ends nothing.
         m_engine.reset();
@@ -243,6 +256,9 @@ bool MainWindow::startRun()
     m_bar->hide();
     const cppl::core::run::RunRequest copy = request;
     m_run->reset({}, 0, {}, copy.profile.thresholds);
+    m_run->setResumedFrom(resumedFrom);
+    if (!resumedFrom.isEmpty()) // planned() resets the page for the run's ranks; the line stays
+        connect(m_engine.get(), &RunEngine::planned, this, [this, resumedFrom] { m_run->setResumedFrom(resumedFrom); });
     m_cluster->model()->clearPreflight();
     showPage(RunPageIndex);
     const bool ok = m_engine->start(std::move(request));
@@ -343,6 +359,14 @@ void MainWindow::bindEngine(RunEngine *e)
         updateActions();
         Q_EMIT runFinished(o);
     });
+}
+
+void MainWindow::updateProfileLabel()
+{
+    const QString path = m_cluster->profilePath();
+    m_statusProfile->setText(path.isEmpty() ? tr("profile not saved") : QFileInfo(path).fileName());
+    m_statusProfile->setToolTip(path.isEmpty() ? tr("The profile has no file yet (File > Save profile as…)")
+                                               : QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath()));
 }
 
 void MainWindow::updateActions()

@@ -63,6 +63,7 @@ public:
     [[nodiscard]] EvaluationPage *evaluationPage() const noexcept { return m_evaluation; }
     [[nodiscard]] RunPage *runPage() const noexcept { return m_run; }
     [[nodiscard]] MessageBar *messageBar() const noexcept { return m_bar; }
+    [[nodiscard]] QLabel *statusProfileLabel() const noexcept { return m_statusProfile; }
     [[nodiscard]] SshPrompter *sshPrompter() const noexcept { return m_prompter; }
     [[nodiscard]] cppl::core::run::RunEngine *engine() const noexcept { return m_engine.get(); }
     [[nodiscard]] QStackedWidget *pages() const noexcept { return m_pages; }
@@ -77,6 +78,10 @@ public:
     void compareRuns(const QStringList &runIds);
     /// Loads a stored run's profile and settings and starts it again.
     bool rerun(const cppl::core::store::RunRecord &run);
+    /// Finishes an interrupted run from its last committed round (`clusterppl-cli run --resume`):
+    /// with the profile it ran, or (@p onProfileHosts) on the Cluster page's hosts, whose evaluation
+    /// must be the run's. False, with the CLI's refusal in the message bar, when it cannot.
+    bool resumeRun(const cppl::core::store::RunRecord &run, bool onProfileHosts = false);
     /// The same evaluation at each rank count, one run after another, then Compare.
     bool startSweep(const std::vector<int> &counts);
     void setStoreRuns(bool on);
@@ -89,8 +94,12 @@ protected:
 
 private:
     void buildMenus();
+    // Starts @p request on a new engine bound to the pages (Run, Re-run, Resume); @p resumedFrom:
+    // the Run page's "resumed from round N" line.
+    bool launch(cppl::core::run::RunRequest request, const QString &resumedFrom = {});
     void bindEngine(cppl::core::run::RunEngine *engine);
     void updateActions();
+    void updateProfileLabel();
     void showError(const QString &text);
     void showInfo(const QString &text);
     QString agentPath() const;
@@ -110,6 +119,7 @@ private:
     RunPage *m_run = nullptr;
     SshPrompter *m_prompter = nullptr;
     QLabel *m_statusPhase = nullptr;
+    QLabel *m_statusProfile = nullptr;
     QAction *m_runAction = nullptr;
     QAction *m_stopAction = nullptr;
     std::unique_ptr<cppl::core::run::RunEngine> m_engine;

@@ -10,6 +10,8 @@
 #include "host_dialogs.h"
 #include "history_page.h"
 #include "message_bar.h"
+#include "profile_model.h"
+#include "resume_state.h"
 #include "run_page.h"
 #include "sweep_runner.h"
 
@@ -71,6 +73,7 @@ void MainWindow::setupHistory()
     connect(h.compare, &ComparePage::info, this, &MainWindow::showInfo);
     connect(h.history, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
     connect(h.history, &HistoryPage::rerunRequested, this, &MainWindow::rerun);
+    connect(h.history, &HistoryPage::resumeRequested, this, &MainWindow::resumeRun);
     // The store opens when first needed: the History page shown, or a run started.
     connect(m_pages, &QStackedWidget::currentChanged, this, [this](int index) {
         if (index == HistoryPageIndex && !m_history->store && m_history->storeError.isEmpty())
@@ -177,6 +180,18 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
     }
     cppl::core::store::RunRecorder::Options o;
     o.source = u"dashboard"_s;
+    // A resumed run keeps its id; as with `clusterppl-cli run`, a stored id is recorded as ID.2, ID.3...
+    try {
+        if (s->contains(request.runId)) {
+            int n = 2;
+            while (s->contains(request.runId + u'.' + QString::number(n)))
+                ++n;
+            o.recordAs = request.runId + u'.' + QString::number(n);
+        }
+    } catch (const cppl::Error &e) {
+        statusBar()->showMessage(tr("This run is not recorded: %1").arg(QString::fromUtf8(e.what())), 8000);
+        return;
+    }
     h.recorder = std::make_unique<cppl::core::store::RunRecorder>(*s, o);
     h.recorder->attach(engine);
     connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, h.history, &HistoryPage::refresh);
@@ -230,6 +245,61 @@ bool MainWindow::rerun(const RunRecord &run)
     m_cluster->setProfile(p, QString());
     m_evaluation->load(p.evaluation, p.thresholds);
     return startRun();
+}
+
+bool MainWindow::resumeRun(const RunRecord &run, bool onProfileHosts)
+{
+    if (m_history->sweep && m_history->sweep->running()) {
+        showError(tr("A sweep is running; stop it (Ctrl+.) before resuming %1").arg(run.runId));
+        return false;
+    }
+    if (m_engine && !cppl::core::run::isTerminal(m_engine->phase()) && m_engine->phase() != cppl::core::run::RunPhase::Idle) {
+        showError(tr("A run is in progress (%1); stop it first (Ctrl+.)").arg(m_engine->runId()));
+        return false;
+    }
+    // The checks and messages of `clusterppl-cli run --resume` (cli_run.cpp), on the run's directory.
+    const QString dir = runDirectoryOf(run);
+    QString why;
+    const auto from = loadResumeFrom(dir, &why);
+    if (!from) {
+        showError(tr("Cannot resume run %1: %2").arg(run.runId, why));
+        return false;
+    }
+    cppl::core::run::RunRequest request;
+    if (onProfileHosts) {
+        if (const QStringList problems = m_cluster->model()->problems(); !problems.isEmpty()) {
+            showError(tr("The profile has problems; fix them on the Cluster page first:\n%1").arg(problems.join(u'\n')));
+            showPage(ClusterPageIndex);
+            return false;
+        }
+        // Other hosts may finish the run; what is evaluated, and relative paths, must stay the run's.
+        request = requestFromPages();
+        const QStringList differences = cppl::core::run::resumeMismatches(from->profile, request.profile, from->schedule);
+        if (!differences.isEmpty()) {
+            showError(tr("Cannot resume run %1 on profile \"%2\": the profile does not evaluate what run %1 evaluated:\n  %3\n"
+                         "(Resume without the Cluster page's hosts uses the run's own profile, saved in %4/run.json)")
+                          .arg(from->runId, QString::fromStdString(request.profile.name), differences.join(u"\n  "_s), from->directory));
+            return false;
+        }
+    } else {
+        request.profile = from->profile;
+        request.profilePath = from->profilePath;
+        request.agent = m_agentOverride;
+        m_prompter->install(request.launcher);
+    }
+    request.runId = from->runId;
+    request.resumeState = from->checkpoint;
+    request.logDir = from->directory;
+    const QString resumed = tr("Resumed run %1 from round %2: %3 of %4 global batches were committed before it stopped (%5 schedule, "
+                               "%6 ranks then); only the rest is evaluated.")
+                                .arg(from->runId)
+                                .arg(from->round)
+                                .arg(from->batchesDone)
+                                .arg(from->batchCount)
+                                .arg(from->schedule)
+                                .arg(from->worldSize);
+    statusBar()->showMessage(resumed, 8000);
+    return launch(std::move(request), resumed);
 }
 
 bool MainWindow::startSweep(const std::vector<int> &counts)

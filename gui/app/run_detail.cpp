@@ -2,6 +2,7 @@
 #include "run_detail.h"
 
 #include "history_model.h"
+#include "resume_state.h"
 
 #include "charts/chart_widget.h"
 #include "charts/time_series_chart.h"
@@ -35,6 +36,13 @@ QString summaryHtml(const RunRecord &r)
     QString h = u"<table cellspacing=4>"_s;
     h += row(QObject::tr("Run"), r.runId);
     h += row(QObject::tr("Status"), statusLabel(r.status) + (r.firstCause.isEmpty() ? QString() : u": "_s + r.firstCause));
+    // As the History page and `run --resume` see it: progress, or why it cannot be resumed.
+    if (const ResumeState st = resumeStateOf(r); st.kind == ResumeState::Kind::Resumable)
+        h += row(QObject::tr("Resume"), st.text + QObject::tr(" (%1 schedule, %2 ranks then): History › Resume finishes it")
+                                                       .arg(st.source->schedule)
+                                                       .arg(st.source->worldSize));
+    else if (st.kind != ResumeState::Kind::None)
+        h += row(QObject::tr("Resume"), QObject::tr("not possible: %1").arg(st.text));
     const QString fmt = u"yyyy-MM-dd HH:mm:ss"_s;
     h += row(QObject::tr("Started / ended"),
              r.started.toLocalTime().toString(fmt) + u" / "_s + (r.ended.isValid() ? r.ended.toLocalTime().toString(fmt) : u"—"_s));

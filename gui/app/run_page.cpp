@@ -115,6 +115,12 @@ RunPage::RunPage(QWidget *parent)
     m_deviation = new QLabel(this);
     m_deviation->setObjectName(u"deviation"_s);
     m_deviation->setWordWrap(true);
+    m_resumed = new QLabel(this);
+    m_resumed->setObjectName(u"resumed"_s);
+    m_resumed->setWordWrap(true);
+    m_resumed->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_resumed);
+    m_resumed->hide();
     m_notice = new QLabel(this);
     m_notice->setObjectName(u"notice"_s);
     m_notice->setWordWrap(true);
@@ -277,6 +283,8 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_deviation->hide();
     m_notice->clear();
     m_notice->hide();
+    m_resumed->clear();
+    m_resumed->hide();
     m_running = false;
     m_tableClock.invalidate();
     m_tableWentLast = false;
@@ -323,6 +331,17 @@ void RunPage::setRunEnabled(bool canRun, bool canStop)
 {
     m_run->setEnabled(canRun);
     m_stop->setEnabled(canStop);
+}
+
+void RunPage::setResumedFrom(const QString &text)
+{
+    m_resumed->setText(text.isEmpty() ? QString() : u"↻ "_s + text);
+    m_resumed->setVisible(!text.isEmpty());
+}
+
+QString RunPage::resumedText() const
+{
+    return m_resumed->text();
 }
 
 void RunPage::setNotice(const QString &text)

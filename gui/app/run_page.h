@@ -53,6 +53,9 @@ public:
     void showOutcome(const cppl::core::run::RunOutcome &outcome);
     void rankFinished(int rank, int exitCode);
     void setNotice(const QString &text);
+    /// A resumed run: "Resumed run X from round N: ..." under the headline until the next run (empty: hidden).
+    void setResumedFrom(const QString &text);
+    [[nodiscard]] QString resumedText() const;
     void selectRank(int rank);
     void setRunEnabled(bool canRun, bool canStop);
 
@@ -84,6 +87,7 @@ private:
     QLabel *m_telemetry = nullptr; // lost, coalesced, rejected messages, when there are any
     QLabel *m_deviation = nullptr;
     QLabel *m_notice = nullptr;
+    QLabel *m_resumed = nullptr;
     QPushButton *m_run = nullptr;
     QPushButton *m_stop = nullptr;
     RunCharts *m_charts = nullptr;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "store/run_recorder.h"
 
+#include "run/run_directory.h"
 #include "run/run_engine.h"
 #include "store/run_store.h"
 
@@ -50,6 +51,11 @@ void RunRecorder::onPlanned()
     h.settings.insert(u"backend"_s, QString::fromStdString(p.evaluation.backend));
     h.settings.insert(u"topology"_s, QString::fromStdString(p.evaluation.topology));
     h.settings.insert(u"device"_s, QString::fromStdString(p.evaluation.device));
+    // Where the engine keeps logs, checkpoint.json and run.json: what the History page's Resume
+    // reads (a --log-dir, or the default place of the engine's run id, which a recordAs id is not).
+    h.settings.insert(u"run_directory"_s, req.logDir.isEmpty() ? run::defaultRunDirectory(e->runId()) : QFileInfo(req.logDir).absoluteFilePath());
+    if (!req.resumeState.isEmpty())
+        h.settings.insert(u"resumed_from_round"_s, QJsonDocument::fromJson(req.resumeState).object().value(u"round"_s).toInt());
     h.model = in.model;
     h.data = in.data;
     h.protocol = in.protocol;
