@@ -116,12 +116,8 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
             const ResumeState &st = m_resume[std::size_t(index.row())];
             QString tip = r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
             if (st.kind == ResumeState::Kind::Resumable)
-                tip += u"\n"_s + tr("Stopped after round %1: %2 of %3 global batches committed (%4 schedule, %5 ranks); Resume finishes it from there "
-                                    "with the same bits.")
-                                     .arg(st.source->round)
-                                     .arg(st.source->batchesDone)
-                                     .arg(st.source->batchCount)
-                                     .arg(st.source->schedule)
+                tip += u"\n"_s + tr("%1 (%2 schedule, %3 ranks); Resume finishes it from there with the same bits.")
+                                     .arg(st.text, st.source->schedule)
                                      .arg(st.source->worldSize);
             else if (st.kind != ResumeState::Kind::None)
                 tip += u"\n"_s + tr("Resume: %1").arg(st.text);
@@ -157,7 +153,11 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
     case ColStatus: {
         const ResumeState &st = m_resume[std::size_t(index.row())];
         if (st.kind == ResumeState::Kind::Resumable)
-            return QString(statusLabel(r.status) + u" — "_s + st.text);
+            // Short, so the table keeps its columns: the round and batches are in the tooltip, the
+            // selection line and the run detail.
+            return QString(statusLabel(r.status) + u" — "_s
+                           + tr("%1% done, resumable")
+                                 .arg(st.source->batchCount > 0 ? int(100 * st.source->batchesDone / st.source->batchCount) : 0));
         if (st.kind == ResumeState::Kind::Resumed)
             return QString(statusLabel(r.status) + u" — "_s + tr("finished by a resume"));
         return statusLabel(r.status);

@@ -198,7 +198,10 @@ private Q_SLOTS:
         const QString progress = u"stopped after round %1 (%2 of %3 global batches), resumable"_s.arg(m_round)
                                      .arg(m->resumeState(rowOf(*w, u"killed"_s)).source->batchesDone)
                                      .arg(cp.value(u"batch_count"_s).toInteger());
-        QCOMPARE(statusText(*w, u"killed"_s), u"⚠ interrupted — "_s + progress);
+        const qint64 done = m->resumeState(rowOf(*w, u"killed"_s)).source->batchesDone;
+        QCOMPARE(statusText(*w, u"killed"_s), u"⚠ interrupted — %1% done, resumable"_s.arg(100 * done / (kWindows / 2)));
+        const QString tip = m->data(m->index(rowOf(*w, u"killed"_s), HistoryModel::ColStatus), Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(progress + u" (dynamic schedule, 4 ranks)"_s), qPrintable(tip));
         QCOMPARE(cp.value(u"batch_count"_s).toInteger(), qint64(kWindows / 2));
         w->historyPage()->selectRuns({u"killed"_s});
         QVERIFY2(w->historyPage()->resumeText().contains(u"Run killed "_s + progress), qPrintable(w->historyPage()->resumeText()));
