@@ -312,14 +312,14 @@ void ClusterPage::buildSlurmForm(QGroupBox *box)
     const QIcon warning = style()->standardIcon(QStyle::SP_MessageBoxWarning);
     // Each edit is tried on the profile's current job with only this field changed: checked as
     // typed, applied when editing ends without a problem.
-    auto line = [&](const QString &placeholder, const QString &tip, const QString &key, SlurmSetter set) {
+    auto line = [&](const QString &placeholder, const QString &tip, const QString &key, SlurmGetter get, SlurmSetter set) {
         auto *e = new QLineEdit(box);
         e->setObjectName(u"slurm_"_s + key);
         e->setPlaceholderText(placeholder);
         e->setToolTip(tip);
         QAction *mark = e->addAction(warning, QLineEdit::TrailingPosition);
         mark->setVisible(false);
-        m_slurmLines.append({e, key, mark});
+        m_slurmLines.append({e, key, mark, std::move(get)});
         auto candidate = [this, e, set] {
             SlurmSpec c = m_model->profile().slurm;
             set(c, e->text());
@@ -346,6 +346,12 @@ void ClusterPage::buildSlurmForm(QGroupBox *box)
             out.push_back(w.toStdString());
         return out;
     };
+    auto join = [](const std::vector<std::string> &v) {
+        QStringList l;
+        for (const auto &w : v)
+            l << qs(w);
+        return l.join(u' ');
+    };
     auto pair = [&](QWidget *a, const QString &label, QWidget *b) {
         auto *row = new QHBoxLayout;
         row->addWidget(a, 1);
@@ -355,15 +361,16 @@ void ClusterPage::buildSlurmForm(QGroupBox *box)
     };
     QLineEdit *partition = line(tr("cluster default"), tr("sbatch --partition: the partition (queue) to submit to; empty: the cluster's default. "
                                                           "Letters, digits and _-., (several, comma separated)"),
-                                u"partition"_s, [](SlurmSpec &s, const QString &t) { s.partition = t.trimmed().toStdString(); });
+                                u"partition"_s, [](const SlurmSpec &s) { return qs(s.partition); },
+                                [](SlurmSpec &s, const QString &t) { s.partition = t.trimmed().toStdString(); });
     QLineEdit *account = line(tr("none"), tr("sbatch --account: the project the job is charged to"), u"account"_s,
-                              [](SlurmSpec &s, const QString &t) { s.account = t.trimmed().toStdString(); });
+                              [](const SlurmSpec &s) { return qs(s.account); }, [](SlurmSpec &s, const QString &t) { s.account = t.trimmed().toStdString(); });
     form->addRow(tr("Partition"), pair(partition, tr("Account"), account));
     QLineEdit *qos = line(tr("default"), tr("sbatch --qos: the quality of service"), u"qos"_s,
-                          [](SlurmSpec &s, const QString &t) { s.qos = t.trimmed().toStdString(); });
+                          [](const SlurmSpec &s) { return qs(s.qos); }, [](SlurmSpec &s, const QString &t) { s.qos = t.trimmed().toStdString(); });
     QLineEdit *time = line(tr("HH:MM:SS"), tr("sbatch --time: the job's time limit as MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS; "
                                               "empty: the partition's default. Slurm ends the job when it is reached."),
-                           u"time_limit"_s, [](SlurmSpec &s, const QString &t) { s.timeLimit = t.trimmed().toStdString(); });
+                           u"time_limit"_s, [](const SlurmSpec &s) { return qs(s.timeLimit); }, [](SlurmSpec &s, const QString &t) { s.timeLimit = t.trimmed().toStdString(); });
     form->addRow(tr("QoS"), pair(qos, tr("Time limit"), time));
 
     auto spin = [&](int min, int max, const QString &tip, const QString &key) {
@@ -401,23 +408,26 @@ void ClusterPage::buildSlurmForm(QGroupBox *box)
         });
 
     form->addRow(tr("Constraint"), line(tr("any node"), tr("sbatch --constraint: node features, e.g. a100&ib"), u"constraint"_s,
-                                        [](SlurmSpec &s, const QString &t) { s.constraint = t.trimmed().toStdString(); }));
+                                        [](const SlurmSpec &s) { return qs(s.constraint); }, [](SlurmSpec &s, const QString &t) { s.constraint = t.trimmed().toStdString(); }));
     form->addRow(tr("sbatch options"),
                  line(tr("e.g. --exclusive --mem=0"),
                       tr("More sbatch options, separated by spaces; each one long option (--name or --name=value). ClusterPPL sets "
                          "--nodes, --ntasks, --job-name, --output, --error, --chdir and --parsable itself. A value with a space "
                          "in it goes in the profile JSON."),
-                      u"sbatch_options"_s, [words](SlurmSpec &s, const QString &t) { s.sbatchOptions = words(t); }));
+                      u"sbatch_options"_s, [join](const SlurmSpec &s) { return join(s.sbatchOptions); }, [words](SlurmSpec &s, const QString &t) { s.sbatchOptions = words(t); }));
     form->addRow(tr("Modules"), line(tr("none"), tr("Environment modules loaded in the job before any step (module load NAME), separated by spaces"),
-                                     u"modules"_s, [words](SlurmSpec &s, const QString &t) { s.modules = words(t); }));
+                                     u"modules"_s, [join](const SlurmSpec &s) { return join(s.modules); }, [words](SlurmSpec &s, const QString &t) { s.modules = words(t); }));
     form->addRow(tr("Env script"), line(tr("none"), tr("A file on the cluster sourced before sbatch and in the job (site settings, a venv)"),
-                                        u"env_script"_s, [](SlurmSpec &s, const QString &t) { s.envScript = t.trimmed().toStdString(); }));
+                                        u"env_script"_s, [](const SlurmSpec &s) { return qs(s.envScript); }, [](SlurmSpec &s, const QString &t) { s.envScript = t.trimmed().toStdString(); }));
     QLineEdit *agent = line(tr("the host's agent"), tr("The agent's path on the compute nodes; empty: the login host's Agent above"), u"agent"_s,
-                            [](SlurmSpec &s, const QString &t) { s.agent = t.trimmed().toStdString(); });
+                            [](const SlurmSpec &s) { return qs(s.agent); }, [](SlurmSpec &s, const QString &t) { s.agent = t.trimmed().toStdString(); });
     QLineEdit *jobDir = line(QString::fromStdString(SlurmSpec{}.jobDir),
                              tr("Where each run's job files go (script, outputs, keys), relative to the login host's working directory "
                                 "or home; it must be shared with the compute nodes"),
-                             u"job_dir"_s, [](SlurmSpec &s, const QString &t) {
+                             u"job_dir"_s,
+                             // The default shows as the placeholder, not as text.
+                             [](const SlurmSpec &s) { return s.jobDir == SlurmSpec{}.jobDir ? QString() : qs(s.jobDir); },
+                             [](SlurmSpec &s, const QString &t) {
                                  // Empty means the default here (the profile refuses an empty job_dir).
                                  s.jobDir = t.trimmed().isEmpty() ? SlurmSpec{}.jobDir : t.trimmed().toStdString();
                              });
@@ -436,36 +446,8 @@ void ClusterPage::refreshSlurmForm()
     m_slurmBox->setVisible(p.launcher == "slurm");
     const bool was = m_updatingForm;
     m_updatingForm = true;
-    auto join = [](const std::vector<std::string> &v) {
-        QStringList l;
-        for (const auto &w : v)
-            l << qs(w);
-        return l.join(u' ');
-    };
-    for (const SlurmLine &l : std::as_const(m_slurmLines)) {
-        QString text;
-        if (l.key == u"partition"_s)
-            text = qs(s.partition);
-        else if (l.key == u"account"_s)
-            text = qs(s.account);
-        else if (l.key == u"qos"_s)
-            text = qs(s.qos);
-        else if (l.key == u"time_limit"_s)
-            text = qs(s.timeLimit);
-        else if (l.key == u"constraint"_s)
-            text = qs(s.constraint);
-        else if (l.key == u"sbatch_options"_s)
-            text = join(s.sbatchOptions);
-        else if (l.key == u"modules"_s)
-            text = join(s.modules);
-        else if (l.key == u"env_script"_s)
-            text = qs(s.envScript);
-        else if (l.key == u"agent"_s)
-            text = qs(s.agent);
-        else if (l.key == u"job_dir"_s)
-            text = s.jobDir == SlurmSpec{}.jobDir ? QString() : qs(s.jobDir);
-        l.edit->setText(text);
-    }
+    for (const SlurmLine &l : std::as_const(m_slurmLines))
+        l.edit->setText(l.get(s));
     m_nodes->setValue(s.nodes);
     m_tasksPerNode->setValue(s.ntasksPerNode);
     m_gpusPerNode->setValue(s.gpusPerNode);
@@ -620,7 +602,7 @@ bool ClusterPage::openProfile(const QString &path)
         return false;
     }
     setProfile(r.profile, QFileInfo(path).absoluteFilePath());
-    Q_EMIT info(tr("Opened %1").arg(path));
+    Q_EMIT info(tr("Opened %1").arg(QFileInfo(path).fileName())); // the full path: the status bar's profile label
     return true;
 }
 
@@ -632,7 +614,7 @@ bool ClusterPage::saveProfile(const QString &path)
         return false;
     }
     m_path = QFileInfo(path).absoluteFilePath();
-    Q_EMIT info(tr("Saved %1").arg(path));
+    Q_EMIT info(tr("Saved %1").arg(QFileInfo(path).fileName()));
     return true;
 }
 

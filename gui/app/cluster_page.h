@@ -105,11 +105,13 @@ private:
     // The Slurm job: one editor per field of SlurmSpec; each edit is checked as typed and applied
     // when it adds no problem (an invalid value stays in its field, marked, and is not applied).
     using SlurmSetter = std::function<void(SlurmSpec &, const QString &)>;
+    using SlurmGetter = std::function<QString(const SlurmSpec &)>;
     struct SlurmLine
     {
         QLineEdit *edit = nullptr;
         QString key; ///< the profile's field ("partition", "sbatch_options"): messages start "slurm.<key>"
         QAction *mark = nullptr;
+        SlurmGetter get; ///< the field as the editor shows it (refreshSlurmForm)
     };
     QGroupBox *m_slurmBox = nullptr;
     QList<SlurmLine> m_slurmLines;

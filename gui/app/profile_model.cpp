@@ -210,9 +210,70 @@ int ProfileModel::rowCount(const QModelIndex &parent) const
         return parent.row() < groupCount() ? int(m_groups[size_t(parent.row())].hosts.size()) : 0;
     if (levelOf(id) == 1) {
         const int h = hostIndexOf(parent);
-        return h >= 0 ? std::max(m_profile.hosts[size_t(h)].slots, 0) : 0;
+        return h >= 0 ? childRowsOf(m_profile, h) : 0;
     }
     return 0;
+}
+
+int ProfileModel::childRowsOf(const ClusterProfile &p, int h)
+{
+    if (h < 0 || h >= int(p.hosts.size()))
+        return 0;
+    return p.launcher == "slurm" ? std::max(p.slurm.nodes, 0) : std::max(p.hosts[size_t(h)].slots, 0);
+}
+
+QVariant ProfileModel::slurmData(const QModelIndex &index, int level) const
+{
+    // The login node submits the job; the ranks run on the nodes Slurm allocates, known by name
+    // only when the job starts (docs/launching.md, "Slurm launcher").
+    const SlurmSpec &s = m_profile.slurm;
+    const int tasks = std::max(s.ntasksPerNode, 1);
+    const int ranks = std::max(s.nodes, 0) * tasks;
+    const int col = index.column();
+    const auto rankRange = [](int first, int count) {
+        return count == 1 ? tr("rank %1").arg(first) : tr("ranks %1–%2").arg(first).arg(first + count - 1);
+    };
+    if (level == 0) {
+        switch (col) {
+        case ColSlots: return ranks;
+        case ColRanks:
+            return QString((ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks))
+                           + (s.nodes == 1 ? tr(" on 1 Slurm node") : tr(" on %1 Slurm nodes").arg(s.nodes)));
+        default: return {};
+        }
+    }
+    if (level == 1) {
+        switch (col) {
+        case ColSlots: return ranks;
+        case ColRanks: return tr("%1, on the allocation").arg(rankRange(0, ranks));
+        case ColRole: return tr("login node: submits the job");
+        default: return {};
+        }
+    }
+    const int first = index.row() * tasks;
+    switch (col) {
+    case ColName: return tr("Slurm node %1").arg(index.row() + 1);
+    case ColAddress:
+        return s.gpusPerNode <= 0 ? tr("allocated at start")
+               : s.gpusPerNode == 1 ? tr("1 GPU, allocated at start")
+                                    : tr("%1 GPUs, allocated at start").arg(s.gpusPerNode);
+    case ColSlots: return tasks;
+    case ColRanks: return rankRange(first, tasks);
+    case ColRole: {
+        if (m_profile.grouping.mode == GroupingSpec::Mode::BySize && m_profile.grouping.size > 0) {
+            QStringList leaders;
+            for (int r = first; r < first + tasks; ++r)
+                if (r % m_profile.grouping.size == 0)
+                    leaders << QString::number(r);
+            if (leaders.isEmpty())
+                return tr("in a group led on an earlier node");
+            return leaders.size() == 1 ? tr("rank %1 leads its group").arg(leaders.front())
+                                       : tr("ranks %1 lead their groups").arg(leaders.join(u", "_s));
+        }
+        return tr("rank %1 leads this node's group").arg(first);
+    }
+    default: return {};
+    }
 }
 
 int ProfileModel::columnCount(const QModelIndex &) const
@@ -301,6 +362,11 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
         const Group &g = m_groups[size_t(index.row())];
         if (role == GroupRowRole)
             return index.row();
+        if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && (col == ColSlots || col == ColRanks))
+            return slurmData(index, 0);
+        // Slurm's by-host groups are the allocated nodes, not the login host the row is derived from.
+        if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && col == ColName && m_profile.grouping.mode == GroupingSpec::Mode::ByHost)
+            return tr("one group per allocated node");
         if (role == Qt::DisplayRole || role == Qt::EditRole) {
             int ranks = 0;
             for (int h : g.hosts)
@@ -343,6 +409,8 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
             return m_preflight.value(qs(host.name)).ok ? QVariant() : QVariant(QColor(0xd5, 0x5e, 0x00));
         if (role != Qt::DisplayRole && role != Qt::EditRole)
             return {};
+        if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && (col == ColSlots || col == ColRanks || col == ColRole))
+            return slurmData(index, 1);
         switch (col) {
         case ColName: return QString(qs(host.name) + (role == Qt::DisplayRole && !problems.isEmpty() ? u"  ⚠"_s : QString()));
         case ColAddress: return qs(host.address);
@@ -361,7 +429,7 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
             return leads.isEmpty() ? QString() : tr("leads %1").arg(leads.join(u", "_s));
         }
         case ColSsh: {
-            if (role == Qt::EditRole || m_profile.launcher != "ssh")
+            if (role == Qt::EditRole || m_profile.launcher == "local") // a Slurm login node is reached over SSH
                 return role == Qt::DisplayRole ? tr("local") : QVariant();
             QString s = host.ssh.alias.empty() ? qs(host.address.empty() ? host.name : host.address) : qs(host.ssh.alias);
             if (!host.ssh.user.empty())
@@ -385,6 +453,8 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
     const int rank = firstRankOf(h) + index.row();
     if (role != Qt::DisplayRole)
         return {};
+    if (m_profile.launcher == "slurm")
+        return slurmData(index, 2);
     switch (col) {
     case ColName: return tr("slot %1").arg(index.row());
     case ColAddress: {
@@ -435,7 +505,8 @@ Qt::ItemFlags ProfileModel::flags(const QModelIndex &index) const
             f |= Qt::ItemIsDropEnabled;
     } else if (level == 1) {
         f |= Qt::ItemIsDragEnabled;
-        if (index.column() == ColName || index.column() == ColAddress || index.column() == ColSlots)
+        // A Slurm login node's slots are not ranks (the job's nodes × tasks are, in the Slurm form).
+        if (index.column() == ColName || index.column() == ColAddress || (index.column() == ColSlots && m_profile.launcher != "slurm"))
             f |= Qt::ItemIsEditable;
     } else {
         f |= Qt::ItemNeverHasChildren;

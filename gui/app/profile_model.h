@@ -109,6 +109,10 @@ private:
     [[nodiscard]] std::vector<Group> deriveGroups(const ClusterProfile &p) const;
     [[nodiscard]] static QStringList problemsOf(const ClusterProfile &p);
     [[nodiscard]] int firstRankOf(int hostIndex) const;
+    /// A host's child rows: its slots, or for a Slurm profile's login node the nodes Slurm will
+    /// allocate (each with its tasks), since the login node runs no rank itself.
+    [[nodiscard]] static int childRowsOf(const ClusterProfile &p, int hostIndex);
+    [[nodiscard]] QVariant slurmData(const QModelIndex &index, int level) const;
     [[nodiscard]] QString hostTooltip(int hostIndex) const;
 
     ClusterProfile m_profile;

@@ -41,6 +41,13 @@ QString ProfileModel::commit(ClusterProfile candidate, const QString &fieldPrefi
         m_profile = std::move(candidate);
         rebuild();
         endResetModel();
+    } else if (m_profile.launcher != candidate.launcher || m_profile.slurm.nodes != candidate.slurm.nodes) {
+        // Slurm's allocated nodes are the login node's rows: they come and go with the launcher and
+        // the node count.
+        beginResetModel();
+        m_profile = std::move(candidate);
+        rebuild();
+        endResetModel();
     } else {
         m_profile = std::move(candidate);
         rebuild();

@@ -185,12 +185,10 @@ void RankHeatMap::paintEvent(QPaintEvent *)
         spec.xTitle = tr("time");
         spec.yTitle = binned > 1 ? tr("rank (each row: the slowest of %1)").arg(binned) : tr("rank");
         const double t0 = m_times.front(), t1 = m_times.back();
-        // Columns are timeline samples, drawn evenly; a time's tick goes to the column holding it.
-        auto columnPos = [this](double t) {
-            const auto c = std::clamp<std::ptrdiff_t>(std::lower_bound(m_times.begin(), m_times.end(), t) - m_times.begin(), 0,
-                                                      m_columns - 1);
-            return (double(c) + 0.5) / m_columns;
-        };
+        // The time axis is linear, as on the other charts: columns are drawn as wide as their
+        // samples' spacing (paintColumns), so round times get evenly spaced ticks even when the
+        // first samples came at irregular moments.
+        auto columnPos = [t0, t1](double t) { return t1 > t0 ? (t - t0) / (t1 - t0) : 0.5; };
         spec.xTicks = [=](double length, const QFontMetricsF &tfm) {
             const double labelW = tfm.horizontalAdvance(cppl::charts::formatTick(t1, 1, ValueFormat::Seconds, t1)) + 24;
             const auto ticks = cppl::charts::niceTicks(t0, std::max(t1, t0 + 1), std::clamp(int(length / labelW) + 1, 2, 12),
@@ -225,7 +223,7 @@ void RankHeatMap::paintEvent(QPaintEvent *)
     ensureImage(rows);
     // Nearest neighbour: no smoothing across ranks.
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
-    p.drawImage(plot, m_image, QRectF(0, 0, m_columns, m_rows));
+    paintColumns(p, plot);
     p.setPen(theme.axis);
     p.setRenderHint(QPainter::Antialiasing, false);
     p.drawRect(plot);
@@ -253,6 +251,38 @@ void RankHeatMap::paintEvent(QPaintEvent *)
     p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, cppl::charts::formatValue(m_scale, ValueFormat::Si));
     p.drawText(labels.translated(0, tickFm.height()), Qt::AlignLeft | Qt::AlignTop, u"tok/s"_s); // the unit, under the top
     p.drawText(labels, Qt::AlignLeft | Qt::AlignBottom, u"0"_s);
+}
+
+void RankHeatMap::paintColumns(QPainter &p, const QRectF &plot) const
+{
+    // Column c covers the time from halfway after the previous sample to halfway before the next
+    // (the first and last reach the axis ends). Runs of columns of one width (within half a
+    // pixel: timeline samples are regular once it compacts) go in one drawImage; the early
+    // irregular samples take a few more.
+    const double t0 = m_times.front(), t1 = m_times.back();
+    if (m_columns < 2 || !(t1 > t0)) {
+        p.drawImage(plot, m_image, QRectF(0, 0, m_columns, m_rows));
+        return;
+    }
+    const double scale = plot.width() / (t1 - t0);
+    auto edge = [&](int c) { // left edge of column c; edge(m_columns) is the right end
+        if (c <= 0)
+            return plot.left();
+        if (c >= m_columns)
+            return plot.right();
+        return plot.left() + ((m_times[size_t(c - 1)] + m_times[size_t(c)]) / 2 - t0) * scale;
+    };
+    const double tolerance = 0.5 / std::max(1.0, devicePixelRatioF());
+    int first = 0;
+    while (first < m_columns) {
+        const double left = edge(first);
+        const double width = edge(first + 1) - left;
+        int end = first + 1;
+        while (end < m_columns && std::abs(edge(end + 1) - (left + width * (end + 1 - first))) <= tolerance)
+            ++end;
+        p.drawImage(QRectF(left, plot.top(), edge(end) - left, plot.height()), m_image, QRectF(first, 0, end - first, m_rows));
+        first = end;
+    }
 }
 
 void RankHeatMap::mousePressEvent(QMouseEvent *event)

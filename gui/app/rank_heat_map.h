@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+class QPainter;
+
 namespace cppl::app {
 
 class RankHeatMap : public RankPlot
@@ -50,6 +52,7 @@ protected:
 
 private:
     void ensureImage(int rows);
+    void paintColumns(QPainter &p, const QRectF &plot) const;
 
     std::vector<float> m_rates; // rank-major, m_capacity columns per rank
     std::vector<double> m_times;

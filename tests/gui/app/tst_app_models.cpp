@@ -14,6 +14,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QFile>
@@ -60,6 +61,8 @@ private Q_SLOTS:
     void problemsMapToRows();
     void hostfileRoundTrip();
     void slurmForm();
+    void slurmTree();
+    void evaluationPageBatchAuto();
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
     void evaluationPageKeepsScheduleAndRankLoss();
@@ -407,6 +410,61 @@ void TestAppModels::finishedRanksKeepTheirRate()
     cppl::app::RankTableModel ranks;
     ranks.update(done);
     QVERIFY(ranks.index(0, cppl::app::RankTableModel::ColRate).data().toString() != u"0"_s);
+}
+
+void TestAppModels::slurmTree()
+{
+    // The login node runs no rank: the tree shows what Slurm will allocate, and follows the form.
+    const auto parsed = cppl::parseProfile(R"({"format": "clusterppl-profile", "version": 1, "name": "cluster", "launcher": "slurm",
+        "hosts": [{"name": "login1", "ssh": {"user": "eval"}}], "groups": "size:2",
+        "evaluation": {"model": "m", "tokens": "t.u32", "backend": "nccl"},
+        "slurm": {"nodes": 2, "ntasks_per_node": 3, "gpus_per_node": 4}})");
+    QVERIFY(parsed.ok());
+    ProfileModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setProfile(parsed.profile);
+    const QModelIndex group = m.index(0, 0);
+    QCOMPARE(m.index(0, ProfileModel::ColRanks).data().toString(), u"6 ranks on 2 Slurm nodes"_s);
+    const QModelIndex login = m.index(0, 0, group);
+    QCOMPARE(login.data().toString(), u"login1"_s);
+    QCOMPARE(m.index(0, ProfileModel::ColRole, group).data().toString(), u"login node: submits the job"_s);
+    QCOMPARE(m.index(0, ProfileModel::ColRanks, group).data().toString(), u"ranks 0–5, on the allocation"_s);
+    QCOMPARE(m.index(0, ProfileModel::ColSsh, group).data().toString(), u"eval@login1"_s);
+    QVERIFY(!(m.flags(m.index(0, ProfileModel::ColSlots, group)) & Qt::ItemIsEditable));
+    QCOMPARE(m.rowCount(login), 2);
+    QCOMPARE(m.index(1, ProfileModel::ColName, login).data().toString(), u"Slurm node 2"_s);
+    QCOMPARE(m.index(1, ProfileModel::ColAddress, login).data().toString(), u"4 GPUs, allocated at start"_s);
+    QCOMPARE(m.index(1, ProfileModel::ColRanks, login).data().toString(), u"ranks 3–5"_s);
+    QCOMPARE(m.index(0, ProfileModel::ColRole, login).data().toString(), u"ranks 0, 2 lead their groups"_s);
+    QCOMPARE(m.index(1, ProfileModel::ColRole, login).data().toString(), u"rank 4 leads its group"_s);
+    // More nodes in the form: more rows (a reset, checked by the tester).
+    cppl::SlurmSpec more = m.profile().slurm;
+    more.nodes = 5;
+    QVERIFY(m.setSlurm(more).isEmpty());
+    QCOMPARE(m.rowCount(m.index(0, 0, m.index(0, 0))), 5);
+    // Another launcher: the host's slots again.
+    QVERIFY(m.setLauncher(u"ssh"_s).isEmpty());
+    QCOMPARE(m.rowCount(m.index(0, 0, m.index(0, 0))), 1);
+    QCOMPARE(m.index(0, ProfileModel::ColRanks, m.index(0, 0, m.index(0, 0))).data().toString(), u"rank 0"_s);
+}
+
+void TestAppModels::evaluationPageBatchAuto()
+{
+    // "Auto (from GPU memory)": the profile's "auto" (no --batch), or a number beside it.
+    cppl::app::EvaluationPage page;
+    auto *autoBox = page.findChild<QCheckBox *>(u"batchAuto"_s);
+    QVERIFY(autoBox);
+    QCOMPARE(page.evaluation().batch, cppl::kAutoBatch); // the default
+    QVERIFY(autoBox->isChecked());
+    cppl::EvaluationSpec e = page.evaluation();
+    e.batch = 12;
+    page.load(e, page.thresholds());
+    QVERIFY(!autoBox->isChecked());
+    QCOMPARE(page.evaluation().batch, std::int64_t{12});
+    autoBox->setChecked(true);
+    QCOMPARE(page.evaluation().batch, cppl::kAutoBatch);
+    autoBox->setChecked(false);
+    QCOMPARE(page.evaluation().batch, std::int64_t{12}); // the number it had
 }
 
 void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
