@@ -265,14 +265,18 @@ void RankHeatMap::paintColumns(QPainter &p, const QRectF &plot) const
         return;
     }
     const double scale = plot.width() / (t1 - t0);
+    const double dpr = std::max(1.0, devicePixelRatioF());
     auto edge = [&](int c) { // left edge of column c; edge(m_columns) is the right end
         if (c <= 0)
             return plot.left();
         if (c >= m_columns)
             return plot.right();
-        return plot.left() + ((m_times[size_t(c - 1)] + m_times[size_t(c)]) / 2 - t0) * scale;
+        // On device pixels, so that neighbouring runs meet without an antialiased seam.
+        return std::round((plot.left() + ((m_times[size_t(c - 1)] + m_times[size_t(c)]) / 2 - t0) * scale) * dpr) / dpr;
     };
-    const double tolerance = 0.5 / std::max(1.0, devicePixelRatioF());
+    const bool antialiased = p.testRenderHint(QPainter::Antialiasing);
+    p.setRenderHint(QPainter::Antialiasing, false);
+    const double tolerance = 0.5 / dpr;
     int first = 0;
     while (first < m_columns) {
         const double left = edge(first);
@@ -283,6 +287,7 @@ void RankHeatMap::paintColumns(QPainter &p, const QRectF &plot) const
         p.drawImage(QRectF(left, plot.top(), edge(end) - left, plot.height()), m_image, QRectF(first, 0, end - first, m_rows));
         first = end;
     }
+    p.setRenderHint(QPainter::Antialiasing, antialiased);
 }
 
 void RankHeatMap::mousePressEvent(QMouseEvent *event)
