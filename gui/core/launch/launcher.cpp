@@ -67,6 +67,12 @@ void Launcher::onRankEnded(int rank, int exitCode, const QString &reason)
         maybeFinish();
         return;
     }
+    if (exitCode != 0 && !gaveUp && m_firstFailure >= 0 && !m_stopping && !m_settings.tolerateRankLoss
+        && (m_ends[m_firstFailure].exitCode == 5 || m_ends[m_firstFailure].exitCode == 6)) {
+        // The first rank out only gave up because of a peer (codes 5 and 6), and this one ended for
+        // a reason of its own (a refusal, a bad input, a signal): that is the cause to name first.
+        m_firstFailure = rank;
+    }
     if (exitCode != 0 && m_firstFailure < 0 && !m_stopping) {
         // A tolerant run that gives up after losing a rank: that loss is what went wrong first.
         m_firstFailure = m_settings.tolerateRankLoss && m_firstLoss >= 0 ? m_firstLoss : rank;
@@ -186,6 +192,12 @@ QString Launcher::summary() const
     QString s = m_storeFailure.isEmpty() ? QStringLiteral("run failed: %1 first").arg(describe(firstRank))
                                          : QStringLiteral("run failed: %1; then %2").arg(m_storeFailure, describe(firstRank));
     const RankEnd &first = m_ends.at(firstRank);
+    // The agent's own failures (codes 1-4: runtime, arguments, model, data) end with their error
+    // line on stderr: the headline carries it, so a one-line view says what went wrong.
+    if (first.reason.isEmpty() && first.exitCode >= 1 && first.exitCode <= 4 && !first.lastLines.isEmpty()) {
+        const qsizetype eol = s.indexOf(u'\n');
+        s.insert(eol < 0 ? s.size() : eol, QStringLiteral(": ") + first.lastLines.back());
+    }
     if (!first.lastLines.isEmpty())
         s += QStringLiteral("\n  its last lines:\n    ") + first.lastLines.join(QStringLiteral("\n    "));
     for (const auto &[rank, e] : m_ends)
