@@ -166,6 +166,10 @@ private Q_SLOTS:
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(u"CLUSTERPPL_STORE"_s, m_store);
+        // Rank 0 sleeps 40 ms a batch (the local launcher passes the CLI's environment on), so the
+        // run lasts seconds and the other ranks wait for it at every round: the kill below always
+        // finds all four agents, however fast this machine evaluates the text.
+        env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"0:40"_s);
         p.setProcessEnvironment(env);
         p.start(kCli, {u"run"_s, u"--profile"_s, longProfile, u"--run-id"_s, runId, u"--no-preflight"_s});
         QVERIFY(p.waitForStarted());
