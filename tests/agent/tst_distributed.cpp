@@ -27,6 +27,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+using cppl::test::childrenOf;
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
 using cppl::freeLoopbackPort;
@@ -77,28 +78,6 @@ bool parseBatches(const QString &text, QList<qint64> &out)
             out << x;
     }
     return true;
-}
-
-/// Child processes of @p parent (the launcher's ranks), from /proc.
-QList<qint64> childrenOf(qint64 parent)
-{
-    QList<qint64> out;
-    const auto entries = QDir(QStringLiteral("/proc")).entryList(QDir::Dirs);
-    for (const QString &e : entries) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok)
-            continue;
-        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-        if (!stat.open(QIODevice::ReadOnly))
-            continue;
-        const QString s = QString::fromLatin1(stat.readAll());
-        const QStringList f = s.mid(s.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
-        if (f.size() > 1 && f[1].toLongLong() == parent)
-            out << pid;
-    }
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 /// A rank started by hand with torchrun's (or another launcher's) environment.

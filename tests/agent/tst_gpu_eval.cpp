@@ -204,23 +204,9 @@ private:
     static qint64 rankPid(qint64 launcher, int rank)
     {
         const QByteArray want = "RANK=" + QByteArray::number(rank);
-        const auto entries = QDir(QStringLiteral("/proc")).entryList(QDir::Dirs);
-        for (const QString &e : entries) {
-            bool ok = false;
-            const qint64 pid = e.toLongLong(&ok);
-            if (!ok)
-                continue;
-            QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-            if (!stat.open(QIODevice::ReadOnly))
-                continue;
-            const QString st = QString::fromLatin1(stat.readAll());
-            const QStringList f = st.mid(st.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
-            if (f.size() < 2 || f[1].toLongLong() != launcher)
-                continue;
-            QFile envFile(QStringLiteral("/proc/%1/environ").arg(pid));
-            if (envFile.open(QIODevice::ReadOnly) && envFile.readAll().split('\0').contains(want))
+        for (const qint64 pid : childrenOf(launcher))
+            if (readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0').contains(want))
                 return pid;
-        }
         return 0;
     }
     /// GPUs the agent can drive with NCCL (its preflight), 0 when NCCL is unusable.

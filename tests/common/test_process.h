@@ -72,4 +72,22 @@ inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {}
     return out;
 }
 
+/// Child processes of @p parent (e.g. a launcher's ranks), from /proc/PID/stat. Ascending.
+inline QList<qint64> childrenOf(qint64 parent)
+{
+    QList<qint64> out;
+    for (const QString &e : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        const QByteArray stat = readFile(QStringLiteral("/proc/%1/stat").arg(pid));
+        const QList<QByteArray> f = stat.mid(stat.lastIndexOf(')') + 2).split(' ');
+        if (f.size() > 1 && f[1].toLongLong() == parent)
+            out << pid;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 } // namespace cppl::test

@@ -26,6 +26,7 @@ using namespace cppl::core::run;
 
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
+using cppl::test::writeFile;
 
 namespace {
 
@@ -34,12 +35,6 @@ const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 384;
-
-bool writeFile(const QString &path, const QByteArray &bytes)
-{
-    QFile f(path);
-    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
-}
 
 QByteArray profileJson(const QString &text, int slots, const QString &schedule, int context = 128)
 {

@@ -49,6 +49,7 @@ using cppl::core::store::RunStatus;
 using cppl::core::store::RunStore;
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
+using cppl::test::writeFile;
 
 namespace {
 
@@ -56,12 +57,6 @@ const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 constexpr int kWindows = 128;
-
-bool writeFile(const QString &path, const QByteArray &bytes)
-{
-    QFile f(path);
-    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
-}
 
 QJsonObject jsonOf(const QString &path)
 {
