@@ -2,7 +2,8 @@
 // Resuming an interrupted run (docs/communication.md, "Resuming a run") with real processes: a
 // 4-rank `clusterppl-cli run` is SIGKILLed with its agents (a power loss) after some committed
 // rounds, `run --resume` finishes it, and the exact sums equal a one-rank run's bit for bit, for the
-// dynamic and the static schedule. Refusals: a finished run, a profile that evaluates something
+// dynamic and the static schedule, and for a tolerant run that lost a rank (rank 0 too) before it
+// was killed, resumed from a checkpoint after the loss. Refusals: a finished run, a profile that evaluates something
 // else, data changed since the interruption, a run without a committed round. Also the run
 // directory's pieces alone (ledger lines arriving out of order, batch ranges).
 #include "run/run_directory.h"
@@ -165,6 +166,69 @@ private Q_SLOTS:
         QVERIFY(w.error().contains(u"rank 1 sent a malformed checkpoint line"_s));
     }
 
+    void checkpointsGoOnAfterARegrouping()
+    {
+        // Rank 1 of 3 is lost in round 2; rank 0 reports the regrouping (epoch 1, complete again
+        // from round 3, rank 1's batches 1-3 count). Round 3 is written with the survivors' ledgers
+        // (both of rank 2's lines of round 3, before and after the loss) and rank 1's batches from
+        // the regroup line instead of its own lines. Then rank 0 is lost too (epoch 2): its last
+        // checkpoint line, read after the regroup line of rank 2, is dropped.
+        QTemporaryDir dir;
+        CheckpointWriter w(dir.path(), u"unit"_s, 3);
+        const auto ledger = [](int rank, int round, const char *b, int epoch = 0) {
+            return u"CLUSTERPPL_LEDGER {\"rank\":%1,\"round\":%2,\"batches\":\"%3\"%4}"_s.arg(rank).arg(round).arg(QLatin1StringView(b),
+                                                                                                         epoch ? u",\"epoch\":%1"_s.arg(epoch) : QString());
+        };
+        const auto checkpoint = [](int round, int epoch = 0) {
+            return u"CLUSTERPPL_CHECKPOINT {\"format\":\"clusterppl-checkpoint\",\"version\":1,\"round\":%1,\"words\":[\"%1\"]%2}"_s.arg(round).arg(
+                epoch ? u",\"epoch\":%1"_s.arg(epoch) : QString());
+        };
+        QVERIFY(w.take(0, ledger(0, 0, "0")));
+        QVERIFY(w.take(1, ledger(1, 0, "1")));
+        QVERIFY(w.take(2, ledger(2, 0, "4")));
+        QVERIFY(w.take(0, checkpoint(0)));
+        QCOMPARE(w.writtenRound(), 0);
+        QVERIFY(w.take(1, ledger(1, 1, "2-3")));
+        QVERIFY(w.take(0, ledger(0, 1, "5")));
+        QVERIFY(w.take(2, ledger(2, 1, "6")));
+        QVERIFY(w.take(0, checkpoint(1)));
+        QCOMPARE(w.writtenRound(), 1);
+        QVERIFY(w.take(1, ledger(1, 2, "7"))); // rank 1's uncommitted round: redone by the others
+        QVERIFY(w.take(0, ledger(0, 2, "8")));
+        QVERIFY(w.take(2, ledger(2, 2, "9")));
+        QVERIFY(w.take(2, ledger(2, 3, "10"))); // rank 2 completed round 2 before rank 1 was lost, rank 0 did not
+        QCOMPARE(w.writtenRound(), 1);
+        // The regrouping: the survivors last committed round 1 together (r*), so round 3 (r* + 2)
+        // is the first complete one; rank 1's committed part is batches 1-3.
+        QVERIFY(w.take(0, u"CLUSTERPPL_REGROUP {\"epoch\":1,\"first_round\":3,\"lost\":[{\"rank\":1,\"round\":1,\"batches\":\"1-3\"}]}"_s));
+        QCOMPARE(w.regroupEpoch(), 1);
+        QCOMPARE(w.regroupFirstRound(), 3);
+        QVERIFY(w.take(1, ledger(1, 3, "11"))); // a stopped rank woken up: its lines no longer count
+        QVERIFY(w.take(0, ledger(0, 3, "7,12", 1)));
+        QVERIFY(w.take(0, checkpoint(3, 1)));
+        QCOMPARE(w.writtenRound(), 1); // rank 2's line of round 3 in epoch 1 is not here yet
+        QVERIFY(w.take(2, ledger(2, 3, "13", 1)));
+        QCOMPARE(w.writtenRound(), 3);
+        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-13"_s);
+        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"epoch"_s).toInt(), 1);
+        QVERIFY(w.error().isEmpty());
+
+        // Rank 0 lost next (epoch 2): rank 2 reports from then on, and names both lost ranks.
+        QVERIFY(w.take(0, ledger(0, 4, "14", 1)));
+        QVERIFY(w.take(2, ledger(2, 4, "15", 1)));
+        QVERIFY(w.take(2, u"CLUSTERPPL_REGROUP {\"epoch\":2,\"first_round\":5,\"lost\":[{\"rank\":1,\"round\":1,\"batches\":\"1-3\"},"
+                           "{\"rank\":0,\"round\":3,\"batches\":\"0,5,7-8,12\"}]}"_s));
+        QVERIFY(w.take(0, checkpoint(4, 1))); // rank 0's last words, read after the regrouping: dropped
+        QCOMPARE(w.writtenRound(), 3);
+        QVERIFY(w.take(2, ledger(2, 5, "14,16-17", 2)));
+        QVERIFY(w.take(2, checkpoint(5, 2)));
+        QCOMPARE(w.writtenRound(), 5);
+        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-17"_s);
+        QVERIFY(w.error().isEmpty());
+        QVERIFY(w.take(1, checkpoint(6, 2)));
+        QVERIFY2(w.error().contains(u"rank 1 sent a checkpoint line, but rank 2 reports for the run"_s), qPrintable(w.error()));
+    }
+
     void killedRunResumesWithTheSameBits_data()
     {
         QTest::addColumn<QString>("schedule");
@@ -248,6 +312,101 @@ private Q_SLOTS:
         r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s});
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
+    }
+
+    void lostRankThenKilledRunResumes_data()
+    {
+        QTest::addColumn<int>("victim");
+        QTest::addRow("rank 2") << 2;
+        QTest::addRow("rank 0") << 0;
+    }
+
+    /// --on-rank-loss continue: a rank (rank 0 too) is killed with SIGKILL after the second
+    /// committed round, the survivors regroup and checkpoints go on from the round the reporting
+    /// rank's regroup line names; the whole run is then killed after such a checkpoint, and the
+    /// resume from it (a round after the loss) gives the one-rank bits.
+    void lostRankThenKilledRunResumes()
+    {
+        QFETCH(int, victim);
+        const QString profile = m_dir.filePath(u"tolerant.json"_s);
+        QByteArray json = profileJson(m_text, 4, u"dynamic"_s);
+        json.replace("\"schedule\": \"dynamic\"", "\"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"");
+        QVERIFY(writeFile(profile, json));
+        const QString runId = u"lost-then-killed-%1"_s.arg(victim);
+        const QString dir = runDir(runId);
+        const QString checkpoint = dir + u"/checkpoint.json"_s;
+        QProcess p;
+        const QString cliErr = m_dir.filePath(runId + u"-cli.err"_s);
+        p.setStandardOutputFile(m_dir.filePath(runId + u"-cli.out"_s));
+        p.setStandardErrorFile(cliErr);
+        p.start(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
+        QVERIFY(p.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        const auto roundNow = [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1); };
+        while (roundNow() < 2 && p.state() == QProcess::Running && t.elapsed() < 120000)
+            QThread::msleep(10);
+        const int before = roundNow();
+        QVERIFY2(before >= 2, qPrintable(u"committed round %1 before the kill"_s.arg(before)));
+        const QList<qint64> target = agentsOfRun(runId, "RANK=" + QByteArray::number(victim));
+        QCOMPARE(target.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
+        // The reporting rank (rank 0, or rank 1 when rank 0 was lost) names the regrouping in its log.
+        const QString reporterLog = dir + u"/rank-%1.log"_s.arg(victim == 0 ? 1 : 0);
+        QJsonObject regroup;
+        while (regroup.isEmpty() && p.state() == QProcess::Running && t.elapsed() < 180000) {
+            for (const QByteArray &line : readFile(reporterLog).split('\n'))
+                if (line.startsWith("O CLUSTERPPL_REGROUP "))
+                    regroup = QJsonDocument::fromJson(line.mid(21)).object();
+            if (regroup.isEmpty())
+                QThread::msleep(10);
+        }
+        QVERIFY2(!regroup.isEmpty(), qPrintable(u"no regroup line in %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(reporterLog, QString::fromUtf8(readFile(cliErr)))));
+        QCOMPARE(regroup.value(u"epoch"_s).toInt(), 1);
+        const QJsonArray lost = regroup.value(u"lost"_s).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost.first().toObject().value(u"rank"_s).toInt(), victim);
+        const int lossRound = lost.first().toObject().value(u"round"_s).toInt(-2);
+        const int first = regroup.value(u"first_round"_s).toInt(-1);
+        QVERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
+        // A checkpoint after the regrouping, then the launcher and every agent die at once.
+        while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 180000)
+            QThread::msleep(10);
+        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
+        for (const qint64 pid : agentsOfRun(runId))
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+        p.waitForFinished(10000);
+        QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
+        QVERIFY2(!QFile::exists(dir + u"/result.json"_s), qPrintable(u"the run finished before it was killed:\n"_s + QString::fromUtf8(readFile(cliErr))));
+        const QJsonObject cp = jsonOf(checkpoint);
+        const int round = cp.value(u"round"_s).toInt(-1);
+        QVERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
+        QCOMPARE(cp.value(u"epoch"_s).toInt(), 1);
+        qint64 done = 0;
+        for (const auto &[a, b] : parseBatchRanges(cp.value(u"ledger"_s).toString()).value_or(BatchRanges{}))
+            done += b - a;
+        QVERIFY2(done > 0 && done < kWindows / 2, qPrintable(cp.value(u"ledger"_s).toString()));
+
+        // The resume: from that checkpoint, the one-rank bits, only the batches the ledger lacked.
+        const QString resultPath = m_dir.filePath(runId + u"-result.json"_s);
+        const auto r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, resultPath});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject res = jsonOf(resultPath);
+        QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(res.value(u"windows"_s).toInteger(), qint64(kWindows));
+        QCOMPARE(res.value(u"bytes"_s).toInteger(), m_oneRank.value(u"bytes"_s).toInteger());
+        const QJsonObject resumed = res.value(u"resumed"_s).toObject();
+        QCOMPARE(resumed.value(u"from_round"_s).toInt(), round);
+        QVERIFY(resumed.value(u"from_round"_s).toInt() > lossRound);
+        QCOMPARE(resumed.value(u"batches_done"_s).toInteger(), done);
+        qint64 windowsNow = 0;
+        for (const QJsonValue &rank : res.value(u"ranks"_s).toArray())
+            windowsNow += rank.toObject().value(u"windows"_s).toInteger();
+        QCOMPARE(windowsNow, qint64(kWindows) - 2 * done);
+        qInfo("rank %d lost after round %d; checkpoints from round %d; killed at round %d (%lld of %d batches); resumed with the one-rank bits",
+              victim, lossRound, first, round, static_cast<long long>(done), kWindows / 2);
     }
 
     void refusals()

@@ -94,17 +94,19 @@ ResumeState parseResumeState(const std::string &text)
     return s;
 }
 
-std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches)
+std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch)
 {
     nlohmann::ordered_json j;
     j["rank"] = rank;
     j["round"] = round;
     j["batches"] = formatBatchRuns(batches);
+    if (epoch > 0)
+        j["epoch"] = epoch;
     return "CLUSTERPPL_LEDGER " + j.dump();
 }
 
 std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount)
+                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount, int epoch)
 {
     nlohmann::ordered_json j;
     j["format"] = "clusterppl-checkpoint";
@@ -119,7 +121,21 @@ std::string checkpointLine(int round, const NllStats::Words &words, const RunFin
     j["sync_every_tokens"] = syncJson(syncEvery);
     j["batch_count"] = batchCount;
     j["fingerprint"] = {{"model", fingerprint.model}, {"data", fingerprint.data}, {"plan", fingerprint.plan}};
+    if (epoch > 0)
+        j["epoch"] = epoch;
     return "CLUSTERPPL_CHECKPOINT " + j.dump();
+}
+
+std::string regroupLine(int epoch, int firstRound, std::span<const RegroupLost> lost)
+{
+    nlohmann::ordered_json j;
+    j["epoch"] = epoch;
+    j["first_round"] = firstRound;
+    nlohmann::ordered_json l = nlohmann::ordered_json::array();
+    for (const RegroupLost &r : lost)
+        l.push_back({{"rank", r.rank}, {"round", r.round}, {"batches", formatBatchRuns(r.batches)}});
+    j["lost"] = l;
+    return "CLUSTERPPL_REGROUP " + j.dump();
 }
 
 std::vector<std::int64_t> remainingBatches(std::int64_t count, std::span<const BatchRun> done)

@@ -49,12 +49,31 @@ struct ResumeState
 /// @brief Parses `--resume-state` text; throws ConfigError naming the field that is wrong.
 [[nodiscard]] ResumeState parseResumeState(const std::string &json);
 
-/// @brief `CLUSTERPPL_LEDGER {"rank":R,"round":N,"batches":"0-3,8"}`: rank R's batches of round N.
-[[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches);
+/// @brief `CLUSTERPPL_LEDGER {"rank":R,"round":N,"batches":"0-3,8"}`: rank R's batches of round N;
+/// after a regrouping (--on-rank-loss continue) also `"epoch":E`, the membership it was printed in.
+[[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch = 0);
 /// @brief `CLUSTERPPL_CHECKPOINT {...}`: round N's exact global words (decimal strings, int64
-/// exact), with what a resume must match and how the run was planned.
+/// exact), with what a resume must match and how the run was planned; after a regrouping also
+/// `"epoch":E` (the reporting rank's, whose regroup line came before it).
 [[nodiscard]] std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount);
+                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount, int epoch = 0);
+
+/// A rank lost so far, as a regroup line names it.
+struct RegroupLost
+{
+    int rank = -1;
+    int round = -1;                ///< the last round (checkpoint numbering) whose sums count with it; -1: none
+    std::vector<BatchRun> batches; ///< its batches that count (in the totals from then on)
+};
+
+/**
+ * @brief `CLUSTERPPL_REGROUP {"epoch":E,"first_round":F,"lost":[{"rank":R,"round":N,"batches":"0-3"}]}`:
+ * the survivors regrouped for epoch E (docs/communication.md, "Resuming a run"). Checkpoints are
+ * complete again from round F on (the survivors' ledger lines through F, without the lost ranks',
+ * plus the lost ranks' @p lost batches, are exactly the words of round F); @p lost names every
+ * rank lost so far, not only this epoch's, so the line stands alone when the reporting rank changed.
+ */
+[[nodiscard]] std::string regroupLine(int epoch, int firstRound, std::span<const RegroupLost> lost);
 
 /// @brief The batches of [0, count) not in @p done, in order: what a resumed dynamic run claims.
 [[nodiscard]] std::vector<std::int64_t> remainingBatches(std::int64_t count, std::span<const BatchRun> done);

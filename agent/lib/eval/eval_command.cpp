@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <optional>
 #include <ostream>
@@ -397,6 +398,10 @@ EvalOptions parseOptions(const Args &a)
 /// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
 const std::string kReportedKey = "cppl/reported";
 
+/// Tolerant runs with checkpoints: rank 0's fingerprint (model, data, plan; one line each), for a
+/// reporting rank after it, which then need not hash the weights again.
+const std::string kFingerprintKey = "cppl/fingerprint";
+
 /// One evaluation from the rendezvous to the result; each step is a member, in the order run() calls them.
 class EvalSession
 {
@@ -648,11 +653,13 @@ private:
             throw ExitError(kExitBadArguments, "--resume-state: the interrupted run had " + std::to_string(resume->batchCount)
                                                    + " global batches, this plan has " + std::to_string(m_batchCount) + " ("
                                                    + plan.str() + "); resume with the run's own data and settings");
-        if (m_o.identity.rank != 0)
-            return; // rank 0 checks and writes for the run
         auto compute = [files = mi.weightFiles, tokens = p.flat.data(), count = p.flat.size(), text = plan.str()] {
             return fingerprintOf(files, tokens, count, text);
         };
+        // Every rank keeps the means: after rank 0's loss the new reporting rank writes checkpoints.
+        m_computeFingerprint = compute;
+        if (m_o.identity.rank != 0)
+            return; // rank 0 checks and writes for the run
         if (resume) {
             const dist::RunFingerprint now = compute();
             if (const std::string why = dist::fingerprintMismatch(resume->fingerprint, now); !why.empty())
@@ -665,6 +672,25 @@ private:
         } else {
             m_fingerprint = std::async(std::launch::async, compute).share();
         }
+    }
+
+    /// A reporting rank after rank 0's loss: rank 0's fingerprint from the store, or (rank 0 was
+    /// lost before it had one) hashed here, beside the evaluation, as rank 0 does.
+    void adoptFingerprint(dist::DistributedRun &run)
+    {
+        if (!m_computeFingerprint)
+            return;
+        if (run.store().check({kFingerprintKey})) {
+            const std::string text = run.store().get(kFingerprintKey, m_o.distOptions.timeout).value_or("");
+            const auto a = text.find('\n'), b = a == std::string::npos ? a : text.find('\n', a + 1);
+            if (b != std::string::npos) {
+                std::promise<dist::RunFingerprint> ready;
+                ready.set_value({text.substr(0, a), text.substr(a + 1, b - a - 1), text.substr(b + 1)});
+                m_fingerprint = ready.get_future().share();
+                return;
+            }
+        }
+        m_fingerprint = std::async(std::launch::async, m_computeFingerprint).share();
     }
 
     /// Step 5's default batch on a GPU: the largest power of two of windows that fits this GPU's free
@@ -893,24 +919,37 @@ private:
                 const Shard part = rounds->roundOf(shardRank, r);
                 dist::addWindowsAsBatches(mine, part.firstWindow, part.endWindow, batch);
             }
-            m_out << dist::ledgerLine(run->rank(), r, mine) << '\n' << std::flush;
+            m_out << dist::ledgerLine(run->rank(), r, mine, run->epoch()) << '\n' << std::flush;
         };
+        // After a regrouping, the first round whose checkpoint is complete (its regroup line says so).
+        int checkpointsFrom = 0;
         auto checkpoint = [&](int r) {
-            if (!checkpoints || run->rank() != 0 || !m_fingerprint.valid()
-                || m_fingerprint.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+            if (!checkpoints || !run->reporter() || r < checkpointsFrom)
+                return;
+            if (!m_fingerprint.valid())
+                adoptFingerprint(*run); // a reporting rank after rank 0's loss
+            if (!m_fingerprint.valid() || m_fingerprint.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
                 return; // until the weights are hashed; the words are cumulative, a later round covers this one
+            if (run->tolerant() && run->rank() == 0 && !m_fingerprintShared) {
+                const dist::RunFingerprint &f = m_fingerprint.get(); // once, for a reporting rank after this one
+                run->store().set(kFingerprintKey, f.model + '\n' + f.data + '\n' + f.plan);
+                m_fingerprintShared = true;
+            }
             m_out << dist::checkpointLine(r, global.toWords(), m_fingerprint.get(), dist::scheduleName(m_o.schedule), run->worldSize(),
-                                          m_o.syncEvery, m_batchCount)
+                                          m_o.syncEvery, m_batchCount, run->epoch())
                   << '\n'
                   << std::flush;
         };
         int roundsRun = 0;
         std::size_t lostSeen = 0;
-        // A rank lost and the survivors regrouped (--on-rank-loss continue): rank 0 says so.
+        // A rank lost and the survivors regrouped (--on-rank-loss continue): the reporting rank says
+        // so, and with checkpoints names the epoch, the first round whose checkpoint is complete again
+        // and every lost rank's batches that count (the launcher's ledger replaces theirs by these).
         auto reportLosses = [&] {
             if (!schedule)
                 return;
             const auto &lost = schedule->lostRanks();
+            const bool fresh = lostSeen < lost.size();
             for (; lostSeen < lost.size(); ++lostSeen) {
                 const auto &l = lost[lostSeen];
                 std::int64_t redone = 0;
@@ -925,6 +964,17 @@ private:
                 if (tel)
                     tel->log(cppl::telemetry::LogLevel::Warning, line);
             }
+            if (fresh) {
+                // The survivors' next round: the ledger lines of the rounds before it that a
+                // survivor printed are in the carry, as are a rank ahead's of this round.
+                checkpointsFrom = firstRound + schedule->rounds();
+                if (checkpoints && run->reporter()) {
+                    std::vector<dist::RegroupLost> named;
+                    for (const auto &l : lost)
+                        named.push_back({l.rank, firstRound + l.round - 1, l.committed});
+                    m_out << dist::regroupLine(run->epoch(), checkpointsFrom, named) << '\n' << std::flush;
+                }
+            }
         };
         // Round r's collective is done: the global totals, the checkpoint, telemetry and rank 0's
         // line. True when the run is complete (dynamic: every queue was empty).
@@ -937,8 +987,8 @@ private:
             }
             const std::size_t lostBefore = lostSeen;
             reportLosses();
-            if (lostSeen == lostBefore && schedule->lostRanks().empty())
-                checkpoint(committed); // after a loss the lost rank's ledger lines stop: no checkpoint can be complete
+            if (lostSeen == lostBefore)
+                checkpoint(committed); // not for a round whose collective the loss ended (the words are the carry)
             const int done = schedule->rounds();
             roundsRun = done;
             // Rounds left, estimated from the tokens left at the threshold per rank (telemetry needs a total).
@@ -1262,7 +1312,9 @@ private:
     RuntimeInfo m_runtime;
     CpuPlan m_cpu;
     std::int64_t m_batchCount = 0;                          ///< global batches (with checkpoints)
-    std::shared_future<dist::RunFingerprint> m_fingerprint; ///< rank 0 with checkpoints: ready once hashed
+    std::shared_future<dist::RunFingerprint> m_fingerprint; ///< the reporting rank with checkpoints: ready once hashed
+    std::function<dist::RunFingerprint()> m_computeFingerprint; ///< with checkpoints, every rank: hashes the run's fingerprint
+    bool m_fingerprintShared = false; ///< rank 0 put it in the store (kFingerprintKey) for a reporter after it
     bool m_memoryKnown = false; ///< the default batch's figures (autoBatch): the GPU before the weights loaded
     std::int64_t m_freeBytes = 0;
     std::int64_t m_totalBytes = 0;

@@ -22,6 +22,7 @@ namespace {
 
 const QString kLedgerPrefix = u"CLUSTERPPL_LEDGER "_s;
 const QString kCheckpointPrefix = u"CLUSTERPPL_CHECKPOINT "_s;
+const QString kRegroupPrefix = u"CLUSTERPPL_REGROUP "_s;
 
 QString saveAtomically(const QString &path, const QByteArray &bytes)
 {
@@ -85,31 +86,84 @@ CheckpointWriter::CheckpointWriter(QString directory, QString runId, int worldSi
 {
 }
 
+void CheckpointWriter::fail(const QString &why)
+{
+    if (m_error.isEmpty())
+        m_error = why;
+}
+
 bool CheckpointWriter::take(int rank, const QString &line)
 {
     if (line.startsWith(kLedgerPrefix)) {
         const QJsonObject o = QJsonDocument::fromJson(line.mid(kLedgerPrefix.size()).toUtf8()).object();
         const auto ranges = parseBatchRanges(o.value(u"batches"_s).toString(u"?"_s));
         const int round = o.value(u"round"_s).toInt(-1);
-        if (!ranges || round < 0 || o.value(u"rank"_s).toInt(-1) != rank) {
-            if (m_error.isEmpty())
-                m_error = u"rank %1 sent a malformed ledger line; checkpoints stop here"_s.arg(rank);
+        const int epoch = o.value(u"epoch"_s).toInt(0);
+        if (!ranges || round < 0 || epoch < 0 || o.value(u"rank"_s).toInt(-1) != rank) {
+            fail(u"rank %1 sent a malformed ledger line; checkpoints stop here"_s.arg(rank));
             return true;
         }
-        m_ledgerRound[rank] = std::max(m_ledgerRound[rank], round);
-        m_pendingLedger.emplace_back(round, *ranges);
+        if (isLost(rank))
+            return true; // its batches that count came with the regroup line
+        if (const auto it = m_latest.find(rank); it == m_latest.end() || it->second < std::make_pair(epoch, round))
+            m_latest[rank] = {epoch, round};
+        m_pendingLedger.push_back({rank, round, *ranges});
+        tryCommit();
+        return true;
+    }
+    if (line.startsWith(kRegroupPrefix)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.mid(kRegroupPrefix.size()).toUtf8()).object();
+        const int epoch = o.value(u"epoch"_s).toInt(-1), first = o.value(u"first_round"_s).toInt(-1);
+        std::map<int, BatchRanges> lost;
+        bool ok = epoch > 0 && first >= 0 && o.value(u"lost"_s).isArray();
+        for (const QJsonValue &v : o.value(u"lost"_s).toArray()) {
+            const int r = v.toObject().value(u"rank"_s).toInt(-1);
+            const auto batches = parseBatchRanges(v.toObject().value(u"batches"_s).toString(u"?"_s));
+            ok = ok && r >= 0 && r < m_worldSize && batches && r != rank;
+            if (ok)
+                lost[r] = *batches;
+        }
+        if (!ok || lost.empty()) {
+            fail(u"rank %1 sent a malformed regroup line; checkpoints stop here"_s.arg(rank));
+            return true;
+        }
+        if (epoch <= m_regroupEpoch)
+            return true; // an older regrouping's (the newest names every rank lost so far)
+        m_regroupEpoch = epoch;
+        m_regroupFirst = first;
+        m_lost = std::move(lost);
+        for (const auto &[r, batches] : m_lost) { // their own lines no longer count
+            m_rankCommitted.erase(r);
+            m_latest.erase(r);
+        }
+        std::erase_if(m_pendingLedger, [&](const Line &l) { return isLost(l.rank); });
+        if (m_pending && m_pending->epoch < epoch)
+            m_pending.reset(); // a round before the loss that will never be complete
         tryCommit();
         return true;
     }
     if (line.startsWith(kCheckpointPrefix)) {
         const QJsonObject o = QJsonDocument::fromJson(line.mid(kCheckpointPrefix.size()).toUtf8()).object();
         const int round = o.value(u"round"_s).toInt(-1);
-        if (rank != 0 || round < 0 || o.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s) {
-            if (m_error.isEmpty())
-                m_error = u"rank %1 sent a malformed checkpoint line; checkpoints stop here"_s.arg(rank);
+        const int epoch = o.value(u"epoch"_s).toInt(0);
+        if (round < 0 || epoch < 0 || o.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s) {
+            fail(u"rank %1 sent a malformed checkpoint line; checkpoints stop here"_s.arg(rank));
             return true;
         }
-        m_pending = std::make_pair(round, o);
+        if (epoch < m_regroupEpoch)
+            return true; // sent before the newest regrouping: a round before it is complete again
+        // The reporting rank: rank 0, or after a regrouping the lowest rank not lost (its regroup
+        // line comes first, on the same stream).
+        int reporter = 0;
+        while (epoch == m_regroupEpoch && isLost(reporter))
+            ++reporter;
+        if (rank != reporter && epoch == m_regroupEpoch) {
+            fail(u"rank %1 sent a checkpoint line, but rank %2 reports for the run; checkpoints stop here"_s.arg(rank).arg(reporter));
+            return true;
+        }
+        if (round <= m_written)
+            return true; // not newer than what is written
+        m_pending = Pending{epoch, round, o};
         tryCommit();
         return true;
     }
@@ -120,25 +174,38 @@ void CheckpointWriter::tryCommit()
 {
     if (!m_pending || !m_error.isEmpty() || m_dir.isEmpty())
         return;
-    const int round = m_pending->first;
-    // Committed through round r: every rank has named its batches of every round up to r.
-    if (static_cast<int>(m_ledgerRound.size()) < m_worldSize)
+    const int round = m_pending->round, epoch = m_pending->epoch;
+    if (epoch != m_regroupEpoch)
+        return; // its regroup line is not here yet
+    if (epoch > 0 && round < m_regroupFirst) {
+        m_pending.reset(); // not complete after the regrouping (an agent would not send it)
         return;
-    for (const auto &[rank, r] : m_ledgerRound)
-        if (r < round)
+    }
+    // Committed through round r: every rank (after a regrouping, every survivor) has named its
+    // batches of every round up to r, in r's epoch or later; ranks lost count with the batches the
+    // regroup line gave them.
+    for (int r = 0; r < m_worldSize; ++r) {
+        if (isLost(r))
+            continue;
+        const auto it = m_latest.find(r);
+        if (it == m_latest.end() || it->second < std::make_pair(epoch, round))
             return;
-    BatchRanges now;
+    }
+    BatchRanges now = m_committed;
+    for (const auto &[r, batches] : m_lost)
+        mergeBatchRanges(now, batches);
     auto keep = m_pendingLedger.begin();
     for (auto it = m_pendingLedger.begin(); it != m_pendingLedger.end(); ++it) {
-        if (it->first <= round)
-            mergeBatchRanges(now, it->second);
+        if (it->round <= round)
+            mergeBatchRanges(m_rankCommitted[it->rank], it->batches);
         else
             *keep++ = std::move(*it);
     }
     m_pendingLedger.erase(keep, m_pendingLedger.end());
-    mergeBatchRanges(m_committed, now);
-    QJsonObject doc = m_pending->second;
-    doc[u"ledger"_s] = formatBatchRanges(m_committed);
+    for (const auto &[r, batches] : m_rankCommitted)
+        mergeBatchRanges(now, batches);
+    QJsonObject doc = m_pending->doc;
+    doc[u"ledger"_s] = formatBatchRanges(now);
     doc[u"run_id"_s] = m_runId;
     doc[u"written"_s] = QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs);
     if (!m_resumedFrom.isEmpty())

@@ -38,6 +38,13 @@ inline constexpr auto kResultFile = "result.json";
  * of different ranks arrive in any order, so round r is written once rank 0's words for r and every
  * rank's ledger lines through r are here; the file is replaced atomically (temporary file, fsync,
  * rename), so an interrupted launcher leaves the last complete round.
+ *
+ * After a lost rank (--on-rank-loss continue) the reporting rank (rank 0, or the lowest survivor)
+ * prints a regroup line: the epoch E, the first round F whose checkpoint is complete again, and
+ * every lost rank's batches that count. From then on a checkpoint of epoch E (round >= F) comes
+ * from that rank and is written once every survivor's ledger lines through it (of epoch E) are
+ * here; the lost ranks' ledgers are replaced by their batches of the regroup line. Checkpoint
+ * lines of an older epoch still waiting are dropped (their rounds are before F).
  */
 class CheckpointWriter
 {
@@ -45,22 +52,44 @@ public:
     /// @param committed the ledger a resumed run starts from (empty for a new run).
     CheckpointWriter(QString directory, QString runId, int worldSize, BatchRanges committed = {}, QJsonObject resumedFrom = {});
 
-    /// True when @p line was a ledger or checkpoint line (consumed: not shown as output).
+    /// True when @p line was a ledger, checkpoint or regroup line (consumed: not shown as output).
     bool take(int rank, const QString &line);
     /// The last round written (-1: none), and the first write error (empty: none).
     [[nodiscard]] int writtenRound() const noexcept { return m_written; }
     [[nodiscard]] QString error() const { return m_error; }
+    /// The newest regroup line's epoch (0: none) and first complete round (-1: none).
+    [[nodiscard]] int regroupEpoch() const noexcept { return m_regroupEpoch; }
+    [[nodiscard]] int regroupFirstRound() const noexcept { return m_regroupFirst; }
 
 private:
     void tryCommit();
+    [[nodiscard]] bool isLost(int rank) const { return m_lost.count(rank) != 0; }
+    void fail(const QString &why);
+
+    struct Line
+    {
+        int rank = 0;
+        int round = 0;
+        BatchRanges batches;
+    };
+    struct Pending
+    {
+        int epoch = 0;
+        int round = 0;
+        QJsonObject doc;
+    };
 
     QString m_dir, m_runId;
     int m_worldSize = 0;
-    BatchRanges m_committed;
+    BatchRanges m_committed;                       ///< the resumed run's ledger (constant)
     QJsonObject m_resumedFrom;
-    std::map<int, int> m_ledgerRound;                        ///< rank -> highest round of its ledger lines so far
-    std::vector<std::pair<int, BatchRanges>> m_pendingLedger; ///< (round, batches) not yet committed
-    std::optional<std::pair<int, QJsonObject>> m_pending;    ///< rank 0's newest checkpoint line
+    std::map<int, std::pair<int, int>> m_latest;   ///< rank -> (epoch, round) of its newest ledger line
+    std::map<int, BatchRanges> m_rankCommitted;    ///< rank -> its batches of rounds already written
+    std::vector<Line> m_pendingLedger;             ///< ledger lines of rounds not yet written
+    std::map<int, BatchRanges> m_lost;             ///< the newest regroup line's lost ranks -> their batches that count
+    int m_regroupEpoch = 0;
+    int m_regroupFirst = -1;
+    std::optional<Pending> m_pending;              ///< the reporting rank's newest checkpoint line
     int m_written = -1;
     QString m_error;
 };

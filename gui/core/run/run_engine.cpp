@@ -119,6 +119,7 @@ struct RunEngine::Private
     bool stopRequested = false;
     int resultChecks = 0;
     bool checkpointErrorShown = false;
+    int checkpointEpoch = 0; ///< the newest regrouping the checkpoints know of (notice once each)
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
     std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
     QStringList slurmRefusals;     // pre-flight on the allocation said no
@@ -430,6 +431,12 @@ void RunEngine::startLaunch()
             return;
         }
         if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
+            if (const int epoch = d->checkpoints->regroupEpoch(); epoch > d->checkpointEpoch) {
+                d->checkpointEpoch = epoch; // --on-rank-loss continue: checkpoints go on after the regrouping
+                Q_EMIT notice(tr("checkpoints: the ranks regrouped after a loss (epoch %1); the next checkpoint is of round %2 or later")
+                                  .arg(epoch)
+                                  .arg(d->checkpoints->regroupFirstRound()));
+            }
             if (!d->checkpoints->error().isEmpty() && !d->checkpointErrorShown) {
                 d->checkpointErrorShown = true;
                 Q_EMIT notice(tr("checkpoints: %1").arg(d->checkpoints->error()));
