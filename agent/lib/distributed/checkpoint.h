@@ -3,7 +3,9 @@
 
 // Committed rounds and resuming a run (docs/communication.md, "Resuming a run"). Every rank
 // announces the global batches it evaluated in a round on its stdout before the round's collective
-// (a ledger line); rank 0 announces the round's exact global words after it (a checkpoint line).
+// (a ledger line); rank 0 announces the round's exact global words after it (a checkpoint line);
+// after a lost rank the reporting rank (rank 0 or the lowest survivor) says from which round the
+// checkpoints are complete again and which of the lost ranks' batches count (a regroup line).
 // The launcher (clusterppl-cli) owns the run directory and writes what is committed there,
 // atomically; `run --resume` hands it back to every rank as --resume-state. Torch-free.
 
