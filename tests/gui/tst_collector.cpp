@@ -227,6 +227,44 @@ private Q_SLOTS:
         QCOMPARE(st.foreign(), 2);
     }
 
+    void resultJudgedOnceEveryRankEnded()
+    {
+        // Rank 0's result can arrive before another rank's last sums (their streams are not
+        // ordered with each other; under load the gap is long): no verdict until every rank said
+        // its last word, then the exact comparison, which a rank's missing tokens still fail.
+        std::mt19937_64 rng(7);
+        NllStats early, late, zero, all;
+        cppl::test::addTokens(early, rng, 50);
+        late = early;
+        cppl::test::addTokens(late, rng, 50);
+        cppl::test::addTokens(zero, rng, 80);
+        all.merge(zero);
+        all.merge(late);
+        auto result = header("r", 0, 2, 1, Kind::Result);
+        result.resultJson = nlohmann::json{{"nll_sum_exact", all.nll.toString()}, {"nll_sq_sum_exact", all.nllSquared.toString()},
+                                           {"tokens_scored", all.tokens}, {"windows", all.windows}}
+                                .dump();
+        for (const bool lastSumsArrive : {true, false}) {
+            CollectorState st({});
+            st.apply(progressOf("r", 1, 2, 0, early, 4), 1);
+            st.apply(progressOf("r", 0, 2, 0, zero, 4), 1);
+            st.apply(result, 1);
+            auto snap = st.snapshot(1);
+            QVERIFY(!snap.resultJson.empty());
+            QVERIFY(!snap.resultMatches.has_value());
+            if (lastSumsArrive) {
+                st.apply(progressOf("r", 1, 2, 1, late, 4), 2);
+                QVERIFY(!st.snapshot(2).resultMatches.has_value()); // rank 1 has not ended yet
+            }
+            auto bye = header("r", 1, 2, 2, Kind::Bye);
+            bye.exitCode = 0;
+            st.apply(bye, 2);
+            snap = st.snapshot(2);
+            QVERIFY(snap.resultMatches.has_value());
+            QCOMPARE(*snap.resultMatches, lastSumsArrive);
+        }
+    }
+
     void stragglersCommShareAndDeviation()
     {
         CollectorState st({});

@@ -305,7 +305,12 @@ Snapshot CollectorState::snapshot(double now)
         s.rounds.push_back(rv);
     }
     s.resultJson = m_resultJson;
-    if (m_resultStats)
+    // Judged once every rank has said its last word (Result, Bye or Error): until then a rank's
+    // final sums may still be on the way (each rank's stream is ordered, the ranks' are not with
+    // each other), and a merge without them would differ from rank 0's result for a moment.
+    const std::int64_t ended = s.stateCounts[static_cast<std::size_t>(RankState::Done)]
+                               + s.stateCounts[static_cast<std::size_t>(RankState::Failed)];
+    if (m_resultStats && n > 0 && ended == static_cast<std::int64_t>(n))
         s.resultMatches = m_resultStats->nll == s.global.nll && m_resultStats->nllSquared == s.global.nllSquared
                           && m_resultStats->tokens == s.global.tokens;
     s.recentLogs.assign(m_logs.begin(), m_logs.end());

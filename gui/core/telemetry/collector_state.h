@@ -104,7 +104,7 @@ struct Snapshot
     std::int64_t authRejected = 0;   // filled by Collector (ZAP denials, failed handshakes)
 
     std::string resultJson;          // rank 0's aggregated result, once it arrived
-    std::optional<bool> resultMatches; // the live merge equals that result bit for bit
+    std::optional<bool> resultMatches; // the live merge equals that result bit for bit; unset until every rank ended
     std::vector<std::string> recentLogs; // "[rank R] line", newest last
 };
 
