@@ -100,7 +100,9 @@ constexpr CommandUsage kCommandUsage[] = {
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it
-                                         ("CLUSTERPPL_CHECKPOINT {...}"); clusterppl-cli writes them
+                                         ("CLUSTERPPL_CHECKPOINT {...}"); after a lost rank the
+                                         reporting rank's, from the round its "CLUSTERPPL_REGROUP
+                                         {...}" line names on; clusterppl-cli writes them
                                          to the run directory (docs/communication.md, "Resuming a run")
       --resume-state JSON                continue from a committed round (what clusterppl-cli passes
                                          when it resumes a run): rank 0 adds its exact words, nobody
