@@ -164,6 +164,13 @@ EvaluationPage::EvaluationPage(QWidget *parent)
                                 "let the others redo its unfinished batches and finish with the same bits (needs the "
                                 "dynamic schedule and Gloo)."));
     hf->addRow(tr("Lost rank"), m_onRankLoss);
+    m_overlapSync = combo(how, {{u"on"_s, tr("overlap with the next round")}, {u"off"_s, tr("wait for each round")}});
+    m_overlapSync->setObjectName(u"overlapSync"_s);
+    m_overlapSync->setToolTip(tr("Overlap: round r's aggregation runs on a communication thread while round r+1 computes, "
+                                 "so the wait for it mostly hides behind compute. Wait: every rank aggregates each "
+                                 "round before it computes the next. The result's bits are the same either way; a run "
+                                 "that continues without a lost rank always stays synchronous."));
+    hf->addRow(tr("Sync rounds"), m_overlapSync);
     column->addWidget(how);
 
     auto *th = new QGroupBox(tr("Sync and alerts"), formHost);
@@ -243,7 +250,7 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     });
     for (QLineEdit *e : {m_model, m_data, m_tokenizer})
         connect(e, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
-    for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology, m_schedule, m_onRankLoss})
+    for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology, m_schedule, m_onRankLoss, m_overlapSync})
         connect(c, &QComboBox::currentIndexChanged, this, &EvaluationPage::schedulePreview);
     for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
         connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
@@ -258,6 +265,7 @@ EvaluationPage::EvaluationPage(QWidget *parent)
         });
     connect(m_dataKind, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     connect(m_protocol, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
+    connect(m_onRankLoss, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     load(EvaluationSpec{}, Thresholds{});
 }
 
@@ -303,6 +311,7 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     setCombo(m_topology, qs(e.topology));
     setCombo(m_schedule, qs(e.schedule));
     setCombo(m_onRankLoss, qs(e.onRankLoss));
+    setCombo(m_overlapSync, e.overlapSync ? u"on"_s : u"off"_s);
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
     m_tolerance->setValue(t.deviationTolerance);
     m_commShare->setValue(t.commShareAlert);
@@ -333,6 +342,7 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.topology = m_topology->currentData().toString().toStdString();
     e.schedule = m_schedule->currentData().toString().toStdString();
     e.onRankLoss = m_onRankLoss->currentData().toString().toStdString();
+    e.overlapSync = m_overlapSync->currentData() == u"on"_s;
     return e;
 }
 
@@ -373,6 +383,8 @@ void EvaluationPage::updateDataMode()
     const bool tokens = m_dataKind->currentData() == u"tokens"_s;
     m_tokenizer->setEnabled(!tokens);
     m_stride->setEnabled(m_protocol->currentData() == u"hf-sliding"_s);
+    // A tolerant run's agents stay synchronous whatever the profile says; the value is kept.
+    m_overlapSync->setEnabled(m_onRankLoss->currentData() != u"continue"_s);
 }
 
 void EvaluationPage::saveSettings() const
@@ -397,6 +409,7 @@ void EvaluationPage::saveSettings() const
     s.setValue(u"topology"_s, qs(e.topology));
     s.setValue(u"schedule"_s, qs(e.schedule));
     s.setValue(u"onRankLoss"_s, qs(e.onRankLoss));
+    s.setValue(u"overlapSync"_s, e.overlapSync);
     s.setValue(u"syncEveryTokens"_s, qint64(t.syncEveryTokens));
     s.setValue(u"deviationTolerance"_s, t.deviationTolerance);
     s.setValue(u"commShareAlert"_s, t.commShareAlert);
@@ -431,6 +444,7 @@ bool EvaluationPage::restoreSettings()
     str("topology", e.topology);
     str("schedule", e.schedule);
     str("onRankLoss", e.onRankLoss);
+    e.overlapSync = s.value(u"overlapSync"_s, e.overlapSync).toBool();
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);
     dbl("commShareAlert", t.commShareAlert);

@@ -77,6 +77,7 @@ private:
     QComboBox *m_topology = nullptr;
     QComboBox *m_schedule = nullptr;
     QComboBox *m_onRankLoss = nullptr;
+    QComboBox *m_overlapSync = nullptr; ///< "on" / "off": EvaluationSpec::overlapSync
     QSpinBox *m_sync = nullptr;
     QDoubleSpinBox *m_tolerance = nullptr;
     QDoubleSpinBox *m_commShare = nullptr;

@@ -540,6 +540,12 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         e.oneOf("topology", s.topology, {"hierarchical", "flat"});
         e.oneOf("schedule", s.schedule, {"static", "dynamic"});
         e.oneOf("on_rank_loss", s.onRankLoss, {"fail", "continue"});
+        if (const json *o = e.find("overlap_sync"); o && !o->is_boolean())
+            // The agent's flag reads on|off; the profile's field is a JSON boolean.
+            e.fail("overlap_sync", "expected true or false, got " + typeName(*o) + " " + describe(*o) +
+                                       " (write true for the agents' --overlap-sync on, the default, or false for off)");
+        else
+            e.boolean("overlap_sync", s.overlapSync);
         e.rejectUnknown();
     }
     if (const json *th = r.find("thresholds")) {
@@ -656,6 +662,8 @@ std::string profileToJson(const ClusterProfile &p)
                {"topology", e.topology}, {"schedule", e.schedule}};
     if (e.onRankLoss != "fail")
         ev["on_rank_loss"] = e.onRankLoss;
+    if (!e.overlapSync)
+        ev["overlap_sync"] = false;
     if (!e.model.empty())
         ev["model"] = e.model;
     if (!e.tokens.empty())

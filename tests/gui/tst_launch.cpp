@@ -162,6 +162,53 @@ private Q_SLOTS:
         }
     }
 
+    void overlapSyncReachesTheAgents_data()
+    {
+        QTest::addColumn<QString>("field");    // the profile's evaluation.overlap_sync, or none
+        QTest::addColumn<QStringList>("flags"); // clusterppl-cli run's
+        QTest::addColumn<bool>("expected");     // the result's overlap_sync: what the agents did
+        QTest::addRow("profile false") << u"false"_s << QStringList{} << false;
+        QTest::addRow("profile false, --overlap-sync on") << u"false"_s << QStringList{u"--overlap-sync"_s, u"on"_s} << true;
+        QTest::addRow("default, --overlap-sync off") << QString() << QStringList{u"--overlap-sync"_s, u"off"_s} << false;
+    }
+    void overlapSyncReachesTheAgents()
+    {
+        // evaluation.overlap_sync and `run --overlap-sync` (which wins) reach every agent's command
+        // line; the result says which way the rounds ran, and the bits are the one-rank run's.
+        QFETCH(QString, field);
+        QFETCH(QStringList, flags);
+        QFETCH(bool, expected);
+        const QString file = writeProfile(u"overlap"_s, u"local"_s, 1, 2);
+        if (!field.isEmpty()) {
+            QByteArray json = readFile(file);
+            json.replace("\"topology\": \"hierarchical\"}", QByteArray("\"topology\": \"hierarchical\", \"overlap_sync\": " + field.toUtf8() + '}'));
+            writeFile(file, json);
+            const auto parsed = cppl::parseProfile(json.toStdString(), file.toStdString());
+            QVERIFY(parsed.ok());
+            for (const auto &r : cppl::core::buildLaunchPlan(parsed.profile, {}).ranks) {
+                const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--overlap-sync"));
+                QVERIFY(at != r.argv.end() && at + 1 != r.argv.end());
+                QCOMPARE(*(at + 1), std::string("off"));
+            }
+        }
+        const QString out = path(u"overlap-result.json"_s);
+        QFile::remove(out);
+        const ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, out} + flags,
+                                           300000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(out)).object();
+        QVERIFY2(j.contains(u"overlap_sync"_s), qPrintable(r.describe()));
+        QCOMPARE(j.value(u"overlap_sync"_s).toBool(), expected);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
+    }
+
+    void overlapSyncBadValue()
+    {
+        const QString file = writeProfile(u"overlap-bad"_s, u"local"_s, 1, 1);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--overlap-sync"_s, u"yes"_s}, 60000);
+        QVERIFY2(r.exitCode == 2 && r.err.contains(u"--overlap-sync \"yes\" is not one of on, off"_s), qPrintable(r.describe()));
+    }
+
     void autoBatchOnTheCpuIsTheFixedDefault()
     {
         // "batch": "auto" passes no --batch: on the CPU every rank keeps the agents' default of 8,

@@ -95,6 +95,33 @@ private Q_SLOTS:
         QVERIFY(parseProfile(json).profile == r.profile);
     }
 
+    void overlapSync_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<bool>("overlap");
+        QTest::addColumn<bool>("written"); // "overlap_sync": false in the saved file (true is the default, left out)
+        QTest::addRow("absent: on") << "{}" << true << false;
+        QTest::addRow("true") << R"({"overlap_sync": true})" << true << false;
+        QTest::addRow("false") << R"({"overlap_sync": false})" << false << true;
+        QTest::addRow("false, tolerant run") << R"({"overlap_sync": false, "schedule": "dynamic", "on_rank_loss": "continue"})" << false << true;
+    }
+    void overlapSync()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(bool, overlap);
+        QFETCH(bool, written);
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(r.profile.evaluation.overlapSync, overlap);
+        const std::string json = profileToJson(r.profile);
+        QCOMPARE(QString::fromStdString(json).contains(QStringLiteral("\"overlap_sync\": false")), written);
+        const auto again = parseProfile(json);
+        QVERIFY(again.ok());
+        QCOMPARE(again.profile.evaluation.overlapSync, overlap);
+        QVERIFY(again.profile == r.profile);
+    }
+
     void slurmProfileRoundTrips()
     {
         const std::string text = withHosts(R"([{"name": "login", "ssh": {"alias": "cluster"}, "workdir": "/scratch/me"}])",
@@ -250,6 +277,10 @@ private Q_SLOTS:
         QTest::addRow("batch zero")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"batch": 0})"))
             << "evaluation.batch: expected an integer >= 1 and <= 65536, got 0 (or \"auto\"";
+        QTest::addRow("overlap_sync as the agent's word")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"overlap_sync": "off"})"))
+            << "evaluation.overlap_sync: expected true or false, got a string \"off\" (write true for the agents' --overlap-sync on, "
+               "the default, or false for off)";
         QTest::addRow("threshold out of range")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"comm_share_alert": 2})"))
             << "thresholds.comm_share_alert: expected a number in [0, 1], got 2";

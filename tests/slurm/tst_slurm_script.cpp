@@ -128,6 +128,34 @@ private Q_SLOTS:
         QVERIFY(!buildLaunchPlan(slurmRankProfile(profile), lo).store.has_value());
     }
 
+    void overlapSyncInTheSrunLine_data()
+    {
+        QTest::addColumn<bool>("overlap");
+        QTest::addColumn<QString>("words");
+        QTest::addRow("overlap_sync true (the default)") << true << QStringLiteral("'--overlap-sync' 'on'");
+        QTest::addRow("overlap_sync false") << false << QStringLiteral("'--overlap-sync' 'off'");
+    }
+    void overlapSyncInTheSrunLine()
+    {
+        // The profile's evaluation.overlap_sync reaches the agents' srun line, as the local and SSH
+        // launchers' command lines (the same launch plan) carry it.
+        QFETCH(bool, overlap);
+        QFETCH(QString, words);
+        ClusterProfile profile = slurmProfile();
+        profile.evaluation.overlapSync = overlap;
+        LaunchOptions lo;
+        lo.runId = "r";
+        lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+        const LaunchPlan plan = buildLaunchPlan(slurmRankProfile(profile), lo);
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = plan.ranks.front().argv;
+        const QString s = QString::fromStdString(buildSlurmJob(profile, in).batchScript);
+        const qsizetype srun = s.indexOf(QStringLiteral("--distribution=block"));
+        QVERIFY(srun > 0);
+        QVERIFY2(s.indexOf(words, srun) > srun, qPrintable(s));
+    }
+
     void noPreflightNoGate()
     {
         SlurmJobInputs in;

@@ -80,6 +80,10 @@ Options:
                             or let the others regroup and finish with the same bits and say
                             recovered, with the rank and the cause (needs the dynamic schedule;
                             rank 0 must survive)
+  --overlap-sync on|off     the agents' --overlap-sync (overrides evaluation.overlap_sync): on
+                            (default) aggregates round r while round r+1 computes, off waits for
+                            each round's aggregation; the same bits either way, also on --resume.
+                            A run with --on-rank-loss continue stays synchronous
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.
@@ -185,8 +189,10 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption resumeOpt(u"resume"_s, {}, u"RUN"_s);
     const QCommandLineOption scheduleOpt(u"schedule"_s, {}, u"static|dynamic"_s);
     const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"fail|continue"_s);
+    const QCommandLineOption overlapSyncOpt(u"overlap-sync"_s, {}, u"on|off"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
-                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt});
+                       logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt,
+                       overlapSyncOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -225,6 +231,9 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     req.onRankLoss = parser.value(onRankLossOpt);
     if (parser.isSet(onRankLossOpt) && req.onRankLoss != u"fail"_s && req.onRankLoss != u"continue"_s)
         return u"--on-rank-loss \"%1\" is not one of fail, continue"_s.arg(req.onRankLoss);
+    req.overlapSync = parser.value(overlapSyncOpt);
+    if (parser.isSet(overlapSyncOpt) && req.overlapSync != u"on"_s && req.overlapSync != u"off"_s)
+        return u"--overlap-sync \"%1\" is not one of on, off"_s.arg(req.overlapSync);
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);

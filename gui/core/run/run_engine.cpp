@@ -185,11 +185,15 @@ bool RunEngine::start(RunRequest request)
             lines << QString::fromStdString(p);
         return refuse(kRunBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
     }
-    // The CLI's --schedule / --on-rank-loss override the profile's (the saved profile says what ran).
+    // The CLI's --schedule / --on-rank-loss / --overlap-sync override the profile's (the saved profile says what ran).
     if (!m_request.schedule.isEmpty() && m_request.schedule != u"static"_s && m_request.schedule != u"dynamic"_s)
         return refuse(kRunBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule));
     if (!m_request.onRankLoss.isEmpty() && m_request.onRankLoss != u"fail"_s && m_request.onRankLoss != u"continue"_s)
         return refuse(kRunBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss));
+    if (!m_request.overlapSync.isEmpty() && m_request.overlapSync != u"on"_s && m_request.overlapSync != u"off"_s)
+        return refuse(kRunBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync));
+    if (!m_request.overlapSync.isEmpty())
+        m_request.profile.evaluation.overlapSync = m_request.overlapSync == u"on"_s;
     if (!m_request.schedule.isEmpty())
         m_request.profile.evaluation.schedule = m_request.schedule.toStdString();
     if (!m_request.onRankLoss.isEmpty())

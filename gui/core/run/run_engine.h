@@ -79,6 +79,8 @@ struct RunRequest
     /// Overrides the profile's evaluation.on_rank_loss (fail, continue); empty: the profile's.
     /// continue: a lost rank other than 0 is "recovered", not a failure (docs/communication.md).
     QString onRankLoss;
+    /// Overrides the profile's evaluation.overlap_sync: "on", "off"; empty: the profile's.
+    QString overlapSync;
     bool preflight = true;
     /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
     /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.

@@ -66,6 +66,7 @@ private Q_SLOTS:
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
     void evaluationPageKeepsScheduleAndRankLoss();
+    void evaluationPageOverlapSync();
     void alertStormCoalesced();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
@@ -485,6 +486,42 @@ void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
     for (auto *c : page.findChildren<QComboBox *>())
         found = found || (c->currentData().toString() == u"continue"_s && !c->toolTip().isEmpty());
     QVERIFY2(found, "the lost-rank control shows the loaded value and has a tooltip");
+}
+
+void TestAppModels::evaluationPageOverlapSync()
+{
+    // The Sync rounds control shows evaluation.overlap_sync and gives it back; the tooltip says what
+    // it does; with on_rank_loss continue it is disabled (those runs stay synchronous), value kept.
+    cppl::app::EvaluationPage page;
+    auto *overlap = page.findChild<QComboBox *>(u"overlapSync"_s);
+    QVERIFY(overlap);
+    QVERIFY(page.evaluation().overlapSync); // the default
+    QCOMPARE(overlap->currentData().toString(), u"on"_s);
+    QVERIFY(overlap->toolTip().contains(u"round r+1"_s) && overlap->toolTip().contains(u"bits"_s));
+    cppl::EvaluationSpec e = page.evaluation();
+    e.overlapSync = false;
+    page.load(e, page.thresholds());
+    QCOMPARE(overlap->currentData().toString(), u"off"_s);
+    QVERIFY(!page.evaluation().overlapSync);
+    QVERIFY(overlap->isEnabled());
+    overlap->setCurrentIndex(overlap->findData(u"on"_s));
+    QVERIFY(page.evaluation().overlapSync);
+    e.overlapSync = false;
+    e.schedule = "dynamic";
+    e.onRankLoss = "continue";
+    page.load(e, page.thresholds());
+    QVERIFY(!overlap->isEnabled());
+    QVERIFY(!page.evaluation().overlapSync);
+    // Through a saved profile and back.
+    cppl::ClusterProfile p;
+    p.hosts.push_back(cppl::HostSpec{});
+    p.hosts.back().name = "a";
+    p.evaluation = page.evaluation();
+    const auto parsed = cppl::parseProfile(cppl::profileToJson(p));
+    QVERIFY(parsed.ok());
+    cppl::app::EvaluationPage again;
+    again.load(parsed.profile.evaluation, parsed.profile.thresholds);
+    QVERIFY(!again.evaluation().overlapSync);
 }
 
 void TestAppModels::rankAndAlertModels()
