@@ -2,6 +2,7 @@
 #include "history_model.h"
 
 #include <QFileInfo>
+#include <QJsonObject>
 #include <QLocale>
 
 #include <map>
@@ -28,6 +29,30 @@ QString shortPath(const QString &path)
 {
     const QString name = QFileInfo(path).fileName();
     return name.isEmpty() ? path : name;
+}
+
+QString lostRanksSummary(const QJsonArray &lostRanks)
+{
+    if (lostRanks.isEmpty())
+        return {};
+    QStringList ranks;
+    for (const QJsonValue &v : lostRanks)
+        ranks << QString::number(v.toObject().value(u"rank"_s).toInt());
+    return lostRanks.size() == 1 ? HistoryModel::tr("rank %1 lost").arg(ranks.front())
+                                 : HistoryModel::tr("ranks %1 lost").arg(ranks.join(u", "_s));
+}
+
+QStringList lostRanksDetail(const QJsonArray &lostRanks)
+{
+    QStringList out;
+    for (const QJsonValue &v : lostRanks) {
+        const QJsonObject l = v.toObject();
+        out << HistoryModel::tr("rank %1 (%2): %3; lost after round %4")
+                   .arg(l.value(u"rank"_s).toInt())
+                   .arg(l.value(u"host"_s).toString(), l.value(u"cause"_s).toString())
+                   .arg(l.value(u"round"_s).toInt());
+    }
+    return out;
 }
 
 HistoryModel::HistoryModel(QObject *parent)
@@ -115,6 +140,10 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
         case ColStatus: {
             const ResumeState &st = m_resume[std::size_t(index.row())];
             QString tip = r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
+            if (!r.lostRanks.isEmpty())
+                tip = tr("Recovered: finished without the lost ranks, with the same bits as one rank (the others "
+                         "evaluated their unfinished batches again).\n%1")
+                          .arg(lostRanksDetail(r.lostRanks).join(u"\n"_s));
             if (st.kind == ResumeState::Kind::Resumable)
                 tip += u"\n"_s + tr("%1 (%2 schedule, %3 ranks); Resume finishes it from there with the same bits.")
                                      .arg(st.text, st.source->schedule)
@@ -160,6 +189,8 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
                                  .arg(st.source->batchCount > 0 ? int(100 * st.source->batchesDone / st.source->batchCount) : 0));
         if (st.kind == ResumeState::Kind::Resumed)
             return QString(statusLabel(r.status) + u" — "_s + tr("finished by a resume"));
+        if (r.status == RunStatus::Finished && !r.lostRanks.isEmpty())
+            return QString(u"✓ "_s + tr("recovered") + u" — "_s + lostRanksSummary(r.lostRanks));
         return statusLabel(r.status);
     }
     case ColModel: return shortPath(r.model);

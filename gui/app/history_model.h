@@ -10,7 +10,9 @@
 
 #include <QAbstractTableModel>
 #include <QDateTime>
+#include <QJsonArray>
 #include <QSortFilterProxyModel>
+#include <QStringList>
 
 #include <optional>
 #include <vector>
@@ -53,6 +55,11 @@ private:
 [[nodiscard]] QString statusLabel(cppl::core::store::RunStatus status);
 /// The last path component (models and data are absolute paths in the store).
 [[nodiscard]] QString shortPath(const QString &path);
+/// A run that finished without some ranks (--on-rank-loss continue), from the result's
+/// `lost_ranks`: "rank 2 lost" / "ranks 1, 3 lost"; empty when none.
+[[nodiscard]] QString lostRanksSummary(const QJsonArray &lostRanks);
+/// One line per lost rank: "rank 2 (node1): CAUSE; lost after round 4".
+[[nodiscard]] QStringList lostRanksDetail(const QJsonArray &lostRanks);
 
 class HistoryFilterModel : public QSortFilterProxyModel
 {

@@ -9,6 +9,7 @@
 #include "profile_model.h"
 #include "run_page.h"
 
+#include "launch/slurm_job.h"
 #include "run/agent_locator.h"
 
 #include <QAction>
@@ -320,8 +321,11 @@ void MainWindow::bindEngine(RunEngine *e)
     connect(e, &RunEngine::planned, this, [this, e] {
         std::vector<QString> groups;
         int world = int(e->plan().ranks.size());
-        if (cppl::validateProfile(e->request().profile).empty())
-            for (const auto &g : cppl::rankLayout(e->request().profile).groups)
+        // A Slurm profile's one host is the login node: the ranks' groups are those of the job's
+        // layout (nodes x tasks per node), as the launch plan has them.
+        const cppl::ClusterProfile &requested = e->request().profile;
+        if (cppl::validateProfile(requested).empty())
+            for (const auto &g : cppl::rankLayout(requested.launcher == "slurm" ? cppl::core::slurmRankProfile(requested) : requested).groups)
                 groups.push_back(QString::fromStdString(g.name));
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
         m_run->setPhase(e->phase());
@@ -351,9 +355,12 @@ void MainWindow::bindEngine(RunEngine *e)
         if (const auto s = e->latestSnapshot())
             m_run->showSnapshot(*s, e->timeline(), e->elapsedSeconds());
         m_run->showOutcome(o);
-        m_statusPhase->setText(cppl::core::run::phaseName(o.phase));
+        const bool recovered = o.phase == RunPhase::Finished && !o.recovered.isEmpty();
+        m_statusPhase->setText(recovered ? tr("recovered") : cppl::core::run::phaseName(o.phase));
         if (o.phase == RunPhase::Failed)
             showError(tr("The run failed: %1").arg(o.firstCause.isEmpty() ? o.summary : o.firstCause));
+        else if (recovered)
+            showInfo(tr("Run %1 finished, recovered from a lost rank: %2.").arg(e->runId(), o.recovered.join(u"; "_s)));
         else if (o.phase == RunPhase::Finished)
             showInfo(tr("Run %1 finished.").arg(e->runId()));
         updateActions();

@@ -39,7 +39,7 @@ RankHeatMap::RankHeatMap(QWidget *parent)
     : RankPlot(parent)
 {
     setMinimumSize(240, 150);
-    setToolTip(tr("Tokens/s of every rank over time: brighter is faster. ✗ failed, ‖ stalled. Click a row to select its rank."));
+    setToolTip(tr("Tokens/s of every rank over time: brighter is faster. ✗ failed, ‖ stalled, ⊘ lost (the run recovered without it). Click a row to select its rank."));
     const auto &map = cppl::charts::ColorMap::viridis();
     m_ramp = QImage(1, cppl::charts::ColorMap::kSize, QImage::Format_RGB32);
     for (int i = 0; i < cppl::charts::ColorMap::kSize; ++i)
@@ -51,6 +51,7 @@ void RankHeatMap::clear()
     m_rates.clear();
     m_times.clear();
     m_marks.clear();
+    m_lost.clear();
     m_capacity = m_columns = m_ranks = 0;
     m_compactions = ~std::uint64_t{0};
     m_image = QImage();
@@ -111,9 +112,21 @@ void RankHeatMap::setMarks(const Snapshot &snapshot)
     for (const auto &r : snapshot.ranks)
         if (r.rank >= 0 && r.rank < m_ranks)
             marks[size_t(r.rank)] = r.state == RankState::Failed ? 'F' : r.state == RankState::Stalled ? 'S' : 0;
+    for (const int r : m_lost)
+        if (r >= 0 && r < m_ranks)
+            marks[size_t(r)] = 'L';
     if (marks == m_marks)
         return;
     m_marks = std::move(marks);
+    QWidget::update();
+}
+
+void RankHeatMap::setLostRanks(const std::vector<int> &ranks)
+{
+    m_lost = ranks;
+    for (const int r : m_lost)
+        if (r >= 0 && size_t(r) < m_marks.size())
+            m_marks[size_t(r)] = 'L';
     QWidget::update();
 }
 
@@ -235,7 +248,7 @@ void RankHeatMap::paintEvent(QPaintEvent *)
     for (int r = 0; r < m_ranks; ++r)
         if (m_marks[size_t(r)])
             p.drawText(QRectF(plot.right() + 2, yOf(r) - fm.height() / 2, 14, fm.height()), Qt::AlignCenter,
-                       m_marks[size_t(r)] == 'F' ? u"✗"_s : u"‖"_s);
+                       m_marks[size_t(r)] == 'F' ? u"✗"_s : m_marks[size_t(r)] == 'L' ? u"⊘"_s : u"‖"_s);
     if (m_selected >= 0 && m_selected < m_ranks) {
         p.setPen(QPen(theme.text, 1.5));
         p.setBrush(Qt::NoBrush);

@@ -37,6 +37,11 @@ public:
                  double colourMax);
     /// Failed and stalled ranks from @p snapshot (repaints only when they change).
     void setMarks(const cppl::core::telemetry::Snapshot &snapshot);
+    /// Ranks a recovered run finished without (--on-rank-loss continue): marked ⊘ whatever their
+    /// last state; kept until clear().
+    void setLostRanks(const std::vector<int> &ranks);
+    /// For tests: the mark of @p rank: 0 none, 'F' failed, 'S' stalled, 'L' lost.
+    [[nodiscard]] char markOf(int rank) const { return rank >= 0 && size_t(rank) < m_marks.size() ? m_marks[size_t(rank)] : 0; }
     void clear();
     QSize sizeHint() const override { return {420, 260}; }
 
@@ -65,7 +70,8 @@ private:
     int m_imageColumns = 0;
     int m_fullBuilds = 0;
     QImage m_ramp;            // the colour bar, 1 x 256, top = fastest
-    std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled
+    std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled, 'L' lost (recovered run)
+    std::vector<int> m_lost;   // setLostRanks()
     double m_scale = 0;       // tok/s at the top of the colour scale
     double m_seconds = 0;
     QRectF m_plot; // as last painted (clicks)

@@ -101,7 +101,15 @@ void RankTableModel::clear()
     beginResetModel();
     m_ranks.clear();
     m_exits.clear();
+    m_lost.clear();
     endResetModel();
+}
+
+void RankTableModel::setLostRanks(std::map<int, QString> lost)
+{
+    m_lost = std::move(lost);
+    if (!m_ranks.empty())
+        Q_EMIT dataChanged(index(0, ColState), index(rowCount() - 1, ColState));
 }
 
 void RankTableModel::setRankExit(int rank, int exitCode, bool stopped)
@@ -173,6 +181,18 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     const bool exitFailed = exit != m_exits.end() && exit->second.code != 0 && !exit->second.stopped
                             && r.state != RankState::Done;
     const double memory = r.deviceMemoryBytes ? double(*r.deviceMemoryBytes) : double(r.rssBytes);
+    const auto lost = m_lost.find(int(r.rank));
+    if (lost != m_lost.end() && index.column() == ColState) {
+        switch (role) {
+        case Qt::DisplayRole: return tr("⊘ lost, recovered");
+        case Qt::ToolTipRole:
+            return tr("%1\nThe other ranks evaluated its unfinished batches again: the result has the same bits as one rank.")
+                .arg(lost->second);
+        case Qt::ForegroundRole: return QColor(0xd5, 0x5e, 0x00);
+        case SortRole: return int(RankState::Failed);
+        default: break;
+        }
+    }
     if (role == SortRole) {
         switch (index.column()) {
         case ColRank: return qlonglong(r.rank);

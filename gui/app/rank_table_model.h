@@ -35,6 +35,10 @@ public:
     /// A rank's process ended (RunEngine::rankFinished): shown even when its telemetry never says
     /// so (a killed rank sends nothing). @p stopped: ended by Stop, not failed.
     void setRankExit(int rank, int exitCode, bool stopped);
+    /// A run that finished without these ranks (--on-rank-loss continue): each shows "lost,
+    /// recovered" with @p lost's text (rank -> "rank R (HOST): CAUSE; lost after round N") as its
+    /// tooltip, whatever its exit or last telemetry said.
+    void setLostRanks(std::map<int, QString> lost);
     [[nodiscard]] const cppl::core::telemetry::RankView *rankAt(int row) const;
     /// The Memory column: "12.3/80 GiB · 97%" (GPU used/total · utilisation) or "1.8 GiB RSS".
     [[nodiscard]] static QString memoryText(const cppl::core::telemetry::RankView &rank);
@@ -54,6 +58,7 @@ private:
         bool stopped = false;
     };
     std::map<int, Exit> m_exits;
+    std::map<int, QString> m_lost;
 };
 
 /// Human-readable byte counts (KiB, MiB, GiB).

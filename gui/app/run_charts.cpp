@@ -344,6 +344,11 @@ void RunCharts::reset(int worldSize, double commShareAlert)
     m_heat->clear();
 }
 
+void RunCharts::setLostRanks(const std::vector<int> &ranks)
+{
+    m_heat->setLostRanks(ranks);
+}
+
 bool RunCharts::due(const RunTimeline &timeline, Part part) const
 {
     const Drawn &d = m_drawn[part == RankPart ? 1 : 0];

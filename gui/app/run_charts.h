@@ -99,6 +99,9 @@ public:
     /// 256 ranks 200 ms have passed (the global part is due on time alone: the comm bars).
     [[nodiscard]] bool due(const cppl::core::run::RunTimeline &timeline, Part part) const;
     void setSelectedRank(int rank);
+    /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks).
+    void setLostRanks(const std::vector<int> &ranks);
+    [[nodiscard]] RankHeatMap *heatMap() const noexcept { return m_heat; }
     /// The names of the slowest ranks as shown in the rate chart's legend (tests, status line).
     [[nodiscard]] QStringList slowestRanks() const { return m_slowest; }
 

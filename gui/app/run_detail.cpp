@@ -36,6 +36,9 @@ QString summaryHtml(const RunRecord &r)
     QString h = u"<table cellspacing=4>"_s;
     h += row(QObject::tr("Run"), r.runId);
     h += row(QObject::tr("Status"), statusLabel(r.status) + (r.firstCause.isEmpty() ? QString() : u": "_s + r.firstCause));
+    // --on-rank-loss continue: finished without these ranks, same bits (history_model.h).
+    for (const QString &l : lostRanksDetail(r.lostRanks))
+        h += row(QObject::tr("Recovered"), l);
     // As the History page and `run --resume` see it: progress, or why it cannot be resumed.
     if (const ResumeState st = resumeStateOf(r); st.kind == ResumeState::Kind::Resumable)
         h += row(QObject::tr("Resume"), st.text + QObject::tr(" (%1 schedule, %2 ranks then): History › Resume finishes it")

@@ -2,8 +2,11 @@
 #include "run_page.h"
 
 #include "alert_model.h"
+#include "history_model.h"
 #include "rank_table_model.h"
 #include "run_charts.h"
+
+#include "store/run_record.h"
 
 #include <QAction>
 #include <QClipboard>
@@ -12,6 +15,7 @@
 #include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
@@ -315,6 +319,8 @@ void RunPage::setPhase(RunPhase phase)
                            : phase == RunPhase::Stopped ? u"■ "_s
                                                         : u"● "_s;
     m_phase->setText(symbol + name);
+    m_phase->setToolTip(QString());
+    m_phase->setStyleSheet(QString());
 }
 
 QString RunPage::phaseText() const
@@ -558,6 +564,28 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
                                              .arg(100.0 * o.baselineRelativeDeviation, 0, 'g', 3));
     } else if (o.phase == RunPhase::Finished) {
         lines << tr("Final deviation from a one-rank baseline: not known (no baseline run of these settings)");
+    }
+    // --on-rank-loss continue: finished without some ranks. A badge a user notices, the causes in
+    // its tooltip and below, the lost ranks marked in the table and the heat map.
+    if (o.phase == RunPhase::Finished && !o.recovered.isEmpty()) {
+        const QJsonArray lost = cppl::core::store::lostRanksOf(o.resultJson);
+        const QStringList detail = lostRanksDetail(lost);
+        m_phase->setText(u"✓ "_s + tr("Recovered") + u" · "_s + lostRanksSummary(lost));
+        m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "
+                               "again, and the result has the same bits as one rank.\n%1")
+                                .arg(detail.join(u"\n"_s)));
+        m_phase->setStyleSheet(u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; padding: 2px 8px; font-weight: bold; }"_s);
+        for (const QString &d : detail)
+            lines << tr("Recovered: %1").arg(d);
+        std::map<int, QString> byRank;
+        std::vector<int> ranks;
+        for (qsizetype i = 0; i < lost.size(); ++i) {
+            const int r = lost.at(i).toObject().value(u"rank"_s).toInt();
+            byRank[r] = detail.value(i);
+            ranks.push_back(r);
+        }
+        m_ranks->setLostRanks(std::move(byRank));
+        m_charts->setLostRanks(ranks);
     }
     if (!o.logDir.isEmpty())
         lines << tr("Per-rank logs: %1").arg(o.logDir);

@@ -142,6 +142,11 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     settle(150);
     if (!save(&window, dir.filePath(u"run-finished-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};
+    // The same run had it continued without the stalled rank: the "Recovered" badge.
+    window.runPage()->showOutcome(run.recoveredOutcome());
+    settle(150);
+    if (!save(&window, dir.filePath(u"run-recovered-%1.png"_s.arg(o.syntheticRanks)), files, error))
+        return {};
     return files;
 }
 

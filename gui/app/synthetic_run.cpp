@@ -3,6 +3,7 @@
 
 #include "run_page.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -188,6 +189,23 @@ void SyntheticRun::finish()
     snapshotNow(true);
     m_timeline.append(m_now + 0.5, *m_snapshot);
     m_alerts.update(m_now + 0.5, *m_snapshot);
+}
+
+cppl::core::run::RunOutcome SyntheticRun::recoveredOutcome() const
+{
+    cppl::core::run::RunOutcome o;
+    o.phase = cppl::core::run::RunPhase::Finished;
+    const QString host = QString::fromStdString(hostOf(m_stalled, m_n));
+    const QString cause = u"stopped responding: no heartbeat for 6.0 s (collective timeout 5 s)"_s;
+    QJsonObject lost{{u"rank"_s, m_stalled}, {u"host"_s, host}, {u"round"_s, 41}, {u"cause"_s, cause}};
+    QJsonObject result;
+    result.insert(u"ppl"_s, m_snapshot->globalPpl.ppl);
+    result.insert(u"tokens_per_second"_s, m_now > 0 ? double(m_snapshot->global.tokens) / m_now : 0.0);
+    result.insert(u"on_rank_loss"_s, u"continue"_s);
+    result.insert(u"lost_ranks"_s, QJsonArray{lost});
+    o.resultJson = QJsonDocument(result).toJson(QJsonDocument::Compact);
+    o.recovered << u"rank %1 (%2): %3; lost after round 41"_s.arg(m_stalled).arg(host, cause);
+    return o;
 }
 
 cppl::core::run::RunOutcome SyntheticRun::outcome() const

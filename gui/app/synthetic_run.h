@@ -35,6 +35,9 @@ public:
     [[nodiscard]] const Thresholds &thresholds() const { return m_thresholds; }
     [[nodiscard]] std::vector<QString> groupNames() const;
     [[nodiscard]] cppl::core::run::RunOutcome outcome() const;
+    /// The same run had it tolerated the stalled rank (--on-rank-loss continue): finished,
+    /// "recovered", the stalled rank in the result's lost_ranks (screenshots of the badge).
+    [[nodiscard]] cppl::core::run::RunOutcome recoveredOutcome() const;
     [[nodiscard]] double seconds() const noexcept { return m_now; }
     [[nodiscard]] int stalledRank() const noexcept { return m_stalled; }
     [[nodiscard]] const std::vector<int> &slowRanks() const noexcept { return m_slow; }

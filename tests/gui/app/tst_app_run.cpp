@@ -5,9 +5,13 @@
 
 #include "alert_model.h"
 #include "evaluation_page.h"
+#include "history_model.h"
+#include "history_page.h"
 #include "main_window.h"
 #include "message_bar.h"
 #include "rank_table_model.h"
+#include "rank_heat_map.h"
+#include "run_charts.h"
 #include "run_page.h"
 #include "test_process.h"
 
@@ -17,6 +21,7 @@
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -137,6 +142,53 @@ private Q_SLOTS:
         QVERIFY(!w->messageBar()->text().isEmpty());
         QVERIFY2(w->messageBar()->text().contains(u"rank 2"_s), qPrintable(w->messageBar()->text()));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
+    }
+
+    void lostRankShowsRecovered()
+    {
+        // --on-rank-loss continue: rank 2 is SIGKILLed in the evaluation and the others finish.
+        // The Run page's badge reads "Recovered" with the cause in its tooltip, rank 2's row and
+        // heat-map row are marked lost, and History shows the stored run recovered, rank 2 lost.
+        qputenv("CLUSTERPPL_STORE", m_dir.filePath(u"recovered.sqlite"_s).toUtf8());
+        auto w = window(0);
+        w->setStoreRuns(true);
+        auto e = w->evaluationPage()->evaluation();
+        e.schedule = "dynamic";
+        e.onRankLoss = "continue";
+        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
+        QSignalSpy finished(w.get(), &MainWindow::runFinished);
+        QVERIFY(w->startRun());
+        auto *page = w->runPage();
+        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
+        const QString runId = w->engine()->runId();
+        const auto victims = agentsOfRun(runId, "RANK=2");
+        QCOMPARE(victims.size(), 1);
+        QVERIFY(::kill(static_cast<pid_t>(victims.front()), SIGKILL) == 0);
+        QVERIFY(finished.wait(240000));
+        const auto o = finished.front().front().value<cppl::core::run::RunOutcome>();
+        QVERIFY2(o.phase == RunPhase::Finished, qPrintable(o.firstCause + o.summary));
+        QVERIFY2(!o.recovered.isEmpty() && o.recovered.front().startsWith(u"rank 2 ("_s), qPrintable(o.recovered.join(u"; "_s)));
+        auto *badge = page->findChild<QLabel *>(u"phase"_s);
+        QVERIFY(badge);
+        QVERIFY2(page->phaseText().contains(u"Recovered"_s) && page->phaseText().contains(u"rank 2 lost"_s), qPrintable(page->phaseText()));
+        QVERIFY2(badge->toolTip().contains(u"rank 2 ("_s) && badge->toolTip().contains(u"lost after round"_s), qPrintable(badge->toolTip()));
+        QVERIFY2(stateOf(page, 2).contains(u"lost"_s), qPrintable(stateOf(page, 2)));
+        for (int r : {0, 1, 3})
+            QVERIFY2(stateOf(page, r).contains(u"done"_s), qPrintable(stateOf(page, r)));
+        QCOMPARE(page->charts()->heatMap()->markOf(2), 'L');
+        QCOMPARE(page->charts()->heatMap()->markOf(1), char(0));
+        // History: the stored run (its result's lost_ranks) reads recovered, the cause in the tooltip.
+        auto *h = w->historyPage();
+        auto statusOf = [&](int role) {
+            h->refresh();
+            const int row = h->model()->rowOf(runId);
+            return row < 0 ? QString() : h->model()->index(row, cppl::app::HistoryModel::ColStatus).data(role).toString();
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(statusOf(Qt::DisplayRole).contains(u"recovered"_s), 10000);
+        QVERIFY2(statusOf(Qt::DisplayRole).contains(u"rank 2 lost"_s), qPrintable(statusOf(Qt::DisplayRole)));
+        QVERIFY2(statusOf(Qt::ToolTipRole).contains(u"rank 2 ("_s), qPrintable(statusOf(Qt::ToolTipRole)));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
+        qunsetenv("CLUSTERPPL_STORE");
     }
 
     void stopLeavesNoAgent()
