@@ -2,8 +2,8 @@
 // Resuming an interrupted run (docs/communication.md, "Resuming a run") with real processes: a
 // 4-rank `clusterppl-cli run` is SIGKILLed with its agents (a power loss) after some committed
 // rounds, `run --resume` finishes it, and the exact sums equal a one-rank run's bit for bit, for the
-// dynamic and the static schedule, and for a tolerant run that lost a rank (rank 0 too) before it
-// was killed, resumed from a checkpoint after the loss. Refusals: a finished run, a profile that evaluates something
+// dynamic and the static schedule, and for a tolerant run that lost a rank (rank 0 too, or two)
+// before it was killed, resumed from a checkpoint after the loss. Refusals: a finished run, a profile that evaluates something
 // else, data changed since the interruption, a run without a committed round. Also the run
 // directory's pieces alone (ledger lines arriving out of order, batch ranges).
 #include "run/run_directory.h"
@@ -19,6 +19,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
+
+#include <algorithm>
 
 #include <signal.h>
 
@@ -316,23 +318,28 @@ private Q_SLOTS:
 
     void lostRankThenKilledRunResumes_data()
     {
-        QTest::addColumn<int>("victim");
-        QTest::addRow("rank 2") << 2;
-        QTest::addRow("rank 0") << 0;
+        QTest::addColumn<QList<int>>("victims");
+        QTest::addRow("rank 2") << QList<int>{2};
+        QTest::addRow("rank 0") << QList<int>{0};
+        QTest::addRow("rank 0, then rank 1 (the new hub)") << QList<int>{0, 1};
     }
 
-    /// --on-rank-loss continue: a rank (rank 0 too) is killed with SIGKILL after the second
-    /// committed round, the survivors regroup and checkpoints go on from the round the reporting
+    /// --on-rank-loss continue: a rank (rank 0 too; or two, one after the other) is killed with
+    /// SIGKILL after the second committed round (the next one once checkpoints went on after the
+    /// previous loss), the survivors regroup and checkpoints go on from the round the reporting
     /// rank's regroup line names; the whole run is then killed after such a checkpoint, and the
     /// resume from it (a round after the loss) gives the one-rank bits.
     void lostRankThenKilledRunResumes()
     {
-        QFETCH(int, victim);
+        QFETCH(QList<int>, victims);
         const QString profile = m_dir.filePath(u"tolerant.json"_s);
         QByteArray json = profileJson(m_text, 4, u"dynamic"_s);
         json.replace("\"schedule\": \"dynamic\"", "\"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"");
         QVERIFY(writeFile(profile, json));
-        const QString runId = u"lost-then-killed-%1"_s.arg(victim);
+        QStringList names;
+        for (int v : victims)
+            names << QString::number(v);
+        const QString runId = u"lost-then-killed-"_s + names.join(u'-');
         const QString dir = runDir(runId);
         const QString checkpoint = dir + u"/checkpoint.json"_s;
         QProcess p;
@@ -344,31 +351,47 @@ private Q_SLOTS:
         QElapsedTimer t;
         t.start();
         const auto roundNow = [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1); };
-        while (roundNow() < 2 && p.state() == QProcess::Running && t.elapsed() < 120000)
-            QThread::msleep(10);
-        const int before = roundNow();
-        QVERIFY2(before >= 2, qPrintable(u"committed round %1 before the kill"_s.arg(before)));
-        const QList<qint64> target = agentsOfRun(runId, "RANK=" + QByteArray::number(victim));
-        QCOMPARE(target.size(), 1);
-        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
-        // The reporting rank (rank 0, or rank 1 when rank 0 was lost) names the regrouping in its log.
-        const QString reporterLog = dir + u"/rank-%1.log"_s.arg(victim == 0 ? 1 : 0);
         QJsonObject regroup;
-        while (regroup.isEmpty() && p.state() == QProcess::Running && t.elapsed() < 180000) {
-            for (const QByteArray &line : readFile(reporterLog).split('\n'))
-                if (line.startsWith("O CLUSTERPPL_REGROUP "))
-                    regroup = QJsonDocument::fromJson(line.mid(21)).object();
-            if (regroup.isEmpty())
+        int first = 2, lossRound = -1;
+        QList<int> killed;
+        for (int victim : victims) {
+            while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 120000)
                 QThread::msleep(10);
+            const int before = roundNow();
+            QVERIFY2(before >= first, qPrintable(u"committed round %1 before killing rank %2"_s.arg(before).arg(victim)));
+            const QList<qint64> target = agentsOfRun(runId, "RANK=" + QByteArray::number(victim));
+            QCOMPARE(target.size(), 1);
+            QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
+            killed << victim;
+            // The reporting rank (the lowest left) names the regrouping in its log.
+            int reporter = 0;
+            while (killed.contains(reporter))
+                ++reporter;
+            const QString reporterLog = dir + u"/rank-%1.log"_s.arg(reporter);
+            const int epochBefore = regroup.value(u"epoch"_s).toInt(0);
+            while (regroup.value(u"epoch"_s).toInt(0) == epochBefore && p.state() == QProcess::Running && t.elapsed() < 180000) {
+                for (const QByteArray &line : readFile(reporterLog).split('\n'))
+                    if (line.startsWith("O CLUSTERPPL_REGROUP "))
+                        regroup = QJsonDocument::fromJson(line.mid(21)).object();
+                if (regroup.value(u"epoch"_s).toInt(0) == epochBefore)
+                    QThread::msleep(10);
+            }
+            QVERIFY2(regroup.value(u"epoch"_s).toInt(0) > epochBefore,
+                     qPrintable(u"no new regroup line in %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(reporterLog, QString::fromUtf8(readFile(cliErr)))));
+            const QJsonArray lost = regroup.value(u"lost"_s).toArray();
+            QList<int> named;
+            for (const QJsonValue &l : lost) {
+                named << l.toObject().value(u"rank"_s).toInt();
+                if (named.back() == victim)
+                    lossRound = l.toObject().value(u"round"_s).toInt(-2);
+            }
+            std::sort(named.begin(), named.end());
+            QList<int> expected = killed;
+            std::sort(expected.begin(), expected.end());
+            QCOMPARE(named, expected); // every rank lost so far, and no other
+            first = regroup.value(u"first_round"_s).toInt(-1);
+            QVERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
         }
-        QVERIFY2(!regroup.isEmpty(), qPrintable(u"no regroup line in %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(reporterLog, QString::fromUtf8(readFile(cliErr)))));
-        QCOMPARE(regroup.value(u"epoch"_s).toInt(), 1);
-        const QJsonArray lost = regroup.value(u"lost"_s).toArray();
-        QCOMPARE(lost.size(), 1);
-        QCOMPARE(lost.first().toObject().value(u"rank"_s).toInt(), victim);
-        const int lossRound = lost.first().toObject().value(u"round"_s).toInt(-2);
-        const int first = regroup.value(u"first_round"_s).toInt(-1);
-        QVERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
         // A checkpoint after the regrouping, then the launcher and every agent die at once.
         while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 180000)
             QThread::msleep(10);
@@ -381,7 +404,7 @@ private Q_SLOTS:
         const QJsonObject cp = jsonOf(checkpoint);
         const int round = cp.value(u"round"_s).toInt(-1);
         QVERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
-        QCOMPARE(cp.value(u"epoch"_s).toInt(), 1);
+        QCOMPARE(cp.value(u"epoch"_s).toInt(), regroup.value(u"epoch"_s).toInt());
         qint64 done = 0;
         for (const auto &[a, b] : parseBatchRanges(cp.value(u"ledger"_s).toString()).value_or(BatchRanges{}))
             done += b - a;
@@ -405,8 +428,9 @@ private Q_SLOTS:
         for (const QJsonValue &rank : res.value(u"ranks"_s).toArray())
             windowsNow += rank.toObject().value(u"windows"_s).toInteger();
         QCOMPARE(windowsNow, qint64(kWindows) - 2 * done);
-        qInfo("rank %d lost after round %d; checkpoints from round %d; killed at round %d (%lld of %d batches); resumed with the one-rank bits",
-              victim, lossRound, first, round, static_cast<long long>(done), kWindows / 2);
+        qInfo("rank %s lost, the last after round %d; checkpoints from round %d; killed at round %d (%lld of %d batches); resumed with the "
+              "one-rank bits",
+              qPrintable(names.join(u", "_s)), lossRound, first, round, static_cast<long long>(done), kWindows / 2);
     }
 
     void refusals()
