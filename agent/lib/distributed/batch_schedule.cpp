@@ -432,7 +432,9 @@ std::optional<std::string> DynamicSchedule::waitKey(const std::string &key, int 
             return m_run.store().get(key, m_run.timeout());
         if (!m_run.lossesSince(epoch).empty())
             return std::nullopt;
-        if (std::chrono::steady_clock::now() >= deadline)
+        // While the watchdog elects a new hub (the hub was lost during this agreement) its verdict
+        // may take up to --timeout more, and will end this wait; this deadline must not end it first.
+        if (std::chrono::steady_clock::now() >= deadline && !m_run.hubElection())
             throw TimeoutError("rank " + std::to_string(m_run.rank()) + ": regrouping after a lost rank: " + what + " within "
                                + std::to_string(m_run.timeout().count() / 1000) + " s (key " + key + ")");
         std::this_thread::sleep_for(pause);
@@ -510,8 +512,20 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
                             + ", which this rank no longer holds (it is at round " + std::to_string(m_history.back().round) + ")");
     // 4. Communicators over the survivors, and one all-reduce of what they contributed at that
     //    round and of what they hold now.
-    if (m_run.epoch() < epoch)
-        m_run.regroup(epoch, members);
+    if (m_run.epoch() < epoch) {
+        try {
+            m_run.regroup(epoch, members);
+        } catch (const CollectiveError &) {
+            // A member lost while the new Gloo communicators connect (after it published its state:
+            // the hub killed right after announcing a loss, say): Gloo's rendezvous fails after
+            // --timeout. The watchdog's verdict on that member restarts the regrouping for the newer
+            // membership instead of failing this live rank. (NCCL: a loss during its rebuild is fatal,
+            // regroup() says so.)
+            if (m_run.backend() == "gloo" && m_run.awaitLossAfter(epoch))
+                return false;
+            throw;
+        }
+    }
     const Words thenLocal = orZeros(at->local, n), thenGlobal = orZeros(at->global, n);
     Words both(2 * n);
     for (std::size_t i = 0; i < n; ++i) {

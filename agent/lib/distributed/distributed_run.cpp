@@ -185,6 +185,18 @@ std::vector<Watchdog::Loss> DistributedRun::lossesSince(int since)
     return out;
 }
 
+bool DistributedRun::awaitLossAfter(int epoch)
+{
+    // The deadline alone is not enough when the hub is lost: the election, and the new hub's wait
+    // for survivors that do not reconnect, may take --timeout themselves before the verdict comes
+    // (a rank lost together with the hub). Failing first would get this live rank declared lost
+    // for its own failure report; the election is bounded on its own (watchdog.h).
+    const auto until = std::chrono::steady_clock::now() + m_timeout + std::chrono::seconds(2);
+    while (m_lossEpoch.load() <= epoch && (hubElection() || std::chrono::steady_clock::now() < until))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return m_lossEpoch.load() > epoch;
+}
+
 void DistributedRun::regroup(int epoch, const std::vector<int> &members)
 {
     CPPL_ENFORCE(m_tolerant && epoch > m_epoch && !members.empty(), "regroup without a newer epoch");
@@ -309,12 +321,9 @@ void DistributedRun::collect(std::span<std::int64_t> words)
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             throw;
         }
-        // Gloo may see the dead peer's closed socket before rank 0's watchdog tells this rank,
+        // Gloo may see the dead peer's closed socket before the watchdog's hub tells this rank,
         // and a stopped peer times out here about when it does there: wait for the verdict.
-        const auto until = std::chrono::steady_clock::now() + m_timeout + std::chrono::seconds(2);
-        while (!lossPending() && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (lossPending())
+        if (awaitLossAfter(m_epoch))
             throw RankLostError(std::string("rank ") + std::to_string(m_rank) + ": " + e.what());
         throw;
     }

@@ -113,6 +113,15 @@ public:
     [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return m_timeout; }
     /// @brief The watchdog reported a lost rank this run has not regrouped around yet.
     [[nodiscard]] bool lossPending() const noexcept { return m_lossEpoch.load() > m_epoch; }
+    /// @brief The watchdog is settling the hub's loss (electing a new hub, reconnecting): its verdict follows, or this process exits.
+    [[nodiscard]] bool hubElection() const noexcept { return m_watchdog && m_watchdog->electing(); }
+    /**
+     * @brief After a collective error in a tolerant run: waits for the watchdog to report a loss
+     * newer than @p epoch, up to --timeout + 2 s, and for as long as it is electing a new hub
+     * (hubElection(): that takes up to --timeout more when a survivor of the old hub is gone too,
+     * and ends with the verdict). True when such a loss was reported.
+     */
+    [[nodiscard]] bool awaitLossAfter(int epoch);
     /// @brief Every loss the watchdog reported after epoch @p since, oldest first (the last one holds the membership).
     [[nodiscard]] std::vector<Watchdog::Loss> lossesSince(int since);
     /// @brief New communicators over @p members (renumbered in order; each keeps its node group

@@ -441,6 +441,10 @@ void Watchdog::hubLost(const std::string &cause, int code)
 {
     if (m_fired || m_finished)
         return;
+    // From here until the new hub's first verdict (or this process's exit), the main thread waits
+    // for that verdict rather than failing on a deadline of its own: electing and reconnecting can
+    // take up to --timeout when a survivor of the old hub does not reconnect (lost with it).
+    m_electing = true;
     const int old = m_hubRank.load();
     const std::string me = std::to_string(m_rank);
     try {
@@ -511,12 +515,18 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     std::vector<int> seen;
     const int world = static_cast<int>(m_hosts.size());
     const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+    auto nextBeat = std::chrono::steady_clock::now();
     while (seen.size() < expected.size()) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        const auto now = std::chrono::steady_clock::now();
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
         if (left <= 0)
             break;
+        if (now >= nextBeat) { // those already here must not find this hub silent while it waits for the others
+            sendAll("h\n");
+            nextBeat = now + kBeat;
+        }
         pollfd pl{listener, POLLIN, 0};
-        if (::poll(&pl, 1, static_cast<int>(left)) <= 0)
+        if (::poll(&pl, 1, static_cast<int>(std::min<long long>(left, kBeat.count()))) <= 0)
             continue;
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0)
@@ -548,6 +558,7 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
             }
             announceLoss(r, why);
         }
+    m_electing = false;
 }
 
 void Watchdog::handleLoss(const std::string &frame)
@@ -588,6 +599,7 @@ void Watchdog::handleLoss(const std::string &frame)
     m_epoch = loss.epoch;
     m_members = loss.members;
     m_onLoss(loss);
+    m_electing = false; // after onLoss: whoever sees the election over sees its verdict
 }
 
 void Watchdog::loop()

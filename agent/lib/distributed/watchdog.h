@@ -85,6 +85,15 @@ public:
     [[nodiscard]] std::int64_t clockUncertaintyNs() const noexcept { return m_clockUncertaintyNs.load(); }
     /// @brief The rank at the star's centre now (0 until rank 0 is lost).
     [[nodiscard]] int hub() const noexcept { return m_hubRank.load(); }
+    /**
+     * @brief The hub's loss is being settled (tolerant runs whose store outlives the ranks): this
+     * rank votes, elects, reconnects, or waits for the new hub's first verdict (which a new hub
+     * sends only once every survivor reconnected, or after --timeout for those that did not). A
+     * verdict follows (onLoss runs before this turns false) or this process exits; every step has
+     * its own bound. A caller waiting for a verdict with a deadline of its own (a collective's
+     * error, the regrouping's agreement) waits while this holds instead of failing first.
+     */
+    [[nodiscard]] bool electing() const noexcept { return m_electing.load(); }
 
     /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
     static constexpr int kPeerDied = 5;
@@ -139,6 +148,7 @@ private:
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_finished{false};
     std::atomic<bool> m_fired{false};
+    std::atomic<bool> m_electing{false}; ///< electing(): set when the hub is found lost, cleared after the new hub's first verdict
     int m_wakeRead = -1, m_wakeWrite = -1;
     std::thread m_thread;
 };
