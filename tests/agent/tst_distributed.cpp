@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 using cppl::test::childrenOf;
+using cppl::test::ranksOf;
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
 using cppl::freeLoopbackPort;
@@ -506,7 +507,7 @@ private Q_SLOTS:
         wait.start();
         while (kids.size() < 4 && wait.elapsed() < 30000) {
             QThread::msleep(100);
-            kids = childrenOf(launcher.processId());
+            kids = ranksOf(launcher.processId()); // indexed by rank
         }
         QCOMPARE(kids.size(), 4);
         // Wait for the event, not a fixed time: rank 0 logs "model: ..." after the rendezvous (which
@@ -641,7 +642,7 @@ private Q_SLOTS:
         wait.start();
         while (kids.size() < 4 && wait.elapsed() < 30000) {
             QThread::msleep(100);
-            kids = childrenOf(launcher.processId());
+            kids = ranksOf(launcher.processId()); // indexed by rank
         }
         QCOMPARE(kids.size(), 4);
         // Wait for the event: a round line (rank 0's, or the lowest survivor's) saying that the fraction of the tokens is scored.

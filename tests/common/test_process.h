@@ -90,4 +90,25 @@ inline QList<qint64> childrenOf(qint64 parent)
     return out;
 }
 
+/// A launcher's ranks, indexed by rank (the RANK= in each child's /proc/PID/environ): pids are not
+/// in rank order once they wrap at pid_max (32768 on some hosts), so sorting them is not enough.
+/// Only ranks 0..k-1 that have exec'd; fewer than the world while they start.
+inline QList<qint64> ranksOf(qint64 launcher)
+{
+    QList<qint64> byRank;
+    for (const qint64 pid : childrenOf(launcher))
+        for (const QByteArray &kv : readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0'))
+            if (kv.startsWith("RANK=")) {
+                bool ok = false;
+                const int r = kv.mid(5).toInt(&ok);
+                if (ok && r >= 0 && r < 4096) {
+                    while (byRank.size() <= r)
+                        byRank << 0;
+                    byRank[r] = pid;
+                }
+            }
+    const qsizetype known = std::find(byRank.begin(), byRank.end(), qint64(0)) - byRank.begin();
+    return byRank.mid(0, known);
+}
+
 } // namespace cppl::test
