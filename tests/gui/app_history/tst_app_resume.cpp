@@ -245,10 +245,44 @@ private Q_SLOTS:
         // Rank 0's refusal is the first cause even when a peer that only gave up (exit 5, its peer
         // left) is reaped first, and the message bar shows it.
         const QString refusal = u"the data as the model sees it changed since the interrupted run"_s;
-        QVERIFY2(outcome.firstCause.contains(u"rank 0 on"_s) && outcome.firstCause.contains(refusal),
+        // Every rank refuses on its own (before they connect): whichever is reaped first is named.
+        QVERIFY2(outcome.firstCause.contains(u"exit code 2"_s) && outcome.firstCause.contains(refusal),
                  qPrintable(outcome.firstCause + u'\n' + outcome.summary));
         QVERIFY2(shownError(*w).contains(refusal), qPrintable(shownError(*w)));
         QVERIFY(QFile::exists(runDir(u"killed"_s) + u"/checkpoint.json"_s)); // still resumable
+    }
+
+    void autoBatchResumeRefused()
+    {
+        // "batch": "auto" on a GPU: the batch comes from free memory, which may differ when the run
+        // resumes, and the batch is part of what a resume must match. The agents refuse a resume
+        // without --batch, and the dashboard shows why; the run stays resumable.
+        // CLUSTERPPL_TEST_GPU_FREE_BYTES makes the CPU agents size their batch as on a GPU.
+        const QString profile = m_dir.filePath(u"auto.json"_s);
+        QByteArray json = profileJson(m_text, 4);
+        QVERIFY(json.contains("\"batch\": 2"));
+        json.replace("\"batch\": 2", "\"batch\": \"auto\"");
+        QVERIFY(writeFile(profile, json));
+        // 1 GiB free is all reserve: batch 1, so the run has many rounds to be killed between.
+        qputenv("CLUSTERPPL_TEST_GPU_FREE_BYTES", QByteArray::number(qint64(1) << 30));
+        const QString checkpoint = runDir(u"auto-killed"_s) + u"/checkpoint.json"_s;
+        const bool killed = startAndKill(profile, u"auto-killed"_s, [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1) >= 1; });
+        QVERIFY(killed);
+        auto w = window();
+        QVERIFY2(statusText(*w, u"auto-killed"_s).startsWith(u"⚠ interrupted"_s), qPrintable(statusText(*w, u"auto-killed"_s)));
+        QSignalSpy ended(w.get(), &MainWindow::runFinished);
+        pressResume(*w, u"auto-killed"_s);
+        const bool finished = ended.wait(180000);
+        qunsetenv("CLUSTERPPL_TEST_GPU_FREE_BYTES");
+        QVERIFY(finished);
+        const auto outcome = ended.front().front().value<cppl::core::run::RunOutcome>();
+        QCOMPARE(outcome.phase, cppl::core::run::RunPhase::Failed);
+        const QString refusal = u"--resume-state without --batch: give the batch the interrupted run used"_s;
+        // Every rank refuses on its own (before they connect): whichever is reaped first is named.
+        QVERIFY2(outcome.firstCause.contains(u"exit code 2"_s) && outcome.firstCause.contains(refusal),
+                 qPrintable(outcome.firstCause + u'\n' + outcome.summary));
+        QVERIFY2(shownError(*w).contains(refusal), qPrintable(shownError(*w)));
+        QVERIFY(QFile::exists(checkpoint)); // still resumable
     }
 
     void resumeFinishesWithTheOneRankBits()
