@@ -124,7 +124,7 @@ DynamicSchedule::Sizing DynamicSchedule::sizing() const
     Sizing z;
     const double myRate = m_myTokens > 0 && m_myCompute > 0 ? static_cast<double>(m_myTokens) / m_myCompute : 0;
     z.share = m_rateSum > 0 && myRate > 0 ? std::min(1.0, myRate / m_rateSum) : 1.0 / m_run.epochSize();
-    if (m_sync == 0 || m_rounds == 0)
+    if (m_sync == 0 || m_round == 0)
         z.cap = 1;
     else if (m_sync != kSyncAtEnd)
         z.cap = std::max<std::int64_t>(1, static_cast<std::int64_t>(m_roundBudget / m_meanBatchTokens));
@@ -197,7 +197,9 @@ void DynamicSchedule::prefetch()
 {
     // Ask for the next run while this rank still computes the last batch of its current one, so
     // the store's round trips (a millisecond or more on a loaded host) are not on the critical path.
-    if (m_exhausted || m_inflight.valid() || m_rounds == 0)
+    // Round 0 too (single batches there): its claims and the late-starter check were each a
+    // round trip on this thread per batch.
+    if (m_exhausted || m_inflight.valid())
         return;
     std::int64_t pending = 0;
     for (const BatchRun &r : m_pending)
@@ -209,13 +211,21 @@ void DynamicSchedule::prefetch()
 
 void DynamicSchedule::beginRound()
 {
+    m_round = m_begun++;
     m_inRound = 0;
     m_roundTokens = 0;
     m_roundDone.clear();
     if (m_sync == kSyncAtEnd) {
         m_roundBudget = std::numeric_limits<double>::infinity();
-    } else if (m_sync == 0 || m_rounds == 0 || !(m_rateSum > 0) || m_known == 0) {
+    } else if (m_sync == 0 || m_round == 0) {
         m_roundBudget = 0; // one batch: every batch (threshold 0), or round 0, which measures the speed
+    } else if (!(m_rateSum > 0) || m_known == 0) {
+        // No collective has completed yet (round 1 with the aggregation overlapped: round 0's
+        // collective runs behind it): the others' speeds are not known, so this rank takes its own
+        // for theirs and runs the ramp's 8 batches of its own time. A round of a single batch here
+        // would be shorter than round 0's collective and wait for it.
+        const bool measured = m_myTokens > 0 && m_myCompute > 0;
+        m_roundBudget = measured ? std::min(static_cast<double>(m_sync), std::pow(8.0, m_round) * m_meanBatchTokens) : 0;
     } else {
         // The round lasts as long as `sync` tokens take at the ranks' mean speed; this rank's share
         // of that time is its own speed times it. A measured speed is noisy: the scheduler's and the
@@ -239,7 +249,7 @@ void DynamicSchedule::beginRound()
         // Rounds ramp up: at most 8x the mean batch per round so far (1 batch in round 0, 8 in
         // round 1, 64 in round 2, ...), so that no long round runs on a speed measured over one
         // batch; with the default threshold that is one more round than without.
-        const double ramp = std::pow(8.0, m_rounds) * m_meanBatchTokens;
+        const double ramp = std::pow(8.0, m_round) * m_meanBatchTokens;
         m_roundBudget = std::min(static_cast<double>(m_sync), ramp) * rate / mean;
     }
 }
@@ -250,7 +260,7 @@ bool DynamicSchedule::othersStillStarting()
     // 0's collective for the last one, a rank that has its first batch done goes on with single
     // batches until every rank has done its first; the wait for a late starter is then at most one
     // batch. One store round trip per batch, in round 0 only. (Threshold 0 keeps one batch a round.)
-    if (m_rounds != 0 || m_sync == 0 || m_run.worldSize() < 2)
+    if (m_round != 0 || m_sync == 0 || m_run.worldSize() < 2)
         return false;
     const double t0 = now();
     const std::string key = m_key + "/started";
@@ -264,7 +274,9 @@ std::optional<std::int64_t> DynamicSchedule::next()
 {
     if (m_run.lossPending()) // end the round now: the survivors regroup in its collective
         return std::nullopt;
-    if (m_inRound > 0 && !(m_roundBudget > 0) && !othersStillStarting())
+    // A one-batch round (round 0) goes on while other ranks have not done their first batch yet.
+    const bool waitingForStarters = m_inRound > 0 && !(m_roundBudget > 0);
+    if (waitingForStarters && !othersStillStarting())
         return std::nullopt;
     if (m_pending.empty() && !claim())
         return std::nullopt;
@@ -272,7 +284,7 @@ std::optional<std::int64_t> DynamicSchedule::next()
     const std::int64_t b = front.first;
     // Stop at the batch boundary nearest to this round's budget: go on only if the next batch
     // overshoots it by less than stopping now falls short.
-    if (m_inRound > 0 && std::isfinite(m_roundBudget)
+    if (m_inRound > 0 && !waitingForStarters && std::isfinite(m_roundBudget)
         && static_cast<double>(m_roundTokens) + 0.5 * static_cast<double>(m_batchTokens[static_cast<std::size_t>(b)]) > m_roundBudget)
         return std::nullopt;
     if (++front.first == front.end)
@@ -634,6 +646,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     m_history.clear();
     m_history.push_back(Committed{committedRound + 1, Words(n, 0), m_carry});
     m_rounds = committedRound + 2;
+    m_begun = m_rounds; // the next round's index, as without a loss
     std::copy(m_carry.begin(), m_carry.end(), words.begin());
     return true;
 }

@@ -129,6 +129,8 @@ public:
     [[nodiscard]] const std::vector<BatchRun> &done() const noexcept { return m_done; }
     /// @brief The batches this rank evaluated in the current round (its ledger line, checkpoint.h).
     [[nodiscard]] const std::vector<BatchRun> &roundDone() const noexcept { return m_roundDone; }
+    /// @brief Batches evaluated in the current round so far.
+    [[nodiscard]] int roundBatches() const noexcept { return m_inRound; }
     [[nodiscard]] std::int64_t claims() const noexcept { return m_claims; }
     [[nodiscard]] double claimSeconds() const noexcept { return m_claimSeconds; }
     /// @brief Control words appended to every round's payload: 1 + world size.
@@ -174,7 +176,9 @@ private:
     double m_claimSeconds = 0;
     std::future<std::pair<std::int64_t, std::int64_t>> m_inflight; ///< a claim sent ahead (prefetch)
 
-    int m_rounds = 0;
+    int m_rounds = 0;            ///< rounds whose collective completed
+    int m_begun = 0;             ///< beginRound() calls
+    int m_round = 0;             ///< the index of the round being computed (rounds begun before it)
     bool m_announced = false;    ///< this rank has said on the store that its first batch is done
     int m_inRound = 0;           ///< batches evaluated in this round
     std::int64_t m_roundTokens = 0;
