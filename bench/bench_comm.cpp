@@ -10,7 +10,7 @@
 //
 // Usage: bench_comm [--ranks 2,4,8,16] [--sync 0,4096,DEFAULT,end] [--rate TOK_PER_S] [--seconds S]
 //                   [--schedule static,dynamic] [--topology flat,hierarchical] [--slow RANK:FACTOR]
-//                   [--overlap on,off]
+//                   [--overlap on,off]   (--schedule none: static shards without collectives)
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
@@ -26,6 +26,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -67,7 +69,7 @@ WindowPlan planFor(const Config &c)
 }
 
 /// One rank: rendezvous, then rounds of (sleep for the round's compute, exact all-reduce).
-int child(const Config &c, int rank, int port, const std::string &out)
+int child(const Config &c, int rank, int port, const std::string &out, std::chrono::steady_clock::time_point entered)
 {
     DistributedOptions o;
     o.identity.rank = rank;
@@ -80,23 +82,40 @@ int child(const Config &c, int rank, int port, const std::string &out)
     o.timeout = std::chrono::seconds(120);
     o.storeServedElsewhere = true;
     DistributedRun run(o);
+    const auto constructed = std::chrono::steady_clock::now();
     const WindowPlan plan = planFor(c);
+    // As the agent does (eval_command.cpp): round r's collective completes once round r+1 is computed.
+    RoundPipeline pipe(run, c.overlap);
     const double rate = rank == c.slowRank ? c.rate / c.slowFactor : c.rate;
     NllStats stats;
     using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
+    const auto start = clock::now(); // CLOCK_MONOTONIC: one clock for all ranks on this host
+    std::vector<double> blocked;     // the main thread's blocked time in each wait for a round's result
+    double lastWaiting = 0;          // ... the last one's part before the last rank's arrival
+    auto waitRound = [&] {
+        const double w0 = run.comm().waitSeconds, b0 = w0 + run.comm().transferSeconds;
+        std::vector<std::int64_t> r = pipe.wait();
+        blocked.push_back(run.comm().waitSeconds + run.comm().transferSeconds - b0);
+        lastWaiting = run.comm().waitSeconds - w0;
+        return r;
+    };
+    double claimSeconds = 0;
     double compute = 0;
     std::int64_t myTokens = 0;
     // "Compute" @p tokens: sleep for their time at this rank's rate, and add some real numbers.
-    // Back-to-back batches sleep to a chained target, so the scheduler's oversleep (a millisecond
-    // or more on a loaded machine) is not added once per batch where real compute would not add it.
-    clock::time_point target{}; // long ago: the first batch sleeps its full time
+    // Back-to-back batches sleep to a chained target, so the scheduler's oversleep (a millisecond,
+    // tens of them on a loaded machine) is not added once per batch where real compute would not
+    // add it: a batch that starts within 5 ms of the previous one's end continues its target, even
+    // when the previous sleep woke late (the late part is caught up in the batches after it). A
+    // longer gap (a wait for a collective, a claim) starts a new chain: that time is not compute.
+    clock::time_point target{}, ended{}; // long ago: the first batch sleeps its full time
     auto work = [&](std::int64_t tokens) {
         const auto t0 = clock::now();
-        const auto base = t0 - target < std::chrono::milliseconds(5) ? target : t0;
+        const auto base = t0 - ended < std::chrono::milliseconds(5) ? target : t0;
         target = base + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(static_cast<double>(tokens) / rate));
         std::this_thread::sleep_until(target);
-        const double took = std::chrono::duration<double>(clock::now() - t0).count();
+        ended = clock::now();
+        const double took = std::chrono::duration<double>(ended - t0).count();
         compute += took;
         for (std::int64_t t = 0; t < tokens; t += 97)
             stats.addToken(2.5 + 1e-3 * static_cast<double>(t % 1000));
@@ -105,8 +124,6 @@ int child(const Config &c, int rank, int port, const std::string &out)
         return took;
     };
     int roundsRun = 0;
-    // As the agent does (eval_command.cpp): round r's collective completes once round r+1 is computed.
-    RoundPipeline pipe(run, c.overlap);
     if (c.schedule == "dynamic") {
         const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
         DynamicSchedule schedule(run, tokensOf, c.sync);
@@ -114,42 +131,48 @@ int child(const Config &c, int rank, int port, const std::string &out)
         std::string perRound; // verbose: tokens / compute ms / wait ms of each round
         for (bool done = false; !done;) {
             schedule.beginRound();
-            const std::int64_t tokens0 = myTokens;
             const double compute0 = compute, wait0 = run.comm().waitSeconds;
             while (const auto b = schedule.next())
                 schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
             NllStats::Words w = stats.toWords();
-            if (pipe.inFlight() && schedule.complete(pipe.wait(), w))
+            const bool last = pipe.inFlight() && schedule.complete(waitRound(), w);
+            if (verbose)
+                perRound += " " + std::to_string(schedule.roundBatches()) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0))) + "/"
+                            + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0)));
+            if (last)
                 break;
             pipe.submit(schedule.prepare(stats.toWords()));
             if (!pipe.overlapping())
-                done = schedule.complete(pipe.wait(), w);
-            if (verbose)
-                perRound += " " + std::to_string((myTokens - tokens0) / 1024) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0)))
-                            + "/" + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0)));
+                done = schedule.complete(waitRound(), w);
         }
         if (verbose)
             std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms):%s\n", rank, perRound.c_str());
         roundsRun = schedule.rounds();
-        if (std::getenv("BENCH_COMM_VERBOSE"))
+        claimSeconds = schedule.claimSeconds();
+        if (verbose)
             std::fprintf(stderr, "rank %d: %lld claims, %.1f ms claiming, %lld tokens, compute %.3f s, wall %.3f s\n", rank,
                          static_cast<long long>(schedule.claims()), schedule.claimSeconds() * 1e3, static_cast<long long>(myTokens), compute,
                          std::chrono::duration<double>(clock::now() - start).count());
     } else {
+        // "none": the static shards computed without any collective (the machine's floor: sleeping,
+        // start skew and shard imbalance only).
+        const bool collectives = c.schedule != "none";
         const auto shards = shardPlanByBatch(plan, c.world, kBatch);
         const RoundPlan rounds(plan, shards, c.sync, kBatch);
         for (int r = 0; r < rounds.rounds(); ++r) {
             work(rounds.roundOf(rank, r).scoredTokens);
+            if (!collectives)
+                continue;
             if (pipe.inFlight())
-                (void)pipe.wait();
+                (void)waitRound();
             const NllStats::Words w = stats.toWords();
             pipe.submit(std::vector<std::int64_t>(w.begin(), w.end()));
             if (!pipe.overlapping())
-                (void)pipe.wait();
+                (void)waitRound();
         }
         if (pipe.inFlight())
-            (void)pipe.wait();
-        roundsRun = rounds.rounds();
+            (void)waitRound();
+        roundsRun = collectives ? rounds.rounds() : 0;
     }
     RankReport mine;
     mine.tokens = myTokens;
@@ -158,14 +181,31 @@ int child(const Config &c, int rank, int port, const std::string &out)
     mine.waitSeconds = run.comm().waitSeconds;
     mine.transferSeconds = run.comm().transferSeconds;
     mine.collectiveSeconds = run.comm().collectiveSeconds;
-    mine.wallSeconds = std::chrono::duration<double>(clock::now() - start).count();
+    const auto end = clock::now();
+    mine.wallSeconds = std::chrono::duration<double>(end - start).count();
     const auto all = run.gather(mine);
+    // Where the wall time went, per rank (not in RankReport): start and end on the shared
+    // monotonic clock, main-thread claiming, and the blocked time of the first and the last wait.
+    std::vector<std::int64_t> phases{std::chrono::duration_cast<std::chrono::microseconds>(start.time_since_epoch()).count(),
+                                     std::chrono::duration_cast<std::chrono::microseconds>(end.time_since_epoch()).count(),
+                                     std::llround(1e6 * claimSeconds), std::llround(1e6 * (blocked.empty() ? 0 : blocked.front())),
+                                     std::llround(1e6 * (blocked.size() < 2 ? 0 : blocked.back())),
+                                     std::llround(1e6 * (blocked.size() < 2 ? 0 : lastWaiting)),
+                                     std::chrono::duration_cast<std::chrono::microseconds>(entered.time_since_epoch()).count(),
+                                     std::chrono::duration_cast<std::chrono::microseconds>(constructed.time_since_epoch()).count()};
+    std::vector<std::int64_t> table(phases.size() * static_cast<std::size_t>(c.world), 0);
+    std::copy(phases.begin(), phases.end(), table.begin() + static_cast<std::ptrdiff_t>(phases.size()) * rank);
+    run.allReduce(table);
     run.finish();
     if (rank == 0) {
         std::ofstream f(out);
-        for (const auto &x : all)
+        for (const auto &x : all) {
             f << x.rank << ' ' << x.tokens << ' ' << x.rounds << ' ' << x.computeSeconds << ' ' << x.waitSeconds << ' ' << x.transferSeconds << ' '
-              << x.wallSeconds << ' ' << x.collectiveSeconds << '\n';
+              << x.wallSeconds << ' ' << x.collectiveSeconds << ' ' << (x.rank == c.slowRank ? c.rate / c.slowFactor : c.rate);
+            for (std::size_t i = 0; i < phases.size(); ++i)
+                f << ' ' << table[phases.size() * static_cast<std::size_t>(x.rank) + i];
+            f << '\n';
+        }
         // Ideal: every token computed at the summed rate of all ranks, no sync at all.
         const double sumRate = c.rate * (c.world - (c.slowRank >= 0 && c.slowRank < c.world ? 1 : 0))
                                + (c.slowRank >= 0 && c.slowRank < c.world ? c.rate / c.slowFactor : 0);
@@ -215,40 +255,74 @@ void runConfig(const Config &c, const char *self)
                     c.overlap ? "on" : "off");
         return;
     }
-    double maxWall = 0, sumCompute = 0, maxCompute = 0, sumWait = 0, sumTransfer = 0, sumCollective = 0, ideal = 0;
+    struct Rank
+    {
+        int rank = 0;
+        std::int64_t tokens = 0;
+        double compute = 0, wait = 0, transfer = 0, wall = 0, collective = 0, rate = 1;
+        std::int64_t startUs = 0, endUs = 0, claimUs = 0, firstUs = 0, lastUs = 0, lastWaitUs = 0, enteredUs = 0, constructedUs = 0;
+    };
+    std::vector<Rank> ranks;
+    double ideal = 0;
     std::int64_t rounds = 0;
-    std::string line;
-    int n = 0;
-    while (std::getline(f, line)) {
+    for (std::string line; std::getline(f, line);) {
         std::istringstream is(line);
         if (line.starts_with("ideal")) {
             std::string w;
             is >> w >> ideal;
             continue;
         }
-        int rank = 0;
-        std::int64_t tokens = 0;
-        double comp = 0, wait = 0, xfer = 0, wall = 0, coll = 0;
-        is >> rank >> tokens >> rounds >> comp >> wait >> xfer >> wall >> coll;
-        sumCollective += coll;
-        maxWall = std::max(maxWall, wall);
-        sumCompute += comp;
-        maxCompute = std::max(maxCompute, comp);
-        sumWait += wait;
-        sumTransfer += xfer;
-        ++n;
+        Rank r;
+        is >> r.rank >> r.tokens >> rounds >> r.compute >> r.wait >> r.transfer >> r.wall >> r.collective >> r.rate >> r.startUs >> r.endUs >> r.claimUs
+            >> r.firstUs >> r.lastUs >> r.lastWaitUs >> r.enteredUs >> r.constructedUs;
+        ranks.push_back(r);
     }
     std::remove(out.c_str());
-    const double meanWait = sumWait / n, meanTransfer = sumTransfer / n, meanCompute = sumCompute / n, meanCollective = sumCollective / n;
+    const auto n = static_cast<double>(ranks.size());
+    double sumWait = 0, sumTransfer = 0, sumCollective = 0, sumWall = 0, sumOwnIdeal = 0;
+    std::int64_t firstStart = INT64_MAX, lastEnd = INT64_MIN, lastStart = INT64_MIN, firstEnd = INT64_MAX;
+    std::int64_t firstEntered = INT64_MAX, lastEntered = INT64_MIN, firstConstructed = INT64_MAX, lastConstructed = INT64_MIN;
+    const Rank *slowest = &ranks.front();
+    for (const Rank &r : ranks) {
+        sumWait += r.wait;
+        sumTransfer += r.transfer;
+        sumCollective += r.collective;
+        sumWall += r.wall;
+        sumOwnIdeal += static_cast<double>(r.tokens) / r.rate;
+        firstStart = std::min(firstStart, r.startUs);
+        lastStart = std::max(lastStart, r.startUs);
+        firstEnd = std::min(firstEnd, r.endUs);
+        firstEntered = std::min(firstEntered, r.enteredUs);
+        lastEntered = std::max(lastEntered, r.enteredUs);
+        firstConstructed = std::min(firstConstructed, r.constructedUs);
+        lastConstructed = std::max(lastConstructed, r.constructedUs);
+        lastEnd = std::max(lastEnd, r.endUs);
+        if (r.wall > slowest->wall)
+            slowest = &r;
+    }
+    const double maxWall = slowest->wall;
+    const double meanWait = sumWait / n, meanTransfer = sumTransfer / n, meanCollective = sumCollective / n;
     const double share = (meanWait + meanTransfer) / maxWall;
     // Efficiency against ideal (every rank computing total/world at the rate, no sync at all).
     const double efficiency = ideal / maxWall;
-    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f\n", c.world,
-                c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off",
-                static_cast<long long>(rounds), 1e6 * meanCollective / static_cast<double>(rounds), 1e6 * meanTransfer / static_cast<double>(rounds), 1e6 * meanWait / static_cast<double>(rounds),
-                100 * meanWait / maxWall, 100 * meanTransfer / maxWall, 100 * share, 100 * efficiency, maxWall / ideal);
-    (void)meanCompute;
-    (void)maxCompute;
+    const double perRound = rounds > 0 ? 1e6 / static_cast<double>(rounds) : 0;
+    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f  %7.2f%%\n", c.world,
+                c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off", static_cast<long long>(rounds),
+                meanCollective * perRound, meanTransfer * perRound, meanWait * perRound, 100 * meanWait / maxWall, 100 * meanTransfer / maxWall,
+                100 * share, 100 * efficiency, maxWall / ideal, 100 * sumOwnIdeal / sumWall);
+    // Where the slowest rank's wall went beyond the ideal (ms; the terms add up to the excess):
+    // its tokens beyond the mean share at its rate, the sleeps' oversleep, the blocked time of the
+    // first wait, the rounds between and the last wait, claiming on the main thread, and the rest.
+    const Rank &s = *slowest;
+    const double own = static_cast<double>(s.tokens) / s.rate, blocked = s.wait + s.transfer;
+    const double first = 1e-6 * static_cast<double>(s.firstUs), last = 1e-6 * static_cast<double>(s.lastUs), claim = 1e-6 * static_cast<double>(s.claimUs);
+    std::printf("       slowest rank %d: wall - ideal %+.1f ms = work %+.1f, oversleep %+.1f, first wait %.1f, rounds %.1f, last wait %.1f (%.1f of it for the last arrival), "
+                "claims %.1f, rest %.1f; it started %.1f ms after the first rank (start skew %.1f, end skew %.1f ms; the ranks' processes began "
+                "within %.1f ms, left the rendezvous within %.1f ms)\n",
+                s.rank, 1e3 * (s.wall - ideal), 1e3 * (own - ideal), 1e3 * (s.compute - own), 1e3 * first, 1e3 * (blocked - first - last), 1e3 * last, 1e-3 * static_cast<double>(s.lastWaitUs),
+                1e3 * claim, 1e3 * (s.wall - s.compute - blocked - claim), 1e-3 * static_cast<double>(s.startUs - firstStart),
+                1e-3 * static_cast<double>(lastStart - firstStart), 1e-3 * static_cast<double>(lastEnd - firstEnd),
+                1e-3 * static_cast<double>(lastEntered - firstEntered), 1e-3 * static_cast<double>(lastConstructed - firstConstructed));
     std::fflush(stdout);
 }
 
@@ -257,6 +331,7 @@ void runConfig(const Config &c, const char *self)
 int main(int argc, char **argv)
 {
     if (argc > 1 && std::string(argv[1]) == "--child") {
+        const auto entered = std::chrono::steady_clock::now();
         Config c;
         const int rank = std::atoi(argv[2]);
         const int port = std::atoi(argv[3]);
@@ -272,7 +347,7 @@ int main(int argc, char **argv)
         c.slowFactor = std::atof(argv[13]);
         c.overlap = std::string(argv[14]) == "on";
         try {
-            return child(c, rank, port, out);
+            return child(c, rank, port, out, entered);
         } catch (const std::exception &e) {
             std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
             return 1;
@@ -318,12 +393,14 @@ int main(int argc, char **argv)
                 "hf-sliding windows of %lld tokens, batch %lld; hierarchical = groups of 2 ranks. %u cores here.\n"
                 "Columns: overlap (--overlap on: a round's collective runs behind the next round's compute), per-round collective\n"
                 "duration, and the time the main thread was blocked in it, split into transfer and wait (means over ranks); wait and\n"
-                "transfer as %% of wall, comm share, efficiency vs ideal, slowest wall / ideal.\n\n",
+                "transfer as %% of wall, comm share, efficiency vs ideal (ideal / slowest wall), slowest wall / ideal, busy (each\n"
+                "rank's tokens at its rate over its own wall, summed over ranks: the start skew of the ranks is not in it). Under each\n"
+                "row: where the slowest rank's wall went beyond the ideal. --schedule none: static shards without any collective.\n\n",
                 rate, seconds, static_cast<long long>(kContext), static_cast<long long>(kBatch), std::thread::hardware_concurrency());
     if (slowRank >= 0)
         std::printf("Rank %d computes at 1/%.2f of the rate; ideal = all tokens at the summed rate of all ranks.\n\n", slowRank, slowFactor);
-    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s\n", "ranks", "schedule", "topology", "sync tokens",
-                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id");
+    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s  %8s\n", "ranks", "schedule", "topology", "sync tokens",
+                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id", "busy");
     for (int w : worlds)
         for (const std::string &topo : topologies)
             for (std::int64_t sync : syncs)
