@@ -258,8 +258,9 @@ bool DynamicSchedule::othersStillStarting()
 {
     // Ranks start at different times (loading the model, connecting). Rather than wait at round
     // 0's collective for the last one, a rank that has its first batch done goes on with single
-    // batches until every rank has done its first; the wait for a late starter is then at most one
-    // batch. One store round trip per batch, in round 0 only. (Threshold 0 keeps one batch a round.)
+    // batches until every rank has done its first (or it has the threshold's tokens in the round);
+    // the wait for a late starter is then at most one batch. One store round trip per batch, in
+    // round 0 only. (Threshold 0 keeps one batch a round.)
     if (m_round != 0 || m_sync == 0 || m_run.worldSize() < 2)
         return false;
     const double t0 = now();
@@ -274,7 +275,8 @@ std::optional<std::int64_t> DynamicSchedule::next()
 {
     if (m_run.lossPending()) // end the round now: the survivors regroup in its collective
         return std::nullopt;
-    // A one-batch round (round 0) goes on while other ranks have not done their first batch yet.
+    // A one-batch round (round 0) goes on while other ranks have not done their first batch yet,
+    // up to the threshold's tokens (which bound how stale the live totals get).
     const bool waitingForStarters = m_inRound > 0 && !(m_roundBudget > 0);
     if (waitingForStarters && !othersStillStarting())
         return std::nullopt;
@@ -284,8 +286,9 @@ std::optional<std::int64_t> DynamicSchedule::next()
     const std::int64_t b = front.first;
     // Stop at the batch boundary nearest to this round's budget: go on only if the next batch
     // overshoots it by less than stopping now falls short.
-    if (m_inRound > 0 && !waitingForStarters && std::isfinite(m_roundBudget)
-        && static_cast<double>(m_roundTokens) + 0.5 * static_cast<double>(m_batchTokens[static_cast<std::size_t>(b)]) > m_roundBudget)
+    const double budget = waitingForStarters ? static_cast<double>(m_sync) : m_roundBudget;
+    if (m_inRound > 0 && std::isfinite(budget)
+        && static_cast<double>(m_roundTokens) + 0.5 * static_cast<double>(m_batchTokens[static_cast<std::size_t>(b)]) > budget)
         return std::nullopt;
     if (++front.first == front.end)
         m_pending.erase(m_pending.begin());
