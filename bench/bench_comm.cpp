@@ -103,15 +103,15 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     double compute = 0;
     std::int64_t myTokens = 0;
     // "Compute" @p tokens: sleep for their time at this rank's rate, and add some real numbers.
-    // Back-to-back batches sleep to a chained target, so the scheduler's oversleep (a millisecond,
-    // tens of them on a loaded machine) is not added once per batch where real compute would not
-    // add it: a batch that starts within 5 ms of the previous one's end continues its target, even
-    // when the previous sleep woke late (the late part is caught up in the batches after it). A
-    // longer gap (a wait for a collective, a claim) starts a new chain: that time is not compute.
-    clock::time_point target{}, ended{}; // long ago: the first batch sleeps its full time
+    // The batches sleep to one chained target, so the scheduler's oversleep (a millisecond, tens of
+    // them on a loaded machine) is not added once per batch where real compute would not add it:
+    // a sleep that woke late is caught up by the next ones. The time between two batches (the
+    // main thread's claims, waits for collectives, anything else) is added to the target in full:
+    // it is not compute, and no later batch makes it up.
+    clock::time_point target{}, ended{}; // the first batch: target + (t0 - ended) = t0
     auto work = [&](std::int64_t tokens) {
         const auto t0 = clock::now();
-        const auto base = t0 - ended < std::chrono::milliseconds(5) ? target : t0;
+        const auto base = target + (t0 - ended);
         target = base + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(static_cast<double>(tokens) / rate));
         std::this_thread::sleep_until(target);
         ended = clock::now();
