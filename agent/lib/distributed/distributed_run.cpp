@@ -52,6 +52,18 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
             throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_COLLECTIVE \"") + slow + "\" is not a number of milliseconds (0-60000)");
         m_testSlowCollective = std::chrono::milliseconds(ms);
     }
+    // CLUSTERPPL_TEST_HOLD_CONNECT=R:MS: rank R says so and waits MS ms before its process groups
+    // form (after the watchdog's star), where a test kills it.
+    std::chrono::milliseconds holdConnect{0};
+    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_CONNECT"); hold && *hold) {
+        int r = -1;
+        long ms = -1;
+        int consumed = 0;
+        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) != 2 || hold[consumed] != '\0' || r < 0 || ms < 0 || ms > 600000)
+            throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_CONNECT \"") + hold + "\" is not RANK:MILLISECONDS (0-600000)");
+        if (r == o.identity.rank)
+            holdConnect = std::chrono::milliseconds(ms);
+    }
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
     m_servesStore = serve;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
@@ -155,15 +167,31 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         b.lossEpoch = &m_lossEpoch;
     m_backendOptions = b;
     m_backendName = backend;
+    if (holdConnect.count() > 0) {
+        const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before its process groups for "
+                                 + std::to_string(holdConnect.count()) + " ms (CLUSTERPPL_TEST_HOLD_CONNECT)\n";
+        (void)!::write(2, line.data(), line.size());
+        std::this_thread::sleep_for(holdConnect);
+    }
     try {
         if (backend != "nccl" && backend != "gloo")
             throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
         Communicators comms = makeCommunicators(backend, b);
         const std::lock_guard lock(m_commsMutex);
         m_comms = std::move(comms);
-    } catch (const TimeoutError &e) {
-        m_watchdog->reportFailure(Watchdog::kPeerTimeout, e.what());
-        throw;
+    } catch (const CollectiveError &e) {
+        // Tolerant, Gloo: a rank lost while the process groups form (its address never comes, or
+        // its connection closes) makes Gloo's rendezvous fail after --timeout. Once the watchdog's
+        // verdict on it is in, this rank goes on without communicators: its first collective finds
+        // the loss pending and regroups the survivors (DynamicSchedule::recover), as for a loss
+        // in round 0. (NCCL's init blocks and cannot be abandoned: still fatal.)
+        if (!(m_tolerant && backend == "gloo" && awaitLossAfter(0))) {
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            throw;
+        }
+        const std::lock_guard lock(m_commsMutex);
+        m_comms = Communicators{};
+        m_comms.backend = backend;
     } catch (const Error &e) {
         m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
         throw;
