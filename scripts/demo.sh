@@ -6,9 +6,9 @@
 #
 # The 4 ranks are real agent processes started by `clusterppl-cli run` from the embedded default
 # profile: pre-flight, TCPStore rendezvous, Gloo collectives, 2 node groups of 2 ranks, hierarchical
-# aggregation (reduce in each group, all-reduce among leaders, broadcast back) in planned sync
-# rounds, live telemetry merged exactly in the CLI. The dashboard is the next milestone
-# (docs/ARCHITECTURE.md, "Status").
+# aggregation (reduce in each group, all-reduce among leaders, broadcast back) in sync rounds, the
+# dynamic schedule (ranks claim global batches from a counter on the store as they go), live
+# telemetry merged exactly in the CLI, then the dashboard and the reports.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cppl_prepare
 PROFILE="$ROOT/resources/profiles/local-default.json"
@@ -49,12 +49,15 @@ else
   echo "MISMATCH: one rank $one vs ${RANKS} ranks $dist" >&2
   exit 1
 fi
-echo "per rank (tokens, compute s, wait s, transfer s, comm share):"
+# The schedule the ranks ran (the profile's default, dynamic: global batches claimed as ranks go).
+echo "schedule: $(sed -n 's/^  "schedule": "\(.*\)",$/\1/p' "$OUT/distributed.json")"
 /usr/bin/env python3 - "$OUT/distributed.json" <<'PY' 2>/dev/null || true
 import json, sys
 j = json.load(open(sys.argv[1]))
+print(f"{j.get('batch_count')} global batches of {j.get('batch')} windows, {j.get('rounds')} sync rounds")
+print("per rank (tokens, compute s, wait s, transfer s, comm share, global batches):")
 for r in j["ranks"]:
-    print(f"  rank {r['rank']} group {r['group']}: {r['tokens']:6d} tokens  {r['compute_seconds']:6.2f}  {r['wait_seconds']:6.3f}  {r['transfer_seconds']:6.4f}  {100*r['comm_share']:5.2f}%")
+    print(f"  rank {r['rank']} group {r['group']}: {r['tokens']:6d} tokens  {r['compute_seconds']:6.2f}  {r['wait_seconds']:6.3f}  {r['transfer_seconds']:6.4f}  {100*r['comm_share']:5.2f}%  {r.get('batches', '')}")
 PY
 echo "results: $OUT/{one-rank,distributed}.json"
 echo

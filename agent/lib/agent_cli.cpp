@@ -89,8 +89,10 @@ constexpr CommandUsage kCommandUsage[] = {
       --groups by-host|size:K|LIST       node groups, e.g. "0-3;4-7" (default by-host)
       --sync-every-tokens T|end          sync about every T scored tokens per rank; 0 = every
                                          batch (default 65536; docs/communication.md)
-      --schedule static|dynamic          shards fixed before the run, or global batches claimed
-                                         as ranks go (no waiting for a slow rank); same bits
+      --schedule dynamic|static          global batches claimed as ranks go (default dynamic: no
+                                         waiting for a slow rank), or shards fixed before the run;
+                                         same bits. One rank without --backend, or --shard:
+                                         static (no store to claim from)
       --overlap-sync on|off              on (default): a round's aggregation runs on a thread of its
                                          own behind the next round's compute; the live global PPL
                                          lags one round; same bits (not with --on-rank-loss continue)
@@ -107,7 +109,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --resume-state JSON                continue from a committed round (what clusterppl-cli passes
                                          when it resumes a run): rank 0 adds its exact words, nobody
                                          evaluates its ledger's batches; refused when the model,
-                                         the token stream or the settings changed
+                                         the token stream or the settings changed (the schedule:
+                                         the state's when --schedule is not given)
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
 )"},
     {"run", R"(  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS

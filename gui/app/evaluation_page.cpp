@@ -155,9 +155,10 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
                               "comm share differs."));
     hf->addRow(tr("Topology"), m_topology);
-    m_schedule = combo(how, {{u"static"_s, tr("static shards")}, {u"dynamic"_s, tr("dynamic batches")}});
-    m_schedule->setToolTip(tr("Static: each rank gets a fixed, balanced shard. Dynamic: ranks claim global batches as "
-                              "they go, so a slow rank no longer holds the others up. Both give one rank's bits."));
+    m_schedule = combo(how, {{u"dynamic"_s, tr("dynamic batches")}, {u"static"_s, tr("static shards")}});
+    m_schedule->setToolTip(tr("Dynamic (the default): ranks claim global batches as they go, so a slow rank no longer "
+                              "holds the others up. Static: each rank gets a fixed, balanced shard (for comparison). "
+                              "Both give one rank's bits."));
     hf->addRow(tr("Schedule"), m_schedule);
     m_onRankLoss = combo(how, {{u"fail"_s, tr("fail the run")}, {u"continue"_s, tr("continue without it")}});
     m_onRankLoss->setToolTip(tr("When a rank other than 0 dies or stalls past the collective timeout: end the run, or "

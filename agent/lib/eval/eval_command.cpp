@@ -129,7 +129,7 @@ struct EvalOptions
     RankIdentity identity;
     dist::DistributedOptions distOptions;
     std::int64_t syncEvery = kDefaultSyncEveryTokens;
-    dist::Schedule schedule = dist::Schedule::Static;
+    dist::Schedule schedule = dist::Schedule::Dynamic; ///< --schedule (default dynamic); static without a communicator
     bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
     int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
     int slowMs = 0;
@@ -290,7 +290,11 @@ EvalOptions parseOptions(const Args &a)
             throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
         d.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
         d.backend = a.get("--backend").value_or("auto");
-        const std::string schedule = a.get("--schedule").value_or("static");
+        // Dynamic by default (docs/communication.md, "Dynamic batches"); a resumed run keeps the
+        // schedule its checkpoint names unless --schedule says otherwise (refused below if it differs).
+        if (const auto state = a.get("--resume-state"))
+            o.resume = dist::parseResumeState(*state);
+        const std::string schedule = a.get("--schedule").value_or(o.resume ? o.resume->schedule : std::string("dynamic"));
         if (schedule != "static" && schedule != "dynamic")
             throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
         o.schedule = schedule == "dynamic" ? dist::Schedule::Dynamic : dist::Schedule::Static;
@@ -299,8 +303,7 @@ EvalOptions parseOptions(const Args &a)
         if (overlap != "on" && overlap != "off")
             throw ConfigError("--overlap-sync \"" + overlap + "\" is not one of on, off");
         o.overlapSync = overlap == "on";
-        if (const auto state = a.get("--resume-state")) {
-            o.resume = dist::parseResumeState(*state);
+        if (o.resume) {
             if (o.resume->schedule != schedule)
                 throw ConfigError("--resume-state: the interrupted run used the " + o.resume->schedule + " schedule; resume it with --schedule "
                                   + o.resume->schedule);
@@ -367,6 +370,10 @@ EvalOptions parseOptions(const Args &a)
         return 0;
     });
     o.distributed = o.identity.worldSize > 1 || a.has("--backend");
+    // Without a communicator there is no store to claim batches from: one rank (or one --shard)
+    // evaluates its contiguous shard, the static schedule, whatever --schedule says.
+    if (!o.distributed)
+        o.schedule = dist::Schedule::Static;
     if (o.resume && !o.distributed)
         throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
     o.autoBatch = (o.device.is_cuda() || !o.testFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);

@@ -73,8 +73,9 @@ Options:
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
   --no-store                do not record the run in the history (docs/run-store.md)
-  --schedule static|dynamic the agents' schedule (overrides the profile's evaluation.schedule):
-                            shards fixed before the run, or global batches claimed as ranks go
+  --schedule dynamic|static the agents' schedule (overrides the profile's evaluation.schedule,
+                            default dynamic): global batches claimed as ranks go, or shards
+                            fixed before the run (kept for comparison); same bits
   --on-rank-loss fail|continue
                             a rank dies or stalls (overrides evaluation.on_rank_loss): end the run,
                             or let the others regroup and finish with the same bits and say
@@ -287,6 +288,10 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     if (from) {
         if (!profilePath.isEmpty()) {
             // Other hosts may finish the run; what is evaluated, and relative paths, must stay the run's.
+            // --schedule overrides the profile's before the comparison (a profile without "schedule"
+            // says dynamic, the default; a static run resumes with --schedule static).
+            if (!req.schedule.isEmpty())
+                req.profile.evaluation.schedule = req.schedule.toStdString();
             const QStringList differences = run::resumeMismatches(from->profile, req.profile, from->schedule);
             if (!differences.isEmpty()) {
                 err << "clusterppl-cli: run: --resume " << resume << " with --profile " << profilePath << ": the profile does not evaluate what run "
@@ -297,6 +302,9 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         } else {
             req.profile = from->profile;
             req.profilePath = from->profilePath;
+            // The checkpoint names the schedule the run used (the saved profile says it too).
+            if (req.schedule.isEmpty() && !from->schedule.isEmpty())
+                req.profile.evaluation.schedule = from->schedule.toStdString();
         }
         req.runId = from->runId;
         req.resumeState = from->checkpoint;

@@ -71,7 +71,7 @@ struct EvaluationSpec
     std::string device = "auto";
     std::string backend = "auto";
     std::string topology = "hierarchical";
-    std::string schedule = "static"; ///< the agents' --schedule: static shards or dynamic batches (docs/communication.md)
+    std::string schedule = "dynamic"; ///< the agents' --schedule: dynamic batches (default) or static shards (docs/communication.md)
     /// The agents' --on-rank-loss: fail (a lost rank ends the run) or continue (the others regroup
     /// and finish; needs schedule dynamic; docs/communication.md, "Losing a rank").
     std::string onRankLoss = "fail";
