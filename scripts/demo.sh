@@ -30,7 +30,7 @@ echo
 echo "-- 1/6  profile"
 "$BUILD_DIR/gui/clusterppl-cli" profile check "$PROFILE"
 echo
-echo "-- 2/6  plan: llama.cpp windows of 256 bytes, sharded over ${RANKS} ranks"
+echo "-- 2/6  plan: llama.cpp windows of 256 bytes over ${RANKS} ranks (static shards shown; the run claims global batches as ranks go)"
 "$AGENT" plan --text "$TEXT" --tokenizer bytes --protocol llama.cpp --context 256 --ranks "$RANKS" \
   --batch 8 --sync-every-tokens 8192 --json "$OUT/plan.json" | sed -n '1,6p'
 echo

@@ -421,9 +421,55 @@ private Q_SLOTS:
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("rendezvous")).toObject().value(QStringLiteral("source")).toString(), style);
+        QCOMPARE(j.value(QStringLiteral("schedule")).toString(), QStringLiteral("dynamic")); // the default, with any launcher's store
         // Only rank 0 speaks for the run.
         QCOMPARE(QString::fromUtf8(ranks[1]->readAllStandardOutput()), QString());
         QVERIFY(QString::fromUtf8(ranks[0]->readAllStandardOutput()).contains(QStringLiteral("Final estimate: PPL = ")));
+    }
+
+    void defaultScheduleWithAndWithoutAStore()
+    {
+        // Dynamic is the default where there is a store to claim from: one rank with --backend
+        // (a one-member communicator) claims every batch itself. Without one (one rank, --shard)
+        // the rank evaluates its contiguous shard, whatever --schedule says, and the result has
+        // no "schedule". The same bits every way.
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        QVERIFY(!one.isEmpty());
+        QVERIFY(!one.contains(QStringLiteral("schedule")));
+        QCOMPARE(one.value(QStringLiteral("shard")).toObject().value(QStringLiteral("end_window")).toInteger(), 37);
+        const QString json = m_dir.filePath(QStringLiteral("one-member.json"));
+        ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("eval")} + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                 + QStringList{QStringLiteral("--backend"), QStringLiteral("gloo"), QStringLiteral("--master-addr"),
+                                                               QStringLiteral("127.0.0.1"), QStringLiteral("--master-port"),
+                                                               QString::number(freeLoopbackPort()), QStringLiteral("--sync-every-tokens"),
+                                                               QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                               QStringLiteral("--json"), json},
+                                     120000);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("schedule")).toString(), QStringLiteral("dynamic"));
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("ranks")).toArray().at(0).toObject().value(QStringLiteral("batches")).toString(), QStringLiteral("0-18"));
+        // --shard K/N with --schedule dynamic: no store, so the static shard; the shards still merge.
+        QStringList parts;
+        for (int k = 0; k < 2; ++k) {
+            parts << m_dir.filePath(QStringLiteral("shard-%1-of-2.json").arg(k));
+            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 37);
+            args.removeAll(QStringLiteral("--quiet")); // the "model:" line names the shard's windows
+            r = runProcess(kAgent, QStringList{QStringLiteral("eval")} + args
+                                       + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--shard"),
+                                                     QStringLiteral("%1/2").arg(k), QStringLiteral("--json"), parts.last()},
+                           120000);
+            QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+            QVERIFY2(r.err.contains(QStringLiteral("; shard %1/2: windows ").arg(k)), qPrintable(r.describe()));
+            j = readJson(parts.last());
+            QVERIFY(!j.contains(QStringLiteral("schedule")));
+            QCOMPARE(j.value(QStringLiteral("shard")).toObject().value(QStringLiteral("rank")).toInt(), k);
+        }
+        const QString merged = m_dir.filePath(QStringLiteral("shards-merged.json"));
+        r = runProcess(kAgent, QStringList{QStringLiteral("merge")} + parts + QStringList{QStringLiteral("--json"), merged});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        QCOMPARE(readJson(merged).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
     }
 
     void ranksWithOtherThreadCounts()
@@ -467,19 +513,21 @@ private Q_SLOTS:
         // which path noticed it); a stopped rank can only be noticed by that timeout, so it is short.
         QTest::addColumn<int>("timeoutS");
         QTest::addColumn<QStringList>("extra");
-        const QStringList failFast{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"), QStringLiteral("fail")};
+        // Static shards, one round at the end; then the default (dynamic) schedule, rounds of 300 tokens.
+        const QStringList staticEnd{QStringLiteral("--schedule"), QStringLiteral("static"), QStringLiteral("--sync-every-tokens"), QStringLiteral("end")};
+        const QStringList failFast{QStringLiteral("--on-rank-loss"), QStringLiteral("fail"), QStringLiteral("--sync-every-tokens"), QStringLiteral("300")};
         const QString died = QStringLiteral(") died: its connection closed before it finished (killed, crashed or out of memory; see its log)");
-        QTest::addRow("SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
-                                        << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << QStringList();
-        QTest::addRow("SIGKILL rank 0 (the others lose it)") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
-                                                             << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << QStringList();
-        QTest::addRow("SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 ({host}) stopped responding: no heartbeat for "
-                                        << QString() << 6 << QStringList(); // the first survivor to time out is reported first: any of them
-        // --on-rank-loss fail (the default) with the dynamic schedule fails as fast, rank 0's loss
-        // included (with continue, run --standalone's ranks survive it: survivesLostRank).
-        QTest::addRow("dynamic, --on-rank-loss fail, SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
+        QTest::addRow("static, SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
+                                                << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << staticEnd;
+        QTest::addRow("static, SIGKILL rank 0 (the others lose it)") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
+                                                                     << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << staticEnd;
+        QTest::addRow("static, SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 ({host}) stopped responding: no heartbeat for "
+                                                << QString() << 6 << staticEnd; // the first survivor to time out is reported first: any of them
+        // --on-rank-loss fail (the default) with the dynamic schedule (the default) fails as fast,
+        // rank 0's loss included (with continue, run --standalone's ranks survive it: survivesLostRank).
+        QTest::addRow("default (dynamic), SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
                                                                       << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << failFast;
-        QTest::addRow("dynamic, --on-rank-loss fail, SIGKILL rank 0") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
+        QTest::addRow("default (dynamic), SIGKILL rank 0") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
                                                                       << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << failFast;
     }
     void rankKilledOrStopped()
@@ -498,9 +546,7 @@ private Q_SLOTS:
         launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
                                            QStringLiteral("--")}
                                    + args
-                                   + QStringList{QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--sync-every-tokens"),
-                                                 extra.isEmpty() ? QStringLiteral("end") : QStringLiteral("300")}
-                                   + extra);
+                                   + QStringList{QStringLiteral("--timeout"), QString::number(timeoutS)} + extra);
         QVERIFY(launcher.waitForStarted());
         QList<qint64> kids;
         QElapsedTimer wait;
@@ -925,8 +971,11 @@ private Q_SLOTS:
                                       << "--on-rank-loss \"ignore\" is not one of fail, continue";
         QTest::addRow("overlap-sync") << run + ev + QStringList{QStringLiteral("--overlap-sync"), QStringLiteral("yes")}
                                       << "--overlap-sync \"yes\" is not one of on, off";
-        QTest::addRow("on-rank-loss continue, static") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue")}
+        QTest::addRow("on-rank-loss continue, static") << run + ev + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue"),
+                                                                                 QStringLiteral("--schedule"), QStringLiteral("static")}
                                                        << "--on-rank-loss continue needs --schedule dynamic";
+        QTest::addRow("schedule") << run + ev + QStringList{QStringLiteral("--schedule"), QStringLiteral("guided")}
+                                  << "--schedule \"guided\" is not one of static, dynamic";
         QTest::addRow("rank beyond world size") << QStringList{QStringLiteral("eval")} + ev
                                                            + QStringList{QStringLiteral("--rank"), QStringLiteral("2"), QStringLiteral("--world-size"),
                                                                          QStringLiteral("2")}

@@ -254,7 +254,7 @@ private Q_SLOTS:
         recoverLostRank(u"local"_s, 1, 4, 2);
         // Bad values are refused before anything starts.
         const QString profile = writeProfile(u"recover-bad"_s, u"local"_s, 1, 2);
-        const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--on-rank-loss"_s, u"continue"_s}, 60000);
+        const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--on-rank-loss"_s, u"continue"_s, u"--schedule"_s, u"static"_s}, 60000);
         QVERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
     }
 

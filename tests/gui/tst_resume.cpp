@@ -284,9 +284,22 @@ private Q_SLOTS:
             QVERIFY(QFile::exists(runDir(runId) + u"/checkpoint.json"_s)); // still resumable
         }
 
-        // The resume: the same bits as one rank, and the result says it was resumed.
+        // The resume: the same bits as one rank, and the result says it was resumed. Dynamic: with
+        // the run's saved profile. Static: with --profile P, P without "schedule" (so dynamic, the
+        // default), refused naming the field, then resumed with --schedule static.
+        QStringList resumeArgs{u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s};
+        if (schedule == u"static"_s) {
+            QString noSchedule = QString::fromUtf8(profileJson(m_text, 4, schedule));
+            noSchedule.replace(u",\n                 \"schedule\": \"static\""_s, QString());
+            QVERIFY(!noSchedule.contains(u"schedule"_s));
+            QVERIFY(writeFile(other, noSchedule.toUtf8()));
+            r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.err.contains(u"evaluation.schedule is dynamic, the run evaluated static"_s), qPrintable(r.err));
+            resumeArgs << u"--profile"_s << other << u"--schedule"_s << u"static"_s;
+        }
         const QString json = m_dir.filePath(runId + u"-result.json"_s);
-        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--json"_s, json});
+        r = cli(resumeArgs + QStringList{u"--json"_s, json});
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY2(r.err.contains(u"resuming run %1 after its round %2: %3 of %4 global batches committed"_s.arg(runId).arg(round).arg(done).arg(batches)),
                  qPrintable(r.err));

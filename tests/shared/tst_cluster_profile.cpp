@@ -122,6 +122,30 @@ private Q_SLOTS:
         QVERIFY(again.profile == r.profile);
     }
 
+    void scheduleDefaultsToDynamic_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<QString>("schedule");
+        // Absent: dynamic, the default; a profile (or a run's saved profile) that says static keeps it.
+        QTest::addRow("absent: dynamic") << "{}" << "dynamic";
+        QTest::addRow("dynamic") << R"({"schedule": "dynamic"})" << "dynamic";
+        QTest::addRow("static") << R"({"schedule": "static"})" << "static";
+    }
+    void scheduleDefaultsToDynamic()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(QString, schedule);
+        QCOMPARE(EvaluationSpec{}.schedule, std::string("dynamic"));
+        QCOMPARE(EvaluationSpec{}.onRankLoss, std::string("fail")); // tolerant runs stay synchronous: not the default
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(QString::fromStdString(r.profile.evaluation.schedule), schedule);
+        const std::string json = profileToJson(r.profile); // always written, so a saved profile says what ran
+        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"schedule\": \"%1\"").arg(schedule)), json.c_str());
+        QVERIFY(parseProfile(json).profile == r.profile);
+    }
+
     void slurmProfileRoundTrips()
     {
         const std::string text = withHosts(R"([{"name": "login", "ssh": {"alias": "cluster"}, "workdir": "/scratch/me"}])",

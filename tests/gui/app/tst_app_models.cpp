@@ -471,11 +471,16 @@ void TestAppModels::evaluationPageBatchAuto()
 void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
 {
     // The page built its EvaluationSpec from its controls only, so a profile's "schedule" and
-    // "on_rank_loss" were dropped (back to static / fail) when the dashboard ran it.
+    // "on_rank_loss" were dropped (back to the defaults) when the dashboard ran it. The defaults:
+    // dynamic batches, fail on a lost rank (the profile's, EvaluationSpec{}).
     cppl::app::EvaluationPage page;
     cppl::EvaluationSpec e = page.evaluation();
-    QCOMPARE(e.schedule, std::string("static"));
+    QCOMPARE(e.schedule, std::string("dynamic"));
     QCOMPARE(e.onRankLoss, std::string("fail"));
+    QCOMPARE(e.schedule, cppl::EvaluationSpec{}.schedule);
+    e.schedule = "static"; // a profile that asks for static shards keeps them
+    page.load(e, page.thresholds());
+    QCOMPARE(page.evaluation().schedule, std::string("static"));
     e.schedule = "dynamic";
     e.onRankLoss = "continue";
     page.load(e, page.thresholds());

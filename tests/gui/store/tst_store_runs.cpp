@@ -167,11 +167,12 @@ private Q_SLOTS:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(u"CLUSTERPPL_STORE"_s, m_store);
         // Rank 0 sleeps 40 ms a batch (the local launcher passes the CLI's environment on), so the
-        // run lasts seconds and the other ranks wait for it at every round: the kill below always
-        // finds all four agents, however fast this machine evaluates the text.
+        // run lasts seconds and, with static shards (the dynamic default would let the others take
+        // its batches), the other ranks wait for it at every round: the kill below always finds all
+        // four agents, however fast this machine evaluates the text.
         env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"0:40"_s);
         p.setProcessEnvironment(env);
-        p.start(kCli, {u"run"_s, u"--profile"_s, longProfile, u"--run-id"_s, runId, u"--no-preflight"_s});
+        p.start(kCli, {u"run"_s, u"--profile"_s, longProfile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--schedule"_s, u"static"_s});
         QVERIFY(p.waitForStarted());
         // Wait until the store holds samples of every rank twice (written by the CLI's writer
         // thread, read here through another connection), then kill.
