@@ -295,7 +295,8 @@ private Q_SLOTS:
             QVERIFY(writeFile(other, noSchedule.toUtf8()));
             r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
             QCOMPARE(r.exitCode, 2);
-            QVERIFY2(r.err.contains(u"evaluation.schedule is dynamic, the run evaluated static"_s), qPrintable(r.err));
+            QVERIFY2(r.err.contains(u"evaluation.schedule is dynamic, the run evaluated static"_s) && r.err.contains(u"or add --schedule static)"_s),
+                     qPrintable(r.err));
             resumeArgs << u"--profile"_s << other << u"--schedule"_s << u"static"_s;
         }
         const QString json = m_dir.filePath(runId + u"-result.json"_s);

@@ -296,7 +296,10 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             if (!differences.isEmpty()) {
                 err << "clusterppl-cli: run: --resume " << resume << " with --profile " << profilePath << ": the profile does not evaluate what run "
                     << from->runId << " evaluated:\n  " << differences.join(u"\n  "_s)
-                    << "\n(resume without --profile to use the run's own, saved in " << from->directory << "/run.json)\n";
+                    << "\n(resume without --profile to use the run's own, saved in " << from->directory << "/run.json";
+                if (QString::fromStdString(req.profile.evaluation.schedule) != from->schedule)
+                    err << ", or add --schedule " << from->schedule;
+                err << ")\n";
                 return run::kRunBadArguments;
             }
         } else {
