@@ -50,7 +50,7 @@ else
   exit 1
 fi
 # The schedule the ranks ran (the profile's default, dynamic: global batches claimed as ranks go).
-echo "schedule: $(sed -n 's/^  "schedule": "\(.*\)",$/\1/p' "$OUT/distributed.json")"
+echo "schedule: $(sed -n 's/^ *"schedule": "\([a-z]*\)".*/\1/p' "$OUT/distributed.json")"
 /usr/bin/env python3 - "$OUT/distributed.json" <<'PY' 2>/dev/null || true
 import json, sys
 j = json.load(open(sys.argv[1]))
