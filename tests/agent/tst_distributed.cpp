@@ -792,6 +792,13 @@ private Q_SLOTS:
         // The record: who was lost, why, when; every batch counted exactly once, the lost ranks'
         // committed ones included; the batches redone are ones nobody else counted before.
         const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
+        if (lost.size() != lostRanks.size()) { // which rank too, and why; the agents' stderr kept (QTest cuts long messages)
+            QFile keep(QDir::temp().filePath(QStringLiteral("tst_distributed-lost-%1.log").arg(QCoreApplication::applicationPid())));
+            if (keep.open(QIODevice::WriteOnly))
+                keep.write(err.toUtf8());
+            qWarning("lost_ranks %s; the agents' stderr is in %s", QJsonDocument(lost).toJson(QJsonDocument::Compact).constData(),
+                     qPrintable(keep.fileName()));
+        }
         QCOMPARE(lost.size(), lostRanks.size());
         QList<int> recorded;
         for (const auto &l : lost) {
