@@ -30,12 +30,4 @@ inline ProcessResult runAgent(const QStringList &args)
     return runProcess(QStringLiteral(CPPL_AGENT_EXE), args, kProcessTimeoutMs);
 }
 
-inline QJsonObject readJson(const QString &path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
-
 } // namespace cppl::test

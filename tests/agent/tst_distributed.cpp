@@ -18,7 +18,6 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QThread>
 
 #include <csignal>
 #include <arpa/inet.h>
@@ -27,10 +26,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-using cppl::test::childrenOf;
-using cppl::test::ranksOf;
+using cppl::test::isRunning;
 using cppl::test::ProcessResult;
+using cppl::test::readJson;
 using cppl::test::runProcess;
+using cppl::test::waitForRanks;
 using cppl::freeLoopbackPort;
 
 namespace {
@@ -38,14 +38,6 @@ namespace {
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
-
-QJsonObject readJson(const QString &path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
 
 /// The same per-rank settings everywhere (threads and batch are part of the bits, docs/models.md).
 QStringList evalArgs(const QString &protocol, int maxWindows)
@@ -79,6 +71,15 @@ bool parseBatches(const QString &text, QList<qint64> &out)
             out << x;
     }
     return true;
+}
+
+/// A launcher that did not end in time, and its ranks: killed, so that nothing outlives the test.
+void killAll(QProcess &launcher, const QList<qint64> &ranks)
+{
+    for (qint64 k : ranks)
+        ::kill(static_cast<pid_t>(k), SIGKILL);
+    launcher.kill();
+    launcher.waitForFinished();
 }
 
 /// A rank started by hand with torchrun's (or another launcher's) environment.
@@ -548,13 +549,9 @@ private Q_SLOTS:
                                    + args
                                    + QStringList{QStringLiteral("--timeout"), QString::number(timeoutS)} + extra);
         QVERIFY(launcher.waitForStarted());
-        QList<qint64> kids;
         QElapsedTimer wait;
         wait.start();
-        while (kids.size() < 4 && wait.elapsed() < 30000) {
-            QThread::msleep(100);
-            kids = ranksOf(launcher.processId()); // indexed by rank
-        }
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
         QCOMPARE(kids.size(), 4);
         // Wait for the event, not a fixed time: rank 0 logs "model: ..." after the rendezvous (which
         // every rank passes together, watchdog connected) and its load; the evaluation takes far longer.
@@ -572,12 +569,8 @@ private Q_SLOTS:
         // run that never ends; which path noticed the rank is checked by the messages below.
         const bool finished = launcher.waitForFinished((timeoutS + 120) * 1000);
         const qint64 took = clock.elapsed();
-        if (!finished) {
-            for (qint64 k : kids)
-                ::kill(static_cast<pid_t>(k), SIGKILL);
-            launcher.kill();
-            launcher.waitForFinished();
-        }
+        if (!finished)
+            killAll(launcher, kids);
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
         QVERIFY2(finished, qPrintable(err));
         qInfo("every rank gone %lld ms after the signal", static_cast<long long>(took));
@@ -591,11 +584,8 @@ private Q_SLOTS:
             const QString prefix = r == 0 ? QStringLiteral("clusterppl-agent: rank 0: ") : QStringLiteral("[rank %1] clusterppl-agent: rank %1: ").arg(r);
             QVERIFY2(err.contains(prefix + expectText), qPrintable(err));
         }
-        for (qint64 k : kids) { // nothing left behind: the launcher reaped every rank
-            QFile stat(QStringLiteral("/proc/%1/stat").arg(k));
-            const bool alive = stat.open(QIODevice::ReadOnly) && !stat.readAll().contains(") Z ");
-            QVERIFY2(!alive, "a rank outlived the launcher");
-        }
+        for (qint64 k : kids) // nothing left behind: the launcher reaped every rank
+            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
         // A dead rank is noticed at once, not by the timeout: the messages above already name its
         // closed connection; and every rank was gone before the heartbeat timeout could have fired.
         if (signal == SIGKILL)
@@ -692,13 +682,9 @@ private Q_SLOTS:
                                                  QStringLiteral("300"), QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--json"), json,
                                                  QStringLiteral("--result-line")});
         QVERIFY(launcher.waitForStarted());
-        QList<qint64> kids;
         QElapsedTimer wait;
         wait.start();
-        while (kids.size() < 4 && wait.elapsed() < 30000) {
-            QThread::msleep(100);
-            kids = ranksOf(launcher.processId()); // indexed by rank
-        }
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
         QCOMPARE(kids.size(), 4);
         // Wait for the event: a round line (rank 0's, or the lowest survivor's) saying that the fraction of the tokens is scored.
         QByteArray early;
@@ -744,12 +730,8 @@ private Q_SLOTS:
                 QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), signal), 0);
         }
         const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
-        if (!finished) {
-            for (qint64 k : kids)
-                ::kill(static_cast<pid_t>(k), SIGKILL);
-            launcher.kill();
-            launcher.waitForFinished();
-        }
+        if (!finished)
+            killAll(launcher, kids);
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
         const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
         QVERIFY2(finished, qPrintable(err));
@@ -772,11 +754,8 @@ private Q_SLOTS:
             QVERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
         QCOMPARE(out.count(QStringLiteral("Final estimate: PPL = ")), 1);
         QCOMPARE(out.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
-        for (qint64 k : kids) { // nothing left behind: the launcher reaped every rank, the stopped one too
-            QFile stat(QStringLiteral("/proc/%1/stat").arg(k));
-            const bool alive = stat.open(QIODevice::ReadOnly) && !stat.readAll().contains(") Z ");
-            QVERIFY2(!alive, "a rank outlived the launcher");
-        }
+        for (qint64 k : kids) // nothing left behind: the launcher reaped every rank, the stopped one too
+            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
         // The contract: one rank's bits, in the file and in the result line alike.
         const QJsonObject j = readJson(json);
         const QString line = out.mid(out.indexOf(QStringLiteral("CLUSTERPPL_RESULT ")) + 18).section(QLatin1Char('\n'), 0, 0);

@@ -4,13 +4,19 @@
 
 #include <QByteArray>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QList>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include <QThread>
 
 #include <algorithm>
+
+#include <signal.h>
 
 namespace cppl::test {
 
@@ -42,11 +48,25 @@ inline QByteArray readFile(const QString &path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
+/// The JSON object in @p path; empty when it cannot be read or is no object.
+inline QJsonObject readJson(const QString &path)
+{
+    return QJsonDocument::fromJson(readFile(path)).object();
+}
+
 /// Replaces @p path with @p data; false when it cannot be written whole.
 inline bool writeFile(const QString &path, const QByteArray &data)
 {
     QFile f(path);
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
+}
+
+/// Whether @p pid is a live process (a zombie has exited already; its parent has not reaped it yet).
+inline bool isRunning(qint64 pid)
+{
+    const QByteArray stat = readFile(QStringLiteral("/proc/%1/stat").arg(pid));
+    const qsizetype close = stat.lastIndexOf(')');
+    return close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
 /// Live processes (zombies have exited already) whose environment carries CLUSTERPPL_RUN_ID=@p id,
@@ -63,9 +83,7 @@ inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {}
         const QList<QByteArray> env = readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0');
         if (!env.contains(needle) || (!extra.isEmpty() && !env.contains(extra)))
             continue;
-        const QByteArray stat = readFile(QStringLiteral("/proc/%1/stat").arg(pid));
-        const qsizetype close = stat.lastIndexOf(')');
-        if (close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z')
+        if (isRunning(pid))
             out << pid;
     }
     std::sort(out.begin(), out.end());
@@ -109,6 +127,35 @@ inline QList<qint64> ranksOf(qint64 launcher)
             }
     const qsizetype known = std::find(byRank.begin(), byRank.end(), qint64(0)) - byRank.begin();
     return byRank.mid(0, known);
+}
+
+/// Kills @p cli (a `clusterppl-cli run`) and every agent of run @p runId with SIGKILL at once, as a
+/// power loss would, and waits up to 10 s for the agents to be gone: true when none is left.
+inline bool killRun(QProcess &cli, const QString &runId)
+{
+    ::kill(static_cast<pid_t>(cli.processId()), SIGKILL);
+    for (const qint64 pid : agentsOfRun(runId))
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+    cli.waitForFinished(10000);
+    QElapsedTimer t;
+    t.start();
+    while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
+        QThread::msleep(50);
+    return agentsOfRun(runId).isEmpty();
+}
+
+/// ranksOf(@p launcher) once it has @p n ranks, polled every 100 ms for at most @p timeoutMs
+/// (fewer when time ran out): a launcher's ranks once it started them all, indexed by rank.
+inline QList<qint64> waitForRanks(qint64 launcher, qsizetype n, int timeoutMs = 30000)
+{
+    QElapsedTimer t;
+    t.start();
+    QList<qint64> ranks;
+    while (ranks.size() < n && t.elapsed() < timeoutMs) {
+        QThread::msleep(100);
+        ranks = ranksOf(launcher);
+    }
+    return ranks;
 }
 
 } // namespace cppl::test

@@ -312,7 +312,7 @@ private Q_SLOTS:
                                     u"nothing was launched"_s})
             QVERIFY2(r.out.contains(want), qPrintable(want + u"\n"_s + r.describe()));
         QCOMPARE(evalAgents(), before);
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"check.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(u"check.json"_s));
         QCOMPARE(j.value(u"ok"_s).toBool(), true);
         QCOMPARE(j.value(u"hosts"_s).toArray().size(), 2);
         QCOMPARE(j.value(u"hosts"_s).toArray().at(1).toObject().value(u"host"_s).toString(), u"node2"_s);

@@ -108,7 +108,7 @@ private Q_SLOTS:
                                                       u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
                                                       u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
-        m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
+        m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
 
         // sshd on 127.0.0.1 with everything in the temporary directory, and a key it does not accept.
@@ -221,7 +221,7 @@ private Q_SLOTS:
                                                   path(u"auto-batch-result.json"_s)},
                                            300000);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"auto-batch-result.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(u"auto-batch-result.json"_s));
         QCOMPARE(j.value(u"batch"_s).toInt(), 8);
         QCOMPARE(j.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
@@ -241,7 +241,7 @@ private Q_SLOTS:
         QVERIFY(!runs.isEmpty());
         const QByteArray rank0 = readFile(path(u"state/clusterppl/runs/"_s + runs.last() + u"/rank-0.log"_s));
         QVERIFY2(rank0.contains("O Final estimate: PPL = "), rank0.constData());
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"local4-result.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(u"local4-result.json"_s));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
     }
@@ -358,7 +358,7 @@ private Q_SLOTS:
         // Telemetry came back through the SSH sessions' reverse tunnels, and its live exact merge
         // equals the result.
         QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"ssh4-result.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(u"ssh4-result.json"_s));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"groups"_s).toVariant().toList().size(), 2);
         // Known now: no flag needed.
@@ -426,7 +426,7 @@ private:
             if (full.exitCode != 0)
                 qWarning("%s", qPrintable(full.describe()));
         }
-        return QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
+        return cppl::test::readJson(path(u"one-full.json"_s));
     }
 
     /// `clusterppl-cli run` of a tolerant profile (dynamic schedule, on_rank_loss continue, every
@@ -481,7 +481,7 @@ private:
         QVERIFY2(!err.contains(u"the rendezvous store on"_s), qPrintable(err));
         // No agent and no store of the run is left (the store ended on its stdin's EOF).
         QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(name + u"-result.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(name + u"-result.json"_s));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
         QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());
         QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());

@@ -29,7 +29,9 @@ using namespace Qt::StringLiterals;
 using namespace cppl::core::run;
 
 using cppl::test::agentsOfRun;
+using cppl::test::killRun;
 using cppl::test::readFile;
+using cppl::test::readJson;
 using cppl::test::writeFile;
 
 namespace {
@@ -56,11 +58,6 @@ QByteArray profileJson(const QString &text, int slots, const QString &schedule, 
         .arg(schedule)
         .arg(context)
         .toUtf8();
-}
-
-QJsonObject jsonOf(const QString &path)
-{
-    return QJsonDocument::fromJson(readFile(path)).object();
 }
 
 } // namespace
@@ -91,26 +88,19 @@ class TestResume : public QObject
         t.start();
         int seen = -1;
         while (t.elapsed() < 120000 && p.state() == QProcess::Running) {
-            seen = jsonOf(checkpoint).value(u"round"_s).toInt(-1);
+            seen = readJson(checkpoint).value(u"round"_s).toInt(-1);
             if (seen >= round)
                 break;
             QThread::msleep(20);
         }
-        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
-        for (const qint64 pid : agentsOfRun(runId))
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
-        p.waitForFinished(10000);
-        t.restart();
-        while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
-            QThread::msleep(50);
-        if (!agentsOfRun(runId).isEmpty()) {
+        if (!killRun(p, runId)) {
             qWarning("agents of %s outlived the kill", qPrintable(runId));
             return -2;
         }
         if (seen < round)
             qWarning("the run ended or timed out at round %d before round %d was committed:\n%s", seen, round,
                      p.readAllStandardError().constData());
-        return jsonOf(checkpoint).value(u"round"_s).toInt(-1);
+        return readJson(checkpoint).value(u"round"_s).toInt(-1);
     }
 
 private Q_SLOTS:
@@ -128,7 +118,7 @@ private Q_SLOTS:
                                                        u"--max-windows"_s, QString::number(kWindows), u"--dtype"_s, u"float32"_s,
                                                        u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, json});
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        m_oneRank = jsonOf(json);
+        m_oneRank = readJson(json);
         QVERIFY(!m_oneRank.value(u"nll_sum_exact"_s).toString().isEmpty());
     }
 
@@ -160,7 +150,7 @@ private Q_SLOTS:
         QVERIFY(w.take(1, ledger(1, 1, "4")));
         QCOMPARE(w.writtenRound(), 1);
         QVERIFY(w.take(1, ledger(1, 2, "5-6")));
-        const QJsonObject cp = jsonOf(dir.filePath(u"checkpoint.json"_s));
+        const QJsonObject cp = readJson(dir.filePath(u"checkpoint.json"_s));
         QCOMPARE(cp.value(u"ledger"_s).toString(), u"0-4"_s);
         QCOMPARE(cp.value(u"words"_s).toArray().at(1).toString(), u"2"_s);
         QCOMPARE(cp.value(u"resumed_from"_s).toObject().value(u"round"_s).toInt(), 0);
@@ -212,8 +202,8 @@ private Q_SLOTS:
         QCOMPARE(w.writtenRound(), 1); // rank 2's line of round 3 in epoch 1 is not here yet
         QVERIFY(w.take(2, ledger(2, 3, "13", 1)));
         QCOMPARE(w.writtenRound(), 3);
-        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-13"_s);
-        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"epoch"_s).toInt(), 1);
+        QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-13"_s);
+        QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"epoch"_s).toInt(), 1);
         QVERIFY(w.error().isEmpty());
 
         // Rank 0 lost next (epoch 2): rank 2 reports from then on, and names both lost ranks.
@@ -226,7 +216,7 @@ private Q_SLOTS:
         QVERIFY(w.take(2, ledger(2, 5, "14,16-17", 2)));
         QVERIFY(w.take(2, checkpoint(5, 2)));
         QCOMPARE(w.writtenRound(), 5);
-        QCOMPARE(jsonOf(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-17"_s);
+        QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-17"_s);
         QVERIFY(w.error().isEmpty());
         QVERIFY(w.take(1, checkpoint(6, 2)));
         QVERIFY2(w.error().contains(u"rank 1 sent a checkpoint line, but rank 2 reports for the run"_s), qPrintable(w.error()));
@@ -247,7 +237,7 @@ private Q_SLOTS:
         const QString runId = u"killed-"_s + schedule;
         const int round = startAndKill(profile, runId, 2);
         QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
-        const QJsonObject cp = jsonOf(runDir(runId) + u"/checkpoint.json"_s);
+        const QJsonObject cp = readJson(runDir(runId) + u"/checkpoint.json"_s);
         QCOMPARE(cp.value(u"schedule"_s).toString(), schedule);
         QCOMPARE(cp.value(u"world_size"_s).toInt(), 4);
         const qint64 batches = cp.value(u"batch_count"_s).toInteger();
@@ -304,7 +294,7 @@ private Q_SLOTS:
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY2(r.err.contains(u"resuming run %1 after its round %2: %3 of %4 global batches committed"_s.arg(runId).arg(round).arg(done).arg(batches)),
                  qPrintable(r.err));
-        const QJsonObject res = jsonOf(json);
+        const QJsonObject res = readJson(json);
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
         QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
         QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());
@@ -373,7 +363,7 @@ private Q_SLOTS:
         });
         QElapsedTimer t;
         t.start();
-        const auto roundNow = [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1); };
+        const auto roundNow = [&] { return readJson(checkpoint).value(u"round"_s).toInt(-1); };
         QJsonObject regroup; // the newest regroup line of any rank's log (each names every rank lost so far)
         const auto lostIn = [](const QJsonObject &o) {
             QList<int> named;
@@ -429,13 +419,9 @@ private Q_SLOTS:
         // A checkpoint after the regrouping, then the launcher and every agent die at once.
         while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 180000)
             QThread::msleep(10);
-        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
-        for (const qint64 pid : agentsOfRun(runId))
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
-        p.waitForFinished(10000);
-        QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
+        QVERIFY(killRun(p, runId));
         QVERIFY2(!QFile::exists(dir + u"/result.json"_s), qPrintable(u"the run finished before it was killed:\n"_s + QString::fromUtf8(readFile(cliErr))));
-        const QJsonObject cp = jsonOf(checkpoint);
+        const QJsonObject cp = readJson(checkpoint);
         const int round = cp.value(u"round"_s).toInt(-1);
         QVERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
         QVERIFY(cp.value(u"epoch"_s).toInt() >= regroup.value(u"epoch"_s).toInt());
@@ -448,7 +434,7 @@ private Q_SLOTS:
         const QString resultPath = m_dir.filePath(runId + u"-result.json"_s);
         const auto r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, resultPath});
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const QJsonObject res = jsonOf(resultPath);
+        const QJsonObject res = readJson(resultPath);
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
         QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
         QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());

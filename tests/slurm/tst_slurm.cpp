@@ -143,7 +143,7 @@ private Q_SLOTS:
                                                       u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
                                                       u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
-        m_oneRankExact = QJsonDocument::fromJson(readFile(path(u"one.json"_s))).object().value(u"nll_sum_exact"_s).toString();
+        m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
         QString why = m_sshd.start(path(u"sshd"_s), {u"login"_s});
         if (why.isEmpty())
@@ -232,7 +232,7 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));
         QVERIFY2(r.err.contains(u"pre-flight ok on 1 node(s)"_s), qPrintable(r.err));
         QVERIFY2(r.err.contains(u": RUNNING"_s) && r.err.contains(u"on "_s + m_slurm.node()), qPrintable(r.err));
-        const QJsonObject j = QJsonDocument::fromJson(readFile(path(u"slurm4-result.json"_s))).object();
+        const QJsonObject j = cppl::test::readJson(path(u"slurm4-result.json"_s));
         QVERIFY2(j.value(u"world_size"_s).toInt() == 4, qPrintable(r.describe()));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         // The batch script was saved with the run on the cluster, as submitted.
@@ -355,7 +355,7 @@ private Q_SLOTS:
                                                        u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
                                                        path(u"one-full.json"_s)});
         QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
-        const QJsonObject one = QJsonDocument::fromJson(readFile(path(u"one-full.json"_s))).object();
+        const QJsonObject one = cppl::test::readJson(path(u"one-full.json"_s));
         const QString runId = u"slurm-tolerant-%1"_s.arg(victim);
         QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
         json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}"_s);

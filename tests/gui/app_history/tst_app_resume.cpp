@@ -47,8 +47,9 @@ using cppl::app::MainWindow;
 using cppl::app::ResumeState;
 using cppl::core::store::RunStatus;
 using cppl::core::store::RunStore;
-using cppl::test::agentsOfRun;
+using cppl::test::killRun;
 using cppl::test::readFile;
+using cppl::test::readJson;
 using cppl::test::writeFile;
 
 namespace {
@@ -57,11 +58,6 @@ const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 constexpr int kWindows = 128;
-
-QJsonObject jsonOf(const QString &path)
-{
-    return QJsonDocument::fromJson(readFile(path)).object();
-}
 
 /// The shared local profile on @p text, dynamic schedule, a sync round every 128 scored tokens.
 QByteArray profileJson(const QString &text, int slots, int context = 128)
@@ -100,16 +96,10 @@ class TestAppResume : public QObject
         bool seen = false;
         while (t.elapsed() < 120000 && p.state() == QProcess::Running && !(seen = ready()))
             QThread::msleep(20);
-        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
-        for (const qint64 pid : agentsOfRun(runId))
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
-        p.waitForFinished(10000);
-        t.restart();
-        while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
-            QThread::msleep(50);
+        const bool gone = killRun(p, runId);
         if (!seen)
             qWarning("%s: not ready before it ended:\n%s", qPrintable(runId), p.readAllStandardError().constData());
-        return seen && agentsOfRun(runId).isEmpty();
+        return seen && gone;
     }
 
     std::unique_ptr<MainWindow> window()
@@ -163,12 +153,12 @@ private Q_SLOTS:
                                                        u"--max-windows"_s, QString::number(kWindows), u"--dtype"_s, u"float32"_s,
                                                        u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, json});
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        m_oneRank = jsonOf(json);
+        m_oneRank = readJson(json);
 
         // The interrupted run: killed after its second committed round.
         const QString checkpoint = runDir(u"killed"_s) + u"/checkpoint.json"_s;
-        QVERIFY(startAndKill(m_profile, u"killed"_s, [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1) >= 2; }));
-        m_round = jsonOf(checkpoint).value(u"round"_s).toInt(-1);
+        QVERIFY(startAndKill(m_profile, u"killed"_s, [&] { return readJson(checkpoint).value(u"round"_s).toInt(-1) >= 2; }));
+        m_round = readJson(checkpoint).value(u"round"_s).toInt(-1);
         QVERIFY(m_round >= 2);
         // One killed before it could commit a round: one rank syncs only at the end.
         const QString oneRank = m_dir.filePath(u"one.json"_s);
@@ -189,7 +179,7 @@ private Q_SLOTS:
         QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
         QVERIFY(rowOf(*w, u"killed"_s) >= 0);
         QCOMPARE(m->runAt(rowOf(*w, u"killed"_s)).status, RunStatus::Interrupted);
-        const QJsonObject cp = jsonOf(runDir(u"killed"_s) + u"/checkpoint.json"_s);
+        const QJsonObject cp = readJson(runDir(u"killed"_s) + u"/checkpoint.json"_s);
         const QString progress = u"stopped after round %1 (%2 of %3 global batches), resumable"_s.arg(m_round)
                                      .arg(m->resumeState(rowOf(*w, u"killed"_s)).source->batchesDone)
                                      .arg(cp.value(u"batch_count"_s).toInteger());

@@ -106,7 +106,7 @@ private Q_SLOTS:
         QVERIFY(runs[2].samples.size() >= 4); // at least the final per-rank sample
         QVERIFY(!runs[2].logs.empty());
         // Efficiency and comm share recomputed here from the stored rows, against the sweep's JSON.
-        const QJsonObject out = QJsonDocument::fromJson(readFile(json)).object();
+        const QJsonObject out = cppl::test::readJson(json);
         const QJsonArray pts = out[u"points"_s].toArray();
         QCOMPARE(pts.size(), 3);
         const double t1 = *runs[0].tokensPerSecond;
