@@ -129,19 +129,29 @@ inline QList<qint64> ranksOf(qint64 launcher)
     return byRank.mid(0, known);
 }
 
-/// Kills @p cli (a `clusterppl-cli run`) and every agent of run @p runId with SIGKILL at once, as a
-/// power loss would, and waits up to 10 s for the agents to be gone: true when none is left.
+/// The agents of run @p runId that this test started through a local launcher: they inherited its
+/// XDG_STATE_HOME (a temporary directory of its own). The same test run at the same time from
+/// another checkout uses the same run ids; its agents are not this test's to kill.
+inline QList<qint64> ownAgentsOfRun(const QString &runId)
+{
+    const QByteArray state = qgetenv("XDG_STATE_HOME");
+    return agentsOfRun(runId, state.isEmpty() ? QByteArray() : "XDG_STATE_HOME=" + state);
+}
+
+/// Kills @p cli (a local `clusterppl-cli run`) and every agent of run @p runId it started with
+/// SIGKILL at once, as a power loss would, and waits up to 10 s for the agents to be gone: true
+/// when none is left.
 inline bool killRun(QProcess &cli, const QString &runId)
 {
     ::kill(static_cast<pid_t>(cli.processId()), SIGKILL);
-    for (const qint64 pid : agentsOfRun(runId))
+    for (const qint64 pid : ownAgentsOfRun(runId))
         ::kill(static_cast<pid_t>(pid), SIGKILL);
     cli.waitForFinished(10000);
     QElapsedTimer t;
     t.start();
-    while (!agentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
+    while (!ownAgentsOfRun(runId).isEmpty() && t.elapsed() < 10000)
         QThread::msleep(50);
-    return agentsOfRun(runId).isEmpty();
+    return ownAgentsOfRun(runId).isEmpty();
 }
 
 /// ranksOf(@p launcher) once it has @p n ranks, polled every 100 ms for at most @p timeoutMs
