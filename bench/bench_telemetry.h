@@ -5,8 +5,7 @@
 
 #include "cppl/statistics.h"
 #include "cppl/telemetry.h"
-
-#include <zmq.h>
+#include "zmq_push.h" // tests/common
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,33 +23,12 @@ namespace cppl::bench {
 
 using Clock = std::chrono::steady_clock;
 
-/// A PUSH socket in a context of its own, connected to @p endpoint, as an agent's publisher is: it
-/// never blocks (beyond @p sendHighWaterMark queued messages it drops) and does not linger at close.
-class PushSocket
+/// A PUSH socket as an agent's publisher is: it never blocks (beyond @p sendHighWaterMark queued
+/// messages it drops) and does not linger at close.
+class PushSocket : public cppl::test::ZmqPush
 {
 public:
-    PushSocket(const std::string &endpoint, int sendHighWaterMark)
-        : m_context(zmq_ctx_new()), m_socket(zmq_socket(m_context, ZMQ_PUSH))
-    {
-        const int hwm = sendHighWaterMark, linger = 0;
-        zmq_setsockopt(m_socket, ZMQ_SNDHWM, &hwm, sizeof hwm);
-        zmq_setsockopt(m_socket, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_connect(m_socket, endpoint.c_str());
-    }
-    ~PushSocket()
-    {
-        zmq_close(m_socket);
-        zmq_ctx_term(m_context);
-    }
-    PushSocket(const PushSocket &) = delete;
-    PushSocket &operator=(const PushSocket &) = delete;
-
-    /// False when the message was dropped (the queue is full).
-    bool send(const std::string &bytes) { return zmq_send(m_socket, bytes.data(), bytes.size(), ZMQ_DONTWAIT) >= 0; }
-
-private:
-    void *m_context;
-    void *m_socket;
+    PushSocket(const std::string &endpoint, int sendHighWaterMark) : ZmqPush(endpoint, {sendHighWaterMark, 0, std::nullopt}) {}
 };
 
 /// Message @p seq of rank @p rank in a synthetic run of @p worldSize ranks, 8 to a host and

@@ -7,8 +7,7 @@
 #include "cppl/telemetry.h"
 
 #include "test_exact.h" // sameBits
-
-#include <zmq.h>
+#include "zmq_push.h"
 
 #include <QTest>
 
@@ -20,38 +19,14 @@
 
 namespace cppl::test {
 
-class RawPush
+/// A test's PUSH socket: nothing dropped (a deep queue) and nothing lost at close (2 s linger).
+class RawPush : public ZmqPush
 {
 public:
     explicit RawPush(const std::string &endpoint, const std::optional<cppl::telemetry::Credentials> &curve = std::nullopt)
+        : ZmqPush(endpoint, {1000000, 2000, curve})
     {
-        m_ctx = zmq_ctx_new();
-        m_sock = zmq_socket(m_ctx, ZMQ_PUSH);
-        int linger = 2000;
-        zmq_setsockopt(m_sock, ZMQ_LINGER, &linger, sizeof linger);
-        int hwm = 1000000;
-        zmq_setsockopt(m_sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-        if (curve) {
-            zmq_setsockopt(m_sock, ZMQ_CURVE_SERVERKEY, curve->serverPublic.c_str(), 41);
-            zmq_setsockopt(m_sock, ZMQ_CURVE_PUBLICKEY, curve->clientPublic.front().c_str(), 41);
-            zmq_setsockopt(m_sock, ZMQ_CURVE_SECRETKEY, curve->clientSecret.c_str(), 41);
-        }
-        zmq_connect(m_sock, endpoint.c_str());
     }
-    ~RawPush()
-    {
-        zmq_close(m_sock);
-        zmq_ctx_term(m_ctx);
-    }
-    RawPush(const RawPush &) = delete;
-    RawPush &operator=(const RawPush &) = delete;
-    bool send(const std::string &bytes) { return zmq_send(m_sock, bytes.data(), bytes.size(), ZMQ_DONTWAIT) >= 0; }
-    /// Blocking send (the tests want every message delivered).
-    void sendAll(const std::string &bytes) { zmq_send(m_sock, bytes.data(), bytes.size(), 0); }
-
-private:
-    void *m_ctx = nullptr;
-    void *m_sock = nullptr;
 };
 
 inline cppl::telemetry::Message header(const std::string &run, std::int64_t rank, std::int64_t world, std::int64_t seq,
