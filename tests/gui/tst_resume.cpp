@@ -30,6 +30,7 @@ using namespace cppl::core::run;
 
 using cppl::test::agentsOfRun;
 using cppl::test::killRun;
+using cppl::test::ownAgentsOfRun;
 using cppl::test::readFile;
 using cppl::test::readJson;
 using cppl::test::writeFile;
@@ -357,7 +358,7 @@ private Q_SLOTS:
         const auto cleanup = qScopeGuard([&] {
             if (p.state() != QProcess::NotRunning)
                 ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
-            for (const qint64 pid : agentsOfRun(runId))
+            for (const qint64 pid : ownAgentsOfRun(runId))
                 ::kill(static_cast<pid_t>(pid), SIGKILL);
             p.waitForFinished(10000);
         });
