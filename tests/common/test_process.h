@@ -143,7 +143,8 @@ inline QList<qint64> ownAgentsOfRun(const QString &runId)
 /// when none is left.
 inline bool killRun(QProcess &cli, const QString &runId)
 {
-    ::kill(static_cast<pid_t>(cli.processId()), SIGKILL);
+    if (const qint64 pid = cli.processId(); pid > 0) // 0 once it ended: kill(0) would hit this test's process group
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
     for (const qint64 pid : ownAgentsOfRun(runId))
         ::kill(static_cast<pid_t>(pid), SIGKILL);
     cli.waitForFinished(10000);
