@@ -256,7 +256,7 @@ private Q_SLOTS:
         // 1 GiB free is all reserve: batch 1, so the run has many rounds to be killed between.
         qputenv("CLUSTERPPL_TEST_GPU_FREE_BYTES", QByteArray::number(qint64(1) << 30));
         const QString checkpoint = runDir(u"auto-killed"_s) + u"/checkpoint.json"_s;
-        const bool killed = startAndKill(profile, u"auto-killed"_s, [&] { return jsonOf(checkpoint).value(u"round"_s).toInt(-1) >= 1; });
+        const bool killed = startAndKill(profile, u"auto-killed"_s, [&] { return readJson(checkpoint).value(u"round"_s).toInt(-1) >= 1; });
         QVERIFY(killed);
         auto w = window();
         QVERIFY2(statusText(*w, u"auto-killed"_s).startsWith(u"⚠ interrupted"_s), qPrintable(statusText(*w, u"auto-killed"_s)));
