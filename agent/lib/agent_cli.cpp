@@ -98,7 +98,7 @@ constexpr CommandUsage kCommandUsage[] = {
                                          lags one round; same bits (not with --on-rank-loss continue)
       --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
                                          or regroup without it and finish with the same bits
-                                         (continue: --schedule dynamic; rank 0 must survive)
+                                         (continue: --schedule dynamic; rank 0 may be lost too)
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it

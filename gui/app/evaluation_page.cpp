@@ -28,6 +28,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace cppl::app {
@@ -472,6 +474,18 @@ void EvaluationPage::schedulePreview()
     m_debounce->start();
 }
 
+QString EvaluationPage::dynamicNote(const QJsonObject &plan) const
+{
+    if (m_schedule->currentData().toString() != u"dynamic"_s)
+        return {};
+    const qint64 windows = plan.value(u"windows"_s).toInteger();
+    const qint64 batch = std::max<qint64>(1, plan.value(u"batch"_s).toInteger());
+    return tr(" Dynamic schedule: <b>%1</b> global batches of %2 windows, claimed by the ranks as they go (a slower rank "
+              "takes fewer); the table shows the static split, for comparison.")
+        .arg((windows + batch - 1) / batch)
+        .arg(batch);
+}
+
 void EvaluationPage::runPreview()
 {
     const EvaluationSpec e = evaluation();
@@ -535,6 +549,7 @@ void EvaluationPage::runPreview()
                                .arg(o.value(u"rounds"_s).toInteger())
                                .arg(o.value(u"world_size"_s).toInteger())
                                .arg(shards.isEmpty() ? 0 : scored / shards.size())
+                           + dynamicNote(o)
                            + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
                                                             "agents size it from free memory when the run starts.")
                                                        : QString()));

@@ -8,6 +8,7 @@
 
 #include "cppl/cluster_profile.h"
 
+#include <QJsonObject>
 #include <QPointer>
 #include <QWidget>
 
@@ -57,6 +58,7 @@ Q_SIGNALS:
 private:
     void schedulePreview();
     void runPreview();
+    QString dynamicNote(const QJsonObject &plan) const;
     void updateDataMode();
     QString resolve(const QString &path) const;
 

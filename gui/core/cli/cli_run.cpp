@@ -80,7 +80,7 @@ Options:
                             a rank dies or stalls (overrides evaluation.on_rank_loss): end the run,
                             or let the others regroup and finish with the same bits and say
                             recovered, with the rank and the cause (needs the dynamic schedule;
-                            rank 0 must survive)
+                            rank 0 may be lost too)
   --overlap-sync on|off     the agents' --overlap-sync (overrides evaluation.overlap_sync): on
                             (default) aggregates round r while round r+1 computes, off waits for
                             each round's aggregation; the same bits either way, also on --resume.

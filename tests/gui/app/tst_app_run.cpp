@@ -87,6 +87,23 @@ private Q_SLOTS:
         QVERIFY(QFileInfo(kAgent).isExecutable());
     }
 
+    void previewNamesTheSchedule()
+    {
+        // The Evaluation page's preview runs the real `clusterppl-agent plan`. With the dynamic
+        // schedule (the default) it names the global batches the ranks claim, and says the table
+        // is the static split; with static shards that sentence goes.
+        auto w = window(48); // 48 windows of 8: 6 global batches
+        auto *page = w->evaluationPage();
+        QTRY_VERIFY_WITH_TIMEOUT(page->previewText().contains(u"sync rounds"_s), 60000);
+        QCOMPARE(page->evaluation().schedule, std::string("dynamic"));
+        QVERIFY2(page->previewText().contains(u"<b>6</b> global batches of 8 windows"_s), qPrintable(page->previewText()));
+        QVERIFY(page->previewText().contains(u"static split, for comparison"_s));
+        auto e = page->evaluation();
+        e.schedule = "static";
+        page->load(e, page->thresholds());
+        QTRY_VERIFY_WITH_TIMEOUT(page->previewText().contains(u"sync rounds"_s) && !page->previewText().contains(u"global batches"_s), 60000);
+    }
+
     void finishedShowsResultPpl()
     {
         auto w = window(48);
