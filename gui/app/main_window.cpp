@@ -338,6 +338,10 @@ void MainWindow::bindEngine(RunEngine *e)
     });
     connect(e, &RunEngine::rankOutput, m_run, &RunPage::appendLog);
     connect(e, &RunEngine::rankFinished, m_run, &RunPage::rankFinished);
+    connect(e, &RunEngine::rankLost, this, [this](int rank, const QString &detail) {
+        m_run->rankLost(rank, detail);
+        m_statusPhase->setText(tr("recovering"));
+    });
     connect(e, &RunEngine::hostFailed, this, [this](const QString &host, const QString &message) {
         showError(tr("Host %1: %2").arg(host, message));
     });

@@ -51,6 +51,7 @@ void RankHeatMap::clear()
     m_rates.clear();
     m_times.clear();
     m_marks.clear();
+    m_stateMarks.clear();
     m_lost.clear();
     m_capacity = m_columns = m_ranks = 0;
     m_compactions = ~std::uint64_t{0};
@@ -112,6 +113,7 @@ void RankHeatMap::setMarks(const Snapshot &snapshot)
     for (const auto &r : snapshot.ranks)
         if (r.rank >= 0 && r.rank < m_ranks)
             marks[size_t(r.rank)] = r.state == RankState::Failed ? 'F' : r.state == RankState::Stalled ? 'S' : 0;
+    m_stateMarks = marks;
     for (const int r : m_lost)
         if (r >= 0 && r < m_ranks)
             marks[size_t(r)] = 'L';
@@ -123,6 +125,9 @@ void RankHeatMap::setMarks(const Snapshot &snapshot)
 
 void RankHeatMap::setLostRanks(const std::vector<int> &ranks)
 {
+    for (const int r : m_lost) // marked lost while the run went on, and the run then failed: its own state again
+        if (r >= 0 && size_t(r) < m_marks.size() && std::find(ranks.begin(), ranks.end(), r) == ranks.end())
+            m_marks[size_t(r)] = size_t(r) < m_stateMarks.size() ? m_stateMarks[size_t(r)] : 0;
     m_lost = ranks;
     for (const int r : m_lost)
         if (r >= 0 && size_t(r) < m_marks.size())

@@ -37,8 +37,9 @@ public:
                  double colourMax);
     /// Failed and stalled ranks from @p snapshot (repaints only when they change).
     void setMarks(const cppl::core::telemetry::Snapshot &snapshot);
-    /// Ranks a recovered run finished without (--on-rank-loss continue): marked ⊘ whatever their
-    /// last state; kept until clear().
+    /// Ranks a recovered run finished without, or a running one goes on without (--on-rank-loss
+    /// continue): marked ⊘ whatever their last state; kept until clear(). A rank dropped from the
+    /// list (the run failed after all) is marked failed.
     void setLostRanks(const std::vector<int> &ranks);
     /// For tests: the mark of @p rank: 0 none, 'F' failed, 'S' stalled, 'L' lost.
     [[nodiscard]] char markOf(int rank) const { return rank >= 0 && size_t(rank) < m_marks.size() ? m_marks[size_t(rank)] : 0; }
@@ -72,6 +73,7 @@ private:
     QImage m_ramp;            // the colour bar, 1 x 256, top = fastest
     std::vector<char> m_marks; // per rank: 0 fine, 'F' failed, 'S' stalled, 'L' lost (recovered run)
     std::vector<int> m_lost;   // setLostRanks()
+    std::vector<char> m_stateMarks; // m_marks as the snapshot alone has them (no 'L')
     double m_scale = 0;       // tok/s at the top of the colour scale
     double m_seconds = 0;
     QRectF m_plot; // as last painted (clicks)

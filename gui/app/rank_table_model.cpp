@@ -105,9 +105,10 @@ void RankTableModel::clear()
     endResetModel();
 }
 
-void RankTableModel::setLostRanks(std::map<int, QString> lost)
+void RankTableModel::setLostRanks(std::map<int, QString> lost, bool runGoesOn)
 {
     m_lost = std::move(lost);
+    m_lostLive = runGoesOn;
     if (!m_ranks.empty())
         Q_EMIT dataChanged(index(0, ColState), index(rowCount() - 1, ColState));
 }
@@ -184,10 +185,13 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     const auto lost = m_lost.find(int(r.rank));
     if (lost != m_lost.end() && index.column() == ColState) {
         switch (role) {
-        case Qt::DisplayRole: return tr("⊘ lost, recovered");
+        case Qt::DisplayRole: return m_lostLive ? tr("⊘ lost · going on") : tr("⊘ lost, recovered");
         case Qt::ToolTipRole:
-            return tr("%1\nThe other ranks evaluated its unfinished batches again: the result has the same bits as one rank.")
-                .arg(lost->second);
+            return m_lostLive ? tr("%1\nThe other ranks regrouped without it and go on: they evaluate its unfinished batches again, "
+                                   "so the result will have the same bits as one rank.")
+                                    .arg(lost->second)
+                              : tr("%1\nThe other ranks evaluated its unfinished batches again: the result has the same bits as one rank.")
+                                    .arg(lost->second);
         case Qt::ForegroundRole: return QColor(0xd5, 0x5e, 0x00);
         case SortRole: return int(RankState::Failed);
         default: break;

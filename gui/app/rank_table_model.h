@@ -38,7 +38,8 @@ public:
     /// A run that finished without these ranks (--on-rank-loss continue): each shows "lost,
     /// recovered" with @p lost's text (rank -> "rank R (HOST): CAUSE; lost after round N") as its
     /// tooltip, whatever its exit or last telemetry said.
-    void setLostRanks(std::map<int, QString> lost);
+    /// With @p runGoesOn (the run is still going, RunEngine::rankLost) they read "lost · going on".
+    void setLostRanks(std::map<int, QString> lost, bool runGoesOn = false);
     [[nodiscard]] const cppl::core::telemetry::RankView *rankAt(int row) const;
     /// The Memory column: "12.3/80 GiB · 97%" (GPU used/total · utilisation) or "1.8 GiB RSS".
     [[nodiscard]] static QString memoryText(const cppl::core::telemetry::RankView &rank);
@@ -59,6 +60,7 @@ private:
     };
     std::map<int, Exit> m_exits;
     std::map<int, QString> m_lost;
+    bool m_lostLive = false;
 };
 
 /// Human-readable byte counts (KiB, MiB, GiB).

@@ -289,6 +289,7 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_notice->hide();
     m_resumed->clear();
     m_resumed->hide();
+    m_lostLive.clear();
     m_running = false;
     m_tableClock.invalidate();
     m_tableWentLast = false;
@@ -306,6 +307,33 @@ void RunPage::rankFinished(int rank, int exitCode)
     m_ranks->setRankExit(rank, exitCode, m_stopping);
 }
 
+void RunPage::rankLost(int rank, const QString &detail)
+{
+    m_lostLive[rank] = detail;
+    std::vector<int> ranks;
+    for (const auto &[r, text] : m_lostLive)
+        ranks.push_back(r);
+    m_ranks->setLostRanks(m_lostLive, true);
+    m_charts->setLostRanks(ranks);
+    showRecovering();
+}
+
+void RunPage::showRecovering()
+{
+    QJsonArray lost;
+    QStringList detail;
+    for (const auto &[r, text] : m_lostLive) {
+        lost.append(QJsonObject{{u"rank"_s, r}});
+        detail << text;
+    }
+    // Short, so that the headline row keeps its width while the ETA is still shown; which ranks in the tooltip.
+    m_phase->setText(u"● "_s + tr("Recovering"));
+    m_phase->setToolTip(tr("%1: the other ranks regrouped without them and the run goes on; they evaluate their unfinished "
+                           "batches again, so the result will have the same bits as one rank.\n%2")
+                            .arg(lostRanksSummary(lost), detail.join(u"\n"_s)));
+    m_phase->setStyleSheet(u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; padding: 2px 8px; font-weight: bold; }"_s);
+}
+
 void RunPage::setPhase(RunPhase phase)
 {
     m_running = phase == RunPhase::Running;
@@ -321,6 +349,8 @@ void RunPage::setPhase(RunPhase phase)
     m_phase->setText(symbol + name);
     m_phase->setToolTip(QString());
     m_phase->setStyleSheet(QString());
+    if (!m_lostLive.empty() && !cppl::core::run::isTerminal(phase) && phase != RunPhase::Stopping)
+        showRecovering();
 }
 
 QString RunPage::phaseText() const
@@ -586,7 +616,13 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         }
         m_ranks->setLostRanks(std::move(byRank));
         m_charts->setLostRanks(ranks);
+    } else if (!m_lostLive.empty()) {
+        // The others regrouped without a rank, and the run then failed or was stopped: the lost
+        // ranks read as what their processes did.
+        m_ranks->setLostRanks({});
+        m_charts->setLostRanks({});
     }
+    m_lostLive.clear();
     if (!o.logDir.isEmpty())
         lines << tr("Per-rank logs: %1").arg(o.logDir);
     m_deviation->setText(lines.join(u'\n'));

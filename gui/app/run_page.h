@@ -52,6 +52,9 @@ public:
     void appendLog(int rank, bool isStderr, const QString &line);
     void showOutcome(const cppl::core::run::RunOutcome &outcome);
     void rankFinished(int rank, int exitCode);
+    /// --on-rank-loss continue: the others regrouped without @p rank (RunEngine::rankLost). Its
+    /// row and heat-map row read lost, the badge "Recovering", until the run's outcome.
+    void rankLost(int rank, const QString &detail);
     void setNotice(const QString &text);
     /// A resumed run: "Resumed run X from round N: ..." under the headline until the next run (empty: hidden).
     void setResumedFrom(const QString &text);
@@ -74,6 +77,7 @@ Q_SIGNALS:
     void rankSelected(int rank);
 
 private:
+    void showRecovering(); // the badge while the run goes on without m_lostLive's ranks
     void refreshLogView();
     void catchUp();
     void scheduleLogRefresh();
@@ -104,6 +108,7 @@ private:
     QLineEdit *m_logSearch = nullptr;
     QPlainTextEdit *m_log = nullptr;
     QTimer *m_logTimer = nullptr;
+    std::map<int, QString> m_lostLive; // rankLost() while the run goes on
     std::map<int, std::deque<QString>> m_logs; // rank -> lines (-1: the launcher's own)
     std::deque<QString> m_allLogs;             // "[rank R] line", every rank
     QElapsedTimer m_tableClock; // the rank table's last update

@@ -136,6 +136,17 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     settle(150);
     if (!save(&window, dir.filePath(u"run-live-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};
+    if (run.stalledRank() >= 0) {
+        // The same moment had the run gone on without the stalled rank (on_rank_loss continue).
+        const int lost = run.stalledRank();
+        window.runPage()->selectRank(lost);
+        window.runPage()->rankLost(lost, u"rank %1 (%2) stopped responding: no heartbeat for 6.0 s (collective timeout 5 s); lost after round 41"_s
+                                             .arg(lost)
+                                             .arg(QString::fromStdString(run.snapshot().ranks[size_t(lost)].host)));
+        settle(150);
+        if (!save(&window, dir.filePath(u"run-recovering-%1.png"_s.arg(o.syntheticRanks)), files, error))
+            return {};
+    }
     run.advanceTo(600);
     run.finish();
     run.showOn(*window.runPage());

@@ -120,6 +120,7 @@ struct RunEngine::Private
     int resultChecks = 0;
     bool checkpointErrorShown = false;
     int checkpointEpoch = 0; ///< the newest regrouping the checkpoints know of (notice once each)
+    std::map<int, QString> lostLive; ///< --on-rank-loss continue: ranks the survivors regrouped without -> what they said
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
     std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
     QStringList slurmRefusals;     // pre-flight on the allocation said no
@@ -434,6 +435,8 @@ void RunEngine::startLaunch()
             d->result = line.mid(18).toUtf8();
             return;
         }
+        if (rank >= 0)
+            noteRegrouping(isStderr, line);
         if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
             if (const int epoch = d->checkpoints->regroupEpoch(); epoch > d->checkpointEpoch) {
                 d->checkpointEpoch = epoch; // --on-rank-loss continue: checkpoints go on after the regrouping
@@ -488,6 +491,40 @@ void RunEngine::startLaunch()
                            QString::fromStdString(m_plan.masterAddr))
                       .arg(m_plan.masterPort));
     l->start(m_plan);
+}
+
+void RunEngine::noteRegrouping(bool isStderr, const QString &line)
+{
+    // --on-rank-loss continue: the reporting survivor says so as soon as the others regrouped
+    // without a rank, on stderr ("recovered: rank R (HOST) CAUSE; lost after round N, ...") and on
+    // stdout (the regroup line, for the checkpoints); whichever comes first counts, the stderr
+    // line's words replace the regroup line's.
+    static const QString recovered = u"recovered: "_s, regroup = u"CLUSTERPPL_REGROUP "_s;
+    std::map<int, QString> said;
+    if (isStderr && line.startsWith(recovered + u"rank "_s)) {
+        bool ok = false;
+        const int r = line.section(u' ', 2, 2).toInt(&ok);
+        if (ok && r >= 0 && r < static_cast<int>(m_plan.ranks.size()))
+            said[r] = line.mid(recovered.size()).section(u"; going on with"_s, 0, 0);
+    } else if (!isStderr && line.startsWith(regroup)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.mid(regroup.size()).toUtf8()).object();
+        for (const QJsonValue &v : o.value(u"lost"_s).toArray())
+            if (const int r = v.toObject().value(u"rank"_s).toInt(-1); r >= 0 && r < static_cast<int>(m_plan.ranks.size()))
+                said[r] = tr("rank %1 (%2): lost after round %3; the others regrouped without it")
+                              .arg(r)
+                              .arg(QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(r)].hostName))
+                              .arg(v.toObject().value(u"round"_s).toInt());
+    }
+    for (const auto &[r, detail] : said) {
+        const auto it = d->lostLive.find(r);
+        if (it != d->lostLive.end() && (!isStderr || it->second == detail))
+            continue; // known (a regroup line names every rank lost so far)
+        const bool fresh = it == d->lostLive.end();
+        d->lostLive[r] = detail;
+        Q_EMIT rankLost(r, detail);
+        if (fresh)
+            Q_EMIT notice(tr("rank %1 lost; the others regrouped without it and the run goes on").arg(r));
+    }
 }
 
 void RunEngine::onSnapshot(const SnapshotPtr &snapshot)

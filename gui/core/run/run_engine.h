@@ -174,6 +174,10 @@ Q_SIGNALS:
     /// rank -1: the launcher's own lines (SSH notices, accepted host keys).
     void rankOutput(int rank, bool isStderr, const QString &line);
     void rankFinished(int rank, int exitCode);
+    /// --on-rank-loss continue: the surviving ranks regrouped without @p rank and the run goes on
+    /// (the reporting rank said so). @p detail: "rank R (HOST) CAUSE; lost after round N, ..."; it
+    /// may come again with better words for the same rank.
+    void rankLost(int rank, const QString &detail);
     void hostFailed(const QString &host, const QString &message);
     /// Slurm: the job's id, state, pending reason and allocated nodes, as the scheduler reports them.
     void jobState(const QString &jobId, const QString &state, const QString &reason, const QString &nodes);
@@ -191,6 +195,7 @@ private:
     void startLaunch();
     void onLauncherFinished();
     void onSnapshot(const SnapshotPtr &snapshot);
+    void noteRegrouping(bool isStderr, const QString &line);
     void finishWith(RunPhase phase, int exitCode, const QString &cause);
     void checkResult();
     QStringList judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json, const std::map<int, RankEnd> &ends);

@@ -170,7 +170,9 @@ private Q_SLOTS:
     void lostRankShowsRecovered()
     {
         // --on-rank-loss continue: rank 2 is SIGKILLed in the evaluation and the others finish.
-        // The Run page's badge reads "Recovered" with the cause in its tooltip, rank 2's row and
+        // While the run goes on, as soon as the survivors regrouped without rank 2, its row reads
+        // "lost · going on", its heat-map row ⊘ and the badge "Recovering". At the end the
+        // Run page's badge reads "Recovered" with the cause in its tooltip, rank 2's row and
         // heat-map row are marked lost, and History shows the stored run recovered, rank 2 lost.
         qputenv("CLUSTERPPL_STORE", m_dir.filePath(u"recovered.sqlite"_s).toUtf8());
         auto w = window(0);
@@ -186,13 +188,40 @@ private Q_SLOTS:
         const QString runId = w->engine()->runId();
         const auto victims = agentsOfRun(runId, "RANK=2");
         QCOMPARE(victims.size(), 1);
+        // The page as it is right after the engine said so (this connection runs after the main
+        // window's, which updates the page): the event itself, not a moment guessed.
+        auto *badge = page->findChild<QLabel *>(u"phase"_s);
+        QVERIFY(badge);
+        QString liveState, liveTip, liveBadge, liveBadgeTip;
+        char liveMark = 0;
+        bool endedFirst = false;
+        connect(w->engine(), &cppl::core::run::RunEngine::rankLost, w.get(), [&](int rank, const QString &) {
+            if (rank != 2 || !liveState.isEmpty())
+                return;
+            liveState = stateOf(page, 2);
+            auto *m = page->rankModel();
+            for (int row = 0; row < m->rowCount(); ++row)
+                if (m->index(row, 0).data(cppl::app::RankTableModel::RankRole).toInt() == 2)
+                    liveTip = m->index(row, cppl::app::RankTableModel::ColState).data(Qt::ToolTipRole).toString();
+            liveBadge = page->phaseText();
+            liveBadgeTip = badge->toolTip();
+            liveMark = page->charts()->heatMap()->markOf(2);
+            endedFirst = !finished.isEmpty();
+        });
         QVERIFY(::kill(static_cast<pid_t>(victims.front()), SIGKILL) == 0);
         QVERIFY(finished.wait(240000));
+        QVERIFY2(!liveState.isEmpty(), "the engine never said the others regrouped without rank 2");
+        QVERIFY(!endedFirst);
+        qInfo("while the run went on: %s | %s | %s", qPrintable(liveState), qPrintable(liveBadge), qPrintable(liveTip));
+        QVERIFY2(liveState.contains(u"lost · going on"_s), qPrintable(liveState));
+        QVERIFY2(liveTip.startsWith(u"rank 2 ("_s) && liveTip.contains(u"lost after round"_s), qPrintable(liveTip));
+        QVERIFY2(liveBadge.contains(u"Recovering"_s), qPrintable(liveBadge));
+        QVERIFY2(liveBadgeTip.startsWith(u"rank 2 lost"_s) && liveBadgeTip.contains(u"rank 2 ("_s), qPrintable(liveBadgeTip));
+        QCOMPARE(liveMark, 'L');
         const auto o = finished.front().front().value<cppl::core::run::RunOutcome>();
         QVERIFY2(o.phase == RunPhase::Finished, qPrintable(o.firstCause + o.summary));
         QVERIFY2(!o.recovered.isEmpty() && o.recovered.front().startsWith(u"rank 2 ("_s), qPrintable(o.recovered.join(u"; "_s)));
-        auto *badge = page->findChild<QLabel *>(u"phase"_s);
-        QVERIFY(badge);
+        QVERIFY2(!stateOf(page, 2).contains(u"going on"_s), qPrintable(stateOf(page, 2)));
         QVERIFY2(page->phaseText().contains(u"Recovered"_s) && page->phaseText().contains(u"rank 2 lost"_s), qPrintable(page->phaseText()));
         QVERIFY2(badge->toolTip().contains(u"rank 2 ("_s) && badge->toolTip().contains(u"lost after round"_s), qPrintable(badge->toolTip()));
         QVERIFY2(stateOf(page, 2).contains(u"lost"_s), qPrintable(stateOf(page, 2)));
