@@ -62,6 +62,8 @@ ResumeState parseResumeState(const std::string &text)
     s.round = static_cast<int>(std::min<std::int64_t>(integer("round", 0), 1 << 30));
     s.worldSize = static_cast<int>(std::min<std::int64_t>(integer("world_size", 1), 1 << 30));
     s.batchCount = integer("batch_count", 0);
+    if (j.contains("batch")) // absent in checkpoints written before it was recorded
+        s.batch = integer("batch", 1);
     if (j.contains("sync_every_tokens") && j["sync_every_tokens"] == "end")
         s.syncEvery = kSyncAtEnd;
     else
@@ -106,7 +108,7 @@ std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, i
 }
 
 std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount, int epoch)
+                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch, int epoch)
 {
     nlohmann::ordered_json j;
     j["format"] = "clusterppl-checkpoint";
@@ -120,6 +122,7 @@ std::string checkpointLine(int round, const NllStats::Words &words, const RunFin
     j["world_size"] = worldSize;
     j["sync_every_tokens"] = syncJson(syncEvery);
     j["batch_count"] = batchCount;
+    j["batch"] = batch;
     j["fingerprint"] = {{"model", fingerprint.model}, {"data", fingerprint.data}, {"plan", fingerprint.plan}};
     if (epoch > 0)
         j["epoch"] = epoch;

@@ -44,6 +44,7 @@ struct ResumeState
     int worldSize = 0;
     std::int64_t syncEvery = 0;     ///< the agents' --sync-every-tokens (kSyncAtEnd for end)
     std::int64_t batchCount = 0;
+    std::int64_t batch = 0;         ///< windows per forward pass the run used; 0: not recorded (older checkpoints)
     RunFingerprint fingerprint;
     [[nodiscard]] std::int64_t batchesDone() const;
 };
@@ -55,10 +56,12 @@ struct ResumeState
 /// after a regrouping (--on-rank-loss continue) also `"epoch":E`, the membership it was printed in.
 [[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch = 0);
 /// @brief `CLUSTERPPL_CHECKPOINT {...}`: round N's exact global words (decimal strings, int64
-/// exact), with what a resume must match and how the run was planned; after a regrouping also
+/// exact), with what a resume must match and how the run was planned (its batch too, which a
+/// resume of a `"batch": "auto"` run passes back as --batch); after a regrouping also
 /// `"epoch":E` (the reporting rank's, whose regroup line came before it).
 [[nodiscard]] std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount, int epoch = 0);
+                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch,
+                                         int epoch = 0);
 
 /// A rank lost so far, as a regroup line names it.
 struct RegroupLost

@@ -377,9 +377,20 @@ EvalOptions parseOptions(const Args &a)
     if (o.resume && !o.distributed)
         throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
     o.autoBatch = (o.device.is_cuda() || !o.testFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);
-    if (o.autoBatch && o.resume) // the batch is part of the plan a resume must match, and free memory changes
-        throw ExitError(kExitBadArguments, "--resume-state without --batch: give the batch the interrupted run used (its log and "
-                                           "result say it as \"batch\"); a default batch from free GPU memory could differ now");
+    // The batch is part of the plan a resume must match, and free memory changes: a resumed run gets
+    // the interrupted run's batch as --batch (clusterppl-cli passes the checkpoint's "batch").
+    if (o.autoBatch && o.resume) {
+        if (o.resume->batch > 0)
+            throw ExitError(kExitBadArguments, "--resume-state without --batch: the interrupted run used batch " + std::to_string(o.resume->batch)
+                                                   + " (the checkpoint's \"batch\"); resume with --batch " + std::to_string(o.resume->batch)
+                                                   + ", a default batch from free GPU memory could differ now");
+        throw ExitError(kExitBadArguments, "--resume-state without --batch, and the checkpoint does not record the batch (written by an older "
+                                           "clusterppl): add \"batch\": N to the run directory's checkpoint.json, N the batch the interrupted "
+                                           "run used (its log says it), and resume again; a default batch from free GPU memory could differ now");
+    }
+    if (o.resume && o.resume->batch > 0 && a.has("--batch") && o.resume->batch != o.batch)
+        throw ExitError(kExitBadArguments, "--resume-state: the interrupted run used batch " + std::to_string(o.resume->batch) + ", this one --batch "
+                                               + std::to_string(o.batch) + ": resume with --batch " + std::to_string(o.resume->batch));
     o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
     if (o.device.is_cuda()) // one device per rank, decided once: the model and NCCL both use it
         phase(kExitBadArguments, [&] {
@@ -943,7 +954,7 @@ private:
                 m_fingerprintShared = true;
             }
             m_out << dist::checkpointLine(r, global.toWords(), m_fingerprint.get(), dist::scheduleName(m_o.schedule), run->worldSize(),
-                                          m_o.syncEvery, m_batchCount, run->epoch())
+                                          m_o.syncEvery, m_batchCount, m_o.batch, run->epoch())
                   << '\n'
                   << std::flush;
         };

@@ -134,6 +134,8 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context)});
         if (e.batch != kAutoBatch) // "auto": the agent sizes it (from free memory on a GPU)
             a.insert(a.end(), {"--batch", std::to_string(e.batch)});
+        else if (o.resumeBatch > 0 && !o.resumeState.empty()) // a resumed auto run: the batch it used
+            a.insert(a.end(), {"--batch", std::to_string(o.resumeBatch)});
         if (e.stride > 0)
             a.insert(a.end(), {"--stride", std::to_string(e.stride)});
         if (e.maxWindows > 0)

@@ -4,6 +4,7 @@
 #include "cppl/cluster_profile.h"
 #include "cppl/telemetry.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,9 @@ struct LaunchOptions
     std::optional<cppl::telemetry::Credentials> telemetryCredentials;
     /// A resumed run: the checkpoint every rank gets as --resume-state (compact JSON); empty: none.
     std::string resumeState;
+    /// A resumed run's batch, from its checkpoint's "batch" (0: not recorded): every rank gets it as
+    /// --batch when the profile says "auto", so the agents do not size another from free memory.
+    std::int64_t resumeBatch = 0;
 };
 
 struct LaunchPlan

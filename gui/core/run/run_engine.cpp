@@ -217,6 +217,8 @@ bool RunEngine::start(RunRequest request)
     lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
     lo.agentOverride = m_request.agent.toStdString();
     lo.resumeState = m_request.resumeState.toStdString();
+    if (!m_request.resumeState.isEmpty()) // the batch the interrupted run used, if its checkpoint says it
+        lo.resumeBatch = QJsonDocument::fromJson(m_request.resumeState).object().value(u"batch"_s).toInteger(0);
     if (lo.agentOverride.empty() && profile.launcher == "local")
         lo.agentOverride = localAgentFor(profile).toStdString();
     for (char **e = environ; *e; ++e) {
