@@ -322,6 +322,50 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
     }
 
+    void autoBatchRunResumes()
+    {
+        // "batch": "auto" (the default on a GPU): the agents size the batch from free memory, which
+        // may differ when the run resumes. The checkpoint records the batch the run used and
+        // `run --resume` gives it to every rank as --batch. CLUSTERPPL_TEST_GPU_FREE_BYTES makes the
+        // CPU agents size their batch as on a GPU; 1 GiB free is all reserve: batch 1.
+        const QString profile = m_dir.filePath(u"auto.json"_s);
+        QByteArray json = profileJson(m_text, 4, u"dynamic"_s);
+        QVERIFY(json.contains("\"batch\": 2"));
+        json.replace("\"batch\": 2", "\"batch\": \"auto\"");
+        QVERIFY(writeFile(profile, json));
+        qputenv("CLUSTERPPL_TEST_GPU_FREE_BYTES", QByteArray::number(qint64(1) << 30));
+        const auto unset = qScopeGuard([] { qunsetenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); });
+        const QString runId = u"killed-auto"_s;
+        const int round = startAndKill(profile, runId, 2);
+        QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
+        const QString checkpoint = runDir(runId) + u"/checkpoint.json"_s;
+        const QByteArray saved = readFile(checkpoint);
+        QJsonObject cp = readJson(checkpoint);
+        QCOMPARE(cp.value(u"batch"_s).toInteger(), qint64(1));
+        QCOMPARE(cp.value(u"batch_count"_s).toInteger(), qint64(kWindows));
+
+        // A checkpoint written before the batch was recorded: the agents refuse, saying what to do.
+        cp.remove(u"batch"_s);
+        QVERIFY(writeFile(checkpoint, QJsonDocument(cp).toJson(QJsonDocument::Compact)));
+        auto r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
+        QCOMPARE(r.exitCode, 12); // a rank failed: every rank refuses, exit 2
+        QVERIFY2(r.err.contains(u"the checkpoint does not record the batch"_s)
+                     && r.err.contains(u"add \"batch\": N to the run directory's checkpoint.json"_s),
+                 qPrintable(r.err));
+        QVERIFY(writeFile(checkpoint, saved));
+
+        // With the field: resumed with the run's batch, the same bits as one rank.
+        const QString result = m_dir.filePath(runId + u"-result.json"_s);
+        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--json"_s, result});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject res = readJson(result);
+        QCOMPARE(res.value(u"batch"_s).toInteger(), qint64(1));
+        QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(res.value(u"resumed"_s).toObject().value(u"from_round"_s).toInt(), round);
+    }
+
     void lostRankThenKilledRunResumes_data()
     {
         QTest::addColumn<QList<int>>("victims");
