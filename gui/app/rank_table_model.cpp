@@ -204,7 +204,7 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
         case ColGroup: return qlonglong(r.group);
         case ColState: return exitFailed ? int(RankState::Failed) : int(r.state);
         case ColTokens: return qlonglong(r.stats.tokens);
-        case ColRate: return r.tokensPerSecond;
+        case ColRate: return lost != m_lost.end() ? 0.0 : r.tokensPerSecond;
         case ColComm: return r.commShare;
         case ColLost: return qlonglong(r.lost);
         case ColHeartbeat: return r.heard ? r.silentSeconds : 1e300;
@@ -249,7 +249,10 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
         return s;
     }
     case ColTokens: return QLocale().toString(qlonglong(r.stats.tokens));
-    case ColRate: return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : QString();
+    case ColRate:
+        if (lost != m_lost.end())
+            return u"—"_s; // its last rate no longer counts: it evaluates nothing any more
+        return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : QString();
     case ColComm: return r.hasProgress ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : QString();
     case ColLost: return qlonglong(r.lost);
     case ColHeartbeat: return r.heard ? QString::number(r.silentSeconds, 'f', 1) + u" s"_s : tr("never heard");

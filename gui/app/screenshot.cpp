@@ -153,8 +153,13 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     settle(150);
     if (!save(&window, dir.filePath(u"run-finished-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};
-    // The same run had it continued without the stalled rank: the "Recovered" badge.
-    window.runPage()->showOutcome(run.recoveredOutcome());
+    // The same run had it continued without the stalled rank: the "Recovered" badge, the lost
+    // rank silent from its loss on (not caught up, as in the finished shot above).
+    SyntheticRun lostRun(o.syntheticRanks);
+    lostRun.advanceTo(600);
+    lostRun.finish(true);
+    lostRun.showOn(*window.runPage());
+    window.runPage()->showOutcome(lostRun.recoveredOutcome());
     settle(150);
     if (!save(&window, dir.filePath(u"run-recovered-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};

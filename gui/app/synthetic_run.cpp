@@ -150,9 +150,11 @@ void SyntheticRun::snapshotNow(bool finished)
         v.deviationRelative = v.local.ppl / s->globalPpl.ppl - 1;
         if (finished) {
             v.state = stalledNow ? RankState::Failed : RankState::Done;
-            v.exitCode = stalledNow ? 6 : 0;
+            // A lost rank was killed by its launcher once the others had regrouped without it.
+            v.exitCode = stalledNow ? (m_stalledLost ? 128 + 9 : 6) : 0;
             if (stalledNow)
-                v.error = "collective timed out after " + std::to_string(int(m_thresholds.collectiveTimeoutSeconds)) + " s";
+                v.error = m_stalledLost ? std::string("lost: stopped responding, killed once the others had regrouped")
+                                        : "collective timed out after " + std::to_string(int(m_thresholds.collectiveTimeoutSeconds)) + " s";
             // A finished rank keeps the rate of its last progress message, as the collector keeps a
             // real agent's; only the run's total counts evaluating ranks (collector_state.cpp).
         } else {
@@ -180,11 +182,14 @@ void SyntheticRun::advanceTo(double seconds)
     }
 }
 
-void SyntheticRun::finish()
+void SyntheticRun::finish(bool stalledRankLost)
 {
-    // The stalled rank caught up (a slow filesystem, not a dead node), so the run ends cleanly.
-    for (Rank &k : m_ranks)
-        k.stalls = false;
+    // The stalled rank caught up (a slow filesystem, not a dead node), so the run ends cleanly;
+    // or it was lost and the others finished without it.
+    m_stalledLost = stalledRankLost;
+    if (!stalledRankLost)
+        for (Rank &k : m_ranks)
+            k.stalls = false;
     m_finished = true;
     snapshotNow(true);
     m_timeline.append(m_now + 0.5, *m_snapshot);

@@ -26,8 +26,10 @@ public:
 
     /// Advances the simulated run to @p seconds (sampling the timeline on the way).
     void advanceTo(double seconds);
-    /// Every rank done (or failed, for the stalled one): the state after the run ended.
-    void finish();
+    /// Every rank done: the state after the run ended. The stalled rank caught up, unless
+    /// @p stalledRankLost (the run went on without it, --on-rank-loss continue): then it stays
+    /// silent at 0 tok/s, as a lost rank does.
+    void finish(bool stalledRankLost = false);
 
     [[nodiscard]] const cppl::core::telemetry::Snapshot &snapshot() const { return *m_snapshot; }
     [[nodiscard]] const cppl::core::run::RunTimeline &timeline() const { return m_timeline; }
@@ -73,6 +75,7 @@ private:
     std::vector<std::pair<int, QString>> m_logs;
     std::int64_t m_sequence = 0;
     bool m_finished = false;
+    bool m_stalledLost = false; ///< finish(true): the stalled rank was lost, the run went on
 };
 
 } // namespace cppl::app

@@ -42,13 +42,18 @@ namespace {
 
 const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 
-QString stateOf(cppl::app::RunPage *page, int rank)
+QString cellOf(cppl::app::RunPage *page, int rank, int column)
 {
     auto *m = page->rankModel();
     for (int row = 0; row < m->rowCount(); ++row)
         if (m->index(row, 0).data(cppl::app::RankTableModel::RankRole).toInt() == rank)
-            return m->index(row, cppl::app::RankTableModel::ColState).data().toString();
+            return m->index(row, column).data().toString();
     return {};
+}
+
+QString stateOf(cppl::app::RunPage *page, int rank)
+{
+    return cellOf(page, rank, cppl::app::RankTableModel::ColState);
 }
 
 } // namespace
@@ -225,6 +230,8 @@ private Q_SLOTS:
         QVERIFY2(page->phaseText().contains(u"Recovered"_s) && page->phaseText().contains(u"rank 2 lost"_s), qPrintable(page->phaseText()));
         QVERIFY2(badge->toolTip().contains(u"rank 2 ("_s) && badge->toolTip().contains(u"lost after round"_s), qPrintable(badge->toolTip()));
         QVERIFY2(stateOf(page, 2).contains(u"lost"_s), qPrintable(stateOf(page, 2)));
+        // A lost rank evaluates nothing: no last rate shown as if it still ran.
+        QCOMPARE(cellOf(page, 2, cppl::app::RankTableModel::ColRate), u"—"_s);
         for (int r : {0, 1, 3})
             QVERIFY2(stateOf(page, r).contains(u"done"_s), qPrintable(stateOf(page, r)));
         QCOMPARE(page->charts()->heatMap()->markOf(2), 'L');
