@@ -2,6 +2,7 @@
 // Runs the Python reference tools (tests/agent/reference, Debian's PyTorch) and the agent binary.
 #pragma once
 
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QDir>
@@ -27,7 +28,7 @@ inline ProcessResult runReference(const QString &script, const QStringList &args
 
 inline ProcessResult runAgent(const QStringList &args)
 {
-    return runProcess(QStringLiteral(CPPL_AGENT_EXE), args, kProcessTimeoutMs);
+    return runProcess(cppl::test::kAgent, args, kProcessTimeoutMs);
 }
 
 } // namespace cppl::test

@@ -6,6 +6,7 @@
 
 #include "cppl/exact_sum.h"
 
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QByteArrayList>
@@ -23,7 +24,7 @@ using Run = cppl::test::ProcessResult;
 
 Run runAgent(const QStringList &args)
 {
-    return cppl::test::runProcess(QStringLiteral(CPPL_AGENT_EXE), args, 120000);
+    return cppl::test::runProcess(cppl::test::kAgent, args, 120000);
 }
 
 QByteArray zeroSum()

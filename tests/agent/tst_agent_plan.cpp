@@ -3,6 +3,7 @@
 #include "agent_cli.h"
 #include "exit_codes.h"
 
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QTemporaryDir>
@@ -16,15 +17,15 @@
 
 using namespace cppl::agent;
 
-namespace {
+using cppl::test::kText;
 
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 using Run = cppl::test::ProcessResult;
 
 Run runAgent(const QStringList &args)
 {
-    return cppl::test::runProcess(QStringLiteral(CPPL_AGENT_EXE), args, 60000);
+    return cppl::test::runProcess(cppl::test::kAgent, args, 60000);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 // rendezvous, the watchdog, and `run --standalone`. Every distributed result must carry the same
 // bits as one rank; every failure must end every rank, with the documented code and a message that
 // names the rank, within the bound.
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_exact.h"
 
@@ -33,11 +34,11 @@ using cppl::test::runProcess;
 using cppl::test::waitForRanks;
 using cppl::freeLoopbackPort;
 
-namespace {
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 /// The same per-rank settings everywhere (threads and batch are part of the bits, docs/models.md).
 QStringList evalArgs(const QString &protocol, int maxWindows)

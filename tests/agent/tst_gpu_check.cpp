@@ -3,6 +3,8 @@
 // its CPU rows, Gloo self-tests and the default batch (made-up free memory) run for real, its
 // table has every row, it exits 0; and with a broken model its failing rows carry the agent's own
 // error line (not the launcher's banner) and it exits non-zero.
+#include "test_paths.h"
+
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -20,7 +22,7 @@ Run gpuCheck(const QString &outDir, const QString &model = {})
 {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("CPPL_GPU_CHECK_CPU_ONLY"), QStringLiteral("1"));
-    env.insert(QStringLiteral("CPPL_GPU_CHECK_AGENT"), QStringLiteral(CPPL_AGENT_EXE));
+    env.insert(QStringLiteral("CPPL_GPU_CHECK_AGENT"), cppl::test::kAgent);
     env.insert(QStringLiteral("CPPL_GPU_CHECK_OUT"), outDir);
     env.insert(QStringLiteral("PYTHON"), QStringLiteral("/usr/bin/python3")); // Debian's python3-torch (install-deps.sh)
     if (!model.isEmpty())
@@ -94,4 +96,5 @@ private Q_SLOTS:
 };
 
 QTEST_GUILESS_MAIN(TestGpuCheck)
+#include "test_paths.h"
 #include "tst_gpu_check.moc"

@@ -5,6 +5,7 @@
 #include "reference_fixture.h"
 
 #include "exit_codes.h"
+#include "test_paths.h"
 #include "test_skip.h"
 
 #include <ATen/Context.h>
@@ -151,7 +152,7 @@ private Q_SLOTS:
         const QString json = dir.filePath(QStringLiteral("lost.json"));
         qputenv("CLUSTERPPL_TEST_SLOW_RANK", QByteArray::number(victim) + ":300");
         QProcess launcher;
-        launcher.start(QStringLiteral(CPPL_AGENT_EXE),
+        launcher.start(cppl::test::kAgent,
                        QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(n), QStringLiteral("--")}
                            + common
                            + QStringList{QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--schedule"), QStringLiteral("dynamic"),
@@ -198,8 +199,8 @@ private Q_SLOTS:
     }
 
 private:
-    static QString embeddedModel() { return QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama"); }
-    static QString heldOut() { return QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"); }
+    static QString embeddedModel() { return cppl::test::kModel; }
+    static QString heldOut() { return cppl::test::kText; }
     /// The process of rank @p rank among @p launcher's children (its RANK= in /proc/PID/environ), 0 when none.
     static qint64 rankPid(qint64 launcher, int rank)
     {

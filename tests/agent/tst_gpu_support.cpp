@@ -9,6 +9,7 @@
 #include "cppl/config.h"
 #include "cppl/errors.h"
 
+#include "test_paths.h"
 #include "test_skip.h"
 
 #include <QJsonDocument>
@@ -37,7 +38,7 @@ Run agent(const QStringList &args, const QProcessEnvironment &env = QProcessEnvi
 {
     QProcess p;
     p.setProcessEnvironment(env);
-    p.start(QStringLiteral(CPPL_AGENT_EXE), args);
+    p.start(cppl::test::kAgent, args);
     if (!p.waitForFinished(300000)) {
         p.kill();
         p.waitForFinished();

@@ -11,6 +11,7 @@
 #include "cppl/errors.h"
 
 #include "test_files.h"
+#include "test_paths.h"
 #include "test_skip.h"
 
 #include <QDir>
@@ -525,7 +526,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString out = dir.filePath(QStringLiteral("text.u32"));
         const QString model = models().at(QStringLiteral("bpe")).path;
-        const Run r = run(QStringLiteral(CPPL_AGENT_EXE), {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), model, QStringLiteral("--text"),
+        const Run r = run(cppl::test::kAgent, {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), model, QStringLiteral("--text"),
                                                            m_text, QStringLiteral("--out"), out, QStringLiteral("--bos"), bos});
         QVERIFY2(r.exitCode == kExitOk, qPrintable(QStringLiteral("exit %1: %2").arg(r.exitCode).arg(r.err)));
         const QString stdoutText = QString::fromUtf8(r.out);
@@ -561,12 +562,12 @@ private Q_SLOTS:
         QFETCH(QString, shim);
         QFETCH(QString, message);
         QTemporaryDir dir;
-        QString agent = QStringLiteral(CPPL_AGENT_EXE);
+        QString agent = cppl::test::kAgent;
         auto env = QProcessEnvironment::systemEnvironment();
         env.remove(QStringLiteral("CLUSTERPPL_SPM_SHIM"));
         if (shim == QStringLiteral("<copied agent>")) {
             agent = dir.filePath(QStringLiteral("clusterppl-agent"));
-            QVERIFY(QFile::copy(QStringLiteral(CPPL_AGENT_EXE), agent));
+            QVERIFY(QFile::copy(cppl::test::kAgent, agent));
         } else if (shim == QStringLiteral("<text file>")) {
             writeFile(shim = dir.filePath(QStringLiteral("libclusterppl_spm.so")), "not ELF");
         } else if (shim == QStringLiteral("<libpcre2>")) {

@@ -2,6 +2,7 @@
 // `clusterppl-agent store` as real processes: ranks meet on it instead of on rank 0, it stops on its
 // stdin's EOF and on SIGTERM, and a port in use or an address of another host is refused with what
 // to do (docs/communication.md, "The store outside rank 0").
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QElapsedTimer>
@@ -20,9 +21,9 @@ using namespace Qt::StringLiterals;
 using cppl::test::ProcessResult;
 using cppl::test::runProcess;
 
-namespace {
+using cppl::test::kAgent;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+namespace {
 
 /// Waits for the store's CLUSTERPPL_STORE line; its port, or 0 when it never came (or it exited).
 int waitForStore(QProcess &p, QByteArray &out)

@@ -9,6 +9,7 @@
 #include "tokenizer_fixtures.h"
 
 #include "test_files.h"
+#include "test_paths.h"
 #include "test_skip.h"
 
 #include <QDir>
@@ -270,7 +271,7 @@ private Q_SLOTS:
         QFETCH(bool, bosExpected);
         QTemporaryDir dir;
         const QString out = dir.filePath(QStringLiteral("wiki.u32"));
-        const Run r = run(QStringLiteral(CPPL_AGENT_EXE), {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), kGpt2, QStringLiteral("--text"),
+        const Run r = run(cppl::test::kAgent, {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), kGpt2, QStringLiteral("--text"),
                                                            kWikiText, QStringLiteral("--out"), out, QStringLiteral("--bos"), bos});
         QVERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
         QVERIFY2(r.out.contains(QStringLiteral(" MB/s")) && r.out.contains(QStringLiteral(" ids/s")), qPrintable(r.out));
@@ -314,7 +315,7 @@ private Q_SLOTS:
         std::ofstream(latin1.toStdString(), std::ios::binary) << "caf\xE9 au lait";
         args.replaceInStrings(QStringLiteral("LATIN1"), latin1);
         args.replaceInStrings(QStringLiteral("OUT"), dir.filePath(QStringLiteral("out.u32")));
-        const Run r = run(QStringLiteral(CPPL_AGENT_EXE), QStringList{QStringLiteral("tokenize")} + args);
+        const Run r = run(cppl::test::kAgent, QStringList{QStringLiteral("tokenize")} + args);
         QCOMPARE(r.exitCode, exitCode);
         QVERIFY2(r.err.contains(message), qPrintable(r.err));
     }

@@ -3,6 +3,8 @@
 // model of resources/ on its held-out text, one rank per thread, 128-token windows.
 #pragma once
 
+#include "test_paths.h"
+
 #include <QString>
 
 namespace cppl::test {
@@ -11,7 +13,7 @@ namespace cppl::test {
 /// ("size:2", "by-host"), evaluating @p model on the held-out text with at most @p maxWindows
 /// windows (0: all); stall_seconds 5.
 inline QString localProfileJson(const QString &name, const QString &agent, int slots, const QString &groups, qint64 maxWindows,
-                                const QString &model = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama"))
+                                const QString &model = kModel)
 {
     return QStringLiteral(R"({"format": "clusterppl-profile", "version": 1, "name": "%1", "launcher": "local",
   "hosts": [{"name": "localhost", "address": "127.0.0.1", "slots": %2, "agent": "%3",
@@ -22,7 +24,7 @@ inline QString localProfileJson(const QString &name, const QString &agent, int s
   "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30, "stall_seconds": 5}})")
         .arg(name)
         .arg(slots)
-        .arg(agent, groups, model, QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"))
+        .arg(agent, groups, model, kText)
         .arg(maxWindows);
 }
 

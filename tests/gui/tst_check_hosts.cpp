@@ -5,6 +5,7 @@
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 #include "run/run_engine.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_skip.h"
 #include "test_ssh_echo.h"
@@ -34,12 +35,12 @@ using cppl::test::runProcess;
 using cppl::test::SshEcho;
 using cppl::test::writeFile;
 
-namespace {
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 /// Processes of this user whose command line runs the agent's `eval` (a launched rank).
 /// The parent of @p pid, 0 once it has ended. /proc/PID/stat is "pid (comm) state ppid ...", and comm

@@ -2,6 +2,7 @@
 // clusterppl-cli as a user runs it: profile check, hostfile import/export, errors and exit codes.
 #include "cli/cli_commands.h"
 
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QFile>
@@ -18,7 +19,7 @@ using Run = cppl::test::ProcessResult;
 
 Run runCli(const QStringList &args)
 {
-    return cppl::test::runProcess(QStringLiteral(CPPL_CLI_EXE), args, 30000);
+    return cppl::test::runProcess(cppl::test::kCli, args, 30000);
 }
 
 void writeText(const QString &path, const QByteArray &text)

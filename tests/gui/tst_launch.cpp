@@ -4,6 +4,7 @@
 // Hosts in the profiles are ssh_config aliases of 127.0.0.1; the agents are this build's.
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_skip.h"
 #include "test_ssh_echo.h"
@@ -42,12 +43,13 @@ using cppl::test::agentsOfRun;
 using cppl::test::readFile;
 using cppl::test::writeFile;
 
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
+
 namespace {
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 37;
 
 } // namespace

@@ -7,6 +7,7 @@
 // else, data changed since the interruption, a run without a committed round. Also the run
 // directory's pieces alone (ledger lines arriving out of order, batch ranges).
 #include "run/run_directory.h"
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QDir>
@@ -35,12 +36,13 @@ using cppl::test::readFile;
 using cppl::test::readJson;
 using cppl::test::writeFile;
 
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
+
 namespace {
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 384;
 
 QByteArray profileJson(const QString &text, int slots, const QString &schedule, int context = 128)

@@ -3,6 +3,7 @@
 // its result against a one-rank run, refusals, a stop, a killed rank; and its pure parts (alerts,
 // the bounded timeline, run ids) on synthetic snapshots.
 #include "run/run_engine.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
 
@@ -31,11 +32,11 @@ using cppl::core::telemetry::Snapshot;
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
 
-namespace {
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 cppl::ClusterProfile profile(int slots, const QString &groups, std::int64_t maxWindows, const QString &model = kModel)
 {

@@ -12,6 +12,7 @@
 #include "telemetry/publisher.h"
 #include "telemetry/stdin_keys.h"
 #include "telemetry_fixtures.h"
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QDir>
@@ -37,11 +38,11 @@ using cppl::telemetry::Kind;
 using cppl::test::header;
 using cppl::test::RawPush;
 
-namespace {
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 QByteArray readAll(const QString &path)
 {

@@ -5,6 +5,7 @@
 // are found by CLUSTERPPL_RUN_ID in /proc/*/environ, never by name.
 #include "run/run_engine.h"
 #include "slurm_fixture.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_skip.h"
 #include "test_sshd.h"
@@ -37,12 +38,13 @@ using cppl::test::readFile;
 using cppl::test::runProcess;
 using cppl::test::writeFile;
 
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
+
 namespace {
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
 constexpr int kWindows = 37;
 
 /// The run's agents: processes of the eval step (the task wrapper's shell is not counted).

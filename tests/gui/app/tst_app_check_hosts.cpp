@@ -9,6 +9,7 @@
 #include "message_bar.h"
 #include "profile_model.h"
 #include "run/run_engine.h"
+#include "test_paths.h"
 #include "test_skip.h"
 #include "test_ssh_echo.h"
 #include "test_sshd.h"
@@ -25,8 +26,9 @@ using cppl::app::ProfileModel;
 using cppl::core::run::RunEngine;
 using cppl::core::run::RunPhase;
 
+using cppl::test::kAgent;
+
 namespace {
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
 } // namespace
 
 class TestAppCheckHosts : public QObject

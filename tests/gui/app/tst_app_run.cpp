@@ -13,6 +13,7 @@
 #include "rank_heat_map.h"
 #include "run_charts.h"
 #include "run_page.h"
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QAbstractItemView>
@@ -38,9 +39,9 @@ using cppl::core::run::RunPhase;
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
 
-namespace {
+using cppl::test::kAgent;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+namespace {
 
 QString cellOf(cppl::app::RunPage *page, int rank, int column)
 {

@@ -13,6 +13,7 @@
 #include "run_detail.h"
 #include "screenshot.h"
 #include "sweep_runner.h"
+#include "test_paths.h"
 #include "test_profile.h"
 
 #include "store/comparison.h"
@@ -43,9 +44,9 @@ using cppl::core::store::RunRecord;
 using cppl::core::store::RunStatus;
 using cppl::core::store::RunStore;
 
-namespace {
+using cppl::test::kAgent;
 
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+namespace {
 
 QByteArray profileJson(int slots, int maxWindows)
 {

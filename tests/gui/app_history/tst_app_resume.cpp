@@ -14,6 +14,7 @@
 #include "resume_state.h"
 #include "run_detail.h"
 #include "run_page.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
 
@@ -54,18 +55,20 @@ using cppl::test::readFile;
 using cppl::test::readJson;
 using cppl::test::writeFile;
 
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
+
 namespace {
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
 constexpr int kWindows = 128;
 
 /// The shared local profile on @p text, dynamic schedule, a sync round every 128 scored tokens.
 QByteArray profileJson(const QString &text, int slots, int context = 128)
 {
     QString json = cppl::test::localProfileJson(u"resume-test"_s, kAgent, slots, u"size:2"_s, kWindows);
-    json.replace(QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"), text);
+    json.replace(kText, text);
     json.replace(u"\"context\": 128"_s, u"\"context\": %1"_s.arg(context));
     json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"schedule\": \"dynamic\"}"_s);
     json.replace(u"\"sync_every_tokens\": 300"_s, u"\"sync_every_tokens\": 128"_s);
@@ -146,7 +149,7 @@ private Q_SLOTS:
         m_store = m_dir.filePath(u"history/runs.sqlite"_s);
         qputenv("CLUSTERPPL_STORE", m_store.toUtf8());
         m_text = m_dir.filePath(u"text.txt"_s); // a copy: one test changes it
-        QVERIFY(QFile::copy(QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"), m_text));
+        QVERIFY(QFile::copy(kText, m_text));
         m_profile = m_dir.filePath(u"profile.json"_s);
         QVERIFY(writeFile(m_profile, profileJson(m_text, 4)));
         const QString json = m_dir.filePath(u"one-rank.json"_s);

@@ -6,6 +6,7 @@
 #include "report/report.h"
 #include "store/run_export.h"
 #include "store/run_store.h"
+#include "test_paths.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -30,9 +31,10 @@ using namespace Qt::StringLiterals;
 using namespace cppl::core::store;
 using namespace cppl::core::report;
 
+using cppl::test::kCli;
+
 namespace {
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
 // Digits that a rounding display would lose: the reports must show these exactly.
 constexpr double kPpl = 7.123456789012345;
 constexpr double kPplStderr = 0.0123456789012345;

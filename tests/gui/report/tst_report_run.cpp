@@ -5,6 +5,7 @@
 // "bit-identical" for the two-rank run against its one-rank baseline.
 #include "report/report.h"
 #include "store/run_store.h"
+#include "test_paths.h"
 #include "test_process.h"
 
 #include <QFile>
@@ -18,12 +19,12 @@ using namespace cppl::core::store;
 using cppl::core::report::displayNumber;
 using cppl::core::report::exactNumber;
 
-namespace {
+using cppl::test::kCli;
+using cppl::test::kAgent;
+using cppl::test::kModel;
+using cppl::test::kText;
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
-const QString kModel = QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama");
-const QString kText = QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt");
+namespace {
 
 QByteArray profileJson()
 {

@@ -6,6 +6,7 @@
 #include "store/comparison.h"
 #include "store/run_export.h"
 #include "store/run_store.h"
+#include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
 
@@ -31,10 +32,10 @@ using cppl::test::agentsOfRun;
 using cppl::test::readFile;
 using cppl::test::writeFile;
 
-namespace {
+using cppl::test::kCli;
+using cppl::test::kAgent;
 
-const QString kCli = QStringLiteral(CPPL_CLI_EXE);
-const QString kAgent = QStringLiteral(CPPL_AGENT_EXE);
+namespace {
 
 QByteArray profileJson(int slots, int maxWindows)
 {
