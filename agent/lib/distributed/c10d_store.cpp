@@ -91,6 +91,25 @@ bool TcpStore::wait(const std::vector<std::string> &keys, std::chrono::milliseco
     }
 }
 
+bool TcpStore::waitBlocking(const std::vector<std::string> &keys, std::chrono::milliseconds timeout)
+{
+    // c10d's WAIT: the server keeps the request and answers when the last key is set. Its timeout
+    // (the socket's receive timeout) and a lost connection both throw: told apart by the clock.
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        m_store->wait(keys, std::max(timeout, std::chrono::milliseconds(1)));
+        return true;
+    } catch (const std::exception &e) {
+        const bool timedOut = std::chrono::steady_clock::now() - start >= timeout - std::chrono::milliseconds(20)
+                              || std::string_view(e.what()).find("imeout") != std::string_view::npos
+                              || std::string_view(e.what()).find("imed out") != std::string_view::npos;
+        if (timedOut)
+            return false;
+        throw CollectiveError("lost the rendezvous store at " + m_address + ": " + firstLine(e.what())
+                              + " (the process serving it, rank 0 or the launcher, has gone)");
+    }
+}
+
 std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
 {
     return std::make_unique<TcpStore>(host, port, server, timeout);

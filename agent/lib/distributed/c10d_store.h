@@ -26,6 +26,7 @@ public:
     bool check(const std::vector<std::string> &keys) override;
     std::int64_t add(const std::string &key, std::int64_t delta) override;
     bool wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
+    bool waitBlocking(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
     std::string address() const override { return m_address; }
     int port() const override { return m_store->getPort(); }
     c10::intrusive_ptr<c10d::Store> handle() const { return m_store; }

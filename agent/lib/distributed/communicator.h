@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -82,6 +83,8 @@ struct BackendOptions
     /// the timeout), as a plain run does.
     const std::atomic<int> *lossEpoch = nullptr;
     int epoch = 0;
+    /// Called with a name as each communicator is connected (CLUSTERPPL_DEBUG_CONNECT's lines); may be empty.
+    std::function<void(const char *)> connected;
 };
 
 /// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.

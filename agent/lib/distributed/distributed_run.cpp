@@ -33,6 +33,38 @@ std::string rankList(const std::vector<int> &ranks)
     return s;
 }
 
+/// What rank 0 writes for each rank missing at its rendezvous deadline, to wake the others.
+const std::string kRendezvousFailed = "rendezvous-failed";
+
+/// CLUSTERPPL_DEBUG_CONNECT=1: one line per phase of DistributedRun's construction on stderr, with
+/// the host's monotonic clock (shared by every rank on a host) and the phase's own duration.
+class ConnectLog
+{
+public:
+    explicit ConnectLog(int rank) : m_rank(rank), m_on(std::getenv("CLUSTERPPL_DEBUG_CONNECT") != nullptr), m_last(std::chrono::steady_clock::now())
+    {
+        mark("entered");
+    }
+    void mark(const char *phase)
+    {
+        const auto now = std::chrono::steady_clock::now();
+        if (m_on) {
+            char line[160];
+            const int n = std::snprintf(line, sizeof line, "clusterppl-agent: rank %d: connect %-10s at %.3f ms (monotonic), +%.3f ms\n", m_rank, phase,
+                                        1e-6 * static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()),
+                                        1e-6 * static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - m_last).count()));
+            if (n > 0)
+                (void)!::write(2, line, static_cast<std::size_t>(std::min<int>(n, sizeof line - 1)));
+        }
+        m_last = now;
+    }
+
+private:
+    int m_rank;
+    bool m_on;
+    std::chrono::steady_clock::time_point m_last;
+};
+
 } // namespace
 
 const char *topologyName(Topology t) noexcept
@@ -44,6 +76,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology), m_timeout(o.timeout), m_tolerant(o.tolerateRankLoss)
 {
     const RankIdentity &id = o.identity;
+    ConnectLog log(id.rank);
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
     if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE"); slow && *slow) {
         char *end = nullptr;
@@ -68,6 +101,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     m_servesStore = serve;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
     m_storeAddress = m_store->address();
+    log.mark("store");
 
     // 1. Rendezvous: everyone announces itself, then waits for everyone else.
     m_store->set("cppl/arrive/" + std::to_string(id.rank), std::to_string(id.worldSize) + "\t" + host);
@@ -76,30 +110,47 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         keys.push_back("cppl/arrive/" + std::to_string(r));
     const std::string verdictKey = "cppl/rendezvous-failed";
     const auto deadline = std::chrono::steady_clock::now() + o.timeout;
-    for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    // The store's blocking wait: every rank leaves the moment the last one arrives. (Polling with a
+    // backoff up to 50 ms let the early ranks oversleep the last arrival by up to 50 ms each: the
+    // largest part of the ranks' start skew in bench_comm, docs/communication.md.)
+    const bool legacy = std::getenv("CLUSTERPPL_CONNECT_LEGACY") != nullptr; // the old polling, for bench_comm's before/after only
+    const bool arrived = legacy ? false : m_store->waitBlocking(keys, o.timeout);
+    if (!arrived && !legacy) {
+        // Timed out: this connection still has the wait outstanding, so a fresh one says who is missing.
+        std::unique_ptr<Store> fresh = openTcpStore(id.masterAddr, m_store->port(), false, std::chrono::seconds(5));
+        if (fresh->check({verdictKey})) // rank 0 gave up first and said why
+            throw TimeoutError(fresh->get(verdictKey, o.timeout).value_or("rendezvous failed"));
+        std::vector<int> missing;
+        for (int r = 0; r < m_world; ++r)
+            if (!fresh->check({keys[static_cast<std::size_t>(r)]}))
+                missing.push_back(r);
+        const std::string msg = "rendezvous at " + m_storeAddress + " timed out after " + std::to_string(o.timeout.count() / 1000) + " s: "
+                                + std::to_string(missing.size()) + " of " + std::to_string(m_world) + " ranks never arrived (rank"
+                                + (missing.size() > 1 ? "s " : " ") + rankList(missing)
+                                + "); check that they were started, with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE";
+        if (serve) {
+            // The store leaves with this process: say why, then fill in the missing ranks' keys so
+            // that every rank still waiting wakes now (it finds the verdict before their values).
+            fresh->set(verdictKey, msg);
+            for (int r : missing)
+                fresh->set(keys[static_cast<std::size_t>(r)], kRendezvousFailed);
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        throw TimeoutError(msg);
+    }
+    for (auto pause = std::chrono::milliseconds(1); legacy; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
         if (m_store->check(keys))
             break;
         if (m_store->check({verdictKey})) // rank 0 gave up and said why
             throw TimeoutError(m_store->get(verdictKey, o.timeout).value_or("rendezvous failed"));
-        if (std::chrono::steady_clock::now() >= deadline) {
-            std::vector<int> missing;
-            for (int r = 0; r < m_world; ++r)
-                if (!m_store->check({keys[static_cast<std::size_t>(r)]}))
-                    missing.push_back(r);
-            const std::string msg = "rendezvous at " + m_storeAddress + " timed out after " + std::to_string(o.timeout.count() / 1000)
-                                    + " s: " + std::to_string(missing.size()) + " of " + std::to_string(m_world) + " ranks never arrived (rank"
-                                    + (missing.size() > 1 ? "s " : " ") + rankList(missing)
-                                    + "); check that they were started, with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE";
-            if (serve) { // the store leaves with this process: tell the others first
-                m_store->set(verdictKey, msg);
-                std::this_thread::sleep_for(std::chrono::milliseconds(500));
-            }
-            throw TimeoutError(msg);
-        }
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw TimeoutError("rendezvous at " + m_storeAddress + " timed out (CLUSTERPPL_CONNECT_LEGACY)");
         std::this_thread::sleep_for(pause);
     }
     for (int r = 0; r < m_world; ++r) {
         const std::string v = m_store->get(keys[static_cast<std::size_t>(r)], o.timeout).value_or("");
+        if (v == kRendezvousFailed) // rank 0 gave up on it as this rank woke
+            throw TimeoutError(m_store->get(verdictKey, o.timeout).value_or("rendezvous failed"));
         const auto tab = v.find('\t');
         const std::string theirs = v.substr(0, tab);
         if (theirs != std::to_string(m_world))
@@ -107,6 +158,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
                                   + ", this rank has " + std::to_string(m_world) + "; start every rank with the same world size");
         m_hosts.push_back(tab == std::string::npos ? std::string() : v.substr(tab + 1));
     }
+    log.mark("rendezvous");
     m_groups = parseRankGroups(o.groups, m_world, m_hosts);
     for (int r = 0; r < m_world; ++r)
         m_members.push_back(r);
@@ -150,6 +202,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
                                            + ") while the survivors rebuilt their NCCL communicators; a second loss during that rebuild "
                                              "is not survivable with NCCL (ncclCommShrink / ncclCommInitRankConfig block)");
     }) : Watchdog::LossHandler(), std::move(watchdogStore));
+    log.mark("watchdog");
 
     // 3. The backend's communicators.
     BackendOptions b;
@@ -176,7 +229,10 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     try {
         if (backend != "nccl" && backend != "gloo")
             throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
+        b.connected = [&log](const char *name) { log.mark(name); };
         Communicators comms = makeCommunicators(backend, b);
+        b.connected = nullptr;
+        log.mark("groups");
         const std::lock_guard lock(m_commsMutex);
         m_comms = std::move(comms);
     } catch (const CollectiveError &e) {

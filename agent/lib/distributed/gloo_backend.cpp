@@ -132,7 +132,10 @@ Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
     auto make = [&](const std::string &prefix, int rank, int size, const std::string &name) -> std::unique_ptr<Communicator> {
         if (size == 1)
             return std::make_unique<SelfCommunicator>();
-        return std::make_unique<GlooCommunicator>(c10::make_intrusive<c10d::PrefixStore>(prefix, base), rank, size, o, name);
+        auto c = std::make_unique<GlooCommunicator>(c10::make_intrusive<c10d::PrefixStore>(prefix, base), rank, size, o, name);
+        if (o.connected)
+            o.connected(name.c_str());
+        return c;
     };
     Communicators c;
     c.backend = "gloo";

@@ -27,8 +27,16 @@ public:
     [[nodiscard]] virtual bool check(const std::vector<std::string> &keys) = 0;
     /// @brief Atomic add; returns the new value.
     virtual std::int64_t add(const std::string &key, std::int64_t delta) = 0;
-    /// @brief Waits until every key exists; false on timeout.
+    /// @brief Waits until every key exists; false on timeout. Polls (check() with a backoff up to
+    /// 50 ms), so it may return up to that long after the keys appeared, and a lost store throws.
     [[nodiscard]] virtual bool wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) = 0;
+    /**
+     * @brief Waits until every key exists in the store's own blocking wait: the server answers the
+     * moment the last key is set, no polling. False on timeout; this connection then still has the
+     * wait outstanding (the server may answer it later), so use a fresh connection for anything
+     * after a false. Throws CollectiveError when the store is lost.
+     */
+    [[nodiscard]] virtual bool waitBlocking(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) = 0;
     /// @brief "host:port", for messages.
     [[nodiscard]] virtual std::string address() const = 0;
     /// @brief The port actually bound (a server asked for port 0 picks one).

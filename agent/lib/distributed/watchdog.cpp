@@ -19,6 +19,7 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <cstdlib>
 #include <cstring>
 
 namespace cppl::agent::dist {
@@ -248,7 +249,10 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         }
         ::close(listener);
     } else {
-        const auto where = store.get(kKey, timeout);
+        // The store's blocking wait: rank 0 publishes its address just after the rendezvous, and
+        // polling (backoff up to 50 ms) overslept that by a few ms per rank.
+        const bool legacy = std::getenv("CLUSTERPPL_CONNECT_LEGACY") != nullptr;
+        const auto where = legacy || store.waitBlocking({kKey}, timeout) ? store.get(kKey, timeout) : std::nullopt;
         if (!where)
             throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
         if (!connectToHub(0, *where, deadline))
