@@ -118,12 +118,16 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     if (!arrived && !legacy) {
         // Timed out: this connection still has the wait outstanding, so a fresh one says who is missing.
         std::unique_ptr<Store> fresh = openTcpStore(id.masterAddr, m_store->port(), false, std::chrono::seconds(5));
+        std::vector<int> missing; // never arrived, or filled in by rank 0's verdict
+        for (int r = 0; r < m_world; ++r)
+            if (const auto &k = keys[static_cast<std::size_t>(r)]; !fresh->check({k}) || fresh->get(k, o.timeout) == kRendezvousFailed)
+                missing.push_back(r);
+        // Checked after the keys: rank 0 writes its verdict before it fills them in.
         if (fresh->check({verdictKey})) // rank 0 gave up first and said why
             throw TimeoutError(fresh->get(verdictKey, o.timeout).value_or("rendezvous failed"));
-        std::vector<int> missing;
-        for (int r = 0; r < m_world; ++r)
-            if (!fresh->check({keys[static_cast<std::size_t>(r)]}))
-                missing.push_back(r);
+        if (missing.empty())
+            throw TimeoutError("rendezvous at " + m_storeAddress + " timed out after " + std::to_string(o.timeout.count() / 1000)
+                               + " s just as the last rank arrived; start the run again (or with a longer --timeout)");
         const std::string msg = "rendezvous at " + m_storeAddress + " timed out after " + std::to_string(o.timeout.count() / 1000) + " s: "
                                 + std::to_string(missing.size()) + " of " + std::to_string(m_world) + " ranks never arrived (rank"
                                 + (missing.size() > 1 ? "s " : " ") + rankList(missing)
