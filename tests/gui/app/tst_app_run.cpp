@@ -76,10 +76,32 @@ private:
         auto e = w->evaluationPage()->evaluation();
         auto t = w->evaluationPage()->thresholds();
         e.maxWindows = maxWindows;
-        e.onRankLoss = cppl::EvaluationSpec{}.onRankLoss; // fail, whatever an earlier function saved
+        // fail, whatever an earlier function (or run of this test) saved and whatever the default:
+        // the functions that kill a rank and expect the run to fail depend on it.
+        e.onRankLoss = "fail";
         w->evaluationPage()->load(e, t);
         w->show();
         return w;
+    }
+
+    /// Starts @p w's run and waits until its first tokens are counted; the run's id in @p runId.
+    /// Make the QSignalSpy on runFinished before calling this, and check currentTestFailed() after.
+    static void startAndCount(MainWindow &w, QString &runId)
+    {
+        QVERIFY(w.startRun());
+        QTRY_VERIFY_WITH_TIMEOUT(w.engine()->latestSnapshot() && w.engine()->latestSnapshot()->global.tokens > 0, 120000);
+        runId = w.engine()->runId();
+    }
+
+    /// startAndCount, then rank 2's agent (one process of the run) in @p rank2.
+    static void startAndFindRank2(MainWindow &w, QString &runId, qint64 &rank2)
+    {
+        startAndCount(w, runId);
+        if (QTest::currentTestFailed())
+            return;
+        const auto agents = agentsOfRun(runId, "RANK=2");
+        QCOMPARE(agents.size(), 1);
+        rank2 = agents.front();
     }
 
 private Q_SLOTS:
@@ -135,15 +157,15 @@ private Q_SLOTS:
     {
         auto w = window(0);
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
-        QVERIFY(w->startRun());
+        QString runId;
+        qint64 rank2 = 0;
+        startAndFindRank2(*w, runId, rank2);
+        if (QTest::currentTestFailed())
+            return;
         auto *page = w->runPage();
-        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
-        const QString runId = w->engine()->runId();
-        const auto victims = agentsOfRun(runId, "RANK=2");
-        QCOMPARE(victims.size(), 1);
         QElapsedTimer t;
         t.start();
-        QVERIFY(::kill(static_cast<pid_t>(victims.front()), SIGKILL) == 0);
+        QVERIFY(::kill(static_cast<pid_t>(rank2), SIGKILL) == 0);
         auto alerted = [&] {
             for (int row = 0; row < page->alertModel()->rowCount(); ++row) {
                 const auto &a = page->alertModel()->alertAt(row);
@@ -188,12 +210,12 @@ private Q_SLOTS:
         e.onRankLoss = "continue";
         w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
-        QVERIFY(w->startRun());
+        QString runId;
+        qint64 rank2 = 0;
+        startAndFindRank2(*w, runId, rank2);
+        if (QTest::currentTestFailed())
+            return;
         auto *page = w->runPage();
-        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
-        const QString runId = w->engine()->runId();
-        const auto victims = agentsOfRun(runId, "RANK=2");
-        QCOMPARE(victims.size(), 1);
         // The page as it is right after the engine said so (this connection runs after the main
         // window's, which updates the page): the event itself, not a moment guessed.
         auto *badge = page->findChild<QLabel *>(u"phase"_s);
@@ -214,7 +236,7 @@ private Q_SLOTS:
             liveMark = page->charts()->heatMap()->markOf(2);
             endedFirst = !finished.isEmpty();
         });
-        QVERIFY(::kill(static_cast<pid_t>(victims.front()), SIGKILL) == 0);
+        QVERIFY(::kill(static_cast<pid_t>(rank2), SIGKILL) == 0);
         QVERIFY(finished.wait(240000));
         QVERIFY2(!liveState.isEmpty(), "the engine never said the others regrouped without rank 2");
         QVERIFY(!endedFirst);
@@ -255,9 +277,10 @@ private Q_SLOTS:
     {
         auto w = window(0);
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
-        QVERIFY(w->startRun());
-        QTRY_VERIFY_WITH_TIMEOUT(w->engine()->latestSnapshot() && w->engine()->latestSnapshot()->global.tokens > 0, 120000);
-        const QString runId = w->engine()->runId();
+        QString runId;
+        startAndCount(*w, runId);
+        if (QTest::currentTestFailed())
+            return;
         QCOMPARE(agentsOfRun(runId).size(), 4);
         // Stop through the window's Stop action (Ctrl+.).
         QAction *stop = nullptr;
