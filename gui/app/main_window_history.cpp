@@ -274,7 +274,7 @@ bool MainWindow::resumeRun(const RunRecord &run, bool onProfileHosts)
         }
         // Other hosts may finish the run; what is evaluated, and relative paths, must stay the run's.
         request = requestFromPages();
-        const QStringList differences = cppl::core::run::resumeMismatches(from->profile, request.profile, from->schedule);
+        const QStringList differences = cppl::core::run::resumeMismatches(from->profile, request.profile, from->schedule, from->batch);
         if (!differences.isEmpty()) {
             showError(tr("Cannot resume run %1 on profile \"%2\": the profile does not evaluate what run %1 evaluated:\n  %3\n"
                          "(Resume without the Cluster page's hosts uses the run's own profile, saved in %4/run.json)")

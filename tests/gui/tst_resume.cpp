@@ -324,12 +324,21 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
     }
 
+    void autoBatchRunResumes_data()
+    {
+        QTest::addColumn<QString>("resumeWith");
+        QTest::addRow("the run's own profile") << QString();
+        QTest::addRow("--profile with batch 1, what auto came out as") << u"fixed"_s;
+    }
+
     void autoBatchRunResumes()
     {
         // "batch": "auto" (the default on a GPU): the agents size the batch from free memory, which
         // may differ when the run resumes. The checkpoint records the batch the run used and
         // `run --resume` gives it to every rank as --batch. CLUSTERPPL_TEST_GPU_FREE_BYTES makes the
-        // CPU agents size their batch as on a GPU; 1 GiB free is all reserve: batch 1.
+        // CPU agents size their batch as on a GPU; 1 GiB free is all reserve: batch 1. A profile
+        // that says batch 1 evaluates the same and resumes it too; batch 2 is refused.
+        QFETCH(QString, resumeWith);
         const QString profile = m_dir.filePath(u"auto.json"_s);
         QByteArray json = profileJson(m_text, 4, u"dynamic"_s);
         QVERIFY(json.contains("\"batch\": 2"));
@@ -337,7 +346,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(profile, json));
         qputenv("CLUSTERPPL_TEST_GPU_FREE_BYTES", QByteArray::number(qint64(1) << 30));
         const auto unset = qScopeGuard([] { qunsetenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); });
-        const QString runId = u"killed-auto"_s;
+        const QString runId = resumeWith.isEmpty() ? u"killed-auto"_s : u"killed-auto-"_s + resumeWith;
         const int round = startAndKill(profile, runId, 2);
         QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
         const QString checkpoint = runDir(runId) + u"/checkpoint.json"_s;
@@ -346,19 +355,39 @@ private Q_SLOTS:
         QCOMPARE(cp.value(u"batch"_s).toInteger(), qint64(1));
         QCOMPARE(cp.value(u"batch_count"_s).toInteger(), qint64(kWindows));
 
-        // A checkpoint written before the batch was recorded: the agents refuse, saying what to do.
-        cp.remove(u"batch"_s);
-        QVERIFY(writeFile(checkpoint, QJsonDocument(cp).toJson(QJsonDocument::Compact)));
-        auto r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
-        QCOMPARE(r.exitCode, 12); // a rank failed: every rank refuses, exit 2
-        QVERIFY2(r.err.contains(u"the checkpoint does not record the batch"_s)
-                     && r.err.contains(u"add \"batch\": N to the run directory's checkpoint.json"_s),
-                 qPrintable(r.err));
-        QVERIFY(writeFile(checkpoint, saved));
+        QStringList resumeArgs{u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s};
+        cppl::test::ProcessResult r;
+        if (resumeWith.isEmpty()) {
+            // A checkpoint written before the batch was recorded: the agents refuse, saying what to do.
+            cp.remove(u"batch"_s);
+            QVERIFY(writeFile(checkpoint, QJsonDocument(cp).toJson(QJsonDocument::Compact)));
+            r = cli(resumeArgs + QStringList{u"--no-store"_s});
+            QCOMPARE(r.exitCode, 12); // a rank failed: every rank refuses, exit 2
+            QVERIFY2(r.err.contains(u"the checkpoint does not record the batch"_s)
+                         && r.err.contains(u"add \"batch\": N to the run directory's checkpoint.json"_s),
+                     qPrintable(r.err));
+            QVERIFY(writeFile(checkpoint, saved));
+        } else {
+            // A fixed batch other than the one the auto run used evaluates something else.
+            const QString other = m_dir.filePath(u"batch-2.json"_s);
+            QVERIFY(writeFile(other, profileJson(m_text, 4, u"dynamic"_s)));
+            r = cli(resumeArgs + QStringList{u"--profile"_s, other, u"--no-store"_s});
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.err.contains(u"the profile does not evaluate what run %1 evaluated"_s.arg(runId))
+                         && r.err.contains(u"evaluation.batch is 2, the run evaluated auto (batch 1 in this run)"_s),
+                     qPrintable(r.err));
+            QCOMPARE(readFile(checkpoint), saved); // nothing ran
+            // The batch it used: the same computation.
+            const QString same = m_dir.filePath(u"batch-1.json"_s);
+            QByteArray fixed = profileJson(m_text, 4, u"dynamic"_s);
+            fixed.replace("\"batch\": 2", "\"batch\": 1");
+            QVERIFY(writeFile(same, fixed));
+            resumeArgs << u"--profile"_s << same;
+        }
 
         // With the field: resumed with the run's batch, the same bits as one rank.
         const QString result = m_dir.filePath(runId + u"-result.json"_s);
-        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--json"_s, result});
+        r = cli(resumeArgs + QStringList{u"--json"_s, result});
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject res = readJson(result);
         QCOMPARE(res.value(u"batch"_s).toInteger(), qint64(1));

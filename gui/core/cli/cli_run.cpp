@@ -292,7 +292,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             // says dynamic, the default; a static run resumes with --schedule static).
             if (!req.schedule.isEmpty())
                 req.profile.evaluation.schedule = req.schedule.toStdString();
-            const QStringList differences = run::resumeMismatches(from->profile, req.profile, from->schedule);
+            const QStringList differences = run::resumeMismatches(from->profile, req.profile, from->schedule, from->batch);
             if (!differences.isEmpty()) {
                 err << "clusterppl-cli: run: --resume " << resume << " with --profile " << profilePath << ": the profile does not evaluate what run "
                     << from->runId << " evaluated:\n  " << differences.join(u"\n  "_s)

@@ -287,6 +287,7 @@ std::optional<ResumeSource> loadResumeSource(const QString &run, QString *error)
     s.batchCount = static_cast<std::int64_t>(c.value(u"batch_count"_s).toDouble(-1));
     s.worldSize = c.value(u"world_size"_s).toInt();
     s.schedule = c.value(u"schedule"_s).toString();
+    s.batch = std::max<std::int64_t>(0, c.value(u"batch"_s).toInteger(0));
     const auto ledger = parseBatchRanges(s.ledger);
     if (c.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s || s.round < 0 || !ledger || s.batchCount < 0)
         return fail(u"--resume %1: %2 is not a valid checkpoint"_s.arg(run, cpPath));
@@ -296,7 +297,7 @@ std::optional<ResumeSource> loadResumeSource(const QString &run, QString *error)
     return s;
 }
 
-QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule)
+QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule, std::int64_t recordedBatch)
 {
     QStringList out;
     const EvaluationSpec &a = saved.evaluation, &b = profile.evaluation;
@@ -313,8 +314,17 @@ QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &
     differ("protocol", str(a.protocol), str(b.protocol));
     differ("context", QString::number(a.context), QString::number(b.context));
     differ("stride", QString::number(a.stride), QString::number(b.stride));
-    const auto batchText = [](std::int64_t batch) { return batch == kAutoBatch ? u"auto"_s : QString::number(batch); };
-    differ("batch", batchText(a.batch), batchText(b.batch));
+    // "auto" resumes with the batch the run used (the checkpoint's, passed as --batch): a fixed
+    // batch equal to it is the same computation. Without a recorded batch auto stays its own value.
+    const auto batchUsed = [&](std::int64_t batch) { return batch == kAutoBatch && recordedBatch > 0 ? recordedBatch : batch; };
+    if (batchUsed(a.batch) != batchUsed(b.batch)) {
+        const auto batchText = [&](std::int64_t batch) {
+            if (batch != kAutoBatch)
+                return QString::number(batch);
+            return recordedBatch > 0 ? u"auto (batch %1 in this run)"_s.arg(recordedBatch) : u"auto"_s;
+        };
+        differ("batch", batchText(a.batch), batchText(b.batch));
+    }
     differ("max_windows", QString::number(a.maxWindows), QString::number(b.maxWindows));
     differ("dtype", str(a.dtype), str(b.dtype));
     differ("device", str(a.device), str(b.device));

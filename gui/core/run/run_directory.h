@@ -117,6 +117,7 @@ struct ResumeSource
     std::int64_t batchCount = 0;
     int worldSize = 0;
     QString schedule;
+    std::int64_t batch = 0; ///< the checkpoint's "batch": windows per forward pass the run used (0: not recorded)
 };
 
 /// Finds and reads the run directory named by @p run (a directory, or a run id under the default
@@ -124,7 +125,10 @@ struct ResumeSource
 [[nodiscard]] std::optional<ResumeSource> loadResumeSource(const QString &run, QString *error);
 
 /// Empty when @p profile evaluates what @p saved evaluated (a resume may change hosts, not what
-/// is evaluated), else every difference, named by its profile field.
-[[nodiscard]] QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule);
+/// is evaluated), else every difference, named by its profile field. @p recordedBatch is the
+/// checkpoint's batch (0: not recorded): a batch of "auto" on either side stands for it, so a fixed
+/// batch equal to the one an auto run used is the same computation.
+[[nodiscard]] QStringList resumeMismatches(const ClusterProfile &saved, const ClusterProfile &profile, const QString &schedule,
+                                           std::int64_t recordedBatch = 0);
 
 } // namespace cppl::core::run
