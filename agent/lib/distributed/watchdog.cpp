@@ -89,6 +89,22 @@ bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point d
     }
 }
 
+/// CLUSTERPPL_TEST_TRACE_WATCHDOG=1: the watchdog's steps on stderr, with a monotonic time (for tests that chase a race).
+void trace(int rank, const std::string &what)
+{
+    static const bool on = [] {
+        const char *t = std::getenv("CLUSTERPPL_TEST_TRACE_WATCHDOG");
+        return t && *t && std::string(t) != "0";
+    }();
+    if (!on)
+        return;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    char head[64];
+    std::snprintf(head, sizeof head, "watchdog trace %.3f rank %d: ", t, rank);
+    const std::string line = head + what + "\n";
+    (void)!::write(2, line.data(), line.size());
+}
+
 std::int64_t realtimeNs()
 {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -321,6 +337,7 @@ void Watchdog::reportFailure(int exitCode, const std::string &message)
     for (char &c : flat)
         if (c == '\n')
             c = ' ';
+    trace(m_rank, "reports its own failure: " + flat);
     m_fired = true; // this rank exits on its own; ignore what follows
     sendAll("f" + std::to_string(code) + " " + std::to_string(m_rank) + " " + who(m_rank) + " failed: " + flat + "\n");
 }
@@ -337,6 +354,7 @@ void Watchdog::finish()
 
 void Watchdog::fire(int code, const std::string &message, int origin)
 {
+    trace(m_rank, "fire " + std::to_string(code) + " (origin " + std::to_string(origin) + "): " + message);
     if (m_fired.exchange(true) || m_finished)
         return;
     if (isHub())
@@ -411,6 +429,7 @@ bool Watchdog::fenced()
 
 void Watchdog::lose(Peer &p, const std::string &cause)
 {
+    trace(m_rank, "lose rank " + std::to_string(p.rank) + ": " + cause);
     if (m_fired || m_finished || p.fd < 0)
         return;
     if (fenced())
@@ -437,6 +456,7 @@ void Watchdog::announceLoss(int rank, const std::string &cause)
     for (char &c : flat)
         if (c == '\n')
             c = ' ';
+    trace(m_rank, "announce epoch " + std::to_string(m_epoch) + " rank " + std::to_string(rank) + " members " + members);
     sendAll("l" + std::to_string(m_epoch) + " " + std::to_string(rank) + " " + members + " " + flat + "\n");
     m_onLoss(Loss{m_epoch, rank, flat, m_members});
 }
@@ -450,6 +470,7 @@ void Watchdog::hubLost(const std::string &cause, int code)
     // take up to --timeout when a survivor of the old hub does not reconnect (lost with it).
     m_electing = true;
     const int old = m_hubRank.load();
+    trace(m_rank, "hub " + std::to_string(old) + " lost (" + cause + "); election " + std::to_string(m_hubIndex + 1));
     const std::string me = std::to_string(m_rank);
     try {
         if (m_store->check({"cppl/lost/" + me})) {
@@ -487,7 +508,9 @@ void Watchdog::hubLost(const std::string &cause, int code)
                 break;
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
+        trace(m_rank, lower ? std::string("a lower rank voted") : std::string("claims"));
         if (!lower && m_store->add(prefix + "claim", 1) == 1) {
+            trace(m_rank, "won the claim");
             becomeHub(old, cause, candidates, prefix);
             return;
         }
@@ -500,6 +523,7 @@ void Watchdog::hubLost(const std::string &cause, int code)
         int hub = -1, consumed = 0;
         if (std::sscanf(where->c_str(), "%d %n", &hub, &consumed) < 1 || hub < 0 || hub >= static_cast<int>(m_hosts.size()) || hub == m_rank)
             throw ProtocolError("the store holds \"" + where->substr(0, 80) + "\" as the new hub, not \"RANK HOST:PORT\"");
+        trace(m_rank, "connects to the new hub " + *where);
         if (!connectToHub(hub, where->substr(static_cast<std::size_t>(consumed)), deadline))
             fire(code, who(old) + " " + cause + "; the new hub " + who(hub) + " closed the connection", old);
     } catch (const Error &e) {
@@ -543,6 +567,7 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
             continue;
         }
         seen.push_back(r);
+        trace(m_rank, "new hub: rank " + std::to_string(r) + " reconnected (epoch " + std::to_string(epoch) + ")");
         m_epoch = std::max(m_epoch, epoch); // a verdict the old hub sent some ranks and not this one
         const std::lock_guard lock(m_sendMutex);
         m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
@@ -600,6 +625,7 @@ void Watchdog::handleLoss(const std::string &frame)
         || std::find(loss.members.begin(), loss.members.end(), loss.rank) != loss.members.end())
         return bad();
     loss.cause = pos < frame.size() ? frame.substr(pos + 1) : std::string();
+    trace(m_rank, "verdict: " + frame.substr(0, 120));
     m_epoch = loss.epoch;
     m_members = loss.members;
     m_onLoss(loss);
