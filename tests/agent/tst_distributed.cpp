@@ -604,36 +604,44 @@ private Q_SLOTS:
         QTest::addColumn<QString>("groups");
         QTest::addColumn<int>("timeoutS");
         QTest::addColumn<QString>("cause"); // the first victim's
+        // Ranks sent SIGPIPE together with the first phase's victims, which must not be lost: what
+        // the kernel sends a rank whose Gloo thread writes (writev, no MSG_NOSIGNAL) to a dead
+        // peer's reset connection. Its default action killed such a survivor ("signal 13"), unseen
+        // while the dead peer was the watchdog's hub, and the new hub declared it lost after the
+        // timeout: a single kill of rank 0 that ended with two lost ranks (docs/communication.md).
+        QTest::addColumn<QString>("piped");
         // --timeout 60 for the kills: a dead rank is noticed by its closed connection, not the
         // timeout; a stopped one only by the timeout, so it is short there (and for two ranks
         // killed at once, where the second is found missing by the new hub after the timeout).
-        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2") << int(SIGKILL) << "2" << "0.3" << "hierarchical" << "size:2" << 60 << "died: ";
-        QTest::addRow("kill -9 rank 1 at 60%%, flat") << int(SIGKILL) << "1" << "0.6" << "flat" << "by-host" << 60 << "died: ";
-        QTest::addRow("kill -9 rank 3 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "3" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: ";
+        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2") << int(SIGKILL) << "2" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 1 at 60%%, flat") << int(SIGKILL) << "1" << "0.6" << "flat" << "by-host" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 3 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "3" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "";
         QTest::addRow("SIGSTOP rank 2 at 50%%, hierarchical size:2") << int(SIGSTOP) << "2" << "0.5" << "hierarchical" << "size:2" << 6
-                                                                     << "stopped responding: no heartbeat for ";
+                                                                     << "stopped responding: no heartbeat for " << "";
         // Rank 0: the survivors elect a new hub through the store (served by run --standalone).
-        QTest::addRow("kill -9 rank 0 at 30%%, hierarchical size:2") << int(SIGKILL) << "0" << "0.3" << "hierarchical" << "size:2" << 60 << "died: ";
-        QTest::addRow("kill -9 rank 0 at 60%%, flat") << int(SIGKILL) << "0" << "0.6" << "flat" << "by-host" << 60 << "died: ";
-        QTest::addRow("kill -9 rank 0 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "0" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: ";
-        QTest::addRow("SIGSTOP rank 0 at 50%%, flat") << int(SIGSTOP) << "0" << "0.5" << "flat" << "by-host" << 6 << "stopped responding: no heartbeat for ";
+        QTest::addRow("kill -9 rank 0 at 30%%, hierarchical size:2") << int(SIGKILL) << "0" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 0 at 60%%, SIGPIPE to rank 2 with it, flat") << int(SIGKILL) << "0" << "0.6" << "flat" << "by-host" << 60 << "died: "
+                                                                                << "2";
+        QTest::addRow("kill -9 rank 0 at 60%%, flat") << int(SIGKILL) << "0" << "0.6" << "flat" << "by-host" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 0 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "0" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "";
+        QTest::addRow("SIGSTOP rank 0 at 50%%, flat") << int(SIGSTOP) << "0" << "0.5" << "flat" << "by-host" << 6 << "stopped responding: no heartbeat for " << "";
         // Two losses: at once, and one after the other (the second the new hub).
-        QTest::addRow("kill -9 ranks 0 and 2 at once at 40%%, flat") << int(SIGKILL) << "0,2" << "0.4" << "flat" << "by-host" << 6 << "died: ";
+        QTest::addRow("kill -9 ranks 0 and 2 at once at 40%%, flat") << int(SIGKILL) << "0,2" << "0.4" << "flat" << "by-host" << 6 << "died: " << "";
         QTest::addRow("kill -9 ranks 1 and 3 at once at 40%%, hierarchical size:2") << int(SIGKILL) << "1,3" << "0.4" << "hierarchical" << "size:2" << 60
-                                                                                    << "died: ";
+                                                                                    << "died: " << "";
         QTest::addRow("kill -9 rank 0 at 30%%, then rank 1 at 60%%, hierarchical size:2") << int(SIGKILL) << "0;1" << "0.3;0.6" << "hierarchical"
-                                                                                            << "size:2" << 60 << "died: ";
+                                                                                            << "size:2" << 60 << "died: " << "";
         // Rank 0 lost after the last round, while it writes the result (held there on purpose): the
         // others, still waiting for it, regroup and the lowest survivor writes the result.
-        QTest::addRow("kill -9 rank 0 while it writes the result, flat") << int(SIGKILL) << "0" << "result" << "flat" << "by-host" << 60 << "died: ";
+        QTest::addRow("kill -9 rank 0 while it writes the result, flat") << int(SIGKILL) << "0" << "result" << "flat" << "by-host" << 60 << "died: " << "";
         // The hub lost after another rank: the survivors' new hub and reporter (rank 1, or rank 2).
-        QTest::addRow("kill -9 rank 2 at 30%%, then rank 0 at 60%%, flat") << int(SIGKILL) << "2;0" << "0.3;0.6" << "flat" << "by-host" << 60 << "died: ";
+        QTest::addRow("kill -9 rank 2 at 30%%, then rank 0 at 60%%, flat") << int(SIGKILL) << "2;0" << "0.3;0.6" << "flat" << "by-host" << 60 << "died: " << "";
         QTest::addRow("kill -9 rank 1 at 30%%, then rank 0 at 60%%, hierarchical size:2") << int(SIGKILL) << "1;0" << "0.3;0.6" << "hierarchical"
-                                                                                            << "size:2" << 60 << "died: ";
+                                                                                            << "size:2" << 60 << "died: " << "";
         // Lost while the process groups form (held there on purpose, before any batch): the others'
         // Gloo rendezvous fails after the timeout (20 s: the survivors then load the model and must
         // agree within the timeout, on a loaded machine too), and they go on without it.
-        QTest::addRow("kill -9 rank 2 while the process groups form, flat") << int(SIGKILL) << "2" << "connect" << "flat" << "by-host" << 20 << "died: ";
+        QTest::addRow("kill -9 rank 2 while the process groups form, flat") << int(SIGKILL) << "2" << "connect" << "flat" << "by-host" << 20 << "died: " << "";
     }
     void survivesLostRank()
     {
@@ -649,6 +657,7 @@ private Q_SLOTS:
         QFETCH(QString, groups);
         QFETCH(int, timeoutS);
         QFETCH(QString, cause);
+        QFETCH(QString, piped);
         const QStringList phases = victims.split(QLatin1Char(';'));
         const QStringList fractions = at.split(QLatin1Char(';'));
         QCOMPARE(phases.size(), fractions.size());
@@ -729,6 +738,9 @@ private Q_SLOTS:
                                                        .arg(QString::fromUtf8(early))));
             for (const QString &v : phases[ph].split(QLatin1Char(',')))
                 QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), signal), 0);
+            if (ph == 0)
+                for (const QString &v : piped.split(QLatin1Char(','), Qt::SkipEmptyParts))
+                    QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), SIGPIPE), 0);
         }
         const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
         if (!finished)

@@ -7,6 +7,7 @@
 #include "cppl/errors.h"
 #include "cppl/host.h"
 
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,14 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         if (r == o.identity.rank)
             holdConnect = std::chrono::milliseconds(ms);
     }
+    // A write to a socket whose peer is gone raises SIGPIPE, and its default action ends the
+    // process. Gloo writes its pairs with writev(), without MSG_NOSIGNAL (Python, torch's usual
+    // host, ignores SIGPIPE from the start; this C++ process did not): a rank whose Gloo thread
+    // wrote to a dead peer after the kernel reset the connection died of "signal 13", a survivor
+    // killed by the loss it should have survived; when the dead peer was the watchdog's hub, its
+    // death went unseen and the new hub declared it lost after --timeout ("did not reconnect").
+    // Ignored, the write fails with EPIPE, which is a collective error like any other.
+    std::signal(SIGPIPE, SIG_IGN);
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
     m_servesStore = serve;
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
