@@ -93,8 +93,8 @@ bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point d
 void trace(int rank, const std::string &what)
 {
     static const bool on = [] {
-        const char *t = std::getenv("CLUSTERPPL_TEST_TRACE_WATCHDOG");
-        return t && *t && std::string(t) != "0";
+        const char *env = std::getenv("CLUSTERPPL_TEST_TRACE_WATCHDOG");
+        return env && *env && std::string(env) != "0";
     }();
     if (!on)
         return;
