@@ -283,6 +283,9 @@ void runConfig(const Config &c, const char *self)
     std::int64_t firstStart = INT64_MAX, lastEnd = INT64_MIN, lastStart = INT64_MIN, firstEnd = INT64_MAX;
     std::int64_t firstEntered = INT64_MAX, lastEntered = INT64_MIN, firstConstructed = INT64_MAX, lastConstructed = INT64_MIN;
     const Rank *slowest = &ranks.front();
+    double sumStartUs = 0; // relative to the first start, for the mean
+    for (const Rank &r : ranks)
+        sumStartUs += static_cast<double>(r.startUs - ranks.front().startUs);
     for (const Rank &r : ranks) {
         sumWait += r.wait;
         sumTransfer += r.transfer;
@@ -305,11 +308,16 @@ void runConfig(const Config &c, const char *self)
     const double share = (meanWait + meanTransfer) / maxWall;
     // Efficiency against ideal (every rank computing total/world at the rate, no sync at all).
     const double efficiency = ideal / maxWall;
+    // The same against the ranks' mean start: with dynamic batches ranks that start at s_i and
+    // share the work perfectly all end at mean(s) + ideal, so an early rank's longer wall is
+    // not lost time; static ranks cannot use it and are charged max(s) - mean(s) here too.
+    const double meanStartUs = static_cast<double>(ranks.front().startUs) + sumStartUs / n;
+    const double fromMeanStart = ideal / (1e-6 * (static_cast<double>(lastEnd) - meanStartUs));
     const double perRound = rounds > 0 ? 1e6 / static_cast<double>(rounds) : 0;
-    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f  %7.2f%%\n", c.world,
+    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f  %7.2f%%  %7.2f%%\n", c.world,
                 c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off", static_cast<long long>(rounds),
                 meanCollective * perRound, meanTransfer * perRound, meanWait * perRound, 100 * meanWait / maxWall, 100 * meanTransfer / maxWall,
-                100 * share, 100 * efficiency, maxWall / ideal, 100 * sumOwnIdeal / sumWall);
+                100 * share, 100 * efficiency, maxWall / ideal, 100 * sumOwnIdeal / sumWall, 100 * fromMeanStart);
     // Where the slowest rank's wall went beyond the ideal (ms; the terms add up to the excess):
     // its tokens beyond the mean share at its rate, the sleeps' oversleep, the blocked time of the
     // first wait, the rounds between and the last wait, claiming on the main thread, and the rest.
@@ -318,11 +326,14 @@ void runConfig(const Config &c, const char *self)
     const double first = 1e-6 * static_cast<double>(s.firstUs), last = 1e-6 * static_cast<double>(s.lastUs), claim = 1e-6 * static_cast<double>(s.claimUs);
     std::printf("       slowest rank %d: wall - ideal %+.1f ms = work %+.1f, oversleep %+.1f, first wait %.1f, rounds %.1f, last wait %.1f (%.1f of it for the last arrival), "
                 "claims %.1f, rest %.1f; it started %.1f ms after the first rank (start skew %.1f, end skew %.1f ms; the ranks' processes began "
-                "within %.1f ms, left the rendezvous within %.1f ms)\n",
+                "within %.1f ms, left the rendezvous within %.1f ms, on average %.1f ms after the first); end to end %.1f ms = ideal %+.1f (first "
+                "process start to last end; first rank's start to last end %.1f ms)\n",
                 s.rank, 1e3 * (s.wall - ideal), 1e3 * (own - ideal), 1e3 * (s.compute - own), 1e3 * first, 1e3 * (blocked - first - last), 1e3 * last, 1e-3 * static_cast<double>(s.lastWaitUs),
                 1e3 * claim, 1e3 * (s.wall - s.compute - blocked - claim), 1e-3 * static_cast<double>(s.startUs - firstStart),
                 1e-3 * static_cast<double>(lastStart - firstStart), 1e-3 * static_cast<double>(lastEnd - firstEnd),
-                1e-3 * static_cast<double>(lastEntered - firstEntered), 1e-3 * static_cast<double>(lastConstructed - firstConstructed));
+                1e-3 * static_cast<double>(lastEntered - firstEntered), 1e-3 * static_cast<double>(lastConstructed - firstConstructed),
+                1e-3 * (meanStartUs - static_cast<double>(firstStart)), 1e-3 * static_cast<double>(lastEnd - firstEntered),
+                1e-3 * static_cast<double>(lastEnd - firstEntered) - 1e3 * ideal, 1e-3 * static_cast<double>(lastEnd - firstStart));
     std::fflush(stdout);
 }
 
@@ -394,13 +405,15 @@ int main(int argc, char **argv)
                 "Columns: overlap (--overlap on: a round's collective runs behind the next round's compute), per-round collective\n"
                 "duration, and the time the main thread was blocked in it, split into transfer and wait (means over ranks); wait and\n"
                 "transfer as %% of wall, comm share, efficiency vs ideal (ideal / slowest wall), slowest wall / ideal, busy (each\n"
-                "rank's tokens at its rate over its own wall, summed over ranks: the start skew of the ranks is not in it). Under each\n"
-                "row: where the slowest rank's wall went beyond the ideal. --schedule none: static shards without any collective.\n\n",
+                "rank's tokens at its rate over its own wall, summed over ranks: the start skew of the ranks is not in it), from mean\n"
+                "(ideal / (last end - the ranks' mean start): dynamic ranks that start apart and share the work perfectly score 100%%).\n"
+                "Under each row: where the slowest rank's wall went beyond the ideal, the ranks' start skew, and the run end to end.\n"
+                "--schedule none: static shards without any collective.\n\n",
                 rate, seconds, static_cast<long long>(kContext), static_cast<long long>(kBatch), std::thread::hardware_concurrency());
     if (slowRank >= 0)
         std::printf("Rank %d computes at 1/%.2f of the rate; ideal = all tokens at the summed rate of all ranks.\n\n", slowRank, slowFactor);
-    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s  %8s\n", "ranks", "schedule", "topology", "sync tokens",
-                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id", "busy");
+    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s  %8s  %9s\n", "ranks", "schedule", "topology", "sync tokens",
+                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id", "busy", "from mean");
     for (int w : worlds)
         for (const std::string &topo : topologies)
             for (std::int64_t sync : syncs)
