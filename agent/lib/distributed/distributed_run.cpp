@@ -118,13 +118,10 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     for (int r = 0; r < m_world; ++r)
         keys.push_back("cppl/arrive/" + std::to_string(r));
     const std::string verdictKey = "cppl/rendezvous-failed";
-    const auto deadline = std::chrono::steady_clock::now() + o.timeout;
     // The store's blocking wait: every rank leaves the moment the last one arrives. (Polling with a
     // backoff up to 50 ms let the early ranks oversleep the last arrival by up to 50 ms each: the
     // largest part of the ranks' start skew in bench_comm, docs/communication.md.)
-    const bool legacy = std::getenv("CLUSTERPPL_CONNECT_LEGACY") != nullptr; // the old polling, for bench_comm's before/after only
-    const bool arrived = legacy ? false : m_store->waitBlocking(keys, o.timeout);
-    if (!arrived && !legacy) {
+    if (!m_store->waitBlocking(keys, o.timeout)) {
         // Timed out: this connection still has the wait outstanding, so a fresh one says who is missing.
         std::unique_ptr<Store> fresh = openTcpStore(id.masterAddr, m_store->port(), false, std::chrono::seconds(5));
         std::vector<int> missing; // never arrived, or filled in by rank 0's verdict
@@ -150,15 +147,6 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
         throw TimeoutError(msg);
-    }
-    for (auto pause = std::chrono::milliseconds(1); legacy; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-        if (m_store->check(keys))
-            break;
-        if (m_store->check({verdictKey})) // rank 0 gave up and said why
-            throw TimeoutError(m_store->get(verdictKey, o.timeout).value_or("rendezvous failed"));
-        if (std::chrono::steady_clock::now() >= deadline)
-            throw TimeoutError("rendezvous at " + m_storeAddress + " timed out (CLUSTERPPL_CONNECT_LEGACY)");
-        std::this_thread::sleep_for(pause);
     }
     for (int r = 0; r < m_world; ++r) {
         const std::string v = m_store->get(keys[static_cast<std::size_t>(r)], o.timeout).value_or("");

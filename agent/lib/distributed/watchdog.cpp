@@ -228,7 +228,6 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         int port = 0;
         const int listener = listenAnywhere(port, "rank 0");
         store.set(kKey, advertise + ":" + std::to_string(port));
-        const bool legacyStar = std::getenv("CLUSTERPPL_CONNECT_LEGACY") != nullptr; // one rank after the other, for the before/after only
         std::vector<bool> seen(static_cast<std::size_t>(world), false);
         auto timedOut = [&] {
             std::string missing;
@@ -253,7 +252,7 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             for (auto &j : joining)
                 ::close(j.fd);
         };
-        for (int accepted = 1; accepted < world && !legacyStar;) {
+        for (int accepted = 1; accepted < world;) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
             if (left <= 0) {
                 closeAll();
@@ -316,46 +315,11 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             }
         }
         closeAll();
-        for (int accepted = 1; accepted < world && legacyStar;) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-            pollfd p{listener, POLLIN, 0};
-            if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
-                if (std::chrono::steady_clock::now() < deadline)
-                    continue;
-                std::string missing;
-                for (int r = 1; r < world; ++r)
-                    if (!seen[static_cast<std::size_t>(r)])
-                        missing += (missing.empty() ? "" : ", ") + who(r);
-                ::close(listener);
-                throw TimeoutError("watchdog: ranks " + missing + " did not connect to rank 0 within " + seconds(timeout)
-                                   + " (a firewall between the hosts?)");
-            }
-            const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-            if (fd < 0)
-                continue;
-            const int one = 1;
-            if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-                const int e = errno;
-                ::close(fd);
-                ::close(listener);
-                throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on a rank's connection to rank 0: ") + std::strerror(e));
-            }
-            int epoch = 0;
-            const int r = acceptHello(fd, world, deadline, epoch);
-            if (r <= 0 || seen[static_cast<std::size_t>(r)]) {
-                ::close(fd);
-                continue;
-            }
-            seen[static_cast<std::size_t>(r)] = true;
-            m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
-            ++accepted;
-        }
         ::close(listener);
     } else {
         // The store's blocking wait: rank 0 publishes its address just after the rendezvous, and
         // polling (backoff up to 50 ms) overslept that by a few ms per rank.
-        const bool legacy = std::getenv("CLUSTERPPL_CONNECT_LEGACY") != nullptr;
-        const auto where = legacy || store.waitBlocking({kKey}, timeout) ? store.get(kKey, timeout) : std::nullopt;
+        const auto where = store.waitBlocking({kKey}, timeout) ? store.get(kKey, timeout) : std::nullopt;
         if (!where)
             throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
         if (!connectToHub(0, *where, deadline))
