@@ -83,6 +83,16 @@ void killAll(QProcess &launcher, const QList<qint64> &ranks)
     launcher.waitForFinished();
 }
 
+/// The checkpoint lines (CLUSTERPPL_CHECKPOINT) on @p out, in order.
+QList<QJsonObject> checkpointsOf(const QString &out)
+{
+    QList<QJsonObject> lines;
+    for (const QString &l : out.split(QLatin1Char('\n')))
+        if (const qsizetype at = l.indexOf(QStringLiteral("CLUSTERPPL_CHECKPOINT ")); at >= 0)
+            lines << QJsonDocument::fromJson(l.mid(at + 22).toUtf8()).object();
+    return lines;
+}
+
 /// A rank started by hand with torchrun's (or another launcher's) environment.
 QProcess *startRank(QObject *owner, const QMap<QString, QString> &env, const QStringList &args)
 {
@@ -839,6 +849,82 @@ private Q_SLOTS:
         for (const auto &l : lost)
             qInfo("rank %d lost after round %d; %lld batches redone in all", l.toObject().value(QStringLiteral("rank")).toInt(),
                   l.toObject().value(QStringLiteral("round")).toInt(), static_cast<long long>(redone.size()));
+    }
+
+    void newReporterComputesFingerprint()
+    {
+        // --on-rank-loss continue with checkpoint lines: rank 0 is lost before it stored the run's
+        // fingerprint for a reporter after it (killed while its process groups form, before any
+        // batch), so the lowest survivor, rank 1, hashes it itself. Its checkpoints must carry the
+        // fingerprint an unbroken run gives: a resume checks it against the data and model.
+        QStringList common = evalArgs(QStringLiteral("llama.cpp"), 0);
+        common.removeAll(QStringLiteral("--quiet")); // the reporting rank's round and recovered lines
+        common += QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--sync-every-tokens"),
+                                                 QStringLiteral("300"), QStringLiteral("--checkpoint-lines")};
+        // The unbroken run (the fingerprint does not depend on the world size).
+        const ProcessResult whole = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                                   QStringLiteral("2"), QStringLiteral("--")}
+                                                           + common,
+                                               600000);
+        QVERIFY2(whole.exitCode == 0, qPrintable(whole.describe()));
+        const QList<QJsonObject> unbroken = checkpointsOf(whole.out);
+        QVERIFY2(!unbroken.isEmpty(), qPrintable(whole.describe()));
+        const QJsonObject expected = unbroken.front().value(QStringLiteral("fingerprint")).toObject();
+        for (const QString &part : {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("plan")})
+            QVERIFY2(!expected.value(part).toString().isEmpty(), qPrintable(part));
+        for (const QJsonObject &c : unbroken)
+            QCOMPARE(c.value(QStringLiteral("fingerprint")).toObject(), expected);
+
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("new-reporter.json"));
+        QProcess launcher;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), QStringLiteral("0:120000"));
+        launcher.setProcessEnvironment(env);
+        // --timeout 20: the survivors' Gloo rendezvous without rank 0 fails after it (as in
+        // survivesLostRank's "connect" row), then they load the model and must agree within it.
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+                                           QStringLiteral("--")}
+                                   + common
+                                   + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue"), QStringLiteral("--timeout"), QStringLiteral("20"),
+                                                 QStringLiteral("--json"), json});
+        QVERIFY(launcher.waitForStarted());
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
+        QCOMPARE(kids.size(), 4);
+        QByteArray err;
+        launcher.setReadChannel(QProcess::StandardError);
+        QElapsedTimer wait;
+        wait.start();
+        while (!err.contains("holding before its process groups for ") && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(1000))
+                err += launcher.readAllStandardError();
+        QVERIFY2(err.contains("holding before its process groups for "), err.constData());
+        QCOMPARE(::kill(static_cast<pid_t>(kids[0]), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(400000);
+        if (!finished)
+            killAll(launcher, kids);
+        err += launcher.readAllStandardError();
+        const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
+        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
+                 qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(QString::fromUtf8(err))));
+        const QString host = QString::fromStdString(cppl::localHostName());
+        QVERIFY2(err.contains(QStringLiteral("[rank 1] recovered: rank 0 (%1) died: ").arg(host).toUtf8()), err.constData());
+        // The result: one rank's bits, rank 0 lost.
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost.first().toObject().value(QStringLiteral("rank")).toInt(), 0);
+        // The checkpoints: all after the regroup (rank 0 never evaluated), all with the unbroken fingerprint.
+        const QList<QJsonObject> after = checkpointsOf(out);
+        QVERIFY2(!after.isEmpty(), qPrintable(out));
+        for (const QJsonObject &c : after) {
+            QVERIFY2(c.value(QStringLiteral("epoch")).toInt() >= 1, QJsonDocument(c).toJson(QJsonDocument::Compact).constData());
+            QCOMPARE(c.value(QStringLiteral("fingerprint")).toObject(), expected);
+        }
+        qInfo("%lld checkpoints of the new reporter, from round %d: fingerprint as the unbroken run's", static_cast<long long>(after.size()),
+              after.front().value(QStringLiteral("round")).toInt());
     }
 
     void missingRankAtRendezvous()
