@@ -112,6 +112,7 @@ void SyntheticRun::snapshotNow(bool finished)
     s->globalPpl = cppl::computePerplexity(s->global);
     const double plannedPerRank = 9200.0 * kTotalSeconds / kContext;
     s->windowsTotal = std::int64_t(plannedPerRank * m_n * (m_n <= 8 ? 1900.0 / 9200.0 : 1.0));
+    s->windowsGlobal = true; // the dynamic schedule, the default: every rank reports the run's windows
     for (int r = 0; r < m_n; ++r) {
         const Rank &k = m_ranks[size_t(r)];
         RankView v;
@@ -129,7 +130,7 @@ void SyntheticRun::snapshotNow(bool finished)
         v.silentSeconds = stalledNow ? m_now - m_stallAt : 0.1;
         v.tokensPerSecond = stalledNow ? 0.0 : k.rate;
         v.windowsDone = k.stats.windows;
-        v.windowsTotal = std::int64_t(plannedPerRank * (m_n <= 8 ? 1900.0 / 9200.0 : 1.0));
+        v.windowsTotal = s->windowsTotal;
         // Fast ranks wait at each sync for the slowest; slow ranks hardly wait.
         const double wait = std::clamp(0.01 + 0.6 * (1.0 - slowest / k.rate) * 0.2, 0.0, 0.5);
         const double own = std::min(m_now, stalledNow ? m_stallAt : m_now);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The collector: pure merge logic with a fake clock, then real ZeroMQ sockets on 127.0.0.1 with
 // simulated ranks (raw PUSH) and real agent publishers.
+#include "cli/cli_run.h"
 #include "cppl/errors.h"
 #include "telemetry/collector.h"
 #include "telemetry/collector_object.h"
@@ -182,6 +183,59 @@ private Q_SLOTS:
         QCOMPARE(snap.ranks[0].gpuUtilizationPercent.value(), 97);
         QCOMPARE(snap.ranks[1].rssBytes, 1 << 20);
         QVERIFY(!snap.ranks[1].deviceMemoryBytes && !snap.ranks[1].deviceMemoryTotalBytes && !snap.ranks[1].gpuUtilizationPercent);
+    }
+
+    void windowsOfTheRun_data()
+    {
+        QTest::addColumn<bool>("dynamic");
+        QTest::addRow("static shards") << false;
+        QTest::addRow("dynamic batches") << true;
+    }
+
+    void windowsOfTheRun()
+    {
+        // 9 windows on 3 ranks. Static: each rank reports its shard (3) and the run's total is
+        // their sum. Dynamic: each reports the run's 9 (it has no share of its own; a fast rank
+        // does more than an even one): the total is 9, and the CLI's live lines say each rank's
+        // count and part of the run, never "5/3".
+        QFETCH(bool, dynamic);
+        CollectorState::Options o;
+        o.windowsGlobal = dynamic;
+        CollectorState st(o);
+        std::mt19937_64 rng(3);
+        const std::int64_t done[] = {dynamic ? 5 : 3, 2, 0};
+        for (int r = 0; r < 3; ++r) {
+            NllStats s;
+            cppl::test::addTokens(s, rng, 10);
+            s.windows = done[r];
+            QVERIFY(st.apply(progressOf("r", r, 3, 0, s, dynamic ? 9 : 3), 0.0));
+        }
+        auto snap = st.snapshot(0);
+        QCOMPARE(snap.windowsGlobal, dynamic);
+        QCOMPARE(snap.windowsTotal, 9);
+        QCOMPARE(snap.windowsDone, dynamic ? 7 : 5);
+        const QStringList lines = cppl::core::liveLines(snap);
+        QCOMPARE(lines.size(), 4);
+        if (dynamic) {
+            QVERIFY2(lines[0].contains(QStringLiteral(": evaluating, 5 windows (55.6% of the run's 9), ")), qPrintable(lines[0]));
+            QVERIFY2(lines[2].contains(QStringLiteral(", 0 windows (0.0% of the run's 9), ")), qPrintable(lines[2]));
+            QVERIFY2(lines[3].contains(QStringLiteral(" tokens, windows 7/9 (77.8%), ")), qPrintable(lines[3]));
+        } else {
+            QVERIFY2(lines[0].contains(QStringLiteral(": evaluating, 3/3 windows of its shard, ")), qPrintable(lines[0]));
+            QVERIFY2(lines[3].contains(QStringLiteral(" tokens, windows 5/9 (55.6%), ")), qPrintable(lines[3]));
+        }
+        QVERIFY(lines[3].startsWith(QStringLiteral("[live] ppl ")));
+        if (!dynamic)
+            return;
+        // A rank lost in a run that goes on keeps the windows it counted while the others redo
+        // its uncommitted ones: the run never reads more than 100% done.
+        NllStats s;
+        cppl::test::addTokens(s, rng, 10);
+        s.windows = 4;
+        QVERIFY(st.apply(progressOf("r", 2, 3, 1, s, 9), 1.0));
+        snap = st.snapshot(1.0);
+        QCOMPARE(snap.windowsDone, 9);
+        QVERIFY2(cppl::core::liveLines(snap).back().contains(QStringLiteral("windows 9/9 (100.0%)")), qPrintable(cppl::core::liveLines(snap).back()));
     }
 
     void statesAndStalls()

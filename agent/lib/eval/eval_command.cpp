@@ -851,8 +851,9 @@ private:
         const auto evalStart = std::chrono::steady_clock::now();
         double computeSeconds = 0;
         const Shard &myWork = planned.shards[static_cast<std::size_t>(shardRank)];
-        // Dynamic: this rank's share is not known in advance; its fair share stands in for it.
-        const std::int64_t windowsExpected = dynamic ? (nWindows + m_o.shardCount - 1) / m_o.shardCount : myWork.windows();
+        // Dynamic: a rank has no share of its own (it claims batches as it goes): the telemetry's
+        // windows_total is the run's, the same on every rank (the collector takes it so).
+        const std::int64_t windowsExpected = dynamic ? nWindows : myWork.windows();
         const bool slow = m_o.slowRank == m_o.identity.rank && m_o.slowMs > 0;
         auto publishProgress = [&](bool final, double inRound) {
             if (!tel)

@@ -132,39 +132,10 @@ QString stateName(telemetry::RankState s)
     return QString::fromLatin1(n.data(), static_cast<qsizetype>(n.size()));
 }
 
-/// The periodic live view: per rank while it fits a terminal, then the global line.
 void printLive(const telemetry::Snapshot &snap, QTextStream &err)
 {
-    if (snap.global.tokens == 0)
-        return;
-    int stalled = 0, evaluating = 0;
-    for (const auto &r : snap.ranks) {
-        stalled += r.state == telemetry::RankState::Stalled;
-        evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
-    }
-    QString straggler;
-    if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
-        straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
-    if (snap.ranks.size() <= 16)
-        for (const auto &r : snap.ranks)
-            err << u"[live]   rank %1 (%2, group %3): %4, %5/%6 windows, %7 tok/s, ppl %8, comm %9%"_s.arg(r.rank)
-                       .arg(QString::fromStdString(r.host))
-                       .arg(r.group)
-                       .arg(stateName(r.state))
-                       .arg(r.windowsDone)
-                       .arg(r.windowsTotal)
-                       .arg(r.tokensPerSecond, 0, 'f', 0)
-                       .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
-                       .arg(100 * r.commShare, 0, 'f', 2)
-                << '\n';
-    err << u"[live] ppl %1 +/- %2 over %3 tokens, %4 tok/s, %5/%6 ranks evaluating%7%8"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
-               .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
-               .arg(snap.global.tokens)
-               .arg(snap.tokensPerSecond, 0, 'f', 0)
-               .arg(evaluating)
-               .arg(snap.worldSize)
-               .arg(stalled ? u", %1 STALLED"_s.arg(stalled) : QString(), straggler)
-        << '\n';
+    for (const QString &line : liveLines(snap))
+        err << line << '\n';
     err.flush();
 }
 
@@ -251,6 +222,50 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
 }
 
 } // namespace
+
+QStringList liveLines(const telemetry::Snapshot &snap)
+{
+    QStringList lines;
+    if (snap.global.tokens == 0)
+        return lines;
+    int stalled = 0, evaluating = 0;
+    for (const auto &r : snap.ranks) {
+        stalled += r.state == telemetry::RankState::Stalled;
+        evaluating += r.state == telemetry::RankState::Evaluating || r.state == telemetry::RankState::Syncing;
+    }
+    QString straggler;
+    if (!snap.rounds.empty() && snap.rounds.back().straggler >= 0)
+        straggler = u", straggler of round %1: rank %2"_s.arg(snap.rounds.back().round).arg(snap.rounds.back().straggler);
+    auto percent = [](std::int64_t part, std::int64_t whole) {
+        return QString::number(whole > 0 ? 100.0 * double(part) / double(whole) : 0.0, 'f', 1);
+    };
+    if (snap.ranks.size() <= 16)
+        for (const auto &r : snap.ranks) {
+            // Static shards: its windows of its own shard. Dynamic: a rank claims batches as it
+            // goes (a fast one does more than an even share), so its count and its part of the run.
+            const QString windows = snap.windowsGlobal
+                                        ? u"%1 windows (%2% of the run's %3)"_s.arg(r.windowsDone).arg(percent(r.windowsDone, r.windowsTotal)).arg(r.windowsTotal)
+                                        : u"%1/%2 windows of its shard"_s.arg(r.windowsDone).arg(r.windowsTotal);
+            lines << u"[live]   rank %1 (%2, group %3): %4, %5, %6 tok/s, ppl %7, comm %8%"_s.arg(r.rank)
+                         .arg(QString::fromStdString(r.host))
+                         .arg(r.group)
+                         .arg(stateName(r.state), windows)
+                         .arg(r.tokensPerSecond, 0, 'f', 0)
+                         .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
+                         .arg(100 * r.commShare, 0, 'f', 2);
+        }
+    lines << u"[live] ppl %1 +/- %2 over %3 tokens, windows %4/%5 (%6%), %7 tok/s, %8/%9 ranks evaluating"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
+                     .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
+                     .arg(snap.global.tokens)
+                     .arg(snap.windowsDone)
+                     .arg(snap.windowsTotal)
+                     .arg(percent(snap.windowsDone, snap.windowsTotal))
+                     .arg(snap.tokensPerSecond, 0, 'f', 0)
+                     .arg(evaluating)
+                     .arg(snap.worldSize)
+                 + (stalled ? u", %1 STALLED"_s.arg(stalled) : QString()) + straggler;
+    return lines;
+}
 
 int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
 {

@@ -237,6 +237,7 @@ bool RunEngine::start(RunRequest request)
         telemetry::CollectorOptions co;
         co.state.run = lo.runId;
         co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
+        co.state.windowsGlobal = profile.evaluation.schedule == "dynamic"; // the agents send the run's windows
         try {
             const auto keys = cppl::telemetry::generateCredentials();
             co.curve = keys.collector;

@@ -286,12 +286,18 @@ Snapshot CollectorState::snapshot(double now)
         ++s.stateCounts[static_cast<std::size_t>(v.state)];
         s.tokensPerSecond += v.state == RankState::Evaluating || v.state == RankState::Syncing ? v.tokensPerSecond : 0;
         s.windowsDone += v.windowsDone;
-        s.windowsTotal += v.windowsTotal;
+        s.windowsTotal = m_options.windowsGlobal ? std::max(s.windowsTotal, v.windowsTotal) : s.windowsTotal + v.windowsTotal;
         s.lostTotal += v.lost;
         s.senderDroppedTotal += v.senderDropped;
         s.coalescedTotal += v.coalesced;
         s.ranks.push_back(v);
     }
+
+    s.windowsGlobal = m_options.windowsGlobal;
+    // A rank lost in a run that goes on keeps the windows it counted, and the others redo the
+    // uncommitted ones: never more done than the run has.
+    if (m_options.windowsGlobal)
+        s.windowsDone = std::min(s.windowsDone, s.windowsTotal);
 
     s.rounds.reserve(m_rounds.size());
     for (const auto &[round, acc] : m_rounds) {

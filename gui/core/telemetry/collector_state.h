@@ -89,8 +89,11 @@ struct Snapshot
     cppl::NllStats global;           // exact merge of every rank's latest accumulators
     cppl::Perplexity globalPpl;
     double tokensPerSecond = 0;      // sum of the ranks' recent rates
-    std::int64_t windowsDone = 0;
-    std::int64_t windowsTotal = 0;
+    std::int64_t windowsDone = 0;    // every rank's windows (at most windowsTotal)
+    std::int64_t windowsTotal = 0;   // the run's windows
+    // The dynamic schedule: each rank's windowsTotal is the run's (it claims batches as it goes and
+    // has no share of its own), so a rank's progress is its count, or its part of the run's.
+    bool windowsGlobal = false;
 
     std::vector<RankView> ranks;     // by rank; ranks never heard from are Connecting
     std::array<std::int64_t, kRankStateCount> stateCounts{};
@@ -124,6 +127,9 @@ public:
         // Silence after which a rank that is not done or failed shows as stalled.
         double stallAfterSeconds = 3.0;
         std::size_t roundHistory = 64;
+        // The dynamic schedule: every rank's windows_total is the run's windows (the agents send
+        // it so), not its share: the run's total is that number, not their sum.
+        bool windowsGlobal = false;
         std::size_t logHistory = 200;
     };
 
