@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -143,7 +144,10 @@ constexpr CommandUsage kCommandUsage[] = {
       Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
 )"},
     {"plan", R"(  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
-      Show how a protocol windows the data and how the windows shard across ranks and sync rounds.
+      Show how a protocol windows the data and how the ranks share the windows: the global
+      batches they claim as they go (dynamic), or fixed shards and sync rounds (static).
+      --schedule dynamic|static   as for eval (default dynamic); dynamic also shows the static
+                             split, for comparison
       --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
       --context C            tokens per model call (default 512)
       --stride S             hf-sliding window step, 1..C (default C)
@@ -218,7 +222,7 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
 {
     const Args a(argv,
                  {"--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--ranks", "--batch",
-                  "--sync-every-tokens", "--max-windows", "--json", "--bos-id"},
+                  "--sync-every-tokens", "--max-windows", "--json", "--bos-id", "--schedule"},
                  {"--bos-first"});
     const auto protocolText = a.get("--protocol").value_or("hf-sliding");
     const auto protocol = parseProtocol(protocolText);
@@ -234,6 +238,10 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
     const std::int64_t batch = a.integer("--batch", 8, 1, 1 << 16);
     const std::int64_t sync = a.syncEveryTokens();
     const std::int64_t maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+    const std::string schedule = a.get("--schedule").value_or("dynamic");
+    if (schedule != "static" && schedule != "dynamic")
+        throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
+    const bool dynamic = schedule == "dynamic";
 
     validatePlanOptions(opts); // before touching the data: a bad flag is a bad argument
     if (a.has("--tokens") == a.has("--text"))
@@ -268,17 +276,47 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
         << "  windows         " << plan.windows.size() << " (widest input " << plan.maxInput << " tokens)\n"
         << "  scored tokens   " << plan.scoredTokens << " (" << std::fixed << std::setprecision(1)
         << 100.0 * static_cast<double>(plan.scoredTokens) / static_cast<double>(n) << "% of the data; the rest is context only"
-        << (opts.protocol == Protocol::LlamaCpp ? " or the dropped tail" : "") << ")\n"
-        << "  ranks           " << ranks << " (contiguous shards balanced by scored tokens; every window exactly once)\n"
-        << "  sync rounds     " << rounds.rounds() << " (";
-    if (sync == 0)
-        out << "after every batch of " << batch;
-    else if (sync == kSyncAtEnd)
-        out << "once, at the end";
-    else
-        out << "about every " << sync << " scored tokens per rank, batch " << batch;
-    out << "); every rank enters every round\n\n"
-        << "   rank   windows      first..last     scored   share\n";
+        << (opts.protocol == Protocol::LlamaCpp ? " or the dropped tail" : "") << ")\n";
+    // Dynamic: global batch b is windows [b*batch, (b+1)*batch), the rows of a one-rank run; the
+    // ranks claim them from one counter as they go (batch_schedule.h).
+    const auto nWindows = static_cast<std::int64_t>(plan.windows.size());
+    const std::int64_t batches = (nWindows + batch - 1) / batch;
+    std::int64_t minTokens = 0, maxTokens = 0;
+    for (std::int64_t b = 0; b < batches; ++b) {
+        std::int64_t t = 0;
+        for (std::int64_t w = b * batch; w < std::min(nWindows, (b + 1) * batch); ++w)
+            t += plan.windows[static_cast<std::size_t>(w)].scored();
+        minTokens = b == 0 ? t : std::min(minTokens, t);
+        maxTokens = std::max(maxTokens, t);
+    }
+    const std::int64_t lastWindows = batches > 0 ? nWindows - (batches - 1) * batch : 0;
+    auto syncText = [&] {
+        std::ostringstream o;
+        if (sync == 0)
+            o << "after every batch of " << batch;
+        else if (sync == kSyncAtEnd)
+            o << "once, at the end";
+        else
+            o << "about every " << sync << " scored tokens per rank, batch " << batch;
+        return o.str();
+    };
+    if (dynamic) {
+        out << "  schedule        dynamic (the default): the ranks claim global batches from one counter as they go,\n"
+            << "                  a slower rank takes fewer; every batch exactly once, on any number of ranks\n"
+            << "  global batches  " << batches << " of " << batch << " windows";
+        if (batches > 0 && lastWindows != batch)
+            out << " (the last of " << lastWindows << ")";
+        out << ", " << minTokens << ".." << maxTokens << " scored tokens each, "
+            << (batches > 0 ? plan.scoredTokens / batches : 0) << " on average\n"
+            << "  ranks           " << ranks << " (about " << (batches + ranks - 1) / ranks << " batches each at equal speed)\n"
+            << "  sync rounds     sized by the ranks' speeds: " << syncText() << "\n\n"
+            << "  For comparison, the static split (--schedule static): " << rounds.rounds()
+            << (rounds.rounds() == 1 ? " sync round" : " sync rounds") << ", every rank in every round\n";
+    } else {
+        out << "  ranks           " << ranks << " (contiguous shards balanced by scored tokens; every window exactly once)\n"
+            << "  sync rounds     " << rounds.rounds() << " (" << syncText() << "); every rank enters every round\n\n";
+    }
+    out << "   rank   windows      first..last     scored   share\n";
     for (int r = 0; r < ranks; ++r) {
         const Shard &s = shards[static_cast<std::size_t>(r)];
         char line[160];
@@ -305,6 +343,15 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
         j["rounds"] = rounds.rounds();
         j["sync_every_tokens"] = sync == kSyncAtEnd ? nlohmann::json("end") : nlohmann::json(sync);
         j["batch"] = batch;
+        j["schedule"] = schedule;
+        // The batches every schedule evaluates (the dynamic one's unit of work); "shards" and
+        // "rounds" are the static split (with dynamic: for comparison; its rounds follow speed).
+        j["global_batches"] = {{"count", batches},
+                               {"windows_per_batch", batch},
+                               {"last_batch_windows", lastWindows},
+                               {"tokens_scored_min", minTokens},
+                               {"tokens_scored_max", maxTokens}};
+        j["shards_are_static_split"] = true;
         auto &js = j["shards"] = nlohmann::json::array();
         for (int r = 0; r < ranks; ++r) {
             const Shard &s = shards[static_cast<std::size_t>(r)];

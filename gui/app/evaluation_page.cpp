@@ -478,11 +478,15 @@ QString EvaluationPage::dynamicNote(const QJsonObject &plan) const
 {
     if (m_schedule->currentData().toString() != u"dynamic"_s)
         return {};
+    // plan --schedule dynamic (its default) names the global batches; an older agent's plan does not.
+    const QJsonObject g = plan.value(u"global_batches"_s).toObject();
     const qint64 windows = plan.value(u"windows"_s).toInteger();
-    const qint64 batch = std::max<qint64>(1, plan.value(u"batch"_s).toInteger());
+    const qint64 batch = std::max<qint64>(1, g.contains(u"windows_per_batch"_s) ? g.value(u"windows_per_batch"_s).toInteger()
+                                                                                 : plan.value(u"batch"_s).toInteger());
+    const qint64 count = g.contains(u"count"_s) ? g.value(u"count"_s).toInteger() : (windows + batch - 1) / batch;
     return tr(" Dynamic schedule: <b>%1</b> global batches of %2 windows, claimed by the ranks as they go (a slower rank "
-              "takes fewer); the table shows the static split, for comparison.")
-        .arg((windows + batch - 1) / batch)
+              "takes fewer; the sync rounds follow the ranks' speeds); the table shows the static split, for comparison.")
+        .arg(count)
         .arg(batch);
 }
 
@@ -495,7 +499,7 @@ void EvaluationPage::runPreview()
         Q_EMIT previewUpdated();
         return;
     }
-    QStringList args{u"plan"_s};
+    QStringList args{u"plan"_s, u"--schedule"_s, qs(e.schedule.empty() ? std::string("dynamic") : e.schedule)};
     if (!e.tokens.empty()) {
         args << u"--tokens"_s << resolve(qs(e.tokens));
     } else if (e.tokenizer == "bytes" && !e.text.empty() && !QFileInfo(resolve(qs(e.text))).isDir()) {
@@ -540,12 +544,15 @@ void EvaluationPage::runPreview()
         const qint64 dataTokens = o.value(u"data"_s).toObject().value(u"tokens"_s).toInteger();
         const qint64 scored = o.value(u"tokens_scored"_s).toInteger();
         const QJsonArray shards = o.value(u"shards"_s).toArray();
-        m_preview->setText(tr("<b>%1</b> windows, <b>%2</b> of %3 tokens scored (%4%), <b>%5</b> sync rounds, "
-                              "%6 ranks: about <b>%7</b> scored tokens per rank.")
+        // Dynamic: the rounds follow the ranks' speeds; the static count is what equal speeds give.
+        const bool dynamic = o.value(u"schedule"_s).toString(m_schedule->currentData().toString()) == u"dynamic"_s;
+        m_preview->setText(tr("<b>%1</b> windows, <b>%2</b> of %3 tokens scored (%4%), %5<b>%6</b> sync rounds, "
+                              "%7 ranks: about <b>%8</b> scored tokens per rank.")
                                .arg(o.value(u"windows"_s).toInteger())
                                .arg(scored)
                                .arg(dataTokens)
                                .arg(dataTokens > 0 ? QString::number(100.0 * double(scored) / double(dataTokens), 'f', 1) : u"0"_s)
+                               .arg(dynamic ? tr("about ") : QString())
                                .arg(o.value(u"rounds"_s).toInteger())
                                .arg(o.value(u"world_size"_s).toInteger())
                                .arg(shards.isEmpty() ? 0 : scored / shards.size())

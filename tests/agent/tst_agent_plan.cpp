@@ -82,6 +82,53 @@ private Q_SLOTS:
             QCOMPARE(rounds, 1);
     }
 
+    void dynamicNamesTheGlobalBatches_data()
+    {
+        QTest::addColumn<QString>("schedule"); // empty: the default
+        QTest::addRow("default (dynamic)") << QString();
+        QTest::addRow("dynamic") << QStringLiteral("dynamic");
+        QTest::addRow("static") << QStringLiteral("static");
+    }
+    void dynamicNamesTheGlobalBatches()
+    {
+        // The dynamic schedule (the default) evaluates global batches of --batch windows that the
+        // ranks claim as they go: plan says how many and what they hold, and shows the static
+        // shards only for comparison. Static shows the shards as the run's, as before.
+        QFETCH(QString, schedule);
+        QTemporaryDir dir;
+        const QString json = dir.filePath(QStringLiteral("plan.json"));
+        QStringList args{QStringLiteral("plan"), QStringLiteral("--text"), kText, QStringLiteral("--tokenizer"), QStringLiteral("bytes"),
+                         QStringLiteral("--protocol"), QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("256"),
+                         QStringLiteral("--ranks"), QStringLiteral("4"), QStringLiteral("--batch"), QStringLiteral("16"),
+                         QStringLiteral("--json"), json};
+        if (!schedule.isEmpty())
+            args << QStringLiteral("--schedule") << schedule;
+        const Run r = runAgent(args);
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
+        std::ifstream in(json.toStdString());
+        const auto j = nlohmann::json::parse(in);
+        const auto windows = j["windows"].get<std::int64_t>(); // 111540 bytes / 256: 435 chunks
+        QCOMPARE(windows, std::int64_t{435});
+        const auto &g = j["global_batches"];
+        QCOMPARE(g["count"].get<std::int64_t>(), std::int64_t{28}); // 27 of 16 and one of 3
+        QCOMPARE(g["windows_per_batch"].get<std::int64_t>(), std::int64_t{16});
+        QCOMPARE(g["last_batch_windows"].get<std::int64_t>(), std::int64_t{3});
+        QCOMPARE(g["tokens_scored_max"].get<std::int64_t>(), std::int64_t{16 * 127}); // llama.cpp: 127 of each 256
+        QVERIFY(g["tokens_scored_min"].get<std::int64_t>() <= g["tokens_scored_max"].get<std::int64_t>());
+        QCOMPARE(j["shards"].size(), std::size_t{4}); // the static split, kept for readers of the plan
+        const bool dynamic = schedule != QStringLiteral("static");
+        QCOMPARE(j["schedule"].get<std::string>(), std::string(dynamic ? "dynamic" : "static"));
+        if (dynamic) {
+            QVERIFY2(r.out.contains(QStringLiteral("  global batches  28 of 16 windows (the last of 3), ")), qPrintable(r.out));
+            QVERIFY2(r.out.contains(QStringLiteral("claim global batches")), qPrintable(r.out));
+            QVERIFY2(r.out.contains(QStringLiteral("For comparison, the static split (--schedule static): ")), qPrintable(r.out));
+            QVERIFY(!r.out.contains(QStringLiteral("contiguous shards")));
+        } else {
+            QVERIFY(!r.out.contains(QStringLiteral("global batches")) && !r.out.contains(QStringLiteral("comparison")));
+            QVERIFY2(r.out.contains(QStringLiteral("contiguous shards balanced by scored tokens")), qPrintable(r.out));
+        }
+    }
+
     void badArgumentsExitTwo_data()
     {
         QTest::addColumn<QStringList>("args");
@@ -99,6 +146,8 @@ private Q_SLOTS:
         QTest::addRow("not a number") << QStringList{QStringLiteral("plan"), QStringLiteral("--ranks"), QStringLiteral("four")}
                                       << "--ranks expects an integer, got \"four\"";
         QTest::addRow("no data") << QStringList{QStringLiteral("plan")} << "either --tokens FILE or --text FILE";
+        QTest::addRow("unknown schedule") << QStringList{QStringLiteral("plan"), QStringLiteral("--schedule"), QStringLiteral("guided")}
+                                          << "--schedule \"guided\" is not one of static, dynamic";
         QTest::addRow("unknown protocol") << QStringList{QStringLiteral("plan"), QStringLiteral("--protocol"), QStringLiteral("ppl")}
                                           << "--protocol \"ppl\" is unknown";
     }
