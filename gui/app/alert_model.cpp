@@ -52,6 +52,18 @@ void AlertModel::append(const std::vector<RunAlert> &alerts)
         m_all.push_back(a);
         const auto key = std::make_pair(a.rank, int(a.kind));
         int row = -1;
+        if (a.kind == AlertKind::RankLost && !m_rowOf.count(key)) {
+            // Its "ended: killed by signal 9" row read as the run's failure; the run went on.
+            const auto failed = m_rowOf.find(std::make_pair(a.rank, int(AlertKind::Failed)));
+            if (failed != m_rowOf.end() && !rowAt(failed->second).overflow) {
+                Row &r = rowAt(failed->second);
+                r.kind = AlertKind::RankLost;
+                r.first = at;
+                r.count = 0;
+                m_rowOf.emplace(key, failed->second);
+                m_rowOf.erase(failed);
+            }
+        }
         if (const auto it = m_rowOf.find(key); it != m_rowOf.end()) {
             row = it->second;
         } else if (m_ownRows < kMaxRows || a.rank < 0) { // run-wide alerts (once per run) always listed

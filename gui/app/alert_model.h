@@ -18,7 +18,8 @@ namespace cppl::app {
  * again and again when telemetry lags) stays a short list: one row per rank and kind whose time,
  * message and "×N" follow its latest alert, and beyond kMaxRows rows one row per kind that stands
  * for the ranks not listed ("N more ranks"). Alerts come in batches: one insertion and one
- * dataChanged per append().
+ * dataChanged per append(). A rank lost in a run that goes on (AlertKind::RankLost) takes over
+ * that rank's "failed" row: its process ended, but the run did not fail.
  */
 class AlertModel : public QAbstractTableModel
 {
@@ -62,7 +63,7 @@ private:
         int ranks = 1;                  // distinct ranks (overflow rows)
         bool overflow = false;
     };
-    static constexpr int kKinds = 6;
+    static constexpr int kKinds = 7;
 
     std::vector<cppl::core::run::RunAlert> m_all;
     std::vector<Row> m_rows;

@@ -188,6 +188,10 @@ void SyntheticRun::finish(bool stalledRankLost)
     // The stalled rank caught up (a slow filesystem, not a dead node), so the run ends cleanly;
     // or it was lost and the others finished without it.
     m_stalledLost = stalledRankLost;
+    if (stalledRankLost) { // before its "failed" end, as the engine raises it: it stays a warning
+        const auto a = stalledRankLostAlert();
+        m_alerts.raise(a.seconds, a.rank, a.kind, a.message);
+    }
     if (!stalledRankLost)
         for (Rank &k : m_ranks)
             k.stalls = false;
@@ -195,6 +199,15 @@ void SyntheticRun::finish(bool stalledRankLost)
     snapshotNow(true);
     m_timeline.append(m_now + 0.5, *m_snapshot);
     m_alerts.update(m_now + 0.5, *m_snapshot);
+}
+
+cppl::core::run::RunAlert SyntheticRun::stalledRankLostAlert() const
+{
+    // As RunEngine::raiseRankLost() words it, some seconds after the stall began (the collective
+    // timeout, then the regrouping).
+    return {std::min(m_now, m_stallAt + 42.0), QDateTime::currentDateTimeUtc(), m_stalled, cppl::core::run::AlertKind::RankLost,
+            u"rank %1 (%2) lost, the run goes on without it: stopped responding: no heartbeat for 6.0 s (collective timeout 5 s) "
+            "(after round 41); the others redo its unfinished batches"_s.arg(m_stalled).arg(QString::fromStdString(hostOf(m_stalled, m_n)))};
 }
 
 cppl::core::run::RunOutcome SyntheticRun::recoveredOutcome() const

@@ -30,6 +30,9 @@ public:
     /// @p stalledRankLost (the run went on without it, --on-rank-loss continue): then it stays
     /// silent at 0 tok/s, as a lost rank does.
     void finish(bool stalledRankLost = false);
+    /// Had the others regrouped without the stalled rank (--on-rank-loss continue): the engine's
+    /// "rank lost" warning (finish(true) raises it into alerts()).
+    [[nodiscard]] cppl::core::run::RunAlert stalledRankLostAlert() const;
 
     [[nodiscard]] const cppl::core::telemetry::Snapshot &snapshot() const { return *m_snapshot; }
     [[nodiscard]] const cppl::core::run::RunTimeline &timeline() const { return m_timeline; }

@@ -14,6 +14,7 @@ QString alertKindName(AlertKind kind)
     case AlertKind::LostMessages: return u"lost telemetry"_s;
     case AlertKind::ResultMismatch: return u"result mismatch"_s;
     case AlertKind::Deviation: return u"deviation"_s;
+    case AlertKind::RankLost: return u"rank lost"_s;
     }
     return u"?"_s;
 }
@@ -29,6 +30,8 @@ void AlertMonitor::reset(const Thresholds &thresholds, Options options)
 const RunAlert &AlertMonitor::raise(double seconds, int rank, AlertKind kind, const QString &message)
 {
     m_active[{rank, kind}] = true;
+    if (kind == AlertKind::RankLost) // its process's end, or its telemetry's last word, is no failure of the run
+        m_active[{rank, AlertKind::Failed}] = true;
     m_alerts.push_back(RunAlert{seconds, QDateTime::currentDateTimeUtc(), rank, kind, message});
     return m_alerts.back();
 }

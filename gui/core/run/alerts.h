@@ -20,7 +20,9 @@
 
 namespace cppl::core::run {
 
-enum class AlertKind { Stalled, Failed, CommShare, LostMessages, ResultMismatch, Deviation };
+// RankLost: with on_rank_loss continue, the survivors regrouped without a rank and the run goes
+// on (a warning: the result stays one rank's bits); it stands in for that rank's Failed alert.
+enum class AlertKind { Stalled, Failed, CommShare, LostMessages, ResultMismatch, Deviation, RankLost };
 [[nodiscard]] QString alertKindName(AlertKind kind);
 
 struct RunAlert

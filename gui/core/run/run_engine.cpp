@@ -121,6 +121,8 @@ struct RunEngine::Private
     bool checkpointErrorShown = false;
     int checkpointEpoch = 0; ///< the newest regrouping the checkpoints know of (notice once each)
     std::map<int, QString> lostLive; ///< --on-rank-loss continue: ranks the survivors regrouped without -> what they said
+    std::map<int, QString> endedWhy; ///< ranks whose process ended badly -> how (the launcher's words)
+    std::map<int, bool> lostAlerted; ///< lost ranks whose RankLost alert is raised -> it named a cause
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
     std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
     QStringList slurmRefusals;     // pre-flight on the allocation said no
@@ -470,6 +472,15 @@ void RunEngine::startLaunch()
                                                 : tr("exit code %1").arg(exitCode);
             if (end.reason.isEmpty() && !end.lastLines.isEmpty())
                 why += u": "_s + end.lastLines.back();
+            d->endedWhy[rank] = why;
+            if (d->lostLive.count(rank)) {
+                // The others regrouped without it before its process ended (it hung): the run goes
+                // on, and its alert already says so; now it can say how the rank ended.
+                if (!d->lostAlerted[rank])
+                    raiseRankLost(rank);
+                Q_EMIT rankFinished(rank, exitCode);
+                return;
+            }
             Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::Failed,
                                               tr("rank %1 on %2 ended: %3").arg(rank).arg(QString::fromStdString(rc.hostName), why)));
         }
@@ -527,7 +538,41 @@ void RunEngine::noteRegrouping(bool isStderr, const QString &line)
         Q_EMIT rankLost(r, detail);
         if (fresh)
             Q_EMIT notice(tr("rank %1 lost; the others regrouped without it and the run goes on").arg(r));
+        if (fresh || !d->lostAlerted[r])
+            raiseRankLost(r);
     }
+}
+
+void RunEngine::raiseRankLost(int rank)
+{
+    // A warning in place of the rank's "ended: killed by signal 9" failure (the Run page's alert
+    // list turns that row into this one): what happened and that the run goes on, as the rank's
+    // row ("lost · going on") and the badge ("Recovering") say.
+    const QString host = QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(rank)].hostName);
+    const QString said = d->lostLive[rank];
+    // The survivor's words: "rank R (HOST) CAUSE; lost after round N, ..."; the regroup line's:
+    // "rank R (HOST): lost after round N; ...".
+    const QString prefix = u"rank %1 (%2)"_s.arg(rank).arg(host);
+    QString cause;
+    if (said.startsWith(prefix + u' '))
+        cause = said.mid(prefix.size() + 1).section(u"; lost after round"_s, 0, 0).trimmed();
+    int round = -1;
+    if (const qsizetype at = said.indexOf(u"lost after round "_s); at >= 0) {
+        bool ok = false;
+        const int n = said.mid(at + 17).section(u' ', 0, 0).remove(u',').remove(u';').toInt(&ok);
+        round = ok ? n : -1;
+    }
+    if (const auto it = d->endedWhy.find(rank); it != d->endedWhy.end())
+        cause = it->second; // the launcher saw how its process ended: the most specific cause
+    d->lostAlerted[rank] = !cause.isEmpty();
+    // What matters first (the list shows two lines of it): lost, and the run goes on.
+    QString what = tr("rank %1 (%2) lost, the run goes on without it").arg(rank).arg(host);
+    if (!cause.isEmpty())
+        what += u": "_s + cause;
+    if (round >= 0)
+        what += tr(" (after round %1)").arg(round);
+    Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost,
+                                      what + tr("; the others redo its unfinished batches")));
 }
 
 void RunEngine::onSnapshot(const SnapshotPtr &snapshot)

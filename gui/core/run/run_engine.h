@@ -196,6 +196,7 @@ private:
     void onLauncherFinished();
     void onSnapshot(const SnapshotPtr &snapshot);
     void noteRegrouping(bool isStderr, const QString &line);
+    void raiseRankLost(int rank);
     void finishWith(RunPhase phase, int exitCode, const QString &cause);
     void checkResult();
     QStringList judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json, const std::map<int, RankEnd> &ends);

@@ -68,6 +68,7 @@ private Q_SLOTS:
     void evaluationPageKeepsScheduleAndRankLoss();
     void evaluationPageOverlapSync();
     void alertStormCoalesced();
+    void lostRankAlertTakesOverFailed();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
     void memoryColumn();
@@ -601,6 +602,39 @@ std::vector<cppl::core::run::RunAlert> storm(int ranks, int episodes)
     return all;
 }
 } // namespace
+
+void TestAppModels::lostRankAlertTakesOverFailed()
+{
+    // on_rank_loss continue: rank 2's process ends (a failure alert, as with fail), then the
+    // others regroup without it: its row becomes a warning that says the run goes on, not a
+    // second row beside the failure. Every alert is still kept.
+    using cppl::app::AlertModel;
+    using cppl::core::run::AlertKind;
+    AlertModel alerts;
+    QAbstractItemModelTester tester(&alerts, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    const auto now = QDateTime::currentDateTimeUtc();
+    alerts.append({{3.0, now, 1, AlertKind::CommShare, u"rank 1 on node0: communication 22%"_s},
+                   {4.0, now, 2, AlertKind::Failed, u"rank 2 on node1 ended: killed by signal 9"_s}});
+    QCOMPARE(alerts.rowCount(), 2);
+    QCOMPARE(alerts.index(1, AlertModel::ColKind).data().toString(), u"✗ failed"_s);
+    QVERIFY(alerts.index(1, AlertModel::ColKind).data(Qt::ForegroundRole).isValid()); // the failure colour
+    QSignalSpy changed(&alerts, &QAbstractItemModel::dataChanged);
+    const QString lost = u"rank 2 (node1) lost, the run goes on without it: killed by signal 9 (after round 3); "
+                         "the others redo its unfinished batches"_s;
+    alerts.append({5.0, now, 2, AlertKind::RankLost, lost});
+    QCOMPARE(alerts.rowCount(), 2);
+    QCOMPARE(changed.size(), 1);
+    QCOMPARE(alerts.index(1, AlertModel::ColKind).data().toString(), u"⚠ rank lost"_s);
+    QVERIFY(!alerts.index(1, AlertModel::ColKind).data(Qt::ForegroundRole).isValid()); // a warning, not a failure
+    QCOMPARE(alerts.index(1, AlertModel::ColMessage).data().toString(), lost);
+    QCOMPARE(alerts.index(1, 0).data(AlertModel::CountRole).toInt(), 1);
+    QCOMPARE(alerts.alertAt(1).kind, AlertKind::RankLost);
+    QCOMPARE(alerts.allAlerts().size(), std::size_t(3));
+    // Another rank's failure (on_rank_loss fail, or the run failing after all) stays a failure.
+    alerts.append({6.0, now, 3, AlertKind::Failed, u"rank 3 on node1 ended: exit code 6"_s});
+    QCOMPARE(alerts.rowCount(), 3);
+    QCOMPARE(alerts.index(2, AlertModel::ColKind).data().toString(), u"✗ failed"_s);
+}
 
 void TestAppModels::alertStormCoalesced()
 {

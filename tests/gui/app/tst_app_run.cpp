@@ -156,6 +156,9 @@ private Q_SLOTS:
     void killedRankShowsFailedWithin3s()
     {
         auto w = window(0);
+        auto e = w->evaluationPage()->evaluation();
+        e.onRankLoss = "fail"; // the run fails with its rank (continue: lostRankShowsRecovered)
+        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
         qint64 rank2 = 0;
@@ -176,6 +179,8 @@ private Q_SLOTS:
         };
         // An event (the launcher sees the exit); the limit only catches "never" on a loaded machine.
         QTRY_VERIFY_WITH_TIMEOUT(alerted() && stateOf(page, 2).contains(u"failed"_s), 30000);
+        for (const auto &a : page->alertModel()->allAlerts()) // on_rank_loss fail: a failure, nothing "goes on"
+            QVERIFY2(a.kind != AlertKind::RankLost && !a.message.contains(u"goes on"_s), qPrintable(a.message));
         qInfo("rank 2 shown failed with an alert after %lld ms: %s", qlonglong(t.elapsed()), qPrintable(stateOf(page, 2)));
         // Clicking the alert selects the rank everywhere.
         page->selectRank(-1);
@@ -259,6 +264,18 @@ private Q_SLOTS:
             QVERIFY2(stateOf(page, r).contains(u"done"_s), qPrintable(stateOf(page, r)));
         QCOMPARE(page->charts()->heatMap()->markOf(2), 'L');
         QCOMPARE(page->charts()->heatMap()->markOf(1), char(0));
+        // The alert says what happened and that the run went on: a warning in place of the
+        // "ended: killed by signal 9" failure, as the row and the badge say.
+        QString lostAlert;
+        for (int row = 0; row < page->alertModel()->rowCount(); ++row) {
+            const auto &a = page->alertModel()->alertAt(row);
+            QVERIFY2(!(a.rank == 2 && a.kind == AlertKind::Failed), qPrintable(a.message));
+            if (a.rank == 2 && a.kind == AlertKind::RankLost)
+                lostAlert = page->alertModel()->index(row, cppl::app::AlertModel::ColKind).data().toString() + u" | "_s + a.message;
+        }
+        QVERIFY2(lostAlert.startsWith(u"⚠ rank lost | rank 2 (localhost) lost, the run goes on without it: killed by signal 9"_s)
+                     && lostAlert.contains(u"the others redo its unfinished batches"_s),
+                 qPrintable(lostAlert));
         // History: the stored run (its result's lost_ranks) reads recovered, the cause in the tooltip.
         auto *h = w->historyPage();
         auto statusOf = [&](int role) {
