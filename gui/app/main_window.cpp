@@ -155,6 +155,11 @@ void MainWindow::buildMenus()
     });
 }
 
+void MainWindow::setStatusPhase(const QString &phase)
+{
+    m_statusPhase->setText(phase);
+}
+
 void MainWindow::showPage(Page page)
 {
     m_nav->setCurrentRow(int(page));

@@ -57,6 +57,8 @@ public:
     void showPage(Page page);
     /// Replaces the agent of every host (tests, a build tree); empty: found as the CLI does.
     void setAgentOverride(const QString &agent) { m_agentOverride = agent; }
+    /// The status bar's phase word (a run sets it itself; screenshots of synthetic runs say theirs).
+    void setStatusPhase(const QString &phase);
     void setLogDirectory(const QString &dir) { m_logDir = dir; }
 
     [[nodiscard]] ClusterPage *clusterPage() const noexcept { return m_cluster; }

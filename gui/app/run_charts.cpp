@@ -347,6 +347,9 @@ void RunCharts::reset(int worldSize, double commShareAlert)
 void RunCharts::setLostRanks(const std::vector<int> &ranks)
 {
     m_heat->setLostRanks(ranks);
+    if (ranks != m_lost)
+        m_drawn[1].revision = ~std::uint64_t{0}; // the next update renames them in the tok/s legend
+    m_lost = ranks;
 }
 
 bool RunCharts::due(const RunTimeline &timeline, Part part) const
@@ -455,7 +458,8 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
             const int r = recent[i].second;
             QString name = tr("rank %1").arg(r);
             if (r < int(snapshot.ranks.size()))
-                name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u") slow"_s;
+                name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u") "_s
+                        + (std::find(m_lost.begin(), m_lost.end(), r) != m_lost.end() ? tr("lost") : tr("slow"));
             m_slowest << name;
             rates.push_back({name, x, toDouble(tl.rank(RankMetric::TokensPerSecond, r))});
             m_rateSeriesRank.push_back(r);

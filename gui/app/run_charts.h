@@ -99,7 +99,8 @@ public:
     /// 256 ranks 200 ms have passed (the global part is due on time alone: the comm bars).
     [[nodiscard]] bool due(const cppl::core::run::RunTimeline &timeline, Part part) const;
     void setSelectedRank(int rank);
-    /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks).
+    /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks) and named
+    /// "lost", not "slow", among the slowest ranks of the tok/s chart.
     void setLostRanks(const std::vector<int> &ranks);
     [[nodiscard]] RankHeatMap *heatMap() const noexcept { return m_heat; }
     /// The names of the slowest ranks as shown in the rate chart's legend (tests, status line).
@@ -132,6 +133,7 @@ private:
     Drawn m_drawn[2]; // GlobalPart, RankPart
     std::vector<int> m_rateSeriesRank; // series index -> rank (-1: a percentile line)
     QStringList m_slowest;
+    std::vector<int> m_lost;
     int m_worldSize = 0;
     int m_selected = -1;
     double m_commAlert = 0.01;

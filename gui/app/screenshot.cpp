@@ -133,6 +133,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     run.showOn(*window.runPage());
     window.runPage()->selectRank(run.slowRanks().front());
     window.runPage()->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true);
+    window.setStatusPhase(QObject::tr("running")); // as a run sets it, not "idle" beside a running page
     settle(150);
     if (!save(&window, dir.filePath(u"run-live-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};
@@ -143,6 +144,9 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
         window.runPage()->rankLost(lost, u"rank %1 (%2) stopped responding: no heartbeat for 6.0 s (collective timeout 5 s); lost after round 41"_s
                                              .arg(lost)
                                              .arg(QString::fromStdString(run.snapshot().ranks[size_t(lost)].host)));
+        window.runPage()->addAlerts({run.stalledRankLostAlert()});
+        window.runPage()->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true); // as the next snapshot would
+        window.setStatusPhase(QObject::tr("recovering"));
         settle(150);
         if (!save(&window, dir.filePath(u"run-recovering-%1.png"_s.arg(o.syntheticRanks)), files, error))
             return {};
@@ -150,6 +154,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     run.advanceTo(600);
     run.finish();
     run.showOn(*window.runPage());
+    window.setStatusPhase(QObject::tr("finished"));
     settle(150);
     if (!save(&window, dir.filePath(u"run-finished-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};
@@ -160,6 +165,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     lostRun.finish(true);
     lostRun.showOn(*window.runPage());
     window.runPage()->showOutcome(lostRun.recoveredOutcome());
+    window.setStatusPhase(QObject::tr("recovered"));
     settle(150);
     if (!save(&window, dir.filePath(u"run-recovered-%1.png"_s.arg(o.syntheticRanks)), files, error))
         return {};

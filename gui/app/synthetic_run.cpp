@@ -167,6 +167,11 @@ void SyntheticRun::snapshotNow(bool finished)
         s->lostTotal += v.lost;
         s->ranks.push_back(std::move(v));
     }
+    if (finished) { // every batch evaluated: the run's windows are the ones done
+        s->windowsTotal = s->windowsDone;
+        for (RankView &v : s->ranks)
+            v.windowsTotal = s->windowsTotal;
+    }
     m_snapshot = s;
 }
 
