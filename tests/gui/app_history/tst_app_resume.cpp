@@ -252,7 +252,9 @@ private Q_SLOTS:
         // "batch": "auto" on a GPU: the batch comes from free memory, which may differ when the run
         // resumes, and the batch is part of what a resume must match. The checkpoint records the
         // batch the run used, and Resume gives it to every rank as --batch: the one-rank bits.
-        // CLUSTERPPL_TEST_GPU_FREE_BYTES makes the CPU agents size their batch as on a GPU.
+        // CLUSTERPPL_TEST_GPU_FREE_BYTES makes the CPU agents size their batch as on a GPU. Resumed
+        // on the Cluster page's hosts: a profile that says batch 2 evaluates something else, one
+        // that says batch 1 (what auto came out as) evaluates the same and resumes.
         const QString profile = m_dir.filePath(u"auto.json"_s);
         QByteArray json = profileJson(m_text, 4);
         QVERIFY(json.contains("\"batch\": 2"));
@@ -267,8 +269,22 @@ private Q_SLOTS:
         QCOMPARE(readJson(checkpoint).value(u"batch"_s).toInteger(), qint64(1));
         auto w = window();
         QVERIFY2(statusText(*w, u"auto-killed"_s).startsWith(u"⚠ interrupted"_s), qPrintable(statusText(*w, u"auto-killed"_s)));
+        const QString batch2 = m_dir.filePath(u"batch-2.json"_s);
+        QVERIFY(writeFile(batch2, profileJson(m_text, 4)));
+        QVERIFY(w->openProfile(batch2));
+        w->showPage(MainWindow::HistoryPageIndex);
+        pressResume(*w, u"auto-killed"_s, true);
+        QTRY_VERIFY2(shownError(*w).contains(u"the profile does not evaluate what run auto-killed evaluated:\n  evaluation.batch is 2, the run "
+                                             "evaluated auto (batch 1 in this run)"_s),
+                     qPrintable(shownError(*w)));
+        const QString batch1 = m_dir.filePath(u"batch-1.json"_s);
+        QByteArray fixed = profileJson(m_text, 4);
+        fixed.replace("\"batch\": 2", "\"batch\": 1");
+        QVERIFY(writeFile(batch1, fixed));
+        QVERIFY(w->openProfile(batch1));
+        w->showPage(MainWindow::HistoryPageIndex);
         QSignalSpy ended(w.get(), &MainWindow::runFinished);
-        pressResume(*w, u"auto-killed"_s);
+        pressResume(*w, u"auto-killed"_s, true);
         QVERIFY(ended.wait(300000));
         const auto outcome = ended.front().front().value<cppl::core::run::RunOutcome>();
         QVERIFY2(outcome.phase == cppl::core::run::RunPhase::Finished, qPrintable(outcome.firstCause + u'\n' + outcome.summary));
