@@ -560,6 +560,9 @@ void EvaluationPage::runPreview()
                            + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
                                                             "agents size it from free memory when the run starts.")
                                                        : QString()));
+        // Dynamic: no rank has these windows; the header says what the rows are.
+        m_shards->setHorizontalHeaderLabels(dynamic ? QStringList{tr("Rank"), tr("Windows (static split)"), tr("Scored tokens (static split)")}
+                                                    : QStringList{tr("Rank"), tr("Windows"), tr("Scored tokens")});
         m_shards->setRowCount(int(shards.size()));
         for (int r = 0; r < shards.size(); ++r) {
             const QJsonObject s = shards[r].toObject();
@@ -572,6 +575,7 @@ void EvaluationPage::runPreview()
                 m_shards->setItem(r, c, item);
             }
         }
+        m_shards->resizeColumnToContents(1); // its header, "Windows (static split)", in full
         Q_EMIT previewUpdated();
     });
     connect(proc, &QProcess::errorOccurred, this, [this, proc, job](QProcess::ProcessError err) {

@@ -497,10 +497,10 @@ void RunEngine::startLaunch()
         Q_EMIT jobState(jobId, state, reason, nodes);
     });
     connect(l, &Launcher::finished, this, &RunEngine::onLauncherFinished, Qt::QueuedConnection);
-    Q_EMIT notice(tr("run %1: %2 ranks on %3 hosts (%4), groups %5, master %6:%7")
+    Q_EMIT notice(tr("run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
                       .arg(m_runId)
                       .arg(m_plan.ranks.size())
-                      .arg(m_request.profile.hosts.size())
+                      .arg(m_request.profile.hosts.size() == 1 ? tr("1 host") : tr("%1 hosts").arg(m_request.profile.hosts.size()))
                       .arg(QString::fromStdString(m_plan.launcher), QString::fromStdString(m_plan.groups),
                            QString::fromStdString(m_plan.masterAddr))
                       .arg(m_plan.masterPort));

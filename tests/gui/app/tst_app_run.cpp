@@ -26,6 +26,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -126,10 +127,14 @@ private Q_SLOTS:
         QCOMPARE(page->evaluation().schedule, std::string("dynamic"));
         QVERIFY2(page->previewText().contains(u"<b>6</b> global batches of 8 windows"_s), qPrintable(page->previewText()));
         QVERIFY(page->previewText().contains(u"static split, for comparison"_s));
+        auto *shards = page->findChild<QTableWidget *>();
+        QVERIFY(shards);
+        QCOMPARE(shards->horizontalHeaderItem(1)->text(), u"Windows (static split)"_s); // no rank owns these under dynamic
         auto e = page->evaluation();
         e.schedule = "static";
         page->load(e, page->thresholds());
         QTRY_VERIFY_WITH_TIMEOUT(page->previewText().contains(u"sync rounds"_s) && !page->previewText().contains(u"global batches"_s), 60000);
+        QCOMPARE(shards->horizontalHeaderItem(1)->text(), u"Windows"_s);
     }
 
     void finishedShowsResultPpl()
