@@ -31,6 +31,8 @@ constexpr auto kBeat = std::chrono::milliseconds(250);
 constexpr const char *kHubHoldsStore = "; the run cannot go on without it: its process serves the rendezvous store (a launcher that serves "
                                        "the store itself, such as run --standalone or torchrun, lets the others go on)";
 const std::string kKey = "cppl/watchdog";
+const std::string kDeputyKey = "cppl/watchdog-deputy";
+const std::string kDiedCause = "died: its connection closed before it finished (killed, crashed or out of memory; see its log)";
 
 std::string seconds(std::chrono::milliseconds ms)
 {
@@ -325,6 +327,28 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         if (!connectToHub(0, *where, deadline))
             throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
     }
+    // The deputy (watchdog.h): rank 1 also watches the ranks after it, for the hub's successor.
+    // A rank that cannot reach it is watched by the hub alone (its loss together with the hub then
+    // costs --timeout, as without a deputy).
+    if (m_onLoss && m_store && world >= 3) {
+        if (rank == 1) {
+            int port = 0;
+            m_deputyListener = listenAnywhere(port, who(1) + " (the watchdog's deputy)");
+            store.set(kDeputyKey, advertise + ":" + std::to_string(port));
+        } else if (rank > 1) {
+            const auto where = store.get(kDeputyKey, timeout);
+            const auto colon = where ? where->rfind(':') : std::string::npos;
+            if (colon != std::string::npos && colon > 0 && colon + 1 < where->size()) {
+                m_deputyFd = connectTo(where->substr(0, colon), where->substr(colon + 1));
+                const std::string hello = "r" + std::to_string(rank) + "\n";
+                if (m_deputyFd >= 0 && ::send(m_deputyFd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+                    ::close(m_deputyFd);
+                    m_deputyFd = -1;
+                }
+            }
+            trace(m_rank, m_deputyFd >= 0 ? "connected to the deputy" : "no connection to the deputy");
+        }
+    }
     int pipefd[2];
     if (::pipe2(pipefd, O_CLOEXEC) != 0)
         throw CollectiveError(std::string("watchdog: pipe: ") + std::strerror(errno));
@@ -343,6 +367,9 @@ Watchdog::~Watchdog()
     for (auto &p : m_peers)
         if (p.fd >= 0)
             ::close(p.fd);
+    endDeputy();
+    if (m_deputyFd >= 0)
+        ::close(m_deputyFd);
     if (m_wakeRead >= 0)
         ::close(m_wakeRead);
     if (m_wakeWrite >= 0)
@@ -397,6 +424,8 @@ void Watchdog::finish()
 {
     m_finished = true;
     sendAll("d\n");
+    if (m_deputyFd >= 0) // this rank's connection to the deputy closes from now on without alarm too
+        (void)!::send(m_deputyFd, "d\n", 2, MSG_NOSIGNAL | MSG_DONTWAIT);
     m_stop = true;
     (void)!::write(m_wakeWrite, "x", 1);
     if (m_thread.joinable())
@@ -575,6 +604,7 @@ void Watchdog::hubLost(const std::string &cause, int code)
         if (std::sscanf(where->c_str(), "%d %n", &hub, &consumed) < 1 || hub < 0 || hub >= static_cast<int>(m_hosts.size()) || hub == m_rank)
             throw ProtocolError("the store holds \"" + where->substr(0, 80) + "\" as the new hub, not \"RANK HOST:PORT\"");
         trace(m_rank, "connects to the new hub " + *where);
+        endDeputy(); // another rank won: what this one watched as the deputy is of no use to it
         if (!connectToHub(hub, where->substr(static_cast<std::size_t>(consumed)), deadline))
             fire(code, who(old) + " " + cause + "; the new hub " + who(hub) + " closed the connection", old);
     } catch (const Error &e) {
@@ -582,6 +612,59 @@ void Watchdog::hubLost(const std::string &cause, int code)
             closePeer(p);
         fire(code, who(old) + " " + cause + "; electing a new hub failed: " + e.what(), old);
     }
+}
+
+void Watchdog::acceptWatched()
+{
+    const int fd = ::accept4(m_deputyListener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0)
+        m_watched.push_back(Watched{fd, -1, {}, false});
+}
+
+void Watchdog::watch(std::size_t i)
+{
+    Watched &w = m_watched[i];
+    if (w.fd < 0)
+        return;
+    char buf[256];
+    const ssize_t n = ::recv(w.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+        w.inbox.append(buf, static_cast<std::size_t>(n));
+        for (std::size_t nl; (nl = w.inbox.find('\n')) != std::string::npos;) {
+            const std::string line = w.inbox.substr(0, nl);
+            w.inbox.erase(0, nl + 1);
+            int r = -1;
+            if (line == "d")
+                w.done = true;
+            else if (w.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && r < static_cast<int>(m_hosts.size()))
+                w.rank = r;
+        }
+        if (w.inbox.size() > 256) { // no line of this protocol is that long: not a rank of this run
+            ::close(w.fd);
+            w.fd = -1;
+        }
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    ::close(w.fd);
+    w.fd = -1;
+    if (w.rank >= 0 && !w.done && !m_finished) {
+        trace(m_rank, "deputy: rank " + std::to_string(w.rank) + "'s connection closed");
+        m_seenDead.push_back(w.rank);
+    }
+}
+
+void Watchdog::endDeputy()
+{
+    if (m_deputyListener >= 0)
+        ::close(m_deputyListener);
+    m_deputyListener = -1;
+    for (Watched &w : m_watched)
+        if (w.fd >= 0)
+            ::close(w.fd);
+    m_watched.clear();
+    m_seenDead.clear();
 }
 
 void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix)
@@ -595,7 +678,15 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     const int world = static_cast<int>(m_hosts.size());
     const auto deadline = std::chrono::steady_clock::now() + m_timeout;
     auto nextBeat = std::chrono::steady_clock::now();
-    while (seen.size() < expected.size()) {
+    // As the deputy, this rank saw which of them died (their connections to it closed): it waits
+    // only for the others, and keeps watching them meanwhile.
+    const auto dead = [&](int r) { return std::find(m_seenDead.begin(), m_seenDead.end(), r) != m_seenDead.end(); };
+    const auto awaited = [&] {
+        return std::any_of(expected.begin(), expected.end(),
+                           [&](int r) { return std::find(seen.begin(), seen.end(), r) == seen.end() && !dead(r); });
+    };
+    std::vector<pollfd> pfs;
+    while (awaited()) {
         const auto now = std::chrono::steady_clock::now();
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
         if (left <= 0)
@@ -604,8 +695,15 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
             sendAll("h\n");
             nextBeat = now + kBeat;
         }
-        pollfd pl{listener, POLLIN, 0};
-        if (::poll(&pl, 1, static_cast<int>(std::min<long long>(left, kBeat.count()))) <= 0)
+        pfs.assign(1, pollfd{listener, POLLIN, 0});
+        for (const Watched &w : m_watched)
+            pfs.push_back(pollfd{w.fd, static_cast<short>(w.fd >= 0 ? POLLIN : 0), 0});
+        if (::poll(pfs.data(), pfs.size(), static_cast<int>(std::min<long long>(left, kBeat.count()))) <= 0)
+            continue;
+        for (std::size_t i = 1; i < pfs.size(); ++i)
+            if (pfs[i].revents & (POLLIN | POLLHUP | POLLERR))
+                watch(i - 1);
+        if (!(pfs[0].revents & POLLIN))
             continue;
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0)
@@ -630,14 +728,16 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     announceLoss(old, cause);
     for (int r : expected)
         if (std::find(seen.begin(), seen.end(), r) == seen.end()) {
-            const std::string why = "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after " + who(old)
-                                    + " was lost (dead or stopped too)";
+            const std::string why = dead(r) ? kDiedCause
+                                            : "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after "
+                                                  + who(old) + " was lost (dead or stopped too)";
             try {
                 m_store->set("cppl/lost/" + std::to_string(r), why);
             } catch (const Error &) {
             }
             announceLoss(r, why);
         }
+    endDeputy();
     m_electing = false;
 }
 
@@ -697,12 +797,18 @@ void Watchdog::loop()
         fds.push_back(pollfd{m_wakeRead, POLLIN, 0});
         for (const auto &p : m_peers)
             fds.push_back(pollfd{p.fd, static_cast<short>(p.fd >= 0 ? POLLIN : 0), 0});
+        const std::size_t polled = fds.size() - 1;
+        const bool deputy = m_deputyListener >= 0;
+        if (deputy) {
+            fds.push_back(pollfd{m_deputyListener, POLLIN, 0});
+            for (const Watched &w : m_watched)
+                fds.push_back(pollfd{w.fd, static_cast<short>(w.fd >= 0 ? POLLIN : 0), 0});
+        }
         ::poll(fds.data(), fds.size(), static_cast<int>(kBeat.count()));
         if (m_stop)
             break;
         // A non-hub that elects a new hub replaces m_peers: the scan starts over.
         bool replaced = false;
-        const std::size_t polled = fds.size() - 1;
         for (std::size_t i = 0; i < polled && !replaced; ++i) {
             Peer &p = m_peers[i];
             if (p.fd < 0 || !(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -723,7 +829,7 @@ void Watchdog::loop()
             }
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
-            const std::string cause = "died: its connection closed before it finished (killed, crashed or out of memory; see its log)";
+            const std::string &cause = kDiedCause;
             if (!p.done && !m_finished && m_onLoss) {
                 if (isHub()) {
                     lose(p, cause);
@@ -741,6 +847,16 @@ void Watchdog::loop()
         }
         if (replaced)
             continue;
+        if (deputy && m_deputyListener >= 0) { // the deputy: deaths among the ranks it watches (endDeputy() ends this)
+            const std::size_t at = 1 + polled;
+            const std::size_t watched = fds.size() - at - 1; // entries polled; acceptWatched() appends after them
+            for (std::size_t i = 0; i < watched; ++i)
+                if (fds[at + 1 + i].revents & (POLLIN | POLLHUP | POLLERR))
+                    watch(i);
+            if (fds[at].revents & POLLIN)
+                acceptWatched();
+            std::erase_if(m_watched, [](const Watched &w) { return w.fd < 0; });
+        }
         const auto t = std::chrono::steady_clock::now();
         for (Peer &p : m_peers)
             if (p.fd >= 0 && !p.done && t - p.lastSeen > m_timeout) {
