@@ -336,7 +336,7 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             m_deputyListener = listenAnywhere(port, who(1) + " (the watchdog's deputy)");
             store.set(kDeputyKey, advertise + ":" + std::to_string(port));
         } else if (rank > 1) {
-            const auto where = store.get(kDeputyKey, timeout);
+            const auto where = store.waitBlocking({kDeputyKey}, timeout) ? store.get(kDeputyKey, timeout) : std::nullopt;
             const auto colon = where ? where->rfind(':') : std::string::npos;
             if (colon != std::string::npos && colon > 0 && colon + 1 < where->size()) {
                 m_deputyFd = connectTo(where->substr(0, colon), where->substr(colon + 1));
