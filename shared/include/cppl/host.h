@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace cppl {
 
@@ -17,8 +18,14 @@ namespace cppl {
 
 namespace cppl {
 
-/// @brief A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read, closed).
-/// Throws IoError naming the failing call when the system refuses a socket.
+/// @brief A TCP port on 127.0.0.1 that was free a moment ago (bound, then closed), chosen at
+/// random below the kernel's ephemeral range (ephemeralPortRange()), where outgoing connections
+/// cannot take it before the caller's listener binds it; the kernel's own choice only when that
+/// range leaves no room. Throws IoError naming the failing call when the system refuses a socket.
 [[nodiscard]] int freeLoopbackPort();
+
+/// @brief The kernel's range of source ports for outgoing connections
+/// (/proc/sys/net/ipv4/ip_local_port_range; Linux's default 32768-60999 when unreadable).
+[[nodiscard]] std::pair<int, int> ephemeralPortRange();
 
 } // namespace cppl
