@@ -129,6 +129,239 @@ private:
         return m_oneRank[key];
     }
 
+    static void lostRankColumns()
+    {
+        QTest::addColumn<int>("signal");
+        // The ranks signalled, in phases separated by ';' ("0;1": rank 0, later rank 1), each at a
+        // fraction of the tokens scored (the reporting rank's round lines): "0.3;0.6".
+        QTest::addColumn<QString>("victims");
+        QTest::addColumn<QString>("at");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<int>("timeoutS");
+        QTest::addColumn<QString>("cause"); // the first victim's
+        // Ranks sent SIGPIPE together with the first phase's victims, which must not be lost: what
+        // the kernel sends a rank whose Gloo thread writes (writev, no MSG_NOSIGNAL) to a dead
+        // peer's reset connection. Its default action killed such a survivor ("signal 13"), unseen
+        // while the dead peer was the watchdog's hub, and the new hub declared it lost after the
+        // timeout: a single kill of rank 0 that ended with two lost ranks (docs/communication.md).
+        QTest::addColumn<QString>("piped");
+        QTest::addColumn<QString>("overlap"); // --overlap-sync (on, the default: a loss ends a round in flight on the communication thread)
+    }
+    void lostRankRun()
+    {
+        // --on-rank-loss continue: ranks die (or stop) in the middle of a 4-rank dynamic run, rank 0
+        // included, one or two, at once or one after the other; the others regroup (electing a new
+        // hub when rank 0 is lost), evaluate what the lost left, and the result is still one rank's
+        // bits, with the lost ranks, their committed batches and the batches redone on record,
+        // written by the lowest survivor.
+        QFETCH(int, signal);
+        QFETCH(QString, victims);
+        QFETCH(QString, at);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QFETCH(int, timeoutS);
+        QFETCH(QString, cause);
+        QFETCH(QString, piped);
+        QFETCH(QString, overlap);
+        const QStringList phases = victims.split(QLatin1Char(';'));
+        const QStringList fractions = at.split(QLatin1Char(';'));
+        QCOMPARE(phases.size(), fractions.size());
+        QList<int> lostRanks;
+        for (const QString &ph : phases)
+            for (const QString &v : ph.split(QLatin1Char(',')))
+                lostRanks << v.toInt();
+        int reporter = 0;
+        while (lostRanks.contains(reporter))
+            ++reporter;
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("lost-%1.json").arg(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')));
+        QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
+        args.removeAll(QStringLiteral("--quiet")); // the reporting rank's round lines say how far the run is
+        QProcess launcher;
+        if (at.contains(QStringLiteral("result"))) { // rank 0 holds its result until it is killed
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_RESULT"), QStringLiteral("0:120000"));
+            launcher.setProcessEnvironment(env);
+        }
+        if (at == QLatin1String("connect")) { // the victim holds before its process groups form until it is killed
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), phases[0] + QStringLiteral(":120000"));
+            launcher.setProcessEnvironment(env);
+        }
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+                                           QStringLiteral("--groups"), groups, QStringLiteral("--")}
+                                   + args
+                                   + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
+                                                 QStringLiteral("continue"), QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"),
+                                                 QStringLiteral("300"), QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--json"), json,
+                                                 QStringLiteral("--result-line"), QStringLiteral("--overlap-sync"), overlap});
+        QVERIFY(launcher.waitForStarted());
+        QElapsedTimer wait;
+        wait.start();
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
+        QCOMPARE(kids.size(), 4);
+        // Wait for the event: a round line (rank 0's, or the lowest survivor's) saying that the fraction of the tokens is scored.
+        QByteArray early;
+        launcher.setReadChannel(QProcess::StandardError);
+        const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
+        auto reached = [&](double fraction) {
+            if (fraction < -1.5) // "connect": the victim says it holds before its process groups
+                return early.contains("holding before its process groups for ");
+            if (fraction < 0) // "result": rank 0 says it holds its result
+                return early.contains("holding the result for ");
+            double best = 0;
+            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
+                const auto m = it.next();
+                best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
+            }
+            return best >= fraction;
+        };
+        // One after the other means after the survivors recovered from the previous phase: its
+        // victims' "recovered:" lines. Without that wait, a fraction already passed when the previous
+        // phase fired (a slow reader finds several round lines at once: 28% and 62%) signalled the
+        // next victims within microseconds of the previous ones: "at once", another case (its own
+        // rows). The row "rank 2, then rank 0" failed so about 1 run in 4 before (docs/communication.md).
+        auto recovered = [&](int ph) {
+            for (const QString &v : phases[ph].split(QLatin1Char(',')))
+                if (!early.contains(QStringLiteral("recovered: rank %1 (").arg(v).toUtf8()))
+                    return false;
+            return true;
+        };
+        QElapsedTimer sinceKill;
+        for (int ph = 0; ph < phases.size(); ++ph) {
+            const double fraction = fractions[ph] == QLatin1String("result") ? -1.0 : fractions[ph] == QLatin1String("connect") ? -2.0 : fractions[ph].toDouble();
+            while ((!reached(fraction) || (ph > 0 && !recovered(ph - 1))) && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+                if (launcher.waitForReadyRead(1000))
+                    early += launcher.readAllStandardError();
+            if (!reached(fraction) || (ph > 0 && !recovered(ph - 1))) {
+                launcher.waitForFinished(1000);
+                early += launcher.readAllStandardError();
+            }
+            QVERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
+                                                       .arg(launcher.state() == QProcess::Running ? QStringLiteral("running") : QStringLiteral("gone"))
+                                                       .arg(launcher.exitCode())
+                                                       .arg(QString::fromUtf8(early))));
+            for (const QString &v : phases[ph].split(QLatin1Char(',')))
+                QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), signal), 0);
+            if (ph == 0)
+                for (const QString &v : piped.split(QLatin1Char(','), Qt::SkipEmptyParts))
+                    QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), SIGPIPE), 0);
+            sinceKill.start();
+        }
+        // Deaths are seen by closed connections, rank 0's included, and the ranks lost with it by
+        // the deputy: the last victims' recovered lines come long before the timeout would.
+        if (signal == SIGKILL && timeoutS >= 60 && fractions.last().toDouble() > 0) {
+            const int last = static_cast<int>(phases.size()) - 1;
+            while (!recovered(last) && sinceKill.elapsed() < timeoutS * 1000 && launcher.state() == QProcess::Running)
+                if (launcher.waitForReadyRead(200))
+                    early += launcher.readAllStandardError();
+            early += launcher.readAllStandardError();
+            const qint64 took = sinceKill.elapsed();
+            QVERIFY2(recovered(last) && took < timeoutS * 500,
+                     qPrintable(QStringLiteral("the survivors recovered %1 ms after the kill (--timeout %2 s)\n%3").arg(took).arg(timeoutS).arg(QString::fromUtf8(early))));
+        }
+        const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
+        if (!finished)
+            killAll(launcher, kids);
+        const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
+        const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
+        QVERIFY2(finished, qPrintable(err));
+        QVERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
+        const QString host = QString::fromStdString(cppl::localHostName());
+        // The first loss is reported by the lowest rank the first phase left.
+        const QStringList firstPhase = phases[0].split(QLatin1Char(','));
+        int firstReporter = 0;
+        while (firstPhase.contains(QString::number(firstReporter)))
+            ++firstReporter;
+        const QString said = firstReporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(firstReporter);
+        QVERIFY2(err.contains(said + QStringLiteral("recovered: rank %1 (%2) %3").arg(lostRanks[0]).arg(host, cause)), qPrintable(err));
+        for (int v : lostRanks) {
+            QVERIFY2(err.contains(QStringLiteral("recovered: rank %1 (%2) ").arg(v).arg(host)), qPrintable(err));
+            QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank %1 ").arg(v)), qPrintable(err));
+        }
+        QVERIFY2(err.contains(QStringLiteral("the others went on without it (--on-rank-loss continue)")), qPrintable(err));
+        // The lowest survivor speaks for the run: its round lines, the final estimate and the result line, once.
+        if (!at.contains(QStringLiteral("result")))
+            QVERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
+        QCOMPARE(out.count(QStringLiteral("Final estimate: PPL = ")), 1);
+        QCOMPARE(out.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
+        for (qint64 k : kids) // nothing left behind: the launcher reaped every rank, the stopped one too
+            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
+        // The contract: one rank's bits, in the file and in the result line alike.
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("overlap_sync")).toBool(), overlap == QLatin1String("on")); // what ran
+        const QString line = out.mid(out.indexOf(QStringLiteral("CLUSTERPPL_RESULT ")) + 18).section(QLatin1Char('\n'), 0, 0);
+        QCOMPARE(QJsonDocument::fromJson(line.toUtf8()).object().value(QStringLiteral("nll_sum_exact")).toString(),
+                 j.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), one.value(QStringLiteral("bytes")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("words")).toInteger(), one.value(QStringLiteral("words")).toInteger());
+        // The record: who was lost, why, when; every batch counted exactly once, the lost ranks'
+        // committed ones included; the batches redone are ones nobody else counted before.
+        const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
+        if (lost.size() != lostRanks.size()) { // which rank too, and why; the agents' stderr kept (QTest cuts long messages)
+            QFile keep(QDir::temp().filePath(QStringLiteral("tst_distributed-lost-%1.log").arg(QCoreApplication::applicationPid())));
+            if (keep.open(QIODevice::WriteOnly))
+                keep.write(err.toUtf8());
+            qWarning("lost_ranks %s; the agents' stderr is in %s", QJsonDocument(lost).toJson(QJsonDocument::Compact).constData(),
+                     qPrintable(keep.fileName()));
+        }
+        QCOMPARE(lost.size(), lostRanks.size());
+        QList<int> recorded;
+        for (const auto &l : lost) {
+            const QJsonObject o = l.toObject();
+            recorded << o.value(QStringLiteral("rank")).toInt();
+            QCOMPARE(o.value(QStringLiteral("host")).toString(), host);
+            QVERIFY(o.value(QStringLiteral("round")).toInt() >= 0);
+            if (o.value(QStringLiteral("rank")).toInt() == lostRanks[0])
+                QVERIFY2(o.value(QStringLiteral("cause")).toString().startsWith(cause), qPrintable(o.value(QStringLiteral("cause")).toString()));
+        }
+        QList<int> expected = lostRanks;
+        std::sort(recorded.begin(), recorded.end());
+        std::sort(expected.begin(), expected.end());
+        QCOMPARE(recorded, expected);
+        QList<qint64> redone;
+        QVERIFY(parseBatches(j.value(QStringLiteral("batches_redone")).toString(), redone));
+        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(ranks.size(), 4);
+        const qint64 batchCount = j.value(QStringLiteral("batch_count")).toInteger();
+        QList<qint64> counted;
+        qint64 tokens = 0;
+        for (int rk = 0; rk < 4; ++rk) {
+            const QJsonObject o = ranks[rk].toObject();
+            QCOMPARE(o.value(QStringLiteral("rank")).toInt(), rk);
+            QCOMPARE(o.value(QStringLiteral("lost")).toBool(), lostRanks.contains(rk));
+            QList<qint64> mine;
+            QVERIFY(parseBatches(o.value(QStringLiteral("batches")).toString(), mine));
+            qint64 windows = 0;
+            for (qint64 b : mine)
+                windows += b == batchCount - 1 ? one.value(QStringLiteral("windows")).toInteger() - 2 * (batchCount - 1) : 2;
+            QCOMPARE(windows, o.value(QStringLiteral("windows")).toInteger());
+            tokens += o.value(QStringLiteral("tokens")).toInteger();
+            counted += mine;
+            // (A rank lost later may have committed batches redone after an earlier loss:
+            // batches_redone is every loss's, so only the first loss's ranks are checked.)
+            if (firstPhase.contains(QString::number(rk)))
+                for (qint64 b : redone)
+                    QVERIFY2(!mine.contains(b), "a batch a lost rank committed was redone");
+        }
+        QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
+        std::sort(counted.begin(), counted.end());
+        QList<qint64> all;
+        for (qint64 b = 0; b < batchCount; ++b)
+            all << b;
+        QCOMPARE(counted, all);
+        for (const auto &l : lost)
+            qInfo("rank %d lost after round %d; %lld batches redone in all", l.toObject().value(QStringLiteral("rank")).toInt(),
+                  l.toObject().value(QStringLiteral("round")).toInt(), static_cast<long long>(redone.size()));
+    }
+
 private Q_SLOTS:
     void initTestCase() { QVERIFY(m_dir.isValid()); }
 
@@ -257,8 +490,11 @@ private Q_SLOTS:
     void slowRankSameBits_data()
     {
         QTest::addColumn<QString>("schedule");
-        QTest::addRow("static") << "static";
-        QTest::addRow("dynamic") << "dynamic";
+        QTest::addColumn<QString>("onRankLoss");
+        QTest::addRow("static") << "static" << "fail";
+        QTest::addRow("dynamic") << "dynamic" << "fail";
+        // A run that survives a lost rank overlaps its rounds as well (RoundPipeline in tolerant runs).
+        QTest::addRow("dynamic, on-rank-loss continue") << "dynamic" << "continue";
     }
     void slowRankSameBits()
     {
@@ -345,8 +581,11 @@ private Q_SLOTS:
     void aggregationHidesBehindCompute_data()
     {
         QTest::addColumn<QString>("schedule");
-        QTest::addRow("static") << "static";
-        QTest::addRow("dynamic") << "dynamic";
+        QTest::addColumn<QString>("onRankLoss");
+        QTest::addRow("static") << "static" << "fail";
+        QTest::addRow("dynamic") << "dynamic" << "fail";
+        // A run that survives a lost rank overlaps its rounds as well (RoundPipeline in tolerant runs).
+        QTest::addRow("dynamic, on-rank-loss continue") << "dynamic" << "continue";
     }
     void aggregationHidesBehindCompute()
     {
@@ -358,21 +597,23 @@ private Q_SLOTS:
         // collectives' own duration (collective_seconds), over about 10 rounds. Rank 1, the fast one,
         // is blocked too, but waiting for rank 0: its wait, not its transfer.
         QFETCH(QString, schedule);
-        const QString json = m_dir.filePath(QStringLiteral("hidden-%1.json").arg(schedule));
+        QFETCH(QString, onRankLoss);
+        const QString json = m_dir.filePath(QStringLiteral("hidden-%1-%2.json").arg(schedule, onRankLoss));
         qputenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE", "150");
         qputenv("CLUSTERPPL_TEST_SLOW_RANK", "0:400");
         const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
                                                                QStringLiteral("2"), QStringLiteral("--")}
                                                        + evalArgs(QStringLiteral("llama.cpp"), 37)
-                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--sync-every-tokens"),
-                                                                     QStringLiteral("0"), QStringLiteral("--timeout"), QStringLiteral("60"),
-                                                                     QStringLiteral("--json"), json},
+                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--on-rank-loss"), onRankLoss,
+                                                                     QStringLiteral("--sync-every-tokens"), QStringLiteral("0"), QStringLiteral("--timeout"),
+                                                                     QStringLiteral("60"), QStringLiteral("--json"), json},
                                            300000);
         qunsetenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE");
         qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
-        QVERIFY(j.value(QStringLiteral("overlap_sync")).toBool()); // the default
+        QVERIFY(j.value(QStringLiteral("overlap_sync")).toBool()); // the default, tolerant or not
+        QCOMPARE(j.value(QStringLiteral("on_rank_loss")).toString(QStringLiteral("fail")), onRankLoss); // written for continue only
         const int rounds = j.value(QStringLiteral("rounds")).toInt();
         QVERIFY2(rounds >= 6, qPrintable(QStringLiteral("%1 rounds").arg(rounds)));
         const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
@@ -605,267 +846,55 @@ private Q_SLOTS:
 
     void survivesLostRank_data()
     {
-        QTest::addColumn<int>("signal");
-        // The ranks signalled, in phases separated by ';' ("0;1": rank 0, later rank 1), each at a
-        // fraction of the tokens scored (the reporting rank's round lines): "0.3;0.6".
-        QTest::addColumn<QString>("victims");
-        QTest::addColumn<QString>("at");
-        QTest::addColumn<QString>("topology");
-        QTest::addColumn<QString>("groups");
-        QTest::addColumn<int>("timeoutS");
-        QTest::addColumn<QString>("cause"); // the first victim's
-        // Ranks sent SIGPIPE together with the first phase's victims, which must not be lost: what
-        // the kernel sends a rank whose Gloo thread writes (writev, no MSG_NOSIGNAL) to a dead
-        // peer's reset connection. Its default action killed such a survivor ("signal 13"), unseen
-        // while the dead peer was the watchdog's hub, and the new hub declared it lost after the
-        // timeout: a single kill of rank 0 that ended with two lost ranks (docs/communication.md).
-        QTest::addColumn<QString>("piped");
+        lostRankColumns();
         // --timeout 60 for the kills: a dead rank is noticed by its closed connection, not the
         // timeout (the survivors' recovered lines must come within half of it); a stopped one only
         // by the timeout, so it is short there.
-        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2") << int(SIGKILL) << "2" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "";
-        QTest::addRow("kill -9 rank 1 at 60%%, flat") << int(SIGKILL) << "1" << "0.6" << "flat" << "by-host" << 60 << "died: " << "";
-        QTest::addRow("kill -9 rank 3 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "3" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2") << int(SIGKILL) << "2" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "" << "on";
+        QTest::addRow("kill -9 rank 1 at 60%%, flat") << int(SIGKILL) << "1" << "0.6" << "flat" << "by-host" << 60 << "died: " << "" << "on";
+        QTest::addRow("kill -9 rank 3 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "3" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "" << "on";
         QTest::addRow("SIGSTOP rank 2 at 50%%, hierarchical size:2") << int(SIGSTOP) << "2" << "0.5" << "hierarchical" << "size:2" << 6
-                                                                     << "stopped responding: no heartbeat for " << "";
+                                                                     << "stopped responding: no heartbeat for " << "" << "on";
         // Rank 0: the survivors elect a new hub through the store (served by run --standalone).
-        QTest::addRow("kill -9 rank 0 at 30%%, hierarchical size:2") << int(SIGKILL) << "0" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 0 at 30%%, hierarchical size:2") << int(SIGKILL) << "0" << "0.3" << "hierarchical" << "size:2" << 60 << "died: " << "" << "on";
         // (The 60% kill of rank 0 is this row's: one run fewer within the function's time limit.)
         QTest::addRow("kill -9 rank 0 at 60%%, SIGPIPE to rank 2 with it, flat") << int(SIGKILL) << "0" << "0.6" << "flat" << "by-host" << 60 << "died: "
-                                                                                << "2";
-        QTest::addRow("kill -9 rank 0 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "0" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "";
-        QTest::addRow("SIGSTOP rank 0 at 50%%, flat") << int(SIGSTOP) << "0" << "0.5" << "flat" << "by-host" << 6 << "stopped responding: no heartbeat for " << "";
+                                                                                << "2" << "on";
+        QTest::addRow("kill -9 rank 0 at 90%%, hierarchical 0,3;1,2") << int(SIGKILL) << "0" << "0.9" << "hierarchical" << "0,3;1,2" << 60 << "died: " << "" << "on";
+        QTest::addRow("SIGSTOP rank 0 at 50%%, flat") << int(SIGSTOP) << "0" << "0.5" << "flat" << "by-host" << 6 << "stopped responding: no heartbeat for " << "" << "on";
         // Two losses: at once, and one after the other (the second the new hub).
         // Rank 2 lost with the hub: the deputy (rank 1, which every rank after it connects to) saw
         // it die and, as the new hub, says so at once, not after the timeout (asserted below).
-        QTest::addRow("kill -9 ranks 0 and 2 at once at 40%%, flat") << int(SIGKILL) << "0,2" << "0.4" << "flat" << "by-host" << 60 << "died: " << "";
+        QTest::addRow("kill -9 ranks 0 and 2 at once at 40%%, flat") << int(SIGKILL) << "0,2" << "0.4" << "flat" << "by-host" << 60 << "died: " << "" << "on";
         QTest::addRow("kill -9 ranks 1 and 3 at once at 40%%, hierarchical size:2") << int(SIGKILL) << "1,3" << "0.4" << "hierarchical" << "size:2" << 60
-                                                                                    << "died: " << "";
+                                                                                    << "died: " << "" << "on";
         QTest::addRow("kill -9 rank 0 at 30%%, then rank 1 at 60%%, hierarchical size:2") << int(SIGKILL) << "0;1" << "0.3;0.6" << "hierarchical"
-                                                                                            << "size:2" << 60 << "died: " << "";
+                                                                                            << "size:2" << 60 << "died: " << "" << "on";
         // Rank 0 lost after the last round, while it writes the result (held there on purpose): the
         // others, still waiting for it, regroup and the lowest survivor writes the result.
-        QTest::addRow("kill -9 rank 0 while it writes the result, flat") << int(SIGKILL) << "0" << "result" << "flat" << "by-host" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 0 while it writes the result, flat") << int(SIGKILL) << "0" << "result" << "flat" << "by-host" << 60 << "died: " << "" << "on";
         // The hub lost after another rank: the survivors' new hub and reporter (rank 1, or rank 2).
-        QTest::addRow("kill -9 rank 2 at 30%%, then rank 0 at 60%%, flat") << int(SIGKILL) << "2;0" << "0.3;0.6" << "flat" << "by-host" << 60 << "died: " << "";
+        QTest::addRow("kill -9 rank 2 at 30%%, then rank 0 at 60%%, flat") << int(SIGKILL) << "2;0" << "0.3;0.6" << "flat" << "by-host" << 60 << "died: " << "" << "on";
         QTest::addRow("kill -9 rank 1 at 30%%, then rank 0 at 60%%, hierarchical size:2") << int(SIGKILL) << "1;0" << "0.3;0.6" << "hierarchical"
-                                                                                            << "size:2" << 60 << "died: " << "";
+                                                                                            << "size:2" << 60 << "died: " << "" << "on";
         // Lost while the process groups form (held there on purpose, before any batch): the others'
         // Gloo rendezvous fails after the timeout (20 s: the survivors then load the model and must
         // agree within the timeout, on a loaded machine too), and they go on without it.
-        QTest::addRow("kill -9 rank 2 while the process groups form, flat") << int(SIGKILL) << "2" << "connect" << "flat" << "by-host" << 20 << "died: " << "";
+        QTest::addRow("kill -9 rank 2 while the process groups form, flat") << int(SIGKILL) << "2" << "connect" << "flat" << "by-host" << 20 << "died: " << "" << "on";
     }
-    void survivesLostRank()
+    void survivesLostRank() { lostRankRun(); }
+    // The same losses with the collectives on the main thread (--overlap-sync off): the loss ends the
+    // round's collective there, and DynamicSchedule::sync regroups (a function of its own: Qt Test's
+    // time limit is per function).
+    void survivesLostRankWithoutOverlap_data()
     {
-        // --on-rank-loss continue: ranks die (or stop) in the middle of a 4-rank dynamic run, rank 0
-        // included, one or two, at once or one after the other; the others regroup (electing a new
-        // hub when rank 0 is lost), evaluate what the lost left, and the result is still one rank's
-        // bits, with the lost ranks, their committed batches and the batches redone on record,
-        // written by the lowest survivor.
-        QFETCH(int, signal);
-        QFETCH(QString, victims);
-        QFETCH(QString, at);
-        QFETCH(QString, topology);
-        QFETCH(QString, groups);
-        QFETCH(int, timeoutS);
-        QFETCH(QString, cause);
-        QFETCH(QString, piped);
-        const QStringList phases = victims.split(QLatin1Char(';'));
-        const QStringList fractions = at.split(QLatin1Char(';'));
-        QCOMPARE(phases.size(), fractions.size());
-        QList<int> lostRanks;
-        for (const QString &ph : phases)
-            for (const QString &v : ph.split(QLatin1Char(',')))
-                lostRanks << v.toInt();
-        int reporter = 0;
-        while (lostRanks.contains(reporter))
-            ++reporter;
-        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
-        QVERIFY(!one.isEmpty());
-        const QString json = m_dir.filePath(QStringLiteral("lost-%1.json").arg(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')));
-        QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
-        args.removeAll(QStringLiteral("--quiet")); // the reporting rank's round lines say how far the run is
-        QProcess launcher;
-        if (at.contains(QStringLiteral("result"))) { // rank 0 holds its result until it is killed
-            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-            env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_RESULT"), QStringLiteral("0:120000"));
-            launcher.setProcessEnvironment(env);
-        }
-        if (at == QLatin1String("connect")) { // the victim holds before its process groups form until it is killed
-            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-            env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), phases[0] + QStringLiteral(":120000"));
-            launcher.setProcessEnvironment(env);
-        }
-        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
-                                           QStringLiteral("--groups"), groups, QStringLiteral("--")}
-                                   + args
-                                   + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
-                                                 QStringLiteral("continue"), QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"),
-                                                 QStringLiteral("300"), QStringLiteral("--timeout"), QString::number(timeoutS), QStringLiteral("--json"), json,
-                                                 QStringLiteral("--result-line")});
-        QVERIFY(launcher.waitForStarted());
-        QElapsedTimer wait;
-        wait.start();
-        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
-        QCOMPARE(kids.size(), 4);
-        // Wait for the event: a round line (rank 0's, or the lowest survivor's) saying that the fraction of the tokens is scored.
-        QByteArray early;
-        launcher.setReadChannel(QProcess::StandardError);
-        const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
-        auto reached = [&](double fraction) {
-            if (fraction < -1.5) // "connect": the victim says it holds before its process groups
-                return early.contains("holding before its process groups for ");
-            if (fraction < 0) // "result": rank 0 says it holds its result
-                return early.contains("holding the result for ");
-            double best = 0;
-            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
-                const auto m = it.next();
-                best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
-            }
-            return best >= fraction;
-        };
-        // One after the other means after the survivors recovered from the previous phase: its
-        // victims' "recovered:" lines. Without that wait, a fraction already passed when the previous
-        // phase fired (a slow reader finds several round lines at once: 28% and 62%) signalled the
-        // next victims within microseconds of the previous ones: "at once", another case (its own
-        // rows). The row "rank 2, then rank 0" failed so about 1 run in 4 before (docs/communication.md).
-        auto recovered = [&](int ph) {
-            for (const QString &v : phases[ph].split(QLatin1Char(',')))
-                if (!early.contains(QStringLiteral("recovered: rank %1 (").arg(v).toUtf8()))
-                    return false;
-            return true;
-        };
-        QElapsedTimer sinceKill;
-        for (int ph = 0; ph < phases.size(); ++ph) {
-            const double fraction = fractions[ph] == QLatin1String("result") ? -1.0 : fractions[ph] == QLatin1String("connect") ? -2.0 : fractions[ph].toDouble();
-            while ((!reached(fraction) || (ph > 0 && !recovered(ph - 1))) && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
-                if (launcher.waitForReadyRead(1000))
-                    early += launcher.readAllStandardError();
-            if (!reached(fraction) || (ph > 0 && !recovered(ph - 1))) {
-                launcher.waitForFinished(1000);
-                early += launcher.readAllStandardError();
-            }
-            QVERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
-                                                       .arg(launcher.state() == QProcess::Running ? QStringLiteral("running") : QStringLiteral("gone"))
-                                                       .arg(launcher.exitCode())
-                                                       .arg(QString::fromUtf8(early))));
-            for (const QString &v : phases[ph].split(QLatin1Char(',')))
-                QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), signal), 0);
-            if (ph == 0)
-                for (const QString &v : piped.split(QLatin1Char(','), Qt::SkipEmptyParts))
-                    QCOMPARE(::kill(static_cast<pid_t>(kids[v.toInt()]), SIGPIPE), 0);
-            sinceKill.start();
-        }
-        // Deaths are seen by closed connections, rank 0's included, and the ranks lost with it by
-        // the deputy: the last victims' recovered lines come long before the timeout would.
-        if (signal == SIGKILL && timeoutS >= 60 && fractions.last().toDouble() > 0) {
-            const int last = static_cast<int>(phases.size()) - 1;
-            while (!recovered(last) && sinceKill.elapsed() < timeoutS * 1000 && launcher.state() == QProcess::Running)
-                if (launcher.waitForReadyRead(200))
-                    early += launcher.readAllStandardError();
-            early += launcher.readAllStandardError();
-            const qint64 took = sinceKill.elapsed();
-            QVERIFY2(recovered(last) && took < timeoutS * 500,
-                     qPrintable(QStringLiteral("the survivors recovered %1 ms after the kill (--timeout %2 s)\n%3").arg(took).arg(timeoutS).arg(QString::fromUtf8(early))));
-        }
-        const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
-        if (!finished)
-            killAll(launcher, kids);
-        const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
-        const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
-        QVERIFY2(finished, qPrintable(err));
-        QVERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
-        const QString host = QString::fromStdString(cppl::localHostName());
-        // The first loss is reported by the lowest rank the first phase left.
-        const QStringList firstPhase = phases[0].split(QLatin1Char(','));
-        int firstReporter = 0;
-        while (firstPhase.contains(QString::number(firstReporter)))
-            ++firstReporter;
-        const QString said = firstReporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(firstReporter);
-        QVERIFY2(err.contains(said + QStringLiteral("recovered: rank %1 (%2) %3").arg(lostRanks[0]).arg(host, cause)), qPrintable(err));
-        for (int v : lostRanks) {
-            QVERIFY2(err.contains(QStringLiteral("recovered: rank %1 (%2) ").arg(v).arg(host)), qPrintable(err));
-            QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank %1 ").arg(v)), qPrintable(err));
-        }
-        QVERIFY2(err.contains(QStringLiteral("the others went on without it (--on-rank-loss continue)")), qPrintable(err));
-        // The lowest survivor speaks for the run: its round lines, the final estimate and the result line, once.
-        if (!at.contains(QStringLiteral("result")))
-            QVERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
-        QCOMPARE(out.count(QStringLiteral("Final estimate: PPL = ")), 1);
-        QCOMPARE(out.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
-        for (qint64 k : kids) // nothing left behind: the launcher reaped every rank, the stopped one too
-            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
-        // The contract: one rank's bits, in the file and in the result line alike.
-        const QJsonObject j = readJson(json);
-        const QString line = out.mid(out.indexOf(QStringLiteral("CLUSTERPPL_RESULT ")) + 18).section(QLatin1Char('\n'), 0, 0);
-        QCOMPARE(QJsonDocument::fromJson(line.toUtf8()).object().value(QStringLiteral("nll_sum_exact")).toString(),
-                 j.value(QStringLiteral("nll_sum_exact")).toString());
-        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
-        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
-        CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
-        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
-        QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
-        QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), one.value(QStringLiteral("bytes")).toInteger());
-        QCOMPARE(j.value(QStringLiteral("words")).toInteger(), one.value(QStringLiteral("words")).toInteger());
-        // The record: who was lost, why, when; every batch counted exactly once, the lost ranks'
-        // committed ones included; the batches redone are ones nobody else counted before.
-        const QJsonArray lost = j.value(QStringLiteral("lost_ranks")).toArray();
-        if (lost.size() != lostRanks.size()) { // which rank too, and why; the agents' stderr kept (QTest cuts long messages)
-            QFile keep(QDir::temp().filePath(QStringLiteral("tst_distributed-lost-%1.log").arg(QCoreApplication::applicationPid())));
-            if (keep.open(QIODevice::WriteOnly))
-                keep.write(err.toUtf8());
-            qWarning("lost_ranks %s; the agents' stderr is in %s", QJsonDocument(lost).toJson(QJsonDocument::Compact).constData(),
-                     qPrintable(keep.fileName()));
-        }
-        QCOMPARE(lost.size(), lostRanks.size());
-        QList<int> recorded;
-        for (const auto &l : lost) {
-            const QJsonObject o = l.toObject();
-            recorded << o.value(QStringLiteral("rank")).toInt();
-            QCOMPARE(o.value(QStringLiteral("host")).toString(), host);
-            QVERIFY(o.value(QStringLiteral("round")).toInt() >= 0);
-            if (o.value(QStringLiteral("rank")).toInt() == lostRanks[0])
-                QVERIFY2(o.value(QStringLiteral("cause")).toString().startsWith(cause), qPrintable(o.value(QStringLiteral("cause")).toString()));
-        }
-        QList<int> expected = lostRanks;
-        std::sort(recorded.begin(), recorded.end());
-        std::sort(expected.begin(), expected.end());
-        QCOMPARE(recorded, expected);
-        QList<qint64> redone;
-        QVERIFY(parseBatches(j.value(QStringLiteral("batches_redone")).toString(), redone));
-        const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
-        QCOMPARE(ranks.size(), 4);
-        const qint64 batchCount = j.value(QStringLiteral("batch_count")).toInteger();
-        QList<qint64> counted;
-        qint64 tokens = 0;
-        for (int rk = 0; rk < 4; ++rk) {
-            const QJsonObject o = ranks[rk].toObject();
-            QCOMPARE(o.value(QStringLiteral("rank")).toInt(), rk);
-            QCOMPARE(o.value(QStringLiteral("lost")).toBool(), lostRanks.contains(rk));
-            QList<qint64> mine;
-            QVERIFY(parseBatches(o.value(QStringLiteral("batches")).toString(), mine));
-            qint64 windows = 0;
-            for (qint64 b : mine)
-                windows += b == batchCount - 1 ? one.value(QStringLiteral("windows")).toInteger() - 2 * (batchCount - 1) : 2;
-            QCOMPARE(windows, o.value(QStringLiteral("windows")).toInteger());
-            tokens += o.value(QStringLiteral("tokens")).toInteger();
-            counted += mine;
-            // (A rank lost later may have committed batches redone after an earlier loss:
-            // batches_redone is every loss's, so only the first loss's ranks are checked.)
-            if (firstPhase.contains(QString::number(rk)))
-                for (qint64 b : redone)
-                    QVERIFY2(!mine.contains(b), "a batch a lost rank committed was redone");
-        }
-        QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
-        std::sort(counted.begin(), counted.end());
-        QList<qint64> all;
-        for (qint64 b = 0; b < batchCount; ++b)
-            all << b;
-        QCOMPARE(counted, all);
-        for (const auto &l : lost)
-            qInfo("rank %d lost after round %d; %lld batches redone in all", l.toObject().value(QStringLiteral("rank")).toInt(),
-                  l.toObject().value(QStringLiteral("round")).toInt(), static_cast<long long>(redone.size()));
+        lostRankColumns();
+        QTest::addRow("kill -9 rank 2 at 30%%, hierarchical size:2, overlap off") << int(SIGKILL) << "2" << "0.3" << "hierarchical" << "size:2" << 60
+                                                                                  << "died: " << "" << "off";
+        QTest::addRow("kill -9 rank 0 at 60%%, flat, overlap off") << int(SIGKILL) << "0" << "0.6" << "flat" << "by-host" << 60 << "died: " << ""
+                                                                   << "off";
     }
+    void survivesLostRankWithoutOverlap() { lostRankRun(); }
 
     void newReporterComputesFingerprint()
     {

@@ -94,7 +94,8 @@ public:
     bool sync(std::span<std::int64_t> words);
     /**
      * @brief sync() in two halves, for a round whose collective runs elsewhere (RoundPipeline;
-     * not in tolerant runs): prepare() gives the round's payload (@p words, this rank's cumulative
+     * in a tolerant run the caller calls recover() when that collective throws RankLostError,
+     * with this rank's totals as they are then, rounds computed meanwhile included): prepare() gives the round's payload (@p words, this rank's cumulative
      * totals, with the control words appended), complete() takes the summed payload, puts the
      * global totals into @p words and returns what sync() returns. A round prepared after the
      * previous one's complete() sizes itself with that round's speeds; with a round in flight,

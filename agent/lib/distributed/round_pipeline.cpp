@@ -10,7 +10,6 @@ namespace cppl::agent::dist {
 
 RoundPipeline::RoundPipeline(DistributedRun &run, bool overlap) : m_run(run), m_overlap(overlap)
 {
-    CPPL_ENFORCE(!overlap || !run.tolerant(), "an overlapped round pipeline in a run that regroups around a lost rank");
     if (m_overlap)
         m_thread = std::thread([this] { loop(); });
 }

@@ -31,8 +31,12 @@ namespace cppl::agent::dist {
  * Threads: the communicators are used by one thread at a time (the communication thread while a
  * round is in flight, otherwise the main thread: the closing gather comes after the last wait()).
  * NCCL's communicators take their own lock per call and the watchdog's abort only sets a flag the
- * polling thread acts on (nccl_backend.cpp), whichever thread that is. Not for tolerant runs
- * (`--on-rank-loss continue`): regrouping replaces the communicators from the main thread.
+ * polling thread acts on (nccl_backend.cpp), whichever thread that is.
+ *
+ * Tolerant runs (`--on-rank-loss continue`): a round whose collective a lost rank ended makes
+ * wait() throw RankLostError once the communication thread is idle again (it is idle whenever no
+ * round is in flight); the caller then regroups on its own thread (DynamicSchedule::recover),
+ * which replaces the communicators while no other thread uses them, and goes on submitting.
  */
 class RoundPipeline
 {
@@ -51,7 +55,8 @@ public:
     /// it returns at once; without, the collective is done (and accounted) when it returns.
     void submit(std::vector<std::int64_t> words);
     /// @brief The summed words of the round in flight, once its collective completed; the time
-    /// this thread was blocked goes into comm(). Rethrows the collective's error.
+    /// this thread was blocked goes into comm(). Rethrows the collective's error (RankLostError
+    /// when a lost rank ended it); the communication thread is idle when it returns or throws.
     [[nodiscard]] std::vector<std::int64_t> wait();
 
 private:

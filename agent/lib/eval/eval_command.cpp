@@ -1020,10 +1020,14 @@ private:
         // The rounds' collectives go through a RoundPipeline (round_pipeline.h): with --overlap-sync
         // on, round r's aggregation runs on this rank's communication thread while round r+1 is
         // computed, and round r completes (global totals, checkpoint, rank 0's line) only then.
-        // Tolerant runs keep them on this thread: regrouping replaces the communicators.
+        // Tolerant runs too: a lost rank ends the round in flight, and this thread regroups once
+        // the communication thread is idle (regroupBehind, below). A tolerant run without overlap
+        // keeps its collectives in DynamicSchedule::sync, which regroups itself.
         std::optional<dist::RoundPipeline> pipe;
-        if (distributed && !run->tolerant())
+        if (distributed && (!run->tolerant() || m_o.overlapSync))
             pipe.emplace(*run, m_o.overlapSync);
+        const bool tolerantPipe = pipe && run->tolerant();
+        m_overlapRan = pipe && pipe->overlapping();
         int flightRound = 0, flightCommitted = 0;
         auto completeFlight = [&] {
             if (tel)
@@ -1037,6 +1041,25 @@ private:
             else
                 std::copy_n(reduced.begin(), words.size(), words.begin());
             return roundComplete(flightRound, flightCommitted, words, allDone, wait0, transfer0);
+        };
+        // A tolerant run with overlap, after a loss: the round in flight failed (RankLostError out
+        // of wait()) or the loss was seen before submitting. The communication thread is idle, so
+        // this thread regroups as DynamicSchedule::sync does (the survivors agree on the committed
+        // round, new communicators, the lost rank's uncommitted batches queued again). This rank's
+        // totals hold the round it computed meanwhile: recover() puts all of them in the carry, so
+        // they count once, and their ledger line follows under the new epoch, numbered as the
+        // first round after the regrouping (its checkpoint is the first whose words hold them;
+        // under the old epoch they could land in a checkpoint of the failed round's number).
+        auto regroupBehind = [&](int r) {
+            if (tel)
+                tel->phase(cppl::telemetry::Phase::Syncing);
+            const double wait0 = run->comm().waitSeconds, transfer0 = run->comm().transferSeconds;
+            NllStats::Words words = stats.toWords();
+            schedule->recover(words);
+            const int first = firstRound + schedule->rounds();
+            roundComplete(r, first, words, false, wait0, transfer0); // the loss's lines; no checkpoint
+            if (!schedule->roundDone().empty())
+                ledger(first);
         };
         auto runRounds = [&] {
             for (int r = dynamic ? 0 : firstRound;; ++r) {
@@ -1060,8 +1083,25 @@ private:
                 }
                 // Round r-1's result, now that round r is computed. Dynamic and complete: every
                 // queue was empty when it was submitted, so round r evaluated nothing.
-                if (pipe && pipe->inFlight() && completeFlight())
-                    break;
+                if (pipe && pipe->inFlight()) {
+                    bool lost = false;
+                    try {
+                        if (completeFlight())
+                            break;
+                    } catch (const dist::RankLostError &) {
+                        if (!tolerantPipe)
+                            throw;
+                        lost = true;
+                    }
+                    if (lost) {
+                        regroupBehind(r);
+                        continue;
+                    }
+                }
+                if (tolerantPipe && run->lossPending()) { // not worth a collective that would fail at once
+                    regroupBehind(r);
+                    continue;
+                }
                 // Dynamic: the schedule counts rounds (after a regrouping, the survivors' agreed count).
                 const int committed = dynamic ? firstRound + schedule->rounds() : r;
                 ledger(committed);
@@ -1289,7 +1329,7 @@ private:
                                 {"world_size_before", resume->worldSize}};
             if (distributed) {
                 j["schedule"] = dist::scheduleName(m_o.schedule);
-                j["overlap_sync"] = m_o.overlapSync && !m_o.distOptions.tolerateRankLoss;
+                j["overlap_sync"] = m_overlapRan; // what ran: the rounds' collectives behind the next round's compute
                 j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + batch - 1) / batch;
                 j["groups"] = run->groups().groups;
                 j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
@@ -1334,6 +1374,7 @@ private:
     std::shared_future<dist::RunFingerprint> m_fingerprint; ///< the reporting rank with checkpoints: ready once hashed
     std::function<dist::RunFingerprint()> m_computeFingerprint; ///< with checkpoints, every rank: hashes the run's fingerprint
     bool m_fingerprintShared = false; ///< rank 0 put it in the store (kFingerprintKey) for a reporter after it
+    bool m_overlapRan = false; ///< the rounds' collectives ran behind the next round's compute (the result's overlap_sync)
     bool m_memoryKnown = false; ///< the default batch's figures (autoBatch): the GPU before the weights loaded
     std::int64_t m_freeBytes = 0;
     std::int64_t m_totalBytes = 0;
