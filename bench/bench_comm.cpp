@@ -10,7 +10,9 @@
 //
 // Usage: bench_comm [--ranks 2,4,8,16] [--sync 0,4096,DEFAULT,end] [--rate TOK_PER_S] [--seconds S]
 //                   [--schedule static,dynamic] [--topology flat,hierarchical] [--slow RANK:FACTOR]
-//                   [--overlap on,off]   (--schedule none: static shards without collectives)
+//                   [--overlap on,off] [--on-rank-loss fail,continue]
+//                   (--schedule none: static shards without collectives; --on-rank-loss: default
+//                   fail, the agent's; continue only with the dynamic schedule)
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
@@ -53,6 +55,7 @@ struct Config
     int slowRank = -1;      ///< this rank computes at rate / slowFactor
     double slowFactor = 1;
     bool overlap = true;    ///< the agent's --overlap-sync: a round's aggregation behind the next round's compute
+    bool tolerant = false;  ///< the agent's --on-rank-loss continue: collectives that a lost rank can abandon (none is lost here)
 };
 
 constexpr std::int64_t kContext = 1024;
@@ -81,6 +84,7 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     o.backend = "gloo";
     o.timeout = std::chrono::seconds(120);
     o.storeServedElsewhere = true;
+    o.tolerateRankLoss = c.tolerant;
     DistributedRun run(o);
     const auto constructed = std::chrono::steady_clock::now();
     const WindowPlan plan = planFor(c);
@@ -233,7 +237,8 @@ void runConfig(const Config &c, const char *self)
         if (pid == 0) {
             std::vector<std::string> args{self, "--child", std::to_string(r), std::to_string(store->port()), out, std::to_string(c.world), c.topology,
                                           c.groups, std::to_string(c.sync), std::to_string(c.rate), std::to_string(c.seconds), c.schedule,
-                                          std::to_string(c.slowRank), std::to_string(c.slowFactor), c.overlap ? "on" : "off"};
+                                          std::to_string(c.slowRank), std::to_string(c.slowFactor), c.overlap ? "on" : "off",
+                                          c.tolerant ? "continue" : "fail"};
             std::vector<char *> argv;
             for (auto &a : args)
                 argv.push_back(a.data());
@@ -251,8 +256,8 @@ void runConfig(const Config &c, const char *self)
     }
     std::ifstream f(out);
     if (!ok || !f) {
-        std::printf("%5d  %-8s  %-12s  %-16s  %-7s  FAILED\n", c.world, c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(),
-                    c.overlap ? "on" : "off");
+        std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %-8s  FAILED\n", c.world, c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(),
+                    c.overlap ? "on" : "off", c.tolerant ? "continue" : "fail");
         return;
     }
     struct Rank
@@ -314,8 +319,9 @@ void runConfig(const Config &c, const char *self)
     const double meanStartUs = static_cast<double>(ranks.front().startUs) + sumStartUs / n;
     const double fromMeanStart = ideal / (1e-6 * (static_cast<double>(lastEnd) - meanStartUs));
     const double perRound = rounds > 0 ? 1e6 / static_cast<double>(rounds) : 0;
-    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f  %7.2f%%  %7.2f%%\n", c.world,
-                c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off", static_cast<long long>(rounds),
+    std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %-8s  %7lld  %9.1f  %9.1f  %9.1f  %8.3f%%  %8.3f%%  %7.2f%%  %7.2f%%  %7.3f  %7.2f%%  %7.2f%%\n", c.world,
+                c.schedule.c_str(), c.topology.c_str(), syncName(c.sync).c_str(), c.overlap ? "on" : "off", c.tolerant ? "continue" : "fail",
+                static_cast<long long>(rounds),
                 meanCollective * perRound, meanTransfer * perRound, meanWait * perRound, 100 * meanWait / maxWall, 100 * meanTransfer / maxWall,
                 100 * share, 100 * efficiency, maxWall / ideal, 100 * sumOwnIdeal / sumWall, 100 * fromMeanStart);
     // Where the slowest rank's wall went beyond the ideal (ms; the terms add up to the excess):
@@ -357,6 +363,7 @@ int main(int argc, char **argv)
         c.slowRank = std::atoi(argv[12]);
         c.slowFactor = std::atof(argv[13]);
         c.overlap = std::string(argv[14]) == "on";
+        c.tolerant = argc > 15 && std::string(argv[15]) == "continue";
         try {
             return child(c, rank, port, out, entered);
         } catch (const std::exception &e) {
@@ -371,6 +378,7 @@ int main(int argc, char **argv)
     std::vector<std::string> schedules{"static", "dynamic"};
     std::vector<std::string> topologies{"flat", "hierarchical"};
     std::vector<std::string> overlaps{"on"};
+    std::vector<std::string> losses{"fail"}; ///< --on-rank-loss: the agent's default
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--ranks") {
@@ -387,8 +395,8 @@ int main(int argc, char **argv)
             rate = std::atof(argv[i + 1]);
         } else if (k == "--seconds") {
             seconds = std::atof(argv[i + 1]);
-        } else if (k == "--schedule" || k == "--topology" || k == "--overlap") {
-            auto &list = k == "--schedule" ? schedules : k == "--topology" ? topologies : overlaps;
+        } else if (k == "--schedule" || k == "--topology" || k == "--overlap" || k == "--on-rank-loss") {
+            auto &list = k == "--schedule" ? schedules : k == "--topology" ? topologies : k == "--overlap" ? overlaps : losses;
             list.clear();
             std::istringstream is(argv[i + 1]);
             for (std::string x; std::getline(is, x, ',');)
@@ -400,9 +408,15 @@ int main(int argc, char **argv)
             }
         }
     }
+    for (const std::string &l : losses)
+        if (l != "fail" && l != "continue") {
+            std::fprintf(stderr, "--on-rank-loss \"%s\" is not one of fail, continue (a comma-separated list)\n", l.c_str());
+            return 2;
+        }
     std::printf("bench_comm: Gloo on loopback, compute simulated by sleeping at %.0f tokens/s per rank, %.1f s of ideal compute per rank,\n"
                 "hf-sliding windows of %lld tokens, batch %lld; hierarchical = groups of 2 ranks. %u cores here.\n"
-                "Columns: overlap (--overlap on: a round's collective runs behind the next round's compute), per-round collective\n"
+                "Columns: overlap (--overlap on: a round's collective runs behind the next round's compute), on loss (--on-rank-loss:\n"
+                "continue: collectives that a lost rank can end, abandoned in 50 ms slices; none is lost here), per-round collective\n"
                 "duration, and the time the main thread was blocked in it, split into transfer and wait (means over ranks); wait and\n"
                 "transfer as %% of wall, comm share, efficiency vs ideal (ideal / slowest wall), slowest wall / ideal, busy (each\n"
                 "rank's tokens at its rate over its own wall, summed over ranks: the start skew of the ranks is not in it), from mean\n"
@@ -412,15 +426,23 @@ int main(int argc, char **argv)
                 rate, seconds, static_cast<long long>(kContext), static_cast<long long>(kBatch), std::thread::hardware_concurrency());
     if (slowRank >= 0)
         std::printf("Rank %d computes at 1/%.2f of the rate; ideal = all tokens at the summed rate of all ranks.\n\n", slowRank, slowFactor);
-    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s  %8s  %9s\n", "ranks", "schedule", "topology", "sync tokens",
-                "overlap", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id", "busy", "from mean");
+    std::printf("%5s  %-8s  %-12s  %-16s  %-7s  %-8s  %7s  %9s  %9s  %9s  %9s  %9s  %8s  %8s  %7s  %8s  %9s\n", "ranks", "schedule", "topology", "sync tokens",
+                "overlap", "on loss", "rounds", "coll us/r", "xfer us/r", "wait us/r", "wait", "transfer", "comm", "effic.", "wall/id", "busy", "from mean");
     for (int w : worlds)
         for (const std::string &topo : topologies)
             for (std::int64_t sync : syncs)
                 for (const std::string &sched : schedules)
-                    for (const std::string &overlap : overlaps) {
+                    for (const std::string &overlap : overlaps)
+                        for (const std::string &loss : losses) {
+                    const std::string &onLoss = loss;
+                    if (onLoss == "continue" && sched != "dynamic") {
+                        std::printf("%5d  %-8s  %-12s  %-16s  %-7s  %-8s  refused: --on-rank-loss continue needs the dynamic schedule\n", w, sched.c_str(),
+                                    topo.c_str(), syncName(sync).c_str(), overlap.c_str(), onLoss.c_str());
+                        continue;
+                    }
                     Config c;
                     c.overlap = overlap == "on";
+                    c.tolerant = onLoss == "continue";
                     c.schedule = sched;
                     c.slowRank = slowRank;
                     c.slowFactor = slowFactor;
