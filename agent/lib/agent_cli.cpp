@@ -96,7 +96,7 @@ constexpr CommandUsage kCommandUsage[] = {
                                          static (no store to claim from)
       --overlap-sync on|off              on (default): a round's aggregation runs on a thread of its
                                          own behind the next round's compute; the live global PPL
-                                         lags one round; same bits (not with --on-rank-loss continue)
+                                         lags one round; same bits
       --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
                                          or regroup without it and finish with the same bits
                                          (continue: --schedule dynamic; rank 0 may be lost too)

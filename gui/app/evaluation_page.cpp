@@ -171,8 +171,8 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_overlapSync->setObjectName(u"overlapSync"_s);
     m_overlapSync->setToolTip(tr("Overlap: round r's aggregation runs on a communication thread while round r+1 computes, "
                                  "so the wait for it mostly hides behind compute. Wait: every rank aggregates each "
-                                 "round before it computes the next. The result's bits are the same either way; a run "
-                                 "that continues without a lost rank always stays synchronous."));
+                                 "round before it computes the next. The result's bits are the same either way, "
+                                 "also in a run that continues without a lost rank."));
     hf->addRow(tr("Sync rounds"), m_overlapSync);
     column->addWidget(how);
 
@@ -268,7 +268,6 @@ EvaluationPage::EvaluationPage(QWidget *parent)
         });
     connect(m_dataKind, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     connect(m_protocol, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
-    connect(m_onRankLoss, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     load(EvaluationSpec{}, Thresholds{});
 }
 
@@ -386,8 +385,6 @@ void EvaluationPage::updateDataMode()
     const bool tokens = m_dataKind->currentData() == u"tokens"_s;
     m_tokenizer->setEnabled(!tokens);
     m_stride->setEnabled(m_protocol->currentData() == u"hf-sliding"_s);
-    // A tolerant run's agents stay synchronous whatever the profile says; the value is kept.
-    m_overlapSync->setEnabled(m_onRankLoss->currentData() != u"continue"_s);
 }
 
 void EvaluationPage::saveSettings() const

@@ -83,8 +83,8 @@ Options:
                             rank 0 may be lost too)
   --overlap-sync on|off     the agents' --overlap-sync (overrides evaluation.overlap_sync): on
                             (default) aggregates round r while round r+1 computes, off waits for
-                            each round's aggregation; the same bits either way, also on --resume.
-                            A run with --on-rank-loss continue stays synchronous
+                            each round's aggregation; the same bits either way, also on --resume
+                            and with --on-rank-loss continue
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.

@@ -76,8 +76,8 @@ struct EvaluationSpec
     /// and finish; needs schedule dynamic; docs/communication.md, "Losing a rank").
     std::string onRankLoss = "fail";
     /// The agents' --overlap-sync: true (on) runs round r's aggregation behind round r+1's compute,
-    /// false (off) aggregates each round before the next starts. Same bits either way; a run with
-    /// onRankLoss "continue" stays synchronous whatever this says (docs/communication.md).
+    /// false (off) aggregates each round before the next starts. Same bits either way, runs with
+    /// onRankLoss "continue" included (docs/communication.md).
     bool overlapSync = true;
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };

@@ -497,7 +497,7 @@ void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
 void TestAppModels::evaluationPageOverlapSync()
 {
     // The Sync rounds control shows evaluation.overlap_sync and gives it back; the tooltip says what
-    // it does; with on_rank_loss continue it is disabled (those runs stay synchronous), value kept.
+    // it does; with on_rank_loss continue it stays enabled (those runs overlap too).
     cppl::app::EvaluationPage page;
     auto *overlap = page.findChild<QComboBox *>(u"overlapSync"_s);
     QVERIFY(overlap);
@@ -516,7 +516,7 @@ void TestAppModels::evaluationPageOverlapSync()
     e.schedule = "dynamic";
     e.onRankLoss = "continue";
     page.load(e, page.thresholds());
-    QVERIFY(!overlap->isEnabled());
+    QVERIFY(overlap->isEnabled());
     QVERIFY(!page.evaluation().overlapSync);
     // Through a saved profile and back.
     cppl::ClusterProfile p;
