@@ -49,6 +49,7 @@
 #include <span>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <unistd.h>
 
@@ -928,12 +929,17 @@ private:
         // Before a round's collective every rank names its batches of the round; after it rank 0
         // gives the round's exact global words (checkpoint.h). One short stdout line each.
         const bool checkpoints = distributed && m_o.checkpointLines;
+        // Batches computed while a round a loss ended was in flight (regroupBehind, below): they go
+        // in the next ledger line, which is the only one of its (epoch, round) (the launcher's
+        // CheckpointWriter takes a rank's round as complete at its first line of it).
+        std::vector<dist::BatchRun> carriedLedger;
         auto ledger = [&](int r) {
             if (!checkpoints)
                 return;
             std::vector<dist::BatchRun> mine;
             if (schedule) {
-                mine = schedule->roundDone();
+                mine = std::exchange(carriedLedger, {});
+                mine.insert(mine.end(), schedule->roundDone().begin(), schedule->roundDone().end());
             } else {
                 const Shard part = rounds->roundOf(shardRank, r);
                 dist::addWindowsAsBatches(mine, part.firstWindow, part.endWindow, batch);
@@ -1047,9 +1053,10 @@ private:
         // this thread regroups as DynamicSchedule::sync does (the survivors agree on the committed
         // round, new communicators, the lost rank's uncommitted batches queued again). This rank's
         // totals hold the round it computed meanwhile: recover() puts all of them in the carry, so
-        // they count once, and their ledger line follows under the new epoch, numbered as the
-        // first round after the regrouping (its checkpoint is the first whose words hold them;
-        // under the old epoch they could land in a checkpoint of the failed round's number).
+        // they count once, and they go in the ledger line of the first round after the regrouping
+        // (under the new epoch: its checkpoint is the first whose words hold them; under the old
+        // epoch they could land in a checkpoint of the failed round's number), with that round's
+        // own batches: one line per (epoch, round), as the launcher's CheckpointWriter expects.
         auto regroupBehind = [&](int r) {
             if (tel)
                 tel->phase(cppl::telemetry::Phase::Syncing);
@@ -1058,8 +1065,7 @@ private:
             schedule->recover(words);
             const int first = firstRound + schedule->rounds();
             roundComplete(r, first, words, false, wait0, transfer0); // the loss's lines; no checkpoint
-            if (!schedule->roundDone().empty())
-                ledger(first);
+            carriedLedger.insert(carriedLedger.end(), schedule->roundDone().begin(), schedule->roundDone().end());
         };
         auto runRounds = [&] {
             for (int r = dynamic ? 0 : firstRound;; ++r) {
