@@ -24,6 +24,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QTest>
@@ -614,10 +615,14 @@ private Q_SLOTS:
         QFETCH(QString, how);
         if (launcher == u"ssh"_s && !m_skip.isEmpty())
             CPPL_SKIP_MISSING(qPrintable(m_skip));
-        // A long run (every window) so that there is something to interrupt.
+        // A long run, so that there is something to interrupt: every window is 2 s of compute for
+        // 4 ranks, done before the CLI's first live line; static shards with rank 3 sleeping
+        // 100 ms per batch make it ~11 s (every round waits for rank 3). It fails fast when a
+        // rank is killed (on_rank_loss fail, outright).
         QString profile = writeProfile(u"long-"_s + launcher, launcher, launcher == u"ssh"_s ? 2 : 1, launcher == u"ssh"_s ? 2 : 4);
         QByteArray json = readFile(profile);
-        json.replace("\"max_windows\": 37", "\"max_windows\": 0");
+        json.replace("\"max_windows\": 37", "\"max_windows\": 0, \"schedule\": \"static\", \"on_rank_loss\": \"fail\"");
+        json.replace("\"OPENBLAS_NUM_THREADS\": \"1\"}", "\"OPENBLAS_NUM_THREADS\": \"1\", \"CLUSTERPPL_TEST_SLOW_RANK\": \"3:100\"}");
         QVERIFY(writeFile(profile, json));
         const QString runId = u"orphan-test-%1-%2"_s.arg(launcher, how);
         QProcess cli;
@@ -658,8 +663,10 @@ private Q_SLOTS:
             QVERIFY(cli.exitCode() != 0);
             QVERIFY2(err.contains(u"run failed: rank "_s) && err.contains(u"killed by signal 9"_s), qPrintable(err));
         }
+        // Interrupted, not finished: no "[round N/N]" line (the last round's).
+        QVERIFY2(!err.contains(QRegularExpression(u"\\[round (\\d+)/\\1\\]"_s)), qPrintable(u"the run ended before it was interrupted:\n"_s + err.right(1500)));
         if (how == u"stop"_s)
-            QVERIFY(cli.exitCode() != 0);
+            QVERIFY2(cli.exitCode() == 130, qPrintable(err.right(1500)));
     }
 };
 
