@@ -262,6 +262,7 @@ bool MainWindow::launch(cppl::core::run::RunRequest request, const QString &resu
     m_bar->hide();
     const cppl::core::run::RunRequest copy = request;
     m_run->reset({}, 0, {}, copy.profile.thresholds);
+    m_run->setSchedule(QString::fromStdString(copy.profile.evaluation.schedule));
     m_run->setResumedFrom(resumedFrom);
     if (!resumedFrom.isEmpty()) // planned() resets the page for the run's ranks; the line stays
         connect(m_engine.get(), &RunEngine::planned, this, [this, resumedFrom] { m_run->setResumedFrom(resumedFrom); });
@@ -333,6 +334,7 @@ void MainWindow::bindEngine(RunEngine *e)
             for (const auto &g : cppl::rankLayout(requested.launcher == "slurm" ? cppl::core::slurmRankProfile(requested) : requested).groups)
                 groups.push_back(QString::fromStdString(g.name));
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
+        m_run->setSchedule(QString::fromStdString(requested.evaluation.schedule));
         m_run->setPhase(e->phase());
         statusBar()->showMessage(tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
     });

@@ -231,7 +231,7 @@ QVariant ProfileModel::slurmData(const QModelIndex &index, int level) const
     const int ranks = std::max(s.nodes, 0) * tasks;
     const int col = index.column();
     const auto rankRange = [](int first, int count) {
-        return count == 1 ? tr("rank %1").arg(first) : tr("ranks %1–%2").arg(first).arg(first + count - 1);
+        return (count == 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, first + count - 1)));
     };
     if (level == 0) {
         switch (col) {
@@ -417,7 +417,7 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
         case ColSlots: return host.slots;
         case ColRanks: {
             const int first = firstRankOf(h);
-            return host.slots <= 1 ? tr("rank %1").arg(first) : tr("ranks %1–%2").arg(first).arg(first + host.slots - 1);
+            return (host.slots <= 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, first + std::max(host.slots, 1) - 1)));
         }
         case ColRole: {
             if (role == Qt::EditRole)

@@ -115,6 +115,8 @@ bool ChartView::event(QEvent *event)
         const auto hit = m_chart->hitTest(QPointF(he->pos()));
         if (hit.isValid() && !hit.text.isEmpty())
             QToolTip::showText(he->globalPos(), hit.text, this);
+        else if (!toolTip().isEmpty()) // what the chart shows, away from its lines
+            QToolTip::showText(he->globalPos(), toolTip(), this);
         else
             QToolTip::hideText();
         return true;
@@ -278,7 +280,6 @@ RunCharts::RunCharts(QWidget *parent)
     m_rates->setTitle(tr("Tokens/s per rank"));
     m_rates->setYAxis({tr("tok/s"), ValueFormat::Si, {}, {}, true});
     m_deviation = new TimeSeriesChart(this);
-    m_deviation->setTitle(tr("Rank PPL vs global PPL (shard bias)"));
     m_deviation->setYAxis({tr("deviation"), ValueFormat::Percent, {}, {}, true});
     m_heat = new RankHeatMap(this);
     m_rateBand = std::make_unique<RankQuantiles>(RankMetric::TokensPerSecond, std::vector<double>{0.05, 0.5, 0.95, 0.99});
@@ -307,7 +308,29 @@ RunCharts::RunCharts(QWidget *parent)
         connect(v, &ChartView::rankClicked, this, &RunCharts::rankClicked);
     connect(m_heat, &RankHeatMap::rankClicked, this, &RunCharts::rankClicked);
     connect(m_comm, &CommShareBars::rankClicked, this, &RunCharts::rankClicked);
+    m_deviationView = devView;
+    setSchedule(u"dynamic"_s);
     applyTheme();
+}
+
+void RunCharts::setSchedule(const QString &schedule)
+{
+    // Under the dynamic schedule no rank owns a shard: it claims global batches as it goes, so its
+    // PPL is over whichever batches it evaluated (a fast rank's over more of the text).
+    const bool fixedShards = schedule == u"static"_s;
+    m_deviation->setTitle(fixedShards ? tr("PPL of each rank's shard vs global PPL") : tr("PPL of each rank's batches vs global PPL"));
+    m_deviationView->setToolTip(
+        fixedShards ? tr("Each rank's running PPL over its own shard (a fixed part of the windows, static schedule), relative to the "
+                         "global running PPL: how the shards' text differs. The result does not depend on it.")
+                    : tr("Each rank's running PPL over the global batches it evaluated, relative to the global running PPL. "
+                         "Under the dynamic schedule the ranks claim batches as they go, so this follows the text each rank "
+                         "happened to get; the result does not depend on it."));
+    m_deviationView->update();
+}
+
+QString RunCharts::deviationTitle() const
+{
+    return m_deviation->title();
 }
 
 RunCharts::~RunCharts() = default;
@@ -474,7 +497,10 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                             toDouble(tl.rank(RankMetric::DeviationRelative, m_selected))});
         }
     }
-    m_rates->setTitle(ranks <= kLinesUpTo ? tr("Tokens/s per rank") : tr("Tokens/s: p5–p95 of %1 ranks, slowest named").arg(ranks));
+    // "slowest named" only while some are (a finished run's ranks are all done: none is named).
+    m_rates->setTitle(ranks <= kLinesUpTo  ? tr("Tokens/s per rank")
+                      : m_slowest.empty() ? tr("Tokens/s: p5–p95 of %1 ranks").arg(ranks)
+                                          : tr("Tokens/s: p5–p95 of %1 ranks, slowest named").arg(ranks));
     m_rates->setSeries(std::move(rates));
     m_deviation->setSeries(std::move(devs));
     setSelectedRank(m_selected);

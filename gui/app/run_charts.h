@@ -99,6 +99,11 @@ public:
     /// 256 ranks 200 ms have passed (the global part is due on time alone: the comm bars).
     [[nodiscard]] bool due(const cppl::core::run::RunTimeline &timeline, Part part) const;
     void setSelectedRank(int rank);
+    /// The run's schedule ("dynamic" or "static"), which says what a rank's own PPL is over: the
+    /// global batches it claimed, or its fixed shard. The deviation chart's title and tooltip
+    /// follow it; kept across reset() (dynamic, the default, until told otherwise).
+    void setSchedule(const QString &schedule);
+    [[nodiscard]] QString deviationTitle() const;
     /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks) and named
     /// "lost", not "slow", among the slowest ranks of the tok/s chart.
     void setLostRanks(const std::vector<int> &ranks);
@@ -120,6 +125,7 @@ private:
     cppl::charts::TimeSeriesChart *m_ppl = nullptr;
     cppl::charts::TimeSeriesChart *m_rates = nullptr;
     cppl::charts::TimeSeriesChart *m_deviation = nullptr;
+    QWidget *m_deviationView = nullptr; // its ChartView (the tooltip where no series is hit)
     RankHeatMap *m_heat = nullptr;
     CommShareBars *m_comm = nullptr;
     std::unique_ptr<RankQuantiles> m_rateBand;      // p5, median, p95, p99 of tok/s

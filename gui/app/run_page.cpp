@@ -380,6 +380,11 @@ QString RunPage::resumedText() const
     return m_resumed->text();
 }
 
+void RunPage::setSchedule(const QString &schedule)
+{
+    m_charts->setSchedule(schedule);
+}
+
 void RunPage::setNotice(const QString &text)
 {
     m_notice->setText(text);

@@ -39,6 +39,8 @@ public:
     /// A new run: clears everything. @p groupNames by layout group index.
     void reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds);
     void setPhase(cppl::core::run::RunPhase phase);
+    /// The run's schedule ("dynamic", "static"): what the deviation chart says a rank's PPL is over.
+    void setSchedule(const QString &schedule);
     /// The headline follows every snapshot; the rank table and the charts follow at most every
     /// 200 ms beyond 256 ranks, taking turns (see run_page.cpp). @p timeline must stay alive
     /// until the next reset() (the engine's does).

@@ -72,8 +72,11 @@ std::vector<QString> SyntheticRun::groupNames() const
 {
     std::vector<QString> names;
     const int groups = m_n <= 8 ? (m_n + 1) / 2 : (m_n + kRanksPerHost - 1) / kRanksPerHost;
-    for (int g = 0; g < groups; ++g)
-        names.push_back(m_n <= 8 ? u"group-%1"_s.arg(g) : QString::fromStdString(hostOf(g * kRanksPerHost, m_n)));
+    for (int g = 0; g < groups; ++g) {
+        const int first = 2 * g, last = std::min(2 * g + 1, m_n - 1); // as groups "size:2" are named
+        names.push_back(m_n <= 8 ? (first == last ? u"rank "_s : u"ranks "_s) + QString::fromStdString(rankRangeText(first, last))
+                                 : QString::fromStdString(hostOf(g * kRanksPerHost, m_n)));
+    }
     return names;
 }
 
@@ -255,6 +258,7 @@ cppl::core::run::RunOutcome SyntheticRun::outcome() const
 void SyntheticRun::showOn(RunPage &page) const
 {
     page.reset(u"synthetic-%1-ranks"_s.arg(m_n), m_n, groupNames(), m_thresholds);
+    page.setSchedule(u"dynamic"_s); // windowsGlobal: the default schedule
     page.setPhase(m_finished ? outcome().phase : cppl::core::run::RunPhase::Running);
     for (const auto &[rank, line] : m_logs)
         page.appendLog(rank, false, line);

@@ -3,7 +3,7 @@
 
 // A synthetic run of N ranks built from Snapshot objects directly (no agents, no sockets), for
 // screenshots and for checking how the Run page reads at 1024 ranks: realistic per-rank rates, a
-// few slow ranks, a stall, comm shares (waiting vs transfer), shard bias, and the engine's own
+// few slow ranks, a stall, comm shares (waiting vs transfer), text bias per rank, and the engine's own
 // RunTimeline and AlertMonitor on top, so the page sees what a real run would give it.
 
 #include "run/alerts.h"
@@ -54,7 +54,7 @@ private:
     struct Rank
     {
         double rate = 0;        // tok/s when healthy
-        double mu = 0;          // mean NLL of its shard (shard bias)
+        double mu = 0;          // mean NLL of the text it evaluates (its deviation from the global PPL)
         double transfer = 0;    // transfer share
         bool slow = false;
         bool stalls = false;

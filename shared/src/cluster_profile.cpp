@@ -682,6 +682,29 @@ std::string profileToJson(const ClusterProfile &p)
     return root.dump(2) + "\n";
 }
 
+std::string rankRangeText(int first, int last)
+{
+    return first == last ? std::to_string(first) : std::to_string(first) + "\u2013" + std::to_string(last);
+}
+
+std::string rankListText(std::vector<int> ranks)
+{
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::string out;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+            ++j;
+        if (!out.empty())
+            out += ", ";
+        // Two neighbours read better as a range too: "0–1", as the groups of size 2 are named.
+        out += rankRangeText(ranks[i], ranks[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
 RankLayout rankLayout(const ClusterProfile &p)
 {
     RankLayout layout;
@@ -718,7 +741,7 @@ RankLayout rankLayout(const ClusterProfile &p)
             case GroupingSpec::Mode::BySize: {
                 const int first = rank / p.grouping.size * p.grouping.size;
                 const int last = std::min(first + p.grouping.size, world) - 1;
-                info.group = groupFor("ranks " + std::to_string(first) + "-" + std::to_string(last));
+                info.group = groupFor((first == last ? "rank " : "ranks ") + rankRangeText(first, last));
                 break;
             }
             case GroupingSpec::Mode::Explicit:

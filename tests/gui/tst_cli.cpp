@@ -42,7 +42,7 @@ private Q_SLOTS:
                               QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/local-default.json")});
         QVERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
         QVERIFY(r.out.contains(QStringLiteral("ranks      4")));
-        QVERIFY(r.out.contains(QStringLiteral("ranks 2-3: ranks 2,3 (leader 2)")));
+        QVERIFY2(r.out.contains(QStringLiteral("ranks 2–3: ranks 2–3 (leader 2)")), qPrintable(r.out)); // en dashes, as every rank range reads
     }
 
     void hostfileImportExportRoundTrip()

@@ -206,6 +206,23 @@ private Q_SLOTS:
         QCOMPARE(sizes, groupSizes);
         for (const RankInfo &info : layout.ranks)
             QVERIFY(std::count(layout.groups[info.group].ranks.begin(), layout.groups[info.group].ranks.end(), info.rank) == 1);
+        // Groups of consecutive ranks are named by their range, with an en dash as every rank range reads.
+        if (groups == QStringLiteral("\"size:3\"")) {
+            QCOMPARE(layout.groups[0].name, std::string("ranks 0\u20132"));
+            QCOMPARE(layout.groups[2].name, std::string("ranks 6\u20137"));
+        }
+        if (groups == QStringLiteral("\"size:1\""))
+            QCOMPARE(layout.groups[5].name, std::string("rank 5"));
+    }
+
+    void rankRanges()
+    {
+        QCOMPARE(rankRangeText(3, 3), std::string("3"));
+        QCOMPARE(rankRangeText(0, 3), std::string("0\u20133"));
+        QCOMPARE(rankListText({}), std::string());
+        QCOMPARE(rankListText({5}), std::string("5"));
+        QCOMPARE(rankListText({0, 1}), std::string("0\u20131"));
+        QCOMPARE(rankListText({9, 8, 0, 1, 2, 3, 6, 3}), std::string("0\u20133, 6, 8\u20139")); // sorted, once each
     }
 
     void badProfiles_data()

@@ -104,11 +104,8 @@ int profileCheck(const QStringList &args, QTextStream &out, QTextStream &err)
         << "  ranks      " << layout.worldSize() << '\n'
         << "  groups     " << layout.groups.size() << " (reduce inside each group, all-reduce among leaders)\n";
     for (const auto &g : layout.groups) {
-        out << "    " << qs(g.name) << ": ranks ";
-        QStringList ranks;
-        for (int r : g.ranks)
-            ranks << QString::number(r);
-        out << ranks.join(u',') << " (leader " << g.ranks.front() << ")\n";
+        out << "    " << qs(g.name) << ": " << (g.ranks.size() == 1 ? "rank " : "ranks ") << qs(rankListText(g.ranks)) << " (leader "
+            << g.ranks.front() << ")\n";
     }
     const EvaluationSpec &e = p.evaluation;
     out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << (e.batch == kAutoBatch ? u"auto"_s : QString::number(e.batch)) << ", " << qs(e.dtype);

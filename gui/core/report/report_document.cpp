@@ -5,6 +5,7 @@
 
 #include "report/report_charts.h"
 
+#include "cppl/cluster_profile.h"
 #include "cppl/config.h"
 
 #include <QJsonArray>
@@ -155,10 +156,10 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
             groups << u"... %1 groups in all"_s.arg(r.groups.size());
             break;
         }
-        QStringList ranks;
+        std::vector<int> ranks;
         for (const QJsonValue &k : g.toArray())
-            ranks << QString::number(k.toInt());
-        groups << u"["_s + ranks.join(u", "_s) + u"]"_s;
+            ranks.push_back(k.toInt());
+        groups << u"["_s + QString::fromStdString(rankListText(std::move(ranks))) + u"]"_s;
     }
     QStringList versions;
     for (auto it = r.versions.begin(); it != r.versions.end(); ++it)

@@ -72,6 +72,19 @@ QString validateRunId(const QString &id)
 
 namespace {
 
+/// The agents' --groups list ("0,1;2,3") as a reader reads it: "[0–1] [2–3]".
+QString groupsText(const std::string &groups)
+{
+    QStringList out;
+    for (const QString &g : QString::fromStdString(groups).split(u';', Qt::SkipEmptyParts)) {
+        std::vector<int> ranks;
+        for (const QString &r : g.split(u',', Qt::SkipEmptyParts))
+            ranks.push_back(r.toInt());
+        out << u"["_s + QString::fromStdString(rankListText(std::move(ranks))) + u"]"_s;
+    }
+    return out.join(u' ');
+}
+
 std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s, const ClusterProfile &profile,
                                        const SlurmJob &job)
 {
@@ -501,7 +514,7 @@ void RunEngine::startLaunch()
                       .arg(m_runId)
                       .arg(m_plan.ranks.size())
                       .arg(m_request.profile.hosts.size() == 1 ? tr("1 host") : tr("%1 hosts").arg(m_request.profile.hosts.size()))
-                      .arg(QString::fromStdString(m_plan.launcher), QString::fromStdString(m_plan.groups),
+                      .arg(QString::fromStdString(m_plan.launcher), groupsText(m_plan.groups),
                            QString::fromStdString(m_plan.masterAddr))
                       .arg(m_plan.masterPort));
     l->start(m_plan);

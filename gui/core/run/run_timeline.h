@@ -27,7 +27,7 @@ enum class RankMetric {
     TokensPerSecond,
     WaitShare,        ///< of the rank's own time, 0..1: waiting for stragglers
     TransferShare,    ///< 0..1: moving the sums
-    DeviationRelative ///< local running PPL / global running PPL - 1 (shard bias)
+    DeviationRelative ///< local running PPL / global running PPL - 1 (over the rank's own batches, or its shard)
 };
 inline constexpr int kRankMetricCount = 4;
 

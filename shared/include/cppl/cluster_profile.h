@@ -150,7 +150,15 @@ struct RankLayout
     [[nodiscard]] int worldSize() const noexcept { return static_cast<int>(ranks.size()); }
 };
 
+/// @brief Ranks as a reader reads them: "3", or "0–3" with an en dash (U+2013), @p first to @p last.
+/// Every rank range the dashboard, the CLI's output and reports show is written with these two;
+/// the agents' own syntax (--groups "0,1;2,3", a ledger's "0-4") is not prose and keeps its form.
+[[nodiscard]] std::string rankRangeText(int first, int last);
+/// @brief A set of ranks as consecutive runs: "0–3, 6, 8–9" (sorted first; duplicates once).
+[[nodiscard]] std::string rankListText(std::vector<int> ranks);
+
 /// @brief Ranks in host order, local ranks 0..slots-1, grouped per the profile. Assumes a valid profile.
+/// Groups of consecutive ranks (groups "size:N") are named "ranks 0–1" (rankRangeText).
 [[nodiscard]] RankLayout rankLayout(const ClusterProfile &profile);
 
 /// @brief Result of decoding untrusted profile text: every problem found, each naming its field.

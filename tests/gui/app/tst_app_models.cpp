@@ -119,6 +119,11 @@ void TestAppModels::profileModelEditsUnderTester()
     QCOMPARE(m.index(2, 0).data().toString(), u"rack-3"_s);
     QVERIFY(m.setGrouping(cppl::GroupingSpec::Mode::BySize, 2).isEmpty());
     QCOMPARE(m.rowCount(), 1);
+    // Groups of consecutive ranks are named by their range, an en dash as in the Ranks column.
+    const QModelIndex firstHost = m.index(0, 0, m.index(0, 0));
+    QCOMPARE(m.index(0, ProfileModel::ColRanks, m.index(0, 0)).data().toString().contains(u'-'), false);
+    QVERIFY2(m.index(firstHost.row(), ProfileModel::ColRole, m.index(0, 0)).data().toString().startsWith(u"leads ranks 0–1"_s),
+             qPrintable(m.index(firstHost.row(), ProfileModel::ColRole, m.index(0, 0)).data().toString()));
     QVERIFY(m.removeHost(0).isEmpty());
     QCOMPARE(m.profile().hosts.size(), size_t(3));
     m.setPreflight(u"node-a"_s, true, u"✓ agent 0.1.0"_s, u"details"_s);
