@@ -96,7 +96,10 @@ void AlertModel::append(const std::vector<RunAlert> &alerts)
         }
         Row &r = rowAt(row);
         r.last = at;
-        ++r.count;
+        // A lost rank's alert said again is the same event told better (its cause once its process
+        // ended, how the run ended): the row shows the latest words, not "×2".
+        if (!(a.kind == AlertKind::RankLost && !r.overflow && r.count > 0))
+            ++r.count;
         if (row < oldRows) {
             minChanged = std::min(minChanged, row);
             maxChanged = std::max(maxChanged, row);

@@ -623,9 +623,17 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         m_charts->setLostRanks(ranks);
     } else if (!m_lostLive.empty()) {
         // The others regrouped without a rank, and the run then failed or was stopped: the lost
-        // ranks read as what their processes did.
+        // ranks read as what their processes did, and the notice no longer says the run goes on.
         m_ranks->setLostRanks({});
         m_charts->setLostRanks({});
+        std::vector<int> ranks;
+        for (const auto &lost : m_lostLive)
+            ranks.push_back(lost.first);
+        if (o.phase == RunPhase::Failed || o.phase == RunPhase::Stopped)
+            setNotice((ranks.size() == 1 ? tr("rank %1 lost; the others went on without it until the run %2")
+                                     : tr("ranks %1 lost; the others went on without them until the run %2"))
+                      .arg(QString::fromStdString(rankListText(ranks)),
+                           o.phase == RunPhase::Stopped ? tr("was stopped") : tr("failed")));
     }
     m_lostLive.clear();
     if (!o.logDir.isEmpty())

@@ -72,6 +72,13 @@ QString validateRunId(const QString &id)
 
 namespace {
 
+/// A run's first cause on one line, without the launcher's leading "run failed: " (the alert says it).
+QString failureWords(const QString &cause)
+{
+    QString c = cause.startsWith(u"run failed: "_s) ? cause.mid(12) : cause;
+    return c.replace(u"\n  "_s, u"; "_s).replace(u'\n', u' ').trimmed();
+}
+
 /// The agents' --groups list ("0,1;2,3") as a reader reads it: "[0–1] [2–3]".
 QString groupsText(const std::string &groups)
 {
@@ -135,6 +142,7 @@ struct RunEngine::Private
     int checkpointEpoch = 0; ///< the newest regrouping the checkpoints know of (notice once each)
     std::map<int, QString> lostLive; ///< --on-rank-loss continue: ranks the survivors regrouped without -> what they said
     std::map<int, QString> endedWhy; ///< ranks whose process ended badly -> how (the launcher's words)
+    std::vector<std::pair<int, QString>> endOrder; ///< those ranks in the order they ended, how (without their last line)
     std::map<int, bool> lostAlerted; ///< lost ranks whose RankLost alert is raised -> it named a cause
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
     std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
@@ -483,6 +491,7 @@ void RunEngine::startLaunch()
             QString why = !end.reason.isEmpty() ? end.reason
                           : exitCode > 128      ? tr("killed by signal %1").arg(exitCode - 128)
                                                 : tr("exit code %1").arg(exitCode);
+            d->endOrder.emplace_back(rank, why);
             if (end.reason.isEmpty() && !end.lastLines.isEmpty())
                 why += u": "_s + end.lastLines.back();
             d->endedWhy[rank] = why;
@@ -556,11 +565,13 @@ void RunEngine::noteRegrouping(bool isStderr, const QString &line)
     }
 }
 
-void RunEngine::raiseRankLost(int rank)
+void RunEngine::raiseRankLost(int rank, RunPhase endedAs)
 {
     // A warning in place of the rank's "ended: killed by signal 9" failure (the Run page's alert
     // list turns that row into this one): what happened and that the run goes on, as the rank's
-    // row ("lost · going on") and the badge ("Recovering") say.
+    // row ("lost · going on") and the badge ("Recovering") say. Should the run then fail or be
+    // stopped, finishWith() raises it once more, amended: the alert list's row and the stored
+    // history end with what happened, not with "the run goes on".
     const QString host = QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(rank)].hostName);
     const QString said = d->lostLive[rank];
     // The survivor's words: "rank R (HOST) CAUSE; lost after round N, ..."; the regroup line's:
@@ -578,14 +589,19 @@ void RunEngine::raiseRankLost(int rank)
     if (const auto it = d->endedWhy.find(rank); it != d->endedWhy.end())
         cause = it->second; // the launcher saw how its process ended: the most specific cause
     d->lostAlerted[rank] = !cause.isEmpty();
-    // What matters first (the list shows two lines of it): lost, and the run goes on.
-    QString what = tr("rank %1 (%2) lost, the run goes on without it").arg(rank).arg(host);
+    QString how;
     if (!cause.isEmpty())
-        what += u": "_s + cause;
+        how += u": "_s + cause;
     if (round >= 0)
-        what += tr(" (after round %1)").arg(round);
-    Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost,
-                                      what + tr("; the others redo its unfinished batches")));
+        how += tr(" (after round %1)").arg(round);
+    QString what;
+    if (endedAs == RunPhase::Failed || endedAs == RunPhase::Stopped)
+        what = tr("rank %1 (%2) lost%3; the others went on without it until the run %4")
+                   .arg(rank)
+                   .arg(host, how, endedAs == RunPhase::Failed ? tr("failed") : tr("was stopped"));
+    else // what matters first (the list shows two lines of it): lost, and the run goes on
+        what = tr("rank %1 (%2) lost, the run goes on without it%3; the others redo its unfinished batches").arg(rank).arg(host, how);
+    Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost, what));
 }
 
 void RunEngine::onSnapshot(const SnapshotPtr &snapshot)
@@ -623,7 +639,14 @@ void RunEngine::onLauncherFinished()
             return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
         // The agents' exit 6 is a timeout (a rank stopped answering); 5 is what the others exit
         // with when a peer died, so the first failing rank's code decides.
-        return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, first);
+        const QString cause = failedAfterLoss(first);
+        if (cause != first) { // the CLI prints the summary: its headline says the same, the lost rank's end below it
+            QString before = first.startsWith(u"run failed: "_s) ? first.mid(12) : first;
+            if (before.endsWith(u" first"_s))
+                before.chop(6);
+            m_outcome.summary = cause + u"\n  before it, the lost "_s + before + m_outcome.summary.mid(first.size());
+        }
+        return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, cause);
     }
     if (d->result.isEmpty()) {
         if (!d->launcher->storeFailure().isEmpty())
@@ -635,6 +658,25 @@ void RunEngine::onLauncherFinished()
     }
     m_outcome.resultJson = d->result;
     checkResult();
+}
+
+QString RunEngine::failedAfterLoss(const QString &first) const
+{
+    // --on-rank-loss continue: the launcher names the first rank that ended, which may be one the
+    // others went on without; the run failed with the first of the others.
+    if (d->lostLive.empty())
+        return first;
+    const auto it = std::find_if(d->endOrder.begin(), d->endOrder.end(), [this](const auto &e) { return !d->lostLive.count(e.first); });
+    if (it == d->endOrder.end())
+        return first; // none of the others ended badly: the launcher's words (its store, say)
+    std::vector<int> lost;
+    for (const auto &l : d->lostLive)
+        lost.push_back(l.first);
+    return tr("run failed: rank %1 on %2: %3 first, after %4 lost (the others had gone on without %5)")
+        .arg(it->first)
+        .arg(QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(it->first)].hostName), it->second,
+             (lost.size() == 1 ? tr("rank %1") : tr("ranks %1")).arg(QString::fromStdString(rankListText(lost))),
+             lost.size() == 1 ? tr("it") : tr("them"));
 }
 
 void RunEngine::checkResult()
@@ -713,6 +755,20 @@ void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
 #endif
     for (auto &[rank, f] : d->logs)
         f->close();
+    if (!m_request.checkOnly && (phase == RunPhase::Failed || phase == RunPhase::Stopped)) {
+        // The Alerts list (and the stored history) must not end on "the run goes on without it":
+        // each lost rank's alert is amended, and a failure is an alert of its own, with its cause,
+        // where the lost ranks' warnings alone would read as a run that went well, or where no
+        // rank's failure was raised at all (a launch refused, no result).
+        for (const auto &lost : d->lostLive)
+            raiseRankLost(lost.first, phase);
+        const bool failureRaised = std::any_of(m_alerts.alerts().begin(), m_alerts.alerts().end(), [](const RunAlert &a) {
+            return a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch;
+        });
+        if (phase == RunPhase::Failed && (!d->lostLive.empty() || !failureRaised))
+            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::Failed,
+                                              tr("the run failed: %1").arg(failureWords(cause))));
+    }
     m_outcome.phase = phase;
     m_outcome.exitCode = exitCode;
     m_outcome.firstCause = cause;

@@ -196,8 +196,12 @@ private:
     void onLauncherFinished();
     void onSnapshot(const SnapshotPtr &snapshot);
     void noteRegrouping(bool isStderr, const QString &line);
-    void raiseRankLost(int rank);
+    /// The RankLost alert of @p rank: while the run goes on (@p endedAs not terminal) "… lost, the
+    /// run goes on without it …"; once it failed or was stopped, amended to say so.
+    void raiseRankLost(int rank, RunPhase endedAs = RunPhase::Running);
     void finishWith(RunPhase phase, int exitCode, const QString &cause);
+    /// The launcher's first line, unless it names a rank the others had gone on without.
+    [[nodiscard]] QString failedAfterLoss(const QString &first) const;
     void checkResult();
     QStringList judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json, const std::map<int, RankEnd> &ends);
 

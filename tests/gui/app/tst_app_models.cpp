@@ -7,6 +7,7 @@
 #include "evaluation_page.h"
 #include "profile_model.h"
 #include "rank_table_model.h"
+#include "run_charts.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
@@ -69,6 +70,7 @@ private Q_SLOTS:
     void evaluationPageOverlapSync();
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
+    void deviationChartNamesTheSchedule();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
     void memoryColumn();
@@ -639,6 +641,34 @@ void TestAppModels::lostRankAlertTakesOverFailed()
     alerts.append({6.0, now, 3, AlertKind::Failed, u"rank 3 on node1 ended: exit code 6"_s});
     QCOMPARE(alerts.rowCount(), 3);
     QCOMPARE(alerts.index(2, AlertModel::ColKind).data().toString(), u"✗ failed"_s);
+    // The run failed after all: the engine amends rank 2's alert. Its row shows the new words, the
+    // same event told again (no "×2"); both are kept.
+    const QString amended = u"rank 2 (node1) lost: killed by signal 9 (after round 3); the others went on without it until the run failed"_s;
+    alerts.append({7.0, now, 2, AlertKind::RankLost, amended});
+    QCOMPARE(alerts.rowCount(), 3);
+    QCOMPARE(alerts.index(1, AlertModel::ColMessage).data().toString(), amended);
+    QCOMPARE(alerts.index(1, AlertModel::ColKind).data().toString(), u"⚠ rank lost"_s);
+    QCOMPARE(alerts.index(1, 0).data(AlertModel::CountRole).toInt(), 1);
+    QCOMPARE(alerts.allAlerts().size(), std::size_t(5));
+}
+
+void TestAppModels::deviationChartNamesTheSchedule()
+{
+    // Under the dynamic schedule (the default) no rank has a shard: its PPL is over the batches it
+    // evaluated. The chart's title and tooltip follow the run's schedule.
+    cppl::app::RunPage page;
+    QCOMPARE(page.charts()->deviationTitle(), u"PPL of each rank's batches vs global PPL"_s);
+    auto *view = page.findChild<QWidget *>(u"deviationChart"_s);
+    QVERIFY(view);
+    QVERIFY(view->toolTip().contains(u"batches it evaluated"_s));
+    QVERIFY(!view->toolTip().contains(u"shard"_s));
+    page.setSchedule(u"static"_s);
+    QCOMPARE(page.charts()->deviationTitle(), u"PPL of each rank's shard vs global PPL"_s);
+    QVERIFY(view->toolTip().contains(u"its own shard"_s));
+    page.reset(u"next"_s, 4, {}, cppl::Thresholds{}); // kept until the next run says otherwise
+    QCOMPARE(page.charts()->deviationTitle(), u"PPL of each rank's shard vs global PPL"_s);
+    page.setSchedule(u"dynamic"_s);
+    QCOMPARE(page.charts()->deviationTitle(), u"PPL of each rank's batches vs global PPL"_s);
 }
 
 void TestAppModels::alertStormCoalesced()

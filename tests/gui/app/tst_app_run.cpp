@@ -13,6 +13,7 @@
 #include "rank_heat_map.h"
 #include "run_charts.h"
 #include "run_page.h"
+#include "store/run_store.h"
 #include "test_paths.h"
 #include "test_process.h"
 
@@ -291,6 +292,106 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(statusOf(Qt::DisplayRole).contains(u"recovered"_s), 10000);
         QVERIFY2(statusOf(Qt::DisplayRole).contains(u"rank 2 lost"_s), qPrintable(statusOf(Qt::DisplayRole)));
         QVERIFY2(statusOf(Qt::ToolTipRole).contains(u"rank 2 ("_s), qPrintable(statusOf(Qt::ToolTipRole)));
+        QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
+        qunsetenv("CLUSTERPPL_STORE");
+    }
+
+    void lostRankThenFailedRunSaysSo()
+    {
+        // --on-rank-loss continue: rank 2 is SIGKILLed, the others regroup without it (its alert:
+        // "lost, the run goes on without it"), and then the survivors are killed too, so the run
+        // fails after all. The Alerts list must end with what happened: rank 2's alert amended
+        // ("... until the run failed", nothing "goes on"), the run's failure an alert of its own with
+        // its cause, the notice line no longer saying the run goes on; and so must the stored history.
+        const QString storePath = m_dir.filePath(u"lost-then-failed.sqlite"_s);
+        qputenv("CLUSTERPPL_STORE", storePath.toUtf8());
+        // Rank 3 sleeps 200 ms per batch (the local launcher passes this process's environment on):
+        // every round waits for it, so the run lasts until the survivors are killed.
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "3:200");
+        auto w = window(0);
+        w->setStoreRuns(true);
+        auto e = w->evaluationPage()->evaluation();
+        e.schedule = "dynamic";
+        e.onRankLoss = "continue";
+        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
+        QSignalSpy finished(w.get(), &MainWindow::runFinished);
+        QString runId;
+        qint64 rank2 = 0;
+        startAndFindRank2(*w, runId, rank2);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        if (QTest::currentTestFailed())
+            return;
+        auto *page = w->runPage();
+        QString liveAlert, liveNotice;
+        int survivorsKilled = 0;
+        bool endedFirst = false;
+        connect(w->engine(), &cppl::core::run::RunEngine::rankLost, w.get(), [&](int rank, const QString &) {
+            if (rank != 2 || survivorsKilled > 0)
+                return;
+            endedFirst = !finished.isEmpty();
+            for (const char *r : {"RANK=0", "RANK=1", "RANK=3"})
+                for (const qint64 pid : agentsOfRun(runId, r))
+                    survivorsKilled += ::kill(static_cast<pid_t>(pid), SIGKILL) == 0 ? 1 : 0;
+        });
+        QVERIFY(::kill(static_cast<pid_t>(rank2), SIGKILL) == 0);
+        QVERIFY(finished.wait(240000));
+        QVERIFY2(survivorsKilled == 3, "the engine never said the others regrouped without rank 2, or a survivor had ended");
+        QVERIFY(!endedFirst);
+        const auto o = finished.front().front().value<cppl::core::run::RunOutcome>();
+        QVERIFY2(o.phase == RunPhase::Failed, qPrintable(u"the run did not fail: "_s + o.firstCause + o.summary));
+        QVERIFY(page->phaseText().contains(u"failed"_s));
+        // Rank 2's row: a warning still (its loss was no failure of the run), amended.
+        QString lostRow, failedRow;
+        for (int row = 0; row < page->alertModel()->rowCount(); ++row) {
+            const auto &a = page->alertModel()->alertAt(row);
+            const QString shown = page->alertModel()->index(row, cppl::app::AlertModel::ColKind).data().toString() + u" | "_s
+                                  + page->alertModel()->index(row, cppl::app::AlertModel::ColMessage).data().toString();
+            QVERIFY2(!shown.contains(u"goes on"_s), qPrintable(shown));
+            if (a.rank == 2)
+                lostRow = shown;
+            if (a.rank == -1 && a.kind == AlertKind::Failed)
+                failedRow = shown;
+        }
+        qInfo("rank 2: %s", qPrintable(lostRow));
+        qInfo("run: %s", qPrintable(failedRow));
+        QVERIFY2(lostRow.startsWith(u"⚠ rank lost | rank 2 (localhost) lost: killed by signal 9"_s)
+                     && lostRow.endsWith(u"the others went on without it until the run failed"_s),
+                 qPrintable(lostRow));
+        // The run failed with the survivors, not with rank 2 (the launcher's first ended rank): the
+        // first cause names a survivor, after rank 2's loss; the failure alert says it too.
+        QVERIFY2(o.firstCause.startsWith(u"run failed: rank "_s) && !o.firstCause.startsWith(u"run failed: rank 2 "_s)
+                     && o.firstCause.endsWith(u"first, after rank 2 lost (the others had gone on without it)"_s),
+                 qPrintable(o.firstCause));
+        QCOMPARE(failedRow, u"✗ failed | the run failed: "_s + o.firstCause.mid(12));
+        // The summary (what the CLI prints) begins the same, the lost rank's end below it.
+        QVERIFY2(o.summary.startsWith(o.firstCause + u"\n  before it, the lost rank 2 on localhost: killed by signal 9"_s), qPrintable(o.summary));
+        // Every alert is kept, in the order raised: rank 2's end, its loss, the amendment.
+        QStringList rank2Said;
+        for (const auto &a : page->alertModel()->allAlerts())
+            if (a.rank == 2)
+                rank2Said << a.message;
+        QVERIFY2(rank2Said.size() >= 2 && rank2Said.filter(u"goes on"_s).size() >= 1 && rank2Said.back().contains(u"until the run failed"_s),
+                 qPrintable(rank2Said.join(u" / "_s)));
+        auto *notice = page->findChild<QLabel *>(u"notice"_s);
+        QVERIFY(notice);
+        QVERIFY2(notice->text() == u"rank 2 lost; the others went on without it until the run failed"_s, qPrintable(notice->text()));
+        // The stored run: its alerts end as the page's do.
+        std::optional<cppl::core::store::RunRecord> stored;
+        auto storedEnds = [&] {
+            cppl::core::store::RunStore store(storePath);
+            stored = store.get(runId);
+            return stored && stored->status == cppl::core::store::RunStatus::Failed && !stored->alerts.empty();
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(storedEnds(), 10000);
+        QString lastOf2, runFailure;
+        for (const auto &a : stored->alerts) {
+            if (a.rank == 2)
+                lastOf2 = a.kind + u": "_s + a.message;
+            if (a.rank == -1 && a.kind == u"failed"_s)
+                runFailure = a.message;
+        }
+        QVERIFY2(lastOf2.startsWith(u"rank lost: rank 2 (localhost) lost"_s) && lastOf2.endsWith(u"until the run failed"_s), qPrintable(lastOf2));
+        QCOMPARE(runFailure, u"the run failed: "_s + o.firstCause.mid(12));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
         qunsetenv("CLUSTERPPL_STORE");
     }
