@@ -2,12 +2,12 @@
 #include "watchdog.h"
 
 #include "store.h"
+#include "watchdog_mesh.h"
+#include "watchdog_wire.h"
 
 #include "cppl/errors.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,140 +26,21 @@ namespace cppl::agent::dist {
 
 namespace {
 
-constexpr auto kBeat = std::chrono::milliseconds(250);
+using wire::acceptHello;
+using wire::connectTo;
+using wire::kBeat;
+using wire::kDiedCause;
+using wire::listenAnywhere;
+using wire::readLine;
+using wire::realtimeNs;
+using wire::seconds;
+using wire::trace;
+
 /// Why a tolerant run still ends when its hub (rank 0) is lost: rank 0 serves the store.
 constexpr const char *kHubHoldsStore = "; the run cannot go on without it: its process serves the rendezvous store (a launcher that serves "
                                        "the store itself, such as run --standalone or torchrun, lets the others go on)";
 const std::string kKey = "cppl/watchdog";
-const std::string kDeputyKey = "cppl/watchdog-deputy";
-const std::string kDiedCause = "died: its connection closed before it finished (killed, crashed or out of memory; see its log)";
-
-std::string seconds(std::chrono::milliseconds ms)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-    return buf;
-}
-
-int connectTo(const std::string &host, const std::string &port)
-{
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo *res = nullptr;
-    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0)
-        return -1;
-    int fd = -1;
-    for (addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-            break;
-        ::close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        const int one = 1; // heartbeats and failure frames are tiny: no Nagle delay
-        if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-            const int e = errno;
-            ::close(fd);
-            throw CollectiveError(std::string("watchdog: setsockopt(TCP_NODELAY) on the connection to the hub: ") + std::strerror(e));
-        }
-    }
-    return fd;
-}
-
-/// Reads one '\n'-terminated line with a deadline (the hello).
-bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point deadline)
-{
-    line.clear();
-    char c = 0;
-    for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-        if (left <= 0)
-            return false;
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left)) <= 0)
-            continue;
-        if (::read(fd, &c, 1) != 1)
-            return false;
-        if (c == '\n')
-            return true;
-        line += c;
-    }
-}
-
-/// CLUSTERPPL_TEST_TRACE_WATCHDOG=1: the watchdog's steps on stderr, with a monotonic time (for tests that chase a race).
-void trace(int rank, const std::string &what)
-{
-    static const bool on = [] {
-        const char *env = std::getenv("CLUSTERPPL_TEST_TRACE_WATCHDOG");
-        return env && *env && std::string(env) != "0";
-    }();
-    if (!on)
-        return;
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    char head[64];
-    std::snprintf(head, sizeof head, "watchdog trace %.3f rank %d: ", t, rank);
-    const std::string line = head + what + "\n";
-    (void)!::write(2, line.data(), line.size());
-}
-
-std::int64_t realtimeNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 constexpr int kClockSamples = 8;
-
-/// A listening TCP socket on any port, IPv4 and IPv6; throws CollectiveError saying which call failed.
-int listenAnywhere(int &port, const std::string &who)
-{
-    const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int zero = 0, one = 1;
-    sockaddr_in6 addr{};
-    addr.sin6_family = AF_INET6;
-    addr.sin6_addr = in6addr_any;
-    socklen_t len = sizeof addr;
-    const char *failed = listener < 0                                                                          ? "socket"
-                         : ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)" // IPv4 and IPv6 peers
-                         : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0    ? "setsockopt(SO_REUSEADDR)"
-                         : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0     ? "bind"
-                         : ::listen(listener, 128) != 0                                                 ? "listen"
-                         : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0      ? "getsockname"
-                                                                                                        : nullptr;
-    if (failed) {
-        const int e = errno;
-        if (listener >= 0)
-            ::close(listener);
-        throw CollectiveError("watchdog: " + who + " cannot listen on a TCP port: " + failed + ": " + std::strerror(e)
-                              + " (does this host have IPv6 sockets?)");
-    }
-    port = ntohs(addr.sin6_port);
-    return listener;
-}
-
-/// The hub's side of a new connection: the hello ("r<rank>[ <epoch>]"), then clock pings (each "p"
-/// answered with this clock) until "e". Returns the rank, or -1 (the connection is to be dropped).
-int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch)
-{
-    std::string hello;
-    int r = -1;
-    epoch = 0;
-    if (!readLine(fd, hello, deadline) || std::sscanf(hello.c_str(), "r%d %d", &r, &epoch) < 1 || r < 0 || r >= world)
-        return -1;
-    for (std::string ping;;) {
-        if (!readLine(fd, ping, deadline) || (ping != "p" && ping != "e"))
-            return -1;
-        if (ping == "e")
-            return r;
-        const std::string pong = "P" + std::to_string(realtimeNs()) + "\n";
-        if (::send(fd, pong.data(), pong.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(pong.size()))
-            return -1;
-    }
-}
 
 } // namespace
 
@@ -226,6 +107,10 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
     for (int r = 0; r < world; ++r)
         m_members.push_back(r);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (m_onLoss && m_store && world >= 3) { // published first: the others link to it while the star forms
+        m_mesh = std::make_unique<LivenessMesh>(rank, world, timeout);
+        m_mesh->publish(store, advertise, who(rank));
+    }
     if (rank == 0) {
         int port = 0;
         const int listener = listenAnywhere(port, "rank 0");
@@ -327,28 +212,10 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         if (!connectToHub(0, *where, deadline))
             throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
     }
-    // The deputy (watchdog.h): rank 1 also watches the ranks after it, for the hub's successor.
-    // A rank that cannot reach it is watched by the hub alone (its loss together with the hub then
-    // costs --timeout, as without a deputy).
-    if (m_onLoss && m_store && world >= 3) {
-        if (rank == 1) {
-            int port = 0;
-            m_deputyListener = listenAnywhere(port, who(1) + " (the watchdog's deputy)");
-            store.set(kDeputyKey, advertise + ":" + std::to_string(port));
-        } else if (rank > 1) {
-            const auto where = store.waitBlocking({kDeputyKey}, timeout) ? store.get(kDeputyKey, timeout) : std::nullopt;
-            const auto colon = where ? where->rfind(':') : std::string::npos;
-            if (colon != std::string::npos && colon > 0 && colon + 1 < where->size()) {
-                m_deputyFd = connectTo(where->substr(0, colon), where->substr(colon + 1));
-                const std::string hello = "r" + std::to_string(rank) + "\n";
-                if (m_deputyFd >= 0 && ::send(m_deputyFd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
-                    ::close(m_deputyFd);
-                    m_deputyFd = -1;
-                }
-            }
-            trace(m_rank, m_deputyFd >= 0 ? "connected to the deputy" : "no connection to the deputy");
-        }
-    }
+    // The mesh (watchdog_mesh.h): links to the lower ranks that published theirs; the rest the
+    // watchdog thread makes as they publish.
+    if (m_mesh)
+        m_mesh->connectPending(*m_store);
     int pipefd[2];
     if (::pipe2(pipefd, O_CLOEXEC) != 0)
         throw CollectiveError(std::string("watchdog: pipe: ") + std::strerror(errno));
@@ -367,9 +234,7 @@ Watchdog::~Watchdog()
     for (auto &p : m_peers)
         if (p.fd >= 0)
             ::close(p.fd);
-    endDeputy();
-    if (m_deputyFd >= 0)
-        ::close(m_deputyFd);
+    m_mesh.reset();
     if (m_wakeRead >= 0)
         ::close(m_wakeRead);
     if (m_wakeWrite >= 0)
@@ -424,12 +289,12 @@ void Watchdog::finish()
 {
     m_finished = true;
     sendAll("d\n");
-    if (m_deputyFd >= 0) // this rank's connection to the deputy closes from now on without alarm too
-        (void)!::send(m_deputyFd, "d\n", 2, MSG_NOSIGNAL | MSG_DONTWAIT);
     m_stop = true;
     (void)!::write(m_wakeWrite, "x", 1);
     if (m_thread.joinable())
         m_thread.join();
+    if (m_mesh) // after the thread: its links close from now on without alarm too
+        m_mesh->finish();
 }
 
 void Watchdog::fire(int code, const std::string &message, int origin)
@@ -578,15 +443,22 @@ void Watchdog::hubLost(const std::string &cause, int code)
         std::vector<int> candidates = m_members;
         std::erase(candidates, old);
         const auto preferUntil = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(1));
+        // A lower rank the mesh saw die (or fall silent) will not vote: not waited for.
+        if (m_mesh)
+            m_mesh->drain();
         bool lower = false;
-        const bool anyLower = std::any_of(candidates.begin(), candidates.end(), [&](int r) { return r < m_rank; });
-        while (anyLower) { // the lowest candidate claims at once
+        for (;;) { // the lowest candidate claims at once
+            bool awaited = false;
             for (int r : candidates)
-                if (r < m_rank && m_store->check({prefix + "alive/" + std::to_string(r)}))
-                    lower = true;
-            if (lower || std::chrono::steady_clock::now() >= preferUntil)
+                if (r < m_rank) {
+                    lower = lower || m_store->check({prefix + "alive/" + std::to_string(r)});
+                    awaited = awaited || !m_mesh || m_mesh->lost(r).empty();
+                }
+            if (lower || !awaited || std::chrono::steady_clock::now() >= preferUntil)
                 break;
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (m_mesh)
+                m_mesh->drain();
         }
         trace(m_rank, lower ? std::string("a lower rank voted") : std::string("claims"));
         if (!lower && m_store->add(prefix + "claim", 1) == 1) {
@@ -604,7 +476,6 @@ void Watchdog::hubLost(const std::string &cause, int code)
         if (std::sscanf(where->c_str(), "%d %n", &hub, &consumed) < 1 || hub < 0 || hub >= static_cast<int>(m_hosts.size()) || hub == m_rank)
             throw ProtocolError("the store holds \"" + where->substr(0, 80) + "\" as the new hub, not \"RANK HOST:PORT\"");
         trace(m_rank, "connects to the new hub " + *where);
-        endDeputy(); // another rank won: what this one watched as the deputy is of no use to it
         if (!connectToHub(hub, where->substr(static_cast<std::size_t>(consumed)), deadline))
             fire(code, who(old) + " " + cause + "; the new hub " + who(hub) + " closed the connection", old);
     } catch (const Error &e) {
@@ -612,59 +483,6 @@ void Watchdog::hubLost(const std::string &cause, int code)
             closePeer(p);
         fire(code, who(old) + " " + cause + "; electing a new hub failed: " + e.what(), old);
     }
-}
-
-void Watchdog::acceptWatched()
-{
-    const int fd = ::accept4(m_deputyListener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0)
-        m_watched.push_back(Watched{fd, -1, {}, false});
-}
-
-void Watchdog::watch(std::size_t i)
-{
-    Watched &w = m_watched[i];
-    if (w.fd < 0)
-        return;
-    char buf[256];
-    const ssize_t n = ::recv(w.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) {
-        w.inbox.append(buf, static_cast<std::size_t>(n));
-        for (std::size_t nl; (nl = w.inbox.find('\n')) != std::string::npos;) {
-            const std::string line = w.inbox.substr(0, nl);
-            w.inbox.erase(0, nl + 1);
-            int r = -1;
-            if (line == "d")
-                w.done = true;
-            else if (w.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && r < static_cast<int>(m_hosts.size()))
-                w.rank = r;
-        }
-        if (w.inbox.size() > 256) { // no line of this protocol is that long: not a rank of this run
-            ::close(w.fd);
-            w.fd = -1;
-        }
-        return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    ::close(w.fd);
-    w.fd = -1;
-    if (w.rank >= 0 && !w.done && !m_finished) {
-        trace(m_rank, "deputy: rank " + std::to_string(w.rank) + "'s connection closed");
-        m_seenDead.push_back(w.rank);
-    }
-}
-
-void Watchdog::endDeputy()
-{
-    if (m_deputyListener >= 0)
-        ::close(m_deputyListener);
-    m_deputyListener = -1;
-    for (Watched &w : m_watched)
-        if (w.fd >= 0)
-            ::close(w.fd);
-    m_watched.clear();
-    m_seenDead.clear();
 }
 
 void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix)
@@ -678,13 +496,21 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     const int world = static_cast<int>(m_hosts.size());
     const auto deadline = std::chrono::steady_clock::now() + m_timeout;
     auto nextBeat = std::chrono::steady_clock::now();
-    // As the deputy, this rank saw which of them died (their connections to it closed): it waits
-    // only for the others, and keeps watching them meanwhile.
-    const auto dead = [&](int r) { return std::find(m_seenDead.begin(), m_seenDead.end(), r) != m_seenDead.end(); };
+    // The mesh saw which of them died or fell silent with the old hub (their links to this rank):
+    // it waits only for the others, and keeps watching them meanwhile.
+    std::vector<std::string> meshCause(static_cast<std::size_t>(world));
+    const auto judged = [&](int r) {
+        std::string &why = meshCause[static_cast<std::size_t>(r)];
+        if (why.empty() && m_mesh)
+            why = m_mesh->lost(r);
+        return !why.empty();
+    };
     const auto awaited = [&] {
         return std::any_of(expected.begin(), expected.end(),
-                           [&](int r) { return std::find(seen.begin(), seen.end(), r) == seen.end() && !dead(r); });
+                           [&](int r) { return std::find(seen.begin(), seen.end(), r) == seen.end() && !judged(r); });
     };
+    if (m_mesh)
+        m_mesh->drain();
     std::vector<pollfd> pfs;
     while (awaited()) {
         const auto now = std::chrono::steady_clock::now();
@@ -695,14 +521,15 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
             sendAll("h\n");
             nextBeat = now + kBeat;
         }
+        if (m_mesh)
+            m_mesh->beat(*m_store);
         pfs.assign(1, pollfd{listener, POLLIN, 0});
-        for (const Watched &w : m_watched)
-            pfs.push_back(pollfd{w.fd, static_cast<short>(w.fd >= 0 ? POLLIN : 0), 0});
+        if (m_mesh)
+            m_mesh->pollFds(pfs);
         if (::poll(pfs.data(), pfs.size(), static_cast<int>(std::min<long long>(left, kBeat.count()))) <= 0)
             continue;
-        for (std::size_t i = 1; i < pfs.size(); ++i)
-            if (pfs[i].revents & (POLLIN | POLLHUP | POLLERR))
-                watch(i - 1);
+        if (m_mesh)
+            m_mesh->handle(pfs.data() + 1, pfs.size() - 1);
         if (!(pfs[0].revents & POLLIN))
             continue;
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -728,16 +555,16 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     announceLoss(old, cause);
     for (int r : expected)
         if (std::find(seen.begin(), seen.end(), r) == seen.end()) {
-            const std::string why = dead(r) ? kDiedCause
-                                            : "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after "
-                                                  + who(old) + " was lost (dead or stopped too)";
+            const std::string &mesh = meshCause[static_cast<std::size_t>(r)];
+            const std::string why = !mesh.empty() ? mesh
+                                                  : "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after "
+                                                        + who(old) + " was lost (dead or stopped too)";
             try {
                 m_store->set("cppl/lost/" + std::to_string(r), why);
             } catch (const Error &) {
             }
             announceLoss(r, why);
         }
-    endDeputy();
     m_electing = false;
 }
 
@@ -798,12 +625,8 @@ void Watchdog::loop()
         for (const auto &p : m_peers)
             fds.push_back(pollfd{p.fd, static_cast<short>(p.fd >= 0 ? POLLIN : 0), 0});
         const std::size_t polled = fds.size() - 1;
-        const bool deputy = m_deputyListener >= 0;
-        if (deputy) {
-            fds.push_back(pollfd{m_deputyListener, POLLIN, 0});
-            for (const Watched &w : m_watched)
-                fds.push_back(pollfd{w.fd, static_cast<short>(w.fd >= 0 ? POLLIN : 0), 0});
-        }
+        if (m_mesh)
+            m_mesh->pollFds(fds);
         ::poll(fds.data(), fds.size(), static_cast<int>(kBeat.count()));
         if (m_stop)
             break;
@@ -847,15 +670,9 @@ void Watchdog::loop()
         }
         if (replaced)
             continue;
-        if (deputy && m_deputyListener >= 0) { // the deputy: deaths among the ranks it watches (endDeputy() ends this)
-            const std::size_t at = 1 + polled;
-            const std::size_t watched = fds.size() - at - 1; // entries polled; acceptWatched() appends after them
-            for (std::size_t i = 0; i < watched; ++i)
-                if (fds[at + 1 + i].revents & (POLLIN | POLLHUP | POLLERR))
-                    watch(i);
-            if (fds[at].revents & POLLIN)
-                acceptWatched();
-            std::erase_if(m_watched, [](const Watched &w) { return w.fd < 0; });
+        if (m_mesh) { // what the mesh saw (after an election, above, its links may differ from those polled: next turn)
+            m_mesh->handle(fds.data() + 1 + polled, fds.size() - 1 - polled);
+            m_mesh->beat(*m_store);
         }
         const auto t = std::chrono::steady_clock::now();
         for (Peer &p : m_peers)

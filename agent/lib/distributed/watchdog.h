@@ -13,6 +13,7 @@
 
 namespace cppl::agent::dist {
 
+class LivenessMesh;
 class Store;
 
 /**
@@ -119,12 +120,6 @@ private:
     /// Connects to the hub @p hub at HOST:PORT @p where and measures the clock offset to it; false when it closed.
     bool connectToHub(int hub, const std::string &where, std::chrono::steady_clock::time_point deadline);
     void closePeer(Peer &p);
-    /// The deputy: reads what a watched rank sent, or notes its death when its connection closed without "d".
-    void watch(std::size_t i);
-    /// The deputy: accepts a rank's connection to it; its hello ("r<rank>") comes later.
-    void acceptWatched();
-    /// The deputy's watch is over (a new hub was elected): closes its connections.
-    void endDeputy();
     /// The hub was replaced (it was stopped past the timeout) or this rank was declared lost: exit.
     bool fenced();
     void handleLoss(const std::string &frame);
@@ -155,24 +150,7 @@ private:
     std::atomic<bool> m_finished{false};
     std::atomic<bool> m_fired{false};
     std::atomic<bool> m_electing{false}; ///< electing(): set when the hub is found lost, cleared after the new hub's first verdict
-    /**
-     * The deputy (tolerant runs whose store outlives the ranks, 3 ranks or more; until the first
-     * election): rank 1, which every rank after it also connects to, with no traffic but a hello
-     * and "d". Only the hub held the others' watchdog connections, so a new hub could not tell a
-     * rank lost together with the old hub from a slow one and waited --timeout for it; the deputy
-     * sees those connections close. When it becomes the hub it announces them at once.
-     */
-    struct Watched
-    {
-        int fd = -1;
-        int rank = -1; ///< -1 until its hello
-        std::string inbox;
-        bool done = false;
-    };
-    int m_deputyListener = -1;     ///< the deputy: where the others connect
-    int m_deputyFd = -1;           ///< the others: their connection to the deputy
-    std::vector<Watched> m_watched; ///< the deputy: one per rank that connected
-    std::vector<int> m_seenDead;    ///< the deputy: ranks whose connection closed without "d" (dead)
+    std::unique_ptr<LivenessMesh> m_mesh; ///< tolerant runs whose store outlives the ranks, 3 ranks or more (watchdog_mesh.h)
     int m_wakeRead = -1, m_wakeWrite = -1;
     std::thread m_thread;
 };

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The watchdog's sockets and line protocol (watchdog.cpp, watchdog_mesh.cpp): internal to them.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace cppl::agent::dist::wire {
+
+/// Heartbeats on every watchdog connection (the star's and the mesh's).
+constexpr auto kBeat = std::chrono::milliseconds(250);
+/// The cause of a rank whose connection closed without "d".
+extern const std::string kDiedCause;
+
+/// "1.5 s", for messages.
+std::string seconds(std::chrono::milliseconds ms);
+/// A connected TCP socket (TCP_NODELAY) to host:port, or -1 (errno says why). @p within bounds
+/// the connect itself (a host gone silent would otherwise hold it for minutes); 0: unbounded.
+int connectTo(const std::string &host, const std::string &port, std::chrono::milliseconds within = std::chrono::milliseconds(0));
+/// Reads one '\n'-terminated line with a deadline.
+bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point deadline);
+/// CLUSTERPPL_TEST_TRACE_WATCHDOG=1: the watchdog's steps on stderr, with a monotonic time.
+void trace(int rank, const std::string &what);
+/// CLOCK_REALTIME in ns.
+std::int64_t realtimeNs();
+/// A listening TCP socket on any port, IPv4 and IPv6; throws CollectiveError saying which call failed.
+int listenAnywhere(int &port, const std::string &who);
+/// A new hub's side of a reconnecting rank: the hello ("r<rank>[ <epoch>]"), then clock pings
+/// (each "p" answered with this clock) until "e". Returns the rank, or -1 (drop the connection).
+int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch);
+
+} // namespace cppl::agent::dist::wire
