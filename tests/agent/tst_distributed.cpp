@@ -185,9 +185,10 @@ private:
             env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_RESULT"), QStringLiteral("0:120000"));
             launcher.setProcessEnvironment(env);
         }
-        if (at == QLatin1String("connect")) { // the victim holds before its process groups form until it is killed
+        if (at == QLatin1String("connect") || at == QLatin1String("watchdog")) { // the victim holds there until it is killed
             QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-            env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), phases[0] + QStringLiteral(":120000"));
+            env.insert(at == QLatin1String("connect") ? QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT") : QStringLiteral("CLUSTERPPL_TEST_HOLD_WATCHDOG"),
+                       phases[0] + QStringLiteral(":120000"));
             launcher.setProcessEnvironment(env);
         }
         launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
@@ -207,6 +208,8 @@ private:
         launcher.setReadChannel(QProcess::StandardError);
         const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
         auto reached = [&](double fraction) {
+            if (fraction < -2.5) // "watchdog": the victim says it holds before it joins the watchdog's star
+                return early.contains("holding before the watchdog's star for ");
             if (fraction < -1.5) // "connect": the victim says it holds before its process groups
                 return early.contains("holding before its process groups for ");
             if (fraction < 0) // "result": rank 0 says it holds its result
@@ -231,7 +234,10 @@ private:
         };
         QElapsedTimer sinceKill;
         for (int ph = 0; ph < phases.size(); ++ph) {
-            const double fraction = fractions[ph] == QLatin1String("result") ? -1.0 : fractions[ph] == QLatin1String("connect") ? -2.0 : fractions[ph].toDouble();
+            const double fraction = fractions[ph] == QLatin1String("result")     ? -1.0
+                                    : fractions[ph] == QLatin1String("connect")  ? -2.0
+                                    : fractions[ph] == QLatin1String("watchdog") ? -3.0
+                                                                                 : fractions[ph].toDouble();
             while ((!reached(fraction) || (ph > 0 && !recovered(ph - 1))) && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
                 if (launcher.waitForReadyRead(1000))
                     early += launcher.readAllStandardError();
@@ -886,6 +892,10 @@ private Q_SLOTS:
         // Gloo rendezvous fails after the timeout (20 s: the survivors then load the model and must
         // agree within the timeout, on a loaded machine too), and they go on without it.
         QTest::addRow("kill -9 rank 2 while the process groups form, flat") << int(SIGKILL) << "2" << "connect" << "flat" << "by-host" << 20 << "died: " << "" << "on";
+        // Lost before it joined the watchdog's star (after the rendezvous): rank 0 waits the timeout
+        // for it, then goes on without it, and so do the others, without waiting for Gloo too.
+        QTest::addRow("kill -9 rank 2 before it joins the watchdog, flat") << int(SIGKILL) << "2" << "watchdog" << "flat" << "by-host" << 20
+                                                                         << "did not connect to the watchdog within " << "" << "on";
     }
     void survivesLostRank() { lostRankRun(); }
     // Ranks lost together with the hub, in any election: whichever rank becomes the new hub has
@@ -905,6 +915,52 @@ private Q_SLOTS:
                                                                      << "stopped responding: no heartbeat for " << "" << "on";
     }
     void survivesLossesWithTheHub() { lostRankRun(); }
+    // Rank 0 lost after the rendezvous, before its watchdog's star stands (held there on purpose):
+    // not survivable (no rank has a communicator or the star yet), but the others see it at once,
+    // because rank 0 listened for the star before it arrived (connection refused or closed), and
+    // fail naming it, long before the --timeout of 60 s.
+    void hubLostBeforeTheStarEndsTheRunAtOnce()
+    {
+        QProcess launcher;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_WATCHDOG"), QStringLiteral("0:120000"));
+        launcher.setProcessEnvironment(env);
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+                                           QStringLiteral("--")}
+                                   + evalArgs(QStringLiteral("llama.cpp"), 0)
+                                   + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
+                                                 QStringLiteral("continue"), QStringLiteral("--timeout"), QStringLiteral("60")});
+        QVERIFY(launcher.waitForStarted());
+        QElapsedTimer wait;
+        wait.start();
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4);
+        QCOMPARE(kids.size(), 4);
+        QByteArray early;
+        launcher.setReadChannel(QProcess::StandardError);
+        while (!early.contains("holding before the watchdog's star for ") && wait.elapsed() < 120000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(1000))
+                early += launcher.readAllStandardError();
+        QVERIFY2(early.contains("holding before the watchdog's star for "), early.constData());
+        QElapsedTimer clock;
+        clock.start();
+        QCOMPARE(::kill(static_cast<pid_t>(kids[0]), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(180000);
+        const qint64 took = clock.elapsed();
+        if (!finished)
+            killAll(launcher, kids);
+        const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
+        QVERIFY2(finished, qPrintable(err));
+        QVERIFY2(took < 30000, qPrintable(QStringLiteral("the run ended %1 ms after the kill (--timeout 60 s)\n%2").arg(took).arg(err)));
+        QVERIFY2(launcher.exitCode() != 0, qPrintable(err));
+        const QString host = QString::fromStdString(cppl::localHostName());
+        for (int r = 1; r < 4; ++r)
+            QVERIFY2(err.contains(QStringLiteral("clusterppl-agent: rank %1: watchdog: rank 0 (%2) at ").arg(r).arg(host)), qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("the run never started")), qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank 0 was killed by signal 9")), qPrintable(err));
+        for (qint64 k : kids)
+            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
+        qInfo("the run ended %lld ms after rank 0 was killed", static_cast<long long>(took));
+    }
     // The same losses with the collectives on the main thread (--overlap-sync off): the loss ends the
     // round's collective there, and DynamicSchedule::sync regroups (a function of its own: Qt Test's
     // time limit is per function).

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <thread>
+#include <utility>
 
 namespace cppl::agent::dist {
 
@@ -87,17 +88,21 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         m_testSlowCollective = std::chrono::milliseconds(ms);
     }
     // CLUSTERPPL_TEST_HOLD_CONNECT=R:MS: rank R says so and waits MS ms before its process groups
-    // form (after the watchdog's star), where a test kills it.
-    std::chrono::milliseconds holdConnect{0};
-    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_CONNECT"); hold && *hold) {
+    // form (after the watchdog's star), where a test kills it; CLUSTERPPL_TEST_HOLD_WATCHDOG=R:MS
+    // the same before it joins the watchdog's star (after the rendezvous).
+    const auto holdFor = [&o](const char *name) {
+        const char *hold = std::getenv(name);
+        if (!hold || !*hold)
+            return std::chrono::milliseconds(0);
         int r = -1;
         long ms = -1;
         int consumed = 0;
         if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) != 2 || hold[consumed] != '\0' || r < 0 || ms < 0 || ms > 600000)
-            throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_CONNECT \"") + hold + "\" is not RANK:MILLISECONDS (0-600000)");
-        if (r == o.identity.rank)
-            holdConnect = std::chrono::milliseconds(ms);
-    }
+            throw ConfigError(std::string("$") + name + " \"" + hold + "\" is not RANK:MILLISECONDS (0-600000)");
+        return std::chrono::milliseconds(r == o.identity.rank ? ms : 0);
+    };
+    const std::chrono::milliseconds holdConnect = holdFor("CLUSTERPPL_TEST_HOLD_CONNECT");
+    const std::chrono::milliseconds holdWatchdog = holdFor("CLUSTERPPL_TEST_HOLD_WATCHDOG");
     // A write to a socket whose peer is gone raises SIGPIPE, and its default action ends the
     // process. Gloo writes its pairs with writev(), without MSG_NOSIGNAL (Python, torch's usual
     // host, ignores SIGPIPE from the start; this C++ process did not): a rank whose Gloo thread
@@ -111,6 +116,21 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
     m_storeAddress = m_store->address();
     log.mark("store");
+
+    // Rank 0's watchdog listens before rank 0 arrives (Watchdog::listenForStar): a rank 0 lost
+    // after the rendezvous is then seen at once by the others (refused), not after --timeout.
+    const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
+    struct Listener
+    {
+        int fd = -1;
+        ~Listener()
+        {
+            if (fd >= 0)
+                ::close(fd);
+        }
+    } starListener;
+    if (id.rank == 0)
+        starListener.fd = Watchdog::listenForStar(*m_store, advertise);
 
     // 1. Rendezvous: everyone announces itself, then waits for everyone else.
     m_store->set("cppl/arrive/" + std::to_string(id.rank), std::to_string(id.worldSize) + "\t" + host);
@@ -169,7 +189,6 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         backend = o.cudaDevice ? "nccl" : "gloo";
 
     // 2. Liveness first, so that a rank dying while the communicators connect is noticed too.
-    const std::string advertise = isLoopbackHost(id.masterAddr) ? "127.0.0.1" : host;
     const int me = m_rank;
     // A tolerant run whose store outlives every rank survives rank 0 too: the watchdog's thread
     // then holds a store connection of its own to elect a new hub (watchdog.h).
@@ -186,6 +205,12 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         (void)!::write(2, line.data(), line.size());
         std::_Exit(exitCode);
     };
+    if (holdWatchdog.count() > 0) {
+        const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before the watchdog's star for "
+                                 + std::to_string(holdWatchdog.count()) + " ms (CLUSTERPPL_TEST_HOLD_WATCHDOG)\n";
+        (void)!::write(2, line.data(), line.size());
+        std::this_thread::sleep_for(holdWatchdog);
+    }
     m_watchdog = std::make_unique<Watchdog>(*m_store, m_rank, m_hosts, advertise, o.timeout, [leave](const Watchdog::Fatal &f) {
         leave(f.exitCode, f.message);
     }, m_tolerant ? Watchdog::LossHandler([this, leave](const Watchdog::Loss &loss) {
@@ -202,7 +227,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
             leave(Watchdog::kPeerDied, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
                                            + ") while the survivors rebuilt their NCCL communicators; a second loss during that rebuild "
                                              "is not survivable with NCCL (ncclCommShrink / ncclCommInitRankConfig block)");
-    }) : Watchdog::LossHandler(), std::move(watchdogStore));
+    }) : Watchdog::LossHandler(), std::move(watchdogStore), std::exchange(starListener.fd, -1));
     log.mark("watchdog");
 
     // 3. The backend's communicators.
@@ -231,6 +256,11 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         if (backend != "nccl" && backend != "gloo")
             throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
         b.connected = [&log](const char *name) { log.mark(name); };
+        // Tolerant, Gloo: a rank already lost while the watchdog's star formed (rank 0 announces it
+        // as the star stands) would only make Gloo's rendezvous wait --timeout for it: this rank
+        // goes on without communicators at once, as below.
+        if (m_tolerant && backend == "gloo" && m_lossEpoch.load() > 0)
+            throw CollectiveError("a rank was lost before the process groups formed");
         Communicators comms = makeCommunicators(backend, b);
         b.connected = nullptr;
         log.mark("groups");

@@ -55,6 +55,12 @@ bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::stea
         fd = connectTo(where.substr(0, colon), where.substr(colon + 1));
         if (fd >= 0)
             break;
+        // The hub listens before it publishes its address and until every rank joined (or its
+        // wait ended): a refused connection means its process is gone, or it gave up on this rank.
+        if (errno == ECONNREFUSED)
+            throw CollectiveError("watchdog: " + who(hub) + " at " + where
+                                  + " refused the connection: its watchdog is gone (killed or crashed, or it already went on without this rank)"
+                                  + (m_thread.joinable() ? std::string() : std::string("; the run never started")));
         if (std::chrono::steady_clock::now() > deadline)
             throw TimeoutError("watchdog: cannot connect to " + who(hub) + " at " + where + " (" + std::strerror(errno) + ")");
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -99,7 +105,7 @@ bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::stea
 }
 
 Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-                   FatalHandler onFatal, LossHandler onLoss, std::unique_ptr<Store> ownStore)
+                   FatalHandler onFatal, LossHandler onLoss, std::unique_ptr<Store> ownStore, int hubListener)
     : m_rank(rank), m_advertise(advertise), m_store(std::move(ownStore)), m_hosts(std::move(hosts)), m_timeout(timeout),
       m_onFatal(std::move(onFatal)), m_onLoss(std::move(onLoss))
 {
@@ -112,9 +118,7 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         m_mesh->publish(store, advertise, who(rank));
     }
     if (rank == 0) {
-        int port = 0;
-        const int listener = listenAnywhere(port, "rank 0");
-        store.set(kKey, advertise + ":" + std::to_string(port));
+        const int listener = hubListener >= 0 ? hubListener : listenForStar(store, advertise);
         std::vector<bool> seen(static_cast<std::size_t>(world), false);
         auto timedOut = [&] {
             std::string missing;
@@ -122,8 +126,8 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
                 if (!seen[static_cast<std::size_t>(r)])
                     missing += (missing.empty() ? "" : ", ") + who(r);
             ::close(listener);
-            return TimeoutError("watchdog: ranks " + missing + " did not connect to rank 0 within " + seconds(timeout)
-                                + " (a firewall between the hosts?)");
+            return TimeoutError("watchdog: " + missing + " did not connect to rank 0's watchdog within " + seconds(timeout)
+                                + " after the rendezvous (killed or stopped since, or a firewall between the hosts?); the run never started");
         };
         // Every rank's hello and clock pings at once (poll over all connections): one after the
         // other, 9 round trips per rank made the star the longest step after the rendezvous on a
@@ -139,8 +143,18 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             for (auto &j : joining)
                 ::close(j.fd);
         };
+        // Tolerant runs: a rank lost before it joined (its connection closed after its hello, or it
+        // never connected within the timeout) is lost like any other, announced once the star stands.
+        std::vector<std::string> lostEarly(static_cast<std::size_t>(world));
         for (int accepted = 1; accepted < world;) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            if (left <= 0 && m_onLoss) {
+                for (int r = 1; r < world; ++r)
+                    if (!seen[static_cast<std::size_t>(r)] && lostEarly[static_cast<std::size_t>(r)].empty())
+                        lostEarly[static_cast<std::size_t>(r)] = "did not connect to the watchdog within " + seconds(timeout)
+                                                                 + " after the rendezvous (killed, crashed or stopped before its first batch)";
+                break;
+            }
             if (left <= 0) {
                 closeAll();
                 throw timedOut();
@@ -181,6 +195,11 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
                     ++accepted;
                 } else if (drop) {
                     ::close(j.fd);
+                    if (n <= 0 && m_onLoss && j.rank > 0 && j.rank < world && !seen[static_cast<std::size_t>(j.rank)]
+                        && lostEarly[static_cast<std::size_t>(j.rank)].empty()) {
+                        lostEarly[static_cast<std::size_t>(j.rank)] = kDiedCause; // after its hello: it is not coming
+                        ++accepted;
+                    }
                 }
                 if (joined || drop)
                     j.fd = -1;
@@ -203,14 +222,23 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         }
         closeAll();
         ::close(listener);
+        for (int r = 1; r < world; ++r)
+            if (const std::string &why = lostEarly[static_cast<std::size_t>(r)]; !why.empty() && !seen[static_cast<std::size_t>(r)]) {
+                trace(m_rank, "rank " + std::to_string(r) + " lost while the star formed: " + why);
+                store.set("cppl/lost/" + std::to_string(r), why); // fenced: should it run again, it stops
+                announceLoss(r, why);
+            }
     } else {
         // The store's blocking wait: rank 0 publishes its address just after the rendezvous, and
         // polling (backoff up to 50 ms) overslept that by a few ms per rank.
         const auto where = store.waitBlocking({kKey}, timeout) ? store.get(kKey, timeout) : std::nullopt;
         if (!where)
-            throw TimeoutError("watchdog: rank 0 did not publish its address within " + seconds(timeout));
+            throw TimeoutError("watchdog: rank 0 did not publish its watchdog address within " + seconds(timeout)
+                               + " after the rendezvous (killed, crashed or stopped since?); the run never started (a loss of rank 0 "
+                                 "before the watchdog's star stands ends the run: docs/communication.md, \"Losing a rank\")");
         if (!connectToHub(0, *where, deadline))
-            throw CollectiveError("watchdog: rank 0 at " + *where + " closed the connection");
+            throw CollectiveError("watchdog: " + who(0) + " at " + *where
+                                  + " closed the connection while this rank joined its watchdog (killed or crashed?); the run never started");
     }
     // The mesh (watchdog_mesh.h): links to the lower ranks that published theirs; the rest the
     // watchdog thread makes as they publish.
@@ -222,6 +250,19 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
     m_wakeRead = pipefd[0];
     m_wakeWrite = pipefd[1];
     m_thread = std::thread([this] { loop(); });
+}
+
+int Watchdog::listenForStar(Store &store, const std::string &advertise)
+{
+    int port = 0;
+    const int listener = listenAnywhere(port, "rank 0");
+    try {
+        store.set(kKey, advertise + ":" + std::to_string(port));
+    } catch (...) {
+        ::close(listener);
+        throw;
+    }
+    return listener;
 }
 
 Watchdog::~Watchdog()

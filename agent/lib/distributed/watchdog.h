@@ -61,11 +61,20 @@ public:
      * @param hosts hostname of every rank, for messages. @param advertise the address other ranks
      * reach this rank at (when it is or becomes the hub). @param ownStore tolerant runs whose store
      * outlives every rank: the watchdog thread's own connection to it (hub election, fencing);
-     * null: losing the hub is fatal. Throws CollectiveError/TimeoutError when the star cannot be
-     * formed in time.
+     * null: losing the hub is fatal. @param hubListener rank 0: listenForStar()'s, or -1 (it
+     * listens here). Throws CollectiveError/TimeoutError when the star cannot be formed in time.
      */
     Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<Store> ownStore = {});
+             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<Store> ownStore = {}, int hubListener = -1);
+
+    /**
+     * @brief Rank 0, before it arrives at the rendezvous: listens for the star and publishes the
+     * address, so that no rank can finish the rendezvous before rank 0's watchdog listens; a rank 0
+     * lost after the rendezvous is then seen at once (connection refused or closed), not after
+     * --timeout. Returns the listener, to pass to the constructor (which closes it). Throws
+     * CollectiveError.
+     */
+    static int listenForStar(Store &store, const std::string &advertise);
     ~Watchdog();
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
