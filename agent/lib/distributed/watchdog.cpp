@@ -240,10 +240,8 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
             throw CollectiveError("watchdog: " + who(0) + " at " + *where
                                   + " closed the connection while this rank joined its watchdog (killed or crashed?); the run never started");
     }
-    // The mesh (watchdog_mesh.h): links to the lower ranks that published theirs; the rest the
-    // watchdog thread makes as they publish.
-    if (m_mesh)
-        m_mesh->connectPending(*m_store);
+    // The mesh's links (watchdog_mesh.h) are made by the watchdog thread, at its first beat and as
+    // the lower ranks publish: off the path to the first batch.
     int pipefd[2];
     if (::pipe2(pipefd, O_CLOEXEC) != 0)
         throw CollectiveError(std::string("watchdog: pipe: ") + std::strerror(errno));

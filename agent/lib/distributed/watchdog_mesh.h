@@ -15,7 +15,8 @@ class Store;
  * @brief The watchdog's mesh (tolerant runs whose store outlives the ranks, 3 ranks or more): a
  * TCP link between every two ranks, for liveness only: a hello ("r<rank>"), a heartbeat ("h")
  * every 250 ms each way, and "d" when a rank finishes. Each rank listens and publishes its address
- * (`cppl/watchdog-mesh/<rank>`); each rank connects to every lower rank.
+ * (`cppl/watchdog-mesh/<rank>`) before it joins the star; its watchdog thread connects to every
+ * lower rank as they publish (beat()).
  *
  * The hub's star decides every loss while the hub lives; the mesh matters when the hub is lost.
  * Whichever rank the election makes the new hub, it has watched every other rank all along: a
