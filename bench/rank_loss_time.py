@@ -11,6 +11,7 @@ redone and the compute they cost (redone batches x the run's mean compute per ba
 
 usage: bench/rank_loss_time.py [BUILD_DIR [--with-the-hub]]   (default build/default; run from the repository root)
        --with-the-hub: ranks lost together with the hub instead (at once, and in a second election)
+       --second-election: only rank 0, then ranks 1 and 2 at once
 """
 import json, os, re, signal, subprocess, sys, threading, time
 
@@ -44,7 +45,7 @@ def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20, then=None, th
     lines = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), l.rstrip())) for l in p.stderr])
     reader.start()
-    first = killed = None
+    first = killed = kids = None
     done = 0  # phases signalled
 
     def recovered(ranks):
@@ -57,7 +58,8 @@ def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20, then=None, th
                 first = t
             if done < len(phases) and m and int(m.group(1)) / int(m.group(2)) >= phases[done][1] \
                     and (done == 0 or recovered(phases[done - 1][0])):
-                kids = sorted(int(x) for x in subprocess.check_output(["pgrep", "-P", str(p.pid)], text=True).split())
+                if kids is None:  # indexed by rank: listed once, before any rank is gone
+                    kids = sorted(int(x) for x in subprocess.check_output(["pgrep", "-P", str(p.pid)], text=True).split())
                 for v in phases[done][0]:
                     os.kill(kids[v], sig)
                 killed = time.monotonic()
@@ -79,6 +81,10 @@ def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20, then=None, th
 
 
 if __name__ == "__main__":
+    if "--second-election" in sys.argv[1:]:
+        for i in range(3):
+            run(f"kill -9 rank 0 at 30%, then ranks 1 and 2 at 60% ({i})", 0, 0.3, timeout=60, then=[1, 2], then_at=0.6)
+        sys.exit(0)
     if "--with-the-hub" in sys.argv[1:]:  # ranks lost together with the hub (the watchdog's mesh)
         for i in range(3):
             run(f"kill -9 ranks 0 and 1 at 40% ({i})", [0, 1], 0.4, timeout=60)
