@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "history_model.h"
 
+#include "cppl/cluster_profile.h"
+
 #include <QFileInfo>
 #include <QJsonObject>
 #include <QLocale>
@@ -35,11 +37,11 @@ QString lostRanksSummary(const QJsonArray &lostRanks)
 {
     if (lostRanks.isEmpty())
         return {};
-    QStringList ranks;
+    std::vector<int> ranks;
     for (const QJsonValue &v : lostRanks)
-        ranks << QString::number(v.toObject().value(u"rank"_s).toInt());
-    return lostRanks.size() == 1 ? HistoryModel::tr("rank %1 lost").arg(ranks.front())
-                                 : HistoryModel::tr("ranks %1 lost").arg(ranks.join(u", "_s));
+        ranks.push_back(v.toObject().value(u"rank"_s).toInt());
+    return (lostRanks.size() == 1 ? HistoryModel::tr("rank %1 lost") : HistoryModel::tr("ranks %1 lost"))
+        .arg(QString::fromStdString(rankListText(std::move(ranks)))); // "ranks 0–2, 5 lost"
 }
 
 QStringList lostRanksDetail(const QJsonArray &lostRanks)
