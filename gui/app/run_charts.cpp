@@ -482,7 +482,9 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
             QString name = tr("rank %1").arg(r);
             if (r < int(snapshot.ranks.size()))
                 name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u") "_s
-                        + (std::find(m_lost.begin(), m_lost.end(), r) != m_lost.end() ? tr("lost") : tr("slow"));
+                        + (std::find(m_lost.begin(), m_lost.end(), r) != m_lost.end() ? tr("lost")
+                           : snapshot.ranks[size_t(r)].state == RankState::Stalled ? tr("stalled") // as the table and heat map say
+                                                                                    : tr("slow"));
             m_slowest << name;
             rates.push_back({name, x, toDouble(tl.rank(RankMetric::TokensPerSecond, r))});
             m_rateSeriesRank.push_back(r);

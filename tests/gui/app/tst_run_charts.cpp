@@ -227,6 +227,14 @@ private Q_SLOTS:
         for (int r : run.slowRanks())
             QVERIFY2(std::any_of(slowest.begin(), slowest.end(), [&](const QString &s) { return s.startsWith(u"rank %1 "_s.arg(r)); }),
                      qPrintable(slowest.join(u", "_s)));
+        // Past the stall (as in the screenshots, 6:12): the stalled rank is named "stalled", as the
+        // table and the heat map say, not "slow".
+        run.advanceTo(372);
+        page.showSnapshot(run.snapshot(), run.timeline(), 372, true);
+        const QStringList later = page.charts()->slowestRanks();
+        const QString stalled = u"rank %1 "_s.arg(run.stalledRank());
+        QVERIFY2(std::any_of(later.begin(), later.end(), [&](const QString &s) { return s.startsWith(stalled) && s.endsWith(u" stalled"_s); }),
+                 qPrintable(later.join(u", "_s)));
     }
 };
 
