@@ -196,7 +196,8 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
                                      std::llround(1e6 * (blocked.size() < 2 ? 0 : blocked.back())),
                                      std::llround(1e6 * (blocked.size() < 2 ? 0 : lastWaiting)),
                                      std::chrono::duration_cast<std::chrono::microseconds>(entered.time_since_epoch()).count(),
-                                     std::chrono::duration_cast<std::chrono::microseconds>(constructed.time_since_epoch()).count()};
+                                     std::chrono::duration_cast<std::chrono::microseconds>(constructed.time_since_epoch()).count(),
+                                     std::llround(1e6 * run.comm().connectSeconds)};
     std::vector<std::int64_t> table(phases.size() * static_cast<std::size_t>(c.world), 0);
     std::copy(phases.begin(), phases.end(), table.begin() + static_cast<std::ptrdiff_t>(phases.size()) * rank);
     run.allReduce(table);
@@ -265,7 +266,7 @@ void runConfig(const Config &c, const char *self)
         int rank = 0;
         std::int64_t tokens = 0;
         double compute = 0, wait = 0, transfer = 0, wall = 0, collective = 0, rate = 1;
-        std::int64_t startUs = 0, endUs = 0, claimUs = 0, firstUs = 0, lastUs = 0, lastWaitUs = 0, enteredUs = 0, constructedUs = 0;
+        std::int64_t startUs = 0, endUs = 0, claimUs = 0, firstUs = 0, lastUs = 0, lastWaitUs = 0, enteredUs = 0, constructedUs = 0, connectUs = 0;
     };
     std::vector<Rank> ranks;
     double ideal = 0;
@@ -279,7 +280,7 @@ void runConfig(const Config &c, const char *self)
         }
         Rank r;
         is >> r.rank >> r.tokens >> rounds >> r.compute >> r.wait >> r.transfer >> r.wall >> r.collective >> r.rate >> r.startUs >> r.endUs >> r.claimUs
-            >> r.firstUs >> r.lastUs >> r.lastWaitUs >> r.enteredUs >> r.constructedUs;
+            >> r.firstUs >> r.lastUs >> r.lastWaitUs >> r.enteredUs >> r.constructedUs >> r.connectUs;
         ranks.push_back(r);
     }
     std::remove(out.c_str());
@@ -288,6 +289,7 @@ void runConfig(const Config &c, const char *self)
     std::int64_t firstStart = INT64_MAX, lastEnd = INT64_MIN, lastStart = INT64_MIN, firstEnd = INT64_MAX;
     std::int64_t firstEntered = INT64_MAX, lastEntered = INT64_MIN, firstConstructed = INT64_MAX, lastConstructed = INT64_MIN;
     const Rank *slowest = &ranks.front();
+    std::int64_t maxConnectUs = 0; // the longest wait of a first collective for the process groups formed behind
     double sumStartUs = 0; // relative to the first start, for the mean
     for (const Rank &r : ranks)
         sumStartUs += static_cast<double>(r.startUs - ranks.front().startUs);
@@ -305,6 +307,7 @@ void runConfig(const Config &c, const char *self)
         firstConstructed = std::min(firstConstructed, r.constructedUs);
         lastConstructed = std::max(lastConstructed, r.constructedUs);
         lastEnd = std::max(lastEnd, r.endUs);
+        maxConnectUs = std::max(maxConnectUs, r.connectUs);
         if (r.wall > slowest->wall)
             slowest = &r;
     }
@@ -332,14 +335,16 @@ void runConfig(const Config &c, const char *self)
     const double first = 1e-6 * static_cast<double>(s.firstUs), last = 1e-6 * static_cast<double>(s.lastUs), claim = 1e-6 * static_cast<double>(s.claimUs);
     std::printf("       slowest rank %d: wall - ideal %+.1f ms = work %+.1f, oversleep %+.1f, first wait %.1f, rounds %.1f, last wait %.1f (%.1f of it for the last arrival), "
                 "claims %.1f, rest %.1f; it started %.1f ms after the first rank (start skew %.1f, end skew %.1f ms; the ranks' processes began "
-                "within %.1f ms, left the rendezvous within %.1f ms, on average %.1f ms after the first); end to end %.1f ms = ideal %+.1f (first "
-                "process start to last end; first rank's start to last end %.1f ms)\n",
+                "within %.1f ms, left the construction within %.1f ms, on average %.1f ms after the first); end to end %.1f ms = ideal %+.1f (first "
+                "process start to last end; first rank's start to last end %.1f ms); the first collective waited up to %.1f ms for the "
+                "process groups formed behind the first rounds\n",
                 s.rank, 1e3 * (s.wall - ideal), 1e3 * (own - ideal), 1e3 * (s.compute - own), 1e3 * first, 1e3 * (blocked - first - last), 1e3 * last, 1e-3 * static_cast<double>(s.lastWaitUs),
                 1e3 * claim, 1e3 * (s.wall - s.compute - blocked - claim), 1e-3 * static_cast<double>(s.startUs - firstStart),
                 1e-3 * static_cast<double>(lastStart - firstStart), 1e-3 * static_cast<double>(lastEnd - firstEnd),
                 1e-3 * static_cast<double>(lastEntered - firstEntered), 1e-3 * static_cast<double>(lastConstructed - firstConstructed),
                 1e-3 * (meanStartUs - static_cast<double>(firstStart)), 1e-3 * static_cast<double>(lastEnd - firstEntered),
-                1e-3 * static_cast<double>(lastEnd - firstEntered) - 1e3 * ideal, 1e-3 * static_cast<double>(lastEnd - firstStart));
+                1e-3 * static_cast<double>(lastEnd - firstEntered) - 1e3 * ideal, 1e-3 * static_cast<double>(lastEnd - firstStart),
+                1e-3 * static_cast<double>(maxConnectUs));
     std::fflush(stdout);
 }
 

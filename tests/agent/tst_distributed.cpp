@@ -1050,6 +1050,99 @@ private Q_SLOTS:
               after.front().value(QStringLiteral("round")).toInt());
     }
 
+    void processGroupsFormBehindTheFirstRound_data()
+    {
+        QTest::addColumn<int>("world");
+        QTest::addColumn<int>("held");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<QString>("overlap");
+        QTest::addColumn<QString>("onRankLoss");
+        QTest::addRow("dynamic 2, flat") << 2 << 1 << "dynamic" << "flat" << "by-host" << "on" << "fail";
+        QTest::addRow("dynamic 3, hierarchical size:2, overlap off, rank 0 held") << 3 << 0 << "dynamic" << "hierarchical" << "size:2" << "off" << "fail";
+        QTest::addRow("dynamic 3, flat, on-rank-loss continue") << 3 << 2 << "dynamic" << "flat" << "by-host" << "on" << "continue";
+        QTest::addRow("static 2, hierarchical") << 2 << 1 << "static" << "hierarchical" << "by-host" << "on" << "fail";
+    }
+    void processGroupsFormBehindTheFirstRound()
+    {
+        // Gloo's process groups form on a thread of each rank's while it loads and computes its
+        // first round; its first collective waits for them. Proved by order, not timing: the held
+        // rank's groups start forming only once its first collective waits for them
+        // (CLUSTERPPL_TEST_HOLD_CONNECT=R:collective), so the model's load and its first round ran
+        // without them, and the result is still one rank's bits.
+        QFETCH(int, world);
+        QFETCH(int, held);
+        QFETCH(QString, schedule);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QFETCH(QString, overlap);
+        QFETCH(QString, onRankLoss);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("behind-%1.json").arg(QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_'))));
+        QProcess launcher;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), QString::number(held) + QStringLiteral(":collective"));
+        env.insert(QStringLiteral("CLUSTERPPL_DEBUG_CONNECT"), QStringLiteral("1"));
+        launcher.setProcessEnvironment(env);
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(world),
+                                           QStringLiteral("--groups"), groups, QStringLiteral("--")}
+                                   + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                   + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--topology"), topology, QStringLiteral("--sync-every-tokens"),
+                                                 QStringLiteral("300"), QStringLiteral("--overlap-sync"), overlap, QStringLiteral("--on-rank-loss"), onRankLoss,
+                                                 QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json});
+        QVERIFY(launcher.waitForStarted());
+        const bool finished = launcher.waitForFinished(300000);
+        if (!finished)
+            killAll(launcher, {});
+        const QByteArray err = launcher.readAllStandardError();
+        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
+                 qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(QString::fromUtf8(err))));
+        const QByteArray who = "clusterppl-agent: rank " + QByteArray::number(held) + ": ";
+        const qsizetype holding = err.indexOf(who + "holding before its process groups until its first collective");
+        const qsizetype awaited = err.indexOf(who + "connect awaited");
+        const qsizetype formed = err.indexOf(who + "connect groups");
+        QVERIFY2(holding >= 0 && awaited > holding && formed > awaited, err.constData());
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("gloo"));
+        // The held rank computed its first round before its groups formed: static shards give it
+        // windows in round 0 whatever the others do.
+        if (schedule == QLatin1String("static"))
+            QVERIFY(j.value(QStringLiteral("ranks")).toArray()[held].toObject().value(QStringLiteral("windows")).toInteger() > 0);
+    }
+
+    void peerThatNeverConnects()
+    {
+        // Rank 1 arrives at the rendezvous but never forms its process groups (held past
+        // --timeout): rank 0's groups, formed in the background, fail after the timeout, and its
+        // first collective fails the run as the constructor did when they formed there: Gloo's
+        // reason, the collective code 5, and rank 1 is told instead of waiting.
+        const QString port = QString::number(freeLoopbackPort());
+        QList<QProcess *> ranks;
+        for (int r = 0; r < 2; ++r)
+            ranks << startRank(this,
+                               {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
+                                {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port},
+                                {QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT"), QStringLiteral("1:120000")}},
+                               evalArgs(QStringLiteral("llama.cpp"), 37)
+                                   + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("fail"), QStringLiteral("--timeout"), QStringLiteral("5")});
+        for (QProcess *p : ranks)
+            QVERIFY(p->waitForFinished(110000)); // before the hold ends: rank 1 was told
+        const QString err0 = QString::fromUtf8(ranks[0]->readAllStandardError());
+        const QString err1 = QString::fromUtf8(ranks[1]->readAllStandardError());
+        QVERIFY2(ranks[0]->exitCode() == 5, qPrintable(err0));
+        QVERIFY2(err0.contains(QStringLiteral("clusterppl-agent: rank 0: gloo connecting in the node group 0 group (member 0 of 2) failed: ")),
+                 qPrintable(err0));
+        QVERIFY2(ranks[1]->exitCode() == 5, qPrintable(err1));
+        QVERIFY2(err1.contains(QStringLiteral("holding before its process groups for 120000 ms")), qPrintable(err1));
+        QVERIFY2(err1.contains(QStringLiteral("clusterppl-agent: rank 1: rank 0 (")) && err1.contains(QStringLiteral(") failed: gloo connecting in the node group 0 group")),
+                 qPrintable(err1));
+    }
+
     void missingRankAtRendezvous()
     {
         const QString port = QString::number(freeLoopbackPort());

@@ -84,6 +84,7 @@ int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, st
     o.groups = a.get("--groups").value_or("by-host");
     o.timeout = std::chrono::milliseconds(a.integer("--timeout", 120, 1, 24 * 3600) * 1000);
     o.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+    o.connectInBackground = false; // a check: its groups' errors at once, its timings without their forming
     const std::vector<std::int64_t> sizes = parseSizes(a.get("--words").value_or("1,7,65536,1048577"));
 
     DistributedRun run(o);

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -89,7 +91,10 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     }
     // CLUSTERPPL_TEST_HOLD_CONNECT=R:MS: rank R says so and waits MS ms before its process groups
     // form (after the watchdog's star), where a test kills it; CLUSTERPPL_TEST_HOLD_WATCHDOG=R:MS
-    // the same before it joins the watchdog's star (after the rendezvous).
+    // the same before it joins the watchdog's star (after the rendezvous). CONNECT=R:collective
+    // (Gloo, formed in the background): until rank R's first collective waits for them, which
+    // proves that everything before that collective (the model's load, round 0's batches) ran
+    // without them.
     const auto holdFor = [&o](const char *name) {
         const char *hold = std::getenv(name);
         if (!hold || !*hold)
@@ -97,12 +102,22 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         int r = -1;
         long ms = -1;
         int consumed = 0;
+        if (std::string_view(name) == "CLUSTERPPL_TEST_HOLD_CONNECT" && std::sscanf(hold, "%d:collective%n", &r, &consumed) == 1 && consumed > 0
+            && hold[consumed] == '\0' && r >= 0)
+            return std::chrono::milliseconds(0); // holdUntilCollective, below
+        consumed = 0;
         if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) != 2 || hold[consumed] != '\0' || r < 0 || ms < 0 || ms > 600000)
-            throw ConfigError(std::string("$") + name + " \"" + hold + "\" is not RANK:MILLISECONDS (0-600000)");
+            throw ConfigError(std::string("$") + name + " \"" + hold + "\" is not RANK:MILLISECONDS (0-600000)"
+                              + (std::string_view(name) == "CLUSTERPPL_TEST_HOLD_CONNECT" ? " or RANK:collective" : ""));
         return std::chrono::milliseconds(r == o.identity.rank ? ms : 0);
     };
     const std::chrono::milliseconds holdConnect = holdFor("CLUSTERPPL_TEST_HOLD_CONNECT");
     const std::chrono::milliseconds holdWatchdog = holdFor("CLUSTERPPL_TEST_HOLD_WATCHDOG");
+    bool holdUntilCollective = false;
+    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_CONNECT"); hold && *hold) {
+        int r = -1, consumed = 0;
+        holdUntilCollective = std::sscanf(hold, "%d:collective%n", &r, &consumed) == 1 && consumed > 0 && hold[consumed] == '\0' && r == o.identity.rank;
+    }
     // A write to a socket whose peer is gone raises SIGPIPE, and its default action ends the
     // process. Gloo writes its pairs with writev(), without MSG_NOSIGNAL (Python, torch's usual
     // host, ignores SIGPIPE from the start; this C++ process did not): a rank whose Gloo thread
@@ -246,6 +261,63 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         b.lossEpoch = &m_lossEpoch;
     m_backendOptions = b;
     m_backendName = backend;
+    if (backend != "nccl" && backend != "gloo") {
+        const ConfigError e("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
+        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        throw e;
+    }
+    if (backend == "gloo" && o.connectInBackground) {
+        // Gloo connects its process groups pair by pair (connectFullMesh, the library's code): the
+        // ranks would leave here 40-110 ms apart on a 2-core host even when they left the
+        // rendezvous together. Nothing before the first collective needs them (the dynamic
+        // schedule claims through the store, static shards are fixed), so they form on a thread
+        // of this rank's, over a store connection of its own (a c10d store blocks every caller of
+        // a connection while one of them waits for a key), and the first collective waits for
+        // them (awaitCommunicators): that wait is in its time, so comm() counts it.
+        m_comms.backend = backend;
+        if (holdConnect.count() > 0 || holdUntilCollective) { // said here, before the first collective can say it waits
+            const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before its process groups "
+                                     + (holdUntilCollective ? std::string("until its first collective") : "for " + std::to_string(holdConnect.count()) + " ms")
+                                     + " (CLUSTERPPL_TEST_HOLD_CONNECT)\n";
+            (void)!::write(2, line.data(), line.size());
+        }
+        // Tolerant: a rank already lost while the watchdog's star formed (rank 0 announces it as
+        // the star stands) would only make Gloo's rendezvous wait --timeout for it: no groups form
+        // here; the first collective finds the loss pending and regroups the survivors.
+        if (m_tolerant && m_lossEpoch.load() > 0) {
+            log.mark("returned");
+            return;
+        }
+        m_connecting = std::make_shared<Connecting>();
+        m_connectThread = std::thread([c = m_connecting, b, log, hold = holdConnect, untilCollective = holdUntilCollective, addr = id.masterAddr,
+                                       port = m_store->port(), timeout = o.timeout]() mutable {
+            Communicators comms;
+            std::exception_ptr error;
+            try {
+                if (hold.count() > 0 || untilCollective) {
+                    std::unique_lock lock(c->mutex);
+                    if (untilCollective)
+                        c->cv.wait(lock, [&] { return c->awaited; });
+                    else
+                        c->cv.wait_for(lock, hold, [] { return false; });
+                }
+                std::unique_ptr<Store> store = openTcpStore(addr, port, false, timeout);
+                log.mark("own store");
+                b.connected = [&log](const char *name) { log.mark(name); };
+                comms = makeGlooCommunicators(*store, b);
+                log.mark("groups");
+            } catch (...) {
+                error = std::current_exception();
+            }
+            const std::lock_guard lock(c->mutex);
+            c->comms = std::move(comms);
+            c->error = error;
+            c->done = true;
+            c->cv.notify_all();
+        });
+        log.mark("returned");
+        return;
+    }
     if (holdConnect.count() > 0) {
         const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before its process groups for "
                                  + std::to_string(holdConnect.count()) + " ms (CLUSTERPPL_TEST_HOLD_CONNECT)\n";
@@ -253,8 +325,6 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         std::this_thread::sleep_for(holdConnect);
     }
     try {
-        if (backend != "nccl" && backend != "gloo")
-            throw ConfigError("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
         b.connected = [&log](const char *name) { log.mark(name); };
         // Tolerant, Gloo: a rank already lost while the watchdog's star formed (rank 0 announces it
         // as the star stands) would only make Gloo's rendezvous wait --timeout for it: this rank
@@ -283,6 +353,82 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
         throw;
     }
+}
+
+double DistributedRun::awaitCommunicators()
+{
+    if (!m_connecting)
+        return 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    Connecting &c = *m_connecting;
+    {
+        std::unique_lock lock(c.mutex);
+        if (!c.done && !c.awaited && std::getenv("CLUSTERPPL_DEBUG_CONNECT")) {
+            const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank)
+                                     + ": connect awaited   (the first collective waits for the process groups)\n";
+            (void)!::write(2, line.data(), line.size());
+        }
+        c.awaited = true;
+        c.cv.notify_all();
+        while (!c.done) {
+            if (!m_tolerant) {
+                c.cv.wait(lock);
+                continue;
+            }
+            // Tolerant: a rank lost while the groups form never connects; the survivors regroup
+            // without waiting for Gloo's rendezvous to time out (the thread is abandoned).
+            if (lossPending()) {
+                lock.unlock();
+                abandonConnecting();
+                throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost while the process groups formed");
+            }
+            c.cv.wait_for(lock, std::chrono::milliseconds(50));
+        }
+    }
+    m_connectThread.join();
+    const std::shared_ptr<Connecting> done = std::exchange(m_connecting, nullptr);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (done->error) {
+        try {
+            std::rethrow_exception(done->error);
+        } catch (const CollectiveError &e) {
+            // As when they formed in the constructor: a tolerant run whose lost rank is the cause
+            // goes on without communicators (the caller regroups), anything else fails the run
+            // with Gloo's reason, and the others are told.
+            if (m_tolerant && awaitLossAfter(m_epoch))
+                throw RankLostError("rank " + std::to_string(m_rank) + ": " + e.what());
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            throw;
+        } catch (const Error &e) {
+            m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+            throw;
+        }
+    }
+    const std::lock_guard lock(m_commsMutex); // the pointers only: backend() is read meanwhile
+    m_comms.world = std::move(done->comms.world);
+    m_comms.group = std::move(done->comms.group);
+    m_comms.leaders = std::move(done->comms.leaders);
+    return waited;
+}
+
+void DistributedRun::abandonConnecting() noexcept
+{
+    if (!m_connecting)
+        return;
+    bool done = false;
+    {
+        const std::lock_guard lock(m_connecting->mutex);
+        done = m_connecting->done;
+    }
+    if (done) {
+        m_connectThread.join();
+        // Never destroyed: a Gloo thread may still wait in them for a lost rank (as regroup()'s).
+        static auto *abandoned = new std::vector<std::shared_ptr<Connecting>>();
+        abandoned->push_back(std::move(m_connecting));
+    } else {
+        m_connectThread.detach(); // it owns what it uses (c10d, its own store connection), and ends with Gloo's timeout
+    }
+    m_connecting.reset();
 }
 
 Communicators DistributedRun::makeCommunicators(const std::string &backend, const BackendOptions &b)
@@ -333,6 +479,7 @@ void DistributedRun::regroup(int epoch, const std::vector<int> &members)
             g.groupOf[static_cast<std::size_t>(k)] = static_cast<int>(g.groups.size());
         g.groups.push_back(std::move(kept));
     }
+    abandonConnecting(); // process groups still forming (or formed, never used) over the old members
     BackendOptions b = m_backendOptions;
     b.rank = static_cast<int>(me - members.begin());
     b.worldSize = static_cast<int>(members.size());
@@ -387,6 +534,9 @@ DistributedRun::~DistributedRun()
     // The communicators go first, while the watchdog still watches (a peer that dies during the
     // finalize ends this process through it). A run that finished finalizes and destroys them
     // (children before the parent); one that failed aborts them, as NCCL asks after an error.
+    // Process groups still forming in the background (the run failed before its first collective)
+    // are left to their thread.
+    abandonConnecting();
     const std::lock_guard lock(m_commsMutex);
     if (!m_finished)
         for (Communicator *c : {m_comms.leaders.get(), m_comms.group.get(), m_comms.world.get()})
@@ -456,9 +606,13 @@ void DistributedRun::allReduce(std::span<std::int64_t> words, CollectiveTiming *
     const std::int64_t arrival = nowOnRank0Ns();
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before this collective");
+    // The first collective waits for the process groups formed in the background (if they are not
+    // ready yet): part of its duration, and this rank arrives for the others only once it can take
+    // part, so that wait counts as waiting for the last rank (account()).
+    const double connectWait = awaitCommunicators();
     m_buffer.assign(words.size() + m_members.size(), 0);
     std::copy(words.begin(), words.end(), m_buffer.begin());
-    m_buffer[words.size() + static_cast<std::size_t>(m_epochRank)] = arrival;
+    m_buffer[words.size() + static_cast<std::size_t>(m_epochRank)] = connectWait > 0 ? nowOnRank0Ns() : arrival;
     collect(m_buffer);
     if (m_testSlowCollective.count() > 0) // CLUSTERPPL_TEST_SLOW_COLLECTIVE: a slow network, for tests of the overlap
         std::this_thread::sleep_for(m_testSlowCollective);
@@ -468,6 +622,7 @@ void DistributedRun::allReduce(std::span<std::int64_t> words, CollectiveTiming *
     t.arrivalNs = arrival;
     t.lastArrivalNs = *std::max_element(m_buffer.begin() + static_cast<std::ptrdiff_t>(words.size()), m_buffer.end());
     t.payloadBytes = static_cast<std::int64_t>(m_buffer.size() * sizeof(std::int64_t));
+    t.connectSeconds = connectWait;
     if (timing)
         *timing = t;
     else
@@ -481,6 +636,7 @@ void DistributedRun::account(const CollectiveTiming &t, std::int64_t blockedFrom
     m_comm.transferSeconds += blockedSeconds - wait;
     m_comm.collectiveSeconds += t.seconds;
     m_comm.collectives += 1;
+    m_comm.connectSeconds += t.connectSeconds;
     m_comm.payloadBytes += t.payloadBytes;
 }
 
@@ -496,6 +652,7 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     const std::size_t n = m_members.size();
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
+    (void)awaitCommunicators(); // a run without rounds: the first collective
     std::vector<std::int64_t> rows(n * K, 0);
     auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
     std::int64_t *row = rows.data() + static_cast<std::size_t>(m_epochRank) * K;

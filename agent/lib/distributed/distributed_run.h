@@ -8,11 +8,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cppl::agent::dist {
@@ -35,6 +38,10 @@ struct DistributedOptions
     /// `--on-rank-loss continue`: a lost rank (not rank 0) does not end the run; collectives throw
     /// RankLostError instead and the dynamic schedule regroups the survivors (gloo or nccl).
     bool tolerateRankLoss = false;
+    /// Gloo: the process groups form on a thread of this rank's while the caller goes on (loads,
+    /// computes round 0); the first collective waits for them. False: in the constructor (comm-check).
+    /// NCCL's always form in the constructor.
+    bool connectInBackground = true;
 };
 
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
@@ -48,6 +55,7 @@ struct CommStats
     double collectiveSeconds = 0; ///< the collectives' own duration, on whichever thread ran them (>= wait + transfer)
     std::int64_t collectives = 0;
     std::int64_t payloadBytes = 0; ///< words this rank contributed, x 8
+    double connectSeconds = 0;  ///< the first collective's wait for the process groups formed in the background (in collectiveSeconds)
 };
 
 /// One collective as allReduce() measured it; the accounting into CommStats is separate (account()).
@@ -57,6 +65,7 @@ struct CollectiveTiming
     std::int64_t lastArrivalNs = 0; ///< the last rank's arrival, on rank 0's clock
     double seconds = 0;             ///< the call's duration
     std::int64_t payloadBytes = 0;
+    double connectSeconds = 0;      ///< of it, waiting for the process groups formed in the background
 };
 
 /// One rank's line in the result's `ranks` array.
@@ -167,6 +176,22 @@ private:
     /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).
     void collect(std::span<std::int64_t> words);
     void abortCommunicators() noexcept;
+    /// The process groups formed in the background, once formed: adopted into m_comms (the first
+    /// collective calls this; the seconds it waited are returned). Their error is thrown as the
+    /// constructor threw it (the others told through the watchdog), or, tolerant, RankLostError
+    /// when a lost rank is the cause or is reported meanwhile.
+    double awaitCommunicators();
+    /// regroup() and the destructor: forming groups are left to their thread, formed ones kept unused.
+    void abandonConnecting() noexcept;
+    struct Connecting
+    {
+        std::mutex mutex;
+        std::condition_variable cv;
+        bool awaited = false; ///< a collective waits for them (CLUSTERPPL_TEST_HOLD_CONNECT=R:collective)
+        bool done = false;
+        Communicators comms;
+        std::exception_ptr error;
+    };
     Communicators makeCommunicators(const std::string &backend, const BackendOptions &b);
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
@@ -178,6 +203,8 @@ private:
     std::unique_ptr<Store> m_store;
     Communicators m_comms;
     std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
+    std::shared_ptr<Connecting> m_connecting; ///< the process groups forming in the background, until the first collective
+    std::thread m_connectThread;
     std::unique_ptr<Watchdog> m_watchdog; ///< destroyed (its thread joined) after the communicators, before the store
     bool m_finished = false;              ///< finish() ran: the communicators close cleanly
     CommStats m_comm;
