@@ -38,6 +38,27 @@ using cppl::test::kText;
 
 namespace {
 
+/// A run that lasts until it is interrupted: every window is ~2 s of compute for 4 ranks under
+/// dynamic batches, which can end before a test acts on its first counted tokens; static shards
+/// with rank @p slowRank sleeping 100 ms per batch (CLUSTERPPL_TEST_SLOW_RANK in the host's env)
+/// make it ~11 s, as every round waits for that rank. on_rank_loss fail outright: a killed rank
+/// fails the run (static shards allow nothing else).
+cppl::ClusterProfile longRun(cppl::ClusterProfile p, int slowRank = 3)
+{
+    p.evaluation.maxWindows = 0;
+    p.evaluation.schedule = "static";
+    p.evaluation.onRankLoss = "fail";
+    p.hosts.front().env["CLUSTERPPL_TEST_SLOW_RANK"] = std::to_string(slowRank) + ":100";
+    return p;
+}
+
+/// Whether @p e's run ended before it was interrupted: it produced a result, or rank 0's log has
+/// its final estimate.
+bool ranToTheEnd(const RunEngine &e)
+{
+    return !e.outcome().resultJson.isEmpty() || readFile(e.outcome().logDir + u"/rank-0.log"_s).contains("Final estimate");
+}
+
 cppl::ClusterProfile profile(int slots, const QString &groups, std::int64_t maxWindows, const QString &model = kModel)
 {
     const QString json = cppl::test::localProfileJson(u"engine-test"_s, kAgent, slots, groups, maxWindows, model);
@@ -305,17 +326,19 @@ private Q_SLOTS:
         RunEngine e;
         QSignalSpy finished(&e, &RunEngine::finished);
         RunRequest req;
-        req.profile = profile(4, u"size:2"_s, 0); // every window: long enough to interrupt
+        req.profile = longRun(profile(4, u"size:2"_s, 0));
         req.runId = u"engine-stop"_s;
         req.preflight = false;
         QVERIFY(e.start(req));
         QTRY_VERIFY_WITH_TIMEOUT(e.latestSnapshot() && e.latestSnapshot()->global.tokens > 0, 120000);
+        // Static shards, on_rank_loss fail (longRun): the 4 ranks and no store process of their own.
         QCOMPARE(agentsOfRun(e.runId()).size(), 4);
         e.stop();
         QCOMPARE(e.phase(), RunPhase::Stopping);
         QVERIFY(finished.wait(30000));
         QCOMPARE(e.phase(), RunPhase::Stopped);
         QCOMPARE(e.outcome().exitCode, int(kRunStopped));
+        QVERIFY2(!ranToTheEnd(e), "the run ended before it was stopped");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()).size(), 0, 10000);
     }
 
@@ -326,7 +349,7 @@ private Q_SLOTS:
         QList<RunAlert> alerts;
         connect(&e, &RunEngine::alertRaised, this, [&](const RunAlert &a) { alerts << a; });
         RunRequest req;
-        req.profile = profile(4, u"size:2"_s, 0);
+        req.profile = longRun(profile(4, u"size:2"_s, 0), 1); // rank 2, the victim, must not finish first
         req.runId = u"engine-kill"_s;
         req.preflight = false;
         QVERIFY(e.start(req));
@@ -351,6 +374,7 @@ private Q_SLOTS:
         QCOMPARE(e.phase(), RunPhase::Failed);
         QCOMPARE(e.outcome().exitCode, int(kRunRankFailed));
         QVERIFY2(e.outcome().firstCause.contains(u"rank 2 on localhost: killed by signal 9"_s), qPrintable(e.outcome().firstCause));
+        QVERIFY2(!ranToTheEnd(e), "the run ended before rank 2 was killed");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()).size(), 0, 10000);
     }
 };

@@ -309,13 +309,21 @@ private Q_SLOTS:
         const QString runId = u"slurm-stop"_s;
         RunEngine engine;
         QSignalSpy done(&engine, &RunEngine::finished);
-        // Every window of the text: long enough to be stopped in the middle.
-        QVERIFY(engine.start(request(profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0), runId)));
+        // A run that lasts until it is stopped: every window of the text can be over in a few
+        // seconds under dynamic batches; static shards with rank 3 sleeping 100 ms per batch (the
+        // login host's env, exported into the job) make every round wait for it, ~11 s in all.
+        QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
+        json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"schedule\": \"static\", \"on_rank_loss\": \"fail\"}"_s);
+        json.replace(u"\"OPENBLAS_NUM_THREADS\": \"1\"}"_s, u"\"OPENBLAS_NUM_THREADS\": \"1\", \"CLUSTERPPL_TEST_SLOW_RANK\": \"3:100\"}"_s);
+        QVERIFY(json.contains(u"\"schedule\": \"static\""_s) && json.contains(u"CLUSTERPPL_TEST_SLOW_RANK"_s));
+        QVERIFY(engine.start(request(json, runId)));
         QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
         QCOMPARE(engine.phase(), RunPhase::Running);
         engine.stop();
         QVERIFY(done.wait(120000));
         QCOMPARE(engine.outcome().phase, RunPhase::Stopped);
+        // Interrupted, not finished: no result from rank 0.
+        QVERIFY2(engine.outcome().resultJson.isEmpty(), "the run ended before it was stopped");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
         const ProcessResult q = m_slurm.client(u"scontrol"_s, {u"-o"_s, u"show"_s, u"job"_s, engine.outcome().slurmJobId});
         QVERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));

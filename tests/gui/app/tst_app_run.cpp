@@ -164,11 +164,16 @@ private Q_SLOTS:
         auto w = window(0);
         auto e = w->evaluationPage()->evaluation();
         e.onRankLoss = "fail"; // the run fails with its rank (continue: lostRankShowsRecovered)
+        // A run that lasts until rank 2 is killed: every window is ~2 s for 4 ranks under dynamic
+        // batches; static shards with rank 1 sleeping 100 ms per batch make every round wait for it.
+        e.schedule = "static";
         w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
         qint64 rank2 = 0;
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "1:100"); // the local launcher passes this process's environment on
         startAndFindRank2(*w, runId, rank2);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
         if (QTest::currentTestFailed())
             return;
         auto *page = w->runPage();
@@ -203,6 +208,7 @@ private Q_SLOTS:
         QVERIFY(page->phaseText().contains(u"failed"_s));
         QVERIFY(!w->messageBar()->text().isEmpty());
         QVERIFY2(w->messageBar()->text().contains(u"rank 2"_s), qPrintable(w->messageBar()->text()));
+        QVERIFY2(finished.front().front().value<cppl::core::run::RunOutcome>().resultJson.isEmpty(), "the run ended before rank 2 was killed");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
     }
 
@@ -399,9 +405,15 @@ private Q_SLOTS:
     void stopLeavesNoAgent()
     {
         auto w = window(0);
+        // A run that lasts until it is stopped: static shards, rank 3 sleeping 100 ms per batch.
+        auto e = w->evaluationPage()->evaluation();
+        e.schedule = "static";
+        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "3:100");
         startAndCount(*w, runId);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
         if (QTest::currentTestFailed())
             return;
         QCOMPARE(agentsOfRun(runId).size(), 4);
@@ -414,7 +426,9 @@ private Q_SLOTS:
         stop->trigger();
         QVERIFY(finished.wait(30000));
         QCOMPARE(finished.front().front().value<cppl::core::run::RunOutcome>().phase, RunPhase::Stopped);
+        QVERIFY2(finished.front().front().value<cppl::core::run::RunOutcome>().resultJson.isEmpty(), "the run ended before it was stopped");
         QVERIFY(w->runPage()->phaseText().contains(u"stopped"_s));
+        QCOMPARE(w->runPage()->charts()->deviationTitle(), u"PPL of each rank's shard vs global PPL"_s); // the run's schedule
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId).size(), 0, 10000);
     }
 };
