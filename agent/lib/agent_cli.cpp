@@ -97,9 +97,11 @@ constexpr CommandUsage kCommandUsage[] = {
       --overlap-sync on|off              on (default): a round's aggregation runs on a thread of its
                                          own behind the next round's compute; the live global PPL
                                          lags one round; same bits
-      --on-rank-loss fail|continue       a rank dies or stalls past --timeout: end the run (default),
-                                         or regroup without it and finish with the same bits
-                                         (continue: --schedule dynamic; rank 0 may be lost too)
+      --on-rank-loss continue|fail       a rank dies or stalls past --timeout: regroup without it
+                                         and finish with the same bits (continue, the default with
+                                         --schedule dynamic; rank 0 may be lost too when the store
+                                         is served outside the ranks), or end the run (fail: fail
+                                         fast; the default and the only choice with --schedule static)
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it
@@ -119,14 +121,16 @@ constexpr CommandUsage kCommandUsage[] = {
       --master-port P        the rendezvous store's port, 1..65535 (default: a free one)
       Start N local ranks of eval with torchrun's environment; the launcher serves the rendezvous
       store, prefixes other ranks' messages with [rank R], forwards SIGINT/SIGTERM, stops all ranks
-      when one fails and returns rank 0's exit code. With eval's --on-rank-loss continue only rank
-      0 failing stops the others; once rank 0 is done the rest are stopped after 3 s.
+      when one fails and returns rank 0's exit code. With eval's --on-rank-loss continue (the
+      default with the dynamic schedule) no failing rank stops the others; once a rank is done the
+      rest are stopped after 3 s, and the lowest rank that finished gives the exit code.
 )"},
     {"store", R"(  clusterppl-agent store [--port P] [--bind ADDR]
       Serve a run's rendezvous store (c10d's TCPStore) in a process of its own, so that it
       outlives every rank, rank 0 included; ranks use it with TORCHELASTIC_USE_AGENT_STORE=True
-      and MASTER_ADDR/MASTER_PORT pointing here. clusterppl-cli starts one for --on-rank-loss
-      continue runs. Prints CLUSTERPPL_STORE {"port":P,"addr":"ADDR"} on stdout once listening;
+      and MASTER_ADDR/MASTER_PORT pointing here. clusterppl-cli starts one for runs that go on
+      after a lost rank (on_rank_loss continue, the default with the dynamic schedule). Prints
+      CLUSTERPPL_STORE {"port":P,"addr":"ADDR"} on stdout once listening;
       exits 0 when stdin reaches EOF (an SSH session's end stops it) or on SIGTERM/SIGINT/SIGHUP.
       --port P               1..65535, or 0 for a free one (default 0)
       --bind ADDR            an address of this host, checked (default 0.0.0.0); LibTorch 1.13's

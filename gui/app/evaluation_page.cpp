@@ -162,10 +162,11 @@ EvaluationPage::EvaluationPage(QWidget *parent)
                               "holds the others up. Static: each rank gets a fixed, balanced shard (for comparison). "
                               "Both give one rank's bits."));
     hf->addRow(tr("Schedule"), m_schedule);
-    m_onRankLoss = combo(how, {{u"fail"_s, tr("fail the run")}, {u"continue"_s, tr("continue without it")}});
-    m_onRankLoss->setToolTip(tr("When a rank other than 0 dies or stalls past the collective timeout: end the run, or "
-                                "let the others redo its unfinished batches and finish with the same bits (needs the "
-                                "dynamic schedule and Gloo)."));
+    m_onRankLoss = combo(how, {{u"continue"_s, tr("continue without it")}, {u"fail"_s, tr("fail the run")}});
+    m_onRankLoss->setToolTip(tr("When a rank dies or stalls past the collective timeout: let the others redo its "
+                                "unfinished batches and finish with the same bits (the default with the dynamic "
+                                "schedule; rank 0 may be lost too), or end the run at once (fail fast; static shards "
+                                "cannot move to another rank, so a static run always fails)."));
     hf->addRow(tr("Lost rank"), m_onRankLoss);
     m_overlapSync = combo(how, {{u"on"_s, tr("overlap with the next round")}, {u"off"_s, tr("wait for each round")}});
     m_overlapSync->setObjectName(u"overlapSync"_s);
@@ -268,6 +269,7 @@ EvaluationPage::EvaluationPage(QWidget *parent)
         });
     connect(m_dataKind, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     connect(m_protocol, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
+    connect(m_schedule, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     load(EvaluationSpec{}, Thresholds{});
 }
 
@@ -313,6 +315,7 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     setCombo(m_topology, qs(e.topology));
     setCombo(m_schedule, qs(e.schedule));
     setCombo(m_onRankLoss, qs(e.onRankLoss));
+    m_onRankLoss->setProperty("dynamicChoice", QVariant()); // updateDataMode: what the dynamic schedule had
     setCombo(m_overlapSync, e.overlapSync ? u"on"_s : u"off"_s);
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
     m_tolerance->setValue(t.deviationTolerance);
@@ -385,6 +388,18 @@ void EvaluationPage::updateDataMode()
     const bool tokens = m_dataKind->currentData() == u"tokens"_s;
     m_tokenizer->setEnabled(!tokens);
     m_stride->setEnabled(m_protocol->currentData() == u"hf-sliding"_s);
+    // Static shards cannot move to another rank: a static run fails on a lost rank, whatever was chosen.
+    // Back on the dynamic schedule, the choice made there returns.
+    const bool dynamic = m_schedule->currentData() == u"dynamic"_s;
+    const char *kept = "dynamicChoice";
+    if (!dynamic && m_onRankLoss->currentData() != u"fail"_s) {
+        m_onRankLoss->setProperty(kept, m_onRankLoss->currentData());
+        m_onRankLoss->setCurrentIndex(m_onRankLoss->findData(u"fail"_s));
+    } else if (dynamic && m_onRankLoss->property(kept).isValid()) {
+        m_onRankLoss->setCurrentIndex(m_onRankLoss->findData(m_onRankLoss->property(kept)));
+        m_onRankLoss->setProperty(kept, QVariant());
+    }
+    m_onRankLoss->setEnabled(dynamic);
 }
 
 void EvaluationPage::saveSettings() const

@@ -539,6 +539,9 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
         e.oneOf("topology", s.topology, {"hierarchical", "flat"});
         e.oneOf("schedule", s.schedule, {"static", "dynamic"});
+        // Absent (a profile from before the default changed, or one that never said): the
+        // schedule's default, continue for dynamic, fail for static.
+        s.onRankLoss = defaultOnRankLoss(s.schedule);
         e.oneOf("on_rank_loss", s.onRankLoss, {"fail", "continue"});
         if (const json *o = e.find("overlap_sync"); o && !o->is_boolean())
             // The agent's flag reads on|off; the profile's field is a JSON boolean.
@@ -660,8 +663,7 @@ std::string profileToJson(const ClusterProfile &p)
     ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
                {"batch", e.batch == kAutoBatch ? ordered_json("auto") : ordered_json(e.batch)}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
                {"topology", e.topology}, {"schedule", e.schedule}};
-    if (e.onRankLoss != "fail")
-        ev["on_rank_loss"] = e.onRankLoss;
+    ev["on_rank_loss"] = e.onRankLoss; // always: a saved profile says what ran, whatever a later default
     if (!e.overlapSync)
         ev["overlap_sync"] = false;
     if (!e.model.empty())

@@ -136,13 +136,39 @@ private Q_SLOTS:
         QFETCH(QString, evaluation);
         QFETCH(QString, schedule);
         QCOMPARE(EvaluationSpec{}.schedule, std::string("dynamic"));
-        QCOMPARE(EvaluationSpec{}.onRankLoss, std::string("fail")); // tolerant runs stay synchronous: not the default
+        QCOMPARE(EvaluationSpec{}.onRankLoss, std::string("continue")); // surviving a lost rank is the default (issue 16)
         const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
         const auto r = parseProfile(text);
         QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
         QCOMPARE(QString::fromStdString(r.profile.evaluation.schedule), schedule);
         const std::string json = profileToJson(r.profile); // always written, so a saved profile says what ran
         QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"schedule\": \"%1\"").arg(schedule)), json.c_str());
+        QVERIFY(parseProfile(json).profile == r.profile);
+    }
+
+    void onRankLossDefaultsBySchedule_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<QString>("onRankLoss");
+        // Absent (a profile written before the default changed, or by hand): the schedule's default,
+        // continue with dynamic batches, fail with static shards (they cannot move to another rank).
+        QTest::addRow("absent, dynamic by default: continue") << "{}" << "continue";
+        QTest::addRow("absent, dynamic: continue") << R"({"schedule": "dynamic"})" << "continue";
+        QTest::addRow("absent, static: fail") << R"({"schedule": "static"})" << "fail";
+        QTest::addRow("fail, dynamic: fail (fail fast)") << R"({"schedule": "dynamic", "on_rank_loss": "fail"})" << "fail";
+        QTest::addRow("continue") << R"({"on_rank_loss": "continue"})" << "continue";
+    }
+    void onRankLossDefaultsBySchedule()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(QString, onRankLoss);
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(QString::fromStdString(r.profile.evaluation.onRankLoss), onRankLoss);
+        // Always written, so a saved profile says what ran whatever a later default says.
+        const std::string json = profileToJson(r.profile);
+        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"on_rank_loss\": \"%1\"").arg(onRankLoss)), json.c_str());
         QVERIFY(parseProfile(json).profile == r.profile);
     }
 

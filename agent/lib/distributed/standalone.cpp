@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "standalone.h"
 
+#include "checkpoint.h"
 #include "store.h"
 
 #include "args.h"
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -93,7 +95,7 @@ struct Options
     int port = 0;        ///< 0: the store picks a free port
     std::vector<std::string> evalArgs;
     std::string command = "eval"; ///< what each rank runs: eval, or comm-check (the collective self-test)
-    bool tolerant = false;        ///< eval's --on-rank-loss continue: a rank other than 0 may fail, the others go on
+    bool tolerant = false;        ///< eval's --on-rank-loss continue (its default with the dynamic schedule): a failing rank, rank 0 included, stops no other
 };
 
 /// Launcher flags before "--", eval arguments after it.
@@ -122,9 +124,24 @@ Options parseOptions(const std::vector<std::string> &argvIn)
     o.port = static_cast<int>(a.integer("--master-port", 0, 1, 65535));
     if (!afterDashes || (o.evalArgs.empty() && o.command == "eval"))
         throw ConfigError("run: put the eval arguments after \"--\", e.g. run --standalone --nproc-per-node 4 -- --model DIR --text FILE");
-    for (std::size_t i = 0; i + 1 < o.evalArgs.size(); ++i)
+    // eval's --on-rank-loss, with eval's default: continue with the dynamic schedule (the default,
+    // or the resumed checkpoint's), fail with the static one. A bad value is eval's to refuse.
+    std::optional<std::string> onLoss, schedule, resumeState;
+    for (std::size_t i = 0; i + 1 < o.evalArgs.size(); ++i) {
         if (o.evalArgs[i] == "--on-rank-loss")
-            o.tolerant = o.evalArgs[i + 1] == "continue";
+            onLoss = o.evalArgs[i + 1];
+        else if (o.evalArgs[i] == "--schedule")
+            schedule = o.evalArgs[i + 1];
+        else if (o.evalArgs[i] == "--resume-state")
+            resumeState = o.evalArgs[i + 1];
+    }
+    if (!schedule && resumeState) {
+        try {
+            schedule = parseResumeState(*resumeState).schedule;
+        } catch (const std::exception &) { // eval refuses it with the reason
+        }
+    }
+    o.tolerant = o.command == "eval" && onLoss.value_or(schedule.value_or("dynamic") == "static" ? "fail" : "continue") == "continue";
     if (const auto groups = a.get("--groups"); groups && !groups->empty()) {
         o.evalArgs.push_back("--groups");
         o.evalArgs.push_back(*groups);

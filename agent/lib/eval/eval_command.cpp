@@ -318,7 +318,9 @@ EvalOptions parseOptions(const Args &a)
                                   + (o.resume->syncEvery == kSyncAtEnd ? std::string("end") : std::to_string(o.resume->syncEvery))
                                   + " tokens; a static schedule's rounds depend on it: resume with the same --sync-every-tokens");
         }
-        const std::string onLoss = a.get("--on-rank-loss").value_or("fail");
+        // Surviving a lost rank is the default where it can work (the dynamic schedule); a static
+        // shard cannot move to another rank, so static runs fail fast, and say so when asked otherwise.
+        const std::string onLoss = a.get("--on-rank-loss").value_or(o.schedule == dist::Schedule::Dynamic ? "continue" : "fail");
         if (onLoss != "fail" && onLoss != "continue")
             throw ConfigError("--on-rank-loss \"" + onLoss + "\" is not one of fail, continue");
         d.tolerateRankLoss = onLoss == "continue";

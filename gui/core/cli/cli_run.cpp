@@ -76,11 +76,12 @@ Options:
   --schedule dynamic|static the agents' schedule (overrides the profile's evaluation.schedule,
                             default dynamic): global batches claimed as ranks go, or shards
                             fixed before the run (kept for comparison); same bits
-  --on-rank-loss fail|continue
-                            a rank dies or stalls (overrides evaluation.on_rank_loss): end the run,
-                            or let the others regroup and finish with the same bits and say
-                            recovered, with the rank and the cause (needs the dynamic schedule;
-                            rank 0 may be lost too)
+  --on-rank-loss continue|fail
+                            a rank dies or stalls (overrides evaluation.on_rank_loss): let the
+                            others regroup and finish with the same bits and say recovered, with
+                            the rank and the cause (continue, the default with the dynamic
+                            schedule; rank 0 may be lost too), or end the run (fail: fail fast;
+                            the default and the only choice with the static schedule)
   --overlap-sync on|off     the agents' --overlap-sync (overrides evaluation.overlap_sync): on
                             (default) aggregates round r while round r+1 computes, off waits for
                             each round's aggregation; the same bits either way, also on --resume
@@ -160,7 +161,7 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption checkOnlyOpt(u"check-only"_s, {});
     const QCommandLineOption resumeOpt(u"resume"_s, {}, u"RUN"_s);
     const QCommandLineOption scheduleOpt(u"schedule"_s, {}, u"static|dynamic"_s);
-    const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"fail|continue"_s);
+    const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"continue|fail"_s);
     const QCommandLineOption overlapSyncOpt(u"overlap-sync"_s, {}, u"on|off"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
                        logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt,

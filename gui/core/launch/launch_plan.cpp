@@ -145,10 +145,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         const std::int64_t sync = profile.thresholds.syncEveryTokens;
         a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
         a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
-        if (e.onRankLoss != "fail")
-            a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});
         // Always said, like --schedule, so every launcher's command line (local, SSH, the Slurm
-        // script's srun) shows it; a tolerant run's agents stay synchronous whatever it says.
+        // script's srun) shows it, whatever an agent's own default.
+        a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});
         a.insert(a.end(), {"--overlap-sync", e.overlapSync ? "on" : "off"});
         // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
         // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn

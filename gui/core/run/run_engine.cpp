@@ -220,6 +220,8 @@ bool RunEngine::start(RunRequest request)
         m_request.profile.evaluation.overlapSync = m_request.overlapSync == u"on"_s;
     if (!m_request.schedule.isEmpty())
         m_request.profile.evaluation.schedule = m_request.schedule.toStdString();
+    if (m_request.schedule == u"static"_s && m_request.onRankLoss.isEmpty())
+        m_request.profile.evaluation.onRankLoss = "fail"; // --schedule static alone: its only choice (static shards cannot move)
     if (!m_request.onRankLoss.isEmpty())
         m_request.profile.evaluation.onRankLoss = m_request.onRankLoss.toStdString();
     if (m_request.profile.evaluation.onRankLoss == "continue" && m_request.profile.evaluation.schedule != "dynamic")

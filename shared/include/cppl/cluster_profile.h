@@ -72,15 +72,24 @@ struct EvaluationSpec
     std::string backend = "auto";
     std::string topology = "hierarchical";
     std::string schedule = "dynamic"; ///< the agents' --schedule: dynamic batches (default) or static shards (docs/communication.md)
-    /// The agents' --on-rank-loss: fail (a lost rank ends the run) or continue (the others regroup
-    /// and finish; needs schedule dynamic; docs/communication.md, "Losing a rank").
-    std::string onRankLoss = "fail";
+    /// The agents' --on-rank-loss: continue (the others regroup and finish; needs schedule dynamic;
+    /// docs/communication.md, "Losing a rank") or fail (a lost rank ends the run: fail fast). The
+    /// default follows the schedule: a profile without "on_rank_loss" reads as continue with the
+    /// dynamic schedule and fail with the static one (defaultOnRankLoss); the writer always writes it.
+    std::string onRankLoss = "continue";
     /// The agents' --overlap-sync: true (on) runs round r's aggregation behind round r+1's compute,
-    /// false (off) aggregates each round before the next starts. Same bits either way, runs with
-    /// onRankLoss "continue" included (docs/communication.md).
+    /// false (off) aggregates each round before the next starts. Same bits either way, tolerant
+    /// runs included (docs/communication.md).
     bool overlapSync = true;
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
+
+/// @brief evaluation.on_rank_loss when a profile does not say: continue with the dynamic schedule
+/// (a lost rank's batches move to the others), fail with the static one (its shards cannot move).
+[[nodiscard]] inline const char *defaultOnRankLoss(const std::string &schedule) noexcept
+{
+    return schedule == "static" ? "fail" : "continue";
+}
 
 struct Thresholds
 {

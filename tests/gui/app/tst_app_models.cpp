@@ -480,31 +480,52 @@ void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
 {
     // The page built its EvaluationSpec from its controls only, so a profile's "schedule" and
     // "on_rank_loss" were dropped (back to the defaults) when the dashboard ran it. The defaults:
-    // dynamic batches, fail on a lost rank (the profile's, EvaluationSpec{}).
+    // dynamic batches, continue without a lost rank (the profile's, EvaluationSpec{}).
     cppl::app::EvaluationPage page;
     cppl::EvaluationSpec e = page.evaluation();
     QCOMPARE(e.schedule, std::string("dynamic"));
-    QCOMPARE(e.onRankLoss, std::string("fail"));
+    QCOMPARE(e.onRankLoss, std::string("continue"));
     QCOMPARE(e.schedule, cppl::EvaluationSpec{}.schedule);
-    e.schedule = "static"; // a profile that asks for static shards keeps them
+    QCOMPARE(e.onRankLoss, cppl::EvaluationSpec{}.onRankLoss);
+    e.schedule = "static"; // a profile that asks for static shards keeps them, and fails fast (its only choice)
+    e.onRankLoss = "fail";
     page.load(e, page.thresholds());
     QCOMPARE(page.evaluation().schedule, std::string("static"));
+    QCOMPARE(page.evaluation().onRankLoss, std::string("fail"));
     e.schedule = "dynamic";
+    e.onRankLoss = "fail"; // fail fast, asked for
+    page.load(e, page.thresholds());
+    QCOMPARE(page.evaluation().onRankLoss, std::string("fail"));
     e.onRankLoss = "continue";
     page.load(e, page.thresholds());
     const cppl::EvaluationSpec back = page.evaluation();
     QCOMPARE(back.schedule, std::string("dynamic"));
     QCOMPARE(back.onRankLoss, std::string("continue"));
-    bool found = false;
+    QComboBox *lost = nullptr;
     for (auto *c : page.findChildren<QComboBox *>())
-        found = found || (c->currentData().toString() == u"continue"_s && !c->toolTip().isEmpty());
-    QVERIFY2(found, "the lost-rank control shows the loaded value and has a tooltip");
+        if (c->findData(u"continue"_s) >= 0)
+            lost = c;
+    QVERIFY2(lost && lost->currentData().toString() == u"continue"_s && !lost->toolTip().isEmpty(),
+             "the lost-rank control shows the loaded value and has a tooltip");
+    // Static shards cannot move: choosing them turns the control to fail and disables it; back on
+    // dynamic, the choice made there returns.
+    QComboBox *schedule = nullptr;
+    for (auto *c : page.findChildren<QComboBox *>())
+        if (c->findData(u"static"_s) >= 0)
+            schedule = c;
+    QVERIFY(schedule);
+    schedule->setCurrentIndex(schedule->findData(u"static"_s));
+    QCOMPARE(page.evaluation().onRankLoss, std::string("fail"));
+    QVERIFY(!lost->isEnabled());
+    schedule->setCurrentIndex(schedule->findData(u"dynamic"_s));
+    QCOMPARE(page.evaluation().onRankLoss, std::string("continue"));
+    QVERIFY(lost->isEnabled());
 }
 
 void TestAppModels::evaluationPageOverlapSync()
 {
     // The Sync rounds control shows evaluation.overlap_sync and gives it back; the tooltip says what
-    // it does; with on_rank_loss continue it stays enabled (those runs overlap too).
+    // it does; with on_rank_loss continue it stays enabled (tolerant runs overlap too).
     cppl::app::EvaluationPage page;
     auto *overlap = page.findChild<QComboBox *>(u"overlapSync"_s);
     QVERIFY(overlap);
