@@ -788,11 +788,12 @@ private Q_SLOTS:
                                                                      << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << staticEnd;
         QTest::addRow("static, SIGSTOP rank 1") << int(SIGSTOP) << 1 << 6 << "rank 1 ({host}) stopped responding: no heartbeat for "
                                                 << QString() << 6 << staticEnd; // the first survivor to time out is reported first: any of them
-        // --on-rank-loss fail (the default) with the dynamic schedule (the default) fails as fast,
-        // rank 0's loss included (with continue, run --standalone's ranks survive it: survivesLostRank).
-        QTest::addRow("default (dynamic), SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
+        // --on-rank-loss fail, said (the dynamic schedule's default is continue), with the dynamic
+        // schedule (the default) fails as fast, rank 0's loss included (with continue, run
+        // --standalone's ranks survive it: survivesLostRank).
+        QTest::addRow("dynamic, on-rank-loss fail, SIGKILL rank 2") << int(SIGKILL) << 2 << 5 << QStringLiteral("rank 2 ({host}") + died
                                                                       << "clusterppl-agent run: rank 2 was killed by signal 9 (Killed) first" << 60 << failFast;
-        QTest::addRow("default (dynamic), SIGKILL rank 0") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
+        QTest::addRow("dynamic, on-rank-loss fail, SIGKILL rank 0") << int(SIGKILL) << 0 << 128 + SIGKILL << QStringLiteral("rank 0 ({host}") + died
                                                                       << "clusterppl-agent run: rank 0 was killed by signal 9 (Killed) first" << 60 << failFast;
     }
     void rankKilledOrStopped()

@@ -90,6 +90,18 @@ inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {}
     return out;
 }
 
+/// The ranks among agentsOfRun(@p id, @p extra): the `clusterppl-agent eval` processes. A run that
+/// goes on after a lost rank (on_rank_loss continue, the default with the dynamic schedule) also has
+/// a `clusterppl-agent store` process carrying the run id, which agentsOfRun counts too.
+inline QList<qint64> ranksOfRun(const QString &id, const QByteArray &extra = {})
+{
+    QList<qint64> out;
+    for (const qint64 pid : agentsOfRun(id, extra))
+        if (readFile(QStringLiteral("/proc/%1/cmdline").arg(pid)).split('\0').value(1) == "eval")
+            out << pid;
+    return out;
+}
+
 /// Child processes of @p parent (e.g. a launcher's ranks), from /proc/PID/stat. Ascending.
 inline QList<qint64> childrenOf(qint64 parent)
 {

@@ -30,6 +30,7 @@ using cppl::core::telemetry::RankView;
 using cppl::core::telemetry::Snapshot;
 
 using cppl::test::agentsOfRun;
+using cppl::test::ranksOfRun;
 using cppl::test::readFile;
 
 using cppl::test::kAgent;

@@ -335,7 +335,11 @@ private Q_SLOTS:
         const QString runId = u"slurm-kill"_s;
         RunEngine engine;
         QSignalSpy done(&engine, &RunEngine::finished);
-        QVERIFY(engine.start(request(profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0), runId)));
+        // on_rank_loss fail: the run fails with its task (the dynamic default, continue, goes on
+        // without it: tolerantRunRecoversKilledTask).
+        QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
+        json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"on_rank_loss\": \"fail\"}"_s);
+        QVERIFY(engine.start(request(json, runId)));
         QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
         const QList<qint64> victim = agentsOfRun(runId, 2);
         QCOMPARE(victim.size(), 1);

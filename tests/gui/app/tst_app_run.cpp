@@ -416,7 +416,7 @@ private Q_SLOTS:
         qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
         if (QTest::currentTestFailed())
             return;
-        QCOMPARE(agentsOfRun(runId).size(), 4);
+        QCOMPARE(cppl::test::ranksOfRun(runId).size(), 4);
         // Stop through the window's Stop action (Ctrl+.).
         QAction *stop = nullptr;
         for (QAction *a : w->findChildren<QAction *>())
