@@ -35,6 +35,9 @@ using namespace Qt::StringLiterals;
 namespace cppl::app {
 
 namespace {
+/// The "evaluation" settings group's version: 2 since on_rank_loss continue became the default
+/// with the dynamic schedule (restoreSettings reads an older saved "fail" as the default).
+constexpr int kSettingsVersion = 2;
 QString qs(const std::string &s) { return QString::fromStdString(s); }
 void setCombo(QComboBox *c, const QString &value)
 {
@@ -409,6 +412,7 @@ void EvaluationPage::saveSettings() const
     const EvaluationSpec e = evaluation();
     const Thresholds t = thresholds();
     s.setValue(u"saved"_s, true);
+    s.setValue(u"version"_s, kSettingsVersion);
     s.setValue(u"model"_s, qs(e.model));
     s.setValue(u"tokens"_s, qs(e.tokens));
     s.setValue(u"text"_s, qs(e.text));
@@ -459,6 +463,13 @@ bool EvaluationPage::restoreSettings()
     str("topology", e.topology);
     str("schedule", e.schedule);
     str("onRankLoss", e.onRankLoss);
+    // Settings saved before surviving a lost rank became the default (no "version", or 1) hold
+    // "fail" whenever the user never touched the control: fail was the default then, and the page
+    // saves every field. Such a "fail" cannot be told from a chosen one, so it reads as a profile
+    // without on_rank_loss does: the schedule's default (continue with the dynamic schedule).
+    // Saved from version 2 on, a "fail" is kept (docs/dashboard.md, "Settings").
+    if (s.value(u"version"_s, 1).toInt() < 2 && e.onRankLoss == "fail")
+        e.onRankLoss = defaultOnRankLoss(e.schedule);
     e.overlapSync = s.value(u"overlapSync"_s, e.overlapSync).toBool();
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);

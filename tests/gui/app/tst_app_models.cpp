@@ -22,6 +22,7 @@
 #include <QGroupBox>
 #include <QLineEdit>
 #include <QMimeData>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
@@ -67,6 +68,8 @@ private Q_SLOTS:
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
     void evaluationPageKeepsScheduleAndRankLoss();
+    void evaluationSettingsFromBeforeTheDefaultFlip_data();
+    void evaluationSettingsFromBeforeTheDefaultFlip();
     void evaluationPageOverlapSync();
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
@@ -520,6 +523,57 @@ void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
     schedule->setCurrentIndex(schedule->findData(u"dynamic"_s));
     QCOMPARE(page.evaluation().onRankLoss, std::string("continue"));
     QVERIFY(lost->isEnabled());
+}
+
+void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip_data()
+{
+    QTest::addColumn<QVariant>("version"); // the "evaluation" group's; invalid: absent (before version 2)
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<QString>("saved"); // its onRankLoss
+    QTest::addColumn<QString>("expected");
+    // Before the flip fail was the default and the page saved every field: a saved fail is read as
+    // the schedule's default, as a profile without on_rank_loss is.
+    QTest::addRow("no version, dynamic, fail: the new default") << QVariant() << "dynamic" << "fail" << "continue";
+    QTest::addRow("no version, dynamic, continue: kept") << QVariant() << "dynamic" << "continue" << "continue";
+    QTest::addRow("no version, static, fail: kept") << QVariant() << "static" << "fail" << "fail";
+    QTest::addRow("version 2, dynamic, fail: chosen, kept") << QVariant(2) << "dynamic" << "fail" << "fail";
+}
+
+void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip()
+{
+    QFETCH(QVariant, version);
+    QFETCH(QString, schedule);
+    QFETCH(QString, saved);
+    QFETCH(QString, expected);
+    {
+        QSettings s; // this test's own settings (its application name)
+        s.remove(u"evaluation"_s);
+        s.beginGroup(u"evaluation"_s);
+        s.setValue(u"saved"_s, true);
+        if (version.isValid())
+            s.setValue(u"version"_s, version);
+        s.setValue(u"schedule"_s, schedule);
+        s.setValue(u"onRankLoss"_s, saved);
+    }
+    cppl::app::EvaluationPage page;
+    QVERIFY(page.restoreSettings());
+    QCOMPARE(page.evaluation().schedule, schedule.toStdString());
+    QCOMPARE(page.evaluation().onRankLoss, expected.toStdString());
+    // Saved again, the settings say version 2: a fail chosen from now on stays fail.
+    cppl::EvaluationSpec e = page.evaluation();
+    if (schedule == u"dynamic"_s) {
+        e.onRankLoss = "fail";
+        page.load(e, page.thresholds());
+    }
+    page.saveSettings();
+    {
+        QSettings s;
+        QCOMPARE(s.value(u"evaluation/version"_s).toInt(), 2);
+    }
+    cppl::app::EvaluationPage again;
+    QVERIFY(again.restoreSettings());
+    QCOMPARE(again.evaluation().onRankLoss, std::string("fail"));
+    QSettings().remove(u"evaluation"_s);
 }
 
 void TestAppModels::evaluationPageOverlapSync()
