@@ -12,7 +12,8 @@
 //                   [--schedule static,dynamic] [--topology flat,hierarchical] [--slow RANK:FACTOR]
 //                   [--overlap on,off] [--on-rank-loss fail,continue]
 //                   (--schedule none: static shards without collectives; --on-rank-loss: default
-//                   fail, the agent's; continue only with the dynamic schedule)
+//                   fail, as the documented figures ran; the agent's default is continue with the
+//                   dynamic schedule; continue only with the dynamic schedule)
 // Each configuration runs world x rate x S tokens (S seconds of ideal compute per rank).
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
@@ -383,7 +384,7 @@ int main(int argc, char **argv)
     std::vector<std::string> schedules{"static", "dynamic"};
     std::vector<std::string> topologies{"flat", "hierarchical"};
     std::vector<std::string> overlaps{"on"};
-    std::vector<std::string> losses{"fail"}; ///< --on-rank-loss: the agent's default
+    std::vector<std::string> losses{"fail"}; ///< --on-rank-loss: fail, as docs/communication.md's figures ran (the agent's default is continue with dynamic)
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--ranks") {
