@@ -71,7 +71,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --allow-long-context   allow --context beyond max_position_embeddings
       --json OUT             write the result (docs/result-json.md)
       --shard R/N            evaluate only shard R of N (balanced by scored tokens)
-      --quiet                no progress on stderr
+      --quiet                no progress on stderr (a "recovered:" line, naming a lost rank
+                             and the cause, is still printed)
       --result-line          also print the result JSON on stdout as one "CLUSTERPPL_RESULT {...}" line
       --exit-on-stdin-eof    exit when stdin closes (launchers: no rank outlives its SSH channel)
       --telemetry tcp://HOST:PORT   stream progress, syncs, logs and the result to a collector

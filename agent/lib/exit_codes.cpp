@@ -18,6 +18,13 @@ int exitCodeFor(const std::exception &e) noexcept
     return kExitRuntime;
 }
 
+bool isRunWide(const std::exception &e) noexcept
+{
+    if (const auto *coded = dynamic_cast<const ExitError *>(&e))
+        return coded->scope() == ExitError::Scope::Run;
+    return dynamic_cast<const ConfigError *>(&e) != nullptr;
+}
+
 std::string exitMessageFor(const std::exception &e)
 {
     if (dynamic_cast<const Error *>(&e))

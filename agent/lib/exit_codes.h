@@ -3,6 +3,7 @@
 
 #include "cppl/errors.h"
 
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -24,12 +25,24 @@ enum ExitCode : int {
 class ExitError : public Error
 {
 public:
-    ExitError(int code, const std::string &message) : Error(message), m_code(code) {}
+    /// Which ranks a failure holds for: this rank's own (its host, its files, its device) or the
+    /// whole run (every rank would hit it: isRunWide()).
+    enum class Scope : std::uint8_t { Rank, Run };
+    ExitError(int code, const std::string &message, Scope scope = Scope::Rank) : Error(message), m_code(code), m_scope(scope) {}
     [[nodiscard]] int code() const noexcept { return m_code; }
+    [[nodiscard]] Scope scope() const noexcept { return m_scope; }
 
 private:
     int m_code;
+    Scope m_scope;
 };
+
+/// @brief Whether @p e holds for the whole run, not for this rank alone: a ConfigError (the
+/// arguments, the same on every rank) or an ExitError of Scope::Run (the arguments against the
+/// model, a resume that does not match its checkpoint). A run that goes on after a lost rank
+/// (`--on-rank-loss continue`) ends with such a failure instead of going on without the rank
+/// (docs/communication.md, "Losing a rank").
+[[nodiscard]] bool isRunWide(const std::exception &e) noexcept;
 
 /// @brief The one mapping from an exception to the agent's exit code: ExitError its own code,
 /// TimeoutError 6, CollectiveError and ProtocolError 5, ConfigError 2, IoError 4, any other

@@ -1177,8 +1177,11 @@ private Q_SLOTS:
         // Rank 1 cannot read its model: it exits with the bad-model code. With --on-rank-loss fail,
         // rank 0, which would otherwise wait in the first collective, exits at once naming rank 1
         // and its reason. With the default (continue, under the default dynamic schedule) rank 0
-        // goes on without it and finishes the run alone (rank 0 serves the store here).
+        // goes on without it and finishes the run alone (rank 0 serves the store here): a model
+        // missing on one host is that rank's failure, not the run's (runWideRefusalEndsTheRun).
+        // Under --quiet too, it says whom it lost and why, and its result records it.
         QFETCH(QStringList, onRankLoss);
+        const QString json = m_dir.filePath(QStringLiteral("failing-rank-%1.json").arg(onRankLoss.size()));
         const QString port = QString::number(freeLoopbackPort());
         QList<QProcess *> ranks;
         QElapsedTimer clock;
@@ -1187,6 +1190,8 @@ private Q_SLOTS:
             QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0) + QStringList{QStringLiteral("--timeout"), QStringLiteral("300")} + onRankLoss;
             if (r == 1)
                 args[1] = m_dir.filePath(QStringLiteral("no-such-model"));
+            else
+                args << QStringLiteral("--json") << json;
             ranks << startRank(this,
                                {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
                                 {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port}},
@@ -1200,6 +1205,14 @@ private Q_SLOTS:
             const QString out = QString::fromUtf8(ranks[0]->readAllStandardOutput());
             QVERIFY2(ranks[0]->exitCode() == 0 && out.contains(QStringLiteral("Final estimate: PPL = ")),
                      qPrintable(QStringLiteral("exit %1\n%2\n%3").arg(ranks[0]->exitCode()).arg(out, err)));
+            QVERIFY2(err.contains(QStringLiteral("recovered: rank 1 (")) && err.contains(QStringLiteral("no-such-model")), qPrintable(err));
+            const QJsonObject result = readJson(json);
+            QCOMPARE(result.value(QStringLiteral("on_rank_loss")).toString(), QStringLiteral("continue"));
+            const QJsonArray lost = result.value(QStringLiteral("lost_ranks")).toArray();
+            QCOMPARE(lost.size(), 1);
+            QCOMPARE(lost[0].toObject().value(QStringLiteral("rank")).toInt(), 1);
+            QVERIFY2(lost[0].toObject().value(QStringLiteral("cause")).toString().contains(QStringLiteral("no-such-model")),
+                     qPrintable(lost[0].toObject().value(QStringLiteral("cause")).toString()));
             return;
         }
         QVERIFY2(ranks[0]->exitCode() == 5, qPrintable(err));
@@ -1208,6 +1221,77 @@ private Q_SLOTS:
         // Told, not timed out: rank 0 names rank 1's reason, and it was done long before its 300 s
         // --timeout (generous: a loaded machine takes seconds to start the ranks).
         QVERIFY(clock.elapsed() < 240000);
+    }
+
+    void runWideRefusalEndsTheRun_data()
+    {
+        QTest::addColumn<int>("worldSize");
+        QTest::addColumn<int>("refuser");
+        QTest::addColumn<bool>("ownStore"); // the store served outside the ranks (a clusterppl-agent store process)
+        QTest::addRow("rank 1 refuses, rank 0 serves the store") << 2 << 1 << false;
+        QTest::addRow("rank 0 refuses, rank 0 serves the store") << 2 << 0 << false;
+        // The path of a resume whose data changed (rank 0 alone checks the checkpoint's
+        // fingerprint): the hub's failure must not start an election that the others survive.
+        QTest::addRow("rank 0 refuses, store outside the ranks, 3 ranks") << 3 << 0 << true;
+        QTest::addRow("rank 2 refuses, store outside the ranks, 3 ranks") << 3 << 2 << true;
+    }
+    void runWideRefusalEndsTheRun()
+    {
+        // A refusal that holds for the whole run (bad arguments, a resume that does not match its
+        // checkpoint: every rank would hit it) ends a run under the default --on-rank-loss continue
+        // too: every rank exits with the refusal's code (2) and names it, nobody goes on. Here one
+        // rank's --context exceeds the model's max_position_embeddings (512), a check made after
+        // the rendezvous, as the resume's is; the others would have run.
+        QFETCH(int, worldSize);
+        QFETCH(int, refuser);
+        QFETCH(bool, ownStore);
+        QProcess store;
+        QString port = QString::number(freeLoopbackPort());
+        if (ownStore) {
+            store.start(kAgent, {QStringLiteral("store"), QStringLiteral("--port"), QStringLiteral("0"), QStringLiteral("--bind"), QStringLiteral("127.0.0.1")});
+            QVERIFY(store.waitForStarted());
+            QByteArray out;
+            while (!out.contains('\n') && store.waitForReadyRead(30000))
+                out += store.readAllStandardOutput();
+            const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(out));
+            QVERIFY2(m.hasMatch(), out.constData());
+            port = m.captured(1);
+        }
+        QList<QProcess *> ranks;
+        QElapsedTimer clock;
+        clock.start();
+        for (int r = 0; r < worldSize; ++r) {
+            QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0) + QStringList{QStringLiteral("--timeout"), QStringLiteral("300")};
+            if (r == refuser)
+                args[args.indexOf(QStringLiteral("--context")) + 1] = QStringLiteral("1024");
+            QMap<QString, QString> env{{QStringLiteral("RANK"), QString::number(r)},
+                                       {QStringLiteral("WORLD_SIZE"), QString::number(worldSize)},
+                                       {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
+                                       {QStringLiteral("MASTER_PORT"), port}};
+            if (ownStore)
+                env.insert(QStringLiteral("TORCHELASTIC_USE_AGENT_STORE"), QStringLiteral("True"));
+            ranks << startRank(this, env, args);
+        }
+        const QString refusal = QStringLiteral("--context 1024 exceeds the model's max_position_embeddings 512");
+        for (int r = 0; r < worldSize; ++r) {
+            QVERIFY(ranks[r]->waitForFinished(240000));
+            const QString err = QString::fromUtf8(ranks[r]->readAllStandardError());
+            const QString out = QString::fromUtf8(ranks[r]->readAllStandardOutput());
+            QVERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 2,
+                     qPrintable(QStringLiteral("rank %1: exit %2\n%3").arg(r).arg(ranks[r]->exitCode()).arg(err)));
+            QVERIFY2(err.contains(refusal), qPrintable(QStringLiteral("rank %1:\n%2").arg(r).arg(err)));
+            if (r != refuser)
+                QVERIFY2(err.contains(QStringLiteral("rank %1 (").arg(refuser)) && err.contains(QStringLiteral("failed:")),
+                         qPrintable(QStringLiteral("rank %1:\n%2").arg(r).arg(err)));
+            QVERIFY2(!err.contains(QStringLiteral("recovered:")) && !out.contains(QStringLiteral("Final estimate")),
+                     qPrintable(QStringLiteral("rank %1 went on:\n%2%3").arg(r).arg(out, err)));
+        }
+        // Ended by the refusal, not by a timeout (--timeout 300).
+        QVERIFY(clock.elapsed() < 240000);
+        if (ownStore) {
+            store.closeWriteChannel();
+            QVERIFY(store.waitForFinished(10000));
+        }
     }
 
     void ncclUnavailableSaysWhy()

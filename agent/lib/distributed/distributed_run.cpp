@@ -707,10 +707,10 @@ double DistributedRun::clockUncertaintySeconds() const
     return static_cast<double>(m_watchdog->clockUncertaintyNs()) * 1e-9;
 }
 
-void DistributedRun::reportFailure(int exitCode, const std::string &message)
+void DistributedRun::reportFailure(int exitCode, const std::string &message, bool runWide)
 {
     if (m_watchdog)
-        m_watchdog->reportFailure(exitCode, message);
+        m_watchdog->reportFailure(exitCode, message, runWide);
 }
 
 void DistributedRun::finish()

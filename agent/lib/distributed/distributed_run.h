@@ -166,7 +166,9 @@ public:
     [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine);
 
     /// @brief This rank failed with @p exitCode: the others are told (and exit) instead of waiting.
-    void reportFailure(int exitCode, const std::string &message);
+    /// Tolerant runs: they go on without this rank, unless @p runWide (a failure every rank would
+    /// hit: isRunWide()), which ends the run, every rank exiting with @p exitCode.
+    void reportFailure(int exitCode, const std::string &message, bool runWide = false);
     /// @brief The run is over for this rank; peers may now exit without alarm.
     void finish();
 

@@ -312,16 +312,20 @@ void Watchdog::closePeer(Peer &p)
     p.fd = -1;
 }
 
-void Watchdog::reportFailure(int exitCode, const std::string &message)
+void Watchdog::reportFailure(int exitCode, const std::string &message, bool runWide)
 {
-    const int code = exitCode == kPeerTimeout ? kPeerTimeout : kPeerDied;
+    // Tolerant runs: a failure every rank would hit ends the run ("F": every rank exits with its
+    // code) instead of being survived as this rank's loss ("f": the others exit 5 or 6 only when
+    // the run fails fast).
+    runWide = runWide && m_onLoss && exitCode >= 1 && exitCode <= kPeerTimeout;
+    const int code = runWide ? exitCode : exitCode == kPeerTimeout ? kPeerTimeout : kPeerDied;
     std::string flat = message;
     for (char &c : flat)
         if (c == '\n')
             c = ' ';
     trace(m_rank, "reports its own failure: " + flat);
     m_fired = true; // this rank exits on its own; ignore what follows
-    sendAll("f" + std::to_string(code) + " " + std::to_string(m_rank) + " " + who(m_rank) + " failed: " + flat + "\n");
+    sendAll((runWide ? "F" : "f") + std::to_string(code) + " " + std::to_string(m_rank) + " " + who(m_rank) + " failed: " + flat + "\n");
 }
 
 void Watchdog::finish()
@@ -336,13 +340,13 @@ void Watchdog::finish()
         m_mesh->finish();
 }
 
-void Watchdog::fire(int code, const std::string &message, int origin)
+void Watchdog::fire(int code, const std::string &message, int origin, bool runWide)
 {
     trace(m_rank, "fire " + std::to_string(code) + " (origin " + std::to_string(origin) + "): " + message);
     if (m_fired.exchange(true) || m_finished)
         return;
     if (isHub())
-        sendAll("f" + std::to_string(code) + " " + std::to_string(origin) + " " + message + "\n");
+        sendAll((runWide ? "F" : "f") + std::to_string(code) + " " + std::to_string(origin) + " " + message + "\n");
     m_onFatal(Fatal{code, message});
 }
 
@@ -363,15 +367,22 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
         }
         fire(kPeerDied, who(p.rank) + " sent an unexpected frame \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version and --on-rank-loss?)", p.rank);
         break;
-    case 'f': {
+    case 'f':
+    case 'F': { // F: a failure that holds for the whole run (reportFailure): it ends a tolerant run too
+        const bool runWide = frame[0] == 'F';
         int code = kPeerDied, origin = p.rank;
         int consumed = 0;
-        if (std::sscanf(frame.c_str(), "f%d %d %n", &code, &origin, &consumed) < 2 || (code != kPeerDied && code != kPeerTimeout)) {
-            // A peer's frame decides this rank's exit code: only the two documented ones are taken.
+        if (std::sscanf(frame.c_str() + 1, "%d %d %n", &code, &origin, &consumed) < 2
+            || (runWide ? code < 1 || code > kPeerTimeout : code != kPeerDied && code != kPeerTimeout)) {
+            // A peer's frame decides this rank's exit code: only documented ones are taken.
             fire(kPeerDied, who(p.rank) + " sent a malformed failure report \"" + frame.substr(0, 80) + "\"", p.rank);
             break;
         }
-        std::string text = frame.substr(static_cast<std::size_t>(consumed));
+        std::string text = frame.substr(static_cast<std::size_t>(consumed) + 1);
+        if (runWide) {
+            fire(code, text, origin, true);
+            break;
+        }
         const std::string prefix = who(p.rank) + " ";
         if (isHub() && m_onLoss) {
             // A rank that failed on its own (its model, its data, its memory) is lost like a dead one.

@@ -84,7 +84,9 @@ public:
     Watchdog &operator=(const Watchdog &) = delete;
 
     /// @brief This rank failed: tell everyone (rank 0 relays), then return so the caller can exit.
-    void reportFailure(int exitCode, const std::string &message);
+    /// Tolerant runs: @p runWide (every rank would hit it: bad arguments, a resume refused) ends
+    /// the run, every rank exiting with @p exitCode (1..6); otherwise the others go on without it.
+    void reportFailure(int exitCode, const std::string &message, bool runWide = false);
     /// @brief This rank finished normally: its connection may close from now on without alarm.
     void finish();
 
@@ -141,7 +143,7 @@ private:
     void sendAll(const std::string &frame);
     bool sendTo(Peer &p, const std::string &frame);
     void handleFrame(Peer &p, const std::string &frame);
-    void fire(int code, const std::string &message, int origin);
+    void fire(int code, const std::string &message, int origin, bool runWide = false);
     std::string who(int rank) const;
 
     int m_rank;

@@ -65,7 +65,11 @@ auto phase(int code, F &&f) -> decltype(f())
     try {
         return f();
     } catch (const ConfigError &e) {
-        throw ExitError(code == kExitBadData || code == kExitBadModel ? code : kExitBadArguments, e.what());
+        // Bad data or a bad model is this rank's (its host's files); bad arguments are the run's
+        // (the same on every rank: isRunWide()).
+        if (code == kExitBadData || code == kExitBadModel)
+            throw ExitError(code, e.what());
+        throw ExitError(kExitBadArguments, e.what(), ExitError::Scope::Run);
     } catch (const IoError &e) {
         throw ExitError(code, e.what());
     }
@@ -454,13 +458,15 @@ public:
     }
 
     /// A rank that fails tells the others (through the watchdog) and telemetry before it exits, so
-    /// none waits; agentMain() prints the message and exits with the code exitCodeFor() gives.
+    /// none waits; agentMain() prints the message and exits with the code exitCodeFor() gives. A
+    /// failure that holds for the whole run (isRunWide) ends a tolerant run too, every rank with
+    /// this code, instead of being survived as this rank's loss.
     [[noreturn]] void fail(const std::exception &e)
     {
         const int code = exitCodeFor(e);
         const std::string message = exitMessageFor(e);
         if (m_run)
-            m_run->reportFailure(code, message);
+            m_run->reportFailure(code, message, isRunWide(e));
         if (m_tel) {
             m_tel->error(message, code);
             m_tel->close(code);
@@ -671,9 +677,10 @@ private:
              << " windows, " << p.windows.scoredTokens << " tokens";
         const dist::ResumeState *resume = m_o.resume ? &*m_o.resume : nullptr;
         if (resume && resume->batchCount != m_batchCount)
-            throw ExitError(kExitBadArguments, "--resume-state: the interrupted run had " + std::to_string(resume->batchCount)
-                                                   + " global batches, this plan has " + std::to_string(m_batchCount) + " ("
-                                                   + plan.str() + "); resume with the run's own data and settings");
+            throw ExitError(kExitBadArguments,
+                            "--resume-state: the interrupted run had " + std::to_string(resume->batchCount) + " global batches, this plan has "
+                                + std::to_string(m_batchCount) + " (" + plan.str() + "); resume with the run's own data and settings",
+                            ExitError::Scope::Run);
         auto compute = [files = mi.weightFiles, tokens = p.flat.data(), count = p.flat.size(), text = plan.str()] {
             return fingerprintOf(files, tokens, count, text);
         };
@@ -684,7 +691,7 @@ private:
         if (resume) {
             const dist::RunFingerprint now = compute();
             if (const std::string why = dist::fingerprintMismatch(resume->fingerprint, now); !why.empty())
-                throw ExitError(kExitBadArguments, "--resume-state: " + why);
+                throw ExitError(kExitBadArguments, "--resume-state: " + why, ExitError::Scope::Run); // the run's checkpoint, checked for the run
             std::promise<dist::RunFingerprint> ready;
             ready.set_value(now);
             m_fingerprint = ready.get_future().share();
@@ -986,7 +993,7 @@ private:
                                          + ") " + l.cause + "; lost after round " + std::to_string(l.round) + ", "
                                          + std::to_string(l.windows) + " of its windows kept, " + std::to_string(redone)
                                          + " batches queued again so far; going on with " + std::to_string(run->epochSize()) + " ranks";
-                if (!silent())
+                if (run->reporter()) // a note, not progress: --quiet keeps it (a run that exits 0 says whom it lost)
                     err << line << '\n' << std::flush;
                 if (tel)
                     tel->log(cppl::telemetry::LogLevel::Warning, line);
