@@ -13,9 +13,10 @@
 #                     same nll_sum_exact (the reduction itself, not only staging)
 #   comm-check nccl   large +- int64 words whose exact sums are known, at world size = GPUs (>= 2
 #                     when there are two; NCCL allows one rank per GPU), flat and hierarchical
-#   lost rank nccl    2 or 3 NCCL ranks (>= 2 GPUs; skipped with one), --schedule dynamic
-#                     --on-rank-loss continue, the last rank killed with SIGKILL at 20% of the
-#                     tokens: exit 0, the one-rank nll_sum_exact, the rank in lost_ranks
+#   lost rank nccl    2 or 3 NCCL ranks (>= 2 GPUs; skipped with one) under the defaults (the
+#                     dynamic schedule, --on-rank-loss continue: no flag says it), the last rank
+#                     killed with SIGKILL at 20% of the tokens: exit 0, the one-rank nll_sum_exact,
+#                     the rank in lost_ranks, on_rank_loss continue in the result
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
 #                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
@@ -147,7 +148,8 @@ default_batch_row() { # NAME JSON LOG REFJSON ENV... -- ARGS...
   row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
       "batch $b from $src (limited by $lim), ppl rel. diff $d (limit 2e-2), $(jget "$json" tokens_per_second) tok/s"
 }
-# A lost rank: N ranks, --schedule dynamic --on-rank-loss continue; the last one, slowed
+# A lost rank: N ranks under the defaults (--schedule dynamic, --on-rank-loss continue: said by no
+# flag, so the row proves the default for the backend); the last one, slowed
 # (CLUSTERPPL_TEST_SLOW_RANK) so that the run lasts, is killed with SIGKILL once rank 0's round
 # line reports 20% of the tokens. The run must exit 0 with REFJSON's nll_sum_exact (a one-rank run
 # of EVAL0 with --batch BATCH), the rank in lost_ranks. Short rounds (--sync-every-tokens 200): the
@@ -157,7 +159,7 @@ lost_rank_row() { # NAME N REFJSON BATCH ARGS...
   local victim=$(( n - 1 )) log="$OUT/lost-$n.log" json="$OUT/lost-$n.json" args=() a lp vp="" p frac=0 rc waited=0
   for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done # rank 0's round lines place the kill
   CLUSTERPPL_TEST_SLOW_RANK="$victim:300" "$AGENT" run --standalone --nproc-per-node "$n" -- "${args[@]}" --batch "$batch" "$@" \
-    --schedule dynamic --on-rank-loss continue --sync-every-tokens 200 --timeout 60 --json "$json" >"$log" 2>&1 &
+    --sync-every-tokens 200 --timeout 60 --json "$json" >"$log" 2>&1 &
   lp=$!
   while (( waited < 1200 )) && kill -0 "$lp" 2>/dev/null; do # up to 120 s
     frac=$(grep -oE '\] ppl [0-9.]+  [0-9]+/[0-9]+ tokens' "$log" | tail -1 | sed -E 's/.*  ([0-9]+)\/([0-9]+) tokens/\1 \2/' \
@@ -175,8 +177,9 @@ lost_rank_row() { # NAME N REFJSON BATCH ARGS...
   kill -KILL "$vp"
   wait "$lp"; rc=$?
   if (( rc != 0 )); then row "$name" FAIL "exit $rc after killing rank $victim at ${frac}%: $(errline "$log")"; return; fi
-  local mine theirs lost how
-  mine=$(jget "$json" nll_sum_exact); theirs=$(jget "$ref" nll_sum_exact)
+  local mine theirs lost how policy
+  mine=$(jget "$json" nll_sum_exact); theirs=$(jget "$ref" nll_sum_exact); policy="$(jget "$json" on_rank_loss)/$(jget "$json" schedule)"
+  if [[ "$policy" != continue/dynamic ]]; then row "$name" FAIL "the default ran as on_rank_loss/schedule $policy, not continue/dynamic"; return; fi
   lost=$(pyc "import json,sys; print(','.join(str(l['rank']) for l in json.load(open(sys.argv[1])).get('lost_ranks', [])))" "$json" 2>/dev/null)
   how=$(grep -m1 -oE 'nccl regrouping \([^)]*\): .*' "$log" | sed -E 's/^nccl regrouping \([^)]*\): //' | cut -c1-70)
   row "$name" "$([[ -n "$mine" && "$mine" == "$theirs" && "$lost" == "$victim" ]] && echo ok || echo FAIL)" \
