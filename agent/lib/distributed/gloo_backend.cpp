@@ -39,7 +39,7 @@ public:
         try {
             m_pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
         } catch (const std::exception &e) {
-            throw translate("connecting", e);
+            raise("connecting", e);
         }
     }
     int rank() const override { return m_rank; }
@@ -72,7 +72,7 @@ private:
             try {
                 op(t)->wait();
             } catch (const std::exception &e) {
-                throw translate(what, e);
+                raise(what, e);
             }
             return;
         }
@@ -86,7 +86,7 @@ private:
         try {
             work = op(t);
         } catch (const std::exception &e) {
-            throw translate(what, e);
+            raise(what, e);
         }
         for (;;) {
             if (m_lossEpoch->load() > m_epoch)
@@ -99,20 +99,24 @@ private:
                     continue; // the slice ended
                 if (work->isSuccess())
                     break; // the slice ended just as the work completed
-                throw translate(what, e);
+                raise(what, e);
             }
         }
         const std::int64_t *out = t[0].data_ptr<std::int64_t>();
         std::copy(out, out + words.size(), words.begin());
     }
-    CollectiveError translate(const std::string &what, const std::exception &e) const
+    /// Throws Gloo's error @p e of @p what as this project's: a TimeoutError for Gloo's timeouts
+    /// (exit code 6, the watchdog's kPeerTimeout), a CollectiveError otherwise. Thrown here, not
+    /// returned: a TimeoutError returned as CollectiveError was sliced to one, and every Gloo
+    /// timeout read as a plain collective failure (exit 5).
+    [[noreturn]] void raise(const std::string &what, const std::exception &e) const
     {
         const std::string reason = firstLine(e.what());
         const std::string msg = "gloo " + what + " in the " + m_name + " group (member " + std::to_string(m_rank) + " of "
                                 + std::to_string(m_size) + ") failed: " + reason;
         if (reason.find("imed out") != std::string::npos || reason.find("imeout") != std::string::npos)
-            return TimeoutError(msg);
-        return CollectiveError(msg);
+            throw TimeoutError(msg);
+        throw CollectiveError(msg);
     }
 
     int m_rank, m_size;
