@@ -86,6 +86,19 @@ private:
         return w;
     }
 
+    /// window(0) for a run that survives a lost rank (dynamic batches, on_rank_loss continue),
+    /// stored in $CLUSTERPPL_STORE so that History can be checked after it.
+    std::unique_ptr<MainWindow> tolerantWindow()
+    {
+        auto w = window(0);
+        w->setStoreRuns(true);
+        auto e = w->evaluationPage()->evaluation();
+        e.schedule = "dynamic";
+        e.onRankLoss = "continue";
+        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
+        return w;
+    }
+
     /// Starts @p w's run and waits until its first tokens are counted; the run's id in @p runId.
     /// Make the QSignalSpy on runFinished before calling this, and check currentTestFailed() after.
     static void startAndCount(MainWindow &w, QString &runId)
@@ -220,12 +233,7 @@ private Q_SLOTS:
         // Run page's badge reads "Recovered" with the cause in its tooltip, rank 2's row and
         // heat-map row are marked lost, and History shows the stored run recovered, rank 2 lost.
         qputenv("CLUSTERPPL_STORE", m_dir.filePath(u"recovered.sqlite"_s).toUtf8());
-        auto w = window(0);
-        w->setStoreRuns(true);
-        auto e = w->evaluationPage()->evaluation();
-        e.schedule = "dynamic";
-        e.onRankLoss = "continue";
-        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
+        auto w = tolerantWindow();
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
         qint64 rank2 = 0;
@@ -314,12 +322,7 @@ private Q_SLOTS:
         // Rank 3 sleeps 200 ms per batch (the local launcher passes this process's environment on):
         // every round waits for it, so the run lasts until the survivors are killed.
         qputenv("CLUSTERPPL_TEST_SLOW_RANK", "3:200");
-        auto w = window(0);
-        w->setStoreRuns(true);
-        auto e = w->evaluationPage()->evaluation();
-        e.schedule = "dynamic";
-        e.onRankLoss = "continue";
-        w->evaluationPage()->load(e, w->evaluationPage()->thresholds());
+        auto w = tolerantWindow();
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
         qint64 rank2 = 0;
