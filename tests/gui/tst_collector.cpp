@@ -227,6 +227,21 @@ private Q_SLOTS:
         QVERIFY(lines[3].startsWith(QStringLiteral("[live] ppl ")));
         if (!dynamic)
             return;
+        // A rank not heard from yet (rank 3 of 4, still loading or connecting) is named so: its
+        // slot has no host, group or windows, and "(, group 0)" would name a wrong group.
+        {
+            CollectorState::Options o4;
+            o4.windowsGlobal = true;
+            CollectorState four(o4);
+            NllStats s0;
+            cppl::test::addTokens(s0, rng, 10);
+            s0.windows = 1;
+            QVERIFY(four.apply(progressOf("r", 0, 4, 0, s0, 9), 0.0));
+            const QStringList early = cppl::core::liveLines(four.snapshot(0));
+            QCOMPARE(early.size(), 5);
+            QVERIFY2(early[3] == QStringLiteral("[live]   rank 3: connecting, not heard from yet"), qPrintable(early[3]));
+            QVERIFY2(early[0].contains(QStringLiteral(": evaluating, 1 windows (11.1% of the run's 9), ")), qPrintable(early[0]));
+        }
         // A rank lost in a run that goes on keeps the windows it counted while the others redo
         // its uncommitted ones: the run never reads more than 100% done.
         NllStats s;

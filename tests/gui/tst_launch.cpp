@@ -433,7 +433,7 @@ private:
     }
 
     /// `clusterppl-cli run` of a tolerant profile (dynamic schedule, on_rank_loss continue, every
-    /// window) on @p hosts x @p slots; rank @p victim's agent is SIGKILLed once the run is in its
+    /// window) on @p hosts x @p slots; rank @p victim's agent is SIGKILLed once every rank is in its
     /// evaluation. Expects exit 0, "recovered (rank VICTIM (", the one-rank exact sums, the lost rank
     /// in the result and the history, and no agent or store of the run left.
     void recoverLostRank(const QString &launcher, int hosts, int slots, int victim)
@@ -445,6 +445,10 @@ private:
         QByteArray json = readFile(profile);
         json.replace("\"max_windows\": 37", "\"max_windows\": 0"); // long enough to kill a rank in it
         json.replace("\"topology\": \"hierarchical\"}", "\"topology\": \"hierarchical\", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\"}");
+        // Every rank sleeps 20 ms per batch (about 2 s more for the run): it still runs when every
+        // rank is evaluating, the point where the victim is killed (sooner, a rank could still be
+        // joining the watchdog's star: rank 0 lost there ends the run by design).
+        json.replace("\"OPENBLAS_NUM_THREADS\": \"1\"}", "\"OPENBLAS_NUM_THREADS\": \"1\", \"CLUSTERPPL_TEST_SLOW_RANK\": \"*:20\"}");
         QVERIFY(writeFile(profile, json));
         const QString runId = name + u"-run"_s;
         const QString store = path(name + u"-history.sqlite"_s);
@@ -469,10 +473,14 @@ private:
         QVERIFY(readFile(u"/proc/%1/environ"_s.arg(target.front())).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
         QByteArray errSoFar;
         cli.setReadChannel(QProcess::StandardError);
-        while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 120000)
+        // Killed once every rank evaluates (the CLI's live line counts them), not at the first
+        // tokens: with the process groups formed behind the first round, one rank may compute
+        // while others still join the watchdog's star.
+        const QByteArray allEvaluating = QByteArray::number(world) + '/' + QByteArray::number(world) + " ranks evaluating";
+        while (!errSoFar.contains(allEvaluating) && cli.state() == QProcess::Running && t.elapsed() < 120000)
             if (cli.waitForReadyRead(500))
                 errSoFar += cli.readAllStandardError();
-        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
+        QVERIFY2(errSoFar.contains(allEvaluating), errSoFar.constData());
         QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
         QVERIFY(cli.waitForFinished(240000));
         const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());

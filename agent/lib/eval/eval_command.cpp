@@ -111,6 +111,9 @@ dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, 
     return {sha256Bytes(models.data(), models.size()), sha256Bytes(tokens, count * sizeof(std::uint32_t)), std::move(plan)};
 }
 
+/// EvalOptions::slowRank for CLUSTERPPL_TEST_SLOW_RANK=*:MS: every rank is slow.
+constexpr int kEveryRank = -2;
+
 /// Step 1's result: everything the command line says, checked before the model or the data are touched.
 struct EvalOptions
 {
@@ -136,7 +139,7 @@ struct EvalOptions
     std::int64_t syncEvery = kDefaultSyncEveryTokens;
     dist::Schedule schedule = dist::Schedule::Dynamic; ///< --schedule (default dynamic); static without a communicator
     bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
-    int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks)
+    int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks); *:MS every rank (kEveryRank)
     int slowMs = 0;
     int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms before writing the result (tests)
     int holdMs = 0;
@@ -335,9 +338,15 @@ EvalOptions parseOptions(const Args &a)
                 throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_RESULT \"") + hold + "\" is not RANK:MILLISECONDS");
         }
         if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
-            // Test-only: make one rank slow without another job on its core (heterogeneous speeds).
-            if (std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2 || o.slowMs < 0)
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS");
+            // Test-only: make one rank slow without another job on its core (heterogeneous
+            // speeds), or every rank ("*:MS": a run that lasts until a test acts in it).
+            const bool every = slow[0] == '*' && slow[1] == ':';
+            if (every ? std::sscanf(slow + 2, "%d", &o.slowMs) != 1 : std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS or *:MILLISECONDS");
+            if (o.slowMs < 0)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\": the milliseconds must not be negative");
+            if (every)
+                o.slowRank = kEveryRank;
         }
         if (const char *fake = std::getenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); fake && *fake) {
             std::stringstream list(fake);
@@ -864,7 +873,7 @@ private:
         // Dynamic: a rank has no share of its own (it claims batches as it goes): the telemetry's
         // windows_total is the run's, the same on every rank (the collector takes it so).
         const std::int64_t windowsExpected = dynamic ? nWindows : myWork.windows();
-        const bool slow = m_o.slowRank == m_o.identity.rank && m_o.slowMs > 0;
+        const bool slow = (m_o.slowRank == m_o.identity.rank || m_o.slowRank == kEveryRank) && m_o.slowMs > 0;
         auto publishProgress = [&](bool final, double inRound) {
             if (!tel)
                 return;

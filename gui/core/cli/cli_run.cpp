@@ -61,7 +61,9 @@ Options:
   --json FILE               write rank 0's result JSON here
   --run-id ID               run id: letters, digits, '.', '_', '-' (default: UTC time + random)
   --master-addr ADDR        rendezvous address every host can reach (default: the first host's)
-  --master-port PORT        rendezvous port, 1-65535 (default: a free port locally, 29500 over SSH)
+  --master-port PORT        rendezvous port, 1-65535 (default: a free port when the master is this
+                            machine: the local launcher, or SSH hosts at a loopback address;
+                            29500 over SSH to other machines)
   --agent PATH              agent executable on every host (overrides the profile)
   --ssh-config FILE         ssh_config file (default ~/.ssh/config)
   --known-hosts FILE        known_hosts file (default ~/.ssh/known_hosts)
@@ -244,6 +246,13 @@ QStringList liveLines(const telemetry::Snapshot &snap)
         for (const auto &r : snap.ranks) {
             // Static shards: its windows of its own shard. Dynamic: a rank claims batches as it
             // goes (a fast one does more than an even share), so its count and its part of the run.
+            // A rank not heard from yet (still loading or connecting) has no host, group or
+            // windows to show: its slot's defaults ("(, group 0)", "0 windows of the run's 0")
+            // would name a wrong group.
+            if (r.host.empty() && r.windowsTotal == 0) {
+                lines << u"[live]   rank %1: %2, not heard from yet"_s.arg(r.rank).arg(stateName(r.state));
+                continue;
+            }
             const QString windows = snap.windowsGlobal
                                         ? u"%1 windows (%2% of the run's %3)"_s.arg(r.windowsDone).arg(percent(r.windowsDone, r.windowsTotal)).arg(r.windowsTotal)
                                         : u"%1/%2 windows of its shard"_s.arg(r.windowsDone).arg(r.windowsTotal);

@@ -233,7 +233,13 @@ bool RunEngine::start(RunRequest request)
     lo.runId = m_runId.toStdString();
     lo.masterAddr = m_request.masterAddr.toStdString();
     try {
-        lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (profile.launcher == "local" ? cppl::freeLoopbackPort() : 29500);
+        // The master is this machine for the local launcher and for SSH hosts reached at a loopback
+        // address (every host is then this machine): a free port, so that two runs side by side
+        // never meet on 29500; torchrun's 29500 otherwise (it must be open between the hosts).
+        const HostSpec &first = profile.hosts.front();
+        const std::string master = !lo.masterAddr.empty() ? lo.masterAddr : !first.address.empty() ? first.address : first.name;
+        const bool masterHere = profile.launcher == "local" || (profile.launcher == "ssh" && cppl::isLoopbackHost(master));
+        lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (masterHere ? cppl::freeLoopbackPort() : 29500);
     } catch (const cppl::Error &e) {
         return refuse(kRunFailed, QString::fromStdString(e.what()));
     }

@@ -70,7 +70,7 @@ struct RunRequest
     /// Names the run everywhere (logs, telemetry, history); [A-Za-z0-9._-], <= 128. Empty: generated.
     QString runId;
     QString masterAddr;        ///< empty: the first host's address (127.0.0.1 for local runs)
-    int masterPort = 0;        ///< 0: a free port for local runs, 29500 over SSH
+    int masterPort = 0;        ///< 0: a free port when the master is this machine (local, or SSH to loopback), else 29500
     /// Replaces every host's agent (a build tree, tests). Empty: the profile's; a bare name that is
     /// not on PATH resolves to the agent installed next to this executable.
     QString agent;
