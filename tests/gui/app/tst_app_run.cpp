@@ -237,7 +237,11 @@ private Q_SLOTS:
         QSignalSpy finished(w.get(), &MainWindow::runFinished);
         QString runId;
         qint64 rank2 = 0;
+        // Every rank sleeps 20 ms per batch (about 2 s more): every window of 4 ranks is ~2 s
+        // under dynamic batches, and rank 2 must be killed before the run ends (docs/testing.md).
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "*:20");
         startAndFindRank2(*w, runId, rank2);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
         if (QTest::currentTestFailed())
             return;
         auto *page = w->runPage();
