@@ -9,6 +9,7 @@
 #include "result_json.h"
 #include "eval/eval_command.h"
 #include "exit_codes.h"
+#include "fd_limit.h"
 #include "telemetry/relay.h"
 #include "token_file.h"
 #include "tokenizer/tokenize_command.h"
@@ -475,6 +476,10 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
     }
     // The one place where an exception becomes an exit code (exitCodeFor, docs/exit-codes.md).
     try {
+        // The commands that open a socket per peer (or per client): the soft limit on open files up
+        // to the hard one, for them and for the ranks `run` starts (fd_limit.h).
+        if (args[0] == "eval" || args[0] == "run" || args[0] == "store" || args[0] == "comm-check")
+            (void)raiseFileLimit();
         if (args[0] == "plan")
             return planCommand(rest, out);
         if (args[0] == "eval")

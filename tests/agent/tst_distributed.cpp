@@ -17,6 +17,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -114,6 +115,8 @@ class TestDistributed : public QObject
 private:
     QTemporaryDir m_dir;
     QMap<QString, QJsonObject> m_oneRank; // protocol -> one-rank result
+    int m_meshCandidates = 0; // lostRankRun: CLUSTERPPL_TEST_MESH_CANDIDATES when > 0 (meshIsBounded)
+    QString m_lastErr;        // lostRankRun: the launcher's stderr, every rank's
 
     QJsonObject oneRank(const QString &protocol, int maxWindows)
     {
@@ -180,17 +183,17 @@ private:
         QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
         args.removeAll(QStringLiteral("--quiet")); // the reporting rank's round lines say how far the run is
         QProcess launcher;
-        if (at.contains(QStringLiteral("result"))) { // rank 0 holds its result until it is killed
-            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        if (at.contains(QStringLiteral("result"))) // rank 0 holds its result until it is killed
             env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_RESULT"), QStringLiteral("0:120000"));
-            launcher.setProcessEnvironment(env);
-        }
-        if (at == QLatin1String("connect") || at == QLatin1String("watchdog")) { // the victim holds there until it is killed
-            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        if (at == QLatin1String("connect") || at == QLatin1String("watchdog")) // the victim holds there until it is killed
             env.insert(at == QLatin1String("connect") ? QStringLiteral("CLUSTERPPL_TEST_HOLD_CONNECT") : QStringLiteral("CLUSTERPPL_TEST_HOLD_WATCHDOG"),
                        phases[0] + QStringLiteral(":120000"));
-            launcher.setProcessEnvironment(env);
+        if (m_meshCandidates > 0) { // meshIsBounded: fewer candidates than ranks, and the watchdog's trace to count the links
+            env.insert(QStringLiteral("CLUSTERPPL_TEST_MESH_CANDIDATES"), QString::number(m_meshCandidates));
+            env.insert(QStringLiteral("CLUSTERPPL_TEST_TRACE_WATCHDOG"), QStringLiteral("1"));
         }
+        launcher.setProcessEnvironment(env);
         launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
                                            QStringLiteral("--groups"), groups, QStringLiteral("--")}
                                    + args
@@ -278,6 +281,7 @@ private:
         if (!finished)
             killAll(launcher, kids);
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
+        m_lastErr = err;
         const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
         QVERIFY2(finished, qPrintable(err));
         QVERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
@@ -916,6 +920,95 @@ private Q_SLOTS:
                                                                      << "stopped responding: no heartbeat for " << "" << "on";
     }
     void survivesLossesWithTheHub() { lostRankRun(); }
+    // The mesh is bounded (watchdog_mesh.h): with 2 candidates (CLUSTERPPL_TEST_MESH_CANDIDATES)
+    // among 4 ranks, ranks 2 and 3 link to ranks 0 and 1 only, and nothing links to them; a loss
+    // with the hub that leaves a candidate (rank 1) or that takes both (the new hub, rank 2, links
+    // to both) is still announced at once (lostRankRun asserts half the timeout).
+    void meshIsBounded_data()
+    {
+        lostRankColumns();
+        QTest::addRow("2 candidates: kill -9 ranks 0 and 3 at once at 40%%, flat") << int(SIGKILL) << "0,3" << "0.4" << "flat" << "by-host" << 60
+                                                                                  << "died: " << "" << "on";
+        QTest::addRow("2 candidates: kill -9 ranks 0 and 1 at once at 40%%, flat") << int(SIGKILL) << "0,1" << "0.4" << "flat" << "by-host" << 60
+                                                                                  << "died: " << "" << "on";
+        // The documented fallback: both candidates and rank 3 lost together; the new hub (rank 2)
+        // has no link to rank 3, so the mesh says nothing of it (never "dead") and rank 3 costs
+        // the new hub's --timeout (20 s, short for that: the bound of the rows above does not apply).
+        QTest::addRow("2 candidates: kill -9 ranks 0, 1 and 3 at once at 40%%, flat") << int(SIGKILL) << "0,1,3" << "0.4" << "flat" << "by-host" << 20
+                                                                                     << "died: " << "" << "on";
+    }
+    void meshIsBounded()
+    {
+        m_meshCandidates = 2;
+        const auto reset = qScopeGuard([this] { m_meshCandidates = 0; });
+        lostRankRun();
+        if (QTest::currentTestFailed())
+            return;
+        const QString err = m_lastErr;
+        for (int r = 0; r < 4; ++r) {
+            const int links = r < 2 ? 3 : 2;
+            QVERIFY2(err.contains(QStringLiteral("rank %1: mesh: %2 links of 3 (2 candidates)").arg(r).arg(links)), qPrintable(err));
+            // What it made and accepted: a rank that is not a candidate connects to the 2 candidates and accepts nothing.
+            const QRegularExpression made(QStringLiteral("rank %1: mesh: linked to rank (\\d+)\n").arg(r));
+            const QRegularExpression accepted(QStringLiteral("rank %1: mesh: rank (\\d+) linked\n").arg(r));
+            QList<int> peers;
+            for (const QRegularExpression &re : {made, accepted})
+                for (auto it = re.globalMatch(err); it.hasNext();)
+                    peers << it.next().captured(1).toInt();
+            QVERIFY2(peers.size() <= links, qPrintable(QStringLiteral("rank %1 holds %2 mesh links\n%3").arg(r).arg(peers.size()).arg(err)));
+            for (int q : peers)
+                QVERIFY2(q < 2 || r < 2, qPrintable(QStringLiteral("ranks %1 and %2 are linked, neither a candidate\n%3").arg(r).arg(q).arg(err)));
+        }
+        if (QByteArray(QTest::currentDataTag()).contains("0, 1 and 3")) // rank 3 waited for, not announced by the mesh
+            QVERIFY2(err.contains(QStringLiteral("recovered: rank 3 (%1) did not reconnect to the new hub ").arg(QString::fromStdString(cppl::localHostName()))),
+                     qPrintable(err));
+    }
+    // The open files limit (fd_limit.h): raised from the soft limit to the hard one at the start
+    // (a CLUSTERPPL_DEBUG_CONNECT line says so); a hard limit too low for the world fails at once,
+    // naming the rank, the limit, the need and what to do.
+    void fileLimitRaisedToTheHardLimit()
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("CLUSTERPPL_DEBUG_CONNECT"), QStringLiteral("1"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral("/bin/sh"), QStringList{QStringLiteral("-c"), QStringLiteral("ulimit -Sn 100 && ulimit -Hn 4000 && exec \"$0\" \"$@\""),
+                                                      kAgent, QStringLiteral("eval")}
+                                               + evalArgs(QStringLiteral("llama.cpp"), 2));
+        QVERIFY(p.waitForFinished(120000));
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("clusterppl-agent: open files limit 100 raised to 4000 (hard limit 4000)")), qPrintable(err));
+        // Without the debug switch, nothing said.
+        const ProcessResult quiet = runProcess(QStringLiteral("/bin/sh"), QStringList{QStringLiteral("-c"), QStringLiteral("ulimit -Sn 100 && exec \"$0\" \"$@\""),
+                                                                                     kAgent, QStringLiteral("eval")}
+                                                                              + evalArgs(QStringLiteral("llama.cpp"), 2));
+        QVERIFY2(quiet.exitCode == 0, qPrintable(quiet.describe()));
+        QVERIFY2(!quiet.err.contains(QStringLiteral("open files limit")), qPrintable(quiet.describe()));
+    }
+    void fileLimitTooLowForTheWorld()
+    {
+        // Rank 0 of 1024 serving the store: Gloo's 1023 pairs, the star's 1023 and the store's 1024
+        // clients, and the margin of 64: 3134, above a hard limit of 1024. It fails before it opens anything.
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("RANK"), QStringLiteral("0"));
+        env.insert(QStringLiteral("WORLD_SIZE"), QStringLiteral("1024"));
+        env.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
+        env.insert(QStringLiteral("MASTER_PORT"), QString::number(freeLoopbackPort()));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral("/bin/sh"), QStringList{QStringLiteral("-c"), QStringLiteral("ulimit -n 1024 && exec \"$0\" \"$@\""), kAgent,
+                                                      QStringLiteral("eval")}
+                                               + evalArgs(QStringLiteral("llama.cpp"), 2) + QStringList{QStringLiteral("--timeout"), QStringLiteral("60")});
+        QVERIFY(p.waitForFinished(120000));
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 2, qPrintable(QStringLiteral("exit %1\n%2").arg(p.exitCode()).arg(err)));
+        QVERIFY2(err.contains(QStringLiteral("rank 0 of 1024: the open files limit (RLIMIT_NOFILE) is 1024 (hard limit 1024), but this rank needs at least 3134 "
+                                             "for its connections to the other ranks and the store's clients; raise the hard limit where the ranks start: "
+                                             "`ulimit -n 3134`")),
+                 qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("docs/launching.md, \"Open files\"")), qPrintable(err));
+    }
     // Rank 0 lost after the rendezvous, before its watchdog's star stands (held there on purpose):
     // not survivable (no rank has a communicator or the star yet), but the others see it at once,
     // because rank 0 listened for the star before it arrived (connection refused or closed), and

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "distributed_run.h"
 
+#include "fd_limit.h"
 #include "store.h"
 #include "watchdog.h"
+#include "watchdog_mesh.h"
 
 #include "cppl/errors.h"
 #include "cppl/host.h"
@@ -128,6 +130,11 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     std::signal(SIGPIPE, SIG_IGN);
     const bool serve = id.rank == 0 && !o.storeServedElsewhere;
     m_servesStore = serve;
+    // Every peer costs this rank a socket or more: a limit too low for the run fails here, clearly,
+    // not later with EMFILE in the middle of the connections (fd_limit.h; raised at the start).
+    const bool meshed = m_tolerant && o.storeServedElsewhere && id.worldSize >= 3;
+    requireFileLimit(id.rank, id.worldSize, serve,
+                     meshed ? static_cast<int>(meshPeers(id.rank, id.worldSize, meshCandidates()).size()) : 0);
     m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
     m_storeAddress = m_store->address();
     log.mark("store");

@@ -114,7 +114,7 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
         m_members.push_back(r);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (m_onLoss && m_store && world >= 3) { // published first: the others link to it while the star forms
-        m_mesh = std::make_unique<LivenessMesh>(rank, world, timeout);
+        m_mesh = std::make_unique<LivenessMesh>(rank, world, timeout, meshCandidates());
         m_mesh->publish(store, advertise, who(rank));
     }
     if (rank == 0) {

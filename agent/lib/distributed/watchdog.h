@@ -37,8 +37,9 @@ class Store;
  * new hub through the store (`cppl/hub<k>/`: the lowest live rank), reconnect to it (measuring
  * their clock offsets to it again), and the new hub announces the old one's loss as a verdict with
  * a new epoch. Without an own store connection the hub's loss stays fatal (it serves the store).
- * With one (and 3 ranks or more) every two ranks also hold a link of the mesh (watchdog_mesh.h),
- * so whichever rank becomes the hub knows at once which others died or stopped with the old one.
+ * With one (and 3 ranks or more) the ranks also hold the links of the mesh (watchdog_mesh.h: each
+ * of the kMeshCandidates lowest ranks to every rank), so a new hub that is one of them knows at
+ * once which others died or stopped with the old one.
  * Ranks lost before they join the star are lost like any other (tolerant runs, rank 0 excepted:
  * its loss there ends the run, at once; listenForStar()).
  */

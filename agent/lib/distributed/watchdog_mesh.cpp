@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 namespace cppl::agent::dist {
 
@@ -25,8 +26,29 @@ std::string key(int rank)
 
 } // namespace
 
-LivenessMesh::LivenessMesh(int rank, int world, std::chrono::milliseconds timeout)
-    : m_rank(rank), m_timeout(timeout), m_connected(static_cast<std::size_t>(world), false), m_done(static_cast<std::size_t>(world), false),
+int meshCandidates()
+{
+    const char *env = std::getenv("CLUSTERPPL_TEST_MESH_CANDIDATES");
+    if (!env || !*env)
+        return kMeshCandidates;
+    char *end = nullptr;
+    const long k = std::strtol(env, &end, 10);
+    if (*end != '\0' || k < 1 || k > 1000000)
+        throw ConfigError(std::string("$CLUSTERPPL_TEST_MESH_CANDIDATES \"") + env + "\" is not a number of ranks (1-1000000)");
+    return static_cast<int>(k);
+}
+
+std::vector<int> meshPeers(int rank, int world, int k)
+{
+    std::vector<int> peers;
+    for (int q = 0; q < world; ++q)
+        if (meshLinked(rank, q, k))
+            peers.push_back(q);
+    return peers;
+}
+
+LivenessMesh::LivenessMesh(int rank, int world, std::chrono::milliseconds timeout, int candidates)
+    : m_rank(rank), m_candidates(candidates), m_timeout(timeout), m_connected(static_cast<std::size_t>(world), false), m_done(static_cast<std::size_t>(world), false),
       m_dead(static_cast<std::size_t>(world), false), m_lastSeen(static_cast<std::size_t>(world))
 {
 }
@@ -42,6 +64,11 @@ LivenessMesh::~LivenessMesh()
 
 void LivenessMesh::publish(Store &store, const std::string &advertise, const std::string &who)
 {
+    const int world = static_cast<int>(m_connected.size());
+    wire::trace(m_rank, "mesh: " + std::to_string(meshPeers(m_rank, world, m_candidates).size()) + " links of " + std::to_string(world - 1)
+                            + " (" + std::to_string(std::min(m_candidates, world)) + " candidates)");
+    if (m_rank >= m_candidates) // not a candidate: it links to the candidates, none links to it
+        return;
     int port = 0;
     m_listener = wire::listenAnywhere(port, who + " (the watchdog's mesh)");
     store.set(key(m_rank), advertise + ":" + std::to_string(port));
@@ -49,7 +76,7 @@ void LivenessMesh::publish(Store &store, const std::string &advertise, const std
 
 void LivenessMesh::connectPending(Store &store)
 {
-    for (int q = 0; q < m_rank; ++q) {
+    for (int q = 0; q < std::min(m_rank, m_candidates); ++q) {
         if (m_connected[static_cast<std::size_t>(q)])
             continue;
         try {
@@ -87,7 +114,7 @@ void LivenessMesh::beat(Store &store)
     for (const Link &l : m_links)
         if (l.fd >= 0 && l.rank >= 0)
             (void)!::send(l.fd, "h\n", 2, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (!m_finished && std::any_of(m_connected.begin(), m_connected.begin() + m_rank, [](bool c) { return !c; }))
+    if (!m_finished && std::any_of(m_connected.begin(), m_connected.begin() + std::min(m_rank, m_candidates), [](bool c) { return !c; }))
         connectPending(store);
 }
 
@@ -142,7 +169,7 @@ void LivenessMesh::read(Link &l)
             const std::string line = l.inbox.substr(0, nl);
             l.inbox.erase(0, nl + 1);
             int r = -1;
-            if (l.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && r < world && !m_connected[static_cast<std::size_t>(r)]) {
+            if (l.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && r < world && meshLinked(m_rank, r, m_candidates) && !m_connected[static_cast<std::size_t>(r)]) {
                 l.rank = r;
                 m_connected[static_cast<std::size_t>(r)] = true;
                 wire::trace(m_rank, "mesh: rank " + std::to_string(r) + " linked");
