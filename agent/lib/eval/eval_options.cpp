@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-agent eval`, step 1: the options, parsed and checked (eval_options.h).
+#include "eval_options.h"
+
+#include "gpu/device_choice.h"
+#include "telemetry/stdin_keys.h"
+
+#include "cppl/host.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string_view>
+#include <thread>
+
+#include <unistd.h>
+
+namespace cppl::agent {
+
+namespace {
+
+c10::Device parseDevice(const std::string &text)
+{
+    if (text == "auto")
+        return cudaAvailable() ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+    if (text == "cpu")
+        return c10::Device(c10::DeviceType::CPU);
+    if (text.starts_with("cuda")) {
+        if (!cudaAvailable())
+            throw ConfigError("--device " + text + ": this agent's LibTorch was built without CUDA, or no GPU is visible; use --device cpu");
+        return c10::Device(text);
+    }
+    throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
+}
+
+/// `--shard R/N`: evaluate only rank R's shard of N (the same balanced shards a distributed run uses).
+void parseShard(const std::string &shard, int &rank, int &count)
+{
+    const auto slash = shard.find('/');
+    const auto whole = [](std::string_view t, int &v) {
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        return !t.empty() && ec == std::errc() && ptr == t.data() + t.size();
+    };
+    if (slash == std::string::npos || !whole(std::string_view(shard).substr(0, slash), rank)
+        || !whole(std::string_view(shard).substr(slash + 1), count))
+        throw ConfigError("--shard expects RANK/COUNT, e.g. 2/8, got \"" + shard + "\"");
+    if (count < 1 || rank < 0 || rank >= count)
+        throw ConfigError("--shard " + shard + ": need 0 <= RANK < COUNT");
+}
+
+} // namespace
+
+Args parseArgs(const std::vector<std::string> &argv)
+{
+    return phase(kExitBadArguments, [&] {
+        return Args(argv,
+                    {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
+                     "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
+                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
+                     "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync"},
+                    {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
+                     "--checkpoint-lines"});
+    });
+}
+
+EvalOptions parseOptions(const Args &a)
+{
+    EvalOptions o;
+    // The launcher's key line is stdin's first line: read it before the EOF watcher reads stdin.
+    if (a.has("--telemetry-keys-stdin"))
+        o.stdinKeys = phase(kExitBadArguments, [&] {
+            if (!a.has("--telemetry") || a.has("--telemetry-keys"))
+                throw ConfigError("--telemetry-keys-stdin needs --telemetry tcp://HOST:PORT and replaces --telemetry-keys");
+            return telemetry::readKeyLine(0);
+        });
+    if (a.get("--telemetry-keys") == std::optional<std::string>("-") && a.has("--exit-on-stdin-eof"))
+        throw ConfigError("--telemetry-keys - reads stdin to its end, which --exit-on-stdin-eof takes for the launcher leaving; "
+                          "pass the keys with --telemetry-keys-stdin (one line) or a 0600 file");
+    if (a.has("--exit-on-stdin-eof")) {
+        // Launchers keep our stdin open for as long as they live (an SSH channel, a pipe): EOF
+        // means the launcher or its connection is gone, and no rank may outlive it.
+        std::thread([] {
+            char buf[256];
+            while (::read(0, buf, sizeof buf) > 0) {
+            }
+            static const char msg[] = "clusterppl-agent: the launcher went away (stdin closed); stopping\n";
+            (void)!::write(2, msg, sizeof msg - 1);
+            std::_Exit(kExitRuntime);
+        }).detach();
+    }
+    phase(kExitBadArguments, [&] {
+        o.modelPath = a.require("--model", "a Hugging Face model directory or a TorchScript .pt file");
+        const auto protocolText = a.get("--protocol").value_or("hf-sliding");
+        const auto protocol = parseProtocol(protocolText);
+        if (!protocol)
+            throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
+        o.plan.protocol = *protocol;
+        o.plan.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
+        o.plan.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
+        o.plan.bosFirst = a.has("--bos-first");
+        o.batch = a.integer("--batch", 8, 1, 1 << 16);
+        o.maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+        // 0: the default, this host's allowed CPUs / its local ranks (planCpus, once the rank is known).
+        o.threads = a.has("--threads") ? a.integer("--threads", 1, 1, 1024) : 0;
+        o.blasThreads = a.has("--blas-threads") ? a.integer("--blas-threads", 1, 1, 1024) : 0;
+        o.device = parseDevice(a.get("--device").value_or("auto"));
+        // bfloat16 is the GPU default: the exponent range of float32 (no overflow where float32
+        // has none), tensor-core speed, and the log-softmax stays float32 (Evaluator).
+        o.dtype = parseDtype(a.get("--dtype").value_or(o.device.is_cuda() ? "bfloat16" : "float32"));
+        const std::string tf32 = a.get("--tf32").value_or("on");
+        if (tf32 != "on" && tf32 != "off")
+            throw ConfigError("--tf32 \"" + tf32 + "\" is not one of on, off");
+        o.tf32 = tf32 == "on" && o.device.is_cuda() && o.dtype == at::kFloat;
+        const std::string gemmText = a.get("--gemm").value_or("auto");
+        if (gemmText == "native")
+            o.gemm = GemmBackend::Native;
+        else if (gemmText == "onednn")
+            o.gemm = GemmBackend::OneDnn;
+        else if (gemmText == "blas")
+            o.gemm = GemmBackend::Blas;
+        else if (gemmText != "auto")
+            throw ConfigError("--gemm \"" + gemmText + "\" is not one of auto, native, onednn, blas");
+        if (o.dtype == at::kHalf && o.device.is_cpu())
+            throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
+        if (a.has("--tokens") == a.has("--text"))
+            throw ConfigError("give the data as either --tokens FILE or --text FILE --tokenizer bytes|PATH (exactly one)");
+        const std::string invalid = a.get("--on-invalid-utf8").value_or("error");
+        if (invalid != "error" && invalid != "replace")
+            throw ConfigError("--on-invalid-utf8 \"" + invalid + "\" is not one of error, replace");
+        if (o.plan.bosFirst && o.plan.protocol != Protocol::LlamaCpp)
+            throw ConfigError("--bos-first applies to the llama.cpp protocol only");
+        if (const auto shard = a.get("--shard"))
+            parseShard(*shard, o.shardRank, o.shardCount);
+        PlanOptions check = o.plan;
+        check.bosToken = 0;
+        validatePlanOptions(check);
+        // Distributed: who this rank is (torchrun / Slurm / Open MPI environment, flags override).
+        RankOverrides flags;
+        auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
+            if (!a.has(flag))
+                return std::nullopt;
+            return static_cast<int>(a.integer(flag, 0, min, max));
+        };
+        flags.rank = optInt("--rank", 0, (1 << 30) - 1);
+        flags.worldSize = optInt("--world-size", 1, 1 << 30);
+        flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
+        flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
+        flags.masterPort = optInt("--master-port", 1, 65535);
+        flags.masterAddr = a.get("--master-addr");
+        o.identity = resolveRankIdentity(processEnvironment(), flags);
+        o.syncEvery = a.syncEveryTokens();
+        dist::DistributedOptions &d = o.distOptions;
+        d.identity = o.identity;
+        d.groups = a.get("--groups").value_or("by-host");
+        const std::string topology = a.get("--topology").value_or("hierarchical");
+        if (topology != "hierarchical" && topology != "flat")
+            throw ConfigError("--topology \"" + topology + "\" is not one of hierarchical, flat");
+        d.topology = topology == "flat" ? dist::Topology::Flat : dist::Topology::Hierarchical;
+        d.backend = a.get("--backend").value_or("auto");
+        // Dynamic by default (docs/communication.md, "Dynamic batches"); a resumed run keeps the
+        // schedule its checkpoint names unless --schedule says otherwise (refused below if it differs).
+        if (const auto state = a.get("--resume-state"))
+            o.resume = dist::parseResumeState(*state);
+        const std::string schedule = a.get("--schedule").value_or(o.resume ? o.resume->schedule : std::string("dynamic"));
+        if (schedule != "static" && schedule != "dynamic")
+            throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
+        o.schedule = schedule == "dynamic" ? dist::Schedule::Dynamic : dist::Schedule::Static;
+        o.checkpointLines = a.has("--checkpoint-lines");
+        const std::string overlap = a.get("--overlap-sync").value_or("on");
+        if (overlap != "on" && overlap != "off")
+            throw ConfigError("--overlap-sync \"" + overlap + "\" is not one of on, off");
+        o.overlapSync = overlap == "on";
+        if (o.resume) {
+            if (o.resume->schedule != schedule)
+                throw ConfigError("--resume-state: the interrupted run used the " + o.resume->schedule + " schedule; resume it with --schedule "
+                                  + o.resume->schedule);
+            if (schedule == "static" && o.resume->worldSize != o.identity.worldSize)
+                throw ConfigError("--resume-state: the interrupted run had " + std::to_string(o.resume->worldSize) + " ranks, this one has "
+                                  + std::to_string(o.identity.worldSize)
+                                  + ": a static schedule's rounds are planned for one world size (resume with as many ranks, or run the "
+                                    "dynamic schedule, whose runs resume on any number of ranks)");
+            if (schedule == "static" && o.resume->syncEvery != o.syncEvery)
+                throw ConfigError("--resume-state: the interrupted run synchronised every "
+                                  + (o.resume->syncEvery == kSyncAtEnd ? std::string("end") : std::to_string(o.resume->syncEvery))
+                                  + " tokens; a static schedule's rounds depend on it: resume with the same --sync-every-tokens");
+        }
+        // Surviving a lost rank is the default where it can work (the dynamic schedule); a static
+        // shard cannot move to another rank, so static runs fail fast, and say so when asked otherwise.
+        const std::string onLoss = a.get("--on-rank-loss").value_or(o.schedule == dist::Schedule::Dynamic ? "continue" : "fail");
+        if (onLoss != "fail" && onLoss != "continue")
+            throw ConfigError("--on-rank-loss \"" + onLoss + "\" is not one of fail, continue");
+        d.tolerateRankLoss = onLoss == "continue";
+        if (d.tolerateRankLoss && o.schedule != dist::Schedule::Dynamic)
+            throw ConfigError("--on-rank-loss continue needs --schedule dynamic (a static shard cannot move to another rank)");
+        if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_RESULT"); hold && *hold) {
+            if (std::sscanf(hold, "%d:%d", &o.holdRank, &o.holdMs) != 2 || o.holdMs < 0)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_RESULT \"") + hold + "\" is not RANK:MILLISECONDS");
+        }
+        if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
+            // Test-only: make one rank slow without another job on its core (heterogeneous
+            // speeds), or every rank ("*:MS": a run that lasts until a test acts in it).
+            const bool every = slow[0] == '*' && slow[1] == ':';
+            if (every ? std::sscanf(slow + 2, "%d", &o.slowMs) != 1 : std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS or *:MILLISECONDS");
+            if (o.slowMs < 0)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\": the milliseconds must not be negative");
+            if (every)
+                o.slowRank = kEveryRank;
+        }
+        if (const char *fake = std::getenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); fake && *fake) {
+            std::stringstream list(fake);
+            for (std::string item; std::getline(list, item, ',');) {
+                std::int64_t v = 0;
+                const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+                if (ec != std::errc() || ptr != item.data() + item.size() || v < 0)
+                    throw ConfigError(std::string("$CLUSTERPPL_TEST_GPU_FREE_BYTES \"") + fake + "\" is not a list of byte counts B0,B1,...");
+                o.testFreeBytes.push_back(v);
+            }
+        }
+        if (const auto runId = a.get("--run-id"))
+            validateRunId(*runId, "--run-id");
+        else if (const char *envRun = std::getenv("CLUSTERPPL_RUN_ID"); envRun && *envRun)
+            validateRunId(envRun, "$CLUSTERPPL_RUN_ID");
+        if (a.has("--telemetry-keys") && !a.has("--telemetry"))
+            throw ConfigError("--telemetry-keys needs --telemetry tcp://HOST:PORT");
+        if (d.backend != "auto" && d.backend != "gloo" && d.backend != "nccl")
+            throw ConfigError("--backend \"" + d.backend + "\" is not one of auto, gloo, nccl");
+        d.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
+        d.cudaDevice = o.device.is_cuda();
+        d.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
+                                 && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+        if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+            d.glooInterface = ifname;
+        if (o.identity.worldSize > 1 && a.has("--shard"))
+            throw ConfigError("--shard is for evaluating one shard by hand; in a distributed run (world size "
+                              + std::to_string(o.identity.worldSize) + ") every rank takes its shard automatically");
+        // One rank with an explicit --backend still forms a (one-member) communicator and runs the
+        // rounds: scripts/gpu-check.sh exercises NCCL that way on a single GPU.
+        if (o.identity.worldSize > 1 || a.has("--backend")) {
+            o.shardRank = o.identity.rank;
+            o.shardCount = o.identity.worldSize;
+            (void)parseRankGroups(d.groups, o.identity.worldSize,
+                                  std::vector<std::string>(static_cast<std::size_t>(o.identity.worldSize), "h")); // syntax only, before connecting
+        }
+        return 0;
+    });
+    o.distributed = o.identity.worldSize > 1 || a.has("--backend");
+    // Without a communicator there is no store to claim batches from: one rank (or one --shard)
+    // evaluates its contiguous shard, the static schedule, whatever --schedule says.
+    if (!o.distributed)
+        o.schedule = dist::Schedule::Static;
+    if (o.resume && !o.distributed)
+        throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
+    o.autoBatch = (o.device.is_cuda() || !o.testFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);
+    // The batch is part of the plan a resume must match, and free memory changes: a resumed run gets
+    // the interrupted run's batch as --batch (clusterppl-cli passes the checkpoint's "batch").
+    if (o.autoBatch && o.resume) {
+        if (o.resume->batch > 0)
+            throw ExitError(kExitBadArguments, "--resume-state without --batch: the interrupted run used batch " + std::to_string(o.resume->batch)
+                                                   + " (the checkpoint's \"batch\"); resume with --batch " + std::to_string(o.resume->batch)
+                                                   + ", a default batch from free GPU memory could differ now");
+        throw ExitError(kExitBadArguments, "--resume-state without --batch, and the checkpoint does not record the batch (written by an older "
+                                           "clusterppl): add \"batch\": N to the run directory's checkpoint.json, N the batch the interrupted "
+                                           "run used (its log says it), and resume again; a default batch from free GPU memory could differ now");
+    }
+    if (o.resume && o.resume->batch > 0 && a.has("--batch") && o.resume->batch != o.batch)
+        throw ExitError(kExitBadArguments, "--resume-state: the interrupted run used batch " + std::to_string(o.resume->batch) + ", this one --batch "
+                                               + std::to_string(o.batch) + ": resume with --batch " + std::to_string(o.resume->batch));
+    o.quiet = a.has("--quiet") || (o.distributed && o.identity.rank != 0);
+    if (o.device.is_cuda()) // one device per rank, decided once: the model and NCCL both use it
+        phase(kExitBadArguments, [&] {
+            DevicePlacement place;
+            place.localRank = o.identity.localRank;
+            place.localWorldSize = o.identity.localWorldSize;
+            place.visibleDevices = static_cast<int>(cudaDeviceCount());
+            if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
+                place.cudaVisibleDevices = v;
+            if (o.device.has_index())
+                place.requested = o.device.index();
+            place.nccl = o.distributed && (o.distOptions.backend == "nccl" || o.distOptions.backend == "auto");
+            place.host = localHostName();
+            const int index = chooseCudaDevice(place);
+            o.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+            o.distOptions.cudaDeviceIndex = index;
+            o.ranksPerDevice = ranksPerCudaDevice(place);
+            return 0;
+        });
+    return o;
+}
+
+} // namespace cppl::agent

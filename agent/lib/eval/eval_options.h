@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// `clusterppl-agent eval`, step 1 (private to agent/lib/eval): what the command line says, checked
+// before the model or the data are touched, and phase(), which turns a step's bad input into that
+// step's exit code. No ATen here: the device and dtype are c10 value types (model_info.h).
+#pragma once
+
+#include "args.h"
+#include "exit_codes.h"
+#include "model_info.h"
+#include "distributed/batch_schedule.h"
+#include "distributed/checkpoint.h"
+#include "distributed/distributed_run.h"
+
+#include "cppl/errors.h"
+#include "cppl/rank_env.h"
+#include "cppl/sharding.h"
+#include "cppl/telemetry.h"
+#include "cppl/window_plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cppl::agent {
+
+// Runs one phase; a bad input inside it is the phase's kind of failure (a ConfigError while loading
+// the model is a bad model). The code reaches exitCodeFor() through ExitError.
+template<typename F>
+auto phase(int code, F &&f) -> decltype(f())
+{
+    try {
+        return f();
+    } catch (const ConfigError &e) {
+        // Bad data or a bad model is this rank's (its host's files); bad arguments are the run's
+        // (the same on every rank: isRunWide()).
+        if (code == kExitBadData || code == kExitBadModel)
+            throw ExitError(code, e.what());
+        throw ExitError(kExitBadArguments, e.what(), ExitError::Scope::Run);
+    } catch (const IoError &e) {
+        throw ExitError(code, e.what());
+    }
+}
+
+/// EvalOptions::slowRank for CLUSTERPPL_TEST_SLOW_RANK=*:MS: every rank is slow.
+constexpr int kEveryRank = -2;
+
+/// Step 1's result: everything the command line says, checked before the model or the data are touched.
+struct EvalOptions
+{
+    PlanOptions plan;
+    std::string modelPath;
+    c10::ScalarType dtype = at::kFloat;
+    c10::Device device{c10::DeviceType::CPU};
+    bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
+    std::int64_t batch = 0;
+    /// No --batch on a GPU: the batch comes from free device memory once the model and the windows
+    /// are known (gpu/batch_sizing.h), agreed by every rank. --shard runs keep the fixed default:
+    /// shards evaluated one by one must cut the windows with the same batch.
+    bool autoBatch = false;
+    int ranksPerDevice = 1; ///< this host's ranks on one GPU (gloo may share one)
+    std::int64_t maxWindows = 0;
+    std::int64_t threads = 0;
+    std::int64_t blasThreads = 0;
+    int shardRank = 0;
+    int shardCount = 1;
+    GemmBackend gemm = GemmBackend::Auto;
+    RankIdentity identity;
+    dist::DistributedOptions distOptions;
+    std::int64_t syncEvery = kDefaultSyncEveryTokens;
+    dist::Schedule schedule = dist::Schedule::Dynamic; ///< --schedule (default dynamic); static without a communicator
+    bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
+    int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks); *:MS every rank (kEveryRank)
+    int slowMs = 0;
+    int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms before writing the result (tests)
+    int holdMs = 0;
+    /// CLUSTERPPL_TEST_GPU_FREE_BYTES=B0[,B1...]: rank r sizes its default batch as if its GPU had
+    /// B(r mod n) bytes free, on any device (tests of the default batch and its agreement on the CPU).
+    std::vector<std::int64_t> testFreeBytes;
+    bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
+    bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
+    bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
+    std::optional<dist::ResumeState> resume; ///< --resume-state: continue from a committed round
+    std::optional<cppl::telemetry::Credentials> stdinKeys;
+};
+
+/// The words after "eval", checked against the options `eval` knows (a bad one is a bad argument).
+Args parseArgs(const std::vector<std::string> &argv);
+
+/// Step 1: the options, the stdin handling a launcher asks for, and who this rank is.
+EvalOptions parseOptions(const Args &a);
+
+/// at::hasCUDA() and at::getNumGPUs(), defined in eval_command.cpp, the one eval TU with ATen.
+bool cudaAvailable();
+std::size_t cudaDeviceCount();
+
+} // namespace cppl::agent
