@@ -89,7 +89,7 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     DistributedRun run(o);
     const auto constructed = std::chrono::steady_clock::now();
     const WindowPlan plan = planFor(c);
-    // As the agent does (eval_command.cpp): round r's collective completes once round r+1 is computed.
+    // As the agent does (eval_evaluate.cpp): round r's collective completes once round r+1 is computed.
     RoundPipeline pipe(run, c.overlap);
     const double rate = rank == c.slowRank ? c.rate / c.slowFactor : c.rate;
     NllStats stats;
