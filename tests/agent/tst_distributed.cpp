@@ -1055,6 +1055,104 @@ private Q_SLOTS:
             QVERIFY2(!isRunning(k), "a rank outlived the launcher");
         qInfo("the run ended %lld ms after rank 0 was killed", static_cast<long long>(took));
     }
+    // The hub lost after the result is written: rank 0, the reporting rank, killed once it set
+    // cppl/reported and before it finished (CLUSTERPPL_TEST_HOLD_FINISH). Ranks 1 and 3 finished
+    // meanwhile and left; rank 2, slow to see the result written (held until its watchdog has a new
+    // hub), elects itself. It knows ranks 1 and 3 finished, from their "d" on the watchdog's mesh
+    // (4 candidates: every rank linked) or only from their keys in the store (1 candidate: rank 2
+    // links to rank 0 alone), so it neither waits its --timeout of 60 s for them to reconnect nor
+    // declares them lost: it exits 0 at once. The ranks are started by hand with a store process of
+    // their own, as torchrun's agent would: run --standalone stops the ranks left 3 s after one
+    // finished, which would cut that wait short and hide it.
+    void hubLostAfterTheResultWaitsForNoFinishedRank_data()
+    {
+        QTest::addColumn<int>("candidates");
+        QTest::addRow("the mesh says so") << 4;
+        QTest::addRow("the store says so") << 1;
+    }
+    void hubLostAfterTheResultWaitsForNoFinishedRank()
+    {
+        QFETCH(int, candidates);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        QVERIFY(!one.isEmpty());
+        QProcess store;
+        store.start(kAgent, {QStringLiteral("store"), QStringLiteral("--port"), QStringLiteral("0"), QStringLiteral("--bind"), QStringLiteral("127.0.0.1")});
+        QVERIFY(store.waitForStarted());
+        QByteArray storeOut;
+        while (!storeOut.contains('\n') && store.waitForReadyRead(30000))
+            storeOut += store.readAllStandardOutput();
+        const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(storeOut));
+        QVERIFY2(m.hasMatch(), storeOut.constData());
+        const QString json = m_dir.filePath(QStringLiteral("after-result-%1.json").arg(candidates));
+        QList<QProcess *> ranks;
+        for (int r = 0; r < 4; ++r) {
+            const QMap<QString, QString> env{{QStringLiteral("RANK"), QString::number(r)},
+                                             {QStringLiteral("WORLD_SIZE"), QStringLiteral("4")},
+                                             {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
+                                             {QStringLiteral("MASTER_PORT"), m.captured(1)},
+                                             {QStringLiteral("TORCHELASTIC_USE_AGENT_STORE"), QStringLiteral("True")},
+                                             {QStringLiteral("CLUSTERPPL_TEST_HOLD_FINISH"), QStringLiteral("0:120000,2:hub")},
+                                             {QStringLiteral("CLUSTERPPL_TEST_MESH_CANDIDATES"), QString::number(candidates)},
+                                             {QStringLiteral("CLUSTERPPL_TEST_TRACE_WATCHDOG"), QStringLiteral("1")}};
+            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), 0)
+                                              + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
+                                                            QStringLiteral("continue"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                                                            QStringLiteral("--json"), json, QStringLiteral("--result-line")});
+        }
+        const auto cleanup = qScopeGuard([&] {
+            for (QProcess *p : ranks)
+                if (p->state() != QProcess::NotRunning) {
+                    p->kill();
+                    p->waitForFinished();
+                }
+            store.closeWriteChannel();
+            if (!store.waitForFinished(10000))
+                store.kill();
+        });
+        for (QProcess *p : ranks)
+            QVERIFY(p->waitForStarted());
+        // The events: rank 0 holds after the result, rank 2 holds, ranks 1 and 3 finished and left.
+        QByteArray err0, err2;
+        QElapsedTimer wait;
+        wait.start();
+        while ((!err0.contains("rank 0: holding before it finishes for ") || !err2.contains("rank 2: holding before it finishes until"))
+               && wait.elapsed() < 240000 && ranks[0]->state() == QProcess::Running && ranks[2]->state() == QProcess::Running) {
+            ranks[0]->waitForReadyRead(100);
+            ranks[2]->waitForReadyRead(100);
+            err0 += ranks[0]->readAllStandardError();
+            err2 += ranks[2]->readAllStandardError();
+        }
+        QVERIFY2(err0.contains("rank 0: holding before it finishes for "), err0.constData());
+        QVERIFY2(err2.contains("rank 2: holding before it finishes until"), (err2 + "\nrank 0:\n" + err0).constData());
+        for (int r : {1, 3}) {
+            QVERIFY(ranks[r]->waitForFinished(120000));
+            QVERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 0,
+                     qPrintable(QString::fromUtf8(ranks[r]->readAllStandardError())));
+        }
+        QElapsedTimer sinceKill;
+        sinceKill.start();
+        QCOMPARE(::kill(static_cast<pid_t>(ranks[0]->processId()), SIGKILL), 0);
+        QVERIFY(ranks[2]->waitForFinished(180000));
+        const qint64 took = sinceKill.elapsed();
+        err2 += ranks[2]->readAllStandardError();
+        qInfo("rank 2, the new hub, exited %lld ms after rank 0 was killed (--timeout 60 s)", static_cast<long long>(took));
+        QVERIFY2(ranks[2]->exitStatus() == QProcess::NormalExit && ranks[2]->exitCode() == 0, err2.constData());
+        QVERIFY2(took < 30000, qPrintable(QStringLiteral("rank 2 exited %1 ms after the kill\n%2").arg(took).arg(QString::fromUtf8(err2))));
+        // It took the hub at once, announced rank 0's loss and nobody else's.
+        QVERIFY2(err2.contains("rank 2: won the claim"), err2.constData());
+        QVERIFY2(err2.contains("rank 2: announce epoch 1 rank 0 members 1,2,3\n"), err2.constData());
+        QVERIFY2(!err2.contains("announce epoch 2") && !err2.contains("did not reconnect"), err2.constData());
+        QVERIFY2(err2.contains(candidates > 1 ? "rank 2: new hub: rank 3 finished (its mesh link said so)" : "rank 2: new hub: rank 3 finished\n"),
+                 err2.constData());
+        // The result, written before the kill: one rank's bits, nobody lost.
+        ranks[0]->waitForFinished(10000);
+        const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
+        QCOMPARE(out0.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QVERIFY(j.value(QStringLiteral("lost_ranks")).toArray().isEmpty());
+    }
     // The same losses with the collectives on the main thread (--overlap-sync off): the loss ends the
     // round's collective there, and DynamicSchedule::sync regroups (a function of its own: Qt Test's
     // time limit is per function).

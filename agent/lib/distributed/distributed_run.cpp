@@ -723,8 +723,48 @@ void DistributedRun::reportFailure(int exitCode, const std::string &message, boo
 void DistributedRun::finish()
 {
     m_finished = true;
+    holdBeforeFinish();
     if (m_watchdog)
         m_watchdog->finish();
+}
+
+void DistributedRun::holdBeforeFinish() const
+{
+    // CLUSTERPPL_TEST_HOLD_FINISH=R:MS[,R:MS...]: rank R says so and waits MS ms before it tells
+    // its watchdog that it finished (the reporting rank: after the result is written and
+    // cppl/reported set), where a test kills it; R:hub waits instead (up to 120 s) until its
+    // watchdog follows a hub other than rank 0 and no election is under way: a rank slow to see
+    // the result written, still watching when the hub is lost.
+    const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FINISH");
+    if (!hold || !*hold)
+        return;
+    for (std::string_view rest = hold; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        const std::string item(rest.substr(0, comma));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        int r = -1, consumed = 0;
+        long ms = -1;
+        const bool untilHub = std::sscanf(item.c_str(), "%d:hub%n", &r, &consumed) == 1 && consumed > 0 && item[static_cast<std::size_t>(consumed)] == '\0';
+        if (!untilHub) {
+            consumed = 0;
+            if (std::sscanf(item.c_str(), "%d:%ld%n", &r, &ms, &consumed) != 2 || item[static_cast<std::size_t>(consumed)] != '\0' || ms < 0 || ms > 600000)
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_FINISH \"") + hold + "\" is not a list of RANK:MILLISECONDS (0-600000) or RANK:hub");
+        }
+        if (r != m_rank)
+            continue;
+        const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before it finishes "
+                                 + (untilHub ? std::string("until its watchdog has a new hub") : "for " + std::to_string(ms) + " ms")
+                                 + " (CLUSTERPPL_TEST_HOLD_FINISH)\n";
+        (void)!::write(2, line.data(), line.size());
+        if (!untilHub) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+            return;
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (m_watchdog && (m_watchdog->hub() == 0 || m_watchdog->electing()) && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return;
+    }
 }
 
 } // namespace cppl::agent::dist

@@ -173,6 +173,8 @@ public:
     void finish();
 
 private:
+    /// CLUSTERPPL_TEST_HOLD_FINISH (tests): wait before the watchdog hears that this rank finished.
+    void holdBeforeFinish() const;
     void reduceThroughTopology(std::span<std::int64_t> words);
     /// reduceThroughTopology; in a tolerant run a collective error becomes RankLostError when the
     /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).

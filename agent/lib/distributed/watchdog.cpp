@@ -40,6 +40,8 @@ using wire::trace;
 constexpr const char *kHubHoldsStore = "; the run cannot go on without it: its process serves the rendezvous store (a launcher that serves "
                                        "the store itself, such as run --standalone or torchrun, lets the others go on)";
 const std::string kKey = "cppl/watchdog";
+/// finish(): "cppl/finished/<rank>" for each rank that finished, then this key (the run is over).
+const std::string kFinishedKey = "cppl/finished";
 constexpr int kClockSamples = 8;
 
 } // namespace
@@ -336,8 +338,30 @@ void Watchdog::finish()
     (void)!::write(m_wakeWrite, "x", 1);
     if (m_thread.joinable())
         m_thread.join();
+    // On record for a hub elected from now on (the old one lost before it finished: killed after
+    // the result was written): it knows this rank finished, so it neither waits --timeout for it
+    // to reconnect nor declares it lost. After the thread: the store connection is its otherwise.
+    if (m_store && m_onLoss)
+        try {
+            m_store->set(kFinishedKey + "/" + std::to_string(m_rank), "1");
+            m_store->set(kFinishedKey, "1");
+        } catch (const Error &) { // the store is gone: nobody is left to elect a hub
+        }
+    sendAll("d\n"); // the thread may have reconnected to a new hub since the first
     if (m_mesh) // after the thread: its links close from now on without alarm too
         m_mesh->finish();
+}
+
+bool Watchdog::runOver()
+{
+    return m_store && m_onLoss && m_store->check({kFinishedKey});
+}
+
+bool Watchdog::finishedRank(int r, bool over)
+{
+    if (m_mesh && m_mesh->finished(r))
+        return true;
+    return over && m_store && m_store->check({kFinishedKey + "/" + std::to_string(r)});
 }
 
 void Watchdog::fire(int code, const std::string &message, int origin, bool runWide)
@@ -493,16 +517,17 @@ void Watchdog::hubLost(const std::string &cause, int code)
         std::vector<int> candidates = m_members;
         std::erase(candidates, old);
         const auto preferUntil = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(1));
-        // A lower rank the mesh saw die (or fall silent) will not vote: not waited for.
+        // A lower rank the mesh saw die (or fall silent), or one that finished, will not vote: not waited for.
         if (m_mesh)
             m_mesh->drain();
         bool lower = false;
         for (;;) { // the lowest candidate claims at once
             bool awaited = false;
+            const bool over = runOver();
             for (int r : candidates)
                 if (r < m_rank) {
                     lower = lower || m_store->check({prefix + "alive/" + std::to_string(r)});
-                    awaited = awaited || !m_mesh || m_mesh->lost(r).empty();
+                    awaited = awaited || ((!m_mesh || m_mesh->lost(r).empty()) && !finishedRank(r, over));
                 }
             if (lower || !awaited || std::chrono::steady_clock::now() >= preferUntil)
                 break;
@@ -547,17 +572,33 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     const auto deadline = std::chrono::steady_clock::now() + m_timeout;
     auto nextBeat = std::chrono::steady_clock::now();
     // The mesh saw which of them died or fell silent with the old hub (their links to this rank):
-    // it waits only for the others, and keeps watching them meanwhile.
+    // it waits only for the others, and keeps watching them meanwhile. A rank that finished (the
+    // old hub lost after the result was written) is not waited for and not lost: its "d" on the
+    // mesh, or its key in the store (finish()), checked once per heartbeat.
     std::vector<std::string> meshCause(static_cast<std::size_t>(world));
+    std::vector<char> finished(static_cast<std::size_t>(world), 0);
+    const auto unseen = [&](int r) { return std::find(seen.begin(), seen.end(), r) == seen.end(); };
     const auto judged = [&](int r) {
         std::string &why = meshCause[static_cast<std::size_t>(r)];
         if (why.empty() && m_mesh)
             why = m_mesh->lost(r);
-        return !why.empty();
+        char &done = finished[static_cast<std::size_t>(r)];
+        if (!done && why.empty() && m_mesh && m_mesh->finished(r)) {
+            done = 1;
+            trace(m_rank, "new hub: rank " + std::to_string(r) + " finished (its mesh link said so)");
+        }
+        return !why.empty() || done;
     };
-    const auto awaited = [&] {
-        return std::any_of(expected.begin(), expected.end(),
-                           [&](int r) { return std::find(seen.begin(), seen.end(), r) == seen.end() && !judged(r); });
+    const auto awaited = [&] { return std::any_of(expected.begin(), expected.end(), [&](int r) { return unseen(r) && !judged(r); }); };
+    bool over = false;
+    const auto checkFinished = [&] { // the store's record, for ranks the mesh says nothing of
+        over = over || runOver();
+        if (over)
+            for (int r : expected)
+                if (unseen(r) && !judged(r) && finishedRank(r, true)) {
+                    finished[static_cast<std::size_t>(r)] = 1;
+                    trace(m_rank, "new hub: rank " + std::to_string(r) + " finished");
+                }
     };
     if (m_mesh)
         m_mesh->drain();
@@ -570,6 +611,9 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
         if (now >= nextBeat) { // those already here must not find this hub silent while it waits for the others
             sendAll("h\n");
             nextBeat = now + kBeat;
+            checkFinished();
+            if (!awaited())
+                break;
         }
         if (m_mesh)
             m_mesh->beat(*m_store);
@@ -602,9 +646,11 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     m_hubRank = m_rank;
     m_clockOffsetNs = 0;
     m_clockUncertaintyNs = 0;
+    if (awaited()) // the deadline passed: a rank that finished meanwhile is not lost
+        checkFinished();
     announceLoss(old, cause);
     for (int r : expected)
-        if (std::find(seen.begin(), seen.end(), r) == seen.end()) {
+        if (unseen(r) && !finished[static_cast<std::size_t>(r)]) {
             const std::string &mesh = meshCause[static_cast<std::size_t>(r)];
             const std::string why = !mesh.empty() ? mesh
                                                   : "did not reconnect to the new hub " + who(m_rank) + " within " + seconds(m_timeout) + " after "

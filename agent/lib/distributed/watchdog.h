@@ -88,7 +88,12 @@ public:
     /// Tolerant runs: @p runWide (every rank would hit it: bad arguments, a resume refused) ends
     /// the run, every rank exiting with @p exitCode (1..6); otherwise the others go on without it.
     void reportFailure(int exitCode, const std::string &message, bool runWide = false);
-    /// @brief This rank finished normally: its connection may close from now on without alarm.
+    /**
+     * @brief This rank finished normally: its connection may close from now on without alarm.
+     * Tolerant runs whose store outlives the ranks also put it on record there
+     * (`cppl/finished/<rank>`, then `cppl/finished`), so that a hub elected after it neither waits
+     * for it to reconnect nor declares it lost (a rank that has no mesh link to it included).
+     */
     void finish();
 
     /**
@@ -136,6 +141,10 @@ private:
     /// Connects to the hub @p hub at HOST:PORT @p where and measures the clock offset to it; false when it closed.
     bool connectToHub(int hub, const std::string &where, std::chrono::steady_clock::time_point deadline);
     void closePeer(Peer &p);
+    /// Whether the run is over: a rank finished (finish() wrote kFinishedKey; tolerant runs whose store outlives the ranks).
+    bool runOver();
+    /// Whether rank @p r finished (its "d" on the mesh, or, when @p over, its key in the store): not lost, not awaited.
+    bool finishedRank(int r, bool over);
     /// The hub was replaced (it was stopped past the timeout) or this rank was declared lost: exit.
     bool fenced();
     void handleLoss(const std::string &frame);

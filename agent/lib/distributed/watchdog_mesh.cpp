@@ -210,4 +210,10 @@ std::string LivenessMesh::lost(int r) const
            + " (stopped, hung, or its host is unreachable; --timeout " + wire::seconds(m_timeout) + ")";
 }
 
+bool LivenessMesh::finished(int r) const
+{
+    const auto i = static_cast<std::size_t>(r);
+    return r >= 0 && i < m_done.size() && m_done[i];
+}
+
 } // namespace cppl::agent::dist

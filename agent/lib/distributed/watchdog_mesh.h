@@ -75,6 +75,8 @@ public:
     /// empty when it is not known lost (linked and heard within --timeout, finished, or no link:
     /// a rank this one does not link to, meshLinked(), is never known lost here).
     [[nodiscard]] std::string lost(int r) const;
+    /// Whether rank @p r said "d" on its link: it finished, so it is neither lost nor to be waited for.
+    [[nodiscard]] bool finished(int r) const;
 
 private:
     struct Link
