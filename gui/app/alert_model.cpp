@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "alert_model.h"
 
+#include "cppl/cluster_profile.h"
+
 #include <QColor>
+#include <QLocale>
 
 #include <algorithm>
 #include <climits>
@@ -90,6 +93,7 @@ void AlertModel::append(const std::vector<RunAlert> &alerts)
             row = overflow;
             Row &r = rowAt(row);
             ++r.ranks;
+            r.listed.push_back(a.rank);
             r.rank = std::min(r.rank, a.rank);
             r.maxRank = std::max(r.maxRank, a.rank);
             m_rowOf.emplace(key, row);
@@ -165,16 +169,14 @@ QVariant AlertModel::data(const QModelIndex &index, int role) const
     case CountRole: return row.count;
     case OverflowRole: return row.overflow;
     case Qt::ToolTipRole: {
+        const QLocale loc;
         QString tip = a.message + u"\n"_s + a.when.toLocalTime().toString(Qt::ISODate);
         if (row.overflow && row.ranks > 1)
-            tip = tr("%1 alerts of %2 more ranks (%3 to %4), not listed one by one; the latest:\n")
-                      .arg(row.count)
-                      .arg(row.ranks)
-                      .arg(row.rank)
-                      .arg(row.maxRank)
+            tip = tr("%1 %2 alerts of %3 more ranks (ranks %4), not listed one by one; the latest:\n")
+                      .arg(loc.toString(row.count), cppl::core::run::alertKindName(a.kind), loc.toString(row.ranks), ranksText(row, true))
                   + tip + tr("\nRight-click › Copy all alerts for every one of them.");
         else if (row.count > 1)
-            tip += tr("\nRaised %1 times: first at %2, latest at %3").arg(row.count).arg(clock(m_all[row.first].seconds), clock(a.seconds));
+            tip += tr("\nRaised %1 times: first at %2, latest at %3").arg(loc.toString(row.count), clock(m_all[row.first].seconds), clock(a.seconds));
         return tip;
     }
     case Qt::ForegroundRole:
@@ -188,20 +190,31 @@ QVariant AlertModel::data(const QModelIndex &index, int role) const
     case ColTime: return clock(a.seconds);
     case ColRank:
         if (row.overflow && row.ranks > 1)
-            return tr("+%1").arg(row.ranks);
+            return tr("+%1").arg(QLocale().toString(row.ranks));
         return a.rank < 0 ? tr("all") : QString::number(a.rank);
     case ColKind: {
         QString text = (severe(a.kind) ? u"✗ "_s : u"⚠ "_s) + cppl::core::run::alertKindName(a.kind);
         if (row.count > 1)
-            text += u" ×%1"_s.arg(row.count);
+            text += u" ×%1"_s.arg(QLocale().toString(row.count));
         return text;
     }
     case ColMessage:
+        // What the row stands for: further ranks with this kind of alert (the Kind column counts
+        // their alerts), which ranks, and the latest of them.
         if (row.overflow && row.ranks > 1)
-            return tr("%1 more ranks (%2 to %3), not listed; latest: %4").arg(row.ranks).arg(row.rank).arg(row.maxRank).arg(a.message);
+            return tr("… and %1 more ranks with this alert (ranks %2), not listed one by one; latest: %3")
+                .arg(QLocale().toString(row.ranks), ranksText(row, false), a.message);
         return a.message;
     default: return {};
     }
+}
+
+QString AlertModel::ranksText(const Row &row, bool full)
+{
+    const QString all = QString::fromStdString(rankListText(row.listed));
+    constexpr int kRuns = 3; // "0–3, 6, 8–9": more runs than this are for the tooltip
+    const QStringList runs = all.split(u", "_s);
+    return full || runs.size() <= kRuns ? all : runs.mid(0, kRuns).join(u", "_s) + u", …"_s;
 }
 
 QVariant AlertModel::headerData(int section, Qt::Orientation orientation, int role) const

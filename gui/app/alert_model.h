@@ -61,9 +61,13 @@ private:
         std::size_t last = 0;
         int count = 0;                  // alerts
         int ranks = 1;                  // distinct ranks (overflow rows)
+        std::vector<int> listed;        // overflow rows: the ranks they stand for, in arrival order
         bool overflow = false;
     };
     static constexpr int kKinds = 7;
+    /// An overflow row's ranks as the rest of the dashboard writes them ("256–1023"; a few runs
+    /// at most, then "…"); @p full: every run.
+    [[nodiscard]] static QString ranksText(const Row &row, bool full);
 
     std::vector<cppl::core::run::RunAlert> m_all;
     std::vector<Row> m_rows;

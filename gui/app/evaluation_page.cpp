@@ -17,6 +17,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollArea>
@@ -509,8 +510,7 @@ QString EvaluationPage::dynamicNote(const QJsonObject &plan) const
     const qint64 count = g.contains(u"count"_s) ? g.value(u"count"_s).toInteger() : (windows + batch - 1) / batch;
     return tr(" Dynamic schedule: <b>%1</b> global batches of %2 windows, claimed by the ranks as they go (a slower rank "
               "takes fewer; the sync rounds follow the ranks' speeds); the table shows the static split, for comparison.")
-        .arg(count)
-        .arg(batch);
+        .arg(QLocale().toString(count), QLocale().toString(batch));
 }
 
 void EvaluationPage::runPreview()
@@ -569,16 +569,14 @@ void EvaluationPage::runPreview()
         const QJsonArray shards = o.value(u"shards"_s).toArray();
         // Dynamic: the rounds follow the ranks' speeds; the static count is what equal speeds give.
         const bool dynamic = o.value(u"schedule"_s).toString(m_schedule->currentData().toString()) == u"dynamic"_s;
+        const QLocale loc; // grouped digits, as the Run page and History write counts
         m_preview->setText(tr("<b>%1</b> windows, <b>%2</b> of %3 tokens scored (%4%), %5<b>%6</b> sync rounds, "
                               "%7 ranks: about <b>%8</b> scored tokens per rank.")
-                               .arg(o.value(u"windows"_s).toInteger())
-                               .arg(scored)
-                               .arg(dataTokens)
-                               .arg(dataTokens > 0 ? QString::number(100.0 * double(scored) / double(dataTokens), 'f', 1) : u"0"_s)
-                               .arg(dynamic ? tr("about ") : QString())
-                               .arg(o.value(u"rounds"_s).toInteger())
-                               .arg(o.value(u"world_size"_s).toInteger())
-                               .arg(shards.isEmpty() ? 0 : scored / shards.size())
+                               .arg(loc.toString(o.value(u"windows"_s).toInteger()), loc.toString(scored), loc.toString(dataTokens),
+                                    dataTokens > 0 ? loc.toString(100.0 * double(scored) / double(dataTokens), 'f', 1) : loc.toString(0),
+                                    dynamic ? tr("about ") : QString(), loc.toString(o.value(u"rounds"_s).toInteger()),
+                                    loc.toString(o.value(u"world_size"_s).toInteger()),
+                                    loc.toString(shards.isEmpty() ? qint64(0) : scored / shards.size()))
                            + dynamicNote(o)
                            + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
                                                             "agents size it from free memory when the run starts.")
@@ -590,8 +588,8 @@ void EvaluationPage::runPreview()
         for (int r = 0; r < shards.size(); ++r) {
             const QJsonObject s = shards[r].toObject();
             const qint64 windows = s.value(u"end_window"_s).toInteger() - s.value(u"first_window"_s).toInteger();
-            const QStringList cells{QString::number(s.value(u"rank"_s).toInt()), QString::number(windows),
-                                    QString::number(s.value(u"tokens_scored"_s).toInteger())};
+            const QStringList cells{QString::number(s.value(u"rank"_s).toInt()), loc.toString(windows),
+                                    loc.toString(s.value(u"tokens_scored"_s).toInteger())};
             for (int c = 0; c < 3; ++c) {
                 auto *item = new QTableWidgetItem(cells[c]);
                 item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

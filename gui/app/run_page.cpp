@@ -287,6 +287,7 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_deviation->hide();
     m_notice->clear();
     m_notice->hide();
+    m_noticeLatest.clear();
     m_resumed->clear();
     m_resumed->hide();
     m_lostLive.clear();
@@ -309,6 +310,8 @@ void RunPage::rankFinished(int rank, int exitCode)
 
 void RunPage::rankLost(int rank, const QString &detail)
 {
+    if (!m_lostLive.count(rank))
+        m_noticeLatest.clear(); // what came before the loss (the engine says it next: rankLostNotice)
     m_lostLive[rank] = detail;
     std::vector<int> ranks;
     for (const auto &[r, text] : m_lostLive)
@@ -316,6 +319,7 @@ void RunPage::rankLost(int rank, const QString &detail)
     m_ranks->setLostRanks(m_lostLive, true);
     m_charts->setLostRanks(ranks);
     showRecovering();
+    refreshNotice();
 }
 
 void RunPage::showRecovering()
@@ -351,6 +355,7 @@ void RunPage::setPhase(RunPhase phase)
     m_phase->setStyleSheet(QString());
     if (!m_lostLive.empty() && !cppl::core::run::isTerminal(phase) && phase != RunPhase::Stopping)
         showRecovering();
+    refreshNotice();
 }
 
 QString RunPage::phaseText() const
@@ -387,8 +392,30 @@ void RunPage::setSchedule(const QString &schedule)
 
 void RunPage::setNotice(const QString &text)
 {
+    m_noticeLatest = text;
+    refreshNotice();
+}
+
+void RunPage::refreshNotice()
+{
+    QString text = m_noticeLatest;
+    if (m_running && !m_lostLive.empty()) {
+        // The most important thing about the run stays said while it holds; a later notice (the
+        // checkpoints after the regrouping) goes below it rather than in its place.
+        std::vector<int> ranks;
+        for (const auto &lost : m_lostLive)
+            ranks.push_back(lost.first);
+        const QString lost = cppl::core::run::rankLostNotice(ranks);
+        if (text != lost)
+            text = text.isEmpty() ? lost : lost + u'\n' + text;
+    }
     m_notice->setText(text);
     m_notice->setVisible(!text.isEmpty());
+}
+
+QString RunPage::noticeText() const
+{
+    return m_notice->text();
 }
 
 void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl::core::run::RunTimeline &timeline,
@@ -636,6 +663,7 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
                            o.phase == RunPhase::Stopped ? tr("was stopped") : tr("failed")));
     }
     m_lostLive.clear();
+    refreshNotice(); // the engine's last word ("recovered (…)"), no longer "the run goes on"
     if (!o.logDir.isEmpty())
         lines << tr("Per-rank logs: %1").arg(o.logDir);
     m_deviation->setText(lines.join(u'\n'));

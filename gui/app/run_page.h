@@ -57,7 +57,10 @@ public:
     /// --on-rank-loss continue: the others regrouped without @p rank (RunEngine::rankLost). Its
     /// row and heat-map row read lost, the badge "Recovering", until the run's outcome.
     void rankLost(int rank, const QString &detail);
+    /// The engine's latest notice. While the run goes on without lost ranks the line says so
+    /// first (rankLostNotice), whatever came after (the checkpoints' regrouping).
     void setNotice(const QString &text);
+    [[nodiscard]] QString noticeText() const;
     /// A resumed run: "Resumed run X from round N: ..." under the headline until the next run (empty: hidden).
     void setResumedFrom(const QString &text);
     [[nodiscard]] QString resumedText() const;
@@ -80,6 +83,7 @@ Q_SIGNALS:
 
 private:
     void showRecovering(); // the badge while the run goes on without m_lostLive's ranks
+    void refreshNotice();
     void refreshLogView();
     void catchUp();
     void scheduleLogRefresh();
@@ -93,6 +97,7 @@ private:
     QLabel *m_telemetry = nullptr; // lost, coalesced, rejected messages, when there are any
     QLabel *m_deviation = nullptr;
     QLabel *m_notice = nullptr;
+    QString m_noticeLatest; // setNotice()'s text
     QLabel *m_resumed = nullptr;
     QPushButton *m_run = nullptr;
     QPushButton *m_stop = nullptr;

@@ -139,12 +139,8 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
         return {};
     if (run.stalledRank() >= 0) {
         // The same moment had the run gone on without the stalled rank (on_rank_loss continue).
-        const int lost = run.stalledRank();
-        window.runPage()->selectRank(lost);
-        window.runPage()->rankLost(lost, u"rank %1 (%2) stopped responding: no heartbeat for 6.0 s (collective timeout 5 s); lost after round 41"_s
-                                             .arg(lost)
-                                             .arg(QString::fromStdString(run.snapshot().ranks[size_t(lost)].host)));
-        window.runPage()->addAlerts({run.stalledRankLostAlert()});
+        window.runPage()->selectRank(run.stalledRank());
+        run.showStalledRankLostOn(*window.runPage());
         window.runPage()->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true); // as the next snapshot would
         window.setStatusPhase(QObject::tr("recovering"));
         settle(150);
@@ -164,7 +160,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     lostRun.advanceTo(600);
     lostRun.finish(true);
     lostRun.showOn(*window.runPage());
-    window.runPage()->showOutcome(lostRun.recoveredOutcome());
+    lostRun.showRecoveredOn(*window.runPage());
     window.setStatusPhase(QObject::tr("recovered"));
     settle(150);
     if (!save(&window, dir.filePath(u"run-recovered-%1.png"_s.arg(o.syntheticRanks)), files, error))

@@ -255,11 +255,54 @@ cppl::core::run::RunOutcome SyntheticRun::outcome() const
     return o;
 }
 
+QString SyntheticRun::startNotice() const
+{
+    // As a real run of the default profile (4 local ranks, groups of 2) or of a cluster of 8-GPU
+    // nodes over SSH (a group per node) would name itself.
+    QStringList groups;
+    const int size = m_n <= 8 ? 2 : kRanksPerHost;
+    for (int first = 0; first < m_n; first += size) {
+        QStringList ranks;
+        for (int r = first; r < std::min(first + size, m_n); ++r)
+            ranks << QString::number(r);
+        groups << ranks.join(u',');
+    }
+    const int hosts = m_n <= 8 ? 1 : (m_n + kRanksPerHost - 1) / kRanksPerHost;
+    return cppl::core::run::runStartNotice(u"synthetic-%1-ranks"_s.arg(m_n), m_n, hosts, m_n <= 8 ? u"local"_s : u"ssh"_s,
+                                           groups.join(u';').toStdString(), m_n <= 8 ? u"127.0.0.1"_s : QString::fromStdString(hostOf(0, m_n)),
+                                           m_n <= 8 ? 40213 : 29500);
+}
+
+void SyntheticRun::showStalledRankLostOn(RunPage &page) const
+{
+    if (m_stalled < 0)
+        return;
+    // RunEngine::noteRegrouping: the survivor's stderr line, then the engine's notice and alert;
+    // the regroup line on stdout then tells the checkpoints.
+    page.rankLost(m_stalled, u"rank %1 (%2) stopped responding: no heartbeat for 6.0 s (collective timeout 5 s); lost after round 41"_s
+                                 .arg(m_stalled)
+                                 .arg(QString::fromStdString(hostOf(m_stalled, m_n))));
+    page.setNotice(cppl::core::run::rankLostNotice({m_stalled}));
+    page.addAlerts({stalledRankLostAlert()});
+    page.setNotice(cppl::core::run::checkpointRegroupNotice(1, 42));
+}
+
+void SyntheticRun::showRecoveredOn(RunPage &page) const
+{
+    // RunEngine::checkResult: the cross-check skipped, then one "recovered (…)" per lost rank, last.
+    const auto o = recoveredOutcome();
+    page.setNotice(u"the live cross-check is skipped: a lost rank's last live sums include batches the others evaluated again"_s);
+    for (const QString &r : o.recovered)
+        page.setNotice(u"recovered (%1)"_s.arg(r));
+    page.showOutcome(o);
+}
+
 void SyntheticRun::showOn(RunPage &page) const
 {
     page.reset(u"synthetic-%1-ranks"_s.arg(m_n), m_n, groupNames(), m_thresholds);
     page.setSchedule(u"dynamic"_s); // windowsGlobal: the default schedule
     page.setPhase(m_finished ? outcome().phase : cppl::core::run::RunPhase::Running);
+    page.setNotice(startNotice());
     for (const auto &[rank, line] : m_logs)
         page.appendLog(rank, false, line);
     for (int r = 0; r < std::min(m_n, 8); ++r)

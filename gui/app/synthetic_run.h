@@ -47,8 +47,18 @@ public:
     [[nodiscard]] int stalledRank() const noexcept { return m_stalled; }
     [[nodiscard]] const std::vector<int> &slowRanks() const noexcept { return m_slow; }
 
+    /// What the engine says as the run launches: "run synthetic-4-ranks: 4 ranks on 1 host
+    /// (local), groups [0–1] [2–3], master …" (runStartNotice).
+    [[nodiscard]] QString startNotice() const;
+
     /// Feeds everything to a Run page as the engine would.
     void showOn(RunPage &page) const;
+    /// After showOn() mid-run: the others regrouped without the stalled rank (--on-rank-loss
+    /// continue), told to @p page as the engine tells it: rankLost, the notices (the loss, then the
+    /// checkpoints'), the "rank lost" alert.
+    void showStalledRankLostOn(RunPage &page) const;
+    /// After showOn() of finish(true): the outcome and the engine's last notice, "recovered (…)".
+    void showRecoveredOn(RunPage &page) const;
 
 private:
     struct Rank

@@ -15,6 +15,7 @@
 #include "cppl/host.h"
 #include "cppl/statistics.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -22,6 +23,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLocale>
 #include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QTimer>
@@ -79,7 +81,8 @@ QString failureWords(const QString &cause)
     return c.replace(u"\n  "_s, u"; "_s).replace(u'\n', u' ').trimmed();
 }
 
-/// The agents' --groups list ("0,1;2,3") as a reader reads it: "[0–1] [2–3]".
+/// The agents' --groups list ("0,1;2,3") as a reader reads it: "[0–1] [2–3]"; beyond 6 groups
+/// "[0–7] [8–15] [16–23] … [1016–1023] (128 groups)", one line, not a screenful.
 QString groupsText(const std::string &groups)
 {
     QStringList out;
@@ -89,6 +92,10 @@ QString groupsText(const std::string &groups)
             ranks.push_back(r.toInt());
         out << u"["_s + QString::fromStdString(rankListText(std::move(ranks))) + u"]"_s;
     }
+    constexpr qsizetype kNamed = 6;
+    if (out.size() > kNamed)
+        return QCoreApplication::translate("RunEngine", "%1 … %2 (%3 groups)")
+            .arg(out.mid(0, 3).join(u' '), out.back(), QLocale().toString(qlonglong(out.size())));
     return out.join(u' ');
 }
 
@@ -121,6 +128,32 @@ ResultKey resultKey(const QByteArray &json)
 }
 
 } // namespace
+
+QString runStartNotice(const QString &runId, int ranks, int hosts, const QString &launcher, const std::string &groups,
+                       const QString &masterAddr, int masterPort)
+{
+    const QLocale loc;
+    return QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
+        .arg(runId, loc.toString(ranks),
+             hosts == 1 ? QCoreApplication::translate("RunEngine", "1 host")
+                        : QCoreApplication::translate("RunEngine", "%1 hosts").arg(loc.toString(hosts)),
+             launcher, groupsText(groups), masterAddr, QString::number(masterPort));
+}
+
+QString rankLostNotice(const std::vector<int> &ranks)
+{
+    const QString which = QString::fromStdString(rankListText(ranks));
+    return ranks.size() == 1
+               ? QCoreApplication::translate("RunEngine", "rank %1 lost; the others regrouped without it and the run goes on").arg(which)
+               : QCoreApplication::translate("RunEngine", "ranks %1 lost; the others regrouped without them and the run goes on").arg(which);
+}
+
+QString checkpointRegroupNotice(int epoch, int firstRound)
+{
+    return QCoreApplication::translate("RunEngine", "checkpoints: the ranks regrouped after a loss (epoch %1); the next checkpoint is of round %2 or later")
+        .arg(epoch)
+        .arg(firstRound);
+}
 
 struct RunEngine::Private
 {
@@ -474,9 +507,7 @@ void RunEngine::startLaunch()
         if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
             if (const int epoch = d->checkpoints->regroupEpoch(); epoch > d->checkpointEpoch) {
                 d->checkpointEpoch = epoch; // --on-rank-loss continue: checkpoints go on after the regrouping
-                Q_EMIT notice(tr("checkpoints: the ranks regrouped after a loss (epoch %1); the next checkpoint is of round %2 or later")
-                                  .arg(epoch)
-                                  .arg(d->checkpoints->regroupFirstRound()));
+                Q_EMIT notice(checkpointRegroupNotice(epoch, d->checkpoints->regroupFirstRound()));
             }
             if (!d->checkpoints->error().isEmpty() && !d->checkpointErrorShown) {
                 d->checkpointErrorShown = true;
@@ -527,13 +558,9 @@ void RunEngine::startLaunch()
         Q_EMIT jobState(jobId, state, reason, nodes);
     });
     connect(l, &Launcher::finished, this, &RunEngine::onLauncherFinished, Qt::QueuedConnection);
-    Q_EMIT notice(tr("run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
-                      .arg(m_runId)
-                      .arg(m_plan.ranks.size())
-                      .arg(m_request.profile.hosts.size() == 1 ? tr("1 host") : tr("%1 hosts").arg(m_request.profile.hosts.size()))
-                      .arg(QString::fromStdString(m_plan.launcher), groupsText(m_plan.groups),
-                           QString::fromStdString(m_plan.masterAddr))
-                      .arg(m_plan.masterPort));
+    Q_EMIT notice(runStartNotice(m_runId, static_cast<int>(m_plan.ranks.size()), static_cast<int>(m_request.profile.hosts.size()),
+                                 QString::fromStdString(m_plan.launcher), m_plan.groups, QString::fromStdString(m_plan.masterAddr),
+                                 m_plan.masterPort));
     l->start(m_plan);
 }
 
@@ -566,8 +593,12 @@ void RunEngine::noteRegrouping(bool isStderr, const QString &line)
         const bool fresh = it == d->lostLive.end();
         d->lostLive[r] = detail;
         Q_EMIT rankLost(r, detail);
-        if (fresh)
-            Q_EMIT notice(tr("rank %1 lost; the others regrouped without it and the run goes on").arg(r));
+        if (fresh) {
+            std::vector<int> lost;
+            for (const auto &l : d->lostLive)
+                lost.push_back(l.first);
+            Q_EMIT notice(rankLostNotice(lost)); // every rank lost so far, as the Run page's notice line says
+        }
         if (fresh || !d->lostAlerted[r])
             raiseRankLost(r);
     }

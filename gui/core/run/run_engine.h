@@ -42,6 +42,17 @@ enum class RunPhase {
     Stopped,    ///< the user (or a signal) stopped it
 };
 [[nodiscard]] QString phaseName(RunPhase phase);
+/// What a run says as it launches (the Run page's notice line, the CLI's stderr): "run ID: 4 ranks
+/// on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:29500". @p groups is the agents'
+/// --groups list ("0,1;2,3"); beyond 6 groups the first 3 and the last are named, with the count.
+[[nodiscard]] QString runStartNotice(const QString &runId, int ranks, int hosts, const QString &launcher, const std::string &groups,
+                                     const QString &masterAddr, int masterPort);
+/// --on-rank-loss continue, while the run goes on without @p ranks: "rank 2 lost; the others
+/// regrouped without it and the run goes on".
+[[nodiscard]] QString rankLostNotice(const std::vector<int> &ranks);
+/// The checkpoints after such a regrouping: "checkpoints: the ranks regrouped after a loss (epoch
+/// 1); the next checkpoint is of round 7 or later".
+[[nodiscard]] QString checkpointRegroupNotice(int epoch, int firstRound);
 [[nodiscard]] inline bool isTerminal(RunPhase p) noexcept
 {
     return p == RunPhase::Finished || p == RunPhase::Failed || p == RunPhase::Stopped;

@@ -73,6 +73,8 @@ private Q_SLOTS:
     void evaluationPageOverlapSync();
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
+    void noticeLineWhileRecovering();
+    void syntheticRunSaysWhatARealRunSays();
     void deviationChartNamesTheSchedule();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
@@ -685,6 +687,86 @@ std::vector<cppl::core::run::RunAlert> storm(int ranks, int episodes)
 }
 } // namespace
 
+void TestAppModels::noticeLineWhileRecovering()
+{
+    // --on-rank-loss continue: while the run goes on without a rank the notice line says so, and
+    // the notices after it (the checkpoints' regrouping) go below it, not in its place. Once the
+    // run ended the line is the engine's last word.
+    using cppl::core::run::RunPhase;
+    using cppl::core::run::rankLostNotice;
+    cppl::app::RunPage page;
+    page.reset(u"r"_s, 4, {}, cppl::Thresholds{});
+    page.setPhase(RunPhase::Running);
+    const QString start = cppl::core::run::runStartNotice(u"r"_s, 4, 1, u"local"_s, "0,1;2,3", u"127.0.0.1"_s, 29500);
+    QCOMPARE(start, u"run r: 4 ranks on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:29500"_s);
+    page.setNotice(start);
+    QCOMPARE(page.noticeText(), start);
+    page.rankLost(2, u"rank 2 (localhost): lost after round 3; the others regrouped without it"_s);
+    QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on"_s);
+    page.setNotice(rankLostNotice({2})); // what the engine says next: the same words, once
+    QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on"_s);
+    const QString checkpoints = cppl::core::run::checkpointRegroupNotice(1, 4);
+    QCOMPARE(checkpoints, u"checkpoints: the ranks regrouped after a loss (epoch 1); the next checkpoint is of round 4 or later"_s);
+    page.setNotice(checkpoints);
+    QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on\n"_s + checkpoints);
+    page.rankLost(3, u"rank 3 (localhost): lost after round 5; the others regrouped without it"_s);
+    page.setNotice(rankLostNotice({2, 3}));
+    QCOMPARE(page.noticeText(), u"ranks 2–3 lost; the others regrouped without them and the run goes on"_s);
+    cppl::core::run::RunOutcome failed;
+    failed.phase = RunPhase::Failed;
+    failed.firstCause = u"run failed: rank 1 on localhost: killed by signal 9"_s;
+    page.showOutcome(failed);
+    QCOMPARE(page.noticeText(), u"ranks 2–3 lost; the others went on without them until the run failed"_s);
+    // Many groups: named in one line, not a screenful.
+    QStringList groups;
+    for (int g = 0; g < 128; ++g) {
+        QStringList ranks;
+        for (int r = 8 * g; r < 8 * g + 8; ++r)
+            ranks << QString::number(r);
+        groups << ranks.join(u',');
+    }
+    QCOMPARE(cppl::core::run::runStartNotice(u"big"_s, 1024, 128, u"ssh"_s, groups.join(u';').toStdString(), u"node-000"_s, 29500),
+             u"run big: %1 ranks on 128 hosts (ssh), groups [0–7] [8–15] [16–23] … [1016–1023] (128 groups), master node-000:29500"_s
+                 .arg(QLocale().toString(1024)));
+}
+
+void TestAppModels::syntheticRunSaysWhatARealRunSays()
+{
+    // The screenshots' synthetic run tells the Run page what the engine tells it in a real run:
+    // the start notice mid-run; once the others regrouped without the stalled rank, the notice that
+    // it was lost and the run goes on (with the checkpoints' below), the badge and the alert; at
+    // the end, recovered.
+    cppl::app::SyntheticRun run(1024);
+    run.advanceTo(0.6 * 600 + 12);
+    cppl::app::RunPage page;
+    page.resize(1500, 900);
+    run.showOn(page);
+    QCOMPARE(page.noticeText(), u"run synthetic-1024-ranks: %1 ranks on 128 hosts (ssh), groups [0–7] [8–15] [16–23] … [1016–1023] "
+                                 "(128 groups), master node-000:29500"_s
+                                    .arg(QLocale().toString(1024)));
+    const int lost = run.stalledRank();
+    QCOMPARE(lost, 777);
+    run.showStalledRankLostOn(page);
+    QCOMPARE(page.noticeText(), u"rank 777 lost; the others regrouped without it and the run goes on\n"_s
+                                    + cppl::core::run::checkpointRegroupNotice(1, 42));
+    QVERIFY2(page.phaseText().contains(u"Recovering"_s), qPrintable(page.phaseText()));
+    QTRY_VERIFY(!page.alertModel()->allAlerts().empty());
+    QCOMPARE(page.alertModel()->allAlerts().back().kind, cppl::core::run::AlertKind::RankLost);
+    QCOMPARE(page.alertModel()->allAlerts().back().rank, lost);
+    cppl::app::SyntheticRun finished(1024);
+    finished.advanceTo(600);
+    finished.finish(true);
+    finished.showOn(page);
+    finished.showRecoveredOn(page);
+    QVERIFY2(page.noticeText().startsWith(u"recovered (rank 777 (node-097): "_s), qPrintable(page.noticeText()));
+    QVERIFY2(page.phaseText().contains(u"Recovered"_s), qPrintable(page.phaseText()));
+    // Four ranks: the default profile's launch.
+    cppl::app::SyntheticRun four(4);
+    four.advanceTo(60);
+    four.showOn(page);
+    QCOMPARE(page.noticeText(), u"run synthetic-4-ranks: 4 ranks on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:40213"_s);
+}
+
 void TestAppModels::lostRankAlertTakesOverFailed()
 {
     // on_rank_loss continue: rank 2's process ends (a failure alert, as with fail), then the
@@ -764,8 +846,11 @@ void TestAppModels::alertStormCoalesced()
     const int overflow = AlertModel::kMaxRows;
     QVERIFY(alerts.index(overflow, 0).data(AlertModel::OverflowRole).toBool());
     QCOMPARE(alerts.index(overflow, AlertModel::ColRank).data().toString(), u"+%1"_s.arg(1024 - AlertModel::kMaxRows));
-    QVERIFY(alerts.index(overflow, AlertModel::ColMessage).data().toString().startsWith(
-        u"%1 more ranks (%2 to 1023)"_s.arg(1024 - AlertModel::kMaxRows).arg(AlertModel::kMaxRows)));
+    // It says what it stands for, its ranks written as every rank range of the dashboard is.
+    QCOMPARE(alerts.index(overflow, AlertModel::ColMessage).data().toString(),
+             u"… and 768 more ranks with this alert (ranks 256–1023), not listed one by one; latest: %1"_s.arg(all[1023].message));
+    QVERIFY2(alerts.index(overflow, 0).data(Qt::ToolTipRole).toString().startsWith(u"768 stalled alerts of 768 more ranks (ranks 256–1023)"_s),
+             qPrintable(alerts.index(overflow, 0).data(Qt::ToolTipRole).toString()));
     // The rest in one batch: the repeats update the rows in place (one dataChanged over them), the
     // failed and comm-share alerts come beyond the cap into overflow rows of their kinds.
     alerts.append(std::vector(all.begin() + 1024, all.end()));
@@ -776,6 +861,9 @@ void TestAppModels::alertStormCoalesced()
     QCOMPARE(alerts.rowCount(), AlertModel::kMaxRows + 3);
     QCOMPARE(qsizetype(alerts.allAlerts().size()), qsizetype(all.size())); // nothing lost
     QCOMPARE(alerts.index(5, AlertModel::ColKind).data().toString(), u"⚠ stalled ×12"_s);
+    // 9,216 alerts: counted with the locale's digit grouping, as the Alerts tab counts them.
+    QCOMPARE(alerts.index(overflow, AlertModel::ColKind).data().toString(), u"⚠ stalled ×%1"_s.arg(QLocale().toString(12 * 768)));
+    QVERIFY(alerts.index(overflow, 0).data(Qt::ToolTipRole).toString().startsWith(u"%1 stalled alerts of 768 more ranks"_s.arg(QLocale().toString(12 * 768))));
     QCOMPARE(alerts.index(5, 0).data(AlertModel::CountRole).toInt(), 12);
     QCOMPARE(alerts.alertAt(5).seconds, all[11 * 1024 + 5].seconds); // the row shows its latest
     QCOMPARE(alerts.index(overflow, 0).data(AlertModel::CountRole).toInt(), 12 * (1024 - AlertModel::kMaxRows));
@@ -800,6 +888,21 @@ void TestAppModels::alertStormCoalesced()
     few.clear();
     QCOMPARE(few.rowCount(), 0);
     alerts.clear();
+    // Ranks with rows of their own between those of the overflow row are not claimed by it: every
+    // even rank stalls first (256 rows of their own: ranks 0–510), then every rank.
+    std::vector<cppl::core::run::RunAlert> gaps;
+    for (int r = 0; r < 1024; r += 2)
+        gaps.push_back(all[std::size_t(r)]);
+    for (int r = 0; r < 1024; ++r)
+        gaps.push_back(all[std::size_t(1024 + r)]);
+    alerts.append(gaps);
+    QCOMPARE(alerts.rowCount(), AlertModel::kMaxRows + 1);
+    // 256 even ranks 512..1022 and the 256 odd ranks below 512 alternate with listed ones: many
+    // runs; the row names the first three, the tooltip every one.
+    const QString message = alerts.index(overflow, AlertModel::ColMessage).data().toString();
+    QVERIFY2(message.startsWith(u"… and 768 more ranks with this alert (ranks 1, 3, 5, …), not listed one by one"_s), qPrintable(message));
+    const QString tip = alerts.index(overflow, 0).data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(u"(ranks 1, 3, 5, "_s) && tip.contains(u", 509, 511–1023)"_s), qPrintable(tip));
 }
 
 void TestAppModels::alertStormOnTheRunPage()

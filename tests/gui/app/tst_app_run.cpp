@@ -24,6 +24,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLocale>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -144,6 +145,18 @@ private Q_SLOTS:
         auto *shards = page->findChild<QTableWidget *>();
         QVERIFY(shards);
         QCOMPARE(shards->horizontalHeaderItem(1)->text(), u"Windows (static split)"_s); // no rank owns these under dynamic
+        // Counts read with the locale's digit grouping, as on the Run page ("6,096", not "6096"):
+        // 48 windows of 127 scored tokens (llama.cpp scores the second half) out of the held-out
+        // text's bytes, 1,524 per rank.
+        const QLocale loc;
+        const qint64 dataTokens = QFileInfo(cppl::test::kText).size(); // the bytes tokenizer: one token a byte
+        QVERIFY(dataTokens > 10000);
+        QVERIFY2(page->previewText().contains(u"<b>48</b> windows, <b>%1</b> of %2 tokens scored"_s.arg(loc.toString(6096), loc.toString(dataTokens))),
+                 qPrintable(page->previewText()));
+        QVERIFY2(page->previewText().contains(u"about <b>%1</b> scored tokens per rank"_s.arg(loc.toString(1524))), qPrintable(page->previewText()));
+        QCOMPARE(shards->rowCount(), 4);
+        for (int r = 0; r < 4; ++r)
+            QCOMPARE(shards->item(r, 2)->text(), loc.toString(1524));
         auto e = page->evaluation();
         e.schedule = "static";
         page->load(e, page->thresholds());
