@@ -16,10 +16,13 @@ using cppl::core::run::RunAlert;
 namespace cppl::app {
 
 namespace {
+// Time into the run as the Run page's "elapsed 6:12" and the charts' ticks write it: m:ss, h:mm:ss.
 QString clock(double seconds)
 {
-    const int s = int(seconds);
-    return u"%1:%2"_s.arg(s / 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
+    const qint64 s = std::max<qint64>(0, qint64(seconds));
+    if (s >= 3600)
+        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
 }
 
 bool severe(AlertKind k)

@@ -448,7 +448,8 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
             parts << tr("%1 skipped (superseded)").arg(QLocale().toString(qlonglong(s.coalescedTotal)));
         if (s.decode.rejectedTotal() > 0)
             parts << tr("%1 rejected").arg(QLocale().toString(qlonglong(s.decode.rejectedTotal())));
-        m_telemetry->setText(tr("telemetry: %1").arg(parts.join(u" · "_s)));
+        // "messages": beside a "Recovering" badge, "telemetry: 33 lost" read as 33 lost ranks.
+        m_telemetry->setText(tr("telemetry messages: %1").arg(parts.join(u" · "_s)));
         m_telemetry->show();
     }
     if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal)
@@ -639,6 +640,10 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         m_phase->setStyleSheet(u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; padding: 2px 8px; font-weight: bold; }"_s);
         for (const QString &d : detail)
             lines << tr("Recovered: %1").arg(d);
+        // The engine's last notice, "recovered (…)", says what the lines above say.
+        for (const QString &r : o.recovered)
+            if (m_noticeLatest == cppl::core::run::recoveredNotice(r))
+                m_noticeLatest.clear();
         std::map<int, QString> byRank;
         std::vector<int> ranks;
         for (qsizetype i = 0; i < lost.size(); ++i) {

@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QEventLoop>
 #include <QPixmap>
+#include <QStatusBar>
 #include <QTimer>
 #include <QTreeView>
 
@@ -122,6 +123,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     if (!save(&window, dir.filePath(u"compare.png"_s), files, error))
         return {};
     window.showPage(MainWindow::RunPageIndex);
+    window.statusBar()->clearMessage(); // "Opened …" at start: a run's notices would have replaced it
     if (o.syntheticRanks <= 0) {
         settle(150);
         if (!save(&window, dir.filePath(u"run.png"_s), files, error))

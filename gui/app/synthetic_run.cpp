@@ -293,7 +293,7 @@ void SyntheticRun::showRecoveredOn(RunPage &page) const
     const auto o = recoveredOutcome();
     page.setNotice(u"the live cross-check is skipped: a lost rank's last live sums include batches the others evaluated again"_s);
     for (const QString &r : o.recovered)
-        page.setNotice(u"recovered (%1)"_s.arg(r));
+        page.setNotice(cppl::core::run::recoveredNotice(r));
     page.showOutcome(o);
 }
 

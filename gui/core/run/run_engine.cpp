@@ -148,6 +148,11 @@ QString rankLostNotice(const std::vector<int> &ranks)
                : QCoreApplication::translate("RunEngine", "ranks %1 lost; the others regrouped without them and the run goes on").arg(which);
 }
 
+QString recoveredNotice(const QString &recovered)
+{
+    return QCoreApplication::translate("RunEngine", "recovered (%1)").arg(recovered);
+}
+
 QString checkpointRegroupNotice(int epoch, int firstRound)
 {
     return QCoreApplication::translate("RunEngine", "checkpoints: the ranks regrouped after a loss (epoch %1); the next checkpoint is of round %2 or later")
@@ -759,7 +764,7 @@ void RunEngine::checkResult()
     }
 #endif
     for (const QString &r : m_outcome.recovered) // last, so that the Run page's notice line keeps it
-        Q_EMIT notice(tr("recovered (%1)").arg(r));
+        Q_EMIT notice(recoveredNotice(r));
     if (!m_request.baselineResultJson.isEmpty()) {
         const ResultKey mine = resultKey(m_outcome.resultJson);
         const ResultKey base = resultKey(m_request.baselineResultJson);

@@ -53,6 +53,9 @@ enum class RunPhase {
 /// The checkpoints after such a regrouping: "checkpoints: the ranks regrouped after a loss (epoch
 /// 1); the next checkpoint is of round 7 or later".
 [[nodiscard]] QString checkpointRegroupNotice(int epoch, int firstRound);
+/// The last notice of a run that finished without a lost rank, one per RunOutcome::recovered line:
+/// "recovered (rank 2 (HOST): CAUSE; lost after round N)".
+[[nodiscard]] QString recoveredNotice(const QString &recovered);
 [[nodiscard]] inline bool isTerminal(RunPhase p) noexcept
 {
     return p == RunPhase::Finished || p == RunPhase::Failed || p == RunPhase::Stopped;
