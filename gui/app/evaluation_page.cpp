@@ -36,6 +36,13 @@ using namespace Qt::StringLiterals;
 namespace cppl::app {
 
 namespace {
+/// A percent spin box's value as the fraction the profile keeps: the decimal shown, divided by 100
+/// in decimal (0.7 % is 0.007, not 0.7 / 100 = 0.007000000000000001).
+double fractionOf(const QDoubleSpinBox *percent)
+{
+    return QString(QString::number(percent->value(), 'f', percent->decimals()) + u"e-2"_s).toDouble();
+}
+
 /// The "evaluation" settings group's version: 2 since on_rank_loss continue became the default
 /// with the dynamic schedule (restoreSettings reads an older saved "fail" as the default).
 constexpr int kSettingsVersion = 2;
@@ -189,18 +196,25 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_sync->setToolTip(tr("Ranks merge their sums about every this many scored tokens each (0: every batch). More "
                           "often: a fresher live PPL and more comm share. The final PPL is the same either way."));
     tf->addRow(tr("Sync every (tokens)"), m_sync);
+    // Both in percent, as the Run page shows them ("alert threshold 15.0%", "deviation … 0.01%");
+    // the profile keeps fractions (thresholds() and load() convert).
     m_tolerance = new QDoubleSpinBox(th);
-    m_tolerance->setDecimals(6);
-    m_tolerance->setRange(0, 1);
-    m_tolerance->setSingleStep(0.0001);
-    m_tolerance->setToolTip(tr("Allowed relative deviation of the final PPL from a one-rank baseline (0: must be "
-                               "bit-identical). Past it, the run is flagged."));
+    m_tolerance->setObjectName(u"deviationTolerance"_s);
+    m_tolerance->setDecimals(4);
+    m_tolerance->setRange(0, 100);
+    m_tolerance->setSingleStep(0.01);
+    m_tolerance->setSuffix(tr(" %"));
+    m_tolerance->setSpecialValueText(tr("none: bit-identical"));
+    m_tolerance->setToolTip(tr("Allowed relative deviation of the final PPL from a one-rank baseline, in percent (none: "
+                               "must be bit-identical). Past it, the run is flagged."));
     tf->addRow(tr("Deviation tolerance"), m_tolerance);
     m_commShare = new QDoubleSpinBox(th);
-    m_commShare->setDecimals(3);
-    m_commShare->setRange(0, 1);
-    m_commShare->setSingleStep(0.005);
-    m_commShare->setToolTip(tr("Alert when a rank spends more than this fraction of its time communicating "
+    m_commShare->setObjectName(u"commShareAlert"_s);
+    m_commShare->setDecimals(1);
+    m_commShare->setRange(0, 100);
+    m_commShare->setSingleStep(0.5);
+    m_commShare->setSuffix(tr(" %"));
+    m_commShare->setToolTip(tr("Alert when a rank spends more than this share of its time communicating "
                                "(waiting for stragglers + transfer). Does not change any number."));
     tf->addRow(tr("Comm share alert"), m_commShare);
     m_stall = new QDoubleSpinBox(th);
@@ -322,8 +336,8 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     m_onRankLoss->setProperty("dynamicChoice", QVariant()); // updateDataMode: what the dynamic schedule had
     setCombo(m_overlapSync, e.overlapSync ? u"on"_s : u"off"_s);
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
-    m_tolerance->setValue(t.deviationTolerance);
-    m_commShare->setValue(t.commShareAlert);
+    m_tolerance->setValue(t.deviationTolerance * 100);
+    m_commShare->setValue(t.commShareAlert * 100);
     m_stall->setValue(t.stallSeconds);
     m_timeout->setValue(t.collectiveTimeoutSeconds);
     m_loading = false;
@@ -359,8 +373,8 @@ Thresholds EvaluationPage::thresholds() const
 {
     Thresholds t;
     t.syncEveryTokens = m_sync->value();
-    t.deviationTolerance = m_tolerance->value();
-    t.commShareAlert = m_commShare->value();
+    t.deviationTolerance = fractionOf(m_tolerance);
+    t.commShareAlert = fractionOf(m_commShare);
     t.stallSeconds = m_stall->value();
     t.collectiveTimeoutSeconds = m_timeout->value();
     return t;

@@ -17,6 +17,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QGroupBox>
@@ -66,6 +67,7 @@ private Q_SLOTS:
     void slurmForm();
     void slurmTree();
     void evaluationPageBatchAuto();
+    void evaluationPageSharesInPercent();
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
     void evaluationPageKeepsScheduleAndRankLoss();
@@ -480,6 +482,32 @@ void TestAppModels::evaluationPageBatchAuto()
     QCOMPARE(page.evaluation().batch, cppl::kAutoBatch);
     autoBox->setChecked(false);
     QCOMPARE(page.evaluation().batch, std::int64_t{12}); // the number it had
+}
+
+void TestAppModels::evaluationPageSharesInPercent()
+{
+    // The comm share alert and the deviation tolerance read in percent, as the Run page shows them
+    // ("alert threshold 15.0%"; the page showed "0.150"), and the profile keeps the exact fractions.
+    cppl::app::EvaluationPage page;
+    auto *comm = page.findChild<QDoubleSpinBox *>(u"commShareAlert"_s);
+    auto *tolerance = page.findChild<QDoubleSpinBox *>(u"deviationTolerance"_s);
+    QVERIFY(comm && tolerance);
+    cppl::Thresholds t = page.thresholds();
+    t.commShareAlert = 0.15;
+    t.deviationTolerance = 0;
+    page.load(page.evaluation(), t);
+    QCOMPARE(comm->text(), u"15.0 %"_s);
+    QCOMPARE(tolerance->text(), u"none: bit-identical"_s);
+    QCOMPARE(page.thresholds().commShareAlert, 0.15);
+    QCOMPARE(page.thresholds().deviationTolerance, 0.0);
+    // Every value shown reads back as the fraction a user would write (0.7 % is 0.007 exactly).
+    for (int tenths = 0; tenths <= 1000; ++tenths) {
+        comm->setValue(tenths / 10.0);
+        QCOMPARE(page.thresholds().commShareAlert, QString::number(tenths / 1000.0, 'g', 6).toDouble());
+    }
+    tolerance->setValue(0.0123);
+    QCOMPARE(tolerance->text(), u"0.0123 %"_s);
+    QCOMPARE(page.thresholds().deviationTolerance, 0.000123);
 }
 
 void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
