@@ -803,7 +803,7 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     QVERIFY2(lines->text().contains(u"Recovered: rank 777 (node-097): stopped responding"_s), qPrintable(lines->text()));
     QVERIFY2(page.phaseText().contains(u"Recovered"_s), qPrintable(page.phaseText()));
     // Its headline (the widest badge, 22,054,752 windows) fits beside the page list in the
-    // screenshots' 1500 px window: side by side with the times it needed 1,395 px and widened it.
+    // screenshots' 1500 px window (side by side with the times, it widened that window to 1,525 px).
     QVERIFY2(page.minimumSizeHint().width() <= 1300, qPrintable(QString::number(page.minimumSizeHint().width())));
     // Four ranks: the default profile's launch.
     cppl::app::SyntheticRun four(4);
