@@ -460,17 +460,23 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
         for (int i = 0; i < 3; ++i)
             m_rateSeriesRank.push_back(-1);
         // The slowest ranks by their recent rate (the last few samples), failed ranks excluded:
-        // those are in the alerts already and their rate is 0 by definition.
+        // those are in the alerts already and their rate is 0 by definition. Once every other
+        // rank is done (the run ended), the slowest over the whole run: a finished run named none,
+        // and which ranks held it back is what a user looks for then.
+        const bool ended = !snapshot.ranks.empty()
+                           && std::all_of(snapshot.ranks.begin(), snapshot.ranks.end(), [](const auto &v) {
+                                  return v.state == RankState::Done || v.state == RankState::Failed;
+                              });
         std::vector<std::pair<double, int>> recent;
         recent.reserve(size_t(ranks));
         const size_t n = tl.size();
         for (int r = 0; r < ranks; ++r) {
             if (r < int(snapshot.ranks.size()) && (snapshot.ranks[size_t(r)].state == RankState::Failed
-                                                   || snapshot.ranks[size_t(r)].state == RankState::Done))
+                                                   || (!ended && snapshot.ranks[size_t(r)].state == RankState::Done)))
                 continue;
             const auto s = tl.rank(RankMetric::TokensPerSecond, r);
             double sum = 0;
-            const size_t from = n > 8 ? n - 8 : 0;
+            const size_t from = ended ? 0 : n > 8 ? n - 8 : 0;
             for (size_t i = from; i < n; ++i)
                 sum += s[i];
             recent.emplace_back(n > from ? sum / double(n - from) : 0.0, r);
@@ -499,7 +505,7 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                             toDouble(tl.rank(RankMetric::DeviationRelative, m_selected))});
         }
     }
-    // "slowest named" only while some are (a finished run's ranks are all done: none is named).
+    // "slowest named" only while some are.
     m_rates->setTitle(ranks <= kLinesUpTo  ? tr("Tokens/s per rank")
                       : m_slowest.empty() ? tr("Tokens/s: p5–p95 of %1 ranks").arg(ranks)
                                           : tr("Tokens/s: p5–p95 of %1 ranks, slowest named").arg(ranks));

@@ -235,6 +235,17 @@ private Q_SLOTS:
         const QString stalled = u"rank %1 "_s.arg(run.stalledRank());
         QVERIFY2(std::any_of(later.begin(), later.end(), [&](const QString &s) { return s.startsWith(stalled) && s.endsWith(u" stalled"_s); }),
                  qPrintable(later.join(u", "_s)));
+        // Finished (every rank done; the stalled rank caught up at the end): the slowest over the
+        // whole run are named, first the one that stood still for 4.5 minutes, then slow ranks.
+        run.advanceTo(600);
+        run.finish();
+        page.showSnapshot(run.snapshot(), run.timeline(), 600, true);
+        const QStringList finished = page.charts()->slowestRanks();
+        QCOMPARE(finished.size(), 3);
+        QVERIFY2(finished.front().startsWith(stalled), qPrintable(finished.join(u", "_s)));
+        for (const QString &name : finished.mid(1))
+            QVERIFY2(std::any_of(run.slowRanks().begin(), run.slowRanks().end(), [&](int r) { return name.startsWith(u"rank %1 "_s.arg(r)); }),
+                     qPrintable(finished.join(u", "_s)));
     }
 };
 
