@@ -278,10 +278,23 @@ private Q_SLOTS:
             liveMark = page->charts()->heatMap()->markOf(2);
             endedFirst = !finished.isEmpty();
         });
+        // The notice line after each of the engine's notices while the run went on: it says rank 2
+        // was lost and the run goes on, also after the checkpoints' notice that follows.
+        QStringList liveNotices;
+        connect(w->engine(), &cppl::core::run::RunEngine::notice, w.get(), [&](const QString &) {
+            if (!liveState.isEmpty() && page->phaseText().contains(u"Recovering"_s))
+                liveNotices << page->noticeText();
+        });
         QVERIFY(::kill(static_cast<pid_t>(rank2), SIGKILL) == 0);
         QVERIFY(finished.wait(240000));
         QVERIFY2(!liveState.isEmpty(), "the engine never said the others regrouped without rank 2");
         QVERIFY(!endedFirst);
+        qInfo("notice line while recovering: %s", qPrintable(liveNotices.join(u" | "_s)));
+        QVERIFY(!liveNotices.isEmpty());
+        for (const QString &n : liveNotices)
+            QVERIFY2(n.startsWith(u"rank 2 lost; the others regrouped without it and the run goes on"_s), qPrintable(n));
+        // The end: the "Recovered: rank 2 …" line says it; the notice line does not repeat it.
+        QVERIFY2(!page->noticeText().contains(u"goes on"_s) && !page->noticeText().startsWith(u"recovered ("_s), qPrintable(page->noticeText()));
         qInfo("while the run went on: %s | %s | %s", qPrintable(liveState), qPrintable(liveBadge), qPrintable(liveTip));
         QVERIFY2(liveState.contains(u"lost · going on"_s), qPrintable(liveState));
         QVERIFY2(liveTip.startsWith(u"rank 2 ("_s) && liveTip.contains(u"lost after round"_s), qPrintable(liveTip));
