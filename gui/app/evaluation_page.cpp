@@ -193,6 +193,9 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_sync = new QSpinBox(th);
     m_sync->setRange(-1, std::numeric_limits<int>::max());
     m_sync->setSpecialValueText(tr("only at the end"));
+    // Counts with the locale's digit grouping, as the preview and the Run page write them ("8,192").
+    for (QSpinBox *count : {m_context, m_stride, m_maxWindows, m_sync})
+        count->setGroupSeparatorShown(true);
     m_sync->setToolTip(tr("Ranks merge their sums about every this many scored tokens each (0: every batch). More "
                           "often: a fresher live PPL and more comm share. The final PPL is the same either way."));
     tf->addRow(tr("Sync every (tokens)"), m_sync);

@@ -508,6 +508,13 @@ void TestAppModels::evaluationPageSharesInPercent()
     tolerance->setValue(0.0123);
     QCOMPARE(tolerance->text(), u"0.0123 %"_s);
     QCOMPARE(page.thresholds().deviationTolerance, 0.000123);
+    // Token counts grouped as the preview writes them.
+    t = page.thresholds();
+    t.syncEveryTokens = 65536;
+    page.load(page.evaluation(), t);
+    const auto spins = page.findChildren<QSpinBox *>();
+    QVERIFY(std::any_of(spins.begin(), spins.end(), [](const QSpinBox *b) { return b->text() == QLocale().toString(65536); }));
+    QCOMPARE(page.thresholds().syncEveryTokens, std::int64_t{65536});
 }
 
 void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
