@@ -277,14 +277,14 @@ void SyntheticRun::showStalledRankLostOn(RunPage &page) const
 {
     if (m_stalled < 0)
         return;
-    // RunEngine::noteRegrouping: the survivor's stderr line, then the engine's notice and alert;
-    // the regroup line on stdout then tells the checkpoints.
+    // RunEngine::noteRegrouping: the survivor's stderr line, then the engine's notice and alert (as
+    // tst_app_run lostRankShowsRecovered sees them; the checkpoints' notice that may follow goes
+    // below it, tst_app_models noticeLineWhileRecovering).
     page.rankLost(m_stalled, u"rank %1 (%2) stopped responding: no heartbeat for 6.0 s (collective timeout 5 s); lost after round 41"_s
                                  .arg(m_stalled)
                                  .arg(QString::fromStdString(hostOf(m_stalled, m_n))));
     page.setNotice(cppl::core::run::rankLostNotice({m_stalled}));
     page.addAlerts({stalledRankLostAlert()});
-    page.setNotice(cppl::core::run::checkpointRegroupNotice(1, 42));
 }
 
 void SyntheticRun::showRecoveredOn(RunPage &page) const

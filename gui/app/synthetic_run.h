@@ -54,8 +54,7 @@ public:
     /// Feeds everything to a Run page as the engine would.
     void showOn(RunPage &page) const;
     /// After showOn() mid-run: the others regrouped without the stalled rank (--on-rank-loss
-    /// continue), told to @p page as the engine tells it: rankLost, the notices (the loss, then the
-    /// checkpoints'), the "rank lost" alert.
+    /// continue), told to @p page as the engine tells it: rankLost, the notice, the "rank lost" alert.
     void showStalledRankLostOn(RunPage &page) const;
     /// After showOn() of finish(true): the outcome and the engine's last notice, "recovered (…)".
     void showRecoveredOn(RunPage &page) const;
