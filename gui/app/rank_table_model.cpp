@@ -286,7 +286,7 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
     case ColTokens: return tr("Tokens");
     case ColRate: return tr("tok/s");
     case ColComm: return tr("Comm");
-    case ColLost: return tr("Lost");
+    case ColLost: return tr("Msgs lost"); // beside a "⊘ lost" rank, "Lost 0" read as the rank's state
     case ColHeartbeat: return tr("Heard");
     case ColMemory: return tr("Memory");
     default: return {};

@@ -661,6 +661,9 @@ void TestAppModels::rankAndAlertModels()
     QAbstractItemModelTester t1(&ranks, QAbstractItemModelTester::FailureReportingMode::QtTest);
     QAbstractItemModelTester t2(&alerts, QAbstractItemModelTester::FailureReportingMode::QtTest);
     QAbstractItemModelTester t3(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    // The telemetry column names what was lost: beside a rank whose state is "⊘ lost", a "Lost"
+    // column reading 0 contradicted it.
+    QCOMPARE(ranks.headerData(cppl::app::RankTableModel::ColLost, Qt::Horizontal).toString(), u"Msgs lost"_s);
     cppl::app::SyntheticRun run(64);
     QSignalSpy changed(&ranks, &QAbstractItemModel::dataChanged);
     for (double t = 5; t <= 400; t += 5) {
