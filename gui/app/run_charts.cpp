@@ -354,6 +354,7 @@ void RunCharts::reset(int worldSize, double commShareAlert)
     m_worldSize = worldSize;
     m_commAlert = commShareAlert;
     m_selected = -1;
+    m_lost.clear(); // the last run's: a rank lost there is not lost in the next
     m_slowest.clear();
     m_rateSeriesRank.clear();
     for (auto *c : {m_ppl, m_rates, m_deviation})

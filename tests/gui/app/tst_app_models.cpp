@@ -799,6 +799,16 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     const QLabel *telemetry = page.findChild<QLabel *>(u"telemetry"_s);
     QVERIFY(telemetry);
     QCOMPARE(telemetry->text(), u"telemetry messages: %1 lost"_s.arg(run.snapshot().lostTotal));
+    // The next run on the same page (here: the stalled rank caught up, nothing was lost) is not
+    // told the last run's lost ranks: its slowest ranks are "slow", none "lost".
+    cppl::app::SyntheticRun caughtUp(1024);
+    caughtUp.advanceTo(600);
+    caughtUp.finish();
+    caughtUp.showOn(page);
+    const QStringList slowest = page.charts()->slowestRanks();
+    QCOMPARE(slowest.size(), 3);
+    for (const QString &name : slowest)
+        QVERIFY2(name.endsWith(u" slow"_s), qPrintable(slowest.join(u", "_s)));
     cppl::app::SyntheticRun finished(1024);
     finished.advanceTo(600);
     finished.finish(true);
