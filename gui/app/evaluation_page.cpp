@@ -71,6 +71,9 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     auto *scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
+    // Vertically only: when the window is too short (the message bar above), the vertical bar took
+    // its width from the form and a horizontal bar appeared to scroll by those few pixels.
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     auto *formHost = new QWidget(scroll);
     auto *column = new QVBoxLayout(formHost);
     scroll->setWidget(formHost);

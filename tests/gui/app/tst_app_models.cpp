@@ -25,6 +25,8 @@
 #include <QLineEdit>
 #include <QMimeData>
 #include <QSettings>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
@@ -68,6 +70,7 @@ private Q_SLOTS:
     void slurmTree();
     void evaluationPageBatchAuto();
     void evaluationPageSharesInPercent();
+    void evaluationPageScrollsOnlyVertically();
     void rankAndAlertModels();
     void finishedRanksKeepTheirRate();
     void evaluationPageKeepsScheduleAndRankLoss();
@@ -515,6 +518,22 @@ void TestAppModels::evaluationPageSharesInPercent()
     const auto spins = page.findChildren<QSpinBox *>();
     QVERIFY(std::any_of(spins.begin(), spins.end(), [](const QSpinBox *b) { return b->text() == QLocale().toString(65536); }));
     QCOMPARE(page.thresholds().syncEveryTokens, std::int64_t{65536});
+}
+
+void TestAppModels::evaluationPageScrollsOnlyVertically()
+{
+    // Shorter than its form (the window under a message bar): a vertical scroll bar, and the form
+    // narrowed beside it, not a horizontal bar for the few pixels the vertical one took.
+    cppl::app::EvaluationPage page;
+    page.resize(1380, 600);
+    page.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&page));
+    auto *scroll = page.findChild<QScrollArea *>();
+    QVERIFY(scroll);
+    QTRY_VERIFY(scroll->verticalScrollBar()->isVisible());
+    QVERIFY(!scroll->horizontalScrollBar()->isVisible());
+    QVERIFY2(scroll->widget()->width() <= scroll->viewport()->width(),
+             qPrintable(u"%1 > %2"_s.arg(scroll->widget()->width()).arg(scroll->viewport()->width())));
 }
 
 void TestAppModels::evaluationPageKeepsScheduleAndRankLoss()
