@@ -136,14 +136,15 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
         std::string perRound; // verbose: tokens / compute ms / wait ms of each round
         for (bool done = false; !done;) {
             schedule.beginRound();
-            const double compute0 = compute, wait0 = run.comm().waitSeconds;
+            const double compute0 = compute, wait0 = run.comm().waitSeconds, claim0 = schedule.claimSeconds();
             while (const auto b = schedule.next())
                 schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
             NllStats::Words w = stats.toWords();
             const bool last = pipe.inFlight() && schedule.complete(waitRound(), w);
             if (verbose)
                 perRound += " " + std::to_string(schedule.roundBatches()) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0))) + "/"
-                            + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0)));
+                            + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0))) + "/"
+                            + std::to_string(static_cast<int>(1e3 * (schedule.claimSeconds() - claim0)));
             if (last)
                 break;
             pipe.submit(schedule.prepare(stats.toWords()));
@@ -151,7 +152,7 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
                 done = schedule.complete(waitRound(), w);
         }
         if (verbose)
-            std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms):%s\n", rank, perRound.c_str());
+            std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms/claims ms):%s\n", rank, perRound.c_str());
         roundsRun = schedule.rounds();
         claimSeconds = schedule.claimSeconds();
         if (verbose)

@@ -15,6 +15,7 @@
 #include <future>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 namespace cppl::agent::dist {
 
@@ -103,6 +104,13 @@ DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> 
     m_batches = 0;
     for (const BatchRun &r : m_queue)
         m_batches += r.end - r.first;
+    // Rank r's first batch is queue position r: no claim on the store before it, at the moment
+    // every rank's process groups form on the same store (distributed_run.cpp), where a round trip
+    // took 5-30 ms on a loaded host instead of well under one. The counter hands out the rest.
+    m_offset = run.worldSize();
+    if (run.rank() < m_batches)
+        m_pending = queueSlice(run.rank(), run.rank() + 1);
+    m_exhausted = m_batches <= m_offset;
     m_members = run.members();
     m_pendingAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
     m_doneAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
@@ -164,6 +172,7 @@ std::vector<BatchRun> DynamicSchedule::queueSlice(std::int64_t from, std::int64_
 void DynamicSchedule::accept(std::int64_t end, std::int64_t k)
 {
     ++m_claims;
+    end += m_offset; // counter values to queue positions
     const std::int64_t first = end - k;
     if (first >= m_batches) {
         m_exhausted = true;
@@ -183,10 +192,12 @@ bool DynamicSchedule::claim()
 {
     const double t0 = now();
     if (m_inflight.valid()) {
-        const auto [end, k] = m_inflight.get(); // rethrows the store's error
-        accept(end, k);
+        const Claimed c = m_inflight.get(); // rethrows the store's error
+        if (c.started >= 0)
+            m_started = c.started;
+        accept(c.end, c.k);
     } else if (!m_exhausted) {
-        const auto [end, k] = sizing().claim(m_run.store(), m_key, m_batches);
+        const auto [end, k] = sizing().claim(m_run.store(), m_key, counterBatches());
         accept(end, k);
     }
     m_claimSeconds += now() - t0;
@@ -197,8 +208,8 @@ void DynamicSchedule::prefetch()
 {
     // Ask for the next run while this rank still computes the last batch of its current one, so
     // the store's round trips (a millisecond or more on a loaded host) are not on the critical path.
-    // Round 0 too (single batches there): its claims and the late-starter check were each a
-    // round trip on this thread per batch.
+    // Round 0 too (single batches there): the claim also carries the late-starter check (this
+    // rank's announcement with its first one), so round 0 has no round trip on this thread either.
     if (m_exhausted || m_inflight.valid())
         return;
     std::int64_t pending = 0;
@@ -206,7 +217,20 @@ void DynamicSchedule::prefetch()
         pending += r.end - r.first;
     if (pending > 1)
         return;
-    m_inflight = std::async(std::launch::async, [z = sizing(), &store = m_run.store(), key = m_key, n = m_batches] { return z.claim(store, key, n); });
+    std::string startedKey;
+    std::int64_t announce = 0;
+    if (startersMatter()) {
+        startedKey = m_key + "/started";
+        announce = m_announced ? 0 : 1;
+        m_announced = true;
+    }
+    m_inflight = std::async(std::launch::async, [z = sizing(), &store = m_run.store(), key = m_key, n = counterBatches(), startedKey, announce] {
+        Claimed c;
+        if (!startedKey.empty())
+            c.started = store.add(startedKey, announce);
+        std::tie(c.end, c.k) = z.claim(store, key, n);
+        return c;
+    });
 }
 
 void DynamicSchedule::beginRound()
@@ -254,20 +278,33 @@ void DynamicSchedule::beginRound()
     }
 }
 
+bool DynamicSchedule::startersMatter() const
+{
+    return m_round == 0 && m_sync != 0 && m_sync != kSyncAtEnd && m_run.worldSize() >= 2;
+}
+
 bool DynamicSchedule::othersStillStarting()
 {
     // Ranks start at different times (loading the model, connecting). Rather than wait at round
     // 0's collective for the last one, a rank that has its first batch done goes on with single
-    // batches until every rank has done its first (or it has the threshold's tokens in the round);
-    // the wait for a late starter is then at most one batch. One store round trip per batch, in
-    // round 0 only. (Threshold 0 keeps one batch a round.)
-    if (m_round != 0 || m_sync == 0 || m_run.worldSize() < 2)
+    // batches until every rank has started (or it has the threshold's tokens in the round); the
+    // wait for a late starter is then at most one batch. (Threshold 0 keeps one batch a round.)
+    // A rank says it started with the claim it sends ahead during its first batch, and each claim
+    // sent ahead in round 0 brings back how many ranks had said so: the answer is one batch old,
+    // and the announcement one batch early, so a rank ends round 0 about when it did with a round
+    // trip of its own per batch, which took 1-3 ms on a loaded host, while the groups formed.
+    if (!startersMatter())
         return false;
-    const double t0 = now();
-    const std::string key = m_key + "/started";
-    const std::int64_t started = m_run.store().add(key, m_announced ? 0 : 1);
-    m_announced = true;
-    m_claimSeconds += now() - t0;
+    if (m_started < 0 && m_inflight.valid())
+        claim(); // its answer carries the count as it was when it was sent
+    std::int64_t started = m_started;
+    m_started = -1;
+    if (started < 0) { // nothing sent ahead since the last check (the queue's end): ask now
+        const double t0 = now();
+        started = m_run.store().add(m_key + "/started", m_announced ? 0 : 1);
+        m_announced = true;
+        m_claimSeconds += now() - t0;
+    }
     return started < m_run.worldSize();
 }
 
@@ -275,9 +312,11 @@ std::optional<std::int64_t> DynamicSchedule::next()
 {
     if (m_run.lossPending()) // end the round now: the survivors regroup in its collective
         return std::nullopt;
-    // A one-batch round (round 0) goes on while other ranks have not done their first batch yet,
-    // up to the threshold's tokens (which bound how stale the live totals get).
+    // A one-batch round (round 0) goes on while other ranks have not started yet, up to the
+    // threshold's tokens (which bound how stale the live totals get).
     const bool waitingForStarters = m_inRound > 0 && !(m_roundBudget > 0);
+    if (waitingForStarters && m_pending.empty() && m_exhausted && !m_inflight.valid())
+        return std::nullopt; // nothing left to take: no need to ask who started
     if (waitingForStarters && !othersStillStarting())
         return std::nullopt;
     if (m_pending.empty() && !claim())
@@ -425,8 +464,8 @@ void DynamicSchedule::recover(std::span<std::int64_t> words)
 {
     CPPL_ENFORCE(m_run.tolerant(), "recover() in a run that does not tolerate a lost rank");
     if (m_inflight.valid()) { // a claim sent ahead is this rank's: it must be in what this rank says it holds
-        const auto [end, k] = m_inflight.get();
-        accept(end, k);
+        const Claimed c = m_inflight.get();
+        accept(c.end, c.k);
     }
     if (m_base.empty()) {
         m_base.assign(words.size(), 0);
@@ -556,9 +595,12 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     Words lostPart(n);
     for (std::size_t i = 0; i < n; ++i)
         lostPart[i] = minus(minus(thenGlobal[i], m_carry[i]), both[i]);
-    // Which batches it is: the lost rank evaluated what it held at the last regrouping, then its
-    // claims in counter order; every claim not held by a survivor is the lost rank's. Its committed
-    // batches are the first ones of that sequence whose windows and tokens make up its part.
+    // Which batches it is: the lost rank evaluated what it held at the last regrouping (at the
+    // start: its first batch, queue position = its rank, which precedes every claim), then its
+    // claims in counter order; every position given out (the first m_offset, then the counter's)
+    // not held by a survivor is the lost rank's. Its committed batches are the first ones of that
+    // sequence whose windows and tokens make up its part.
+    const std::int64_t givenOut = std::min(counter + m_offset, m_batches);
     std::vector<char> held(static_cast<std::size_t>(m_allBatches), 0);
     for (const State &st : states)
         for (const auto &runs : {st.done, st.pending})
@@ -576,7 +618,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     };
     for (int r : lost)
         take(m_pendingAtRegroup[static_cast<std::size_t>(r)]);
-    take(queueSlice(0, std::min(counter, m_batches)));
+    take(queueSlice(0, givenOut));
     constexpr std::size_t kTokens = 2 * ExactSum::kReduceWords, kWindows = kTokens + 1;
     std::size_t prefixLength = 0;
     bool matched = false;
@@ -602,7 +644,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     for (std::size_t i = 0; i < n; ++i)
         m_carry[i] = plus(plus(m_carry[i], lostPart[i]), both[n + i]);
     std::copy(words.begin(), words.end(), m_base.begin());
-    const std::vector<BatchRun> tail = queueSlice(std::min(counter, m_batches), m_batches);
+    const std::vector<BatchRun> tail = queueSlice(givenOut, m_batches);
     std::vector<BatchRun> requeue;
     for (std::size_t i = prefixLength; i < theirs.size(); ++i) {
         if (!requeue.empty() && requeue.back().end == theirs[i])
@@ -616,6 +658,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     for (const BatchRun &b : m_queue)
         m_batches += b.end - b.first;
     m_key = prefix + "sched/next";
+    m_offset = 0; // the new counter hands out every position
     m_exhausted = m_batches == 0;
     m_redone.insert(m_redone.end(), requeue.begin(), requeue.end());
     for (int r : lost) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <future>
 #include <optional>
@@ -40,6 +41,10 @@ struct BatchRun
  * left and single batches near the end (guided self-scheduling), so nobody waits for a slow rank
  * except for at most one batch at the end. The exact sums make the result the same bits whoever
  * evaluated what.
+ *
+ * Rank r's first batch is queue position r, given to it before the run (no store round trip before
+ * the first batch, when the process groups form on the same store); the counter hands out the
+ * positions after the world size's.
  *
  * Rounds no longer assume equal work. Round 0 is one batch per rank (it measures the speed); after
  * it a round lasts the time in which the ranks, at their mean speed (all-reduced with every round),
@@ -147,11 +152,24 @@ private:
         /// @brief Claims on @p store; returns (the counter after the claim, the claim's size).
         [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(Store &store, const std::string &key, std::int64_t batches) const;
     };
+    /// What a claim sent ahead brings back: the counter after it, its size, and (round 0) how many
+    /// ranks had said they started when it was sent (-1: not asked).
+    struct Claimed
+    {
+        std::int64_t end = 0;
+        std::int64_t k = 0;
+        std::int64_t started = -1;
+    };
     [[nodiscard]] Sizing sizing() const;
+    /// @brief Takes a claim's answer: the counter after it (@p end) and its size @p k, counter values.
     void accept(std::int64_t end, std::int64_t k);
     bool claim();
     void prefetch();
+    /// Whether round 0 waits for late starters here (the "/started" counter matters).
+    [[nodiscard]] bool startersMatter() const;
     bool othersStillStarting();
+    /// Queue positions the counter hands out (those after m_offset).
+    [[nodiscard]] std::int64_t counterBatches() const { return std::max<std::int64_t>(0, m_batches - m_offset); }
     /// The batches at queue positions [from, to), as runs in queue order.
     [[nodiscard]] std::vector<BatchRun> queueSlice(std::int64_t from, std::int64_t to) const;
     /// One attempt at regrouping for the latest loss; false when a newer loss arrived meanwhile.
@@ -163,6 +181,7 @@ private:
     std::vector<std::int64_t> m_batchTokens;
     std::vector<std::int64_t> m_batchWindows; ///< windows of every batch (empty: unknown)
     std::int64_t m_batches = 0;                ///< positions in the queue
+    std::int64_t m_offset = 0;                 ///< positions given out before the counter: rank r's first batch is position r (0 after a regrouping)
     std::vector<BatchRun> m_queue;             ///< what the counter hands out, in order: all batches, or after a loss the lost rank's first
     std::int64_t m_allBatches = 0;
     std::int64_t m_sync = 0;
@@ -175,7 +194,8 @@ private:
     bool m_exhausted = false; ///< the counter has passed the last batch
     std::int64_t m_claims = 0;
     double m_claimSeconds = 0;
-    std::future<std::pair<std::int64_t, std::int64_t>> m_inflight; ///< a claim sent ahead (prefetch)
+    std::future<Claimed> m_inflight; ///< a claim sent ahead (prefetch)
+    std::int64_t m_started = -1;     ///< round 0: ranks started, from the last claim sent ahead taken since the last check (-1: none)
 
     int m_rounds = 0;            ///< rounds whose collective completed
     int m_begun = 0;             ///< beginRound() calls
