@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -91,6 +92,12 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     const WindowPlan plan = planFor(c);
     // As the agent does (eval_evaluate.cpp): round r's collective completes once round r+1 is computed.
     RoundPipeline pipe(run, c.overlap);
+    // The dynamic schedule is set up before the ranks start computing, as the agent sets it up
+    // before its evaluation starts (after the model's load): with its claim thread.
+    const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
+    std::optional<DynamicSchedule> dynamic;
+    if (c.schedule == "dynamic")
+        dynamic.emplace(run, tokensOf, c.sync);
     const double rate = rank == c.slowRank ? c.rate / c.slowFactor : c.rate;
     NllStats stats;
     using clock = std::chrono::steady_clock;
@@ -130,13 +137,15 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     };
     int roundsRun = 0;
     if (c.schedule == "dynamic") {
-        const std::vector<std::int64_t> tokensOf = batchTokens(plan, kBatch);
-        DynamicSchedule schedule(run, tokensOf, c.sync);
+        DynamicSchedule &schedule = *dynamic;
         const bool verbose = std::getenv("BENCH_COMM_VERBOSE") != nullptr;
-        std::string perRound; // verbose: tokens / compute ms / wait ms of each round
+        std::string perRound; // verbose: batches / compute / wait / claims / rest (ms) of each round
+        double submitting = 0; // verbose: the main thread's time in prepare() and submit()
         for (bool done = false; !done;) {
+            const auto round0 = clock::now();
+            const double compute0 = compute, blocked0 = run.comm().waitSeconds + run.comm().transferSeconds, wait0 = run.comm().waitSeconds,
+                         claim0 = schedule.claimSeconds();
             schedule.beginRound();
-            const double compute0 = compute, wait0 = run.comm().waitSeconds, claim0 = schedule.claimSeconds();
             while (const auto b = schedule.next())
                 schedule.evaluated(*b, work(tokensOf[static_cast<std::size_t>(*b)]));
             NllStats::Words w = stats.toWords();
@@ -144,15 +153,21 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
             if (verbose)
                 perRound += " " + std::to_string(schedule.roundBatches()) + "b/" + std::to_string(static_cast<int>(1e3 * (compute - compute0))) + "/"
                             + std::to_string(static_cast<int>(1e3 * (run.comm().waitSeconds - wait0))) + "/"
-                            + std::to_string(static_cast<int>(1e3 * (schedule.claimSeconds() - claim0)));
+                            + std::to_string(static_cast<int>(1e3 * (schedule.claimSeconds() - claim0))) + "/"
+                            + std::to_string(static_cast<int>(1e3 * (std::chrono::duration<double>(clock::now() - round0).count() - (compute - compute0)
+                                                                     - (run.comm().waitSeconds + run.comm().transferSeconds - blocked0)
+                                                                     - (schedule.claimSeconds() - claim0))));
             if (last)
                 break;
+            const auto submit0 = clock::now();
             pipe.submit(schedule.prepare(stats.toWords()));
+            submitting += std::chrono::duration<double>(clock::now() - submit0).count();
             if (!pipe.overlapping())
                 done = schedule.complete(waitRound(), w);
         }
         if (verbose)
-            std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms/claims ms):%s\n", rank, perRound.c_str());
+            std::fprintf(stderr, "rank %d rounds (batches/compute ms/wait ms/claims ms/rest ms):%s; prepare and submit %.1f ms\n", rank, perRound.c_str(),
+                         1e3 * submitting);
         roundsRun = schedule.rounds();
         claimSeconds = schedule.claimSeconds();
         if (verbose)

@@ -12,7 +12,10 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <limits>
 #include <thread>
 #include <tuple>
@@ -31,6 +34,67 @@ double now()
 }
 
 } // namespace
+
+/// One thread for the schedule's life that sends its claims ahead, one at a time. (A thread per
+/// claim, std::async, cost the main thread 1-15 ms at its first one on a loaded host, when every
+/// rank's process groups form: bench_comm, 8 ranks on 2 cores.)
+class DynamicSchedule::ClaimThread
+{
+public:
+    ClaimThread()
+        : m_thread([this] { loop(); })
+    {
+    }
+    ~ClaimThread()
+    {
+        {
+            const std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_one();
+        m_thread.join(); // after the claim it runs, if any (the store's timeout bounds it)
+    }
+    ClaimThread(const ClaimThread &) = delete;
+    ClaimThread &operator=(const ClaimThread &) = delete;
+
+    [[nodiscard]] std::future<Claimed> post(std::function<Claimed()> f)
+    {
+        std::packaged_task<Claimed()> task(std::move(f));
+        std::future<Claimed> result = task.get_future();
+        {
+            const std::lock_guard lock(m_mutex);
+            CPPL_ENFORCE(!m_queued, "a claim sent ahead while another is queued");
+            m_task = std::move(task);
+            m_queued = true;
+        }
+        m_cv.notify_one();
+        return result;
+    }
+
+private:
+    void loop()
+    {
+        for (;;) {
+            std::packaged_task<Claimed()> task;
+            {
+                std::unique_lock lock(m_mutex);
+                m_cv.wait(lock, [this] { return m_queued || m_stop; });
+                if (!m_queued)
+                    return;
+                task = std::move(m_task);
+                m_queued = false;
+            }
+            task(); // an exception (the store's) goes to the future
+        }
+    }
+
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::packaged_task<Claimed()> m_task;
+    bool m_queued = false;
+    bool m_stop = false;
+    std::thread m_thread; ///< last: starts once the members above exist
+};
 
 const char *scheduleName(Schedule s) noexcept
 {
@@ -111,6 +175,8 @@ DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> 
     if (run.rank() < m_batches)
         m_pending = queueSlice(run.rank(), run.rank() + 1);
     m_exhausted = m_batches <= m_offset;
+    if (!m_exhausted)
+        m_claimThread = std::make_unique<ClaimThread>();
     m_members = run.members();
     m_pendingAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
     m_doneAtRegroup.resize(static_cast<std::size_t>(run.worldSize()));
@@ -121,6 +187,8 @@ DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> 
             total += m_batchTokens[static_cast<std::size_t>(b)];
     m_meanBatchTokens = m_batches > 0 ? std::max(1.0, static_cast<double>(total) / static_cast<double>(m_batches)) : 1.0;
 }
+
+DynamicSchedule::~DynamicSchedule() = default;
 
 DynamicSchedule::Sizing DynamicSchedule::sizing() const
 {
@@ -224,7 +292,9 @@ void DynamicSchedule::prefetch()
         announce = m_announced ? 0 : 1;
         m_announced = true;
     }
-    m_inflight = std::async(std::launch::async, [z = sizing(), &store = m_run.store(), key = m_key, n = counterBatches(), startedKey, announce] {
+    if (!m_claimThread) // nothing to claim at the start, something after a regrouping
+        m_claimThread = std::make_unique<ClaimThread>();
+    m_inflight = m_claimThread->post([z = sizing(), &store = m_run.store(), key = m_key, n = counterBatches(), startedKey, announce] {
         Claimed c;
         if (!startedKey.empty())
             c.started = store.add(startedKey, announce);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -75,6 +76,9 @@ public:
      */
     DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> batchTokens, std::int64_t syncEveryTokens, std::string key = "cppl/sched/next",
                     std::optional<std::vector<std::int64_t>> order = std::nullopt, std::vector<std::int64_t> batchWindows = {});
+    ~DynamicSchedule();
+    DynamicSchedule(const DynamicSchedule &) = delete;
+    DynamicSchedule &operator=(const DynamicSchedule &) = delete;
 
     /**
      * @brief What every rank knows is in the totals before any batch (the document's bytes and
@@ -195,6 +199,8 @@ private:
     std::int64_t m_claims = 0;
     double m_claimSeconds = 0;
     std::future<Claimed> m_inflight; ///< a claim sent ahead (prefetch)
+    class ClaimThread;
+    std::unique_ptr<ClaimThread> m_claimThread; ///< sends the claims ahead (after m_inflight: joined before it goes)
     std::int64_t m_started = -1;     ///< round 0: ranks started, from the last claim sent ahead taken since the last check (-1: none)
 
     int m_rounds = 0;            ///< rounds whose collective completed
