@@ -12,6 +12,8 @@ redone and the compute they cost (redone batches x the run's mean compute per ba
 usage: bench/rank_loss_time.py [BUILD_DIR [--with-the-hub]]   (default build/default; run from the repository root)
        --with-the-hub: ranks lost together with the hub instead (at once, and in a second election)
        --second-election: only rank 0, then ranks 1 and 2 at once
+       --candidates-lost: 5 ranks, 1 mesh candidate (CLUSTERPPL_TEST_MESH_CANDIDATES=1): the only
+           candidate lost with ranks the new hub has no link to (ranks 0 and 3; ranks 0, 1 and 4)
 """
 import json, os, re, signal, subprocess, sys, threading, time
 
@@ -29,19 +31,22 @@ def batches(text):
     return n
 
 
-def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20, then=None, then_at=None):
+def run(tag, victim=None, at=None, sig=signal.SIGKILL, timeout=20, then=None, then_at=None, nproc=4, candidates=None):
     """victim: a rank or a list of ranks signalled at once at fraction `at`; then/then_at: a second
     phase (a rank or a list), signalled at then_at once the first phase's recovered lines are out.
     The figure is from the last phase's signal to its last victim's recovered line."""
     phases = [p for p in ((victim, at), (then, then_at)) if p[0] is not None]
     phases = [([v] if isinstance(v, int) else list(v), f) for v, f in phases]
     js = f"/tmp/rank_loss_time_{os.getpid()}_{tag.replace(' ', '_').replace('%', '')}.json"
-    cmd = [AGENT, "run", "--standalone", "--nproc-per-node", "4", "--groups", "size:2", "--",
+    cmd = [AGENT, "run", "--standalone", "--nproc-per-node", str(nproc), "--groups", "size:2", "--",
            "--model", os.path.join(ROOT, "resources/models/shakespeare-byte-llama"),
            "--text", os.path.join(ROOT, "resources/data/tinyshakespeare-heldout.txt"), "--tokenizer", "bytes",
            "--protocol", "llama.cpp", "--context", "128", "--batch", "2", "--threads", "1", "--schedule", "dynamic",
            "--on-rank-loss", "continue", "--sync-every-tokens", "300", "--timeout", str(timeout), "--json", js]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if candidates is not None:
+        env["CLUSTERPPL_TEST_MESH_CANDIDATES"] = str(candidates)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), l.rstrip())) for l in p.stderr])
     reader.start()
@@ -84,6 +89,11 @@ if __name__ == "__main__":
     if "--second-election" in sys.argv[1:]:
         for i in range(3):
             run(f"kill -9 rank 0 at 30%, then ranks 1 and 2 at 60% ({i})", 0, 0.3, timeout=60, then=[1, 2], then_at=0.6)
+        sys.exit(0)
+    if "--candidates-lost" in sys.argv[1:]:  # every candidate lost, with ranks only a survivor's links know
+        for i in range(3):
+            run(f"5 ranks, 1 candidate: kill -9 ranks 0 and 3 at 40% ({i})", [0, 3], 0.4, timeout=60, nproc=5, candidates=1)
+            run(f"5 ranks, 1 candidate: kill -9 ranks 0, 1 and 4 at 40% ({i})", [0, 1, 4], 0.4, timeout=60, nproc=5, candidates=1)
         sys.exit(0)
     if "--with-the-hub" in sys.argv[1:]:  # ranks lost together with the hub (the watchdog's mesh)
         for i in range(3):

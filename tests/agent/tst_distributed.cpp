@@ -22,6 +22,7 @@
 #include <QTest>
 
 #include <csignal>
+#include <cstdlib>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -116,6 +117,7 @@ private:
     QTemporaryDir m_dir;
     QMap<QString, QJsonObject> m_oneRank; // protocol -> one-rank result
     int m_meshCandidates = 0; // lostRankRun: CLUSTERPPL_TEST_MESH_CANDIDATES when > 0 (meshIsBounded)
+    int m_world = 4;          // lostRankRun: the ranks (meshIsBounded: 5)
     QString m_lastErr;        // lostRankRun: the launcher's stderr, every rank's
 
     QJsonObject oneRank(const QString &protocol, int maxWindows)
@@ -194,7 +196,7 @@ private:
             env.insert(QStringLiteral("CLUSTERPPL_TEST_TRACE_WATCHDOG"), QStringLiteral("1"));
         }
         launcher.setProcessEnvironment(env);
-        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"),
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(m_world),
                                            QStringLiteral("--groups"), groups, QStringLiteral("--")}
                                    + args
                                    + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
@@ -204,8 +206,8 @@ private:
         QVERIFY(launcher.waitForStarted());
         QElapsedTimer wait;
         wait.start();
-        const QList<qint64> kids = waitForRanks(launcher.processId(), 4); // indexed by rank
-        QCOMPARE(kids.size(), 4);
+        const QList<qint64> kids = waitForRanks(launcher.processId(), m_world); // indexed by rank
+        QCOMPARE(kids.size(), m_world);
         // Wait for the event: a round line (rank 0's, or the lowest survivor's) saying that the fraction of the tokens is scored.
         QByteArray early;
         launcher.setReadChannel(QProcess::StandardError);
@@ -345,11 +347,11 @@ private:
         QList<qint64> redone;
         QVERIFY(parseBatches(j.value(QStringLiteral("batches_redone")).toString(), redone));
         const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
-        QCOMPARE(ranks.size(), 4);
+        QCOMPARE(ranks.size(), m_world);
         const qint64 batchCount = j.value(QStringLiteral("batch_count")).toInteger();
         QList<qint64> counted;
         qint64 tokens = 0;
-        for (int rk = 0; rk < 4; ++rk) {
+        for (int rk = 0; rk < m_world; ++rk) {
             const QJsonObject o = ranks[rk].toObject();
             QCOMPARE(o.value(QStringLiteral("rank")).toInt(), rk);
             QCOMPARE(o.value(QStringLiteral("lost")).toBool(), lostRanks.contains(rk));
@@ -920,35 +922,44 @@ private Q_SLOTS:
                                                                      << "stopped responding: no heartbeat for " << "" << "on";
     }
     void survivesLossesWithTheHub() { lostRankRun(); }
-    // The mesh is bounded (watchdog_mesh.h): with 2 candidates (CLUSTERPPL_TEST_MESH_CANDIDATES)
-    // among 4 ranks, ranks 2 and 3 link to ranks 0 and 1 only, and nothing links to them; a loss
-    // with the hub that leaves a candidate (rank 1) or that takes both (the new hub, rank 2, links
-    // to both) is still announced at once (lostRankRun asserts half the timeout).
+    // The mesh is bounded (watchdog_mesh.h): with 1 candidate (CLUSTERPPL_TEST_MESH_CANDIDATES)
+    // among 5 ranks, rank 0 links to every rank and ranks 1 to 4 to rank 0 and to their two
+    // neighbours on the ring 1-2-3-4-1 only (3 links each; 1 and 3, 2 and 4 are not linked). Every
+    // row takes the only candidate with the hub, so the new hub is not a candidate; the ranks lost
+    // with it are still announced at once (lostRankRun asserts half the timeout): from the new
+    // hub's own links (rank 4: the new hub rank 1 is its ring neighbour), or from what a survivor's
+    // links know, sent with its hello (rank 3: the new hub rank 1 has no link to it, ranks 2 and 4
+    // have; rank 4 lost with ranks 0 and 1: the new hub rank 2 has no link to it, rank 3 has).
+    // Before the ring each of those cost the new hub's --timeout.
     void meshIsBounded_data()
     {
         lostRankColumns();
-        QTest::addRow("2 candidates: kill -9 ranks 0 and 3 at once at 40%%, flat") << int(SIGKILL) << "0,3" << "0.4" << "flat" << "by-host" << 60
-                                                                                  << "died: " << "" << "on";
-        QTest::addRow("2 candidates: kill -9 ranks 0 and 1 at once at 40%%, flat") << int(SIGKILL) << "0,1" << "0.4" << "flat" << "by-host" << 60
-                                                                                  << "died: " << "" << "on";
-        // The documented fallback: both candidates and rank 3 lost together; the new hub (rank 2)
-        // has no link to rank 3, so the mesh says nothing of it (never "dead") and rank 3 costs
-        // the new hub's --timeout (20 s, short for that: the bound of the rows above does not apply).
-        QTest::addRow("2 candidates: kill -9 ranks 0, 1 and 3 at once at 40%%, flat") << int(SIGKILL) << "0,1,3" << "0.4" << "flat" << "by-host" << 20
-                                                                                     << "died: " << "" << "on";
+        QTest::addRow("1 candidate of 5: kill -9 ranks 0 and 4 at once at 40%%, flat") << int(SIGKILL) << "0,4" << "0.4" << "flat" << "by-host" << 60
+                                                                                      << "died: " << "" << "on";
+        QTest::addRow("1 candidate of 5: kill -9 ranks 0 and 3 at once at 40%%, flat") << int(SIGKILL) << "0,3" << "0.4" << "flat" << "by-host" << 60
+                                                                                      << "died: " << "" << "on";
+        QTest::addRow("1 candidate of 5: kill -9 ranks 0, 1 and 4 at once at 40%%, flat") << int(SIGKILL) << "0,1,4" << "0.4" << "flat" << "by-host" << 60
+                                                                                         << "died: " << "" << "on";
     }
     void meshIsBounded()
     {
-        m_meshCandidates = 2;
-        const auto reset = qScopeGuard([this] { m_meshCandidates = 0; });
+        m_meshCandidates = 1;
+        m_world = 5;
+        const auto reset = qScopeGuard([this] {
+            m_meshCandidates = 0;
+            m_world = 4;
+        });
         lostRankRun();
         if (QTest::currentTestFailed())
             return;
         const QString err = m_lastErr;
-        for (int r = 0; r < 4; ++r) {
-            const int links = r < 2 ? 3 : 2;
-            QVERIFY2(err.contains(QStringLiteral("rank %1: mesh: %2 links of 3 (2 candidates)").arg(r).arg(links)), qPrintable(err));
-            // What it made and accepted: a rank that is not a candidate connects to the 2 candidates and accepts nothing.
+        const auto linked = [](int a, int b) { // the candidate 0, and the ring 1-2-3-4-1
+            return a != b && (a == 0 || b == 0 || std::abs(a - b) == 1 || std::abs(a - b) == 3);
+        };
+        for (int r = 0; r < 5; ++r) {
+            const int links = r == 0 ? 4 : 3;
+            QVERIFY2(err.contains(QStringLiteral("rank %1: mesh: %2 links of 4 (1 candidates)").arg(r).arg(links)), qPrintable(err));
+            // What it made and accepted: it connects to its lower peers, its higher ones connect to it.
             const QRegularExpression made(QStringLiteral("rank %1: mesh: linked to rank (\\d+)\n").arg(r));
             const QRegularExpression accepted(QStringLiteral("rank %1: mesh: rank (\\d+) linked\n").arg(r));
             QList<int> peers;
@@ -957,11 +968,15 @@ private Q_SLOTS:
                     peers << it.next().captured(1).toInt();
             QVERIFY2(peers.size() <= links, qPrintable(QStringLiteral("rank %1 holds %2 mesh links\n%3").arg(r).arg(peers.size()).arg(err)));
             for (int q : peers)
-                QVERIFY2(q < 2 || r < 2, qPrintable(QStringLiteral("ranks %1 and %2 are linked, neither a candidate\n%3").arg(r).arg(q).arg(err)));
+                QVERIFY2(linked(r, q), qPrintable(QStringLiteral("ranks %1 and %2 are linked, not neighbours on the ring\n%3").arg(r).arg(q).arg(err)));
         }
-        if (QByteArray(QTest::currentDataTag()).contains("0, 1 and 3")) // rank 3 waited for, not announced by the mesh
-            QVERIFY2(err.contains(QStringLiteral("recovered: rank 3 (%1) did not reconnect to the new hub ").arg(QString::fromStdString(cppl::localHostName()))),
-                     qPrintable(err));
+        // A rank the new hub has no link to is announced from a survivor's report.
+        const QByteArray tag(QTest::currentDataTag());
+        if (tag.contains("0 and 3"))
+            QVERIFY2(err.contains(QRegularExpression(QStringLiteral("rank 1: new hub: rank [24] says rank 3 died: "))), qPrintable(err));
+        if (tag.contains("0, 1 and 4"))
+            QVERIFY2(err.contains(QStringLiteral("rank 2: new hub: rank 3 says rank 4 died: ")), qPrintable(err));
+        QVERIFY2(!err.contains(QStringLiteral("did not reconnect to the new hub")), qPrintable(err));
     }
     // The open files limit (fd_limit.h): raised from the soft limit to the hard one at the start
     // (a CLUSTERPPL_DEBUG_CONNECT line says so); a hard limit too low for the world fails at once,
@@ -1059,19 +1074,22 @@ private Q_SLOTS:
     // cppl/reported and before it finished (CLUSTERPPL_TEST_HOLD_FINISH). Ranks 1 and 3 finished
     // meanwhile and left; rank 2, slow to see the result written (held until its watchdog has a new
     // hub), elects itself. It knows ranks 1 and 3 finished, from their "d" on the watchdog's mesh
-    // (4 candidates: every rank linked) or only from their keys in the store (1 candidate: rank 2
-    // links to rank 0 alone), so it neither waits its --timeout of 60 s for them to reconnect nor
-    // declares them lost: it exits 0 at once. The ranks are started by hand with a store process of
+    // (4 ranks, 4 candidates: every rank linked); with 5 ranks and 1 candidate, rank 4 (which
+    // finished too) has no link to rank 2 (the ring 1-2-3-4-1) and rank 2 knows it only from its key
+    // in the store. So it neither waits its --timeout of 60 s for them to reconnect nor declares
+    // them lost: it exits 0 at once. The ranks are started by hand with a store process of
     // their own, as torchrun's agent would: run --standalone stops the ranks left 3 s after one
     // finished, which would cut that wait short and hide it.
     void hubLostAfterTheResultWaitsForNoFinishedRank_data()
     {
+        QTest::addColumn<int>("world");
         QTest::addColumn<int>("candidates");
-        QTest::addRow("the mesh says so") << 4;
-        QTest::addRow("the store says so") << 1;
+        QTest::addRow("the mesh says so") << 4 << 4;
+        QTest::addRow("the store says so") << 5 << 1;
     }
     void hubLostAfterTheResultWaitsForNoFinishedRank()
     {
+        QFETCH(int, world);
         QFETCH(int, candidates);
         const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
         QVERIFY(!one.isEmpty());
@@ -1085,9 +1103,9 @@ private Q_SLOTS:
         QVERIFY2(m.hasMatch(), storeOut.constData());
         const QString json = m_dir.filePath(QStringLiteral("after-result-%1.json").arg(candidates));
         QList<QProcess *> ranks;
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < world; ++r) {
             const QMap<QString, QString> env{{QStringLiteral("RANK"), QString::number(r)},
-                                             {QStringLiteral("WORLD_SIZE"), QStringLiteral("4")},
+                                             {QStringLiteral("WORLD_SIZE"), QString::number(world)},
                                              {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
                                              {QStringLiteral("MASTER_PORT"), m.captured(1)},
                                              {QStringLiteral("TORCHELASTIC_USE_AGENT_STORE"), QStringLiteral("True")},
@@ -1111,7 +1129,7 @@ private Q_SLOTS:
         });
         for (QProcess *p : ranks)
             QVERIFY(p->waitForStarted());
-        // The events: rank 0 holds after the result, rank 2 holds, ranks 1 and 3 finished and left.
+        // The events: rank 0 holds after the result, rank 2 holds, the others finished and left.
         QByteArray err0, err2;
         QElapsedTimer wait;
         wait.start();
@@ -1124,7 +1142,9 @@ private Q_SLOTS:
         }
         QVERIFY2(err0.contains("rank 0: holding before it finishes for "), err0.constData());
         QVERIFY2(err2.contains("rank 2: holding before it finishes until"), (err2 + "\nrank 0:\n" + err0).constData());
-        for (int r : {1, 3}) {
+        for (int r = 1; r < world; ++r) {
+            if (r == 2)
+                continue;
             QVERIFY(ranks[r]->waitForFinished(120000));
             QVERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 0,
                      qPrintable(QString::fromUtf8(ranks[r]->readAllStandardError())));
@@ -1140,10 +1160,12 @@ private Q_SLOTS:
         QVERIFY2(took < 30000, qPrintable(QStringLiteral("rank 2 exited %1 ms after the kill\n%2").arg(took).arg(QString::fromUtf8(err2))));
         // It took the hub at once, announced rank 0's loss and nobody else's.
         QVERIFY2(err2.contains("rank 2: won the claim"), err2.constData());
-        QVERIFY2(err2.contains("rank 2: announce epoch 1 rank 0 members 1,2,3\n"), err2.constData());
-        QVERIFY2(!err2.contains("announce epoch 2") && !err2.contains("did not reconnect"), err2.constData());
-        QVERIFY2(err2.contains(candidates > 1 ? "rank 2: new hub: rank 3 finished (its mesh link said so)" : "rank 2: new hub: rank 3 finished\n"),
+        QVERIFY2(err2.contains(world == 4 ? "rank 2: announce epoch 1 rank 0 members 1,2,3\n" : "rank 2: announce epoch 1 rank 0 members 1,2,3,4\n"),
                  err2.constData());
+        QVERIFY2(!err2.contains("announce epoch 2") && !err2.contains("did not reconnect"), err2.constData());
+        QVERIFY2(err2.contains("rank 2: new hub: rank 3 finished (its mesh link said so)"), err2.constData());
+        if (world == 5) // no link between ranks 2 and 4: the store's record
+            QVERIFY2(err2.contains("rank 2: new hub: rank 4 finished\n"), err2.constData());
         // The result, written before the kill: one rank's bits, nobody lost.
         ranks[0]->waitForFinished(10000);
         const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());

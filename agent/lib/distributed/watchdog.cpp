@@ -67,7 +67,16 @@ bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::stea
             throw TimeoutError("watchdog: cannot connect to " + who(hub) + " at " + where + " (" + std::strerror(errno) + ")");
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    const std::string hello = "r" + std::to_string(m_rank) + " " + std::to_string(m_epoch) + "\n";
+    std::string hello = "r" + std::to_string(m_rank) + " " + std::to_string(m_epoch) + "\n";
+    if (m_mesh && m_hubIndex > 0) { // a new hub: what this rank's mesh links know (lost or finished ranks), so that it need not wait for them
+        m_mesh->drain(); // a rank killed together with the hub: its link's close is read by now
+        for (const auto &[q, cause] : m_mesh->known())
+            if (q != hub) {
+                std::string flat = cause;
+                std::replace(flat.begin(), flat.end(), '\n', ' ');
+                hello += "k" + std::to_string(q) + (flat.empty() ? std::string() : " " + flat) + "\n";
+            }
+    }
     auto lost = [&] {
         ::close(fd);
         return false;
@@ -603,6 +612,7 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
     if (m_mesh)
         m_mesh->drain();
     std::vector<pollfd> pfs;
+    std::vector<std::pair<int, std::string>> reports;
     while (awaited()) {
         const auto now = std::chrono::steady_clock::now();
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
@@ -631,13 +641,23 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
             continue;
         const int one = 1;
         int epoch = 0;
-        const int r = ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 ? acceptHello(fd, world, deadline, epoch) : -1;
+        const int r = ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 ? acceptHello(fd, world, deadline, epoch, reports) : -1;
         if (r < 0 || std::find(expected.begin(), expected.end(), r) == expected.end() || std::find(seen.begin(), seen.end(), r) != seen.end()) {
             ::close(fd);
             continue;
         }
         seen.push_back(r);
         trace(m_rank, "new hub: rank " + std::to_string(r) + " reconnected (epoch " + std::to_string(epoch) + ")");
+        // What its mesh links know: a rank this hub has no link to (every candidate lost) is
+        // announced at once when a survivor linked to it saw it die, stop or finish.
+        for (const auto &[q, why] : reports)
+            if (std::find(expected.begin(), expected.end(), q) != expected.end() && unseen(q) && !judged(q)) {
+                trace(m_rank, "new hub: rank " + std::to_string(r) + " says rank " + std::to_string(q) + (why.empty() ? std::string(" finished") : " " + why));
+                if (why.empty())
+                    finished[static_cast<std::size_t>(q)] = 1;
+                else
+                    meshCause[static_cast<std::size_t>(q)] = why;
+            }
         m_epoch = std::max(m_epoch, epoch); // a verdict the old hub sent some ranks and not this one
         const std::lock_guard lock(m_sendMutex);
         m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});

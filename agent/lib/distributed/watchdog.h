@@ -38,8 +38,10 @@ class Store;
  * their clock offsets to it again), and the new hub announces the old one's loss as a verdict with
  * a new epoch. Without an own store connection the hub's loss stays fatal (it serves the store).
  * With one (and 3 ranks or more) the ranks also hold the links of the mesh (watchdog_mesh.h: each
- * of the kMeshCandidates lowest ranks to every rank), so a new hub that is one of them knows at
- * once which others died or stopped with the old one.
+ * of the kMeshCandidates lowest ranks to every rank, the others on a ring), so a new hub that is
+ * one of them knows at once which others died, stopped or finished with the old one; one that is
+ * not learns the rest from the survivors' hellos (what their links know). A rank that finished is
+ * also on record in the store (finish()), and is neither waited for nor declared lost.
  * Ranks lost before they join the star are lost like any other (tolerant runs, rank 0 excepted:
  * its loss there ends the run, at once; listenForStar()).
  */

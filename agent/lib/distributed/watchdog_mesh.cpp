@@ -42,15 +42,16 @@ std::vector<int> meshPeers(int rank, int world, int k)
 {
     std::vector<int> peers;
     for (int q = 0; q < world; ++q)
-        if (meshLinked(rank, q, k))
+        if (meshLinked(rank, q, k, world))
             peers.push_back(q);
     return peers;
 }
 
 LivenessMesh::LivenessMesh(int rank, int world, std::chrono::milliseconds timeout, int candidates)
-    : m_rank(rank), m_candidates(candidates), m_timeout(timeout), m_connected(static_cast<std::size_t>(world), false), m_done(static_cast<std::size_t>(world), false),
+    : m_rank(rank), m_candidates(candidates), m_lower(meshPeers(rank, world, candidates)), m_timeout(timeout), m_connected(static_cast<std::size_t>(world), false), m_done(static_cast<std::size_t>(world), false),
       m_dead(static_cast<std::size_t>(world), false), m_lastSeen(static_cast<std::size_t>(world))
 {
+    std::erase_if(m_lower, [rank](int q) { return q > rank; });
 }
 
 LivenessMesh::~LivenessMesh()
@@ -67,7 +68,8 @@ void LivenessMesh::publish(Store &store, const std::string &advertise, const std
     const int world = static_cast<int>(m_connected.size());
     wire::trace(m_rank, "mesh: " + std::to_string(meshPeers(m_rank, world, m_candidates).size()) + " links of " + std::to_string(world - 1)
                             + " (" + std::to_string(std::min(m_candidates, world)) + " candidates)");
-    if (m_rank >= m_candidates) // not a candidate: it links to the candidates, none links to it
+    const std::vector<int> peers = meshPeers(m_rank, world, m_candidates);
+    if (peers.empty() || peers.back() < m_rank) // no higher peer: it connects, nobody connects to it
         return;
     int port = 0;
     m_listener = wire::listenAnywhere(port, who + " (the watchdog's mesh)");
@@ -76,7 +78,7 @@ void LivenessMesh::publish(Store &store, const std::string &advertise, const std
 
 void LivenessMesh::connectPending(Store &store)
 {
-    for (int q = 0; q < std::min(m_rank, m_candidates); ++q) {
+    for (int q : m_lower) {
         if (m_connected[static_cast<std::size_t>(q)])
             continue;
         try {
@@ -114,7 +116,7 @@ void LivenessMesh::beat(Store &store)
     for (const Link &l : m_links)
         if (l.fd >= 0 && l.rank >= 0)
             (void)!::send(l.fd, "h\n", 2, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (!m_finished && std::any_of(m_connected.begin(), m_connected.begin() + std::min(m_rank, m_candidates), [](bool c) { return !c; }))
+    if (!m_finished && std::any_of(m_lower.begin(), m_lower.end(), [&](int q) { return !m_connected[static_cast<std::size_t>(q)]; }))
         connectPending(store);
 }
 
@@ -169,7 +171,7 @@ void LivenessMesh::read(Link &l)
             const std::string line = l.inbox.substr(0, nl);
             l.inbox.erase(0, nl + 1);
             int r = -1;
-            if (l.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && r < world && meshLinked(m_rank, r, m_candidates) && !m_connected[static_cast<std::size_t>(r)]) {
+            if (l.rank < 0 && std::sscanf(line.c_str(), "r%d", &r) == 1 && r > m_rank && meshLinked(m_rank, r, m_candidates, world) && !m_connected[static_cast<std::size_t>(r)]) {
                 l.rank = r;
                 m_connected[static_cast<std::size_t>(r)] = true;
                 wire::trace(m_rank, "mesh: rank " + std::to_string(r) + " linked");
@@ -214,6 +216,20 @@ bool LivenessMesh::finished(int r) const
 {
     const auto i = static_cast<std::size_t>(r);
     return r >= 0 && i < m_done.size() && m_done[i];
+}
+
+std::vector<std::pair<int, std::string>> LivenessMesh::known() const
+{
+    std::vector<std::pair<int, std::string>> out;
+    for (int r = 0; r < static_cast<int>(m_connected.size()); ++r) {
+        if (!m_connected[static_cast<std::size_t>(r)])
+            continue;
+        if (finished(r))
+            out.emplace_back(r, std::string());
+        else if (std::string why = lost(r); !why.empty())
+            out.emplace_back(r, std::move(why));
+    }
+    return out;
 }
 
 } // namespace cppl::agent::dist

@@ -134,15 +134,26 @@ int listenAnywhere(int &port, const std::string &who)
     return listener;
 }
 
-int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch)
+int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch, std::vector<std::pair<int, std::string>> &reports)
 {
     std::string hello;
     int r = -1;
     epoch = 0;
+    reports.clear();
     if (!readLine(fd, hello, deadline) || std::sscanf(hello.c_str(), "r%d %d", &r, &epoch) < 1 || r < 0 || r >= world)
         return -1;
     for (std::string ping;;) {
-        if (!readLine(fd, ping, deadline) || (ping != "p" && ping != "e"))
+        if (!readLine(fd, ping, deadline))
+            return -1;
+        if (ping.starts_with('k')) { // "k<rank>[ <cause>]": what its mesh links know of a rank
+            int q = -1, consumed = 0;
+            if (std::sscanf(ping.c_str(), "k%d%n", &q, &consumed) != 1 || q < 0 || q >= world || q == r
+                || (ping.size() > static_cast<std::size_t>(consumed) && ping[static_cast<std::size_t>(consumed)] != ' '))
+                return -1;
+            reports.emplace_back(q, ping.size() > static_cast<std::size_t>(consumed) ? ping.substr(static_cast<std::size_t>(consumed) + 1) : std::string());
+            continue;
+        }
+        if (ping != "p" && ping != "e")
             return -1;
         if (ping == "e")
             return r;

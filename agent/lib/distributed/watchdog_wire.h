@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cppl::agent::dist::wire {
 
@@ -27,8 +29,10 @@ void trace(int rank, const std::string &what);
 std::int64_t realtimeNs();
 /// A listening TCP socket on any port, IPv4 and IPv6; throws CollectiveError saying which call failed.
 int listenAnywhere(int &port, const std::string &who);
-/// A new hub's side of a reconnecting rank: the hello ("r<rank>[ <epoch>]"), then clock pings
-/// (each "p" answered with this clock) until "e". Returns the rank, or -1 (drop the connection).
-int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch);
+/// A new hub's side of a reconnecting rank: the hello ("r<rank>[ <epoch>]"), what that rank's
+/// mesh links know ("k<rank>[ <cause>]" lines: lost, or finished without a cause; into
+/// @p reports), then clock pings (each "p" answered with this clock) until "e". Returns the rank,
+/// or -1 (drop the connection).
+int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch, std::vector<std::pair<int, std::string>> &reports);
 
 } // namespace cppl::agent::dist::wire
