@@ -207,6 +207,10 @@ void SyntheticRun::finish(bool stalledRankLost)
     snapshotNow(true);
     m_timeline.append(m_now + 0.5, *m_snapshot);
     m_alerts.update(m_now + 0.5, *m_snapshot);
+    if (stalledRankLost) // RunEngine::finishWith: the lost rank's alert says how the run ended
+        m_alerts.raise(m_now + 0.5, m_stalled, cppl::core::run::AlertKind::RankLost,
+                       cppl::core::run::rankLostAlertText(m_stalled, QString::fromStdString(hostOf(m_stalled, m_n)),
+                                                          u"killed by signal 9"_s, 41, cppl::core::run::RunPhase::Finished));
 }
 
 cppl::core::run::RunAlert SyntheticRun::stalledRankLostAlert() const
@@ -214,8 +218,9 @@ cppl::core::run::RunAlert SyntheticRun::stalledRankLostAlert() const
     // As RunEngine::raiseRankLost() words it, some seconds after the stall began (the collective
     // timeout, then the regrouping).
     return {std::min(m_now, m_stallAt + 42.0), QDateTime::currentDateTimeUtc(), m_stalled, cppl::core::run::AlertKind::RankLost,
-            u"rank %1 (%2) lost, the run goes on without it: stopped responding: no heartbeat for 6.0 s (collective timeout 5 s) "
-            "(after round 41); the others redo its unfinished batches"_s.arg(m_stalled).arg(QString::fromStdString(hostOf(m_stalled, m_n)))};
+            cppl::core::run::rankLostAlertText(m_stalled, QString::fromStdString(hostOf(m_stalled, m_n)),
+                                               u"stopped responding: no heartbeat for 6.0 s (collective timeout 5 s)"_s, 41,
+                                               cppl::core::run::RunPhase::Running)};
 }
 
 cppl::core::run::RunOutcome SyntheticRun::recoveredOutcome() const

@@ -148,6 +148,27 @@ QString rankLostNotice(const std::vector<int> &ranks)
                : QCoreApplication::translate("RunEngine", "ranks %1 lost; the others regrouped without them and the run goes on").arg(which);
 }
 
+QString rankLostAlertText(int rank, const QString &host, const QString &cause, int round, RunPhase endedAs)
+{
+    QString how;
+    if (!cause.isEmpty())
+        how += u": "_s + cause;
+    if (round >= 0)
+        how += QCoreApplication::translate("RunEngine", " (after round %1)").arg(round);
+    if (endedAs == RunPhase::Failed || endedAs == RunPhase::Stopped)
+        return QCoreApplication::translate("RunEngine", "rank %1 (%2) lost%3; the others went on without it until the run %4")
+            .arg(QString::number(rank), host, how,
+                 endedAs == RunPhase::Failed ? QCoreApplication::translate("RunEngine", "failed")
+                                             : QCoreApplication::translate("RunEngine", "was stopped"));
+    if (endedAs == RunPhase::Finished) // the list of a finished run does not end on "goes on"
+        return QCoreApplication::translate("RunEngine",
+                                           "rank %1 (%2) lost%3; the others finished the run without it, its unfinished batches evaluated again")
+            .arg(QString::number(rank), host, how);
+    // What matters first (the list shows two lines of it): lost, and the run goes on.
+    return QCoreApplication::translate("RunEngine", "rank %1 (%2) lost, the run goes on without it%3; the others redo its unfinished batches")
+        .arg(QString::number(rank), host, how);
+}
+
 QString recoveredNotice(const QString &recovered)
 {
     return QCoreApplication::translate("RunEngine", "recovered (%1)").arg(recovered);
@@ -633,18 +654,7 @@ void RunEngine::raiseRankLost(int rank, RunPhase endedAs)
     if (const auto it = d->endedWhy.find(rank); it != d->endedWhy.end())
         cause = it->second; // the launcher saw how its process ended: the most specific cause
     d->lostAlerted[rank] = !cause.isEmpty();
-    QString how;
-    if (!cause.isEmpty())
-        how += u": "_s + cause;
-    if (round >= 0)
-        how += tr(" (after round %1)").arg(round);
-    QString what;
-    if (endedAs == RunPhase::Failed || endedAs == RunPhase::Stopped)
-        what = tr("rank %1 (%2) lost%3; the others went on without it until the run %4")
-                   .arg(rank)
-                   .arg(host, how, endedAs == RunPhase::Failed ? tr("failed") : tr("was stopped"));
-    else // what matters first (the list shows two lines of it): lost, and the run goes on
-        what = tr("rank %1 (%2) lost, the run goes on without it%3; the others redo its unfinished batches").arg(rank).arg(host, how);
+    const QString what = rankLostAlertText(rank, host, cause, round, endedAs);
     Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost, what));
 }
 
@@ -812,6 +822,10 @@ void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
         if (phase == RunPhase::Failed && (!d->lostLive.empty() || !failureRaised))
             Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::Failed,
                                               tr("the run failed: %1").arg(failureWords(cause))));
+    } else if (!m_request.checkOnly && phase == RunPhase::Finished) {
+        // Recovered: each lost rank's alert says how the run ended, as the "Recovered" badge does.
+        for (const auto &lost : d->lostLive)
+            raiseRankLost(lost.first, phase);
     }
     m_outcome.phase = phase;
     m_outcome.exitCode = exitCode;

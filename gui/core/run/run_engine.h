@@ -53,6 +53,9 @@ enum class RunPhase {
 /// The checkpoints after such a regrouping: "checkpoints: the ranks regrouped after a loss (epoch
 /// 1); the next checkpoint is of round 7 or later".
 [[nodiscard]] QString checkpointRegroupNotice(int epoch, int firstRound);
+/// A lost rank's alert (AlertKind::RankLost) while the run goes on (@p endedAs Running), and as
+/// amended once it finished, failed or was stopped. @p cause and @p round (-1) may be unknown.
+[[nodiscard]] QString rankLostAlertText(int rank, const QString &host, const QString &cause, int round, RunPhase endedAs);
 /// The last notice of a run that finished without a lost rank, one per RunOutcome::recovered line:
 /// "recovered (rank 2 (HOST): CAUSE; lost after round N)".
 [[nodiscard]] QString recoveredNotice(const QString &recovered);

@@ -840,6 +840,11 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     QVERIFY(lines);
     QVERIFY2(lines->text().contains(u"Recovered: rank 777 (node-097): stopped responding"_s), qPrintable(lines->text()));
     QVERIFY2(page.phaseText().contains(u"Recovered"_s), qPrintable(page.phaseText()));
+    // Its alert list ends as a real recovered run's does: the lost rank's row amended, not "goes on".
+    const auto &said = page.alertModel()->allAlerts();
+    QCOMPARE(said.back().kind, cppl::core::run::AlertKind::RankLost);
+    QCOMPARE(said.back().message, u"rank 777 (node-097) lost: killed by signal 9 (after round 41); the others finished the run without "
+                                   "it, its unfinished batches evaluated again"_s);
     // Its headline (the widest badge, 22,054,752 windows) fits beside the page list in the
     // screenshots' 1500 px window (side by side with the times, it widened that window to 1,525 px).
     QVERIFY2(page.minimumSizeHint().width() <= 1300, qPrintable(QString::number(page.minimumSizeHint().width())));
