@@ -82,6 +82,11 @@ QString rankStateLabel(RankState s)
     return {};
 }
 
+bool commShareKnown(const RankView &r)
+{
+    return r.hasProgress && (r.waitSeconds + r.transferSeconds > 0 || r.state == RankState::Done);
+}
+
 RankTableModel::RankTableModel(QObject *parent)
     : QAbstractTableModel(parent)
 {
@@ -205,7 +210,7 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
         case ColState: return exitFailed ? int(RankState::Failed) : int(r.state);
         case ColTokens: return qlonglong(r.stats.tokens);
         case ColRate: return lost != m_lost.end() ? 0.0 : r.tokensPerSecond;
-        case ColComm: return r.commShare;
+        case ColComm: return commShareKnown(r) ? r.commShare : -1.0; // unknown sorts below 0 %
         case ColLost: return qlonglong(r.lost);
         case ColHeartbeat: return r.heard ? r.silentSeconds : 1e300;
         case ColMemory: return memory;
@@ -222,6 +227,8 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
             return memoryToolTip(r);
         if (!r.error.empty())
             return QString::fromStdString(r.error);
+        if (index.column() == ColComm && !commShareKnown(r))
+            return tr("not known yet: a rank reports its communication time after its first sync round");
         if (index.column() == ColComm)
             return tr("waiting for stragglers %1%, transfer %2%")
                 .arg(100 * r.waitShare, 0, 'f', 1)
@@ -252,8 +259,8 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     case ColRate:
         if (lost != m_lost.end())
             return u"—"_s; // its last rate no longer counts: it evaluates nothing any more
-        return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : QString();
-    case ColComm: return r.hasProgress ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : QString();
+        return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : u"—"_s; // not known before its first progress
+    case ColComm: return commShareKnown(r) ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : u"—"_s;
     case ColLost: return qlonglong(r.lost);
     case ColHeartbeat: return r.heard ? QString::number(r.silentSeconds, 'f', 1) + u" s"_s : tr("never heard");
     case ColMemory: return memoryText(r);

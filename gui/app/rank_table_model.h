@@ -67,5 +67,9 @@ private:
 [[nodiscard]] QString formatBytes(double bytes);
 /// The state as a word and a symbol, so it reads without colour.
 [[nodiscard]] QString rankStateLabel(cppl::core::telemetry::RankState state);
+/// Whether @p rank's comm share is known: it has reported communication time (its progress after
+/// its first sync round), or it finished (a rank that ended without any, e.g. alone, had none).
+/// Until then its share is not 0 but unknown: the table shows "—", the comm bars no bar.
+[[nodiscard]] bool commShareKnown(const cppl::core::telemetry::RankView &rank);
 
 } // namespace cppl::app

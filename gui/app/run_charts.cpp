@@ -2,6 +2,7 @@
 #include "run_charts.h"
 
 #include "rank_heat_map.h"
+#include "rank_table_model.h" // commShareKnown
 #include "rank_quantiles.h"
 
 #include "charts/chart_axis.h"
@@ -138,9 +139,13 @@ void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
 {
     m_wait.resize(snapshot.ranks.size());
     m_transfer.resize(snapshot.ranks.size());
+    m_anyKnown = false;
     for (size_t i = 0; i < snapshot.ranks.size(); ++i) {
-        m_wait[i] = float(snapshot.ranks[i].waitShare);
-        m_transfer[i] = float(snapshot.ranks[i].transferShare);
+        // A rank that has not reported communication time yet gets no bar: unknown, not 0 %.
+        const bool known = commShareKnown(snapshot.ranks[i]);
+        m_anyKnown = m_anyKnown || known;
+        m_wait[i] = known ? float(snapshot.ranks[i].waitShare) : 0.0f;
+        m_transfer[i] = known ? float(snapshot.ranks[i].transferShare) : 0.0f;
     }
     m_alert = alertShare;
     QWidget::update();
@@ -199,9 +204,9 @@ void CommShareBars::paintEvent(QPaintEvent *)
     const detail::Frame frame = detail::paintFrame(p, QRectF(rect()), theme, spec);
     const QRectF plot = frame.plot;
     m_plot = plot;
-    if (n == 0) {
+    if (n == 0 || !m_anyKnown) {
         p.setPen(theme.mutedText);
-        p.drawText(plot, Qt::AlignCenter, tr("no data yet"));
+        p.drawText(plot, Qt::AlignCenter, n == 0 ? tr("no data yet") : tr("none known before the first sync round"));
         return;
     }
     maxShare = yTicks.max;

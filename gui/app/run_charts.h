@@ -73,7 +73,8 @@ protected:
 private:
     QRectF m_plot; // as last painted (clicks)
     int m_bars = 0;
-    std::vector<float> m_wait, m_transfer;
+    std::vector<float> m_wait, m_transfer; // 0 for a rank whose share is not known yet
+    bool m_anyKnown = false;               // else the plot says so instead of showing empty bars
     double m_alert = 0;
 };
 

@@ -12,6 +12,9 @@
 #include "synthetic_run.h"
 
 #include "cppl/hostfile.h"
+#include "cppl/statistics.h"
+#include "cppl/telemetry.h"
+#include "telemetry/collector_state.h"
 
 #include <QAbstractItemModelTester>
 #include <QAction>
@@ -85,6 +88,7 @@ private Q_SLOTS:
     void alertStormOnTheRunPage();
     void memoryColumn_data();
     void memoryColumn();
+    void unknownFiguresReadAsDash();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1072,6 +1076,92 @@ void TestAppModels::memoryColumn()
     QCOMPARE(cppl::app::RankTableModel::memoryText(r), text);
     const QString tip = cppl::app::RankTableModel::memoryToolTip(r);
     QVERIFY(used >= 0 ? tip.contains(u"GPU memory"_s) : tip.contains(u"no GPU figures"_s));
+}
+
+void TestAppModels::unknownFiguresReadAsDash()
+{
+    // Mid-run a rank's comm totals stay 0 until its first sync round: its Comm cell read "0.0 %"
+    // ("no communication") where the share is not known yet; its tok/s was blank before its
+    // first progress message. Both read "—" until the rank reports them, through the real
+    // collector fed with the agent's wire messages.
+    using cppl::telemetry::Kind;
+    using Col = cppl::app::RankTableModel::Column;
+    cppl::core::telemetry::CollectorState collector({});
+    std::int64_t seq = 0;
+    auto message = [&seq](std::int64_t rank, Kind kind) {
+        cppl::telemetry::Message m;
+        m.header.run = "r";
+        m.header.rank = rank;
+        m.header.host = "node0";
+        m.header.localRank = rank;
+        m.header.worldSize = 2;
+        m.header.seq = seq++;
+        m.header.t = 1.7e9 + double(m.header.seq);
+        m.header.kind = kind;
+        m.phase = cppl::telemetry::Phase::Loading;
+        return m;
+    };
+    auto deliver = [&collector](const cppl::telemetry::Message &m, double now) {
+        cppl::telemetry::Message wire;
+        return cppl::telemetry::decode(cppl::telemetry::encode(m), wire).ok() && collector.apply(wire, now);
+    };
+    cppl::NllStats stats;
+    for (int i = 0; i < 100; ++i)
+        stats.addToken(2.0 + 0.01 * i);
+    stats.windows = 1;
+    auto progress = [&](std::int64_t rank, double compute, double wait, double transfer) {
+        auto m = message(rank, Kind::Progress);
+        m.progress.tokensScoredTotal = stats.tokens;
+        m.progress.tokensPerSecond = 1234;
+        m.progress.windowsDone = stats.windows;
+        m.progress.windowsTotal = 10;
+        m.progress.computeSecondsTotal = compute;
+        m.progress.commWaitSecondsTotal = wait;
+        m.progress.commTransferSecondsTotal = transfer;
+        m.progress.nll = stats.nll;
+        m.progress.nllSquared = stats.nllSquared;
+        return m;
+    };
+    cppl::app::RankTableModel ranks;
+    QAbstractItemModelTester tester(&ranks, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    auto cell = [&ranks](int row, Col col, int role = Qt::DisplayRole) { return ranks.index(row, col).data(role); };
+
+    // Rank 0 says hello (loading); rank 1 is not heard from yet.
+    QVERIFY(deliver(message(0, Kind::Hello), 0.0));
+    ranks.update(collector.snapshot(0.0));
+    QCOMPARE(ranks.rowCount(), 2);
+    for (int row : {0, 1}) {
+        QCOMPARE(cell(row, Col::ColRate).toString(), u"—"_s);
+        QCOMPARE(cell(row, Col::ColComm).toString(), u"—"_s);
+    }
+
+    // Its first progress, before any sync round: the rate is known, the comm share is not.
+    QVERIFY(deliver(progress(0, 2.0, 0.0, 0.0), 1.0));
+    ranks.update(collector.snapshot(1.0));
+    QCOMPARE(cell(0, Col::ColRate).toString(), u"1234"_s);
+    QCOMPARE(cell(0, Col::ColComm).toString(), u"—"_s);
+    QVERIFY2(cell(0, Col::ColComm, Qt::ToolTipRole).toString().contains(u"not known yet"_s),
+             qPrintable(cell(0, Col::ColComm, Qt::ToolTipRole).toString()));
+    QVERIFY(!cppl::app::commShareKnown(collector.snapshot(1.0).ranks[0]));
+    // Unknown sorts below every known share, 0 % included.
+    QVERIFY(cell(0, Col::ColComm, cppl::app::RankTableModel::SortRole).toDouble() < 0.0);
+
+    // After its first sync round: 0.5 s waiting and 0.16 s transfer of 10 s.
+    QVERIFY(deliver(progress(0, 9.34, 0.5, 0.16), 2.0));
+    ranks.update(collector.snapshot(2.0));
+    QCOMPARE(cell(0, Col::ColComm).toString(), u"6.6 %"_s);
+    QCOMPARE(cell(0, Col::ColComm, Qt::ToolTipRole).toString(), u"waiting for stragglers 5.0%, transfer 1.6%"_s);
+    QVERIFY(qAbs(cell(0, Col::ColComm, cppl::app::RankTableModel::SortRole).toDouble() - 0.066) < 1e-12);
+    QCOMPARE(cell(1, Col::ColComm).toString(), u"—"_s);
+
+    // A rank that finished without communicating (nothing to wait for) had none: 0.0 %, not unknown.
+    QVERIFY(deliver(progress(1, 3.0, 0.0, 0.0), 3.0));
+    auto bye = message(1, Kind::Bye);
+    bye.exitCode = 0;
+    QVERIFY(deliver(bye, 3.0));
+    ranks.update(collector.snapshot(3.0));
+    QCOMPARE(ranks.index(1, Col::ColState).data().toString(), cppl::app::rankStateLabel(cppl::core::telemetry::RankState::Done));
+    QCOMPARE(cell(1, Col::ColComm).toString(), u"0.0 %"_s);
 }
 
 QTEST_MAIN(TestAppModels)
