@@ -104,4 +104,19 @@ void validateRunId(const std::string &id, const std::string &origin)
         throw ConfigError(origin + " \"" + id.substr(0, 160) + "\" " + why + " (the run id names directories)");
 }
 
+RankOverrides Args::rankOverrides() const
+{
+    auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
+        return has(flag) ? std::optional<int>(static_cast<int>(integer(flag, 0, min, max))) : std::nullopt;
+    };
+    RankOverrides flags;
+    flags.rank = optInt("--rank", 0, (1 << 30) - 1);
+    flags.worldSize = optInt("--world-size", 1, 1 << 30);
+    flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
+    flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
+    flags.masterPort = optInt("--master-port", 1, 65535);
+    flags.masterAddr = get("--master-addr");
+    return flags;
+}
+
 } // namespace cppl::agent

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "cppl/rank_env.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -25,6 +27,11 @@ public:
 
     /// @brief `--sync-every-tokens T|end|inf` (0: every batch; end/inf: once, kSyncAtEnd).
     [[nodiscard]] std::int64_t syncEveryTokens() const;
+
+    /// @brief Who this rank is, as flags give it: `--rank`, `--world-size`, `--local-rank`,
+    /// `--local-world-size`, `--master-port`, `--master-addr` (each absent: not set; the torchrun /
+    /// Slurm / Open MPI environment decides, resolveRankIdentity()).
+    [[nodiscard]] RankOverrides rankOverrides() const;
 
 private:
     std::map<std::string, std::string> m_values;

@@ -204,6 +204,13 @@ private Q_SLOTS:
              "--master-port must be between 1 and 65535, got 65536");
         flag("eval --master-port text", ev, {QStringLiteral("--master-port"), QStringLiteral("29500x")},
              "--master-port expects an integer, got \"29500x\"");
+        flag("eval --world-size 0", ev, {QStringLiteral("--world-size"), QStringLiteral("0")}, "--world-size must be between 1 and 1073741824, got 0");
+        flag("eval --rank -1", ev, {QStringLiteral("--rank"), QStringLiteral("-1")}, "--rank must be between 0 and 1073741823, got -1");
+        // comm-check reads who the rank is through the same Args::rankOverrides() as eval.
+        flag("comm-check --master-port 0", {QStringLiteral("comm-check")}, {QStringLiteral("--master-port"), QStringLiteral("0")},
+             "--master-port must be between 1 and 65535, got 0");
+        flag("comm-check --local-world-size 0", {QStringLiteral("comm-check")}, {QStringLiteral("--local-world-size"), QStringLiteral("0")},
+             "--local-world-size must be between 1 and 1073741824, got 0");
         flag("eval --timeout 0", ev, {QStringLiteral("--timeout"), QStringLiteral("0")}, "--timeout must be between 1 and 604800, got 0");
         flag("eval --threads 0", ev, {QStringLiteral("--threads"), QStringLiteral("0")}, "--threads must be between 1 and 1024, got 0");
         flag("eval --batch -1", ev, {QStringLiteral("--batch"), QStringLiteral("-1")}, "--batch must be between 1 and 65536, got -1");

@@ -62,18 +62,8 @@ int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, st
                  {"--backend", "--topology", "--groups", "--timeout", "--words", "--rank", "--world-size", "--local-rank", "--local-world-size",
                   "--master-addr", "--master-port"},
                  {});
-    RankOverrides flags;
-    auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
-        return a.has(flag) ? std::optional<int>(static_cast<int>(a.integer(flag, 0, min, max))) : std::nullopt;
-    };
-    flags.rank = optInt("--rank", 0, (1 << 30) - 1);
-    flags.worldSize = optInt("--world-size", 1, 1 << 30);
-    flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
-    flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
-    flags.masterPort = optInt("--master-port", 1, 65535);
-    flags.masterAddr = a.get("--master-addr");
     DistributedOptions o;
-    o.identity = resolveRankIdentity(processEnvironment(), flags);
+    o.identity = resolveRankIdentity(processEnvironment(), a.rankOverrides());
     o.backend = a.get("--backend").value_or("gloo");
     if (o.backend != "gloo" && o.backend != "nccl")
         throw ConfigError("--backend \"" + o.backend + "\" is not one of gloo, nccl");

@@ -138,19 +138,7 @@ EvalOptions parseOptions(const Args &a)
         check.bosToken = 0;
         validatePlanOptions(check);
         // Distributed: who this rank is (torchrun / Slurm / Open MPI environment, flags override).
-        RankOverrides flags;
-        auto optInt = [&](const char *flag, std::int64_t min, std::int64_t max) -> std::optional<int> {
-            if (!a.has(flag))
-                return std::nullopt;
-            return static_cast<int>(a.integer(flag, 0, min, max));
-        };
-        flags.rank = optInt("--rank", 0, (1 << 30) - 1);
-        flags.worldSize = optInt("--world-size", 1, 1 << 30);
-        flags.localRank = optInt("--local-rank", 0, (1 << 30) - 1);
-        flags.localWorldSize = optInt("--local-world-size", 1, 1 << 30);
-        flags.masterPort = optInt("--master-port", 1, 65535);
-        flags.masterAddr = a.get("--master-addr");
-        o.identity = resolveRankIdentity(processEnvironment(), flags);
+        o.identity = resolveRankIdentity(processEnvironment(), a.rankOverrides());
         o.syncEvery = a.syncEveryTokens();
         dist::DistributedOptions &d = o.distOptions;
         d.identity = o.identity;
