@@ -1412,7 +1412,9 @@ private Q_SLOTS:
                                args);
         }
         QVERIFY(ranks[1]->waitForFinished(120000));
-        QCOMPARE(ranks[1]->exitCode(), 3);
+        // Its stderr on failure: once (1 run in ~45, 2026-12-02) rank 1 exited 6 here, not 3.
+        QVERIFY2(ranks[1]->exitCode() == 3,
+                 qPrintable(QStringLiteral("rank 1 exit %1\n%2").arg(ranks[1]->exitCode()).arg(QString::fromUtf8(ranks[1]->readAllStandardError()))));
         QVERIFY(ranks[0]->waitForFinished(240000));
         const QString err = QString::fromUtf8(ranks[0]->readAllStandardError());
         if (onRankLoss.isEmpty()) {
