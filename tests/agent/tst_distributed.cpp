@@ -1188,6 +1188,54 @@ private Q_SLOTS:
     }
     void survivesLostRankWithoutOverlap() { lostRankRun(); }
 
+    void runEndsBeforeItsFingerprint()
+    {
+        // A run with checkpoint lines that ends before rank 0 has hashed its fingerprint (a large
+        // model on a busy disk, or a short run): rank 0 ends at once, by itself, with one rank's
+        // bits. Its hashing thread read the plan's tokens after the plan was gone, and the rank
+        // died of SIGSEGV after its last round (the token stream is larger than malloc's mmap
+        // threshold: freeing it unmapped it). Held 1.5 s, the hash starts after the run ended
+        // (it read freed memory); held 10 min, a rank that waited for it would time out here.
+        // (--backend: one rank alone runs as one of a distributed run, as the launchers start it.)
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 6);
+        QVERIFY(!one.isEmpty());
+        for (const char *hold : {"1500", "600000"})
+            for (const int world : {1, 2}) {
+                const QString row = QStringLiteral("hold %1 ms, %2 rank(s)").arg(QLatin1String(hold)).arg(world);
+                const QString port = QString::number(freeLoopbackPort());
+                const QString json = m_dir.filePath(QStringLiteral("before-fingerprint-%1-%2.json").arg(QLatin1String(hold)).arg(world));
+                QList<QProcess *> ranks;
+                for (int r = 0; r < world; ++r)
+                    ranks << startRank(this,
+                                       {{QStringLiteral("RANK"), QString::number(r)}, {QStringLiteral("WORLD_SIZE"), QString::number(world)},
+                                        {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")}, {QStringLiteral("MASTER_PORT"), port},
+                                        {QStringLiteral("CLUSTERPPL_TEST_HOLD_FINGERPRINT"), QLatin1String(hold)}},
+                                       evalArgs(QStringLiteral("llama.cpp"), 6)
+                                           + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--sync-every-tokens"),
+                                                         QStringLiteral("300"), QStringLiteral("--checkpoint-lines"), QStringLiteral("--backend"),
+                                                         QStringLiteral("gloo"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json});
+                for (int r = 0; r < world; ++r) {
+                    QProcess *p = ranks[r];
+                    const bool ended = p->waitForFinished(120000);
+                    if (!ended)
+                        p->kill();
+                    QVERIFY2(ended && p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0,
+                             qPrintable(QStringLiteral("%1: rank %2 %3, exit %4\n%5")
+                                            .arg(row)
+                                            .arg(r)
+                                            .arg(!ended ? QStringLiteral("did not end within 120 s")
+                                                        : p->exitStatus() == QProcess::CrashExit ? QStringLiteral("crashed") : QStringLiteral("ended"))
+                                            .arg(p->exitCode())
+                                            .arg(QString::fromUtf8(p->readAllStandardError()))));
+                }
+                QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+                // No checkpoint without the fingerprint a resume checks.
+                const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
+                QVERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")) && checkpointsOf(out0).isEmpty(), qPrintable(row + u'\n' + out0));
+                qDeleteAll(ranks);
+            }
+    }
+
     void newReporterComputesFingerprint()
     {
         // --on-rank-loss continue with checkpoint lines: rank 0 is lost before it stored the run's

@@ -17,11 +17,14 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -32,13 +35,28 @@ namespace {
 
 /// What a resumed run must match (checkpoint.h): the weights, the token stream as the model sees
 /// it, and the plan. Hashing the weights takes seconds for large models: rank 0 does it beside the
-/// evaluation unless a resume must check it first.
-dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, const std::uint32_t *tokens, std::size_t count, std::string plan)
+/// evaluation unless a resume must check it first. The thread that does it owns what it reads
+/// (@p tokens): a short run ends, and its plan goes, before the hash is done. It stops early, with
+/// a fingerprint nobody reads, once @p stop is set.
+dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, const std::shared_ptr<const std::vector<std::uint32_t>> &tokens,
+                                   std::string plan, const std::atomic<bool> &stop)
 {
+    // CLUSTERPPL_TEST_HOLD_FINGERPRINT=MS: the hashing starts MS ms late (0-600000), as on a host
+    // whose disk or cores are busy, so that a test sees a run end before its fingerprint is ready.
+    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FINGERPRINT"); hold && *hold) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(std::atol(hold), 0L, 600000L));
+        while (!stop && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::string models;
-    for (const std::string &f : weightFiles)
-        models += std::filesystem::path(f).filename().string() + ' ' + sha256File(f) + '\n';
-    return {sha256Bytes(models.data(), models.size()), sha256Bytes(tokens, count * sizeof(std::uint32_t)), std::move(plan)};
+    for (const std::string &f : weightFiles) {
+        if (stop)
+            return {};
+        models += std::filesystem::path(f).filename().string() + ' ' + sha256File(f, &stop) + '\n';
+    }
+    if (stop)
+        return {};
+    return {sha256Bytes(models.data(), models.size()), sha256Bytes(tokens->data(), tokens->size() * sizeof(std::uint32_t)), std::move(plan)};
 }
 
 /// The smallest of every rank's @p mine, through the rendezvous store: each rank posts its own,
@@ -84,6 +102,11 @@ bool cudaAvailable()
 std::size_t cudaDeviceCount()
 {
     return at::getNumGPUs();
+}
+
+EvalSession::~EvalSession()
+{
+    *m_stopHashing = true; // m_fingerprint's thread then ends within a chunk; its future waits for it
 }
 
 int EvalSession::run()
@@ -239,6 +262,7 @@ EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, dou
     const ModelInfo &mi = model.info();
     PlanOptions &opts = m_o.plan;
     EvalPlan p;
+    std::vector<std::uint32_t> flat;
     p.windows = phase(kExitBadArguments, [&] {
         if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !m_a.has("--allow-long-context"))
             throw ConfigError("--context " + std::to_string(opts.context) + " exceeds the model's max_position_embeddings "
@@ -258,21 +282,22 @@ EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, dou
                 throw ConfigError("lm-eval-rolling needs a prefix token: neither the tokenizer nor the model names a BOS; pass --prefix-id ID");
             if (mi.vocab > 0 && prefix >= mi.vocab)
                 throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
-            p.flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
+            flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
             for (const auto &d : input.documents) {
-                p.flat.push_back(static_cast<std::uint32_t>(prefix));
-                p.flat.insert(p.flat.end(), d.begin(), d.end());
+                flat.push_back(static_cast<std::uint32_t>(prefix));
+                flat.insert(flat.end(), d.begin(), d.end());
             }
             return planDocuments(opts, lengths);
         }
         // Stream protocols: the documents back to back, one BOS first when the tokenizer adds it.
-        p.flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
+        flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
         if (input.bosAdded)
-            p.flat.push_back(static_cast<std::uint32_t>(input.bosId));
+            flat.push_back(static_cast<std::uint32_t>(input.bosId));
         for (const auto &d : input.documents)
-            p.flat.insert(p.flat.end(), d.begin(), d.end());
-        return planStream(opts, static_cast<std::int64_t>(p.flat.size()));
+            flat.insert(flat.end(), d.begin(), d.end());
+        return planStream(opts, static_cast<std::int64_t>(flat.size()));
     });
+    p.flat = std::make_shared<const std::vector<std::uint32_t>>(std::move(flat));
     WindowPlan &plan = p.windows;
     if (m_o.maxWindows > 0 && m_o.maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
         plan.windows.resize(static_cast<std::size_t>(m_o.maxWindows));
@@ -333,8 +358,8 @@ void EvalSession::prepareCheckpoints(const ModelInfo &mi, const EvalPlan &p)
                         "--resume-state: the interrupted run had " + std::to_string(resume->batchCount) + " global batches, this plan has "
                             + std::to_string(m_batchCount) + " (" + plan.str() + "); resume with the run's own data and settings",
                         ExitError::Scope::Run);
-    auto compute = [files = mi.weightFiles, tokens = p.flat.data(), count = p.flat.size(), text = plan.str()] {
-        return fingerprintOf(files, tokens, count, text);
+    auto compute = [files = mi.weightFiles, tokens = p.flat, text = plan.str(), stop = m_stopHashing] {
+        return fingerprintOf(files, tokens, text, *stop);
     };
     // Every rank keeps the means: after rank 0's loss the new reporting rank writes checkpoints.
     m_computeFingerprint = compute;

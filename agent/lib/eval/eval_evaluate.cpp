@@ -57,7 +57,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
     }
     // Checkpoint rounds continue the interrupted run's numbering.
     const int firstRound = resume ? resume->round + 1 : 0;
-    Evaluator evaluator(model, std::span<const std::uint32_t>(planned.flat), plan, batch);
+    Evaluator evaluator(model, std::span<const std::uint32_t>(*planned.flat), plan, batch);
     std::optional<RoundPlan> rounds;
     std::optional<dist::DynamicSchedule> schedule;
     if (dynamic) {

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -40,7 +41,9 @@ std::string clock(double seconds);
 /// Step 3's result: the token stream as the model sees it, the windows over it, this rank's share.
 struct EvalPlan
 {
-    std::vector<std::uint32_t> flat;
+    /// The token stream the windows index. Shared: the fingerprint's hashing thread reads it too,
+    /// and may outlive the plan (a short run, a failure).
+    std::shared_ptr<const std::vector<std::uint32_t>> flat;
     WindowPlan windows;
     std::vector<Shard> shards;
 };
@@ -70,6 +73,10 @@ class EvalSession
 {
 public:
     EvalSession(const Args &a, EvalOptions o, std::ostream &out, std::ostream &err) : m_a(a), m_o(std::move(o)), m_out(out), m_err(err) {}
+    /// Stops a fingerprint still being hashed (nobody waits for it any more), then waits for its thread.
+    ~EvalSession();
+    EvalSession(const EvalSession &) = delete;
+    EvalSession &operator=(const EvalSession &) = delete;
 
     int run();
 
@@ -105,6 +112,7 @@ private:
     std::int64_t m_batchCount = 0;                          ///< global batches (with checkpoints)
     std::shared_future<dist::RunFingerprint> m_fingerprint; ///< the reporting rank with checkpoints: ready once hashed
     std::function<dist::RunFingerprint()> m_computeFingerprint; ///< with checkpoints, every rank: hashes the run's fingerprint
+    std::shared_ptr<std::atomic<bool>> m_stopHashing = std::make_shared<std::atomic<bool>>(false); ///< ends that hashing early (the destructor)
     bool m_fingerprintShared = false; ///< rank 0 put it in the store (kFingerprintKey) for a reporter after it
     bool m_overlapRan = false; ///< the rounds' collectives ran behind the next round's compute (the result's overlap_sync)
     bool m_memoryKnown = false; ///< the default batch's figures (autoBatch): the GPU before the weights loaded

@@ -90,10 +90,11 @@ void sodiumReady()
 
 } // namespace
 
-std::string sha256File(const std::string &path)
+std::string sha256File(const std::string &path, const std::atomic<bool> *stop)
 {
 #if !CLUSTERPPL_HAVE_SODIUM
     (void)path;
+    (void)stop;
     return "unavailable (built without libsodium)";
 #else
     sodiumReady();
@@ -105,6 +106,8 @@ std::string sha256File(const std::string &path)
     // on top of its packed weights while rank 0 hashes them during the evaluation).
     constexpr std::size_t kChunk = std::size_t{1} << 24;
     for (std::size_t at = 0; at < f->size(); at += kChunk) {
+        if (stop && stop->load(std::memory_order_relaxed))
+            return {};
         const std::size_t n = std::min(kChunk, f->size() - at);
         crypto_hash_sha256_update(&state, f->data() + at, n);
         f->releaseRange(f->data() + at, n);

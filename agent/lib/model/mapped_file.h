@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -35,8 +36,9 @@ private:
     std::string m_path;
 };
 
-/// @brief SHA-256 of a file's bytes, lower-case hex (result identity in the JSON).
-[[nodiscard]] std::string sha256File(const std::string &path);
+/// @brief SHA-256 of a file's bytes, lower-case hex (result identity in the JSON). With @p stop:
+/// empty once it reads true (checked every 16 MiB), for a hash nobody waits for any more.
+[[nodiscard]] std::string sha256File(const std::string &path, const std::atomic<bool> *stop = nullptr);
 /// @brief SHA-256 of @p size bytes at @p data, lower-case hex.
 [[nodiscard]] std::string sha256Bytes(const void *data, std::size_t size);
 
