@@ -544,14 +544,21 @@ DistributedRun::~DistributedRun()
     // Process groups still forming in the background (the run failed before its first collective)
     // are left to their thread.
     abandonConnecting();
-    const std::lock_guard lock(m_commsMutex);
-    if (!m_finished)
-        for (Communicator *c : {m_comms.leaders.get(), m_comms.group.get(), m_comms.world.get()})
-            if (c)
-                c->abort();
-    m_comms.leaders.reset();
-    m_comms.group.reset();
-    m_comms.world.reset();
+    {
+        const std::lock_guard lock(m_commsMutex);
+        if (!m_finished)
+            for (Communicator *c : {m_comms.leaders.get(), m_comms.group.get(), m_comms.world.get()})
+                if (c)
+                    c->abort();
+        m_comms.leaders.reset();
+        m_comms.group.reset();
+        m_comms.world.reset();
+    }
+    // The watchdog's thread runs this object's handlers (leave(), the loss handler: m_losses,
+    // m_lossMutex, m_lossEpoch): it is joined here, while they exist. As a member it was joined
+    // only after the members declared after it were destroyed, and a verdict that reached a rank
+    // leaving after its own failure (a tolerant run) pushed into a destroyed m_losses.
+    m_watchdog.reset();
 }
 
 void DistributedRun::abortCommunicators() noexcept

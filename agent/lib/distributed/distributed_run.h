@@ -209,7 +209,7 @@ private:
     std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
     std::shared_ptr<Connecting> m_connecting; ///< the process groups forming in the background, until the first collective
     std::thread m_connectThread;
-    std::unique_ptr<Watchdog> m_watchdog; ///< destroyed (its thread joined) after the communicators, before the store
+    std::unique_ptr<Watchdog> m_watchdog; ///< reset (its thread joined) at the end of the destructor's body: after the communicators, before any member
     bool m_finished = false;              ///< finish() ran: the communicators close cleanly
     CommStats m_comm;
     BackendOptions m_backendOptions;      ///< as the communicators were made (regroup() changes rank, size, groups)
