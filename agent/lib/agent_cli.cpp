@@ -10,6 +10,7 @@
 #include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "fd_limit.h"
+#include "process_exit.h"
 #include "telemetry/relay.h"
 #include "token_file.h"
 #include "tokenizer/tokenize_command.h"
@@ -511,7 +512,9 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         err << "clusterppl-agent: unknown command \"" << args[0] << "\" (try --help)\n";
         return kExitBadArguments;
     } catch (const std::exception &e) {
-        err << "clusterppl-agent: " << exitMessageFor(e) << '\n' << std::flush;
+        const std::string line = "clusterppl-agent: " + exitMessageFor(e);
+        if (takeExitLine(line)) // not when the terminate guard printed it (process_exit.h)
+            err << line << '\n' << std::flush;
         return exitCodeFor(e);
     }
 }

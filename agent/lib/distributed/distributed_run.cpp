@@ -6,6 +6,8 @@
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
+#include "process_exit.h"
+
 #include "cppl/errors.h"
 #include "cppl/host.h"
 
@@ -435,6 +437,9 @@ void DistributedRun::abandonConnecting() noexcept
     } else {
         m_connectThread.detach(); // it owns what it uses (c10d, its own store connection), and ends with Gloo's timeout
     }
+    // Either way Gloo's threads and a store client's run on: the process ends without its static
+    // destructors (process_exit.h; one ran LibTorch's under the detached thread's unwinding).
+    noteThreadLeftRunning();
     m_connecting.reset();
 }
 
@@ -527,6 +532,7 @@ void DistributedRun::regroup(int epoch, const std::vector<int> &members)
         // lost rank until the timeout; destroying them would join that thread. They are kept,
         // unreachable from here, until the process exits.
         static auto *abandoned = new std::vector<Communicators>();
+        noteThreadLeftRunning(); // their Gloo threads: the process ends without its static destructors (process_exit.h)
         const std::lock_guard lock(m_commsMutex);
         abandoned->push_back(std::move(m_comms));
         m_comms = std::move(fresh);

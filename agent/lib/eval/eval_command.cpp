@@ -8,6 +8,7 @@
 #include "eval_session.h"
 #include "language_model.h"
 #include "model/mapped_file.h"
+#include "process_exit.h"
 #include "gpu/batch_sizing.h"
 #include "distributed/communicator.h"
 #include "distributed/store.h"
@@ -28,6 +29,8 @@
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 namespace cppl::agent {
 
@@ -141,13 +144,32 @@ void EvalSession::fail(const std::exception &e)
 {
     const int code = exitCodeFor(e);
     const std::string message = exitMessageFor(e);
-    if (m_run)
+    const ExitError failure(code, (m_run ? "rank " + std::to_string(m_run->rank()) + ": " : std::string()) + message);
+    // Once the others can learn of it, this failure is how this process ends: the store's server
+    // may leave at once, and a library thread that throws then must not end it otherwise
+    // (process_exit.h). The line is the one agentMain() prints.
+    if (m_run) {
+        decideExit(code, "clusterppl-agent: " + exitMessageFor(failure));
         m_run->reportFailure(code, message, isRunWide(e));
+    }
     if (m_tel) {
         m_tel->error(message, code);
         m_tel->close(code);
     }
-    throw ExitError(code, (m_run ? "rank " + std::to_string(m_run->rank()) + ": " : std::string()) + message);
+    // CLUSTERPPL_TEST_HOLD_FAILURE=R:MS: rank R says so and waits MS ms after it reported its
+    // failure, before it leaves (its unwinding and exit, slow on a loaded host), where a test
+    // makes the store's server vanish under its store clients.
+    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FAILURE"); hold && *hold && m_run) {
+        int r = -1, consumed = 0;
+        long ms = -1;
+        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) == 2 && hold[consumed] == '\0' && ms >= 0 && ms <= 600000 && r == m_run->rank()) {
+            const std::string line = "clusterppl-agent: rank " + std::to_string(r) + ": holding after it reported its failure for " + std::to_string(ms)
+                                     + " ms (CLUSTERPPL_TEST_HOLD_FAILURE)\n";
+            (void)!::write(2, line.data(), line.size());
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        }
+    }
+    throw failure;
 }
 
 // The agent's own log lines also go to telemetry (every rank's, even when quiet here).
