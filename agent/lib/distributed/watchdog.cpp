@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <cstdlib>
 #include <cstring>
@@ -276,6 +277,19 @@ int Watchdog::listenForStar(Store &store, const std::string &advertise)
 
 Watchdog::~Watchdog()
 {
+    // CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP=R:MS: rank R, leaving without having finished (a failure
+    // of its own), says so and waits MS ms before it stops this thread, which handles what arrives
+    // meanwhile as ever (a verdict on another rank: tst_batch_schedule, failingRankHearsALoss).
+    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP"); hold && *hold && !m_finished) {
+        int r = -1, consumed = 0;
+        long ms = -1;
+        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) == 2 && hold[consumed] == '\0' && ms >= 0 && ms <= 600000 && r == m_rank) {
+            const std::string line = "clusterppl-agent: rank " + std::to_string(r) + ": holding before its watchdog stops for " + std::to_string(ms)
+                                     + " ms (CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP)\n";
+            (void)!::write(2, line.data(), line.size());
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        }
+    }
     m_stop = true;
     if (m_wakeWrite >= 0)
         (void)!::write(m_wakeWrite, "x", 1);
