@@ -1229,9 +1229,17 @@ private Q_SLOTS:
                                             .arg(QString::fromUtf8(p->readAllStandardError()))));
                 }
                 QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
-                // No checkpoint without the fingerprint a resume checks.
+                // No checkpoint without the fingerprint a resume checks. (A run slower than the
+                // 1.5 s hold, on a loaded host or under a sanitizer, may have had it for its last
+                // rounds: then its checkpoints carry it.)
                 const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
-                QVERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")) && checkpointsOf(out0).isEmpty(), qPrintable(row + u'\n' + out0));
+                QVERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")), qPrintable(row + u'\n' + out0));
+                const QList<QJsonObject> checkpoints = checkpointsOf(out0);
+                if (QLatin1String(hold) == QLatin1String("600000"))
+                    QVERIFY2(checkpoints.isEmpty(), qPrintable(row + u'\n' + out0));
+                for (const QJsonObject &c : checkpoints)
+                    QVERIFY2(!c.value(QStringLiteral("fingerprint")).toObject().value(QStringLiteral("data")).toString().isEmpty(),
+                             qPrintable(row + u'\n' + out0));
                 qDeleteAll(ranks);
             }
     }
