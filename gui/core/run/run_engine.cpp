@@ -174,10 +174,19 @@ QString recoveredNotice(const QString &recovered)
     return QCoreApplication::translate("RunEngine", "recovered (%1)").arg(recovered);
 }
 
-QString checkpointRegroupNotice(int epoch, int firstRound)
+QString checkpointRegroupNotice(int firstRound, int lastSaved)
 {
-    return QCoreApplication::translate("RunEngine", "checkpoints: the ranks regrouped after a loss (epoch %1); the next checkpoint is of round %2 or later")
-        .arg(epoch)
+    // What a user can do about it (resume), not how the checkpoints work (epochs, ledgers).
+    if (lastSaved < 0)
+        return QCoreApplication::translate("RunEngine", "if the run is interrupted before round %1 (the first after the regrouping) is "
+                                                        "saved, it cannot be resumed: no round was saved before the loss")
+            .arg(firstRound);
+    if (lastSaved >= firstRound)
+        return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from its last saved round (round %1 so far)")
+            .arg(lastSaved);
+    return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from its last saved round: round %1 "
+                                                    "until round %2, the first after the regrouping, is saved")
+        .arg(lastSaved)
         .arg(firstRound);
 }
 
@@ -533,7 +542,7 @@ void RunEngine::startLaunch()
         if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
             if (const int epoch = d->checkpoints->regroupEpoch(); epoch > d->checkpointEpoch) {
                 d->checkpointEpoch = epoch; // --on-rank-loss continue: checkpoints go on after the regrouping
-                Q_EMIT notice(checkpointRegroupNotice(epoch, d->checkpoints->regroupFirstRound()));
+                Q_EMIT notice(checkpointRegroupNotice(d->checkpoints->regroupFirstRound(), d->checkpoints->writtenRound()));
             }
             if (!d->checkpoints->error().isEmpty() && !d->checkpointErrorShown) {
                 d->checkpointErrorShown = true;

@@ -50,9 +50,11 @@ enum class RunPhase {
 /// --on-rank-loss continue, while the run goes on without @p ranks: "rank 2 lost; the others
 /// regrouped without it and the run goes on".
 [[nodiscard]] QString rankLostNotice(const std::vector<int> &ranks);
-/// The checkpoints after such a regrouping: "checkpoints: the ranks regrouped after a loss (epoch
-/// 1); the next checkpoint is of round 7 or later".
-[[nodiscard]] QString checkpointRegroupNotice(int epoch, int firstRound);
+/// What the checkpoints mean for the user after such a regrouping, in plain words: "if the run is
+/// interrupted, it can be resumed from its last saved round: round 4 until round 7, the first
+/// after the regrouping, is saved" (@p lastSaved: the last checkpoint written, -1: none; then it
+/// cannot be resumed before @p firstRound is saved).
+[[nodiscard]] QString checkpointRegroupNotice(int firstRound, int lastSaved);
 /// A lost rank's alert (AlertKind::RankLost) while the run goes on (@p endedAs Running), and as
 /// amended once it finished, failed or was stopped. @p cause and @p round (-1) may be unknown.
 [[nodiscard]] QString rankLostAlertText(int rank, const QString &host, const QString &cause, int round, RunPhase endedAs);

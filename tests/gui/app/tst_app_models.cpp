@@ -767,8 +767,17 @@ void TestAppModels::noticeLineWhileRecovering()
     QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on"_s);
     page.setNotice(rankLostNotice({2})); // what the engine says next: the same words, once
     QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on"_s);
-    const QString checkpoints = cppl::core::run::checkpointRegroupNotice(1, 4);
-    QCOMPARE(checkpoints, u"checkpoints: the ranks regrouped after a loss (epoch 1); the next checkpoint is of round 4 or later"_s);
+    // What the checkpoints mean for a user, in plain words: what can be resumed, from which round
+    // (no epochs, no "checkpoint of round N or later").
+    const QString checkpoints = cppl::core::run::checkpointRegroupNotice(4, 2);
+    QCOMPARE(checkpoints, u"if the run is interrupted, it can be resumed from its last saved round: round 2 until round 4, the first "
+                           "after the regrouping, is saved"_s);
+    QCOMPARE(cppl::core::run::checkpointRegroupNotice(2, -1),
+             u"if the run is interrupted before round 2 (the first after the regrouping) is saved, it cannot be resumed: no round "
+             "was saved before the loss"_s);
+    for (const QString &said : {checkpoints, cppl::core::run::checkpointRegroupNotice(2, -1)})
+        for (const QString &jargon : {u"epoch"_s, u"checkpoint"_s, u"ledger"_s})
+            QVERIFY2(!said.contains(jargon), qPrintable(said));
     page.setNotice(checkpoints);
     QCOMPARE(page.noticeText(), u"rank 2 lost; the others regrouped without it and the run goes on\n"_s + checkpoints);
     page.rankLost(3, u"rank 3 (localhost): lost after round 5; the others regrouped without it"_s);
