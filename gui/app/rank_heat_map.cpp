@@ -6,8 +6,13 @@
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
 
+#include "cppl/cluster_profile.h"
+
+#include <QHelpEvent>
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QToolTip>
 
 #include <algorithm>
 #include <cmath>
@@ -33,13 +38,32 @@ double scaleStep(double v)
     return std::ceil(v / step - 1e-9) * step;
 }
 
+/// m:ss (h:mm:ss from an hour), as the time axis and the Run page's elapsed time read.
+QString clockText(double seconds)
+{
+    const qint64 s = qint64(std::max(0.0, seconds) + 0.5);
+    if (s >= 3600)
+        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+/// How cells without data look: the theme's no-data grey, hatched as the legend's swatch is
+/// (charts/chart_frame.cpp paintSwatch), so no colour of the scale can be taken for it.
+void paintNoData(QPainter &p, const QRectF &r, const cppl::charts::Theme &theme)
+{
+    p.fillRect(r, theme.noData);
+    p.fillRect(r, QBrush(cppl::charts::detail::textOn(theme.noData), Qt::BDiagPattern));
+}
+
 } // namespace
 
 RankHeatMap::RankHeatMap(QWidget *parent)
     : RankPlot(parent)
 {
     setMinimumSize(240, 150);
-    setToolTip(tr("Tokens/s of every rank over time: brighter is faster. ✗ failed, ‖ stalled, ⊘ lost (the run recovered without it). Click a row to select its rank."));
+    setToolTip(tr("Tokens/s of every rank over time: brighter is faster; hatched grey: no data yet (the rank has not sent "
+                  "its first progress message). ✗ failed, ‖ stalled, ⊘ lost (the run recovered without it). Click a row to "
+                  "select its rank."));
     const auto &map = cppl::charts::ColorMap::viridis();
     m_ramp = QImage(1, cppl::charts::ColorMap::kSize, QImage::Format_RGB32);
     for (int i = 0; i < cppl::charts::ColorMap::kSize; ++i)
@@ -50,6 +74,8 @@ void RankHeatMap::clear()
 {
     m_rates.clear();
     m_times.clear();
+    m_firstData.clear();
+    m_anyWithoutData = false;
     m_marks.clear();
     m_stateMarks.clear();
     m_lost.clear();
@@ -95,6 +121,15 @@ void RankHeatMap::setData(const RunTimeline &tl, const Snapshot &snapshot, doubl
     m_compactions = tl.compactions();
     m_times.assign(times.begin(), times.end());
     m_seconds = n ? times.back() : 0;
+    // Before its first progress message a rank's rate is 0 in the timeline: no data, not a rate.
+    // A rank's time only ever goes from +inf to the sample that first held its progress, the
+    // newest one then, so the columns coloured before stay right.
+    m_firstData.resize(size_t(ranks));
+    m_anyWithoutData = false;
+    for (int r = 0; r < ranks; ++r) {
+        m_firstData[size_t(r)] = tl.firstProgressSeconds(r);
+        m_anyWithoutData = m_anyWithoutData || (n > 0 && m_firstData[size_t(r)] > times.front());
+    }
     m_imageColumns = std::min(m_imageColumns, from);
     // The scale follows the data up at once, down only when it fell by a quarter (no flicker).
     const double wanted = scaleStep(colourMax);
@@ -139,7 +174,8 @@ void RankHeatMap::ensureImage(int rows)
 {
     if (rows != m_rows || m_image.isNull()) {
         m_rows = rows;
-        m_image = QImage(std::max(1, m_capacity), rows, QImage::Format_RGB32);
+        // Cells without data stay transparent: the hatching painted under the image shows there.
+        m_image = QImage(std::max(1, m_capacity), rows, QImage::Format_ARGB32_Premultiplied);
         m_imageColumns = 0;
     }
     if (m_imageColumns >= m_columns)
@@ -155,7 +191,9 @@ void RankHeatMap::ensureImage(int rows)
         const int r0 = int(qint64(b) * m_ranks / rows);
         const int r1 = std::max(r0 + 1, int(qint64(b + 1) * m_ranks / rows));
         std::fill(line.begin(), line.end(), std::numeric_limits<float>::infinity());
+        double firstData = -std::numeric_limits<double>::infinity(); // every rank of the bin has data from here on
         for (int r = r0; r < r1; ++r) {
+            firstData = std::max(firstData, m_firstData[size_t(r)]);
             const float *src = m_rates.data() + size_t(r) * size_t(m_capacity) + size_t(c0);
             for (int c = 0; c < span; ++c)
                 if (std::isfinite(src[c]))
@@ -163,7 +201,9 @@ void RankHeatMap::ensureImage(int rows)
         }
         auto *px = reinterpret_cast<QRgb *>(m_image.scanLine(b)) + c0;
         for (int c = 0; c < span; ++c)
-            px[c] = std::isfinite(line[size_t(c)]) ? map.map(double(line[size_t(c)]) / m_scale) : qRgb(128, 128, 128);
+            px[c] = m_times[size_t(c0 + c)] < firstData        ? qRgba(0, 0, 0, 0)
+                    : std::isfinite(line[size_t(c)]) ? map.map(double(line[size_t(c)]) / m_scale)
+                                                     : qRgb(128, 128, 128);
     }
     m_imageColumns = m_columns;
 }
@@ -194,10 +234,20 @@ void RankHeatMap::paintEvent(QPaintEvent *)
     const double rampLabelW = std::max(tickFm.horizontalAdvance(u"99.9k"_s), tickFm.horizontalAdvance(u"tok/s"_s)) + 4;
     spec.reserveRight = 26 + rampLabelW;
     const bool hasData = m_ranks > 0 && m_columns > 0;
+    // The legend lists what is drawn: the hatching only while some cell has no data.
+    if (hasData && m_anyWithoutData) {
+        detail::LegendEntry e;
+        e.label = tr("no data yet (no progress message)");
+        e.swatch = detail::LegendEntry::Swatch::Fill;
+        e.color = theme.noData;
+        e.pattern = Qt::BDiagPattern;
+        spec.legend.push_back(e);
+    }
     // Pixel rows of the image, decided before the frame is laid out (its axis title says how many
     // ranks share a row): a little fewer than the plot will have, so that no row is dropped when
     // the image is drawn (some are doubled instead).
-    const int rows = std::clamp(int((height() - 4.5 * fm.height() - 32) * devicePixelRatioF()), 1, std::max(1, m_ranks));
+    const double legendH = spec.legend.empty() ? 0.0 : std::max(fm.height(), 12.0) + 8;
+    const int rows = std::clamp(int((height() - 4.5 * fm.height() - 32 - legendH) * devicePixelRatioF()), 1, std::max(1, m_ranks));
     if (hasData) {
         const int binned = (m_ranks + rows - 1) / rows;
         spec.xTitle = tr("time");
@@ -239,6 +289,8 @@ void RankHeatMap::paintEvent(QPaintEvent *)
         return;
     }
     ensureImage(rows);
+    if (m_anyWithoutData)
+        paintNoData(p, plot, theme);
     // Nearest neighbour: no smoothing across ranks.
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
     paintColumns(p, plot);
@@ -306,6 +358,61 @@ void RankHeatMap::paintColumns(QPainter &p, const QRectF &plot) const
         first = end;
     }
     p.setRenderHint(QPainter::Antialiasing, antialiased);
+}
+
+QString RankHeatMap::toolTipAt(const QPointF &pos) const
+{
+    const QRectF plot = m_plot;
+    if (m_ranks == 0 || m_columns == 0 || m_rows == 0 || !plot.isValid() || !plot.contains(pos))
+        return toolTip();
+    // The row as painted (its bin of ranks) and the sample nearest the pointer's time.
+    const int b = std::clamp(int((pos.y() - plot.top()) / plot.height() * m_rows), 0, m_rows - 1);
+    const int r0 = int(qint64(b) * m_ranks / m_rows);
+    const int r1 = std::max(r0 + 1, int(qint64(b + 1) * m_ranks / m_rows));
+    const double t0 = m_times.front(), t1 = m_times.back();
+    const double t = t1 > t0 ? t0 + (pos.x() - plot.left()) / plot.width() * (t1 - t0) : t0;
+    auto it = std::lower_bound(m_times.begin(), m_times.end(), t);
+    if (it == m_times.end() || (it != m_times.begin() && t - *(it - 1) < *it - t))
+        --it;
+    const auto c = size_t(it - m_times.begin());
+    const QString who = r1 - r0 == 1 ? tr("rank %1").arg(r0) : tr("ranks %1").arg(QString::fromStdString(cppl::rankRangeText(r0, r1 - 1)));
+    const QString when = clockText(m_times[c]);
+    std::vector<int> without;
+    int slowest = -1;
+    for (int r = r0; r < r1; ++r) {
+        if (m_times[c] < m_firstData[size_t(r)]) {
+            without.push_back(r);
+            continue;
+        }
+        const float v = m_rates[size_t(r) * size_t(m_capacity) + c];
+        if (slowest < 0 || v < m_rates[size_t(slowest) * size_t(m_capacity) + c])
+            slowest = r;
+    }
+    if (!without.empty()) {
+        if (r1 - r0 == 1)
+            return tr("%1 at %2: no data yet (no progress message from it by then; a rank sends its first once it has "
+                      "evaluated its first batch)").arg(who, when);
+        return tr("%1 at %2: no data yet from %3 (no progress message by then; a rank sends its first once it has "
+                  "evaluated its first batch)")
+            .arg(who, when,
+                 (without.size() == 1 ? tr("rank %1") : tr("ranks %1")).arg(QString::fromStdString(cppl::rankListText(without))));
+    }
+    const QString rate = tr("%1 tok/s").arg(QLocale().toString(double(m_rates[size_t(slowest) * size_t(m_capacity) + c]), 'f', 0));
+    return r1 - r0 == 1 ? tr("%1 at %2: %3").arg(who, when, rate) : tr("%1 at %2: slowest rank %3, %4").arg(who, when).arg(slowest).arg(rate);
+}
+
+bool RankHeatMap::event(QEvent *event)
+{
+    if (event->type() == QEvent::ToolTip) {
+        auto *he = static_cast<QHelpEvent *>(event);
+        const QString text = toolTipAt(QPointF(he->pos()));
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(he->globalPos(), text, this);
+        return true;
+    }
+    return RankPlot::event(event);
 }
 
 void RankHeatMap::mousePressEvent(QMouseEvent *event)

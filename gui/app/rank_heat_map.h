@@ -4,7 +4,11 @@
 // Ranks x time, tokens/s as colour (viridis, lightness rises with the rate, so it reads in
 // greyscale); failed/stalled ranks are marked in a strip at the right with a symbol. 1024 ranks
 // fit: rows are at least one device pixel; when ranks outnumber pixel rows each row shows the
-// slowest rank of its bin, so a slow or stalled rank is never averaged away.
+// slowest rank of its bin, so a slow or stalled rank is never averaged away. A cell before the
+// rank's first progress message (RunTimeline::firstProgressSeconds) has no rate yet: it is drawn
+// hatched grey, outside the colour scale (not as 0 tok/s, the darkest colour, which read as the
+// slowest rank), and the legend says "no data yet" while any cell is; a row of several ranks is
+// hatched until every one of them has reported.
 //
 // Kept incremental for live runs: the rates are copied and the image's columns coloured only for
 // the timeline samples that changed since the last update (usually the newest one or two); the
@@ -45,9 +49,16 @@ public:
     [[nodiscard]] char markOf(int rank) const { return rank >= 0 && size_t(rank) < m_marks.size() ? m_marks[size_t(rank)] : 0; }
     void clear();
     QSize sizeHint() const override { return {420, 260}; }
+    /// What the tooltip says at @p pos (widget coordinates, as last painted): the rank (or the
+    /// ranks of a row), the time and the rate, or that the rank has not reported progress yet;
+    /// away from the cells the map's general tooltip.
+    [[nodiscard]] QString toolTipAt(const QPointF &pos) const;
+    /// For tests: whether any cell has no data yet (the legend then lists "no data yet").
+    [[nodiscard]] bool hasCellsWithoutData() const noexcept { return m_anyWithoutData; }
 
-    // For tests: the image as it is painted with @p rows pixel rows (columns: timeline samples),
-    // and how many times every column was coloured (not just the changed ones).
+    // For tests: the image as it is painted with @p rows pixel rows (columns: timeline samples;
+    // a cell without data is transparent, painted over the hatching), and how many times every
+    // column was coloured (not just the changed ones).
     [[nodiscard]] QImage imageForRows(int rows);
     [[nodiscard]] int fullBuilds() const noexcept { return m_fullBuilds; }
     [[nodiscard]] double colourMax() const noexcept { return m_scale; }
@@ -55,6 +66,7 @@ public:
 protected:
     void paintEvent(QPaintEvent *event) override;
     void mousePressEvent(QMouseEvent *event) override;
+    bool event(QEvent *event) override;
 
 private:
     void ensureImage(int rows);
@@ -62,6 +74,8 @@ private:
 
     std::vector<float> m_rates; // rank-major, m_capacity columns per rank
     std::vector<double> m_times;
+    std::vector<double> m_firstData; // per rank: the time of its first sample with progress (+inf: none yet)
+    bool m_anyWithoutData = false;
     int m_capacity = 0;
     int m_columns = 0;
     int m_ranks = 0;
@@ -76,7 +90,6 @@ private:
     std::vector<char> m_stateMarks; // m_marks as the snapshot alone has them (no 'L')
     double m_scale = 0;       // tok/s at the top of the colour scale
     double m_seconds = 0;
-    QRectF m_plot; // as last painted (clicks)
 };
 
 } // namespace cppl::app

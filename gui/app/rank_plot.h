@@ -16,12 +16,15 @@ class RankPlot : public QWidget
 public:
     using QWidget::QWidget;
     void setSelectedRank(int rank);
+    /// The plot area (inside the axes) as last painted; empty before the first paint.
+    [[nodiscard]] QRectF plotRect() const noexcept { return m_plot; }
 
 Q_SIGNALS:
     void rankClicked(int rank);
 
 protected:
     int m_selected = -1;
+    QRectF m_plot; // as last painted (clicks, tooltips)
 };
 
 } // namespace cppl::app

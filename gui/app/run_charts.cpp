@@ -54,6 +54,18 @@ std::vector<double> toDouble(std::span<const float> s)
     return {s.begin(), s.end()};
 }
 
+/// A rank's series with a gap (NaN) before its first progress message: its 0 there is no data,
+/// not a rate of 0 (nor a deviation of 0).
+std::vector<double> rankSeries(const RunTimeline &tl, RankMetric metric, int rank)
+{
+    std::vector<double> v = toDouble(tl.rank(metric, rank));
+    const double first = tl.firstProgressSeconds(rank);
+    const auto times = tl.times();
+    for (size_t i = 0; i < v.size() && i < times.size() && times[i] < first; ++i)
+        v[i] = std::numeric_limits<double>::quiet_NaN();
+    return v;
+}
+
 } // namespace
 
 // ---- ChartView -------------------------------------------------------------------------------
@@ -175,12 +187,14 @@ void CommShareBars::paintEvent(QPaintEvent *)
         e.color = color;
         return e;
     };
-    spec.legend.push_back(entry(tr("waiting for stragglers"), detail::LegendEntry::Swatch::Fill, waitColor));
-    spec.legend.push_back(entry(tr("transfer"), detail::LegendEntry::Swatch::Fill, transferColor));
-    spec.legend.back().pattern = Qt::BDiagPattern;
-    if (m_alert > 0) {
-        spec.legend.push_back(entry(tr("alert threshold %1").arg(cppl::charts::formatValue(m_alert, ValueFormat::Percent)),
-                                    detail::LegendEntry::Swatch::Line, theme.reference));
+    // Only what is drawn (legendLabels()): before any share is known there are no bars and no line.
+    if (barsDrawn()) {
+        spec.legend.push_back(entry(tr("waiting for stragglers"), detail::LegendEntry::Swatch::Fill, waitColor));
+        spec.legend.push_back(entry(tr("transfer"), detail::LegendEntry::Swatch::Fill, transferColor));
+        spec.legend.back().pattern = Qt::BDiagPattern;
+    }
+    if (thresholdDrawn()) {
+        spec.legend.push_back(entry(thresholdLabel(), detail::LegendEntry::Swatch::Line, theme.reference));
         spec.legend.back().dash = Qt::DashLine;
     }
     cppl::charts::Ticks yTicks;
@@ -247,12 +261,27 @@ void CommShareBars::paintEvent(QPaintEvent *)
             p.setBrush(Qt::NoBrush);
         }
     }
-    if (m_alert > 0 && m_alert <= maxShare) {
+    if (thresholdDrawn()) { // maxShare >= min(1.5 x the threshold, 100 %): on the scale
         const double y = plot.bottom() - plot.height() * m_alert / maxShare;
         p.setRenderHint(QPainter::Antialiasing, false);
         p.setPen(detail::seriesPen(theme.reference, 1, Qt::DashLine));
         p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
     }
+}
+
+QString CommShareBars::thresholdLabel() const
+{
+    return tr("alert threshold %1").arg(cppl::charts::formatValue(m_alert, cppl::charts::ValueFormat::Percent));
+}
+
+QStringList CommShareBars::legendLabels() const
+{
+    QStringList labels;
+    if (barsDrawn())
+        labels << tr("waiting for stragglers") << tr("transfer");
+    if (thresholdDrawn())
+        labels << thresholdLabel();
+    return labels;
 }
 
 void CommShareBars::mousePressEvent(QMouseEvent *event)
@@ -451,8 +480,8 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
             QString name = tr("rank %1").arg(r);
             if (r < int(snapshot.ranks.size()) && !snapshot.ranks[size_t(r)].host.empty())
                 name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u')';
-            rates.push_back({name, x, toDouble(tl.rank(RankMetric::TokensPerSecond, r))});
-            devs.push_back({name, x, toDouble(tl.rank(RankMetric::DeviationRelative, r))});
+            rates.push_back({name, x, rankSeries(tl, RankMetric::TokensPerSecond, r)});
+            devs.push_back({name, x, rankSeries(tl, RankMetric::DeviationRelative, r)});
             m_rateSeriesRank.push_back(r);
         }
     } else {
@@ -466,7 +495,8 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
         for (int i = 0; i < 3; ++i)
             m_rateSeriesRank.push_back(-1);
         // The slowest ranks by their recent rate (the last few samples), failed ranks excluded:
-        // those are in the alerts already and their rate is 0 by definition. Once every other
+        // those are in the alerts already and their rate is 0 by definition; so are ranks with no
+        // progress yet (no rate, not a rate of 0), and samples before a rank's first. Once every other
         // rank is done (the run ended), the slowest over the whole run: a finished run named none,
         // and which ranks held it back is what a user looks for then.
         const bool ended = !snapshot.ranks.empty()
@@ -481,11 +511,16 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                                                    || (!ended && snapshot.ranks[size_t(r)].state == RankState::Done)))
                 continue;
             const auto s = tl.rank(RankMetric::TokensPerSecond, r);
+            const double first = tl.firstProgressSeconds(r);
+            size_t from = ended ? 0 : n > 8 ? n - 8 : 0;
+            while (from < n && times[from] < first)
+                ++from;
+            if (from == n)
+                continue; // nothing known of it yet
             double sum = 0;
-            const size_t from = ended ? 0 : n > 8 ? n - 8 : 0;
             for (size_t i = from; i < n; ++i)
                 sum += s[i];
-            recent.emplace_back(n > from ? sum / double(n - from) : 0.0, r);
+            recent.emplace_back(sum / double(n - from), r);
         }
         const size_t k = std::min<size_t>(kNamedSlowest, recent.size());
         std::partial_sort(recent.begin(), recent.begin() + std::ptrdiff_t(k), recent.end());
@@ -498,17 +533,17 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                            : snapshot.ranks[size_t(r)].state == RankState::Stalled ? tr("stalled") // as the table and heat map say
                                                                                     : tr("slow"));
             m_slowest << name;
-            rates.push_back({name, x, toDouble(tl.rank(RankMetric::TokensPerSecond, r))});
+            rates.push_back({name, x, rankSeries(tl, RankMetric::TokensPerSecond, r)});
             m_rateSeriesRank.push_back(r);
         }
         if (m_selected >= 0 && m_selected < ranks) {
             if (std::find(m_rateSeriesRank.begin(), m_rateSeriesRank.end(), m_selected) == m_rateSeriesRank.end()) {
                 rates.push_back({tr("rank %1 (selected)").arg(m_selected), x,
-                                 toDouble(tl.rank(RankMetric::TokensPerSecond, m_selected))});
+                                 rankSeries(tl, RankMetric::TokensPerSecond, m_selected)});
                 m_rateSeriesRank.push_back(m_selected);
             }
             devs.push_back({tr("rank %1 (selected)").arg(m_selected), x,
-                            toDouble(tl.rank(RankMetric::DeviationRelative, m_selected))});
+                            rankSeries(tl, RankMetric::DeviationRelative, m_selected)});
         }
     }
     // "slowest named" only while some are.

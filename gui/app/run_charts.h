@@ -65,17 +65,23 @@ public:
     explicit CommShareBars(QWidget *parent = nullptr);
     void setData(const cppl::core::telemetry::Snapshot &snapshot, double alertShare);
     QSize sizeHint() const override { return {420, 220}; }
+    /// What the legend lists: only what is drawn (no bars before any rank's share is known, the
+    /// threshold only with the bars and when it is on the scale).
+    [[nodiscard]] QStringList legendLabels() const;
 
 protected:
     void paintEvent(QPaintEvent *event) override;
     void mousePressEvent(QMouseEvent *event) override;
 
 private:
-    QRectF m_plot; // as last painted (clicks)
     int m_bars = 0;
     std::vector<float> m_wait, m_transfer; // 0 for a rank whose share is not known yet
     bool m_anyKnown = false;               // else the plot says so instead of showing empty bars
     double m_alert = 0;
+    [[nodiscard]] bool barsDrawn() const { return !m_wait.empty() && m_anyKnown; }
+    /// The dashed line: with the bars, and within the scale (which ends at 100 %).
+    [[nodiscard]] bool thresholdDrawn() const { return barsDrawn() && m_alert > 0 && m_alert <= 1.0; }
+    [[nodiscard]] QString thresholdLabel() const;
 };
 
 class RunCharts : public QWidget

@@ -130,6 +130,16 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
             return {};
         return files;
     }
+    {
+        // Its first seconds: some ranks still loading (no progress yet), no sync round yet.
+        SyntheticRun start(o.syntheticRanks);
+        start.advanceTo(3);
+        start.showOn(*window.runPage());
+        window.setStatusPhase(QObject::tr("running"));
+        settle(150);
+        if (!save(&window, dir.filePath(u"run-starting-%1.png"_s.arg(o.syntheticRanks)), files, error))
+            return {};
+    }
     SyntheticRun run(o.syntheticRanks);
     run.advanceTo(0.6 * 600 + 12); // past the stall, so it shows
     run.showOn(*window.runPage());

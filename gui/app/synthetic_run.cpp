@@ -64,6 +64,11 @@ SyntheticRun::SyntheticRun(int ranks, unsigned seed)
     if (m_stalled >= 0)
         m_ranks[size_t(m_stalled)].stalls = true;
     m_stallAt = 0.55 * kTotalSeconds;
+    // Ranks report their first progress once the model is loaded and a batch evaluated: not all
+    // at once (drawn last, so the rates above stay those of earlier versions).
+    std::uniform_real_distribution<double> start(0.5, 4.0);
+    for (Rank &k : m_ranks)
+        k.startAt = start(m_rng);
     m_alerts.reset(m_thresholds);
     m_timeline.reset();
 }
@@ -86,6 +91,9 @@ void SyntheticRun::step(double dt)
     for (Rank &k : m_ranks) {
         if (k.stalls && m_now >= m_stallAt)
             continue;
+        k.lastHeard = m_now + dt; // heartbeats, also while loading
+        if (m_now + dt < k.startAt)
+            continue;
         const double tokens = std::max(0.0, k.rate * noise(m_rng) * dt);
         const auto count = std::int64_t(tokens);
         // Aggregated per step: the exact sums get the step's total and its sum of squares.
@@ -95,7 +103,6 @@ void SyntheticRun::step(double dt)
         k.stats.tokens += count;
         k.stats.windows = std::int64_t(double(k.stats.tokens) / kContext);
         k.stats.bytes = k.stats.tokens;
-        k.lastHeard = m_now + dt;
     }
     m_now += dt;
 }
@@ -127,22 +134,24 @@ void SyntheticRun::snapshotNow(bool finished)
         v.received = std::int64_t(m_now * 10);
         v.lastSeq = v.received;
         v.lost = (r % 97 == 5) ? 3 : 0;
-        v.hasProgress = true;
+        v.hasProgress = m_now >= k.startAt;
         v.stats = k.stats;
         const bool stalledNow = k.stalls && m_now >= m_stallAt;
         v.silentSeconds = stalledNow ? m_now - m_stallAt : 0.1;
-        v.tokensPerSecond = stalledNow ? 0.0 : k.rate;
+        v.tokensPerSecond = stalledNow || !v.hasProgress ? 0.0 : k.rate;
         v.windowsDone = k.stats.windows;
         v.windowsTotal = s->windowsTotal;
         // Fast ranks wait at each sync for the slowest; slow ranks hardly wait.
         const double wait = std::clamp(0.01 + 0.6 * (1.0 - slowest / k.rate) * 0.2, 0.0, 0.5);
-        const double own = std::min(m_now, stalledNow ? m_stallAt : m_now);
-        v.computeSeconds = own * (1 - wait - k.transfer);
-        v.waitSeconds = own * wait;
-        v.transferSeconds = own * k.transfer;
-        v.waitShare = wait;
-        v.transferShare = k.transfer;
-        v.commShare = wait + k.transfer;
+        // Its own time evaluating; communication time is known from the first sync round on.
+        const double own = std::max(0.0, std::min(m_now, stalledNow ? m_stallAt : m_now) - k.startAt);
+        const bool synced = m_now >= kFirstSyncSeconds;
+        v.computeSeconds = own * (synced ? 1 - wait - k.transfer : 1.0);
+        v.waitSeconds = synced ? own * wait : 0.0;
+        v.transferSeconds = synced ? own * k.transfer : 0.0;
+        v.waitShare = synced ? wait : 0.0;
+        v.transferShare = synced ? k.transfer : 0.0;
+        v.commShare = v.waitShare + v.transferShare;
         v.rssBytes = std::int64_t(1.9e9 + 1e6 * (r % 13));
         if (m_n > 8) { // a GPU cluster: what NVML reports (80 GiB devices, busy unless stalled)
             v.deviceMemoryBytes = std::int64_t(38.5e9 + 2e8 * (r % 7));
@@ -162,7 +171,9 @@ void SyntheticRun::snapshotNow(bool finished)
             // A finished rank keeps the rate of its last progress message, as the collector keeps a
             // real agent's; only the run's total counts evaluating ranks (collector_state.cpp).
         } else {
-            v.state = stalledNow && v.silentSeconds > m_thresholds.stallSeconds ? RankState::Stalled : RankState::Evaluating;
+            v.state = stalledNow && v.silentSeconds > m_thresholds.stallSeconds ? RankState::Stalled
+                      : v.hasProgress                                         ? RankState::Evaluating
+                                                                              : RankState::Loading; // heard, model loading
         }
         s->tokensPerSecond += finished ? 0.0 : v.tokensPerSecond;
         s->windowsDone += v.windowsDone;

@@ -46,6 +46,11 @@ public:
     [[nodiscard]] double seconds() const noexcept { return m_now; }
     [[nodiscard]] int stalledRank() const noexcept { return m_stalled; }
     [[nodiscard]] const std::vector<int> &slowRanks() const noexcept { return m_slow; }
+    /// When @p rank sends its first progress message (0.5–4 s in: loading the model); before it
+    /// the rank is heard (heartbeats) without progress, as a real rank is.
+    [[nodiscard]] double startOf(int rank) const { return m_ranks.at(size_t(rank)).startAt; }
+    /// The ranks' first sync round: no rank knows its communication time before it.
+    static constexpr double kFirstSyncSeconds = 8;
 
     /// What the engine says as the run launches: "run synthetic-4-ranks: 4 ranks on 1 host
     /// (local), groups [0–1] [2–3], master …" (runStartNotice).
@@ -69,6 +74,7 @@ private:
         bool stalls = false;
         cppl::NllStats stats;
         double lastHeard = 0;
+        double startAt = 0;     // its first progress message (loading the model before)
     };
     void step(double dt);
     void snapshotNow(bool finished);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 
@@ -23,6 +24,7 @@ void RunTimeline::reset(Options options)
     m_times.reserve(m_options.maxPoints + 1);
     m_ranks.assign(kRankMetricCount, {});
     m_global.assign(kGlobalMetricCount, {});
+    m_firstProgress.clear();
 }
 
 namespace {
@@ -55,6 +57,7 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
         }
         for (auto &g : m_global)
             g.reserve(m_options.maxPoints + 1);
+        m_firstProgress.resize(static_cast<std::size_t>(world), std::numeric_limits<double>::infinity());
         m_worldSize = world;
     }
     ++m_revision;
@@ -65,6 +68,8 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
         if (r.rank < 0 || r.rank >= m_worldSize)
             continue;
         const auto i = static_cast<std::size_t>(r.rank);
+        if (r.hasProgress && !std::isfinite(m_firstProgress[i]))
+            m_firstProgress[i] = seconds; // this sample (new, or the newest merged into) holds it
         values[static_cast<int>(RankMetric::TokensPerSecond)][i] = static_cast<float>(r.tokensPerSecond);
         values[static_cast<int>(RankMetric::WaitShare)][i] = static_cast<float>(r.waitShare);
         values[static_cast<int>(RankMetric::TransferShare)][i] = static_cast<float>(r.transferShare);
@@ -143,6 +148,12 @@ std::span<const float> RunTimeline::rank(RankMetric metric, int rank) const
     if (m >= m_ranks.size() || rank < 0 || rank >= m_worldSize)
         return {};
     return m_ranks[m][static_cast<std::size_t>(rank)];
+}
+
+double RunTimeline::firstProgressSeconds(int rank) const noexcept
+{
+    return rank >= 0 && static_cast<std::size_t>(rank) < m_firstProgress.size() ? m_firstProgress[static_cast<std::size_t>(rank)]
+                                                                                 : std::numeric_limits<double>::infinity();
 }
 
 std::span<const double> RunTimeline::global(GlobalMetric metric) const

@@ -54,6 +54,10 @@ public:
     [[nodiscard]] std::span<const double> times() const noexcept { return m_times; }
     [[nodiscard]] std::span<const float> rank(RankMetric metric, int rank) const;
     [[nodiscard]] std::span<const double> global(GlobalMetric metric) const;
+    /// The time of the first sample that holds a progress message of @p rank (+inf until one has):
+    /// its rank metrics are 0 before, which means "no data yet", not a rate of 0. A sample at
+    /// times()[i] >= this holds some of the rank's progress (merged samples keep their newest time).
+    [[nodiscard]] double firstProgressSeconds(int rank) const noexcept;
     /// Bytes held (for the memory benchmark).
     [[nodiscard]] std::size_t bytes() const noexcept;
     /// Changes with every sample taken (appended or merged into the newest): views skip rebuilding
@@ -76,6 +80,7 @@ private:
     // [metric][rank] -> samples, all as long as m_times
     std::vector<std::vector<std::vector<float>>> m_ranks;
     std::vector<std::vector<double>> m_global;
+    std::vector<double> m_firstProgress; // per rank: firstProgressSeconds()
     std::array<std::vector<float>, kRankMetricCount> m_values; // one snapshot's, reused
 };
 

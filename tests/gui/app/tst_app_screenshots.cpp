@@ -64,9 +64,9 @@ private Q_SLOTS:
                                  u"history.png"_s, u"compare.png"_s};
         QTest::addRow("1x light, idle") << 1 << u"light"_s << 0 << common + QStringList{u"run.png"_s};
         QTest::addRow("2x dark, idle") << 2 << u"dark"_s << 0 << common + QStringList{u"run.png"_s};
-        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + QStringList{u"run-live-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s};
+        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + QStringList{u"run-starting-4.png"_s, u"run-live-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s};
         QTest::addRow("2x dark, 1024 ranks") << 2 << u"dark"_s << 1024
-                                             << common + QStringList{u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s};
+                                             << common + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s};
     }
 
     void pages()

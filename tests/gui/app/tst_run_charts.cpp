@@ -3,7 +3,8 @@
 // the heat map updated sample by sample across timeline compactions equal what a fresh full
 // computation gives; in steady state only the newest samples are recomputed; the page shows the
 // table and the charts of a 1024-rank run in turns and catches up once the stream pauses; the
-// per-rank plots' shared selection, clicks and title.
+// per-rank plots' shared selection, clicks and title; heat-map cells before a rank's first progress
+// read as no data (not as the slowest rank), and the comm bars' legend lists only what is drawn.
 
 #include "rank_heat_map.h"
 #include "rank_plot.h"
@@ -13,10 +14,13 @@
 #include "run_page.h"
 #include "synthetic_run.h"
 
+#include "charts/color_map.h"
+
 #include <QSignalSpy>
 #include <QTest>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -38,6 +42,15 @@ double bruteQuantile(const RunTimeline &tl, RankMetric metric, size_t sample, do
     std::sort(column.begin(), column.end());
     const size_t k = std::min(column.size() - 1, size_t(q * double(column.size() - 1) + 0.5));
     return double(column[k]);
+}
+
+/// How far @p c is from the nearest colour of the heat map's scale (sum of channel differences).
+int distanceFromScale(QRgb c)
+{
+    int best = 1 << 30;
+    for (const QRgb v : cppl::charts::ColorMap::viridis().table())
+        best = std::min(best, std::abs(qRed(c) - qRed(v)) + std::abs(qGreen(c) - qGreen(v)) + std::abs(qBlue(c) - qBlue(v)));
+    return best;
 }
 
 } // namespace
@@ -194,6 +207,112 @@ private Q_SLOTS:
         QVERIFY2(rank >= 0 && rank < 40, qPrintable(QString::number(rank)));
         QTest::mouseClick(w.get(), Qt::LeftButton, {}, QPoint(2, w->height() - 2)); // outside the plot
         QCOMPARE(clicked.size(), 1);
+    }
+
+    void heatMapCellsWithoutDataReadAsNoData()
+    {
+        // Before its first progress message a rank's rate is 0 in the timeline, and its cells were
+        // painted the darkest colour of the scale: the slowest rank's. They read as no data
+        // instead: hatched grey, no colour of the scale, a tooltip and a legend entry saying so.
+        SyntheticRun run(40);
+        run.advanceTo(2.0);
+        const RunTimeline &tl = run.timeline();
+        int late = -1, early = -1;
+        for (int r = 0; r < 40; ++r) {
+            if (late < 0 && run.startOf(r) > 2.5)
+                late = r;
+            if (early < 0 && run.startOf(r) < 1.0)
+                early = r;
+        }
+        QVERIFY2(late >= 0 && early >= 0, "the synthetic ranks start between 0.5 and 4 s");
+        // The timeline keeps when each rank's progress began: the first sample holding it.
+        QVERIFY(std::isinf(tl.firstProgressSeconds(late)));
+        const double first = tl.firstProgressSeconds(early);
+        QVERIFY2(first >= run.startOf(early) && first <= run.startOf(early) + 0.5, qPrintable(QString::number(first)));
+        QCOMPARE(tl.rank(RankMetric::TokensPerSecond, late).back(), 0.0F);
+
+        RankHeatMap heat;
+        heat.setData(tl, run.snapshot(), 2500);
+        QVERIFY(heat.hasCellsWithoutData());
+        const QImage image = heat.imageForRows(40);
+        for (int c = 0; c < image.width(); ++c)
+            QCOMPARE(qAlpha(image.pixel(c, late)), 0); // transparent: the hatching shows
+        QCOMPARE(qAlpha(image.pixel(image.width() - 1, early)), 255);
+
+        heat.resize(420, 320);
+        heat.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&heat));
+        const QImage shot = heat.grab().toImage().convertToFormat(QImage::Format_RGB32);
+        const QRectF plot = heat.plotRect();
+        QVERIFY(plot.isValid());
+        auto rowY = [&](int r) { return int(plot.top() + (r + 0.5) * plot.height() / 40); };
+        // Across the late rank's row nothing is a colour of the scale (the darkest was what it showed).
+        int minDistance = 1 << 30;
+        for (int x = int(plot.left()) + 2; x < int(plot.right()) - 1; ++x)
+            minDistance = std::min(minDistance, distanceFromScale(shot.pixel(x, rowY(late))));
+        QVERIFY2(minDistance > 40, qPrintable(QString::number(minDistance)));
+        // A rank with data, at the right end, is a colour of the scale.
+        QVERIFY(distanceFromScale(shot.pixel(int(plot.right()) - 3, rowY(early))) < 12);
+        // Its tooltip says so, and which rank; a cell with data gives the rate.
+        const QString noData = heat.toolTipAt(QPointF(plot.right() - 3, rowY(late)));
+        QVERIFY2(noData.startsWith(u"rank %1 at 0:02: no data yet"_s.arg(late)), qPrintable(noData));
+        const QString rate = heat.toolTipAt(QPointF(plot.right() - 3, rowY(early)));
+        QVERIFY2(rate.startsWith(u"rank %1 at 0:02: "_s.arg(early)) && rate.endsWith(u" tok/s"_s), qPrintable(rate));
+        QCOMPARE(heat.toolTipAt(QPointF(1, 1)), heat.toolTip()); // away from the cells: what the map shows
+        QVERIFY(heat.toolTip().contains(u"no data yet"_s));
+
+        // Once every rank reported, the late rank's new columns have colours; its first ones stay
+        // hatched (and the legend says what they are).
+        run.advanceTo(6.0);
+        heat.setData(run.timeline(), run.snapshot(), 2500);
+        const QImage later = heat.imageForRows(40);
+        QCOMPARE(qAlpha(later.pixel(later.width() - 1, late)), 255);
+        QCOMPARE(qAlpha(later.pixel(0, late)), 0);
+        QVERIFY(heat.hasCellsWithoutData());
+        // A run whose every rank had progress in the first sample has no such cell, no legend entry.
+        cppl::core::telemetry::Snapshot s;
+        s.worldSize = 3;
+        for (int r = 0; r < 3; ++r) {
+            cppl::core::telemetry::RankView v;
+            v.rank = r;
+            v.heard = v.hasProgress = true;
+            v.tokensPerSecond = 100.0 * (r + 1);
+            s.ranks.push_back(v);
+        }
+        RunTimeline all;
+        all.reset();
+        QVERIFY(all.append(0.5, s));
+        QVERIFY(all.append(1.0, s));
+        QCOMPARE(all.firstProgressSeconds(0), 0.5);
+        RankHeatMap full;
+        full.setData(all, s, 300);
+        QVERIFY(!full.hasCellsWithoutData());
+    }
+
+    void commBarsLegendListsOnlyWhatIsDrawn()
+    {
+        // The legend named the dashed threshold line (and the bars) when none was drawn: before any
+        // rank's comm share is known the plot says so and draws nothing.
+        cppl::app::CommShareBars bars;
+        bars.resize(420, 260);
+        bars.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&bars));
+        bars.setData(cppl::core::telemetry::Snapshot{}, 0.15);
+        QCOMPARE(bars.legendLabels(), QStringList());
+        SyntheticRun run(40);
+        run.advanceTo(SyntheticRun::kFirstSyncSeconds - 2); // every rank has progress, none has synced
+        bars.setData(run.snapshot(), 0.15);
+        QCOMPARE(bars.legendLabels(), QStringList());
+        (void)bars.grab();
+        const QRectF unknownPlot = bars.plotRect();
+        run.advanceTo(SyntheticRun::kFirstSyncSeconds + 2);
+        bars.setData(run.snapshot(), 0.15);
+        QCOMPARE(bars.legendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s, u"alert threshold 15.0%"_s}));
+        (void)bars.grab();
+        // The legend takes its room only when it lists something.
+        QVERIFY2(unknownPlot.top() < bars.plotRect().top(), qPrintable(u"%1 vs %2"_s.arg(unknownPlot.top()).arg(bars.plotRect().top())));
+        bars.setData(run.snapshot(), 0); // no threshold: no line, not in the legend
+        QCOMPARE(bars.legendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s}));
     }
 
     void pageTakesTurnsAndCatchesUp()
