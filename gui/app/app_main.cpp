@@ -9,6 +9,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QSize>
 #include <QStyleFactory>
 #include <QTextStream>
 #include <QTimer>
@@ -51,7 +52,8 @@ int appMain(int argc, char **argv)
                                     u"Start the profile's run at once. With --screenshot: run it for real and grab the pages mid-run and finished."_s);
     const QCommandLineOption agentOpt(u"agent"_s, u"Agent executable on every host (a build tree's; overrides the profile)."_s, u"PATH"_s);
     const QCommandLineOption timeoutOpt(u"run-timeout"_s, u"With --screenshot --run: stop the run after S seconds (default 600)."_s, u"S"_s, u"600"_s);
-    parser.addOptions({shotOpt, scaleOpt, themeOpt, ranksOpt, profileOpt, runOpt, agentOpt, timeoutOpt});
+    const QCommandLineOption sizeOpt(u"size"_s, u"With --screenshot: the window's size in logical pixels (default 1500x940)."_s, u"WxH"_s);
+    parser.addOptions({shotOpt, scaleOpt, themeOpt, ranksOpt, profileOpt, runOpt, agentOpt, timeoutOpt, sizeOpt});
     parser.process(app);
 
     QTextStream err(stderr);
@@ -74,6 +76,19 @@ int appMain(int argc, char **argv)
         }
     }
 
+    QSize size(1500, 940);
+    if (parser.isSet(sizeOpt)) {
+        const QStringList wh = parser.value(sizeOpt).split(u'x');
+        bool okW = false, okH = false;
+        if (wh.size() == 2)
+            size = QSize(wh[0].toInt(&okW), wh[1].toInt(&okH));
+        if (!okW || !okH || size.width() < 320 || size.height() < 240 || size.width() > 8192 || size.height() > 8192) {
+            err << "clusterppl: --size must be WIDTHxHEIGHT in logical pixels (320x240 to 8192x8192), e.g. 1024x768, got \""
+                << parser.value(sizeOpt) << "\"\n";
+            return 2;
+        }
+    }
+
     MainWindow window;
     if (parser.isSet(agentOpt))
         window.setAgentOverride(parser.value(agentOpt));
@@ -92,7 +107,7 @@ int appMain(int argc, char **argv)
             err << "clusterppl: --run-timeout must be a positive number of seconds, got \"" << parser.value(timeoutOpt) << "\"\n";
             return 2;
         }
-        window.resize(1500, 940);
+        window.resize(size);
         QString error;
         const QStringList files = captureLiveRun(window, parser.value(shotOpt), timeout, &error);
         if (files.isEmpty()) {
@@ -108,6 +123,8 @@ int appMain(int argc, char **argv)
         ScreenshotOptions o;
         o.directory = parser.value(shotOpt);
         o.syntheticRanks = ranks;
+        o.width = size.width();
+        o.height = size.height();
         QString error;
         const QStringList files = renderScreenshots(window, o, &error);
         if (files.isEmpty()) {

@@ -10,6 +10,7 @@
 
 #include <QComboBox>
 #include <QDateEdit>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -52,7 +53,10 @@ HistoryPage::HistoryPage(QWidget *parent)
     : QWidget(parent)
 {
     auto *outer = new QVBoxLayout(this);
+    // Two rows: search and dates, then the lists. On one row they made the window at least
+    // 1,392 px wide (every page's minimum is the window's), too wide for a 1024 px screen.
     auto *filters = new QHBoxLayout;
+    auto *lists = new QHBoxLayout;
     m_search = new QLineEdit(this);
     m_search->setObjectName(u"historySearch"_s);
     m_search->setPlaceholderText(tr("Search run id, profile, model, data, cause…"));
@@ -60,10 +64,12 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_search->setMinimumWidth(m_search->fontMetrics().horizontalAdvance(m_search->placeholderText()) + 30);
     filters->addWidget(m_search, 2);
     auto combo = [&](const QString &label) {
-        filters->addWidget(new QLabel(label, this));
+        lists->addWidget(new QLabel(label, this));
         auto *c = new QComboBox(this);
         c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-        filters->addWidget(c);
+        // A long model or data file name is elided rather than widening the page (full names in the list).
+        c->setMaximumWidth(c->fontMetrics().averageCharWidth() * 32);
+        lists->addWidget(c);
         return c;
     };
     m_modelBox = combo(tr("Model"));
@@ -77,7 +83,9 @@ HistoryPage::HistoryPage(QWidget *parent)
     filters->addWidget(new QLabel(tr("to"), this));
     m_to = dateEdit(this);
     filters->addWidget(m_to);
+    lists->addStretch(1);
     outer->addLayout(filters);
+    outer->addLayout(lists);
 
     m_model = new HistoryModel(this);
     m_filter = new HistoryFilterModel(this);
@@ -119,6 +127,7 @@ HistoryPage::HistoryPage(QWidget *parent)
 
     auto *buttons = new QHBoxLayout;
     m_count = new QLabel(this);
+    m_count->setWordWrap(true); // a reason may be long: it wraps rather than widening the window
     buttons->addWidget(m_count, 1);
     m_open = new QPushButton(tr("&Open"), this);
     m_rerun = new QPushButton(tr("Re-&run"), this);
@@ -266,8 +275,13 @@ void HistoryPage::applyFilters()
     m_filter->setStatusFilter(st < 0 ? std::nullopt : std::optional<RunStatus>(RunStatus(st)));
     m_filter->setNodeCount(m_nodesBox->currentData().toInt());
     m_filter->setDateRange(m_from->date() == kAnyDate ? QDate() : m_from->date(), m_to->date() == kAnyDate ? QDate() : m_to->date());
-    if (m_store)
-        m_count->setText(tr("%1 of %n stored run(s) shown — %2", nullptr, m_model->rowCount()).arg(m_filter->rowCount()).arg(m_store->path()));
+    if (m_store) {
+        // The store's file name; its whole path (long, and it made the page that wide) in the tooltip.
+        m_count->setText(tr("%1 of %n stored run(s) shown — %2", nullptr, m_model->rowCount())
+                             .arg(m_filter->rowCount())
+                             .arg(QFileInfo(m_store->path()).fileName()));
+        m_count->setToolTip(tr("The run history: %1").arg(m_store->path()));
+    }
     m_empty->setText(m_model->rowCount() == 0
                          ? tr("No runs stored yet.\n\nEvery run started with Run (Ctrl+R), Sweep or clusterppl-cli run is recorded here.")
                          : tr("No stored run matches the search and filters above."));

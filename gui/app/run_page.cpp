@@ -56,9 +56,47 @@ QString duration(double seconds)
     return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
 }
 
-QLabel *headline(QWidget *parent, const QString &name, double scale = 1.0)
+/// A headline figure: on one line when there is room, wrapped at its spaces when the window is
+/// narrow. Its minimum width is fixed (a few words), so the page's minimum width does not follow
+/// the figures: a 1024-rank run's counts ("3,501,727,834 tokens scored · windows 13,678,096 /
+/// 22,080,000") and badge ("✓ Recovered · rank 777 lost") made the Run page 1,277 px wide at the
+/// least, a 4-rank run's 728.
+class FigureLabel : public QLabel
 {
-    auto *l = new QLabel(parent);
+public:
+    FigureLabel(QWidget *parent, const QString &widestWord)
+        : QLabel(parent)
+        , m_widestWord(widestWord)
+    {
+        setWordWrap(true);
+    }
+    QSize sizeHint() const override
+    {
+        // One line: QLabel's own hint for wrapped text is a guess (about 40 characters a line).
+        const int w = oneLineWidth();
+        return {w, heightForWidth(w)};
+    }
+    QSize minimumSizeHint() const override
+    {
+        // The same whatever the text (also when it is shorter or hidden), so the page's minimum
+        // width is the same in every state and for any number of ranks.
+        const int w = fontMetrics().horizontalAdvance(m_widestWord) + marginsWidth();
+        return {w, heightForWidth(w)};
+    }
+
+private:
+    int marginsWidth() const
+    {
+        const QMargins m = contentsMargins();
+        return m.left() + m.right() + 2 * margin() + 2;
+    }
+    int oneLineWidth() const { return fontMetrics().horizontalAdvance(text()) + marginsWidth(); }
+    QString m_widestWord;
+};
+
+QLabel *headline(QWidget *parent, const QString &name, double scale = 1.0, const QString &widestWord = {})
+{
+    QLabel *l = widestWord.isEmpty() ? new QLabel(parent) : new FigureLabel(parent, widestWord);
     l->setObjectName(name);
     QFont f = l->font();
     f.setPointSizeF(f.pointSizeF() * scale);
@@ -89,12 +127,13 @@ RunPage::RunPage(QWidget *parent)
     m_stop = new QPushButton(tr("Stop"), this);
     m_stop->setToolTip(tr("End every rank of this run (Ctrl+.)"));
     m_stop->setEnabled(false);
-    m_phase = headline(this, u"phase"_s);
+    // The badge and the figures wrap when the window is narrow (1024 px); the PPL keeps its line.
+    m_phase = headline(this, u"phase"_s, 1.0, u"✓ Recovered ·"_s);
     m_ppl = headline(this, u"ppl"_s, 1.6);
-    m_tokens = headline(this, u"tokens"_s);
-    m_rate = headline(this, u"rate"_s);
-    m_eta = headline(this, u"eta"_s);
-    m_telemetry = headline(this, u"telemetry"_s);
+    m_tokens = headline(this, u"tokens"_s, 1.0, u"000,000,000,000 tokens"_s);
+    m_rate = headline(this, u"rate"_s, 1.0, u"000,000,000,000 tokens"_s);
+    m_eta = headline(this, u"eta"_s, 1.0, u"elapsed 00:00:00"_s);
+    m_telemetry = headline(this, u"telemetry"_s, 1.0, u"elapsed 00:00:00"_s);
     m_telemetry->setToolTip(tr("Lost: messages the ranks sent that never arrived (their seq numbers are missing; a "
                                "sender drops when its queue is full). Skipped: progress and heartbeats received "
                                "while the collector was behind and superseded by a newer one of the same rank, "

@@ -38,6 +38,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <map>
+
 using namespace Qt::StringLiterals;
 using cppl::app::ProfileModel;
 
@@ -84,6 +86,7 @@ private Q_SLOTS:
     void lostRankAlertTakesOverFailed();
     void noticeLineWhileRecovering();
     void syntheticRunSaysWhatARealRunSays();
+    void runPageWidthDoesNotFollowTheRanks();
     void deviationChartNamesTheSchedule();
     void alertStormOnTheRunPage();
     void memoryColumn_data();
@@ -866,6 +869,47 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     four.advanceTo(60);
     four.showOn(page);
     QCOMPARE(page.noticeText(), u"run synthetic-4-ranks: 4 ranks on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:40213"_s);
+}
+
+void TestAppModels::runPageWidthDoesNotFollowTheRanks()
+{
+    // The window's minimum width is its pages' widest minimum: with 1024 ranks the Run page's
+    // headline figures ("3,501,727,834 tokens scored · windows …", "✓ Recovered · rank 777 lost")
+    // made it 1,127–1,277 px, with 4 ranks 728–850, so a 1024 px screen could not show a large run.
+    // The figures wrap when narrow: the page's minimum is the same in each state for 4 and 1024
+    // ranks, and leaves room for the page list in a 1024 px window.
+    std::map<QString, int> widths;
+    for (const int n : {4, 1024}) {
+        cppl::app::SyntheticRun live(n);
+        live.advanceTo(0.6 * 600 + 12);
+        cppl::app::RunPage page;
+        page.resize(1500, 900);
+        live.showOn(page);
+        QStringList states{u"live"_s};
+        std::vector<int> seen{page.minimumSizeHint().width()};
+        live.showStalledRankLostOn(page);
+        states << u"recovering"_s;
+        seen.push_back(page.minimumSizeHint().width());
+        cppl::app::SyntheticRun finished(n);
+        finished.advanceTo(600);
+        finished.finish();
+        finished.showOn(page);
+        states << u"finished"_s;
+        seen.push_back(page.minimumSizeHint().width());
+        cppl::app::SyntheticRun recovered(n);
+        recovered.advanceTo(600);
+        recovered.finish(true);
+        recovered.showOn(page);
+        recovered.showRecoveredOn(page);
+        states << u"recovered"_s;
+        seen.push_back(page.minimumSizeHint().width());
+        for (qsizetype i = 0; i < states.size(); ++i) {
+            QVERIFY2(seen[size_t(i)] <= 880, qPrintable(u"%1 ranks, %2: %3 px"_s.arg(n).arg(states[i]).arg(seen[size_t(i)])));
+            const auto [it, fresh] = widths.emplace(states[i], seen[size_t(i)]);
+            if (!fresh)
+                QVERIFY2(it->second == seen[size_t(i)], qPrintable(u"%1: %2 px with 4 ranks, %3 px with %4"_s.arg(states[i]).arg(it->second).arg(seen[size_t(i)]).arg(n)));
+        }
+    }
 }
 
 void TestAppModels::lostRankAlertTakesOverFailed()
