@@ -30,59 +30,76 @@ QFont scaledFont(QFont f, qreal factor, bool bold)
 
 namespace {
 
-// Flow layout of legend entries in rows of at most `width`; paints when paint is true. Returns height.
+// Paints the legend laid out by legendLayout(). Returns its height.
 qreal layoutLegend(QPainter &painter, const QRectF &area, const Theme &theme, const FrameSpec &spec, bool paint)
 {
-    if (spec.legend.empty())
-        return 0;
-    const QFontMetricsF fm(painter.font());
-    const qreal rowH = std::max(fm.height(), theme.markerSize + 2) + 4;
-    qreal x = area.left(), y = area.top();
-    int row = 0;
-    const size_t n = spec.legend.size();
-    for (size_t i = 0; i < n; ++i) {
-        const LegendEntry &e = spec.legend[i];
-        const qreal w = kSwatchWidth + 5 + fm.horizontalAdvance(e.label) + 16;
-        if (x > area.left() && x + w > area.right()) {
-            ++row;
-            x = area.left();
-            y += rowH;
-        }
-        if (row >= kMaxLegendRows) {
-            // No room for the rest: say how many are not listed rather than silently dropping them.
-            row = kMaxLegendRows - 1;
-            y -= rowH;
-            const int hidden = static_cast<int>(n - i) + spec.legendOverflow;
-            if (paint) {
-                painter.setPen(theme.mutedText);
-                painter.drawText(QRectF(x, y, area.right() - x, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                                 QStringLiteral("+%1 more").arg(hidden));
-            }
-            return (row + 1) * rowH;
-        }
-        if (paint) {
-            paintSwatch(painter, QRectF(x, y + 1, kSwatchWidth, rowH - 2), e, theme);
+    const LegendLayout l = legendLayout(QFontMetricsF(painter.font()), area, theme, spec);
+    if (paint) {
+        for (size_t i = 0; i < l.entries.size(); ++i) {
+            const QRectF &r = l.entries[i];
+            paintSwatch(painter, QRectF(r.left(), r.top() + 1, kSwatchWidth, r.height() - 2), spec.legend[i], theme);
             painter.setPen(theme.text);
-            painter.drawText(QRectF(x + kSwatchWidth + 5, y, w, rowH), Qt::AlignLeft | Qt::AlignVCenter, e.label);
+            painter.drawText(QRectF(r.left() + kSwatchWidth + 5, r.top(), r.width() - kSwatchWidth - 5, r.height()),
+                             Qt::AlignLeft | Qt::AlignVCenter, spec.legend[i].label);
         }
-        x += w;
-    }
-    if (spec.legendOverflow > 0) {
-        const QString more = QStringLiteral("+%1 more").arg(spec.legendOverflow);
-        if (x > area.left() && x + fm.horizontalAdvance(more) > area.right()) {
-            ++row;
-            x = area.left();
-            y += rowH;
-        }
-        if (paint) {
+        if (!l.moreText.isEmpty()) {
             painter.setPen(theme.mutedText);
-            painter.drawText(QRectF(x, y, area.right() - x, rowH), Qt::AlignLeft | Qt::AlignVCenter, more);
+            painter.drawText(l.more, Qt::AlignLeft | Qt::AlignVCenter, l.moreText);
         }
     }
-    return (row + 1) * rowH;
+    return l.height;
 }
 
 } // namespace
+
+LegendLayout legendLayout(const QFontMetricsF &fm, const QRectF &area, const Theme &theme, const FrameSpec &spec)
+{
+    LegendLayout out;
+    const size_t n = spec.legend.size();
+    if (n == 0 && spec.legendOverflow <= 0)
+        return out;
+    const qreal rowH = std::max(fm.height(), theme.markerSize + 2) + 4;
+    auto widthOf = [&](size_t i) { return kSwatchWidth + 5 + fm.horizontalAdvance(spec.legend[i].label) + 16; };
+    auto moreText = [&](size_t shown) {
+        const int hidden = static_cast<int>(n - shown) + spec.legendOverflow;
+        return hidden > 0 ? QStringLiteral("+%1 more").arg(hidden) : QString();
+    };
+    // The first `shown` entries in rows, then "+N more" after them: the rows this takes.
+    auto place = [&](size_t shown, LegendLayout *l) {
+        qreal x = area.left();
+        int row = 0;
+        auto next = [&](qreal w) {
+            if (x > area.left() && x + w > area.right()) {
+                ++row;
+                x = area.left();
+            }
+            const QRectF r(x, area.top() + row * rowH, w, rowH);
+            x += w;
+            return r;
+        };
+        for (size_t i = 0; i < shown; ++i) {
+            const QRectF r = next(widthOf(i));
+            if (l)
+                l->entries.push_back(r);
+        }
+        const QString more = moreText(shown);
+        if (!more.isEmpty()) {
+            const QRectF r = next(fm.horizontalAdvance(more) + 4);
+            if (l) {
+                l->more = r;
+                l->moreText = more;
+            }
+        }
+        return row + 1;
+    };
+    // As many entries as fit in the rows allowed with the "+N more" that says how many are not
+    // listed after them (it used to be drawn over the last row's first entries).
+    size_t shown = n;
+    while (shown > 0 && place(shown, nullptr) > kMaxLegendRows)
+        --shown;
+    out.height = place(shown, &out) * rowH;
+    return out;
+}
 
 QPen seriesPen(const QColor &color, qreal width, Qt::PenStyle dash)
 {

@@ -56,6 +56,17 @@ struct Frame
     double mapY(double t) const { return plot.bottom() - t * plot.height(); }
 };
 
+/// Where the legend's entries go (flowing in rows of the area's width, at most three rows) and,
+/// when not all fit, the "+N more" that follows the last one listed.
+struct LegendLayout
+{
+    std::vector<QRectF> entries; // the first entries.size() of the spec's legend
+    QRectF more;
+    QString moreText; // empty: every entry is listed
+    qreal height = 0;
+};
+LegendLayout legendLayout(const QFontMetricsF &fm, const QRectF &area, const Theme &theme, const FrameSpec &spec);
+
 /// Lays out and paints everything but the data; returns the plot rectangle the data goes into.
 Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec);
 

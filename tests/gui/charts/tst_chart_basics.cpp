@@ -3,6 +3,7 @@
 // decimation, pixel density and band quantiles.
 #include "charts/band_chart.h"
 #include "charts/chart_axis.h"
+#include "charts/chart_frame.h"
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
 
@@ -38,6 +39,7 @@ private Q_SLOTS:
     void simplifiedPolylineStaysClose();
     void densityCountsEachSeriesOncePerPixel();
     void bandQuantiles();
+    void legendOverflowFollowsTheLastEntry();
 };
 
 void TestChartBasics::niceTicks_data()
@@ -347,6 +349,42 @@ void TestChartBasics::simplifiedPolylineStaysClose()
         QVERIFY(std::any_of(out.begin(), out.end(), [&](const QPointF &p) { return p == line[617]; }));
     if (shape == 2)
         QCOMPARE(out.size(), line.size()); // nothing to drop in a zigzag wider than the tolerance
+}
+
+void TestChartBasics::legendOverflowFollowsTheLastEntry()
+{
+    // Seven entries where three rows hold five or so: "+N more" was drawn at the start of the
+    // third row, over the entries already there (the Run page's tok/s legend at 1024 px).
+    using namespace cppl::charts::detail;
+    using namespace Qt::StringLiterals;
+    const QFont font;
+    const QFontMetricsF fm(font);
+    const auto theme = cppl::charts::Theme::light();
+    FrameSpec spec;
+    for (const char *label : {"p95 of ranks", "median", "p5 of ranks", "rank 777 (node-097) stalled", "rank 37 (node-004) slow",
+                              "rank 538 (node-067) slow", "rank 12 (selected)"})
+        spec.legend.push_back({QString::fromLatin1(label), LegendEntry::Swatch::Line, Qt::black, Qt::SolidLine, {}, Qt::NoBrush});
+    const qreal rowH = std::max(fm.height(), theme.markerSize + 2) + 4;
+    for (const qreal width : {200.0, 260.0, 300.0, 420.0, 2000.0}) {
+        const QRectF area(0, 0, width, 500);
+        const LegendLayout l = legendLayout(fm, area, theme, spec);
+        const auto shown = l.entries.size();
+        QVERIFY2(l.height <= 3 * rowH + 0.01, qPrintable(QString::number(width)));
+        std::vector<QRectF> rects = l.entries;
+        if (shown < spec.legend.size()) {
+            QCOMPARE(l.moreText, u"+%1 more"_s.arg(spec.legend.size() - shown));
+            rects.push_back(l.more);
+        } else {
+            QVERIFY(l.moreText.isEmpty());
+        }
+        for (size_t i = 0; i < rects.size(); ++i) {
+            QVERIFY(rects[i].bottom() <= l.height + 0.01);
+            for (size_t j = i + 1; j < rects.size(); ++j)
+                QVERIFY2(!rects[i].intersects(rects[j]), qPrintable(u"width %1: %2 and %3 overlap"_s.arg(width).arg(i).arg(j)));
+        }
+        if (width >= 2000)
+            QCOMPARE(shown, spec.legend.size());
+    }
 }
 
 QTEST_MAIN(TestChartBasics)
