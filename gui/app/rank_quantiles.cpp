@@ -2,6 +2,7 @@
 #include "rank_quantiles.h"
 
 #include <algorithm>
+#include <limits>
 
 using cppl::core::run::RankMetric;
 using cppl::core::run::RunTimeline;
@@ -38,11 +39,13 @@ double RankQuantiles::quantileOf(std::vector<float> &values, double q)
 
 void RankQuantiles::computeSample(size_t sample)
 {
-    m_column.resize(m_series.size());
+    m_column.clear();
+    const double t = m_times[sample];
     for (size_t r = 0; r < m_series.size(); ++r)
-        m_column[r] = m_series[r][sample];
+        if (t >= m_firstProgress[r]) // a rank's value counts from its first progress on
+            m_column.push_back(m_series[r][sample]);
     for (size_t q = 0; q < m_quantiles.size(); ++q)
-        m_values[q][sample] = quantileOf(m_column, m_quantiles[q]);
+        m_values[q][sample] = m_column.empty() ? std::numeric_limits<double>::quiet_NaN() : quantileOf(m_column, m_quantiles[q]);
     ++m_lastComputed;
 }
 
@@ -86,8 +89,12 @@ void RankQuantiles::update(const RunTimeline &tl, int budget)
     for (auto &v : m_values)
         v.resize(n);
     m_series.resize(static_cast<size_t>(std::max(world, 0)));
-    for (int r = 0; r < world; ++r)
+    m_firstProgress.resize(m_series.size());
+    for (int r = 0; r < world; ++r) {
         m_series[static_cast<size_t>(r)] = tl.rank(m_metric, r).data();
+        // It changes only from +inf to the newest sample's time, which is always recomputed.
+        m_firstProgress[static_cast<size_t>(r)] = tl.firstProgressSeconds(r);
+    }
     if (world <= 0)
         return;
     // Stand-ins oldest first, within the budget; then every sample that has no value at all.

@@ -26,7 +26,9 @@ public:
     /// the timeline) computes every sample exactly, whatever the budget.
     void update(const cppl::core::run::RunTimeline &timeline, int budget = 48);
 
-    /// Quantile @p q (index into the constructor's list) at every sample, as long as the timeline.
+    /// Quantile @p q (index into the constructor's list) at every sample, as long as the timeline:
+    /// over the ranks that had sent progress by then (RunTimeline::firstProgressSeconds; before
+    /// it a rank's 0 is no data, not a rate), NaN while none had.
     [[nodiscard]] const std::vector<double> &values(int q) const { return m_values[static_cast<size_t>(q)]; }
     [[nodiscard]] size_t size() const noexcept { return m_size; }
     /// True when every value is exact (no merged stand-ins are left).
@@ -46,6 +48,7 @@ private:
     std::vector<std::vector<double>> m_values; // [quantile][sample]
     std::vector<double> m_times;               // the timeline's times at the last update
     std::vector<const float *> m_series;       // per rank, during update()
+    std::vector<double> m_firstProgress;       // per rank, during update()
     size_t m_size = 0;
     size_t m_exactUpTo = 0; // samples [0, m_exactUpTo) are exact
     int m_worldSize = 0;

@@ -556,7 +556,10 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
     // The heat map's colour scale tops out at the largest 99th percentile across ranks of any
     // sample, so one outlier does not darken the rest.
     const auto &p99 = m_rateBand->values(3);
-    const double top = p99.empty() ? 0.0 : *std::max_element(p99.begin(), p99.end());
+    double top = 0; // NaN where no rank had progress yet
+    for (const double v : p99)
+        if (std::isfinite(v))
+            top = std::max(top, v);
     m_heat->setData(tl, snapshot, top);
 }
 
