@@ -556,10 +556,26 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
     // The heat map's colour scale tops out at the largest 99th percentile across ranks of any
     // sample, so one outlier does not darken the rest.
     const auto &p99 = m_rateBand->values(3);
-    double top = 0; // NaN where no rank had progress yet
-    for (const double v : p99)
-        if (std::isfinite(v))
-            top = std::max(top, v);
+    // Samples where few ranks had reported (the run's first seconds) would set it from a handful:
+    // those where nine in ten had count, unless there are none yet. NaN: no rank had reported.
+    std::vector<double> firsts(static_cast<size_t>(std::max(ranks, 0)));
+    for (int r = 0; r < ranks; ++r)
+        firsts[size_t(r)] = tl.firstProgressSeconds(r);
+    double from = -std::numeric_limits<double>::infinity();
+    if (!firsts.empty()) {
+        const size_t k = (firsts.size() * 9 + 9) / 10 - 1;
+        std::nth_element(firsts.begin(), firsts.begin() + std::ptrdiff_t(k), firsts.end());
+        from = firsts[k];
+    }
+    double top = 0, anyTop = 0;
+    for (size_t i = 0; i < p99.size(); ++i)
+        if (std::isfinite(p99[i])) {
+            anyTop = std::max(anyTop, p99[i]);
+            if (times[i] >= from)
+                top = std::max(top, p99[i]);
+        }
+    if (top <= 0)
+        top = anyTop;
     m_heat->setData(tl, snapshot, top);
 }
 
