@@ -300,6 +300,9 @@ void SyntheticRun::showStalledRankLostOn(RunPage &page) const
                                  .arg(m_stalled)
                                  .arg(QString::fromStdString(hostOf(m_stalled, m_n))));
     page.setNotice(cppl::core::run::rankLostNotice({m_stalled}));
+    // Then the checkpoints' word on resuming (the regroup line: lost after round 41, so the first
+    // complete round after it is 43; round 41 was saved before the loss).
+    page.setNotice(cppl::core::run::checkpointRegroupNotice(43, 41));
     page.addAlerts({stalledRankLostAlert()});
 }
 

@@ -821,7 +821,8 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     const int lost = run.stalledRank();
     QCOMPARE(lost, 777);
     run.showStalledRankLostOn(page);
-    QCOMPARE(page.noticeText(), u"rank 777 lost; the others regrouped without it and the run goes on"_s);
+    QCOMPARE(page.noticeText(), u"rank 777 lost; the others regrouped without it and the run goes on\n"_s
+                                    + cppl::core::run::checkpointRegroupNotice(43, 41));
     QVERIFY2(page.phaseText().contains(u"Recovering"_s), qPrintable(page.phaseText()));
     QTRY_VERIFY(!page.alertModel()->allAlerts().empty());
     QCOMPARE(page.alertModel()->allAlerts().back().kind, cppl::core::run::AlertKind::RankLost);
