@@ -80,6 +80,7 @@ public:
     {
         // The same whatever the text (also when it is shorter or hidden), so the page's minimum
         // width is the same in every state and for any number of ranks.
+        ensurePolished();
         const int w = fontMetrics().horizontalAdvance(m_widestWord) + marginsWidth();
         return {w, heightForWidth(w)};
     }
@@ -90,9 +91,27 @@ private:
         const QMargins m = contentsMargins();
         return m.left() + m.right() + 2 * margin() + 2;
     }
-    int oneLineWidth() const { return fontMetrics().horizontalAdvance(text()) + marginsWidth(); }
+    int oneLineWidth() const
+    {
+        ensurePolished(); // the badge's style sheet sets a bold font and padding
+        return fontMetrics().horizontalAdvance(text()) + marginsWidth();
+    }
     QString m_widestWord;
 };
+
+/// The run-state badge of a run that goes on, or went on, without lost ranks: white on dark
+/// orange, bold. Font and padding are set on the label, not in the style sheet, so that its size
+/// hint (FigureLabel) measures the text as drawn.
+void setBadge(QLabel *label, bool on)
+{
+    QFont f = label->font();
+    f.setBold(on);
+    label->setFont(f);
+    // The padding as contents margins, which the size hint counts (a style sheet's it does not).
+    label->setStyleSheet(on ? u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; }"_s : QString());
+    label->setContentsMargins(on ? QMargins(8, 2, 8, 2) : QMargins());
+    label->updateGeometry();
+}
 
 QLabel *headline(QWidget *parent, const QString &name, double scale = 1.0, const QString &widestWord = {})
 {
@@ -378,7 +397,7 @@ void RunPage::showRecovering()
     m_phase->setToolTip(tr("%1: the other ranks regrouped without them and the run goes on; they evaluate their unfinished "
                            "batches again, so the result will have the same bits as one rank.\n%2")
                             .arg(lostRanksSummary(lost), detail.join(u"\n"_s)));
-    m_phase->setStyleSheet(u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; padding: 2px 8px; font-weight: bold; }"_s);
+    setBadge(m_phase, true);
 }
 
 void RunPage::setPhase(RunPhase phase)
@@ -395,7 +414,7 @@ void RunPage::setPhase(RunPhase phase)
                                                         : u"● "_s;
     m_phase->setText(symbol + name);
     m_phase->setToolTip(QString());
-    m_phase->setStyleSheet(QString());
+    setBadge(m_phase, false);
     if (!m_lostLive.empty() && !cppl::core::run::isTerminal(phase) && phase != RunPhase::Stopping)
         showRecovering();
     refreshNotice();
@@ -680,7 +699,7 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "
                                "again, and the result has the same bits as one rank.\n%1")
                                 .arg(detail.join(u"\n"_s)));
-        m_phase->setStyleSheet(u"QLabel { color: white; background-color: #b34f00; border-radius: 4px; padding: 2px 8px; font-weight: bold; }"_s);
+        setBadge(m_phase, true);
         for (const QString &d : detail)
             lines << tr("Recovered: %1").arg(d);
         // The engine's last notice, "recovered (…)", says what the lines above say.
