@@ -184,8 +184,8 @@ QString checkpointRegroupNotice(int firstRound, int lastSaved)
     if (lastSaved >= firstRound)
         return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from its last saved round (round %1 so far)")
             .arg(lastSaved);
-    return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from its last saved round: round %1 "
-                                                    "until round %2, the first after the regrouping, is saved")
+    return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from round %1, the last one saved; "
+                                                    "the next to be saved is round %2, the first after the regrouping")
         .arg(lastSaved)
         .arg(firstRound);
 }

@@ -51,8 +51,8 @@ enum class RunPhase {
 /// regrouped without it and the run goes on".
 [[nodiscard]] QString rankLostNotice(const std::vector<int> &ranks);
 /// What the checkpoints mean for the user after such a regrouping, in plain words: "if the run is
-/// interrupted, it can be resumed from its last saved round: round 4 until round 7, the first
-/// after the regrouping, is saved" (@p lastSaved: the last checkpoint written, -1: none; then it
+/// interrupted, it can be resumed from round 4, the last one saved; the next to be saved is round
+/// 7, the first after the regrouping" (@p lastSaved: the last checkpoint written, -1: none; then it
 /// cannot be resumed before @p firstRound is saved).
 [[nodiscard]] QString checkpointRegroupNotice(int firstRound, int lastSaved);
 /// A lost rank's alert (AlertKind::RankLost) while the run goes on (@p endedAs Running), and as

@@ -773,8 +773,8 @@ void TestAppModels::noticeLineWhileRecovering()
     // What the checkpoints mean for a user, in plain words: what can be resumed, from which round
     // (no epochs, no "checkpoint of round N or later").
     const QString checkpoints = cppl::core::run::checkpointRegroupNotice(4, 2);
-    QCOMPARE(checkpoints, u"if the run is interrupted, it can be resumed from its last saved round: round 2 until round 4, the first "
-                           "after the regrouping, is saved"_s);
+    QCOMPARE(checkpoints, u"if the run is interrupted, it can be resumed from round 2, the last one saved; the next to be saved is "
+                           "round 4, the first after the regrouping"_s);
     QCOMPARE(cppl::core::run::checkpointRegroupNotice(2, -1),
              u"if the run is interrupted before round 2 (the first after the regrouping) is saved, it cannot be resumed: no round "
              "was saved before the loss"_s);
