@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "alert_model.h"
 
+#include "clock_text.h"
+
 #include "cppl/cluster_profile.h"
 
 #include <QColor>
@@ -16,13 +18,11 @@ using cppl::core::run::RunAlert;
 namespace cppl::app {
 
 namespace {
-// Time into the run as the Run page's "elapsed 6:12" and the charts' ticks write it: m:ss, h:mm:ss.
+// Time into the run as the Run page's "elapsed 6:12" writes it, the second cut (an alert raised at
+// 6:12.9 was raised in that second).
 QString clock(double seconds)
 {
-    const qint64 s = std::max<qint64>(0, qint64(seconds));
-    if (s >= 3600)
-        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
-    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return clockText(std::max<qint64>(0, qint64(seconds)));
 }
 
 bool severe(AlertKind k)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "rank_heat_map.h"
 
+#include "clock_text.h"
+
 #include "charts/chart_axis.h"
 #include "charts/chart_frame.h"
 #include "charts/chart_theme.h"
@@ -36,15 +38,6 @@ double scaleStep(double v)
         return 1;
     const double step = std::pow(10.0, std::floor(std::log10(v))) / 4;
     return std::ceil(v / step - 1e-9) * step;
-}
-
-/// m:ss (h:mm:ss from an hour), as the time axis and the Run page's elapsed time read.
-QString clockText(double seconds)
-{
-    const qint64 s = qint64(std::max(0.0, seconds) + 0.5);
-    if (s >= 3600)
-        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
-    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
 }
 
 /// How cells without data look: the theme's no-data grey, hatched as the legend's swatch is
@@ -376,7 +369,7 @@ QString RankHeatMap::toolTipAt(const QPointF &pos) const
         --it;
     const auto c = size_t(it - m_times.begin());
     const QString who = r1 - r0 == 1 ? tr("rank %1").arg(r0) : tr("ranks %1").arg(QString::fromStdString(cppl::rankRangeText(r0, r1 - 1)));
-    const QString when = clockText(m_times[c]);
+    const QString when = clockText(qint64(std::max(0.0, m_times[c]) + 0.5));
     std::vector<int> without;
     int slowest = -1;
     for (int r = r0; r < r1; ++r) {

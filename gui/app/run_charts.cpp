@@ -49,16 +49,12 @@ int rankFromName(const QString &name)
     return ok ? r : -1;
 }
 
-std::vector<double> toDouble(std::span<const float> s)
-{
-    return {s.begin(), s.end()};
-}
-
 /// A rank's series with a gap (NaN) before its first progress message: its 0 there is no data,
 /// not a rate of 0 (nor a deviation of 0).
 std::vector<double> rankSeries(const RunTimeline &tl, RankMetric metric, int rank)
 {
-    std::vector<double> v = toDouble(tl.rank(metric, rank));
+    const std::span<const float> samples = tl.rank(metric, rank);
+    std::vector<double> v(samples.begin(), samples.end());
     const double first = tl.firstProgressSeconds(rank);
     const auto times = tl.times();
     for (size_t i = 0; i < v.size() && i < times.size() && times[i] < first; ++i)

@@ -2,6 +2,7 @@
 #include "run_page.h"
 
 #include "alert_model.h"
+#include "clock_text.h"
 #include "history_model.h"
 #include "rank_table_model.h"
 #include "run_charts.h"
@@ -50,10 +51,7 @@ QString duration(double seconds)
 {
     if (!std::isfinite(seconds) || seconds < 0)
         return u"–"_s;
-    const qint64 s = qint64(seconds + 0.5);
-    if (s >= 3600)
-        return u"%1:%2:%3"_s.arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0')).arg(s % 60, 2, 10, QLatin1Char('0'));
-    return u"%1:%2"_s.arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return clockText(qint64(seconds + 0.5));
 }
 
 /// A headline figure: on one line when there is room, wrapped at its spaces when the window is
