@@ -69,26 +69,8 @@ std::vector<BandSample> computeBand(const std::vector<SeriesData> &series, doubl
 }
 
 BandChart::BandChart(QObject *parent)
-    : Chart(parent)
+    : XYChart(parent)
 {
-}
-
-void BandChart::touch()
-{
-    ++m_revision;
-    Q_EMIT changed();
-}
-
-void BandChart::setXAxis(const AxisSpec &axis)
-{
-    m_xAxis = axis;
-    touch();
-}
-
-void BandChart::setYAxis(const AxisSpec &axis)
-{
-    m_yAxis = axis;
-    touch();
 }
 
 void BandChart::setSeries(std::vector<SeriesData> series)
@@ -119,12 +101,6 @@ void BandChart::setHighlights(std::vector<SeriesData> highlights)
     touch();
 }
 
-void BandChart::setReferenceLines(std::vector<ReferenceLine> lines)
-{
-    m_references = std::move(lines);
-    touch();
-}
-
 QString BandChart::quantileName(double q) const
 {
     return QLatin1Char('p') + QString::number(q * 100, 'g', 3);
@@ -151,16 +127,16 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         x0 = 0;
         x1 = 1;
     }
-    x0 = m_xAxis.min.value_or(x0);
-    x1 = m_xAxis.max.value_or(x1);
+    x0 = xAxis().min.value_or(x0);
+    x1 = xAxis().max.value_or(x1);
     if (!(x1 > x0))
         x1 = x0 + 1;
 
     // One band bin per 2 device-independent px: finer is noise, coarser looks stepped.
     const int bins = std::max(2, static_cast<int>(rect.width() / 2));
-    if (!m_supplied && (m_bandRevision != m_revision || m_bandBins != bins)) {
+    if (!m_supplied && (m_bandRevision != revision() || m_bandBins != bins)) {
         m_band = computeBand(m_series, x0, x1, bins, m_lowQ, m_highQ);
-        m_bandRevision = m_revision;
+        m_bandRevision = revision();
         m_bandBins = bins;
     }
 
@@ -175,21 +151,6 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
                 y0 = std::min(y0, v);
                 y1 = std::max(y1, v);
             }
-    for (const ReferenceLine &r : m_references) {
-        y0 = std::min(y0, r.y);
-        y1 = std::max(y1, r.y);
-    }
-    if (!std::isfinite(y0)) {
-        y0 = 0;
-        y1 = 1;
-    }
-    if (m_yAxis.includeZero) {
-        y0 = std::min(y0, 0.0);
-        y1 = std::max(y1, 0.0);
-    }
-    const bool yFixed = m_yAxis.min.has_value() && m_yAxis.max.has_value();
-    y0 = m_yAxis.min.value_or(y0);
-    y1 = m_yAxis.max.value_or(y1);
 
     // Highlight names sit right of the plot, so the plot gives them room.
     const QFont labelFont = detail::tickFont(painter.font());
@@ -199,9 +160,6 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         labelW = std::max(labelW, lfm.horizontalAdvance(s.name));
 
     detail::FrameSpec spec;
-    spec.title = title();
-    spec.xTitle = m_xAxis.title;
-    spec.yTitle = m_yAxis.title;
     const int seriesShown = m_supplied ? 0 : static_cast<int>(m_series.size());
     QString bandLabel = quantileName(m_lowQ) + QStringLiteral("–") + quantileName(m_highQ);
     if (seriesShown > 0)
@@ -212,16 +170,11 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
         spec.legend.push_back({m_highlights[i].name, detail::LegendEntry::Swatch::Line, st.color, st.dash, st.marker, Qt::NoBrush});
     }
-    spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
-    spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
     spec.reserveRight = labelW > 0 ? labelW + 6 : 0;
-    m_frame = detail::paintFrame(painter, rect, th, spec);
+    const Plot axes = paintAxes(painter, rect, spec, x0, x1, y0, y1);
 
-    const QRectF plot = m_frame.plot;
-    const double ya = m_yTicks.min, yb = m_yTicks.max > m_yTicks.min ? m_yTicks.max : m_yTicks.min + 1;
-    const double sx = plot.width() / (x1 - x0), sy = plot.height() / (yb - ya);
-    auto mx = [&](double x) { return plot.left() + (x - x0) * sx; };
-    auto my = [&](double y) { return plot.bottom() - (y - ya) * sy; };
+    const QRectF plot = axes.rect;
+    const double ya = axes.y0, sx = axes.sx, sy = axes.sy;
 
     painter.save();
     painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
@@ -230,15 +183,15 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
         QPolygonF area;
         area.reserve(static_cast<qsizetype>(m_band.size() * 2));
         for (const BandSample &b : m_band)
-            area.append(QPointF(mx(b.x), my(b.high)));
+            area.append(QPointF(axes.mapX(b.x), axes.mapY(b.high)));
         for (auto it = m_band.rbegin(); it != m_band.rend(); ++it)
-            area.append(QPointF(mx(it->x), my(it->low)));
+            area.append(QPointF(axes.mapX(it->x), axes.mapY(it->low)));
         painter.setPen(Qt::NoPen);
         painter.setBrush(th.band);
         painter.drawPolygon(area);
         QPolygonF median;
         for (const BandSample &b : m_band)
-            median.append(QPointF(mx(b.x), my(b.median)));
+            median.append(QPointF(axes.mapX(b.x), axes.mapY(b.median)));
         painter.setPen(detail::seriesPen(th.median, th.lineWidth * 2, Qt::SolidLine));
         painter.setBrush(Qt::NoBrush);
         painter.drawPolyline(median);
@@ -276,16 +229,17 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
                 break;
             const size_t k = static_cast<size_t>(it - s.x.begin());
             if (!std::isnan(s.y[k]))
-                drawMarker(painter, QPointF(mx(s.x[k]), my(s.y[k])), st.marker, th.markerSize, st.color, th.plotBackground);
+                drawMarker(painter, QPointF(axes.mapX(s.x[k]), axes.mapY(s.y[k])), st.marker, th.markerSize, st.color,
+                           th.plotBackground);
         }
         if (lastValid < s.y.size()) {
-            drawMarker(painter, QPointF(mx(s.x[lastValid]), my(s.y[lastValid])), st.marker, th.markerSize, st.color,
-                       th.plotBackground);
-            labels.push_back({my(s.y[lastValid]), i});
+            drawMarker(painter, QPointF(axes.mapX(s.x[lastValid]), axes.mapY(s.y[lastValid])), st.marker, th.markerSize,
+                       st.color, th.plotBackground);
+            labels.push_back({axes.mapY(s.y[lastValid]), i});
         }
     }
     painter.restore();
-    detail::paintReferenceLines(painter, m_frame, th, m_references, ya, yb, m_yAxis.format);
+    paintReferences(painter, axes);
 
     // Names right of the plot at their line's last value, pushed apart so that none overlap.
     std::sort(labels.begin(), labels.end(), [](const Label &a, const Label &b) { return a.y < b.y; });
@@ -307,51 +261,26 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
 
 Hit BandChart::hitTest(const QPointF &point) const
 {
-    Hit hit;
-    const QRectF plot = m_frame.plot;
-    if (!plot.contains(point) || !(m_xTicks.max > m_xTicks.min) || !(m_yTicks.max > m_yTicks.min))
-        return hit;
-    const double x0 = m_xTicks.min, x1 = m_xTicks.max, ya = m_yTicks.min, yb = m_yTicks.max;
-    const double xv = x0 + (point.x() - plot.left()) / plot.width() * (x1 - x0);
-    const double pxPerX = plot.width() / (x1 - x0), pxPerY = plot.height() / (yb - ya);
-    double best = 10;
-    for (size_t i = 0; i < m_highlights.size(); ++i) {
-        const SeriesData &s = m_highlights[i];
-        const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
-        for (auto cand : {it, it == s.x.begin() ? it : std::prev(it)}) {
-            if (cand == s.x.end())
-                continue;
-            const size_t k = static_cast<size_t>(cand - s.x.begin());
-            if (std::isnan(s.y[k]))
-                continue;
-            const double d = std::hypot((s.x[k] - xv) * pxPerX, plot.bottom() - (s.y[k] - ya) * pxPerY - point.y());
-            if (d < best) {
-                best = d;
-                hit.kind = Hit::Kind::Series;
-                hit.series = static_cast<int>(i);
-                hit.x = s.x[k];
-                hit.y = s.y[k];
-            }
-        }
-    }
-    const QString xName = m_xAxis.title.isEmpty() ? QStringLiteral("x") : m_xAxis.title;
+    Hit hit = nearestSample(m_highlights, point);
+    const ValueFormat yFormat = yAxis().format;
     if (hit.isValid()) {
-        hit.text = m_highlights[static_cast<size_t>(hit.series)].name + QLatin1Char('\n') + xName + QStringLiteral(": ") +
-                   formatValue(hit.x, m_xAxis.format) + QLatin1Char('\n') + formatValue(hit.y, m_yAxis.format);
+        hit.text = m_highlights[static_cast<size_t>(hit.series)].name + QLatin1Char('\n') + xText(hit.x) +
+                   QLatin1Char('\n') + formatValue(hit.y, yFormat);
         return hit;
     }
-    if (m_band.empty())
+    const std::optional<double> xv = xAt(point);
+    if (!xv || m_band.empty())
         return hit;
     const auto it = std::min_element(m_band.begin(), m_band.end(), [&](const BandSample &a, const BandSample &b) {
-        return std::abs(a.x - xv) < std::abs(b.x - xv);
+        return std::abs(a.x - *xv) < std::abs(b.x - *xv);
     });
     hit.kind = Hit::Kind::Band;
     hit.x = it->x;
     hit.y = it->median;
-    hit.text = xName + QStringLiteral(": ") + formatValue(it->x, m_xAxis.format) + QLatin1Char('\n') +
-               quantileName(m_highQ) + QStringLiteral(": ") + formatValue(it->high, m_yAxis.format) + QLatin1Char('\n') +
-               QStringLiteral("median: ") + formatValue(it->median, m_yAxis.format) + QLatin1Char('\n') +
-               quantileName(m_lowQ) + QStringLiteral(": ") + formatValue(it->low, m_yAxis.format);
+    hit.text = xText(it->x) + QLatin1Char('\n') +
+               quantileName(m_highQ) + QStringLiteral(": ") + formatValue(it->high, yFormat) + QLatin1Char('\n') +
+               QStringLiteral("median: ") + formatValue(it->median, yFormat) + QLatin1Char('\n') +
+               quantileName(m_lowQ) + QStringLiteral(": ") + formatValue(it->low, yFormat);
     if (it->count > 0)
         hit.text += QStringLiteral("\n%1 series").arg(it->count);
     return hit;

@@ -225,6 +225,12 @@ void Chart::notifyChanged()
     Q_EMIT changed();
 }
 
+void Chart::touch()
+{
+    ++m_revision;
+    Q_EMIT changed();
+}
+
 void Chart::paint(QPainter &painter, const QRectF &rect) const
 {
     painter.save();

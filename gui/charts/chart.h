@@ -122,8 +122,17 @@ Q_SIGNALS:
 protected:
     virtual void paintChart(QPainter &painter, const QRectF &rect) const = 0;
 
+    /// A setter's change of data or look: bumps revision() and emits changed().
+    void touch();
+    /// Data changed in place (appendPoint, setValue): the paint caches see it at once, the
+    /// repaint waits for the caller's notifyChanged() after the batch.
+    void bumpRevision() { ++m_revision; }
+    /// What a paint cache compares with the revision it was built at.
+    std::uint64_t revision() const { return m_revision; }
+
 private:
     QString m_title;
+    std::uint64_t m_revision = 0;
     Theme m_theme = Theme::light();
 };
 

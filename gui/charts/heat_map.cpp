@@ -15,12 +15,6 @@ HeatMap::HeatMap(QObject *parent)
 {
 }
 
-void HeatMap::touch()
-{
-    ++m_revision;
-    Q_EMIT changed();
-}
-
 void HeatMap::setData(int rows, int columns, std::vector<float> values)
 {
     m_rows = std::max(rows, 0);
@@ -35,7 +29,7 @@ void HeatMap::setValue(int row, int column, float v)
     if (row < 0 || row >= m_rows || column < 0 || column >= m_columns)
         return;
     m_values[static_cast<size_t>(row) * static_cast<size_t>(m_columns) + static_cast<size_t>(column)] = v;
-    ++m_revision;
+    bumpRevision();
 }
 
 float HeatMap::value(int row, int column) const
@@ -91,7 +85,7 @@ void HeatMap::setColorMap(const ColorMap &map)
 
 std::pair<double, double> HeatMap::valueRange() const
 {
-    if (m_rangeRevision != m_revision) {
+    if (m_rangeRevision != revision()) {
         double lo = std::numeric_limits<double>::infinity(), hi = -lo;
         for (float v : m_values)
             if (!std::isnan(v)) {
@@ -105,7 +99,7 @@ std::pair<double, double> HeatMap::valueRange() const
         m_range = {m_valueAxis.min.value_or(lo), m_valueAxis.max.value_or(hi)};
         if (!(m_range.second > m_range.first))
             m_range.second = m_range.first + (m_range.first == 0 ? 1 : std::abs(m_range.first) * 0.1);
-        m_rangeRevision = m_revision;
+        m_rangeRevision = revision();
     }
     return m_range;
 }
@@ -221,9 +215,9 @@ void HeatMap::paintChart(QPainter &painter, const QRectF &rect) const
         const int pxRows = std::max(1, static_cast<int>(std::ceil(plot.height() * dpr)));
         const int pxCols = std::max(1, static_cast<int>(std::ceil(plot.width() * dpr)));
         const int imageRows = std::min(m_rows, pxRows), imageColumns = std::min(m_columns, pxCols);
-        if (m_imageRevision != m_revision || m_image.height() != imageRows || m_image.width() != imageColumns) {
+        if (m_imageRevision != revision() || m_image.height() != imageRows || m_image.width() != imageColumns) {
             m_image = buildImage(imageRows, imageColumns);
-            m_imageRevision = m_revision;
+            m_imageRevision = revision();
         }
         painter.save();
         painter.setRenderHint(QPainter::SmoothPixmapTransform, false); // cells stay crisp, colours exact

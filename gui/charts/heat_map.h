@@ -63,7 +63,6 @@ protected:
     void paintChart(QPainter &painter, const QRectF &rect) const override;
 
 private:
-    void touch();
     QImage buildImage(int imageRows, int imageColumns) const;
     QString rowLabel(int row) const;
 
@@ -77,7 +76,6 @@ private:
     Aggregation m_aggregation = Aggregation::Max;
     const ColorMap *m_map = &ColorMap::viridis();
     ColorMap m_ownMap = ColorMap::viridis();
-    std::uint64_t m_revision = 0;
 
     mutable QImage m_image;
     mutable std::uint64_t m_imageRevision = ~std::uint64_t{0};

@@ -25,11 +25,6 @@ StackedBarChart::StackedBarChart(QObject *parent)
     m_yAxis = y;
 }
 
-void StackedBarChart::touch()
-{
-    Q_EMIT changed();
-}
-
 void StackedBarChart::setSegmentNames(QStringList names)
 {
     m_segments = names.isEmpty() ? QStringList{QStringLiteral("value")} : std::move(names);

@@ -61,7 +61,6 @@ protected:
     void paintChart(QPainter &painter, const QRectF &rect) const override;
 
 private:
-    void touch();
     QString categoryLabel(int category) const;
 
     QStringList m_segments{QStringLiteral("value")};

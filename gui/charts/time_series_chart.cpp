@@ -11,26 +11,8 @@
 namespace cppl::charts {
 
 TimeSeriesChart::TimeSeriesChart(QObject *parent)
-    : Chart(parent)
+    : XYChart(parent)
 {
-}
-
-void TimeSeriesChart::touch()
-{
-    ++m_revision;
-    Q_EMIT changed();
-}
-
-void TimeSeriesChart::setXAxis(const AxisSpec &axis)
-{
-    m_xAxis = axis;
-    touch();
-}
-
-void TimeSeriesChart::setYAxis(const AxisSpec &axis)
-{
-    m_yAxis = axis;
-    touch();
 }
 
 void TimeSeriesChart::setSeries(std::vector<SeriesData> series)
@@ -60,19 +42,13 @@ void TimeSeriesChart::appendPoint(int index, double x, double y)
     SeriesData &s = m_series.at(static_cast<size_t>(index));
     s.x.push_back(x);
     s.y.push_back(y);
-    ++m_revision;
+    bumpRevision();
 }
 
 void TimeSeriesChart::clearSeries()
 {
     m_series.clear();
     m_highlighted = -1;
-    touch();
-}
-
-void TimeSeriesChart::setReferenceLines(std::vector<ReferenceLine> lines)
-{
-    m_references = std::move(lines);
     touch();
 }
 
@@ -101,7 +77,7 @@ std::pair<double, double> TimeSeriesChart::dataXRange() const
     }
     if (!std::isfinite(lo))
         return {0, 1};
-    return {m_xAxis.min.value_or(lo), m_xAxis.max.value_or(hi)};
+    return {xAxis().min.value_or(lo), xAxis().max.value_or(hi)};
 }
 
 void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
@@ -115,7 +91,7 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
     // before the layout, so decimate for the widest plot this rect can hold and reuse the cache.
     const qreal dpr = painter.device() ? painter.device()->devicePixelRatioF() : 1.0;
     const int columns = std::max(1, static_cast<int>(std::ceil(rect.width() * dpr)));
-    if (m_cacheRevision != m_revision || m_cacheX0 != x0 || m_cacheX1 != x1 || m_cacheColumns != columns) {
+    if (m_cacheRevision != revision() || m_cacheX0 != x0 || m_cacheX1 != x1 || m_cacheColumns != columns) {
         m_decimated.resize(m_series.size());
         for (size_t i = 0; i < m_series.size(); ++i) {
             const SeriesData &s = m_series[i];
@@ -130,33 +106,13 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
                     m_cacheY0 = std::min<double>(m_cacheY0, p.y);
                     m_cacheY1 = std::max<double>(m_cacheY1, p.y);
                 }
-        m_cacheRevision = m_revision;
+        m_cacheRevision = revision();
         m_cacheX0 = x0;
         m_cacheX1 = x1;
         m_cacheColumns = columns;
     }
 
-    double y0 = m_cacheY0, y1 = m_cacheY1;
-    for (const ReferenceLine &r : m_references) {
-        y0 = std::min(y0, r.y);
-        y1 = std::max(y1, r.y);
-    }
-    if (!std::isfinite(y0)) {
-        y0 = 0;
-        y1 = 1;
-    }
-    if (m_yAxis.includeZero) {
-        y0 = std::min(y0, 0.0);
-        y1 = std::max(y1, 0.0);
-    }
-    const bool yFixed = m_yAxis.min.has_value() && m_yAxis.max.has_value();
-    y0 = m_yAxis.min.value_or(y0);
-    y1 = m_yAxis.max.value_or(y1);
-
     detail::FrameSpec spec;
-    spec.title = title();
-    spec.xTitle = m_xAxis.title;
-    spec.yTitle = m_yAxis.title;
     if (styled) {
         for (int i = 0; i < seriesCount(); ++i) {
             const SeriesStyle st = th.seriesStyle(i);
@@ -173,12 +129,9 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
                                    st.color, Qt::SolidLine, st.marker, Qt::NoBrush});
         }
     }
-    spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
-    spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
-    m_frame = detail::paintFrame(painter, rect, th, spec);
-    const QRectF plot = m_frame.plot;
-    const double ya = m_yTicks.min, yb = m_yTicks.max > m_yTicks.min ? m_yTicks.max : m_yTicks.min + 1;
-    const double sx = plot.width() / (x1 - x0), sy = plot.height() / (yb - ya);
+    const Plot axes = paintAxes(painter, rect, spec, x0, x1, m_cacheY0, m_cacheY1);
+    const QRectF plot = axes.rect;
+    const double ya = axes.y0, yb = axes.y1, sx = axes.sx, sy = axes.sy;
 
     painter.save();
     painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
@@ -248,7 +201,7 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
         drawSeries(static_cast<size_t>(m_highlighted), st, th.lineWidth * 2.5);
     }
     painter.restore();
-    detail::paintReferenceLines(painter, m_frame, th, m_references, ya, yb, m_yAxis.format);
+    paintReferences(painter, axes);
 }
 
 void TimeSeriesChart::paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const
@@ -299,42 +252,12 @@ void TimeSeriesChart::paintDensity(QPainter &painter, const QRectF &plot, double
 
 Hit TimeSeriesChart::hitTest(const QPointF &point) const
 {
-    Hit hit;
-    const QRectF plot = m_frame.plot;
-    if (!plot.contains(point) || m_series.empty() || !(m_xTicks.max > m_xTicks.min) || !(m_yTicks.max > m_yTicks.min))
-        return hit;
-    const double x0 = m_xTicks.min, x1 = m_xTicks.max, ya = m_yTicks.min, yb = m_yTicks.max;
-    const double xv = x0 + (point.x() - plot.left()) / plot.width() * (x1 - x0);
-    const double pxPerX = plot.width() / (x1 - x0), pxPerY = plot.height() / (yb - ya);
-    double best = 10; // px: closer than this counts as on the line
-    for (size_t i = 0; i < m_series.size(); ++i) {
-        const SeriesData &s = m_series[i];
-        const auto it = std::lower_bound(s.x.begin(), s.x.end(), xv);
-        // The nearer of the two samples around the cursor.
-        for (auto cand : {it, it == s.x.begin() ? it : std::prev(it)}) {
-            if (cand == s.x.end())
-                continue;
-            const size_t k = static_cast<size_t>(cand - s.x.begin());
-            if (std::isnan(s.y[k]))
-                continue;
-            const double dx = (s.x[k] - xv) * pxPerX;
-            const double dy = plot.bottom() - (s.y[k] - ya) * pxPerY - point.y();
-            const double d = std::hypot(dx, dy);
-            if (d < best) {
-                best = d;
-                hit.kind = Hit::Kind::Series;
-                hit.series = static_cast<int>(i);
-                hit.x = s.x[k];
-                hit.y = s.y[k];
-            }
-        }
-    }
+    Hit hit = nearestSample(m_series, point);
     if (hit.isValid()) {
         const SeriesData &s = m_series[static_cast<size_t>(hit.series)];
-        hit.text = s.name + QLatin1Char('\n') + (m_xAxis.title.isEmpty() ? QStringLiteral("x") : m_xAxis.title) +
-                   QStringLiteral(": ") + formatValue(hit.x, m_xAxis.format) + QLatin1Char('\n') +
-                   (m_yAxis.title.isEmpty() ? QStringLiteral("y") : m_yAxis.title) + QStringLiteral(": ") +
-                   formatValue(hit.y, m_yAxis.format);
+        hit.text = s.name + QLatin1Char('\n') + xText(hit.x) + QLatin1Char('\n') +
+                   (yAxis().title.isEmpty() ? QStringLiteral("y") : yAxis().title) + QStringLiteral(": ") +
+                   formatValue(hit.y, yAxis().format);
     }
     return hit;
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "charts/chart.h"
-#include "charts/chart_frame.h"
+#include "charts/xy_chart.h"
 
 #include <QImage>
 
@@ -12,23 +11,18 @@ namespace cppl::charts {
 
 /**
  * Many series of (seconds, value) over time: nice axes with units, title, legend, reference
- * lines. Series differ by colour, dash pattern and marker. Beyond styledSeriesLimit series (16)
- * single lines are unreadable: the chart shades each pixel by how many series pass through it
+ * lines (XYChart's). Series differ by colour, dash pattern and marker. Beyond styledSeriesLimit
+ * series (16) single lines are unreadable: the chart shades each pixel by how many series pass through it
  * (a spike of one series stays visible) and draws only the highlighted series as a line. Painting decimates every
  * series to min/max per device pixel column and caches the result until the data, range or
  * size change.
  */
-class TimeSeriesChart : public Chart
+class TimeSeriesChart : public XYChart
 {
     Q_OBJECT
 
 public:
     explicit TimeSeriesChart(QObject *parent = nullptr);
-
-    void setXAxis(const AxisSpec &axis);
-    void setYAxis(const AxisSpec &axis);
-    const AxisSpec &xAxis() const { return m_xAxis; }
-    const AxisSpec &yAxis() const { return m_yAxis; }
 
     /// Replaces all series.
     void setSeries(std::vector<SeriesData> series);
@@ -40,7 +34,6 @@ public:
     int seriesCount() const { return static_cast<int>(m_series.size()); }
     const SeriesData &series(int index) const { return m_series.at(static_cast<size_t>(index)); }
 
-    void setReferenceLines(std::vector<ReferenceLine> lines);
     /// Drawn last and thicker (the rank selected elsewhere); -1 = none.
     void setHighlightedSeries(int index);
     int highlightedSeries() const { return m_highlighted; }
@@ -50,27 +43,18 @@ public:
 
     Hit hitTest(const QPointF &point) const override;
 
-    /// The y range of the last paint (after nice widening), for callers that align other charts.
-    std::pair<double, double> lastYRange() const { return {m_yTicks.min, m_yTicks.max}; }
-    QRectF lastPlotRect() const { return m_frame.plot; }
-
 protected:
     void paintChart(QPainter &painter, const QRectF &rect) const override;
 
 private:
-    void touch();
     std::pair<double, double> dataXRange() const;
     void paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const;
 
     std::vector<SeriesData> m_series;
-    std::vector<ReferenceLine> m_references;
-    AxisSpec m_xAxis{QStringLiteral("time"), ValueFormat::Seconds, {}, {}, false};
-    AxisSpec m_yAxis;
     int m_highlighted = -1;
     int m_styledLimit = 16;
-    std::uint64_t m_revision = 0;
 
-    // Cache of the last paint: decimated series and the geometry hitTest() answers in.
+    // Cache of the last paint: decimated series.
     mutable std::vector<std::vector<DecimatedPoint>> m_decimated;
     mutable std::uint64_t m_cacheRevision = ~std::uint64_t{0};
     mutable double m_cacheX0 = 0, m_cacheX1 = 0;
@@ -80,8 +64,6 @@ private:
     mutable std::uint64_t m_densityRevision = ~std::uint64_t{0};
     mutable std::pair<double, double> m_densityRange, m_densityX;
     mutable QRgb m_densityColor = 0;
-    mutable detail::Frame m_frame;
-    mutable Ticks m_xTicks, m_yTicks;
 };
 
 } // namespace cppl::charts
