@@ -42,6 +42,49 @@ double meanOf(const std::vector<double> &v)
     return v.empty() ? 0 : sum / static_cast<double>(v.size());
 }
 
+/// One bar of a comm-share chart: a rank or a run, its waiting and transfer shares.
+struct ShareBar
+{
+    QString label;
+    double wait = 0;
+    double transfer = 0;
+};
+
+/// Waiting and transfer shares stacked per category (ranks of a run, or runs of a comparison).
+std::unique_ptr<charts::StackedBarChart> shareBars(const charts::Theme &theme, const QString &title, const QString &categoryTitle,
+                                                   const QString &shareTitle, const std::vector<ShareBar> &bars)
+{
+    auto c = std::make_unique<charts::StackedBarChart>();
+    c->setTheme(theme);
+    c->setTitle(title);
+    c->setSegmentNames({u"waiting"_s, u"transfer"_s});
+    std::vector<double> values;
+    QStringList labels;
+    for (const ShareBar &b : bars) {
+        values.push_back(b.wait);
+        values.push_back(b.transfer);
+        labels << b.label;
+    }
+    c->setValues(std::move(values));
+    c->setCategoryLabels(labels);
+    c->setXAxis({categoryTitle, ValueFormat::Plain, {}, {}, false});
+    c->setYAxis({shareTitle, ValueFormat::Percent, {}, {}, true});
+    return c;
+}
+
+/// A comparison's line chart: series over the runs' rank counts (or their log2).
+std::unique_ptr<charts::TimeSeriesChart> lineChart(const charts::Theme &theme, const QString &title, const AxisSpec &x,
+                                                   const AxisSpec &y, std::vector<SeriesData> series)
+{
+    auto c = std::make_unique<charts::TimeSeriesChart>();
+    c->setTheme(theme);
+    c->setTitle(title);
+    c->setXAxis(x);
+    c->setYAxis(y);
+    c->setSeries(std::move(series));
+    return c;
+}
+
 } // namespace
 
 QFont reportFont(double pointSize, bool bold, bool italic)
@@ -110,25 +153,13 @@ std::vector<ReportChart> runCharts(const store::RunRecord &run, const charts::Th
     }
 
     if (!run.ranks.empty()) {
-        auto c = std::make_unique<charts::StackedBarChart>();
-        c->setTheme(theme);
-        c->setTitle(u"Communication share per rank"_s);
-        c->setSegmentNames({u"waiting"_s, u"transfer"_s});
-        std::vector<double> values;
-        QStringList labels;
-        for (const store::RankSummary &k : run.ranks) {
-            values.push_back(waitShare(k));
-            values.push_back(transferShare(k));
-            labels << QString::number(k.rank);
-        }
-        c->setValues(std::move(values));
-        c->setCategoryLabels(labels);
-        c->setXAxis({u"rank"_s, ValueFormat::Plain, {}, {}, false});
-        c->setYAxis({u"share of the rank's time"_s, ValueFormat::Percent, {}, {}, true});
+        std::vector<ShareBar> bars;
+        for (const store::RankSummary &k : run.ranks)
+            bars.push_back({QString::number(k.rank), waitShare(k), transferShare(k)});
         out.push_back({u"comm-share"_s,
                        u"Share of each rank's time (compute + waiting + transfer) spent waiting for other ranks and transferring "
                        "partial sums, from the result's per-rank figures."_s,
-                       std::move(c)});
+                       shareBars(theme, u"Communication share per rank"_s, u"rank"_s, u"share of the rank's time"_s, bars)});
     }
     return out;
 }
@@ -149,16 +180,11 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
             ideal.x.push_back(p.worldSize);
             ideal.y.push_back(p.idealTokensPerSecond);
         }
-        auto c = std::make_unique<charts::TimeSeriesChart>();
-        c->setTheme(theme);
-        c->setTitle(u"Throughput vs ranks"_s);
-        c->setXAxis(ranksX);
-        c->setYAxis({u"tokens/s"_s, ValueFormat::Si, {}, {}, true});
-        c->setSeries({std::move(measured), std::move(ideal)});
         out.push_back({u"throughput"_s,
                        u"Scored tokens per second of each run against its rank count; dashed: the smallest run's rate scaled "
                        "linearly."_s,
-                       std::move(c)});
+                       lineChart(theme, u"Throughput vs ranks"_s, ranksX, {u"tokens/s"_s, ValueFormat::Si, {}, {}, true},
+                                 {std::move(measured), std::move(ideal)})});
     }
     {
         SeriesData eff{u"scaling efficiency"_s, {}, {}};
@@ -166,34 +192,18 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
             eff.x.push_back(p.worldSize);
             eff.y.push_back(p.efficiency);
         }
-        auto c = std::make_unique<charts::TimeSeriesChart>();
-        c->setTheme(theme);
-        c->setTitle(u"Scaling efficiency"_s);
-        c->setXAxis(ranksX);
-        c->setYAxis({u"efficiency"_s, ValueFormat::Percent, 0.0, {}, true});
-        c->setSeries({std::move(eff)});
+        auto c = lineChart(theme, u"Scaling efficiency"_s, ranksX, {u"efficiency"_s, ValueFormat::Percent, 0.0, {}, true},
+                           {std::move(eff)});
         c->setReferenceLines({{cmp.threshold, u"threshold"_s, {}, Qt::DashLine}});
         out.push_back({u"efficiency"_s, u"Measured throughput / ideal linear throughput, with the recommendation's threshold."_s,
                        std::move(c)});
     }
     {
-        auto c = std::make_unique<charts::StackedBarChart>();
-        c->setTheme(theme);
-        c->setTitle(u"Communication share per run"_s);
-        c->setSegmentNames({u"waiting"_s, u"transfer"_s});
-        std::vector<double> values;
-        QStringList labels;
-        for (const auto &p : cmp.points) {
-            values.push_back(p.waitShare);
-            values.push_back(p.transferShare);
-            labels << QString::number(p.worldSize);
-        }
-        c->setValues(std::move(values));
-        c->setCategoryLabels(labels);
-        c->setXAxis({u"ranks"_s, ValueFormat::Plain, {}, {}, false});
-        c->setYAxis({u"share of the ranks' time"_s, ValueFormat::Percent, {}, {}, true});
+        std::vector<ShareBar> bars;
+        for (const auto &p : cmp.points)
+            bars.push_back({QString::number(p.worldSize), p.waitShare, p.transferShare});
         out.push_back({u"comm-share-runs"_s, u"Waiting and transfer time over all ranks' compute + waiting + transfer time, per run."_s,
-                       std::move(c)});
+                       shareBars(theme, u"Communication share per run"_s, u"ranks"_s, u"share of the ranks' time"_s, bars)});
     }
     const store::Projection &pr = cmp.projection;
     if (pr.available && !pr.points.empty() && !cmp.points.empty()) {
@@ -222,16 +232,13 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
             comP.x.push_back(std::log2(p.ranks));
             comP.y.push_back(p.commShare);
         }
-        auto c = std::make_unique<charts::TimeSeriesChart>();
-        c->setTheme(theme);
-        c->setTitle(u"Projection to %1 ranks (dashed)"_s.arg(pr.points.back().ranks));
-        c->setXAxis({u"log2(ranks): 0 = 1, 4 = 16, 10 = 1024"_s, ValueFormat::Plain, {}, {}, true});
-        c->setYAxis({u"share"_s, ValueFormat::Percent, 0.0, {}, true});
         // Series order sets the dash: 0 solid, 1 dashed, 2 dotted, 3 dash-dot (chart_theme.cpp).
-        c->setSeries({std::move(effM), std::move(effP), std::move(comM), std::move(comP)});
         out.push_back({u"projection"_s,
                        u"Measured (solid/dotted) and projected (dashed/dash-dot) efficiency and comm share. Model: "_s + pr.formula,
-                       std::move(c)});
+                       lineChart(theme, u"Projection to %1 ranks (dashed)"_s.arg(pr.points.back().ranks),
+                                 {u"log2(ranks): 0 = 1, 4 = 16, 10 = 1024"_s, ValueFormat::Plain, {}, {}, true},
+                                 {u"share"_s, ValueFormat::Percent, 0.0, {}, true},
+                                 {std::move(effM), std::move(effP), std::move(comM), std::move(comP)})});
     }
     return out;
 }
