@@ -7,6 +7,7 @@
 #include "store/run_export.h"
 #include "store/run_store.h"
 #include "test_paths.h"
+#include "test_runs.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -68,44 +69,14 @@ RunRecord makeRun(const QString &id, int worldSize, const QString &exact, double
                                  {u"wait_seconds"_s, comm * (0.3 + 0.01 * (k % 3))},
                                  {u"transfer_seconds"_s, comm * (0.7 - 0.01 * (k % 3))},
                                  {u"wall_seconds"_s, slowest + 0.001 * k}});
-    QJsonObject result{{u"ppl"_s, ppl},
-                       {u"ppl_stderr"_s, kPplStderr},
-                       {u"nll_sum_exact"_s, exact},
-                       {u"tokens_scored"_s, tokens},
-                       {u"tokens_per_second"_s, tps},
-                       {u"world_size"_s, worldSize},
-                       {u"protocol"_s, u"llama.cpp"_s},
-                       {u"context"_s, 128},
-                       {u"stride"_s, 0},
-                       {u"batch"_s, 2},
-                       {u"max_windows"_s, 16},
-                       {u"dtype"_s, u"float32"_s},
-                       {u"seconds"_s, tokens / tps},
-                       {u"model"_s, QJsonObject{{u"path"_s, u"/models/llama-7b"_s}}},
-                       {u"data"_s, QJsonObject{{u"path"_s, u"/data/held,out \"text\".txt"_s}}},
-                       {u"version"_s, u"0.9.0"_s},
-                       {u"topology"_s, worldSize > 1 ? u"hierarchical"_s : u"none"_s},
-                       {u"sync_every_tokens"_s, 1000}};
+    QJsonObject result = cppl::test::agentResult(worldSize, ppl, kPplStderr, exact, tokens, tps, u"/models/llama-7b"_s,
+                                                 u"/data/held,out \"text\".txt"_s);
     if (worldSize > 1) {
         result.insert(u"ranks"_s, ranks);
         result.insert(u"rounds"_s, static_cast<qint64>(rounds));
     }
-    RunRecord r;
-    r.runId = id;
-    r.status = RunStatus::Finished;
-    r.started = started;
-    r.ended = started.addSecs(60);
-    r.source = u"test"_s;
+    RunRecord r = cppl::test::finishedRun(id, QJsonDocument(result).toJson(QJsonDocument::Compact), started, 60);
     r.launcher = u"local"_s;
-    r.resultJson = QJsonDocument(result).toJson(QJsonDocument::Compact);
-    r.exitCode = 0;
-    applyResult(r);
-    const SettingsKeyInputs in = settingsInputsFromResult(result);
-    r.settings = settingsJson(in);
-    r.model = in.model;
-    r.data = in.data;
-    r.protocol = in.protocol;
-    r.settingsKey = settingsKey(in);
     r.nodeCount = (worldSize + 1) / 2;
     for (int n = 0; n < r.nodeCount; ++n)
         r.hosts.append(QJsonObject{{u"name"_s, u"node-%1.example"_s.arg(n)}, {u"address"_s, u"10.0.0.%1"_s.arg(n + 1)}, {u"slots"_s, 2}});

@@ -12,6 +12,8 @@
 
 #include "cppl/errors.h"
 
+#include "test_runs.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
@@ -38,24 +40,7 @@ namespace {
 QByteArray resultJson(int worldSize, double ppl, const QString &exact, qint64 tokens, double tps, const QJsonArray &ranks = {},
                       qint64 sync = 1000)
 {
-    QJsonObject r{{u"ppl"_s, ppl},
-                  {u"ppl_stderr"_s, ppl / 100},
-                  {u"nll_sum_exact"_s, exact},
-                  {u"tokens_scored"_s, tokens},
-                  {u"tokens_per_second"_s, tps},
-                  {u"world_size"_s, worldSize},
-                  {u"protocol"_s, u"llama.cpp"_s},
-                  {u"context"_s, 128},
-                  {u"stride"_s, 0},
-                  {u"batch"_s, 2},
-                  {u"max_windows"_s, 16},
-                  {u"dtype"_s, u"float32"_s},
-                  {u"seconds"_s, static_cast<double>(tokens) / tps},
-                  {u"model"_s, QJsonObject{{u"path"_s, u"/models/m"_s}}},
-                  {u"data"_s, QJsonObject{{u"path"_s, u"/data/d.txt"_s}}},
-                  {u"version"_s, u"0.9.0"_s},
-                  {u"topology"_s, worldSize > 1 ? u"hierarchical"_s : u"none"_s},
-                  {u"sync_every_tokens"_s, sync}};
+    QJsonObject r = cppl::test::agentResult(worldSize, ppl, ppl / 100, exact, tokens, tps, u"/models/m"_s, u"/data/d.txt"_s, sync);
     if (!ranks.isEmpty()) {
         r.insert(u"ranks"_s, ranks);
         qint64 rounds = ranks.first().toObject().value(u"rounds"_s).toInteger();
@@ -66,21 +51,7 @@ QByteArray resultJson(int worldSize, double ppl, const QString &exact, qint64 to
 
 RunRecord finishedRun(const QString &id, const QByteArray &result, const QDateTime &started)
 {
-    RunRecord r;
-    r.runId = id;
-    r.status = RunStatus::Finished;
-    r.started = started;
-    r.ended = started.addSecs(10);
-    r.source = u"test"_s;
-    r.resultJson = result;
-    r.exitCode = 0;
-    applyResult(r);
-    const SettingsKeyInputs in = settingsInputsFromResult(QJsonDocument::fromJson(result).object());
-    r.settings = settingsJson(in);
-    r.model = in.model;
-    r.data = in.data;
-    r.protocol = in.protocol;
-    r.settingsKey = settingsKey(in);
+    RunRecord r = cppl::test::finishedRun(id, result, started, 10);
     r.nodeCount = 1;
     return r;
 }
