@@ -238,7 +238,7 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     if (role != Qt::DisplayRole)
         return {};
     switch (index.column()) {
-    case ColRank: return qlonglong(r.rank);
+    case ColRank: return QString::number(r.rank); // a name, not a count: "1000", as the charts write it (not "1,000")
     case ColHost: return QString::fromStdString(r.host);
     case ColGroup:
         return r.group >= 0 && r.group < qint64(m_groupNames.size()) && !m_groupNames[size_t(r.group)].isEmpty()
@@ -259,7 +259,9 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     case ColRate:
         if (lost != m_lost.end())
             return u"—"_s; // its last rate no longer counts: it evaluates nothing any more
-        return r.hasProgress ? QString::number(r.tokensPerSecond, 'f', 0) : u"—"_s; // not known before its first progress
+        // Grouped as the Tokens column and the headline write counts ("9,603", not "9603"); "—"
+        // before its first progress (not known).
+        return r.hasProgress ? QLocale().toString(r.tokensPerSecond, 'f', 0) : u"—"_s;
     case ColComm: return commShareKnown(r) ? QString::number(100.0 * r.commShare, 'f', 1) + u" %"_s : u"—"_s;
     case ColLost: return qlonglong(r.lost);
     case ColHeartbeat: return r.heard ? QString::number(r.silentSeconds, 'f', 1) + u" s"_s : tr("never heard");

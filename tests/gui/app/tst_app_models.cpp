@@ -33,11 +33,13 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QStyledItemDelegate>
 #include <QTableView>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <map>
 
 using namespace Qt::StringLiterals;
@@ -92,6 +94,7 @@ private Q_SLOTS:
     void memoryColumn_data();
     void memoryColumn();
     void unknownFiguresReadAsDash();
+    void rankTableGroupsDigitsAsThePageDoes();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1192,7 +1195,7 @@ void TestAppModels::unknownFiguresReadAsDash()
     // Its first progress, before any sync round: the rate is known, the comm share is not.
     QVERIFY(deliver(progress(0, 2.0, 0.0, 0.0), 1.0));
     ranks.update(collector.snapshot(1.0));
-    QCOMPARE(cell(0, Col::ColRate).toString(), u"1234"_s);
+    QCOMPARE(cell(0, Col::ColRate).toString(), QLocale().toString(1234));
     QCOMPARE(cell(0, Col::ColComm).toString(), u"—"_s);
     QVERIFY2(cell(0, Col::ColComm, Qt::ToolTipRole).toString().contains(u"not known yet"_s),
              qPrintable(cell(0, Col::ColComm, Qt::ToolTipRole).toString()));
@@ -1216,6 +1219,39 @@ void TestAppModels::unknownFiguresReadAsDash()
     ranks.update(collector.snapshot(3.0));
     QCOMPARE(ranks.index(1, Col::ColState).data().toString(), cppl::app::rankStateLabel(cppl::core::telemetry::RankState::Done));
     QCOMPARE(cell(1, Col::ColComm).toString(), u"0.0 %"_s);
+}
+
+void TestAppModels::rankTableGroupsDigitsAsThePageDoes()
+{
+    // The Tokens column and the headline group digits ("3,563,120"); tok/s printed "9603" beside
+    // them. A rank is a name, not a count: the delegate grouped it as one ("1,000") where the charts,
+    // the heat map and the alerts write "rank 1000".
+    struct Restore
+    {
+        QLocale before;
+        ~Restore() { QLocale::setDefault(before); }
+    } restore;
+    QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
+    using Col = cppl::app::RankTableModel::Column;
+    cppl::app::SyntheticRun run(1024);
+    run.advanceTo(400);
+    cppl::app::RankTableModel ranks;
+    QAbstractItemModelTester tester(&ranks, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    ranks.update(run.snapshot());
+    const auto &r = run.snapshot().ranks[1000];
+    QVERIFY(r.hasProgress && r.tokensPerSecond > 1000 && r.stats.tokens > 1000000);
+    // As the table's delegate writes it (it groups an integer by the locale).
+    const QStyledItemDelegate delegate;
+    QCOMPARE(delegate.displayText(ranks.index(1000, Col::ColRank).data(), QLocale()), u"1000"_s);
+    const QString tokens = ranks.index(1000, Col::ColTokens).data().toString();
+    const QString rate = ranks.index(1000, Col::ColRate).data().toString();
+    QCOMPARE(tokens, QLocale().toString(qlonglong(r.stats.tokens)));
+    QCOMPARE(rate, QLocale().toString(qlonglong(std::llround(r.tokensPerSecond))));
+    QVERIFY2(rate.size() >= 5 && rate.at(rate.size() - 4) == u',', qPrintable(rate)); // "9,603"
+    QCOMPARE(tokens.count(u','), 2);                                                  // "3,563,120"
+    // Sorting still goes by the numbers.
+    QCOMPARE(ranks.index(1000, Col::ColRank).data(cppl::app::RankTableModel::SortRole).toLongLong(), 1000);
+    QCOMPARE(ranks.index(1000, Col::ColRate).data(cppl::app::RankTableModel::SortRole).toDouble(), r.tokensPerSecond);
 }
 
 QTEST_MAIN(TestAppModels)
