@@ -72,6 +72,7 @@ ChartView::ChartView(cppl::charts::Chart *chart, QWidget *parent)
 {
     setMouseTracking(true);
     setMinimumSize(240, 150);
+    m_emptyText = tr("no data yet");
     // changed() can arrive per snapshot; one repaint per 40 ms is all the eye needs. A change
     // after a quiet spell paints in the pass the page is about to make anyway (the snapshot's),
     // not in a second one 40 ms later; a change sooner waits for the rest of the 40 ms.
@@ -91,6 +92,14 @@ ChartView::ChartView(cppl::charts::Chart *chart, QWidget *parent)
     });
 }
 
+void ChartView::setEmptyText(const QString &text)
+{
+    if (text == m_emptyText)
+        return;
+    m_emptyText = text;
+    QWidget::update();
+}
+
 void ChartView::paintEvent(QPaintEvent *)
 {
     m_lastPaint.start();
@@ -101,7 +110,7 @@ void ChartView::paintEvent(QPaintEvent *)
     // heat map and the bars do.
     if (auto *ts = qobject_cast<cppl::charts::TimeSeriesChart *>(m_chart); ts && ts->seriesCount() == 0) {
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(rect(), Qt::AlignCenter, tr("no data yet"));
+        p.drawText(rect().adjusted(8, 0, -8, 0), Qt::AlignCenter | Qt::TextWordWrap, m_emptyText);
     }
 }
 
@@ -363,6 +372,11 @@ QString RunCharts::deviationTitle() const
     return m_deviation->title();
 }
 
+QString RunCharts::deviationEmptyText() const
+{
+    return m_deviationView->emptyText();
+}
+
 RunCharts::~RunCharts() = default;
 
 void RunCharts::changeEvent(QEvent *event)
@@ -386,6 +400,8 @@ void RunCharts::reset(int worldSize, double commShareAlert)
     m_selected = -1;
     m_lost.clear(); // the last run's: a rank lost there is not lost in the next
     m_slowest.clear();
+    m_deviationView->setEmptyText(tr("no data yet"));
+    m_deviation->setYAxis({tr("deviation"), cppl::charts::ValueFormat::Percent, {}, {}, true});
     m_rateSeriesRank.clear();
     for (auto *c : {m_ppl, m_rates, m_deviation})
         c->clearSeries();
@@ -471,13 +487,38 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
     std::vector<SeriesData> devs;
     m_rateSeriesRank.clear();
     m_slowest.clear();
+    // A rank's deviation is from the global PPL, which is its own PPL while it is the only rank
+    // that has reported: a comparison only from the second rank's first progress on. Before, every
+    // deviation is 0 by definition (and the axis was widened to ±100 % around it).
+    double firstAt = std::numeric_limits<double>::infinity(), compareFrom = firstAt;
+    int firstRank = -1;
+    for (int r = 0; r < ranks; ++r) {
+        const double f = tl.firstProgressSeconds(r);
+        if (f < firstAt) {
+            compareFrom = firstAt;
+            firstAt = f;
+            firstRank = r;
+        } else if (f < compareFrom) {
+            compareFrom = f;
+        }
+    }
+    const bool compared = std::isfinite(compareFrom);
+    auto fromSecondRank = [&](std::vector<double> v) {
+        for (size_t i = 0; i < v.size() && i < times.size() && times[i] < compareFrom; ++i)
+            v[i] = std::numeric_limits<double>::quiet_NaN();
+        return v;
+    };
+    m_deviationView->setEmptyText(ranks == 1 ? tr("one rank: its PPL is the global PPL, there is no other rank to compare it with")
+                                  : firstRank >= 0 ? tr("nothing to compare yet: only rank %1 has reported").arg(firstRank)
+                                                   : tr("no data yet"));
     if (ranks <= kLinesUpTo) {
         for (int r = 0; r < ranks; ++r) {
             QString name = tr("rank %1").arg(r);
             if (r < int(snapshot.ranks.size()) && !snapshot.ranks[size_t(r)].host.empty())
                 name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u')';
             rates.push_back({name, x, rankSeries(tl, RankMetric::TokensPerSecond, r)});
-            devs.push_back({name, x, rankSeries(tl, RankMetric::DeviationRelative, r)});
+            if (compared)
+                devs.push_back({name, x, fromSecondRank(rankSeries(tl, RankMetric::DeviationRelative, r))});
             m_rateSeriesRank.push_back(r);
         }
     } else {
@@ -485,9 +526,11 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
         rates.push_back({tr("p95 of ranks"), x, m_rateBand->values(2)});
         rates.push_back({tr("median"), x, m_rateBand->values(1)});
         rates.push_back({tr("p5 of ranks"), x, m_rateBand->values(0)});
-        devs.push_back({tr("p95 of ranks"), x, m_deviationBand->values(2)});
-        devs.push_back({tr("median"), x, m_deviationBand->values(1)});
-        devs.push_back({tr("p5 of ranks"), x, m_deviationBand->values(0)});
+        if (compared) {
+            devs.push_back({tr("p95 of ranks"), x, fromSecondRank(m_deviationBand->values(2))});
+            devs.push_back({tr("median"), x, fromSecondRank(m_deviationBand->values(1))});
+            devs.push_back({tr("p5 of ranks"), x, fromSecondRank(m_deviationBand->values(0))});
+        }
         for (int i = 0; i < 3; ++i)
             m_rateSeriesRank.push_back(-1);
         // The slowest ranks by their recent rate (the last few samples), failed ranks excluded:
@@ -538,8 +581,9 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                                  rankSeries(tl, RankMetric::TokensPerSecond, m_selected)});
                 m_rateSeriesRank.push_back(m_selected);
             }
-            devs.push_back({tr("rank %1 (selected)").arg(m_selected), x,
-                            rankSeries(tl, RankMetric::DeviationRelative, m_selected)});
+            if (compared)
+                devs.push_back({tr("rank %1 (selected)").arg(m_selected), x,
+                                fromSecondRank(rankSeries(tl, RankMetric::DeviationRelative, m_selected))});
         }
     }
     // "slowest named" only while some are.
@@ -547,6 +591,16 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                       : m_slowest.empty() ? tr("Tokens/s: p5–p95 of %1 ranks").arg(ranks)
                                           : tr("Tokens/s: p5–p95 of %1 ranks, slowest named").arg(ranks));
     m_rates->setSeries(std::move(rates));
+    if (devs.empty() != m_deviation->yAxis().min.has_value()) {
+        // With nothing to compare, a small range around 0: an empty chart's 0 to 100 % read as a
+        // deviation scale.
+        cppl::charts::AxisSpec yAxis{tr("deviation"), cppl::charts::ValueFormat::Percent, {}, {}, true};
+        if (devs.empty()) {
+            yAxis.min = -0.01;
+            yAxis.max = 0.01;
+        }
+        m_deviation->setYAxis(yAxis);
+    }
     m_deviation->setSeries(std::move(devs));
     setSelectedRank(m_selected);
     // The heat map's colour scale tops out at the largest 99th percentile across ranks of any

@@ -40,6 +40,9 @@ public:
     explicit ChartView(cppl::charts::Chart *chart, QWidget *parent = nullptr);
     [[nodiscard]] cppl::charts::Chart *chart() const noexcept { return m_chart; }
     QSize sizeHint() const override { return {420, 220}; }
+    /// What the plot says while the chart has no series ("no data yet" unless set).
+    void setEmptyText(const QString &text);
+    [[nodiscard]] QString emptyText() const { return m_emptyText; }
 
 Q_SIGNALS:
     void rankClicked(int rank);
@@ -53,6 +56,7 @@ private:
     cppl::charts::Chart *m_chart;
     QElapsedTimer m_lastPaint;
     bool m_pending = false;
+    QString m_emptyText;
 };
 
 /// Comm share per rank as stacked bars: waiting for stragglers (solid) + transfer (hatched).
@@ -111,6 +115,11 @@ public:
     /// follow it; kept across reset() (dynamic, the default, until told otherwise).
     void setSchedule(const QString &schedule);
     [[nodiscard]] QString deviationTitle() const;
+    /// What the deviation chart says while it draws nothing: "no data yet", or that there is
+    /// nothing to compare yet (one rank has reported; a one-rank run).
+    [[nodiscard]] QString deviationEmptyText() const;
+    /// The deviation chart (tests: its series and, once painted, its y range).
+    [[nodiscard]] const cppl::charts::TimeSeriesChart *deviationChart() const noexcept { return m_deviation; }
     /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks) and named
     /// "lost", not "slow", among the slowest ranks of the tok/s chart.
     void setLostRanks(const std::vector<int> &ranks);
@@ -132,7 +141,7 @@ private:
     cppl::charts::TimeSeriesChart *m_ppl = nullptr;
     cppl::charts::TimeSeriesChart *m_rates = nullptr;
     cppl::charts::TimeSeriesChart *m_deviation = nullptr;
-    QWidget *m_deviationView = nullptr; // its ChartView (the tooltip where no series is hit)
+    ChartView *m_deviationView = nullptr; // its ChartView (the tooltip where no series is hit, the empty text)
     RankHeatMap *m_heat = nullptr;
     CommShareBars *m_comm = nullptr;
     std::unique_ptr<RankQuantiles> m_rateBand;      // p5, median, p95, p99 of tok/s

@@ -15,6 +15,7 @@
 #include "synthetic_run.h"
 
 #include "charts/color_map.h"
+#include "charts/time_series_chart.h"
 
 #include <QSignalSpy>
 #include <QTest>
@@ -390,6 +391,86 @@ private Q_SLOTS:
         for (const QString &name : finished.mid(1))
             QVERIFY2(std::any_of(run.slowRanks().begin(), run.slowRanks().end(), [&](int r) { return name.startsWith(u"rank %1 "_s.arg(r)); }),
                      qPrintable(finished.join(u", "_s)));
+    }
+
+    void deviationComparesFromTheSecondRank_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addRow("4 ranks: a line per rank") << 4;
+        QTest::addRow("40 ranks: p5/median/p95") << 40;
+    }
+    void deviationComparesFromTheSecondRank()
+    {
+        // While one rank has reported, the global PPL is its own: its deviation is 0 by definition,
+        // and the chart drew a flat line on an axis widened to ±100 % around it. It now says that
+        // there is nothing to compare yet, and each line starts at the second rank's first progress.
+        QFETCH(int, ranks);
+        SyntheticRun run(ranks);
+        cppl::app::RunPage page;
+        page.resize(1500, 900);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        // The run's first seconds as if only rank 2 had reported (the others still loading).
+        const int only = 2;
+        RunTimeline early;
+        cppl::core::telemetry::Snapshot s;
+        for (double t = 0.5; t <= 3.0; t += 0.5) {
+            run.advanceTo(t);
+            s = run.snapshot();
+            for (auto &v : s.ranks)
+                if (v.rank == only) {
+                    v.hasProgress = true;
+                } else {
+                    v.hasProgress = false;
+                    v.stats = {};
+                    v.tokensPerSecond = 0;
+                }
+            QVERIFY(early.append(t, s));
+        }
+        page.reset(u"early"_s, ranks, run.groupNames(), run.thresholds());
+        page.showSnapshot(s, early, 3.0, true);
+        const auto *dev = page.charts()->deviationChart();
+        QCOMPARE(dev->seriesCount(), 0);
+        QCOMPARE(page.charts()->deviationEmptyText(), u"nothing to compare yet: only rank %1 has reported"_s.arg(only));
+        page.grab();
+        QCOMPARE(dev->lastYRange(), (std::pair<double, double>(-0.01, 0.01))); // not 0 to 100 %
+        // Once more have reported: a series per rank (or p95, median, p5), with a gap up to the
+        // second rank's first progress, and an axis that fits the deviations (a few percent).
+        run.advanceTo(12);
+        run.showOn(page);
+        QVERIFY(dev->seriesCount() >= 3);
+        const RunTimeline &tl = run.timeline();
+        std::vector<double> firsts;
+        for (int r = 0; r < ranks; ++r)
+            firsts.push_back(tl.firstProgressSeconds(r));
+        std::sort(firsts.begin(), firsts.end());
+        const double second = firsts[1];
+        QVERIFY(std::isfinite(second));
+        int before = 0, after = 0;
+        for (int i = 0; i < dev->seriesCount(); ++i) {
+            const auto &series = dev->series(i);
+            for (size_t k = 0; k < series.x.size(); ++k) {
+                if (series.x[k] < second) {
+                    QVERIFY2(std::isnan(series.y[k]), qPrintable(u"%1 at %2 s: %3"_s.arg(series.name).arg(series.x[k]).arg(series.y[k])));
+                    ++before;
+                } else {
+                    after += std::isfinite(series.y[k]);
+                }
+            }
+        }
+        QVERIFY(after > 0);
+        QVERIFY(before > 0 || second <= tl.times().front());
+        page.grab(); // paints: the chart's y range is the one drawn
+        const auto [lo, hi] = dev->lastYRange();
+        QVERIFY2(lo > -0.2 && hi < 0.2 && hi > lo, qPrintable(u"%1 .. %2"_s.arg(lo).arg(hi)));
+        // A one-rank run has nobody to compare with, ever.
+        SyntheticRun one(1);
+        one.advanceTo(30);
+        one.showOn(page);
+        QCOMPARE(dev->seriesCount(), 0);
+        QVERIFY2(page.charts()->deviationEmptyText().startsWith(u"one rank"_s), qPrintable(page.charts()->deviationEmptyText()));
+        page.reset(u"next"_s, 4, {}, run.thresholds());
+        QCOMPARE(page.charts()->deviationEmptyText(), u"no data yet"_s);
     }
 };
 
