@@ -51,6 +51,9 @@ public:
     [[nodiscard]] double startOf(int rank) const { return m_ranks.at(size_t(rank)).startAt; }
     /// The ranks' first sync round: no rank knows its communication time before it.
     static constexpr double kFirstSyncSeconds = 8;
+    /// A congested switch drops telemetry: from this moment a few ranks (every 97th, from rank 5)
+    /// have lost 3 messages each. None are lost before (nothing has been sent to lose).
+    static constexpr double kTelemetryLossSeconds = 250;
 
     /// What the engine says as the run launches: "run synthetic-4-ranks: 4 ranks on 1 host
     /// (local), groups [0–1] [2–3], master …" (runStartNotice).

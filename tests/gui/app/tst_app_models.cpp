@@ -95,6 +95,7 @@ private Q_SLOTS:
     void memoryColumn();
     void unknownFiguresReadAsDash();
     void rankTableGroupsDigitsAsThePageDoes();
+    void syntheticTelemetryLossComesMidRun();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1252,6 +1253,36 @@ void TestAppModels::rankTableGroupsDigitsAsThePageDoes()
     // Sorting still goes by the numbers.
     QCOMPARE(ranks.index(1000, Col::ColRank).data(cppl::app::RankTableModel::SortRole).toLongLong(), 1000);
     QCOMPARE(ranks.index(1000, Col::ColRate).data(cppl::app::RankTableModel::SortRole).toDouble(), r.tokensPerSecond);
+}
+
+void TestAppModels::syntheticTelemetryLossComesMidRun()
+{
+    // The screenshots' 1024-rank run said "telemetry messages: 33 lost" 3 s in, with the ranks
+    // that lost them still loading (0 tokens, and "⚠ lost telemetry" alerts at 0:00): messages
+    // counted lost before any was sent. The loss now comes mid-run, as a congested link's would.
+    using cppl::core::run::AlertKind;
+    cppl::app::SyntheticRun run(1024);
+    run.advanceTo(3);
+    cppl::app::RunPage page;
+    page.resize(1500, 900);
+    run.showOn(page);
+    QCOMPARE(run.snapshot().lostTotal, 0);
+    const QLabel *telemetry = page.findChild<QLabel *>(u"telemetry"_s);
+    QVERIFY(telemetry);
+    QVERIFY2(telemetry->isHidden(), qPrintable(telemetry->text()));
+    for (const auto &a : run.alerts())
+        QVERIFY2(a.kind != AlertKind::LostMessages, qPrintable(a.message));
+    run.advanceTo(0.6 * 600 + 12); // the live screenshot's moment
+    run.showOn(page);
+    QVERIFY(run.snapshot().lostTotal > 0);
+    QCOMPARE(telemetry->text(), u"telemetry messages: %1 lost"_s.arg(run.snapshot().lostTotal));
+    int raised = 0;
+    for (const auto &a : run.alerts())
+        if (a.kind == AlertKind::LostMessages) {
+            ++raised;
+            QVERIFY2(a.seconds >= cppl::app::SyntheticRun::kTelemetryLossSeconds, qPrintable(QString::number(a.seconds)));
+        }
+    QVERIFY(raised > 0);
 }
 
 QTEST_MAIN(TestAppModels)
