@@ -2,10 +2,10 @@
 // The machine's fp32 GEMM ceiling through the same LibTorch + BLAS the agent uses, at the shapes an
 // evaluation runs (rows = batch * context, hidden -> intermediate). Prints JSON for bench/eval_speed.sh.
 #include "eval/cpu_gemm.h"
+#include "eval/intra_op.h"
 #include "eval/runtime_info.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cstdio>
@@ -27,9 +27,7 @@ int main(int argc, char **argv)
     const at::Tensor packed = mode == "onednn" ? b.to_mkldnn() : at::Tensor();
     cppl::agent::cpu::PackedMatrix native;
     at::Tensor c = at::empty({M, N});
-    const cppl::agent::cpu::ParallelFor pool = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
-        at::parallel_for(0, n, 1, f);
-    };
+    const cppl::agent::cpu::ParallelFor &pool = cppl::agent::intraOp(); // the agent's own pool (intra_op.h)
     if (mode == "native") {
         native = cppl::agent::cpu::PackedMatrix(N, K);
         native.packRows(0, b.data_ptr<float>(), K, N);

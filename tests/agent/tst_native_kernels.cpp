@@ -5,6 +5,7 @@
 #include "reference_fixture.h"
 
 #include "eval/cpu_gemm.h"
+#include "eval/intra_op.h"
 #include "eval/language_model.h"
 
 #include <ATen/ATen.h>
@@ -13,10 +14,15 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <numbers>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -48,13 +54,14 @@ cpu::ParallelFor splitInto(int threads)
     };
 }
 
-// LibTorch's own pool at `threads` intra-op threads (what the agent uses).
+// The agent's pool (intra_op.h: LibTorch's, chunks from a shared counter) at `threads` intra-op threads.
+// (A plain at::parallel_for here would run on one thread: this file is not compiled with OpenMP.)
 cpu::ParallelFor atenPool(int threads)
 {
     return [threads](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
         const int before = at::get_num_threads();
         at::set_num_threads(threads);
-        at::parallel_for(0, n, 1, f);
+        intraOp()(n, f);
         at::set_num_threads(before);
     };
 }
@@ -185,6 +192,39 @@ private Q_SLOTS:
                         }
                     }
         }
+    }
+
+    void intraOpRunsOnEveryThread_data()
+    {
+        QTest::addColumn<int>("threads");
+        QTest::addRow("2 threads") << 2;
+        QTest::addRow("3 threads") << 3;
+    }
+    void intraOpRunsOnEveryThread()
+    {
+        // The native kernels' pool really runs on --threads threads. It ran on one whatever the
+        // thread count, for as long as at::parallel_for (an OpenMP region with LibTorch's OpenMP
+        // backend) was instantiated in a file compiled without OpenMP. Each task waits until it has
+        // seen `threads` distinct threads (or 30 s pass), so a pool of one thread fails here, and
+        // threads the OS starts late still join (no timing is measured).
+        QFETCH(int, threads);
+        const int before = at::get_num_threads();
+        at::set_num_threads(threads);
+        std::mutex m;
+        std::condition_variable cv;
+        std::set<std::thread::id> seen;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        std::atomic<std::int64_t> done{0};
+        intraOp()(64, [&](std::int64_t b, std::int64_t e) {
+            std::unique_lock lock(m);
+            seen.insert(std::this_thread::get_id());
+            cv.notify_all();
+            cv.wait_until(lock, deadline, [&] { return static_cast<int>(seen.size()) >= threads; });
+            done += e - b;
+        });
+        at::set_num_threads(before);
+        QCOMPARE(done.load(), std::int64_t{64});
+        QCOMPARE(static_cast<int>(seen.size()), threads);
     }
 
     void rowOperationsDoNotDependOnThreads()

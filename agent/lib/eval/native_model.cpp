@@ -2,6 +2,7 @@
 // Native Llama (+ Mistral, Qwen2) and GPT-2 forward passes over memory-mapped safetensors weights,
 // following transformers' eager implementations operation by operation.
 #include "cpu_gemm.h"
+#include "intra_op.h"
 #include "language_model.h"
 
 #include "model/model_config.h"
@@ -10,9 +11,7 @@
 #include "cppl/errors.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -114,28 +113,6 @@ Path choosePath(const LoadOptions &o)
 std::string pathName(Path p)
 {
     return p == Path::Native ? std::string("native-") + cpu::isaName(cpu::detectIsa()) : p == Path::OneDnn ? "onednn" : "blas";
-}
-
-// LibTorch's intra-op pool (its thread count is --threads) runs the native kernels' tasks. They are
-// handed out in small chunks from a shared counter rather than as one fixed share per thread: a
-// thread the OS delays (other work on the host, a sibling hyperthread) then takes fewer chunks
-// instead of making the others wait for its share. Which thread runs a task never changes its bits.
-const cpu::ParallelFor &intraOp()
-{
-    static const cpu::ParallelFor pf = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)> &f) {
-        const std::int64_t threads = at::get_num_threads();
-        if (n <= 1 || threads <= 1 || at::in_parallel_region()) {
-            f(0, n);
-            return;
-        }
-        const std::int64_t chunk = std::max<std::int64_t>(1, n / (threads * 16));
-        std::atomic<std::int64_t> next{0};
-        at::parallel_for(0, threads, 1, [&](std::int64_t, std::int64_t) {
-            for (std::int64_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk))
-                f(b, std::min(n, b + chunk));
-        });
-    };
-    return pf;
 }
 
 float *fptr(const at::Tensor &t) { return t.data_ptr<float>(); }
