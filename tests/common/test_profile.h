@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The local profile the tests that run real agents on this host share: the byte-level Shakespeare
-// model of resources/ on its held-out text, one rank per thread, 128-token windows.
+// model of resources/ on its held-out text, one rank per thread, 128-token windows; and the
+// one-rank evaluation whose exact sums a distributed run of it must equal bit for bit.
 #pragma once
 
 #include "test_paths.h"
+#include "test_process.h"
 
 #include <QString>
+#include <QStringList>
 
 namespace cppl::test {
 
@@ -26,6 +29,23 @@ inline QString localProfileJson(const QString &name, const QString &agent, int s
         .arg(slots)
         .arg(agent, groups, model, kText)
         .arg(maxWindows);
+}
+
+/// The one-rank reference: @p agent evaluates the shared model on @p text with the per-rank
+/// settings of localProfileJson() (llama.cpp, context 128, batch 2, at most @p maxWindows windows,
+/// float32 on the CPU, one thread, one BLAS thread) and writes its result JSON to @p json.
+inline ProcessResult oneRankEval(const QString &agent, const QString &text, qint64 maxWindows, const QString &json,
+                                 int timeoutMs = 300000)
+{
+    return runProcess(agent, {QStringLiteral("eval"), QStringLiteral("--model"), kModel, QStringLiteral("--text"), text,
+                              QStringLiteral("--tokenizer"), QStringLiteral("bytes"), QStringLiteral("--protocol"),
+                              QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("128"),
+                              QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--max-windows"),
+                              QString::number(maxWindows), QStringLiteral("--dtype"), QStringLiteral("float32"),
+                              QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--threads"), QStringLiteral("1"),
+                              QStringLiteral("--blas-threads"), QStringLiteral("1"), QStringLiteral("--quiet"),
+                              QStringLiteral("--json"), json},
+                      timeoutMs);
 }
 
 } // namespace cppl::test

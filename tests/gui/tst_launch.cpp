@@ -6,6 +6,7 @@
 #include "launch/launcher.h"
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_profile.h"
 #include "test_skip.h"
 #include "test_ssh_echo.h"
 #include "test_sshd.h"
@@ -106,10 +107,7 @@ private Q_SLOTS:
         QVERIFY(m_dir.isValid());
         qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8()); // the CLI's per-rank logs stay in the fixture
         // The one-rank reference (same per-rank settings as the profiles).
-        const ProcessResult one = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
-                                                      u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                      u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
-                                                      u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
+        const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));

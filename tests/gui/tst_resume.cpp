@@ -9,6 +9,7 @@
 #include "run/run_directory.h"
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_profile.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -116,10 +117,7 @@ private Q_SLOTS:
         QVERIFY(QFile::copy(kText, m_text));
         // The reference: one rank, no collective at all.
         const QString json = m_dir.filePath(u"one-rank.json"_s);
-        const auto r = cppl::test::runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, m_text, u"--tokenizer"_s, u"bytes"_s,
-                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                       u"--max-windows"_s, QString::number(kWindows), u"--dtype"_s, u"float32"_s,
-                                                       u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, json});
+        const auto r = cppl::test::oneRankEval(kAgent, m_text, kWindows, json);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         m_oneRank = readJson(json);
         QVERIFY(!m_oneRank.value(u"nll_sum_exact"_s).toString().isEmpty());

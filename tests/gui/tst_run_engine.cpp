@@ -100,10 +100,7 @@ private Q_SLOTS:
         qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
         // The one-rank reference, straight from the agent.
         const QString json = m_dir.filePath(u"one.json"_s);
-        const auto one = cppl::test::runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
-                                                         u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                         u"--max-windows"_s, u"24"_s, u"--threads"_s, u"1"_s, u"--json"_s, json},
-                                                300000);
+        const auto one = cppl::test::oneRankEval(kAgent, kText, 24, json);
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankResult = readFile(json);
         QVERIFY(!m_oneRankResult.isEmpty());

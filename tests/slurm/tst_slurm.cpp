@@ -7,6 +7,7 @@
 #include "slurm_fixture.h"
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_profile.h"
 #include "test_skip.h"
 #include "test_sshd.h"
 
@@ -140,10 +141,7 @@ private Q_SLOTS:
         qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8());
         qunsetenv("SSH_AUTH_SOCK");
         QVERIFY(QDir().mkpath(path(u"cluster"_s)) && QDir().mkpath(path(u"sshd"_s)) && QDir().mkpath(path(u"slurm"_s)));
-        const ProcessResult one = runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, kText, u"--tokenizer"_s, u"bytes"_s,
-                                                      u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                      u"--max-windows"_s, QString::number(kWindows), u"--threads"_s, u"1"_s,
-                                                      u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, path(u"one.json"_s)});
+        const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
         QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));

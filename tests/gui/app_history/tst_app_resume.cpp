@@ -57,7 +57,6 @@ using cppl::test::writeFile;
 
 using cppl::test::kCli;
 using cppl::test::kAgent;
-using cppl::test::kModel;
 using cppl::test::kText;
 
 namespace {
@@ -153,10 +152,7 @@ private Q_SLOTS:
         m_profile = m_dir.filePath(u"profile.json"_s);
         QVERIFY(writeFile(m_profile, profileJson(m_text, 4)));
         const QString json = m_dir.filePath(u"one-rank.json"_s);
-        const auto r = cppl::test::runProcess(kAgent, {u"eval"_s, u"--model"_s, kModel, u"--text"_s, m_text, u"--tokenizer"_s, u"bytes"_s,
-                                                       u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
-                                                       u"--max-windows"_s, QString::number(kWindows), u"--dtype"_s, u"float32"_s,
-                                                       u"--device"_s, u"cpu"_s, u"--threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s, json});
+        const auto r = cppl::test::oneRankEval(kAgent, m_text, kWindows, json);
         QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         m_oneRank = readJson(json);
 
