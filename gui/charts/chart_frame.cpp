@@ -97,8 +97,30 @@ LegendLayout legendLayout(const QFontMetricsF &fm, const QRectF &area, const The
     size_t shown = n;
     while (shown > 0 && place(shown, nullptr) > kMaxLegendRows)
         --shown;
+    if (shown + 1 == n && spec.legendOverflow <= 0 && place(n, nullptr) <= kMaxLegendRows + 1)
+        shown = n; // "+1 more" stood for one entry: the entry says more in about the same room
     out.height = place(shown, &out) * rowH;
     return out;
+}
+
+QStringList titleLines(const QFontMetricsF &fm, const QString &title, qreal width)
+{
+    if (fm.horizontalAdvance(title) <= width)
+        return {title};
+    // As many words as fit on the first line; the rest on the second, elided if it must be.
+    const QStringList words = title.split(QLatin1Char(' '));
+    qsizetype fit = 0;
+    QString first;
+    for (; fit < words.size(); ++fit) {
+        const QString next = fit == 0 ? words[0] : first + QLatin1Char(' ') + words[fit];
+        if (fit > 0 && fm.horizontalAdvance(next) > width)
+            break;
+        first = next;
+    }
+    if (fit >= words.size()) // one word wider than the chart
+        return {fm.elidedText(title, Qt::ElideRight, width)};
+    const QString rest = words.mid(fit).join(QLatin1Char(' '));
+    return {fm.elidedText(first, Qt::ElideRight, width), fm.elidedText(rest, Qt::ElideRight, width)};
 }
 
 QPen seriesPen(const QColor &color, qreal width, Qt::PenStyle dash)
@@ -177,9 +199,11 @@ Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, cons
         painter.setFont(titleFont);
         const QFontMetricsF tf(titleFont);
         painter.setPen(theme.text);
-        painter.drawText(QRectF(rect.left() + kPad, top, rect.width() - 2 * kPad, tf.height()),
-                         Qt::AlignLeft | Qt::AlignVCenter, tf.elidedText(spec.title, Qt::ElideRight, rect.width() - 2 * kPad));
-        top += tf.height() + 4;
+        for (const QString &line : titleLines(tf, spec.title, rect.width() - 2 * kPad)) {
+            painter.drawText(QRectF(rect.left() + kPad, top, rect.width() - 2 * kPad, tf.height()), Qt::AlignLeft | Qt::AlignVCenter, line);
+            top += tf.height();
+        }
+        top += 4;
         painter.setFont(base);
     }
     const QRectF legendArea(rect.left() + kPad, top, rect.width() - 2 * kPad, rect.height());

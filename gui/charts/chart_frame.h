@@ -7,6 +7,7 @@
 #include "charts/chart.h"
 
 #include <QFontMetricsF>
+#include <QStringList>
 
 #include <functional>
 #include <optional>
@@ -57,7 +58,8 @@ struct Frame
 };
 
 /// Where the legend's entries go (flowing in rows of the area's width, at most three rows) and,
-/// when not all fit, the "+N more" that follows the last one listed.
+/// when not all fit, the "+N more" that follows the last one listed. A lone entry left over is
+/// listed instead of "+1 more", which would take about its room (a fourth row at most).
 struct LegendLayout
 {
     std::vector<QRectF> entries; // the first entries.size() of the spec's legend
@@ -66,6 +68,10 @@ struct LegendLayout
     qreal height = 0;
 };
 LegendLayout legendLayout(const QFontMetricsF &fm, const QRectF &area, const Theme &theme, const FrameSpec &spec);
+
+/// The title's lines in @p width: one when it fits, else wrapped at spaces onto two, the second
+/// elided if still too long (a narrow chart elided "Global running PPL (exact merge) ± 1 standard…").
+QStringList titleLines(const QFontMetricsF &fm, const QString &title, qreal width);
 
 /// Lays out and paints everything but the data; returns the plot rectangle the data goes into.
 Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec);

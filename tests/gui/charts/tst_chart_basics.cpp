@@ -40,6 +40,8 @@ private Q_SLOTS:
     void densityCountsEachSeriesOncePerPixel();
     void bandQuantiles();
     void legendOverflowFollowsTheLastEntry();
+    void legendListsALoneEntryInsteadOfOneMore();
+    void titleWrapsOntoTwoLines();
 };
 
 void TestChartBasics::niceTicks_data()
@@ -369,7 +371,9 @@ void TestChartBasics::legendOverflowFollowsTheLastEntry()
         const QRectF area(0, 0, width, 500);
         const LegendLayout l = legendLayout(fm, area, theme, spec);
         const auto shown = l.entries.size();
-        QVERIFY2(l.height <= 3 * rowH + 0.01, qPrintable(QString::number(width)));
+        // Three rows, or four when the fourth lists the one entry "+1 more" would stand for.
+        QVERIFY2(l.height <= (shown == spec.legend.size() ? 4 : 3) * rowH + 0.01, qPrintable(QString::number(width)));
+        QVERIFY(l.moreText != u"+1 more"_s);
         std::vector<QRectF> rects = l.entries;
         if (shown < spec.legend.size()) {
             QCOMPARE(l.moreText, u"+%1 more"_s.arg(spec.legend.size() - shown));
@@ -385,6 +389,58 @@ void TestChartBasics::legendOverflowFollowsTheLastEntry()
         if (width >= 2000)
             QCOMPARE(shown, spec.legend.size());
     }
+}
+
+void TestChartBasics::legendListsALoneEntryInsteadOfOneMore()
+{
+    // Four ranks' lines in a narrow chart (a 1024 px window), one entry a row: the fourth read
+    // "+1 more", which took the room the entry itself needs.
+    using namespace cppl::charts::detail;
+    using namespace Qt::StringLiterals;
+    const QFont font;
+    const QFontMetricsF fm(font);
+    const auto theme = cppl::charts::Theme::light();
+    const qreal rowH = std::max(fm.height(), theme.markerSize + 2) + 4;
+    FrameSpec spec;
+    for (int r = 0; r < 5; ++r)
+        spec.legend.push_back({u"rank %1 (gpu-node-%1)"_s.arg(r), LegendEntry::Swatch::Line, Qt::black, Qt::SolidLine, {}, Qt::NoBrush});
+    const qreal entry = 28 + 5 + fm.horizontalAdvance(spec.legend[0].label) + 16;
+    const QRectF area(0, 0, entry * 1.5, 500); // one entry a row
+    FrameSpec four = spec;
+    four.legend.resize(4);
+    const LegendLayout l4 = legendLayout(fm, area, theme, four);
+    QCOMPARE(l4.entries.size(), size_t(4));
+    QVERIFY(l4.moreText.isEmpty());
+    QVERIFY(std::abs(l4.height - 4 * rowH) < 0.01);
+    // Five: two would be left over; the legend keeps to three rows and says how many.
+    const LegendLayout l5 = legendLayout(fm, area, theme, spec);
+    QVERIFY(l5.entries.size() < 4);
+    QCOMPARE(l5.moreText, u"+%1 more"_s.arg(5 - l5.entries.size()));
+    QVERIFY(l5.height <= 3 * rowH + 0.01);
+}
+
+void TestChartBasics::titleWrapsOntoTwoLines()
+{
+    // The Run page's charts at a 1024 px window: "Global running PPL (exact merge) ± 1 standard…".
+    using cppl::charts::detail::titleLines;
+    using namespace Qt::StringLiterals;
+    QFont f;
+    f.setBold(true);
+    const QFontMetricsF fm(f);
+    const QString title = u"Global running PPL (exact merge) ± 1 standard error"_s;
+    const qreal full = fm.horizontalAdvance(title);
+    QCOMPARE(titleLines(fm, title, full + 1), QStringList{title});
+    const QStringList two = titleLines(fm, title, full * 0.7);
+    QCOMPARE(two.size(), 2);
+    QCOMPARE(two.join(u' '), title); // every word, none elided
+    for (const QString &line : two)
+        QVERIFY2(fm.horizontalAdvance(line) <= full * 0.7, qPrintable(line));
+    // Narrower still: two lines, the second elided.
+    const QStringList narrow = titleLines(fm, title, full * 0.3);
+    QCOMPARE(narrow.size(), 2);
+    QVERIFY2(narrow[1].endsWith(u'…'), qPrintable(narrow[1]));
+    for (const QString &line : narrow)
+        QVERIFY2(fm.horizontalAdvance(line) <= full * 0.3, qPrintable(line));
 }
 
 QTEST_MAIN(TestChartBasics)
