@@ -512,9 +512,13 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                                   : firstRank >= 0 ? tr("nothing to compare yet: only rank %1 has reported").arg(firstRank)
                                                    : tr("no data yet"));
     if (ranks <= kLinesUpTo) {
+        // The host names a rank only when there are several: four "rank N (localhost)" took a row
+        // each in a 1024 px window's legend, and the fourth became "+1 more".
+        const bool severalHosts = std::any_of(snapshot.ranks.begin(), snapshot.ranks.end(),
+                                              [&](const auto &v) { return v.host != snapshot.ranks.front().host; });
         for (int r = 0; r < ranks; ++r) {
             QString name = tr("rank %1").arg(r);
-            if (r < int(snapshot.ranks.size()) && !snapshot.ranks[size_t(r)].host.empty())
+            if (severalHosts && r < int(snapshot.ranks.size()) && !snapshot.ranks[size_t(r)].host.empty())
                 name += u" ("_s + QString::fromStdString(snapshot.ranks[size_t(r)].host) + u')';
             rates.push_back({name, x, rankSeries(tl, RankMetric::TokensPerSecond, r)});
             if (compared)

@@ -472,6 +472,33 @@ private Q_SLOTS:
         page.reset(u"next"_s, 4, {}, run.thresholds());
         QCOMPARE(page.charts()->deviationEmptyText(), u"no data yet"_s);
     }
+
+    void rankNamesCarryTheHostOnlyWhenSeveral()
+    {
+        // Up to 32 ranks each has a line and a legend entry. On one host "rank 0 (localhost)" said
+        // nothing the run's notice had not said, and four of them took a legend row each in a
+        // 1024 px window (the fourth read "+1 more").
+        cppl::app::RunPage page;
+        page.resize(1500, 900);
+        auto names = [&] {
+            QStringList n;
+            const auto *dev = page.charts()->deviationChart();
+            for (int i = 0; i < dev->seriesCount(); ++i)
+                n << dev->series(i).name;
+            return n;
+        };
+        SyntheticRun local(4);
+        local.advanceTo(30);
+        local.showOn(page);
+        QCOMPARE(names(), (QStringList{u"rank 0"_s, u"rank 1"_s, u"rank 2"_s, u"rank 3"_s}));
+        SyntheticRun nodes(16); // 8 ranks a node
+        nodes.advanceTo(30);
+        nodes.showOn(page);
+        const QStringList n = names();
+        QCOMPARE(n.size(), 16);
+        QCOMPARE(n.front(), u"rank 0 (node-000)"_s);
+        QCOMPARE(n.back(), u"rank 15 (node-001)"_s);
+    }
 };
 
 QTEST_MAIN(TestRunCharts)
