@@ -27,6 +27,7 @@
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
@@ -199,7 +200,9 @@ RunPage::RunPage(QWidget *parent)
     split->addWidget(m_charts);
 
     auto *bottom = new QSplitter(Qt::Horizontal, split);
+    m_bottom = bottom;
     auto *tableBox = new QWidget(bottom);
+    m_tableBox = tableBox;
     auto *tableLayout = new QVBoxLayout(tableBox);
     tableLayout->setContentsMargins(0, 0, 0, 0);
     m_rankFilter = new QLineEdit(tableBox);
@@ -228,10 +231,12 @@ RunPage::RunPage(QWidget *parent)
         const QFontMetrics fm = m_table->fontMetrics();
         // Sized so that every column, memory last, fits the table's share of a 1500-pixel window.
         const QStringList samples{u"0000"_s, u"node-000.c"_s, u"group-00"_s, u"✗ failed (signal 9)"_s, u"00,000,000"_s,
-                                  u"00000"_s, u"00.0 %"_s, u"000"_s, u"00.0 s"_s, u"00.0/00 GiB · 100%"_s};
+                                  u"00,000"_s, u"00.0 %"_s, u"000"_s, u"00.0 s"_s, u"00.0/00 GiB · 100%"_s};
+        m_tableWidth = 2 * m_table->frameWidth() + m_table->style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4;
         for (int c = 0; c < RankTableModel::ColumnCount; ++c) {
             const int header = fm.horizontalAdvance(m_ranks->headerData(c, Qt::Horizontal).toString()) + 28;
             m_table->setColumnWidth(c, std::max(header, fm.horizontalAdvance(samples[c]) + 14));
+            m_tableWidth += m_table->columnWidth(c);
         }
     }
     tableLayout->addWidget(m_table);
@@ -320,6 +325,35 @@ RunPage::RunPage(QWidget *parent)
     reset({}, 0, {}, Thresholds{});
 }
 
+void RunPage::resizeEvent(QResizeEvent *event)
+{
+    QWidget::resizeEvent(event);
+    placeRankTable();
+}
+
+void RunPage::placeRankTable()
+{
+    // The table's ten columns and an alert list whose messages can be read (its Time, Rank and
+    // Kind columns take some 240 px) side by side need about 1,260 px: at a 1024 px window the
+    // table scrolled sideways (Memory, Heard and Msgs lost out of sight) and the alerts showed
+    // 60 px of their message. Narrower, the table is the first tab, each with the whole width.
+    constexpr int kAlertsWidth = 440;
+    const bool inTabs = width() < m_tableWidth + kAlertsWidth;
+    if (inTabs == m_tableInTabs)
+        return;
+    m_tableInTabs = inTabs;
+    if (inTabs) {
+        m_tabs->insertTab(0, m_tableBox, tr("Ranks"));
+        m_tabs->setCurrentIndex(0);
+    } else {
+        m_tabs->removeTab(m_tabs->indexOf(m_tableBox));
+        m_bottom->insertWidget(0, m_tableBox);
+        m_tableBox->show();
+        m_bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
+        m_bottom->setStretchFactor(1, 1);
+    }
+}
+
 void RunPage::reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds)
 {
     m_worldSize = worldSize;
@@ -330,7 +364,7 @@ void RunPage::reset(const QString &runId, int worldSize, const std::vector<QStri
     m_alertTimer->stop();
     m_pendingAlerts.clear();
     m_alerts->clear();
-    m_tabs->setTabText(0, tr("Alerts"));
+    m_tabs->setTabText(m_tabs->indexOf(m_alertView), tr("Alerts"));
     m_logs.clear();
     m_allLogs.clear();
     m_log->clear();
@@ -595,7 +629,7 @@ void RunPage::flushAlerts()
     m_pendingAlerts.clear();
     if (following)
         m_alertView->scrollToBottom();
-    m_tabs->setTabText(0, tr("Alerts (%1)").arg(QLocale().toString(qlonglong(m_alerts->allAlerts().size()))));
+    m_tabs->setTabText(m_tabs->indexOf(m_alertView), tr("Alerts (%1)").arg(QLocale().toString(qlonglong(m_alerts->allAlerts().size()))));
 }
 
 void RunPage::appendLog(int rank, bool isStderr, const QString &line)

@@ -14,6 +14,7 @@
 #include <map>
 
 class QLabel;
+class QSplitter;
 class QLineEdit;
 class QPlainTextEdit;
 class QComboBox;
@@ -75,13 +76,22 @@ public:
     [[nodiscard]] AlertModel *alertModel() const noexcept { return m_alerts; }
     [[nodiscard]] QSortFilterProxyModel *rankProxy() const noexcept { return m_proxy; }
     [[nodiscard]] RunCharts *charts() const noexcept { return m_charts; }
+    /// Whether the rank table is the first tab beside Alerts and Logs (a narrow window) rather
+    /// than beside them.
+    [[nodiscard]] bool rankTableInTabs() const noexcept { return m_tableInTabs; }
 
 Q_SIGNALS:
     void runRequested();
     void stopRequested();
     void rankSelected(int rank);
 
+protected:
+    void resizeEvent(QResizeEvent *event) override;
+
 private:
+    /// Beside the Alerts/Logs tabs when both have room (the table's columns and a readable
+    /// message column), else the first of the tabs.
+    void placeRankTable();
     void showRecovering(); // the badge while the run goes on without m_lostLive's ranks
     void refreshNotice();
     void refreshLogView();
@@ -109,6 +119,10 @@ private:
     AlertModel *m_alerts = nullptr;
     QTableView *m_alertView = nullptr;
     QTabWidget *m_tabs = nullptr;
+    QSplitter *m_bottom = nullptr;   // the rank table (when beside) and m_tabs
+    QWidget *m_tableBox = nullptr;   // the filter and the rank table
+    int m_tableWidth = 0;            // what the table's columns need, frame and scroll bar included
+    bool m_tableInTabs = false;
     QTimer *m_alertTimer = nullptr;
     std::vector<cppl::core::run::RunAlert> m_pendingAlerts;
     QComboBox *m_logRank = nullptr;

@@ -96,6 +96,7 @@ private Q_SLOTS:
     void unknownFiguresReadAsDash();
     void rankTableGroupsDigitsAsThePageDoes();
     void syntheticTelemetryLossComesMidRun();
+    void rankTableAndAlertsFitANarrowWindow();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1283,6 +1284,54 @@ void TestAppModels::syntheticTelemetryLossComesMidRun()
             QVERIFY2(a.seconds >= cppl::app::SyntheticRun::kTelemetryLossSeconds, qPrintable(QString::number(a.seconds)));
         }
     QVERIFY(raised > 0);
+}
+
+void TestAppModels::rankTableAndAlertsFitANarrowWindow()
+{
+    // A 1024 px window leaves the Run page some 880 px: the rank table beside the alerts scrolled
+    // sideways (Msgs lost, Heard and Memory out of sight) and the alert list showed 60 px of its
+    // messages. Narrow, the table is the first tab beside Alerts and Logs, each with the whole
+    // width; wide, they sit side by side as before. Both fit without scrolling sideways.
+    cppl::app::SyntheticRun run(1024);
+    run.advanceTo(0.6 * 600 + 12);
+    cppl::app::RunPage page;
+    page.resize(880, 640);
+    run.showOn(page);
+    page.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&page));
+    auto *table = page.findChild<QTableView *>(u"rankTable"_s);
+    auto *alerts = page.findChild<QTableView *>(u"alertView"_s);
+    QVERIFY(table && alerts);
+    auto *tabs = qobject_cast<QTabWidget *>(alerts->parentWidget()->parentWidget());
+    QVERIFY(tabs);
+    QVERIFY(page.rankTableInTabs());
+    QCOMPARE(tabs->tabText(0), u"Ranks"_s);
+    QCOMPARE(tabs->tabText(1), u"Alerts (%1)"_s.arg(QLocale().toString(qlonglong(run.alerts().size()))));
+    QVERIFY(table->isVisible());
+    QTRY_VERIFY(table->viewport()->width() > 0);
+    QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+    tabs->setCurrentWidget(alerts);
+    QTRY_VERIFY(alerts->isVisible());
+    QTRY_VERIFY2(alerts->columnWidth(cppl::app::AlertModel::ColMessage) >= 400,
+                 qPrintable(QString::number(alerts->columnWidth(cppl::app::AlertModel::ColMessage))));
+    QCOMPARE(alerts->horizontalScrollBar()->maximum(), 0);
+    // The 1500 px window of the screenshots: side by side, nothing scrolls sideways, and the
+    // alert count is still on its tab.
+    page.resize(1370, 800);
+    QTRY_VERIFY(!page.rankTableInTabs());
+    QTRY_VERIFY(table->isVisible() && alerts->isVisible());
+    QCOMPARE(tabs->tabText(0), u"Alerts (%1)"_s.arg(QLocale().toString(qlonglong(run.alerts().size()))));
+    const int tableRight = table->mapTo(&page, QPoint(table->width(), 0)).x();
+    const int alertsLeft = alerts->mapTo(&page, QPoint(0, 0)).x();
+    QVERIFY2(tableRight <= alertsLeft, qPrintable(u"%1 > %2"_s.arg(tableRight).arg(alertsLeft)));
+    QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+    QVERIFY2(alerts->columnWidth(cppl::app::AlertModel::ColMessage) >= 150,
+             qPrintable(QString::number(alerts->columnWidth(cppl::app::AlertModel::ColMessage))));
+    // Narrow again (the window resized back): the table returns to the tabs, alerts after it.
+    page.resize(880, 640);
+    QTRY_VERIFY(page.rankTableInTabs());
+    QCOMPARE(tabs->count(), 3);
+    QCOMPARE(tabs->indexOf(alerts), 1);
 }
 
 QTEST_MAIN(TestAppModels)
