@@ -304,10 +304,18 @@ private Q_SLOTS:
         QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("local_ranks")).toInt(), 2);
         QVERIFY(!j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("pinned")).toString().isEmpty());
         QVERIFY2(r.err.contains(QStringLiteral("pinned to CPUs ")), qPrintable(r.err));
-        // --threads wins over the default.
-        r = runAgent(common + QStringList{QStringLiteral("--threads"), QStringLiteral("3")});
+        // --threads wins over the default, and more threads than CPUs is said to be slower.
+        r = runAgent(common + QStringList{QStringLiteral("--threads"), QString::number(allowed + 1)});
         QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
-        QCOMPARE(readJson(json).value(QStringLiteral("threads")).toInt(), 3);
+        j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed + 1);
+        QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("threads_from")).toString(),
+                 QStringLiteral("--threads; more than this rank's %1 CPU%2 (%1 allowed / 1 local rank): its threads take turns, which is slower than %1")
+                     .arg(allowed)
+                     .arg(allowed > 1 ? QStringLiteral("s") : QString()));
+        r = runAgent(common + QStringList{QStringLiteral("--threads"), QString::number(allowed)});
+        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QCOMPARE(readJson(json).value(QStringLiteral("cpus")).toObject().value(QStringLiteral("threads_from")).toString(), QStringLiteral("--threads"));
     }
 
     void halfPrecisionDtypes()

@@ -39,6 +39,12 @@ CpuPlan planCpus(int localRank, int localRanks, int threadsFlag)
     if (threadsFlag > 0) {
         p.threads = threadsFlag;
         p.why = "--threads";
+        // The kernels' threads all compute at once: more of them than CPUs only makes them take turns
+        // (and wait for each other at every step's end).
+        if (threadsFlag > per)
+            p.why += "; more than this rank's " + std::to_string(per) + " CPU" + (per > 1 ? "s" : "") + " (" + std::to_string(p.allowedCpus)
+                     + " allowed / " + std::to_string(p.localRanks) + " local rank" + (p.localRanks > 1 ? "s" : "")
+                     + "): its threads take turns, which is slower than " + std::to_string(per);
     } else {
         p.threads = per;
         p.why = std::to_string(p.allowedCpus) + " allowed CPUs / " + std::to_string(p.localRanks) + " local rank" + (p.localRanks > 1 ? "s" : "");
