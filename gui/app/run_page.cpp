@@ -160,7 +160,9 @@ RunPage::RunPage(QWidget *parent)
     head->addWidget(m_run);
     head->addWidget(m_stop);
     head->addSpacing(12);
-    head->addWidget(m_phase);
+    // Centred at its own height: stretched to a row of wrapped figures (a 1024 px window), the
+    // orange badge was a block three lines tall.
+    head->addWidget(m_phase, 0, Qt::AlignVCenter);
     head->addSpacing(12);
     head->addWidget(m_ppl);
     head->addSpacing(12);
