@@ -250,14 +250,30 @@ void RankHeatMap::paintEvent(QPaintEvent *)
         // samples' spacing (paintColumns), so round times get evenly spaced ticks even when the
         // first samples came at irregular moments.
         auto columnPos = [t0, t1](double t) { return t1 > t0 ? (t - t0) / (t1 - t0) : 0.5; };
-        spec.xTicks = [=](double length, const QFontMetricsF &tfm) {
-            const double labelW = tfm.horizontalAdvance(cppl::charts::formatTick(t1, 1, ValueFormat::Seconds, t1)) + 24;
-            const auto ticks = cppl::charts::niceTicks(t0, std::max(t1, t0 + 1), std::clamp(int(length / labelW) + 1, 2, 12),
-                                                       ValueFormat::Seconds, false);
+        spec.xTicks = [=, this](double length, const QFontMetricsF &tfm) {
+            const double textW = tfm.horizontalAdvance(cppl::charts::formatTick(t1, 1, ValueFormat::Seconds, t1));
+            const double labelW = textW + 24;
+            // A narrow plot (a 1024 px window: ~150 px for 6 minutes) got one tick, "5:00", from
+            // which no scale can be read: more steps while two or more fit with room between them.
+            auto visible = [&](const cppl::charts::Ticks &t) {
+                return std::count_if(t.values.begin(), t.values.end(), [&](double v) { return v >= t0 - 1e-9 && v <= t1 + 1e-9; });
+            };
+            const double span = std::max(t1, t0 + 1) - t0;
+            auto ticks = cppl::charts::niceTicks(t0, std::max(t1, t0 + 1), std::clamp(int(length / labelW) + 1, 2, 12),
+                                                 ValueFormat::Seconds, false);
+            for (int count = std::clamp(int(length / labelW) + 2, 3, 12); visible(ticks) < 2 && count <= 12; ++count) {
+                const auto more = cppl::charts::niceTicks(t0, std::max(t1, t0 + 1), count, ValueFormat::Seconds, false);
+                if (more.step * length / span < textW + 8)
+                    break; // labels would touch
+                ticks = more;
+            }
             std::vector<detail::Tick> out;
+            m_timeTicks.clear();
             for (double v : ticks.values)
-                if (v >= t0 - 1e-9 && v <= t1 + 1e-9)
+                if (v >= t0 - 1e-9 && v <= t1 + 1e-9) {
                     out.push_back({columnPos(v), cppl::charts::formatTick(v, ticks.step, ValueFormat::Seconds, t1)});
+                    m_timeTicks << out.back().label;
+                }
             return out;
         };
         spec.yTicks = [this](double length, const QFontMetricsF &tfm) {

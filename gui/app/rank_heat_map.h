@@ -20,6 +20,7 @@
 #include "telemetry/collector_state.h"
 
 #include <QImage>
+#include <QStringList>
 
 #include <cstdint>
 #include <vector>
@@ -62,6 +63,8 @@ public:
     [[nodiscard]] QImage imageForRows(int rows);
     [[nodiscard]] int fullBuilds() const noexcept { return m_fullBuilds; }
     [[nodiscard]] double colourMax() const noexcept { return m_scale; }
+    /// The time axis' labels at the last paint (tests).
+    [[nodiscard]] QStringList timeTickLabels() const { return m_timeTicks; }
 
 protected:
     void paintEvent(QPaintEvent *event) override;
@@ -89,6 +92,7 @@ private:
     std::vector<int> m_lost;   // setLostRanks()
     std::vector<char> m_stateMarks; // m_marks as the snapshot alone has them (no 'L')
     double m_scale = 0;       // tok/s at the top of the colour scale
+    QStringList m_timeTicks;  // the time axis' labels at the last paint
     double m_seconds = 0;
 };
 

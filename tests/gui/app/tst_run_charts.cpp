@@ -499,6 +499,27 @@ private Q_SLOTS:
         QCOMPARE(n.front(), u"rank 0 (node-000)"_s);
         QCOMPARE(n.back(), u"rank 15 (node-001)"_s);
     }
+
+    void heatMapTimeAxisHasAScaleWhenNarrow()
+    {
+        // In a 1024 px window the heat map's plot is ~150 px wide: its time axis over 6:12 had one
+        // tick, "5:00", from which no scale can be read. Two or more now, their labels apart.
+        SyntheticRun run(1024);
+        run.advanceTo(372);
+        RankHeatMap heat;
+        heat.setData(run.timeline(), run.snapshot(), 10000);
+        for (const int width : {300, 420, 700}) {
+            heat.resize(width, 400);
+            heat.grab(); // paints: the ticks are those drawn
+            QStringList labels = heat.timeTickLabels();
+            QVERIFY2(labels.size() >= 2, qPrintable(u"%1 px: %2"_s.arg(width).arg(labels.join(u", "_s))));
+            QVERIFY2(labels.size() <= 8, qPrintable(u"%1 px: %2"_s.arg(width).arg(labels.join(u", "_s))));
+            QCOMPARE(labels.removeDuplicates(), 0);
+        }
+        heat.resize(300, 400);
+        heat.grab();
+        QCOMPARE(heat.timeTickLabels(), (QStringList{u"2:00"_s, u"4:00"_s, u"6:00"_s}));
+    }
 };
 
 QTEST_MAIN(TestRunCharts)
