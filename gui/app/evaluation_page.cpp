@@ -602,7 +602,9 @@ void EvaluationPage::runPreview()
                                                             "agents size it from free memory when the run starts.")
                                                        : QString()));
         // Dynamic: no rank has these windows; the header says what the rows are.
-        m_shards->setHorizontalHeaderLabels(dynamic ? QStringList{tr("Rank"), tr("Windows (static split)"), tr("Scored tokens (static split)")}
+        // On two lines: on one, the three columns were 385 px wide and the preview of a 1024 px
+        // window (about 320 px) scrolled sideways, the scored tokens out of sight.
+        m_shards->setHorizontalHeaderLabels(dynamic ? QStringList{tr("Rank"), tr("Windows\n(static split)"), tr("Scored tokens\n(static split)")}
                                                     : QStringList{tr("Rank"), tr("Windows"), tr("Scored tokens")});
         m_shards->setRowCount(int(shards.size()));
         for (int r = 0; r < shards.size(); ++r) {
@@ -616,6 +618,7 @@ void EvaluationPage::runPreview()
                 m_shards->setItem(r, c, item);
             }
         }
+        m_shards->resizeColumnToContents(0); // "Rank", not the default 100 px
         m_shards->resizeColumnToContents(1); // its header, "Windows (static split)", in full
         Q_EMIT previewUpdated();
     });

@@ -25,6 +25,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLocale>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -144,7 +145,16 @@ private Q_SLOTS:
         QVERIFY(page->previewText().contains(u"static split, for comparison"_s));
         auto *shards = page->findChild<QTableWidget *>();
         QVERIFY(shards);
-        QCOMPARE(shards->horizontalHeaderItem(1)->text(), u"Windows (static split)"_s); // no rank owns these under dynamic
+        QCOMPARE(shards->horizontalHeaderItem(1)->text(), u"Windows\n(static split)"_s); // no rank owns these under dynamic
+        // At a 1024 px window the preview is about 320 px wide: the three columns fit without
+        // scrolling sideways (on one line the headers made them 385 px).
+        w->resize(1024, 768);
+        w->show();
+        w->showPage(cppl::app::MainWindow::EvaluationPageIndex);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        QTRY_VERIFY(shards->viewport()->width() > 0);
+        QVERIFY2(shards->viewport()->width() < 400, qPrintable(QString::number(shards->viewport()->width())));
+        QTRY_COMPARE(shards->horizontalScrollBar()->maximum(), 0);
         // Counts read with the locale's digit grouping, as on the Run page ("6,096", not "6096"):
         // 48 windows of 127 scored tokens (llama.cpp scores the second half) out of the held-out
         // text's bytes, 1,524 per rank.
