@@ -336,13 +336,19 @@ void RunPage::resizeEvent(QResizeEvent *event)
 void RunPage::placeRankTable()
 {
     // The table's ten columns and an alert list whose messages can be read (its Time, Rank and
-    // Kind columns take some 240 px) side by side need about 1,260 px: at a 1024 px window the
+    // Kind columns take some 240 px) side by side need about 1,200 px: at a 1024 px window the
     // table scrolled sideways (Memory, Heard and Msgs lost out of sight) and the alerts showed
     // 60 px of their message. Narrower, the table is the first tab, each with the whole width.
-    constexpr int kAlertsWidth = 440;
+    constexpr int kAlertsWidth = 360;
     const bool inTabs = width() < m_tableWidth + kAlertsWidth;
-    if (inTabs == m_tableInTabs)
+    if (inTabs == m_tableInTabs) {
+        // Side by side, the 2:1 split gives the table less than its columns need below ~1,270 px
+        // (the default 1400 px window): the alerts give way, down to their minimum.
+        const QList<int> sizes = m_bottom->sizes();
+        if (!inTabs && sizes.size() == 2 && sizes[0] < m_tableWidth && sizes[0] + sizes[1] >= m_tableWidth + kAlertsWidth)
+            m_bottom->setSizes({m_tableWidth, sizes[0] + sizes[1] - m_tableWidth});
         return;
+    }
     m_tableInTabs = inTabs;
     if (inTabs) {
         m_tabs->insertTab(0, m_tableBox, tr("Ranks"));

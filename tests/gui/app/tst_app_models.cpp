@@ -1335,6 +1335,14 @@ void TestAppModels::rankTableAndAlertsFitANarrowWindow()
     QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
     QVERIFY2(alerts->columnWidth(cppl::app::AlertModel::ColMessage) >= 150,
              qPrintable(QString::number(alerts->columnWidth(cppl::app::AlertModel::ColMessage))));
+    // The default 1400 px window: still side by side, the alerts narrower so that the table's
+    // columns fit.
+    page.resize(1265, 800);
+    QTRY_VERIFY(table->isVisible() && alerts->isVisible());
+    QVERIFY(!page.rankTableInTabs());
+    QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+    QVERIFY2(alerts->columnWidth(cppl::app::AlertModel::ColMessage) >= 100,
+             qPrintable(QString::number(alerts->columnWidth(cppl::app::AlertModel::ColMessage))));
     // Narrow again (the window resized back): the table returns to the tabs, alerts after it.
     page.resize(880, 640);
     QTRY_VERIFY(page.rankTableInTabs());
