@@ -554,10 +554,18 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
         m_telemetry->setText(tr("telemetry messages: %1").arg(parts.join(u" · "_s)));
         m_telemetry->show();
     }
-    if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal)
+    // The ETA from the current rate of all ranks (the windows left at the tokens per window so far),
+    // once every rank has reported progress (or ended): from the elapsed time instead, the model's
+    // load and the ranks that had not started counted as evaluation, and 3 s into a run it read
+    // 49:26 for a run of 10 minutes; while ranks are still starting their rates are missing from
+    // the sum. Until then a figure not known yet: "—".
+    const bool starting = std::any_of(s.ranks.begin(), s.ranks.end(), [](const auto &r) { return !r.hasProgress && !r.exitCode; });
+    if (m_running && s.windowsTotal > 0 && s.windowsDone > 0 && s.windowsDone < s.windowsTotal && s.tokensPerSecond > 0 && s.global.tokens > 0)
         m_eta->setText(tr("elapsed %1 · ETA %2")
                            .arg(duration(elapsed))
-                           .arg(duration(elapsed * double(s.windowsTotal - s.windowsDone) / double(s.windowsDone))));
+                           .arg(starting ? tr("—")
+                                         : duration(double(s.windowsTotal - s.windowsDone) * double(s.global.tokens) / double(s.windowsDone)
+                                                    / s.tokensPerSecond)));
     else
         m_eta->setText(tr("elapsed %1").arg(duration(elapsed)));
     if (m_worldSize != int(s.ranks.size())) {

@@ -97,6 +97,7 @@ private Q_SLOTS:
     void rankTableGroupsDigitsAsThePageDoes();
     void syntheticTelemetryLossComesMidRun();
     void rankTableAndAlertsFitANarrowWindow();
+    void etaFromTheCurrentRate();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1352,3 +1353,42 @@ void TestAppModels::rankTableAndAlertsFitANarrowWindow()
 
 QTEST_MAIN(TestAppModels)
 #include "tst_app_models.moc"
+
+void TestAppModels::etaFromTheCurrentRate()
+{
+    // The headline's ETA, read at several moments of the synthetic 1024-rank run, must predict about
+    // the same end. From the elapsed time (model loading and ranks not started counted as
+    // evaluation) it read 49:26 at 3 s, an end at 49:29, against about 10:03 from 0:10 on; from
+    // the current rate while ranks were still starting, 14:04 (their rates were missing).
+    cppl::app::SyntheticRun run(1024);
+    cppl::app::RunPage page;
+    page.resize(1500, 900);
+    const QLabel *eta = page.findChild<QLabel *>(u"eta"_s);
+    QVERIFY(eta);
+    const auto predictedEnd = [&](double at) {
+        run.advanceTo(at);
+        run.showOn(page);
+        const QString text = eta->text();
+        const qsizetype i = text.indexOf(u"ETA "_s);
+        if (i < 0 || text.endsWith(u"ETA —"_s)) // "—": ranks still starting, no estimate
+            return -1.0;
+        double seconds = 0;
+        for (const QString &part : text.mid(i + 4).split(u':'))
+            seconds = 60 * seconds + part.toDouble();
+        return at + seconds;
+    };
+    // At 1 s no rank has reported: no estimate yet.
+    QCOMPARE(predictedEnd(1), -1.0);
+    QVERIFY2(eta->text().startsWith(u"elapsed 0:01"_s), qPrintable(eta->text()));
+    QList<std::pair<double, QString>> ends; // the run only goes forward: read in order, compared with the last
+    for (double at : {3.0, 10.0, 60.0, 180.0, 360.0}) {
+        const double end = predictedEnd(at);
+        if (end < 0 && at < 10) // ranks still starting
+            continue;
+        QVERIFY2(end > at, qPrintable(u"at %1 s: %2"_s.arg(at).arg(eta->text())));
+        ends.append({end, u"at %1 s: %2"_s.arg(at).arg(eta->text())});
+    }
+    const double settled = ends.last().first;
+    for (const auto &[end, what] : ends)
+        QVERIFY2(std::fabs(end - settled) <= 0.25 * settled, qPrintable(u"%1, an end at %2 s against %3 s at 6:00"_s.arg(what).arg(end).arg(settled)));
+}
