@@ -204,9 +204,10 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
     case ColPpl:
         if (!r.ppl)
             return u"—"_s;
-        return r.pplStderr ? u"%1 ± %2"_s.arg(*r.ppl, 0, 'f', 4).arg(*r.pplStderr, 0, 'f', 4) : QString::number(*r.ppl, 'f', 4);
+        // As the Run page's headline and the CLI write it (six decimals), so that a stored run reads as it did live.
+        return r.pplStderr ? u"%1 ± %2"_s.arg(*r.ppl, 0, 'f', 6).arg(*r.pplStderr, 0, 'f', 6) : QString::number(*r.ppl, 'f', 6);
     case ColTokens: return loc.toString(qlonglong(r.tokensScored));
-    case ColRate: return r.tokensPerSecond ? loc.toString(*r.tokensPerSecond, 'f', 1) : u"—"_s;
+    case ColRate: return r.tokensPerSecond ? loc.toString(*r.tokensPerSecond, 'f', 0) : u"—"_s;
     case ColBaseline: return m_baseline[std::size_t(index.row())].isEmpty() ? u"—"_s : m_baseline[std::size_t(index.row())];
     default: return {};
     }

@@ -8,6 +8,7 @@
 #include "profile_model.h"
 #include "rank_table_model.h"
 #include "run_charts.h"
+#include "history_model.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
@@ -98,6 +99,7 @@ private Q_SLOTS:
     void syntheticTelemetryLossComesMidRun();
     void rankTableAndAlertsFitANarrowWindow();
     void etaFromTheCurrentRate();
+    void historyWritesFiguresAsTheRunPage();
 };
 
 void TestAppModels::profileModelStructure()
@@ -1391,4 +1393,25 @@ void TestAppModels::etaFromTheCurrentRate()
     const double settled = ends.last().first;
     for (const auto &[end, what] : ends)
         QVERIFY2(std::fabs(end - settled) <= 0.25 * settled, qPrintable(u"%1, an end at %2 s against %3 s at 6:00"_s.arg(what).arg(end).arg(settled)));
+}
+
+void TestAppModels::historyWritesFiguresAsTheRunPage()
+{
+    // A stored run's PPL and tok/s read as the Run page's headline wrote them (six decimals; whole
+    // tokens per second, grouped): History had four decimals and one, so a run compared by eye with
+    // its live headline or the CLI's line seemed to differ.
+    cppl::core::store::RunRecord r;
+    r.runId = u"r1"_s;
+    r.ppl = 4.3138351234;
+    r.pplStderr = 0.0024881;
+    r.tokensPerSecond = 4913.4;
+    cppl::app::HistoryModel m;
+    m.setRuns({r});
+    QCOMPARE(m.index(0, cppl::app::HistoryModel::ColPpl).data().toString(), u"4.313835 ± 0.002488"_s);
+    QCOMPARE(m.index(0, cppl::app::HistoryModel::ColRate).data().toString(), QLocale().toString(4913.0, 'f', 0));
+    r.pplStderr.reset();
+    r.tokensPerSecond.reset();
+    m.setRuns({r});
+    QCOMPARE(m.index(0, cppl::app::HistoryModel::ColPpl).data().toString(), u"4.313835"_s);
+    QCOMPARE(m.index(0, cppl::app::HistoryModel::ColRate).data().toString(), u"—"_s);
 }
