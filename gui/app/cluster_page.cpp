@@ -21,11 +21,13 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStyle>
 #include <QToolBar>
+#include <QToolButton>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -74,8 +76,8 @@ ClusterPage::ClusterPage(QWidget *parent)
     buildToolbar(bar);
     layout->addWidget(bar);
 
-    auto *split = new QSplitter(Qt::Horizontal, this);
-    m_tree = new QTreeView(split);
+    m_split = new QSplitter(Qt::Horizontal, this);
+    m_tree = new QTreeView(m_split);
     m_tree->setObjectName(u"clusterTree"_s);
     m_tree->setModel(m_model);
     m_tree->setAlternatingRowColors(true);
@@ -89,46 +91,57 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_tree->header()->setStretchLastSection(true);
     m_tree->setUniformRowHeights(true);
 
-    auto *right = new QWidget(split);
-    auto *rightLayout = new QVBoxLayout(right);
-    rightLayout->setContentsMargins(0, 0, 0, 0);
-    m_hostBox = new QGroupBox(tr("Selected host"), right);
+    // The form beside the tree (wide) or below it (narrow, placeForm): two columns then, the host
+    // form and the rest (Slurm job, problems, pre-flight) side by side.
+    m_side = new QWidget(m_split);
+    m_sideLayout = new QBoxLayout(QBoxLayout::TopToBottom, m_side);
+    m_sideLayout->setContentsMargins(0, 0, 0, 0);
+    m_hostBox = new QGroupBox(tr("Selected host"), m_side);
     buildHostForm(m_hostBox);
-    rightLayout->addWidget(m_hostBox);
-    m_slurmBox = new QGroupBox(tr("Slurm job"), right);
+    m_sideLayout->addWidget(m_hostBox, 0, Qt::AlignTop);
+    auto *rest = new QWidget(m_side);
+    auto *restLayout = new QVBoxLayout(rest);
+    restLayout->setContentsMargins(0, 0, 0, 0);
+    m_sideLayout->addWidget(rest, 1);
+    m_slurmBox = new QGroupBox(tr("Slurm job"), rest);
     m_slurmBox->setObjectName(u"slurmBox"_s);
     m_slurmBox->setToolTip(tr("What the job asks Slurm for. The host above is the login node: the job is submitted there "
                               "with sbatch, and its ranks are the job's tasks on the allocated nodes (docs/launching.md)."));
     buildSlurmForm(m_slurmBox);
-    rightLayout->addWidget(m_slurmBox);
-    m_problemsTitle = new QLabel(right);
-    rightLayout->addWidget(m_problemsTitle);
-    m_problems = new QListWidget(right);
+    restLayout->addWidget(m_slurmBox);
+    m_problemsTitle = new QLabel(rest);
+    m_problemsTitle->setWordWrap(true);
+    restLayout->addWidget(m_problemsTitle);
+    m_problems = new QListWidget(rest);
     m_problems->setObjectName(u"problems"_s);
     m_problems->setWordWrap(true);
     m_problems->setToolTip(tr("Every problem of the profile; click one to select its row"));
-    rightLayout->addWidget(m_problems);
+    restLayout->addWidget(m_problems);
     m_preflightNote = new QLabel(tr("Pre-flight runs on every host before each launch; \u201cCheck hosts\u201d runs it alone. "
                                     "Its findings (agent and LibTorch versions, GPUs, NCCL, memory, paths) appear in the tree "
                                     "and below."),
-                                 right);
+                                 rest);
     m_preflightNote->setWordWrap(true);
-    rightLayout->addWidget(m_preflightNote);
-    m_checkResults = new QLabel(right);
+    restLayout->addWidget(m_preflightNote);
+    m_checkResults = new QLabel(rest);
     m_checkResults->setObjectName(u"checkResults"_s);
     m_checkResults->setWordWrap(true);
     m_checkResults->setTextFormat(Qt::RichText);
     m_checkResults->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_checkResults->hide();
-    rightLayout->addWidget(m_checkResults);
-    rightLayout->addStretch(1);
-    split->addWidget(m_tree);
-    split->addWidget(right);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 0);
-    right->setMaximumWidth(right->fontMetrics().horizontalAdvance(QLatin1Char('x')) * 64);
+    restLayout->addWidget(m_checkResults);
+    restLayout->addStretch(1);
+    m_split->addWidget(m_tree);
+    m_split->addWidget(m_side);
+    m_split->setStretchFactor(0, 1);
+    m_split->setStretchFactor(1, 0);
+    // Never squeezed out of sight: placed below the form in a page not shown yet (Qt's default
+    // size), the tree was collapsed and stayed so.
+    m_split->setCollapsible(0, false);
+    m_sideMaxWidth = m_side->fontMetrics().horizontalAdvance(QLatin1Char('x')) * 64;
+    m_side->setMaximumWidth(m_sideMaxWidth);
     m_problems->setMaximumHeight(m_problems->fontMetrics().height() * 9);
-    layout->addWidget(split, 1);
+    layout->addWidget(m_split, 1);
 
     connect(m_model, &ProfileModel::editRefused, this, [this](const QString &m) {
         Q_EMIT failed(tr("Edit refused: %1").arg(m));
@@ -154,6 +167,59 @@ ClusterPage::ClusterPage(QWidget *parent)
     refreshProblems();
     refreshForm();
     refreshSlurmForm();
+}
+
+void ClusterPage::resizeEvent(QResizeEvent *event)
+{
+    QWidget::resizeEvent(event);
+    placeForm();
+}
+
+void ClusterPage::placeForm()
+{
+    // What the tree's columns need, as sized to their contents (the pre-flight column, last, at
+    // least its header and "not checked"; a longer report elides, whole in its tooltip and under
+    // the form), beside a form whose fields can be read. Side by side in a 1024 px window the tree
+    // had ~420 px for ~700 px of columns and scrolled sideways; there the form goes below it, the
+    // host form and the rest side by side.
+    const QHeaderView *header = m_tree->header();
+    int tree = 2 * m_tree->frameWidth() + m_tree->style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+    for (int c = 0; c < ProfileModel::ColPreflight; ++c)
+        tree += header->sectionSize(c);
+    tree += std::max(header->sectionSizeHint(ProfileModel::ColPreflight), fontMetrics().horizontalAdvance(tr("not checked")) + 16);
+    int form = fontMetrics().horizontalAdvance(QLatin1Char('x')) * 40;
+    form = std::max(form, m_hostBox->minimumSizeHint().width());
+    if (m_slurmBox->isVisibleTo(this))
+        form = std::max(form, m_slurmBox->minimumSizeHint().width());
+    const bool below = width() < tree + m_split->handleWidth() + form;
+    // Below, the form at its height and the rest for the tree, once the splitter has its new
+    // size (a page not shown yet gets its size later).
+    const auto fitBelow = [this] {
+        const QList<int> sizes = m_split->sizes();
+        const int side = m_side->sizeHint().height();
+        if (m_formBelow && sizes.size() == 2 && sizes[1] != side && sizes[0] + sizes[1] - side >= 6 * fontMetrics().height())
+            m_split->setSizes({sizes[0] + sizes[1] - side, side});
+    };
+    if (below == m_formBelow) {
+        const QList<int> sizes = m_split->sizes();
+        if (!below && sizes.size() == 2 && sizes[0] < tree && sizes[0] + sizes[1] >= tree + form)
+            // Beside, the tree keeps its columns while the form can give way (down to its minimum).
+            m_split->setSizes({tree, sizes[0] + sizes[1] - tree});
+        if (below)
+            QMetaObject::invokeMethod(this, fitBelow, Qt::QueuedConnection);
+        return;
+    }
+    m_formBelow = below;
+    m_side->setMaximumWidth(below ? QWIDGETSIZE_MAX : m_sideMaxWidth);
+    m_sideLayout->setDirection(below ? QBoxLayout::LeftToRight : QBoxLayout::TopToBottom);
+    m_sideLayout->setStretch(0, below ? 1 : 0); // below: two columns of equal width
+    m_split->setOrientation(below ? Qt::Vertical : Qt::Horizontal);
+    if (below) {
+        QMetaObject::invokeMethod(this, fitBelow, Qt::QueuedConnection);
+    } else {
+        const int total = m_split->width();
+        m_split->setSizes({total - std::min(m_sideMaxWidth, total - tree), std::min(m_sideMaxWidth, total - tree)});
+    }
 }
 
 void ClusterPage::buildToolbar(QWidget *bar)
@@ -194,6 +260,7 @@ void ClusterPage::buildToolbar(QWidget *bar)
     layout->addLayout(row);
 
     auto *tools = new QToolBar(bar);
+    tools->setObjectName(u"clusterTools"_s);
     tools->setToolButtonStyle(Qt::ToolButtonTextOnly);
     auto add = [&](const QString &text, const QString &tip, auto slot) {
         QAction *a = tools->addAction(text);
@@ -238,16 +305,33 @@ void ClusterPage::buildToolbar(QWidget *bar)
         if (!p.isEmpty())
             saveProfile(p);
     });
-    add(tr("Import hostfile…"), tr("Read a DeepSpeed hostfile (HOST slots=N [group=NAME])"), [this] {
+    // The hostfile's two actions behind one menu button: with all ten actions side by side the
+    // toolbar was ~890 px wide, and a 1024 px window's page (~870 px) hid "Export hostfile…" behind
+    // the toolbar's overflow chevron.
+    auto *hostfile = new QToolButton(tools);
+    hostfile->setObjectName(u"hostfileButton"_s);
+    hostfile->setText(tr("Hostfile"));
+    hostfile->setToolTip(tr("Import or export the hosts as a DeepSpeed hostfile (HOST slots=N [group=NAME])"));
+    hostfile->setPopupMode(QToolButton::InstantPopup);
+    hostfile->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    auto *hostfileMenu = new QMenu(hostfile);
+    QAction *importAction = hostfileMenu->addAction(tr("Import hostfile…"));
+    importAction->setToolTip(tr("Read a DeepSpeed hostfile (HOST slots=N [group=NAME])"));
+    connect(importAction, &QAction::triggered, this, [this] {
         const QString p = QFileDialog::getOpenFileName(this, tr("Import hostfile"));
         if (!p.isEmpty())
             importHostfile(p);
     });
-    add(tr("Export hostfile…"), tr("Write the hosts as a DeepSpeed hostfile with group= labels"), [this] {
+    QAction *exportAction = hostfileMenu->addAction(tr("Export hostfile…"));
+    exportAction->setToolTip(tr("Write the hosts as a DeepSpeed hostfile with group= labels"));
+    connect(exportAction, &QAction::triggered, this, [this] {
         const QString p = QFileDialog::getSaveFileName(this, tr("Export hostfile"));
         if (!p.isEmpty())
             exportHostfile(p);
     });
+    hostfileMenu->setToolTipsVisible(true);
+    hostfile->setMenu(hostfileMenu);
+    tools->addWidget(hostfile);
     layout->addWidget(tools);
 
     connect(m_launcher, &QComboBox::activated, this, [this] {
@@ -444,6 +528,7 @@ void ClusterPage::refreshSlurmForm()
     const ClusterProfile p = m_model->profile();
     const SlurmSpec &s = p.slurm;
     m_slurmBox->setVisible(p.launcher == "slurm");
+    placeForm(); // the Slurm job's fields widen the form
     const bool was = m_updatingForm;
     m_updatingForm = true;
     for (const SlurmLine &l : std::as_const(m_slurmLines))
@@ -503,6 +588,7 @@ void ClusterPage::restoreExpansion()
     }
     for (int c = 0; c < ProfileModel::ColPreflight; ++c)
         m_tree->resizeColumnToContents(c);
+    placeForm();
 }
 
 void ClusterPage::setProfile(const ClusterProfile &profile, const QString &path)
@@ -669,6 +755,7 @@ void ClusterPage::showPreflight(const cppl::core::run::HostPreflight &report)
     m_checkResults->show();
     for (int c = ProfileModel::ColRole; c < ProfileModel::ColumnCount; ++c)
         m_tree->resizeColumnToContents(c);
+    placeForm();
 }
 
 void ClusterPage::beginCheck()

@@ -15,6 +15,7 @@
 
 #include <functional>
 
+class QBoxLayout;
 class QCheckBox;
 class QComboBox;
 class QLabel;
@@ -22,6 +23,7 @@ class QLineEdit;
 class QListWidget;
 class QAction;
 class QSpinBox;
+class QSplitter;
 class QTreeView;
 class QGroupBox;
 
@@ -61,6 +63,9 @@ public:
     /// The Slurm job's box (shown with launcher "slurm") and its inline verdict, for tests.
     [[nodiscard]] QGroupBox *slurmBox() const noexcept { return m_slurmBox; }
     [[nodiscard]] QString slurmStatusText() const;
+    /// Whether the form is below the tree (a narrow page: the tree's columns and a readable form do
+    /// not fit side by side) rather than beside it.
+    [[nodiscard]] bool formBelow() const noexcept { return m_formBelow; }
 
 Q_SIGNALS:
     void failed(const QString &message);
@@ -68,7 +73,12 @@ Q_SIGNALS:
     void profileChanged();
     void checkHostsRequested();
 
+protected:
+    void resizeEvent(QResizeEvent *event) override;
+
 private:
+    /// Beside the tree when the page has room for the tree's columns and a readable form, else below it.
+    void placeForm();
     void buildToolbar(QWidget *bar);
     void buildHostForm(QGroupBox *box);
     void buildSlurmForm(QGroupBox *box);
@@ -86,6 +96,11 @@ private:
 
     ProfileModel *m_model = nullptr;
     QTreeView *m_tree = nullptr;
+    QSplitter *m_split = nullptr;   // the tree and m_side: side by side, or one above the other
+    QWidget *m_side = nullptr;      // the host form, the Slurm job, problems and pre-flight
+    QBoxLayout *m_sideLayout = nullptr; // top to bottom beside the tree, left to right below it
+    int m_sideMaxWidth = 0;         // beside the tree: the form's widest
+    bool m_formBelow = false;
     QListWidget *m_problems = nullptr;
     QLabel *m_problemsTitle = nullptr;
     QLabel *m_nameLabel = nullptr;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "history_page.h"
 
+#include "column_fit.h"
 #include "history_model.h"
 #include "run_detail.h"
 
@@ -100,13 +101,13 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_view->verticalHeader()->hide();
     m_view->setAlternatingRowColors(true);
     m_view->setWordWrap(false);
-    m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    // Paths are long: the file name is shown, the full path in the tooltip and the filter list.
-    for (int c : {HistoryModel::ColModel, HistoryModel::ColData}) {
-        m_view->horizontalHeader()->setSectionResizeMode(c, QHeaderView::Interactive);
-        m_view->horizontalHeader()->resizeSection(c, m_view->fontMetrics().horizontalAdvance(u'x') * 18);
-    }
     m_view->horizontalHeader()->setStretchLastSection(true);
+    // Paths are long: the file name is shown (elided in a small window), the full path in the
+    // tooltip and the filter list. In a 1024 px window the table scrolled sideways: there the
+    // counts of groups and nodes, the protocol and the tokens give way too (the run detail and the
+    // filters have them; the header's menu shows them again).
+    new ColumnFit(m_view, {{HistoryModel::ColModel, HistoryModel::ColData}, 10, 14, 18,
+                           {HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}});
     outer->addWidget(m_view, 1);
     {
         auto *overlay = new QVBoxLayout(m_view->viewport());

@@ -37,6 +37,7 @@
 #include <cmath>
 
 using namespace Qt::StringLiterals;
+using cppl::core::run::AlertKind;
 using cppl::core::run::RunPhase;
 
 namespace cppl::app {
@@ -140,12 +141,13 @@ RunPage::RunPage(QWidget *parent)
 
     // Headline: what a user looks at first.
     auto *head = new QHBoxLayout;
+    m_head = head;
     m_run = new QPushButton(tr("Run"), this);
     m_run->setToolTip(tr("Start the evaluation on the cluster (Ctrl+R)"));
     m_stop = new QPushButton(tr("Stop"), this);
     m_stop->setToolTip(tr("End every rank of this run (Ctrl+.)"));
     m_stop->setEnabled(false);
-    // The badge and the figures wrap when the window is narrow (1024 px); the PPL keeps its line.
+    // The badge and the figures wrap when the page is narrower still than the headline's two rows.
     m_phase = headline(this, u"phase"_s, 1.0, u"✓ Recovered ·"_s);
     m_ppl = headline(this, u"ppl"_s, 1.6);
     m_tokens = headline(this, u"tokens"_s, 1.0, u"000,000,000,000 tokens"_s);
@@ -166,19 +168,24 @@ RunPage::RunPage(QWidget *parent)
     head->addSpacing(12);
     head->addWidget(m_ppl);
     head->addSpacing(12);
-    auto *figures = new QVBoxLayout;
-    figures->addWidget(m_tokens);
-    figures->addWidget(m_rate);
-    head->addLayout(figures);
+    m_figures = new QVBoxLayout;
+    m_figures->addWidget(m_tokens);
+    m_figures->addWidget(m_rate);
+    head->addLayout(m_figures);
     // Time and telemetry one above the other, as tokens and rate are: side by side, a 1024-rank
     // run's headline ("✓ Recovered · rank 777 lost", 22,054,752 windows) was wider than a 1500 px
     // window and widened it.
-    auto *times = new QVBoxLayout;
-    times->addWidget(m_eta);
-    times->addWidget(m_telemetry);
-    head->addLayout(times);
+    m_times = new QVBoxLayout;
+    m_times->addWidget(m_eta);
+    m_times->addWidget(m_telemetry);
+    head->addLayout(m_times);
     head->addStretch(1);
     layout->addLayout(head);
+    // Tokens, rate and telemetry on a line of their own under the PPL when the row is too narrow
+    // for them (placeHeadline); empty otherwise.
+    m_headBelow = new QHBoxLayout;
+    m_headBelow->setSpacing(std::max(12, 3 * head->spacing()));
+    layout->addLayout(m_headBelow);
     m_deviation = new QLabel(this);
     m_deviation->setObjectName(u"deviation"_s);
     m_deviation->setWordWrap(true);
@@ -264,7 +271,19 @@ RunPage::RunPage(QWidget *parent)
     m_alertView->addAction(copyAlerts);
     m_alertView->setColumnWidth(AlertModel::ColTime, m_alertView->fontMetrics().horizontalAdvance(u"00:00:00"_s) + 12);
     m_alertView->setColumnWidth(AlertModel::ColRank, m_alertView->fontMetrics().horizontalAdvance(u"Rank 0000"_s));
-    m_alertView->setColumnWidth(AlertModel::ColKind, m_alertView->fontMetrics().horizontalAdvance(u"⚠ comm share  "_s));
+    {
+        // The widest kind on one line ("⚠ comm share" was the measure: "⚠ lost telemetry" wrapped
+        // onto two); a count ("×12") may take the row's second line. The delegate keeps a margin
+        // of the focus frame's plus one on either side of the text.
+        const QFontMetrics fm = m_alertView->fontMetrics();
+        int kind = 0;
+        for (AlertKind k : {AlertKind::Stalled, AlertKind::Failed, AlertKind::CommShare, AlertKind::LostMessages,
+                            AlertKind::ResultMismatch, AlertKind::Deviation, AlertKind::RankLost})
+            for (const QString &symbol : {u"⚠ "_s, u"✗ "_s})
+                kind = std::max(kind, fm.horizontalAdvance(symbol + cppl::core::run::alertKindName(k)));
+        const int margin = m_alertView->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, m_alertView) + 1;
+        m_alertView->setColumnWidth(AlertModel::ColKind, kind + 2 * margin + 4);
+    }
     m_tabs->addTab(m_alertView, tr("Alerts"));
     auto *logBox = new QWidget(m_tabs);
     auto *logLayout = new QVBoxLayout(logBox);
@@ -325,41 +344,6 @@ RunPage::RunPage(QWidget *parent)
     });
     connect(m_logSearch, &QLineEdit::textChanged, this, &RunPage::scheduleLogRefresh);
     reset({}, 0, {}, Thresholds{});
-}
-
-void RunPage::resizeEvent(QResizeEvent *event)
-{
-    QWidget::resizeEvent(event);
-    placeRankTable();
-}
-
-void RunPage::placeRankTable()
-{
-    // The table's ten columns and an alert list whose messages can be read (its Time, Rank and
-    // Kind columns take some 240 px) side by side need about 1,200 px: at a 1024 px window the
-    // table scrolled sideways (Memory, Heard and Msgs lost out of sight) and the alerts showed
-    // 60 px of their message. Narrower, the table is the first tab, each with the whole width.
-    constexpr int kAlertsWidth = 360;
-    const bool inTabs = width() < m_tableWidth + kAlertsWidth;
-    if (inTabs == m_tableInTabs) {
-        // Side by side, the 2:1 split gives the table less than its columns need below ~1,270 px
-        // (the default 1400 px window): the alerts give way, down to their minimum.
-        const QList<int> sizes = m_bottom->sizes();
-        if (!inTabs && sizes.size() == 2 && sizes[0] < m_tableWidth && sizes[0] + sizes[1] >= m_tableWidth + kAlertsWidth)
-            m_bottom->setSizes({m_tableWidth, sizes[0] + sizes[1] - m_tableWidth});
-        return;
-    }
-    m_tableInTabs = inTabs;
-    if (inTabs) {
-        m_tabs->insertTab(0, m_tableBox, tr("Ranks"));
-        m_tabs->setCurrentIndex(0);
-    } else {
-        m_tabs->removeTab(m_tabs->indexOf(m_tableBox));
-        m_bottom->insertWidget(0, m_tableBox);
-        m_tableBox->show();
-        m_bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
-        m_bottom->setStretchFactor(1, 1);
-    }
 }
 
 void RunPage::reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds)

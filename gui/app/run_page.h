@@ -13,7 +13,10 @@
 #include <deque>
 #include <map>
 
+class QBoxLayout;
+class QHBoxLayout;
 class QLabel;
+class QVBoxLayout;
 class QSplitter;
 class QLineEdit;
 class QPlainTextEdit;
@@ -79,6 +82,9 @@ public:
     /// Whether the rank table is the first tab beside Alerts and Logs (a narrow window) rather
     /// than beside them.
     [[nodiscard]] bool rankTableInTabs() const noexcept { return m_tableInTabs; }
+    /// Whether tokens, rate and telemetry are on a line under the PPL (a narrow page) rather than
+    /// beside it.
+    [[nodiscard]] bool figuresBelow() const noexcept { return m_headline != Headline::OneRow; }
 
 Q_SIGNALS:
     void runRequested();
@@ -87,8 +93,11 @@ Q_SIGNALS:
 
 protected:
     void resizeEvent(QResizeEvent *event) override;
+    bool event(QEvent *event) override;
 
 private:
+    /// The headline in one row when its figures fit on one line each beside the PPL, else in two.
+    void placeHeadline();
     /// Beside the Alerts/Logs tabs when both have room (the table's columns and a readable
     /// message column), else the first of the tabs.
     void placeRankTable();
@@ -105,6 +114,12 @@ private:
     QLabel *m_rate = nullptr;
     QLabel *m_eta = nullptr;
     QLabel *m_telemetry = nullptr; // lost, coalesced, rejected messages, when there are any
+    QHBoxLayout *m_head = nullptr;     // buttons, phase, PPL, then m_figures and m_times
+    QVBoxLayout *m_figures = nullptr;  // tokens over rate, beside the PPL
+    QBoxLayout *m_times = nullptr;     // time over telemetry, or beside it over the figures below
+    QHBoxLayout *m_headBelow = nullptr; // tokens, rate (and telemetry) when they do not fit beside the PPL
+    enum class Headline { OneRow, FiguresBelow, TelemetryBesideTime };
+    Headline m_headline = Headline::OneRow;
     QLabel *m_deviation = nullptr;
     QLabel *m_notice = nullptr;
     QString m_noticeLatest; // setNotice()'s text

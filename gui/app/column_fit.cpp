@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+#include "column_fit.h"
+
+#include <QEvent>
+#include <QHeaderView>
+#include <QMenu>
+#include <QScopedValueRollback>
+#include <QStyleOptionHeader>
+#include <QTableView>
+#include <QTimer>
+
+#include <algorithm>
+#include <map>
+
+namespace cppl::app {
+
+ColumnFit::ColumnFit(QTableView *view, Options options)
+    : QObject(view)
+    , m_view(view)
+    , m_options(std::move(options))
+    , m_later(new QTimer(this))
+{
+    QHeaderView *header = view->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::Interactive);
+    header->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(header, &QWidget::customContextMenuRequested, this, &ColumnFit::showMenu);
+    m_later->setSingleShot(true);
+    m_later->setInterval(0);
+    connect(m_later, &QTimer::timeout, this, &ColumnFit::fit);
+    view->viewport()->installEventFilter(this);
+    const auto later = [this] { m_later->start(); };
+    if (QAbstractItemModel *model = view->model()) {
+        connect(model, &QAbstractItemModel::modelReset, this, later);
+        connect(model, &QAbstractItemModel::rowsInserted, this, later);
+        connect(model, &QAbstractItemModel::rowsRemoved, this, later);
+        connect(model, &QAbstractItemModel::layoutChanged, this, later);
+        connect(model, &QAbstractItemModel::dataChanged, this, later);
+    }
+    connect(header, &QHeaderView::sortIndicatorChanged, this, later);
+    m_later->start();
+}
+
+bool ColumnFit::eventFilter(QObject *watched, QEvent *event)
+{
+    if (watched == m_view->viewport() && event->type() == QEvent::Resize) {
+        if (m_fitting)
+            m_later->start(); // a scroll bar came or went while fitting
+        else
+            fit();
+    }
+    return QObject::eventFilter(watched, event);
+}
+
+int ColumnFit::naturalWidth(int column) const
+{
+    // The header's label (QHeaderView's own measure of a section, without the sort arrow's room
+    // unless the arrow is drawn on it) or the rows shown, whichever is wider.
+    const QHeaderView *header = m_view->horizontalHeader();
+    QStyleOptionHeader opt;
+    opt.initFrom(header);
+    opt.section = column;
+    opt.orientation = Qt::Horizontal;
+    opt.text = m_view->model()->headerData(column, Qt::Horizontal).toString();
+    QSize size = header->style()->sizeFromContents(QStyle::CT_HeaderSection, &opt, QSize(), header);
+    if (header->isSortIndicatorShown() && header->sortIndicatorSection() == column)
+        size.rwidth() += size.height() + header->style()->pixelMetric(QStyle::PM_HeaderMargin, &opt, header);
+    return std::max(size.width(), static_cast<const QAbstractItemView *>(m_view)->sizeHintForColumn(column)); // public there
+}
+
+void ColumnFit::fit()
+{
+    const QAbstractItemModel *model = m_view->model();
+    if (m_fitting || !model)
+        return;
+    const QScopedValueRollback guard(m_fitting, true);
+    m_later->stop();
+    const int columns = model->columnCount();
+    const int room = m_view->viewport()->width();
+    const int ch = m_view->fontMetrics().averageCharWidth();
+    std::map<int, int> width, whole; // the columns shown; the elastic ones' names whole
+    int total = 0;
+    for (int c = 0; c < columns; ++c) {
+        if (m_userHidden.contains(c))
+            continue;
+        int w = naturalWidth(c);
+        if (m_options.elastic.contains(c)) {
+            whole[c] = w;
+            w = std::min(w, m_options.maxChars * ch);
+        }
+        width[c] = w;
+        total += w;
+    }
+    // Elastic columns give way first, as far as a comfortable width, then optional columns go
+    // (the first first, unless chosen in the menu), then the elastic ones give way to their minimum.
+    const auto shrinkElastic = [&](int chars) {
+        int give = 0;
+        for (int c : m_options.elastic)
+            if (width.count(c))
+                give += std::max(0, width[c] - chars * ch);
+        if (total <= room || give == 0)
+            return;
+        const int shrink = std::min(give, total - room);
+        int left = shrink;
+        for (int c : m_options.elastic) {
+            if (!width.count(c))
+                continue;
+            const int can = std::max(0, width[c] - chars * ch);
+            const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
+            width[c] -= take;
+            left -= take;
+            total -= take;
+        }
+    };
+    shrinkElastic(m_options.comfortChars);
+    QSet<int> away;
+    for (int c : m_options.optional) {
+        if (total <= room)
+            break;
+        if (!width.count(c) || m_userShown.contains(c))
+            continue;
+        total -= width[c];
+        width.erase(c);
+        away.insert(c);
+    }
+    shrinkElastic(m_options.minChars);
+    // Room to spare: the elastic columns' names whole, before the last column stretches.
+    for (int c : m_options.elastic) {
+        if (total >= room || !width.count(c) || width[c] >= whole[c])
+            continue;
+        const int grow = std::min(room - total, whole[c] - width[c]);
+        width[c] += grow;
+        total += grow;
+    }
+    m_fittedAway = away;
+    QHeaderView *header = m_view->horizontalHeader();
+    for (int c = 0; c < columns; ++c) {
+        const bool hide = !width.count(c);
+        if (m_view->isColumnHidden(c) != hide)
+            m_view->setColumnHidden(c, hide);
+        if (!hide && header->sectionSize(c) != width[c])
+            header->resizeSection(c, width[c]); // the last one shown stretches, when the header does
+    }
+}
+
+void ColumnFit::showMenu(const QPoint &pos)
+{
+    const QAbstractItemModel *model = m_view->model();
+    if (!model)
+        return;
+    QMenu menu(m_view);
+    int shown = 0;
+    for (int c = 0; c < model->columnCount(); ++c)
+        shown += m_view->isColumnHidden(c) ? 0 : 1;
+    for (int c = 0; c < model->columnCount(); ++c) {
+        QAction *a = menu.addAction(model->headerData(c, Qt::Horizontal).toString().replace(u'\n', u' '));
+        a->setCheckable(true);
+        a->setChecked(!m_view->isColumnHidden(c));
+        a->setEnabled(!(a->isChecked() && shown == 1)); // one column stays
+        connect(a, &QAction::toggled, this, [this, c](bool on) {
+            (on ? m_userShown : m_userHidden).insert(c);
+            (on ? m_userHidden : m_userShown).remove(c);
+            fit();
+        });
+    }
+    menu.exec(m_view->horizontalHeader()->mapToGlobal(pos));
+}
+
+} // namespace cppl::app

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Fits a table's columns to the width it has, as a desktop table does in a small window: every
+// column as wide as its header and the rows shown need (the sort arrow's room only where it is
+// drawn: QHeaderView's ResizeToContents keeps it on every column, ~26 px each), elastic columns
+// (long names, whole in their tooltips) shrinking and eliding, optional columns hidden, lowest
+// priority first, until nothing scrolls sideways. The header's context menu shows
+// or hides any column; a column chosen there is never shown or hidden on its own again.
+
+#include <QList>
+#include <QObject>
+#include <QSet>
+
+class QTableView;
+class QTimer;
+
+namespace cppl::app {
+
+class ColumnFit : public QObject
+{
+    Q_OBJECT
+
+public:
+    struct Options
+    {
+        /// Columns that give way first, down to comfortChars average characters (from maxChars,
+        /// or whole when there is room), and after the optional columns down to minChars.
+        QList<int> elastic;
+        int minChars = 10;
+        int comfortChars = 14;
+        int maxChars = 18;
+        /// Columns hidden when the others still do not fit, the first first; shown again when
+        /// there is room.
+        QList<int> optional;
+    };
+
+    /// Takes over @p view's column widths (the header's sections become Interactive).
+    ColumnFit(QTableView *view, Options options);
+
+    /// The columns hidden to fit (not those hidden from the header's menu).
+    [[nodiscard]] QSet<int> fittedAway() const { return m_fittedAway; }
+    /// Fits now (also done on every resize, model reset, new rows and sort).
+    void fit();
+
+protected:
+    bool eventFilter(QObject *watched, QEvent *event) override;
+
+private:
+    void showMenu(const QPoint &pos);
+    [[nodiscard]] int naturalWidth(int column) const;
+
+    QTableView *m_view = nullptr;
+    Options m_options;
+    QTimer *m_later = nullptr;
+    QSet<int> m_fittedAway;
+    QSet<int> m_userShown;  // chosen in the menu: kept
+    QSet<int> m_userHidden;
+    bool m_fitting = false;
+};
+
+} // namespace cppl::app

@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+// The dashboard in a small window: 1024 x 700 (a small laptop) and 1280 x 800 (1920 px at 150 %),
+// against the default 1400 and 1500 px windows. Offscreen, the real main window and pages; every
+// check is geometry (scroll bars, what is visible, how many lines a text takes), not pixels.
+
+#include "alert_model.h"
+#include "cluster_page.h"
+#include "history_model.h"
+#include "history_page.h"
+#include "main_window.h"
+#include "profile_model.h"
+#include "run_page.h"
+#include "synthetic_run.h"
+
+#include "cppl/hostfile.h"
+#include "column_fit.h"
+#include "store/run_store.h"
+#include "test_runs.h"
+
+#include <QAbstractItemDelegate>
+#include <QJsonDocument>
+#include <QSet>
+#include <QGroupBox>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QStandardPaths>
+#include <QStyleOptionViewItem>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QToolBar>
+#include <QToolButton>
+#include <QTreeView>
+
+#include <algorithm>
+#include <tuple>
+
+using namespace Qt::StringLiterals;
+using cppl::app::MainWindow;
+
+namespace {
+
+struct WindowSize
+{
+    int width;
+    int height;
+};
+
+// A small laptop; 1920 px at 150 %; the default window; the screenshots' window.
+constexpr WindowSize kSmall{1024, 700};
+constexpr WindowSize kScaled{1280, 800};
+constexpr WindowSize kDefault{1400, 900};
+constexpr WindowSize kShots{1500, 940};
+
+QString sizeName(WindowSize s)
+{
+    return u"%1x%2"_s.arg(s.width).arg(s.height);
+}
+
+void showAt(MainWindow &w, WindowSize s, MainWindow::Page page)
+{
+    w.resize(s.width, s.height);
+    w.show();
+    w.showPage(page);
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTRY_COMPARE(w.width(), s.width); // no page's minimum widens the window
+}
+
+/// Whether @p w is shown whole inside @p page (not clipped by its edges).
+bool insidePage(const QWidget *w, const QWidget *page)
+{
+    const QRect r(w->mapTo(page, QPoint(0, 0)), w->size());
+    return page->rect().contains(r);
+}
+
+/// The height of @p index's cell text as the view lays it out in its column, and on one line.
+std::pair<int, int> cellTextHeights(const QTableView *view, const QModelIndex &index)
+{
+    QStyleOptionViewItem opt;
+    opt.initFrom(view->viewport());
+    opt.font = view->font();
+    opt.fontMetrics = view->fontMetrics();
+    opt.features = view->wordWrap() ? QStyleOptionViewItem::WrapText : QStyleOptionViewItem::None;
+    opt.rect = QRect(0, 0, view->columnWidth(index.column()), view->rowHeight(index.row()));
+    const int inColumn = view->itemDelegate()->sizeHint(opt, index).height();
+    opt.rect.setWidth(10000);
+    const int oneLine = view->itemDelegate()->sizeHint(opt, index).height();
+    return {inColumn, oneLine};
+}
+
+} // namespace
+
+class TestAppNarrow : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    int m_runs = 0;
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QVERIFY(m_dir.isValid());
+        qputenv("CLUSTERPPL_STORE", m_dir.filePath(u"runs.sqlite"_s).toUtf8());
+        qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
+        // Runs as the CLI stores them: one rank and four of the same evaluation (bit-identical),
+        // four with the static schedule, one failed, the paths as a user's.
+        cppl::core::store::RunStore store(m_dir.filePath(u"runs.sqlite"_s));
+        const QString model = u"/home/ada/models/shakespeare-byte-llama"_s, data = u"/home/ada/data/tinyshakespeare-heldout.txt"_s;
+        const QDateTime t0(QDate(2026, 12, 2), QTime(20, 39, 28), Qt::UTC);
+        const QString exact = u"9158.0632847183794"_s;
+        const auto result = [&](int ranks, double tps) {
+            return QJsonDocument(cppl::test::agentResult(ranks, 4.510100, 0.148660, exact, 2032, tps, model, data)).toJson();
+        };
+        int i = 0;
+        for (const auto &[id, ranks, tps] : {std::tuple{u"20261202-203928-61b8"_s, 1, 7463.0}, std::tuple{u"20261202-203933-5db1"_s, 4, 13004.0},
+                                              std::tuple{u"20261202-203941-1236"_s, 4, 12511.0}}) {
+            cppl::core::store::RunRecord r = cppl::test::finishedRun(id, result(ranks, tps), t0.addSecs(6 * i++), 5);
+            r.profileName = u"small-laptop"_s;
+            r.launcher = u"local"_s;
+            r.worldSize = ranks;
+            r.groupsCount = ranks / 2 + ranks % 2;
+            r.nodeCount = 1;
+            store.insert(r);
+        }
+        cppl::core::store::RunRecord failed = cppl::test::finishedRun(u"20261202-204017-9a0c"_s, result(4, 0), t0.addSecs(60), 3);
+        failed.status = cppl::core::store::RunStatus::Failed;
+        failed.ppl.reset();
+        failed.pplStderr.reset();
+        failed.tokensPerSecond.reset();
+        failed.firstCause = u"rank 2 (localhost) exited with code 6"_s;
+        failed.worldSize = 4;
+        failed.groupsCount = 2;
+        failed.nodeCount = 1;
+        store.insert(failed);
+        store.flush();
+        m_runs = 4;
+    }
+
+    void clusterPageFits_data()
+    {
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        QTest::addColumn<bool>("below");
+        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
+            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height << (s.width < kDefault.width);
+    }
+
+    void clusterPageFits()
+    {
+        // In a 1024 px window the tree had ~420 px beside the form for ~700 px of columns and
+        // scrolled sideways, and "Export hostfile…" was behind the toolbar's overflow chevron.
+        QFETCH(int, width);
+        QFETCH(int, height);
+        QFETCH(bool, below);
+        MainWindow w;
+        w.loadStartupProfile();
+        showAt(w, {width, height}, MainWindow::ClusterPageIndex);
+        cppl::app::ClusterPage *page = w.clusterPage();
+        page->tree()->setCurrentIndex(page->model()->indexOfHost(0));
+        auto *tools = page->findChild<QToolBar *>(u"clusterTools"_s);
+        QVERIFY(tools);
+        // Every action in reach: none behind the overflow chevron.
+        QStringList shown;
+        for (QAction *a : tools->actions()) {
+            if (a->isSeparator())
+                continue;
+            QWidget *button = tools->widgetForAction(a);
+            QVERIFY(button);
+            QTRY_VERIFY2(button->isVisible(), qPrintable(a->text()));
+            QVERIFY2(insidePage(button, page), qPrintable(a->text()));
+            shown << (a->text().isEmpty() ? qobject_cast<QToolButton *>(button)->text() : a->text());
+        }
+        auto *hostfile = page->findChild<QToolButton *>(u"hostfileButton"_s);
+        QVERIFY(hostfile && hostfile->menu());
+        QStringList menu;
+        for (QAction *a : hostfile->menu()->actions())
+            menu << a->text();
+        QCOMPARE(menu, (QStringList{u"Import hostfile…"_s, u"Export hostfile…"_s}));
+        QVERIFY2(shown.contains(u"Check hosts"_s) && shown.contains(u"Open profile…"_s) && shown.contains(u"Save profile…"_s),
+                 qPrintable(shown.join(u", "_s)));
+        // The tree's columns without scrolling sideways, the form beside it or below it.
+        QTRY_COMPARE(page->formBelow(), below);
+        QTRY_COMPARE(page->tree()->horizontalScrollBar()->maximum(), 0);
+        QGroupBox *hostBox = nullptr; // "Host localhost"
+        for (QGroupBox *b : page->findChildren<QGroupBox *>())
+            if (b != page->slurmBox())
+                hostBox = b;
+        QVERIFY(hostBox);
+        QVERIFY(hostBox->isVisible());
+        QVERIFY(insidePage(hostBox, page));
+        const QRect tree(page->tree()->mapTo(page, QPoint(0, 0)), page->tree()->size());
+        const QRect box(hostBox->mapTo(page, QPoint(0, 0)), hostBox->size());
+        if (below) {
+            QVERIFY2(box.top() >= tree.bottom(), qPrintable(u"form at %1, tree to %2"_s.arg(box.top()).arg(tree.bottom())));
+            // The tree keeps room for a few rows.
+            QVERIFY2(page->tree()->viewport()->height() >= 8 * page->tree()->fontMetrics().height(),
+                     qPrintable(QString::number(page->tree()->viewport()->height())));
+        } else {
+            QVERIFY2(box.left() >= tree.right(), qPrintable(u"form at %1, tree to %2"_s.arg(box.left()).arg(tree.right())));
+        }
+        // Its fields are readable: the address edit shows 20 characters at least.
+        const QList<QLineEdit *> edits = hostBox->findChildren<QLineEdit *>();
+        QVERIFY(!edits.isEmpty());
+        QVERIFY2(edits.front()->width() >= 20 * edits.front()->fontMetrics().averageCharWidth(), qPrintable(QString::number(edits.front()->width())));
+        // Nothing below the bottom edge: the last of the form's rows is inside the page.
+        QVERIFY(insidePage(edits.back(), page));
+    }
+
+    void clusterPageSshHosts()
+    {
+        // Three SSH hosts in two racks (longer texts: "leads rack1", "ssh node-a"): the same.
+        MainWindow w;
+        w.loadStartupProfile();
+        const auto parsed = cppl::parseHostfile("node-a slots=2 group=rack1\nnode-b slots=2 group=rack1\nnode-c slots=4 group=rack2\n");
+        w.clusterPage()->setProfile(cppl::profileFromHosts(parsed.hosts, "ssh"), QString());
+        showAt(w, kSmall, MainWindow::ClusterPageIndex);
+        QTRY_VERIFY(w.clusterPage()->formBelow());
+        QTRY_COMPARE(w.clusterPage()->tree()->horizontalScrollBar()->maximum(), 0);
+        // Back to a wide window: the form returns beside the tree.
+        w.resize(kShots.width, kShots.height);
+        QTRY_VERIFY(!w.clusterPage()->formBelow());
+        QTRY_COMPARE(w.clusterPage()->tree()->horizontalScrollBar()->maximum(), 0);
+    }
+
+    void runHeadlineTwoLines_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        for (int ranks : {4, 1024})
+            for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
+                QTest::addRow("%d ranks, %s", ranks, qPrintable(sizeName(s))) << ranks << s.width << s.height;
+    }
+
+    void runHeadlineTwoLines()
+    {
+        // In a 1024 px window the 1024-rank run's headline wrapped onto three lines ("3,482,977,558
+        // tokens scored · / windows 13,604,865 / / 22,080,000" beside the PPL). At most two now,
+        // every figure on one line and whole, in every state of the run.
+        QFETCH(int, ranks);
+        QFETCH(int, width);
+        QFETCH(int, height);
+        MainWindow w;
+        w.loadStartupProfile();
+        showAt(w, {width, height}, MainWindow::RunPageIndex);
+        cppl::app::RunPage *page = w.runPage();
+        const auto check = [&](const char *state) {
+            const QStringList names{u"phase"_s, u"ppl"_s, u"tokens"_s, u"rate"_s, u"eta"_s, u"telemetry"_s};
+            QList<const QLabel *> shown;
+            for (const QString &name : names) {
+                auto *l = page->findChild<QLabel *>(name);
+                QVERIFY(l);
+                if (!l->isHidden())
+                    shown << l;
+            }
+            QStringList texts;
+            for (const QLabel *l : shown) {
+                texts << l->text();
+                // One line, whole: its text laid out at its width takes one line (a label may be
+                // taller, centred beside two lines of figures), as wide as the text, inside the page.
+                const auto textHeight = [l] {
+                    const QMargins m = l->contentsMargins();
+                    const int h = l->heightForWidth(l->width()); // -1: not wrapped, one line
+                    return h < 0 ? l->fontMetrics().height() : h - m.top() - m.bottom();
+                };
+                QTRY_VERIFY2(textHeight() < 2 * l->fontMetrics().lineSpacing(),
+                             qPrintable(u"%1: \"%2\" %3 px of text at %4 px"_s.arg(QString::fromLatin1(state), l->text()).arg(textHeight()).arg(l->width())));
+                QTRY_VERIFY2(l->width() >= l->sizeHint().width() && insidePage(l, page),
+                             qPrintable(u"%1: \"%2\" cut (%3 of %4 px)"_s.arg(QString::fromLatin1(state), l->text()).arg(l->width()).arg(l->sizeHint().width())));
+            }
+            // Two lines at most: no more than two labels one above the other anywhere.
+            int lines = 0;
+            for (const QLabel *a : shown) {
+                const int x = a->mapTo(page, a->rect().center()).x();
+                int stacked = 0;
+                for (const QLabel *b : shown) {
+                    const int left = b->mapTo(page, QPoint(0, 0)).x();
+                    stacked += left <= x && x < left + b->width() ? 1 : 0;
+                }
+                lines = std::max(lines, stacked);
+            }
+            QVERIFY2(lines <= 2, qPrintable(u"%1: %2 lines: %3"_s.arg(QString::fromLatin1(state)).arg(lines).arg(texts.join(u" | "_s))));
+            // The charts start under it, not over it.
+            auto *tokens = page->findChild<QLabel *>(u"tokens"_s);
+            QVERIFY(tokens->mapTo(page, tokens->rect().bottomLeft()).y() < page->height() / 4);
+        };
+        cppl::app::SyntheticRun run(ranks);
+        run.advanceTo(0.6 * 600 + 12);
+        run.showOn(*page);
+        page->setPhase(cppl::core::run::RunPhase::Running);
+        page->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true);
+        check("live");
+        // Wide enough, the figures stay beside the PPL as they were.
+        if (width >= kDefault.width)
+            QVERIFY(!page->figuresBelow());
+        else if (width == kSmall.width)
+            QVERIFY(page->figuresBelow());
+        if (run.stalledRank() >= 0) {
+            run.showStalledRankLostOn(*page);
+            check("recovering");
+        }
+        run.advanceTo(600);
+        run.finish();
+        run.showOn(*page);
+        check("finished");
+        cppl::app::SyntheticRun lost(ranks);
+        lost.advanceTo(600);
+        lost.finish(true);
+        lost.showOn(*page);
+        lost.showRecoveredOn(*page);
+        check("recovered");
+        if (width >= kShots.width)
+            QVERIFY(!page->figuresBelow());
+    }
+
+    void alertKindOnOneLine_data()
+    {
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
+            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+    }
+
+    void alertKindOnOneLine()
+    {
+        // "⚠ lost telemetry" wrapped onto two lines in a Kind column sized for "⚠ comm share".
+        QFETCH(int, width);
+        QFETCH(int, height);
+        MainWindow w;
+        w.loadStartupProfile();
+        showAt(w, {width, height}, MainWindow::RunPageIndex);
+        cppl::app::RunPage *page = w.runPage();
+        cppl::app::SyntheticRun run(1024);
+        run.advanceTo(0.6 * 600 + 12);
+        run.showOn(*page);
+        run.showStalledRankLostOn(*page);
+        auto *alerts = page->findChild<QTableView *>(u"alertView"_s);
+        QVERIFY(alerts);
+        auto *tabs = qobject_cast<QTabWidget *>(alerts->parentWidget()->parentWidget());
+        QVERIFY(tabs);
+        tabs->setCurrentWidget(alerts);
+        QTRY_VERIFY(alerts->isVisible() && alerts->viewport()->width() > 0);
+        QTRY_COMPARE(alerts->horizontalScrollBar()->maximum(), 0);
+        QSet<QString> kinds;
+        for (int row = 0; row < alerts->model()->rowCount(); ++row) {
+            const QModelIndex kind = alerts->model()->index(row, cppl::app::AlertModel::ColKind);
+            const QString text = kind.data().toString();
+            if (text.contains(u'×')) // a count may take the row's second line
+                continue;
+            kinds << text;
+            const auto [inColumn, oneLine] = cellTextHeights(alerts, kind);
+            QVERIFY2(inColumn == oneLine, qPrintable(u"\"%1\" in %2 px: %3 px tall, %4 on one line"_s.arg(text).arg(alerts->columnWidth(kind.column())).arg(inColumn).arg(oneLine)));
+        }
+        QVERIFY2(kinds.contains(u"⚠ lost telemetry"_s) && kinds.contains(u"⚠ rank lost"_s), qPrintable(QStringList(kinds.values()).join(u", "_s)));
+        // The messages keep a readable width.
+        QVERIFY2(alerts->columnWidth(cppl::app::AlertModel::ColMessage) >= 100,
+                 qPrintable(QString::number(alerts->columnWidth(cppl::app::AlertModel::ColMessage))));
+    }
+
+    void historyFits_data()
+    {
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
+            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+    }
+
+    void historyFits()
+    {
+        // In a 1024 px window the stored runs' table scrolled sideways (1,290 px of columns in
+        // 860): PPL, tok/s and the baseline out of sight.
+        QFETCH(int, width);
+        QFETCH(int, height);
+        using cppl::app::HistoryModel;
+        MainWindow w;
+        w.loadStartupProfile();
+        showAt(w, {width, height}, MainWindow::HistoryPageIndex);
+        QTableView *view = w.historyPage()->view();
+        const auto contentWidth = [view](int c) { return static_cast<const QAbstractItemView *>(view)->sizeHintForColumn(c); };
+        QTRY_COMPARE(view->model()->rowCount(), m_runs);
+        QTRY_COMPARE(view->horizontalScrollBar()->maximum(), 0);
+        // What identifies a run and what it measured: shown, and whole (as wide as header and rows need).
+        for (int c : {HistoryModel::ColStarted, HistoryModel::ColRunId, HistoryModel::ColStatus, HistoryModel::ColWorld,
+                      HistoryModel::ColPpl, HistoryModel::ColRate, HistoryModel::ColBaseline}) {
+            const QString name = view->model()->headerData(c, Qt::Horizontal).toString();
+            QVERIFY2(!view->isColumnHidden(c), qPrintable(name));
+            QVERIFY2(view->columnWidth(c) >= contentWidth(c), qPrintable(u"%1: %2 px for %3"_s.arg(name).arg(view->columnWidth(c)).arg(contentWidth(c))));
+        }
+        // Model and data: at least twelve characters of their names.
+        for (int c : {HistoryModel::ColModel, HistoryModel::ColData}) {
+            QVERIFY(!view->isColumnHidden(c));
+            QVERIFY2(view->columnWidth(c) >= 12 * view->fontMetrics().averageCharWidth(), qPrintable(QString::number(view->columnWidth(c))));
+        }
+        auto *fit = view->findChild<cppl::app::ColumnFit *>();
+        QVERIFY(fit);
+        if (width >= kDefault.width) {
+            // Wide: every column, as before.
+            for (int c = 0; c < HistoryModel::ColumnCount; ++c)
+                QVERIFY2(!view->isColumnHidden(c), qPrintable(view->model()->headerData(c, Qt::Horizontal).toString()));
+        } else {
+            // What gave way is only what may.
+            for (int c : fit->fittedAway())
+                QVERIFY(QList<int>({HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}).contains(c));
+        }
+    }
+};
+
+QTEST_MAIN(TestAppNarrow)
+#include "tst_app_narrow.moc"
