@@ -142,6 +142,7 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_side->setMaximumWidth(m_sideMaxWidth);
     m_problems->setMaximumHeight(m_problems->fontMetrics().height() * 9);
     layout->addWidget(m_split, 1);
+    connect(m_split, &QSplitter::splitterMoved, this, &ClusterPage::fitTreeColumns);
 
     connect(m_model, &ProfileModel::editRefused, this, [this](const QString &m) {
         Q_EMIT failed(tr("Edit refused: %1").arg(m));
@@ -182,11 +183,9 @@ void ClusterPage::placeForm()
     // the form), beside a form whose fields can be read. Side by side in a 1024 px window the tree
     // had ~420 px for ~700 px of columns and scrolled sideways; there the form goes below it, the
     // host form and the rest side by side.
-    const QHeaderView *header = m_tree->header();
     int tree = 2 * m_tree->frameWidth() + m_tree->style()->pixelMetric(QStyle::PM_ScrollBarExtent);
-    for (int c = 0; c < ProfileModel::ColPreflight; ++c)
-        tree += header->sectionSize(c);
-    tree += std::max(header->sectionSizeHint(ProfileModel::ColPreflight), fontMetrics().horizontalAdvance(tr("not checked")) + 16);
+    for (int w : treeColumnWidths())
+        tree += w;
     int form = fontMetrics().horizontalAdvance(QLatin1Char('x')) * 40;
     form = std::max(form, m_hostBox->minimumSizeHint().width());
     if (m_slurmBox->isVisibleTo(this))
@@ -207,6 +206,7 @@ void ClusterPage::placeForm()
             m_split->setSizes({tree, sizes[0] + sizes[1] - tree});
         if (below)
             QMetaObject::invokeMethod(this, fitBelow, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(this, &ClusterPage::fitTreeColumns, Qt::QueuedConnection);
         return;
     }
     m_formBelow = below;
@@ -220,6 +220,54 @@ void ClusterPage::placeForm()
         const int total = m_split->width();
         m_split->setSizes({total - std::min(m_sideMaxWidth, total - tree), std::min(m_sideMaxWidth, total - tree)});
     }
+    QMetaObject::invokeMethod(this, &ClusterPage::fitTreeColumns, Qt::QueuedConnection);
+}
+
+QList<int> ClusterPage::treeColumnWidths() const
+{
+    // As resizeColumnToContents sizes them: the rows shown or the header, whichever is wider; the
+    // pre-flight column, last, at least its header and "not checked" (a longer report elides,
+    // whole in its tooltip and under the form).
+    const auto *view = static_cast<const QAbstractItemView *>(m_tree); // sizeHintForColumn is public there
+    const QHeaderView *header = m_tree->header();
+    QList<int> widths;
+    for (int c = 0; c < ProfileModel::ColPreflight; ++c)
+        widths << (m_tree->isColumnHidden(c) ? 0 : std::max(view->sizeHintForColumn(c), header->sectionSizeHint(c)));
+    // (Stretched, the header keeps the last section at its default size at least.)
+    widths << std::max({header->sectionSizeHint(ProfileModel::ColPreflight), fontMetrics().horizontalAdvance(tr("not checked")) + 16,
+                        header->defaultSectionSize()});
+    return widths;
+}
+
+void ClusterPage::fitTreeColumns()
+{
+    // Each column as wide as its contents. Wider than the tree (a Slurm profile's "4 GPUs, allocated
+    // at start", "login node: submits the job", an SSH target, in a 1024 px window even below the
+    // form), the wider columns give way in proportion, down to 8 characters, and elide: the form
+    // above the rows says the whole of the selected host.
+    QList<int> widths = treeColumnWidths();
+    const int room = m_tree->viewport()->width();
+    const int floor = fontMetrics().averageCharWidth() * 8;
+    // The pre-flight column (last, stretching) keeps its minimum; the others give way.
+    int total = 0, give = 0;
+    for (qsizetype c = 0; c < widths.size(); ++c) {
+        total += widths[c];
+        give += c < ProfileModel::ColPreflight ? std::max(0, widths[c] - floor) : 0;
+    }
+    if (total > room && give > 0) {
+        const int shrink = std::min(give, total - room);
+        int left = shrink;
+        for (int c = 0; c < ProfileModel::ColPreflight; ++c) {
+            int &w = widths[c];
+            const int can = std::max(0, w - floor);
+            const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
+            w -= take;
+            left -= take;
+        }
+    }
+    for (int c = 0; c < ProfileModel::ColPreflight; ++c) // the last one stretches
+        if (!m_tree->isColumnHidden(c))
+            m_tree->header()->resizeSection(c, widths[c]);
 }
 
 void ClusterPage::buildToolbar(QWidget *bar)
@@ -586,9 +634,7 @@ void ClusterPage::restoreExpansion()
             for (int r = 0; r < m_model->rowCount(gi); ++r)
                 m_tree->expand(m_model->index(r, 0, gi));
     }
-    for (int c = 0; c < ProfileModel::ColPreflight; ++c)
-        m_tree->resizeColumnToContents(c);
-    placeForm();
+    placeForm(); // and the columns fitted to the tree
 }
 
 void ClusterPage::setProfile(const ClusterProfile &profile, const QString &path)
@@ -753,9 +799,7 @@ void ClusterPage::showPreflight(const cppl::core::run::HostPreflight &report)
                                                                       details.toHtmlEscaped().replace(u'\n', u"<br>"_s));
     m_checkResults->setText(m_checkLines.join(QString()));
     m_checkResults->show();
-    for (int c = ProfileModel::ColRole; c < ProfileModel::ColumnCount; ++c)
-        m_tree->resizeColumnToContents(c);
-    placeForm();
+    placeForm(); // and the columns fitted to the tree
 }
 
 void ClusterPage::beginCheck()

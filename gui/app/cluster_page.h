@@ -79,6 +79,10 @@ protected:
 private:
     /// Beside the tree when the page has room for the tree's columns and a readable form, else below it.
     void placeForm();
+    /// What each of the tree's columns needs (its rows shown, its header).
+    [[nodiscard]] QList<int> treeColumnWidths() const;
+    /// The columns at what they need, the wider ones giving way (eliding) when the tree is narrower.
+    void fitTreeColumns();
     void buildToolbar(QWidget *bar);
     void buildHostForm(QGroupBox *box);
     void buildSlurmForm(QGroupBox *box);

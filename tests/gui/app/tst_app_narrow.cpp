@@ -42,6 +42,7 @@
 
 using namespace Qt::StringLiterals;
 using cppl::app::MainWindow;
+using cppl::app::ProfileModel;
 
 namespace {
 
@@ -228,6 +229,42 @@ private Q_SLOTS:
         w.resize(kShots.width, kShots.height);
         QTRY_VERIFY(!w.clusterPage()->formBelow());
         QTRY_COMPARE(w.clusterPage()->tree()->horizontalScrollBar()->maximum(), 0);
+    }
+
+    void clusterPageSlurm()
+    {
+        // A Slurm profile's tree says more ("4 GPUs, allocated at start", "login node: submits the
+        // job", "ada@login1.cluster.example"): even below the form its columns were wider than a
+        // 1024 px window's page and it scrolled sideways. The wider columns give way (eliding),
+        // none under 8 characters; in a wide window every column has what its rows need.
+        MainWindow w;
+        w.loadStartupProfile();
+        cppl::ClusterProfile p = cppl::profileFromHosts(cppl::parseHostfile("login1 slots=1\n").hosts, "slurm");
+        p.hosts[0].address = "login1.cluster.example";
+        p.hosts[0].ssh.user = "ada";
+        p.hosts[0].workdir = "/scratch/ada/eval";
+        p.slurm.partition = "gpu";
+        p.slurm.nodes = 2;
+        p.slurm.ntasksPerNode = 4;
+        p.slurm.gpusPerNode = 4;
+        w.clusterPage()->setProfile(p, QString());
+        QVERIFY2(w.clusterPage()->model()->problems().isEmpty(), qPrintable(w.clusterPage()->model()->problems().join(u"; "_s)));
+        showAt(w, kSmall, MainWindow::ClusterPageIndex);
+        QTreeView *tree = w.clusterPage()->tree();
+        QVERIFY(w.clusterPage()->slurmBox()->isVisible());
+        QTRY_VERIFY(w.clusterPage()->formBelow());
+        QTRY_COMPARE(tree->horizontalScrollBar()->maximum(), 0);
+        const auto *view = static_cast<const QAbstractItemView *>(tree); // sizeHintForColumn is public there
+        for (int c = 0; c < ProfileModel::ColumnCount; ++c) {
+            const int needs = std::max(view->sizeHintForColumn(c), tree->header()->sectionSizeHint(c));
+            QVERIFY2(tree->columnWidth(c) >= std::min(needs, 8 * tree->fontMetrics().averageCharWidth()),
+                     qPrintable(u"column %1: %2 px of %3"_s.arg(c).arg(tree->columnWidth(c)).arg(needs)));
+        }
+        QVERIFY(insidePage(w.clusterPage()->slurmBox(), w.clusterPage()));
+        w.resize(kShots.width, kShots.height);
+        QTRY_COMPARE(tree->horizontalScrollBar()->maximum(), 0);
+        for (int c = 0; c < ProfileModel::ColPreflight; ++c)
+            QTRY_VERIFY2(tree->columnWidth(c) >= view->sizeHintForColumn(c), qPrintable(u"column %1: %2 px for %3"_s.arg(c).arg(tree->columnWidth(c)).arg(view->sizeHintForColumn(c))));
     }
 
     void runHeadlineTwoLines_data()
