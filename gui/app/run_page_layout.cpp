@@ -80,12 +80,18 @@ void RunPage::placeRankTable()
     // 60 px of their message. Narrower, the table is the first tab, each with the whole width.
     constexpr int kAlertsWidth = 360;
     const bool inTabs = width() < m_tableWidth + kAlertsWidth;
-    if (inTabs == m_tableInTabs) {
-        // Side by side, the 2:1 split gives the table less than its columns need below ~1,270 px
-        // (the default 1400 px window): the alerts give way, down to their minimum.
+    // Side by side, the 2:1 split gives the table less than its columns need below ~1,270 px
+    // (the default 1400 px window): the alerts give way, down to their minimum. Once the splitter
+    // has its new size: resized while hidden (the window opened on another page) it still had its
+    // old one here, and the table scrolled sideways in the 1400 px window.
+    const auto tableColumns = [this] {
         const QList<int> sizes = m_bottom->sizes();
-        if (!inTabs && sizes.size() == 2 && sizes[0] < m_tableWidth && sizes[0] + sizes[1] >= m_tableWidth + kAlertsWidth)
+        if (!m_tableInTabs && sizes.size() == 2 && sizes[0] < m_tableWidth && sizes[0] + sizes[1] >= m_tableWidth + kAlertsWidth - m_bottom->handleWidth())
             m_bottom->setSizes({m_tableWidth, sizes[0] + sizes[1] - m_tableWidth});
+    };
+    if (inTabs == m_tableInTabs) {
+        if (!inTabs)
+            QMetaObject::invokeMethod(this, tableColumns, Qt::QueuedConnection);
         return;
     }
     m_tableInTabs = inTabs;
@@ -98,6 +104,7 @@ void RunPage::placeRankTable()
         m_tableBox->show();
         m_bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
         m_bottom->setStretchFactor(1, 1);
+        QMetaObject::invokeMethod(this, tableColumns, Qt::QueuedConnection);
     }
 }
 
