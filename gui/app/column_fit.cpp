@@ -64,6 +64,9 @@ int ColumnFit::naturalWidth(int column) const
     QSize size = header->style()->sizeFromContents(QStyle::CT_HeaderSection, &opt, QSize(), header);
     if (header->isSortIndicatorShown() && header->sortIndicatorSection() == column)
         size.rwidth() += size.height() + header->style()->pixelMetric(QStyle::PM_HeaderMargin, &opt, header);
+    // A character's room either side, so that labels of narrow columns ("Ranks", "tok/s") do not
+    // run into each other (the style's margin is a few pixels).
+    size.rwidth() += 2 * header->fontMetrics().averageCharWidth();
     return std::max(size.width(), static_cast<const QAbstractItemView *>(m_view)->sizeHintForColumn(column)); // public there
 }
 
