@@ -103,10 +103,11 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_view->setWordWrap(false);
     m_view->horizontalHeader()->setStretchLastSection(true);
     // Paths are long: the file name is shown (elided in a small window), the full path in the
-    // tooltip and the filter list. In a 1024 px window the table scrolled sideways: there the
-    // counts of groups and nodes, the protocol and the tokens give way too (the run detail and the
-    // filters have them; the header's menu shows them again).
-    new ColumnFit(m_view, {{HistoryModel::ColModel, HistoryModel::ColData}, 10, 14, 18,
+    // tooltip and the filter list; so is a long status ("⚠ interrupted — 18% done, resumable",
+    // whole in its tooltip and above the buttons). In a 1024 px window the table scrolled
+    // sideways: there the counts of groups and nodes, the protocol and the tokens give way too
+    // (the run detail and the filters have them; the header's menu shows them again).
+    new ColumnFit(m_view, {{HistoryModel::ColStatus, HistoryModel::ColModel, HistoryModel::ColData}, 10, 14, 18,
                            {HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}});
     outer->addWidget(m_view, 1);
     {

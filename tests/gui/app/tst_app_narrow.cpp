@@ -20,7 +20,9 @@
 #include "test_runs.h"
 
 #include <QAbstractItemDelegate>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QSet>
 #include <QGroupBox>
 #include <QHeaderView>
@@ -143,8 +145,17 @@ private Q_SLOTS:
         failed.groupsCount = 2;
         failed.nodeCount = 1;
         store.insert(failed);
+        // Finished without a rank: "✓ recovered — rank 2 lost", a long status.
+        QJsonObject lost = cppl::test::agentResult(4, 4.510100, 0.148660, exact, 2032, 11873.0, model, data);
+        lost.insert(u"lost_ranks"_s, QJsonArray{QJsonObject{{u"rank"_s, 2}, {u"host"_s, u"localhost"_s}, {u"cause"_s, u"killed by signal 9"_s}, {u"round"_s, 3}}});
+        cppl::core::store::RunRecord recovered = cppl::test::finishedRun(u"20261202-204133-77e1"_s, QJsonDocument(lost).toJson(), t0.addSecs(120), 5);
+        recovered.lostRanks = cppl::core::store::lostRanksOf(recovered.resultJson);
+        recovered.worldSize = 4;
+        recovered.groupsCount = 2;
+        recovered.nodeCount = 1;
+        store.insert(recovered);
         store.flush();
-        m_runs = 4;
+        m_runs = 5;
     }
 
     void clusterPageFits_data()
@@ -463,18 +474,30 @@ private Q_SLOTS:
         QTableView *view = w.historyPage()->view();
         const auto contentWidth = [view](int c) { return static_cast<const QAbstractItemView *>(view)->sizeHintForColumn(c); };
         QTRY_COMPARE(view->model()->rowCount(), m_runs);
+        QStringList statuses;
+        for (int row = 0; row < view->model()->rowCount(); ++row)
+            statuses << view->model()->index(row, HistoryModel::ColStatus).data().toString();
+        QVERIFY2(statuses.contains(u"✓ recovered — rank 2 lost"_s), qPrintable(statuses.join(u", "_s)));
         QTRY_COMPARE(view->horizontalScrollBar()->maximum(), 0);
         // What identifies a run and what it measured: shown, and whole (as wide as header and rows need).
-        for (int c : {HistoryModel::ColStarted, HistoryModel::ColRunId, HistoryModel::ColStatus, HistoryModel::ColWorld,
-                      HistoryModel::ColPpl, HistoryModel::ColRate, HistoryModel::ColBaseline}) {
+        for (int c : {HistoryModel::ColStarted, HistoryModel::ColRunId, HistoryModel::ColWorld, HistoryModel::ColPpl,
+                      HistoryModel::ColRate, HistoryModel::ColBaseline}) {
             const QString name = view->model()->headerData(c, Qt::Horizontal).toString();
             QVERIFY2(!view->isColumnHidden(c), qPrintable(name));
             QVERIFY2(view->columnWidth(c) >= contentWidth(c), qPrintable(u"%1: %2 px for %3"_s.arg(name).arg(view->columnWidth(c)).arg(contentWidth(c))));
         }
-        // Model and data: at least twelve characters of their names.
+        // Status, model and data: whole, or at least ten characters ("✓ recovered — rank 2 lost"
+        // elides in a 1024 px window; its tooltip says it all).
+        QVERIFY(!view->isColumnHidden(HistoryModel::ColStatus));
+        QVERIFY2(view->columnWidth(HistoryModel::ColStatus) >= std::min(contentWidth(HistoryModel::ColStatus), 10 * view->fontMetrics().averageCharWidth()),
+                 qPrintable(QString::number(view->columnWidth(HistoryModel::ColStatus))));
+        if (width >= kDefault.width) // every column shown: the elastic ones at 18 characters, or whole
+            QVERIFY2(view->columnWidth(HistoryModel::ColStatus) >= std::min(contentWidth(HistoryModel::ColStatus), 18 * view->fontMetrics().averageCharWidth()),
+                     qPrintable(QString::number(view->columnWidth(HistoryModel::ColStatus))));
+        // Model and data: at least ten characters of their names.
         for (int c : {HistoryModel::ColModel, HistoryModel::ColData}) {
             QVERIFY(!view->isColumnHidden(c));
-            QVERIFY2(view->columnWidth(c) >= 12 * view->fontMetrics().averageCharWidth(), qPrintable(QString::number(view->columnWidth(c))));
+            QVERIFY2(view->columnWidth(c) >= 10 * view->fontMetrics().averageCharWidth(), qPrintable(QString::number(view->columnWidth(c))));
         }
         auto *fit = view->findChild<cppl::app::ColumnFit *>();
         QVERIFY(fit);
