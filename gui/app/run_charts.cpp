@@ -223,9 +223,12 @@ void CommShareBars::paintEvent(QPaintEvent *)
     const detail::Frame frame = detail::paintFrame(p, QRectF(rect()), theme, spec);
     const QRectF plot = frame.plot;
     m_plot = plot;
+    m_noteRect = QRectF();
     if (n == 0 || !m_anyKnown) {
         p.setPen(theme.mutedText);
-        p.drawText(plot, Qt::AlignCenter, n == 0 ? tr("no data yet") : tr("none known before the first sync round"));
+        // Wrapped inside the plot: on one line, a 1024 px window's ~230 px plot cut it at both ends.
+        p.drawText(plot.adjusted(8, 0, -8, 0), Qt::AlignCenter | Qt::TextWordWrap,
+                   n == 0 ? tr("no data yet") : tr("none known before the first sync round"), &m_noteRect);
         return;
     }
     maxShare = yTicks.max;

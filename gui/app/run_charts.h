@@ -72,6 +72,9 @@ public:
     /// What the legend lists: only what is drawn (no bars before any rank's share is known, the
     /// threshold only with the bars and when it is on the scale).
     [[nodiscard]] QStringList legendLabels() const;
+    /// Where the last paint wrote "no data yet" / "none known before the first sync round"
+    /// (empty when it drew bars).
+    [[nodiscard]] QRectF noteRect() const noexcept { return m_noteRect; }
 
 protected:
     void paintEvent(QPaintEvent *event) override;
@@ -79,6 +82,7 @@ protected:
 
 private:
     int m_bars = 0;
+    QRectF m_noteRect;
     std::vector<float> m_wait, m_transfer; // 0 for a rank whose share is not known yet
     bool m_anyKnown = false;               // else the plot says so instead of showing empty bars
     double m_alert = 0;

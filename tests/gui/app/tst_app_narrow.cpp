@@ -11,6 +11,7 @@
 #include "history_page.h"
 #include "main_window.h"
 #include "profile_model.h"
+#include "run_charts.h"
 #include "run_page.h"
 #include "synthetic_run.h"
 
@@ -407,6 +408,24 @@ private Q_SLOTS:
         QTRY_VERIFY(table->isVisible() && table->viewport()->width() > 0);
         QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
         QCOMPARE(w.runPage()->rankTableInTabs(), width < kDefault.width);
+    }
+
+    void commBarsNoteInsideThePlot()
+    {
+        // Before the first sync round the comm-share plot says so; at the ~230 px plot of a 1024 px
+        // window the line was cut at both ends ("one known before the first sync rounc").
+        cppl::app::SyntheticRun run(1024);
+        run.advanceTo(3);
+        for (int width : {260, 300, 420, 700}) { // 260: the plot ~200 px, narrower than the line
+            cppl::app::CommShareBars bars;
+            bars.resize(width, 220);
+            bars.setData(run.snapshot(), 0.15);
+            bars.grab(); // paints
+            QVERIFY(!bars.noteRect().isEmpty());
+            const QRectF plot = bars.plotRect();
+            QVERIFY2(plot.adjusted(-1, -1, 1, 1).contains(bars.noteRect()),
+                     qPrintable(u"%1 px: the note at %2..%3, the plot %4..%5"_s.arg(width).arg(bars.noteRect().left()).arg(bars.noteRect().right()).arg(plot.left()).arg(plot.right())));
+        }
     }
 
     void alertKindOnOneLine_data()
