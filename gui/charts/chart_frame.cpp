@@ -269,11 +269,21 @@ Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, cons
         painter.drawText(QRectF(p.left(), p.bottom() + kTickLen + tickFm.height() + 3, p.width(), fm.height()),
                          Qt::AlignCenter, spec.xTitle);
     if (!spec.yTitle.isEmpty()) {
+        // Centred on the plot; a plot shorter than the title (a 1024 px window's chart under three
+        // rows of legend read "deviati…") lends it the x axis's labels' height below it, where
+        // the title's column is empty.
+        qreal span = p.height();
+        qreal centre = p.center().y();
+        if (fm.horizontalAdvance(spec.yTitle) > span) {
+            const qreal below = std::min(rect.bottom() - kPad, p.bottom() + kTickLen + tickFm.height() + 3 + fm.height());
+            span = std::max(span, below - p.top());
+            centre = p.top() + span / 2;
+        }
+        frame.yTitle = fm.elidedText(spec.yTitle, Qt::ElideRight, span);
         painter.save();
-        painter.translate(rect.left() + kPad, p.center().y());
+        painter.translate(rect.left() + kPad, centre);
         painter.rotate(-90);
-        painter.drawText(QRectF(-p.height() / 2, 0, p.height(), fm.height()), Qt::AlignCenter,
-                         fm.elidedText(spec.yTitle, Qt::ElideRight, p.height()));
+        painter.drawText(QRectF(-span / 2, 0, span, fm.height()), Qt::AlignCenter, frame.yTitle);
         painter.restore();
     }
     painter.setRenderHint(QPainter::Antialiasing, true);

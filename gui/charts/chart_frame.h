@@ -53,6 +53,7 @@ struct Frame
     QRectF plot;
     QRectF rightArea; // the reserved room right of the plot
     QFont tickFont;
+    QString yTitle;   // the y axis's title as drawn (elided only when even its room below the plot is short)
     double mapX(double t) const { return plot.left() + t * plot.width(); }
     double mapY(double t) const { return plot.bottom() - t * plot.height(); }
 };

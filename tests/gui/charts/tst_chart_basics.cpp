@@ -7,6 +7,8 @@
 #include "charts/chart_theme.h"
 #include "charts/color_map.h"
 
+#include <QImage>
+#include <QPainter>
 #include <QTest>
 
 #include <algorithm>
@@ -42,6 +44,7 @@ private Q_SLOTS:
     void legendOverflowFollowsTheLastEntry();
     void legendListsALoneEntryInsteadOfOneMore();
     void titleWrapsOntoTwoLines();
+    void yTitleUsesTheRoomBelowAShortPlot();
 };
 
 void TestChartBasics::niceTicks_data()
@@ -441,6 +444,31 @@ void TestChartBasics::titleWrapsOntoTwoLines()
     QVERIFY2(narrow[1].endsWith(u'…'), qPrintable(narrow[1]));
     for (const QString &line : narrow)
         QVERIFY2(fm.horizontalAdvance(line) <= full * 0.3, qPrintable(line));
+}
+
+void TestChartBasics::yTitleUsesTheRoomBelowAShortPlot()
+{
+    // The deviation chart of a 1024 px window under three rows of legend: a plot ~55 px tall read
+    // "deviati…". The title may run down beside the x axis's labels; elided only past them.
+    using namespace Qt::StringLiterals;
+    cppl::charts::detail::FrameSpec spec;
+    spec.xTitle = u"time"_s;
+    spec.yTitle = u"deviation"_s;
+    QImage image(260, 200, QImage::Format_ARGB32);
+    QPainter painter(&image);
+    const QFontMetricsF fm(painter.font());
+    const qreal title = fm.horizontalAdvance(spec.yTitle);
+    // The frame's height leaving a plot shorter than the title, but not the axis's labels with it.
+    for (qreal h = 200; h > 40; h -= 2) {
+        const cppl::charts::detail::Frame frame = cppl::charts::detail::paintFrame(painter, QRectF(0, 0, 260, h), cppl::charts::Theme::light(), spec);
+        if (frame.plot.height() >= title)
+            continue;
+        if (frame.plot.height() + 2 * fm.height() < title)
+            break;
+        QCOMPARE(frame.yTitle, spec.yTitle);
+        return;
+    }
+    QFAIL("no frame height left a plot shorter than the title");
 }
 
 QTEST_MAIN(TestChartBasics)
