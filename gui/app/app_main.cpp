@@ -6,6 +6,7 @@
 #include "screenshot.h"
 
 #include "cppl/config.h"
+#include "cppl/errors.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -15,6 +16,7 @@
 #include <QTimer>
 
 #include <cstring>
+#include <memory>
 
 using namespace Qt::StringLiterals;
 
@@ -46,7 +48,9 @@ int appMain(int argc, char **argv)
     const QCommandLineOption shotOpt(u"screenshot"_s, u"Render every page offscreen to PNG files in DIR and exit."_s, u"DIR"_s);
     const QCommandLineOption scaleOpt(u"scale"_s, u"Device pixel ratio for --screenshot (1 or 2)."_s, u"N"_s, u"1"_s);
     const QCommandLineOption themeOpt(u"theme"_s, u"light or dark (Fusion palettes); default: the desktop's."_s, u"THEME"_s);
-    const QCommandLineOption ranksOpt(u"synthetic-ranks"_s, u"With --screenshot: feed the Run page a synthetic run of N ranks."_s, u"N"_s);
+    const QCommandLineOption ranksOpt(u"synthetic-ranks"_s, u"With --screenshot: feed the Run page a synthetic run of N ranks, and show History and Compare with a synthetic "
+                                      "node-count sweep (1, 2, 4, 8, ... N ranks, a failed run, a run that lost a rank) in a temporary run "
+                                      "store; your own run store is not opened."_s, u"N"_s);
     const QCommandLineOption profileOpt(u"profile"_s, u"Open this profile instead of the last one."_s, u"FILE"_s);
     const QCommandLineOption runOpt(u"run"_s,
                                     u"Start the profile's run at once. With --screenshot: run it for real and grab the pages mid-run and finished."_s);
@@ -89,7 +93,19 @@ int appMain(int argc, char **argv)
         }
     }
 
-    MainWindow window;
+    // Screenshots with synthetic ranks show History and Compare with a synthetic sweep, from a
+    // temporary store the window opens instead of the user's (made before the window, which may
+    // open its store at once: the page it remembers).
+    std::unique_ptr<ScreenshotStore> shotStore;
+    if (screenshot && ranks > 0 && !parser.isSet(runOpt)) {
+        try {
+            shotStore = std::make_unique<ScreenshotStore>(ranks);
+        } catch (const cppl::Error &e) {
+            err << "clusterppl: " << e.what() << '\n';
+            return 3;
+        }
+    }
+    MainWindow window(nullptr, shotStore ? shotStore->path() : QString());
     if (parser.isSet(agentOpt))
         window.setAgentOverride(parser.value(agentOpt));
     if (parser.isSet(profileOpt)) {
@@ -123,6 +139,7 @@ int appMain(int argc, char **argv)
         ScreenshotOptions o;
         o.directory = parser.value(shotOpt);
         o.syntheticRanks = ranks;
+        o.sweep = shotStore ? &shotStore->sweep() : nullptr;
         o.width = size.width();
         o.height = size.height();
         QString error;

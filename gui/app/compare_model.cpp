@@ -67,8 +67,9 @@ QVariant CompareModel::data(const QModelIndex &index, int role) const
     case ColGroups: return p.groups;
     case ColNodes: return p.nodes;
     case ColTopology: return p.topology;
-    case ColRate: return loc.toString(p.tokensPerSecond, 'f', 1);
-    case ColIdeal: return loc.toString(p.idealTokensPerSecond, 'f', 1);
+    // Whole and grouped, as the Run page and History write tok/s ("73,612").
+    case ColRate: return loc.toString(p.tokensPerSecond, 'f', 0);
+    case ColIdeal: return loc.toString(p.idealTokensPerSecond, 'f', 0);
     case ColEfficiency:
         // A mark besides the number: below the threshold reads without colour.
         return u"%1%%2"_s.arg(100 * p.efficiency, 0, 'f', 1).arg(p.efficiency >= m_threshold ? QString() : u" ▼"_s);

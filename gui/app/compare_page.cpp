@@ -25,6 +25,7 @@
 
 #include "cppl/errors.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace Qt::StringLiterals;
@@ -70,13 +71,16 @@ ComparePage::ComparePage(QWidget *parent)
     auto *grid = new QWidget(split);
     auto *g = new QGridLayout(grid);
     g->setContentsMargins(0, 0, 0, 0);
+    // Rank counts double from run to run (1, 2, 4 … 1024): on a linear axis every run below a
+    // tenth of the largest sat in its first pixels, so ranks (and tok/s, which follow them) are
+    // drawn on log scales, labelled with the counts and rates themselves.
     m_rate = new charts::TimeSeriesChart(this);
-    m_rate->setTitle(tr("Throughput vs ranks"));
-    m_rate->setXAxis(AxisSpec{tr("ranks"), ValueFormat::Plain, {}, {}, true});
-    m_rate->setYAxis(AxisSpec{tr("tok/s"), ValueFormat::Si, {}, {}, true});
+    m_rate->setTitle(tr("Throughput vs ranks, measured and ideal (linear from the smallest run)"));
+    m_rate->setXAxis(AxisSpec{tr("ranks (log)"), ValueFormat::Log2Count, {}, {}, false});
+    m_rate->setYAxis(AxisSpec{tr("tok/s (log)"), ValueFormat::Log10Si, {}, {}, false});
     m_efficiency = new charts::TimeSeriesChart(this);
     m_efficiency->setTitle(tr("Scaling efficiency, measured and projected (dashed)"));
-    m_efficiency->setXAxis(AxisSpec{tr("log₂ ranks (0 = 1 rank, 3 = 8, 4 = 16, 10 = 1024)"), ValueFormat::Plain, {}, {}, true});
+    m_efficiency->setXAxis(AxisSpec{tr("ranks (log)"), ValueFormat::Log2Count, {}, {}, false});
     m_efficiency->setYAxis(AxisSpec{tr("efficiency"), ValueFormat::Percent, 0.0, {}, true});
     m_comm = new charts::StackedBarChart(this);
     m_comm->setTitle(tr("Communication share of rank time"));
@@ -85,7 +89,7 @@ ComparePage::ComparePage(QWidget *parent)
     m_comm->setYAxis(AxisSpec{tr("share of time"), ValueFormat::Percent, 0.0, {}, true});
     m_ppl = new charts::TimeSeriesChart(this);
     m_ppl->setTitle(tr("PPL ± stderr vs ranks"));
-    m_ppl->setXAxis(AxisSpec{tr("ranks"), ValueFormat::Plain, {}, {}, false});
+    m_ppl->setXAxis(AxisSpec{tr("ranks (log)"), ValueFormat::Log2Count, {}, {}, false});
     m_ppl->setYAxis(AxisSpec{tr("PPL"), ValueFormat::Plain, {}, {}, false});
     int i = 0;
     for (charts::Chart *c : std::initializer_list<charts::Chart *>{m_rate, m_efficiency, m_comm, m_ppl}) {
@@ -122,6 +126,7 @@ ComparePage::ComparePage(QWidget *parent)
     split->addWidget(bottom);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+
     outer->addWidget(split, 1);
     m_content = split;
     // Empty axes over fractional ranks looked like a broken comparison; say what fills this page.
@@ -171,36 +176,53 @@ void ComparePage::recompute()
     o.threshold = threshold();
     m_comparison = m_runs.empty() ? cppl::core::store::Comparison{} : cppl::core::store::compareRuns(m_runs, m_baselines, o);
     m_model->setComparison(m_comparison);
+    // The table keeps room for a sweep's rows (up to 6 without scrolling) under the charts: the
+    // splitter's 3:2 left it one row and a half.
+    const int rows = std::clamp(int(m_comparison.points.size()), 3, 6);
+    m_table->setMinimumHeight(m_table->horizontalHeader()->sizeHint().height() + rows * m_table->verticalHeader()->defaultSectionSize()
+                              + 2 * m_table->frameWidth() + 2);
     m_export->setEnabled(!m_runs.empty());
     m_content->setVisible(!m_runs.empty());
     m_empty->setVisible(m_runs.empty());
     if (m_runs.empty()) {
         m_heading->setText(tr("Runs compared by rank count"));
+        m_heading->setToolTip({});
         m_recommendation->setText({});
         m_projection->setText({});
     } else {
         QStringList ids;
         for (const auto &p : m_comparison.points)
             ids << p.runId;
-        m_heading->setText(tr("%n run(s) compared: %1", nullptr, int(ids.size())).arg(ids.join(u", "_s)));
+        // A sweep of 11 sizes named every run id over three lines: the first and last, the rest in the tooltip.
+        const auto &pts = m_comparison.points;
+        m_heading->setText(ids.size() <= 4 ? tr("%n run(s) compared: %1", nullptr, int(ids.size())).arg(ids.join(u", "_s))
+                                           : tr("%1 runs compared, %2 to %3 ranks: %4 … %5")
+                                                 .arg(ids.size())
+                                                 .arg(pts.front().worldSize)
+                                                 .arg(pts.back().worldSize)
+                                                 .arg(ids.front(), ids.back()));
+        m_heading->setToolTip(ids.join(u"\n"_s));
         QString rec = tr("Recommendation: ") + m_comparison.recommendation;
         if (!m_comparison.warnings.isEmpty())
             rec += u"\n⚠ "_s + m_comparison.warnings.join(u"\n⚠ "_s);
         m_recommendation->setText(rec);
         const auto &pr = m_comparison.projection;
         QString text;
+        // The formula and its fit errors are in the tooltip: as text they took five lines and left
+        // the table one row (and the projection's own figures were cut off at the bottom).
+        m_projection->setToolTip({});
         if (!pr.available) {
             text = tr("Projection: not available (%1).").arg(pr.why);
         } else {
-            text = tr("Projection (%1 collective, dashed in the efficiency chart): %2\nFit error (RMS): compute speed %3, "
-                      "collective %4.")
-                       .arg(pr.topology, pr.formula)
-                       .arg(pr.computeSpeed.rmsError, 0, 'g', 3)
-                       .arg((pr.topology == u"flat"_s ? pr.collectiveFlat : pr.collectiveHierarchical).rmsError, 0, 'g', 3);
+            m_projection->setToolTip(tr("%1\nFit error (RMS): compute speed %2, collective %3.")
+                                         .arg(pr.formula)
+                                         .arg(pr.computeSpeed.rmsError, 0, 'g', 3)
+                                         .arg((pr.topology == u"flat"_s ? pr.collectiveFlat : pr.collectiveHierarchical).rmsError, 0, 'g', 3));
             QStringList at;
             for (const auto &p : pr.points)
-                at << tr("%1 ranks: %2% efficiency, %3% comm").arg(p.ranks).arg(100 * p.efficiency, 0, 'f', 0).arg(100 * p.commShare, 0, 'f', 0);
-            text += u"\n"_s + at.join(u"; "_s);
+                at << tr("%1: %2% (comm %3%)").arg(p.ranks).arg(100 * p.efficiency, 0, 'f', 0).arg(100 * p.commShare, 0, 'f', 0);
+            text = tr("Projected efficiency (%1 collective, fitted on these runs; dashed in the chart; formula in the tooltip): %2")
+                       .arg(pr.topology, at.join(u", "_s));
             if (pr.heldOut.available)
                 text += u"\n"_s
                         + tr("Held-out check (fit without %1 ranks, then predict it): efficiency %2% predicted vs %3% measured "
@@ -236,13 +258,15 @@ void ComparePage::updateCharts()
             e += pts[j].efficiency;
             ++j;
         }
-        const double n = double(j - i), x = pts[i].worldSize;
-        rate.x.push_back(x);
-        rate.y.push_back(r / n);
-        ideal.x.push_back(x);
-        ideal.y.push_back(id / n);
-        eff.x.push_back(std::log2(x));
-        eff.y.push_back(e / n);
+        const double n = double(j - i), x = std::log2(double(std::max(1, pts[i].worldSize)));
+        if (r > 0 && id > 0) { // a run without a result has no rate to put on a log scale
+            rate.x.push_back(x);
+            rate.y.push_back(std::log10(r / n));
+            ideal.x.push_back(x);
+            ideal.y.push_back(std::log10(id / n));
+            eff.x.push_back(x);
+            eff.y.push_back(e / n);
+        }
         i = j;
     }
     for (const auto &p : pts) {
@@ -250,11 +274,12 @@ void ComparePage::updateCharts()
         comm.push_back(p.transferShare);
         labels << QString::number(p.worldSize);
         if (p.ppl) {
-            ppl.x.push_back(p.worldSize);
+            const double x = std::log2(double(std::max(1, p.worldSize)));
+            ppl.x.push_back(x);
             ppl.y.push_back(*p.ppl);
-            hi.x.push_back(p.worldSize);
+            hi.x.push_back(x);
             hi.y.push_back(*p.ppl + p.pplStderr.value_or(0));
-            lo.x.push_back(p.worldSize);
+            lo.x.push_back(x);
             lo.y.push_back(*p.ppl - p.pplStderr.value_or(0));
         }
     }
@@ -269,7 +294,8 @@ void ComparePage::updateCharts()
     }
     m_rate->setSeries({rate, ideal});
     m_efficiency->setSeries({eff, proj});
-    m_efficiency->setReferenceLines({charts::ReferenceLine{threshold(), tr("threshold %1%").arg(m_threshold->value(), 0, 'f', 0), {}, Qt::DotLine}});
+    // The chart writes the value after the label: "threshold (75.0%)", not "threshold 75% (75.0%)".
+    m_efficiency->setReferenceLines({charts::ReferenceLine{threshold(), tr("threshold"), {}, Qt::DotLine}});
     m_comm->setValues(std::move(comm));
     m_comm->setCategoryLabels(labels);
     m_ppl->setSeries({ppl, hi, lo});

@@ -34,7 +34,7 @@ using cppl::core::run::RunPhase;
 
 namespace cppl::app {
 
-MainWindow::MainWindow(QWidget *parent)
+MainWindow::MainWindow(QWidget *parent, const QString &storePath)
     : QMainWindow(parent)
 {
     setWindowTitle(tr("ClusterPPL"));
@@ -69,7 +69,7 @@ MainWindow::MainWindow(QWidget *parent)
     m_statusPhase = new QLabel(tr("idle"), this);
     statusBar()->addPermanentWidget(m_statusPhase);
     buildMenus();
-    setupHistory(); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
+    setupHistory(storePath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
 
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);

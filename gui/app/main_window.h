@@ -38,7 +38,9 @@ class MainWindow : public QMainWindow
 public:
     enum Page { ClusterPageIndex, EvaluationPageIndex, RunPageIndex, HistoryPageIndex, ComparePageIndex };
 
-    explicit MainWindow(QWidget *parent = nullptr);
+    /// @p storePath: the run store to open instead of RunStore::defaultPath() ($CLUSTERPPL_STORE or
+    /// the user's), e.g. a temporary one for screenshots, so that the user's is never opened.
+    explicit MainWindow(QWidget *parent = nullptr, const QString &storePath = {});
     ~MainWindow() override;
 
     /// Loads the last profile, or the embedded "This machine" default on first start.
@@ -105,7 +107,7 @@ private:
     void showError(const QString &text);
     void showInfo(const QString &text);
     QString agentPath() const;
-    void setupHistory();
+    void setupHistory(const QString &storePath);
     void prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine);
     // What Run, Check hosts and a sweep start from: the pages' profile and evaluation, the agent
     // and log overrides, and the SSH prompter.

@@ -45,6 +45,7 @@ namespace cppl::app {
 struct MainWindow::HistoryState
 {
     std::unique_ptr<RunStore> store;
+    QString storePath; // empty: RunStore::defaultPath()
     QString storeError;
     std::unique_ptr<cppl::core::store::RunRecorder> recorder;
     std::unique_ptr<SweepRunner> sweep;
@@ -58,10 +59,11 @@ HistoryPage *MainWindow::historyPage() const { return m_history->history; }
 ComparePage *MainWindow::comparePage() const { return m_history->compare; }
 SweepRunner *MainWindow::sweepRunner() const { return m_history->sweep.get(); }
 
-void MainWindow::setupHistory()
+void MainWindow::setupHistory(const QString &storePath)
 {
     m_history = std::make_shared<HistoryState>();
     HistoryState &h = *m_history;
+    h.storePath = storePath;
     h.history = new HistoryPage(m_pages);
     h.compare = new ComparePage(m_pages);
     m_pages->addWidget(h.history);
@@ -120,7 +122,7 @@ void MainWindow::setupHistory()
         h.storeAction = runMenu->addAction(tr("S&tore runs in the history"));
         h.storeAction->setCheckable(true);
         h.storeAction->setChecked(QSettings().value(u"history/storeRuns"_s, true).toBool());
-        h.storeAction->setToolTip(tr("Record every run (settings, result, per-rank samples, logs, alerts) in %1").arg(RunStore::defaultPath()));
+        h.storeAction->setToolTip(tr("Record every run (settings, result, per-rank samples, logs, alerts) in %1").arg(storePath.isEmpty() ? RunStore::defaultPath() : storePath));
         connect(h.storeAction, &QAction::toggled, this, [](bool on) { QSettings().setValue(u"history/storeRuns"_s, on); });
     }
 }
@@ -136,7 +138,7 @@ RunStore *MainWindow::store()
     HistoryState &h = *m_history;
     if (!h.store) {
         try {
-            h.store = std::make_unique<RunStore>(RunStore::defaultPath());
+            h.store = std::make_unique<RunStore>(h.storePath.isEmpty() ? RunStore::defaultPath() : h.storePath);
             h.storeError.clear();
             h.history->setStore(h.store.get());
             if (!h.store->interruptedOnOpen().isEmpty())

@@ -58,7 +58,7 @@ QString summaryHtml(const RunRecord &r)
         h += row(QObject::tr("PPL ± stderr"), u"%1 ± %2"_s.arg(*r.ppl, 0, 'f', 6).arg(r.pplStderr.value_or(0), 0, 'f', 6));
     h += row(QObject::tr("Tokens scored"), loc.toString(qlonglong(r.tokensScored)));
     if (r.tokensPerSecond)
-        h += row(QObject::tr("tok/s"), loc.toString(*r.tokensPerSecond, 'f', 1));
+        h += row(QObject::tr("tok/s"), loc.toString(*r.tokensPerSecond, 'f', 0)); // whole and grouped, as History writes it
     if (!r.nllSumExact.isEmpty())
         h += row(QObject::tr("Exact NLL sum"), r.nllSumExact);
     for (auto it = r.versions.begin(); it != r.versions.end(); ++it)
@@ -89,7 +89,7 @@ QTableWidget *rankTable(const RunRecord &r, QWidget *parent)
                                 k.host,
                                 QString::number(k.group),
                                 loc.toString(qlonglong(k.tokens)),
-                                loc.toString(k.tokensPerSecond, 'f', 1),
+                                loc.toString(k.tokensPerSecond, 'f', 0),
                                 QString::number(k.computeSeconds, 'f', 2),
                                 QString::number(k.waitSeconds, 'f', 2),
                                 QString::number(k.transferSeconds, 'f', 2),

@@ -3,16 +3,25 @@
 
 #include "cluster_page.h"
 #include "evaluation_page.h"
+#include "history_page.h"
 #include "main_window.h"
 #include "message_bar.h"
 #include "profile_model.h"
+#include "run_detail.h"
 #include "run_page.h"
+#include "synthetic_history.h"
 #include "synthetic_run.h"
+
+#include "store/run_store.h"
+
+#include "cppl/errors.h"
 
 #include <QDir>
 #include <QEventLoop>
 #include <QPixmap>
 #include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
 #include <QTimer>
 #include <QTreeView>
 
@@ -72,7 +81,65 @@ bool save(QWidget *w, const QString &path, QStringList &files, QString *error)
     return true;
 }
 
+// History and Compare as the window's store has them; with a synthetic sweep (ScreenshotStore)
+// History with the newest run selected and its detail (History › Open), and Compare of the sweep.
+bool renderHistory(MainWindow &window, const ScreenshotOptions &o, const QDir &dir, QStringList &files, QString *error)
+{
+    window.showPage(MainWindow::HistoryPageIndex); // opens the store, as a user's first visit does
+    const SyntheticSweep *sweep = o.sweep;
+    if (sweep) {
+        window.historyPage()->selectRuns({sweep->lostRankRunId});
+        window.historyPage()->view()->setFocus();
+    }
+    settle(150);
+    if (!save(&window, dir.filePath(u"history.png"_s), files, error))
+        return false;
+    if (sweep) {
+        cppl::core::store::RunStore *store = window.store();
+        std::optional<cppl::core::store::RunRecord> run;
+        try {
+            if (store)
+                run = store->get(sweep->lostRankRunId);
+        } catch (const cppl::Error &e) {
+            if (error)
+                *error = QString::fromUtf8(e.what());
+            return false;
+        }
+        if (!run) {
+            if (error)
+                *error = QObject::tr("the synthetic run %1 is not in the run store").arg(sweep->lostRankRunId);
+            return false;
+        }
+        // What History › Open shows of it: the summary, then its stored samples as charts.
+        RunDetailDialog detail(*run, &window);
+        detail.resize(std::min(1000, o.width), std::min(700, o.height));
+        detail.show();
+        settle(150);
+        if (!save(&detail, dir.filePath(u"history-detail.png"_s), files, error))
+            return false;
+        detail.tabs()->setCurrentIndex(2);
+        settle(150);
+        if (!save(&detail, dir.filePath(u"history-detail-charts.png"_s), files, error))
+            return false;
+        detail.close();
+        window.compareRuns(sweep->sweepRunIds); // read back with their baseline, as Compare selected does
+    } else {
+        window.showPage(MainWindow::ComparePageIndex);
+    }
+    settle(150);
+    return save(&window, dir.filePath(u"compare.png"_s), files, error);
+}
+
 } // namespace
+
+ScreenshotStore::ScreenshotStore(int maxRanks)
+{
+    if (!m_dir.isValid())
+        throw IoError(QObject::tr("cannot create a temporary directory for the synthetic run store: %1").arg(m_dir.errorString()).toStdString());
+    m_path = m_dir.filePath(u"runs.sqlite"_s);
+    cppl::core::store::RunStore store(m_path);
+    m_sweep = writeSyntheticSweep(store, maxRanks);
+}
 
 QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QString *error)
 {
@@ -114,13 +181,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     settle(150);
     if (!save(&window, dir.filePath(u"evaluation.png"_s), files, error))
         return {};
-    window.showPage(MainWindow::HistoryPageIndex);
-    settle(150);
-    if (!save(&window, dir.filePath(u"history.png"_s), files, error))
-        return {};
-    window.showPage(MainWindow::ComparePageIndex);
-    settle(150);
-    if (!save(&window, dir.filePath(u"compare.png"_s), files, error))
+    if (!renderHistory(window, o, dir, files, error))
         return {};
     window.showPage(MainWindow::RunPageIndex);
     window.statusBar()->clearMessage(); // "Opened …" at start: a run's notices would have replaced it

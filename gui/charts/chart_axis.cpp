@@ -47,6 +47,51 @@ QString clock(double seconds, int decimals)
     return negative ? QLatin1Char('-') + out : out;
 }
 
+// Log10Si: ticks at log10 of 1, 2 and 5 x 10^n when that many fit, else at every decade (or
+// every 2nd, 5th...); uneven in log space, as a log axis' ticks are. step: the spacing of decades.
+Ticks logDecadeTicks(double lo, double hi, int maxCount, bool expand)
+{
+    Ticks t;
+    const double d0 = std::floor(lo + 1e-9), d1 = std::ceil(hi - 1e-9);
+    std::vector<double> fine;
+    for (double d = d0; d <= d1 + 1e-9; d += 1)
+        for (double m : {1.0, 2.0, 5.0})
+            fine.push_back(d + std::log10(m));
+    // Keep the 1-2-5 ticks that bracket [lo, hi] (expand) or lie inside it.
+    auto first = std::upper_bound(fine.begin(), fine.end(), lo + 1e-9);
+    if (expand && first != fine.begin())
+        --first;
+    auto last = std::lower_bound(fine.begin(), fine.end(), hi - 1e-9);
+    if (!expand && last != fine.begin() && (last == fine.end() || *last > hi + 1e-9))
+        --last;
+    if (last == fine.end())
+        --last;
+    std::vector<double> values(first, last + 1);
+    if (values.size() >= 2 && int(values.size()) <= maxCount) {
+        t.values = values;
+        t.step = 1;
+    } else {
+        double stride = 1;
+        for (double s : {1.0, 2.0, 5.0, 10.0, 20.0}) {
+            stride = s;
+            if ((d1 - d0) / s + 1 <= maxCount)
+                break;
+        }
+        const double a = std::floor(lo / stride + 1e-9) * stride, b = std::ceil(hi / stride - 1e-9) * stride;
+        for (double v = expand ? a : std::ceil(lo / stride - 1e-9) * stride; v <= (expand ? b : hi) + 1e-9; v += stride)
+            t.values.push_back(v);
+        t.step = stride;
+    }
+    if (expand && !t.values.empty()) {
+        t.min = std::min(lo, t.values.front());
+        t.max = std::max(hi, t.values.back());
+    } else {
+        t.min = lo;
+        t.max = hi;
+    }
+    return t;
+}
+
 } // namespace
 
 Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool expand)
@@ -59,11 +104,16 @@ Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool exp
     if (lo > hi)
         std::swap(lo, hi);
     if (hi - lo <= 1e-12 * std::max(1.0, std::abs(hi))) {
-        const double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+        // A log axis of one value: a step either side (half a power of two, a decade's third).
+        const double pad = format == ValueFormat::Log2Count || format == ValueFormat::Log10Si ? 0.5
+                           : lo == 0                                                      ? 1.0
+                                                                                          : std::abs(lo) * 0.1;
         lo -= pad;
         hi += pad;
     }
     maxCount = std::max(maxCount, 2);
+    if (format == ValueFormat::Log10Si)
+        return logDecadeTicks(lo, hi, maxCount, expand);
     const double rough = (hi - lo) / (maxCount - 1);
     double step = 0;
     if (format == ValueFormat::Seconds && rough >= 1) {
@@ -84,13 +134,16 @@ Ticks niceTicks(double lo, double hi, int maxCount, ValueFormat format, bool exp
         // a label is rounded, "3%, 5%, 8%".
         static constexpr std::array<double, 5> kNice{1, 2, 2.5, 5, 10};
         static constexpr std::array<double, 4> kNicePercent{1, 2, 5, 10};
-        const auto candidates = format == ValueFormat::Percent ? std::span<const double>(kNicePercent) : std::span<const double>(kNice);
+        const auto candidates = format == ValueFormat::Percent || format == ValueFormat::Log2Count ? std::span<const double>(kNicePercent)
+                                                                                                   : std::span<const double>(kNice);
         for (double c : candidates) {
             if (c * mag >= rough * (1 - 1e-9)) {
                 step = c * mag;
                 break;
             }
         }
+        if (format == ValueFormat::Log2Count)
+            step = std::max(1.0, step); // whole powers of two only: 2^0.5 ranks is no count
     }
     t.step = step;
     double first = std::ceil(lo / step - 1e-9) * step;
@@ -120,9 +173,36 @@ int labelStride(double pitchPx, double minSpacingPx)
     return 1000000000;
 }
 
+namespace {
+
+// 2^v or 10^v written for a reader: whole when it is, else three significant digits.
+QString powerText(double power)
+{
+    if (std::abs(power - std::round(power)) < 1e-6 * std::max(1.0, power) && power < 1e15)
+        return QString::number(static_cast<long long>(std::llround(power)));
+    return QString::number(power, 'g', 3);
+}
+
+// 10^v with an SI suffix and at most three significant digits, no trailing zeros: "10k", "2.5M".
+QString siPower(double power)
+{
+    static constexpr std::array<std::pair<double, char>, 4> kSuffix{
+        std::pair{1e12, 'T'}, std::pair{1e9, 'G'}, std::pair{1e6, 'M'}, std::pair{1e3, 'k'}};
+    for (auto [scale, suffix] : kSuffix)
+        if (std::abs(power) >= scale * (1 - 1e-9))
+            return QString::number(power / scale, 'g', 3) + QLatin1Char(suffix);
+    return QString::number(power, 'g', 3);
+}
+
+} // namespace
+
 QString formatTick(double value, double step, ValueFormat format, double axisExtent)
 {
     switch (format) {
+    case ValueFormat::Log2Count:
+        return powerText(std::exp2(value));
+    case ValueFormat::Log10Si:
+        return siPower(std::pow(10.0, value));
     case ValueFormat::Plain:
         return number(value, decimalsFor(step));
     case ValueFormat::Percent:
@@ -159,6 +239,10 @@ QString formatValue(double value, ValueFormat format)
         return number(v, d);
     };
     switch (format) {
+    case ValueFormat::Log2Count:
+        return powerText(std::exp2(value));
+    case ValueFormat::Log10Si:
+        return siPower(std::pow(10.0, value));
     case ValueFormat::Plain:
         return sig3(value);
     case ValueFormat::Percent: {

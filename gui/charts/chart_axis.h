@@ -14,6 +14,9 @@ enum class ValueFormat {
     Si,      // 950, 12.5k, 3.2M, 1.1G (tok/s)
     Percent, // value is a fraction: 0.25 -> 25%
     Seconds, // 45 s, 2:30, 1:02:00 (elapsed time)
+    // Logarithmic axes: the values plotted are logarithms, the labels the quantities.
+    Log2Count, // value is log2 of a count (ranks): ticks at whole powers of two, "1, 2, 4 … 1024"
+    Log10Si,   // value is log10 of a quantity (tok/s): ticks at 1, 2, 5 x 10^n or at decades, "10k, 20k, 50k, 100k"
 };
 
 /// One axis: title (with unit, e.g. "tok/s", "PPL"), label format and an optional fixed range.
@@ -36,7 +39,8 @@ struct Ticks
 
 /**
  * "Nice" ticks over [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of ten (Percent: 1, 2 or 5; for Seconds: 1, 2, 5,
- * 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1 h...), at most maxCount of them. With expand the range
+ * 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1 h...; Log2Count: whole steps of 1, 2, 5...; Log10Si: log10 of 1, 2 and
+ * 5 x 10^n while they fit, else of every decade or every few), at most maxCount of them. With expand the range
  * is widened to whole steps (y axes); otherwise it stays [lo, hi] (time axes). A degenerate range
  * (lo == hi, NaN) is widened around its value so that a constant series still gets an axis.
  */

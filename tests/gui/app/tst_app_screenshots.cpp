@@ -1,9 +1,17 @@
 // SPDX-License-Identifier: MIT
 // `clusterppl --screenshot DIR` renders every page offscreen, at 1x and 2x, light and dark, with
 // and without a synthetic run; each PNG has the window's size times the scale and is not blank.
+// With synthetic ranks History and Compare show a synthetic sweep from a temporary store, and the
+// user's own store is left as it was.
+
+#include "store/run_store.h"
 
 #include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
 #include <QImage>
+#include <QSysInfo>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QSet>
@@ -46,6 +54,22 @@ double busyCells(const QImage &image)
     return busy / 64.0;
 }
 
+QByteArray readAll(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+QStringList filesUnder(const QString &dir)
+{
+    QStringList out;
+    QDirIterator it(dir, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+    while (it.hasNext())
+        out << it.next();
+    out.sort();
+    return out;
+}
+
 } // namespace
 
 class TestAppScreenshots : public QObject
@@ -67,14 +91,16 @@ private Q_SLOTS:
         const QSize usual(1500, 940);
         QTest::addRow("1x light, idle") << 1 << u"light"_s << 0 << common + QStringList{u"run.png"_s} << usual;
         QTest::addRow("2x dark, idle") << 2 << u"dark"_s << 0 << common + QStringList{u"run.png"_s} << usual;
-        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + QStringList{u"run-starting-4.png"_s, u"run-live-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s} << usual;
+        // With synthetic ranks History is the synthetic sweep's, with its selected run's detail.
+        const QStringList detail{u"history-detail.png"_s, u"history-detail-charts.png"_s};
+        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + detail + QStringList{u"run-starting-4.png"_s, u"run-live-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s} << usual;
         QTest::addRow("2x dark, 1024 ranks") << 2 << u"dark"_s << 1024
-                                             << common + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s} << usual;
+                                             << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s} << usual;
         // A 1024 px screen: no page (History's filters, the Run page's headline with 1024 ranks)
         // may widen the window beyond it (it was 1,392 px at the least, 1,421 px recovered).
         QTest::addRow("1x light, 1024 ranks, 1024x768")
             << 1 << u"light"_s << 1024
-            << common + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s}
+            << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s}
             << QSize(1024, 768);
     }
 
@@ -107,18 +133,88 @@ private Q_SLOTS:
             QVERIFY2(printed.contains(path), qPrintable(path));
             QImage image(path);
             QVERIFY2(!image.isNull(), qPrintable(path));
-            QVERIFY2(image.width() == size.width() * scale, qPrintable(u"%1: %2 px wide"_s.arg(f).arg(image.width())));
-            QCOMPARE(image.height(), size.height() * scale);
+            // History › Open's dialog at its own size (1000 x 700, less in a smaller window).
+            const bool dialog = f.startsWith(u"history-detail"_s);
+            const QSize expected = dialog ? QSize(std::min(1000, size.width()), std::min(700, size.height())) : size;
+            QVERIFY2(image.width() == expected.width() * scale, qPrintable(u"%1: %2 px wide"_s.arg(f).arg(image.width())));
+            QCOMPARE(image.height(), expected.height() * scale);
             const int variety = colourVariety(image);
             const double busy = busyCells(image);
             QVERIFY2(variety > 40, qPrintable(u"%1: %2 colours"_s.arg(f).arg(variety)));
-            // History and Compare of an empty store show a sentence in a quiet page, by design.
-            const bool emptyState = f == u"history.png"_s || f == u"compare.png"_s;
-            QVERIFY2(busy > (emptyState ? 0.2 : 0.4), qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
+            // History and Compare of an empty store show a sentence in a quiet page, by design;
+            // with synthetic ranks they show the sweep, and the summary is a page of text.
+            const bool emptyState = ranks == 0 && (f == u"history.png"_s || f == u"compare.png"_s);
+            QVERIFY2(busy > (emptyState || f == u"history-detail.png"_s ? 0.2 : 0.4), qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
             // Dark means dark: the top-left corner (window background) follows the theme.
             const int lightness = QColor(image.pixel(2, image.height() / 2)).lightness();
             QVERIFY2(theme == u"dark"_s ? lightness < 100 : lightness > 150, qPrintable(u"%1: %2"_s.arg(f).arg(lightness)));
         }
+    }
+
+    void syntheticHistoryLeavesTheUserStoreAlone_data()
+    {
+        QTest::addColumn<bool>("synthetic");
+        QTest::addRow("synthetic sweep") << true;
+        // The control: without synthetic ranks the screenshots show the user's store, opened as
+        // the dashboard opens it (which marks a run whose recorder is gone interrupted: a write).
+        QTest::addRow("the user's store (control)") << false;
+    }
+
+    void syntheticHistoryLeavesTheUserStoreAlone()
+    {
+        QFETCH(bool, synthetic);
+        QTemporaryDir dir;
+        // The user's store where the dashboard finds it (no $CLUSTERPPL_STORE), holding a run left
+        // "running" by a recorder that is gone: whoever opens the store marks it interrupted.
+        const QString data = dir.filePath(u"data"_s);
+        const QString userStore = data + u"/ClusterPPL/clusterppl/runs.sqlite"_s;
+        {
+            cppl::core::store::RunStore store(userStore);
+            cppl::core::store::RunRecord r;
+            r.runId = u"users-own-run"_s;
+            r.status = cppl::core::store::RunStatus::Running;
+            r.started = QDateTime::currentDateTimeUtc();
+            r.owner = QSysInfo::machineHostName() + u":2147483000"_s; // no such process
+            store.insert(r);
+        }
+        const QByteArray before = readAll(userStore);
+        const QStringList filesBefore = filesUnder(data);
+        QVERIFY(!before.isEmpty());
+        // A user who left the dashboard on History: the window opens its store as it starts.
+        QDir().mkpath(dir.filePath(u"config/ClusterPPL"_s));
+        QFile conf(dir.filePath(u"config/ClusterPPL/clusterppl.conf"_s));
+        QVERIFY(conf.open(QIODevice::WriteOnly));
+        conf.write("[window]\npage=3\n");
+        conf.close();
+
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove(u"CLUSTERPPL_STORE"_s);
+        env.insert(u"HOME"_s, dir.filePath(u"home"_s));
+        env.insert(u"XDG_DATA_HOME"_s, data);
+        env.insert(u"XDG_CONFIG_HOME"_s, dir.filePath(u"config"_s));
+        env.insert(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        p.setProcessEnvironment(env);
+        QStringList args{u"--screenshot"_s, dir.filePath(u"shots"_s), u"--theme"_s, u"light"_s, u"--size"_s, u"1024x700"_s};
+        if (synthetic)
+            args << u"--synthetic-ranks"_s << u"4"_s;
+        p.start(kApp, args);
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(QString::fromLocal8Bit(p.readAllStandardError())));
+
+        const bool untouched = readAll(userStore) == before && filesUnder(data) == filesBefore;
+        QVERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
+        for (const QString &f : {u"history.png"_s, u"compare.png"_s}) {
+            const QImage image(QDir(dir.filePath(u"shots"_s)).filePath(f));
+            QVERIFY2(!image.isNull(), qPrintable(f));
+            QCOMPARE(image.width(), 1024);
+            // The sweep fills History's table and Compare's charts; the user's store of one run, or
+            // an empty Compare, leaves most of the page plain.
+            const double busy = busyCells(image);
+            if (synthetic)
+                QVERIFY2(busy > 0.5, qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
+        }
+        QCOMPARE(QFileInfo::exists(QDir(dir.filePath(u"shots"_s)).filePath(u"history-detail.png"_s)), synthetic);
     }
 };
 
