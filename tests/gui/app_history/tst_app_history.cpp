@@ -26,6 +26,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPixmap>
 #include <QSet>
@@ -162,7 +163,17 @@ private Q_SLOTS:
         QCOMPARE(shown.points[1].deviationText(), u"bit-identical"_s);
         QCOMPARE(shown.points[2].deviationText(), u"bit-identical"_s);
         QVERIFY(w.comparePage()->recommendationText().contains(u"Recommendation"_s));
-        QVERIFY(w.comparePage()->projectionText().contains(u"Projection"_s));
+        // The projection names its figures in the text and keeps its formula in the tooltip.
+        if (shown.projection.available) {
+            QVERIFY2(w.comparePage()->projectionText().startsWith(u"Projected efficiency"_s), qPrintable(w.comparePage()->projectionText()));
+            for (const auto &p : shown.projection.points)
+                QVERIFY2(w.comparePage()->projectionText().contains(u"%1: "_s.arg(p.ranks)), qPrintable(w.comparePage()->projectionText()));
+            const auto *label = w.comparePage()->findChild<QLabel *>(u"projection"_s);
+            QVERIFY(label);
+            QVERIFY2(label->toolTip().contains(shown.projection.formula), qPrintable(label->toolTip()));
+        } else {
+            QVERIFY2(w.comparePage()->projectionText().startsWith(u"Projection: not available ("_s), qPrintable(w.comparePage()->projectionText()));
+        }
 
         // A different threshold changes the recommendation exactly as compareRuns() does.
         w.comparePage()->setThreshold(0.99);
