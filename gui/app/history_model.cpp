@@ -2,6 +2,7 @@
 #include "history_model.h"
 
 #include "cppl/cluster_profile.h"
+#include "store/comparison.h"
 
 #include <QFileInfo>
 #include <QJsonObject>
@@ -97,7 +98,7 @@ void HistoryModel::setRuns(std::vector<RunRecord> runs)
         if (!r.nllSumExact.isEmpty() && r.nllSumExact == b->nllSumExact && r.tokensScored == b->tokensScored)
             m_baseline[i] = tr("bit-identical");
         else if (b->ppl && *b->ppl > 0)
-            m_baseline[i] = QString::asprintf("%+.2e", *r.ppl / *b->ppl - 1);
+            m_baseline[i] = cppl::core::store::relativeDeviationText(*r.ppl / *b->ppl - 1); // as Compare writes it
     }
     endResetModel();
 }

@@ -317,11 +317,13 @@ TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand,
     };
 }
 
-void paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
-                         const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format)
+std::vector<QRectF> paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
+                                        const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format,
+                                        const CoversData &covers)
 {
+    std::vector<QRectF> boxes;
     if (lines.empty() || !(y1 > y0))
-        return;
+        return boxes;
     painter.save();
     painter.setFont(frame.tickFont);
     const QFontMetricsF fm(frame.tickFont);
@@ -336,17 +338,34 @@ void paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &the
         painter.drawLine(QPointF(frame.plot.left(), y), QPointF(frame.plot.right(), y));
         const QString text = line.label.isEmpty() ? formatValue(line.y, format)
                                                   : line.label + QStringLiteral(" (") + formatValue(line.y, format) + QLatin1Char(')');
-        const qreal w = fm.horizontalAdvance(text) + 8;
-        // Above the line, or below it when the line hugs the plot's top edge.
-        const qreal ty = y - fm.height() - 2 < frame.plot.top() ? y + 2 : y - fm.height() - 2;
-        const QRectF box(frame.plot.right() - w - 2, ty, w, fm.height());
+        const qreal w = fm.horizontalAdvance(text) + 8, h = fm.height();
+        // Above or below the line, inside the plot; at its right end unless data runs through the
+        // label there (an efficiency falling onto its threshold at the largest run).
+        const qreal above = y - h - 2, below = y + 2;
+        const bool roomAbove = above >= frame.plot.top(), roomBelow = below + h <= frame.plot.bottom();
+        const qreal right = frame.plot.right() - w - 2, left = frame.plot.left() + 2;
+        std::vector<QRectF> places;
+        for (qreal x : {right, left}) {
+            if (roomAbove)
+                places.emplace_back(x, above, w, h);
+            if (roomBelow || !roomAbove)
+                places.emplace_back(x, roomBelow ? below : above, w, h);
+        }
+        QRectF box = places.front();
+        if (covers) {
+            const auto free = std::find_if(places.begin(), places.end(), [&](const QRectF &r) { return !covers(r); });
+            if (free != places.end())
+                box = *free;
+        }
         QColor bg = theme.plotBackground;
         bg.setAlpha(220);
         painter.fillRect(box, bg);
         painter.setPen(c);
         painter.drawText(box, Qt::AlignCenter, text);
+        boxes.push_back(box);
     }
     painter.restore();
+    return boxes;
 }
 
 } // namespace cppl::charts::detail

@@ -81,9 +81,16 @@ Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, cons
 /// ticks use (widened to whole steps when expand).
 TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, Ticks *out);
 
-/// Horizontal reference lines with labels at their right end, painted over the data.
-void paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
-                         const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format);
+/// Whether a label's box would hide data (a line or a marker of a series).
+using CoversData = std::function<bool(const QRectF &box)>;
+
+/// Horizontal reference lines with labels painted over the data: at the line's right end, above
+/// it (below when it hugs the plot's top), or where @p covers says no data is under the label:
+/// right below, left above, left below; right above when every place covers some. Returns the
+/// labels' boxes.
+std::vector<QRectF> paintReferenceLines(QPainter &painter, const Frame &frame, const Theme &theme,
+                                        const std::vector<ReferenceLine> &lines, double y0, double y1, ValueFormat format,
+                                        const CoversData &covers = {});
 
 /// A legend swatch (line with dash and marker, or a filled box with its hatch) in box.
 void paintSwatch(QPainter &painter, const QRectF &box, const LegendEntry &entry, const Theme &theme);

@@ -201,7 +201,7 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
         drawSeries(static_cast<size_t>(m_highlighted), st, th.lineWidth * 2.5);
     }
     painter.restore();
-    paintReferences(painter, axes);
+    paintReferences(painter, axes, m_series);
 }
 
 void TimeSeriesChart::paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const

@@ -68,9 +68,50 @@ XYChart::Plot XYChart::paintAxes(QPainter &painter, const QRectF &rect, detail::
     return p;
 }
 
-void XYChart::paintReferences(QPainter &painter, const Plot &plot) const
+namespace {
+
+// Whether the segment a-b passes through r (an end inside, or crossing one of its edges).
+bool segmentHitsRect(QPointF a, QPointF b, const QRectF &r)
 {
-    detail::paintReferenceLines(painter, m_frame, theme(), m_references, plot.y0, plot.y1, m_yAxis.format);
+    if (r.contains(a) || r.contains(b))
+        return true;
+    if (std::max(a.x(), b.x()) < r.left() || std::min(a.x(), b.x()) > r.right() || std::max(a.y(), b.y()) < r.top()
+        || std::min(a.y(), b.y()) > r.bottom())
+        return false;
+    // The rectangle's corners on both sides of the segment's line: it crosses the rectangle.
+    const auto side = [&](QPointF p) { return (b.x() - a.x()) * (p.y() - a.y()) - (b.y() - a.y()) * (p.x() - a.x()); };
+    const double s1 = side(r.topLeft()), s2 = side(r.topRight()), s3 = side(r.bottomLeft()), s4 = side(r.bottomRight());
+    return std::min({s1, s2, s3, s4}) <= 0 && std::max({s1, s2, s3, s4}) >= 0;
+}
+
+} // namespace
+
+void XYChart::paintReferences(QPainter &painter, const Plot &plot, const std::vector<SeriesData> &series) const
+{
+    // A marker's half size around the box: a label over a marker hides it as it hides a line.
+    const qreal pad = theme().markerSize / 2;
+    const auto covers = [&](const QRectF &box) {
+        const QRectF r = box.adjusted(-pad, -pad, pad, pad);
+        const double xa = plot.x0 + (r.left() - plot.rect.left()) / plot.sx, xb = plot.x0 + (r.right() - plot.rect.left()) / plot.sx;
+        for (const SeriesData &s : series) {
+            // Samples are in x order: the segments from the one before the box to the one after it.
+            auto k = std::size_t(std::lower_bound(s.x.begin(), s.x.end(), xa) - s.x.begin());
+            k = k > 0 ? k - 1 : 0;
+            for (; k < s.x.size(); ++k) {
+                if (std::isnan(s.y[k]))
+                    continue;
+                const QPointF a(plot.mapX(s.x[k]), plot.mapY(s.y[k]));
+                const bool next = k + 1 < s.x.size() && !std::isnan(s.y[k + 1]);
+                if (next ? segmentHitsRect(a, QPointF(plot.mapX(s.x[k + 1]), plot.mapY(s.y[k + 1])), r) : r.contains(a))
+                    return true;
+                if (s.x[k] > xb)
+                    break;
+            }
+        }
+        return false;
+    };
+    m_referenceLabels = detail::paintReferenceLines(painter, m_frame, theme(), m_references, plot.y0, plot.y1, m_yAxis.format,
+                                                    series.empty() ? detail::CoversData{} : detail::CoversData(covers));
 }
 
 std::optional<double> XYChart::xAt(const QPointF &point) const

@@ -31,6 +31,8 @@ public:
     std::pair<double, double> lastXRange() const { return {m_xTicks.min, m_xTicks.max}; }
     std::pair<double, double> lastYRange() const { return {m_yTicks.min, m_yTicks.max}; }
     QRectF lastPlotRect() const { return m_frame.plot; }
+    /// Where the last paint put the reference lines' labels.
+    const std::vector<QRectF> &lastReferenceLabels() const { return m_referenceLabels; }
 
 protected:
     explicit XYChart(QObject *parent = nullptr);
@@ -53,8 +55,9 @@ protected:
      */
     Plot paintAxes(QPainter &painter, const QRectF &rect, detail::FrameSpec &spec, double x0, double x1, double dataY0,
                    double dataY1) const;
-    /// The reference lines, over the data.
-    void paintReferences(QPainter &painter, const Plot &plot) const;
+    /// The reference lines, over the data; their labels where they hide no line or marker of
+    /// @p series (values mapped as @p plot maps them).
+    void paintReferences(QPainter &painter, const Plot &plot, const std::vector<SeriesData> &series = {}) const;
 
     /// The x value under @p point in the last paint; none outside the plot or before a paint.
     std::optional<double> xAt(const QPointF &point) const;
@@ -72,6 +75,7 @@ private:
     // The geometry of the last paint, which hitTest() answers in.
     mutable detail::Frame m_frame;
     mutable Ticks m_xTicks, m_yTicks;
+    mutable std::vector<QRectF> m_referenceLabels;
 };
 
 } // namespace cppl::charts

@@ -72,7 +72,7 @@ std::unique_ptr<charts::StackedBarChart> shareBars(const charts::Theme &theme, c
     return c;
 }
 
-/// A comparison's line chart: series over the runs' rank counts (or their log2).
+/// A comparison's line chart: series over log2 of the runs' rank counts.
 std::unique_ptr<charts::TimeSeriesChart> lineChart(const charts::Theme &theme, const QString &title, const AxisSpec &x,
                                                    const AxisSpec &y, std::vector<SeriesData> series)
 {
@@ -170,26 +170,32 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
     if (!data.isComparison())
         return out;
     const store::Comparison &cmp = data.comparison;
-    const AxisSpec ranksX{u"ranks (world size)"_s, ValueFormat::Plain, {}, {}, true};
+    // Ranks double from run to run (1, 2, 4 ... 1024) and the rates with them: log axes labelled
+    // with the counts and rates themselves, as the dashboard's Compare page draws them (on a
+    // linear axis every run below a tenth of the largest sat in its first pixels).
+    const AxisSpec ranksX{u"ranks (log)"_s, ValueFormat::Log2Count, {}, {}, false};
+    const auto log2Ranks = [](int ranks) { return std::log2(double(std::max(1, ranks))); };
 
     {
         SeriesData measured{u"measured"_s, {}, {}}, ideal{u"ideal linear"_s, {}, {}};
         for (const auto &p : cmp.points) {
-            measured.x.push_back(p.worldSize);
-            measured.y.push_back(p.tokensPerSecond);
-            ideal.x.push_back(p.worldSize);
-            ideal.y.push_back(p.idealTokensPerSecond);
+            if (!(p.tokensPerSecond > 0) || !(p.idealTokensPerSecond > 0))
+                continue; // no rate to put on a log scale (a run without a result)
+            measured.x.push_back(log2Ranks(p.worldSize));
+            measured.y.push_back(std::log10(p.tokensPerSecond));
+            ideal.x.push_back(log2Ranks(p.worldSize));
+            ideal.y.push_back(std::log10(p.idealTokensPerSecond));
         }
         out.push_back({u"throughput"_s,
-                       u"Scored tokens per second of each run against its rank count; dashed: the smallest run's rate scaled "
-                       "linearly."_s,
-                       lineChart(theme, u"Throughput vs ranks"_s, ranksX, {u"tokens/s"_s, ValueFormat::Si, {}, {}, true},
+                       u"Scored tokens per second of each run against its rank count, both on log scales; dashed: the "
+                       "smallest run's rate scaled linearly."_s,
+                       lineChart(theme, u"Throughput vs ranks"_s, ranksX, {u"tokens/s (log)"_s, ValueFormat::Log10Si, {}, {}, false},
                                  {std::move(measured), std::move(ideal)})});
     }
     {
         SeriesData eff{u"scaling efficiency"_s, {}, {}};
         for (const auto &p : cmp.points) {
-            eff.x.push_back(p.worldSize);
+            eff.x.push_back(log2Ranks(p.worldSize));
             eff.y.push_back(p.efficiency);
         }
         auto c = lineChart(theme, u"Scaling efficiency"_s, ranksX, {u"efficiency"_s, ValueFormat::Percent, 0.0, {}, true},
@@ -207,7 +213,7 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
     }
     const store::Projection &pr = cmp.projection;
     if (pr.available && !pr.points.empty() && !cmp.points.empty()) {
-        // x = log2(ranks): 1..4 measured and 16..1024 projected side by side on one readable axis.
+        // On the log ranks axis: 1..4 measured and 16..1024 projected side by side, readable.
         SeriesData effM{u"efficiency, measured"_s, {}, {}}, effP{u"efficiency, projected"_s, {}, {}};
         SeriesData comM{u"comm share, measured"_s, {}, {}}, comP{u"comm share, projected"_s, {}, {}};
         for (const auto &p : cmp.points) {
@@ -236,7 +242,7 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
         out.push_back({u"projection"_s,
                        u"Measured (solid/dotted) and projected (dashed/dash-dot) efficiency and comm share. Model: "_s + pr.formula,
                        lineChart(theme, u"Projection to %1 ranks (dashed)"_s.arg(pr.points.back().ranks),
-                                 {u"log2(ranks): 0 = 1, 4 = 16, 10 = 1024"_s, ValueFormat::Plain, {}, {}, true},
+                                 ranksX,
                                  {u"share"_s, ValueFormat::Percent, 0.0, {}, true},
                                  {std::move(effM), std::move(effP), std::move(comM), std::move(comP)})});
     }

@@ -13,13 +13,18 @@ using namespace Qt::StringLiterals;
 
 namespace cppl::core::store {
 
+QString relativeDeviationText(double relative)
+{
+    return QString::asprintf("%+.3g", relative);
+}
+
 QString ScalingPoint::deviationText() const
 {
     if (!bitIdentical.has_value())
         return u"no baseline"_s;
     if (*bitIdentical)
         return u"bit-identical"_s;
-    return relativeDeviation ? QString::asprintf("%+.3g", *relativeDeviation) : u"differs"_s;
+    return relativeDeviation ? relativeDeviationText(*relativeDeviation) : u"differs"_s;
 }
 
 ScalingPoint scalingPoint(const RunRecord &run)

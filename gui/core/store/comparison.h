@@ -40,6 +40,10 @@ struct ScalingPoint
     [[nodiscard]] QString deviationText() const; ///< "bit-identical", "+1.2e-06", or "no baseline"
 };
 
+/// A relative deviation as History, Compare and the reports write it: three significant digits,
+/// signed, no trailing zeros ("+3.1e-07", "-0.0125").
+[[nodiscard]] QString relativeDeviationText(double relative);
+
 /// y = a + b·x by least squares, x per the model.
 struct LinearFit
 {

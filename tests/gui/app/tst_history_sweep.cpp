@@ -13,6 +13,7 @@
 #include "synthetic_history.h"
 
 #include "charts/chart_axis.h"
+#include "store/comparison.h"
 #include "store/run_store.h"
 
 #include <QJsonArray>
@@ -276,6 +277,14 @@ private Q_SLOTS:
                 QCOMPARE(cell(id, HistoryModel::ColBaseline), u"bit-identical"_s);
         const QString other = cell(sweep.otherDriverRunId, HistoryModel::ColBaseline);
         QVERIFY2(other.startsWith(u'+') || other.startsWith(u'-'), qPrintable(other));
+        // Written as Compare writes it (History had "+3.10e-07" beside Compare's "+3.1e-07"), and
+        // the stored PPLs' ratio to three significant digits.
+        const auto &otherRun = m->runAt(m->rowOf(sweep.otherDriverRunId));
+        const auto &oneRank = m->runAt(m->rowOf(sweep.sweepRunIds.front()));
+        QVERIFY(otherRun.ppl && oneRank.ppl);
+        const double dev = *otherRun.ppl / *oneRank.ppl - 1;
+        QCOMPARE(other, cppl::core::store::relativeDeviationText(dev));
+        QVERIFY2(std::abs(other.toDouble() / dev - 1) < 5e-3, qPrintable(other));
         QVERIFY(cell(sweep.lostRankRunId, HistoryModel::ColStatus).contains(u"recovered"_s));
         QVERIFY(cell(sweep.failedRunId, HistoryModel::ColStatus).contains(u"failed"_s));
         QCOMPARE(cell(sweep.failedRunId, HistoryModel::ColPpl), u"—"_s);

@@ -41,6 +41,7 @@ private Q_SLOTS:
     void singleSpikeSurvivesDecimation();
     void seriesDifferInGreyscale();
     void referenceLineDrawnAtItsValue();
+    void referenceLabelLeavesTheDataVisible();
     void pickReturnsNearestSeries();
     void denseModeShowsHighlightedSeries();
     void appendAndRangeFollowData();
@@ -172,6 +173,52 @@ void TestTimeSeriesChart::referenceLineDrawnAtItsValue()
     const auto [row, dist] = closestRow(image, plot.left() + 50, plot.top(), plot.bottom(), qRgb(255, 0, 0));
     QVERIFY(dist < 30);
     QVERIFY(std::abs(row - (plot.bottom() - 0.6 * plot.height())) <= 1.0);
+}
+
+void TestTimeSeriesChart::referenceLabelLeavesTheDataVisible()
+{
+    // Compare's efficiency chart: measured and projected efficiency fall from 100% onto the 75%
+    // threshold at the largest run, where the threshold's label sat over them (right, above).
+    TimeSeriesChart chart;
+    chart.setYAxis(fixedY(0, 1));
+    SeriesData falling{QStringLiteral("efficiency"), {0, 2, 4, 6, 8, 10}, {1.0, 0.97, 0.93, 0.88, 0.82, 0.77}};
+    chart.setSeries({falling});
+    chart.setReferenceLines({{0.75, QStringLiteral("threshold"), {}, Qt::DotLine}});
+    for (const qreal dpr : {qreal(1), qreal(2)}) {
+        renderToImage(chart, {500, 300}, dpr);
+        const QRectF plot = chart.lastPlotRect();
+        const qreal line = plot.bottom() - 0.75 * plot.height();
+        QCOMPARE(chart.lastReferenceLabels().size(), std::size_t(1));
+        const QRectF label = chart.lastReferenceLabels().front();
+        QVERIFY2(plot.contains(label), qPrintable(QStringLiteral("label %1,%2 %3x%4").arg(label.x()).arg(label.y()).arg(label.width()).arg(label.height())));
+        // Not over the line at any x the label spans (the line is sampled every pixel).
+        for (qreal x = label.left(); x <= label.right(); x += 1) {
+            const double v = (x - plot.left()) / plot.width() * 10;
+            const auto k = std::min<std::size_t>(std::size_t(v / 2), 4);
+            const double y = falling.y[k] + (falling.y[k + 1] - falling.y[k]) * (v - falling.x[k]) / 2;
+            const qreal py = plot.bottom() - y * plot.height();
+            QVERIFY2(py < label.top() - 2 || py > label.bottom() + 2,
+                     qPrintable(QStringLiteral("the line at x %1 (y %2) under the label %3..%4").arg(x).arg(py).arg(label.top()).arg(label.bottom())));
+        }
+        // Still beside its own line: just above or below it.
+        QVERIFY(std::abs(label.bottom() - line) <= 3 || std::abs(label.top() - line) <= 3);
+        // Here, below the line at the right end is free: a reader looks there first.
+        QVERIFY2(label.right() > plot.center().x(), qPrintable(QString::number(label.left())));
+    }
+
+    // A line far from the threshold leaves the label where it always was: right, above the line.
+    chart.setSeries({constant(QStringLiteral("flat"), 0.2)});
+    renderToImage(chart, {500, 300}, 1);
+    const QRectF plot = chart.lastPlotRect();
+    const QRectF label = chart.lastReferenceLabels().front();
+    QVERIFY(label.right() > plot.right() - 5);
+    QVERIFY(std::abs(label.bottom() - (plot.bottom() - 0.75 * plot.height())) <= 3);
+
+    // Data on every side of the label (lines through all four places): right, above.
+    chart.setSeries({constant(QStringLiteral("over"), 0.77), constant(QStringLiteral("under"), 0.73)});
+    renderToImage(chart, {500, 300}, 1);
+    QVERIFY(chart.lastReferenceLabels().front().right() > chart.lastPlotRect().right() - 5);
+    QVERIFY(chart.lastReferenceLabels().front().bottom() <= chart.lastPlotRect().bottom() - 0.75 * chart.lastPlotRect().height() + 3);
 }
 
 void TestTimeSeriesChart::pickReturnsNearestSeries()

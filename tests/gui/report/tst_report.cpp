@@ -3,7 +3,9 @@
 // reports written by the real clusterppl-cli (offscreen) and by the library, then read back: the
 // PDF through pdftotext, the HTML's numbers and charts, the CSV parsed (RFC 4180), the JSON
 // against the export. PNG renders go to $CPPL_REPORT_PNG_DIR when set (for looking at them).
+#include "charts/time_series_chart.h"
 #include "report/report.h"
+#include "report/report_charts.h"
 #include "store/run_export.h"
 #include "store/run_store.h"
 #include "test_paths.h"
@@ -478,7 +480,30 @@ private Q_SLOTS:
                          .match(text)
                          .hasMatch(),
                      qPrintable(QString::number(p.ranks)));
-        pdfToPng(pdf, u"cmp"_s, 1, 3);
+
+        // Throughput, efficiency and projection over the ranks on a log axis, as Compare draws them
+        // (a linear axis put every run below a tenth of the largest in its first pixels); tok/s on a
+        // log axis too, each run where its stored figures put it.
+        const auto charts = comparisonCharts(data, reportTheme(false));
+        int logCharts = 0;
+        for (const ReportChart &c : charts) {
+            const auto *line = qobject_cast<const cppl::charts::TimeSeriesChart *>(c.chart.get());
+            if (!line)
+                continue;
+            ++logCharts;
+            QCOMPARE(line->xAxis().format, cppl::charts::ValueFormat::Log2Count);
+            if (c.id != u"throughput"_s)
+                continue;
+            QCOMPARE(line->yAxis().format, cppl::charts::ValueFormat::Log10Si);
+            QCOMPARE(line->series(0).x.size(), data.comparison.points.size());
+            for (std::size_t i = 0; i < data.comparison.points.size(); ++i) {
+                const ScalingPoint &p = data.comparison.points[i];
+                QCOMPARE(std::exp2(line->series(0).x[i]), double(p.worldSize));
+                QVERIFY(std::abs(std::pow(10.0, line->series(0).y[i]) / p.tokensPerSecond - 1) < 1e-12);
+                QVERIFY(std::abs(std::pow(10.0, line->series(1).y[i]) / p.idealTokensPerSecond - 1) < 1e-12);
+            }
+        }
+        QCOMPARE(logCharts, 3);
 
         const QString html = path(u"cmp.html"_s);
         QCOMPARE(cli({u"base-1"_s, u"dist-2"_s, u"dist-4"_s, u"-o"_s, html}), 0);
