@@ -70,6 +70,17 @@ int ColumnFit::naturalWidth(int column) const
     return std::max(size.width(), static_cast<const QAbstractItemView *>(m_view)->sizeHintForColumn(column)); // public there
 }
 
+int ColumnFit::floorWidth(int column, int chars) const
+{
+    const QFontMetrics fm = m_view->fontMetrics();
+    const auto keep = m_options.keepRoomFor.constFind(column);
+    if (keep == m_options.keepRoomFor.constEnd())
+        return chars * fm.averageCharWidth();
+    // The text, the cell's margins and the grid line, as the rows' own size hints measure them.
+    return fm.horizontalAdvance(*keep) + 2 * (m_view->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, m_view) + 1)
+           + (m_view->showGrid() ? 1 : 0);
+}
+
 void ColumnFit::fit()
 {
     const QAbstractItemModel *model = m_view->model();
@@ -88,7 +99,7 @@ void ColumnFit::fit()
         int w = naturalWidth(c);
         if (m_options.elastic.contains(c)) {
             whole[c] = w;
-            w = std::min(w, m_options.maxChars * ch);
+            w = std::min(w, std::max(m_options.maxChars * ch, floorWidth(c, m_options.maxChars)));
         }
         width[c] = w;
         total += w;
@@ -99,7 +110,7 @@ void ColumnFit::fit()
         int give = 0;
         for (int c : m_options.elastic)
             if (width.count(c))
-                give += std::max(0, width[c] - chars * ch);
+                give += std::max(0, width[c] - floorWidth(c, chars));
         if (total <= room || give == 0)
             return;
         const int shrink = std::min(give, total - room);
@@ -107,7 +118,7 @@ void ColumnFit::fit()
         for (int c : m_options.elastic) {
             if (!width.count(c))
                 continue;
-            const int can = std::max(0, width[c] - chars * ch);
+            const int can = std::max(0, width[c] - floorWidth(c, chars));
             const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
             width[c] -= take;
             left -= take;

@@ -8,6 +8,7 @@
 // priority first, until nothing scrolls sideways. The header's context menu shows
 // or hides any column; a column chosen there is never shown or hidden on its own again.
 
+#include <QHash>
 #include <QList>
 #include <QObject>
 #include <QSet>
@@ -33,6 +34,9 @@ public:
         /// Columns hidden when the others still do not fit, the first first; shown again when
         /// there is room.
         QList<int> optional;
+        /// Per elastic column, a text it keeps room for whole (History's run id: an ordinary id
+        /// whole, a sweep's longer one elided); its floor instead of the characters above.
+        QHash<int, QString> keepRoomFor;
     };
 
     /// Takes over @p view's column widths (the header's sections become Interactive).
@@ -49,6 +53,8 @@ protected:
 private:
     void showMenu(const QPoint &pos);
     [[nodiscard]] int naturalWidth(int column) const;
+    /// The narrowest an elastic column gives way to at @p chars characters.
+    [[nodiscard]] int floorWidth(int column, int chars) const;
 
     QTableView *m_view = nullptr;
     Options m_options;

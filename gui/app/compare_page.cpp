@@ -3,6 +3,7 @@
 
 #include "column_fit.h"
 #include "compare_model.h"
+#include "report_export.h"
 
 #include "report/report.h"
 
@@ -11,8 +12,6 @@
 #include "charts/time_series_chart.h"
 
 #include <QDoubleSpinBox>
-#include <QFileDialog>
-#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -22,8 +21,6 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
-
-#include "cppl/errors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -116,7 +113,7 @@ ComparePage::ComparePage(QWidget *parent)
     m_table->horizontalHeader()->setStretchLastSection(true);
     // In a 1024 px window the twelve columns scrolled sideways: groups, nodes, topology and the
     // ideal rate give way there (the charts and the report have them; the header's menu shows them).
-    new ColumnFit(m_table, {{}, 10, 14, 18, {CompareModel::ColGroups, CompareModel::ColNodes, CompareModel::ColTopology, CompareModel::ColIdeal}});
+    new ColumnFit(m_table, {{}, 10, 14, 18, {CompareModel::ColGroups, CompareModel::ColNodes, CompareModel::ColTopology, CompareModel::ColIdeal}, {}});
     b->addWidget(m_table, 1);
     m_projection = new QLabel(bottom);
     m_projection->setObjectName(u"projection"_s);
@@ -307,34 +304,16 @@ namespace cppl::app {
 
 QStringList ComparePage::exportReport(const QString &path, const QString &format, QString *error) const
 {
-    const auto f = cppl::core::report::parseFormat(format);
-    if (!f) {
-        *error = tr("%1: unknown report format \"%2\"; use pdf, html, csv or json").arg(path, format);
-        return {};
-    }
-    try {
-        const auto report = cppl::core::report::makeReport(m_runs, m_baselines, threshold());
-        return cppl::core::report::writeReport(report, *f, path);
-    } catch (const cppl::Error &e) {
-        *error = QString::fromUtf8(e.what());
-    } catch (const std::exception &e) {
-        *error = tr("%1: %2").arg(path, QString::fromUtf8(e.what()));
-    }
-    return {};
+    return writeReportTo([this] { return cppl::core::report::makeReport(m_runs, m_baselines, threshold()); }, path, format, error);
 }
 
 void ComparePage::askExport()
 {
-    QString filter;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export report"), u"comparison.pdf"_s,
-                                                      tr("PDF (*.pdf);;HTML, self-contained (*.html);;CSV (*.csv);;JSON (*.json)"), &filter);
-    if (path.isEmpty())
+    const auto target = askReportTarget(this, tr("Export report"), u"comparison.pdf"_s);
+    if (!target)
         return;
-    QString format = QFileInfo(path).suffix().toLower();
-    if (format == u"htm"_s)
-        format = u"html"_s;
     QString error;
-    const QStringList files = exportReport(path, format, &error);
+    const QStringList files = exportReport(target->path, target->format, &error);
     if (files.isEmpty())
         Q_EMIT failed(tr("Export report: %1").arg(error));
     else

@@ -138,6 +138,7 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
     }
     if (role == Qt::ToolTipRole) {
         switch (index.column()) {
+        case ColRunId: return r.runId; // whole where a small window elides it in the middle
         case ColModel: return r.model;
         case ColData: return r.data;
         case ColStatus: {

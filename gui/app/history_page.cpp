@@ -3,6 +3,7 @@
 
 #include "column_fit.h"
 #include "history_model.h"
+#include "report_export.h"
 #include "run_detail.h"
 
 #include "store/run_store.h"
@@ -21,6 +22,7 @@
 #include <QPushButton>
 #include <QMenu>
 #include <QSet>
+#include <QStyledItemDelegate>
 #include <QToolButton>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -34,6 +36,20 @@ using cppl::core::store::RunStatus;
 namespace cppl::app {
 
 namespace {
+
+// Text elided in the middle ("sweep-2026…5c1e-r1024"), where the view elides at the right.
+class MiddleElideDelegate : public QStyledItemDelegate
+{
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
+    {
+        QStyledItemDelegate::initStyleOption(option, index);
+        option->textElideMode = Qt::ElideMiddle;
+    }
+};
 
 const QDate kAnyDate(2000, 1, 1); // the date edits' minimum, shown as "any"
 
@@ -107,8 +123,16 @@ HistoryPage::HistoryPage(QWidget *parent)
     // whole in its tooltip and above the buttons). In a 1024 px window the table scrolled
     // sideways: there the counts of groups and nodes, the protocol and the tokens give way too
     // (the run detail and the filters have them; the header's menu shows them again).
-    new ColumnFit(m_view, {{HistoryModel::ColStatus, HistoryModel::ColModel, HistoryModel::ColData}, 10, 14, 18,
-                           {HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}});
+    // A long run id (a sweep's "sweep-20261130-080000-5c1e-r1024") gives way too, elided in the
+    // middle: its start and its end (the rank count) tell runs apart; whole in its tooltip. An
+    // ordinary id (date, time, four hex digits; digits are the widest) keeps its room.
+    m_view->setItemDelegateForColumn(HistoryModel::ColRunId, new MiddleElideDelegate(m_view));
+    new ColumnFit(m_view, {{HistoryModel::ColRunId, HistoryModel::ColStatus, HistoryModel::ColModel, HistoryModel::ColData},
+                           10,
+                           14,
+                           18,
+                           {HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens},
+                           {{HistoryModel::ColRunId, u"20261130-114320-8888"_s}}});
     outer->addWidget(m_view, 1);
     {
         auto *overlay = new QVBoxLayout(m_view->viewport());
@@ -147,12 +171,14 @@ HistoryPage::HistoryPage(QWidget *parent)
                            "the run's (a dynamic schedule may resume on any number of ranks)"));
     m_resume->setMenu(resumeMenu);
     m_compare = new QPushButton(tr("&Compare selected"), this);
+    m_export = new QPushButton(tr("E&xport report…"), this);
+    m_export->setObjectName(u"historyExport"_s);
     m_delete = new QPushButton(tr("&Delete…"), this);
     auto *refreshButton = new QPushButton(tr("Refresh"), this);
     for (QPushButton *b : {refreshButton, m_open, m_rerun})
         buttons->addWidget(b);
     buttons->addWidget(m_resume);
-    for (QPushButton *b : {m_compare, m_delete})
+    for (QPushButton *b : {m_compare, m_export, m_delete})
         buttons->addWidget(b);
     outer->addLayout(buttons);
 
@@ -170,6 +196,7 @@ HistoryPage::HistoryPage(QWidget *parent)
     connect(refreshButton, &QPushButton::clicked, this, &HistoryPage::refresh);
     connect(m_open, &QPushButton::clicked, this, &HistoryPage::openSelected);
     connect(m_compare, &QPushButton::clicked, this, [this] { Q_EMIT compareRequested(selectedRunIds()); });
+    connect(m_export, &QPushButton::clicked, this, [this] { askExport(selectedRunIds()); });
     connect(m_rerun, &QPushButton::clicked, this, [this] {
         const QStringList ids = selectedRunIds();
         if (ids.size() == 1)
@@ -340,8 +367,12 @@ void HistoryPage::updateButtons()
     m_open->setEnabled(n == 1);
     m_rerun->setEnabled(n == 1);
     m_compare->setEnabled(n >= 1);
+    m_export->setEnabled(n >= 1);
     m_delete->setEnabled(n >= 1);
     m_compare->setToolTip(n >= 1 ? QString() : tr("Select the runs to compare (Ctrl+click, Shift+click)"));
+    m_export->setToolTip(n == 0   ? tr("Select a run for its report, or several for a comparison report")
+                         : n == 1 ? tr("The run's report (PDF, HTML, CSV or JSON), with its deviation from the stored one-rank run")
+                                  : tr("A comparison report of the %1 selected runs: scaling, efficiency, comm share, projection").arg(n));
     // Resume: one run that is not running. A run the CLI would refuse keeps the button, and
     // pressing it shows the same refusal; the line above the buttons says it first.
     const QStringList ids = n == 1 ? selectedRunIds() : QStringList();
@@ -394,7 +425,39 @@ void HistoryPage::openSelected()
     }
     auto *d = new RunDetailDialog(*r, this);
     d->setAttribute(Qt::WA_DeleteOnClose);
+    connect(d, &RunDetailDialog::exportRequested, this, [this, d](const QString &runId) { askExport({runId}, d); });
     d->show();
+}
+
+QStringList HistoryPage::exportReport(const QStringList &runIds, const QString &path, const QString &format, QString *error) const
+{
+    if (!m_store) {
+        *error = tr("the run history is not open");
+        return {};
+    }
+    // As `clusterppl-cli report` builds it: the runs as stored, against the store's one-rank
+    // baselines (a run that just ended is written first).
+    m_store->flush();
+    return writeReportTo([&] { return cppl::core::report::loadReport(*m_store, runIds); }, path, format, error);
+}
+
+void HistoryPage::askExport(const QStringList &runIds, QWidget *dialogParent)
+{
+    if (runIds.isEmpty())
+        return;
+    const QString suggested = runIds.size() == 1 ? runIds.front() + u".pdf"_s : u"comparison-%1-runs.pdf"_s.arg(runIds.size());
+    const auto target = askReportTarget(dialogParent ? dialogParent : this,
+                                        runIds.size() == 1 ? tr("Export the report of run %1").arg(runIds.front())
+                                                           : tr("Export a comparison report of %n run(s)", nullptr, int(runIds.size())),
+                                        suggested);
+    if (!target)
+        return;
+    QString error;
+    const QStringList files = exportReport(runIds, target->path, target->format, &error);
+    if (files.isEmpty())
+        Q_EMIT failed(tr("Export report: %1").arg(error));
+    else
+        Q_EMIT info(tr("Report written: %1").arg(files.join(u", "_s)));
 }
 
 } // namespace cppl::app

@@ -2,7 +2,7 @@
 #pragma once
 
 // Every stored run (docs/run-store.md) as a sortable, filterable table with Open (a read-only
-// detail view), Re-run, Compare selected and Delete. The page reads through the window's
+// detail view), Re-run, Resume, Compare selected, Export report and Delete. The page reads through the window's
 // RunStore; it never writes except to delete.
 
 #include "store/run_record.h"
@@ -50,6 +50,12 @@ public:
     [[nodiscard]] QToolButton *resumeButton() const noexcept { return m_resume; }
     /// The selected run's resume state, as shown above the buttons (empty: none to show).
     [[nodiscard]] QString resumeText() const;
+    /// Writes the report of @p runIds (one: a run report; several: a comparison) as stored, with
+    /// the store's one-rank baselines; the files written, or empty with *error (Export report…).
+    QStringList exportReport(const QStringList &runIds, const QString &path, const QString &format, QString *error) const;
+    /// Export report…: asks where (a file dialog over @p dialogParent, this page by default) and
+    /// exports, with info() or failed() saying what happened.
+    void askExport(const QStringList &runIds, QWidget *dialogParent = nullptr);
 
 Q_SIGNALS:
     void compareRequested(const QStringList &runIds);
@@ -58,6 +64,7 @@ Q_SIGNALS:
     /// (@p onProfileHosts false) or on the Cluster page's profile (true; its evaluation must be the run's).
     void resumeRequested(const cppl::core::store::RunRecord &run, bool onProfileHosts);
     void failed(const QString &text);
+    void info(const QString &text);
 
 private:
     void applyFilters();
@@ -74,7 +81,7 @@ private:
     QDateEdit *m_from = nullptr, *m_to = nullptr;
     QLabel *m_count = nullptr;
     QLabel *m_empty = nullptr; // over the table while it shows no row: why, and what fills it
-    QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_delete = nullptr;
+    QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_export = nullptr, *m_delete = nullptr;
     QToolButton *m_resume = nullptr; // click: the run's own profile; its menu: the Cluster page's hosts
     QLabel *m_resumeInfo = nullptr;  // the selected run's progress, or why it cannot be resumed
 };

@@ -53,6 +53,8 @@ struct MainWindow::HistoryState
     ComparePage *compare = nullptr;
     QAction *storeAction = nullptr;
     QAction *sweepAction = nullptr;
+    QAction *exportLastAction = nullptr; // Run › Export report of the last run…
+    QString lastRecorded;                // the run it exports: the last one recorded in this window
 };
 
 HistoryPage *MainWindow::historyPage() const { return m_history->history; }
@@ -71,6 +73,7 @@ void MainWindow::setupHistory(const QString &storePath)
     m_nav->addItems({tr("History"), tr("Compare")});
 
     connect(h.history, &HistoryPage::failed, this, &MainWindow::showError);
+    connect(h.history, &HistoryPage::info, this, &MainWindow::showInfo);
     connect(h.compare, &ComparePage::failed, this, &MainWindow::showError);
     connect(h.compare, &ComparePage::info, this, &MainWindow::showInfo);
     connect(h.history, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
@@ -119,6 +122,14 @@ void MainWindow::setupHistory(const QString &storePath)
                 showError(tr("Sweep: %1").arg(QString::fromUtf8(e.what())));
             }
         });
+        // The run just watched, as `clusterppl-cli report <run id>` writes it; History's Export
+        // report… does any stored run or several.
+        h.exportLastAction = runMenu->addAction(tr("E&xport report of the last run…"), this, [this] {
+            if (!m_history->lastRecorded.isEmpty() && store())
+                m_history->history->askExport({m_history->lastRecorded}, this);
+        });
+        h.exportLastAction->setEnabled(false);
+        h.exportLastAction->setToolTip(tr("Enabled once a run started here has been stored in the history"));
         h.storeAction = runMenu->addAction(tr("S&tore runs in the history"));
         h.storeAction->setCheckable(true);
         h.storeAction->setChecked(QSettings().value(u"history/storeRuns"_s, true).toBool());
@@ -197,6 +208,13 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
     h.recorder = std::make_unique<cppl::core::store::RunRecorder>(*s, o);
     h.recorder->attach(engine);
     connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, h.history, &HistoryPage::refresh);
+    connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, this, [this](const QString &runId) {
+        m_history->lastRecorded = runId;
+        if (QAction *a = m_history->exportLastAction) {
+            a->setEnabled(true);
+            a->setText(tr("E&xport report of run %1…").arg(runId));
+        }
+    });
 }
 
 void MainWindow::compareRuns(const QStringList &runIds)

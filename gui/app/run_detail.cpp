@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QLocale>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTextBrowser>
@@ -170,6 +171,10 @@ RunDetailDialog::RunDetailDialog(const RunRecord &r, QWidget *parent)
     l->addWidget(m_tabs, 1);
     auto *box = new QDialogButtonBox(QDialogButtonBox::Close, this);
     connect(box, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    QPushButton *exportButton = box->addButton(tr("E&xport report…"), QDialogButtonBox::ActionRole);
+    exportButton->setObjectName(u"detailExport"_s);
+    exportButton->setToolTip(tr("This run's report as PDF, HTML, CSV or JSON (as clusterppl-cli report %1 writes it)").arg(r.runId));
+    connect(exportButton, &QPushButton::clicked, this, [this, id = r.runId] { Q_EMIT exportRequested(id); });
     l->addWidget(box);
     resize(1000, 700);
 }

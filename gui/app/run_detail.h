@@ -20,6 +20,10 @@ public:
     explicit RunDetailDialog(const cppl::core::store::RunRecord &run, QWidget *parent = nullptr);
     [[nodiscard]] QTabWidget *tabs() const noexcept { return m_tabs; }
 
+Q_SIGNALS:
+    /// Export report… pressed: the run's report is wanted (History asks where and writes it).
+    void exportRequested(const QString &runId);
+
 private:
     QTabWidget *m_tabs = nullptr;
 };

@@ -13,6 +13,7 @@
 #include "profile_model.h"
 #include "run_charts.h"
 #include "run_page.h"
+#include "synthetic_history.h"
 #include "synthetic_run.h"
 
 #include "cppl/hostfile.h"
@@ -27,13 +28,16 @@
 #include <QSet>
 #include <QGroupBox>
 #include <QHeaderView>
+#include <QImage>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QPainter>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QStandardPaths>
 #include <QStyleOptionViewItem>
+#include <QStyledItemDelegate>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -528,6 +532,63 @@ private Q_SLOTS:
             // What gave way is only what may.
             for (int c : fit->fittedAway())
                 QVERIFY(QList<int>({HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}).contains(c));
+        }
+    }
+
+    void historyFitsALongSweep()
+    {
+        // The synthetic 1024-rank sweep (the History screenshot): run ids of 32 characters
+        // ("sweep-20261130-080000-5c1e-r1024"), 7-digit rates and 1024 ranks scrolled the 1024 px
+        // table sideways even with groups, nodes, protocol and tokens given way. The run id gives
+        // way too, elided in the middle (its start and the rank count at its end stay).
+        using cppl::app::HistoryModel;
+        QTemporaryDir dir;
+        const QString path = dir.filePath(u"sweep.sqlite"_s);
+        cppl::app::SyntheticSweep sweep;
+        {
+            cppl::core::store::RunStore store(path);
+            sweep = cppl::app::writeSyntheticSweep(store, 1024);
+        }
+        for (const WindowSize size : {kSmall, kShots}) {
+            MainWindow w(nullptr, path);
+            showAt(w, size, MainWindow::HistoryPageIndex);
+            QTableView *view = w.historyPage()->view();
+            QTRY_COMPARE(view->model()->rowCount(), int(sweep.sweepRunIds.size()) + 2);
+            QTRY_COMPARE(view->horizontalScrollBar()->maximum(), 0);
+            const auto contentWidth = [view](int c) { return static_cast<const QAbstractItemView *>(view)->sizeHintForColumn(c); };
+            for (int c : {HistoryModel::ColStarted, HistoryModel::ColWorld, HistoryModel::ColPpl, HistoryModel::ColRate, HistoryModel::ColBaseline})
+                QVERIFY2(!view->isColumnHidden(c) && view->columnWidth(c) >= contentWidth(c),
+                         qPrintable(u"%1 at %2: %3 px for %4"_s.arg(view->model()->headerData(c, Qt::Horizontal).toString(), sizeName(size))
+                                        .arg(view->columnWidth(c))
+                                        .arg(contentWidth(c))));
+            // Room for an ordinary run id ("20261130-114320-a71c") whole; the long ones elided in
+            // the middle, whole in the tooltip.
+            const QModelIndex longest = view->model()->index(w.historyPage()->model()->rowOf(sweep.sweepRunIds.back()), HistoryModel::ColRunId);
+            const QString id = longest.data().toString();
+            QCOMPARE(longest.data(Qt::ToolTipRole).toString(), id);
+            QVERIFY2(view->columnWidth(HistoryModel::ColRunId) >= view->fontMetrics().horizontalAdvance(u"20261130-114320-a71c"_s),
+                     qPrintable(QString::number(view->columnWidth(HistoryModel::ColRunId))));
+            // The cell as the view paints it, against the same text elided at the right and in the middle.
+            const auto paintCell = [&](const QAbstractItemDelegate *delegate, Qt::TextElideMode mode) {
+                QImage image(view->columnWidth(HistoryModel::ColRunId), view->rowHeight(0), QImage::Format_ARGB32);
+                image.fill(Qt::white);
+                QPainter painter(&image);
+                QStyleOptionViewItem opt;
+                opt.initFrom(view->viewport());
+                opt.rect = image.rect();
+                opt.font = view->font();
+                opt.fontMetrics = view->fontMetrics();
+                opt.textElideMode = mode;
+                delegate->paint(&painter, opt, longest);
+                return image;
+            };
+            const QStyledItemDelegate plain;
+            const QImage drawn = paintCell(view->itemDelegateForIndex(longest), view->textElideMode());
+            QCOMPARE(drawn, paintCell(&plain, Qt::ElideMiddle));
+            if (view->columnWidth(HistoryModel::ColRunId) < contentWidth(HistoryModel::ColRunId))
+                QVERIFY2(drawn != paintCell(&plain, Qt::ElideRight), "the long run id elided in the middle");
+            else
+                QVERIFY2(size.width >= kShots.width, "the long run ids are elided in a small window");
         }
     }
 

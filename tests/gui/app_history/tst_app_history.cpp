@@ -10,12 +10,14 @@
 #include "history_model.h"
 #include "history_page.h"
 #include "main_window.h"
+#include "message_bar.h"
 #include "run_detail.h"
 #include "screenshot.h"
 #include "sweep_runner.h"
 #include "test_paths.h"
 #include "test_profile.h"
 
+#include "report/report.h"
 #include "store/comparison.h"
 #include "store/run_export.h"
 #include "store/run_store.h"
@@ -23,6 +25,12 @@
 #include <QJsonObject>
 
 #include <QAbstractItemModelTester>
+#include <QTimer>
+#include <QPushButton>
+#include <QMenuBar>
+#include <QJsonDocument>
+#include <QJsonArray>
+#include <QFileDialog>
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -67,6 +75,38 @@ int colours(const QImage &image)
 int visibleRows(cppl::app::HistoryPage *page)
 {
     return page->filter()->rowCount();
+}
+
+/// Answers the next file dialog as a user would: types @p name, picks the file type whose filter
+/// starts with @p type ("HTML", "JSON") and presses Save. *seen: the dialog came (its title).
+void answerSaveDialog(const QString &name, const QString &type, QString *seen)
+{
+    QTimer::singleShot(50, [=] {
+        auto *d = qobject_cast<QFileDialog *>(QApplication::activeModalWidget());
+        if (!d) {
+            answerSaveDialog(name, type, seen); // not open yet
+            return;
+        }
+        *seen = d->windowTitle();
+        for (const QString &f : d->nameFilters())
+            if (f.startsWith(type))
+                d->selectNameFilter(f);
+        // Typed into the name field (selectFile leaves a focused field as it is).
+        const QFileInfo file(name);
+        d->setDirectory(file.absolutePath());
+        auto *edit = d->findChild<QLineEdit *>(u"fileNameEdit"_s);
+        if (edit)
+            edit->setText(file.fileName());
+        QMetaObject::invokeMethod(d, "accept"); // Save
+    });
+}
+
+QJsonObject readJson(const QString &path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
 }
 
 } // namespace
@@ -227,6 +267,86 @@ private Q_SLOTS:
         // On disk, read by another connection.
         RunStore s(m_store);
         QVERIFY(s.contains(m_dashboardRun));
+    }
+
+    void exportReportFromHistoryDetailAndRunMenu()
+    {
+        // Every way a dashboard user gets a report without a terminal: Run › Export report of the
+        // last run…, History's Export report… (one run, several: a comparison), and the stored
+        // run's detail. The file dialog is answered as a user would; the name typed has no suffix
+        // and gets the chosen type's.
+        MainWindow &w = *m_window;
+        auto *h = w.historyPage();
+        QAction *last = nullptr;
+        for (QAction *menu : w.menuBar()->actions())
+            if (menu->menu())
+                for (QAction *a : menu->menu()->actions())
+                    if (a->text().startsWith(u"E&xport report of"_s))
+                        last = a;
+        QVERIFY(last);
+        QVERIFY(last->isEnabled());
+        QVERIFY2(last->text().contains(m_dashboardRun), qPrintable(last->text()));
+        const QString dir = m_dir.filePath(u"reports"_s);
+        QVERIFY(QDir().mkpath(dir));
+        QString title;
+        answerSaveDialog(QDir(dir).filePath(u"last-run"_s), u"JSON"_s, &title);
+        last->trigger();
+        QVERIFY2(title.contains(m_dashboardRun), qPrintable(title));
+        QVERIFY2(QFileInfo::exists(QDir(dir).filePath(u"last-run.json"_s)), qPrintable(QDir(dir).entryList(QDir::Files).join(u", "_s) + u" | "_s + w.messageBar()->text()));
+        QJsonObject o = readJson(QDir(dir).filePath(u"last-run.json"_s));
+        QCOMPARE(o.value(u"kind"_s).toString(), u"run"_s);
+        QCOMPARE(o.value(u"runs"_s).toArray().at(0).toObject().value(u"run"_s).toObject().value(u"run_id"_s).toString(), m_dashboardRun);
+        QVERIFY2(w.messageBar()->text().contains(u"last-run.json"_s), qPrintable(w.messageBar()->text()));
+
+        // History: nothing selected, no export; two runs, a comparison report, as the CLI writes it.
+        w.showPage(MainWindow::HistoryPageIndex);
+        auto *button = h->findChild<QPushButton *>(u"historyExport"_s);
+        QVERIFY(button);
+        h->view()->clearSelection();
+        QVERIFY(!button->isEnabled());
+        h->selectRuns({m_sweepIds[0], m_sweepIds[2]});
+        QVERIFY(button->isEnabled());
+        answerSaveDialog(QDir(dir).filePath(u"two"_s), u"HTML"_s, &title);
+        QTest::mouseClick(button, Qt::LeftButton);
+        QFile html(QDir(dir).filePath(u"two.html"_s));
+        QVERIFY(html.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(html.readAll());
+        QVERIFY(text.contains(m_sweepIds[0]) && text.contains(m_sweepIds[2]));
+        QVERIFY(text.contains(u"id=\"chart-comparison-throughput\""_s));
+        QString error;
+        const QStringList json = h->exportReport({m_sweepIds[0], m_sweepIds[2]}, QDir(dir).filePath(u"two.json"_s), u"json"_s, &error);
+        QVERIFY2(json.size() == 1, qPrintable(error));
+        o = readJson(json.front());
+        QCOMPARE(o.value(u"kind"_s).toString(), u"comparison"_s);
+        {
+            RunStore s(m_store);
+            QCOMPARE(o.value(u"comparison"_s).toObject(),
+                     cppl::core::store::comparisonToJson(cppl::core::report::loadReport(s, {m_sweepIds[0], m_sweepIds[2]}).comparison));
+        }
+        // A run deleted elsewhere: the message names it, no file is left.
+        QVERIFY(h->exportReport({u"no-such-run"_s}, QDir(dir).filePath(u"none.pdf"_s), u"pdf"_s, &error).isEmpty());
+        QVERIFY2(error.contains(u"no-such-run"_s), qPrintable(error));
+        QVERIFY(!QFileInfo::exists(QDir(dir).filePath(u"none.pdf"_s)));
+
+        // The stored run's detail: its own report, CSV (runs and ranks).
+        h->selectRuns({m_sweepIds[1]});
+        for (QPushButton *b : h->findChildren<QPushButton *>())
+            if (b->text() == u"&Open"_s)
+                QTest::mouseClick(b, Qt::LeftButton);
+        QTRY_VERIFY(h->findChild<cppl::app::RunDetailDialog *>() != nullptr);
+        auto *detail = h->findChild<cppl::app::RunDetailDialog *>();
+        auto *detailButton = detail->findChild<QPushButton *>(u"detailExport"_s);
+        QVERIFY(detailButton);
+        answerSaveDialog(QDir(dir).filePath(u"one"_s), u"CSV"_s, &title);
+        QTest::mouseClick(detailButton, Qt::LeftButton);
+        QVERIFY2(title.contains(m_sweepIds[1]), qPrintable(title));
+        QFile runs(QDir(dir).filePath(u"one.csv"_s)), ranks(QDir(dir).filePath(u"one-ranks.csv"_s));
+        QVERIFY(runs.open(QIODevice::ReadOnly) && ranks.open(QIODevice::ReadOnly));
+        const QList<QByteArray> lines = runs.readAll().trimmed().split('\n');
+        QCOMPARE(lines.size(), 2); // header and the one run
+        QVERIFY(lines[1].contains(m_sweepIds[1].toUtf8()));
+        QCOMPARE(ranks.readAll().trimmed().split('\n').size(), 1 + 2); // header and its two ranks
+        detail->close();
     }
 
     void rerunStartsTheStoredRun()
