@@ -230,7 +230,8 @@ void RankHeatMap::paintEvent(QPaintEvent *)
     // The legend lists what is drawn: the hatching only while some cell has no data.
     if (hasData && m_anyWithoutData) {
         detail::LegendEntry e;
-        e.label = tr("no data yet (no progress message)");
+        // Also once finished: the first seconds before each rank's first progress stay hatched.
+        e.label = tr("no data (before the rank's first progress message)");
         e.swatch = detail::LegendEntry::Swatch::Fill;
         e.color = theme.noData;
         e.pattern = Qt::BDiagPattern;
