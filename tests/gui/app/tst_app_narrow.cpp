@@ -72,6 +72,15 @@ QString sizeName(WindowSize s)
     return u"%1x%2"_s.arg(s.width).arg(s.height);
 }
 
+/// The data rows "1024x700" … "1500x940" of a test run at every window size ("width", "height").
+void addWindowSizeRows()
+{
+    QTest::addColumn<int>("width");
+    QTest::addColumn<int>("height");
+    for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
+        QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+}
+
 void showAt(MainWindow &w, WindowSize s, MainWindow::Page page)
 {
     w.resize(s.width, s.height);
@@ -434,10 +443,7 @@ private Q_SLOTS:
 
     void alertKindOnOneLine_data()
     {
-        QTest::addColumn<int>("width");
-        QTest::addColumn<int>("height");
-        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
-            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+        addWindowSizeRows();
     }
 
     void alertKindOnOneLine()
@@ -478,10 +484,7 @@ private Q_SLOTS:
 
     void historyFits_data()
     {
-        QTest::addColumn<int>("width");
-        QTest::addColumn<int>("height");
-        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
-            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+        addWindowSizeRows();
     }
 
     void historyFits()
@@ -594,10 +597,7 @@ private Q_SLOTS:
 
     void compareFits_data()
     {
-        QTest::addColumn<int>("width");
-        QTest::addColumn<int>("height");
-        for (const WindowSize s : {kSmall, kScaled, kDefault, kShots})
-            QTest::addRow("%s", qPrintable(sizeName(s))) << s.width << s.height;
+        addWindowSizeRows();
     }
 
     void compareFits()

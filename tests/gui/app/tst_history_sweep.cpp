@@ -39,6 +39,14 @@ using cppl::core::store::RunStore;
 
 namespace {
 
+/// A store file at @p path holding the synthetic sweep up to @p ranks, closed again (the pages
+/// under test open it as another connection would).
+cppl::app::SyntheticSweep seedSweep(const QString &path, int ranks)
+{
+    RunStore store(path);
+    return cppl::app::writeSyntheticSweep(store, ranks);
+}
+
 QJsonObject resultOf(const RunRecord &r)
 {
     return QJsonDocument::fromJson(r.resultJson).object();
@@ -78,11 +86,7 @@ private Q_SLOTS:
         QFETCH(int, ranks);
         QTemporaryDir dir;
         const QString path = dir.filePath(u"runs.sqlite"_s);
-        cppl::app::SyntheticSweep sweep;
-        {
-            RunStore store(path);
-            sweep = cppl::app::writeSyntheticSweep(store, ranks);
-        }
+        const cppl::app::SyntheticSweep sweep = seedSweep(path, ranks);
         const std::vector<int> sizes = cppl::app::syntheticSweepSizes(ranks);
         QCOMPARE(sweep.worldSizes, sizes);
         QCOMPARE(sweep.sweepRunIds.size(), qsizetype(sizes.size()));
@@ -165,11 +169,7 @@ private Q_SLOTS:
         QFETCH(int, ranks);
         QTemporaryDir dir;
         const QString path = dir.filePath(u"runs.sqlite"_s);
-        cppl::app::SyntheticSweep sweep;
-        {
-            RunStore store(path);
-            sweep = cppl::app::writeSyntheticSweep(store, ranks);
-        }
+        const cppl::app::SyntheticSweep sweep = seedSweep(path, ranks);
         MainWindow w(nullptr, path);
         w.resize(1500, 940);
         w.show();
@@ -259,11 +259,7 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString path = dir.filePath(u"runs.sqlite"_s);
-        cppl::app::SyntheticSweep sweep;
-        {
-            RunStore store(path);
-            sweep = cppl::app::writeSyntheticSweep(store, 8);
-        }
+        const cppl::app::SyntheticSweep sweep = seedSweep(path, 8);
         MainWindow w(nullptr, path);
         w.resize(1500, 940);
         w.show();
