@@ -37,7 +37,33 @@ ColumnFit::ColumnFit(QTableView *view, Options options)
         connect(model, &QAbstractItemModel::dataChanged, this, later);
     }
     connect(header, &QHeaderView::sortIndicatorChanged, this, later);
+    // A drag on a section's edge: the width is the user's from now on. Resizes of our own, and the
+    // stretched last section following the viewport, are not.
+    connect(header, &QHeaderView::sectionResized, this, [this, header](int column, int, int size) {
+        if (m_fitting || size <= 0 || (header->stretchLastSection() && column == lastShown()))
+            return;
+        m_userWidth[column] = size;
+    });
     m_later->start();
+}
+
+int ColumnFit::lastShown() const
+{
+    const QHeaderView *header = m_view->horizontalHeader();
+    for (int visual = header->count() - 1; visual >= 0; --visual) {
+        const int c = header->logicalIndex(visual);
+        if (!header->isSectionHidden(c))
+            return c;
+    }
+    return -1;
+}
+
+void ColumnFit::reset()
+{
+    m_userWidth.clear();
+    m_userShown.clear();
+    m_userHidden.clear();
+    fit();
 }
 
 bool ColumnFit::eventFilter(QObject *watched, QEvent *event)
@@ -96,6 +122,11 @@ void ColumnFit::fit()
     for (int c = 0; c < columns; ++c) {
         if (m_userHidden.contains(c))
             continue;
+        if (const auto user = m_userWidth.constFind(c); user != m_userWidth.constEnd()) {
+            width[c] = *user; // as the user left it: neither elastic nor optional
+            total += *user;
+            continue;
+        }
         int w = naturalWidth(c);
         if (m_options.elastic.contains(c)) {
             whole[c] = w;
@@ -109,14 +140,14 @@ void ColumnFit::fit()
     const auto shrinkElastic = [&](int chars) {
         int give = 0;
         for (int c : m_options.elastic)
-            if (width.count(c))
+            if (width.count(c) && !m_userWidth.contains(c))
                 give += std::max(0, width[c] - floorWidth(c, chars));
         if (total <= room || give == 0)
             return;
         const int shrink = std::min(give, total - room);
         int left = shrink;
         for (int c : m_options.elastic) {
-            if (!width.count(c))
+            if (!width.count(c) || m_userWidth.contains(c))
                 continue;
             const int can = std::max(0, width[c] - floorWidth(c, chars));
             const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
@@ -130,7 +161,7 @@ void ColumnFit::fit()
     for (int c : m_options.optional) {
         if (total <= room)
             break;
-        if (!width.count(c) || m_userShown.contains(c))
+        if (!width.count(c) || m_userShown.contains(c) || m_userWidth.contains(c))
             continue;
         total -= width[c];
         width.erase(c);
@@ -139,7 +170,7 @@ void ColumnFit::fit()
     shrinkElastic(m_options.minChars);
     // Room to spare: the elastic columns' names whole, before the last column stretches.
     for (int c : m_options.elastic) {
-        if (total >= room || !width.count(c) || width[c] >= whole[c])
+        if (total >= room || !width.count(c) || !whole.count(c) || width[c] >= whole[c])
             continue;
         const int grow = std::min(room - total, whole[c] - width[c]);
         width[c] += grow;
@@ -176,6 +207,10 @@ void ColumnFit::showMenu(const QPoint &pos)
             fit();
         });
     }
+    menu.addSeparator();
+    QAction *fitAll = menu.addAction(tr("Fit columns to the window"));
+    fitAll->setEnabled(!m_userWidth.isEmpty() || !m_userShown.isEmpty() || !m_userHidden.isEmpty());
+    connect(fitAll, &QAction::triggered, this, &ColumnFit::reset);
     menu.exec(m_view->horizontalHeader()->mapToGlobal(pos));
 }
 

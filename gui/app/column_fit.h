@@ -5,8 +5,10 @@
 // column as wide as its header and the rows shown need (the sort arrow's room only where it is
 // drawn: QHeaderView's ResizeToContents keeps it on every column, ~26 px each), elastic columns
 // (long names, whole in their tooltips) shrinking and eliding, optional columns hidden, lowest
-// priority first, until nothing scrolls sideways. The header's context menu shows
-// or hides any column; a column chosen there is never shown or hidden on its own again.
+// priority first, until nothing scrolls sideways. The header's context menu shows or hides any
+// column; a column chosen there is never shown or hidden on its own again. A column the user
+// resized keeps that width (a resize of the window or new rows do not undo it) until "Fit
+// columns to the window" in the same menu.
 
 #include <QHash>
 #include <QList>
@@ -46,6 +48,10 @@ public:
     [[nodiscard]] QSet<int> fittedAway() const { return m_fittedAway; }
     /// Fits now (also done on every resize, model reset, new rows and sort).
     void fit();
+    /// The columns the user resized by hand, with their widths (kept by fit()).
+    [[nodiscard]] QHash<int, int> userWidths() const { return m_userWidth; }
+    /// Forgets the hand-set widths and shown/hidden choices and fits again (the menu's "Fit columns to the window").
+    void reset();
 
 protected:
     bool eventFilter(QObject *watched, QEvent *event) override;
@@ -55,6 +61,7 @@ private:
     [[nodiscard]] int naturalWidth(int column) const;
     /// The narrowest an elastic column gives way to at @p chars characters.
     [[nodiscard]] int floorWidth(int column, int chars) const;
+    [[nodiscard]] int lastShown() const; // the last column shown, left to right
 
     QTableView *m_view = nullptr;
     Options m_options;
@@ -62,6 +69,7 @@ private:
     QSet<int> m_fittedAway;
     QSet<int> m_userShown;  // chosen in the menu: kept
     QSet<int> m_userHidden;
+    QHash<int, int> m_userWidth; // resized by hand: kept
     bool m_fitting = false;
 };
 

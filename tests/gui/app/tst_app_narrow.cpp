@@ -22,6 +22,7 @@
 #include "test_runs.h"
 
 #include <QAbstractItemDelegate>
+#include <QApplication>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -32,6 +33,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QMouseEvent>
 #include <QPainter>
 #include <QPushButton>
 #include <QScrollBar>
@@ -536,6 +538,48 @@ private Q_SLOTS:
             for (int c : fit->fittedAway())
                 QVERIFY(QList<int>({HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens}).contains(c));
         }
+    }
+
+    void handResizedColumnsStay()
+    {
+        // ColumnFit refitted every column on each resize of the window and each refresh: a column
+        // the user had widened to read long paths snapped back.
+        using cppl::app::HistoryModel;
+        MainWindow w;
+        w.loadStartupProfile();
+        showAt(w, kShots, MainWindow::HistoryPageIndex);
+        QTableView *view = w.historyPage()->view();
+        QTRY_COMPARE(view->model()->rowCount(), m_runs);
+        auto *fit = view->findChild<cppl::app::ColumnFit *>();
+        QVERIFY(fit && fit->userWidths().isEmpty());
+        QHeaderView *header = view->horizontalHeader();
+        const int fitted = view->columnWidth(HistoryModel::ColData);
+        // A drag on the Data column's right edge, 150 px to the right.
+        const int y = header->height() / 2;
+        const int edge = header->sectionViewportPosition(HistoryModel::ColData) + header->sectionSize(HistoryModel::ColData) - 1;
+        QTest::mousePress(header->viewport(), Qt::LeftButton, {}, QPoint(edge, y));
+        for (int dx = 10; dx <= 150; dx += 10) {
+            QMouseEvent move(QEvent::MouseMove, QPointF(edge + dx, y), header->viewport()->mapToGlobal(QPointF(edge + dx, y)), Qt::NoButton,
+                             Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(header->viewport(), &move);
+        }
+        QTest::mouseRelease(header->viewport(), Qt::LeftButton, {}, QPoint(edge + 150, y));
+        QCOMPARE(view->columnWidth(HistoryModel::ColData), fitted + 150);
+        QCOMPARE(fit->userWidths().value(HistoryModel::ColData), fitted + 150);
+        // A smaller window, new rows: the other columns are fitted again, this one stays.
+        w.resize(kDefault.width, kDefault.height);
+        QTRY_COMPARE(w.width(), kDefault.width);
+        w.historyPage()->refresh();
+        QTest::qWait(50);
+        QCOMPARE(view->columnWidth(HistoryModel::ColData), fitted + 150);
+        QVERIFY(!fit->userWidths().contains(HistoryModel::ColModel));
+        // The menu's "Fit columns to the window": fitted as before, nothing scrolls sideways.
+        w.resize(kShots.width, kShots.height);
+        QTRY_COMPARE(w.width(), kShots.width);
+        fit->reset();
+        QVERIFY(fit->userWidths().isEmpty());
+        QTRY_COMPARE(view->columnWidth(HistoryModel::ColData), fitted);
+        QTRY_COMPARE(view->horizontalScrollBar()->maximum(), 0);
     }
 
     void historyFitsALongSweep()
