@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "cluster_page.h"
 
+#include "column_fit.h"
 #include "host_dialogs.h"
 #include "profile_model.h"
 
@@ -249,22 +250,14 @@ void ClusterPage::fitTreeColumns()
     const int room = m_tree->viewport()->width();
     const int floor = fontMetrics().averageCharWidth() * 8;
     // The pre-flight column (last, stretching) keeps its minimum; the others give way.
-    int total = 0, give = 0;
-    for (qsizetype c = 0; c < widths.size(); ++c) {
+    int total = 0;
+    std::vector<Shrinkable> columns;
+    for (int c = 0; c < int(widths.size()); ++c) {
         total += widths[c];
-        give += c < ProfileModel::ColPreflight ? std::max(0, widths[c] - floor) : 0;
+        if (c < ProfileModel::ColPreflight)
+            columns.push_back({&widths[c], floor});
     }
-    if (total > room && give > 0) {
-        const int shrink = std::min(give, total - room);
-        int left = shrink;
-        for (int c = 0; c < ProfileModel::ColPreflight; ++c) {
-            int &w = widths[c];
-            const int can = std::max(0, w - floor);
-            const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
-            w -= take;
-            left -= take;
-        }
-    }
+    shrinkInProportion(columns, total - room);
     for (int c = 0; c < ProfileModel::ColPreflight; ++c) // the last one stretches
         if (!m_tree->isColumnHidden(c))
             m_tree->header()->resizeSection(c, widths[c]);

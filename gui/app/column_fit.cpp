@@ -14,6 +14,25 @@
 
 namespace cppl::app {
 
+int shrinkInProportion(const std::vector<Shrinkable> &columns, int excess)
+{
+    int give = 0;
+    for (const Shrinkable &c : columns)
+        give += std::max(0, *c.width - c.floor);
+    if (excess <= 0 || give == 0)
+        return 0;
+    const int shrink = std::min(give, excess);
+    int left = shrink;
+    for (const Shrinkable &c : columns) {
+        const int can = std::max(0, *c.width - c.floor);
+        // In proportion, rounded up so that the last pixels are taken too; never past the floor.
+        const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
+        *c.width -= take;
+        left -= take;
+    }
+    return shrink - left;
+}
+
 ColumnFit::ColumnFit(QTableView *view, Options options)
     : QObject(view)
     , m_view(view)
@@ -138,23 +157,13 @@ void ColumnFit::fit()
     // Elastic columns give way first, as far as a comfortable width, then optional columns go
     // (the first first, unless chosen in the menu), then the elastic ones give way to their minimum.
     const auto shrinkElastic = [&](int chars) {
-        int give = 0;
+        if (total <= room)
+            return;
+        std::vector<Shrinkable> give;
         for (int c : m_options.elastic)
             if (width.count(c) && !m_userWidth.contains(c))
-                give += std::max(0, width[c] - floorWidth(c, chars));
-        if (total <= room || give == 0)
-            return;
-        const int shrink = std::min(give, total - room);
-        int left = shrink;
-        for (int c : m_options.elastic) {
-            if (!width.count(c) || m_userWidth.contains(c))
-                continue;
-            const int can = std::max(0, width[c] - floorWidth(c, chars));
-            const int take = std::min({left, can, int(qint64(shrink) * can / give + 1)});
-            width[c] -= take;
-            left -= take;
-            total -= take;
-        }
+                give.push_back({&width[c], floorWidth(c, chars)});
+        total -= shrinkInProportion(give, total - room);
     };
     shrinkElastic(m_options.comfortChars);
     QSet<int> away;

@@ -15,10 +15,24 @@
 #include <QObject>
 #include <QSet>
 
+#include <vector>
+
 class QTableView;
 class QTimer;
 
 namespace cppl::app {
+
+/// A column that may give way: its width (changed in place) and the narrowest it may become.
+struct Shrinkable
+{
+    int *width;
+    int floor;
+};
+
+/// Takes up to @p excess pixels from @p columns, from each in proportion to its room above its
+/// floor (never below it); returns the pixels taken. ColumnFit's elastic columns and the Cluster
+/// page's tree columns give way so.
+int shrinkInProportion(const std::vector<Shrinkable> &columns, int excess);
 
 class ColumnFit : public QObject
 {

@@ -540,6 +540,25 @@ private Q_SLOTS:
         }
     }
 
+    void shrinkTakesInProportion()
+    {
+        // What ColumnFit and the Cluster page's tree take from columns that give way.
+        int a = 100, b = 50, c = 200;
+        QCOMPARE(cppl::app::shrinkInProportion({{&a, 60}, {&b, 60}, {&c, 60}}, 90), 90);
+        // 40 and 140 px above the floors: 90 px taken about 2:7, none from the column below its floor.
+        QCOMPARE(b, 50);
+        QVERIFY2(a >= 60 && c >= 60 && (100 - a) + (200 - c) == 90, qPrintable(u"%1 %2"_s.arg(a).arg(c)));
+        QVERIFY2(std::abs((100 - a) * 7 - (200 - c) * 2) <= 9 * 2, qPrintable(u"%1 %2"_s.arg(a).arg(c)));
+        // More asked than there is: every column at its floor, the rest left (the table scrolls).
+        a = 100, c = 200;
+        QCOMPARE(cppl::app::shrinkInProportion({{&a, 60}, {&c, 60}}, 500), 180);
+        QCOMPARE(a, 60);
+        QCOMPARE(c, 60);
+        // Nothing asked, nothing taken.
+        QCOMPARE(cppl::app::shrinkInProportion({{&a, 10}}, 0), 0);
+        QCOMPARE(a, 60);
+    }
+
     void handResizedColumnsStay()
     {
         // ColumnFit refitted every column on each resize of the window and each refresh: a column
