@@ -8,11 +8,13 @@
 #include "charts/time_series_chart.h"
 
 #include <QDialogButtonBox>
+#include <QGuiApplication>
 #include <QHeaderView>
 #include <QJsonDocument>
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScreen>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTextBrowser>
@@ -176,7 +178,12 @@ RunDetailDialog::RunDetailDialog(const RunRecord &r, QWidget *parent)
     exportButton->setToolTip(tr("This run's report as PDF, HTML, CSV or JSON (as clusterppl-cli report %1 writes it)").arg(r.runId));
     connect(exportButton, &QPushButton::clicked, this, [this, id = r.runId] { Q_EMIT exportRequested(id); });
     l->addWidget(box);
-    resize(1000, 700);
+    // 1000 x 700, or nine tenths of a smaller screen: on a 1024 x 700 laptop screen the dialog
+    // took its whole height, the buttons at its bottom edge under the panel.
+    QSize size(1000, 700);
+    if (const QScreen *screen = parent ? parent->screen() : QGuiApplication::primaryScreen())
+        size = size.boundedTo(screen->availableGeometry().size() * 0.9);
+    resize(size);
 }
 
 } // namespace cppl::app

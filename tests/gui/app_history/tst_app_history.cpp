@@ -34,6 +34,8 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QGuiApplication>
+#include <QScreen>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPixmap>
@@ -440,6 +442,11 @@ private Q_SLOTS:
         const auto r = s.get(m_sweepIds[2]);
         QVERIFY(r.has_value());
         cppl::app::RunDetailDialog d(*r);
+        // Within the screen, with room around it (the offscreen screen is 800 x 800: 720 x 700).
+        const QSize screen = QGuiApplication::primaryScreen()->availableGeometry().size();
+        QVERIFY2(d.width() <= screen.width() * 0.9 + 1 && d.height() <= screen.height() * 0.9 + 1,
+                 qPrintable(u"%1x%2 on a %3x%4 screen"_s.arg(d.width()).arg(d.height()).arg(screen.width()).arg(screen.height())));
+        QCOMPARE(d.size(), QSize(1000, 700).boundedTo(screen * 0.9));
         QCOMPARE(d.tabs()->count(), 5);
         QVERIFY(d.tabs()->tabText(1).contains(u"4"_s)); // Ranks (4)
         d.resize(1000, 700);
