@@ -47,6 +47,7 @@ ColumnFit::ColumnFit(QTableView *view, Options options)
     m_later->setInterval(0);
     connect(m_later, &QTimer::timeout, this, &ColumnFit::fit);
     view->viewport()->installEventFilter(this);
+    m_viewport = view->viewport();
     const auto later = [this] { m_later->start(); };
     if (QAbstractItemModel *model = view->model()) {
         connect(model, &QAbstractItemModel::modelReset, this, later);
@@ -87,7 +88,10 @@ void ColumnFit::reset()
 
 bool ColumnFit::eventFilter(QObject *watched, QEvent *event)
 {
-    if (watched == m_view->viewport() && event->type() == QEvent::Resize) {
+    // The viewport as it was when watched: while the view is destroyed (its scroll area part
+    // gone, ASan/UBSan saw it) its widgets still send events here, and m_view->viewport() would
+    // be a call into a destroyed part.
+    if (watched == m_viewport && event->type() == QEvent::Resize) {
         if (m_fitting)
             m_later->start(); // a scroll bar came or went while fitting
         else

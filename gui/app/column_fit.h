@@ -78,6 +78,7 @@ private:
     [[nodiscard]] int lastShown() const; // the last column shown, left to right
 
     QTableView *m_view = nullptr;
+    const QObject *m_viewport = nullptr; // compared with, never called
     Options m_options;
     QTimer *m_later = nullptr;
     QSet<int> m_fittedAway;
