@@ -51,9 +51,10 @@ void RunPage::placeHeadline()
     }
     if (want == m_headline)
         return;
+    // Every item taken is ours to delete (a widget's item too: the widget itself stays, and is
+    // added again below with a new item; LeakSanitizer found three items a rearrangement).
     while (QLayoutItem *item = m_headBelow->takeAt(0))
-        if (!item->widget())
-            delete item; // the stretch
+        delete item;
     m_figures->removeWidget(m_tokens);
     m_figures->removeWidget(m_rate);
     m_times->removeWidget(m_telemetry);

@@ -19,9 +19,18 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace {
+
+/// How much longer waits are in this build (3 in the sanitizer presets; CPPL_TIMEOUT_SCALE from
+/// clusterppl_add_test).
+int timeoutScale()
+{
+    return std::max(1, qEnvironmentVariableIntValue("CPPL_TIMEOUT_SCALE"));
+}
 
 const QString kApp = QStringLiteral(CPPL_APP_EXE);
 
@@ -123,7 +132,7 @@ private Q_SLOTS:
             args << u"--synthetic-ranks"_s << QString::number(ranks);
         args << u"--size"_s << u"%1x%2"_s.arg(size.width()).arg(size.height());
         p.start(kApp, args);
-        QVERIFY(p.waitForFinished(120000));
+        QVERIFY(p.waitForFinished(120000 * timeoutScale()));
         const QString err = QString::fromLocal8Bit(p.readAllStandardError());
         QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
         const QStringList printed = QString::fromLocal8Bit(p.readAllStandardOutput()).split(u'\n', Qt::SkipEmptyParts);
@@ -199,7 +208,7 @@ private Q_SLOTS:
         if (synthetic)
             args << u"--synthetic-ranks"_s << u"4"_s;
         p.start(kApp, args);
-        QVERIFY(p.waitForFinished(120000));
+        QVERIFY(p.waitForFinished(120000 * timeoutScale()));
         QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(QString::fromLocal8Bit(p.readAllStandardError())));
 
         const bool untouched = readAll(userStore) == before && filesUnder(data) == filesBefore;
