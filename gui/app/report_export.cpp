@@ -38,10 +38,8 @@ QString filterText(const FileType &t)
 
 QString reportFormatOf(const QString &path)
 {
-    QString suffix = QFileInfo(path).suffix().toLower();
-    if (suffix == u"htm"_s)
-        suffix = u"html"_s;
-    return cppl::core::report::parseFormat(suffix) ? suffix : QString();
+    const auto format = cppl::core::report::parseFormat(QFileInfo(path).suffix());
+    return format ? cppl::core::report::formatName(*format) : QString();
 }
 
 std::optional<ReportTarget> askReportTarget(QWidget *parent, const QString &title, const QString &suggestedName)

@@ -25,6 +25,7 @@ class RunStore;
 namespace cppl::core::report {
 
 enum class ReportFormat { Pdf, Html, Csv, Json };
+/// pdf, html (or htm), csv or json, in any case; none for anything else.
 [[nodiscard]] std::optional<ReportFormat> parseFormat(const QString &name);
 [[nodiscard]] QString formatName(ReportFormat format);
 

@@ -30,7 +30,7 @@ std::optional<ReportFormat> parseFormat(const QString &name)
     const QString n = name.toLower();
     if (n == u"pdf"_s)
         return ReportFormat::Pdf;
-    if (n == u"html"_s)
+    if (n == u"html"_s || n == u"htm"_s) // a file name's suffix may say either
         return ReportFormat::Html;
     if (n == u"csv"_s)
         return ReportFormat::Csv;
