@@ -97,6 +97,30 @@ int main(int argc, char **argv)
            }),
            [&] { return both.toDouble(); });
 
+    // Reading a sum out: the dashboard converts each rank's two sums on every snapshot that changed
+    // them (1024 ranks at up to 25 Hz). Sums of 1 .. 4096 values (as ranks' partial sums grow),
+    // positive and negative, each converted `reps` times.
+    {
+        std::vector<cppl::ExactSum> sums(4096);
+        cppl::ExactSum running;
+        for (std::size_t i = 0; i < sums.size(); ++i) {
+            running.add(i % 2 == 0 ? v[i % n] : -0.5 * v[i % n]);
+            sums[i] = running;
+        }
+        const int reps = 200;
+        double checksum = 0;
+        const double secs = bestSeconds([&] {
+            double c = 0;
+            for (int r = 0; r < reps; ++r)
+                for (const auto &s : sums)
+                    c += s.toDouble();
+            checksum = c;
+            g_sink = c;
+        });
+        std::printf("\n%-22s %10.1f ns/call (%zu sums x %d; checksum %.17g)\n", "ExactSum::toDouble", secs * 1e9 / (static_cast<double>(sums.size()) * reps),
+                    sums.size(), reps, checksum);
+    }
+
     // #wrong: shard the same values R ways (strided, like ranks), merge, compare bits with 1 rank.
     std::printf("\nsharding check (bits compared with one rank):\n%8s %10s %10s\n", "ranks", "#wrong", "double#wrong");
     for (int ranks : {2, 3, 8, 64, 1024}) {

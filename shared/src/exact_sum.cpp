@@ -124,31 +124,32 @@ double ExactSum::toDouble() const noexcept
     std::array<std::uint32_t, kDigits + 1> mag{};
     for (int i = 0; i < kDigits - 1; ++i)
         mag[i] = static_cast<std::uint32_t>(n.m_digits[i]);
-    const auto top = static_cast<std::uint64_t>(n.m_digits[kDigits - 1]);
-    mag[kDigits - 1] = static_cast<std::uint32_t>(top);
-    mag[kDigits] = static_cast<std::uint32_t>(top >> 32);
+    const auto topLimb = static_cast<std::uint64_t>(n.m_digits[kDigits - 1]);
+    mag[kDigits - 1] = static_cast<std::uint32_t>(topLimb);
+    mag[kDigits] = static_cast<std::uint32_t>(topLimb >> 32);
 
-    int highest = -1; // index of the highest set bit
-    for (int i = kDigits; i >= 0 && highest < 0; --i)
-        if (mag[i] != 0)
-            highest = i * 32 + 31 - std::countl_zero(mag[i]);
-    if (highest < 0)
+    int top = kDigits; // the highest non-zero digit
+    while (top >= 0 && mag[top] == 0)
+        --top;
+    if (top < 0)
         return 0.0;
-    auto bit = [&](int pos) -> std::uint64_t { return pos < 0 ? 0 : (mag[pos / 32] >> (pos % 32)) & 1U; };
-
-    std::uint64_t mantissa = 0;
-    const int low = highest - 52; // lowest bit kept in a 53-bit mantissa
-    for (int pos = highest; pos >= std::max(low, 0); --pos)
-        mantissa = (mantissa << 1) | bit(pos);
-    int exponent = std::max(low, 0) - kFractionBits;
-    if (low > 0) {
-        const std::uint64_t roundBit = bit(low - 1);
-        bool sticky = false;
-        for (int pos = low - 2; pos >= 0 && !sticky; --pos)
-            sticky = bit(pos) != 0;
-        if (roundBit && (sticky || (mantissa & 1U)))
-            ++mantissa; // may become 2^53, which ldexp represents exactly
-    }
+    const int highest = top * 32 + 31 - std::countl_zero(mag[top]); // index of the highest set bit
+    // Three digits from the top one down hold the 53 mantissa bits and the rounding bit below
+    // them (the highest bit is at least 64 above the window's bit 0); digits under the window
+    // only make the sticky bit. Positions below 0 read as zeros.
+    const auto digit = [&](int i) -> u128 { return i >= 0 ? mag[i] : 0U; };
+    const u128 window = (digit(top) << 64) | (digit(top - 1) << 32) | digit(top - 2);
+    const int base = (top - 2) * 32;  // the bit position of the window's bit 0
+    const int low = highest - 52;     // the mantissa's lowest bit (below 0: the value is exact)
+    const int below = low - 1 - base; // the rounding bit's place in the window, 11 or more
+    std::uint64_t mantissa = static_cast<std::uint64_t>(window >> (below + 1));
+    const bool roundBit = ((window >> below) & 1U) != 0;
+    bool sticky = (window & ((u128{1} << below) - 1)) != 0;
+    for (int i = top - 3; i >= 0 && !sticky; --i)
+        sticky = mag[i] != 0;
+    if (roundBit && (sticky || (mantissa & 1U)))
+        ++mantissa; // may become 2^53, which ldexp represents exactly
+    const int exponent = low - kFractionBits;
     const double magnitude = std::ldexp(static_cast<double>(mantissa), exponent);
     return negative ? -magnitude : magnitude;
 }

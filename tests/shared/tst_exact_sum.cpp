@@ -255,6 +255,37 @@ private Q_SLOTS:
         }
     }
 
+    void toDoubleRoundsTiesAndStickyBitsAtEveryScale()
+    {
+        // Beyond the random values above (and beyond the 128-bit reference, up to 2^125): a value
+        // exactly halfway between two doubles goes to the even one, and one grid unit (2^-64, in
+        // the lowest digit) above or below the halfway point decides, with the mantissa in every
+        // position across the digits. A single add takes |v| < 2^64, so larger sums are doubled
+        // by merging, which scales every bit exactly.
+        for (int e = -10; e <= 125; ++e)
+            for (std::int64_t k : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, (std::int64_t{1} << 52) - 1}) {
+                const int e0 = std::min(e, 40), doublings = e - e0;
+                const double lower = std::ldexp(1.0 + std::ldexp(static_cast<double>(k), -52), e0);
+                const double upper = std::nextafter(lower, INFINITY);
+                const double even = k % 2 == 0 ? lower : upper;
+                for (double sign : {1.0, -1.0}) {
+                    auto scaled = [&](double grid) {
+                        ExactSum s;
+                        s.add(sign * lower);
+                        s.add(sign * std::ldexp(1.0, e0 - 53));
+                        if (grid != 0)
+                            s.add(sign * grid);
+                        for (int i = 0; i < doublings; ++i)
+                            s.merge(ExactSum(s));
+                        return s.toDouble();
+                    };
+                    CPPL_COMPARE_BITS(scaled(0), sign * std::ldexp(even, doublings));
+                    CPPL_COMPARE_BITS(scaled(0x1p-64), sign * std::ldexp(upper, doublings));
+                    CPPL_COMPARE_BITS(scaled(-0x1p-64), sign * std::ldexp(lower, doublings));
+                }
+            }
+    }
+
     void rejectsNonFiniteAndOutOfRange()
     {
         ExactSum s;
