@@ -193,16 +193,14 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
     }
     {
         // Its first seconds: some ranks still loading (no progress yet), no sync round yet.
-        SyntheticRun start(o.syntheticRanks);
-        start.advanceTo(3);
+        SyntheticRun start = SyntheticRun::advanced(o.syntheticRanks, 3);
         start.showOn(*window.runPage());
         window.setStatusPhase(QObject::tr("running"));
         settle(150);
         if (!save(&window, dir.filePath(u"run-starting-%1.png"_s.arg(o.syntheticRanks)), files, error))
             return {};
     }
-    SyntheticRun run(o.syntheticRanks);
-    run.advanceTo(0.6 * 600 + 12); // past the stall, so it shows
+    SyntheticRun run = SyntheticRun::advanced(o.syntheticRanks, 0.6 * 600 + 12); // past the stall, so it shows
     run.showOn(*window.runPage());
     window.runPage()->selectRank(run.slowRanks().front());
     window.runPage()->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true);
@@ -229,8 +227,7 @@ QStringList renderScreenshots(MainWindow &window, const ScreenshotOptions &o, QS
         return {};
     // The same run had it continued without the stalled rank: the "Recovered" badge, the lost
     // rank silent from its loss on (not caught up, as in the finished shot above).
-    SyntheticRun lostRun(o.syntheticRanks);
-    lostRun.advanceTo(600);
+    SyntheticRun lostRun = SyntheticRun::advanced(o.syntheticRanks, 600);
     lostRun.finish(true);
     lostRun.showOn(*window.runPage());
     lostRun.showRecoveredOn(*window.runPage());

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <mutex>
 
 using namespace Qt::StringLiterals;
 using cppl::core::telemetry::RankState;
@@ -43,6 +45,8 @@ SyntheticRun::SyntheticRun(int ranks, unsigned seed)
     std::normal_distribution<double> bias(0.0, 0.015);
     std::normal_distribution<double> jitter(1.0, 0.03);
     m_ranks.resize(size_t(m_n));
+    for (int r = 0; r < m_n; ++r)
+        m_ranks[size_t(r)].host = hostOf(r, m_n);
     const double base = m_n <= 8 ? 1900.0 : 9200.0; // CPU byte model vs a GPU cluster
     for (int r = 0; r < m_n; ++r) {
         Rank &k = m_ranks[size_t(r)];
@@ -127,7 +131,7 @@ void SyntheticRun::snapshotNow(bool finished)
         const Rank &k = m_ranks[size_t(r)];
         RankView v;
         v.rank = r;
-        v.host = hostOf(r, m_n);
+        v.host = k.host;
         v.group = m_n <= 8 ? r / 2 : r / kRanksPerHost;
         v.localRank = m_n <= 8 ? r : r % kRanksPerHost;
         v.heard = true;
@@ -202,6 +206,28 @@ void SyntheticRun::advanceTo(double seconds)
             m_logs.emplace_back(0, u"[%1/%2 windows] ppl %3"_s.arg(m_snapshot->windowsDone).arg(m_snapshot->windowsTotal)
                                        .arg(m_snapshot->globalPpl.ppl, 0, 'f', 4));
     }
+}
+
+SyntheticRun SyntheticRun::advanced(int ranks, double seconds)
+{
+    // The states asked for, oldest first; a few moments of a few sizes (a 1024-rank run with its
+    // timeline is ~20 MB), so the oldest goes beyond kKept.
+    constexpr std::size_t kKept = 6;
+    static std::mutex mutex;
+    static std::deque<SyntheticRun> kept;
+    std::lock_guard lock(mutex);
+    const SyntheticRun *from = nullptr;
+    for (const SyntheticRun &k : kept)
+        if (k.m_n == std::max(ranks, 1) && k.m_now <= seconds && (!from || k.m_now > from->m_now))
+            from = &k;
+    SyntheticRun run = from ? *from : SyntheticRun(ranks);
+    run.advanceTo(seconds);
+    if (!from || from->m_now != run.m_now) {
+        kept.push_back(run);
+        if (kept.size() > kKept)
+            kept.pop_front();
+    }
+    return run;
 }
 
 void SyntheticRun::finish(bool stalledRankLost)

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace cppl::app {
@@ -26,6 +27,12 @@ public:
 
     /// Advances the simulated run to @p seconds (sampling the timeline on the way).
     void advanceTo(double seconds);
+    /// SyntheticRun(ranks) advanced to @p seconds, the same state (the steps are deterministic),
+    /// built from the latest state of the same size at or before @p seconds that was asked for
+    /// before in this process: screenshots and tests ask for a few moments of 1024 ranks many
+    /// times, and 744 steps of 1024 ranks cost ~1 s (tens under a sanitizer). Copies, so the
+    /// caller may finish() or advance it further.
+    [[nodiscard]] static SyntheticRun advanced(int ranks, double seconds);
     /// Every rank done: the state after the run ended. The stalled rank caught up, unless
     /// @p stalledRankLost (the run went on without it, --on-rank-loss continue): then it stays
     /// silent at 0 tok/s, as a lost rank does.
@@ -78,6 +85,7 @@ private:
         cppl::NllStats stats;
         double lastHeard = 0;
         double startAt = 0;     // its first progress message (loading the model before)
+        std::string host;       // hostOf(rank): formatted once, not in every snapshot
     };
     void step(double dt);
     void snapshotNow(bool finished);

@@ -427,8 +427,7 @@ void TestAppModels::finishedRanksKeepTheirRate()
 {
     // A finished rank shows the rate of its last progress message, as the collector keeps a real
     // agent's (the screenshots' 1024-rank finished page showed 0 tok/s in every row before).
-    cppl::app::SyntheticRun run(64);
-    run.advanceTo(120);
+    cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(64, 120);
     std::vector<double> live;
     for (const auto &r : run.snapshot().ranks)
         live.push_back(r.tokensPerSecond);
@@ -818,8 +817,7 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     // the start notice mid-run; once the others regrouped without the stalled rank, the notice that
     // it was lost and the run goes on, the badge and the alert; at
     // the end, recovered.
-    cppl::app::SyntheticRun run(1024);
-    run.advanceTo(0.6 * 600 + 12);
+    cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 0.6 * 600 + 12);
     cppl::app::RunPage page;
     page.resize(1500, 900);
     run.showOn(page);
@@ -845,16 +843,14 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     QCOMPARE(telemetry->text(), u"telemetry messages: %1 lost"_s.arg(run.snapshot().lostTotal));
     // The next run on the same page (here: the stalled rank caught up, nothing was lost) is not
     // told the last run's lost ranks: its slowest ranks are "slow", none "lost".
-    cppl::app::SyntheticRun caughtUp(1024);
-    caughtUp.advanceTo(600);
+    cppl::app::SyntheticRun caughtUp = cppl::app::SyntheticRun::advanced(1024, 600);
     caughtUp.finish();
     caughtUp.showOn(page);
     const QStringList slowest = page.charts()->slowestRanks();
     QCOMPARE(slowest.size(), 3);
     for (const QString &name : slowest)
         QVERIFY2(name.endsWith(u" slow"_s), qPrintable(slowest.join(u", "_s)));
-    cppl::app::SyntheticRun finished(1024);
-    finished.advanceTo(600);
+    cppl::app::SyntheticRun finished = cppl::app::SyntheticRun::advanced(1024, 600);
     finished.finish(true);
     finished.showOn(page);
     finished.showRecoveredOn(page);
@@ -874,8 +870,7 @@ void TestAppModels::syntheticRunSaysWhatARealRunSays()
     // screenshots' 1500 px window (side by side with the times, it widened that window to 1,525 px).
     QVERIFY2(page.minimumSizeHint().width() <= 1300, qPrintable(QString::number(page.minimumSizeHint().width())));
     // Four ranks: the default profile's launch.
-    cppl::app::SyntheticRun four(4);
-    four.advanceTo(60);
+    cppl::app::SyntheticRun four = cppl::app::SyntheticRun::advanced(4, 60);
     four.showOn(page);
     QCOMPARE(page.noticeText(), u"run synthetic-4-ranks: 4 ranks on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:40213"_s);
 }
@@ -889,8 +884,7 @@ void TestAppModels::runPageWidthDoesNotFollowTheRanks()
     // ranks, and leaves room for the page list in a 1024 px window.
     std::map<QString, int> widths;
     for (const int n : {4, 1024}) {
-        cppl::app::SyntheticRun live(n);
-        live.advanceTo(0.6 * 600 + 12);
+        cppl::app::SyntheticRun live = cppl::app::SyntheticRun::advanced(n, 0.6 * 600 + 12);
         cppl::app::RunPage page;
         page.resize(1500, 900);
         live.showOn(page);
@@ -899,14 +893,12 @@ void TestAppModels::runPageWidthDoesNotFollowTheRanks()
         live.showStalledRankLostOn(page);
         states << u"recovering"_s;
         seen.push_back(page.minimumSizeHint().width());
-        cppl::app::SyntheticRun finished(n);
-        finished.advanceTo(600);
+        cppl::app::SyntheticRun finished = cppl::app::SyntheticRun::advanced(n, 600);
         finished.finish();
         finished.showOn(page);
         states << u"finished"_s;
         seen.push_back(page.minimumSizeHint().width());
-        cppl::app::SyntheticRun recovered(n);
-        recovered.advanceTo(600);
+        cppl::app::SyntheticRun recovered = cppl::app::SyntheticRun::advanced(n, 600);
         recovered.finish(true);
         recovered.showOn(page);
         recovered.showRecoveredOn(page);
@@ -1238,8 +1230,7 @@ void TestAppModels::rankTableGroupsDigitsAsThePageDoes()
     } restore;
     QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
     using Col = cppl::app::RankTableModel::Column;
-    cppl::app::SyntheticRun run(1024);
-    run.advanceTo(400);
+    cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 400);
     cppl::app::RankTableModel ranks;
     QAbstractItemModelTester tester(&ranks, QAbstractItemModelTester::FailureReportingMode::QtTest);
     ranks.update(run.snapshot());
@@ -1265,8 +1256,7 @@ void TestAppModels::syntheticTelemetryLossComesMidRun()
     // that lost them still loading (0 tokens, and "⚠ lost telemetry" alerts at 0:00): messages
     // counted lost before any was sent. The loss now comes mid-run, as a congested link's would.
     using cppl::core::run::AlertKind;
-    cppl::app::SyntheticRun run(1024);
-    run.advanceTo(3);
+    cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 3);
     cppl::app::RunPage page;
     page.resize(1500, 900);
     run.showOn(page);
@@ -1295,8 +1285,7 @@ void TestAppModels::rankTableAndAlertsFitANarrowWindow()
     // sideways (Msgs lost, Heard and Memory out of sight) and the alert list showed 60 px of its
     // messages. Narrow, the table is the first tab beside Alerts and Logs, each with the whole
     // width; wide, they sit side by side as before. Both fit without scrolling sideways.
-    cppl::app::SyntheticRun run(1024);
-    run.advanceTo(0.6 * 600 + 12);
+    cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 0.6 * 600 + 12);
     cppl::app::RunPage page;
     page.resize(880, 640);
     run.showOn(page);

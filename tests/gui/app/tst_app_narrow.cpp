@@ -358,8 +358,7 @@ private Q_SLOTS:
             auto *tokens = page->findChild<QLabel *>(u"tokens"_s);
             QVERIFY(tokens->mapTo(page, tokens->rect().bottomLeft()).y() < page->height() / 4);
         };
-        cppl::app::SyntheticRun run(ranks);
-        run.advanceTo(0.6 * 600 + 12);
+        cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(ranks, 0.6 * 600 + 12);
         run.showOn(*page);
         page->setPhase(cppl::core::run::RunPhase::Running);
         page->showSnapshot(run.snapshot(), run.timeline(), run.seconds(), true);
@@ -377,8 +376,7 @@ private Q_SLOTS:
         run.finish();
         run.showOn(*page);
         check("finished");
-        cppl::app::SyntheticRun lost(ranks);
-        lost.advanceTo(600);
+        cppl::app::SyntheticRun lost = cppl::app::SyntheticRun::advanced(ranks, 600);
         lost.finish(true);
         lost.showOn(*page);
         lost.showRecoveredOn(*page);
@@ -409,8 +407,7 @@ private Q_SLOTS:
         MainWindow w;
         w.loadStartupProfile();
         showAt(w, {width, height}, opensOnRun ? MainWindow::RunPageIndex : MainWindow::ClusterPageIndex);
-        cppl::app::SyntheticRun run(1024);
-        run.advanceTo(0.6 * 600 + 12);
+        cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 0.6 * 600 + 12);
         run.showOn(*w.runPage());
         w.showPage(MainWindow::RunPageIndex);
         auto *table = w.runPage()->findChild<QTableView *>(u"rankTable"_s);
@@ -429,8 +426,7 @@ private Q_SLOTS:
     {
         // Before the first sync round the comm-share plot says so; at the ~230 px plot of a 1024 px
         // window the line was cut at both ends ("one known before the first sync rounc").
-        cppl::app::SyntheticRun run(1024);
-        run.advanceTo(3);
+        cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 3);
         for (int width : {260, 300, 420, 700}) { // 260: the plot ~200 px, narrower than the line
             cppl::app::CommShareBars bars;
             bars.resize(width, 220);
@@ -457,8 +453,7 @@ private Q_SLOTS:
         w.loadStartupProfile();
         showAt(w, {width, height}, MainWindow::RunPageIndex);
         cppl::app::RunPage *page = w.runPage();
-        cppl::app::SyntheticRun run(1024);
-        run.advanceTo(0.6 * 600 + 12);
+        cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 0.6 * 600 + 12);
         run.showOn(*page);
         run.showStalledRankLostOn(*page);
         auto *alerts = page->findChild<QTableView *>(u"alertView"_s);

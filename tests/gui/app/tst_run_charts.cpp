@@ -13,6 +13,7 @@
 #include "run_charts.h"
 #include "run_page.h"
 #include "synthetic_run.h"
+#include "test_exact.h"
 
 #include "charts/color_map.h"
 #include "charts/time_series_chart.h"
@@ -76,6 +77,47 @@ class TestRunCharts : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
+    void advancedIsTheSameRunAsAFreshOne()
+    {
+        // SyntheticRun::advanced continues a kept state: it must equal a run stepped from 0, bit
+        // for bit, whatever was asked before (an earlier moment kept, a later one, another size).
+        const auto same = [](const SyntheticRun &a, const SyntheticRun &b) {
+            QCOMPARE(a.seconds(), b.seconds());
+            QCOMPARE(a.snapshot().sequence, b.snapshot().sequence);
+            QVERIFY(a.snapshot().global.nll == b.snapshot().global.nll);
+            QCOMPARE(a.snapshot().global.tokens, b.snapshot().global.tokens);
+            QCOMPARE(a.snapshot().ranks.size(), b.snapshot().ranks.size());
+            for (size_t r = 0; r < a.snapshot().ranks.size(); ++r) {
+                QVERIFY(a.snapshot().ranks[r].stats.nll == b.snapshot().ranks[r].stats.nll);
+                QCOMPARE(a.snapshot().ranks[r].state, b.snapshot().ranks[r].state);
+                CPPL_COMPARE_BITS(a.snapshot().ranks[r].commShare, b.snapshot().ranks[r].commShare);
+            }
+            QCOMPARE(a.timeline().times().size(), b.timeline().times().size());
+            for (int r : {0, int(a.snapshot().ranks.size()) - 1})
+                for (RankMetric m : {RankMetric::TokensPerSecond, RankMetric::DeviationRelative}) {
+                    const auto x = a.timeline().rank(m, r), y = b.timeline().rank(m, r);
+                    QVERIFY(std::equal(x.begin(), x.end(), y.begin(), y.end()));
+                }
+            QCOMPARE(a.alerts().size(), b.alerts().size());
+            for (size_t i = 0; i < a.alerts().size(); ++i)
+                QCOMPARE(a.alerts()[i].message, b.alerts()[i].message);
+        };
+        for (double t : {30.0, 10.0, 45.5, 45.5, 80.0}) {
+            (void)SyntheticRun::advanced(24, t / 2); // another size in between
+            SyntheticRun fresh(72);
+            fresh.advanceTo(t);
+            SyntheticRun kept = SyntheticRun::advanced(72, t);
+            same(kept, fresh);
+            if (QTest::currentTestFailed())
+                return;
+            kept.finish(true); // a copy: the kept state stays unfinished
+            fresh.advanceTo(t + 5);
+            same(SyntheticRun::advanced(72, t + 5), fresh);
+            if (QTest::currentTestFailed())
+                return;
+        }
+    }
+
     void quantilesFollowCompactions_data()
     {
         QTest::addColumn<int>("ranks");
@@ -190,8 +232,7 @@ private Q_SLOTS:
         // background, the selected rank outlined (repainted only when it changes) and a click in
         // the plot reported as a rank.
         QFETCH(QString, plot);
-        SyntheticRun run(40);
-        run.advanceTo(20);
+        SyntheticRun run = SyntheticRun::advanced(40, 20);
         std::unique_ptr<cppl::app::RankPlot> w;
         if (plot == u"heat"_s) {
             auto heat = std::make_unique<RankHeatMap>();
@@ -234,8 +275,7 @@ private Q_SLOTS:
         // Before its first progress message a rank's rate is 0 in the timeline, and its cells were
         // painted the darkest colour of the scale: the slowest rank's. They read as no data
         // instead: hatched grey, no colour of the scale, a tooltip and a legend entry saying so.
-        SyntheticRun run(40);
-        run.advanceTo(2.0);
+        SyntheticRun run = SyntheticRun::advanced(40, 2.0);
         const RunTimeline &tl = run.timeline();
         int late = -1, early = -1;
         for (int r = 0; r < 40; ++r) {
@@ -325,8 +365,7 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitForWindowExposed(&bars));
         bars.setData(cppl::core::telemetry::Snapshot{}, 0.15);
         QCOMPARE(bars.legendLabels(), QStringList());
-        SyntheticRun run(40);
-        run.advanceTo(SyntheticRun::kFirstSyncSeconds - 2); // every rank has progress, none has synced
+        SyntheticRun run = SyntheticRun::advanced(40, SyntheticRun::kFirstSyncSeconds - 2); // every rank has progress, none has synced
         bars.setData(run.snapshot(), 0.15);
         QCOMPARE(bars.legendLabels(), QStringList());
         (void)bars.grab();
@@ -464,8 +503,7 @@ private Q_SLOTS:
         const auto [lo, hi] = dev->lastYRange();
         QVERIFY2(lo > -0.2 && hi < 0.2 && hi > lo, qPrintable(u"%1 .. %2"_s.arg(lo).arg(hi)));
         // A one-rank run has nobody to compare with, ever.
-        SyntheticRun one(1);
-        one.advanceTo(30);
+        SyntheticRun one = SyntheticRun::advanced(1, 30);
         one.showOn(page);
         QCOMPARE(dev->seriesCount(), 0);
         QVERIFY2(page.charts()->deviationEmptyText().startsWith(u"one rank"_s), qPrintable(page.charts()->deviationEmptyText()));
@@ -487,8 +525,7 @@ private Q_SLOTS:
                 n << dev->series(i).name;
             return n;
         };
-        SyntheticRun local(4);
-        local.advanceTo(30);
+        SyntheticRun local = SyntheticRun::advanced(4, 30);
         local.showOn(page);
         QCOMPARE(names(), (QStringList{u"rank 0"_s, u"rank 1"_s, u"rank 2"_s, u"rank 3"_s}));
         SyntheticRun nodes(16); // 8 ranks a node
@@ -504,8 +541,7 @@ private Q_SLOTS:
     {
         // In a 1024 px window the heat map's plot is ~150 px wide: its time axis over 6:12 had one
         // tick, "5:00", from which no scale can be read. Two or more now, their labels apart.
-        SyntheticRun run(1024);
-        run.advanceTo(372);
+        SyntheticRun run = SyntheticRun::advanced(1024, 372);
         RankHeatMap heat;
         heat.setData(run.timeline(), run.snapshot(), 10000);
         for (const int width : {300, 420, 700}) {
