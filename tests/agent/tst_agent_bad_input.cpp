@@ -8,6 +8,7 @@
 
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QByteArrayList>
 #include <QDir>
@@ -258,11 +259,11 @@ private Q_SLOTS:
             a.replace(QStringLiteral("{dir}"), dir.path());
         message.replace(QStringLiteral("{dir}"), dir.path());
         const Run run = runAgent(args);
-        QVERIFY2(run.exitCode == exitCode, qPrintable(run.describe()));
+        CPPL_VERIFY2(run.exitCode == exitCode, qPrintable(run.describe()));
         if (exitCode == kExitOk) // the message is what stdout says
-            QVERIFY2(run.out.contains(message) && run.err.isEmpty(), qPrintable(run.describe()));
+            CPPL_VERIFY2(run.out.contains(message) && run.err.isEmpty(), qPrintable(run.describe()));
         else // one line on stderr, with the agent's prefix, naming the file/field/flag
-            QVERIFY2(run.err.startsWith(QStringLiteral("clusterppl-agent: ")) && run.err.contains(message), qPrintable(run.describe()));
+            CPPL_VERIFY2(run.err.startsWith(QStringLiteral("clusterppl-agent: ")) && run.err.contains(message), qPrintable(run.describe()));
     }
 
     // `clusterppl-agent CMD --help` prints that command's usage on stdout and exits 0.
@@ -299,11 +300,11 @@ private Q_SLOTS:
         QFETCH(QString, flag);
         QFETCH(QString, notShown);
         const Run r = runAgent(args);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
-        QVERIFY2(r.err.isEmpty(), qPrintable(r.describe()));
-        QVERIFY2(r.out.startsWith(QStringLiteral("Usage:\n") + firstLine), qPrintable(r.describe()));
-        QVERIFY2(r.out.contains(flag) && !r.out.contains(notShown), qPrintable(r.describe()));
-        QVERIFY2(r.out.endsWith(QStringLiteral("Exit codes: docs/exit-codes.md.\n")), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.isEmpty(), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.out.startsWith(QStringLiteral("Usage:\n") + firstLine), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.out.contains(flag) && !r.out.contains(notShown), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.out.endsWith(QStringLiteral("Exit codes: docs/exit-codes.md.\n")), qPrintable(r.describe()));
     }
 };
 

@@ -8,6 +8,7 @@
 #include "exit_codes.h"
 #include "test_exact.h"
 #include "test_skip.h"
+#include "test_verify.h"
 
 #include <ATen/ATen.h>
 
@@ -64,7 +65,7 @@ private Q_SLOTS:
     {
         QVERIFY(m_dir.isValid());
         const ProcessResult probe = runProcess(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
-        QVERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
+        CPPL_VERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
         m_llama = makeCheckpoint(m_dir, QStringLiteral("llama"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
                                                                   QStringLiteral("--max-positions"), QStringLiteral("64")});
         m_tokens = writeTokens(m_dir, 700, 97, 1);
@@ -105,7 +106,7 @@ private Q_SLOTS:
         const ProcessResult r = runReference(QStringLiteral("reference_logits.py"),
                                              {QStringLiteral("--model"), model, QStringLiteral("--ids"), rowText.join(QLatin1Char(';')),
                                               QStringLiteral("--out"), out});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QFile f(out);
         QVERIFY(f.open(QIODevice::ReadOnly));
         const QByteArray raw = f.readAll();
@@ -125,7 +126,7 @@ private Q_SLOTS:
             QCOMPARE(static_cast<qsizetype>(ours.numel() * 4), raw.size());
             const at::Tensor ref = at::from_blob(const_cast<char *>(raw.data()), ours.sizes(), at::TensorOptions().dtype(at::kFloat));
             const double diff = (ours - ref).abs().max().item<double>();
-            QVERIFY2(diff <= 1e-4, qPrintable(QStringLiteral("%1: max |ours - transformers| = %2")
+            CPPL_VERIFY2(diff <= 1e-4, qPrintable(QStringLiteral("%1: max |ours - transformers| = %2")
                                                   .arg(QString::fromStdString(lm->info().gemm)).arg(diff)));
             // logitsAt selects exactly those rows.
             const at::Tensor pos = at::tensor(std::vector<std::int64_t>{0, 13, 23}, at::TensorOptions().dtype(at::kLong));
@@ -164,17 +165,17 @@ private Q_SLOTS:
         ProcessResult r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
                                                QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--json"), ours, QStringLiteral("--quiet")}
                                    + agentArgs);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         QVERIFY(r.out.contains(QStringLiteral("Final estimate: PPL = ")));
         r = runReference(QStringLiteral("reference_ppl.py"),
                          QStringList{QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--json"), theirs} + refArgs);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject a = readJson(ours);
         const QJsonObject b = readJson(theirs);
         QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
         const double pa = a.value(QStringLiteral("ppl")).toDouble();
         const double pb = b.value(QStringLiteral("ppl")).toDouble();
-        QVERIFY2(std::fabs(pa - pb) <= 1e-6 * pb, qPrintable(QStringLiteral("agent %1 vs reference %2").arg(pa, 0, 'g', 17).arg(pb, 0, 'g', 17)));
+        CPPL_VERIFY2(std::fabs(pa - pb) <= 1e-6 * pb, qPrintable(QStringLiteral("agent %1 vs reference %2").arg(pa, 0, 'g', 17).arg(pb, 0, 'g', 17)));
     }
 
     void torchScriptGivesTheSamePerplexity()
@@ -183,18 +184,18 @@ private Q_SLOTS:
         ProcessResult r = runReference(QStringLiteral("trace_torchscript.py"),
                                        {QStringLiteral("--model"), m_llama, QStringLiteral("--out"), pt, QStringLiteral("--batch"), QStringLiteral("4"),
                                         QStringLiteral("--length"), QStringLiteral("64")});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QStringList common{QStringLiteral("eval"), QStringLiteral("--tokens"), m_tokens, QStringLiteral("--context"), QStringLiteral("64"),
                                  QStringLiteral("--batch"), QStringLiteral("4"), QStringLiteral("--quiet")};
         const QString a = m_dir.filePath(QStringLiteral("dir.json"));
         const QString b = m_dir.filePath(QStringLiteral("pt.json"));
         r = runAgent(common + QStringList{QStringLiteral("--model"), m_llama, QStringLiteral("--json"), a});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         r = runAgent(common + QStringList{QStringLiteral("--model"), pt, QStringLiteral("--json"), b});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         const double pa = readJson(a).value(QStringLiteral("ppl")).toDouble();
         const double pb = readJson(b).value(QStringLiteral("ppl")).toDouble();
-        QVERIFY2(std::fabs(pa - pb) <= 1e-6 * pa, qPrintable(QStringLiteral("%1 vs %2").arg(pa).arg(pb)));
+        CPPL_VERIFY2(std::fabs(pa - pb) <= 1e-6 * pa, qPrintable(QStringLiteral("%1 vs %2").arg(pa).arg(pb)));
         QCOMPARE(readJson(b).value(QStringLiteral("model")).toObject().value(QStringLiteral("format")).toString(), QStringLiteral("torchscript"));
     }
 
@@ -219,16 +220,16 @@ private Q_SLOTS:
                                  QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")};
         const QString one = dir.filePath(QStringLiteral("one.json"));
         ProcessResult r = runAgent(common + QStringList{QStringLiteral("--json"), one});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         QStringList parts;
         for (int s = 0; s < shards; ++s) {
             parts << dir.filePath(QStringLiteral("part%1.json").arg(s));
             r = runAgent(common + QStringList{QStringLiteral("--shard"), QStringLiteral("%1/%2").arg(s).arg(shards), QStringLiteral("--json"), parts.last()});
-            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         }
         const QString merged = dir.filePath(QStringLiteral("merged.json"));
         r = runAgent(QStringList{QStringLiteral("merge")} + parts + QStringList{QStringLiteral("--json"), merged});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         const QJsonObject a = readJson(one);
         const QJsonObject b = readJson(merged);
         QCOMPARE(b.value(QStringLiteral("nll_sum_exact")).toString(), a.value(QStringLiteral("nll_sum_exact")).toString());
@@ -239,11 +240,11 @@ private Q_SLOTS:
         // A missing or repeated shard is refused, never silently merged.
         r = runAgent(QStringList{QStringLiteral("merge")} + parts.mid(1));
         QCOMPARE(r.exitCode, int(kExitBadArguments));
-        QVERIFY2(r.err == QStringLiteral("clusterppl-agent: shard 0/%1 is missing: every shard's result file is needed\n").arg(shards),
+        CPPL_VERIFY2(r.err == QStringLiteral("clusterppl-agent: shard 0/%1 is missing: every shard's result file is needed\n").arg(shards),
                  qPrintable(r.describe()));
         r = runAgent(QStringList{QStringLiteral("merge"), parts.first(), parts.first()});
         QCOMPARE(r.exitCode, int(kExitBadArguments));
-        QVERIFY2(r.err == QStringLiteral("clusterppl-agent: %1: shard 0 is given twice\n").arg(parts.first()), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err == QStringLiteral("clusterppl-agent: %1: shard 0 is given twice\n").arg(parts.first()), qPrintable(r.describe()));
     }
 
     void exactSumDoesNotDependOnThreads()
@@ -262,7 +263,7 @@ private Q_SLOTS:
                                               QStringLiteral("--context"), QStringLiteral("256"), QStringLiteral("--stride"), QStringLiteral("128"),
                                               QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"), QLatin1String(threads),
                                               QStringLiteral("--json"), json, QStringLiteral("--quiet")});
-            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
             const QJsonObject j = readJson(json);
             QVERIFY(j.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("native-")));
             QCOMPARE(j.value(QStringLiteral("threads")).toInt(), QString::fromLatin1(threads).toInt());
@@ -290,7 +291,7 @@ private Q_SLOTS:
                                  QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--max-windows"), QStringLiteral("2"),
                                  QStringLiteral("--json"), json};
         ProcessResult r = runAgent(common);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed);
         QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("allowed")).toInt(), allowed);
@@ -298,15 +299,15 @@ private Q_SLOTS:
         if (allowed < 2)
             CPPL_SKIP_MISSING("one allowed CPU: two local ranks cannot each get their own (CI machines have 2)");
         r = runAgent(common + QStringList{QStringLiteral("--local-rank"), QStringLiteral("1"), QStringLiteral("--local-world-size"), QStringLiteral("2")});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed / 2);
         QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("local_ranks")).toInt(), 2);
         QVERIFY(!j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("pinned")).toString().isEmpty());
-        QVERIFY2(r.err.contains(QStringLiteral("pinned to CPUs ")), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("pinned to CPUs ")), qPrintable(r.err));
         // --threads wins over the default, and more threads than CPUs is said to be slower.
         r = runAgent(common + QStringList{QStringLiteral("--threads"), QString::number(allowed + 1)});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("threads")).toInt(), allowed + 1);
         QCOMPARE(j.value(QStringLiteral("cpus")).toObject().value(QStringLiteral("threads_from")).toString(),
@@ -314,7 +315,7 @@ private Q_SLOTS:
                      .arg(allowed)
                      .arg(allowed > 1 ? QStringLiteral("s") : QString()));
         r = runAgent(common + QStringList{QStringLiteral("--threads"), QString::number(allowed)});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         QCOMPARE(readJson(json).value(QStringLiteral("cpus")).toObject().value(QStringLiteral("threads_from")).toString(), QStringLiteral("--threads"));
     }
 
@@ -328,19 +329,19 @@ private Q_SLOTS:
             const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
                                               QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--dtype"), QLatin1String(dtype),
                                               QStringLiteral("--quiet"), QStringLiteral("--json"), out});
-            QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
             const QJsonObject j = readJson(out);
             QCOMPARE(j.value(QStringLiteral("dtype")).toString(), QLatin1String(dtype));
             const double ppl = j.value(QStringLiteral("ppl")).toDouble();
             if (reference == 0)
                 reference = ppl;
-            QVERIFY2(std::isfinite(ppl) && std::fabs(ppl - reference) <= 0.05 * reference,
+            CPPL_VERIFY2(std::isfinite(ppl) && std::fabs(ppl - reference) <= 0.05 * reference,
                      qPrintable(QStringLiteral("%1: %2 vs float32 %3").arg(QLatin1String(dtype)).arg(ppl).arg(reference)));
         }
         const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
                                           QStringLiteral("--dtype"), QStringLiteral("float16"), QStringLiteral("--device"), QStringLiteral("cpu")});
         QCOMPARE(r.exitCode, int(kExitBadArguments));
-        QVERIFY2(r.err.contains(QStringLiteral("--dtype float16 needs a GPU")), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("--dtype float16 needs a GPU")), qPrintable(r.describe()));
     }
 
     void textWithRealTokenizer()
@@ -360,19 +361,19 @@ private Q_SLOTS:
         const QString ids = dir.filePath(QStringLiteral("wiki.u32"));
         ProcessResult r = runAgent({QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), tokenizer, QStringLiteral("--text"), text,
                                     QStringLiteral("--out"), ids, QStringLiteral("--bos"), QStringLiteral("never")});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         const QString ours = dir.filePath(QStringLiteral("ours.json"));
         const QStringList window{QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("128"),
                                  QStringLiteral("--max-windows"), QStringLiteral("60")};
         r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--text"), text, QStringLiteral("--tokenizer"),
                                  tokenizer, QStringLiteral("--bos"), QStringLiteral("never"), QStringLiteral("--quiet"), QStringLiteral("--json"), ours}
                      + window);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         const ProcessResult agentRun = r; // r is the reference's run below
         const QString theirs = dir.filePath(QStringLiteral("ref.json"));
         r = runReference(QStringLiteral("reference_ppl.py"),
                          QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), ids, QStringLiteral("--json"), theirs} + window);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QJsonObject a = readJson(ours);
         const QJsonObject b = readJson(theirs);
         QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
@@ -385,7 +386,7 @@ private Q_SLOTS:
         QCOMPARE(data.value(QStringLiteral("bos")).toObject().value(QStringLiteral("mode")).toString(), QStringLiteral("never"));
         QCOMPARE(data.value(QStringLiteral("bos")).toObject().value(QStringLiteral("added")).toBool(), false);
         // The agent's stderr (--quiet: notes and warnings only) reports nothing truncated or dropped.
-        QVERIFY2(!agentRun.err.contains(QStringLiteral("truncat")) && !agentRun.err.contains(QStringLiteral("dropped")), qPrintable(agentRun.describe()));
+        CPPL_VERIFY2(!agentRun.err.contains(QStringLiteral("truncat")) && !agentRun.err.contains(QStringLiteral("dropped")), qPrintable(agentRun.describe()));
         // 2. WikiText articles, lm-eval-rolling: every id of every article scored exactly once, on
         // the first three articles (the file's 62 are counted in tst_text_dataset; all its 287k ids
         // through a 50257-word head took 10 CPU minutes and proved nothing more). The cut is before
@@ -413,7 +414,7 @@ private Q_SLOTS:
                       QStringLiteral("--dataset"), QStringLiteral("wikitext"), QStringLiteral("--protocol"), QStringLiteral("lm-eval-rolling"),
                       QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--batch"), QStringLiteral("16"), QStringLiteral("--quiet"),
                       QStringLiteral("--json"), ours});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         a = readJson(ours);
         QCOMPARE(a.value(QStringLiteral("data")).toObject().value(QStringLiteral("documents")).toInt(), 3);
         QCOMPARE(a.value(QStringLiteral("bytes")).toInteger(), qint64(cut - 2)); // all but the file's leading " \n"
@@ -426,7 +427,7 @@ private Q_SLOTS:
         const QString out = m_dir.filePath(QStringLiteral("contract.json"));
         const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
                                           QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--json"), out});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
         QVERIFY(r.err.contains(QStringLiteral("BLAS: ")));      // which BLAS and how many threads
         QVERIFY(r.err.contains(QStringLiteral(" tok/s ")));     // progress with rate
         QVERIFY(r.err.contains(QStringLiteral("ETA ")));
@@ -435,7 +436,7 @@ private Q_SLOTS:
         for (const char *key : {"ppl", "ppl_stderr", "nll_sum", "nll_sum_exact", "tokens_scored", "tokens_total", "windows", "protocol", "context",
                                 "stride", "batch", "dtype", "device", "threads", "blas", "seconds", "tokens_per_second", "model", "data",
                                 "world_size", "version"})
-            QVERIFY2(j.contains(QLatin1String(key)), key);
+            CPPL_VERIFY2(j.contains(QLatin1String(key)), key);
         QCOMPARE(j.value(QStringLiteral("tokens_total")).toInteger(), qint64(700));
         QCOMPARE(j.value(QStringLiteral("world_size")).toInt(), 1);
         QVERIFY(j.value(QStringLiteral("nll_sum_exact")).toString().startsWith(QStringLiteral("xs1:")));
@@ -545,8 +546,8 @@ private Q_SLOTS:
         const ProcessResult r = runAgent(QStringList{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens,
                                                      QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--quiet")}
                                          + extra);
-        QVERIFY2(r.exitCode == exitCode, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(message), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == exitCode, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.describe()));
     }
 };
 

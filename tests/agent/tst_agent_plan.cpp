@@ -5,6 +5,7 @@
 
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -59,7 +60,7 @@ private Q_SLOTS:
         if (protocol == QStringLiteral("hf-sliding"))
             args << QStringLiteral("--stride") << QStringLiteral("128");
         const Run r = runAgent(args);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
         QVERIFY(r.out.contains(QStringLiteral("111540 tokens")));
         std::ifstream in(json.toStdString());
         const auto j = nlohmann::json::parse(in);
@@ -104,7 +105,7 @@ private Q_SLOTS:
         if (!schedule.isEmpty())
             args << QStringLiteral("--schedule") << schedule;
         const Run r = runAgent(args);
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
         std::ifstream in(json.toStdString());
         const auto j = nlohmann::json::parse(in);
         const auto windows = j["windows"].get<std::int64_t>(); // 111540 bytes / 256: 435 chunks
@@ -119,13 +120,13 @@ private Q_SLOTS:
         const bool dynamic = schedule != QStringLiteral("static");
         QCOMPARE(j["schedule"].get<std::string>(), std::string(dynamic ? "dynamic" : "static"));
         if (dynamic) {
-            QVERIFY2(r.out.contains(QStringLiteral("  global batches  28 of 16 windows (the last of 3), ")), qPrintable(r.out));
-            QVERIFY2(r.out.contains(QStringLiteral("claim global batches")), qPrintable(r.out));
-            QVERIFY2(r.out.contains(QStringLiteral("For comparison, the static split (--schedule static): ")), qPrintable(r.out));
+            CPPL_VERIFY2(r.out.contains(QStringLiteral("  global batches  28 of 16 windows (the last of 3), ")), qPrintable(r.out));
+            CPPL_VERIFY2(r.out.contains(QStringLiteral("claim global batches")), qPrintable(r.out));
+            CPPL_VERIFY2(r.out.contains(QStringLiteral("For comparison, the static split (--schedule static): ")), qPrintable(r.out));
             QVERIFY(!r.out.contains(QStringLiteral("contiguous shards")));
         } else {
             QVERIFY(!r.out.contains(QStringLiteral("global batches")) && !r.out.contains(QStringLiteral("comparison")));
-            QVERIFY2(r.out.contains(QStringLiteral("contiguous shards balanced by scored tokens")), qPrintable(r.out));
+            CPPL_VERIFY2(r.out.contains(QStringLiteral("contiguous shards balanced by scored tokens")), qPrintable(r.out));
         }
     }
 
@@ -157,7 +158,7 @@ private Q_SLOTS:
         QFETCH(QString, message);
         const Run r = runAgent(args);
         QCOMPARE(r.exitCode, int(kExitBadArguments));
-        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.err));
     }
 
     void badDataExitFour()
@@ -167,13 +168,13 @@ private Q_SLOTS:
         std::ofstream(empty.toStdString()).flush();
         Run r = runAgent({QStringLiteral("plan"), QStringLiteral("--tokens"), empty});
         QCOMPARE(r.exitCode, int(kExitBadData));
-        QVERIFY2(r.err.contains(empty + QStringLiteral(": the token file is empty")), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(empty + QStringLiteral(": the token file is empty")), qPrintable(r.err));
         const QString shortFile = dir.filePath(QStringLiteral("short.txt"));
         std::ofstream(shortFile.toStdString()) << "tiny";
         r = runAgent({QStringLiteral("plan"), QStringLiteral("--text"), shortFile, QStringLiteral("--tokenizer"), QStringLiteral("bytes"),
                       QStringLiteral("--protocol"), QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("512")});
         QCOMPARE(r.exitCode, int(kExitBadArguments)); // the data is fine; the context is too long for it
-        QVERIFY2(r.err.contains(QStringLiteral("the stream has 4 tokens but --context is 512")), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("the stream has 4 tokens but --context is 512")), qPrintable(r.err));
     }
 
     void inProcessMatchesBinary()

@@ -6,6 +6,7 @@
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_exact.h"
+#include "test_verify.h"
 
 #include "cppl/host.h"
 
@@ -250,7 +251,7 @@ private:
                 launcher.waitForFinished(1000);
                 early += launcher.readAllStandardError();
             }
-            QVERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
+            CPPL_VERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
                                                        .arg(launcher.state() == QProcess::Running ? QStringLiteral("running") : QStringLiteral("gone"))
                                                        .arg(launcher.exitCode())
                                                        .arg(QString::fromUtf8(early))));
@@ -276,7 +277,7 @@ private:
             early += launcher.readAllStandardError();
             const qint64 took = sinceKill.elapsed();
             qInfo("the survivors recovered %lld ms after the last signal (--timeout %d s)", static_cast<long long>(took), timeoutS);
-            QVERIFY2(recovered(last) && took < bound,
+            CPPL_VERIFY2(recovered(last) && took < bound,
                      qPrintable(QStringLiteral("the survivors recovered %1 ms after the signal (--timeout %2 s)\n%3").arg(took).arg(timeoutS).arg(QString::fromUtf8(early))));
         }
         const bool finished = launcher.waitForFinished((timeoutS + 180) * 1000);
@@ -285,8 +286,8 @@ private:
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
         m_lastErr = err;
         const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
-        QVERIFY2(finished, qPrintable(err));
-        QVERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
+        CPPL_VERIFY2(finished, qPrintable(err));
+        CPPL_VERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
         const QString host = QString::fromStdString(cppl::localHostName());
         // The first loss is reported by the lowest rank the first phase left.
         const QStringList firstPhase = phases[0].split(QLatin1Char(','));
@@ -294,19 +295,19 @@ private:
         while (firstPhase.contains(QString::number(firstReporter)))
             ++firstReporter;
         const QString said = firstReporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(firstReporter);
-        QVERIFY2(err.contains(said + QStringLiteral("recovered: rank %1 (%2) %3").arg(lostRanks[0]).arg(host, cause)), qPrintable(err));
+        CPPL_VERIFY2(err.contains(said + QStringLiteral("recovered: rank %1 (%2) %3").arg(lostRanks[0]).arg(host, cause)), qPrintable(err));
         for (int v : lostRanks) {
-            QVERIFY2(err.contains(QStringLiteral("recovered: rank %1 (%2) ").arg(v).arg(host)), qPrintable(err));
-            QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank %1 ").arg(v)), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("recovered: rank %1 (%2) ").arg(v).arg(host)), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank %1 ").arg(v)), qPrintable(err));
         }
-        QVERIFY2(err.contains(QStringLiteral("the others went on without it (--on-rank-loss continue)")), qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("the others went on without it (--on-rank-loss continue)")), qPrintable(err));
         // The lowest survivor speaks for the run: its round lines, the final estimate and the result line, once.
         if (!at.contains(QStringLiteral("result")))
-            QVERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
+            CPPL_VERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
         QCOMPARE(out.count(QStringLiteral("Final estimate: PPL = ")), 1);
         QCOMPARE(out.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
         for (qint64 k : kids) // nothing left behind: the launcher reaped every rank, the stopped one too
-            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
+            CPPL_VERIFY2(!isRunning(k), "a rank outlived the launcher");
         // The contract: one rank's bits, in the file and in the result line alike.
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("overlap_sync")).toBool(), overlap == QLatin1String("on")); // what ran
@@ -338,7 +339,7 @@ private:
             QCOMPARE(o.value(QStringLiteral("host")).toString(), host);
             QVERIFY(o.value(QStringLiteral("round")).toInt() >= 0);
             if (o.value(QStringLiteral("rank")).toInt() == lostRanks[0])
-                QVERIFY2(o.value(QStringLiteral("cause")).toString().startsWith(cause), qPrintable(o.value(QStringLiteral("cause")).toString()));
+                CPPL_VERIFY2(o.value(QStringLiteral("cause")).toString().startsWith(cause), qPrintable(o.value(QStringLiteral("cause")).toString()));
         }
         QList<int> expected = lostRanks;
         std::sort(recorded.begin(), recorded.end());
@@ -367,7 +368,7 @@ private:
             // batches_redone is every loss's, so only the first loss's ranks are checked.)
             if (firstPhase.contains(QString::number(rk)))
                 for (qint64 b : redone)
-                    QVERIFY2(!mine.contains(b), "a batch a lost rank committed was redone");
+                    CPPL_VERIFY2(!mine.contains(b), "a batch a lost rank committed was redone");
         }
         QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
         std::sort(counted.begin(), counted.end());
@@ -432,7 +433,7 @@ private Q_SLOTS:
                                                QStringLiteral("--schedule"), schedule, QStringLiteral("--timeout"), QStringLiteral("60"),
                                                QStringLiteral("--json"), json};
         const ProcessResult r = runProcess(kAgent, args, 300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
         // The contract: the same bits as one rank.
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
@@ -476,7 +477,7 @@ private Q_SLOTS:
                      o.value(QStringLiteral("rounds")).toInteger() * (18 + (dynamic ? 1 + world : 0) + world) * 8);
             if (dynamic) {
                 QList<qint64> mine;
-                QVERIFY2(parseBatches(o.value(QStringLiteral("batches")).toString(), mine), qPrintable(o.value(QStringLiteral("batches")).toString()));
+                CPPL_VERIFY2(parseBatches(o.value(QStringLiteral("batches")).toString(), mine), qPrintable(o.value(QStringLiteral("batches")).toString()));
                 qint64 windows = 0; // batches of 2 windows; the last of 37 has one
                 for (qint64 b : mine)
                     windows += b == 18 ? 1 : 2;
@@ -490,7 +491,7 @@ private Q_SLOTS:
             // machine (plus 1 ns of integer halving, and the nanosecond-to-second rounding).
             const double offset = o.value(QStringLiteral("clock_offset_seconds")).toDouble();
             const double uncertainty = o.value(QStringLiteral("clock_uncertainty_seconds")).toDouble();
-            QVERIFY2(std::abs(offset) <= uncertainty + 2e-9, qPrintable(QStringLiteral("rank %1: offset %2 s, uncertainty %3 s").arg(rk).arg(offset).arg(uncertainty)));
+            CPPL_VERIFY2(std::abs(offset) <= uncertainty + 2e-9, qPrintable(QStringLiteral("rank %1: offset %2 s, uncertainty %3 s").arg(rk).arg(offset).arg(uncertainty)));
         }
         QCOMPARE(tokens, j.value(QStringLiteral("tokens_scored")).toInteger());
         if (dynamic) {
@@ -502,7 +503,7 @@ private Q_SLOTS:
             QCOMPARE(claimed, all);
             return;
         }
-        QVERIFY2(maxW - minWindows <= 2 * 2, "shards differ by more than a batch (two batches for the last rank)");
+        CPPL_VERIFY2(maxW - minWindows <= 2 * 2, "shards differ by more than a batch (two batches for the last rank)");
     }
 
     void slowRankSameBits_data()
@@ -530,7 +531,7 @@ private Q_SLOTS:
                                                                      QStringLiteral("--json"), json},
                                            300000);
         qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
@@ -543,7 +544,7 @@ private Q_SLOTS:
         qInfo("%s: the slow rank evaluated %lld windows, the busiest other rank %lld", qPrintable(schedule), static_cast<long long>(slow),
               static_cast<long long>(others));
         if (schedule == QLatin1String("dynamic"))
-            QVERIFY2(slow < others, "the slow rank should have left batches to the faster ranks");
+            CPPL_VERIFY2(slow < others, "the slow rank should have left batches to the faster ranks");
     }
 
     void overlapOnOffSameBits_data()
@@ -575,7 +576,7 @@ private Q_SLOTS:
                                                                      QStringLiteral("--sync-every-tokens"), sync, QStringLiteral("--overlap-sync"), overlap,
                                                                      QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json},
                                            300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
@@ -591,7 +592,7 @@ private Q_SLOTS:
             const double blocked = o.value(QStringLiteral("wait_seconds")).toDouble() + o.value(QStringLiteral("transfer_seconds")).toDouble();
             // Blocked time is part of the collectives' time (equal to it without overlap, up to the
             // nanosecond rounding of the gather).
-            QVERIFY2(blocked <= o.value(QStringLiteral("collective_seconds")).toDouble() + 1e-6,
+            CPPL_VERIFY2(blocked <= o.value(QStringLiteral("collective_seconds")).toDouble() + 1e-6,
                      qPrintable(QStringLiteral("rank %1: blocked %2 s, collectives %3 s").arg(o.value(QStringLiteral("rank")).toInt()).arg(blocked).arg(o.value(QStringLiteral("collective_seconds")).toDouble())));
         }
     }
@@ -628,12 +629,12 @@ private Q_SLOTS:
                                            300000);
         qunsetenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE");
         qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
         QVERIFY(j.value(QStringLiteral("overlap_sync")).toBool()); // the default, tolerant or not
         QCOMPARE(j.value(QStringLiteral("on_rank_loss")).toString(QStringLiteral("fail")), onRankLoss); // written for continue only
         const int rounds = j.value(QStringLiteral("rounds")).toInt();
-        QVERIFY2(rounds >= 6, qPrintable(QStringLiteral("%1 rounds").arg(rounds)));
+        CPPL_VERIFY2(rounds >= 6, qPrintable(QStringLiteral("%1 rounds").arg(rounds)));
         const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
         QCOMPARE(ranks.size(), 2);
         const QJsonObject slow = ranks[0].toObject(), fast = ranks[1].toObject();
@@ -647,10 +648,10 @@ private Q_SLOTS:
         // Overlapped: only the collectives with no compute after them block the slow rank (static:
         // the last; dynamic: also the one or two rounds in which its queue ran empty); not
         // overlapped, it would be blocked for all of them (blocked = collectives).
-        QVERIFY2(blocked(slow) < 0.5 * collectives,
+        CPPL_VERIFY2(blocked(slow) < 0.5 * collectives,
                  qPrintable(QStringLiteral("rank 0 was blocked %1 s by %2 s of collectives: the aggregation is not overlapped").arg(blocked(slow)).arg(collectives)));
         // The fast rank loses its time waiting for the slow one, and the split says so.
-        QVERIFY2(fast.value(QStringLiteral("wait_seconds")).toDouble() > fast.value(QStringLiteral("transfer_seconds")).toDouble(),
+        CPPL_VERIFY2(fast.value(QStringLiteral("wait_seconds")).toDouble() > fast.value(QStringLiteral("transfer_seconds")).toDouble(),
                  qPrintable(QStringLiteral("rank 1: wait %1 s, transfer %2 s").arg(fast.value(QStringLiteral("wait_seconds")).toDouble()).arg(fast.value(QStringLiteral("transfer_seconds")).toDouble())));
     }
 
@@ -687,7 +688,7 @@ private Q_SLOTS:
         }
         for (QProcess *p : ranks) {
             QVERIFY(p->waitForFinished(120000));
-            QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+            CPPL_VERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
         }
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
@@ -716,7 +717,7 @@ private Q_SLOTS:
                                                                QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("60"),
                                                                QStringLiteral("--json"), json},
                                      120000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("schedule")).toString(), QStringLiteral("dynamic"));
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
@@ -731,15 +732,15 @@ private Q_SLOTS:
                                        + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--shard"),
                                                      QStringLiteral("%1/2").arg(k), QStringLiteral("--json"), parts.last()},
                            120000);
-            QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-            QVERIFY2(r.err.contains(QStringLiteral("; shard %1/2: windows ").arg(k)), qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.err.contains(QStringLiteral("; shard %1/2: windows ").arg(k)), qPrintable(r.describe()));
             j = readJson(parts.last());
             QVERIFY(!j.contains(QStringLiteral("schedule")));
             QCOMPARE(j.value(QStringLiteral("shard")).toObject().value(QStringLiteral("rank")).toInt(), k);
         }
         const QString merged = m_dir.filePath(QStringLiteral("shards-merged.json"));
         r = runProcess(kAgent, QStringList{QStringLiteral("merge")} + parts + QStringList{QStringLiteral("--json"), merged});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QCOMPARE(readJson(merged).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
     }
 
@@ -762,7 +763,7 @@ private Q_SLOTS:
         }
         for (QProcess *p : ranks) {
             QVERIFY(p->waitForFinished(180000));
-            QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+            CPPL_VERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
         }
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
@@ -831,7 +832,7 @@ private Q_SLOTS:
         while (!early.contains("\nmodel: ") && wait.elapsed() < 120000 && launcher.state() == QProcess::Running)
             if (launcher.waitForReadyRead(1000))
                 early += launcher.readAllStandardError();
-        QVERIFY2(early.contains("\nmodel: "), early.constData());
+        CPPL_VERIFY2(early.contains("\nmodel: "), early.constData());
         QCOMPARE(launcher.state(), QProcess::Running);
         QElapsedTimer clock;
         clock.start();
@@ -843,24 +844,24 @@ private Q_SLOTS:
         if (!finished)
             killAll(launcher, kids);
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
-        QVERIFY2(finished, qPrintable(err));
+        CPPL_VERIFY2(finished, qPrintable(err));
         qInfo("every rank gone %lld ms after the signal", static_cast<long long>(took));
-        QVERIFY2(launcher.exitCode() == expectCode, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
+        CPPL_VERIFY2(launcher.exitCode() == expectCode, qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(err)));
         if (signal == SIGKILL) // a stopped rank: whichever survivor times out first is the launcher's "first"
-            QVERIFY2(err.contains(launcherText), qPrintable(err));
+            CPPL_VERIFY2(err.contains(launcherText), qPrintable(err));
         // Every surviving rank says why it stopped, with the documented code.
         for (int r = 0; r < 4; ++r) {
             if (r == victim)
                 continue;
             const QString prefix = r == 0 ? QStringLiteral("clusterppl-agent: rank 0: ") : QStringLiteral("[rank %1] clusterppl-agent: rank %1: ").arg(r);
-            QVERIFY2(err.contains(prefix + expectText), qPrintable(err));
+            CPPL_VERIFY2(err.contains(prefix + expectText), qPrintable(err));
         }
         for (qint64 k : kids) // nothing left behind: the launcher reaped every rank
-            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
+            CPPL_VERIFY2(!isRunning(k), "a rank outlived the launcher");
         // A dead rank is noticed at once, not by the timeout: the messages above already name its
         // closed connection; and every rank was gone before the heartbeat timeout could have fired.
         if (signal == SIGKILL)
-            QVERIFY2(took < timeoutS * 1000, qPrintable(QStringLiteral("a dead rank must be noticed at once, not after the timeout (%1 ms)").arg(took)));
+            CPPL_VERIFY2(took < timeoutS * 1000, qPrintable(QStringLiteral("a dead rank must be noticed at once, not after the timeout (%1 ms)").arg(took)));
     }
 
     void survivesLostRank_data()
@@ -958,7 +959,7 @@ private Q_SLOTS:
         };
         for (int r = 0; r < 5; ++r) {
             const int links = r == 0 ? 4 : 3;
-            QVERIFY2(err.contains(QStringLiteral("rank %1: mesh: %2 links of 4 (1 candidates)").arg(r).arg(links)), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("rank %1: mesh: %2 links of 4 (1 candidates)").arg(r).arg(links)), qPrintable(err));
             // What it made and accepted: it connects to its lower peers, its higher ones connect to it.
             const QRegularExpression made(QStringLiteral("rank %1: mesh: linked to rank (\\d+)\n").arg(r));
             const QRegularExpression accepted(QStringLiteral("rank %1: mesh: rank (\\d+) linked\n").arg(r));
@@ -966,17 +967,17 @@ private Q_SLOTS:
             for (const QRegularExpression &re : {made, accepted})
                 for (auto it = re.globalMatch(err); it.hasNext();)
                     peers << it.next().captured(1).toInt();
-            QVERIFY2(peers.size() <= links, qPrintable(QStringLiteral("rank %1 holds %2 mesh links\n%3").arg(r).arg(peers.size()).arg(err)));
+            CPPL_VERIFY2(peers.size() <= links, qPrintable(QStringLiteral("rank %1 holds %2 mesh links\n%3").arg(r).arg(peers.size()).arg(err)));
             for (int q : peers)
-                QVERIFY2(linked(r, q), qPrintable(QStringLiteral("ranks %1 and %2 are linked, not neighbours on the ring\n%3").arg(r).arg(q).arg(err)));
+                CPPL_VERIFY2(linked(r, q), qPrintable(QStringLiteral("ranks %1 and %2 are linked, not neighbours on the ring\n%3").arg(r).arg(q).arg(err)));
         }
         // A rank the new hub has no link to is announced from a survivor's report.
         const QByteArray tag(QTest::currentDataTag());
         if (tag.contains("0 and 3"))
-            QVERIFY2(err.contains(QRegularExpression(QStringLiteral("rank 1: new hub: rank [24] says rank 3 died: "))), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QRegularExpression(QStringLiteral("rank 1: new hub: rank [24] says rank 3 died: "))), qPrintable(err));
         if (tag.contains("0, 1 and 4"))
-            QVERIFY2(err.contains(QStringLiteral("rank 2: new hub: rank 3 says rank 4 died: ")), qPrintable(err));
-        QVERIFY2(!err.contains(QStringLiteral("did not reconnect to the new hub")), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("rank 2: new hub: rank 3 says rank 4 died: ")), qPrintable(err));
+        CPPL_VERIFY2(!err.contains(QStringLiteral("did not reconnect to the new hub")), qPrintable(err));
     }
     // The open files limit (fd_limit.h): raised from the soft limit to the hard one at the start
     // (a CLUSTERPPL_DEBUG_CONNECT line says so); a hard limit too low for the world fails at once,
@@ -992,14 +993,14 @@ private Q_SLOTS:
                                                + evalArgs(QStringLiteral("llama.cpp"), 2));
         QVERIFY(p.waitForFinished(120000));
         const QString err = QString::fromUtf8(p.readAllStandardError());
-        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("clusterppl-agent: open files limit 100 raised to 4000 (hard limit 4000)")), qPrintable(err));
+        CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("clusterppl-agent: open files limit 100 raised to 4000 (hard limit 4000)")), qPrintable(err));
         // Without the debug switch, nothing said.
         const ProcessResult quiet = runProcess(QStringLiteral("/bin/sh"), QStringList{QStringLiteral("-c"), QStringLiteral("ulimit -Sn 100 && exec \"$0\" \"$@\""),
                                                                                      kAgent, QStringLiteral("eval")}
                                                                               + evalArgs(QStringLiteral("llama.cpp"), 2));
-        QVERIFY2(quiet.exitCode == 0, qPrintable(quiet.describe()));
-        QVERIFY2(!quiet.err.contains(QStringLiteral("open files limit")), qPrintable(quiet.describe()));
+        CPPL_VERIFY2(quiet.exitCode == 0, qPrintable(quiet.describe()));
+        CPPL_VERIFY2(!quiet.err.contains(QStringLiteral("open files limit")), qPrintable(quiet.describe()));
     }
     void fileLimitTooLowForTheWorld()
     {
@@ -1017,12 +1018,12 @@ private Q_SLOTS:
                                                + evalArgs(QStringLiteral("llama.cpp"), 2) + QStringList{QStringLiteral("--timeout"), QStringLiteral("60")});
         QVERIFY(p.waitForFinished(120000));
         const QString err = QString::fromUtf8(p.readAllStandardError());
-        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 2, qPrintable(QStringLiteral("exit %1\n%2").arg(p.exitCode()).arg(err)));
-        QVERIFY2(err.contains(QStringLiteral("rank 0 of 1024: the open files limit (RLIMIT_NOFILE) is 1024 (hard limit 1024), but this rank needs at least 3134 "
+        CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 2, qPrintable(QStringLiteral("exit %1\n%2").arg(p.exitCode()).arg(err)));
+        CPPL_VERIFY2(err.contains(QStringLiteral("rank 0 of 1024: the open files limit (RLIMIT_NOFILE) is 1024 (hard limit 1024), but this rank needs at least 3134 "
                                              "for its connections to the other ranks and the store's clients; raise the hard limit where the ranks start: "
                                              "`ulimit -n 3134`")),
                  qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("docs/launching.md, \"Open files\"")), qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("docs/launching.md, \"Open files\"")), qPrintable(err));
     }
     // Rank 0 lost after the rendezvous, before its watchdog's star stands (held there on purpose):
     // not survivable (no rank has a communicator or the star yet), but the others see it at once,
@@ -1049,7 +1050,7 @@ private Q_SLOTS:
         while (!early.contains("holding before the watchdog's star for ") && wait.elapsed() < 120000 && launcher.state() == QProcess::Running)
             if (launcher.waitForReadyRead(1000))
                 early += launcher.readAllStandardError();
-        QVERIFY2(early.contains("holding before the watchdog's star for "), early.constData());
+        CPPL_VERIFY2(early.contains("holding before the watchdog's star for "), early.constData());
         QElapsedTimer clock;
         clock.start();
         QCOMPARE(::kill(static_cast<pid_t>(kids[0]), SIGKILL), 0);
@@ -1058,16 +1059,16 @@ private Q_SLOTS:
         if (!finished)
             killAll(launcher, kids);
         const QString err = QString::fromUtf8(early + launcher.readAllStandardError());
-        QVERIFY2(finished, qPrintable(err));
-        QVERIFY2(took < 30000, qPrintable(QStringLiteral("the run ended %1 ms after the kill (--timeout 60 s)\n%2").arg(took).arg(err)));
-        QVERIFY2(launcher.exitCode() != 0, qPrintable(err));
+        CPPL_VERIFY2(finished, qPrintable(err));
+        CPPL_VERIFY2(took < 30000, qPrintable(QStringLiteral("the run ended %1 ms after the kill (--timeout 60 s)\n%2").arg(took).arg(err)));
+        CPPL_VERIFY2(launcher.exitCode() != 0, qPrintable(err));
         const QString host = QString::fromStdString(cppl::localHostName());
         for (int r = 1; r < 4; ++r)
-            QVERIFY2(err.contains(QStringLiteral("clusterppl-agent: rank %1: watchdog: rank 0 (%2) at ").arg(r).arg(host)), qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("the run never started")), qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank 0 was killed by signal 9")), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("clusterppl-agent: rank %1: watchdog: rank 0 (%2) at ").arg(r).arg(host)), qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("the run never started")), qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("clusterppl-agent run: rank 0 was killed by signal 9")), qPrintable(err));
         for (qint64 k : kids)
-            QVERIFY2(!isRunning(k), "a rank outlived the launcher");
+            CPPL_VERIFY2(!isRunning(k), "a rank outlived the launcher");
         qInfo("the run ended %lld ms after rank 0 was killed", static_cast<long long>(took));
     }
     // The hub lost after the result is written: rank 0, the reporting rank, killed once it set
@@ -1100,7 +1101,7 @@ private Q_SLOTS:
         while (!storeOut.contains('\n') && store.waitForReadyRead(30000))
             storeOut += store.readAllStandardOutput();
         const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(storeOut));
-        QVERIFY2(m.hasMatch(), storeOut.constData());
+        CPPL_VERIFY2(m.hasMatch(), storeOut.constData());
         const QString json = m_dir.filePath(QStringLiteral("after-result-%1.json").arg(candidates));
         QList<QProcess *> ranks;
         for (int r = 0; r < world; ++r) {
@@ -1140,13 +1141,13 @@ private Q_SLOTS:
             err0 += ranks[0]->readAllStandardError();
             err2 += ranks[2]->readAllStandardError();
         }
-        QVERIFY2(err0.contains("rank 0: holding before it finishes for "), err0.constData());
-        QVERIFY2(err2.contains("rank 2: holding before it finishes until"), (err2 + "\nrank 0:\n" + err0).constData());
+        CPPL_VERIFY2(err0.contains("rank 0: holding before it finishes for "), err0.constData());
+        CPPL_VERIFY2(err2.contains("rank 2: holding before it finishes until"), (err2 + "\nrank 0:\n" + err0).constData());
         for (int r = 1; r < world; ++r) {
             if (r == 2)
                 continue;
             QVERIFY(ranks[r]->waitForFinished(120000));
-            QVERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 0,
+            CPPL_VERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 0,
                      qPrintable(QString::fromUtf8(ranks[r]->readAllStandardError())));
         }
         QElapsedTimer sinceKill;
@@ -1156,16 +1157,16 @@ private Q_SLOTS:
         const qint64 took = sinceKill.elapsed();
         err2 += ranks[2]->readAllStandardError();
         qInfo("rank 2, the new hub, exited %lld ms after rank 0 was killed (--timeout 60 s)", static_cast<long long>(took));
-        QVERIFY2(ranks[2]->exitStatus() == QProcess::NormalExit && ranks[2]->exitCode() == 0, err2.constData());
-        QVERIFY2(took < 30000, qPrintable(QStringLiteral("rank 2 exited %1 ms after the kill\n%2").arg(took).arg(QString::fromUtf8(err2))));
+        CPPL_VERIFY2(ranks[2]->exitStatus() == QProcess::NormalExit && ranks[2]->exitCode() == 0, err2.constData());
+        CPPL_VERIFY2(took < 30000, qPrintable(QStringLiteral("rank 2 exited %1 ms after the kill\n%2").arg(took).arg(QString::fromUtf8(err2))));
         // It took the hub at once, announced rank 0's loss and nobody else's.
-        QVERIFY2(err2.contains("rank 2: won the claim"), err2.constData());
-        QVERIFY2(err2.contains(world == 4 ? "rank 2: announce epoch 1 rank 0 members 1,2,3\n" : "rank 2: announce epoch 1 rank 0 members 1,2,3,4\n"),
+        CPPL_VERIFY2(err2.contains("rank 2: won the claim"), err2.constData());
+        CPPL_VERIFY2(err2.contains(world == 4 ? "rank 2: announce epoch 1 rank 0 members 1,2,3\n" : "rank 2: announce epoch 1 rank 0 members 1,2,3,4\n"),
                  err2.constData());
-        QVERIFY2(!err2.contains("announce epoch 2") && !err2.contains("did not reconnect"), err2.constData());
-        QVERIFY2(err2.contains("rank 2: new hub: rank 3 finished (its mesh link said so)"), err2.constData());
+        CPPL_VERIFY2(!err2.contains("announce epoch 2") && !err2.contains("did not reconnect"), err2.constData());
+        CPPL_VERIFY2(err2.contains("rank 2: new hub: rank 3 finished (its mesh link said so)"), err2.constData());
         if (world == 5) // no link between ranks 2 and 4: the store's record
-            QVERIFY2(err2.contains("rank 2: new hub: rank 4 finished\n"), err2.constData());
+            CPPL_VERIFY2(err2.contains("rank 2: new hub: rank 4 finished\n"), err2.constData());
         // The result, written before the kill: one rank's bits, nobody lost.
         ranks[0]->waitForFinished(10000);
         const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
@@ -1219,7 +1220,7 @@ private Q_SLOTS:
                     const bool ended = p->waitForFinished(120000);
                     if (!ended)
                         p->kill();
-                    QVERIFY2(ended && p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0,
+                    CPPL_VERIFY2(ended && p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0,
                              qPrintable(QStringLiteral("%1: rank %2 %3, exit %4\n%5")
                                             .arg(row)
                                             .arg(r)
@@ -1233,12 +1234,12 @@ private Q_SLOTS:
                 // 1.5 s hold, on a loaded host or under a sanitizer, may have had it for its last
                 // rounds: then its checkpoints carry it.)
                 const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
-                QVERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")), qPrintable(row + u'\n' + out0));
+                CPPL_VERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")), qPrintable(row + u'\n' + out0));
                 const QList<QJsonObject> checkpoints = checkpointsOf(out0);
                 if (QLatin1String(hold) == QLatin1String("600000"))
-                    QVERIFY2(checkpoints.isEmpty(), qPrintable(row + u'\n' + out0));
+                    CPPL_VERIFY2(checkpoints.isEmpty(), qPrintable(row + u'\n' + out0));
                 for (const QJsonObject &c : checkpoints)
-                    QVERIFY2(!c.value(QStringLiteral("fingerprint")).toObject().value(QStringLiteral("data")).toString().isEmpty(),
+                    CPPL_VERIFY2(!c.value(QStringLiteral("fingerprint")).toObject().value(QStringLiteral("data")).toString().isEmpty(),
                              qPrintable(row + u'\n' + out0));
                 qDeleteAll(ranks);
             }
@@ -1259,12 +1260,12 @@ private Q_SLOTS:
                                                                    QStringLiteral("2"), QStringLiteral("--")}
                                                            + common,
                                                600000);
-        QVERIFY2(whole.exitCode == 0, qPrintable(whole.describe()));
+        CPPL_VERIFY2(whole.exitCode == 0, qPrintable(whole.describe()));
         const QList<QJsonObject> unbroken = checkpointsOf(whole.out);
-        QVERIFY2(!unbroken.isEmpty(), qPrintable(whole.describe()));
+        CPPL_VERIFY2(!unbroken.isEmpty(), qPrintable(whole.describe()));
         const QJsonObject expected = unbroken.front().value(QStringLiteral("fingerprint")).toObject();
         for (const QString &part : {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("plan")})
-            QVERIFY2(!expected.value(part).toString().isEmpty(), qPrintable(part));
+            CPPL_VERIFY2(!expected.value(part).toString().isEmpty(), qPrintable(part));
         for (const QJsonObject &c : unbroken)
             QCOMPARE(c.value(QStringLiteral("fingerprint")).toObject(), expected);
 
@@ -1292,17 +1293,17 @@ private Q_SLOTS:
         while (!err.contains("holding before its process groups for ") && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
             if (launcher.waitForReadyRead(1000))
                 err += launcher.readAllStandardError();
-        QVERIFY2(err.contains("holding before its process groups for "), err.constData());
+        CPPL_VERIFY2(err.contains("holding before its process groups for "), err.constData());
         QCOMPARE(::kill(static_cast<pid_t>(kids[0]), SIGKILL), 0);
         const bool finished = launcher.waitForFinished(400000);
         if (!finished)
             killAll(launcher, kids);
         err += launcher.readAllStandardError();
         const QString out = QString::fromUtf8(launcher.readAllStandardOutput());
-        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
+        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
                  qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(QString::fromUtf8(err))));
         const QString host = QString::fromStdString(cppl::localHostName());
-        QVERIFY2(err.contains(QStringLiteral("[rank 1] recovered: rank 0 (%1) died: ").arg(host).toUtf8()), err.constData());
+        CPPL_VERIFY2(err.contains(QStringLiteral("[rank 1] recovered: rank 0 (%1) died: ").arg(host).toUtf8()), err.constData());
         // The result: one rank's bits, rank 0 lost.
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
@@ -1311,9 +1312,9 @@ private Q_SLOTS:
         QCOMPARE(lost.first().toObject().value(QStringLiteral("rank")).toInt(), 0);
         // The checkpoints: all after the regroup (rank 0 never evaluated), all with the unbroken fingerprint.
         const QList<QJsonObject> after = checkpointsOf(out);
-        QVERIFY2(!after.isEmpty(), qPrintable(out));
+        CPPL_VERIFY2(!after.isEmpty(), qPrintable(out));
         for (const QJsonObject &c : after) {
-            QVERIFY2(c.value(QStringLiteral("epoch")).toInt() >= 1, QJsonDocument(c).toJson(QJsonDocument::Compact).constData());
+            CPPL_VERIFY2(c.value(QStringLiteral("epoch")).toInt() >= 1, QJsonDocument(c).toJson(QJsonDocument::Compact).constData());
             QCOMPARE(c.value(QStringLiteral("fingerprint")).toObject(), expected);
         }
         qInfo("%lld checkpoints of the new reporter, from round %d: fingerprint as the unbroken run's", static_cast<long long>(after.size()),
@@ -1367,13 +1368,13 @@ private Q_SLOTS:
         if (!finished)
             killAll(launcher, {});
         const QByteArray err = launcher.readAllStandardError();
-        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
+        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0,
                  qPrintable(QStringLiteral("exit %1\n%2").arg(launcher.exitCode()).arg(QString::fromUtf8(err))));
         const QByteArray who = "clusterppl-agent: rank " + QByteArray::number(held) + ": ";
         const qsizetype holding = err.indexOf(who + "holding before its process groups until its first collective");
         const qsizetype awaited = err.indexOf(who + "connect awaited");
         const qsizetype formed = err.indexOf(who + "connect groups");
-        QVERIFY2(holding >= 0 && awaited > holding && formed > awaited, err.constData());
+        CPPL_VERIFY2(holding >= 0 && awaited > holding && formed > awaited, err.constData());
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
@@ -1405,12 +1406,12 @@ private Q_SLOTS:
             QVERIFY(p->waitForFinished(110000)); // before the hold ends: rank 1 was told
         const QString err0 = QString::fromUtf8(ranks[0]->readAllStandardError());
         const QString err1 = QString::fromUtf8(ranks[1]->readAllStandardError());
-        QVERIFY2(ranks[0]->exitCode() == 6, qPrintable(err0));
-        QVERIFY2(err0.contains(QStringLiteral("clusterppl-agent: rank 0: gloo connecting in the node group 0 group (member 0 of 2) failed: ")),
+        CPPL_VERIFY2(ranks[0]->exitCode() == 6, qPrintable(err0));
+        CPPL_VERIFY2(err0.contains(QStringLiteral("clusterppl-agent: rank 0: gloo connecting in the node group 0 group (member 0 of 2) failed: ")),
                  qPrintable(err0));
-        QVERIFY2(ranks[1]->exitCode() == 6, qPrintable(err1));
-        QVERIFY2(err1.contains(QStringLiteral("holding before its process groups for 120000 ms")), qPrintable(err1));
-        QVERIFY2(err1.contains(QStringLiteral("clusterppl-agent: rank 1: rank 0 (")) && err1.contains(QStringLiteral(") failed: gloo connecting in the node group 0 group")),
+        CPPL_VERIFY2(ranks[1]->exitCode() == 6, qPrintable(err1));
+        CPPL_VERIFY2(err1.contains(QStringLiteral("holding before its process groups for 120000 ms")), qPrintable(err1));
+        CPPL_VERIFY2(err1.contains(QStringLiteral("clusterppl-agent: rank 1: rank 0 (")) && err1.contains(QStringLiteral(") failed: gloo connecting in the node group 0 group")),
                  qPrintable(err1));
     }
 
@@ -1428,8 +1429,8 @@ private Q_SLOTS:
         for (QProcess *p : ranks) {
             QVERIFY(p->waitForFinished(150000));
             const QString err = QString::fromUtf8(p->readAllStandardError());
-            QVERIFY2(p->exitCode() == 6, qPrintable(err));
-            QVERIFY2(err.contains(QStringLiteral("1 of 3 ranks never arrived (rank 2)")), qPrintable(err));
+            CPPL_VERIFY2(p->exitCode() == 6, qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("1 of 3 ranks never arrived (rank 2)")), qPrintable(err));
         }
         // --timeout 3 was honoured, not the 300 s default; generous, since a loaded machine takes
         // seconds to start and load the ranks (the message above says it was the rendezvous).
@@ -1475,7 +1476,7 @@ private Q_SLOTS:
         // Once (1 run in ~45, 2026-12-02) QProcess read exit code 6 here: the signal's number, the
         // rank was killed by SIGABRT (LibTorch's store client thread threw when rank 0, the store's
         // server, left; failureOutlivesItsStore). Its exit status and stderr, should it recur.
-        QVERIFY2(ranks[1]->exitStatus() == QProcess::NormalExit && ranks[1]->exitCode() == 3,
+        CPPL_VERIFY2(ranks[1]->exitStatus() == QProcess::NormalExit && ranks[1]->exitCode() == 3,
                  qPrintable(QStringLiteral("rank 1 %1 %2\n%3")
                                 .arg(ranks[1]->exitStatus() == QProcess::NormalExit ? QStringLiteral("exited with") : QStringLiteral("killed by signal"))
                                 .arg(ranks[1]->exitCode())
@@ -1484,20 +1485,20 @@ private Q_SLOTS:
         const QString err = QString::fromUtf8(ranks[0]->readAllStandardError());
         if (onRankLoss.isEmpty()) {
             const QString out = QString::fromUtf8(ranks[0]->readAllStandardOutput());
-            QVERIFY2(ranks[0]->exitCode() == 0 && out.contains(QStringLiteral("Final estimate: PPL = ")),
+            CPPL_VERIFY2(ranks[0]->exitCode() == 0 && out.contains(QStringLiteral("Final estimate: PPL = ")),
                      qPrintable(QStringLiteral("exit %1\n%2\n%3").arg(ranks[0]->exitCode()).arg(out, err)));
-            QVERIFY2(err.contains(QStringLiteral("recovered: rank 1 (")) && err.contains(QStringLiteral("no-such-model")), qPrintable(err));
+            CPPL_VERIFY2(err.contains(QStringLiteral("recovered: rank 1 (")) && err.contains(QStringLiteral("no-such-model")), qPrintable(err));
             const QJsonObject result = readJson(json);
             QCOMPARE(result.value(QStringLiteral("on_rank_loss")).toString(), QStringLiteral("continue"));
             const QJsonArray lost = result.value(QStringLiteral("lost_ranks")).toArray();
             QCOMPARE(lost.size(), 1);
             QCOMPARE(lost[0].toObject().value(QStringLiteral("rank")).toInt(), 1);
-            QVERIFY2(lost[0].toObject().value(QStringLiteral("cause")).toString().contains(QStringLiteral("no-such-model")),
+            CPPL_VERIFY2(lost[0].toObject().value(QStringLiteral("cause")).toString().contains(QStringLiteral("no-such-model")),
                      qPrintable(lost[0].toObject().value(QStringLiteral("cause")).toString()));
             return;
         }
-        QVERIFY2(ranks[0]->exitCode() == 5, qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("rank 1 (")) && err.contains(QStringLiteral("failed:")) && err.contains(QStringLiteral("no-such-model")),
+        CPPL_VERIFY2(ranks[0]->exitCode() == 5, qPrintable(err));
+        CPPL_VERIFY2(err.contains(QStringLiteral("rank 1 (")) && err.contains(QStringLiteral("failed:")) && err.contains(QStringLiteral("no-such-model")),
                  qPrintable(err));
         // Told, not timed out: rank 0 names rank 1's reason, and it was done long before its 300 s
         // --timeout (generous: a loaded machine takes seconds to start the ranks).
@@ -1527,7 +1528,7 @@ private Q_SLOTS:
         while (!out.contains('\n') && store.waitForReadyRead(30000))
             out += store.readAllStandardOutput();
         const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(out));
-        QVERIFY2(m.hasMatch(), out.constData());
+        CPPL_VERIFY2(m.hasMatch(), out.constData());
         QList<QProcess *> ranks;
         for (int r = 0; r < 2; ++r) {
             QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0)
@@ -1556,25 +1557,25 @@ private Q_SLOTS:
             }
             return err1.contains(text);
         };
-        QVERIFY2(awaitLine("holding after it reported its failure"), err1.constData());
+        CPPL_VERIFY2(awaitLine("holding after it reported its failure"), err1.constData());
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGSTOP), 0);
-        QVERIFY2(awaitLine("connect own store"), err1.constData());
+        CPPL_VERIFY2(awaitLine("connect own store"), err1.constData());
         // Its store connection was opened after the failure was reported, so while the store was stopped.
-        QVERIFY2(err1.indexOf("holding after it reported its failure") < err1.indexOf("connect own store"), err1.constData());
+        CPPL_VERIFY2(err1.indexOf("holding after it reported its failure") < err1.indexOf("connect own store"), err1.constData());
         QTest::qWait(300); // the connection's second socket, the one its thread reads
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGKILL), 0);
         QVERIFY(one->waitForFinished(60000));
         err1 += one->readAllStandardError();
-        QVERIFY2(one->exitStatus() == QProcess::NormalExit && one->exitCode() == 3,
+        CPPL_VERIFY2(one->exitStatus() == QProcess::NormalExit && one->exitCode() == 3,
                  qPrintable(QStringLiteral("rank 1 %1 %2\n%3")
                                 .arg(one->exitStatus() == QProcess::NormalExit ? QStringLiteral("exited with") : QStringLiteral("killed by signal"))
                                 .arg(one->exitCode())
                                 .arg(QString::fromUtf8(err1))));
-        QVERIFY2(err1.contains("rank 1: ") && err1.contains("no-such-model"), err1.constData());
+        CPPL_VERIFY2(err1.contains("rank 1: ") && err1.contains("no-such-model"), err1.constData());
         // Rank 0 left at rank 1's report, naming it (long before, as a rule).
         QVERIFY(ranks[0]->state() == QProcess::NotRunning || ranks[0]->waitForFinished(60000));
         const QByteArray err0 = ranks[0]->readAllStandardError();
-        QVERIFY2(ranks[0]->exitCode() == 5 && err0.contains("rank 1 (") && err0.contains("no-such-model"), err0.constData());
+        CPPL_VERIFY2(ranks[0]->exitCode() == 5 && err0.contains("rank 1 (") && err0.contains("no-such-model"), err0.constData());
     }
 
     void runWideRefusalEndsTheRun_data()
@@ -1608,7 +1609,7 @@ private Q_SLOTS:
             while (!out.contains('\n') && store.waitForReadyRead(30000))
                 out += store.readAllStandardOutput();
             const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(out));
-            QVERIFY2(m.hasMatch(), out.constData());
+            CPPL_VERIFY2(m.hasMatch(), out.constData());
             port = m.captured(1);
         }
         QList<QProcess *> ranks;
@@ -1631,13 +1632,13 @@ private Q_SLOTS:
             QVERIFY(ranks[r]->waitForFinished(240000));
             const QString err = QString::fromUtf8(ranks[r]->readAllStandardError());
             const QString out = QString::fromUtf8(ranks[r]->readAllStandardOutput());
-            QVERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 2,
+            CPPL_VERIFY2(ranks[r]->exitStatus() == QProcess::NormalExit && ranks[r]->exitCode() == 2,
                      qPrintable(QStringLiteral("rank %1: exit %2\n%3").arg(r).arg(ranks[r]->exitCode()).arg(err)));
-            QVERIFY2(err.contains(refusal), qPrintable(QStringLiteral("rank %1:\n%2").arg(r).arg(err)));
+            CPPL_VERIFY2(err.contains(refusal), qPrintable(QStringLiteral("rank %1:\n%2").arg(r).arg(err)));
             if (r != refuser)
-                QVERIFY2(err.contains(QStringLiteral("rank %1 (").arg(refuser)) && err.contains(QStringLiteral("failed:")),
+                CPPL_VERIFY2(err.contains(QStringLiteral("rank %1 (").arg(refuser)) && err.contains(QStringLiteral("failed:")),
                          qPrintable(QStringLiteral("rank %1:\n%2").arg(r).arg(err)));
-            QVERIFY2(!err.contains(QStringLiteral("recovered:")) && !out.contains(QStringLiteral("Final estimate")),
+            CPPL_VERIFY2(!err.contains(QStringLiteral("recovered:")) && !out.contains(QStringLiteral("Final estimate")),
                      qPrintable(QStringLiteral("rank %1 went on:\n%2%3").arg(r).arg(out, err)));
         }
         // Ended by the refusal, not by a timeout (--timeout 300).
@@ -1660,12 +1661,12 @@ private Q_SLOTS:
         if (r.exitCode == 0) {
             // A GPU host with a working NCCL: the unavailable path cannot be provoked here (hosts without
             // a GPU, CI among them, cover it), but the run itself must have finished with an estimate.
-            QVERIFY2(r.err.contains(QStringLiteral("Final estimate")), qPrintable(r.describe()));
+            CPPL_VERIFY2(r.err.contains(QStringLiteral("Final estimate")), qPrintable(r.describe()));
             qInfo("NCCL works on this host; the unavailable path is checked on hosts without a GPU");
             return;
         }
-        QVERIFY2(r.exitCode == 5, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(QStringLiteral("use --backend gloo")),
+        CPPL_VERIFY2(r.exitCode == 5, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(QStringLiteral("use --backend gloo")),
                  qPrintable(r.describe()));
     }
 
@@ -1683,7 +1684,7 @@ private Q_SLOTS:
                                                                      QStringLiteral("--run-id"), QStringLiteral("dead"), QStringLiteral("--json"), json},
                                            120000);
         const qint64 took = t.elapsed();
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         qInfo("eval with an unreachable collector: %lld ms", static_cast<long long>(took));
         // And distributed: every rank streams, none waits for the collector.
@@ -1693,12 +1694,12 @@ private Q_SLOTS:
                                                        + QStringList{QStringLiteral("--telemetry"), QStringLiteral("tcp://127.0.0.1:%1").arg(freeLoopbackPort()),
                                                                      QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--json"), json},
                                            120000);
-        QVERIFY2(d.exitCode == 0, qPrintable(d.describe()));
+        CPPL_VERIFY2(d.exitCode == 0, qPrintable(d.describe()));
         QCOMPARE(readJson(json).value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         // Off loopback without keys: refused before anything runs.
         const ProcessResult bad = runProcess(kAgent, QStringList{QStringLiteral("eval")} + evalArgs(QStringLiteral("llama.cpp"), 4)
                                                          + QStringList{QStringLiteral("--telemetry"), QStringLiteral("tcp://192.0.2.1:5555")});
-        QVERIFY2(bad.exitCode == 2 && bad.err.contains(QStringLiteral("--telemetry")), qPrintable(bad.describe()));
+        CPPL_VERIFY2(bad.exitCode == 2 && bad.err.contains(QStringLiteral("--telemetry")), qPrintable(bad.describe()));
     }
 
     void badArguments_data()
@@ -1741,8 +1742,8 @@ private Q_SLOTS:
         QFETCH(QStringList, args);
         QFETCH(QString, message);
         const ProcessResult r = runProcess(kAgent, args, 60000);
-        QVERIFY2(r.exitCode == 2, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(message), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 2, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.describe()));
     }
 };
 

@@ -7,6 +7,7 @@
 #include "exit_codes.h"
 #include "test_paths.h"
 #include "test_skip.h"
+#include "test_verify.h"
 
 #include <ATen/Context.h>
 
@@ -40,7 +41,7 @@ private Q_SLOTS:
         const QString model = dir.filePath(QStringLiteral("m"));
         ProcessResult r = runReference(QStringLiteral("make_checkpoint.py"),
                                        {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"), QStringLiteral("--out"), model});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QString tokens = dir.filePath(QStringLiteral("t.u32"));
         {
             QFile f(tokens);
@@ -57,10 +58,10 @@ private Q_SLOTS:
             r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--quiet"),
                           QStringLiteral("--device"), QLatin1String(device), QStringLiteral("--context"), QStringLiteral("64"),
                           QStringLiteral("--max-windows"), QStringLiteral("64"), QStringLiteral("--json"), out});
-            QVERIFY2(r.exitCode == cppl::agent::kExitOk, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == cppl::agent::kExitOk, qPrintable(r.describe()));
             ppl[i++] = readJson(out).value(QStringLiteral("ppl")).toDouble();
         }
-        QVERIFY2(std::fabs(ppl[0] - ppl[1]) <= 1e-4 * ppl[0], qPrintable(QStringLiteral("cpu %1 vs cuda %2").arg(ppl[0]).arg(ppl[1])));
+        CPPL_VERIFY2(std::fabs(ppl[0] - ppl[1]) <= 1e-4 * ppl[0], qPrintable(QStringLiteral("cpu %1 vs cuda %2").arg(ppl[0]).arg(ppl[1])));
     }
 
     /// On a GPU the default dtype is bfloat16, and the result says so (and that TF32 is moot).
@@ -73,7 +74,7 @@ private Q_SLOTS:
         const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), embeddedModel(), QStringLiteral("--text"), heldOut(),
                                           QStringLiteral("--tokenizer"), QStringLiteral("bytes"), QStringLiteral("--max-windows"), QStringLiteral("16"),
                                           QStringLiteral("--device"), QStringLiteral("cuda"), QStringLiteral("--quiet"), QStringLiteral("--json"), out});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QCOMPARE(readJson(out).value(QStringLiteral("dtype")).toString(), QStringLiteral("bfloat16"));
         QCOMPARE(readJson(out).value(QStringLiteral("tf32")).toBool(), false);
     }
@@ -96,7 +97,7 @@ private Q_SLOTS:
                                               QStringLiteral("--max-windows"), QStringLiteral("64"), QStringLiteral("--device"), QStringLiteral("cuda"),
                                               QStringLiteral("--backend"), QLatin1String(backend), QStringLiteral("--sync-every-tokens"), QStringLiteral("2000"),
                                               QStringLiteral("--quiet"), QStringLiteral("--json"), out});
-            QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
             QCOMPARE(readJson(out).value(QStringLiteral("backend")).toString(), QLatin1String(backend));
             exact[i++] = readJson(out).value(QStringLiteral("nll_sum_exact")).toString();
         }
@@ -113,8 +114,8 @@ private Q_SLOTS:
         const ProcessResult r = runAgent({QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(gpus + 1),
                                           QStringLiteral("--"), QStringLiteral("comm-check"), QStringLiteral("--backend"), QStringLiteral("nccl"),
                                           QStringLiteral("--timeout"), QStringLiteral("60")});
-        QVERIFY2(r.exitCode != 0, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(QStringLiteral("NCCL needs a GPU of its own")), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode != 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("NCCL needs a GPU of its own")), qPrintable(r.describe()));
     }
 
     /// The collective self-test over NCCL with every GPU a rank, flat and in groups of one.
@@ -127,7 +128,7 @@ private Q_SLOTS:
             const ProcessResult r = runAgent({QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(gpus),
                                               QStringLiteral("--groups"), QStringLiteral("size:1"), QStringLiteral("--"), QStringLiteral("comm-check"),
                                               QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--topology"), QLatin1String(topology)});
-            QVERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(r.describe()));
+            CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(r.describe()));
         }
     }
 
@@ -148,7 +149,7 @@ private Q_SLOTS:
                                  QStringLiteral("4"), QStringLiteral("--device"), QStringLiteral("cuda")};
         const QString oneJson = dir.filePath(QStringLiteral("one.json"));
         const ProcessResult one = runAgent(QStringList{QStringLiteral("eval")} + common + QStringList{QStringLiteral("--quiet"), QStringLiteral("--json"), oneJson});
-        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         const QString json = dir.filePath(QStringLiteral("lost.json"));
         qputenv("CLUSTERPPL_TEST_SLOW_RANK", QByteArray::number(victim) + ":300");
         QProcess launcher;
@@ -177,9 +178,9 @@ private Q_SLOTS:
         while (!reached() && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
             if (launcher.waitForReadyRead(1000))
                 err += launcher.readAllStandardError();
-        QVERIFY2(reached(), qPrintable(QString::fromUtf8(err + launcher.readAllStandardError())));
+        CPPL_VERIFY2(reached(), qPrintable(QString::fromUtf8(err + launcher.readAllStandardError())));
         const qint64 pid = rankPid(launcher.processId(), victim);
-        QVERIFY2(pid > 0, "the victim rank's process was not found among the launcher's children");
+        CPPL_VERIFY2(pid > 0, "the victim rank's process was not found among the launcher's children");
         QCOMPARE(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
         const bool finished = launcher.waitForFinished(300000);
         if (!finished) {
@@ -187,8 +188,8 @@ private Q_SLOTS:
             launcher.waitForFinished();
         }
         err += launcher.readAllStandardError();
-        QVERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QString::fromUtf8(err)));
-        QVERIFY2(err.contains("nccl regrouping (epoch 1, " + QByteArray::number(n - 1) + " ranks): "), err.constData());
+        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, qPrintable(QString::fromUtf8(err)));
+        CPPL_VERIFY2(err.contains("nccl regrouping (epoch 1, " + QByteArray::number(n - 1) + " ranks): "), err.constData());
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("backend")).toString(), QStringLiteral("nccl"));
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), readJson(oneJson).value(QStringLiteral("nll_sum_exact")).toString());

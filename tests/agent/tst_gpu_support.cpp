@@ -11,6 +11,7 @@
 
 #include "test_paths.h"
 #include "test_skip.h"
+#include "test_verify.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -122,8 +123,8 @@ private Q_SLOTS:
             QFAIL("expected a refusal");
         } catch (const cppl::ConfigError &e) {
             const QString m = QString::fromUtf8(e.what());
-            QVERIFY2(m.contains(messagePart), qPrintable(m));
-            QVERIFY2(m.contains(QStringLiteral("host gpu-node-7, local rank %1").arg(localRank)), qPrintable(m)); // where
+            CPPL_VERIFY2(m.contains(messagePart), qPrintable(m));
+            CPPL_VERIFY2(m.contains(QStringLiteral("host gpu-node-7, local rank %1").arg(localRank)), qPrintable(m)); // where
         }
     }
 
@@ -251,14 +252,14 @@ private Q_SLOTS:
         QVERIFY(c.memoryBatch == 0 || cppl::agent::floorPowerOfTwo(c.memoryBatch) == c.memoryBatch);
         QVERIFY(c.batch * width <= cppl::agent::kMaxTokensPerPass || c.batch == 1);
         const QString reason = QString::fromStdString(c.reason);
-        QVERIFY2(reason.startsWith(u"batch %1 from free GPU memory: "_s.arg(batch)) && reason.contains(u"--batch N"_s), qPrintable(reason));
+        CPPL_VERIFY2(reason.startsWith(u"batch %1 from free GPU memory: "_s.arg(batch)) && reason.contains(u"--batch N"_s), qPrintable(reason));
         if (limitedBy == u"tokens per pass"_s) // the line docs/models.md quotes
             QCOMPARE(reason, u"batch 32 from free GPU memory: 140.00 GiB free of 141.00 GiB, weights 12.55 GiB, ~0.50 GiB per window of "
                              "4096 tokens -> 128 windows fit; at most 131072 tokens per pass (--batch N sets it)"_s);
         if (limitedBy == u"one window"_s)
-            QVERIFY2(reason.contains(u"not even one window fits"_s), qPrintable(reason));
+            CPPL_VERIFY2(reason.contains(u"not even one window fits"_s), qPrintable(reason));
         if (ranksPerDevice > 1)
-            QVERIFY2(reason.contains(u"shared by %1 ranks"_s.arg(ranksPerDevice)), qPrintable(reason));
+            CPPL_VERIFY2(reason.contains(u"shared by %1 ranks"_s.arg(ranksPerDevice)), qPrintable(reason));
     }
 
     /// More free memory never gives a smaller batch; a shorter context never a smaller one either;
@@ -275,7 +276,7 @@ private Q_SLOTS:
         for (std::int64_t gib = 1; gib <= 200; ++gib) {
             in.freeBytes = in.totalBytes = gib << 30;
             const std::int64_t b = cppl::agent::chooseBatch(in).batch;
-            QVERIFY2(b >= last, qPrintable(u"%1 GiB: batch %2 after %3"_s.arg(gib).arg(b).arg(last)));
+            CPPL_VERIFY2(b >= last, qPrintable(u"%1 GiB: batch %2 after %3"_s.arg(gib).arg(b).arg(last)));
             last = b;
         }
         QCOMPARE(last, cppl::agent::kMaxTokensPerPass / 2048);
@@ -338,32 +339,32 @@ private Q_SLOTS:
             return std::make_pair(r, QJsonDocument::fromJson(f.readAll()).object());
         };
         const auto [plainRun, plain] = run(u"plain"_s, {}, false);
-        QVERIFY2(!plain.isEmpty(), qPrintable(describe(plainRun)));
+        CPPL_VERIFY2(!plain.isEmpty(), qPrintable(describe(plainRun)));
         QCOMPARE(plain.value(u"batch"_s).toInt(), 8);
         QCOMPARE(plain.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
 
         const QString roomy = QString::number(qint64(64) << 30), tight = QString::number((qint64(1) << 30) + (qint64(110) << 20));
         const auto [bigRun, big] = run(u"big"_s, roomy, false);
-        QVERIFY2(!big.isEmpty(), qPrintable(describe(bigRun)));
+        CPPL_VERIFY2(!big.isEmpty(), qPrintable(describe(bigRun)));
         const QJsonObject bigFrom = big.value(u"batch_from"_s).toObject();
         QCOMPARE(bigFrom.value(u"source"_s).toString(), u"free memory"_s);
         QCOMPARE(bigFrom.value(u"limited_by"_s).toString(), u"windows per rank"_s); // 48 windows, one rank
         QCOMPARE(big.value(u"batch"_s).toInt(), 48);
-        QVERIFY2(bigRun.err.contains(u"batch 48 from free GPU memory"_s), qPrintable(describe(bigRun)));
+        CPPL_VERIFY2(bigRun.err.contains(u"batch 48 from free GPU memory"_s), qPrintable(describe(bigRun)));
 
         const auto [smallRun, small] = run(u"small"_s, tight, false);
-        QVERIFY2(!small.isEmpty(), qPrintable(describe(smallRun)));
+        CPPL_VERIFY2(!small.isEmpty(), qPrintable(describe(smallRun)));
         const QJsonObject smallFrom = small.value(u"batch_from"_s).toObject();
         QCOMPARE(smallFrom.value(u"limited_by"_s).toString(), u"memory"_s);
         const int batch = small.value(u"batch"_s).toInt();
-        QVERIFY2(batch >= 2 && batch < 24 && (batch & (batch - 1)) == 0, qPrintable(QString::number(batch)));
+        CPPL_VERIFY2(batch >= 2 && batch < 24 && (batch & (batch - 1)) == 0, qPrintable(QString::number(batch)));
         QVERIFY(smallFrom.value(u"per_window_bytes"_s).toDouble() * batch <= smallFrom.value(u"budget_bytes"_s).toDouble());
 
         // Rank 0 has room, rank 1 does not: both take rank 1's batch, and the bits are the one-rank run's.
         const auto [pairRun, pair] = run(u"pair"_s, roomy + u","_s + tight, true);
-        QVERIFY2(!pair.isEmpty(), qPrintable(describe(pairRun)));
+        CPPL_VERIFY2(!pair.isEmpty(), qPrintable(describe(pairRun)));
         QCOMPARE(pair.value(u"batch"_s).toInt(), batch);
-        QVERIFY2(pair.value(u"batch_from"_s).toObject().value(u"reason"_s).toString().contains(u"smallest of every rank"_s),
+        CPPL_VERIFY2(pair.value(u"batch_from"_s).toObject().value(u"reason"_s).toString().contains(u"smallest of every rank"_s),
                  qPrintable(QJsonDocument(pair).toJson()));
         QCOMPARE(pair.value(u"nll_sum_exact"_s).toString(), small.value(u"nll_sum_exact"_s).toString());
     }
@@ -408,17 +409,17 @@ private Q_SLOTS:
         args << QStringLiteral("--") << QStringLiteral("comm-check") << QStringLiteral("--backend") << QStringLiteral("gloo") << QStringLiteral("--topology")
              << topology << QStringLiteral("--words") << QStringLiteral("1,7,100003") << QStringLiteral("--timeout") << QStringLiteral("60");
         const Run r = agent(args);
-        QVERIFY2(r.exitCode == 0, qPrintable(describe(r)));
-        QVERIFY2(r.out.contains(QStringLiteral("world size %1").arg(ranks)), qPrintable(describe(r)));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.out.contains(QStringLiteral("world size %1").arg(ranks)), qPrintable(describe(r)));
         QCOMPARE(r.out.count(QStringLiteral(": exact,")), 3);
-        QVERIFY2(r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(describe(r)));
+        CPPL_VERIFY2(r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(describe(r)));
     }
 
     void commCheckBadWords()
     {
         const Run r = agent({QStringLiteral("comm-check"), QStringLiteral("--words"), QStringLiteral("1,x")});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(QStringLiteral("--words expects a comma-separated list")), qPrintable(describe(r)));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("--words expects a comma-separated list")), qPrintable(describe(r)));
     }
 
     /// The CUDA runtime and NCCL the agent loads: one already in the process comes first
@@ -428,13 +429,13 @@ private Q_SLOTS:
         if (!CLUSTERPPL_HAVE_NCCL)
             CPPL_SKIP_NO_GPU("this build has no NCCL support (no CUDA toolkit at configure time), so it loads no GPU library");
         const Run plain = agent({QStringLiteral("preflight"), QStringLiteral("--json")});
-        QVERIFY2(plain.exitCode == 0, qPrintable(describe(plain)));
+        CPPL_VERIFY2(plain.exitCode == 0, qPrintable(describe(plain)));
         const QJsonObject libs = QJsonDocument::fromJson(plain.out.toUtf8()).object().value(QStringLiteral("gpu_libraries")).toObject();
         const QString cudart = libs.value(QStringLiteral("cudart_path")).toString();
-        QVERIFY2(cudart.contains(QStringLiteral("libcudart.so")), qPrintable(plain.out));
-        QVERIFY2(libs.value(QStringLiteral("cudart_how")).toString() != QStringLiteral("already loaded (LibTorch's)"), qPrintable(plain.out));
+        CPPL_VERIFY2(cudart.contains(QStringLiteral("libcudart.so")), qPrintable(plain.out));
+        CPPL_VERIFY2(libs.value(QStringLiteral("cudart_how")).toString() != QStringLiteral("already loaded (LibTorch's)"), qPrintable(plain.out));
         QVERIFY(libs.value(QStringLiteral("cuda_runtime_version")).toInt() >= 11000);
-        QVERIFY2(libs.value(QStringLiteral("nccl_version")).toInt() >= 21800, qPrintable(plain.out)); // ncclCommSplit: 2.18
+        CPPL_VERIFY2(libs.value(QStringLiteral("nccl_version")).toInt() >= 21800, qPrintable(plain.out)); // ncclCommSplit: 2.18
         QVERIFY(libs.value(QStringLiteral("nccl_path")).toString().contains(QStringLiteral("libnccl.so")));
         // ncclCommShrink (a lost rank's survivors, issue 16) is resolved exactly where the library has it.
         QCOMPARE(libs.value(QStringLiteral("nccl_shrink")).toBool(), libs.value(QStringLiteral("nccl_version")).toInt() >= 22700);
@@ -443,13 +444,13 @@ private Q_SLOTS:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("LD_PRELOAD"), cudart);
         const Run preloaded = agent({QStringLiteral("preflight"), QStringLiteral("--json")}, env);
-        QVERIFY2(preloaded.exitCode == 0, qPrintable(describe(preloaded)));
+        CPPL_VERIFY2(preloaded.exitCode == 0, qPrintable(describe(preloaded)));
         const QJsonObject again = QJsonDocument::fromJson(preloaded.out.toUtf8()).object().value(QStringLiteral("gpu_libraries")).toObject();
         QCOMPARE(again.value(QStringLiteral("cudart_how")).toString(), QStringLiteral("already loaded (LibTorch's)"));
         QCOMPARE(again.value(QStringLiteral("cudart_path")).toString(), cudart);
 
         const Run text = agent({QStringLiteral("preflight")});
-        QVERIFY2(text.out.contains(QStringLiteral("CUDA runtime ")) && text.out.contains(QStringLiteral("NCCL 2.")), qPrintable(describe(text)));
+        CPPL_VERIFY2(text.out.contains(QStringLiteral("CUDA runtime ")) && text.out.contains(QStringLiteral("NCCL 2.")), qPrintable(describe(text)));
     }
 
     /// Without a usable GPU the nccl backend says why, from the runtime, and what to use instead;
@@ -463,12 +464,12 @@ private Q_SLOTS:
         const Run r = agent({QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("1"), QStringLiteral("--"),
                              QStringLiteral("comm-check"), QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--timeout"), QStringLiteral("60")});
         if (usable) {
-            QVERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(describe(r)));
+            CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("every word exact on every rank")), qPrintable(describe(r)));
             return;
         }
         QVERIFY(!why.isEmpty());
-        QVERIFY2(r.exitCode != 0, qPrintable(describe(r)));
-        QVERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(why) && r.err.contains(QStringLiteral("--backend gloo")),
+        CPPL_VERIFY2(r.exitCode != 0, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(why) && r.err.contains(QStringLiteral("--backend gloo")),
                  qPrintable(describe(r)));
     }
 };

@@ -13,6 +13,7 @@
 #include "test_files.h"
 #include "test_paths.h"
 #include "test_skip.h"
+#include "test_verify.h"
 #include "tokenizer_refusal.h"
 
 #include <QDir>
@@ -209,7 +210,7 @@ private Q_SLOTS:
             else
                 args << QStringLiteral("--vocab_size=80") << QStringLiteral("--hard_vocab_limit=false");
             const Run r = run(QStringLiteral("spm_train"), args + model.trainArgs);
-            QVERIFY2(r.exitCode == 0, qPrintable(QStringLiteral("spm_train for %1 failed: %2").arg(name, r.err)));
+            CPPL_VERIFY2(r.exitCode == 0, qPrintable(QStringLiteral("spm_train for %1 failed: %2").arg(name, r.err)));
             model.path = prefix + QStringLiteral(".model");
         }
     }
@@ -230,13 +231,13 @@ private Q_SLOTS:
         QFETCH(QString, description);
         const QString path = models().at(model).path;
         const Run r = run(QStringLiteral("spm_encode"), {QStringLiteral("--model=") + path, QStringLiteral("--output_format=id")}, m_text);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.err));
         const auto tokenizer = Tokenizer::load(path.toStdString());
-        QVERIFY2(QString::fromStdString(tokenizer->description()).startsWith(description), tokenizer->description().c_str());
+        CPPL_VERIFY2(QString::fromStdString(tokenizer->description()).startsWith(description), tokenizer->description().c_str());
         // spm_encode encodes each line on its own; so do we here (the whole text is encoded at once below).
         const std::vector<std::string> lines = splitLines(readFile(m_text));
         const QList<QByteArray> theirLines = r.out.split('\n');
-        QVERIFY2(theirLines.size() == static_cast<qsizetype>(lines.size()) + 1 && theirLines.back().isEmpty(),
+        CPPL_VERIFY2(theirLines.size() == static_cast<qsizetype>(lines.size()) + 1 && theirLines.back().isEmpty(),
                  qPrintable(QStringLiteral("spm_encode wrote %1 lines for %2").arg(theirLines.size()).arg(lines.size())));
         std::size_t compared = 0;
         for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -245,7 +246,7 @@ private Q_SLOTS:
                 if (!id.isEmpty())
                     theirs.push_back(id.toUInt());
             const auto ours = tokenizer->encode(lines[i]);
-            QVERIFY2(ours == theirs, qPrintable(firstDifference(lines, i, ours, theirs)));
+            CPPL_VERIFY2(ours == theirs, qPrintable(firstDifference(lines, i, ours, theirs)));
             compared += ours.size();
         }
         QVERIFY(compared > 250000);
@@ -276,11 +277,11 @@ private Q_SLOTS:
         writeFile(idsFile, idsText);
         const Run r = run(QStringLiteral("spm_decode"), {QStringLiteral("--model=") + models().at(model).path, QStringLiteral("--input_format=id")},
                           idsFile);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.err));
         const std::vector<std::string> theirs = splitLines(r.out.toStdString());
         QCOMPARE(theirs.size(), lines.size());
         for (std::size_t i = 0; i < lines.size(); ++i)
-            QVERIFY2(tokenizer->decode(ids[i]) == theirs[i], qPrintable(QStringLiteral("line %1: \"%2\" decodes to \"%3\", spm_decode \"%4\"")
+            CPPL_VERIFY2(tokenizer->decode(ids[i]) == theirs[i], qPrintable(QStringLiteral("line %1: \"%2\" decodes to \"%3\", spm_decode \"%4\"")
                                                                             .arg(i + 1)
                                                                             .arg(QString::fromStdString(lines[i]),
                                                                                  QString::fromStdString(tokenizer->decode(ids[i])),
@@ -301,7 +302,7 @@ private Q_SLOTS:
         const auto ids = tokenizer->encode(text);
         QVERIFY(ids.size() > 400000);
         const QString difference = byteDifference(tokenizer->decode(ids), text);
-        QVERIFY2(difference.isEmpty(), qPrintable(difference));
+        CPPL_VERIFY2(difference.isEmpty(), qPrintable(difference));
     }
 
     void vocabularyAndTokenIds()
@@ -338,14 +339,14 @@ private Q_SLOTS:
             (void)tokenizer->encode(std::string("caf\xE9 au lait"));
             QFAIL("invalid UTF-8 must be refused");
         } catch (const cppl::IoError &e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("invalid UTF-8 at byte offset 3;")), e.what());
+            CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("invalid UTF-8 at byte offset 3;")), e.what());
         }
         try {
             (void)tokenizer->decode(std::vector<std::uint32_t>{5, 1000});
             QFAIL("an id past the vocabulary must be refused");
         } catch (const cppl::IoError &e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("id 1000 at position 1 is not in the vocabulary of")), e.what());
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("(ids 0..999)")), e.what());
+            CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("id 1000 at position 1 is not in the vocabulary of")), e.what());
+            CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("(ids 0..999)")), e.what());
         }
         // Control pieces decode to nothing, as in SentencePiece.
         const auto hello = tokenizer->encode("Hello");
@@ -398,16 +399,16 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(tokenizer->path()), dir.filePath(QStringLiteral("tokenizer.model")));
         try {
             const BosDecision d = tokenizer->bosDecision(*parseBosMode(mode.toStdString()));
-            QVERIFY2(expected != -2, ("expected a refusal, got: " + d.reason).c_str());
+            CPPL_VERIFY2(expected != -2, ("expected a refusal, got: " + d.reason).c_str());
             QCOMPARE(d.add, expected >= 0);
             if (d.add) {
                 QCOMPARE(d.id, static_cast<std::uint32_t>(expected));
                 QCOMPARE(d.token, expected == 1 ? std::string("<s>") : std::string("</s>"));
             }
-            QVERIFY2(QString::fromStdString(d.reason).contains(reason), d.reason.c_str());
+            CPPL_VERIFY2(QString::fromStdString(d.reason).contains(reason), d.reason.c_str());
         } catch (const cppl::ConfigError &e) {
-            QVERIFY2(expected == -2, e.what());
-            QVERIFY2(QString::fromUtf8(e.what()).contains(reason), e.what());
+            CPPL_VERIFY2(expected == -2, e.what());
+            CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(reason), e.what());
         }
     }
 
@@ -419,9 +420,9 @@ private Q_SLOTS:
         QTemporaryDir dir;
         QVERIFY(QFile::copy(models().at(QStringLiteral("bpe")).path, dir.filePath(QStringLiteral("tokenizer.model"))));
         QVERIFY(QFile::copy(kGpt2Json, dir.filePath(QStringLiteral("tokenizer.json"))));
-        QVERIFY2(Tokenizer::load(dir.path().toStdString())->description().starts_with("Hugging Face tokenizer.json"), "tokenizer.json first");
+        CPPL_VERIFY2(Tokenizer::load(dir.path().toStdString())->description().starts_with("Hugging Face tokenizer.json"), "tokenizer.json first");
         QFile::remove(dir.filePath(QStringLiteral("tokenizer.json")));
-        QVERIFY2(Tokenizer::load(dir.path().toStdString())->description().starts_with("SentencePiece BPE"), "then tokenizer.model");
+        CPPL_VERIFY2(Tokenizer::load(dir.path().toStdString())->description().starts_with("SentencePiece BPE"), "then tokenizer.model");
     }
 
     void badModelFiles_data()
@@ -522,10 +523,10 @@ private Q_SLOTS:
         const QString model = models().at(QStringLiteral("bpe")).path;
         const Run r = run(cppl::test::kAgent, {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), model, QStringLiteral("--text"),
                                                            m_text, QStringLiteral("--out"), out, QStringLiteral("--bos"), bos});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(QStringLiteral("exit %1: %2").arg(r.exitCode).arg(r.err)));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(QStringLiteral("exit %1: %2").arg(r.exitCode).arg(r.err)));
         const QString stdoutText = QString::fromUtf8(r.out);
-        QVERIFY2(stdoutText.contains(QStringLiteral("(SentencePiece BPE, 1000 ids, byte_fallback")), qPrintable(stdoutText));
-        QVERIFY2(stdoutText.contains(bosExpected ? QStringLiteral("bos        adds <s> = 1 (--bos auto: the SentencePiece model defines BOS")
+        CPPL_VERIFY2(stdoutText.contains(QStringLiteral("(SentencePiece BPE, 1000 ids, byte_fallback")), qPrintable(stdoutText));
+        CPPL_VERIFY2(stdoutText.contains(bosExpected ? QStringLiteral("bos        adds <s> = 1 (--bos auto: the SentencePiece model defines BOS")
                                                  : QStringLiteral("bos        none (--bos never)")),
                  qPrintable(stdoutText));
         const auto tokenizer = Tokenizer::load(model.toStdString());
@@ -536,7 +537,7 @@ private Q_SLOTS:
         const auto written = readU32(out);
         QCOMPARE(written.size(), expected.size());
         QVERIFY(written == expected);
-        QVERIFY2(stdoutText.contains(QStringLiteral("ids        %1 -> ").arg(expected.size())), qPrintable(stdoutText));
+        CPPL_VERIFY2(stdoutText.contains(QStringLiteral("ids        %1 -> ").arg(expected.size())), qPrintable(stdoutText));
         qInfo("clusterppl-agent tokenize: %zu ids, as the library encodes them", expected.size());
     }
 
@@ -569,7 +570,7 @@ private Q_SLOTS:
             for (const auto &line : QString::fromStdString(readFile(QStringLiteral("/proc/self/maps"))).split(QLatin1Char('\n')))
                 if (line.contains(QStringLiteral("libpcre2-8.so")))
                     shim = line.mid(line.indexOf(QLatin1Char('/')));
-            QVERIFY2(shim.startsWith(QLatin1Char('/')), "libpcre2-8 is not mapped into this process");
+            CPPL_VERIFY2(shim.startsWith(QLatin1Char('/')), "libpcre2-8 is not mapped into this process");
         }
         if (!shim.startsWith(QLatin1Char('<')))
             env.insert(QStringLiteral("CLUSTERPPL_SPM_SHIM"), shim);
@@ -578,8 +579,8 @@ private Q_SLOTS:
                                   QStringLiteral("--out"), dir.filePath(QStringLiteral("out.u32"))},
                           {}, env);
         QCOMPARE(r.exitCode, int(kExitBadModel));
-        QVERIFY2(r.err.contains(QStringLiteral("clusterppl-agent: ") + model + QStringLiteral(": ")), qPrintable(r.err));
-        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("clusterppl-agent: ") + model + QStringLiteral(": ")), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.err));
     }
 };
 

@@ -4,6 +4,7 @@
 // to do (docs/communication.md, "The store outside rank 0").
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QElapsedTimer>
 #include <QJsonDocument>
@@ -53,8 +54,8 @@ private Q_SLOTS:
         QVERIFY(store.waitForStarted());
         QByteArray out;
         const int port = waitForStore(store, out);
-        QVERIFY2(port > 0, out.constData());
-        QVERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
+        CPPL_VERIFY2(port > 0, out.constData());
+        CPPL_VERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
                  out.constData());
         // Two ranks of the collective self-test meet on it, rank 0 serving nothing
         // (TORCHELASTIC_USE_AGENT_STORE=True, as torchrun's agent and the CLI's launchers set it).
@@ -71,7 +72,7 @@ private Q_SLOTS:
         }
         for (auto &p : ranks) {
             QVERIFY(p->waitForFinished(60000));
-            QVERIFY2(p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0, p->readAllStandardError().constData());
+            CPPL_VERIFY2(p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0, p->readAllStandardError().constData());
         }
         // It outlived both ranks, and its stdin's EOF (an SSH session's end) stops it, exit 0.
         QCOMPARE(store.state(), QProcess::Running);
@@ -88,7 +89,7 @@ private Q_SLOTS:
         store.start(kAgent, {u"store"_s}); // --port 0, --bind 0.0.0.0
         QVERIFY(store.waitForStarted());
         QByteArray out;
-        QVERIFY2(waitForStore(store, out) > 0, out.constData());
+        CPPL_VERIFY2(waitForStore(store, out) > 0, out.constData());
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGTERM), 0);
         QVERIFY(store.waitForFinished(10000));
         QCOMPARE(store.exitStatus(), QProcess::NormalExit);
@@ -102,20 +103,20 @@ private Q_SLOTS:
         QVERIFY(first.waitForStarted());
         QByteArray out;
         const int port = waitForStore(first, out);
-        QVERIFY2(port > 0, out.constData());
+        CPPL_VERIFY2(port > 0, out.constData());
         const ProcessResult busy = runProcess(kAgent, {u"store"_s, u"--port"_s, QString::number(port)}, 30000);
-        QVERIFY2(busy.exitCode == 5 && busy.err.contains(u"port %1 is in use on this host"_s.arg(port)) && busy.err.contains(u"--port 0"_s)
+        CPPL_VERIFY2(busy.exitCode == 5 && busy.err.contains(u"port %1 is in use on this host"_s.arg(port)) && busy.err.contains(u"--port 0"_s)
                      && busy.out.isEmpty(),
                  qPrintable(busy.describe()));
         first.closeWriteChannel();
         QVERIFY(first.waitForFinished(10000));
         // 192.0.2.1 (TEST-NET-1) is nobody's address.
         const ProcessResult foreign = runProcess(kAgent, {u"store"_s, u"--bind"_s, u"192.0.2.1"_s}, 30000);
-        QVERIFY2(foreign.exitCode == 2 && foreign.err.contains(u"--bind 192.0.2.1: not an address of this host"_s), qPrintable(foreign.describe()));
+        CPPL_VERIFY2(foreign.exitCode == 2 && foreign.err.contains(u"--bind 192.0.2.1: not an address of this host"_s), qPrintable(foreign.describe()));
         const ProcessResult badPort = runProcess(kAgent, {u"store"_s, u"--port"_s, u"70000"_s}, 30000);
-        QVERIFY2(badPort.exitCode == 2 && badPort.err.contains(u"--port"_s), qPrintable(badPort.describe()));
+        CPPL_VERIFY2(badPort.exitCode == 2 && badPort.err.contains(u"--port"_s), qPrintable(badPort.describe()));
         const ProcessResult help = runProcess(kAgent, {u"store"_s, u"--help"_s}, 30000);
-        QVERIFY2(help.exitCode == 0 && help.out.contains(u"--bind ADDR"_s) && help.out.contains(u"CLUSTERPPL_STORE"_s), qPrintable(help.describe()));
+        CPPL_VERIFY2(help.exitCode == 0 && help.out.contains(u"--bind ADDR"_s) && help.out.contains(u"CLUSTERPPL_STORE"_s), qPrintable(help.describe()));
     }
 };
 

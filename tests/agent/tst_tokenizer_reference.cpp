@@ -11,6 +11,7 @@
 #include "test_files.h"
 #include "test_paths.h"
 #include "test_skip.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QFile>
@@ -215,7 +216,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString npmIds = dir.filePath(QStringLiteral("npm.u32"));
         const Run r = run(QStringLiteral("node"), {kScripts + QStringLiteral("/encode_r50k.js"), kNpmPrefix, kWikiText, npmIds});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.err));
         const auto theirs = readU32(npmIds);
         const std::string text = readFile(kWikiText);
         const auto tokenizer = Tokenizer::load(kGpt2.toStdString());
@@ -223,7 +224,7 @@ private Q_SLOTS:
         // The shared tokenizer.json carries truncation max_length 50: nothing may be cut.
         QVERIFY(ours.size() > 200000);
         const QString diff = firstDifference(ours, theirs, *tokenizer, text, QStringLiteral("gpt-tokenizer"));
-        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        CPPL_VERIFY2(diff.isEmpty(), qPrintable(diff));
         qInfo("%zu ids identical to %s (%s)", ours.size(), qPrintable(pinnedPackages().filter(QStringLiteral("gpt-tokenizer@")).join(QString())), qPrintable(r.out.trimmed()));
     }
 
@@ -250,12 +251,12 @@ private Q_SLOTS:
         if (const QString missing = missingNpmPackages(); !missing.isEmpty())
             CPPL_SKIP_MISSING(qPrintable(missing));
         const CrateResults &crate = crateResults();
-        QVERIFY2(crate.error.isEmpty(), qPrintable(crate.error));
+        CPPL_VERIFY2(crate.error.isEmpty(), qPrintable(crate.error));
         const std::string name = QTest::currentDataTag();
         const auto tokenizer = Tokenizer::load(crate.tokenizerFiles.at(name));
         const auto ours = tokenizer->encode(text.toStdString());
         const QString diff = firstDifference(ours, crate.ids.at(name), *tokenizer, text.toStdString(), QStringLiteral("HF crate"));
-        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        CPPL_VERIFY2(diff.isEmpty(), qPrintable(diff));
     }
 
     void tokenizeCommandWritesTheLibraryIds_data()
@@ -273,8 +274,8 @@ private Q_SLOTS:
         const QString out = dir.filePath(QStringLiteral("wiki.u32"));
         const Run r = run(cppl::test::kAgent, {QStringLiteral("tokenize"), QStringLiteral("--tokenizer"), kGpt2, QStringLiteral("--text"),
                                                            kWikiText, QStringLiteral("--out"), out, QStringLiteral("--bos"), bos});
-        QVERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
-        QVERIFY2(r.out.contains(QStringLiteral(" MB/s")) && r.out.contains(QStringLiteral(" ids/s")), qPrintable(r.out));
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.out.contains(QStringLiteral(" MB/s")) && r.out.contains(QStringLiteral(" ids/s")), qPrintable(r.out));
         // The truncation block is announced once, and ignored.
         QCOMPARE(r.err.count(QStringLiteral("\"truncation\" block (max_length 50) is ignored")), 1);
         const auto tokenizer = Tokenizer::load(kGpt2.toStdString());
@@ -285,7 +286,7 @@ private Q_SLOTS:
         const auto written = readU32(out);
         QCOMPARE(written.size(), expected.size());
         QVERIFY(written == expected);
-        QVERIFY2(r.out.contains(QStringLiteral("ids        %1 -> ").arg(expected.size())), qPrintable(r.out));
+        CPPL_VERIFY2(r.out.contains(QStringLiteral("ids        %1 -> ").arg(expected.size())), qPrintable(r.out));
     }
 
     void tokenizeCommandBadInput_data()
@@ -317,7 +318,7 @@ private Q_SLOTS:
         args.replaceInStrings(QStringLiteral("OUT"), dir.filePath(QStringLiteral("out.u32")));
         const Run r = run(cppl::test::kAgent, QStringList{QStringLiteral("tokenize")} + args);
         QCOMPARE(r.exitCode, exitCode);
-        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.err));
     }
 };
 

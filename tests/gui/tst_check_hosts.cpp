@@ -10,6 +10,7 @@
 #include "test_skip.h"
 #include "test_ssh_echo.h"
 #include "test_sshd.h"
+#include "test_verify.h"
 
 #include "cppl/cluster_profile.h"
 
@@ -160,7 +161,7 @@ private Q_SLOTS:
         QCOMPARE(asked, 1);
         QVERIFY(seenHost.startsWith(u"node1"_s) && seenFingerprint.contains(u"SHA256:"_s));
         QVERIFY(o.out.isEmpty());
-        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"host node1"_s) && o.hostErrors[0].contains(u"refused"_s)
+        CPPL_VERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"host node1"_s) && o.hostErrors[0].contains(u"refused"_s)
                      && o.hostErrors[0].contains(seenFingerprint),
                  qPrintable(o.hostErrors.join(u'\n')));
         QVERIFY(o.exitCode != 0);
@@ -171,8 +172,8 @@ private Q_SLOTS:
         o = runEchoOnNode1(s);
         QCOMPARE(o.out, QStringList{u"ok"_s});
         QCOMPARE(o.exitCode, 0);
-        QVERIFY2(o.notices.join(u'\n').contains(u"not recorded"_s), qPrintable(o.notices.join(u'\n')));
-        QVERIFY2(!m_sshd.knownHostsContent().contains("127.0.0.1"), m_sshd.knownHostsContent().constData());
+        CPPL_VERIFY2(o.notices.join(u'\n').contains(u"not recorded"_s), qPrintable(o.notices.join(u'\n')));
+        CPPL_VERIFY2(!m_sshd.knownHostsContent().contains("127.0.0.1"), m_sshd.knownHostsContent().constData());
         o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
         QCOMPARE(asked, 3);
@@ -183,7 +184,7 @@ private Q_SLOTS:
         o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
         QCOMPARE(asked, 4);
-        QVERIFY2(m_sshd.knownHostsContent().contains(QByteArray("[127.0.0.1]:" + QByteArray::number(m_sshd.port()))), m_sshd.knownHostsContent().constData());
+        CPPL_VERIFY2(m_sshd.knownHostsContent().contains(QByteArray("[127.0.0.1]:" + QByteArray::number(m_sshd.port()))), m_sshd.knownHostsContent().constData());
         answer = HostKeyAnswer::Refuse;
         o = runEchoOnNode1(s);
         QCOMPARE(o.exitCode, 0);
@@ -231,7 +232,7 @@ private Q_SLOTS:
         QVERIFY(finished.wait(60000));
         QCOMPARE(e.outcome().phase, RunPhase::Failed);
         QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
-        QVERIFY2(e.outcome().firstCause.contains(u"host localhost"_s) && e.outcome().firstCause.contains(u"no-such-model: missing"_s),
+        CPPL_VERIFY2(e.outcome().firstCause.contains(u"host localhost"_s) && e.outcome().firstCause.contains(u"no-such-model: missing"_s),
                  qPrintable(e.outcome().firstCause));
     }
 
@@ -266,11 +267,11 @@ private Q_SLOTS:
             QSignalSpy finished(&e, &RunEngine::finished);
             QVERIFY(e.start(req));
             QVERIFY(finished.wait(120000));
-            QVERIFY2(e.outcome().exitCode == kRunOk, qPrintable(e.outcome().firstCause));
+            CPPL_VERIFY2(e.outcome().exitCode == kRunOk, qPrintable(e.outcome().firstCause));
             QCOMPARE(hosts.size(), 2);
             for (const auto &args : hosts) {
                 const auto h = args.front().value<HostPreflight>();
-                QVERIFY2(h.ran && h.problems.isEmpty(), qPrintable(h.problems.join(u'\n')));
+                CPPL_VERIFY2(h.ran && h.problems.isEmpty(), qPrintable(h.problems.join(u'\n')));
                 QVERIFY(!h.report.value(u"agent_version"_s).toString().isEmpty());
             }
             QCOMPARE(started.size(), 0);
@@ -287,9 +288,9 @@ private Q_SLOTS:
         QCOMPARE(hosts.size(), 3);
         const auto bad = hosts.at(2).front().value<HostPreflight>();
         QCOMPARE(bad.host, u"node3"_s);
-        QVERIFY2(!bad.ran && bad.problems.join(u'\n').contains(u"cannot connect"_s), qPrintable(bad.problems.join(u'\n')));
+        CPPL_VERIFY2(!bad.ran && bad.problems.join(u'\n').contains(u"cannot connect"_s), qPrintable(bad.problems.join(u'\n')));
         QVERIFY(hosts.at(0).front().value<HostPreflight>().ran);
-        QVERIFY2(e.outcome().firstCause.contains(u"node3"_s), qPrintable(e.outcome().firstCause));
+        CPPL_VERIFY2(e.outcome().firstCause.contains(u"node3"_s), qPrintable(e.outcome().firstCause));
     }
 
     void cliCheck()
@@ -302,16 +303,16 @@ private Q_SLOTS:
         const QStringList ssh{u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts(), u"--connect-timeout"_s, u"5"_s};
         // Unknown keys without the flag: refused, naming the host, exit 11.
         ProcessResult r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile} + ssh, 120000);
-        QVERIFY2(r.exitCode == kRunLaunchFailed && r.err.contains(u"host node1"_s) && r.err.contains(u"is not in known_hosts"_s),
+        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.err.contains(u"host node1"_s) && r.err.contains(u"is not in known_hosts"_s),
                  qPrintable(r.describe()));
         // Accepted: a block per host, the JSON reports, nothing launched.
         const int before = evalAgents();
         r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile, u"--accept-new-host-keys"_s, u"--json"_s, path(u"check.json"_s)} + ssh,
                        120000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         for (const QString &want : {u"host node1: ok"_s, u"host node2: ok"_s, u"LibTorch"_s, u"NCCL"_s, u"memory:"_s, u"path "_s,
                                     u"nothing was launched"_s})
-            QVERIFY2(r.out.contains(want), qPrintable(want + u"\n"_s + r.describe()));
+            CPPL_VERIFY2(r.out.contains(want), qPrintable(want + u"\n"_s + r.describe()));
         QCOMPARE(evalAgents(), before);
         const QJsonObject j = cppl::test::readJson(path(u"check.json"_s));
         QCOMPARE(j.value(u"ok"_s).toBool(), true);
@@ -321,7 +322,7 @@ private Q_SLOTS:
         const QString missing = path(u"local-missing.json"_s);
         QVERIFY(writeFile(missing, profileJson(u"local"_s, {u"localhost"_s}, path(u"no-such-model"_s)).toUtf8()));
         r = runProcess(kCli, {u"run"_s, u"--profile"_s, missing, u"--check-only"_s}, 120000);
-        QVERIFY2(r.exitCode == kRunPreflightRefused && r.out.contains(u"host localhost: REFUSED"_s) && r.out.contains(u"no-such-model: missing"_s),
+        CPPL_VERIFY2(r.exitCode == kRunPreflightRefused && r.out.contains(u"host localhost: REFUSED"_s) && r.out.contains(u"no-such-model: missing"_s),
                  qPrintable(r.describe()));
         QVERIFY(!QDir(path(u"state/clusterppl/runs"_s)).exists()); // no run, no logs
         QFile::remove(m_sshd.knownHosts());

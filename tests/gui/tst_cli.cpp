@@ -4,6 +4,7 @@
 
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -40,9 +41,9 @@ private Q_SLOTS:
     {
         const Run r = runCli({QStringLiteral("profile"), QStringLiteral("check"),
                               QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/local-default.json")});
-        QVERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
         QVERIFY(r.out.contains(QStringLiteral("ranks      4")));
-        QVERIFY2(r.out.contains(QStringLiteral("ranks 2–3: ranks 2–3 (leader 2)")), qPrintable(r.out)); // en dashes, as every rank range reads
+        CPPL_VERIFY2(r.out.contains(QStringLiteral("ranks 2–3: ranks 2–3 (leader 2)")), qPrintable(r.out)); // en dashes, as every rank range reads
     }
 
     void hostfileImportExportRoundTrip()
@@ -52,7 +53,7 @@ private Q_SLOTS:
         Run r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"),
                         QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"), QStringLiteral("--exclude"),
                         QStringLiteral("node04:6,7"), QStringLiteral("-o"), profile});
-        QVERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
         const cppl::ClusterProfile p = cppl::loadProfile(profile.toStdString());
         QCOMPARE(p.hosts.size(), std::size_t{4});
         QCOMPARE(p.hosts[3].slots, 6);
@@ -98,7 +99,7 @@ private Q_SLOTS:
         args.replaceInStrings(QStringLiteral("@FILE@"), file);
         const Run r = runCli(args);
         QCOMPARE(r.exitCode, exitCode);
-        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(message), qPrintable(r.err));
     }
 };
 

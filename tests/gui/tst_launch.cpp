@@ -10,6 +10,7 @@
 #include "test_skip.h"
 #include "test_ssh_echo.h"
 #include "test_sshd.h"
+#include "test_verify.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
@@ -108,7 +109,7 @@ private Q_SLOTS:
         qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8()); // the CLI's per-rank logs stay in the fixture
         // The one-rank reference (same per-rank settings as the profiles).
         const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
-        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
 
@@ -196,9 +197,9 @@ private Q_SLOTS:
         QFile::remove(out);
         const ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, out} + flags,
                                            300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = QJsonDocument::fromJson(readFile(out)).object();
-        QVERIFY2(j.contains(u"overlap_sync"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(j.contains(u"overlap_sync"_s), qPrintable(r.describe()));
         QCOMPARE(j.value(u"overlap_sync"_s).toBool(), expected);
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
     }
@@ -207,7 +208,7 @@ private Q_SLOTS:
     {
         const QString file = writeProfile(u"overlap-bad"_s, u"local"_s, 1, 1);
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--overlap-sync"_s, u"yes"_s}, 60000);
-        QVERIFY2(r.exitCode == 2 && r.err.contains(u"--overlap-sync \"yes\" is not one of on, off"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 2 && r.err.contains(u"--overlap-sync \"yes\" is not one of on, off"_s), qPrintable(r.describe()));
     }
 
     void autoBatchOnTheCpuIsTheFixedDefault()
@@ -221,7 +222,7 @@ private Q_SLOTS:
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s,
                                                   path(u"auto-batch-result.json"_s)},
                                            300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject j = cppl::test::readJson(path(u"auto-batch-result.json"_s));
         QCOMPARE(j.value(u"batch"_s).toInt(), 8);
         QCOMPARE(j.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
@@ -232,16 +233,16 @@ private Q_SLOTS:
     {
         const QString profile = writeProfile(u"local4"_s, u"local"_s, 1, 4);
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--json"_s, path(u"local4-result.json"_s)}, 300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(r.out.contains(u"Final estimate: PPL = "_s));
         QVERIFY(r.err.contains(u"pre-flight ok"_s));
-        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(u"[live]   rank 3 ("_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"[live]   rank 3 ("_s), qPrintable(r.describe()));
         // Every rank's lines are in its log file too.
         const QStringList runs = QDir(path(u"state/clusterppl/runs"_s)).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
         QVERIFY(!runs.isEmpty());
         const QByteArray rank0 = readFile(path(u"state/clusterppl/runs/"_s + runs.last() + u"/rank-0.log"_s));
-        QVERIFY2(rank0.contains("O Final estimate: PPL = "), rank0.constData());
+        CPPL_VERIFY2(rank0.contains("O Final estimate: PPL = "), rank0.constData());
         const QJsonObject j = cppl::test::readJson(path(u"local4-result.json"_s));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
@@ -256,7 +257,7 @@ private Q_SLOTS:
         // Bad values are refused before anything starts.
         const QString profile = writeProfile(u"recover-bad"_s, u"local"_s, 1, 2);
         const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--on-rank-loss"_s, u"continue"_s, u"--schedule"_s, u"static"_s}, 60000);
-        QVERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
+        CPPL_VERIFY2(bad.exitCode == 2 && bad.err.contains(u"on-rank-loss continue needs the dynamic schedule"_s), qPrintable(bad.describe()));
     }
 
     void localLauncherRecoversRankZero()
@@ -289,13 +290,13 @@ private Q_SLOTS:
         while (!errSoFar.contains("2/2 ranks evaluating") && cli.state() == QProcess::Running && t.elapsed() < 120000)
             if (cli.waitForReadyRead(500))
                 errSoFar += cli.readAllStandardError();
-        QVERIFY2(errSoFar.contains("2/2 ranks evaluating"), errSoFar.constData());
+        CPPL_VERIFY2(errSoFar.contains("2/2 ranks evaluating"), errSoFar.constData());
         const QList<qint64> store = processesOfRun(runId, "store");
         QCOMPARE(store.size(), 1);
         QCOMPARE(::kill(static_cast<pid_t>(store.front()), SIGKILL), 0);
         QVERIFY(cli.waitForFinished(120000));
         const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
-        QVERIFY2(cli.exitCode() == 12 && err.contains(u"run failed: the rendezvous store on 127.0.0.1:"_s)
+        CPPL_VERIFY2(cli.exitCode() == 12 && err.contains(u"run failed: the rendezvous store on 127.0.0.1:"_s)
                      && err.contains(u" exited: killed by signal 9"_s),
                  qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
         QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
@@ -332,14 +333,14 @@ private Q_SLOTS:
             if (squatter.waitForReadyRead(200))
                 line += squatter.readAllStandardOutput();
         const int port = QJsonDocument::fromJson(line.mid(17, line.indexOf('\n') - 17)).object().value(u"port"_s).toInt();
-        QVERIFY2(port > 0, line.constData());
+        CPPL_VERIFY2(port > 0, line.constData());
         const QString profile = writeProfile(u"store-busy"_s, u"local"_s, 1, 2);
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--no-preflight"_s, u"--schedule"_s, u"dynamic"_s,
                                                   u"--on-rank-loss"_s, u"continue"_s, u"--master-port"_s, QString::number(port)},
                                            120000);
         squatter.closeWriteChannel();
         QVERIFY(squatter.waitForFinished(10000));
-        QVERIFY2(r.exitCode == 11 && r.err.contains(u"the rendezvous store on 127.0.0.1:%1 did not start"_s.arg(port))
+        CPPL_VERIFY2(r.exitCode == 11 && r.err.contains(u"the rendezvous store on 127.0.0.1:%1 did not start"_s.arg(port))
                      && r.err.contains(u"port %1 is in use"_s.arg(port)),
                  qPrintable(r.describe()));
     }
@@ -352,22 +353,22 @@ private Q_SLOTS:
         const QString profile = writeProfile(u"ssh4"_s, u"ssh"_s, 2, 2);
         // Unknown host key: refused, with the fingerprint, and nothing started.
         ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(false), 120000);
-        QVERIFY2(r.exitCode != 0 && r.err.contains(u"is not in known_hosts"_s) && r.err.contains(u"SHA256:"_s)
+        CPPL_VERIFY2(r.exitCode != 0 && r.err.contains(u"is not in known_hosts"_s) && r.err.contains(u"SHA256:"_s)
                      && r.err.contains(u"--accept-new-host-keys"_s),
                  qPrintable(r.describe()));
         // Accepted with the flag; then a 4-rank, 2-group evaluation through SSH, same bits as one rank.
         r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile, u"--json"_s, path(u"ssh4-result.json"_s)} + sshArgs(true), 300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(r.err.contains(u"accepted new host key"_s));
         // Telemetry came back through the SSH sessions' reverse tunnels, and its live exact merge
         // equals the result.
-        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
         const QJsonObject j = cppl::test::readJson(path(u"ssh4-result.json"_s));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"groups"_s).toVariant().toList().size(), 2);
         // Known now: no flag needed.
         r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(false), 300000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
     }
 
     void changedHostKeyRefused()
@@ -380,7 +381,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(m_sshd.knownHosts(), "[127.0.0.1]:" + QByteArray::number(m_sshd.port()) + ' ' + parts[0] + ' ' + parts[1] + '\n'));
         const QString profile = writeProfile(u"ssh-changed"_s, u"ssh"_s, 1, 1);
         const ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, profile} + sshArgs(true), 120000);
-        QVERIFY2(r.exitCode != 0 && r.err.contains(u"HAS CHANGED"_s) && r.err.contains(u"man-in-the-middle"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode != 0 && r.err.contains(u"HAS CHANGED"_s) && r.err.contains(u"man-in-the-middle"_s), qPrintable(r.describe()));
         QFile::remove(m_sshd.knownHosts());
     }
 
@@ -393,7 +394,7 @@ private Q_SLOTS:
         t.start();
         const QString wrong = writeProfile(u"ssh-wrongkey"_s, u"ssh"_s, 1, 1, kModel, path(u"other_key"_s));
         ProcessResult r = runProcess(kCli, QStringList{u"run"_s, u"--profile"_s, wrong} + sshArgs(true), 120000);
-        QVERIFY2(r.exitCode != 0 && r.err.contains(u"authentication to"_s) && r.err.contains(u"failed"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode != 0 && r.err.contains(u"authentication to"_s) && r.err.contains(u"failed"_s), qPrintable(r.describe()));
         // Nothing listens on this port: a specific message, within the connect timeout.
         const int closed = freeLoopbackPort();
         const QString cfg = path(u"ssh_config_closed"_s);
@@ -403,7 +404,7 @@ private Q_SLOTS:
         r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--ssh-config"_s, cfg, u"--known-hosts"_s, m_sshd.knownHosts(),
                               u"--connect-timeout"_s, u"5"_s},
                        120000);
-        QVERIFY2(r.exitCode != 0 && r.err.contains(u"cannot connect to node1"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode != 0 && r.err.contains(u"cannot connect to node1"_s), qPrintable(r.describe()));
         QVERIFY(t.elapsed() < 20000);
     }
 
@@ -481,16 +482,16 @@ private:
         while (!errSoFar.contains(allEvaluating) && cli.state() == QProcess::Running && t.elapsed() < 120000)
             if (cli.waitForReadyRead(500))
                 errSoFar += cli.readAllStandardError();
-        QVERIFY2(errSoFar.contains(allEvaluating), errSoFar.constData());
+        CPPL_VERIFY2(errSoFar.contains(allEvaluating), errSoFar.constData());
         QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
         QVERIFY(cli.waitForFinished(240000));
         const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
         const QString out = QString::fromUtf8(cli.readAllStandardOutput());
-        QVERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
+        CPPL_VERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
         QVERIFY(out.contains(u"Final estimate: PPL = "_s));
-        QVERIFY2(err.contains(u"clusterppl-cli: recovered (rank %1 ("_s.arg(victim)) && err.contains(u"died: its connection closed"_s), qPrintable(err));
-        QVERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
-        QVERIFY2(!err.contains(u"the rendezvous store on"_s), qPrintable(err));
+        CPPL_VERIFY2(err.contains(u"clusterppl-cli: recovered (rank %1 ("_s.arg(victim)) && err.contains(u"died: its connection closed"_s), qPrintable(err));
+        CPPL_VERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
+        CPPL_VERIFY2(!err.contains(u"the rendezvous store on"_s), qPrintable(err));
         // No agent and no store of the run is left (the store ended on its stdin's EOF).
         QTRY_VERIFY_WITH_TIMEOUT(agentsOfRun(runId).isEmpty(), 10000);
         const QJsonObject j = cppl::test::readJson(path(name + u"-result.json"_s));
@@ -501,11 +502,11 @@ private:
         QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), victim);
         // The history keeps it as finished, with its lost rank.
         const ProcessResult h = runProcess(kCli, {u"show"_s, runId, u"--json"_s, u"--store"_s, store}, 60000);
-        QVERIFY2(h.exitCode == 0, qPrintable(h.describe()));
+        CPPL_VERIFY2(h.exitCode == 0, qPrintable(h.describe()));
         const QJsonObject run = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"run"_s).toObject();
-        QVERIFY2(run.value(u"status"_s).toString() == u"finished"_s, qPrintable(h.out.left(3000)));
+        CPPL_VERIFY2(run.value(u"status"_s).toString() == u"finished"_s, qPrintable(h.out.left(3000)));
         const QJsonArray lost = run.value(u"lost_ranks"_s).toArray();
-        QVERIFY2(lost.size() == 1 && lost.first().toObject().value(u"rank"_s).toInt() == victim, qPrintable(h.out.left(3000)));
+        CPPL_VERIFY2(lost.size() == 1 && lost.first().toObject().value(u"rank"_s).toInt() == victim, qPrintable(h.out.left(3000)));
     }
 
     /// One rank running `sh -c 'echo ok'` on node1 through the launcher library, with the fixture's files.
@@ -551,9 +552,9 @@ private Q_SLOTS:
         launcher->start(plan);
         QTRY_VERIFY_WITH_TIMEOUT(out.size() >= 2, 30000);
         QCOMPARE(out[0], u"line:"_s + QString::fromStdString(plan.keyLine).trimmed());
-        QVERIFY2(out[1].contains(u"--telemetry-keys-stdin"_s) && !out[1].contains(u"clusterppl-telemetry-keys-v1"_s), qPrintable(out[1]));
+        CPPL_VERIFY2(out[1].contains(u"--telemetry-keys-stdin"_s) && !out[1].contains(u"clusterppl-telemetry-keys-v1"_s), qPrintable(out[1]));
         QTest::qWait(300);
-        QVERIFY2(!out.contains(u"eof"_s), "the SSH launcher closed stdin after the key line");
+        CPPL_VERIFY2(!out.contains(u"eof"_s), "the SSH launcher closed stdin after the key line");
         launcher->stop();
         QTimer::singleShot(20000, &loop, &QEventLoop::quit);
         if (!launcher->isFinished())
@@ -575,7 +576,7 @@ private Q_SLOTS:
             return cppl::core::HostKeyAnswer::Refuse;
         };
         cppl::test::SshEcho o = runOne(ask);
-        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"refused"_s), qPrintable(o.hostErrors.join(u'\n')));
+        CPPL_VERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"refused"_s), qPrintable(o.hostErrors.join(u'\n')));
         QVERIFY(QString::fromStdString(seen).contains(u"SHA256:"_s));
         ask.askNewHostKey = [](const std::string &, const std::string &) { return cppl::core::HostKeyAnswer::AcceptAlways; };
         o = runOne(ask);
@@ -595,17 +596,17 @@ private Q_SLOTS:
             return prompt.find("enc_key") != std::string::npos ? std::optional<std::string>("s3cret") : std::nullopt;
         };
         o = runOne(pass, path(u"enc_key"_s).toStdString());
-        QVERIFY2(o.exitCode == 0 && o.out == QStringList{u"ok"_s}, qPrintable(o.hostErrors.join(u'\n')));
+        CPPL_VERIFY2(o.exitCode == 0 && o.out == QStringList{u"ok"_s}, qPrintable(o.hostErrors.join(u'\n')));
         pass.passphrase = [](const std::string &) -> std::optional<std::string> { return std::string("wrong"); };
         o = runOne(pass, path(u"enc_key"_s).toStdString());
-        QVERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"cannot read the private key"_s), qPrintable(o.hostErrors.join(u'\n')));
+        CPPL_VERIFY2(o.hostErrors.size() == 1 && o.hostErrors[0].contains(u"cannot read the private key"_s), qPrintable(o.hostErrors.join(u'\n')));
     }
 
     void preflightRefuses()
     {
         const QString profile = writeProfile(u"local-missing"_s, u"local"_s, 1, 2, path(u"no-such-model"_s));
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile}, 120000);
-        QVERIFY2(r.exitCode == 10 && r.err.contains(u"pre-flight refused the launch"_s) && r.err.contains(u"no-such-model: missing"_s),
+        CPPL_VERIFY2(r.exitCode == 10 && r.err.contains(u"pre-flight refused the launch"_s) && r.err.contains(u"no-such-model: missing"_s),
                  qPrintable(r.describe()));
     }
 
@@ -650,7 +651,7 @@ private Q_SLOTS:
         while (!errSoFar.contains("[live] ppl ") && cli.state() == QProcess::Running && t.elapsed() < 60000)
             if (cli.waitForReadyRead(500))
                 errSoFar += cli.readAllStandardError();
-        QVERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
+        CPPL_VERIFY2(errSoFar.contains("[live] ppl "), errSoFar.constData());
         QCOMPARE(cli.state(), QProcess::Running);
         t.restart();
         if (how == u"kill-cli"_s) {
@@ -666,16 +667,16 @@ private Q_SLOTS:
             QThread::msleep(100);
         const qint64 took = t.elapsed();
         const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());
-        QVERIFY2(agentsOfRun(runId).isEmpty(), qPrintable(u"agents left after 10 s:\n"_s + err));
+        CPPL_VERIFY2(agentsOfRun(runId).isEmpty(), qPrintable(u"agents left after 10 s:\n"_s + err));
         qInfo("every agent of the run gone %lld ms after the %s", static_cast<long long>(took), qPrintable(how));
         if (how == u"kill-agent"_s) {
             QVERIFY(cli.exitCode() != 0);
-            QVERIFY2(err.contains(u"run failed: rank "_s) && err.contains(u"killed by signal 9"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"run failed: rank "_s) && err.contains(u"killed by signal 9"_s), qPrintable(err));
         }
         // Interrupted, not finished: no "[round N/N]" line (the last round's).
-        QVERIFY2(!err.contains(QRegularExpression(u"\\[round (\\d+)/\\1\\]"_s)), qPrintable(u"the run ended before it was interrupted:\n"_s + err.right(1500)));
+        CPPL_VERIFY2(!err.contains(QRegularExpression(u"\\[round (\\d+)/\\1\\]"_s)), qPrintable(u"the run ended before it was interrupted:\n"_s + err.right(1500)));
         if (how == u"stop"_s)
-            QVERIFY2(cli.exitCode() == 130, qPrintable(err.right(1500)));
+            CPPL_VERIFY2(cli.exitCode() == 130, qPrintable(err.right(1500)));
     }
 };
 

@@ -10,6 +10,7 @@
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -118,7 +119,7 @@ private Q_SLOTS:
         // The reference: one rank, no collective at all.
         const QString json = m_dir.filePath(u"one-rank.json"_s);
         const auto r = cppl::test::oneRankEval(kAgent, m_text, kWindows, json);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         m_oneRank = readJson(json);
         QVERIFY(!m_oneRank.value(u"nll_sum_exact"_s).toString().isEmpty());
     }
@@ -220,7 +221,7 @@ private Q_SLOTS:
         QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-10,12-17"_s);
         QVERIFY(w.error().isEmpty());
         QVERIFY(w.take(1, checkpoint(6, 2)));
-        QVERIFY2(w.error().contains(u"rank 1 sent a checkpoint line, but rank 2 reports for the run"_s), qPrintable(w.error()));
+        CPPL_VERIFY2(w.error().contains(u"rank 1 sent a checkpoint line, but rank 2 reports for the run"_s), qPrintable(w.error()));
     }
 
     void killedRunResumesWithTheSameBits_data()
@@ -237,7 +238,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(profile, profileJson(m_text, 4, schedule)));
         const QString runId = u"killed-"_s + schedule;
         const int round = startAndKill(profile, runId, 2);
-        QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
+        CPPL_VERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
         const QJsonObject cp = readJson(runDir(runId) + u"/checkpoint.json"_s);
         QCOMPARE(cp.value(u"schedule"_s).toString(), schedule);
         QCOMPARE(cp.value(u"world_size"_s).toInt(), 4);
@@ -248,19 +249,19 @@ private Q_SLOTS:
         qint64 done = 0;
         for (const auto &[a, b] : *ledger)
             done += b - a;
-        QVERIFY2(done > 0 && done < batches, qPrintable(cp.value(u"ledger"_s).toString()));
+        CPPL_VERIFY2(done > 0 && done < batches, qPrintable(cp.value(u"ledger"_s).toString()));
 
         // A profile that evaluates something else is refused, naming the field.
         const QString other = m_dir.filePath(u"other.json"_s);
         QVERIFY(writeFile(other, profileJson(m_text, 4, schedule, 64)));
         auto r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"evaluation.context is 64, the run evaluated 128"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"evaluation.context is 64, the run evaluated 128"_s), qPrintable(r.err));
         if (schedule == u"static"_s) {
             QVERIFY(writeFile(other, profileJson(m_text, 2, schedule)));
             r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
             QCOMPARE(r.exitCode, 2);
-            QVERIFY2(r.err.contains(u"the profile has 2 ranks, the run had 4"_s), qPrintable(r.err));
+            CPPL_VERIFY2(r.err.contains(u"the profile has 2 ranks, the run had 4"_s), qPrintable(r.err));
         }
         // Data changed since the interruption: rank 0 compares the token stream's hash and refuses.
         if (schedule == u"dynamic"_s) {
@@ -271,7 +272,7 @@ private Q_SLOTS:
             r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s});
             QVERIFY(writeFile(m_text, text));
             QCOMPARE(r.exitCode, 12);
-            QVERIFY2(r.err.contains(u"the data as the model sees it changed since the interrupted run"_s), qPrintable(r.err));
+            CPPL_VERIFY2(r.err.contains(u"the data as the model sees it changed since the interrupted run"_s), qPrintable(r.err));
             QVERIFY(QFile::exists(runDir(runId) + u"/checkpoint.json"_s)); // still resumable
         }
 
@@ -286,14 +287,14 @@ private Q_SLOTS:
             QVERIFY(writeFile(other, noSchedule.toUtf8()));
             r = cli({u"run"_s, u"--resume"_s, runId, u"--profile"_s, other, u"--no-preflight"_s});
             QCOMPARE(r.exitCode, 2);
-            QVERIFY2(r.err.contains(u"evaluation.schedule is dynamic, the run evaluated static"_s) && r.err.contains(u"or add --schedule static)"_s),
+            CPPL_VERIFY2(r.err.contains(u"evaluation.schedule is dynamic, the run evaluated static"_s) && r.err.contains(u"or add --schedule static)"_s),
                      qPrintable(r.err));
             resumeArgs << u"--profile"_s << other << u"--schedule"_s << u"static"_s;
         }
         const QString json = m_dir.filePath(runId + u"-result.json"_s);
         r = cli(resumeArgs + QStringList{u"--json"_s, json});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(u"resuming run %1 after its round %2: %3 of %4 global batches committed"_s.arg(runId).arg(round).arg(done).arg(batches)),
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"resuming run %1 after its round %2: %3 of %4 global batches committed"_s.arg(runId).arg(round).arg(done).arg(batches)),
                  qPrintable(r.err));
         const QJsonObject res = readJson(json);
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
@@ -311,7 +312,7 @@ private Q_SLOTS:
         for (const QJsonValue &rank : res.value(u"ranks"_s).toArray())
             windowsNow += rank.toObject().value(u"windows"_s).toInteger();
         QCOMPARE(windowsNow, qint64(kWindows) - 2 * done); // batches of 2 windows
-        QVERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.err));
         QVERIFY(QFile::exists(runDir(runId) + u"/result.json"_s));
         qInfo("%s: killed after round %d (%lld of %lld batches committed); the resume evaluated %lld of %d windows; same bits as one rank",
               qPrintable(schedule), round, static_cast<long long>(done), static_cast<long long>(batches), static_cast<long long>(windowsNow), kWindows);
@@ -319,7 +320,7 @@ private Q_SLOTS:
         // A finished run is not resumed.
         r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
     }
 
     void autoBatchRunResumes_data()
@@ -346,7 +347,7 @@ private Q_SLOTS:
         const auto unset = qScopeGuard([] { qunsetenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); });
         const QString runId = resumeWith.isEmpty() ? u"killed-auto"_s : u"killed-auto-"_s + resumeWith;
         const int round = startAndKill(profile, runId, 2);
-        QVERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
+        CPPL_VERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
         const QString checkpoint = runDir(runId) + u"/checkpoint.json"_s;
         const QByteArray saved = readFile(checkpoint);
         QJsonObject cp = readJson(checkpoint);
@@ -361,7 +362,7 @@ private Q_SLOTS:
             QVERIFY(writeFile(checkpoint, QJsonDocument(cp).toJson(QJsonDocument::Compact)));
             r = cli(resumeArgs + QStringList{u"--no-store"_s});
             QCOMPARE(r.exitCode, 12); // a rank failed: every rank refuses, exit 2
-            QVERIFY2(r.err.contains(u"the checkpoint does not record the batch"_s)
+            CPPL_VERIFY2(r.err.contains(u"the checkpoint does not record the batch"_s)
                          && r.err.contains(u"add \"batch\": N to the run directory's checkpoint.json"_s),
                      qPrintable(r.err));
             QVERIFY(writeFile(checkpoint, saved));
@@ -371,7 +372,7 @@ private Q_SLOTS:
             QVERIFY(writeFile(other, profileJson(m_text, 4, u"dynamic"_s)));
             r = cli(resumeArgs + QStringList{u"--profile"_s, other, u"--no-store"_s});
             QCOMPARE(r.exitCode, 2);
-            QVERIFY2(r.err.contains(u"the profile does not evaluate what run %1 evaluated"_s.arg(runId))
+            CPPL_VERIFY2(r.err.contains(u"the profile does not evaluate what run %1 evaluated"_s.arg(runId))
                          && r.err.contains(u"evaluation.batch is 2, the run evaluated auto (batch 1 in this run)"_s),
                      qPrintable(r.err));
             QCOMPARE(readFile(checkpoint), saved); // nothing ran
@@ -386,7 +387,7 @@ private Q_SLOTS:
         // With the field: resumed with the run's batch, the same bits as one rank.
         const QString result = m_dir.filePath(runId + u"-result.json"_s);
         r = cli(resumeArgs + QStringList{u"--json"_s, result});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject res = readJson(result);
         QCOMPARE(res.value(u"batch"_s).toInteger(), qint64(1));
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
@@ -466,7 +467,7 @@ private Q_SLOTS:
             while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 120000)
                 QThread::msleep(10);
             const int before = roundNow();
-            QVERIFY2(before >= first, qPrintable(u"committed round %1 before killing rank %2"_s.arg(before).arg(victim)));
+            CPPL_VERIFY2(before >= first, qPrintable(u"committed round %1 before killing rank %2"_s.arg(before).arg(victim)));
             const QList<qint64> target = agentsOfRun(runId, "RANK=" + QByteArray::number(victim));
             QCOMPARE(target.size(), 1);
             QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
@@ -478,36 +479,36 @@ private Q_SLOTS:
                     QThread::msleep(10);
             }
             const QList<int> named = lostIn(regroup);
-            QVERIFY2(named.contains(victim), qPrintable(u"no regroup line names rank %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(victim).arg(
+            CPPL_VERIFY2(named.contains(victim), qPrintable(u"no regroup line names rank %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(victim).arg(
                                                   QString::fromUtf8(readFile(cliErr)))));
             for (const QJsonValue &l : regroup.value(u"lost"_s).toArray())
                 if (l.toObject().value(u"rank"_s).toInt() == victim)
                     lossRound = l.toObject().value(u"round"_s).toInt(-2);
             for (int k : killed)
-                QVERIFY2(named.contains(k), QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
+                CPPL_VERIFY2(named.contains(k), QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
             if (named.size() > killed.size()) // a live rank declared lost too (docs/communication.md, "Not done yet"): not this test's subject
                 qWarning("the regroup line names more ranks than were killed: %s", QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
             first = regroup.value(u"first_round"_s).toInt(-1);
-            QVERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
+            CPPL_VERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
         }
         // A checkpoint after the regrouping, then the launcher and every agent die at once.
         while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 180000)
             QThread::msleep(10);
         QVERIFY(killRun(p, runId));
-        QVERIFY2(!QFile::exists(dir + u"/result.json"_s), qPrintable(u"the run finished before it was killed:\n"_s + QString::fromUtf8(readFile(cliErr))));
+        CPPL_VERIFY2(!QFile::exists(dir + u"/result.json"_s), qPrintable(u"the run finished before it was killed:\n"_s + QString::fromUtf8(readFile(cliErr))));
         const QJsonObject cp = readJson(checkpoint);
         const int round = cp.value(u"round"_s).toInt(-1);
-        QVERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
+        CPPL_VERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
         QVERIFY(cp.value(u"epoch"_s).toInt() >= regroup.value(u"epoch"_s).toInt());
         qint64 done = 0;
         for (const auto &[a, b] : parseBatchRanges(cp.value(u"ledger"_s).toString()).value_or(BatchRanges{}))
             done += b - a;
-        QVERIFY2(done > 0 && done < kWindows / 2, qPrintable(cp.value(u"ledger"_s).toString()));
+        CPPL_VERIFY2(done > 0 && done < kWindows / 2, qPrintable(cp.value(u"ledger"_s).toString()));
 
         // The resume: from that checkpoint, the one-rank bits, only the batches the ledger lacked.
         const QString resultPath = m_dir.filePath(runId + u"-result.json"_s);
         const auto r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, resultPath});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonObject res = readJson(resultPath);
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
         QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
@@ -531,10 +532,10 @@ private Q_SLOTS:
     {
         auto r = cli({u"run"_s, u"--resume"_s, u"no-such-run"_s});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"--resume no-such-run: no such run directory"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"--resume no-such-run: no such run directory"_s), qPrintable(r.err));
         r = cli({u"run"_s, u"--resume"_s, u"x"_s, u"--run-id"_s, u"y"_s});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"--resume keeps the interrupted run's id"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"--resume keeps the interrupted run's id"_s), qPrintable(r.err));
         // A run directory without a committed round (a run that never synchronised).
         const QString dir = m_dir.filePath(u"empty-run"_s);
         QVERIFY(QDir().mkpath(dir));
@@ -542,7 +543,7 @@ private Q_SLOTS:
         QVERIFY(writeRunInfo(dir, u"empty-run"_s, cppl::loadProfile(profile.toStdString()), profile, {}).isEmpty());
         r = cli({u"run"_s, u"--resume"_s, dir});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"run empty-run has no committed round"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"run empty-run has no committed round"_s), qPrintable(r.err));
     }
 };
 

@@ -14,6 +14,7 @@
 #include "telemetry_fixtures.h"
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -147,8 +148,8 @@ private Q_SLOTS:
                 QFAIL(qPrintable(u"accepted a garbled key line, expected: "_s + QString::fromStdString(expected)));
             } catch (const cppl::ConfigError &e) {
                 const std::string what = e.what();
-                QVERIFY2(what.find(expected) != std::string::npos, e.what());
-                QVERIFY2(what.find(secret) == std::string::npos && what.find(secret.substr(0, 20)) == std::string::npos, e.what());
+                CPPL_VERIFY2(what.find(expected) != std::string::npos, e.what());
+                CPPL_VERIFY2(what.find(secret) == std::string::npos && what.find(secret.substr(0, 20)) == std::string::npos, e.what());
             }
         }
     }
@@ -172,11 +173,11 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::agent::telemetry::readKeyLine(fds[0], std::chrono::milliseconds(300)));
         // Not before the limit; the upper bound only catches a wait that ignores it (a loaded machine
         // can stall the thread for seconds).
-        QVERIFY2(t.elapsed() >= 290 && t.elapsed() < 60000, QByteArray::number(t.elapsed()).constData());
+        CPPL_VERIFY2(t.elapsed() >= 290 && t.elapsed() < 60000, QByteArray::number(t.elapsed()).constData());
         try {
             (void)cppl::agent::telemetry::readKeyLine(fds[0], std::chrono::milliseconds(100));
         } catch (const cppl::ConfigError &e) {
-            QVERIFY2(std::string(e.what()).find("no key line on stdin within 0.1 s") != std::string::npos, e.what());
+            CPPL_VERIFY2(std::string(e.what()).find("no key line on stdin within 0.1 s") != std::string::npos, e.what());
         }
         // Half a line, then EOF.
         QVERIFY(::write(fds[1], "clusterppl-telemetry", 20) == 20);
@@ -185,7 +186,7 @@ private Q_SLOTS:
             (void)cppl::agent::telemetry::readKeyLine(fds[0], std::chrono::milliseconds(2000));
             QFAIL("a truncated key line was accepted");
         } catch (const cppl::ConfigError &e) {
-            QVERIFY2(std::string(e.what()).find("stdin ended in the middle of the key line") != std::string::npos, e.what());
+            CPPL_VERIFY2(std::string(e.what()).find("stdin ended in the middle of the key line") != std::string::npos, e.what());
         }
         ::close(fds[0]);
     }
@@ -273,7 +274,7 @@ private Q_SLOTS:
                  "max_windows": 24, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"},
   "thresholds": {"sync_every_tokens": 200, "collective_timeout_seconds": 60}})"_s.arg(kAgent, kModel, kText);
         const auto parsed = cppl::parseProfile(json.toStdString());
-        QVERIFY2(parsed.ok(), parsed.errors.empty() ? "" : parsed.errors.front().c_str());
+        CPPL_VERIFY2(parsed.ok(), parsed.errors.empty() ? "" : parsed.errors.front().c_str());
         cppl::core::LaunchOptions lo;
         lo.runId = "secret-" + std::to_string(::getpid());
         lo.masterPort = cppl::freeLoopbackPort();
@@ -297,7 +298,7 @@ private Q_SLOTS:
                     break;
             }
         });
-        QVERIFY2(leak.isEmpty(), qPrintable(u"a key is visible in "_s + leak));
+        CPPL_VERIFY2(leak.isEmpty(), qPrintable(u"a key is visible in "_s + leak));
         QVERIFY(checked >= 1);
         qInfo("%d agent processes checked in /proc: no key in cmdline or environ", checked);
         QCOMPARE(exit, 0);
@@ -344,19 +345,19 @@ private Q_SLOTS:
             auto p = start(withKeys, {}, true);
             const auto [code, err] = finish(*p);
             QCOMPARE(code, 2);
-            QVERIFY2(err.contains(u"stdin ended before the key line"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"stdin ended before the key line"_s), qPrintable(err));
         }
         {
             auto p = start(withKeys, "not a key line\n", false);
             const auto [code, err] = finish(*p);
             QCOMPARE(code, 2);
-            QVERIFY2(err.contains(u"--telemetry-keys-stdin: telemetry key line: it does not start with"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"--telemetry-keys-stdin: telemetry key line: it does not start with"_s), qPrintable(err));
         }
         {
             auto p = start(evalArgs(4) + QStringList{u"--telemetry-keys-stdin"_s}, QByteArray::fromStdString(cppl::telemetry::formatKeyLine(run.agent)), false);
             const auto [code, err] = finish(*p);
             QCOMPARE(code, 2);
-            QVERIFY2(err.contains(u"--telemetry-keys-stdin needs --telemetry"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"--telemetry-keys-stdin needs --telemetry"_s), qPrintable(err));
         }
         {
             // A credentials file on stdin is read to EOF, which --exit-on-stdin-eof takes for "launcher gone".
@@ -365,7 +366,7 @@ private Q_SLOTS:
                            QByteArray::fromStdString(cppl::telemetry::formatCredentials(run.agent)), true);
             const auto [code, err] = finish(*p);
             QCOMPARE(code, 2);
-            QVERIFY2(err.contains(u"--telemetry-keys - reads stdin to its end"_s) && err.contains(u"--telemetry-keys-stdin"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"--telemetry-keys - reads stdin to its end"_s) && err.contains(u"--telemetry-keys-stdin"_s), qPrintable(err));
         }
         QCOMPARE(collector.messagesReceived(), 0);
         {
@@ -378,7 +379,7 @@ private Q_SLOTS:
             p->closeWriteChannel();
             const auto [code, err] = finish(*p);
             QCOMPARE(code, 1);
-            QVERIFY2(err.contains(u"the launcher went away (stdin closed)"_s), qPrintable(err));
+            CPPL_VERIFY2(err.contains(u"the launcher went away (stdin closed)"_s), qPrintable(err));
             QCOMPARE(collector.authRejected(), 0);
         }
     }
@@ -393,7 +394,7 @@ private Q_SLOTS:
         QVERIFY(::chmod(file.toLocal8Bit().constData(), 0644) == 0);
         const auto r = cppl::test::runProcess(kAgent, evalArgs(2) + QStringList{u"--telemetry"_s, u"tcp://127.0.0.1:9"_s, u"--telemetry-keys"_s, file}, 60000);
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"(mode 0644); they must be mode 0600 or 0400"_s) && r.err.contains(u"chmod 600"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"(mode 0644); they must be mode 0600 or 0400"_s) && r.err.contains(u"chmod 600"_s), qPrintable(r.describe()));
         QVERIFY(::chmod(file.toLocal8Bit().constData(), 0400) == 0);
         QCOMPARE(cppl::telemetry::readCredentialsFile(file.toStdString()).clientSecret, run.agent.clientSecret);
         // Owned by someone else (only root can make such a file; CI runs as root).
@@ -403,7 +404,7 @@ private Q_SLOTS:
             try {
                 (void)cppl::telemetry::readCredentialsFile(file.toStdString());
             } catch (const cppl::ConfigError &e) {
-                QVERIFY2(std::string(e.what()).find("belong to uid 65534, not to this user") != std::string::npos, e.what());
+                CPPL_VERIFY2(std::string(e.what()).find("belong to uid 65534, not to this user") != std::string::npos, e.what());
             }
         }
     }
@@ -432,9 +433,9 @@ private Q_SLOTS:
         const auto pids = processesOfRun(QByteArray::fromStdString(c.env[0].second));
         QCOMPARE(pids.size(), 1);
         QString leak;
-        QVERIFY2(keysHidden(pids[0], run.agent, &leak), qPrintable(leak));
+        CPPL_VERIFY2(keysHidden(pids[0], run.agent, &leak), qPrintable(leak));
         QTest::qWait(300);
-        QVERIFY2(!QFile::exists(eof), "stdin was closed after the key line");
+        CPPL_VERIFY2(!QFile::exists(eof), "stdin was closed after the key line");
         QVERIFY(!launcher->isFinished());
         launcher->stop();
         QTimer::singleShot(10000, &loop, &QEventLoop::quit);

@@ -3,6 +3,7 @@
 #include "cppl/telemetry.h"
 
 #include "test_exact.h"
+#include "test_verify.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -67,7 +68,7 @@ private Q_SLOTS:
         QVERIFY(bytes.starts_with("{\"v\":1,\"run\":\"run-42\""));
         Message d;
         const auto r = decode(bytes, d);
-        QVERIFY2(r.ok(), std::string(decodeErrorName(r.error)).c_str());
+        CPPL_VERIFY2(r.ok(), std::string(decodeErrorName(r.error)).c_str());
         QCOMPARE(d.header.run, m.header.run);
         QCOMPARE(d.header.rank, 3);
         QCOMPARE(d.header.seq, 17);
@@ -84,7 +85,7 @@ private Q_SLOTS:
         // Every value is a scalar: PlotJuggler's ZeroMQ source plots it unchanged.
         const Json flat = Json::parse(bytes);
         for (const auto &[k, v] : flat.items())
-            QVERIFY2(v.is_primitive(), k.c_str());
+            CPPL_VERIFY2(v.is_primitive(), k.c_str());
     }
 
     void everyKindRoundTrips_data()
@@ -106,7 +107,7 @@ private Q_SLOTS:
         m.resultJson = R"({"ppl": 12.5, "nested": {"a": [1, 2]}})";
         Message d;
         const auto r = decode(encode(m), d);
-        QVERIFY2(r.ok(), (std::string(decodeErrorName(r.error)) + " " + r.field).c_str());
+        CPPL_VERIFY2(r.ok(), (std::string(decodeErrorName(r.error)) + " " + r.field).c_str());
         QVERIFY(d.header.kind == m.header.kind);
         switch (m.header.kind) {
         case Kind::Hello:
@@ -332,7 +333,7 @@ private Q_SLOTS:
             (void)readCredentialsFile(path);
             QFAIL("a group-readable key file was accepted");
         } catch (const cppl::ConfigError &e) {
-            QVERIFY2(std::string(e.what()).find("chmod 600") != std::string::npos, e.what());
+            CPPL_VERIFY2(std::string(e.what()).find("chmod 600") != std::string::npos, e.what());
         }
     }
 
@@ -356,7 +357,7 @@ private Q_SLOTS:
             (void)parseCredentials(text.toStdString(), "test");
             QFAIL("accepted");
         } catch (const cppl::ConfigError &e) {
-            QVERIFY2(std::string(e.what()).starts_with(message.toStdString()), e.what());
+            CPPL_VERIFY2(std::string(e.what()).starts_with(message.toStdString()), e.what());
         }
     }
 

@@ -10,6 +10,7 @@
 #include "test_profile.h"
 #include "test_skip.h"
 #include "test_sshd.h"
+#include "test_verify.h"
 
 #include "cppl/cluster_profile.h"
 #include "cppl/telemetry.h"
@@ -142,7 +143,7 @@ private Q_SLOTS:
         qunsetenv("SSH_AUTH_SOCK");
         QVERIFY(QDir().mkpath(path(u"cluster"_s)) && QDir().mkpath(path(u"sshd"_s)) && QDir().mkpath(path(u"slurm"_s)));
         const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
-        QVERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
         m_oneRankExact = cppl::test::readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
         QString why = m_sshd.start(path(u"sshd"_s), {u"login"_s});
@@ -212,7 +213,7 @@ private Q_SLOTS:
         QVERIFY(relay.waitForFinished(10000));
         const QString log = QString::fromUtf8(relay.readAll());
         // Only the agent with the run's relay keys got through (queued for the collector).
-        QVERIFY2(log.contains(u"forwarded 1 messages, dropped 0, rejected 1 unknown clients"_s), qPrintable(log));
+        CPPL_VERIFY2(log.contains(u"forwarded 1 messages, dropped 0, rejected 1 unknown clients"_s), qPrintable(log));
     }
 
     void fourRanksBitIdenticalToOne()
@@ -228,32 +229,32 @@ private Q_SLOTS:
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--json"_s, path(u"slurm4-result.json"_s),
                                                   u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts()},
                                            600000);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        QVERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));
-        QVERIFY2(r.err.contains(u"pre-flight ok on 1 node(s)"_s), qPrintable(r.err));
-        QVERIFY2(r.err.contains(u": RUNNING"_s) && r.err.contains(u"on "_s + m_slurm.node()), qPrintable(r.err));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"pre-flight ok on 1 node(s)"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u": RUNNING"_s) && r.err.contains(u"on "_s + m_slurm.node()), qPrintable(r.err));
         const QJsonObject j = cppl::test::readJson(path(u"slurm4-result.json"_s));
-        QVERIFY2(j.value(u"world_size"_s).toInt() == 4, qPrintable(r.describe()));
+        CPPL_VERIFY2(j.value(u"world_size"_s).toInt() == 4, qPrintable(r.describe()));
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         // The batch script was saved with the run on the cluster, as submitted.
         const QString script = QString::fromUtf8(readFile(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/job.sbatch"_s)));
-        QVERIFY2(script.contains(u"#SBATCH --ntasks=4\n"_s) && script.contains(u"#SBATCH --overcommit\n"_s), qPrintable(script));
+        CPPL_VERIFY2(script.contains(u"#SBATCH --ntasks=4\n"_s) && script.contains(u"#SBATCH --overcommit\n"_s), qPrintable(script));
         // Telemetry came through the relay on the login node (CURVE both ways) and the SSH tunnel:
         // the collector's live exact merge of every rank's sums equals rank 0's result.
-        QVERIFY2(r.err.contains(u"telemetry relay on login: tcp://"_s), qPrintable(r.err));
-        QVERIFY2(r.err.contains(u"telemetry: 4 ranks"_s) && r.err.contains(u" 0 rejected; live exact merge equals rank 0's result"_s),
+        CPPL_VERIFY2(r.err.contains(u"telemetry relay on login: tcp://"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"telemetry: 4 ranks"_s) && r.err.contains(u" 0 rejected; live exact merge equals rank 0's result"_s),
                  qPrintable(r.err));
         const QString relayLog = QString::fromUtf8(readFile(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/relay.log"_s)));
-        QVERIFY2(relayLog.contains(u"dropped 0, rejected 0"_s), qPrintable(relayLog));
+        CPPL_VERIFY2(relayLog.contains(u"dropped 0, rejected 0"_s), qPrintable(relayLog));
         // No key is left in the job directory.
         for (const QString &f : {u"agent.keys"_s, u"collector.keys"_s})
             QVERIFY(!QFile::exists(path(u"cluster/.clusterppl/jobs/"_s + runId + u"/"_s + f)));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 10000);
         // The history records the job id, partition and node list.
         const ProcessResult h = runProcess(kCli, {u"show"_s, runId, u"--json"_s, u"--store"_s, path(u"history.sqlite"_s)});
-        QVERIFY2(h.exitCode == 0, qPrintable(h.describe()));
+        CPPL_VERIFY2(h.exitCode == 0, qPrintable(h.describe()));
         const QJsonObject settings = QJsonDocument::fromJson(h.out.toUtf8()).object().value(u"run"_s).toObject().value(u"settings"_s).toObject();
-        QVERIFY2(settings.value(u"slurm_job_id"_s).toString().toInt() > 0, qPrintable(h.out.left(2000)));
+        CPPL_VERIFY2(settings.value(u"slurm_job_id"_s).toString().toInt() > 0, qPrintable(h.out.left(2000)));
         QCOMPARE(settings.value(u"slurm_partition"_s).toString(), u"debug"_s);
         QCOMPARE(settings.value(u"slurm_nodes"_s).toString(), m_slurm.node());
     }
@@ -267,7 +268,7 @@ private Q_SLOTS:
         QVERIFY(done.wait(120000));
         const RunOutcome &o = engine.outcome();
         QCOMPARE(o.exitCode, int(kRunLaunchFailed));
-        QVERIFY2(o.firstCause.contains(u"sbatch on login refused the job"_s) && o.firstCause.contains(u"partition"_s, Qt::CaseInsensitive),
+        CPPL_VERIFY2(o.firstCause.contains(u"sbatch on login refused the job"_s) && o.firstCause.contains(u"partition"_s, Qt::CaseInsensitive),
                  qPrintable(o.firstCause));
     }
 
@@ -280,7 +281,7 @@ private Q_SLOTS:
         QSignalSpy done(&engine, &RunEngine::finished);
         QVERIFY(engine.start(request(profileJson(u"\"partition\": \"short\", \"time_limit\": \"10\""_s), u"slurm-pending"_s)));
         QString jobId;
-        QVERIFY2(waitUntil(
+        CPPL_VERIFY2(waitUntil(
                      [&] {
                          for (const auto &s : states)
                              if (s.at(1).toString() == u"PENDING"_s && s.at(2).toString() == u"PartitionTimeLimit"_s) {
@@ -298,7 +299,7 @@ private Q_SLOTS:
         QVERIFY(done.wait(120000));
         QCOMPARE(engine.outcome().phase, RunPhase::Stopped);
         const ProcessResult q = m_slurm.client(u"scontrol"_s, {u"-o"_s, u"show"_s, u"job"_s, jobId});
-        QVERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
+        CPPL_VERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
     }
 
     void scancelMidRunLeavesNoAgent()
@@ -315,16 +316,16 @@ private Q_SLOTS:
         json.replace(u"\"OPENBLAS_NUM_THREADS\": \"1\"}"_s, u"\"OPENBLAS_NUM_THREADS\": \"1\", \"CLUSTERPPL_TEST_SLOW_RANK\": \"3:100\"}"_s);
         QVERIFY(json.contains(u"\"schedule\": \"static\""_s) && json.contains(u"CLUSTERPPL_TEST_SLOW_RANK"_s));
         QVERIFY(engine.start(request(json, runId)));
-        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        CPPL_VERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
         QCOMPARE(engine.phase(), RunPhase::Running);
         engine.stop();
         QVERIFY(done.wait(120000));
         QCOMPARE(engine.outcome().phase, RunPhase::Stopped);
         // Interrupted, not finished: no result from rank 0.
-        QVERIFY2(engine.outcome().resultJson.isEmpty(), "the run ended before it was stopped");
+        CPPL_VERIFY2(engine.outcome().resultJson.isEmpty(), "the run ended before it was stopped");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
         const ProcessResult q = m_slurm.client(u"scontrol"_s, {u"-o"_s, u"show"_s, u"job"_s, engine.outcome().slurmJobId});
-        QVERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
+        CPPL_VERIFY2(q.out.contains(u"JobState=CANCELLED"_s), qPrintable(q.describe()));
     }
 
     void killedTaskReportedWithCause()
@@ -338,7 +339,7 @@ private Q_SLOTS:
         QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
         json.replace(u"\"topology\": \"hierarchical\"}"_s, u"\"topology\": \"hierarchical\", \"on_rank_loss\": \"fail\"}"_s);
         QVERIFY(engine.start(request(json, runId)));
-        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        CPPL_VERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
         const QList<qint64> victim = agentsOfRun(runId, 2);
         QCOMPARE(victim.size(), 1);
         QCOMPARE(::kill(static_cast<pid_t>(victim.front()), SIGKILL), 0);
@@ -346,7 +347,7 @@ private Q_SLOTS:
         const RunOutcome &o = engine.outcome();
         QCOMPARE(o.phase, RunPhase::Failed);
         QCOMPARE(o.exitCode, int(kRunRankFailed));
-        QVERIFY2(o.firstCause.contains(u"rank 2 on "_s + m_slurm.node()) && o.firstCause.contains(u"killed by signal 9"_s), qPrintable(o.firstCause));
+        CPPL_VERIFY2(o.firstCause.contains(u"rank 2 on "_s + m_slurm.node()) && o.firstCause.contains(u"killed by signal 9"_s), qPrintable(o.firstCause));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
     }
 
@@ -366,7 +367,7 @@ private Q_SLOTS:
                                                        u"--protocol"_s, u"llama.cpp"_s, u"--context"_s, u"128"_s, u"--batch"_s, u"2"_s,
                                                        u"--threads"_s, u"1"_s, u"--blas-threads"_s, u"1"_s, u"--quiet"_s, u"--json"_s,
                                                        path(u"one-full.json"_s)});
-        QVERIFY2(full.exitCode == 0, qPrintable(full.describe()));
+        CPPL_VERIFY2(full.exitCode == 0, qPrintable(full.describe()));
         const QJsonObject one = cppl::test::readJson(path(u"one-full.json"_s));
         const QString runId = u"slurm-tolerant-%1"_s.arg(victim);
         QString json = profileJson(u"\"ntasks_per_node\": 4, \"sbatch_options\": [\"--overcommit\"]"_s, 0);
@@ -382,21 +383,21 @@ private Q_SLOTS:
                 ++rounds;
         });
         QVERIFY(engine.start(request(json, runId)));
-        QVERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
+        CPPL_VERIFY2(waitUntil([&] { return agentsOfRun(runId).size() == 4; }, 180000), "the 4 agents never ran");
         // The store is a process of the job's batch step, beside the agents.
         QCOMPARE(processesOfRun(runId, "store").size(), 1);
         QVERIFY(readFile(u"/proc/%1/environ"_s.arg(agentsOfRun(runId, 0).value(0))).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
         // Into the evaluation (rank 0 reported two rounds), then kill the victim's agent.
-        QVERIFY2(waitUntil([&] { return rounds >= 2; }, 180000), "rank 0 reported no rounds");
+        CPPL_VERIFY2(waitUntil([&] { return rounds >= 2; }, 180000), "rank 0 reported no rounds");
         const QList<qint64> target = agentsOfRun(runId, victim);
         QCOMPARE(target.size(), 1);
         QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
         QVERIFY(done.wait(300000));
         const RunOutcome &o = engine.outcome();
-        QVERIFY2(o.phase == RunPhase::Finished && o.exitCode == 0, qPrintable(o.firstCause + u"\n"_s + o.summary + u"\n"_s + lines.join(u'\n')));
-        QVERIFY2(o.recovered.size() == 1 && o.recovered.front().startsWith(u"rank %1 ("_s.arg(victim)), qPrintable(o.recovered.join(u'\n')));
-        QVERIFY2(lines.join(u'\n').contains(u"the rendezvous store serves on "_s + m_slurm.node()), qPrintable(lines.join(u'\n')));
-        QVERIFY2(!lines.join(u'\n').contains(u"the rendezvous store on"_s), qPrintable(lines.join(u'\n')));
+        CPPL_VERIFY2(o.phase == RunPhase::Finished && o.exitCode == 0, qPrintable(o.firstCause + u"\n"_s + o.summary + u"\n"_s + lines.join(u'\n')));
+        CPPL_VERIFY2(o.recovered.size() == 1 && o.recovered.front().startsWith(u"rank %1 ("_s.arg(victim)), qPrintable(o.recovered.join(u'\n')));
+        CPPL_VERIFY2(lines.join(u'\n').contains(u"the rendezvous store serves on "_s + m_slurm.node()), qPrintable(lines.join(u'\n')));
+        CPPL_VERIFY2(!lines.join(u'\n').contains(u"the rendezvous store on"_s), qPrintable(lines.join(u'\n')));
         const QJsonObject j = QJsonDocument::fromJson(o.resultJson).object();
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
         QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), one.value(u"nll_sq_sum_exact"_s).toString());

@@ -5,6 +5,7 @@
 // user's own store is left as it was.
 
 #include "store/run_store.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QDirIterator>
@@ -134,29 +135,29 @@ private Q_SLOTS:
         p.start(kApp, args);
         QVERIFY(p.waitForFinished(120000 * timeoutScale()));
         const QString err = QString::fromLocal8Bit(p.readAllStandardError());
-        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
+        CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(err));
         const QStringList printed = QString::fromLocal8Bit(p.readAllStandardOutput()).split(u'\n', Qt::SkipEmptyParts);
         QCOMPARE(printed.size(), files.size());
         for (const QString &f : files) {
             const QString path = QDir(dir.filePath(u"shots"_s)).filePath(f);
-            QVERIFY2(printed.contains(path), qPrintable(path));
+            CPPL_VERIFY2(printed.contains(path), qPrintable(path));
             QImage image(path);
-            QVERIFY2(!image.isNull(), qPrintable(path));
+            CPPL_VERIFY2(!image.isNull(), qPrintable(path));
             // History › Open's dialog at its own size (1000 x 700, less in a smaller window).
             const bool dialog = f.startsWith(u"history-detail"_s);
             const QSize expected = dialog ? QSize(std::min(1000, size.width()), std::min(700, size.height())) : size;
-            QVERIFY2(image.width() == expected.width() * scale, qPrintable(u"%1: %2 px wide"_s.arg(f).arg(image.width())));
+            CPPL_VERIFY2(image.width() == expected.width() * scale, qPrintable(u"%1: %2 px wide"_s.arg(f).arg(image.width())));
             QCOMPARE(image.height(), expected.height() * scale);
             const int variety = colourVariety(image);
             const double busy = busyCells(image);
-            QVERIFY2(variety > 40, qPrintable(u"%1: %2 colours"_s.arg(f).arg(variety)));
+            CPPL_VERIFY2(variety > 40, qPrintable(u"%1: %2 colours"_s.arg(f).arg(variety)));
             // History and Compare of an empty store show a sentence in a quiet page, by design;
             // with synthetic ranks they show the sweep, and the summary is a page of text.
             const bool emptyState = ranks == 0 && (f == u"history.png"_s || f == u"compare.png"_s);
-            QVERIFY2(busy > (emptyState || f == u"history-detail.png"_s ? 0.2 : 0.4), qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
+            CPPL_VERIFY2(busy > (emptyState || f == u"history-detail.png"_s ? 0.2 : 0.4), qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
             // Dark means dark: the top-left corner (window background) follows the theme.
             const int lightness = QColor(image.pixel(2, image.height() / 2)).lightness();
-            QVERIFY2(theme == u"dark"_s ? lightness < 100 : lightness > 150, qPrintable(u"%1: %2"_s.arg(f).arg(lightness)));
+            CPPL_VERIFY2(theme == u"dark"_s ? lightness < 100 : lightness > 150, qPrintable(u"%1: %2"_s.arg(f).arg(lightness)));
         }
     }
 
@@ -209,19 +210,19 @@ private Q_SLOTS:
             args << u"--synthetic-ranks"_s << u"4"_s;
         p.start(kApp, args);
         QVERIFY(p.waitForFinished(120000 * timeoutScale()));
-        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(QString::fromLocal8Bit(p.readAllStandardError())));
+        CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(QString::fromLocal8Bit(p.readAllStandardError())));
 
         const bool untouched = readAll(userStore) == before && filesUnder(data) == filesBefore;
-        QVERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
+        CPPL_VERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
         for (const QString &f : {u"history.png"_s, u"compare.png"_s}) {
             const QImage image(QDir(dir.filePath(u"shots"_s)).filePath(f));
-            QVERIFY2(!image.isNull(), qPrintable(f));
+            CPPL_VERIFY2(!image.isNull(), qPrintable(f));
             QCOMPARE(image.width(), 1024);
             // The sweep fills History's table and Compare's charts; the user's store of one run, or
             // an empty Compare, leaves most of the page plain.
             const double busy = busyCells(image);
             if (synthetic)
-                QVERIFY2(busy > 0.5, qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
+                CPPL_VERIFY2(busy > 0.5, qPrintable(u"%1: %2 of the page painted"_s.arg(f).arg(busy)));
         }
         QCOMPARE(QFileInfo::exists(QDir(dir.filePath(u"shots"_s)).filePath(u"history-detail.png"_s)), synthetic);
     }

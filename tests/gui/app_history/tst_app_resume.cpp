@@ -17,6 +17,7 @@
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
+#include "test_verify.h"
 
 #include "store/run_store.h"
 
@@ -153,7 +154,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(m_profile, profileJson(m_text, 4)));
         const QString json = m_dir.filePath(u"one-rank.json"_s);
         const auto r = cppl::test::oneRankEval(kAgent, m_text, kWindows, json);
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         m_oneRank = readJson(json);
 
         // The interrupted run: killed after its second committed round.
@@ -187,17 +188,17 @@ private Q_SLOTS:
         const qint64 done = m->resumeState(rowOf(*w, u"killed"_s)).source->batchesDone;
         QCOMPARE(statusText(*w, u"killed"_s), u"⚠ interrupted — %1% done, resumable"_s.arg(100 * done / (kWindows / 2)));
         const QString tip = m->data(m->index(rowOf(*w, u"killed"_s), HistoryModel::ColStatus), Qt::ToolTipRole).toString();
-        QVERIFY2(tip.contains(progress + u" (dynamic schedule, 4 ranks)"_s), qPrintable(tip));
+        CPPL_VERIFY2(tip.contains(progress + u" (dynamic schedule, 4 ranks)"_s), qPrintable(tip));
         QCOMPARE(cp.value(u"batch_count"_s).toInteger(), qint64(kWindows / 2));
         w->historyPage()->selectRuns({u"killed"_s});
-        QVERIFY2(w->historyPage()->resumeText().contains(u"Run killed "_s + progress), qPrintable(w->historyPage()->resumeText()));
+        CPPL_VERIFY2(w->historyPage()->resumeText().contains(u"Run killed "_s + progress), qPrintable(w->historyPage()->resumeText()));
         QVERIFY(w->historyPage()->findChild<QLabel *>(u"historyResumeInfo"_s)->isVisible());
         // The run detail says the same.
         RunStore store(m_store);
         cppl::app::RunDetailDialog detail(*store.get(u"killed"_s));
         const auto *summary = qobject_cast<QTextBrowser *>(detail.tabs()->widget(0));
         QVERIFY(summary);
-        QVERIFY2(summary->toPlainText().contains(progress), qPrintable(summary->toPlainText()));
+        CPPL_VERIFY2(summary->toPlainText().contains(progress), qPrintable(summary->toPlainText()));
         // The one-rank run killed before its end: interrupted, and why it cannot be resumed.
         QCOMPARE(statusText(*w, u"uncommitted"_s), u"⚠ interrupted"_s);
         QCOMPARE(m->resumeState(rowOf(*w, u"uncommitted"_s)).kind, ResumeState::Kind::Refused);
@@ -237,9 +238,9 @@ private Q_SLOTS:
         // left) is reaped first, and the message bar shows it.
         const QString refusal = u"the data as the model sees it changed since the interrupted run"_s;
         // Every rank refuses on its own (before they connect): whichever is reaped first is named.
-        QVERIFY2(outcome.firstCause.contains(u"exit code 2"_s) && outcome.firstCause.contains(refusal),
+        CPPL_VERIFY2(outcome.firstCause.contains(u"exit code 2"_s) && outcome.firstCause.contains(refusal),
                  qPrintable(outcome.firstCause + u'\n' + outcome.summary));
-        QVERIFY2(shownError(*w).contains(refusal), qPrintable(shownError(*w)));
+        CPPL_VERIFY2(shownError(*w).contains(refusal), qPrintable(shownError(*w)));
         QVERIFY(QFile::exists(runDir(u"killed"_s) + u"/checkpoint.json"_s)); // still resumable
     }
 
@@ -264,7 +265,7 @@ private Q_SLOTS:
         QVERIFY(killed);
         QCOMPARE(readJson(checkpoint).value(u"batch"_s).toInteger(), qint64(1));
         auto w = window();
-        QVERIFY2(statusText(*w, u"auto-killed"_s).startsWith(u"⚠ interrupted"_s), qPrintable(statusText(*w, u"auto-killed"_s)));
+        CPPL_VERIFY2(statusText(*w, u"auto-killed"_s).startsWith(u"⚠ interrupted"_s), qPrintable(statusText(*w, u"auto-killed"_s)));
         const QString batch2 = m_dir.filePath(u"batch-2.json"_s);
         QVERIFY(writeFile(batch2, profileJson(m_text, 4)));
         QVERIFY(w->openProfile(batch2));
@@ -283,7 +284,7 @@ private Q_SLOTS:
         pressResume(*w, u"auto-killed"_s, true);
         QVERIFY(ended.wait(300000));
         const auto outcome = ended.front().front().value<cppl::core::run::RunOutcome>();
-        QVERIFY2(outcome.phase == cppl::core::run::RunPhase::Finished, qPrintable(outcome.firstCause + u'\n' + outcome.summary));
+        CPPL_VERIFY2(outcome.phase == cppl::core::run::RunPhase::Finished, qPrintable(outcome.firstCause + u'\n' + outcome.summary));
         const QJsonObject res = QJsonDocument::fromJson(outcome.resultJson).object();
         QCOMPARE(res.value(u"batch"_s).toInteger(), qint64(1));
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
@@ -297,10 +298,10 @@ private Q_SLOTS:
         QSignalSpy ended(w.get(), &MainWindow::runFinished);
         pressResume(*w, u"killed"_s);
         QCOMPARE(w->pages()->currentIndex(), int(MainWindow::RunPageIndex));
-        QVERIFY2(w->runPage()->resumedText().contains(u"Resumed run killed from round %1: "_s.arg(m_round)), qPrintable(w->runPage()->resumedText()));
+        CPPL_VERIFY2(w->runPage()->resumedText().contains(u"Resumed run killed from round %1: "_s.arg(m_round)), qPrintable(w->runPage()->resumedText()));
         QVERIFY(ended.wait(300000));
         const auto outcome = ended.front().front().value<cppl::core::run::RunOutcome>();
-        QVERIFY2(outcome.phase == cppl::core::run::RunPhase::Finished, qPrintable(outcome.firstCause + outcome.summary));
+        CPPL_VERIFY2(outcome.phase == cppl::core::run::RunPhase::Finished, qPrintable(outcome.firstCause + outcome.summary));
         QVERIFY(w->runPage()->resumedText().contains(u"from round %1"_s.arg(m_round))); // still said when it ends
         const QJsonObject res = QJsonDocument::fromJson(outcome.resultJson).object();
         QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
@@ -315,10 +316,10 @@ private Q_SLOTS:
         for (const auto &r : store.list())
             if (r.runId.startsWith(u"killed."_s) && r.status == RunStatus::Finished)
                 resumedId = r.runId;
-        QVERIFY2(!resumedId.isEmpty(), "the resumed run is not in the store");
+        CPPL_VERIFY2(!resumedId.isEmpty(), "the resumed run is not in the store");
         const auto resumed = store.get(resumedId);
         QCOMPARE(resumed->nllSumExact, m_oneRank.value(u"nll_sum_exact"_s).toString());
-        QVERIFY2(resumed->settings.value(u"resumed_from_round"_s).toInt() == m_round,
+        CPPL_VERIFY2(resumed->settings.value(u"resumed_from_round"_s).toInt() == m_round,
                  QJsonDocument(resumed->settings).toJson().constData());
         QCOMPARE(resumed->settings.value(u"run_directory"_s).toString(), runDir(u"killed"_s));
         QCOMPARE(statusText(*w, u"killed"_s), u"⚠ interrupted — finished by a resume"_s);

@@ -6,6 +6,7 @@
 #include "charts/heat_map.h"
 #include "charts/stacked_bar_chart.h"
 #include "charts/time_series_chart.h"
+#include "test_verify.h"
 
 #include <cppl/errors.h>
 
@@ -71,9 +72,9 @@ void TestChartExportWidget::svgIsXmlWithPaths()
             texts += xml.name() == QLatin1String("text") ? 1 : 0;
         }
     }
-    QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+    CPPL_VERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
     QVERIFY(root);
-    QVERIFY2(paths > 5, qPrintable(QString::number(paths)));
+    CPPL_VERIFY2(paths > 5, qPrintable(QString::number(paths)));
     QVERIFY(texts > 5); // labels stay text
     QVERIFY(svg.contains("Export sample"));
 }
@@ -109,7 +110,7 @@ void TestChartExportWidget::filesWrittenAndErrorsNamed()
         renderToSvgFile(*chart, bad, {400, 300});
         QFAIL("writing into a missing folder did not throw");
     } catch (const cppl::IoError &e) {
-        QVERIFY2(QString::fromStdString(e.what()).contains(bad), e.what());
+        CPPL_VERIFY2(QString::fromStdString(e.what()).contains(bad), e.what());
     }
 }
 
@@ -135,7 +136,7 @@ void TestChartExportWidget::repaintsCoalesced()
     QTest::qWait(100);
     const int paints = widget.paintCount() - before;
     const int bound = static_cast<int>(t.elapsed() / ChartWidget::kMinRepaintIntervalMs) + 2;
-    QVERIFY2(paints >= 1 && paints <= bound, qPrintable(QStringLiteral("%1 paints for %2 ms").arg(paints).arg(t.elapsed())));
+    CPPL_VERIFY2(paints >= 1 && paints <= bound, qPrintable(QStringLiteral("%1 paints for %2 ms").arg(paints).arg(t.elapsed())));
     QVERIFY(paints < 100);
 }
 

@@ -10,6 +10,7 @@
 #include "store/run_store.h"
 #include "test_paths.h"
 #include "test_runs.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -216,7 +217,7 @@ private Q_SLOTS:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        QVERIFY2(!QStandardPaths::findExecutable(u"pdftotext"_s).isEmpty(),
+        CPPL_VERIFY2(!QStandardPaths::findExecutable(u"pdftotext"_s).isEmpty(),
                  "pdftotext is missing: install poppler-utils (scripts/install-deps.sh)");
         m_store = path(u"runs.sqlite"_s);
         RunStore s(m_store);
@@ -250,7 +251,7 @@ private Q_SLOTS:
         const QString pdf = path(u"failed.pdf"_s), csv = path(u"failed.csv"_s);
         QCOMPARE(cli({u"failed-2"_s, u"-o"_s, pdf}), 0);
         const QString text = pdfText(pdf).simplified();
-        QVERIFY2(text.contains(u"No result: the run ended failed (rank 1 on node-0.example exited with code 3 (model file not found))"_s),
+        CPPL_VERIFY2(text.contains(u"No result: the run ended failed (rank 1 on node-0.example exited with code 3 (model file not found))"_s),
                  qPrintable(text));
         QVERIFY(text.contains(u"No per-rank figures are stored for this run."_s));
         QCOMPARE(cli({u"failed-2"_s, u"-o"_s, csv}), 0);
@@ -268,15 +269,15 @@ private Q_SLOTS:
         const QString pdf = path(u"dist-4.pdf"_s);
         QString out, err;
         QCOMPARE(cli({u"dist-4"_s, u"--format"_s, u"pdf"_s, u"-o"_s, pdf}, &out, &err), 0);
-        QVERIFY2(out.contains(u"wrote "_s), qPrintable(out + err));
+        CPPL_VERIFY2(out.contains(u"wrote "_s), qPrintable(out + err));
         QFile f(pdf);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QVERIFY(f.read(5) == "%PDF-");
         const QString text = pdfText(pdf);
-        QVERIFY2(!text.isEmpty(), "pdftotext read no text");
+        CPPL_VERIFY2(!text.isEmpty(), "pdftotext read no text");
         const RunRecord r = stored(u"dist-4"_s);
         QVERIFY(text.contains(u"dist-4"_s));
-        QVERIFY2(text.contains(exactNumber(*r.ppl) + u" ± "_s + exactNumber(r.pplStderr)), qPrintable(text.left(3000)));
+        CPPL_VERIFY2(text.contains(exactNumber(*r.ppl) + u" ± "_s + exactNumber(r.pplStderr)), qPrintable(text.left(3000)));
         QCOMPARE(exactNumber(*r.ppl), u"7.123456789012345"_s);
         QVERIFY(text.contains(u"400000"_s));
         QVERIFY(text.contains(u"bit-identical"_s));
@@ -291,10 +292,10 @@ private Q_SLOTS:
                                              .arg(QRegularExpression::escape(displayNumber(k.tokensPerSecond)),
                                                   QRegularExpression::escape(displayNumber(k.computeSeconds))),
                                          QRegularExpression::MultilineOption);
-            QVERIFY2(row.match(text).hasMatch(), qPrintable(u"no table row for rank %1 in:\n"_s.arg(k.rank) + text));
+            CPPL_VERIFY2(row.match(text).hasMatch(), qPrintable(u"no table row for rank %1 in:\n"_s.arg(k.rank) + text));
         }
         for (const StoredAlert &a : r.alerts)
-            QVERIFY2(text.contains(a.message), qPrintable(a.message));
+            CPPL_VERIFY2(text.contains(a.message), qPrintable(a.message));
         QVERIFY(text.contains(u"node-1.example"_s) && text.contains(u"libtorch"_s)); // setup: hosts, versions
         pdfToPng(pdf, u"run-4"_s, 1, 2);
     }
@@ -308,7 +309,7 @@ private Q_SLOTS:
         QVERIFY(text.contains(u"Slowest 20 ranks"_s) && text.contains(u"Fastest 20 ranks"_s));
         QVERIFY(text.contains(u"every rank is in the CSV and JSON reports"_s));
         pdfToPng(pdf, u"wide"_s, 1, 3);
-        QVERIFY2(text.simplified().contains(u"slowest by mean rate (rank 77"_s), qPrintable(text.left(6000))); // the band chart names the slow rank
+        CPPL_VERIFY2(text.simplified().contains(u"slowest by mean rate (rank 77"_s), qPrintable(text.left(6000))); // the band chart names the slow rank
         QVERIFY(pdfPages(pdf) >= 2);
         pdfToPng(pdf, u"wide"_s, 1, 3);
     }
@@ -339,11 +340,11 @@ private Q_SLOTS:
             values << it.next().captured(1);
         for (const RankSummary &k : r.ranks)
             for (double v : {k.tokensPerSecond, k.computeSeconds, k.waitSeconds, k.transferSeconds})
-                QVERIFY2(values.contains(exactNumber(v)), qPrintable(exactNumber(v)));
+                CPPL_VERIFY2(values.contains(exactNumber(v)), qPrintable(exactNumber(v)));
         for (const QString &v : values) {
             bool ok = false;
             v.toDouble(&ok);
-            QVERIFY2(ok, qPrintable(v));
+            CPPL_VERIFY2(ok, qPrintable(v));
         }
         for (const StoredAlert &a : r.alerts)
             QVERIFY(text.contains(a.message.toHtmlEscaped()));
@@ -363,7 +364,7 @@ private Q_SLOTS:
             for (int y = 0; y < img.height(); y += 7)
                 for (int x = 0; x < img.width(); x += 7)
                     distinct += img.pixel(x, y) != first;
-            QVERIFY2(distinct > 100, "an SVG chart renders blank");
+            CPPL_VERIFY2(distinct > 100, "an SVG chart renders blank");
             if (!pngDir().isEmpty())
                 img.save(QDir(pngDir()).filePath(u"html-chart-%1.png"_s.arg(n)));
         }
@@ -462,7 +463,7 @@ private Q_SLOTS:
         QVERIFY(text.contains(u"Scaling"_s) && text.contains(u"efficiency"_s));
         QVERIFY(text.contains(u"Recommendation: "_s));
         QVERIFY(!data.comparison.recommendation.isEmpty());
-        QVERIFY2(text.contains(data.comparison.recommendation.left(40)), qPrintable(data.comparison.recommendation));
+        CPPL_VERIFY2(text.contains(data.comparison.recommendation.left(40)), qPrintable(data.comparison.recommendation));
         QVERIFY(data.comparison.projection.available);
         QVERIFY(text.contains(u"Projection"_s) && text.contains(u"held-out check"_s));
         for (const ScalingPoint &p : data.comparison.points) {
@@ -472,10 +473,10 @@ private Q_SLOTS:
                                              .arg(displayNumber(p.tokensPerSecond), displayNumber(p.idealTokensPerSecond),
                                                   displayNumber(p.efficiency * 100, 3)),
                                          QRegularExpression::MultilineOption);
-            QVERIFY2(row.match(text).hasMatch(), qPrintable(p.runId + u"\n"_s + text.left(4000)));
+            CPPL_VERIFY2(row.match(text).hasMatch(), qPrintable(p.runId + u"\n"_s + text.left(4000)));
         }
         for (const ProjectionPoint &p : data.comparison.projection.points)
-            QVERIFY2(QRegularExpression(u"^\\s*%1\\s+%2\\s+%3 %"_s.arg(p.ranks).arg(displayNumber(p.tokensPerSecond), displayNumber(p.efficiency * 100, 3)),
+            CPPL_VERIFY2(QRegularExpression(u"^\\s*%1\\s+%2\\s+%3 %"_s.arg(p.ranks).arg(displayNumber(p.tokensPerSecond), displayNumber(p.efficiency * 100, 3)),
                                         QRegularExpression::MultilineOption)
                          .match(text)
                          .hasMatch(),
@@ -522,7 +523,7 @@ private Q_SLOTS:
     {
         QString out, err;
         QCOMPARE(cli({u"no-such-run"_s, u"-o"_s, path(u"x.pdf"_s)}, &out, &err), 4);
-        QVERIFY2(err.contains(u"no-such-run"_s) && err.contains(m_store), qPrintable(err));
+        CPPL_VERIFY2(err.contains(u"no-such-run"_s) && err.contains(m_store), qPrintable(err));
         QVERIFY(!QFile::exists(path(u"x.pdf"_s)));
         QCOMPARE(cli({u"dist-4"_s, u"--format"_s, u"docx"_s, u"-o"_s, path(u"x.docx"_s)}, &out, &err), 2);
         QVERIFY(err.contains(u"docx"_s) && err.contains(u"pdf, html, csv, json"_s));

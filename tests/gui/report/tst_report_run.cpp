@@ -7,6 +7,7 @@
 #include "store/run_store.h"
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_verify.h"
 
 #include <QFile>
 #include <QProcess>
@@ -68,26 +69,26 @@ private Q_SLOTS:
                                                   300000);
         // stderr first: it names the failing run and why; QTest cuts long messages, and stdout's
         // comparison table would fill them.
-        QVERIFY2(sweep.exitCode == 0, qPrintable(u"exit %1\nstderr: %2\nstdout: %3"_s.arg(sweep.exitCode).arg(sweep.err, sweep.out)));
+        CPPL_VERIFY2(sweep.exitCode == 0, qPrintable(u"exit %1\nstderr: %2\nstdout: %3"_s.arg(sweep.exitCode).arg(sweep.err, sweep.out)));
 
         const QString pdf = dir.filePath(u"sweep.pdf"_s), html = dir.filePath(u"rep-r2.html"_s);
         auto r = cppl::test::runProcess(kCli, {u"report"_s, u"rep-r1"_s, u"rep-r2"_s, u"--store"_s, store, u"-o"_s, pdf});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         r = cppl::test::runProcess(kCli, {u"report"_s, u"rep-r2"_s, u"--store"_s, store, u"--format"_s, u"html"_s, u"-o"_s, html});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
 
         const RunStore s(store);
         const auto one = s.get(u"rep-r1"_s), two = s.get(u"rep-r2"_s);
         QVERIFY(one && two && one->ppl && two->ppl);
         QCOMPARE(two->nllSumExact, one->nllSumExact); // the agent's guarantee the report restates
         const QString text = pdfText(pdf);
-        QVERIFY2(text.contains(exactNumber(*one->ppl) + u" ± "_s + exactNumber(one->pplStderr)), qPrintable(text.left(4000)));
+        CPPL_VERIFY2(text.contains(exactNumber(*one->ppl) + u" ± "_s + exactNumber(one->pplStderr)), qPrintable(text.left(4000)));
         QVERIFY(text.contains(exactNumber(*two->ppl) + u" ± "_s + exactNumber(two->pplStderr)));
         QVERIFY(text.contains(u"bit-identical"_s));
         QVERIFY(text.contains(u"Recommendation: "_s) && text.contains(u"Scaling"_s));
         QCOMPARE(two->ranks.size(), size_t(2));
         for (const RankSummary &k : two->ranks)
-            QVERIFY2(QRegularExpression(u"^\\s*%1\\s+%2\\s+%3\\s+%4\\s+%5\\s"_s.arg(k.rank)
+            CPPL_VERIFY2(QRegularExpression(u"^\\s*%1\\s+%2\\s+%3\\s+%4\\s+%5\\s"_s.arg(k.rank)
                                             .arg(QRegularExpression::escape(k.host))
                                             .arg(k.group)
                                             .arg(k.tokens)

@@ -9,6 +9,7 @@
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
+#include "test_verify.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -79,14 +80,14 @@ private Q_SLOTS:
         const auto sweep = cli({u"sweep"_s, u"--profile"_s, m_profile, u"--nodes"_s, u"1,2,4"_s, u"--json"_s, json, u"--run-id-prefix"_s, u"sw"_s,
                             u"--no-preflight"_s},
                            600000);
-        QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.describe()));
+        CPPL_VERIFY2(sweep.exitCode == 0, qPrintable(sweep.describe()));
         qInfo("%s", qPrintable(sweep.out));
         QVERIFY(sweep.out.contains(u"recommendation (threshold 75%)"_s));
         RunStore s(m_store);
         std::vector<RunRecord> runs;
         for (const QString &id : {u"sw-r1"_s, u"sw-r2"_s, u"sw-r4"_s}) {
             auto rec = s.get(id);
-            QVERIFY2(rec, qPrintable(id));
+            CPPL_VERIFY2(rec, qPrintable(id));
             QCOMPARE(rec->status, RunStatus::Finished);
             QCOMPARE(rec->source, u"sweep"_s);
             runs.push_back(std::move(*rec));
@@ -124,7 +125,7 @@ private Q_SLOTS:
             }
             const double waitShare = wait / (compute + wait + transfer);
             const double transferShare = transfer / (compute + wait + transfer);
-            QVERIFY2(near(p[u"efficiency"_s].toDouble(), eff), qPrintable(u"%1 vs %2"_s.arg(p[u"efficiency"_s].toDouble()).arg(eff)));
+            CPPL_VERIFY2(near(p[u"efficiency"_s].toDouble(), eff), qPrintable(u"%1 vs %2"_s.arg(p[u"efficiency"_s].toDouble()).arg(eff)));
             QVERIFY(near(p[u"wait_share"_s].toDouble(), waitShare));
             QVERIFY(near(p[u"transfer_share"_s].toDouble(), transferShare));
             QVERIFY(near(p[u"tokens_per_second"_s].toDouble(), *r.tokensPerSecond));
@@ -141,21 +142,21 @@ private Q_SLOTS:
               100 * proj[u"held_out"_s].toObject()[u"throughput_relative_error"_s].toDouble());
         // compare --json over the same ids gives the same figures.
         const auto c = cli({u"compare"_s, u"sw-r4"_s, u"sw-r1"_s, u"sw-r2"_s, u"--json"_s});
-        QVERIFY2(c.exitCode == 0, qPrintable(c.describe()));
+        CPPL_VERIFY2(c.exitCode == 0, qPrintable(c.describe()));
         const QJsonObject cmp = QJsonDocument::fromJson(c.out.toUtf8()).object();
         QCOMPARE(cmp[u"points"_s].toArray(), pts);
         QCOMPARE(cmp[u"recommended_world_size"_s], out[u"recommended_world_size"_s]);
         // A later run of the same settings finds r1 as its baseline and says so.
         const auto again = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"after-sweep"_s, u"--no-preflight"_s}, 300000);
-        QVERIFY2(again.exitCode == 0, qPrintable(again.describe()));
-        QVERIFY2(again.err.contains(u"baseline: one-rank run sw-r1"_s), qPrintable(again.err));
+        CPPL_VERIFY2(again.exitCode == 0, qPrintable(again.describe()));
+        CPPL_VERIFY2(again.err.contains(u"baseline: one-rank run sw-r1"_s), qPrintable(again.err));
         // A run id already stored: the old run stays, the new one is recorded next to it.
         const auto dup = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"after-sweep"_s, u"--no-preflight"_s}, 300000);
-        QVERIFY2(dup.exitCode == 0, qPrintable(dup.describe()));
-        QVERIFY2(dup.err.contains(u"run after-sweep is already in the history; this run is recorded as after-sweep.2"_s), qPrintable(dup.err));
+        CPPL_VERIFY2(dup.exitCode == 0, qPrintable(dup.describe()));
+        CPPL_VERIFY2(dup.err.contains(u"run after-sweep is already in the history; this run is recorded as after-sweep.2"_s), qPrintable(dup.err));
         QCOMPARE(RunStore(m_store).get(u"after-sweep.2"_s)->nllSumExact, runs[0].nllSumExact);
         const auto unstored = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"sw-r1"_s, u"--no-preflight"_s, u"--no-store"_s}, 300000);
-        QVERIFY2(unstored.exitCode == 0, qPrintable(unstored.describe()));
+        CPPL_VERIFY2(unstored.exitCode == 0, qPrintable(unstored.describe()));
         QCOMPARE(RunStore(m_store).list().size(), std::size_t(5)); // the --no-store run is not there
     }
 
@@ -190,7 +191,7 @@ private Q_SLOTS:
                     break;
             }
         }
-        QVERIFY2(before >= 8, qPrintable(u"samples before the kill: %1\n"_s.arg(before) + QString::fromUtf8(p.readAllStandardError())));
+        CPPL_VERIFY2(before >= 8, qPrintable(u"samples before the kill: %1\n"_s.arg(before) + QString::fromUtf8(p.readAllStandardError())));
         QCOMPARE(cppl::test::ranksOfRun(runId).size(), 4); // the store's process too (on_rank_loss continue): none may outlive the CLI
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         QVERIFY(p.waitForFinished(10000));
@@ -203,23 +204,23 @@ private Q_SLOTS:
         QVERIFY(s.interruptedOnOpen().contains(runId));
         const auto rec = s.get(runId);
         QCOMPARE(rec->status, RunStatus::Interrupted);
-        QVERIFY2(static_cast<int>(rec->samples.size()) >= before, qPrintable(u"%1 < %2"_s.arg(rec->samples.size()).arg(before)));
+        CPPL_VERIFY2(static_cast<int>(rec->samples.size()) >= before, qPrintable(u"%1 < %2"_s.arg(rec->samples.size()).arg(before)));
         QVERIFY(rec->ended > rec->started);
         QCOMPARE(rec->worldSize, 4);
         QVERIFY(!rec->profile.isEmpty());
         qInfo("interrupted run: %zu samples (%d seen before the kill), %zu log lines", rec->samples.size(), before, rec->logs.size());
         const auto list = cli({u"list"_s, u"--status"_s, u"interrupted"_s});
-        QVERIFY2(list.exitCode == 0 && list.out.contains(runId), qPrintable(list.describe()));
+        CPPL_VERIFY2(list.exitCode == 0 && list.out.contains(runId), qPrintable(list.describe()));
     }
 
     void exportImportOfARealRun()
     {
         const QString file = m_dir.filePath(u"sw-r2.json"_s);
         auto r = cli({u"export"_s, u"sw-r2"_s, u"-o"_s, file});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QString other = m_dir.filePath(u"other/runs.sqlite"_s);
         r = cli({u"import"_s, file, u"--store"_s, other});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const RunRecord a = *RunStore(m_store).get(u"sw-r2"_s);
         const RunRecord b = *RunStore(other).get(u"sw-r2"_s);
         QCOMPARE(runToJson(b), runToJson(a));
@@ -228,29 +229,29 @@ private Q_SLOTS:
         const QString result = m_dir.filePath(u"result.json"_s);
         QVERIFY(writeFile(result, a.resultJson));
         r = cli({u"import"_s, result, u"--store"_s, other, u"--run-id"_s, u"bare"_s});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const RunRecord bare = *RunStore(other).get(u"bare"_s);
         QCOMPARE(bare.nllSumExact, a.nllSumExact);
         QCOMPARE(bare.worldSize, 2);
         QCOMPARE(bare.ranks.size(), std::size_t(2));
         r = cli({u"import"_s, file, u"--store"_s, other});
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(u"already in the store"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"already in the store"_s), qPrintable(r.err));
     }
 
     void historyCommandsAndTheirExitCodes()
     {
         auto r = cli({u"list"_s});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         for (const QString &id : {u"sw-r1"_s, u"sw-r2"_s, u"sw-r4"_s, u"after-sweep"_s})
-            QVERIFY2(r.out.contains(id), qPrintable(r.out));
+            CPPL_VERIFY2(r.out.contains(id), qPrintable(r.out));
         r = cli({u"list"_s, u"--world-size"_s, u"2"_s, u"--json"_s});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         const QJsonArray runs = QJsonDocument::fromJson(r.out.toUtf8()).object()[u"runs"_s].toArray();
         QCOMPARE(runs.size(), 1);
         QCOMPARE(runs[0].toObject()[u"run_id"_s].toString(), u"sw-r2"_s);
         r = cli({u"show"_s, u"sw-r4"_s});
-        QVERIFY2(r.exitCode == 0 && r.out.contains(u"4 ranks on 1 node(s), 2 group(s)"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(u"4 ranks on 1 node(s), 2 group(s)"_s), qPrintable(r.describe()));
         struct Case { QStringList args; int code; QString message; };
         const QList<Case> cases{
             {{u"show"_s, u"nope"_s}, 4, u"no run \"nope\""_s},
@@ -266,10 +267,10 @@ private Q_SLOTS:
         };
         for (const Case &c : cases) {
             const auto res = cli(c.args);
-            QVERIFY2(res.exitCode == c.code && res.err.contains(c.message), qPrintable(c.args.join(u' ') + u'\n' + res.describe()));
+            CPPL_VERIFY2(res.exitCode == c.code && res.err.contains(c.message), qPrintable(c.args.join(u' ') + u'\n' + res.describe()));
         }
         r = cli({u"delete"_s, u"after-sweep"_s});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(!RunStore(m_store).contains(u"after-sweep"_s));
     }
 };
