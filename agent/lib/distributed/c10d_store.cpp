@@ -14,9 +14,16 @@ Communicator::~Communicator() = default;
 
 TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
 {
+    // A server is this project's (store_server.h): c10d 1.13's own waits for a client that stopped
+    // in the middle of a request, and with it every other client. This process then talks to it
+    // through c10d's client, as every other rank does.
+    if (server) {
+        m_server = std::make_unique<StoreServer>(port); // throws CollectiveError: port in use, ...
+        port = m_server->port();
+    }
     c10d::TCPStoreOptions o;
     o.port = static_cast<std::uint16_t>(port);
-    o.isServer = server;
+    o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
     try {
@@ -24,13 +31,13 @@ TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::
     } catch (const std::exception &e) {
         const std::string where = host + ":" + std::to_string(port);
         if (server)
-            throw CollectiveError("cannot serve the rendezvous store on port " + std::to_string(port) + ": " + firstLine(e.what())
-                                  + " (is the port in use? pick another MASTER_PORT / --master-port)");
+            throw CollectiveError("serving the rendezvous store on port " + std::to_string(port) + ", but cannot connect to it at " + where
+                                  + ": " + firstLine(e.what()));
         throw TimeoutError("no rendezvous store answered at " + where + " within " + std::to_string(timeout.count() / 1000) + " s: "
                            + firstLine(e.what())
                            + " (is rank 0 or the launcher running, and are MASTER_ADDR/MASTER_PORT the same on every rank?)");
     }
-    m_address = host + ":" + std::to_string(m_store->getPort());
+    m_address = host + ":" + std::to_string(port);
 }
 
 template<typename F>

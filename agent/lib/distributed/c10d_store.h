@@ -4,9 +4,11 @@
 
 #include "communicator.h"
 #include "store.h"
+#include "store_server.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -28,13 +30,14 @@ public:
     bool wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
     bool waitBlocking(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
     std::string address() const override { return m_address; }
-    int port() const override { return m_store->getPort(); }
+    int port() const override { return m_store->getPort(); } // the server's, for a server: its client connects there
     c10::intrusive_ptr<c10d::Store> handle() const { return m_store; }
 
 private:
     template<typename F>
     void guard(F &&f);
 
+    std::unique_ptr<StoreServer> m_server; ///< when this process serves the store; outlives m_store
     c10::intrusive_ptr<c10d::TCPStore> m_store;
     std::string m_address;
 };

@@ -1,0 +1,533 @@
+// SPDX-License-Identifier: MIT
+// The rendezvous store's server (store_server.h): c10d 1.13's wire protocol, no blocking read or
+// write on any client. Torch-free: tst_store_server compiles this file alone.
+#include "store_server.h"
+
+#include "cppl/errors.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace cppl::agent::dist {
+
+namespace {
+
+enum Query : std::uint8_t {
+    kSet = 0,
+    kCompareSet = 1,
+    kGet = 2,
+    kAdd = 3,
+    kCheck = 4,
+    kWait = 5,
+    kGetNumKeys = 6,
+    kWatchKey = 7, // c10d's callback client; not served
+    kDeleteKey = 8,
+};
+constexpr std::uint8_t kReady = 0, kNotReady = 1; // CHECK's answer
+constexpr std::uint8_t kStopWaiting = 0;          // WAIT's answer
+
+/// Reads a request from the bytes received so far; any read past them makes it incomplete.
+class Reader
+{
+public:
+    Reader(const std::string &in, std::size_t pos) : m_in(in), m_pos(pos) {}
+    bool complete() const { return !m_short; }
+    bool malformed() const { return m_bad; }
+    std::size_t pos() const { return m_pos; }
+
+    template<typename T>
+    T value()
+    {
+        T v{};
+        if (m_short || m_bad)
+            return v;
+        if (m_in.size() - m_pos < sizeof v) {
+            m_short = true;
+            return v;
+        }
+        std::memcpy(&v, m_in.data() + m_pos, sizeof v);
+        m_pos += sizeof v;
+        return v;
+    }
+    std::string bytes()
+    {
+        const auto n = value<std::uint64_t>();
+        if (m_short || m_bad)
+            return {};
+        if (n > StoreServer::kMaxBytes) {
+            m_bad = true;
+            return {};
+        }
+        if (m_in.size() - m_pos < n) {
+            m_short = true;
+            return {};
+        }
+        std::string s = m_in.substr(m_pos, static_cast<std::size_t>(n));
+        m_pos += static_cast<std::size_t>(n);
+        return s;
+    }
+    std::vector<std::string> keys()
+    {
+        const auto n = value<std::uint64_t>();
+        if (n > StoreServer::kMaxKeys) {
+            m_bad = true;
+            return {};
+        }
+        std::vector<std::string> out;
+        for (std::uint64_t i = 0; i < n && complete() && !malformed(); ++i)
+            out.push_back(bytes());
+        return out;
+    }
+
+private:
+    const std::string &m_in;
+    std::size_t m_pos;
+    bool m_short = false, m_bad = false;
+};
+
+template<typename T>
+void put(std::string &out, T v)
+{
+    out.append(reinterpret_cast<const char *>(&v), sizeof v);
+}
+
+void putBytes(std::string &out, const std::string &s)
+{
+    put<std::uint64_t>(out, s.size());
+    out += s;
+}
+
+} // namespace
+
+struct StoreServer::Impl
+{
+    struct Conn
+    {
+        std::string in;
+        std::size_t consumed = 0; ///< bytes of `in` already handled
+        std::string out;
+        bool writing = false; ///< EPOLLOUT armed
+        std::vector<std::uint64_t> waits;
+    };
+    struct Wait
+    {
+        int fd;
+        std::unordered_set<std::string> missing;
+    };
+
+    int listener = -1, epoll = -1, wake = -1;
+    int boundPort = 0;
+    std::unordered_map<int, Conn> conns;
+    std::unordered_map<std::string, std::string> kv;
+    std::unordered_map<std::uint64_t, Wait> waits;
+    std::unordered_map<std::string, std::vector<std::uint64_t>> waitersOf;
+    std::uint64_t nextWait = 1;
+    std::thread thread;
+
+    void listen(int port);
+    void run();
+    void accept();
+    void readFrom(int fd);
+    void flush(int fd, Conn &c);
+    void drop(int fd);
+    /// Handles one request at c.consumed; false when it is not whole yet. Sets @p close for a
+    /// request this server refuses.
+    bool handle(int fd, Conn &c, bool &close);
+    void created(const std::string &key);
+};
+
+void StoreServer::Impl::listen(int port)
+{
+    // IPv6 with IPv4-mapped peers when the host has IPv6 sockets, else IPv4: every interface, as
+    // c10d's server listens.
+    const int one = 1, zero = 0;
+    const char *failed = nullptr;
+    int e = 0;
+    for (const int family : {AF_INET6, AF_INET}) {
+        listener = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        sockaddr_storage addr{};
+        socklen_t len = 0;
+        if (family == AF_INET6) {
+            auto *a = reinterpret_cast<sockaddr_in6 *>(&addr);
+            a->sin6_family = AF_INET6;
+            a->sin6_addr = in6addr_any;
+            a->sin6_port = htons(static_cast<std::uint16_t>(port));
+            len = sizeof *a;
+        } else {
+            auto *a = reinterpret_cast<sockaddr_in *>(&addr);
+            a->sin_family = AF_INET;
+            a->sin_addr.s_addr = htonl(INADDR_ANY);
+            a->sin_port = htons(static_cast<std::uint16_t>(port));
+            len = sizeof *a;
+        }
+        failed = listener < 0                                                                                               ? "socket"
+                 : family == AF_INET6 && ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)"
+                 : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0                          ? "setsockopt(SO_REUSEADDR)"
+                 : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), len) != 0                                   ? "bind"
+                 : ::listen(listener, SOMAXCONN) != 0                                                                ? "listen"
+                 : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0                           ? "getsockname"
+                                                                                                                     : nullptr;
+        if (!failed) {
+            boundPort = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&addr)->sin6_port)
+                                           : ntohs(reinterpret_cast<sockaddr_in *>(&addr)->sin_port);
+            return;
+        }
+        e = errno;
+        if (listener >= 0)
+            ::close(listener);
+        listener = -1;
+        if (e == EADDRINUSE || e == EACCES)
+            break; // IPv4 would meet the same port
+    }
+    throw CollectiveError("cannot serve the rendezvous store on port " + std::to_string(port) + ": " + failed + ": " + std::strerror(e)
+                          + (e == EADDRINUSE ? " (is the port in use? pick another MASTER_PORT / --master-port, or 0 for a free one)" : ""));
+}
+
+void StoreServer::Impl::run()
+{
+    std::vector<epoll_event> events(256);
+    for (;;) {
+        const int n = ::epoll_wait(epoll, events.data(), static_cast<int>(events.size()), -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return; // nothing sensible left to do; clients see their connections unanswered
+        }
+        for (int i = 0; i < n; ++i) {
+            const int fd = events[static_cast<std::size_t>(i)].data.fd;
+            const std::uint32_t ev = events[static_cast<std::size_t>(i)].events;
+            if (fd == wake)
+                return;
+            if (fd == listener) {
+                accept();
+                continue;
+            }
+            const auto it = conns.find(fd);
+            if (it == conns.end())
+                continue; // dropped earlier in this batch
+            if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                readFrom(fd);
+            else if (ev & EPOLLOUT)
+                flush(fd, it->second);
+        }
+    }
+}
+
+void StoreServer::Impl::accept()
+{
+    for (;;) {
+        const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                // Out of descriptors (the fd limit is raised at start; fd_limit.h): the pending
+                // connection waits in the backlog, and this wakes again for it. A short pause
+                // keeps a level-triggered listener from spinning meanwhile.
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            return; // EAGAIN: none left
+        }
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ::close(fd);
+            continue;
+        }
+        conns[fd] = Conn{};
+    }
+}
+
+void StoreServer::Impl::readFrom(int fd)
+{
+    Conn &c = conns.at(fd);
+    bool closed = false;
+    for (;;) {
+        char buf[16384];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            c.in.append(buf, static_cast<std::size_t>(n));
+            if (static_cast<std::size_t>(n) < sizeof buf)
+                break;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        closed = true; // EOF or an error: handle what came whole, then drop it
+        break;
+    }
+    bool refuse = false;
+    while (!refuse && handle(fd, c, refuse)) {
+    }
+    if (refuse || closed) {
+        drop(fd);
+        return;
+    }
+    if (c.consumed > 0) {
+        c.in.erase(0, c.consumed);
+        c.consumed = 0;
+    }
+    flush(fd, c);
+}
+
+bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
+{
+    if (c.consumed >= c.in.size())
+        return false;
+    Reader r(c.in, c.consumed);
+    const auto query = r.value<std::uint8_t>();
+    std::string reply;
+    switch (query) {
+    case kSet: {
+        std::string key = r.bytes();
+        std::string value = r.bytes();
+        if (!r.complete() || r.malformed())
+            break;
+        const bool fresh = kv.find(key) == kv.end();
+        kv[key] = std::move(value);
+        if (fresh)
+            created(key);
+        break;
+    }
+    case kCompareSet: {
+        std::string key = r.bytes();
+        std::string expected = r.bytes();
+        std::string desired = r.bytes();
+        if (!r.complete() || r.malformed())
+            break;
+        const auto it = kv.find(key);
+        if (it == kv.end()) {
+            // c10d's rule: a missing key is set only when the caller expected it empty; the
+            // answer is then the new value, else the caller's expected value.
+            if (expected.empty()) {
+                kv[key] = desired;
+                created(key);
+                putBytes(reply, desired);
+            } else {
+                putBytes(reply, expected);
+            }
+        } else {
+            if (it->second == expected)
+                it->second = std::move(desired);
+            putBytes(reply, it->second);
+        }
+        break;
+    }
+    case kGet: {
+        const std::string key = r.bytes();
+        if (!r.complete() || r.malformed())
+            break;
+        const auto it = kv.find(key);
+        if (it == kv.end()) { // c10d's clients wait for a key before they get it
+            close = true;
+            return false;
+        }
+        putBytes(reply, it->second);
+        break;
+    }
+    case kAdd: {
+        const std::string key = r.bytes();
+        const auto delta = r.value<std::int64_t>();
+        if (!r.complete() || r.malformed())
+            break;
+        std::int64_t now = 0;
+        const auto it = kv.find(key);
+        if (it != kv.end()) {
+            const std::string &text = it->second;
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), now);
+            if (ec != std::errc() || end != text.data() + text.size()) {
+                close = true; // not a counter
+                return false;
+            }
+        }
+        now += delta;
+        kv[key] = std::to_string(now);
+        if (it == kv.end())
+            created(key);
+        put<std::int64_t>(reply, now);
+        break;
+    }
+    case kCheck: {
+        const std::vector<std::string> keys = r.keys();
+        if (!r.complete() || r.malformed())
+            break;
+        bool all = true;
+        for (const auto &k : keys)
+            all = all && kv.count(k) != 0;
+        put<std::uint8_t>(reply, all ? kReady : kNotReady);
+        break;
+    }
+    case kWait: {
+        const std::vector<std::string> keys = r.keys();
+        if (!r.complete() || r.malformed())
+            break;
+        Wait w{fd, {}};
+        for (const auto &k : keys)
+            if (kv.count(k) == 0)
+                w.missing.insert(k);
+        if (w.missing.empty()) {
+            put<std::uint8_t>(reply, kStopWaiting);
+            break;
+        }
+        const std::uint64_t id = nextWait++;
+        for (const auto &k : w.missing)
+            waitersOf[k].push_back(id);
+        c.waits.push_back(id);
+        waits.emplace(id, std::move(w));
+        break;
+    }
+    case kGetNumKeys:
+        put<std::int64_t>(reply, static_cast<std::int64_t>(kv.size()));
+        break;
+    case kDeleteKey: {
+        const std::string key = r.bytes();
+        if (!r.complete() || r.malformed())
+            break;
+        put<std::int64_t>(reply, static_cast<std::int64_t>(kv.erase(key)));
+        break;
+    }
+    default: // kWatchKey and anything else
+        close = true;
+        return false;
+    }
+    if (r.malformed()) {
+        close = true;
+        return false;
+    }
+    if (!r.complete())
+        return false; // the rest has not arrived: wait for it, on this connection only
+    c.consumed = r.pos();
+    c.out += reply;
+    return true;
+}
+
+void StoreServer::Impl::created(const std::string &key)
+{
+    const auto it = waitersOf.find(key);
+    if (it == waitersOf.end())
+        return;
+    const std::vector<std::uint64_t> ids = std::move(it->second);
+    waitersOf.erase(it);
+    for (const std::uint64_t id : ids) {
+        const auto w = waits.find(id);
+        if (w == waits.end())
+            continue;
+        w->second.missing.erase(key);
+        if (!w->second.missing.empty())
+            continue;
+        const int fd = w->second.fd;
+        waits.erase(w);
+        const auto c = conns.find(fd);
+        if (c == conns.end())
+            continue;
+        std::erase(c->second.waits, id);
+        put<std::uint8_t>(c->second.out, kStopWaiting);
+        flush(fd, c->second);
+    }
+}
+
+void StoreServer::Impl::flush(int fd, Conn &c)
+{
+    while (!c.out.empty()) {
+        const ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            c.out.erase(0, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; // the client does not read (stopped): the rest waits for EPOLLOUT
+        // The peer is gone: its EPOLLIN/EPOLLHUP drops it; nothing more to send.
+        c.out.clear();
+        break;
+    }
+    const bool want = !c.out.empty();
+    if (want != c.writing) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+        ev.data.fd = fd;
+        ::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
+        c.writing = want;
+    }
+}
+
+void StoreServer::Impl::drop(int fd)
+{
+    const auto it = conns.find(fd);
+    if (it == conns.end())
+        return;
+    for (const std::uint64_t id : it->second.waits) {
+        const auto w = waits.find(id);
+        if (w == waits.end())
+            continue;
+        for (const auto &k : w->second.missing) {
+            const auto of = waitersOf.find(k);
+            if (of == waitersOf.end())
+                continue;
+            std::erase(of->second, id);
+            if (of->second.empty())
+                waitersOf.erase(of);
+        }
+        waits.erase(w);
+    }
+    ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    conns.erase(it);
+}
+
+StoreServer::StoreServer(int port) : m(std::make_unique<Impl>())
+{
+    m->listen(port);
+    m->epoll = ::epoll_create1(EPOLL_CLOEXEC);
+    m->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = m->listener;
+    const bool ok = m->epoll >= 0 && m->wake >= 0 && ::epoll_ctl(m->epoll, EPOLL_CTL_ADD, m->listener, &ev) == 0;
+    ev.data.fd = m->wake;
+    if (!ok || ::epoll_ctl(m->epoll, EPOLL_CTL_ADD, m->wake, &ev) != 0) {
+        const int e = errno;
+        for (const int fd : {m->listener, m->epoll, m->wake})
+            if (fd >= 0)
+                ::close(fd);
+        throw CollectiveError(std::string("cannot serve the rendezvous store: epoll: ") + std::strerror(e));
+    }
+    m->thread = std::thread([impl = m.get()] { impl->run(); });
+}
+
+StoreServer::~StoreServer()
+{
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(m->wake, &one, sizeof one);
+    m->thread.join();
+    for (auto &[fd, c] : m->conns)
+        ::close(fd);
+    for (const int fd : {m->listener, m->epoll, m->wake})
+        ::close(fd);
+}
+
+int StoreServer::port() const
+{
+    return m->boundPort;
+}
+
+} // namespace cppl::agent::dist

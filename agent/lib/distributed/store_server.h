@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace cppl::agent::dist {
+
+/**
+ * @brief The rendezvous store's server: speaks the wire protocol of LibTorch 1.13's c10d TCPStore,
+ * so c10d's own client (the ranks', Gloo's) talks to it unchanged, but never waits for one client.
+ *
+ * c10d 1.13's server reads a request with blocking reads once its first byte arrives: a client
+ * that stops in the middle of a request (SIGSTOP, a hung host, a network partition: a rank stopped
+ * between the send() calls of one claim) holds the server, and every other rank's store call
+ * then times out; with `--on-rank-loss continue` the survivors could not elect a hub or regroup
+ * (docs/communication.md, "The store never waits for one rank"). This server reads every
+ * connection without blocking into a buffer of its own and handles a request once it is whole,
+ * on one thread with epoll, and writes replies without blocking too (a stopped client that does
+ * not read its replies holds only its own connection).
+ *
+ * Requests (little-endian, as c10d 1.13 sends them; strings and byte vectors are a uint64 length
+ * and the bytes): SET 0 key value; COMPARE_SET 1 key expected desired -> value; GET 2 key ->
+ * value; ADD 3 key int64 -> int64 (the value is kept as decimal text, as c10d does); CHECK 4 n
+ * keys -> 0 ready / 1 not ready; WAIT 5 n keys -> 0 once every key exists (kept until then);
+ * GETNUMKEYS 6 -> int64; DELETE_KEY 8 key -> int64 (1 deleted, 0 absent). WATCH_KEY (7, c10d's
+ * callback client, unused by the agent), a GET of a missing key, an ADD to a value that is not an
+ * integer and any other byte close that connection, as c10d's server does.
+ */
+class StoreServer
+{
+public:
+    /// Listens on @p port (0: any free one) on every interface, IPv4 and IPv6, and serves from a
+    /// thread of its own. Throws CollectiveError naming the port and the failed call.
+    explicit StoreServer(int port);
+    ~StoreServer();
+    StoreServer(const StoreServer &) = delete;
+    StoreServer &operator=(const StoreServer &) = delete;
+
+    /// @brief The port bound.
+    [[nodiscard]] int port() const;
+
+    /// Larger strings or values close the connection (a stray or corrupt client, not a rank).
+    static constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 20;
+    /// More keys in one CHECK or WAIT close the connection.
+    static constexpr std::uint64_t kMaxKeys = std::uint64_t{1} << 20;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m;
+};
+
+} // namespace cppl::agent::dist

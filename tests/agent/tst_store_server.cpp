@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: MIT
+// StoreServer (agent/lib/distributed/store_server.h) over real loopback sockets, speaking c10d
+// 1.13's wire protocol byte for byte as its client sends it: every request kind, and what c10d's
+// own server could not do: a client stopped in the middle of a request, or one that never reads
+// its replies, holds only its own connection. (Real c10d clients and Gloo meet on it in
+// tst_store_command and every distributed test.)
+#include "distributed/store_server.h"
+
+#include "cppl/errors.h"
+
+#include <QTest>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <string>
+#include <vector>
+
+using cppl::agent::dist::StoreServer;
+
+namespace {
+
+/// One raw client connection; reads wait up to 5 s.
+class Client
+{
+public:
+    explicit Client(int port)
+    {
+        m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(m_fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+            ::close(m_fd);
+            m_fd = -1;
+        }
+        const int one = 1;
+        if (m_fd >= 0)
+            ::setsockopt(m_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    ~Client()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+    }
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+    bool ok() const { return m_fd >= 0; }
+    int fd() const { return m_fd; }
+    bool send(const std::string &bytes) const { return ::send(m_fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()); }
+    /// Exactly @p n bytes, or fewer when the server closed or was silent for @p within.
+    std::string read(std::size_t n, std::chrono::milliseconds within = std::chrono::milliseconds(5000)) const
+    {
+        std::string out;
+        const auto deadline = std::chrono::steady_clock::now() + within;
+        while (out.size() < n) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            pollfd p{m_fd, POLLIN, 0};
+            if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0)
+                break;
+            char buf[4096];
+            const ssize_t got = ::recv(m_fd, buf, std::min(sizeof buf, n - out.size()), 0);
+            if (got <= 0)
+                break;
+            out.append(buf, static_cast<std::size_t>(got));
+        }
+        return out;
+    }
+    /// Whether the server closed this connection within @p within.
+    bool closedByServer(std::chrono::milliseconds within = std::chrono::milliseconds(5000)) const
+    {
+        pollfd p{m_fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(within.count())) <= 0)
+            return false;
+        char c;
+        return ::recv(m_fd, &c, 1, MSG_DONTWAIT) == 0;
+    }
+
+private:
+    int m_fd = -1;
+};
+
+template<typename T>
+std::string raw(T v)
+{
+    return std::string(reinterpret_cast<const char *>(&v), sizeof v);
+}
+std::string str(const std::string &s)
+{
+    return raw<std::uint64_t>(s.size()) + s;
+}
+std::string keys(const std::vector<std::string> &ks)
+{
+    std::string out = raw<std::uint64_t>(ks.size());
+    for (const auto &k : ks)
+        out += str(k);
+    return out;
+}
+// The requests as c10d 1.13's client writes them (captured from its TCPStore: the query byte, then
+// strings and vectors as a uint64 length and the bytes, values in host order).
+std::string setReq(const std::string &k, const std::string &v)
+{
+    return std::string(1, '\0') + str(k) + str(v);
+}
+std::string casReq(const std::string &k, const std::string &expected, const std::string &desired)
+{
+    return std::string(1, '\1') + str(k) + str(expected) + str(desired);
+}
+std::string getReq(const std::string &k)
+{
+    return std::string(1, '\2') + str(k);
+}
+std::string addReq(const std::string &k, std::int64_t d)
+{
+    return std::string(1, '\3') + str(k) + raw(d);
+}
+std::string checkReq(const std::vector<std::string> &ks)
+{
+    return std::string(1, '\4') + keys(ks);
+}
+std::string waitReq(const std::vector<std::string> &ks)
+{
+    return std::string(1, '\5') + keys(ks);
+}
+std::string numKeysReq()
+{
+    return std::string(1, '\6');
+}
+std::string deleteReq(const std::string &k)
+{
+    return std::string(1, '\x08') + str(k);
+}
+
+std::int64_t asInt(const std::string &bytes)
+{
+    std::int64_t v = -999;
+    if (bytes.size() == sizeof v)
+        std::memcpy(&v, bytes.data(), sizeof v);
+    return v;
+}
+
+/// A reply vector: its length, then that many bytes.
+std::string readValue(const Client &c)
+{
+    const std::string len = c.read(8);
+    if (len.size() != 8)
+        return "<no reply>";
+    return c.read(static_cast<std::size_t>(asInt(len)));
+}
+
+} // namespace
+
+class TestStoreServer : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void everyRequestKind()
+    {
+        StoreServer server(0);
+        QVERIFY(server.port() > 0);
+        Client c(server.port());
+        QVERIFY(c.ok());
+        QVERIFY(c.send(setReq("/a", "one")));
+        QVERIFY(c.send(getReq("/a")));
+        QCOMPARE(readValue(c), std::string("one"));
+        // ADD creates a counter from nothing, keeps it as decimal text, adds negative deltas.
+        QVERIFY(c.send(addReq("/n", 5)));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{5});
+        QVERIFY(c.send(addReq("/n", -7)));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{-2});
+        QVERIFY(c.send(getReq("/n")));
+        QCOMPARE(readValue(c), std::string("-2"));
+        QVERIFY(c.send(checkReq({"/a", "/n"})));
+        QCOMPARE(c.read(1), std::string(1, '\0')); // ready
+        QVERIFY(c.send(checkReq({"/a", "/missing"})));
+        QCOMPARE(c.read(1), std::string(1, '\1')); // not ready
+        // COMPARE_SET, c10d's rule: a missing key is created only from an empty expectation.
+        QVERIFY(c.send(casReq("/c", "x", "y")));
+        QCOMPARE(readValue(c), std::string("x"));
+        QVERIFY(c.send(casReq("/c", "", "first")));
+        QCOMPARE(readValue(c), std::string("first"));
+        QVERIFY(c.send(casReq("/c", "first", "second")));
+        QCOMPARE(readValue(c), std::string("second"));
+        QVERIFY(c.send(casReq("/c", "stale", "third")));
+        QCOMPARE(readValue(c), std::string("second"));
+        QVERIFY(c.send(numKeysReq()));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{3});
+        QVERIFY(c.send(deleteReq("/a")));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{1});
+        QVERIFY(c.send(deleteReq("/a")));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{0});
+        // Several requests in one segment are answered in order.
+        QVERIFY(c.send(addReq("/m", 1) + addReq("/m", 1) + getReq("/m")));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{1});
+        QCOMPARE(asInt(c.read(8)), std::int64_t{2});
+        QCOMPARE(readValue(c), std::string("2"));
+        // A value with every byte value, and an empty one.
+        std::string binary;
+        for (int i = 0; i < 256; ++i)
+            binary += static_cast<char>(i);
+        QVERIFY(c.send(setReq("/bin", binary) + setReq("/empty", "") + getReq("/bin") + getReq("/empty")));
+        QCOMPARE(readValue(c), binary);
+        QCOMPARE(readValue(c), std::string());
+    }
+
+    void waitAnswersWhenTheLastKeyIsSet()
+    {
+        StoreServer server(0);
+        Client waiter(server.port()), setter(server.port());
+        QVERIFY(waiter.ok() && setter.ok());
+        QVERIFY(waiter.send(waitReq({"/w1", "/w2", "/w1"})));
+        QVERIFY(setter.send(setReq("/w1", "1")));
+        QCOMPARE(waiter.read(1, std::chrono::milliseconds(300)), std::string()); // w2 is still missing
+        QVERIFY(setter.send(addReq("/w2", 1)));                                  // created by ADD
+        QCOMPARE(asInt(setter.read(8)), std::int64_t{1});
+        QCOMPARE(waiter.read(1), std::string(1, '\0')); // STOP_WAITING
+        // Keys already there: answered at once.
+        QVERIFY(waiter.send(waitReq({"/w1", "/w2"})));
+        QCOMPARE(waiter.read(1), std::string(1, '\0'));
+        // A waiter that leaves is forgotten; the key set later wakes only the one still there.
+        {
+            Client gone(server.port());
+            QVERIFY(gone.send(waitReq({"/later"})));
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        QVERIFY(waiter.send(waitReq({"/later"})));
+        QVERIFY(setter.send(setReq("/later", "x")));
+        QCOMPARE(waiter.read(1), std::string(1, '\0'));
+        // A wait the client gave up on (its timeout) is answered later on the same connection,
+        // after which that connection serves requests as before (c10d's client behaves so).
+        QVERIFY(waiter.send(waitReq({"/late"}) + getReq("/w1")));
+        QCOMPARE(readValue(waiter), std::string("1"));
+        QVERIFY(setter.send(setReq("/late", "y")));
+        QCOMPARE(waiter.read(1), std::string(1, '\0'));
+    }
+
+    void aClientStoppedInARequestHoldsOnlyItself_data()
+    {
+        QTest::addColumn<QByteArray>("request");
+        QTest::addColumn<QByteArray>("reply"); // what the held request gets once it is whole
+        QTest::addRow("add") << QByteArray::fromStdString(addReq("/cppl/epoch1/sched/next", 3)) << QByteArray::fromStdString(raw<std::int64_t>(3));
+        QTest::addRow("set") << QByteArray::fromStdString(setReq("/cppl/lost/0", "stopped responding")) << QByteArray();
+        QTest::addRow("wait") << QByteArray::fromStdString(waitReq({"/cppl/held"})) << QByteArray();
+        QTest::addRow("compare_set") << QByteArray::fromStdString(casReq("/k", "", "v")) << QByteArray::fromStdString(str("v"));
+    }
+    void aClientStoppedInARequestHoldsOnlyItself()
+    {
+        // c10d 1.13's server read the rest of a request with blocking reads once its first byte
+        // came: a rank stopped between its send() calls held every other rank's store calls (the
+        // survivors' election timed out; docs/communication.md). Here the request is cut after
+        // every byte in turn, and another client's requests are answered meanwhile.
+        QFETCH(QByteArray, request);
+        QFETCH(QByteArray, reply);
+        StoreServer server(0);
+        Client other(server.port());
+        QVERIFY(other.ok());
+        for (qsizetype cut = 1; cut < request.size(); ++cut) {
+            Client stopped(server.port());
+            QVERIFY(stopped.ok());
+            QVERIFY(stopped.send(request.left(cut).toStdString()));
+            QVERIFY(other.send(addReq("/counter", 1)));
+            const std::string got = other.read(8, std::chrono::milliseconds(2000));
+            QVERIFY2(got.size() == 8, qPrintable(QStringLiteral("no answer while another client holds %1 of %2 bytes").arg(cut).arg(request.size())));
+            QCOMPARE(asInt(got), cut);
+            // The rest arrives: the held request is served as if sent at once.
+            QVERIFY(stopped.send(request.mid(cut).toStdString()));
+            if (!reply.isEmpty())
+                QCOMPARE(QByteArray::fromStdString(stopped.read(static_cast<std::size_t>(reply.size()))), reply);
+            QVERIFY(other.send(deleteReq("/k") + deleteReq("/cppl/epoch1/sched/next")));
+            (void)other.read(16);
+        }
+        // Byte by byte, interleaved with another client's requests.
+        Client slow(server.port());
+        for (qsizetype i = 0; i < request.size(); ++i) {
+            QVERIFY(slow.send(request.mid(i, 1).toStdString()));
+            QVERIFY(other.send(checkReq({"/counter"})));
+            QCOMPARE(other.read(1), std::string(1, '\0'));
+        }
+        if (!reply.isEmpty())
+            QCOMPARE(QByteArray::fromStdString(slow.read(static_cast<std::size_t>(reply.size()))), reply);
+    }
+
+    void aClientThatDoesNotReadHoldsOnlyItself()
+    {
+        // A stopped client does not read its replies: once its socket buffers are full the server
+        // must keep the rest, not block in send().
+        StoreServer server(0);
+        Client writer(server.port()), deaf(server.port()), other(server.port());
+        QVERIFY(writer.ok() && deaf.ok() && other.ok());
+        const std::string big(1 << 20, 'v');
+        QVERIFY(writer.send(setReq("/big", big)));
+        QVERIFY(writer.send(checkReq({"/big"})));
+        QCOMPARE(writer.read(1), std::string(1, '\0'));
+        std::string many;
+        for (int i = 0; i < 32; ++i) // 32 MiB of replies, far beyond the socket buffers
+            many += getReq("/big");
+        QVERIFY(deaf.send(many));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        QVERIFY(other.send(addReq("/alive", 1)));
+        QCOMPARE(asInt(other.read(8, std::chrono::milliseconds(2000))), std::int64_t{1});
+        // Reading now, the deaf client gets every reply whole.
+        for (int i = 0; i < 32; ++i)
+            QCOMPARE(readValue(deaf).size(), big.size());
+    }
+
+    void refusedRequestsCloseOnlyTheirConnection_data()
+    {
+        QTest::addColumn<QByteArray>("request");
+        QTest::addRow("unknown query") << QByteArray("\x42", 1);
+        QTest::addRow("watch_key (c10d's callback client)") << QByteArray::fromStdString(std::string(1, '\x07') + str("/k"));
+        QTest::addRow("get of a missing key") << QByteArray::fromStdString(getReq("/missing"));
+        QTest::addRow("add to a value that is not a number") << QByteArray::fromStdString(addReq("/text", 1));
+        QTest::addRow("a string longer than 64 MiB") << QByteArray::fromStdString(std::string(1, '\0') + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
+        QTest::addRow("more than 2^20 keys") << QByteArray::fromStdString(std::string(1, '\4') + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
+    }
+    void refusedRequestsCloseOnlyTheirConnection()
+    {
+        QFETCH(QByteArray, request);
+        StoreServer server(0);
+        Client other(server.port()), bad(server.port());
+        QVERIFY(other.send(setReq("/text", "abc")));
+        QVERIFY(bad.send(request.toStdString()));
+        QVERIFY(bad.closedByServer());
+        QVERIFY(other.send(getReq("/text")));
+        QCOMPARE(readValue(other), std::string("abc"));
+        Client later(server.port());
+        QVERIFY(later.send(getReq("/text")));
+        QCOMPARE(readValue(later), std::string("abc"));
+    }
+
+    void portInUseSaysSo()
+    {
+        StoreServer first(0);
+        try {
+            StoreServer second(first.port());
+            QFAIL("a second server bound the same port");
+        } catch (const cppl::CollectiveError &e) {
+            const QString what = QString::fromUtf8(e.what());
+            QVERIFY2(what.contains(QStringLiteral("port %1").arg(first.port())) && what.contains(QStringLiteral("is the port in use?")), e.what());
+        }
+    }
+
+    void manyClients()
+    {
+        // 300 connections at once (a launcher's store sees several per rank); each gets its own
+        // answers in order.
+        StoreServer server(0);
+        std::vector<std::unique_ptr<Client>> clients;
+        for (int i = 0; i < 300; ++i) {
+            clients.push_back(std::make_unique<Client>(server.port()));
+            QVERIFY(clients.back()->ok());
+        }
+        for (std::size_t i = 0; i < clients.size(); ++i)
+            QVERIFY(clients[i]->send(setReq("/r" + std::to_string(i), std::to_string(i)) + addReq("/joined", 1)));
+        std::vector<std::int64_t> seen;
+        for (auto &c : clients)
+            seen.push_back(asInt(c->read(8)));
+        std::sort(seen.begin(), seen.end());
+        for (std::size_t i = 0; i < seen.size(); ++i)
+            QCOMPARE(seen[i], static_cast<std::int64_t>(i + 1));
+        QVERIFY(clients[7]->send(getReq("/r299")));
+        QCOMPARE(readValue(*clients[7]), std::string("299"));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestStoreServer)
+#include "tst_store_server.moc"
