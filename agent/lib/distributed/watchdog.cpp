@@ -32,8 +32,10 @@ using wire::connectTo;
 using wire::kBeat;
 using wire::kDiedCause;
 using wire::listenAnywhere;
+using wire::parseReport;
 using wire::readLine;
 using wire::realtimeNs;
+using wire::reportLine;
 using wire::seconds;
 using wire::trace;
 
@@ -69,13 +71,13 @@ bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::stea
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::string hello = "r" + std::to_string(m_rank) + " " + std::to_string(m_epoch) + "\n";
+    m_reported.assign(m_hosts.size(), 0);
     if (m_mesh && m_hubIndex > 0) { // a new hub: what this rank's mesh links know (lost or finished ranks), so that it need not wait for them
-        m_mesh->drain(); // a rank killed together with the hub: its link's close is read by now
+        m_mesh->drain(); // a rank killed together with the hub: its link's close is usually read by now (else reportMeshNews)
         for (const auto &[q, cause] : m_mesh->known())
             if (q != hub) {
-                std::string flat = cause;
-                std::replace(flat.begin(), flat.end(), '\n', ' ');
-                hello += "k" + std::to_string(q) + (flat.empty() ? std::string() : " " + flat) + "\n";
+                hello += reportLine(q, cause);
+                m_reported[static_cast<std::size_t>(q)] = 1;
             }
     }
     auto lost = [&] {
@@ -397,6 +399,24 @@ void Watchdog::fire(int code, const std::string &message, int origin, bool runWi
     m_onFatal(Fatal{code, message});
 }
 
+void Watchdog::reportMeshNews()
+{
+    if (!m_mesh || isHub() || m_hubIndex == 0 || m_peers.empty() || m_peers.front().fd < 0)
+        return;
+    std::string lines;
+    for (const auto &[q, cause] : m_mesh->known())
+        if (q != m_hubRank.load() && q < static_cast<int>(m_reported.size()) && !m_reported[static_cast<std::size_t>(q)]) {
+            lines += reportLine(q, cause);
+            m_reported[static_cast<std::size_t>(q)] = 1;
+        }
+    if (lines.empty())
+        return;
+    trace(m_rank, "tells the new hub: " + lines.substr(0, lines.size() - 1));
+    const std::lock_guard lock(m_sendMutex);
+    // A failed send is the hub's closed connection, which the loop reads next.
+    [[maybe_unused]] const ssize_t n = ::send(m_peers.front().fd, lines.data(), lines.size(), MSG_NOSIGNAL);
+}
+
 void Watchdog::handleFrame(Peer &p, const std::string &frame)
 {
     if (frame.empty())
@@ -623,6 +643,44 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
                     trace(m_rank, "new hub: rank " + std::to_string(r) + " finished");
                 }
     };
+    // What a survivor's mesh links know: a rank this hub has no link to (every candidate lost) is
+    // announced at once when a survivor linked to it saw it die, stop or finish.
+    const auto take = [&](int from, int q, const std::string &why) {
+        if (std::find(expected.begin(), expected.end(), q) == expected.end() || !unseen(q) || judged(q))
+            return;
+        trace(m_rank, "new hub: rank " + std::to_string(from) + " says rank " + std::to_string(q) + (why.empty() ? std::string(" finished") : " " + why));
+        if (why.empty())
+            finished[static_cast<std::size_t>(q)] = 1;
+        else
+            meshCause[static_cast<std::size_t>(q)] = why;
+    };
+    // Reports that come after a survivor's hello (its link to a rank killed with the old hub closed
+    // a few ms after the hub's: reportMeshNews). The other frames stay in the inbox for loop().
+    std::vector<char> quiet; // by index in m_peers: its connection closed meanwhile (loop() reads that)
+    const auto readReports = [&](std::size_t i) {
+        Peer &p = m_peers[i];
+        char buf[4096];
+        const ssize_t n = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) {
+            if (n == 0 || (errno != EAGAIN && errno != EINTR))
+                quiet[i] = 1;
+            return;
+        }
+        p.lastSeen = std::chrono::steady_clock::now();
+        p.inbox.append(buf, static_cast<std::size_t>(n));
+        std::string keep;
+        std::size_t start = 0;
+        for (std::size_t nl; (nl = p.inbox.find('\n', start)) != std::string::npos; start = nl + 1) {
+            const std::string line = p.inbox.substr(start, nl - start);
+            int q = -1;
+            std::string why;
+            if (line.starts_with('k') && parseReport(line, world, q, why) && q != p.rank)
+                take(p.rank, q, why);
+            else if (line != "h") // a heartbeat's only news is lastSeen
+                keep += line + "\n";
+        }
+        p.inbox = keep + p.inbox.substr(start);
+    };
     if (m_mesh)
         m_mesh->drain();
     std::vector<pollfd> pfs;
@@ -642,12 +700,19 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
         if (m_mesh)
             m_mesh->beat(*m_store);
         pfs.assign(1, pollfd{listener, POLLIN, 0});
+        quiet.resize(m_peers.size(), 0);
+        for (std::size_t i = 0; i < m_peers.size(); ++i)
+            pfs.push_back(pollfd{m_peers[i].fd, static_cast<short>(quiet[i] ? 0 : POLLIN), 0});
+        const std::size_t meshAt = pfs.size();
         if (m_mesh)
             m_mesh->pollFds(pfs);
         if (::poll(pfs.data(), pfs.size(), static_cast<int>(std::min<long long>(left, kBeat.count()))) <= 0)
             continue;
         if (m_mesh)
-            m_mesh->handle(pfs.data() + 1, pfs.size() - 1);
+            m_mesh->handle(pfs.data() + meshAt, pfs.size() - meshAt);
+        for (std::size_t i = 0; i + 1 < meshAt; ++i)
+            if (pfs[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+                readReports(i);
         if (!(pfs[0].revents & POLLIN))
             continue;
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -662,16 +727,8 @@ void Watchdog::becomeHub(int old, const std::string &cause, const std::vector<in
         }
         seen.push_back(r);
         trace(m_rank, "new hub: rank " + std::to_string(r) + " reconnected (epoch " + std::to_string(epoch) + ")");
-        // What its mesh links know: a rank this hub has no link to (every candidate lost) is
-        // announced at once when a survivor linked to it saw it die, stop or finish.
         for (const auto &[q, why] : reports)
-            if (std::find(expected.begin(), expected.end(), q) != expected.end() && unseen(q) && !judged(q)) {
-                trace(m_rank, "new hub: rank " + std::to_string(r) + " says rank " + std::to_string(q) + (why.empty() ? std::string(" finished") : " " + why));
-                if (why.empty())
-                    finished[static_cast<std::size_t>(q)] = 1;
-                else
-                    meshCause[static_cast<std::size_t>(q)] = why;
-            }
+            take(r, q, why);
         m_epoch = std::max(m_epoch, epoch); // a verdict the old hub sent some ranks and not this one
         const std::lock_guard lock(m_sendMutex);
         m_peers.push_back(Peer{fd, r, std::chrono::steady_clock::now(), {}, false});
@@ -803,6 +860,7 @@ void Watchdog::loop()
         if (m_mesh) { // what the mesh saw (after an election, above, its links may differ from those polled: next turn)
             m_mesh->handle(fds.data() + 1 + polled, fds.size() - 1 - polled);
             m_mesh->beat(*m_store);
+            reportMeshNews();
         }
         const auto t = std::chrono::steady_clock::now();
         for (Peer &p : m_peers)

@@ -132,6 +132,10 @@ private:
         std::string inbox;
         bool done = false;
     };
+    /// Not the hub, after an election: what this rank's mesh learnt since its hello (a rank killed
+    /// together with the old hub whose link closed a few ms after the hub's), as "k" lines to the
+    /// new hub, which may still wait for that rank.
+    void reportMeshNews();
     /// The hub, tolerant: @p p is gone; drop it, tell the others, call onLoss.
     void lose(Peer &p, const std::string &cause);
     /// The hub, tolerant: @p rank is out of the run (fenced in the store); announce it.
@@ -172,6 +176,9 @@ private:
     std::vector<int> m_members; ///< tolerant: the ranks not lost (the hub's, and every rank's from its verdicts)
     int m_epoch = 0;
     std::vector<Peer> m_peers; ///< the hub: one per other rank; others: the hub only
+    /// Not the hub, after an election: the ranks this rank's mesh told the current hub about (in
+    /// its hello, or later with reportMeshNews()), by rank.
+    std::vector<char> m_reported;
     std::mutex m_sendMutex;
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_finished{false};

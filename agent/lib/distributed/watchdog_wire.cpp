@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +135,24 @@ int listenAnywhere(int &port, const std::string &who)
     return listener;
 }
 
+std::string reportLine(int rank, const std::string &cause)
+{
+    std::string flat = cause;
+    std::replace(flat.begin(), flat.end(), '\n', ' ');
+    return "k" + std::to_string(rank) + (flat.empty() ? std::string() : " " + flat) + "\n";
+}
+
+bool parseReport(const std::string &line, int world, int &rank, std::string &cause)
+{
+    int consumed = 0;
+    rank = -1;
+    if (std::sscanf(line.c_str(), "k%d%n", &rank, &consumed) != 1 || rank < 0 || rank >= world
+        || (line.size() > static_cast<std::size_t>(consumed) && line[static_cast<std::size_t>(consumed)] != ' '))
+        return false;
+    cause = line.size() > static_cast<std::size_t>(consumed) ? line.substr(static_cast<std::size_t>(consumed) + 1) : std::string();
+    return true;
+}
+
 int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadline, int &epoch, std::vector<std::pair<int, std::string>> &reports)
 {
     std::string hello;
@@ -146,11 +165,11 @@ int acceptHello(int fd, int world, std::chrono::steady_clock::time_point deadlin
         if (!readLine(fd, ping, deadline))
             return -1;
         if (ping.starts_with('k')) { // "k<rank>[ <cause>]": what its mesh links know of a rank
-            int q = -1, consumed = 0;
-            if (std::sscanf(ping.c_str(), "k%d%n", &q, &consumed) != 1 || q < 0 || q >= world || q == r
-                || (ping.size() > static_cast<std::size_t>(consumed) && ping[static_cast<std::size_t>(consumed)] != ' '))
+            int q = -1;
+            std::string cause;
+            if (!parseReport(ping, world, q, cause) || q == r)
                 return -1;
-            reports.emplace_back(q, ping.size() > static_cast<std::size_t>(consumed) ? ping.substr(static_cast<std::size_t>(consumed) + 1) : std::string());
+            reports.emplace_back(q, std::move(cause));
             continue;
         }
         if (ping != "p" && ping != "e")

@@ -29,6 +29,11 @@ void trace(int rank, const std::string &what);
 std::int64_t realtimeNs();
 /// A listening TCP socket on any port, IPv4 and IPv6; throws CollectiveError saying which call failed.
 int listenAnywhere(int &port, const std::string &who);
+/// "k<rank>[ <cause>]\n": what a rank's mesh link knows of @p rank, for a new hub (lost: the cause;
+/// finished: none). In a reconnecting rank's hello, and later on its star connection.
+std::string reportLine(int rank, const std::string &cause);
+/// Reads a reportLine() without its newline; false when malformed or @p rank is outside the world.
+bool parseReport(const std::string &line, int world, int &rank, std::string &cause);
 /// A new hub's side of a reconnecting rank: the hello ("r<rank>[ <epoch>]"), what that rank's
 /// mesh links know ("k<rank>[ <cause>]" lines: lost, or finished without a cause; into
 /// @p reports), then clock pings (each "p" answered with this clock) until "e". Returns the rank,
