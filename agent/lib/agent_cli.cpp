@@ -136,8 +136,9 @@ constexpr CommandUsage kCommandUsage[] = {
       CLUSTERPPL_STORE {"port":P,"addr":"ADDR"} on stdout once listening;
       exits 0 when stdin reaches EOF (an SSH session's end stops it) or on SIGTERM/SIGINT/SIGHUP.
       --port P               1..65535, or 0 for a free one (default 0)
-      --bind ADDR            an address of this host, checked (default 0.0.0.0); LibTorch 1.13's
-                             TCPStore listens on every interface whatever ADDR is
+      --bind ADDR            serve on this address of the host only, e.g. 127.0.0.1 for a
+                             store that no other host may reach (default 0.0.0.0: every
+                             interface)
 )"},
     {"comm-check", R"(  clusterppl-agent comm-check [--backend gloo|nccl] [--topology hierarchical|flat] [--words N,...]
       One rank of a collective self-test (start it like eval, e.g. run --standalone

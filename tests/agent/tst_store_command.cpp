@@ -46,6 +46,21 @@ int waitForStore(QProcess &p, QByteArray &out)
     return QJsonDocument::fromJson(line.mid(17)).object().value(u"port"_s).toInt();
 }
 
+/// Whether a TCP connection to 127.0.0.2:@p port is accepted: Linux routes all of 127.0.0.0/8 to
+/// the loopback device, so a store on every interface answers there and one on 127.0.0.1 does not.
+bool answersAtOtherLoopback(int port)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl((127u << 24) | 2u);
+    const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+    if (fd >= 0)
+        ::close(fd);
+    return ok;
+}
+
 } // namespace
 
 class TestStoreCommand : public QObject
@@ -63,6 +78,8 @@ private Q_SLOTS:
         CPPL_VERIFY2(port > 0, out.constData());
         CPPL_VERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
                  out.constData());
+        // --bind 127.0.0.1 (a local run's store) is served there only.
+        QVERIFY(!answersAtOtherLoopback(port));
         // A client stopped right after the first byte of a request (an ADD's query byte: a rank
         // stopped between the send() calls of a batch claim). c10d 1.13's own server then waited
         // for the rest and answered nobody else (store_server.h); the ranks below must still meet.
@@ -107,7 +124,9 @@ private Q_SLOTS:
         store.start(kAgent, {u"store"_s}); // --port 0, --bind 0.0.0.0
         QVERIFY(store.waitForStarted());
         QByteArray out;
-        CPPL_VERIFY2(waitForStore(store, out) > 0, out.constData());
+        const int port = waitForStore(store, out);
+        CPPL_VERIFY2(port > 0, out.constData());
+        QVERIFY(answersAtOtherLoopback(port)); // every interface
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGTERM), 0);
         QVERIFY(store.waitForFinished(10000));
         QCOMPARE(store.exitStatus(), QProcess::NormalExit);

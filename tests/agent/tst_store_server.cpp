@@ -23,6 +23,7 @@
 #include <memory>
 #include <thread>
 #include <string>
+#include <utility>
 #include <vector>
 
 using cppl::agent::dist::StoreServer;
@@ -33,13 +34,14 @@ namespace {
 class Client
 {
 public:
-    explicit Client(int port)
+    /// Connects to @p ip (host order; 127.0.0.1 by default) at @p port.
+    explicit Client(int port, std::uint32_t ip = INADDR_LOOPBACK)
     {
         m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_port = htons(static_cast<std::uint16_t>(port));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_addr.s_addr = htonl(ip);
         if (::connect(m_fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
             ::close(m_fd);
             m_fd = -1;
@@ -348,6 +350,42 @@ private Q_SLOTS:
         } catch (const cppl::CollectiveError &e) {
             const QString what = QString::fromUtf8(e.what());
             QVERIFY2(what.contains(QStringLiteral("port %1").arg(first.port())) && what.contains(QStringLiteral("is the port in use?")), e.what());
+        }
+    }
+
+    void listensOnlyWhereItIsTold()
+    {
+        // Linux routes all of 127.0.0.0/8 to the loopback device: a server on every interface
+        // answers at 127.0.0.2 too, one bound to 127.0.0.1 (a local run's store) does not.
+        constexpr std::uint32_t kOtherLoopback = (127u << 24) | 2u;
+        {
+            StoreServer everywhere(0);
+            Client c(everywhere.port(), kOtherLoopback);
+            QVERIFY(c.ok() && c.send(addReq("/n", 5)));
+            QCOMPARE(asInt(c.read(8)), std::int64_t{5});
+        }
+        for (const std::string bind : {"0.0.0.0", "::"}) {
+            StoreServer everywhere(0, bind);
+            QVERIFY2(Client(everywhere.port(), kOtherLoopback).ok(), bind.c_str());
+        }
+        StoreServer loopback(0, "127.0.0.1");
+        Client here(loopback.port());
+        QVERIFY(here.ok() && here.send(addReq("/n", 7)));
+        QCOMPARE(asInt(here.read(8)), std::int64_t{7});
+        QVERIFY(!Client(loopback.port(), kOtherLoopback).ok());
+        // An address not of this host, and a name that does not resolve: said so, with the fix.
+        const std::pair<std::string, QString> refused[] = {
+            {"192.0.2.1", QStringLiteral("not an address of this host")},
+            {"no-such-host.invalid", QStringLiteral("cannot resolve no-such-host.invalid")}};
+        for (const auto &[bind, says] : refused) {
+            try {
+                StoreServer server(0, bind);
+                QFAIL(qPrintable(QStringLiteral("a server listened on %1").arg(QString::fromStdString(bind))));
+            } catch (const cppl::CollectiveError &e) {
+                const QString what = QString::fromUtf8(e.what());
+                QVERIFY2(what.contains(QString::fromStdString(bind)) && what.contains(says) && what.contains(QStringLiteral("0.0.0.0 for all of them")),
+                         e.what());
+            }
         }
     }
 

@@ -12,13 +12,13 @@ namespace cppl::agent::dist {
 Store::~Store() = default;
 Communicator::~Communicator() = default;
 
-TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
+TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout, const std::string &bind)
 {
     // A server is this project's (store_server.h): c10d 1.13's own waits for a client that stopped
     // in the middle of a request, and with it every other client. This process then talks to it
     // through c10d's client, as every other rank does.
     if (server) {
-        m_server = std::make_unique<StoreServer>(port); // throws CollectiveError: port in use, ...
+        m_server = std::make_unique<StoreServer>(port, bind); // throws CollectiveError: port in use, ...
         port = m_server->port();
     }
     c10d::TCPStoreOptions o;
@@ -117,9 +117,10 @@ bool TcpStore::waitBlocking(const std::vector<std::string> &keys, std::chrono::m
     }
 }
 
-std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout)
+std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
+                                    const std::string &bind)
 {
-    return std::make_unique<TcpStore>(host, port, server, timeout);
+    return std::make_unique<TcpStore>(host, port, server, timeout, bind);
 }
 
 } // namespace cppl::agent::dist

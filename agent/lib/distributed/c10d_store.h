@@ -22,7 +22,7 @@ namespace cppl::agent::dist {
 class TcpStore final : public Store
 {
 public:
-    TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout);
+    TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout, const std::string &bind);
     void set(const std::string &key, const std::string &value) override;
     std::optional<std::string> get(const std::string &key, std::chrono::milliseconds timeout) override;
     bool check(const std::vector<std::string> &keys) override;

@@ -137,7 +137,10 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     const bool meshed = m_tolerant && o.storeServedElsewhere && id.worldSize >= 3;
     requireFileLimit(id.rank, id.worldSize, serve,
                      meshed ? static_cast<int>(meshPeers(id.rank, id.worldSize, meshCandidates()).size()) : 0);
-    m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout);
+    // A store at a numeric loopback address is for this host's ranks only: served there, not on
+    // every interface ("localhost" may resolve to either family, so it keeps every interface).
+    const bool loopbackStore = isLoopbackHost(id.masterAddr) && id.masterAddr != "localhost";
+    m_store = openTcpStore(id.masterAddr, id.masterPort, serve, o.timeout, loopbackStore ? id.masterAddr : std::string());
     m_storeAddress = m_store->address();
     log.mark("store");
 

@@ -337,7 +337,7 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
     const Options o = parseOptions(argv);
     std::unique_ptr<Store> store;
     try {
-        store = openTcpStore("127.0.0.1", o.port, true, std::chrono::milliseconds(30000));
+        store = openTcpStore("127.0.0.1", o.port, true, std::chrono::milliseconds(30000), "127.0.0.1");
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("run: ") + e.what());
     }

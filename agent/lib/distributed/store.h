@@ -44,9 +44,11 @@ public:
 };
 
 /**
- * @brief Serves a store on @p port (0: any free port) on all interfaces, or connects to one at
- * host:port, retrying until @p timeout (the server may start later than its clients).
+ * @brief Serves a store on @p port (0: any free port) and connects to it at host:port, or only
+ * connects to one there, retrying until @p timeout (the server may start later than its clients).
+ * A server listens on @p bind (StoreServer: empty for every interface).
  */
-[[nodiscard]] std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout);
+[[nodiscard]] std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
+                                                  const std::string &bind = {});
 
 } // namespace cppl::agent::dist

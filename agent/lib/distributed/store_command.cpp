@@ -27,8 +27,9 @@ namespace cppl::agent::dist {
 
 namespace {
 
-/// Checks before c10d does (its error says only that no address could be bound): that ADDR is an
-/// address of this host and that the port is free on it. Throws ExitError with what to do.
+/// Checks before the server starts that ADDR is an address of this host and that the port is free
+/// on it, so that each has its own exit code (2: a wrong argument, 5: a port in use). Throws
+/// ExitError with what to do.
 void probe(const std::string &addr, int port)
 {
     addrinfo hints{};
@@ -79,7 +80,7 @@ int storeCommand(const std::vector<std::string> &argv, std::ostream &out, std::o
     // TCPStore's server connects to itself at this address; 0.0.0.0 is not one to connect to.
     const std::string self = bind == "0.0.0.0" || bind == "::" ? std::string("127.0.0.1") : bind;
     try {
-        store = openTcpStore(self, port, true, std::chrono::milliseconds(30000));
+        store = openTcpStore(self, port, true, std::chrono::milliseconds(30000), bind);
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("store: ") + e.what());
     }

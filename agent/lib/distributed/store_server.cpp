@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string>
@@ -137,7 +138,7 @@ struct StoreServer::Impl
     std::uint64_t nextWait = 1;
     std::thread thread;
 
-    void listen(int port);
+    void listen(int port, const std::string &bind);
     void run();
     void accept();
     void readFrom(int fd);
@@ -149,40 +150,67 @@ struct StoreServer::Impl
     void created(const std::string &key);
 };
 
-void StoreServer::Impl::listen(int port)
+void StoreServer::Impl::listen(int port, const std::string &bind)
 {
-    // IPv6 with IPv4-mapped peers when the host has IPv6 sockets, else IPv4: every interface, as
-    // c10d's server listens.
-    const int one = 1, zero = 0;
-    const char *failed = nullptr;
-    int e = 0;
-    for (const int family : {AF_INET6, AF_INET}) {
-        listener = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    // Every interface (no address, 0.0.0.0 or ::), as c10d's server listens: IPv6 with IPv4-mapped
+    // peers when the host has IPv6 sockets, else IPv4. Otherwise the addresses @p bind resolves to,
+    // in order, the first that binds.
+    struct Candidate
+    {
         sockaddr_storage addr{};
         socklen_t len = 0;
-        if (family == AF_INET6) {
-            auto *a = reinterpret_cast<sockaddr_in6 *>(&addr);
-            a->sin6_family = AF_INET6;
-            a->sin6_addr = in6addr_any;
-            a->sin6_port = htons(static_cast<std::uint16_t>(port));
-            len = sizeof *a;
-        } else {
-            auto *a = reinterpret_cast<sockaddr_in *>(&addr);
-            a->sin_family = AF_INET;
-            a->sin_addr.s_addr = htonl(INADDR_ANY);
-            a->sin_port = htons(static_cast<std::uint16_t>(port));
-            len = sizeof *a;
-        }
-        failed = listener < 0                                                                                               ? "socket"
-                 : family == AF_INET6 && ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)"
-                 : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0                          ? "setsockopt(SO_REUSEADDR)"
-                 : ::bind(listener, reinterpret_cast<sockaddr *>(&addr), len) != 0                                   ? "bind"
-                 : ::listen(listener, SOMAXCONN) != 0                                                                ? "listen"
-                 : ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0                           ? "getsockname"
-                                                                                                                     : nullptr;
+    };
+    std::vector<Candidate> candidates;
+    const bool any = bind.empty() || bind == "0.0.0.0" || bind == "::";
+    const std::string where = (any ? std::string("every interface") : bind) + ", port " + std::to_string(port);
+    if (any) {
+        Candidate v6, v4;
+        auto *a6 = reinterpret_cast<sockaddr_in6 *>(&v6.addr);
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_any;
+        a6->sin6_port = htons(static_cast<std::uint16_t>(port));
+        v6.len = sizeof *a6;
+        auto *a4 = reinterpret_cast<sockaddr_in *>(&v4.addr);
+        a4->sin_family = AF_INET;
+        a4->sin_addr.s_addr = htonl(INADDR_ANY);
+        a4->sin_port = htons(static_cast<std::uint16_t>(port));
+        v4.len = sizeof *a4;
+        candidates = {v6, v4};
+    } else {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        addrinfo *found = nullptr;
+        if (const int rc = ::getaddrinfo(bind.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+            throw CollectiveError("cannot serve the rendezvous store on " + where + ": cannot resolve " + bind + " (" + ::gai_strerror(rc)
+                                  + "); give an address of this host, or 0.0.0.0 for all of them");
+        for (const addrinfo *a = found; a; a = a->ai_next)
+            if (a->ai_addrlen <= sizeof(sockaddr_storage)) {
+                Candidate c;
+                std::memcpy(&c.addr, a->ai_addr, a->ai_addrlen);
+                c.len = a->ai_addrlen;
+                candidates.push_back(c);
+            }
+        ::freeaddrinfo(found);
+    }
+    const int one = 1, zero = 0;
+    const char *failed = "getaddrinfo";
+    int e = EADDRNOTAVAIL;
+    for (Candidate &c : candidates) {
+        const int family = c.addr.ss_family;
+        listener = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        auto *addr = reinterpret_cast<sockaddr *>(&c.addr);
+        failed = listener < 0                                                                                                     ? "socket"
+                 : any && family == AF_INET6 && ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0 ? "setsockopt(IPV6_V6ONLY)"
+                 : ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0                                ? "setsockopt(SO_REUSEADDR)"
+                 : ::bind(listener, addr, c.len) != 0                                                                      ? "bind"
+                 : ::listen(listener, SOMAXCONN) != 0                                                                      ? "listen"
+                 : ::getsockname(listener, addr, &c.len) != 0                                                              ? "getsockname"
+                                                                                                                           : nullptr;
         if (!failed) {
-            boundPort = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&addr)->sin6_port)
-                                           : ntohs(reinterpret_cast<sockaddr_in *>(&addr)->sin_port);
+            boundPort = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(addr)->sin6_port)
+                                           : ntohs(reinterpret_cast<sockaddr_in *>(addr)->sin_port);
             return;
         }
         e = errno;
@@ -190,10 +218,12 @@ void StoreServer::Impl::listen(int port)
             ::close(listener);
         listener = -1;
         if (e == EADDRINUSE || e == EACCES)
-            break; // IPv4 would meet the same port
+            break; // another address family would meet the same port
     }
-    throw CollectiveError("cannot serve the rendezvous store on port " + std::to_string(port) + ": " + failed + ": " + std::strerror(e)
-                          + (e == EADDRINUSE ? " (is the port in use? pick another MASTER_PORT / --master-port, or 0 for a free one)" : ""));
+    throw CollectiveError("cannot serve the rendezvous store on " + where + ": " + failed + ": " + std::strerror(e)
+                          + (e == EADDRINUSE      ? " (is the port in use? pick another MASTER_PORT / --master-port, or 0 for a free one)"
+                             : e == EADDRNOTAVAIL ? " (not an address of this host: give one of its addresses, or 0.0.0.0 for all of them)"
+                                                  : ""));
 }
 
 void StoreServer::Impl::run()
@@ -494,9 +524,9 @@ void StoreServer::Impl::drop(int fd)
     conns.erase(it);
 }
 
-StoreServer::StoreServer(int port) : m(std::make_unique<Impl>())
+StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
 {
-    m->listen(port);
+    m->listen(port, bind);
     m->epoll = ::epoll_create1(EPOLL_CLOEXEC);
     m->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     epoll_event ev{};

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace cppl::agent::dist {
 
@@ -31,9 +32,11 @@ namespace cppl::agent::dist {
 class StoreServer
 {
 public:
-    /// Listens on @p port (0: any free one) on every interface, IPv4 and IPv6, and serves from a
-    /// thread of its own. Throws CollectiveError naming the port and the failed call.
-    explicit StoreServer(int port);
+    /// Listens on @p port (0: any free one) and serves from a thread of its own: on every
+    /// interface, IPv4 and IPv6, when @p bind is empty, 0.0.0.0 or ::, else on the address @p bind
+    /// names only (127.0.0.1 for a store no other host may reach). Throws CollectiveError naming
+    /// the address, the port and the failed call.
+    explicit StoreServer(int port, const std::string &bind = {});
     ~StoreServer();
     StoreServer(const StoreServer &) = delete;
     StoreServer &operator=(const StoreServer &) = delete;
