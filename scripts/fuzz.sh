@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Runs the libFuzzer targets of tests/fuzz (docs/fuzzing.md) one after another and prints, per
+# Runs the libFuzzer targets of tests/fuzz (docs/fuzzing.md), --jobs at a time, and prints, per
 # target, the executions, exec/s, coverage and whether it crashed. Builds a clang-only tree in
 # build/fuzz (no Qt GUI, no agent, no LibTorch) and seeds each corpus from the repository's real
 # files (tests/fuzz/make_seeds.py); the corpora grow in build/fuzz/corpus/<target> between runs.
