@@ -58,12 +58,6 @@ QStringList evalArgs(const QString &protocol, int maxWindows)
     return a;
 }
 
-/// Windows of the runs that lose ranks (lostRankRun, hubLostAfterTheResultWaitsForNoFinishedRank):
-/// about half the text, 200 batches and some 25 rounds of 300 tokens with 4 ranks, so a loss at
-/// 30%, 60% and 90% of the tokens each lands in a round of its own; the whole text took twice the
-/// time (these rows are most of this test's time, and it runs alone in CI).
-constexpr int kLossWindows = 400;
-
 /// The `batches` of a dynamic result ("0-3,8") as batch indices; false on malformed text.
 bool parseBatches(const QString &text, QList<qint64> &out)
 {
@@ -186,10 +180,10 @@ private:
         int reporter = 0;
         while (lostRanks.contains(reporter))
             ++reporter;
-        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), kLossWindows);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
         QVERIFY(!one.isEmpty());
         const QString json = m_dir.filePath(QStringLiteral("lost-%1.json").arg(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')));
-        QStringList args = evalArgs(QStringLiteral("llama.cpp"), kLossWindows);
+        QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
         args.removeAll(QStringLiteral("--quiet")); // the reporting rank's round lines say how far the run is
         QProcess launcher;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -1098,7 +1092,7 @@ private Q_SLOTS:
     {
         QFETCH(int, world);
         QFETCH(int, candidates);
-        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), kLossWindows);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
         QVERIFY(!one.isEmpty());
         QProcess store;
         store.start(kAgent, {QStringLiteral("store"), QStringLiteral("--port"), QStringLiteral("0"), QStringLiteral("--bind"), QStringLiteral("127.0.0.1")});
@@ -1119,7 +1113,7 @@ private Q_SLOTS:
                                              {QStringLiteral("CLUSTERPPL_TEST_HOLD_FINISH"), QStringLiteral("0:120000,2:hub")},
                                              {QStringLiteral("CLUSTERPPL_TEST_MESH_CANDIDATES"), QString::number(candidates)},
                                              {QStringLiteral("CLUSTERPPL_TEST_TRACE_WATCHDOG"), QStringLiteral("1")}};
-            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), kLossWindows)
+            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), 0)
                                               + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
                                                             QStringLiteral("continue"), QStringLiteral("--timeout"), QStringLiteral("60"),
                                                             QStringLiteral("--json"), json, QStringLiteral("--result-line")});
