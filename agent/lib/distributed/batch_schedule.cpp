@@ -33,6 +33,12 @@ double now()
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+/// Where rank @p r says what it holds when the survivors regroup for epoch @p epoch (recoverOnce, step 1).
+std::string stateKey(int epoch, int r)
+{
+    return "cppl/epoch" + std::to_string(epoch) + "/state/" + std::to_string(r);
+}
+
 } // namespace
 
 /// One thread for the schedule's life that sends its claims ahead, one at a time. (A thread per
@@ -556,6 +562,12 @@ std::optional<std::string> DynamicSchedule::waitKey(const std::string &key, int 
             return m_run.store().get(key, m_run.timeout());
         if (!m_run.lossesSince(epoch).empty())
             return std::nullopt;
+        // After the last round, the reporter may have written the result instead (its closing
+        // gather completed where this rank's failed): this rank's part is in it, and nobody will
+        // answer here.
+        if (m_run.store().check({kReportedKey}))
+            throw ResultWrittenError("rank " + std::to_string(m_run.rank()) + ": the reporting rank wrote the result while this rank regrouped ("
+                                     + what + "): every rank's totals were in its closing gather; nothing is left to do");
         // While the watchdog elects a new hub (the hub was lost during this agreement) its verdict
         // may take up to --timeout more, and will end this wait; this deadline must not end it first.
         if (std::chrono::steady_clock::now() >= deadline && !m_run.hubElection())
@@ -564,6 +576,14 @@ std::optional<std::string> DynamicSchedule::waitKey(const std::string &key, int 
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
+}
+
+bool DynamicSchedule::regroups(int r)
+{
+    for (const auto &loss : m_run.lossesSince(m_run.epoch()))
+        if (m_run.store().check({stateKey(loss.epoch, r)}))
+            return true;
+    return false;
 }
 
 bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
@@ -587,7 +607,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
 
     // 1. What this rank holds: its last committed round, the batches it evaluated, those it claimed
     //    and has not evaluated yet (in the order it would evaluate them).
-    store.set(prefix + "state/" + std::to_string(me),
+    store.set(stateKey(epoch, me),
               std::to_string(m_history.back().round) + "\t" + formatBatchRuns(m_done) + "\t" + formatBatchRuns(m_pending));
     struct State
     {
@@ -596,7 +616,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
     };
     std::vector<State> states;
     for (int r : members) {
-        const auto text = waitKey(prefix + "state/" + std::to_string(r), epoch, "rank " + std::to_string(r) + " did not say what it holds");
+        const auto text = waitKey(stateKey(epoch, r), epoch, "rank " + std::to_string(r) + " did not say what it holds");
         if (!text)
             return false;
         State st;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "communicator.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <future>
@@ -15,6 +17,21 @@ namespace cppl::agent::dist {
 
 class DistributedRun;
 class Store;
+
+/// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
+inline const std::string kReportedKey = "cppl/reported";
+
+/**
+ * @brief DynamicSchedule::recover() found the result written (kReportedKey) while it waited to
+ * regroup: a rank lost inside the closing gather left the gather completed at the reporting rank
+ * and failed at this one, and the reporter, with every rank's totals, wrote the result. Nothing is
+ * left for this rank to do; the code that regroups after the last round catches it.
+ */
+class ResultWrittenError : public CollectiveError
+{
+public:
+    using CollectiveError::CollectiveError;
+};
 
 /// `--schedule`: fixed batch-aligned shards planned before the run, or batches claimed as ranks go.
 enum class Schedule { Static, Dynamic };
@@ -119,6 +136,12 @@ public:
      * its batches again. @p words: this rank's cumulative totals in, every rank's totals out.
      */
     void recover(std::span<std::int64_t> words);
+    /**
+     * @brief Whether rank @p r has begun regrouping (said what it holds) for a loss this rank has
+     * not regrouped around yet: after the last round, a rank whose closing gather completed joins
+     * a reporter whose gather failed (a collective is not atomic: a rank lost inside it).
+     */
+    [[nodiscard]] bool regroups(int r);
 
     /// A rank lost during the run, as recover() settled it.
     struct LostRank

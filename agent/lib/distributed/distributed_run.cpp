@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,26 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         if (*end != '\0' || ms < 0 || ms > 60000)
             throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_COLLECTIVE \"") + slow + "\" is not a number of milliseconds (0-60000)");
         m_testSlowCollective = std::chrono::milliseconds(ms);
+    }
+    // CLUSTERPPL_TEST_DIE=R:POINT[,R:POINT...]: rank R kills itself (SIGKILL, as kill -9 from
+    // outside) at POINT of the closing gather, after the last round: "closing" before it,
+    // "gather" inside it once its row reached its group's leader (hierarchical; flat: before the
+    // all-reduce), "gathered" after it. A test cannot time a signal from outside that precisely.
+    if (const char *die = std::getenv("CLUSTERPPL_TEST_DIE"); die && *die) {
+        for (std::string_view rest = die; !rest.empty();) {
+            const std::size_t comma = rest.find(',');
+            const std::string_view item = rest.substr(0, comma);
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            const std::size_t colon = std::min(item.find(':'), item.size());
+            int r = -1;
+            const std::string_view point = item.substr(std::min(colon + 1, item.size()));
+            const auto [end, ec] = std::from_chars(item.data(), item.data() + colon, r);
+            if (ec != std::errc() || end != item.data() + colon || colon == item.size() || r < 0
+                || (point != "closing" && point != "gather" && point != "gathered"))
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_DIE \"") + die + "\" is not a list of RANK:POINT (POINT: closing, gather or gathered)");
+            if (r == m_rank)
+                m_testDie = point;
+        }
     }
     // CLUSTERPPL_TEST_HOLD_CONNECT=R:MS: rank R says so and waits MS ms before its process groups
     // form (after the watchdog's star), where a test kills it; CLUSTERPPL_TEST_HOLD_WATCHDOG=R:MS
@@ -583,10 +604,14 @@ void DistributedRun::abortCommunicators() noexcept
 void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)
 {
     if (m_topology == Topology::Flat) {
+        if (m_inGather)
+            dieIfTold("gather");
         m_comms.world->allReduceSum(words);
         return;
     }
     m_comms.group->reduceSum(words, 0);
+    if (m_inGather)
+        dieIfTold("gather");
     if (m_comms.leaders)
         m_comms.leaders->allReduceSum(words);
     m_comms.group->broadcast(words, 0);
@@ -675,6 +700,7 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     const std::size_t n = m_members.size();
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
+    dieIfTold("closing");
     (void)awaitCommunicators(); // a run without rounds: the first collective
     std::vector<std::int64_t> rows(n * K, 0);
     auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
@@ -691,7 +717,10 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     row[9] = ns(clockOffsetSeconds());
     row[10] = ns(clockUncertaintySeconds());
     row[11] = ns(mine.collectiveSeconds);
+    m_inGather = true;
     collect(rows);
+    m_inGather = false;
+    dieIfTold("gathered");
     std::vector<RankReport> out;
     for (std::size_t i = 0; i < n; ++i) {
         const int r = m_members[i];
@@ -742,6 +771,16 @@ void DistributedRun::finish()
     holdBeforeFinish();
     if (m_watchdog)
         m_watchdog->finish();
+}
+
+void DistributedRun::dieIfTold(std::string_view point) const
+{
+    if (m_testDie != point)
+        return;
+    const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": killing itself (SIGKILL) at \"" + std::string(point)
+                             + "\" of the closing gather (CLUSTERPPL_TEST_DIE)\n";
+    (void)!::write(2, line.data(), line.size());
+    ::raise(SIGKILL);
 }
 
 void DistributedRun::holdBeforeFinish() const

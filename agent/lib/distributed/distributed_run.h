@@ -175,6 +175,8 @@ public:
 private:
     /// CLUSTERPPL_TEST_HOLD_FINISH (tests): wait before the watchdog hears that this rank finished.
     void holdBeforeFinish() const;
+    /// CLUSTERPPL_TEST_DIE (tests): this rank kills itself (SIGKILL) at @p point of the closing gather.
+    void dieIfTold(std::string_view point) const;
     void reduceThroughTopology(std::span<std::int64_t> words);
     /// reduceThroughTopology; in a tolerant run a collective error becomes RankLostError when the
     /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).
@@ -218,6 +220,8 @@ private:
     bool m_tolerant = false;
     bool m_servesStore = false;
     std::chrono::milliseconds m_testSlowCollective{0}; ///< CLUSTERPPL_TEST_SLOW_COLLECTIVE=MS: each round's collective takes MS longer
+    std::string m_testDie;                ///< CLUSTERPPL_TEST_DIE=R:POINT: where this rank kills itself (empty: nowhere)
+    bool m_inGather = false;              ///< gather() is collecting (the point "gather" is inside it)
     std::vector<int> m_members;
     int m_epochRank = 0;
     int m_epoch = 0;

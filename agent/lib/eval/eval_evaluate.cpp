@@ -299,7 +299,9 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
         carriedLedger.insert(carriedLedger.end(), schedule->roundDone().begin(), schedule->roundDone().end());
     };
     auto runRounds = [&] {
-        for (int r = dynamic ? 0 : firstRound;; ++r) {
+        // Dynamic: a second call (a rank lost after the last round: the survivors regrouped) goes
+        // on counting where the first stopped.
+        for (int r = dynamic ? roundsRun : firstRound;; ++r) {
             if (dynamic) {
                 schedule->beginRound();
                 while (const auto b = schedule->next())
@@ -363,6 +365,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
     std::vector<dist::RankReport> reports;
     std::vector<std::string> batchRuns; // dynamic: which batches each rank evaluated
+    std::vector<dist::DynamicSchedule::LostRank> lostAfterTheEnd; // the reporter: ranks lost after its closing gather completed
     // A tolerant run: the others stay (their watchdogs watching) until the reporting rank has
     // written the result (kReportedKey); if it is lost first, they regroup and the next lowest
     // rank writes it. The reporter finishes after writing (run()).
@@ -382,10 +385,17 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
                 if (std::find(left.begin(), left.end(), reporter) == left.end())
                     throw dist::RankLostError("rank " + std::to_string(run->rank()) + ": rank " + std::to_string(reporter)
                                               + ", which reports for the run, was lost before it wrote the result");
+                // A rank lost inside the closing gather can leave it completed here and failed at the
+                // reporter (a collective is not atomic): the reporter then regroups, and waits for
+                // this rank to say what it holds. Join it.
+                if (schedule->regroups(reporter))
+                    throw dist::RankLostError("rank " + std::to_string(run->rank()) + ": rank " + std::to_string(reporter)
+                                              + ", which reports for the run, regroups after a rank lost in the closing gather");
             }
             std::this_thread::sleep_for(pause);
         }
     };
+    bool reportedElsewhere = false; // the reporter wrote the result while this rank regrouped: nothing left to do
     if (distributed) {
         for (;;) {
             dist::RankReport mine;
@@ -413,22 +423,64 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
                 if (tolerantReport)
                     awaitReport();
                 break;
-            } catch (const dist::RankLostError &) {
-                // A rank was lost after the last round: regroup, evaluate what it left, gather again.
+            } catch (const dist::RankLostError &e) {
+                // A rank was lost after the last round: regroup (its work is all committed: nothing
+                // is queued again), one more round to agree that every queue is empty, gather again.
                 if (!schedule)
                     throw;
-                NllStats::Words words = stats.toWords();
-                schedule->recover(words);
-                global = NllStats::fromReducedWords(words);
-                reportLosses();
-                runRounds();
+                err << "clusterppl-agent: " << e.what() << "; regrouping after the last round\n" << std::flush;
+                try {
+                    NllStats::Words words = stats.toWords();
+                    schedule->recover(words);
+                    global = NllStats::fromReducedWords(words);
+                    reportLosses();
+                    runRounds();
+                } catch (const dist::ResultWrittenError &written) {
+                    // The gather completed at the reporter, failed here (the lost rank was inside
+                    // it), and the reporter wrote the result: the run is over.
+                    err << "clusterppl-agent: " << written.what() << '\n' << std::flush;
+                    if (tel)
+                        tel->log(cppl::telemetry::LogLevel::Info, written.what());
+                    run->store().add(kReportedKey + "/acks", 1);
+                    reportedElsewhere = true;
+                    break;
+                }
                 seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
             }
+        }
+        if (run->reporter() && m_o.holdRank == run->rank() && m_o.holdMs > 0) { // before it looks for ranks lost meanwhile
+            err << "clusterppl-agent: rank " << run->rank() << ": holding the result for " << m_o.holdMs << " ms (CLUSTERPPL_TEST_HOLD_RESULT)\n"
+                << std::flush;
+            std::this_thread::sleep_for(std::chrono::milliseconds(m_o.holdMs));
         }
         if (schedule && run->reporter()) {
             batchRuns.assign(static_cast<std::size_t>(run->worldSize()), std::string());
             for (int k : run->members())
                 batchRuns[static_cast<std::size_t>(k)] = run->store().get("cppl/sched/done/" + std::to_string(k), m_o.distOptions.timeout).value_or("");
+            // Ranks lost after the gather completed here (after the last round): every batch of
+            // theirs is in the totals, and their rows in the gather; the record says they were
+            // lost. (A loss that comes after the result is written is the launcher's to say.)
+            if (run->tolerant())
+                for (const auto &loss : run->lossesSince(run->epoch())) {
+                    const auto rep = std::find_if(reports.begin(), reports.end(), [&](const auto &x) { return x.rank == loss.rank; });
+                    if (rep == reports.end() || rep->lost)
+                        continue;
+                    rep->lost = true;
+                    dist::DynamicSchedule::LostRank l;
+                    l.rank = loss.rank;
+                    l.cause = loss.cause;
+                    l.round = schedule->rounds();
+                    l.committed = dist::parseBatchRuns(batchRuns[static_cast<std::size_t>(loss.rank)]).value_or(std::vector<dist::BatchRun>{});
+                    l.tokens = rep->tokens;
+                    l.windows = rep->windows;
+                    lostAfterTheEnd.push_back(l);
+                    const std::string line = "recovered: rank " + std::to_string(l.rank) + " (" + rep->host + ") " + l.cause
+                                             + "; lost after the last round (" + std::to_string(l.round) + "), all "
+                                             + std::to_string(l.windows) + " of its windows kept, nothing to redo";
+                    err << line << '\n' << std::flush;
+                    if (tel)
+                        tel->log(cppl::telemetry::LogLevel::Warning, line);
+                }
             for (const auto &l : schedule->lostRanks()) { // a lost rank's row: what of its work counts
                 batchRuns[static_cast<std::size_t>(l.rank)] = dist::formatBatchRuns(l.committed);
                 dist::RankReport rep;
@@ -445,7 +497,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
         }
         if (!tolerantReport || !run->reporter())
             run->finish();
-        if (schedule && (global.tokens != plan.scoredTokens || global.windows != nWindows))
+        if (schedule && !reportedElsewhere && (global.tokens != plan.scoredTokens || global.windows != nWindows))
             // Never a silently wrong result: every batch must have been counted exactly once.
             throw ExitError(kExitCollective, "rank " + std::to_string(run->rank()) + ": the ranks' totals cover " + std::to_string(global.windows)
                                                  + " of " + std::to_string(nWindows) + " windows and " + std::to_string(global.tokens) + " of "
@@ -460,6 +512,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
     EvalOutcome outcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base, {}, {}};
     if (schedule) {
         outcome.lostRanks = schedule->lostRanks();
+        outcome.lostRanks.insert(outcome.lostRanks.end(), lostAfterTheEnd.begin(), lostAfterTheEnd.end());
         outcome.batchesRedone = dist::formatBatchRuns(schedule->redone());
     }
     return outcome;

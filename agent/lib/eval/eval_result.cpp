@@ -8,10 +8,8 @@
 
 #include "cppl/config.h"
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 namespace cppl::agent {
 
@@ -35,11 +33,6 @@ int EvalSession::writeResult(const EvalInput &input, const ModelInfo &mi, double
     std::ostream &out = m_out;
     const std::int64_t batch = m_o.batch, maxWindows = m_o.maxWindows, syncEvery = m_o.syncEvery;
     const int shardRank = m_o.shardRank, shardCount = m_o.shardCount;
-    if (distributed && run->reporter() && m_o.holdRank == identity.rank && m_o.holdMs > 0) {
-        m_err << "clusterppl-agent: rank " << identity.rank << ": holding the result for " << m_o.holdMs << " ms (CLUSTERPPL_TEST_HOLD_RESULT)\n"
-              << std::flush;
-        std::this_thread::sleep_for(std::chrono::milliseconds(m_o.holdMs));
-    }
     if (distributed && !run->reporter()) {
         if (tel) {
             tel->result();

@@ -10,6 +10,7 @@
 #include "eval_data.h"
 #include "eval_options.h"
 #include "runtime_info.h"
+#include "distributed/batch_schedule.h"
 #include "distributed/checkpoint.h"
 #include "distributed/distributed_run.h"
 #include "telemetry/publisher.h"
@@ -61,8 +62,7 @@ struct EvalOutcome
     std::string batchesRedone;          ///< ... and the batches evaluated again for them
 };
 
-/// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
-inline const std::string kReportedKey = "cppl/reported";
+using dist::kReportedKey;
 
 /// Tolerant runs with checkpoints: rank 0's fingerprint (model, data, plan; one line each), for a
 /// reporting rank after it, which then need not hash the weights again.
