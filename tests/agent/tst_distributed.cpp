@@ -58,6 +58,13 @@ QStringList evalArgs(const QString &protocol, int maxWindows)
     return a;
 }
 
+/// Windows of the runs that lose ranks (lostRankRun, hubLostAfterTheResultWaitsForNoFinishedRank):
+/// about half the text, 200 batches and some 25 rounds of 300 tokens with 4 ranks, so a loss at
+/// 30%, 60% and 90% of the tokens each lands in a round of its own (the reporting rank prints a
+/// line after every round there: CLUSTERPPL_TEST_ROUND_LINES); the whole text took twice the
+/// time (these rows are most of this test's time, and it runs alone in CI).
+constexpr int kLossWindows = 400;
+
 /// The `batches` of a dynamic result ("0-3,8") as batch indices; false on malformed text.
 bool parseBatches(const QString &text, QList<qint64> &out)
 {
@@ -181,13 +188,17 @@ private:
         int reporter = 0;
         while (lostRanks.contains(reporter))
             ++reporter;
-        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), kLossWindows);
         QVERIFY(!one.isEmpty());
         const QString json = m_dir.filePath(QStringLiteral("lost-%1.json").arg(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')));
-        QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0);
+        QStringList args = evalArgs(QStringLiteral("llama.cpp"), kLossWindows);
         args.removeAll(QStringLiteral("--quiet")); // the reporting rank's round lines say how far the run is
         QProcess launcher;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        // A line after every round, not at most every 0.5 s: a run of 400 windows took 1.3 s on 2
+        // quiet cores, and the line after 89% of the tokens was the last before the final one, so
+        // a kill "at 90%" landed after the last round (another case: survivesLossAtTheEnd).
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_ROUND_LINES"), QStringLiteral("all"));
         if (at.contains(QStringLiteral("result"))) // rank 0 holds its result until it is killed
             env.insert(QStringLiteral("CLUSTERPPL_TEST_HOLD_RESULT"), QStringLiteral("0:120000"));
         // The victims kill themselves at a point of the closing gather, after the last round
@@ -239,9 +250,17 @@ private:
             double best = 0;
             for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
                 const auto m = it.next();
-                best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
+                if (m.captured(1) != m.captured(2)) // the last round's line: too late for a loss during the run
+                    best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
             }
             return best >= fraction;
+        };
+        // The reporting rank's line after the last round: a signal now would land after it.
+        auto ended = [&] {
+            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();)
+                if (const auto m = it.next(); m.captured(1) == m.captured(2))
+                    return true;
+            return false;
         };
         // One after the other means after the survivors recovered from the previous phase: its
         // victims' "recovered:" lines. Without that wait, a fraction already passed when the previous
@@ -260,14 +279,14 @@ private:
                                     : fractions[ph] == QLatin1String("connect")  ? -2.0
                                     : fractions[ph] == QLatin1String("watchdog") ? -3.0
                                                                                  : fractions[ph].toDouble();
-            while ((!reached(fraction) || (ph > 0 && !recovered(ph - 1))) && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            while ((!reached(fraction) || (ph > 0 && !recovered(ph - 1))) && !(fraction > 0 && ended()) && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
                 if (launcher.waitForReadyRead(1000))
                     early += launcher.readAllStandardError();
             if (!reached(fraction) || (ph > 0 && !recovered(ph - 1))) {
                 launcher.waitForFinished(1000);
                 early += launcher.readAllStandardError();
             }
-            CPPL_VERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2\n%3")
+            CPPL_VERIFY2(reached(fraction) && (ph == 0 || recovered(ph - 1)), qPrintable(QStringLiteral("launcher %1, exit %2 (the victims are signalled at a round line before the last one)\n%3")
                                                        .arg(launcher.state() == QProcess::Running ? QStringLiteral("running") : QStringLiteral("gone"))
                                                        .arg(launcher.exitCode())
                                                        .arg(QString::fromUtf8(early))));
@@ -1149,7 +1168,7 @@ private Q_SLOTS:
     {
         QFETCH(int, world);
         QFETCH(int, candidates);
-        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 0);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), kLossWindows);
         QVERIFY(!one.isEmpty());
         QProcess store;
         store.start(kAgent, {QStringLiteral("store"), QStringLiteral("--port"), QStringLiteral("0"), QStringLiteral("--bind"), QStringLiteral("127.0.0.1")});
@@ -1170,7 +1189,7 @@ private Q_SLOTS:
                                              {QStringLiteral("CLUSTERPPL_TEST_HOLD_FINISH"), QStringLiteral("0:120000,2:hub")},
                                              {QStringLiteral("CLUSTERPPL_TEST_MESH_CANDIDATES"), QString::number(candidates)},
                                              {QStringLiteral("CLUSTERPPL_TEST_TRACE_WATCHDOG"), QStringLiteral("1")}};
-            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), 0)
+            ranks << startRank(this, env, evalArgs(QStringLiteral("llama.cpp"), kLossWindows)
                                               + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"),
                                                             QStringLiteral("continue"), QStringLiteral("--timeout"), QStringLiteral("60"),
                                                             QStringLiteral("--json"), json, QStringLiteral("--result-line")});

@@ -717,9 +717,11 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     row[9] = ns(clockOffsetSeconds());
     row[10] = ns(clockUncertaintySeconds());
     row[11] = ns(mine.collectiveSeconds);
-    m_inGather = true;
-    collect(rows);
-    m_inGather = false;
+    {
+        m_inGather = true;
+        const struct Leave { bool &flag; ~Leave() { flag = false; } } leave{m_inGather}; // also when collect() throws
+        collect(rows);
+    }
     dieIfTold("gathered");
     std::vector<RankReport> out;
     for (std::size_t i = 0; i < n; ++i) {

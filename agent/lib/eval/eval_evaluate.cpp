@@ -139,7 +139,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
             tel->phase(cppl::telemetry::Phase::Evaluating);
         }
         const auto now = std::chrono::steady_clock::now();
-        if (silent() || (now - lastPrint < std::chrono::milliseconds(500) && !last))
+        if (silent() || (now - lastPrint < std::chrono::milliseconds(500) && !last && !m_o.everyRoundLine))
             return;
         lastPrint = now;
         const double elapsed = std::chrono::duration<double>(now - evalStart).count();

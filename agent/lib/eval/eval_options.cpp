@@ -183,6 +183,13 @@ EvalOptions parseOptions(const Args &a)
         d.tolerateRankLoss = onLoss == "continue";
         if (d.tolerateRankLoss && o.schedule != dist::Schedule::Dynamic)
             throw ConfigError("--on-rank-loss continue needs --schedule dynamic (a static shard cannot move to another rank)");
+        if (const char *lines = std::getenv("CLUSTERPPL_TEST_ROUND_LINES"); lines && *lines) {
+            // Test-only: the reporting rank's line after every round, not at most every 0.5 s, so
+            // that a test acting at a fraction of the run finds a line close to it.
+            if (std::string_view(lines) != "all")
+                throw ConfigError(std::string("$CLUSTERPPL_TEST_ROUND_LINES \"") + lines + "\" is not \"all\"");
+            o.everyRoundLine = true;
+        }
         if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_RESULT"); hold && *hold) {
             if (std::sscanf(hold, "%d:%d", &o.holdRank, &o.holdMs) != 2 || o.holdMs < 0)
                 throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_RESULT \"") + hold + "\" is not RANK:MILLISECONDS");

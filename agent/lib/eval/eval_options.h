@@ -73,7 +73,8 @@ struct EvalOptions
     bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
     int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks); *:MS every rank (kEveryRank)
     int slowMs = 0;
-    int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms before writing the result (tests)
+    bool everyRoundLine = false; ///< CLUSTERPPL_TEST_ROUND_LINES=all: the round line after every round, not at most every 0.5 s (tests)
+    int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms after its closing gather (tests)
     int holdMs = 0;
     /// CLUSTERPPL_TEST_GPU_FREE_BYTES=B0[,B1...]: rank r sizes its default batch as if its GPU had
     /// B(r mod n) bytes free, on any device (tests of the default batch and its agreement on the CPU).
