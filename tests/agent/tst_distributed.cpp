@@ -969,6 +969,12 @@ private Q_SLOTS:
                                                                                        << 60 << "died: " << "" << "off";
         QTest::addRow("kill -9 rank 2 after the closing gather, flat") << int(SIGKILL) << "2" << "gathered" << "flat" << "by-host" << 60 << "died: " << ""
                                                                        << "on";
+        // The reporter (and hub) itself: the survivors elect a new hub, and the next lowest rank,
+        // whose gather failed or completed, reports.
+        QTest::addRow("kill -9 rank 0 inside the closing gather, hierarchical 0,3;1,2") << int(SIGKILL) << "0" << "gather" << "hierarchical" << "0,3;1,2"
+                                                                                       << 60 << "died: " << "" << "on";
+        QTest::addRow("kill -9 rank 0 after the closing gather, flat") << int(SIGKILL) << "0" << "gathered" << "flat" << "by-host" << 60 << "died: " << ""
+                                                                       << "on";
     }
     void survivesLossAtTheEnd()
     {
