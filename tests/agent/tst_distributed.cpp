@@ -238,6 +238,22 @@ private:
         QByteArray early;
         launcher.setReadChannel(QProcess::StandardError);
         const QRegularExpression progress(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
+        // The round lines so far: the largest fraction of the tokens one reports before the last
+        // round's line (a signal at that one would land after the run's rounds), and whether the
+        // last round's line has come.
+        auto rounds = [&] {
+            double best = 0;
+            bool last = false;
+            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
+                const auto m = it.next();
+                const qint64 scored = m.captured(1).toLongLong(), total = m.captured(2).toLongLong();
+                if (scored == total)
+                    last = true;
+                else
+                    best = std::max(best, static_cast<double>(scored) / static_cast<double>(std::max<qint64>(1, total)));
+            }
+            return std::pair{best, last};
+        };
         auto reached = [&](double fraction) {
             if (dies)
                 return true;
@@ -247,21 +263,10 @@ private:
                 return early.contains("holding before its process groups for ");
             if (fraction < 0) // "result": rank 0 says it holds its result
                 return early.contains("holding the result for ");
-            double best = 0;
-            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();) {
-                const auto m = it.next();
-                if (m.captured(1) != m.captured(2)) // the last round's line: too late for a loss during the run
-                    best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
-            }
-            return best >= fraction;
+            return rounds().first >= fraction;
         };
         // The reporting rank's line after the last round: a signal now would land after it.
-        auto ended = [&] {
-            for (auto it = progress.globalMatch(QString::fromUtf8(early)); it.hasNext();)
-                if (const auto m = it.next(); m.captured(1) == m.captured(2))
-                    return true;
-            return false;
-        };
+        auto ended = [&] { return rounds().second; };
         // One after the other means after the survivors recovered from the previous phase: its
         // victims' "recovered:" lines. Without that wait, a fraction already passed when the previous
         // phase fired (a slow reader finds several round lines at once: 28% and 62%) signalled the
@@ -952,7 +957,7 @@ private Q_SLOTS:
     // completed at some survivors and failed at others, whichever way round. Until 2026-12-03 a
     // reporter whose gather failed waited --timeout for the regrouping state of a survivor whose
     // gather had completed (and which waited for the result), and the run failed (seen in a
-    // 400-window run of "kill -9 rank 3 at 90%%", the kill after the last round); now that survivor
+    // 400-window run of "kill -9 rank 3 at 90%", the kill after the last round); now that survivor
     // joins the regrouping, and one whose gather failed where the reporter's completed leaves once
     // the result is written. Either way the lost rank's work is all counted and nothing is redone.
     void survivesLossAtTheEnd_data()
