@@ -15,6 +15,7 @@
 #include <QTextStream>
 #include <QTimer>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -26,14 +27,31 @@ int appMain(int argc, char **argv)
 {
     // Options that must act before QApplication exists (platform, scale) are read by hand.
     bool screenshot = false;
+    bool textOnly = false; // --help, --version: answered with or without a display
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--screenshot") == 0)
+        const char *a = argv[i];
+        if (std::strcmp(a, "--screenshot") == 0)
             screenshot = true;
-        if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+        if (std::strcmp(a, "--scale") == 0 && i + 1 < argc)
             qputenv("QT_SCALE_FACTOR", argv[i + 1]);
+        for (const char *o : {"-h", "-?", "--help", "--help-all", "-v", "--version"})
+            textOnly = textOnly || std::strcmp(a, o) == 0;
     }
-    if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+    // Without a display Qt's own words are "could not connect to display" and "Reinstalling the
+    // application may fix this problem", which sends a user on a cluster's login node the wrong
+    // way. A platform the user chose (QT_QPA_PLATFORM) is left to Qt.
+    const bool noDisplay = qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY")
+                           && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY");
+    if ((screenshot || (textOnly && noDisplay)) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
         qputenv("QT_QPA_PLATFORM", "offscreen");
+    else if (noDisplay) {
+        std::fputs("clusterppl: no display to open the dashboard on (DISPLAY and WAYLAND_DISPLAY are not set).\n"
+                   "  Run it on a desktop, or over ssh with X forwarding (ssh -X), or:\n"
+                   "  clusterppl-cli does everything the dashboard does without a display (clusterppl-cli --help);\n"
+                   "  clusterppl --screenshot DIR renders the pages to PNG files offscreen.\n",
+                   stderr);
+        return 2;
+    }
 
     QApplication app(argc, argv);
     QApplication::setOrganizationName(u"ClusterPPL"_s);

@@ -226,6 +226,46 @@ private Q_SLOTS:
         }
         QCOMPARE(QFileInfo::exists(QDir(dir.filePath(u"shots"_s)).filePath(u"history-detail.png"_s)), synthetic);
     }
+
+    /// With no display (a login node over plain ssh) the dashboard says what to do instead of
+    /// Qt's "could not connect to display"; --help and --version answer there too, and
+    /// --screenshot renders offscreen by itself.
+    void withoutADisplay_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("printed"); // on stdout for code 0, on stderr otherwise
+        QTest::addRow("no arguments") << QStringList{} << 2 << u"no display to open the dashboard on"_s;
+        QTest::addRow("--run") << QStringList{u"--run"_s} << 2 << u"clusterppl-cli does everything"_s;
+        QTest::addRow("--help") << QStringList{u"--help"_s} << 0 << u"--screenshot <DIR>"_s;
+        QTest::addRow("-h") << QStringList{u"-h"_s} << 0 << u"--synthetic-ranks <N>"_s;
+        QTest::addRow("--version") << QStringList{u"--version"_s} << 0 << u"clusterppl "_s; // "clusterppl 0.1.0"
+        QTest::addRow("--screenshot") << QStringList{u"--screenshot"_s, u"shots"_s, u"--size"_s, u"640x480"_s} << 0 << u"cluster.png"_s;
+    }
+
+    void withoutADisplay()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, code);
+        QFETCH(QString, printed);
+        QTemporaryDir dir;
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        for (const QString &v : {u"DISPLAY"_s, u"WAYLAND_DISPLAY"_s, u"QT_QPA_PLATFORM"_s})
+            env.remove(v);
+        env.insert(u"XDG_CONFIG_HOME"_s, dir.filePath(u"config"_s));
+        env.insert(u"CLUSTERPPL_STORE"_s, dir.filePath(u"store.sqlite"_s));
+        p.setProcessEnvironment(env);
+        p.setWorkingDirectory(dir.path());
+        p.start(kApp, args);
+        QVERIFY(p.waitForFinished(120000 * timeoutScale()));
+        const QString out = QString::fromLocal8Bit(p.readAllStandardOutput());
+        const QString err = QString::fromLocal8Bit(p.readAllStandardError());
+        CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == code,
+                     qPrintable(u"exit %1, stderr: %2"_s.arg(p.exitCode()).arg(err)));
+        CPPL_VERIFY2((code == 0 ? out : err).contains(printed), qPrintable(u"stdout: %1\nstderr: %2"_s.arg(out, err)));
+        CPPL_VERIFY2(!err.contains(u"could not connect to display"_s) && !err.contains(u"Reinstalling"_s), qPrintable(err));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestAppScreenshots)
