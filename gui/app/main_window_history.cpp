@@ -149,12 +149,15 @@ RunStore *MainWindow::store()
     HistoryState &h = *m_history;
     if (!h.store) {
         try {
+            const QStringList adopted = h.storePath.isEmpty() ? RunStore::adoptEarlierStores() : QStringList();
             h.store = std::make_unique<RunStore>(h.storePath.isEmpty() ? RunStore::defaultPath() : h.storePath);
             h.storeError.clear();
             h.history->setStore(h.store.get());
+            QStringList news = adopted;
             if (!h.store->interruptedOnOpen().isEmpty())
-                showInfo(tr("Runs left running by a process that ended are marked interrupted: %1")
-                             .arg(h.store->interruptedOnOpen().join(u", "_s)));
+                news << tr("Runs left running by a process that ended are marked interrupted: %1").arg(h.store->interruptedOnOpen().join(u", "_s));
+            if (!news.isEmpty())
+                showInfo(news.join(u'\n'));
         } catch (const cppl::Error &e) {
             h.storeError = QString::fromUtf8(e.what());
             h.history->setStore(nullptr, h.storeError);

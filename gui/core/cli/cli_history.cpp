@@ -44,7 +44,7 @@ void RunRecordingDeleter::operator()(RunRecording *r) const
 namespace {
 
 const QString kHistoryUsage = uR"(Run history (docs/run-store.md). The store is $CLUSTERPPL_STORE, else
-~/.local/share/clusterppl/runs.sqlite; --store FILE overrides both.
+~/.local/share/clusterppl/runs.sqlite, shared with the dashboard; --store FILE overrides both.
 
   list [--json] [--model S] [--data S] [--protocol P] [--status S] [--since DATE] [--until DATE]
        [--world-size N] [--nodes N] [--search TEXT] [--limit N]
@@ -85,9 +85,9 @@ struct UnknownRun : std::runtime_error
     throw Usage(why.toStdString());
 }
 
-QString storePath(const QCommandLineParser &p, const QCommandLineOption &o)
+QString storePath(const QCommandLineParser &p, const QCommandLineOption &o, QTextStream &err)
 {
-    return p.isSet(o) ? p.value(o) : RunStore::defaultPath();
+    return p.isSet(o) ? p.value(o) : defaultStorePath(err);
 }
 
 RunRecord mustGet(const RunStore &s, const QString &id)
@@ -139,7 +139,7 @@ QCommandLineParser &parse(QCommandLineParser &p, const QString &command, const Q
     return p;
 }
 
-int list(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+int list(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
 {
     const QCommandLineOption json(u"json"_s), model(u"model"_s, {}, u"S"_s), data(u"data"_s, {}, u"S"_s), protocol(u"protocol"_s, {}, u"P"_s),
         status(u"status"_s, {}, u"S"_s), since(u"since"_s, {}, u"DATE"_s), until(u"until"_s, {}, u"DATE"_s), ws(u"world-size"_s, {}, u"N"_s),
@@ -186,7 +186,7 @@ int list(const QStringList &args, QTextStream &out, const QCommandLineOption &st
         f.nodeCount = integer(nodes);
     if (p.isSet(limit))
         f.limit = integer(limit);
-    const RunStore s(storePath(p, storeOpt));
+    const RunStore s(storePath(p, storeOpt, err));
     const auto runs = s.list(f);
     if (p.isSet(json)) {
         QJsonArray a;
@@ -206,14 +206,14 @@ int list(const QStringList &args, QTextStream &out, const QCommandLineOption &st
     return kCliOk;
 }
 
-int show(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+int show(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
 {
     const QCommandLineOption json(u"json"_s), logs(u"logs"_s);
     QCommandLineParser p;
     parse(p, u"show"_s, args, {storeOpt, json, logs});
     if (p.positionalArguments().size() != 1)
         usage(u"show takes one RUN id"_s);
-    const RunStore s(storePath(p, storeOpt));
+    const RunStore s(storePath(p, storeOpt, err));
     const RunRecord r = mustGet(s, p.positionalArguments().front());
     if (p.isSet(json)) {
         QJsonObject o = store::runToJson(r);
@@ -275,14 +275,14 @@ store::Comparison compareStored(const RunStore &s, const QStringList &ids, doubl
     return store::compareRuns(runs, baselines, o);
 }
 
-int compare(const QStringList &args, QTextStream &out, const QCommandLineOption &storeOpt)
+int compare(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
 {
     const QCommandLineOption json(u"json"_s), threshold(u"threshold"_s, {}, u"PCT"_s);
     QCommandLineParser p;
     parse(p, u"compare"_s, args, {storeOpt, json, threshold});
     if (p.positionalArguments().isEmpty())
         usage(u"compare takes one or more RUN ids"_s);
-    const RunStore s(storePath(p, storeOpt));
+    const RunStore s(storePath(p, storeOpt, err));
     const store::Comparison c = compareStored(s, p.positionalArguments(), parseThreshold(p, threshold));
     if (p.isSet(json))
         out << QJsonDocument(store::comparisonToJson(c)).toJson(QJsonDocument::Indented);
@@ -310,7 +310,7 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
     for (int n : counts)
         profiles.push_back(store::profileForRanks(base, n)); // every count checked before anything runs
     const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
-    RunStore s(storePath(p, storeOpt));
+    RunStore s(storePath(p, storeOpt, err));
     QStringList ids;
     int failures = 0;
     for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -382,11 +382,11 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
     const QStringList args = arguments.mid(1);
     const QCommandLineOption storeOpt(u"store"_s, {}, u"FILE"_s);
     if (command == u"list"_s)
-        return list(args, out, storeOpt);
+        return list(args, out, err, storeOpt);
     if (command == u"show"_s)
-        return show(args, out, storeOpt);
+        return show(args, out, err, storeOpt);
     if (command == u"compare"_s)
-        return compare(args, out, storeOpt);
+        return compare(args, out, err, storeOpt);
     if (command == u"sweep"_s)
         return sweep(args, out, err, storeOpt);
     if (command == u"delete"_s) {
@@ -394,7 +394,7 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
         parse(p, command, args, {storeOpt});
         if (p.positionalArguments().size() != 1)
             usage(u"delete takes one RUN id"_s);
-        RunStore s(storePath(p, storeOpt));
+        RunStore s(storePath(p, storeOpt, err));
         if (!s.remove(p.positionalArguments().front()))
             throw UnknownRun(QString(u"no run \""_s + p.positionalArguments().front() + u"\" in "_s + s.path()).toStdString());
         out << "deleted " << p.positionalArguments().front() << '\n';
@@ -406,7 +406,7 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
         parse(p, command, args, {storeOpt, output});
         if (p.positionalArguments().size() != 1 || !p.isSet(output))
             usage(u"export takes one RUN id and -o FILE.json"_s);
-        const RunStore s(storePath(p, storeOpt));
+        const RunStore s(storePath(p, storeOpt, err));
         writeJsonFile(p.value(output), store::runToJson(mustGet(s, p.positionalArguments().front())));
         out << "exported " << p.positionalArguments().front() << " to " << p.value(output) << '\n';
         return kCliOk;
@@ -438,7 +438,7 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
     }
     if (p.isSet(runId))
         rec.runId = p.value(runId);
-    RunStore s(storePath(p, storeOpt));
+    RunStore s(storePath(p, storeOpt, err));
     if (s.contains(rec.runId))
         usage(u"import: run "_s + rec.runId + u" is already in the store (delete it, or import with --run-id NEW)"_s);
     s.insert(rec);
@@ -447,6 +447,13 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
 }
 
 } // namespace
+
+QString defaultStorePath(QTextStream &err)
+{
+    for (const QString &line : RunStore::adoptEarlierStores())
+        err << "clusterppl-cli: " << line << '\n';
+    return RunStore::defaultPath();
+}
 
 bool isHistoryCommand(const QString &command)
 {
@@ -475,7 +482,7 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
 {
     RunRecordingPtr rec(new RunRecording);
     try {
-        rec->store = std::make_unique<RunStore>();
+        rec->store = std::make_unique<RunStore>(defaultStorePath(err));
     } catch (const cppl::Error &e) {
         err << "clusterppl-cli: warning: this run is not recorded in the history: " << QString::fromUtf8(e.what()) << '\n';
         return {};
@@ -485,10 +492,7 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
     store::RunRecorder::Options options;
     if (rec->store->contains(request.runId)) {
         // Scripts re-run with fixed ids: the old run stays, this one is recorded next to it.
-        int n = 2;
-        while (rec->store->contains(request.runId + u'.' + QString::number(n)))
-            ++n;
-        options.recordAs = request.runId + u'.' + QString::number(n);
+        options.recordAs = rec->store->freeRunId(request.runId);
         if (!run::validateRunId(options.recordAs).isEmpty()) {
             *refusal = u"--run-id: run "_s + request.runId + u" is already in the history ("_s + rec->store->path()
                        + u"); choose another id, delete the old run (clusterppl-cli delete ID), or pass --no-store"_s;

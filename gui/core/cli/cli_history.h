@@ -26,6 +26,9 @@ inline constexpr int kCliUnknownRun = 4;
 /// `clusterppl-cli COMMAND ARGS...` for the history commands (arguments start with the command).
 int cliHistory(const QStringList &arguments, QTextStream &out, QTextStream &err);
 
+/// RunStore::defaultPath(), after RunStore::adoptEarlierStores() (its lines on @p err).
+[[nodiscard]] QString defaultStorePath(QTextStream &err);
+
 /// What `run` keeps alive while it records: the store and the recorder attached to the engine.
 struct RunRecording;
 struct RunRecordingDeleter

@@ -77,7 +77,7 @@ int cliReport(const QStringList &arguments, QTextStream &out, QTextStream &err)
         return kCliFailed;
     }
 
-    const store::RunStore s(p.isSet(storeOpt) ? p.value(storeOpt) : store::RunStore::defaultPath());
+    const store::RunStore s(p.isSet(storeOpt) ? p.value(storeOpt) : defaultStorePath(err));
     report::ReportData data;
     try {
         data = report::loadReport(s, p.positionalArguments(), thr);

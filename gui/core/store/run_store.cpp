@@ -5,13 +5,16 @@
 
 #include "cppl/errors.h"
 
+#include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QSqlError>
 #include <QSqlQuery>
 #include <QStandardPaths>
 #include <QSysInfo>
+#include <QTemporaryDir>
 #include <QTimeZone>
 #include <QVariant>
 
@@ -19,7 +22,9 @@
 #include <atomic>
 
 #include <cerrno>
+#include <cstring>
 #include <signal.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -119,15 +124,112 @@ bool processGone(const QString &owner)
 
 } // namespace
 
+namespace {
+
+/// ~/.local/share, or $XDG_DATA_HOME. Not AppDataLocation: that holds the application's name,
+/// and the dashboard and the CLI share one history.
+QString dataHome()
+{
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
+    return dir.isEmpty() ? QDir::homePath() + u"/.local/share"_s : dir;
+}
+
+/// Copies an earlier store (with its write-ahead log, where a process still has it open) to
+/// @p copy and moves its runs into @p into; the line that says what happened.
+QString adoptOne(RunStore &into, const QString &from, const QString &copy)
+{
+    const QString tail = u"; they are still there: CLUSTERPPL_STORE=%1 clusterppl-cli export RUN -o run.json, "
+                         "then clusterppl-cli import run.json"_s.arg(from);
+    for (const QString &suffix : {u""_s, u"-wal"_s})
+        if (QFileInfo::exists(from + suffix) && !QFile::copy(from + suffix, copy + suffix))
+            return u"the runs in %1 could not be read (cannot copy %2 to %3)"_s.arg(from, from + suffix, copy + suffix) + tail;
+    try {
+        const RunStore old(copy);
+        std::vector<RunRecord> runs = old.list();
+        std::reverse(runs.begin(), runs.end()); // oldest first, as they were stored
+        QStringList renamed;
+        for (const RunRecord &brief : runs) {
+            std::optional<RunRecord> run = old.get(brief.runId);
+            if (!run)
+                continue;
+            const QString id = into.freeRunId(run->runId);
+            if (id != run->runId) {
+                renamed << run->runId + u" as "_s + id;
+                run->runId = id;
+            }
+            into.insert(*run);
+        }
+        return u"%1 run%2 from %3"_s.arg(runs.size()).arg(runs.size() == 1 ? u""_s : u"s"_s, from)
+               + (renamed.isEmpty() ? QString() : u" (already in the history by id: %1)"_s.arg(renamed.join(u", "_s)));
+    } catch (const cppl::Error &e) {
+        return u"the runs in %1 could not be read (%2)"_s.arg(from, QString::fromUtf8(e.what())) + tail;
+    }
+}
+
+} // namespace
+
 QString RunStore::defaultPath()
 {
     const QString env = qEnvironmentVariable("CLUSTERPPL_STORE");
     if (!env.isEmpty())
         return env;
-    QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-    if (dir.isEmpty())
-        dir = QDir::homePath() + u"/.local/share/clusterppl"_s;
-    return dir + u"/runs.sqlite"_s;
+    return dataHome() + u"/clusterppl/runs.sqlite"_s;
+}
+
+QStringList RunStore::earlierDefaultPaths()
+{
+    const QString home = dataHome();
+    return {home + u"/ClusterPPL/clusterppl/runs.sqlite"_s, home + u"/clusterppl-cli/runs.sqlite"_s};
+}
+
+QStringList RunStore::adoptEarlierStores()
+{
+    if (!qEnvironmentVariableIsEmpty("CLUSTERPPL_STORE"))
+        return {};
+    const QString target = defaultPath();
+    if (QFileInfo::exists(target))
+        return {};
+    QStringList earlier;
+    for (const QString &p : earlierDefaultPaths())
+        if (QFileInfo::exists(p))
+            earlier << p;
+    if (earlier.isEmpty())
+        return {};
+
+    const QString staging = target + u".adopting-"_s + QString::number(QCoreApplication::applicationPid());
+    const auto removeStaging = [&staging] {
+        for (const QString &suffix : {u""_s, u"-wal"_s, u"-shm"_s})
+            QFile::remove(staging + suffix);
+    };
+    removeStaging();
+    QTemporaryDir copies;
+    if (!copies.isValid())
+        throw IoError(QString(target + u": cannot make a temporary directory to read the earlier run stores in: "_s + copies.errorString())
+                          .toStdString());
+    QStringList lines;
+    try {
+        RunStore into(staging);
+        for (int i = 0; i < earlier.size(); ++i)
+            lines << adoptOne(into, earlier[i], copies.filePath(u"earlier-%1.sqlite"_s.arg(i)));
+    } catch (...) {
+        removeStaging();
+        throw;
+    }
+    // The connection is closed: SQLite has folded its write-ahead log into the file.
+    const QByteArray from = QFile::encodeName(staging), to = QFile::encodeName(target);
+    const bool linked = ::link(from.constData(), to.constData()) == 0;
+    const int why = errno;
+    removeStaging();
+    if (!linked && why == EEXIST)
+        return {}; // another process adopted them first
+    if (!linked)
+        throw IoError(QString(target + u": cannot create the run history: "_s + QString::fromLocal8Bit(std::strerror(why))
+                              + u" (set CLUSTERPPL_STORE to a writable file)"_s)
+                          .toStdString());
+    for (QString &l : lines)
+        l = u"run history: "_s + l;
+    lines << u"run history: the dashboard and clusterppl-cli now share %1; the earlier files were left as they were"_s.arg(target);
+    return lines;
 }
 
 int RunStore::schemaVersion() noexcept
@@ -289,6 +391,14 @@ bool RunStore::contains(const QString &runId) const
 {
     QSqlDatabase db = dbOf(m_connection);
     return sql::idOf(db, runId).has_value();
+}
+
+QString RunStore::freeRunId(const QString &runId) const
+{
+    QString id = runId;
+    for (int n = 2; contains(id); ++n)
+        id = runId + u'.' + QString::number(n);
+    return id;
 }
 
 std::optional<RunRecord> RunStore::get(const QString &runId) const

@@ -26,8 +26,20 @@ public:
         StoreWriter::Options writer;
     };
 
-    /// $CLUSTERPPL_STORE when set, else QStandardPaths::AppDataLocation + "/runs.sqlite".
+    /// $CLUSTERPPL_STORE when set, else ~/.local/share/clusterppl/runs.sqlite ($XDG_DATA_HOME
+    /// respected): one history for the dashboard and the CLI.
     [[nodiscard]] static QString defaultPath();
+    /// Where the dashboard (~/.local/share/ClusterPPL/clusterppl/runs.sqlite) and the CLI
+    /// (~/.local/share/clusterppl-cli/runs.sqlite) each kept a history of their own in earlier builds.
+    [[nodiscard]] static QStringList earlierDefaultPaths();
+    /// Once, when the shared default store does not exist yet and $CLUSTERPPL_STORE is not set:
+    /// creates it with every run of the earlier stores that exist (read from copies, so those
+    /// files stay as they were; a run id in both is kept twice, the second as ID.2). The store
+    /// appears whole or not at all (built beside it, then linked into place; a process that
+    /// adopts at the same moment leaves it to the first). Returns a line per earlier store found
+    /// ("N runs from PATH", or why it could not be read and what to do), empty when there was
+    /// nothing to do. Throws cppl::IoError when the store cannot be created.
+    static QStringList adoptEarlierStores();
 
     /// Opens (creating the file and its directory, migrating an older schema) and marks runs left
     /// "running" by a process that no longer exists as "interrupted". Throws cppl::IoError with
@@ -51,6 +63,8 @@ public:
     /// Everything about one run; nullopt when the id is not stored.
     [[nodiscard]] std::optional<RunRecord> get(const QString &runId) const;
     [[nodiscard]] bool contains(const QString &runId) const;
+    /// @p runId when it is not stored, else the first of ID.2, ID.3, ... that is not.
+    [[nodiscard]] QString freeRunId(const QString &runId) const;
     /// Deletes a run and everything about it; false when the id is not stored.
     bool remove(const QString &runId);
     /// The newest finished one-rank run with this settings key (other than @p excludeRunId).

@@ -164,20 +164,26 @@ private Q_SLOTS:
     void syntheticHistoryLeavesTheUserStoreAlone_data()
     {
         QTest::addColumn<bool>("synthetic");
-        QTest::addRow("synthetic sweep") << true;
+        QTest::addColumn<bool>("earlier"); // the user's store where earlier builds of the dashboard kept it
+        QTest::addRow("synthetic sweep") << true << false;
         // The control: without synthetic ranks the screenshots show the user's store, opened as
         // the dashboard opens it (which marks a run whose recorder is gone interrupted: a write).
-        QTest::addRow("the user's store (control)") << false;
+        QTest::addRow("the user's store (control)") << false << false;
+        // The dashboard's own earlier store: adopted into the shared one (its run marked there),
+        // the earlier file left as it was.
+        QTest::addRow("the user's earlier store, adopted") << false << true;
     }
 
     void syntheticHistoryLeavesTheUserStoreAlone()
     {
         QFETCH(bool, synthetic);
+        QFETCH(bool, earlier);
         QTemporaryDir dir;
         // The user's store where the dashboard finds it (no $CLUSTERPPL_STORE), holding a run left
         // "running" by a recorder that is gone: whoever opens the store marks it interrupted.
         const QString data = dir.filePath(u"data"_s);
-        const QString userStore = data + u"/ClusterPPL/clusterppl/runs.sqlite"_s;
+        const QString shared = data + u"/clusterppl/runs.sqlite"_s; // shared with clusterppl-cli
+        const QString userStore = earlier ? data + u"/ClusterPPL/clusterppl/runs.sqlite"_s : shared;
         {
             cppl::core::store::RunStore store(userStore);
             cppl::core::store::RunRecord r;
@@ -213,7 +219,13 @@ private Q_SLOTS:
         CPPL_VERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(QString::fromLocal8Bit(p.readAllStandardError())));
 
         const bool untouched = readAll(userStore) == before && filesUnder(data) == filesBefore;
-        CPPL_VERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
+        if (earlier) {
+            QCOMPARE(readAll(userStore), before);
+            const cppl::core::store::RunStore adopted(shared);
+            QCOMPARE(adopted.get(u"users-own-run"_s)->status, cppl::core::store::RunStatus::Interrupted);
+        } else {
+            CPPL_VERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
+        }
         for (const QString &f : {u"history.png"_s, u"compare.png"_s}) {
             const QImage image(QDir(dir.filePath(u"shots"_s)).filePath(f));
             CPPL_VERIFY2(!image.isNull(), qPrintable(f));

@@ -20,6 +20,7 @@
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTemporaryDir>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTimeZone>
@@ -434,6 +435,107 @@ private Q_SLOTS:
         run[u"status"_s] = u"done"_s;
         badStatus[u"run"_s] = run;
         refuse(badStatus, u"run.status: \"done\""_s);
+    }
+
+    /// The dashboard and the CLI kept a history each in earlier builds; the shared one is made from both,
+    /// once, and the earlier files are not touched.
+    void adoptsTheEarlierStoresOnce()
+    {
+        QTemporaryDir home;
+        const QByteArray oldStore = qgetenv("CLUSTERPPL_STORE"), oldData = qgetenv("XDG_DATA_HOME");
+        const auto restore = qScopeGuard([&] {
+            qputenv("CLUSTERPPL_STORE", oldStore);
+            oldData.isNull() ? qunsetenv("XDG_DATA_HOME") : qputenv("XDG_DATA_HOME", oldData);
+        });
+        qunsetenv("CLUSTERPPL_STORE");
+        qputenv("XDG_DATA_HOME", QFile::encodeName(home.path()));
+        const QString target = home.filePath(u"clusterppl/runs.sqlite"_s);
+        QCOMPARE(RunStore::defaultPath(), target);
+        QCOMPARE(RunStore::earlierDefaultPaths(),
+                 (QStringList{home.filePath(u"ClusterPPL/clusterppl/runs.sqlite"_s), home.filePath(u"clusterppl-cli/runs.sqlite"_s)}));
+        // Nothing earlier: nothing made.
+        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
+        QVERIFY(!QFileInfo::exists(target));
+
+        const QString dashboard = RunStore::earlierDefaultPaths()[0], cli = RunStore::earlierDefaultPaths()[1];
+        const QDateTime t0(QDate(2026, 5, 6), QTime(7, 8, 9), QTimeZone::utc());
+        RunRecord full = modelRun(Truth{}, 4, u"xs1:0123456789abcdef"_s, 3.25, t0);
+        full.runId = u"from-the-dashboard"_s;
+        full.samples = {{0.25, 0, 1234.5, 0.001, 0.002, -3.3e-7, 10}, {1.25, 3, 99.5, 0.5, 0.25, 1e-9, 20}};
+        full.logs = {{0, 0, 0.1, false, u"a line"_s}};
+        full.alerts = {{2.5, t0.addSecs(2), 1, u"comm-share"_s, u"rank 1: 12.0%"_s}};
+        QByteArray exported;
+        {
+            RunStore d(dashboard);
+            d.insert(full);
+            exported = QJsonDocument(runToJson(*d.get(full.runId))).toJson();
+            RunRecord same = modelRun(Truth{}, 2, u"xs1:01"_s, 3.5, t0.addSecs(60));
+            same.runId = u"same-id"_s;
+            d.insert(same);
+            RunStore c(cli);
+            RunRecord one = modelRun(Truth{}, 1, u"xs1:02"_s, 3.75, t0.addSecs(120));
+            one.runId = u"same-id"_s;
+            c.insert(one);
+            RunRecord crashed; // left running by a recorder that is gone
+            crashed.runId = u"crashed"_s;
+            crashed.started = t0.addSecs(180);
+            crashed.owner = QSysInfo::machineHostName() + u":999999"_s;
+            c.writer().beginRun(crashed);
+        }
+        const auto bytes = [](const QString &path) {
+            QFile f(path);
+            return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+        };
+        const QByteArray dashboardBefore = bytes(dashboard), cliBefore = bytes(cli);
+        QVERIFY(!dashboardBefore.isEmpty() && !cliBefore.isEmpty());
+
+        const QStringList lines = RunStore::adoptEarlierStores();
+        QCOMPARE(lines.size(), 3);
+        QCOMPARE(lines[0], u"run history: 2 runs from "_s + dashboard);
+        QCOMPARE(lines[1], u"run history: 2 runs from "_s + cli + u" (already in the history by id: same-id as same-id.2)"_s);
+        QVERIFY2(lines[2].contains(target) && lines[2].contains(u"share"_s), qPrintable(lines[2]));
+        // The earlier files as they were (their copies were opened, migrated and marked).
+        QCOMPARE(bytes(dashboard), dashboardBefore);
+        QCOMPARE(bytes(cli), cliBefore);
+        // Only the store itself is left beside it: no staging file, no write-ahead log.
+        QCOMPARE(QDir(home.filePath(u"clusterppl"_s)).entryList(QDir::Files), QStringList{u"runs.sqlite"_s});
+        {
+            RunStore s(target);
+            QCOMPARE(s.list().size(), std::size_t(4));
+            const RunRecord back = *s.get(u"from-the-dashboard"_s);
+            QCOMPARE(QJsonDocument(runToJson(back)).toJson(), exported); // everything, numbers bit for bit
+            QCOMPARE(back.samples.size(), std::size_t(2));
+            QCOMPARE(back.samples[0].tokensPerSecond, 1234.5);
+            QCOMPARE(back.logs.size(), std::size_t(1));
+            QCOMPARE(back.alerts.size(), std::size_t(1));
+            QCOMPARE(back.ppl, 3.25);
+            QCOMPARE(s.get(u"same-id"_s)->worldSize, 2);
+            QCOMPARE(s.get(u"same-id.2"_s)->worldSize, 1);
+            QCOMPARE(s.get(u"crashed"_s)->status, RunStatus::Interrupted);
+            QVERIFY(s.remove(u"same-id.2"_s));
+        }
+        // Once: a run deleted from the shared history does not come back.
+        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
+        QVERIFY(!RunStore(target).contains(u"same-id.2"_s));
+
+        // A set CLUSTERPPL_STORE is the user's choice: nothing adopted.
+        QVERIFY(QFile::remove(target));
+        qputenv("CLUSTERPPL_STORE", QFile::encodeName(home.filePath(u"elsewhere.sqlite"_s)));
+        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
+        QVERIFY(!QFileInfo::exists(target));
+        qunsetenv("CLUSTERPPL_STORE");
+
+        // An earlier file that is not a run store: said, with what to do; the other one adopted.
+        QFile junk(dashboard);
+        QVERIFY(junk.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        junk.write("not a database, just some bytes that are long enough to be looked at by SQLite\n");
+        junk.close();
+        const QStringList second = RunStore::adoptEarlierStores();
+        QCOMPARE(second.size(), 3);
+        QVERIFY2(second[0].startsWith(u"run history: the runs in "_s + dashboard + u" could not be read ("_s), qPrintable(second[0]));
+        QVERIFY2(second[0].contains(u"clusterppl-cli export RUN"_s), qPrintable(second[0]));
+        QCOMPARE(second[1], u"run history: 2 runs from "_s + cli);
+        QCOMPARE(RunStore(target).list().size(), std::size_t(2));
     }
 
     void comparisonOnAKnownModel()

@@ -14,10 +14,12 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -272,6 +274,40 @@ private Q_SLOTS:
         r = cli({u"delete"_s, u"after-sweep"_s});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(!RunStore(m_store).contains(u"after-sweep"_s));
+    }
+
+    /// Without CLUSTERPPL_STORE the CLI opens the history the dashboard opens
+    /// (RunStore::defaultPath(), no application name in it), made once from the stores each kept
+    /// in earlier builds: here the CLI's, holding this test's real runs.
+    void theCliAdoptsItsEarlierHistory()
+    {
+        QTemporaryDir home;
+        const auto restore = qScopeGuard([this] {
+            qputenv("CLUSTERPPL_STORE", m_store.toUtf8());
+            qunsetenv("XDG_DATA_HOME");
+        });
+        qunsetenv("CLUSTERPPL_STORE");
+        qputenv("XDG_DATA_HOME", QFile::encodeName(home.path()));
+        const QString earlier = home.filePath(u"clusterppl-cli/runs.sqlite"_s);
+        QVERIFY(QDir().mkpath(QFileInfo(earlier).absolutePath()));
+        QVERIFY(QFile::copy(m_store, earlier)); // the writer closed it: no write-ahead log
+        const std::size_t stored = RunStore(m_store).list().size();
+        QVERIFY(stored >= 3);
+
+        auto r = cli({u"list"_s});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QString shared = home.filePath(u"clusterppl/runs.sqlite"_s);
+        CPPL_VERIFY2(r.err.contains(u"clusterppl-cli: run history: %1 runs from %2\n"_s.arg(stored).arg(earlier)), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(u"the dashboard and clusterppl-cli now share "_s + shared), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.out.contains(u"sw-r1"_s) && r.out.contains(u"run(s) in "_s + shared), qPrintable(r.out));
+        QCOMPARE(RunStore(shared).list().size(), stored);
+        // Once.
+        r = cli({u"list"_s});
+        CPPL_VERIFY2(r.exitCode == 0 && !r.err.contains(u"run history"_s) && r.out.contains(u"sw-r1"_s), qPrintable(r.describe()));
+        // --store names another file: the default is not looked at.
+        QVERIFY(QFile::remove(shared));
+        r = cli({u"list"_s, u"--store"_s, m_store});
+        CPPL_VERIFY2(r.exitCode == 0 && !r.err.contains(u"run history"_s) && !QFileInfo::exists(shared), qPrintable(r.describe()));
     }
 };
 
