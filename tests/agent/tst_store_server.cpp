@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // StoreServer (agent/lib/distributed/store_server.h) over real loopback sockets, speaking c10d
-// 1.13's wire protocol byte for byte as its client sends it: every request kind, and what c10d's
-// own server could not do: a client stopped in the middle of a request, or one that never reads
-// its replies, holds only its own connection. (Real c10d clients and Gloo meet on it in
-// tst_store_command and every distributed test.)
+// 1.13's and 2.x's wire protocols byte for byte as their clients send them: every request kind
+// of each, both on one store, and what c10d's own server could not do: a client stopped in the
+// middle of a request, or one that never reads its replies, holds only its own connection. (Real
+// c10d 1.13 clients and Gloo meet on it in tst_store_command and every distributed test.)
 #include "distributed/store_server.h"
 
 #include "cppl/errors.h"
@@ -143,6 +143,77 @@ std::string deleteReq(const std::string &k)
     return std::string(1, '\x08') + str(k);
 }
 
+// The requests as c10d 2.x's client writes them (torch/csrc/distributed/c10d/TCPStore.cpp of
+// LibTorch 2.x: VALIDATE with its magic number, then PING, as the first requests of every
+// connection; the 1.x query numbers one higher, DELETE_KEY still 8; APPEND, MULTI_GET, MULTI_SET,
+// CANCEL_WAIT, PING after it). No LibTorch 2.x runs here (Debian has 1.13): these bytes are
+// what its client sends, read from its source.
+constexpr std::uint32_t kMagic = 0x3C85F7CE;
+std::string q2(int query)
+{
+    return std::string(1, static_cast<char>(query));
+}
+std::string validate2(std::uint32_t magic = kMagic)
+{
+    return q2(0) + raw(magic);
+}
+std::string ping2(std::uint32_t nonce)
+{
+    return q2(13) + raw(nonce);
+}
+/// What c10d 2.x's TCPStore constructor sends on a new connection.
+std::string hello2(std::uint32_t nonce)
+{
+    return validate2() + ping2(nonce);
+}
+std::string set2(const std::string &k, const std::string &v)
+{
+    return q2(1) + str(k) + str(v);
+}
+std::string cas2(const std::string &k, const std::string &expected, const std::string &desired)
+{
+    return q2(2) + str(k) + str(expected) + str(desired);
+}
+std::string get2(const std::string &k)
+{
+    return q2(3) + str(k);
+}
+std::string add2(const std::string &k, std::int64_t d)
+{
+    return q2(4) + str(k) + raw(d);
+}
+std::string check2(const std::vector<std::string> &ks)
+{
+    return q2(5) + keys(ks);
+}
+std::string wait2(const std::vector<std::string> &ks)
+{
+    return q2(6) + keys(ks);
+}
+std::string delete2(const std::string &k)
+{
+    return q2(8) + str(k);
+}
+std::string append2(const std::string &k, const std::string &v)
+{
+    return q2(9) + str(k) + str(v);
+}
+std::string multiGet2(const std::vector<std::string> &ks)
+{
+    return q2(10) + keys(ks);
+}
+std::string multiSet2(const std::vector<std::pair<std::string, std::string>> &kvs)
+{
+    std::string out = q2(11) + raw<std::int64_t>(static_cast<std::int64_t>(kvs.size()));
+    for (const auto &[k, v] : kvs)
+        out += str(k) + str(v);
+    return out;
+}
+std::string cancelWait2()
+{
+    return q2(12);
+}
+
 std::int64_t asInt(const std::string &bytes)
 {
     std::int64_t v = -999;
@@ -247,6 +318,100 @@ private Q_SLOTS:
         QCOMPARE(waiter.read(1), std::string(1, '\0'));
     }
 
+    /// c10d 2.x's client, byte for byte as its TCPStore sends (its doGet: WAIT, then GET).
+    void c10d2xEveryRequestKind()
+    {
+        StoreServer server(0);
+        Client c(server.port());
+        QVERIFY(c.ok());
+        QVERIFY(c.send(hello2(4242)));
+        QCOMPARE(c.read(4), raw<std::uint32_t>(4242)); // PING's nonce back
+        QVERIFY(c.send(set2("/a", "one") + wait2({"/a"}) + get2("/a")));
+        QCOMPARE(c.read(1), std::string(1, '\0')); // STOP_WAITING
+        QCOMPARE(readValue(c), std::string("one"));
+        QVERIFY(c.send(add2("/n", 5) + add2("/n", -7)));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{5});
+        QCOMPARE(asInt(c.read(8)), std::int64_t{-2});
+        QVERIFY(c.send(check2({"/a", "/n"}) + check2({"/a", "/missing"})));
+        QCOMPARE(c.read(1), std::string(1, '\0')); // ready
+        QCOMPARE(c.read(1), std::string(1, '\1')); // not ready
+        QVERIFY(c.send(cas2("/c", "x", "y") + cas2("/c", "", "first") + cas2("/c", "first", "second") + cas2("/c", "stale", "third")));
+        QCOMPARE(readValue(c), std::string("x"));
+        QCOMPARE(readValue(c), std::string("first"));
+        QCOMPARE(readValue(c), std::string("second"));
+        QCOMPARE(readValue(c), std::string("second"));
+        // APPEND makes a key or extends it; it wakes a waiter like SET.
+        Client waiter(server.port());
+        QVERIFY(waiter.send(hello2(7) + wait2({"/log"})));
+        QCOMPARE(waiter.read(4), raw<std::uint32_t>(7));
+        QCOMPARE(waiter.read(1, std::chrono::milliseconds(200)), std::string());
+        QVERIFY(c.send(append2("/log", "ab") + append2("/log", "cd")));
+        QCOMPARE(waiter.read(1), std::string(1, '\0'));
+        // MULTI_SET, then MULTI_GET in the order asked (an empty value too).
+        QVERIFY(c.send(multiSet2({{"/m1", "v1"}, {"/m2", ""}, {"/a", "uno"}})));
+        QVERIFY(c.send(wait2({"/m2", "/log", "/m1"}) + multiGet2({"/m2", "/log", "/m1", "/a"})));
+        QCOMPARE(c.read(1), std::string(1, '\0'));
+        QCOMPARE(readValue(c), std::string());
+        QCOMPARE(readValue(c), std::string("abcd"));
+        QCOMPARE(readValue(c), std::string("v1"));
+        QCOMPARE(readValue(c), std::string("uno"));
+        // /a /n /c /log /m1 /m2
+        QVERIFY(c.send(q2(7) + delete2("/a") + delete2("/a")));
+        QCOMPARE(asInt(c.read(8)), std::int64_t{6});
+        QCOMPARE(asInt(c.read(8)), std::int64_t{1});
+        QCOMPARE(asInt(c.read(8)), std::int64_t{0});
+        // The connection's requests may arrive a byte at a time, the first ones too.
+        Client slow(server.port());
+        for (const char ch : hello2(99) + get2("/log"))
+            QVERIFY(slow.send(std::string(1, ch)));
+        QCOMPARE(slow.read(4), raw<std::uint32_t>(99));
+        QCOMPARE(readValue(slow), std::string("abcd"));
+    }
+
+    /// c10d 2.x's wait with a timeout: when it ends, its client sends CANCEL_WAIT and reads
+    /// WAIT_CANCELED (after a STOP_WAITING, when the key came first); the connection goes on.
+    void c10d2xCancelledWait()
+    {
+        StoreServer server(0);
+        Client waiter(server.port()), setter(server.port());
+        QVERIFY(waiter.send(hello2(1)) && setter.send(hello2(2)));
+        QCOMPARE(waiter.read(4), raw<std::uint32_t>(1));
+        QCOMPARE(setter.read(4), raw<std::uint32_t>(2));
+        QVERIFY(waiter.send(wait2({"/never", "/late"})));
+        QCOMPARE(waiter.read(1, std::chrono::milliseconds(200)), std::string());
+        QVERIFY(waiter.send(cancelWait2()));
+        QCOMPARE(waiter.read(1), std::string(1, '\1')); // WAIT_CANCELED
+        // The cancelled wait is forgotten: the keys set later answer nothing on this connection.
+        QVERIFY(setter.send(set2("/never", "1") + set2("/late", "2")));
+        QCOMPARE(waiter.read(1, std::chrono::milliseconds(300)), std::string());
+        // A key that came before the cancel: STOP_WAITING, then WAIT_CANCELED, as the client expects.
+        QVERIFY(waiter.send(wait2({"/race"})));
+        QVERIFY(setter.send(set2("/race", "3")));
+        QCOMPARE(waiter.read(1), std::string(1, '\0'));
+        QVERIFY(waiter.send(cancelWait2()));
+        QCOMPARE(waiter.read(1), std::string(1, '\1'));
+        QVERIFY(waiter.send(get2("/race")));
+        QCOMPARE(readValue(waiter), std::string("3"));
+    }
+
+    /// One store, both clients: a launcher built against one LibTorch, ranks against another.
+    void bothDialectsShareTheKeys()
+    {
+        StoreServer server(0);
+        Client old(server.port()), recent(server.port());
+        QVERIFY(recent.send(hello2(5)));
+        QCOMPARE(recent.read(4), raw<std::uint32_t>(5));
+        QVERIFY(recent.send(wait2({"/from-1x"})));
+        QVERIFY(old.send(setReq("/from-1x", "a") + waitReq({"/from-2x"})));
+        QCOMPARE(recent.read(1), std::string(1, '\0'));
+        QVERIFY(recent.send(add2("/from-2x", 3) + get2("/from-1x")));
+        QCOMPARE(asInt(recent.read(8)), std::int64_t{3});
+        QCOMPARE(readValue(recent), std::string("a"));
+        QCOMPARE(old.read(1), std::string(1, '\0'));
+        QVERIFY(old.send(getReq("/from-2x")));
+        QCOMPARE(readValue(old), std::string("3"));
+    }
+
     void aClientStoppedInARequestHoldsOnlyItself_data()
     {
         QTest::addColumn<QByteArray>("request");
@@ -325,6 +490,12 @@ private Q_SLOTS:
         QTest::addRow("add to a value that is not a number") << QByteArray::fromStdString(addReq("/text", 1));
         QTest::addRow("a string longer than 64 MiB") << QByteArray::fromStdString(std::string(1, '\0') + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
         QTest::addRow("more than 2^20 keys") << QByteArray::fromStdString(std::string(1, '\4') + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
+        QTest::addRow("2.x: unknown query") << QByteArray::fromStdString(validate2() + q2(0x42));
+        QTest::addRow("2.x: queue push (libuv's server only)") << QByteArray::fromStdString(validate2() + q2(14) + str("/q") + str("x"));
+        QTest::addRow("2.x: validate with another number") << QByteArray::fromStdString(validate2() + validate2(0xDEADBEEF));
+        QTest::addRow("2.x: multi_get of a missing key") << QByteArray::fromStdString(validate2() + multiGet2({"/text", "/missing"}));
+        QTest::addRow("2.x: more than 2^20 pairs") << QByteArray::fromStdString(validate2() + q2(11) + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
+        QTest::addRow("2.x: a string longer than 64 MiB") << QByteArray::fromStdString(validate2() + q2(9) + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
     }
     void refusedRequestsCloseOnlyTheirConnection()
     {

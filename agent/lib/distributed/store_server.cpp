@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The rendezvous store's server (store_server.h): c10d 1.13's wire protocol, no blocking read or
-// write on any client. Torch-free: tst_store_server compiles this file alone.
+// The rendezvous store's server (store_server.h): c10d's wire protocol, 1.x's and 2.x's, no
+// blocking read or write on any client. Torch-free: tst_store_server compiles this file alone.
 #include "store_server.h"
 
 #include "cppl/errors.h"
@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
+#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -26,19 +27,45 @@ namespace cppl::agent::dist {
 
 namespace {
 
-enum Query : std::uint8_t {
-    kSet = 0,
-    kCompareSet = 1,
-    kGet = 2,
-    kAdd = 3,
-    kCheck = 4,
-    kWait = 5,
-    kGetNumKeys = 6,
-    kWatchKey = 7, // c10d's callback client; not served
-    kDeleteKey = 8,
+/// A request, in whichever dialect its connection speaks.
+enum class Op : std::uint8_t {
+    Set,
+    CompareSet,
+    Get,
+    Add,
+    Check,
+    Wait,
+    GetNumKeys,
+    DeleteKey,
+    Append,
+    MultiGet,
+    MultiSet,
+    CancelWait,
+    Ping,
+    Validate,
+    Refused, ///< WATCH_KEY (c10d 1.x's callback client), the queue ops (only c10d 2.x's libuv server has them), any other byte
 };
-constexpr std::uint8_t kReady = 0, kNotReady = 1; // CHECK's answer
-constexpr std::uint8_t kStopWaiting = 0;          // WAIT's answer
+
+/// c10d 1.x (LibTorch 1.13): SET 0 ... GETNUMKEYS 6, WATCH_KEY 7 (not served), DELETE_KEY 8.
+Op opOf1x(std::uint8_t q)
+{
+    static constexpr Op table[] = {Op::Set, Op::CompareSet, Op::Get, Op::Add, Op::Check, Op::Wait, Op::GetNumKeys, Op::Refused, Op::DeleteKey};
+    return q < std::size(table) ? table[q] : Op::Refused;
+}
+
+/// c10d 2.x: VALIDATE 0 opens every connection, so SET ... GETNUMKEYS moved up by one (1-7),
+/// DELETE_KEY stayed 8; then APPEND 9, MULTI_GET 10, MULTI_SET 11, CANCEL_WAIT 12, PING 13.
+Op opOf2x(std::uint8_t q)
+{
+    static constexpr Op table[] = {Op::Validate,   Op::Set,    Op::CompareSet, Op::Get,      Op::Add,        Op::Check, Op::Wait,
+                                   Op::GetNumKeys, Op::DeleteKey, Op::Append,  Op::MultiGet, Op::MultiSet, Op::CancelWait, Op::Ping};
+    return q < std::size(table) ? table[q] : Op::Refused;
+}
+
+/// c10d 2.x's VALIDATE argument (its first request on every connection).
+constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
+constexpr std::uint8_t kReady = 0, kNotReady = 1;          // CHECK's answer
+constexpr std::uint8_t kStopWaiting = 0, kWaitCanceled = 1; // WAIT's answer; CANCEL_WAIT's (2.x)
 
 /// Reads a request from the bytes received so far; any read past them makes it incomplete.
 class Reader
@@ -115,8 +142,11 @@ void putBytes(std::string &out, const std::string &s)
 
 struct StoreServer::Impl
 {
+    /// Which c10d client a connection has: told by its first request (handle()).
+    enum class Dialect : std::uint8_t { Unknown, C10d1x, C10d2x };
     struct Conn
     {
+        Dialect dialect = Dialect::Unknown;
         std::string in;
         std::size_t consumed = 0; ///< bytes of `in` already handled
         std::string out;
@@ -144,6 +174,8 @@ struct StoreServer::Impl
     void readFrom(int fd);
     void flush(int fd, Conn &c);
     void drop(int fd);
+    /// Forgets every WAIT of @p c still pending (its client left, or cancelled them).
+    void forgetWaits(Conn &c);
     /// Handles one request at c.consumed; false when it is not whole yet. Sets @p close for a
     /// request this server refuses.
     bool handle(int fd, Conn &c, bool &close);
@@ -322,11 +354,34 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
 {
     if (c.consumed >= c.in.size())
         return false;
+    if (c.dialect == Dialect::Unknown) {
+        // c10d 2.x opens every connection with VALIDATE (0) and a uint32 magic number. To 1.x, 0
+        // is SET, and the next four bytes are the low half of the key's uint64 length: that
+        // number there would be a key over kMaxBytes, refused anyway.
+        if (c.in[c.consumed] != 0) {
+            c.dialect = Dialect::C10d1x;
+        } else if (c.in.size() - c.consumed < 1 + sizeof kValidationMagic) {
+            return false;
+        } else {
+            std::uint32_t magic = 0;
+            std::memcpy(&magic, c.in.data() + c.consumed + 1, sizeof magic);
+            c.dialect = magic == kValidationMagic ? Dialect::C10d2x : Dialect::C10d1x;
+        }
+    }
     Reader r(c.in, c.consumed);
     const auto query = r.value<std::uint8_t>();
     std::string reply;
-    switch (query) {
-    case kSet: {
+    switch (c.dialect == Dialect::C10d2x ? opOf2x(query) : opOf1x(query)) {
+    case Op::Validate:
+        if (r.value<std::uint32_t>() != kValidationMagic && r.complete()) {
+            close = true; // not a c10d client
+            return false;
+        }
+        break;
+    case Op::Ping:
+        put<std::uint32_t>(reply, r.value<std::uint32_t>()); // the client's nonce back
+        break;
+    case Op::Set: {
         std::string key = r.bytes();
         std::string value = r.bytes();
         if (!r.complete() || r.malformed())
@@ -337,7 +392,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
             created(key);
         break;
     }
-    case kCompareSet: {
+    case Op::CompareSet: {
         std::string key = r.bytes();
         std::string expected = r.bytes();
         std::string desired = r.bytes();
@@ -361,7 +416,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
         }
         break;
     }
-    case kGet: {
+    case Op::Get: {
         const std::string key = r.bytes();
         if (!r.complete() || r.malformed())
             break;
@@ -373,7 +428,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
         putBytes(reply, it->second);
         break;
     }
-    case kAdd: {
+    case Op::Add: {
         const std::string key = r.bytes();
         const auto delta = r.value<std::int64_t>();
         if (!r.complete() || r.malformed())
@@ -395,7 +450,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
         put<std::int64_t>(reply, now);
         break;
     }
-    case kCheck: {
+    case Op::Check: {
         const std::vector<std::string> keys = r.keys();
         if (!r.complete() || r.malformed())
             break;
@@ -405,7 +460,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
         put<std::uint8_t>(reply, all ? kReady : kNotReady);
         break;
     }
-    case kWait: {
+    case Op::Wait: {
         const std::vector<std::string> keys = r.keys();
         if (!r.complete() || r.malformed())
             break;
@@ -424,17 +479,68 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
         waits.emplace(id, std::move(w));
         break;
     }
-    case kGetNumKeys:
+    case Op::GetNumKeys:
         put<std::int64_t>(reply, static_cast<std::int64_t>(kv.size()));
         break;
-    case kDeleteKey: {
+    case Op::DeleteKey: {
         const std::string key = r.bytes();
         if (!r.complete() || r.malformed())
             break;
         put<std::int64_t>(reply, static_cast<std::int64_t>(kv.erase(key)));
         break;
     }
-    default: // kWatchKey and anything else
+    case Op::Append: { // 2.x: onto the value, or a new key
+        const std::string key = r.bytes();
+        const std::string more = r.bytes();
+        if (!r.complete() || r.malformed())
+            break;
+        const auto [it, fresh] = kv.try_emplace(key);
+        it->second += more;
+        if (fresh)
+            created(key);
+        break;
+    }
+    case Op::MultiGet: { // 2.x: the values in order (its client waits for the keys first)
+        const std::vector<std::string> keys = r.keys();
+        if (!r.complete() || r.malformed())
+            break;
+        for (const auto &k : keys) {
+            const auto it = kv.find(k);
+            if (it == kv.end()) {
+                close = true;
+                return false;
+            }
+            putBytes(reply, it->second);
+        }
+        break;
+    }
+    case Op::MultiSet: { // 2.x: a count, then key and value pairs
+        const auto n = r.value<std::uint64_t>();
+        if (n > kMaxKeys) {
+            close = true;
+            return false;
+        }
+        std::vector<std::pair<std::string, std::string>> pairs;
+        for (std::uint64_t i = 0; i < n && r.complete() && !r.malformed(); ++i) {
+            std::string key = r.bytes();
+            pairs.emplace_back(std::move(key), r.bytes());
+        }
+        if (!r.complete() || r.malformed())
+            break;
+        for (auto &[key, value] : pairs) {
+            const auto [it, fresh] = kv.insert_or_assign(key, std::move(value));
+            if (fresh)
+                created(it->first);
+        }
+        break;
+    }
+    case Op::CancelWait:
+        // 2.x, after its client's wait timed out: answered even when nothing waits any more (a
+        // STOP_WAITING already sent comes first, and the client reads both).
+        forgetWaits(c);
+        put<std::uint8_t>(reply, kWaitCanceled);
+        break;
+    case Op::Refused:
         close = true;
         return false;
     }
@@ -505,7 +611,15 @@ void StoreServer::Impl::drop(int fd)
     const auto it = conns.find(fd);
     if (it == conns.end())
         return;
-    for (const std::uint64_t id : it->second.waits) {
+    forgetWaits(it->second);
+    ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    conns.erase(it);
+}
+
+void StoreServer::Impl::forgetWaits(Conn &c)
+{
+    for (const std::uint64_t id : c.waits) {
         const auto w = waits.find(id);
         if (w == waits.end())
             continue;
@@ -519,9 +633,7 @@ void StoreServer::Impl::drop(int fd)
         }
         waits.erase(w);
     }
-    ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
-    ::close(fd);
-    conns.erase(it);
+    c.waits.clear();
 }
 
 StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
