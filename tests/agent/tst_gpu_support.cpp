@@ -96,6 +96,62 @@ private Q_SLOTS:
         QTest::addRow("cuda:0 for a rank that sees one GPU, nccl") << 1 << 2 << 1 << std::optional<std::string>("5") << std::optional<int>(0) << true
                                                                   << 0 << QString();
     }
+    void deviceText_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<bool>("cudaAvailable");
+        QTest::addColumn<bool>("cuda");
+        QTest::addColumn<int>("index"); // -1: none, the rank's own (cuda:LOCAL_RANK)
+        QTest::addColumn<QString>("messagePart");
+        QTest::addRow("auto with a GPU: no index (not cuda:0 for every rank)") << "auto" << true << true << -1 << QString();
+        QTest::addRow("auto without") << "auto" << false << false << -1 << QString();
+        QTest::addRow("cuda") << "cuda" << true << true << -1 << QString();
+        QTest::addRow("cuda:3") << "cuda:3" << true << true << 3 << QString();
+        QTest::addRow("cpu with a GPU") << "cpu" << true << false << -1 << QString();
+        QTest::addRow("cuda without") << "cuda:0" << false << false << -1 << QStringLiteral("built without CUDA, or no GPU is visible");
+        QTest::addRow("cuda:x") << "cuda:x" << true << false << -1 << QStringLiteral("must be a number from 0");
+        QTest::addRow("cuda:-1") << "cuda:-1" << true << false << -1 << QStringLiteral("must be a number from 0");
+        QTest::addRow("cuda:") << "cuda:" << true << false << -1 << QStringLiteral("must be a number from 0");
+        QTest::addRow("gpu") << "gpu" << true << false << -1 << QStringLiteral("is not one of cpu, cuda, cuda:N, auto");
+        QTest::addRow("cudaa") << "cudaa" << true << false << -1 << QStringLiteral("is not one of");
+    }
+    void deviceText()
+    {
+        QFETCH(QString, text);
+        QFETCH(bool, cudaAvailable);
+        QFETCH(bool, cuda);
+        QFETCH(int, index);
+        QFETCH(QString, messagePart);
+        if (!messagePart.isEmpty()) {
+            try {
+                (void)cppl::agent::parseDeviceText(text.toStdString(), cudaAvailable);
+                QFAIL("expected a refusal");
+            } catch (const cppl::ConfigError &e) {
+                CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(messagePart), e.what());
+            }
+            return;
+        }
+        const cppl::agent::DeviceRequest r = cppl::agent::parseDeviceText(text.toStdString(), cudaAvailable);
+        QCOMPARE(r.cuda, cuda);
+        QCOMPARE(r.index.value_or(-1), index);
+        if (!cuda)
+            return;
+        // What the rank then takes: on a host of 4 GPUs with 4 NCCL ranks, auto and cuda give rank 2
+        // its own GPU; cuda:N for all of them is refused.
+        DevicePlacement p;
+        p.localRank = 2;
+        p.localWorldSize = 4;
+        p.visibleDevices = 4;
+        p.requested = r.index;
+        p.nccl = true;
+        p.host = "gpu-node-7";
+        if (r.index) {
+            QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::agent::chooseCudaDevice(p));
+        } else {
+            QCOMPARE(cppl::agent::chooseCudaDevice(p), 2);
+        }
+    }
+
     void chooseDevice()
     {
         QFETCH(int, localRank);

@@ -128,18 +128,28 @@ private:
 
 } // namespace
 
+#endif
+
 Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
 {
-    auto *tcp = dynamic_cast<TcpStore *>(&store);
-    CPPL_ENFORCE(tcp != nullptr, "gloo needs the TCPStore");
-    const auto base = tcp->handle();
     auto make = [&](const std::string &prefix, int rank, int size, const std::string &name) -> std::unique_ptr<Communicator> {
         if (size == 1)
-            return std::make_unique<SelfCommunicator>();
-        auto c = std::make_unique<GlooCommunicator>(c10::make_intrusive<c10d::PrefixStore>(prefix, base), rank, size, o, name);
+            return std::make_unique<SelfCommunicator>(); // no peer: nothing for Gloo to do, with or without it
+#if CLUSTERPPL_HAVE_GLOO
+        auto *tcp = dynamic_cast<TcpStore *>(&store);
+        CPPL_ENFORCE(tcp != nullptr, "gloo needs the TCPStore");
+        auto c = std::make_unique<GlooCommunicator>(c10::make_intrusive<c10d::PrefixStore>(prefix, tcp->handle()), rank, size, o, name);
         if (o.connected)
             o.connected(name.c_str());
         return c;
+#else
+        (void)store;
+        (void)prefix;
+        (void)rank;
+        throw CollectiveError("the gloo backend is unavailable for the " + name + " group of " + std::to_string(size)
+                              + " ranks: this agent was built without Gloo's headers (install libgloo-dev, or use a LibTorch "
+                                "that ships include/gloo, and rebuild); use --backend nccl on GPUs");
+#endif
     };
     Communicators c;
     c.backend = "gloo";
@@ -155,16 +165,5 @@ Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
         c.leaders = make(o.storePrefix + "leaders/", g, static_cast<int>(o.groups.groups.size()), "leaders");
     return c;
 }
-
-
-#else
-
-Communicators makeGlooCommunicators(Store &, const BackendOptions &)
-{
-    throw CollectiveError("the gloo backend is unavailable: this agent was built without Gloo's headers (install libgloo-dev and "
-                          "rebuild); use --backend nccl on GPUs");
-}
-
-#endif
 
 } // namespace cppl::agent::dist

@@ -343,13 +343,17 @@ public:
         if (m_failed || m_inFlight) // after an error, or with an operation abandoned: abort, never finalize (it would wait for it)
             abortLocked();
         if (!m_aborted) { // the normal path: flush, then free; an error here is reported, not thrown
-            ncclResult_t rc = api().commFinalize(m_comm);
-            if (rc == ncclSuccess)
-                rc = api().commDestroy(m_comm);
+            const ncclResult_t finalized = api().commFinalize(m_comm);
+            const ncclResult_t rc = finalized == ncclSuccess ? api().commDestroy(m_comm) : finalized;
             if (rc != ncclSuccess) {
-                const std::string line = "clusterppl-agent: nccl: closing the " + m_name + " communicator: " + api().ncclErrorString(rc) + "\n";
+                const char *last = api().lastError(m_comm);
+                const std::string line = "clusterppl-agent: nccl: closing the " + m_name + " communicator: " + api().ncclErrorString(rc)
+                                         + (last && *last ? std::string(" (NCCL says: ") + last + ")" : std::string())
+                                         + (finalized != ncclSuccess ? "; finalize failed, aborted instead" : "") + "\n";
                 (void)!::write(2, line.data(), line.size());
             }
+            if (finalized != ncclSuccess)
+                abortLocked(); // a communicator that could not be finalized is neither destroyed nor left behind
         }
         // An operation abandoned in flight (a lost rank) may have left its kernel reading the
         // buffer until the abort ended it; cudaFree would synchronize with the device to free it.

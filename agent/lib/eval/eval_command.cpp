@@ -16,6 +16,7 @@
 #include "cppl/host.h"
 
 #include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <atomic>
@@ -189,6 +190,11 @@ void EvalSession::connect()
     // Pinned before any pool or communication thread starts, so that they inherit the CPU slice.
     m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads));
     const bool pinnedOk = applyPinning(m_cpu);
+    // The current CUDA device is per thread and starts as cuda:0: this rank's GPU from here on, so
+    // that what LibTorch makes for the current device (its context, pinned host memory) is made
+    // on the GPU this rank uses, not on another rank's (NCCL sets it again on its own threads).
+    if (m_o.device.is_cuda())
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(m_o.device);
     if (m_o.distributed) {
         try {
             m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);

@@ -23,16 +23,10 @@ namespace {
 
 c10::Device parseDevice(const std::string &text)
 {
-    if (text == "auto")
-        return cudaAvailable() ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
-    if (text == "cpu")
+    const DeviceRequest r = parseDeviceText(text, text != "cpu" && cudaAvailable());
+    if (!r.cuda)
         return c10::Device(c10::DeviceType::CPU);
-    if (text.starts_with("cuda")) {
-        if (!cudaAvailable())
-            throw ConfigError("--device " + text + ": this agent's LibTorch was built without CUDA, or no GPU is visible; use --device cpu");
-        return c10::Device(text);
-    }
-    throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
+    return r.index ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(*r.index)) : c10::Device(c10::DeviceType::CUDA);
 }
 
 /// `--shard R/N`: evaluate only rank R's shard of N (the same balanced shards a distributed run uses).

@@ -4,6 +4,7 @@
 #include "cppl/errors.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 
 namespace cppl::agent {
@@ -22,6 +23,27 @@ bool oneEntry(const std::optional<std::string> &v)
 }
 
 } // namespace
+
+DeviceRequest parseDeviceText(const std::string &text, bool cudaAvailable)
+{
+    if (text == "auto")
+        return DeviceRequest{cudaAvailable, std::nullopt};
+    if (text == "cpu")
+        return DeviceRequest{};
+    if (text == "cuda" || text.starts_with("cuda:")) {
+        if (!cudaAvailable)
+            throw ConfigError("--device " + text + ": this agent's LibTorch was built without CUDA, or no GPU is visible; use --device cpu");
+        if (text == "cuda")
+            return DeviceRequest{true, std::nullopt};
+        const std::string digits = text.substr(5);
+        int index = -1;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+        if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || index < 0 || index > 127)
+            throw ConfigError("--device \"" + text + "\": the GPU's index must be a number from 0, e.g. cuda:1");
+        return DeviceRequest{true, index};
+    }
+    throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
+}
 
 int chooseCudaDevice(const DevicePlacement &p)
 {

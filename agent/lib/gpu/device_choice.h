@@ -11,6 +11,21 @@
 
 namespace cppl::agent {
 
+/// What `--device` asks for: the CPU, or CUDA with or without an index.
+struct DeviceRequest
+{
+    bool cuda = false;
+    std::optional<int> index; ///< cuda:N only: cuda and auto leave the choice to chooseCudaDevice()
+};
+
+/**
+ * `--device` cpu, cuda, cuda:N or auto (CUDA when this LibTorch has it and a GPU is visible, else
+ * the CPU). auto on CUDA names no index, as cuda does: each rank takes its own GPU
+ * (cuda:LOCAL_RANK), never all of them cuda:0. Throws ConfigError for cuda without CUDA and for
+ * any other text.
+ */
+[[nodiscard]] DeviceRequest parseDeviceText(const std::string &text, bool cudaAvailable);
+
 struct DevicePlacement
 {
     int localRank = 0;
