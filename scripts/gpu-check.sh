@@ -3,6 +3,11 @@
 # The checks that need a GPU, in one run (budget: under 8 minutes on one GPU). For a host with
 # NVIDIA GPUs, CUDA (+ NCCL) and PyTorch installed with pip, and no package registry: builds only the
 # agent against the torch package's own LibTorch, then proves the GPU path and prints ONE table:
+#   nccl.h, nvcc      the headers of the NCCL LibTorch loads (the pip package's first), the CUDA
+#                     compiler LibTorch's CMake config needs (PATH, CUDACXX or /usr/local/cuda/bin)
+#   configure         what the build found (NCCL, Gloo, ...: the generated config.h's flags); no
+#                     NCCL on a GPU host, or no Gloo headers beside LibTorch's, is a failure
+#   build agent       on failure, the compiler's or linker's own error line
 #   preflight         the CUDA runtime / NCCL files and versions the agent actually loaded
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
@@ -26,7 +31,8 @@
 #       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows, the
 #       Gloo self-tests, the default batch (from made-up free memory) and the lost-rank row over
 #       Gloo (3 ranks on the CPU) run for real, GPU rows are reported as skipped.
-#   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one
+#   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one (CI's self-test does; the
+#       configure and build rows were run here with CPPL_GPU_CHECK_CPU_ONLY=1 PYTHON=/usr/bin/python3)
 #   CPPL_GPU_CHECK_MODEL=DIR    evaluate this model instead of the embedded one
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,6 +72,7 @@ print(torch.__version__)
 print(int(torch.cuda.is_available()))
 print(torch.cuda.device_count() if torch.cuda.is_available() else 0)
 print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")
+print("%d.%d" % torch.cuda.get_device_capability(0) if torch.cuda.is_available() else "-")
 PY
 ); then
   row "python torch" FAIL "$PY cannot import torch: ${TORCH_INFO##*$'\n'}"
@@ -75,6 +82,7 @@ TORCH_PREFIX=$(sed -n 1p <<<"$TORCH_INFO")
 HAS_CUDA=$(sed -n 3p <<<"$TORCH_INFO")
 GPUS=$(sed -n 4p <<<"$TORCH_INFO")
 GPU_NAME=$(sed -n 5p <<<"$TORCH_INFO")
+GPU_ARCH=$(sed -n 6p <<<"$TORCH_INFO")
 row "torch package" ok "$(sed -n 2p <<<"$TORCH_INFO") at $TORCH_PREFIX"
 if [[ "$CPU_ONLY" != 1 && "$HAS_CUDA" != 1 ]]; then
   row "CUDA device" FAIL "torch.cuda.is_available() is False (no GPU, or a CPU-only torch); CPPL_GPU_CHECK_CPU_ONLY=1 for a self-test"
@@ -88,31 +96,56 @@ if [[ -n "${CPPL_GPU_CHECK_AGENT:-}" ]]; then
   [[ -x "$AGENT" ]] && row "agent" ok "given: $AGENT" || { row "agent" FAIL "CPPL_GPU_CHECK_AGENT=$AGENT is not an executable"; finish; }
 else
   NCCL_ARGS=(-DCLUSTERPPL_WITH_NCCL=OFF)
+  CUDA_ARGS=()
   if [[ "$CPU_ONLY" != 1 ]]; then
+    # The nccl.h of the NCCL that LibTorch loads (the pip package's) first, then a toolkit's.
     NCCL_INC=""
-    for d in /usr/local/cuda/include /usr/include \
-             "$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)"; do
+    for d in "$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)" \
+             "$("$PY" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "include"))' 2>/dev/null)" \
+             /usr/local/cuda/include /usr/include; do
       [[ -n "$d" && -f "$d/nccl.h" ]] && { NCCL_INC="$d"; break; }
     done
     if [[ -z "$NCCL_INC" ]]; then
-      row "nccl.h" FAIL "not in /usr/local/cuda/include, /usr/include or the nvidia-nccl package"
+      row "nccl.h" FAIL "not in the nvidia-nccl package, /usr/local/cuda/include or /usr/include"
     else
       row "nccl.h" ok "$NCCL_INC"
       NCCL_ARGS=(-DCLUSTERPPL_WITH_NCCL=ON -DNCCL_INCLUDE_DIR="$NCCL_INC")
     fi
+    # LibTorch's CMake config enables CUDA: its compiler where PATH may not say (the toolkit's
+    # own directory), and the GPU's architecture, so that CMake need not probe for it.
+    NVCC="${CUDACXX:-$(command -v nvcc || true)}"
+    [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
+    if [[ -n "$NVCC" ]]; then
+      CUDA_ARGS=(-DCMAKE_CUDA_COMPILER="$NVCC")
+      row "nvcc" ok "$NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1), host $(c++ -dumpfullversion 2>/dev/null || echo '?') (g++)"
+    else
+      row "nvcc" skip "not on PATH nor in /usr/local/cuda/bin (CUDACXX=... names one); LibTorch's CMake config may need it"
+    fi
+    [[ -z "${TORCH_CUDA_ARCH_LIST:-}" && "$GPU_ARCH" != "-" ]] && export TORCH_CUDA_ARCH_LIST="$GPU_ARCH"
   fi
   GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
   mkdir -p "$BUILD"
   if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
         -DCLUSTERPPL_BUILD_GUI=OFF -DBUILD_TESTING=OFF -DCLUSTERPPL_BUILD_BENCH=OFF -DCLUSTERPPL_WITH_SENTENCEPIECE=OFF \
         -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
-        "${NCCL_ARGS[@]}" >"$BUILD/configure.log" 2>&1; then
+        "${NCCL_ARGS[@]}" "${CUDA_ARGS[@]}" >"$BUILD/configure.log" 2>&1; then
     row "configure" FAIL "see $BUILD/configure.log: $(grep -m1 -A2 'CMake Error' "$BUILD/configure.log" | tr '\n' ' ' | cut -c1-200)"
     finish
   fi
-  row "configure" ok "$(grep -E 'NCCL|Gloo' "$BUILD/configure.log" | sed 's/^ *//' | tr '\n' ' ' | cut -c1-90)"
+  # What was found, as the build sees it (the feature summary's lines read the same on and off).
+  have() { grep -m1 -E "define CLUSTERPPL_HAVE_$1 " "$BUILD/generated/cppl/config.h" 2>/dev/null | awk '{print $3}'; }
+  FOUND="NCCL $(have NCCL), Gloo $(have GLOO), ZeroMQ $(have ZMQ), PCRE2 $(have PCRE2), libsodium $(have SODIUM) (1 = built in)"
+  if [[ "$CPU_ONLY" != 1 && "$(have NCCL)" != 1 ]]; then
+    row "configure" FAIL "$FOUND: no NCCL, see $BUILD/configure.log"
+  elif [[ "$(have GLOO)" != 1 ]]; then
+    row "configure" FAIL "$FOUND: no Gloo headers (gloo/algorithm.h) beside LibTorch's, so no gloo = nccl check"
+  else
+    row "configure" ok "$FOUND"
+  fi
   if ! cmake --build "$BUILD" --target clusterppl-agent -j "$(nproc)" >"$BUILD/build.log" 2>&1; then
-    row "build agent" FAIL "see $BUILD/build.log: $(grep -m1 -E 'error' "$BUILD/build.log" | cut -c1-200)"
+    # The compiler's or linker's own line: "error" alone also matches ninja's progress lines (errors.cpp.o).
+    why=$(grep -m1 -E 'error:|undefined reference|Error [0-9]+' "$BUILD/build.log" || grep -m1 '^FAILED:' "$BUILD/build.log" || tail -1 "$BUILD/build.log")
+    row "build agent" FAIL "see $BUILD/build.log: $(cut -c1-200 <<<"$why")"
     finish
   fi
   row "build agent" ok "$(( $(date +%s) - START )) s so far"
