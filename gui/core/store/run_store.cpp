@@ -122,10 +122,6 @@ bool processGone(const QString &owner)
     return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
-} // namespace
-
-namespace {
-
 /// ~/.local/share, or $XDG_DATA_HOME. Not AppDataLocation: that holds the application's name,
 /// and the dashboard and the CLI share one history.
 QString dataHome()
