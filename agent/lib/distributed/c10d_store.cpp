@@ -4,6 +4,8 @@
 
 #include "cppl/errors.h"
 
+#include <torch/csrc/api/include/torch/version.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -26,6 +28,9 @@ TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::
     o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    o.useLibUV = false; // a client needs no libuv (the default would refuse a LibTorch built without it)
+#endif
     try {
         m_store = c10::make_intrusive<c10d::TCPStore>(host, o);
     } catch (const std::exception &e) {

@@ -192,9 +192,9 @@ struct Linear
         if (!packed.defined())
             return at::linear(x, weight, bias);
         std::vector<std::int64_t> sizes = x.sizes().vec();
-        const at::Tensor y = at::mkldnn_linear(x.reshape({-1, sizes.back()}).contiguous().to_mkldnn(), packed,
-                                               packedBias.defined() ? c10::optional<at::Tensor>(packedBias) : c10::nullopt)
-                                 .to_dense();
+        // An undefined bias is "no bias" to ATen (borrow_from_optional_tensor): no c10::optional
+        // spelled here, which LibTorch 2.x keeps only as a deprecated alias of std::optional.
+        const at::Tensor y = at::mkldnn_linear(x.reshape({-1, sizes.back()}).contiguous().to_mkldnn(), packed, packedBias).to_dense();
         sizes.back() = weight.size(0);
         return y.view(sizes);
     }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runtime_info.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>
 
@@ -45,6 +46,8 @@ RuntimeInfo runtimeInfo()
             info.blasThreads = threads();
     } else if (info.blasPath.find("mkl") != std::string::npos) {
         info.blas = "MKL";
+    } else if (at::hasMKL()) {
+        info.blas = "MKL (linked into LibTorch, as pip wheels have it)"; // its sgemm_, if exported, is LibTorch's
     } else if (info.blasPath.find("blis") != std::string::npos) {
         info.blas = "BLIS";
     } else if (!info.blasPath.empty()) {
