@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <iterator>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,7 +19,6 @@
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
-#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>

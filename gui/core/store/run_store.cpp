@@ -144,10 +144,12 @@ QString adoptOne(RunStore &into, const QString &from, const QString &copy)
         std::vector<RunRecord> runs = old.list();
         std::reverse(runs.begin(), runs.end()); // oldest first, as they were stored
         QStringList renamed;
+        qsizetype moved = 0;
         for (const RunRecord &brief : runs) {
             std::optional<RunRecord> run = old.get(brief.runId);
             if (!run)
                 continue;
+            ++moved;
             const QString id = into.freeRunId(run->runId);
             if (id != run->runId) {
                 renamed << run->runId + u" as "_s + id;
@@ -155,7 +157,7 @@ QString adoptOne(RunStore &into, const QString &from, const QString &copy)
             }
             into.insert(*run);
         }
-        return u"%1 run%2 from %3"_s.arg(runs.size()).arg(runs.size() == 1 ? u""_s : u"s"_s, from)
+        return u"%1 run%2 from %3"_s.arg(moved).arg(moved == 1 ? u""_s : u"s"_s, from)
                + (renamed.isEmpty() ? QString() : u" (already in the history by id: %1)"_s.arg(renamed.join(u", "_s)));
     } catch (const cppl::Error &e) {
         return u"the runs in %1 could not be read (%2)"_s.arg(from, QString::fromUtf8(e.what())) + tail;
