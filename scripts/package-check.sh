@@ -98,6 +98,13 @@ expect "$work/agent.files" /usr/bin/clusterppl-agent /usr/share/doc/clusterppl-a
   /usr/share/clusterppl/models/shakespeare-byte-llama/model.safetensors \
   /usr/share/clusterppl/models/shakespeare-byte-llama/config.json \
   /usr/share/clusterppl/data/tinyshakespeare-heldout.txt
+expect "$work/agent.files" /usr/lib/clusterppl/clusterppl-agent-torch
+# The front starts without LibTorch (docs/ARCHITECTURE.md, "The agent's two halves").
+dpkg-deb -x "$agent_deb" "$work/agent-root"
+front_needs=$(readelf -d "$work/agent-root/usr/bin/clusterppl-agent" | grep NEEDED)
+torch_needs=$(readelf -d "$work/agent-root/usr/lib/clusterppl/clusterppl-agent-torch" | grep NEEDED)
+! grep -Eq 'libtorch|libc10' <<<"$front_needs" || fail "/usr/bin/clusterppl-agent links LibTorch: $front_needs"
+grep -q libtorch <<<"$torch_needs" || fail "/usr/lib/clusterppl/clusterppl-agent-torch does not link LibTorch: $torch_needs"
 if [[ -f $build/agent/libclusterppl_spm.so ]]; then
   expect "$work/agent.files" /usr/lib/clusterppl/libclusterppl_spm.so
 fi

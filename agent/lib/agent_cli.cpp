@@ -2,12 +2,9 @@
 #include "agent_cli.h"
 
 #include "args.h"
-#include "distributed/comm_check.h"
 #include "distributed/standalone.h"
 #include "distributed/store_command.h"
-#include "preflight.h"
 #include "result_json.h"
-#include "eval/eval_command.h"
 #include "exit_codes.h"
 #include "fd_limit.h"
 #include "process_exit.h"
@@ -461,7 +458,12 @@ int mergeCommand(const std::vector<std::string> &argv, std::ostream &out)
 
 } // namespace
 
-int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
+bool isTorchCommand(const std::string &command) noexcept
+{
+    return command == "eval" || command == "comm-check" || command == "preflight";
+}
+
+int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err, const TorchCommandRunner &torchCommand)
 {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
         (args.empty() ? err : out) << usage();
@@ -482,20 +484,16 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         // to the hard one, for them and for the ranks `run` starts (fd_limit.h).
         if (args[0] == "eval" || args[0] == "run" || args[0] == "store" || args[0] == "comm-check")
             (void)raiseFileLimit();
+        if (isTorchCommand(args[0]))
+            return torchCommand(args, out, err);
         if (args[0] == "plan")
             return planCommand(rest, out);
-        if (args[0] == "eval")
-            return evalCommand(rest, out, err);
         if (args[0] == "merge")
             return mergeCommand(rest, out);
         if (args[0] == "tokenize")
             return tokenizeCommand(rest, out, err);
         if (args[0] == "run")
             return dist::standaloneCommand(rest, out, err);
-        if (args[0] == "preflight")
-            return preflightCommand(rest, out, err);
-        if (args[0] == "comm-check")
-            return dist::commCheckCommand(rest, out, err);
         if (args[0] == "store")
             return dist::storeCommand(rest, out, err);
         if (args[0] == "relay") {

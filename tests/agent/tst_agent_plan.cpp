@@ -2,6 +2,7 @@
 // The agent's `plan` command as a user runs it: a real process, its output, JSON and exit codes.
 #include "agent_cli.h"
 #include "exit_codes.h"
+#include "torch_commands.h"
 
 #include "test_paths.h"
 #include "test_process.h"
@@ -181,13 +182,13 @@ private Q_SLOTS:
     {
         std::ostringstream out;
         std::ostringstream err;
-        const int rc = agentMain({"plan", "--text", kText.toStdString(), "--tokenizer", "bytes", "--ranks", "2"}, out, err);
+        const int rc = agentMain({"plan", "--text", kText.toStdString(), "--tokenizer", "bytes", "--ranks", "2"}, out, err, runTorchCommand);
         QCOMPARE(rc, int(kExitOk));
         const Run r = runAgent({QStringLiteral("plan"), QStringLiteral("--text"), kText, QStringLiteral("--tokenizer"),
                                 QStringLiteral("bytes"), QStringLiteral("--ranks"), QStringLiteral("2")});
         QCOMPARE(r.out, QString::fromStdString(out.str()));
         std::ostringstream version;
-        QCOMPARE(agentMain({"--version"}, version, err), int(kExitOk));
+        QCOMPARE(agentMain({"--version"}, version, err, runTorchCommand), int(kExitOk));
         QVERIFY(version.str().starts_with("clusterppl-agent "));
     }
 };

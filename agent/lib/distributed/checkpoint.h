@@ -9,7 +9,7 @@
 // The launcher (clusterppl-cli) owns the run directory and writes what is committed there,
 // atomically; `run --resume` hands it back to every rank as --resume-state. Torch-free.
 
-#include "distributed/batch_schedule.h"
+#include "distributed/batch_runs.h"
 
 #include "cppl/statistics.h"
 

@@ -3,7 +3,7 @@
 // "The store outside rank 0").
 #include "store_command.h"
 
-#include "store.h"
+#include "store_server.h"
 
 #include "args.h"
 #include "exit_codes.h"
@@ -74,13 +74,11 @@ int storeCommand(const std::vector<std::string> &argv, std::ostream &out, std::o
     if (bind.empty())
         throw ExitError(kExitBadArguments, "store: --bind needs an address of this host, or 0.0.0.0 for all of them");
     probe(bind, port);
-    // Signals first: a launcher may stop the store while c10d still starts it.
+    // Signals first: a launcher may stop the store while it still starts.
     cppl::SignalPipe signals{SIGINT, SIGTERM, SIGHUP};
-    std::unique_ptr<Store> store;
-    // TCPStore's server connects to itself at this address; 0.0.0.0 is not one to connect to.
-    const std::string self = bind == "0.0.0.0" || bind == "::" ? std::string("127.0.0.1") : bind;
+    std::unique_ptr<StoreServer> store;
     try {
-        store = openTcpStore(self, port, true, std::chrono::milliseconds(30000), bind);
+        store = std::make_unique<StoreServer>(port, bind);
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("store: ") + e.what());
     }
