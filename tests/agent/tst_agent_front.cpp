@@ -10,16 +10,12 @@
 #include "test_verify.h"
 
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
-
-#include <memory>
 
 using namespace Qt::StringLiterals;
 using cppl::agent::kExitOk;
@@ -41,19 +37,6 @@ qint64 statusField(qint64 pid, const QByteArray &field)
         if (line.startsWith(field))
             return line.mid(field.size()).trimmed().split(' ').value(0).toLongLong();
     return -1;
-}
-
-/// Waits for the store's CLUSTERPPL_STORE line; its port, or 0 when it never came (or it exited).
-int waitForStore(QProcess &p)
-{
-    QByteArray out;
-    QElapsedTimer t;
-    t.start();
-    while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
-        if (p.waitForReadyRead(200))
-            out += p.readAllStandardOutput();
-    const QByteArray line = out.left(out.indexOf('\n'));
-    return line.startsWith("CLUSTERPPL_STORE ") ? QJsonDocument::fromJson(line.mid(17)).object().value(u"port"_s).toInt() : 0;
 }
 
 /// A copy of @p from at @p to, executable; false when it cannot be made.
@@ -84,8 +67,9 @@ private Q_SLOTS:
         QProcess store;
         store.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
         QVERIFY(store.waitForStarted());
-        const int port = waitForStore(store);
-        CPPL_VERIFY2(port > 0, store.readAllStandardError().constData());
+        QByteArray out;
+        const int port = cppl::test::waitForStorePort(store, out);
+        CPPL_VERIFY2(port > 0, (out + store.readAllStandardError()).constData());
         const QByteArray storeMaps = readFile(u"/proc/%1/maps"_s.arg(store.processId()));
         QVERIFY(!storeMaps.isEmpty());
         CPPL_VERIFY2(!storeMaps.contains("libtorch") && !storeMaps.contains("libc10"), "the store has LibTorch mapped");

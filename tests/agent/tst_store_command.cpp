@@ -7,7 +7,6 @@
 #include "test_process.h"
 #include "test_verify.h"
 
-#include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -29,22 +28,9 @@ using cppl::test::ProcessResult;
 using cppl::test::runProcess;
 
 using cppl::test::kAgent;
+using cppl::test::waitForStorePort;
 
 namespace {
-
-/// Waits for the store's CLUSTERPPL_STORE line; its port, or 0 when it never came (or it exited).
-int waitForStore(QProcess &p, QByteArray &out)
-{
-    QElapsedTimer t;
-    t.start();
-    while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
-        if (p.waitForReadyRead(200))
-            out += p.readAllStandardOutput();
-    const QByteArray line = out.left(out.indexOf('\n'));
-    if (!line.startsWith("CLUSTERPPL_STORE "))
-        return 0;
-    return QJsonDocument::fromJson(line.mid(17)).object().value(u"port"_s).toInt();
-}
 
 /// Whether a TCP connection to 127.0.0.2:@p port is accepted: Linux routes all of 127.0.0.0/8 to
 /// the loopback device, so a store on every interface answers there and one on 127.0.0.1 does not.
@@ -74,7 +60,7 @@ private Q_SLOTS:
         store.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
         QVERIFY(store.waitForStarted());
         QByteArray out;
-        const int port = waitForStore(store, out);
+        const int port = waitForStorePort(store, out);
         CPPL_VERIFY2(port > 0, out.constData());
         CPPL_VERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
                  out.constData());
@@ -124,7 +110,7 @@ private Q_SLOTS:
         store.start(kAgent, {u"store"_s}); // --port 0, --bind 0.0.0.0
         QVERIFY(store.waitForStarted());
         QByteArray out;
-        const int port = waitForStore(store, out);
+        const int port = waitForStorePort(store, out);
         CPPL_VERIFY2(port > 0, out.constData());
         QVERIFY(answersAtOtherLoopback(port)); // every interface
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGTERM), 0);
@@ -139,7 +125,7 @@ private Q_SLOTS:
         first.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s});
         QVERIFY(first.waitForStarted());
         QByteArray out;
-        const int port = waitForStore(first, out);
+        const int port = waitForStorePort(first, out);
         CPPL_VERIFY2(port > 0, out.constData());
         const ProcessResult busy = runProcess(kAgent, {u"store"_s, u"--port"_s, QString::number(port)}, 30000);
         CPPL_VERIFY2(busy.exitCode == 5 && busy.err.contains(u"port %1 is in use on this host"_s.arg(port)) && busy.err.contains(u"--port 0"_s)

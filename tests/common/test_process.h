@@ -61,6 +61,21 @@ inline bool writeFile(const QString &path, const QByteArray &data)
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
 }
 
+/// Waits up to 30 s for `clusterppl-agent store`'s CLUSTERPPL_STORE line; its port, or 0 when it
+/// never came (or the store exited). @p out keeps what the store printed on stdout.
+inline int waitForStorePort(QProcess &p, QByteArray &out)
+{
+    QElapsedTimer t;
+    t.start();
+    while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
+        if (p.waitForReadyRead(200))
+            out += p.readAllStandardOutput();
+    const QByteArray line = out.left(out.indexOf('\n'));
+    if (!line.startsWith("CLUSTERPPL_STORE "))
+        return 0;
+    return QJsonDocument::fromJson(line.mid(17)).object().value(QStringLiteral("port")).toInt();
+}
+
 /// Whether @p pid is a live process (a zombie has exited already; its parent has not reaped it yet).
 inline bool isRunning(qint64 pid)
 {
