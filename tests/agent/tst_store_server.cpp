@@ -488,6 +488,9 @@ private Q_SLOTS:
         QTest::addRow("watch_key (c10d's callback client)") << QByteArray::fromStdString(std::string(1, '\x07') + str("/k"));
         QTest::addRow("get of a missing key") << QByteArray::fromStdString(getReq("/missing"));
         QTest::addRow("add to a value that is not a number") << QByteArray::fromStdString(addReq("/text", 1));
+        QTest::addRow("add past int64 (found by fuzz_store_server)")
+            << QByteArray::fromStdString(setReq("/big", "9223372036854775807") + addReq("/big", 1));
+        QTest::addRow("add below int64") << QByteArray::fromStdString(setReq("/low", "-9223372036854775807") + addReq("/low", -2));
         QTest::addRow("a string longer than 64 MiB") << QByteArray::fromStdString(std::string(1, '\0') + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
         QTest::addRow("more than 2^20 keys") << QByteArray::fromStdString(std::string(1, '\4') + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
         QTest::addRow("2.x: unknown query") << QByteArray::fromStdString(validate2() + q2(0x42));

@@ -35,7 +35,8 @@ namespace cppl::agent::dist {
  * connection are dropped); PING 13 uint32 -> the same uint32. WATCH_KEY (1.x's 7, c10d's
  * callback client, unused by the agent), 2.x's queue requests (14-16, which only its libuv
  * server has), a GET or MULTI_GET of a missing key, an ADD to a value that is not an integer, a
- * VALIDATE with another number, and any other byte close that connection, as c10d's server does.
+ * VALIDATE with another number, and any other byte close that connection, as c10d's server does;
+ * so does an ADD whose sum leaves int64 (c10d's would overflow).
  */
 class StoreServer
 {
