@@ -65,10 +65,8 @@ private Q_SLOTS:
     void torchCommandsBecomeTheTorchHalfInPlace()
     {
         QProcess store;
-        store.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
-        QVERIFY(store.waitForStarted());
         QByteArray out;
-        const int port = cppl::test::waitForStorePort(store, out);
+        const int port = cppl::test::startStore(store, kAgent, {u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s}, out);
         CPPL_VERIFY2(port > 0, (out + store.readAllStandardError()).constData());
         const QByteArray storeMaps = readFile(u"/proc/%1/maps"_s.arg(store.processId()));
         QVERIFY(!storeMaps.isEmpty());

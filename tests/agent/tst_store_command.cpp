@@ -28,7 +28,7 @@ using cppl::test::ProcessResult;
 using cppl::test::runProcess;
 
 using cppl::test::kAgent;
-using cppl::test::waitForStorePort;
+using cppl::test::startStore;
 
 namespace {
 
@@ -57,10 +57,8 @@ private Q_SLOTS:
     void ranksMeetOnItAndItEndsOnStdinEof()
     {
         QProcess store;
-        store.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s});
-        QVERIFY(store.waitForStarted());
         QByteArray out;
-        const int port = waitForStorePort(store, out);
+        const int port = startStore(store, kAgent, {u"--port"_s, u"0"_s, u"--bind"_s, u"127.0.0.1"_s}, out);
         CPPL_VERIFY2(port > 0, out.constData());
         CPPL_VERIFY2(QJsonDocument::fromJson(out.mid(17, out.indexOf('\n') - 17)).object().value(u"addr"_s).toString() == u"127.0.0.1"_s,
                  out.constData());
@@ -107,10 +105,8 @@ private Q_SLOTS:
     void sigtermEndsIt()
     {
         QProcess store;
-        store.start(kAgent, {u"store"_s}); // --port 0, --bind 0.0.0.0
-        QVERIFY(store.waitForStarted());
         QByteArray out;
-        const int port = waitForStorePort(store, out);
+        const int port = startStore(store, kAgent, {}, out); // --port 0, --bind 0.0.0.0
         CPPL_VERIFY2(port > 0, out.constData());
         QVERIFY(answersAtOtherLoopback(port)); // every interface
         QCOMPARE(::kill(static_cast<pid_t>(store.processId()), SIGTERM), 0);
@@ -122,10 +118,8 @@ private Q_SLOTS:
     void portInUseAndForeignAddressRefused()
     {
         QProcess first;
-        first.start(kAgent, {u"store"_s, u"--port"_s, u"0"_s});
-        QVERIFY(first.waitForStarted());
         QByteArray out;
-        const int port = waitForStorePort(first, out);
+        const int port = startStore(first, kAgent, {u"--port"_s, u"0"_s}, out);
         CPPL_VERIFY2(port > 0, out.constData());
         const ProcessResult busy = runProcess(kAgent, {u"store"_s, u"--port"_s, QString::number(port)}, 30000);
         CPPL_VERIFY2(busy.exitCode == 5 && busy.err.contains(u"port %1 is in use on this host"_s.arg(port)) && busy.err.contains(u"--port 0"_s)

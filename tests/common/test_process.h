@@ -61,10 +61,13 @@ inline bool writeFile(const QString &path, const QByteArray &data)
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
 }
 
-/// Waits up to 30 s for `clusterppl-agent store`'s CLUSTERPPL_STORE line; its port, or 0 when it
-/// never came (or the store exited). @p out keeps what the store printed on stdout.
-inline int waitForStorePort(QProcess &p, QByteArray &out)
+/// Starts `@p agent store @p args` in @p p and waits up to 30 s for its CLUSTERPPL_STORE line; the
+/// port it serves, or 0 when it did not start, never said so, or exited. @p out keeps its stdout.
+inline int startStore(QProcess &p, const QString &agent, const QStringList &args, QByteArray &out)
 {
+    p.start(agent, QStringList{QStringLiteral("store")} + args);
+    if (!p.waitForStarted())
+        return 0;
     QElapsedTimer t;
     t.start();
     while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
