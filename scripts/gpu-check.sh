@@ -3,11 +3,13 @@
 # The checks that need a GPU, in one run (budget: under 8 minutes on one GPU). For a host with
 # NVIDIA GPUs, CUDA (+ NCCL) and PyTorch installed with pip, and no package registry: builds only the
 # agent against the torch package's own LibTorch, then proves the GPU path and prints ONE table:
-#   nccl.h, nvcc      the headers of the NCCL LibTorch loads (the pip package's first), the CUDA
-#                     compiler LibTorch's CMake config needs (PATH, CUDACXX or /usr/local/cuda/bin)
-#   configure         what the build found (NCCL, Gloo, ...: the generated config.h's flags); no
-#                     NCCL on a GPU host, or no Gloo headers beside LibTorch's, is a failure
-#   build agent       on failure, the compiler's or linker's own error line
+#   cmake ... installed agent   scripts/build-agent.sh's rows: the headers of the NCCL LibTorch
+#                     loads (nccl.h: the pip package's first), the CUDA compiler LibTorch's CMake
+#                     config needs (nvcc: PATH, CUDACXX or /usr/local/cuda/bin), configure (no NCCL
+#                     on a GPU host, or no Gloo headers beside LibTorch's, is a failure), build (on
+#                     failure the compiler's or linker's own line), install into $BUILD/prefix, and
+#                     the installed agent run in a clean environment (libraries found without
+#                     LD_LIBRARY_PATH, preflight, a short eval); the rows below use that agent
 #   preflight         the CUDA runtime / NCCL files and versions the agent actually loaded
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
@@ -72,7 +74,6 @@ print(torch.__version__)
 print(int(torch.cuda.is_available()))
 print(torch.cuda.device_count() if torch.cuda.is_available() else 0)
 print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")
-print("%d.%d" % torch.cuda.get_device_capability(0) if torch.cuda.is_available() else "-")
 PY
 ); then
   row "python torch" FAIL "$PY cannot import torch: ${TORCH_INFO##*$'\n'}"
@@ -82,7 +83,6 @@ TORCH_PREFIX=$(sed -n 1p <<<"$TORCH_INFO")
 HAS_CUDA=$(sed -n 3p <<<"$TORCH_INFO")
 GPUS=$(sed -n 4p <<<"$TORCH_INFO")
 GPU_NAME=$(sed -n 5p <<<"$TORCH_INFO")
-GPU_ARCH=$(sed -n 6p <<<"$TORCH_INFO")
 row "torch package" ok "$(sed -n 2p <<<"$TORCH_INFO") at $TORCH_PREFIX"
 if [[ "$CPU_ONLY" != 1 && "$HAS_CUDA" != 1 ]]; then
   row "CUDA device" FAIL "torch.cuda.is_available() is False (no GPU, or a CPU-only torch); CPPL_GPU_CHECK_CPU_ONLY=1 for a self-test"
@@ -95,61 +95,31 @@ if [[ -n "${CPPL_GPU_CHECK_AGENT:-}" ]]; then
   AGENT="$CPPL_GPU_CHECK_AGENT"
   [[ -x "$AGENT" ]] && row "agent" ok "given: $AGENT" || { row "agent" FAIL "CPPL_GPU_CHECK_AGENT=$AGENT is not an executable"; finish; }
 else
-  NCCL_ARGS=(-DCLUSTERPPL_WITH_NCCL=OFF)
-  CUDA_ARGS=()
-  if [[ "$CPU_ONLY" != 1 ]]; then
-    # The nccl.h of the NCCL that LibTorch loads (the pip package's) first, then a toolkit's.
-    NCCL_INC=""
-    for d in "$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)" \
-             "$("$PY" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "include"))' 2>/dev/null)" \
-             /usr/local/cuda/include /usr/include; do
-      [[ -n "$d" && -f "$d/nccl.h" ]] && { NCCL_INC="$d"; break; }
-    done
-    if [[ -z "$NCCL_INC" ]]; then
-      row "nccl.h" FAIL "not in the nvidia-nccl package, /usr/local/cuda/include or /usr/include"
-    else
-      row "nccl.h" ok "$NCCL_INC"
-      NCCL_ARGS=(-DCLUSTERPPL_WITH_NCCL=ON -DNCCL_INCLUDE_DIR="$NCCL_INC")
-    fi
-    # LibTorch's CMake config enables CUDA: its compiler where PATH may not say (the toolkit's
-    # own directory), and the GPU's architecture, so that CMake need not probe for it.
-    NVCC="${CUDACXX:-$(command -v nvcc || true)}"
-    [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
-    if [[ -n "$NVCC" ]]; then
-      CUDA_ARGS=(-DCMAKE_CUDA_COMPILER="$NVCC")
-      row "nvcc" ok "$NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1), host $(c++ -dumpfullversion 2>/dev/null || echo '?') (g++)"
-    else
-      row "nvcc" skip "not on PATH nor in /usr/local/cuda/bin (CUDACXX=... names one); LibTorch's CMake config may need it"
-    fi
-    [[ -z "${TORCH_CUDA_ARCH_LIST:-}" && "$GPU_ARCH" != "-" ]] && export TORCH_CUDA_ARCH_LIST="$GPU_ARCH"
+  # scripts/build-agent.sh builds it (nccl.h and nvcc found as a user's build finds them), installs
+  # it into $BUILD/prefix and runs the installed agent in a clean environment: every row below then
+  # runs the agent as a node would, LibTorch found through its RUNPATH. Its rows join this table.
+  # The GPU check keeps to what the torch package brings: no pkg-config, the carried JSON header.
+  rows="$BUILD/build-agent.rows"
+  mkdir -p "$BUILD" && rm -f "$rows"
+  CPPL_BUILD_AGENT_ROWS="$rows" "$ROOT/scripts/build-agent.sh" --python "$PY" --build-dir "$BUILD" --prefix "$BUILD/prefix" -- \
+      -DCLUSTERPPL_WITH_SENTENCEPIECE=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
+      >"$BUILD/build-agent.log" 2>&1
+  built=0
+  while IFS=$'\t' read -r name result detail; do
+    case "$name" in
+      "torch package") continue ;;                                   # step 1 said it
+      Gloo) result=FAIL; detail="$detail; so no gloo = nccl check" ;; # needed below
+      build) [[ "$result" == ok ]] && built=1 ;;
+    esac
+    row "$name" "$result" "$detail"
+  done <"$rows"
+  [[ -s "$rows" ]] || row "build-agent.sh" FAIL "no rows: see $BUILD/build-agent.log"
+  (( built )) || finish
+  AGENT="$BUILD/prefix/bin/clusterppl-agent"
+  if ! grep -q -P '^installed agent: eval \w+\tok\t' "$rows"; then
+    AGENT="$BUILD/agent/clusterppl-agent" # the rows below still tell the GPU path's story
+    row "agent" FAIL "the installed agent did not run (rows above); the rows below use the build tree's, $AGENT"
   fi
-  GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
-  mkdir -p "$BUILD"
-  if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
-        -DCLUSTERPPL_BUILD_GUI=OFF -DBUILD_TESTING=OFF -DCLUSTERPPL_BUILD_BENCH=OFF -DCLUSTERPPL_WITH_SENTENCEPIECE=OFF \
-        -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
-        "${NCCL_ARGS[@]}" "${CUDA_ARGS[@]}" >"$BUILD/configure.log" 2>&1; then
-    row "configure" FAIL "see $BUILD/configure.log: $(grep -m1 -A2 'CMake Error' "$BUILD/configure.log" | tr '\n' ' ' | cut -c1-200)"
-    finish
-  fi
-  # What was found, as the build sees it (the feature summary's lines read the same on and off).
-  have() { grep -m1 -E "define CLUSTERPPL_HAVE_$1 " "$BUILD/generated/cppl/config.h" 2>/dev/null | awk '{print $3}'; }
-  FOUND="NCCL $(have NCCL), Gloo $(have GLOO), ZeroMQ $(have ZMQ), PCRE2 $(have PCRE2), libsodium $(have SODIUM) (1 = built in)"
-  if [[ "$CPU_ONLY" != 1 && "$(have NCCL)" != 1 ]]; then
-    row "configure" FAIL "$FOUND: no NCCL, see $BUILD/configure.log"
-  elif [[ "$(have GLOO)" != 1 ]]; then
-    row "configure" FAIL "$FOUND: no Gloo headers (gloo/algorithm.h) beside LibTorch's, so no gloo = nccl check"
-  else
-    row "configure" ok "$FOUND"
-  fi
-  if ! cmake --build "$BUILD" --target clusterppl-agent -j "$(nproc)" >"$BUILD/build.log" 2>&1; then
-    # The compiler's or linker's own line: "error" alone also matches ninja's progress lines (errors.cpp.o).
-    why=$(grep -m1 -E 'error:|undefined reference|Error [0-9]+' "$BUILD/build.log" || grep -m1 '^FAILED:' "$BUILD/build.log" || tail -1 "$BUILD/build.log")
-    row "build agent" FAIL "see $BUILD/build.log: $(cut -c1-200 <<<"$why")"
-    finish
-  fi
-  row "build agent" ok "$(( $(date +%s) - START )) s so far"
-  AGENT="$BUILD/agent/clusterppl-agent"
 fi
 mkdir -p "$OUT" && rm -rf "$OUT"/*.log "$OUT"/*.json "$OUT"/*.failed "$OUT"/bench.u32 "$OUT"/bench-model # nothing stale from an earlier run
 
