@@ -86,13 +86,13 @@ int evalAgents()
 }
 
 /// A profile of the given hosts (name, ssh alias or empty for local), 2 slots each.
-QString profileJson(const QString &launcher, const QStringList &hosts, const QString &model = kModel)
+QString profileJson(const QString &launcher, const QStringList &hosts, const QString &model = kModel, const QString &agent = kAgent)
 {
     QString list;
     for (const QString &h : hosts) {
         const QString ssh = launcher == u"ssh"_s ? u", \"ssh\": {\"alias\": \"%1\"}"_s.arg(h) : QString();
         list += u"%1{\"name\": \"%2\", \"address\": \"127.0.0.1\", \"slots\": 2, \"agent\": \"%3\"%4}"_s.arg(list.isEmpty() ? QString() : u","_s, h,
-                                                                                                           kAgent, ssh);
+                                                                                                           agent, ssh);
     }
     return uR"({"format": "clusterppl-profile", "version": 1, "name": "check", "launcher": "%1", "hosts": [%2], "groups": "by-host",
   "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
@@ -234,6 +234,69 @@ private Q_SLOTS:
         QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
         CPPL_VERIFY2(e.outcome().firstCause.contains(u"host localhost"_s) && e.outcome().firstCause.contains(u"no-such-model: missing"_s),
                  qPrintable(e.outcome().firstCause));
+    }
+
+    /// An agent that cannot start on a host: the cause, and what to do about it (agentStartHint).
+    void checkOnlyAgentCannotStart_data()
+    {
+        QTest::addColumn<QString>("launcher");
+        QTest::addColumn<QString>("agent");   ///< "missing", "not executable" or "no libtorch"
+        QTest::addColumn<QString>("said");    ///< the host's own words, in the cause
+        QTest::addColumn<QString>("hint");    ///< then what to do
+        const QString noAgent = u"there is no agent at that path on this host: install it there (the clusterppl-agent package, or "
+                                u"scripts/build-agent.sh for GPU nodes) or set the host's \"agent\" in the profile to where it is"_s;
+        QTest::newRow("local, no agent there") << u"local"_s << u"missing"_s << u"execve: No such file or directory"_s << noAgent;
+        QTest::newRow("local, not executable") << u"local"_s << u"not executable"_s << u"execve: Permission denied"_s
+                                               << u"the host's \"agent\" is not a file this user may run"_s;
+        // The front starts (the store runs), its LibTorch half does not: the loader's words, exit 127.
+        QTest::newRow("local, LibTorch not at that path")
+            << u"local"_s << u"no libtorch"_s
+            << u"error while loading shared libraries: libtorch_cuda.so: cannot open shared object file: No such file or directory; exit 127"_s
+            << u"the agent there cannot load libtorch_cuda.so: it was built against a library at a path this host does not have"_s;
+        QTest::newRow("ssh, no agent there") << u"ssh"_s << u"missing"_s << u"No such file or directory"_s << noAgent;
+    }
+    void checkOnlyAgentCannotStart()
+    {
+        QFETCH(QString, launcher);
+        QFETCH(QString, agent);
+        QFETCH(QString, said);
+        QFETCH(QString, hint);
+        if (launcher == u"ssh"_s && !m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        QString exe = path(u"no-such-dir/clusterppl-agent"_s);
+        if (agent == u"not executable"_s) {
+            exe = path(u"agent-not-executable"_s);
+            QVERIFY(writeFile(exe, "#!/bin/sh\nexit 0\n"));
+        } else if (agent == u"no libtorch"_s) {
+            // What a node says when the agent's torch half finds no libtorch_cuda.so at its RUNPATH.
+            exe = path(u"agent-without-libtorch"_s);
+            QVERIFY(writeFile(exe, "#!/bin/sh\ncase \"$1\" in preflight|eval|comm-check)\n"
+                                   "  echo \"$0-torch: error while loading shared libraries: libtorch_cuda.so: cannot open shared object "
+                                   "file: No such file or directory\" >&2; exit 127;;\nesac\nexec \""
+                                       + kAgent.toUtf8() + "\" \"$@\"\n"));
+            QVERIFY(QFile::setPermissions(exe, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+        }
+        RunRequest req;
+        req.profile = parse(profileJson(launcher, {launcher == u"ssh"_s ? u"node1"_s : u"localhost"_s}, kModel, exe));
+        req.checkOnly = true;
+        if (launcher == u"ssh"_s) {
+            req.launcher = sshSettings();
+            req.launcher.newHostKeys = cppl::core::NewHostKeys::Ask;
+            req.launcher.askNewHostKey = [](const std::string &, const std::string &) { return HostKeyAnswer::AcceptOnce; };
+        }
+        RunEngine e;
+        QSignalSpy hosts(&e, &RunEngine::preflightHost);
+        QSignalSpy finished(&e, &RunEngine::finished);
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(e.outcome().phase, RunPhase::Failed);
+        QCOMPARE(hosts.size(), 1);
+        const auto h = hosts.front().front().value<HostPreflight>();
+        const QString problems = h.problems.join(u'\n');
+        CPPL_VERIFY2(!h.ran && problems.startsWith(u"pre-flight did not run ("_s) && problems.contains(said) && problems.contains(hint),
+                     qPrintable(problems));
+        // The cause the CLI and the dashboard show says it too.
+        CPPL_VERIFY2(e.outcome().firstCause.contains(said) && e.outcome().firstCause.contains(hint), qPrintable(e.outcome().firstCause));
     }
 
     void checkOnlySsh()

@@ -1,9 +1,31 @@
 // SPDX-License-Identifier: MIT
 #include "launcher.h"
 
+#include <QRegularExpression>
 #include <QTimer>
 
 namespace cppl::core {
+
+QString agentStartHint(const QString &said, int exitCode)
+{
+    // The shell's "command not found" status, and the launcher's own "exit code 127: ..." text.
+    const bool notFound = exitCode == 127 || said.contains(QLatin1String("exit code 127"));
+    static const QRegularExpression library(QStringLiteral("error while loading shared libraries: ([^:]+): cannot open shared object file"));
+    if (const auto m = library.match(said); m.hasMatch())
+        return QStringLiteral("the agent there cannot load %1: it was built against a library at a path this host does not have. "
+                              "Every node needs the LibTorch (torch package) it was built with at the same path, or an agent built "
+                              "for it (scripts/build-agent.sh; docs/packaging.md, \"The agent on GPU nodes\")")
+            .arg(m.captured(1));
+    if (said.contains(QLatin1String("execve: No such file or directory")) || said.contains(QLatin1String("command not found"))
+        || (notFound && (said.contains(QLatin1String("No such file or directory")) || said.contains(QLatin1String("not found")))))
+        return QStringLiteral("there is no agent at that path on this host: install it there (the clusterppl-agent package, or "
+                              "scripts/build-agent.sh for GPU nodes) or set the host's \"agent\" in the profile to where it is");
+    if (said.contains(QLatin1String("Permission denied")) && (exitCode == 126 || said.contains(QLatin1String("exit code 126"))
+                                                               || said.contains(QLatin1String("execve"))))
+        return QStringLiteral("the host's \"agent\" is not a file this user may run: make it executable (chmod +x), or name "
+                              "the clusterppl-agent executable itself");
+    return {};
+}
 
 Launcher::Launcher(LauncherSettings settings, QObject *parent) : QObject(parent), m_settings(std::move(settings)) {}
 
@@ -125,7 +147,8 @@ void Launcher::storeStopped()
 
 void Launcher::onHostFailed(int hostIndex, const QString &host, const QString &message)
 {
-    Q_EMIT hostFailed(host, message);
+    const QString hint = agentStartHint(message);
+    Q_EMIT hostFailed(host, hint.isEmpty() ? message : message + QStringLiteral("; ") + hint);
     for (const auto &r : m_plan.ranks)
         if (r.hostIndex == hostIndex && !m_done[r.rank]) {
             m_ends[r.rank].lastLines.append(message);

@@ -60,6 +60,14 @@ struct LauncherSettings
         judgeAllocation;
 };
 
+/**
+ * @brief What to do when an agent could not start on a host, from what the host said (@p said: a
+ * reason, an exit and the last lines; @p exitCode, or -1 when @p said carries it as "exit code N"):
+ * no agent at that path, an agent that cannot load its LibTorch (built against a torch package
+ * this host does not have at that path), or a file that is not executable. Empty for anything else.
+ */
+[[nodiscard]] QString agentStartHint(const QString &said, int exitCode = -1);
+
 /// @brief How one rank ended.
 struct RankEnd
 {

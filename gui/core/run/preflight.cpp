@@ -70,7 +70,8 @@ std::vector<HostPreflight> judgePreflight(const LaunchPlan &preflight, const std
             else
                 why = (e->second.lastLines.isEmpty() ? QString() : e->second.lastLines.join(u" / "_s) + u"; "_s)
                       + u"exit %1"_s.arg(e->second.exitCode);
-            h.problems << u"pre-flight did not run (%1)"_s.arg(why);
+            const QString hint = core::agentStartHint(why, e == ends.end() ? -1 : e->second.exitCode);
+            h.problems << u"pre-flight did not run (%1)"_s.arg(why) + (hint.isEmpty() ? QString() : u"; "_s + hint);
         } else {
             h.ran = true;
             h.report = doc.object();
