@@ -424,7 +424,8 @@ void ClusterPage::buildHostForm(QGroupBox *box)
             m_model->setHostField(selectedHost(), ProfileModel::HostField::SshPassword, on);
     });
     m_agent = line(tr("Agent"), tr("The agent executable on that host (a bare name is looked up on PATH, then next "
-                                   "to the dashboard)"),
+                                   "to the dashboard). For GPU nodes, scripts/build-agent.sh builds one against your "
+                                   "torch package, installs it and prints this path"),
                    ProfileModel::HostField::Agent);
     m_workdir = line(tr("Working directory"), tr("Relative model and data paths resolve here; empty: home"),
                      ProfileModel::HostField::Workdir);

@@ -299,6 +299,26 @@ private Q_SLOTS:
         CPPL_VERIFY2(e.outcome().firstCause.contains(said) && e.outcome().firstCause.contains(hint), qPrintable(e.outcome().firstCause));
     }
 
+    /// The CLI says such a cause once per view: `check` in the host's block (and its verdict), `run`
+    /// as it happens and in the alert, not again as the verdict right after.
+    void cliSaysTheCauseOnce()
+    {
+        const QString profile = path(u"local-no-agent.json"_s);
+        QVERIFY(writeFile(profile, profileJson(u"local"_s, {u"localhost"_s}, kModel, path(u"no-such-dir/clusterppl-agent"_s)).toUtf8()));
+        const QString cause = u"execve: No such file or directory; there is no agent at that path on this host"_s;
+        ProcessResult r = runProcess(kCli, {u"check"_s, u"--profile"_s, profile}, 120000);
+        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.out.startsWith(u"host localhost: REFUSED"_s)
+                         && r.out.contains(u"execve: No such file or directory); there is no agent at that path on this host"_s),
+                     qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.count(cause) == 1 && r.err.trimmed().count(u'\n') == 0, qPrintable(r.describe())); // the verdict alone
+        r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile}, 120000);
+        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed, qPrintable(r.describe()));
+        const QStringList lines = r.err.trimmed().split(u'\n');
+        CPPL_VERIFY2(lines.size() == 2 && lines[0].startsWith(u"clusterppl-cli: host localhost: "_s) && lines[0].contains(cause)
+                         && lines[1].startsWith(u"clusterppl-cli: ALERT (failed): the run failed: host localhost: "_s),
+                     qPrintable(r.describe()));
+    }
+
     void checkOnlySsh()
     {
         if (!m_skip.isEmpty())
@@ -364,10 +384,13 @@ private Q_SLOTS:
         const QString profile = path(u"ssh-check.json"_s);
         QVERIFY(writeFile(profile, profileJson(u"ssh"_s, {u"node1"_s, u"node2"_s}).toUtf8()));
         const QStringList ssh{u"--ssh-config"_s, m_sshd.sshConfigFile(), u"--known-hosts"_s, m_sshd.knownHosts(), u"--connect-timeout"_s, u"5"_s};
-        // Unknown keys without the flag: refused, naming the host, exit 11.
+        // Unknown keys without the flag: refused, exit 11, each host in its block, the first cause
+        // (whichever host answered first) as the verdict.
         ProcessResult r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile} + ssh, 120000);
-        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.err.contains(u"host node1"_s) && r.err.contains(u"is not in known_hosts"_s),
-                 qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.out.contains(u"host node1: REFUSED"_s) && r.out.contains(u"host node2: REFUSED"_s)
+                         && r.out.count(u"is not in known_hosts"_s) >= 2 && r.err.startsWith(u"clusterppl-cli: host node"_s)
+                         && r.err.contains(u"is not in known_hosts"_s),
+                     qPrintable(r.describe()));
         // Accepted: a block per host, the JSON reports, nothing launched.
         const int before = evalAgents();
         r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile, u"--accept-new-host-keys"_s, u"--json"_s, path(u"check.json"_s)} + ssh,

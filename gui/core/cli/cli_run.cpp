@@ -355,12 +355,19 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     QEventLoop loop;
     QObject::connect(&engine, &RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+    // A host's launch failure as it happens; `check` shows it in the host's block instead, and the
+    // verdict at the end does not say it again when nothing but the alert came after it.
+    QString lastHostFailure;
     QObject::connect(&engine, &RunEngine::notice, [&](const QString &text) {
+        lastHostFailure.clear();
         err << "clusterppl-cli: " << text << '\n';
         err.flush();
     });
     QObject::connect(&engine, &RunEngine::hostFailed, [&](const QString &host, const QString &message) {
-        err << "clusterppl-cli: host " << host << ": " << message << '\n';
+        if (req.checkOnly)
+            return;
+        lastHostFailure = u"host %1: %2"_s.arg(host, message);
+        err << "clusterppl-cli: " << lastHostFailure << '\n';
         err.flush();
     });
     // The reporting rank's stdout (the final estimate) is rank 0's, or once a tolerant run lost
@@ -371,6 +378,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             zeroLost = true;
     });
     QObject::connect(&engine, &RunEngine::rankOutput, [&](int rank, bool isStderr, const QString &line) {
+        lastHostFailure.clear();
         if (rank < 0)
             err << "clusterppl-cli: " << line << '\n';
         else if (!isStderr && (rank == 0 || zeroLost))
@@ -402,8 +410,10 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     // Every 2 s: the global running perplexity merged exactly from every rank's live sums.
     QTimer live;
     QObject::connect(&live, &QTimer::timeout, [&] {
-        if (const auto snap = engine.latestSnapshot())
+        if (const auto snap = engine.latestSnapshot()) {
+            lastHostFailure.clear();
             printLive(*snap, err);
+        }
     });
     live.start(2000);
 
@@ -448,7 +458,9 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         }
     }
     if (o.exitCode != run::kRunOk) {
-        err << "clusterppl-cli: " << (o.summary.isEmpty() ? o.firstCause : o.summary) << '\n';
+        const QString verdict = o.summary.isEmpty() ? o.firstCause : o.summary;
+        if (verdict != lastHostFailure)
+            err << "clusterppl-cli: " << verdict << '\n';
         if (!o.logDir.isEmpty())
             err << "clusterppl-cli: every rank's output is in " << o.logDir << '\n';
         return o.exitCode;
