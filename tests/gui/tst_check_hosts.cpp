@@ -236,6 +236,41 @@ private Q_SLOTS:
                  qPrintable(e.outcome().firstCause));
     }
 
+    /// What each failure to start says to do, and that other failures get no advice.
+    void agentStartHints_data()
+    {
+        QTest::addColumn<QString>("said");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("hint"); ///< its start; empty: none
+        const QString none;
+        const QString noAgent = u"there is no agent at that path on this host"_s;
+        QTest::newRow("QProcess") << u"cannot start /x/clusterppl-agent: execve: No such file or directory"_s << -1 << noAgent;
+        QTest::newRow("bash, a path") << u"bash: line 1: /x/clusterppl-agent: No such file or directory"_s << 127 << noAgent;
+        QTest::newRow("dash, exit in the text") << u"exit code 127: sh: 1: exec: /x/clusterppl-agent: not found"_s << -1 << noAgent;
+        QTest::newRow("bash, a bare name") << u"bash: clusterppl-agent: command not found"_s << 127 << noAgent;
+        QTest::newRow("slurmstepd") << u"slurmstepd: error: execve(): clusterppl-agent: No such file or directory"_s << 2 << noAgent;
+        QTest::newRow("loader") << u"/p/lib/clusterppl/clusterppl-agent-torch: error while loading shared libraries: libc10_cuda.so: "
+                                   "cannot open shared object file: No such file or directory"_s
+                                << 127 << u"the agent there cannot load libc10_cuda.so: "_s;
+        QTest::newRow("not executable") << u"bash: line 1: /x/clusterppl-agent: Permission denied"_s << 126
+                                        << u"the host's \"agent\" is not a file this user may run"_s;
+        QTest::newRow("QProcess, not executable") << u"cannot start /x/a: execve: Permission denied"_s << -1
+                                                  << u"the host's \"agent\" is not a file this user may run"_s;
+        // The agent's own refusals and other failures: their own words are the advice.
+        QTest::newRow("a missing model") << u"clusterppl-agent: /m/config.json: No such file or directory"_s << 3 << none;
+        QTest::newRow("permission of a data file") << u"clusterppl-agent: /d/x.u32: Permission denied"_s << 4 << none;
+        QTest::newRow("connection") << u"cannot connect to node3 (port 22): Connection refused"_s << -1 << none;
+        QTest::newRow("a signal") << u"killed by signal 9"_s << 137 << none;
+    }
+    void agentStartHints()
+    {
+        QFETCH(QString, said);
+        QFETCH(int, exitCode);
+        QFETCH(QString, hint);
+        const QString got = cppl::core::agentStartHint(said, exitCode);
+        CPPL_VERIFY2(hint.isEmpty() ? got.isEmpty() : got.startsWith(hint), qPrintable(got));
+    }
+
     /// An agent that cannot start on a host: the cause, and what to do about it (agentStartHint).
     void checkOnlyAgentCannotStart_data()
     {

@@ -16,7 +16,10 @@ QString agentStartHint(const QString &said, int exitCode)
                               "Every node needs the LibTorch (torch package) it was built with at the same path, or an agent built "
                               "for it (scripts/build-agent.sh; docs/packaging.md, \"The agent on GPU nodes\")")
             .arg(m.captured(1));
-    if (said.contains(QLatin1String("execve: No such file or directory")) || said.contains(QLatin1String("command not found"))
+    // QProcess's "execve: ...", slurmstepd's "execve(): AGENT: ...", a shell's "AGENT: command not found".
+    const bool execFailed = said.contains(QLatin1String("execve: No such file or directory"))
+                            || (said.contains(QLatin1String("execve(): ")) && said.contains(QLatin1String("No such file or directory")));
+    if (execFailed || said.contains(QLatin1String("command not found"))
         || (notFound && (said.contains(QLatin1String("No such file or directory")) || said.contains(QLatin1String("not found")))))
         return QStringLiteral("there is no agent at that path on this host: install it there (the clusterppl-agent package, or "
                               "scripts/build-agent.sh for GPU nodes) or set the host's \"agent\" in the profile to where it is");
