@@ -787,10 +787,11 @@ void ClusterPage::showPreflight(const cppl::core::run::HostPreflight &report)
     const bool ok = report.ran && report.problems.isEmpty();
     const QString summary = preflightSummary(report.report, report.problems);
     const QString details = preflightDetails(report.report, report.problems);
-    m_model->setPreflight(report.host, ok, summary, details);
+    m_model->setPreflight(report.host, ok, summary, details.isEmpty() ? summary : details); // the tooltip: the whole of an elided cell
     // Inline under the form too: the whole report of every host, not only a tooltip away.
-    m_checkLines << u"<p><b>%1</b> %2<br><small>%3</small></p>"_s.arg(report.host.toHtmlEscaped(), summary.toHtmlEscaped(),
-                                                                      details.toHtmlEscaped().replace(u'\n', u"<br>"_s));
+    m_checkLines << u"<p><b>%1</b> %2%3</p>"_s.arg(report.host.toHtmlEscaped(), summary.toHtmlEscaped(),
+                                                   details.isEmpty() ? QString()
+                                                                     : u"<br><small>%1</small>"_s.arg(details.toHtmlEscaped().replace(u'\n', u"<br>"_s)));
     m_checkResults->setText(m_checkLines.join(QString()));
     m_checkResults->show();
     placeForm(); // and the columns fitted to the tree

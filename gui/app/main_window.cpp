@@ -300,7 +300,14 @@ bool MainWindow::checkHosts()
             m_cluster->endCheck(true, verdict);
             showInfo(tr("Check hosts: %1").arg(verdict));
         } else {
-            m_cluster->endCheck(false, o.firstCause);
+            // Each host's block above says what it said; the verdict counts them (the message bar
+            // names the first cause).
+            int failed = 0;
+            for (const auto &h : e->preflightReports())
+                failed += !(h.ran && h.problems.isEmpty());
+            m_cluster->endCheck(false, failed == 0 ? o.firstCause
+                                                   : tr("%1 of %n host(s) failed pre-flight (above); nothing was launched.", nullptr, hosts)
+                                                         .arg(failed));
             showError(tr("Check hosts: %1").arg(o.firstCause));
         }
     });

@@ -136,8 +136,9 @@ QString preflightSummary(const QJsonObject &report, const QStringList &problems)
 QString preflightDetails(const QJsonObject &report, const QStringList &problems)
 {
     QStringList lines;
-    for (const QString &p : problems)
-        lines << QObject::tr("refused: %1").arg(p);
+    // A host without a report: its summary is its first problem already.
+    for (qsizetype i = report.isEmpty() ? 1 : 0; i < problems.size(); ++i)
+        lines << QObject::tr("refused: %1").arg(problems[i]);
     if (!report.isEmpty()) {
         lines << QObject::tr("agent %1 on %2, LibTorch %3")
                      .arg(report.value(u"agent_version"_s).toString(), report.value(u"host"_s).toString(),

@@ -100,6 +100,29 @@ private Q_SLOTS:
         QVERIFY(w.clusterPage()->checkResultsText().contains(u"refused: "_s));
     }
 
+    void checkHostsAgentMissingSaysWhatToDo()
+    {
+        // A host whose agent is not where the profile says: the Cluster page's results, the host's
+        // cell and the message bar carry the host's words and what to do.
+        MainWindow w;
+        w.setAgentOverride(m_dir.filePath(u"no-such-dir/clusterppl-agent"_s));
+        w.loadStartupProfile();
+        w.show();
+        QVERIFY(w.checkHosts());
+        QSignalSpy finished(w.checkEngine(), &RunEngine::finished);
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(w.checkEngine()->outcome().phase, RunPhase::Failed);
+        const QString hint = u"there is no agent at that path on this host: install it there"_s;
+        const QString results = w.clusterPage()->checkResultsText();
+        // Said once (the host's line), counted in the verdict.
+        QVERIFY2(results.contains(u"No such file or directory"_s) && results.count(hint) == 1, qPrintable(results));
+        QVERIFY2(results.contains(u"1 of 1 host(s) failed pre-flight (above); nothing was launched."_s), qPrintable(results));
+        const QModelIndex host = w.clusterPage()->model()->indexOfHost(0, ProfileModel::ColPreflight);
+        QVERIFY2(host.data().toString().startsWith(u"✗"_s), qPrintable(host.data().toString()));
+        QVERIFY2(host.data(Qt::ToolTipRole).toString().contains(hint), qPrintable(host.data(Qt::ToolTipRole).toString()));
+        QVERIFY2(w.messageBar()->text().contains(hint), qPrintable(w.messageBar()->text()));
+    }
+
     void hostKeyDialogAnswersReachTheLauncher()
     {
         cppl::test::TestSshd sshd;
