@@ -32,6 +32,9 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <set>
+
 using namespace Qt::StringLiterals;
 
 namespace cppl::app {
@@ -82,7 +85,8 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_tree->setObjectName(u"clusterTree"_s);
     m_tree->setModel(m_model);
     m_tree->setAlternatingRowColors(true);
-    m_tree->setSelectionMode(QAbstractItemView::SingleSelection);
+    // Several hosts (Ctrl/Shift-click, or a group row) are edited together in the host form.
+    m_tree->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_tree->setDragDropMode(QAbstractItemView::InternalMove);
     m_tree->setDragEnabled(true);
     m_tree->setAcceptDrops(true);
@@ -150,6 +154,7 @@ ClusterPage::ClusterPage(QWidget *parent)
         refreshForm();
     });
     connect(m_model, &ProfileModel::profileEdited, this, [this] {
+        refreshForm(); // what the selected hosts now share (and an edit from the tree)
         refreshProblems();
         syncGroupingControls();
         Q_EMIT profileChanged();
@@ -158,6 +163,7 @@ ClusterPage::ClusterPage(QWidget *parent)
             [this] { Q_EMIT info(tr("Grouping is now explicit: groups list their hosts by name.")); });
     connect(m_model, &QAbstractItemModel::modelReset, this, &ClusterPage::restoreExpansion);
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this, &ClusterPage::refreshForm);
+    connect(m_tree->selectionModel(), &QItemSelectionModel::selectionChanged, this, &ClusterPage::refreshForm);
     connect(m_problems, &QListWidget::itemActivated, this, [this](QListWidgetItem *item) {
         const QModelIndex idx = m_model->indexOfProblem(item->text());
         if (idx.isValid()) {
@@ -316,10 +322,9 @@ void ClusterPage::buildToolbar(QWidget *bar)
     });
     add(tr("Add group"), tr("Add an empty group (grouping becomes explicit); drag hosts onto it"),
         [this] { m_model->addGroup({}); });
-    add(tr("Remove"), tr("Remove the selected host, or the selected empty group"), [this] {
-        const int h = selectedHost();
-        if (h >= 0)
-            m_model->removeHost(h);
+    add(tr("Remove"), tr("Remove the selected hosts, or the selected empty group"), [this] {
+        if (const std::vector<int> hosts = selectedHosts(false); !hosts.empty())
+            m_model->removeHosts(hosts);
         else if (selectedGroup() >= 0)
             m_model->removeGroup(selectedGroup());
     });
@@ -396,13 +401,19 @@ void ClusterPage::buildHostForm(QGroupBox *box)
     auto line = [&](const QString &label, const QString &tip, ProfileModel::HostField field) {
         auto *e = new QLineEdit(box);
         e->setToolTip(tip);
+        e->setObjectName(u"host_"_s + QString::number(int(field)));
         form->addRow(label, e);
         connect(e, &QLineEdit::editingFinished, this, [this, e, field] {
-            if (m_updatingForm || selectedHost() < 0)
+            const std::vector<int> hosts = selectedHosts();
+            if (m_updatingForm || hosts.empty())
                 return;
-            const int h = selectedHost();
-            m_model->setHostField(h, field, e->text());
-            m_tree->setCurrentIndex(m_model->indexOfHost(h));
+            if (hosts.size() > 1 && !e->isModified())
+                return; // left as it was ("differs" included): nothing to apply to all of them
+            e->setModified(false);
+            // Applied: profileEdited refreshes the form; refused: the value stays in its field,
+            // with the message.
+            m_model->setHostsField(hosts, field, e->text());
+            selectHosts(hosts);
         });
         return e;
     };
@@ -417,11 +428,19 @@ void ClusterPage::buildHostForm(QGroupBox *box)
                                               "asked for when needed and never stored."),
                       ProfileModel::HostField::SshIdentity);
     m_password = new QCheckBox(tr("Allow password login after keys"), box);
+    m_password->setObjectName(u"host_"_s + QString::number(int(ProfileModel::HostField::SshPassword)));
     m_password->setToolTip(tr("The password is asked for at launch in a masked prompt and never stored"));
     form->addRow(QString(), m_password);
-    connect(m_password, &QCheckBox::toggled, this, [this](bool on) {
-        if (!m_updatingForm && selectedHost() >= 0)
-            m_model->setHostField(selectedHost(), ProfileModel::HostField::SshPassword, on);
+    // stateChanged, not toggled: "differs" (partly checked) counts as checked, so its click to
+    // checked toggles nothing.
+    connect(m_password, &QCheckBox::stateChanged, this, [this](int state) {
+        const std::vector<int> hosts = selectedHosts();
+        if (m_updatingForm || hosts.empty() || state == Qt::PartiallyChecked)
+            return;
+        const bool on = state == Qt::Checked;
+        m_password->setTristate(false); // "differs" is only shown, never chosen
+        m_model->setHostsField(hosts, ProfileModel::HostField::SshPassword, on);
+        selectHosts(hosts);
     });
     m_agent = line(tr("Agent"), tr("The agent executable on that host (a bare name is looked up on PATH, then next "
                                    "to the dashboard). For GPU nodes, scripts/build-agent.sh builds one against your "
@@ -681,12 +700,48 @@ int ClusterPage::selectedGroup() const
     return i.isValid() ? i.row() : -1;
 }
 
+std::vector<int> ClusterPage::selectedHosts(bool withGroups) const
+{
+    std::set<int> hosts;
+    for (const QModelIndex &i : m_tree->selectionModel()->selectedRows()) {
+        if (const int h = m_model->hostIndexOf(i); h >= 0)
+            hosts.insert(h);
+        else if (withGroups && !i.parent().isValid())
+            for (int r = 0; r < m_model->rowCount(i); ++r)
+                if (const int gh = m_model->hostIndexOf(m_model->index(r, 0, i)); gh >= 0)
+                    hosts.insert(gh);
+    }
+    if (hosts.empty() && selectedHost() >= 0)
+        hosts.insert(selectedHost());
+    return {hosts.begin(), hosts.end()};
+}
+
+void ClusterPage::selectHosts(const std::vector<int> &hosts)
+{
+    if (hosts.empty())
+        return;
+    QItemSelection selection;
+    for (const int h : hosts)
+        if (const QModelIndex i = m_model->indexOfHost(h); i.isValid())
+            selection.select(i, i);
+    QItemSelectionModel *sm = m_tree->selectionModel();
+    sm->setCurrentIndex(m_model->indexOfHost(hosts.front()), QItemSelectionModel::NoUpdate);
+    sm->select(selection, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+}
+
 void ClusterPage::refreshForm()
 {
-    const int h = selectedHost();
+    const std::vector<int> selected = selectedHosts();
+    if (selected.size() > 1)
+        return refreshFormForHosts(selected);
+    const int h = selected.empty() ? -1 : selected.front();
     const ClusterProfile p = m_model->profile();
     m_updatingForm = true;
     m_hostBox->setEnabled(h >= 0);
+    m_address->setEnabled(true);
+    m_password->setTristate(false);
+    for (QLineEdit *e : {m_address, m_label, m_alias, m_user, m_port, m_identity, m_agent, m_workdir})
+        e->setPlaceholderText(QString());
     if (h >= 0 && h < int(p.hosts.size())) {
         const HostSpec &host = p.hosts[size_t(h)];
         m_hostBox->setTitle(tr("Host %1").arg(qs(host.name)));
@@ -708,6 +763,44 @@ void ClusterPage::refreshForm()
     for (QWidget *w : {static_cast<QWidget *>(m_alias), static_cast<QWidget *>(m_user), static_cast<QWidget *>(m_port),
                        static_cast<QWidget *>(m_identity), static_cast<QWidget *>(m_password)})
         w->setEnabled(ssh);
+    m_updatingForm = false;
+}
+
+void ClusterPage::refreshFormForHosts(const std::vector<int> &hosts)
+{
+    const ClusterProfile p = m_model->profile();
+    m_updatingForm = true;
+    m_hostBox->setEnabled(true);
+    m_hostBox->setTitle(tr("%n hosts: an edit applies to all of them", nullptr, int(hosts.size())));
+    // A value they share is shown; one that differs is empty, and stays as each host has it
+    // unless typed over.
+    auto show = [&](QLineEdit *e, auto value) {
+        const QString first = value(p.hosts[size_t(hosts.front())]);
+        const bool same = std::all_of(hosts.begin(), hosts.end(), [&](int h) { return value(p.hosts[size_t(h)]) == first; });
+        e->setText(same ? first : QString());
+        e->setPlaceholderText(same ? QString() : tr("differs"));
+    };
+    show(m_label, [](const HostSpec &h) { return qs(h.group); });
+    show(m_user, [](const HostSpec &h) { return qs(h.ssh.user); });
+    show(m_port, [](const HostSpec &h) { return QString::number(h.ssh.port); });
+    show(m_identity, [](const HostSpec &h) { return qs(h.ssh.identityFile); });
+    show(m_agent, [](const HostSpec &h) { return qs(h.agent); });
+    show(m_workdir, [](const HostSpec &h) { return qs(h.workdir); });
+    // Where to connect is each host's own.
+    for (QLineEdit *e : {m_address, m_alias}) {
+        e->clear();
+        e->setPlaceholderText(tr("one per host"));
+    }
+    m_address->setEnabled(false);
+    const bool passwords = p.hosts[size_t(hosts.front())].ssh.passwordAuth;
+    const bool samePassword = std::all_of(hosts.begin(), hosts.end(), [&](int h) { return p.hosts[size_t(h)].ssh.passwordAuth == passwords; });
+    m_password->setTristate(!samePassword);
+    m_password->setCheckState(!samePassword ? Qt::PartiallyChecked : passwords ? Qt::Checked : Qt::Unchecked);
+    const bool ssh = p.launcher == "ssh" || p.launcher == "slurm";
+    for (QWidget *w : {static_cast<QWidget *>(m_user), static_cast<QWidget *>(m_port), static_cast<QWidget *>(m_identity),
+                       static_cast<QWidget *>(m_password)})
+        w->setEnabled(ssh);
+    m_alias->setEnabled(false);
     m_updatingForm = false;
 }
 

@@ -14,6 +14,7 @@
 #include <QWidget>
 
 #include <functional>
+#include <vector>
 
 class QBoxLayout;
 class QCheckBox;
@@ -62,6 +63,9 @@ public:
     [[nodiscard]] QString checkResultsText() const;
     /// The Slurm job's box (shown with launcher "slurm") and its inline verdict, for tests.
     [[nodiscard]] QGroupBox *slurmBox() const noexcept { return m_slurmBox; }
+    [[nodiscard]] QGroupBox *hostBox() const noexcept { return m_hostBox; }
+    /// Selects these hosts' rows, the first one current (also after an edit that reset the tree).
+    void selectHosts(const std::vector<int> &hosts);
     [[nodiscard]] QString slurmStatusText() const;
     /// Whether the form is below the tree (a narrow page: the tree's columns and a readable form do
     /// not fit side by side) rather than beside it.
@@ -93,9 +97,13 @@ private:
     void showSlurmProblems(const QStringList &problems, bool pending);
     void refreshProblems();
     void refreshForm();
+    void refreshFormForHosts(const std::vector<int> &hosts);
     void syncGroupingControls();
     int selectedHost() const;
     int selectedGroup() const;
+    /// The hosts the form edits: every selected host row (a slot row: its host; with
+    /// @p withGroups, a group row: its hosts), or the current host; ascending.
+    std::vector<int> selectedHosts(bool withGroups = true) const;
     void restoreExpansion();
 
     ProfileModel *m_model = nullptr;

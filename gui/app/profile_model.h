@@ -39,6 +39,8 @@ public:
     QString addGroup(const QString &name);
     QString addHost(int groupRow, const QString &name, int slots = 1);
     QString removeHost(int hostIndex);
+    /// Several hosts in one edit, validated once (a profile without hosts is refused as any invalid edit is).
+    QString removeHosts(std::vector<int> hostIndices);
     QString removeGroup(int groupRow);
     QString moveHost(int hostIndex, int delta);
     QString moveHostToGroup(int hostIndex, int groupRow);
@@ -51,6 +53,8 @@ public:
     /// The problems under "slurm" the profile would have with @p candidate (the form's inline checks).
     [[nodiscard]] QStringList slurmProblems(const SlurmSpec &candidate) const;
     QString setHostField(int hostIndex, HostField field, const QVariant &value);
+    /// The same value for several hosts in one edit, validated once: all of them or none.
+    QString setHostsField(const std::vector<int> &hostIndices, HostField field, const QVariant &value);
     QString renameGroup(int groupRow, const QString &name);
     /// Pre-flight outcome for a host by name (shown in ColPreflight with the details as tooltip).
     void setPreflight(const QString &host, bool ok, const QString &summary, const QString &details);

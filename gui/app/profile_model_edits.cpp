@@ -62,57 +62,66 @@ QString ProfileModel::commit(ClusterProfile candidate, const QString &fieldPrefi
 
 QString ProfileModel::setHostField(int h, HostField field, const QVariant &value)
 {
-    if (h < 0 || h >= int(m_profile.hosts.size()))
-        return refuse(tr("no host %1 in the profile").arg(h));
+    return setHostsField({h}, field, value);
+}
+
+QString ProfileModel::setHostsField(const std::vector<int> &hosts, HostField field, const QVariant &value)
+{
+    // Every host on one copy, validated and committed once: all of them or none.
     ClusterProfile c = m_profile;
-    HostSpec &host = c.hosts[size_t(h)];
-    const QString path = hostPath(h);
     bool structural = false;
     QString prefix;
-    auto toInt = [&](const QString &what, int &out) -> QString {
-        bool ok = false;
-        const int v = value.toString().trimmed().toInt(&ok);
-        if (!ok)
-            return path + u'.' + what + u": expected an integer, got \""_s + value.toString() + u"\"; type a number"_s;
-        out = v;
-        return {};
-    };
-    switch (field) {
-    case HostField::Name: {
-        const std::string old = host.name;
-        host.name = ss(value.toString());
-        // The host keeps its group: explicit groups list hosts by name.
-        for (GroupSpec &g : c.grouping.groups)
-            std::replace(g.hosts.begin(), g.hosts.end(), old, host.name);
-        structural = true;
-        prefix = path + u".name"_s;
-        break;
-    }
-    case HostField::Address: host.address = ss(value.toString()); prefix = path + u".address"_s; break;
-    case HostField::Slots:
-        if (QString e = toInt(u"slots"_s, host.slots); !e.isEmpty())
-            return refuse(e);
-        if (host.slots > 4096)
-            return refuse(path + u".slots: "_s + QString::number(host.slots) + u" is more ranks than one host can hold; at most 4096"_s);
-        structural = true;
-        prefix = path + u".slots"_s;
-        break;
-    case HostField::Label: host.group = ss(value.toString()); structural = true; prefix = path + u".group"_s; break;
-    case HostField::SshAlias: host.ssh.alias = ss(value.toString()); prefix = path + u".ssh"_s; break;
-    case HostField::SshUser: host.ssh.user = ss(value.toString()); prefix = path + u".ssh"_s; break;
-    case HostField::SshPort:
-        if (QString e = toInt(u"ssh.port"_s, host.ssh.port); !e.isEmpty())
-            return refuse(e);
-        prefix = path + u".ssh"_s;
-        break;
-    case HostField::SshIdentity: host.ssh.identityFile = ss(value.toString()); prefix = path + u".ssh"_s; break;
-    case HostField::SshPassword: host.ssh.passwordAuth = value.toBool(); prefix = path + u".ssh"_s; break;
-    case HostField::Agent: host.agent = ss(value.toString()); prefix = path + u".agent"_s; break;
-    case HostField::Workdir: host.workdir = ss(value.toString()); prefix = path + u".workdir"_s; break;
+    for (const int h : hosts) {
+        if (h < 0 || h >= int(c.hosts.size()))
+            return refuse(tr("no host %1 in the profile").arg(h));
+        HostSpec &host = c.hosts[size_t(h)];
+        const QString path = hostPath(h);
+        auto toInt = [&](const QString &what, int &out) -> QString {
+            bool ok = false;
+            const int v = value.toString().trimmed().toInt(&ok);
+            if (!ok)
+                return path + u'.' + what + u": expected an integer, got \""_s + value.toString() + u"\"; type a number"_s;
+            out = v;
+            return {};
+        };
+        switch (field) {
+        case HostField::Name: {
+            const std::string old = host.name;
+            host.name = ss(value.toString());
+            // The host keeps its group: explicit groups list hosts by name.
+            for (GroupSpec &g : c.grouping.groups)
+                std::replace(g.hosts.begin(), g.hosts.end(), old, host.name);
+            structural = true;
+            prefix = path + u".name"_s;
+            break;
+        }
+        case HostField::Address: host.address = ss(value.toString()); prefix = path + u".address"_s; break;
+        case HostField::Slots:
+            if (QString e = toInt(u"slots"_s, host.slots); !e.isEmpty())
+                return refuse(e);
+            if (host.slots > 4096)
+                return refuse(path + u".slots: "_s + QString::number(host.slots) + u" is more ranks than one host can hold; at most 4096"_s);
+            structural = true;
+            prefix = path + u".slots"_s;
+            break;
+        case HostField::Label: host.group = ss(value.toString()); structural = true; prefix = path + u".group"_s; break;
+        case HostField::SshAlias: host.ssh.alias = ss(value.toString()); prefix = path + u".ssh"_s; break;
+        case HostField::SshUser: host.ssh.user = ss(value.toString()); prefix = path + u".ssh"_s; break;
+        case HostField::SshPort:
+            if (QString e = toInt(u"ssh.port"_s, host.ssh.port); !e.isEmpty())
+                return refuse(e);
+            prefix = path + u".ssh"_s;
+            break;
+        case HostField::SshIdentity: host.ssh.identityFile = ss(value.toString()); prefix = path + u".ssh"_s; break;
+        case HostField::SshPassword: host.ssh.passwordAuth = value.toBool(); prefix = path + u".ssh"_s; break;
+        case HostField::Agent: host.agent = ss(value.toString()); prefix = path + u".agent"_s; break;
+        case HostField::Workdir: host.workdir = ss(value.toString()); prefix = path + u".workdir"_s; break;
+        }
     }
     if (c == m_profile)
         return {};
-    return commit(std::move(c), prefix, structural);
+    // With several hosts the message is the first new problem, whichever host it names.
+    return commit(std::move(c), hosts.size() == 1 ? prefix : QString(), structural);
 }
 
 QString ProfileModel::renameGroup(int groupRow, const QString &name)
@@ -206,13 +215,23 @@ QString ProfileModel::addHost(int groupRow, const QString &name, int slots)
 
 QString ProfileModel::removeHost(int hostIndex)
 {
-    if (hostIndex < 0 || hostIndex >= int(m_profile.hosts.size()))
-        return refuse(tr("no host %1 in the profile").arg(hostIndex));
+    return removeHosts({hostIndex});
+}
+
+QString ProfileModel::removeHosts(std::vector<int> hosts)
+{
+    std::sort(hosts.begin(), hosts.end());
+    hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+    for (const int h : hosts)
+        if (h < 0 || h >= int(m_profile.hosts.size()))
+            return refuse(tr("no host %1 in the profile").arg(h));
     ClusterProfile c = m_profile;
-    const std::string name = c.hosts[size_t(hostIndex)].name;
-    c.hosts.erase(c.hosts.begin() + hostIndex);
-    for (GroupSpec &g : c.grouping.groups)
-        std::erase(g.hosts, name);
+    for (auto it = hosts.rbegin(); it != hosts.rend(); ++it) { // from the last, so the indices hold
+        const std::string name = c.hosts[size_t(*it)].name;
+        c.hosts.erase(c.hosts.begin() + *it);
+        for (GroupSpec &g : c.grouping.groups)
+            std::erase(g.hosts, name);
+    }
     return commit(std::move(c), {}, true);
 }
 

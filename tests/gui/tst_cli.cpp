@@ -64,6 +64,19 @@ private Q_SLOTS:
         r = runCli({QStringLiteral("hostfile"), QStringLiteral("export"), profile});
         QCOMPARE(r.exitCode, int(kCliOk));
         QVERIFY(r.out.contains(QStringLiteral("node04 slots=6 group=rackB\n")));
+        // Without the options each host keeps the defaults; with them every host gets them.
+        QCOMPARE(p.hosts[0].agent, std::string("clusterppl-agent"));
+        r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"),
+                    QStringLiteral("--agent"), QStringLiteral("/shared/opt/clusterppl/bin/clusterppl-agent"), QStringLiteral("--workdir"),
+                    QStringLiteral("/scratch/eval"), QStringLiteral("--ssh-user"), QStringLiteral("eval"), QStringLiteral("-o"), profile});
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        const cppl::ClusterProfile shared = cppl::loadProfile(profile.toStdString());
+        QCOMPARE(shared.hosts.size(), std::size_t{4});
+        for (const cppl::HostSpec &h : shared.hosts) {
+            QCOMPARE(h.agent, std::string("/shared/opt/clusterppl/bin/clusterppl-agent"));
+            QCOMPARE(h.workdir, std::string("/scratch/eval"));
+            QCOMPARE(h.ssh.user, std::string("eval"));
+        }
     }
 
     void errors_data()

@@ -28,9 +28,10 @@ const QString kUsage = uR"(clusterppl-cli — headless front end of ClusterPPL
 Commands:
   profile check PROFILE.json
       Validate a cluster profile and show its ranks, groups and leaders.
-  hostfile import HOSTFILE [--include FILTER | --exclude FILTER] [--launcher ssh|local] [-o PROFILE.json]
+  hostfile import HOSTFILE [--include FILTER | --exclude FILTER] [--launcher ssh|local] [--agent PATH]
+                  [--workdir DIR] [--ssh-user USER] [-o PROFILE.json]
       Turn a DeepSpeed hostfile (HOST slots=N [group=NAME]) into a profile. FILTER as DeepSpeed:
-      host1:0,1@host2.
+      host1:0,1@host2. --agent, --workdir and --ssh-user set those of every host.
   hostfile export PROFILE.json [-o HOSTFILE]
       Write a profile's hosts as a DeepSpeed hostfile.
   run --profile PROFILE.json [--json OUT] [options]   (clusterppl-cli run --help)
@@ -122,7 +123,12 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
     const QCommandLineOption exclude(u"exclude"_s, u"Hosts/slots to drop."_s, u"FILTER"_s);
     const QCommandLineOption launcher(u"launcher"_s, u"ssh or local."_s, u"KIND"_s, u"ssh"_s);
     const QCommandLineOption output({u"o"_s, u"output"_s}, u"Profile to write."_s, u"FILE"_s);
-    parser.addOptions({include, exclude, launcher, output});
+    // What every node shares (a hostfile says none of it): the agent's path, the working
+    // directory, the SSH login.
+    const QCommandLineOption agent(u"agent"_s, u"The agent on every host."_s, u"PATH"_s);
+    const QCommandLineOption workdir(u"workdir"_s, u"Working directory on every host."_s, u"DIR"_s);
+    const QCommandLineOption user(u"ssh-user"_s, u"SSH login on every host."_s, u"USER"_s);
+    parser.addOptions({include, exclude, launcher, output, agent, workdir, user});
     parser.addPositionalArgument(u"hostfile"_s, u"DeepSpeed hostfile."_s);
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments)) {
         err << "clusterppl-cli: hostfile import: " << parser.errorText() << '\n';
@@ -143,6 +149,14 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
     auto hosts = applyHostFilter(parsed.hosts, parser.value(include).toStdString(), parser.value(exclude).toStdString());
     ClusterProfile p = profileFromHosts(std::move(hosts), parser.value(launcher).toStdString());
     p.name = QFileInfo(path).completeBaseName().toStdString();
+    for (HostSpec &h : p.hosts) {
+        if (parser.isSet(agent))
+            h.agent = parser.value(agent).toStdString();
+        if (parser.isSet(workdir))
+            h.workdir = parser.value(workdir).toStdString();
+        if (parser.isSet(user))
+            h.ssh.user = parser.value(user).toStdString();
+    }
     if (const auto problems = validateProfile(p); !problems.empty())
         throw ConfigError(problems.front());
     writeOutput(parser.value(output), profileToJson(p), out);

@@ -39,6 +39,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTreeView>
 
 #include <cmath>
 #include <map>
@@ -74,6 +75,7 @@ private Q_SLOTS:
     void dragHostBetweenGroups();
     void problemsMapToRows();
     void hostfileRoundTrip();
+    void hostFormEditsSeveralHosts();
     void slurmForm();
     void slurmTree();
     void evaluationPageBatchAuto();
@@ -234,6 +236,107 @@ void TestAppModels::problemsMapToRows()
     // Fixing it through the editor clears the problem.
     QVERIFY(m.moveHostToGroup(2, 0).isEmpty());
     QVERIFY(m.problems().isEmpty());
+}
+
+/// Several hosts selected (Ctrl/Shift-click, or a group row): the form shows what they share,
+/// "differs" for the rest, and an edit applies to all of them in one validated step; where to
+/// connect stays each host's own; Remove takes the selected hosts.
+void TestAppModels::hostFormEditsSeveralHosts()
+{
+    QTemporaryDir dir;
+    const QString in = dir.filePath(u"three.json"_s);
+    {
+        QFile f(in);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"format": "clusterppl-profile", "version": 1, "name": "three", "launcher": "ssh",
+                   "hosts": [{"name": "node1", "slots": 2, "ssh": {"user": "alice"}, "agent": "/opt/a/clusterppl-agent"},
+                             {"name": "node2", "slots": 2, "ssh": {"user": "bob"}, "agent": "/opt/a/clusterppl-agent"},
+                             {"name": "node3", "slots": 2, "agent": "/opt/b/clusterppl-agent"}],
+                   "groups": [{"name": "rackA", "hosts": ["node1", "node2"]}, {"name": "rackB", "hosts": ["node3"]}],
+                   "evaluation": {"model": "m", "tokens": "t.u32"}})");
+    }
+    cppl::app::ClusterPage page;
+    QAbstractItemModelTester tester(page.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    page.show();
+    QVERIFY(page.openProfile(in));
+    auto edit = [&](ProfileModel::HostField f) { return page.findChild<QLineEdit *>(u"host_"_s + QString::number(int(f))); };
+    auto *password = page.findChild<QCheckBox *>(u"host_"_s + QString::number(int(ProfileModel::HostField::SshPassword)));
+    QVERIFY(edit(ProfileModel::HostField::Agent) && password);
+    auto host = [&](int h) { return page.profile().hosts[size_t(h)]; };
+    auto type = [&](ProfileModel::HostField f, const QString &text) {
+        QLineEdit *e = edit(f);
+        e->selectAll();
+        QTest::keyClicks(e, text); // a user's typing: the field is modified
+        Q_EMIT e->editingFinished();
+    };
+    // Ctrl-click node1, then node2.
+    QItemSelectionModel *sm = page.tree()->selectionModel();
+    sm->setCurrentIndex(page.model()->indexOfHost(0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    sm->select(page.model()->indexOfHost(1), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    QCOMPARE(page.hostBox()->title(), u"2 hosts: an edit applies to all of them"_s);
+    QCOMPARE(edit(ProfileModel::HostField::Agent)->text(), u"/opt/a/clusterppl-agent"_s); // shared
+    QCOMPARE(edit(ProfileModel::HostField::SshUser)->text(), QString());                  // differs
+    QCOMPARE(edit(ProfileModel::HostField::SshUser)->placeholderText(), u"differs"_s);
+    QVERIFY(!edit(ProfileModel::HostField::Address)->isEnabled());
+    QCOMPARE(edit(ProfileModel::HostField::Address)->placeholderText(), u"one per host"_s);
+
+    // Typed once, set on both; the third host keeps its own; both stay selected.
+    type(ProfileModel::HostField::Agent, u"/shared/opt/clusterppl/bin/clusterppl-agent"_s);
+    QCOMPARE(host(0).agent, std::string("/shared/opt/clusterppl/bin/clusterppl-agent"));
+    QCOMPARE(host(1).agent, std::string("/shared/opt/clusterppl/bin/clusterppl-agent"));
+    QCOMPARE(host(2).agent, std::string("/opt/b/clusterppl-agent"));
+    QCOMPARE(page.hostBox()->title(), u"2 hosts: an edit applies to all of them"_s);
+    // A field left as it was ("differs") changes nobody when editing ends.
+    Q_EMIT edit(ProfileModel::HostField::SshUser)->editingFinished();
+    QCOMPARE(host(0).ssh.user, std::string("alice"));
+    QCOMPARE(host(1).ssh.user, std::string("bob"));
+    type(ProfileModel::HostField::SshUser, u"eval"_s);
+    QCOMPARE(host(0).ssh.user, std::string("eval"));
+    QCOMPARE(host(1).ssh.user, std::string("eval"));
+    QCOMPARE(edit(ProfileModel::HostField::SshUser)->placeholderText(), QString()); // shared now
+    // An invalid value is refused for all of them: nobody changes.
+    QSignalSpy refused(page.model(), &ProfileModel::editRefused);
+    type(ProfileModel::HostField::SshPort, u"22x"_s);
+    QCOMPARE(refused.size(), 1);
+    QCOMPARE(host(0).ssh.port, 22);
+    QCOMPARE(host(1).ssh.port, 22);
+    // Password login differs: shown partly checked, a click sets it on both.
+    QVERIFY(page.model()->setHostField(1, ProfileModel::HostField::SshPassword, true).isEmpty());
+    page.selectHosts({0, 1});
+    QCOMPARE(password->checkState(), Qt::PartiallyChecked);
+    password->click();
+    QVERIFY(host(0).ssh.passwordAuth && host(1).ssh.passwordAuth && !host(2).ssh.passwordAuth);
+    QVERIFY(!password->isTristate());
+
+    // A group row: its hosts. A label typed there regroups nothing here (explicit groups) but is set on both.
+    sm->setCurrentIndex(page.model()->indexOfGroup(1), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QCOMPARE(page.hostBox()->title(), u"Host node3"_s);
+    sm->setCurrentIndex(page.model()->indexOfGroup(0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QCOMPARE(page.hostBox()->title(), u"2 hosts: an edit applies to all of them"_s);
+    type(ProfileModel::HostField::Workdir, u"/scratch/eval"_s);
+    QCOMPARE(host(0).workdir, std::string("/scratch/eval"));
+    QCOMPARE(host(1).workdir, std::string("/scratch/eval"));
+    QCOMPARE(host(2).workdir, std::string());
+    // One host again: the form is that host's, every field its own.
+    page.selectHosts({2});
+    QCOMPARE(page.hostBox()->title(), u"Host node3"_s);
+    QVERIFY(edit(ProfileModel::HostField::Address)->isEnabled());
+    QCOMPARE(edit(ProfileModel::HostField::SshUser)->placeholderText(), QString());
+
+    // Remove with two host rows selected: both go, in one edit; a group row alone removes no host.
+    page.selectHosts({0, 1});
+    QAction *remove = nullptr;
+    for (QAction *a : page.findChildren<QAction *>())
+        if (a->text() == u"Remove"_s)
+            remove = a;
+    QVERIFY(remove);
+    sm->setCurrentIndex(page.model()->indexOfGroup(1), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    remove->trigger();
+    QCOMPARE(int(page.profile().hosts.size()), 3); // rackB still has node3: refused, nothing removed
+    page.selectHosts({0, 1});
+    remove->trigger();
+    QCOMPARE(int(page.profile().hosts.size()), 1);
+    QCOMPARE(host(0).name, std::string("node3"));
 }
 
 void TestAppModels::hostfileRoundTrip()
