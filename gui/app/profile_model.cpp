@@ -564,13 +564,20 @@ QStringList ProfileModel::mimeTypes() const
 
 QMimeData *ProfileModel::mimeData(const QModelIndexList &indexes) const
 {
+    // Every selected host row (a row's cells all come: each host once), as "3,5,7".
+    QList<int> hosts;
     for (const QModelIndex &i : indexes)
-        if (i.isValid() && levelOf(i.internalId()) == 1) {
-            auto *m = new QMimeData;
-            m->setData(QString::fromLatin1(kHostMime), QByteArray::number(hostIndexOf(i)));
-            return m;
-        }
-    return nullptr;
+        if (i.isValid() && levelOf(i.internalId()) == 1)
+            if (const int h = hostIndexOf(i); h >= 0 && !hosts.contains(h))
+                hosts << h;
+    if (hosts.isEmpty())
+        return nullptr;
+    QByteArrayList parts;
+    for (const int h : hosts)
+        parts << QByteArray::number(h);
+    auto *m = new QMimeData;
+    m->setData(QString::fromLatin1(kHostMime), parts.join(','));
+    return m;
 }
 
 bool ProfileModel::canDropMimeData(const QMimeData *data, Qt::DropAction action, int, int, const QModelIndex &parent) const
@@ -583,9 +590,27 @@ bool ProfileModel::dropMimeData(const QMimeData *data, Qt::DropAction action, in
 {
     if (!canDropMimeData(data, action, row, column, parent))
         return false;
-    const int host = data->data(QString::fromLatin1(kHostMime)).toInt();
-    // The move is done here; returning false stops the view from also removing the source row.
-    moveHostToGroup(host, parent.row());
+    // Hosts and the group by name: each move renumbers hosts, and a label group may go.
+    std::vector<std::string> names;
+    for (const QByteArray &part : data->data(QString::fromLatin1(kHostMime)).split(',')) {
+        bool ok = false;
+        const int h = part.toInt(&ok);
+        if (ok && h >= 0 && h < int(m_profile.hosts.size()))
+            names.push_back(m_profile.hosts[size_t(h)].name);
+    }
+    const QString group = m_groups[size_t(parent.row())].name;
+    // The move is done here; returning false stops the view from also removing the source rows.
+    for (const std::string &name : names) {
+        int h = -1, g = -1;
+        for (int i = 0; i < int(m_profile.hosts.size()); ++i)
+            if (m_profile.hosts[size_t(i)].name == name)
+                h = i;
+        for (int i = 0; i < groupCount(); ++i)
+            if (m_groups[size_t(i)].name == group)
+                g = i;
+        if (h < 0 || g < 0 || !moveHostToGroup(h, g).isEmpty())
+            break; // refused: the message is out, the rest stay
+    }
     return false;
 }
 

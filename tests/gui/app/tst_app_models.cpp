@@ -210,6 +210,18 @@ void TestAppModels::dragHostBetweenGroups()
     QCOMPARE(m.rowCount(m.index(0, 0)), 1);
     QCOMPARE(m.rowCount(m.index(1, 0)), 2);
     QCOMPARE(m.index(1, 0, m.index(1, 0)).data().toString(), u"node-a"_s);
+    // Two hosts dragged together (both selected): both move, in their order; rack2 empties and goes.
+    const QModelIndex rack2Hosts = m.index(1, 0);
+    std::unique_ptr<QMimeData> both(m.mimeData({m.index(0, 0, rack2Hosts), m.index(0, 1, rack2Hosts), m.index(1, 0, rack2Hosts)}));
+    QVERIFY(both);
+    QCOMPARE(both->data(both->formats().front()), QByteArray("1,2"));
+    m.dropMimeData(both.get(), Qt::MoveAction, -1, 0, m.index(0, 0));
+    QCOMPARE(m.rowCount(), 1);
+    QCOMPARE(m.rowCount(m.index(0, 0)), 3);
+    for (const auto &h : m.profile().hosts)
+        QCOMPARE(h.group, std::string("rack1"));
+    QCOMPARE(m.profile().hosts[1].name, std::string("node-c"));
+    QCOMPARE(m.profile().hosts[2].name, std::string("node-a"));
     // By size: refused with the reason.
     QVERIFY(m.setGrouping(cppl::GroupingSpec::Mode::BySize, 2).isEmpty());
     QSignalSpy refused(&m, &ProfileModel::editRefused);
