@@ -99,7 +99,18 @@ if ! printf '3.25\n%s\n' "$CMAKE_VERSION" | sort -C -V; then
   row "cmake" FAIL "$CMAKE_VERSION is too old: 3.25 or newer is needed (a module system's 'module load cmake', or cmake.org's binaries)"
   finish
 fi
-row "cmake" ok "$CMAKE_VERSION, compiler $(c++ --version 2>/dev/null | head -1 || echo 'c++ not on PATH')"
+CXX_BIN="${CXX:-c++}" # what CMake picks too
+if ! command -v "$CXX_BIN" >/dev/null; then
+  row "cmake" FAIL "no C++ compiler: $CXX_BIN is not on PATH (a module system's 'module load gcc', or CXX=... names one)"
+  finish
+fi
+row "cmake" ok "$CMAKE_VERSION, compiler $("$CXX_BIN" --version 2>/dev/null | head -1)"
+# C++20 as GCC 12 (Debian 12) compiles it, which is what the project is built and tested with.
+if "$CXX_BIN" --version 2>/dev/null | head -1 | grep -qiE 'g\+\+|gcc'; then
+  gccMajor=$("$CXX_BIN" -dumpversion 2>/dev/null | cut -d. -f1)
+  [[ "$gccMajor" =~ ^[0-9]+$ ]] && (( gccMajor < 12 )) \
+    && row "compiler" warn "GCC $gccMajor: the agent is built and tested with GCC 12; an older one may fail on C++20 (a module system's 'module load gcc/12', or CXX=g++-12)"
+fi
 
 # 2. The torch package: its CMake config, version, CUDA (built with it; a GPU need not be here).
 if ! TORCH_INFO=$("$PY" - <<'PY' 2>&1

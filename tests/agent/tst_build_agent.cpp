@@ -3,7 +3,7 @@
 // configured, so nothing is compiled again) it installs the agent into a new prefix and checks the
 // installed agent in a clean environment, whose eval gives the build's own result; each thing it
 // cannot use (arguments, a Python without torch, a broken LibTorch CMake config, an old CMake)
-// fails with its own row and cause. A relocated LibTorch's RUNPATH was checked by hand
+// fails with its own row and cause, and an old compiler is named. A relocated LibTorch's RUNPATH was checked by hand
 // (docs/packaging.md, "The agent on GPU nodes"): it needs a whole agent build.
 #include "test_paths.h"
 #include "test_process.h"
@@ -186,6 +186,27 @@ private Q_SLOTS:
         QVERIFY(!QFileInfo::exists(build + QStringLiteral("/CMakeCache.txt")));
         if (step == QStringLiteral("configure"))
             CPPL_VERIFY2(row.endsWith(QStringLiteral("(all of it: ") + build + QStringLiteral("/configure.log)")), qPrintable(s.describe()));
+    }
+
+    /// A compiler older than the one the project is built with: said before anything is built,
+    /// and the compiler's own refusal then ends the configure.
+    void oldCompilerIsNamed()
+    {
+        QTemporaryDir dir;
+        const QString fake = dir.filePath(QStringLiteral("g++-8"));
+        QVERIFY(writeFile(fake, "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'g++ (GCC) 8.5.0 20210514 (Red Hat 8.5.0-4)';;\n"
+                                "  -dumpversion) echo 8;;\n  *) echo 'g++-8: error: unrecognized command-line option' >&2; exit 1;;\nesac\n"));
+        QVERIFY(QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+        const QString build = dir.filePath(QStringLiteral("build"));
+        const Script s = runScript(dir, {QStringLiteral("--build-dir"), build, QStringLiteral("--prefix"), dir.filePath(QStringLiteral("prefix")),
+                                         QStringLiteral("--python"), QStringLiteral("/usr/bin/python3")},
+                                   {{QStringLiteral("CXX"), fake}});
+        CPPL_VERIFY2(s.exitCode == 1, qPrintable(s.describe()));
+        CPPL_VERIFY2(s.row(QStringLiteral("cmake")).startsWith(QStringLiteral("ok\t")) && s.row(QStringLiteral("cmake")).contains(QStringLiteral("8.5.0")),
+                     qPrintable(s.describe()));
+        CPPL_VERIFY2(s.row(QStringLiteral("compiler")).startsWith(QStringLiteral("warn\tGCC 8: the agent is built and tested with GCC 12")),
+                     qPrintable(s.describe()));
+        CPPL_VERIFY2(s.row(QStringLiteral("configure")).startsWith(QStringLiteral("FAIL\t")), qPrintable(s.describe()));
     }
 };
 
