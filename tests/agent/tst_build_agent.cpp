@@ -3,8 +3,8 @@
 // configured, so nothing is compiled again) it installs the agent into a new prefix and checks the
 // installed agent in a clean environment, whose eval gives the build's own result; each thing it
 // cannot use (arguments, a Python without torch, a broken LibTorch CMake config, an old CMake)
-// fails with its own row and cause, and an old compiler is named. A relocated LibTorch's RUNPATH was checked by hand
-// (docs/packaging.md, "The agent on GPU nodes"): it needs a whole agent build.
+// fails with its own row and cause, and an old compiler is named. A relocated LibTorch's RUNPATH
+// was checked by hand (docs/packaging.md, "The agent on GPU nodes"): it needs a whole agent build.
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_verify.h"
