@@ -61,6 +61,13 @@ QByteArray readAll(const QString &path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
+/// @p json written to @p name in @p dir; its path (empty when it could not be written).
+QString writeIn(const QTemporaryDir &dir, const QString &name, const QByteArray &json)
+{
+    QFile f(dir.filePath(name));
+    return f.open(QIODevice::WriteOnly) && f.write(json) == json.size() ? f.fileName() : QString();
+}
+
 } // namespace
 
 class TestAppModels : public QObject
@@ -256,17 +263,13 @@ void TestAppModels::problemsMapToRows()
 void TestAppModels::hostFormEditsSeveralHosts()
 {
     QTemporaryDir dir;
-    const QString in = dir.filePath(u"three.json"_s);
-    {
-        QFile f(in);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(R"({"format": "clusterppl-profile", "version": 1, "name": "three", "launcher": "ssh",
+    const QString in = writeIn(dir, u"three.json"_s, R"({"format": "clusterppl-profile", "version": 1, "name": "three", "launcher": "ssh",
                    "hosts": [{"name": "node1", "slots": 2, "ssh": {"user": "alice"}, "agent": "/opt/a/clusterppl-agent"},
                              {"name": "node2", "slots": 2, "ssh": {"user": "bob"}, "agent": "/opt/a/clusterppl-agent"},
                              {"name": "node3", "slots": 2, "agent": "/opt/b/clusterppl-agent"}],
                    "groups": [{"name": "rackA", "hosts": ["node1", "node2"]}, {"name": "rackB", "hosts": ["node3"]}],
                    "evaluation": {"model": "m", "tokens": "t.u32"}})");
-    }
+    QVERIFY(!in.isEmpty());
     cppl::app::ClusterPage page;
     QAbstractItemModelTester tester(page.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
     page.show();
@@ -422,17 +425,13 @@ void TestAppModels::hostfileRoundTrip()
 void TestAppModels::slurmForm()
 {
     QTemporaryDir dir;
-    const QString in = dir.filePath(u"slurm.json"_s);
-    {
-        QFile f(in);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(R"({"format": "clusterppl-profile", "version": 1, "name": "cluster", "launcher": "slurm",
+    const QString in = writeIn(dir, u"slurm.json"_s, R"({"format": "clusterppl-profile", "version": 1, "name": "cluster", "launcher": "slurm",
                    "hosts": [{"name": "login1", "ssh": {"user": "eval"}}],
                    "evaluation": {"model": "m", "tokens": "t.u32", "backend": "nccl"},
                    "slurm": {"partition": "gpu", "account": "proj1", "time_limit": "01:30:00", "nodes": 2,
                              "ntasks_per_node": 4, "gpus_per_node": 4, "sbatch_options": ["--exclusive", "--mem=0"],
                              "modules": ["cuda/12.2"]}})");
-    }
+    QVERIFY(!in.isEmpty());
     cppl::app::ClusterPage page;
     QAbstractItemModelTester tester(page.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
     QSignalSpy failed(&page, &cppl::app::ClusterPage::failed);
