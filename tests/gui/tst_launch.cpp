@@ -640,9 +640,18 @@ private Q_SLOTS:
         QVERIFY(cli.waitForStarted());
         QElapsedTimer t;
         t.start();
-        while (agentsOfRun(runId).size() < 4 && t.elapsed() < 60000)
+        qsizetype seen = 0, most = 0;
+        while ((seen = agentsOfRun(runId).size()) < 4 && t.elapsed() < 60000) {
+            most = std::max(most, seen);
             QThread::msleep(100);
-        QCOMPARE(agentsOfRun(runId).size(), 4);
+        }
+        if (seen != 4) { // what the CLI and its ranks said instead (one rank out before the others came?)
+            cli.waitForReadyRead(1000);
+            CPPL_VERIFY2(false, u"%1 of 4 agents after %2 ms (at most %3 at once); the CLI: %4\n%5"_s.arg(seen).arg(t.elapsed()).arg(most).arg(
+                                    QString::fromUtf8(cli.readAllStandardOutput()), QString::fromUtf8(cli.readAllStandardError()))
+                                    .toUtf8()
+                                    .constData());
+        }
         // Into the evaluation: the CLI prints its global live line once telemetry has counted
         // scored tokens (an event to wait for, not a guess at how long loading takes).
         QByteArray errSoFar;
