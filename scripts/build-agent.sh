@@ -106,7 +106,8 @@ if ! command -v "$CXX_BIN" >/dev/null; then
 fi
 row "cmake" ok "$CMAKE_VERSION, compiler $("$CXX_BIN" --version 2>/dev/null | head -1)"
 # C++20 as GCC 12 (Debian 12) compiles it, which is what the project is built and tested with.
-if "$CXX_BIN" --version 2>/dev/null | head -1 | grep -qiE 'g\+\+|gcc'; then
+# GCC says so in its copyright line ("c++ (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0" names no GCC).
+if "$CXX_BIN" --version 2>/dev/null | grep -q 'Free Software Foundation'; then
   gccMajor=$("$CXX_BIN" -dumpversion 2>/dev/null | cut -d. -f1)
   [[ "$gccMajor" =~ ^[0-9]+$ ]] && (( gccMajor < 12 )) \
     && row "compiler" warn "GCC $gccMajor: the agent is built and tested with GCC 12; an older one may fail on C++20 (a module system's 'module load gcc/12', or CXX=g++-12)"

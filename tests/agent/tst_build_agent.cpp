@@ -194,7 +194,8 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString fake = dir.filePath(QStringLiteral("g++-8"));
-        QVERIFY(writeFile(fake, "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'g++ (GCC) 8.5.0 20210514 (Red Hat 8.5.0-4)';;\n"
+        QVERIFY(writeFile(fake, "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'c++ (GCC) 8.5.0 20210514 (Red Hat 8.5.0-4)'; "
+                                "echo 'Copyright (C) 2018 Free Software Foundation, Inc.';;\n"
                                 "  -dumpversion) echo 8;;\n  *) echo 'g++-8: error: unrecognized command-line option' >&2; exit 1;;\nesac\n"));
         QVERIFY(QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
         const QString build = dir.filePath(QStringLiteral("build"));
