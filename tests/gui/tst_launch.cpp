@@ -467,7 +467,18 @@ private:
         const int world = hosts * slots;
         while (processesOfRun(runId, "eval").size() < world && cli.state() == QProcess::Running && t.elapsed() < 60000)
             QThread::msleep(100);
-        QCOMPARE(processesOfRun(runId, "eval").size(), world);
+        if (const qsizetype seen = processesOfRun(runId, "eval").size(); seen != world) {
+            cli.waitForReadyRead(1000);
+            QByteArray ps;
+            for (const qint64 pid : agentsOfRun(runId))
+                ps += QByteArray::number(pid) + ' ' + readFile(u"/proc/%1/cmdline"_s.arg(pid)).replace('\0', ' ') + '\n';
+            CPPL_VERIFY2(false, u"%1 of %2 ranks after %3 ms, the CLI %4; the run's processes:\n%5the CLI: %6\n%7"_s.arg(seen).arg(world)
+                                    .arg(t.elapsed())
+                                    .arg(cli.state() == QProcess::Running ? u"running"_s : u"exited"_s, QString::fromUtf8(ps),
+                                         QString::fromUtf8(cli.readAllStandardOutput()), QString::fromUtf8(cli.readAllStandardError()))
+                                    .toUtf8()
+                                    .constData());
+        }
         // The store runs in a process of its own, beside the ranks (started before them).
         QCOMPARE(processesOfRun(runId, "store").size(), 1);
         const QList<qint64> target = processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
