@@ -44,8 +44,9 @@ double fractionOf(const QDoubleSpinBox *percent)
 }
 
 /// The "evaluation" settings group's version: 2 since on_rank_loss continue became the default
-/// with the dynamic schedule (restoreSettings reads an older saved "fail" as the default).
-constexpr int kSettingsVersion = 2;
+/// with the dynamic schedule, 3 since dtype auto became the default (restoreSettings reads an
+/// older saved "fail", or "float32", as the default).
+constexpr int kSettingsVersion = 3;
 QString qs(const std::string &s) { return QString::fromStdString(s); }
 void setCombo(QComboBox *c, const QString &value)
 {
@@ -157,9 +158,14 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_maxWindows->setSpecialValueText(tr("all"));
     m_maxWindows->setToolTip(tr("Evaluate only the first K windows: a quick look, not the data's PPL"));
     hf->addRow(tr("Max windows"), m_maxWindows);
-    m_dtype = combo(how, {{u"float32"_s, u"float32"_s}, {u"bfloat16"_s, u"bfloat16"_s}, {u"float16"_s, u"float16"_s}});
+    m_dtype = combo(how, {{u"auto"_s, tr("auto (bfloat16 on GPUs, else float32)")},
+                          {u"float32"_s, u"float32"_s},
+                          {u"bfloat16"_s, u"bfloat16"_s},
+                          {u"float16"_s, u"float16"_s}});
+    m_dtype->setObjectName(u"dtype"_s);
     m_dtype->setToolTip(tr("Weights and activations. Log-softmax is always float32; lower precision shifts the PPL "
-                           "slightly (compare against a float32 run)."));
+                           "slightly (compare against a float32 run). auto: each agent picks bfloat16 on a GPU and "
+                           "float32 on the CPU; the result names the one that ran."));
     hf->addRow(tr("Precision"), m_dtype);
     m_device = combo(how, {{u"auto"_s, tr("auto (GPU when present)")}, {u"cpu"_s, u"cpu"_s}, {u"cuda"_s, u"cuda"_s}});
     m_device->setToolTip(tr("Where the model runs. CPU and GPU kernels round differently: the last digits may differ."));
@@ -489,15 +495,23 @@ bool EvaluationPage::restoreSettings()
     // saves every field. Such a "fail" cannot be told from a chosen one, so it reads as a profile
     // without on_rank_loss does: the schedule's default (continue with the dynamic schedule).
     // Saved from version 2 on, a "fail" is kept (docs/dashboard.md, "Settings").
-    if (s.value(u"version"_s, 1).toInt() < 2 && e.onRankLoss == "fail")
+    const int version = s.value(u"version"_s, 1).toInt();
+    if (version < 2 && e.onRankLoss == "fail")
         e.onRankLoss = defaultOnRankLoss(e.schedule);
+    // Likewise the precision: float32 was the default before auto (version 3), so an old
+    // "float32" reads as auto (bfloat16 on GPUs, float32 on the CPU). From version 3 on it is kept.
+    if (version < 3 && e.dtype == "float32")
+        e.dtype = "auto";
     e.overlapSync = s.value(u"overlapSync"_s, e.overlapSync).toBool();
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);
     dbl("commShareAlert", t.commShareAlert);
     dbl("stallSeconds", t.stallSeconds);
     dbl("collectiveTimeoutSeconds", t.collectiveTimeoutSeconds);
-    m_base = s.value(u"base"_s, m_base).toString();
+    // The directory relative paths were written against; one that is gone (a deleted checkout, an
+    // unmounted share) would send every relative path nowhere: the profile's own stays then.
+    if (const QString base = s.value(u"base"_s).toString(); !base.isEmpty() && QFileInfo(base).isDir())
+        m_base = base;
     load(e, t);
     return true;
 }

@@ -39,6 +39,7 @@ public:
     [[nodiscard]] Thresholds thresholds() const;
     /// Relative paths resolve against this directory (the profile's) for the preview.
     void setBaseDirectory(const QString &dir);
+    [[nodiscard]] QString baseDirectory() const { return m_base; }
     /// World size the preview shards for (the cluster's total slots).
     void setWorldSize(int ranks);
     void setAgent(const QString &agent) { m_agent = agent; }

@@ -534,7 +534,7 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
             e.integer("batch", s.batch, 1, 1 << 16, "or \"auto\": sized from free GPU memory on CUDA, 8 on the CPU");
         }
         e.integer("max_windows", s.maxWindows, 0, std::numeric_limits<std::int64_t>::max());
-        e.oneOf("dtype", s.dtype, {"float32", "bfloat16", "float16"});
+        e.oneOf("dtype", s.dtype, {"auto", "float32", "bfloat16", "float16"});
         e.string("device", s.device);
         e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
         e.oneOf("topology", s.topology, {"hierarchical", "flat"});

@@ -44,6 +44,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
         QVERIFY(r.out.contains(QStringLiteral("ranks      4")));
         CPPL_VERIFY2(r.out.contains(QStringLiteral("ranks 2–3: ranks 2–3 (leader 2)")), qPrintable(r.out)); // en dashes, as every rank range reads
+        CPPL_VERIFY2(r.out.contains(QStringLiteral("batch auto, dtype auto (bfloat16 on GPUs, else float32)")), qPrintable(r.out));
     }
 
     void hostfileImportExportRoundTrip()

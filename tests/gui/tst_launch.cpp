@@ -164,6 +164,36 @@ private Q_SLOTS:
         }
     }
 
+    void launchPlanDtype_data()
+    {
+        QTest::addColumn<QString>("dtype");
+        QTest::addColumn<QStringList>("expected"); // the --dtype words of every rank's argv
+        // auto (the default): the agents' own choice, bfloat16 on a GPU and float32 on the CPU.
+        QTest::addRow("auto: no --dtype") << u"auto"_s << QStringList{};
+        QTest::addRow("float32") << u"float32"_s << QStringList{u"--dtype"_s, u"float32"_s};
+        QTest::addRow("bfloat16") << u"bfloat16"_s << QStringList{u"--dtype"_s, u"bfloat16"_s};
+    }
+    void launchPlanDtype()
+    {
+        QFETCH(QString, dtype);
+        QFETCH(QStringList, expected);
+        const QString file = writeProfile(u"plan-dtype"_s, u"local"_s, 2, 2);
+        QByteArray json = readFile(file);
+        json.replace("\"dtype\": \"float32\"", QByteArray("\"dtype\": \"" + dtype.toUtf8() + '"'));
+        const auto parsed = cppl::parseProfile(json.toStdString(), file.toStdString());
+        QVERIFY(parsed.ok());
+        QCOMPARE(QString::fromStdString(parsed.profile.evaluation.dtype), dtype);
+        const cppl::core::LaunchPlan plan = cppl::core::buildLaunchPlan(parsed.profile, {});
+        QCOMPARE(plan.ranks.size(), std::size_t{4});
+        for (const auto &r : plan.ranks) {
+            const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--dtype"));
+            QStringList words;
+            if (at != r.argv.end())
+                words << u"--dtype"_s << QString::fromStdString(*(at + 1));
+            QCOMPARE(words, expected);
+        }
+    }
+
     void overlapSyncReachesTheAgents_data()
     {
         QTest::addColumn<QString>("field");    // the profile's evaluation.overlap_sync, or none
@@ -214,10 +244,12 @@ private Q_SLOTS:
     void autoBatchOnTheCpuIsTheFixedDefault()
     {
         // "batch": "auto" passes no --batch: on the CPU every rank keeps the agents' default of 8,
-        // says so in the result, and the bits equal the one-rank run's at batch 2.
+        // says so in the result, and the bits equal the one-rank run's at batch 2. "dtype": "auto"
+        // likewise passes no --dtype: float32 on the CPU, which the result names.
         const QString file = writeProfile(u"auto-batch"_s, u"local"_s, 1, 2);
         QByteArray json = readFile(file);
         json.replace("\"batch\": 2", "\"batch\": \"auto\"");
+        json.replace("\"dtype\": \"float32\", \"device\": \"cpu\"", "\"dtype\": \"auto\", \"device\": \"auto\"");
         writeFile(file, json);
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s,
                                                   path(u"auto-batch-result.json"_s)},
@@ -226,6 +258,8 @@ private Q_SLOTS:
         const QJsonObject j = cppl::test::readJson(path(u"auto-batch-result.json"_s));
         QCOMPARE(j.value(u"batch"_s).toInt(), 8);
         QCOMPARE(j.value(u"batch_from"_s).toObject().value(u"source"_s).toString(), u"default"_s);
+        QCOMPARE(j.value(u"dtype"_s).toString(), u"float32"_s);
+        QCOMPARE(j.value(u"device"_s).toString(), u"cpu"_s);
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
     }
 

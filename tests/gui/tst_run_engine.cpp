@@ -319,6 +319,68 @@ private Q_SLOTS:
         QCOMPARE(agentsOfRun(e.runId()).size(), 0);
     }
 
+    void baselineThatRanOtherwise_data()
+    {
+        QTest::addColumn<QString>("dtype");     // the baseline's, doctored
+        QTest::addColumn<QString>("device");
+        QTest::addColumn<int>("batch");         // 0: the baseline's own
+        QTest::addColumn<QString>("alert");     // the Deviation alert's text, in part; empty: none
+        QTest::addColumn<QString>("notice");    // a notice, in part; empty: none expected
+        // Both profiles left dtype to the agents ("auto"), one run on GPUs: one settings key, two
+        // precisions. The gap says nothing about this run's sums: no comparison, and why.
+        QTest::addRow("another dtype: not compared")
+            << u"bfloat16"_s << u"cpu"_s << 0 << QString() << u"not compared with the one-rank baseline: it ran in bfloat16, this run in float32"_s;
+        // Another device kind and batch: compared, and the alert says how the baseline ran.
+        QTest::addRow("another device and batch: the alert says so")
+            << u"float32"_s << u"cuda:0"_s << 64 << u"; it ran otherwise: device cpu, the baseline's cuda; batch "_s << QString();
+        QTest::addRow("the same way: the plain alert") << u"float32"_s << u"cpu"_s << 0 << u"from the one-rank baseline"_s << QString();
+    }
+    void baselineThatRanOtherwise()
+    {
+        QFETCH(QString, dtype);
+        QFETCH(QString, device);
+        QFETCH(int, batch);
+        QFETCH(QString, alert);
+        QFETCH(QString, notice);
+        QJsonObject base = QJsonDocument::fromJson(m_oneRankResult).object();
+        base.insert(u"dtype"_s, dtype);
+        base.insert(u"device"_s, device);
+        if (batch > 0)
+            base.insert(u"batch"_s, batch);
+        // Another sum, 0.4 % off: past the default tolerance (0, bit-identical).
+        base.insert(u"nll_sum_exact"_s, QString(u"xs1:"_s + QString(112, u'0')));
+        base.insert(u"ppl"_s, base.value(u"ppl"_s).toDouble() * 1.004);
+        RunEngine e;
+        QSignalSpy finished(&e, &RunEngine::finished);
+        QStringList notices;
+        connect(&e, &RunEngine::notice, this, [&](const QString &t) { notices << t; });
+        RunRequest req;
+        req.profile = profile(2, u"by-host"_s, 24);
+        req.runId = u"engine-baseline-%1"_s.arg(QString::fromLatin1(QTest::currentDataTag()).section(u':', 0, 0)).replace(u' ', u'-');
+        req.preflight = false;
+        req.baselineResultJson = QJsonDocument(base).toJson(QJsonDocument::Compact);
+        QVERIFY(e.start(req));
+        QVERIFY(finished.wait(240000));
+        const RunOutcome &o = e.outcome();
+        QVERIFY2(o.exitCode == kRunOk, qPrintable(o.firstCause + u'\n' + o.summary));
+        QStringList deviations;
+        for (const RunAlert &a : e.alerts())
+            if (a.kind == AlertKind::Deviation)
+                deviations << a.message;
+        if (alert.isEmpty()) {
+            QVERIFY2(deviations.isEmpty(), qPrintable(deviations.join(u'\n')));
+            QVERIFY(!o.baselineIdentical.has_value());
+        } else {
+            QCOMPARE(deviations.size(), 1);
+            QVERIFY2(deviations.front().contains(alert), qPrintable(deviations.front()));
+            QVERIFY2(deviations.front().contains(u"deviates -0.398% from the one-rank baseline"_s), qPrintable(deviations.front()));
+            QCOMPARE(deviations.front().contains(u"it ran otherwise"_s), batch > 0);
+            QVERIFY(o.baselineIdentical.has_value() && !*o.baselineIdentical);
+        }
+        if (!notice.isEmpty())
+            QVERIFY2(notices.join(u'\n').contains(notice), qPrintable(notices.join(u'\n')));
+    }
+
     void stopLeavesNoAgent()
     {
         RunEngine e;

@@ -122,6 +122,38 @@ private Q_SLOTS:
         QVERIFY(again.profile == r.profile);
     }
 
+    void dtypeDefaultsToAuto_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<QString>("dtype");
+        // Absent: auto (the agents pick bfloat16 on a GPU, float32 on the CPU); a chosen one is kept.
+        QTest::addRow("absent: auto") << "{}" << "auto";
+        QTest::addRow("auto") << R"({"dtype": "auto"})" << "auto";
+        QTest::addRow("float32") << R"({"dtype": "float32"})" << "float32";
+        QTest::addRow("bfloat16") << R"({"dtype": "bfloat16"})" << "bfloat16";
+    }
+    void dtypeDefaultsToAuto()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(QString, dtype);
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(QString::fromStdString(r.profile.evaluation.dtype), dtype);
+        const std::string json = profileToJson(r.profile);
+        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"dtype\": \"%1\"").arg(dtype)), json.c_str());
+        QVERIFY(parseProfile(json).profile == r.profile);
+    }
+
+    void dtypeUnknownIsNamed()
+    {
+        const std::string text = withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"dtype": "fp32"})");
+        const QString errors = errorsOf(text);
+        QVERIFY2(errors.contains(QStringLiteral("evaluation.dtype")) && errors.contains(QStringLiteral("unknown value \"fp32\""))
+                     && errors.contains(QStringLiteral("auto, float32, bfloat16, float16")),
+                 qPrintable(errors));
+    }
+
     void scheduleDefaultsToDynamic_data()
     {
         QTest::addColumn<QString>("evaluation");

@@ -109,7 +109,8 @@ int profileCheck(const QStringList &args, QTextStream &out, QTextStream &err)
             << g.ranks.front() << ")\n";
     }
     const EvaluationSpec &e = p.evaluation;
-    out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << (e.batch == kAutoBatch ? u"auto"_s : QString::number(e.batch)) << ", " << qs(e.dtype);
+    out << "  evaluation " << qs(e.protocol) << ", context " << e.context << ", batch " << (e.batch == kAutoBatch ? u"auto"_s : QString::number(e.batch)) << ", "
+        << (e.dtype == "auto" ? u"dtype auto (bfloat16 on GPUs, else float32)"_s : qs(e.dtype));
     if (!e.model.empty())
         out << ", model " << qs(e.model);
     out << '\n';

@@ -140,7 +140,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
             a.insert(a.end(), {"--stride", std::to_string(e.stride)});
         if (e.maxWindows > 0)
             a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
-        a.insert(a.end(), {"--dtype", e.dtype, "--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups,
+        if (e.dtype != "auto") // "auto": the agent's own default, bfloat16 on a GPU and float32 on the CPU
+            a.insert(a.end(), {"--dtype", e.dtype});
+        a.insert(a.end(), {"--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups,
                             "--schedule", e.schedule});
         const std::int64_t sync = profile.thresholds.syncEveryTokens;
         a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});

@@ -114,6 +114,10 @@ struct ResultKey
     qint64 tokens = -1;
     double ppl = 0;
     bool valid = false;
+    // How it ran, which a profile may leave to the agents ("auto"): a baseline of the same
+    // settings key can have run otherwise.
+    QString dtype, deviceKind, gemm;
+    qint64 batch = 0;
 };
 
 ResultKey resultKey(const QByteArray &json)
@@ -124,7 +128,27 @@ ResultKey resultKey(const QByteArray &json)
     k.tokens = o.value(u"tokens_scored"_s).toInteger(-1);
     k.ppl = o.value(u"ppl"_s).toDouble();
     k.valid = !k.nllExact.isEmpty() && k.tokens > 0;
+    k.dtype = o.value(u"dtype"_s).toString();
+    k.deviceKind = o.value(u"device"_s).toString().section(u':', 0, 0); // cuda:3 and cuda:0 are one kind
+    k.gemm = o.value(u"gemm"_s).toString();
+    k.batch = o.value(u"batch"_s).toInteger();
     return k;
+}
+
+/// How @p mine ran differently from @p base, in words ("device cuda, the baseline's cpu; batch 64,
+/// the baseline's 8"), among the things that change a result's last bits (docs/models.md,
+/// "Determinism"): device kind, batch and kernels. Fields a result lacks are not compared.
+QString howItRanDiffers(const ResultKey &mine, const ResultKey &base)
+{
+    QStringList out;
+    auto differ = [&](const QString &what, const QString &a, const QString &b) {
+        if (!a.isEmpty() && !b.isEmpty() && a != b)
+            out << QCoreApplication::translate("RunEngine", "%1 %2, the baseline's %3").arg(what, a, b);
+    };
+    differ(QStringLiteral("device"), mine.deviceKind, base.deviceKind);
+    differ(QStringLiteral("batch"), mine.batch > 0 ? QString::number(mine.batch) : QString(), base.batch > 0 ? QString::number(base.batch) : QString());
+    differ(QStringLiteral("kernels"), mine.gemm, base.gemm);
+    return out.join(u"; "_s);
 }
 
 } // namespace
@@ -787,18 +811,27 @@ void RunEngine::checkResult()
     if (!m_request.baselineResultJson.isEmpty()) {
         const ResultKey mine = resultKey(m_outcome.resultJson);
         const ResultKey base = resultKey(m_request.baselineResultJson);
-        if (mine.valid && base.valid) {
+        if (mine.valid && base.valid && !mine.dtype.isEmpty() && !base.dtype.isEmpty() && mine.dtype != base.dtype) {
+            // dtype "auto" in both profiles, one run on GPUs (bfloat16) and the other on CPUs
+            // (float32): one key, two precisions. Their gap says nothing about this run's sums.
+            Q_EMIT notice(tr("not compared with the one-rank baseline: it ran in %1, this run in %2 (the profiles' dtype auto; "
+                             "set evaluation.dtype to compare them)")
+                              .arg(base.dtype, mine.dtype));
+        } else if (mine.valid && base.valid) {
             m_outcome.baselineIdentical = mine.nllExact == base.nllExact && mine.tokens == base.tokens;
             m_outcome.baselineRelativeDeviation = base.ppl > 0 ? mine.ppl / base.ppl - 1 : 0;
             if (!*m_outcome.baselineIdentical
-                && std::abs(m_outcome.baselineRelativeDeviation) > m_request.profile.thresholds.deviationTolerance)
+                && std::abs(m_outcome.baselineRelativeDeviation) > m_request.profile.thresholds.deviationTolerance) {
+                const QString how = howItRanDiffers(mine, base);
                 Q_EMIT alertRaised(m_alerts.raise(
                     elapsedSeconds(), -1, AlertKind::Deviation,
                     tr("PPL %1 deviates %2% from the one-rank baseline %3 (tolerance %4%)")
-                        .arg(mine.ppl, 0, 'f', 6)
-                        .arg(100 * m_outcome.baselineRelativeDeviation, 0, 'g', 3)
-                        .arg(base.ppl, 0, 'f', 6)
-                        .arg(100 * m_request.profile.thresholds.deviationTolerance, 0, 'g', 3)));
+                            .arg(mine.ppl, 0, 'f', 6)
+                            .arg(100 * m_outcome.baselineRelativeDeviation, 0, 'g', 3)
+                            .arg(base.ppl, 0, 'f', 6)
+                            .arg(100 * m_request.profile.thresholds.deviationTolerance, 0, 'g', 3)
+                        + (how.isEmpty() ? QString() : tr("; it ran otherwise: %1").arg(how))));
+            }
         }
     }
     finishWith(RunPhase::Finished, kRunOk, {});

@@ -82,7 +82,13 @@ SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const
     in.model = path(e.model);
     in.data = path(e.tokens.empty() ? e.text : e.tokens);
     in.protocol = QString::fromStdString(e.protocol);
+    // "auto" is what the agents pick (bfloat16 on a GPU, float32 on the CPU), the dtype their
+    // results name: known here when the device is; with device auto only the result says.
     in.dtype = QString::fromStdString(e.dtype);
+    if (in.dtype == u"auto"_s && e.device == "cpu")
+        in.dtype = u"float32"_s;
+    else if (in.dtype == u"auto"_s && e.device.starts_with("cuda"))
+        in.dtype = u"bfloat16"_s;
     in.context = e.context;
     in.stride = e.stride;
     in.batch = e.batch;

@@ -67,7 +67,9 @@ struct EvaluationSpec
     /// sizes it from free GPU memory on CUDA and uses its fixed default (8) on the CPU.
     std::int64_t batch = kAutoBatch;
     std::int64_t maxWindows = 0; ///< 0 = all
-    std::string dtype = "float32";
+    /// The agents' --dtype; "auto" (the default) passes none, so each agent picks bfloat16 on a
+    /// GPU and float32 on the CPU (agent_cli.cpp). The result says which one ran.
+    std::string dtype = "auto";
     std::string device = "auto";
     std::string backend = "auto";
     std::string topology = "hierarchical";

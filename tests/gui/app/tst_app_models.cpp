@@ -93,6 +93,7 @@ private Q_SLOTS:
     void evaluationPageKeepsScheduleAndRankLoss();
     void evaluationSettingsFromBeforeTheDefaultFlip_data();
     void evaluationSettingsFromBeforeTheDefaultFlip();
+    void evaluationSettingsBaseThatIsGone();
     void evaluationPageOverlapSync();
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
@@ -716,12 +717,16 @@ void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip_data()
     QTest::addColumn<QString>("schedule");
     QTest::addColumn<QString>("saved"); // its onRankLoss
     QTest::addColumn<QString>("expected");
+    QTest::addColumn<QString>("dtype");         // saved
+    QTest::addColumn<QString>("expectedDtype");
     // Before the flip fail was the default and the page saved every field: a saved fail is read as
-    // the schedule's default, as a profile without on_rank_loss is.
-    QTest::addRow("no version, dynamic, fail: the new default") << QVariant() << "dynamic" << "fail" << "continue";
-    QTest::addRow("no version, dynamic, continue: kept") << QVariant() << "dynamic" << "continue" << "continue";
-    QTest::addRow("no version, static, fail: kept") << QVariant() << "static" << "fail" << "fail";
-    QTest::addRow("version 2, dynamic, fail: chosen, kept") << QVariant(2) << "dynamic" << "fail" << "fail";
+    // the schedule's default, as a profile without on_rank_loss is. Likewise float32 before dtype
+    // auto became the default (version 3).
+    QTest::addRow("no version, dynamic, fail: the new default") << QVariant() << "dynamic" << "fail" << "continue" << "float32" << "auto";
+    QTest::addRow("no version, dynamic, continue: kept") << QVariant() << "dynamic" << "continue" << "continue" << "bfloat16" << "bfloat16";
+    QTest::addRow("no version, static, fail: kept") << QVariant() << "static" << "fail" << "fail" << "float32" << "auto";
+    QTest::addRow("version 2, dynamic, fail: chosen, kept") << QVariant(2) << "dynamic" << "fail" << "fail" << "float32" << "auto";
+    QTest::addRow("version 3, float32: chosen, kept") << QVariant(3) << "dynamic" << "fail" << "fail" << "float32" << "float32";
 }
 
 void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip()
@@ -730,6 +735,8 @@ void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip()
     QFETCH(QString, schedule);
     QFETCH(QString, saved);
     QFETCH(QString, expected);
+    QFETCH(QString, dtype);
+    QFETCH(QString, expectedDtype);
     {
         QSettings s; // this test's own settings (its application name)
         s.remove(u"evaluation"_s);
@@ -739,25 +746,55 @@ void TestAppModels::evaluationSettingsFromBeforeTheDefaultFlip()
             s.setValue(u"version"_s, version);
         s.setValue(u"schedule"_s, schedule);
         s.setValue(u"onRankLoss"_s, saved);
+        s.setValue(u"dtype"_s, dtype);
     }
     cppl::app::EvaluationPage page;
     QVERIFY(page.restoreSettings());
     QCOMPARE(page.evaluation().schedule, schedule.toStdString());
     QCOMPARE(page.evaluation().onRankLoss, expected.toStdString());
-    // Saved again, the settings say version 2: a fail chosen from now on stays fail.
+    QCOMPARE(page.evaluation().dtype, expectedDtype.toStdString());
+    auto *precision = page.findChild<QComboBox *>(u"dtype"_s);
+    QVERIFY(precision);
+    QCOMPARE(precision->currentData().toString(), expectedDtype);
+    // Saved again, the settings say version 3: a fail, or a float32, chosen from now on is kept.
     cppl::EvaluationSpec e = page.evaluation();
-    if (schedule == u"dynamic"_s) {
+    if (schedule == u"dynamic"_s)
         e.onRankLoss = "fail";
-        page.load(e, page.thresholds());
-    }
+    e.dtype = "float32";
+    page.load(e, page.thresholds());
     page.saveSettings();
     {
         QSettings s;
-        QCOMPARE(s.value(u"evaluation/version"_s).toInt(), 2);
+        QCOMPARE(s.value(u"evaluation/version"_s).toInt(), 3);
     }
     cppl::app::EvaluationPage again;
     QVERIFY(again.restoreSettings());
     QCOMPARE(again.evaluation().onRankLoss, std::string("fail"));
+    QCOMPARE(again.evaluation().dtype, std::string("float32"));
+    QSettings().remove(u"evaluation"_s);
+}
+
+void TestAppModels::evaluationSettingsBaseThatIsGone()
+{
+    // The saved settings' base directory (what their relative paths were written against) wins
+    // over the profile's, unless it is gone: then relative paths keep resolving against the
+    // profile's directory instead of a deleted checkout's.
+    QTemporaryDir profileDir, savedDir;
+    QVERIFY(profileDir.isValid() && savedDir.isValid());
+    for (const QString &saved : {savedDir.path(), savedDir.filePath(u"gone"_s)}) {
+        {
+            QSettings s;
+            s.remove(u"evaluation"_s);
+            s.beginGroup(u"evaluation"_s);
+            s.setValue(u"saved"_s, true);
+            s.setValue(u"version"_s, 3);
+            s.setValue(u"base"_s, saved);
+        }
+        cppl::app::EvaluationPage page;
+        page.setBaseDirectory(profileDir.path());
+        QVERIFY(page.restoreSettings());
+        QCOMPARE(page.baseDirectory(), saved == savedDir.path() ? savedDir.path() : profileDir.path());
+    }
     QSettings().remove(u"evaluation"_s);
 }
 

@@ -197,6 +197,29 @@ private Q_SLOTS:
         QCOMPARE(countRows(path, u"SELECT count(*) FROM logs"_s), 1);
     }
 
+    void settingsKeyResolvesDtypeAuto()
+    {
+        // dtype auto is what the agents pick: float32 on a CPU, bfloat16 on a GPU. With the device
+        // named, the key is that dtype's (an auto run and a float32 CPU run are baselines for each
+        // other); with device auto too, only auto runs share it.
+        auto keyOf = [](const char *dtype, const char *device) {
+            cppl::ClusterProfile p;
+            p.launcher = "local";
+            p.evaluation.model = "/m";
+            p.evaluation.text = "/t.txt";
+            p.evaluation.dtype = dtype;
+            p.evaluation.device = device;
+            return settingsKey(settingsInputsFromProfile(p, {}));
+        };
+        QCOMPARE(cppl::EvaluationSpec{}.dtype, std::string("auto"));
+        QCOMPARE(keyOf("auto", "cpu"), keyOf("float32", "cpu"));
+        QCOMPARE(keyOf("auto", "cuda"), keyOf("bfloat16", "cuda"));
+        QCOMPARE(keyOf("auto", "cuda:1"), keyOf("bfloat16", "cuda"));
+        QVERIFY(keyOf("auto", "auto") != keyOf("float32", "auto"));
+        QVERIFY(keyOf("auto", "auto") != keyOf("bfloat16", "auto"));
+        QVERIFY(keyOf("float32", "cpu") != keyOf("bfloat16", "cpu"));
+    }
+
     void refusesNewerAndForeignFiles()
     {
         const QString newer = freshPath();
