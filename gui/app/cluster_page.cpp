@@ -328,16 +328,9 @@ void ClusterPage::buildToolbar(QWidget *bar)
         else if (selectedGroup() >= 0)
             m_model->removeGroup(selectedGroup());
     });
-    add(tr("Move up"), tr("Move the host one place up (ranks are numbered host by host)"), [this] {
-        const int h = selectedHost();
-        if (h >= 0 && m_model->moveHost(h, -1).isEmpty())
-            m_tree->setCurrentIndex(m_model->indexOfHost(h - 1));
-    });
-    add(tr("Move down"), tr("Move the host one place down"), [this] {
-        const int h = selectedHost();
-        if (h >= 0 && m_model->moveHost(h, +1).isEmpty())
-            m_tree->setCurrentIndex(m_model->indexOfHost(h + 1));
-    });
+    add(tr("Move up"), tr("Move the selected hosts one place up (ranks are numbered host by host)"),
+        [this] { selectHosts(m_model->moveHosts(selectedHosts(false), -1)); });
+    add(tr("Move down"), tr("Move the selected hosts one place down"), [this] { selectHosts(m_model->moveHosts(selectedHosts(false), +1)); });
     add(tr("Check hosts"), tr("Run the agent's pre-flight (versions, GPUs, NCCL, memory, paths) and show it per host"),
         [this] { Q_EMIT checkHostsRequested(); });
     tools->addSeparator();

@@ -43,6 +43,10 @@ public:
     QString removeHosts(std::vector<int> hostIndices);
     QString removeGroup(int groupRow);
     QString moveHost(int hostIndex, int delta);
+    /// Moves every host of @p hostIndices one place up (@p delta -1) or down (+1) in one edit, as a
+    /// block keeps its gaps; nothing moves when one of them is already first (last). The hosts'
+    /// new indices, empty when nothing moved.
+    std::vector<int> moveHosts(std::vector<int> hostIndices, int delta);
     QString moveHostToGroup(int hostIndex, int groupRow);
     QString setGrouping(GroupingSpec::Mode mode, int size = 0);
     /// Leaving "slurm" puts the profile's slurm object aside (another launcher may not have one);

@@ -260,6 +260,30 @@ QString ProfileModel::moveHost(int hostIndex, int delta)
     return commit(std::move(c), {}, true);
 }
 
+std::vector<int> ProfileModel::moveHosts(std::vector<int> hosts, int delta)
+{
+    std::sort(hosts.begin(), hosts.end());
+    hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+    const int n = int(m_profile.hosts.size());
+    if (hosts.empty() || (delta != -1 && delta != 1) || hosts.front() < 0 || hosts.back() >= n
+        || (delta < 0 ? hosts.front() == 0 : hosts.back() == n - 1))
+        return {};
+    ClusterProfile c = m_profile;
+    // Up: from the first, each host swaps with the one above it (not selected: the block moved
+    // already). Down: from the last, likewise.
+    if (delta < 0)
+        for (const int h : hosts)
+            std::swap(c.hosts[size_t(h)], c.hosts[size_t(h - 1)]);
+    else
+        for (auto it = hosts.rbegin(); it != hosts.rend(); ++it)
+            std::swap(c.hosts[size_t(*it)], c.hosts[size_t(*it + 1)]);
+    if (!commit(std::move(c), {}, true).isEmpty())
+        return {};
+    for (int &h : hosts)
+        h += delta;
+    return hosts;
+}
+
 QString ProfileModel::moveHostToGroup(int hostIndex, int groupRow)
 {
     if (hostIndex < 0 || hostIndex >= int(m_profile.hosts.size()) || groupRow < 0 || groupRow >= groupCount())

@@ -19,6 +19,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QToolBar>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -82,6 +83,7 @@ private Q_SLOTS:
     void dragHostBetweenGroups();
     void problemsMapToRows();
     void hostfileRoundTrip();
+    void moveSeveralHosts();
     void hostFormEditsSeveralHosts();
     void slurmForm();
     void slurmTree();
@@ -261,6 +263,65 @@ void TestAppModels::problemsMapToRows()
 /// Several hosts selected (Ctrl/Shift-click, or a group row): the form shows what they share,
 /// "differs" for the rest, and an edit applies to all of them in one validated step; where to
 /// connect stays each host's own; Remove takes the selected hosts.
+void TestAppModels::moveSeveralHosts()
+{
+    // Move up/down take every selected host, as a block keeps its gaps, and they stay selected;
+    // at the top (bottom) nothing moves.
+    QTemporaryDir dir;
+    const QString in = writeIn(dir, u"four.json"_s, R"({"format": "clusterppl-profile", "version": 1, "name": "four", "launcher": "ssh",
+                   "hosts": [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}, {"name": "e"}],
+                   "evaluation": {"model": "m", "tokens": "t.u32"}})");
+    QVERIFY(!in.isEmpty());
+    cppl::app::ClusterPage page;
+    page.show();
+    QVERIFY(page.openProfile(in));
+    auto *tools = page.findChild<QToolBar *>(u"clusterTools"_s);
+    QVERIFY(tools);
+    QAction *up = nullptr, *down = nullptr;
+    for (QAction *a : tools->actions()) {
+        if (a->text() == u"Move up"_s)
+            up = a;
+        if (a->text() == u"Move down"_s)
+            down = a;
+    }
+    QVERIFY(up && down);
+    auto order = [&] {
+        QString o;
+        for (const auto &h : page.profile().hosts)
+            o += QString::fromStdString(h.name);
+        return o;
+    };
+    auto selected = [&] {
+        QString o;
+        for (const QModelIndex &i : page.tree()->selectionModel()->selectedRows())
+            if (const int h = page.model()->hostIndexOf(i); h >= 0)
+                o += QString::fromStdString(page.profile().hosts[size_t(h)].name);
+        std::sort(o.begin(), o.end());
+        return o;
+    };
+    QItemSelectionModel *sm = page.tree()->selectionModel();
+    sm->setCurrentIndex(page.model()->indexOfHost(1), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    sm->select(page.model()->indexOfHost(3), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    sm->select(page.model()->indexOfHost(4), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    up->trigger(); // b, d and e: b above a, the block d-e above c
+    QCOMPARE(order(), u"badec"_s);
+    QCOMPARE(selected(), u"bde"_s);
+    up->trigger(); // b is first: nothing moves
+    QCOMPARE(order(), u"badec"_s);
+    QCOMPARE(selected(), u"bde"_s);
+    down->trigger();
+    QCOMPARE(order(), u"abcde"_s);
+    QCOMPARE(selected(), u"bde"_s);
+    down->trigger(); // e is last
+    QCOMPARE(order(), u"abcde"_s);
+    // One host, as before.
+    sm->setCurrentIndex(page.model()->indexOfHost(2), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    down->trigger();
+    QCOMPARE(order(), u"abdce"_s);
+    QCOMPARE(selected(), u"c"_s);
+    QCOMPARE(page.model()->hostIndexOf(page.tree()->currentIndex()), 3);
+}
+
 void TestAppModels::hostFormEditsSeveralHosts()
 {
     QTemporaryDir dir;
