@@ -846,14 +846,21 @@ bool ClusterPage::importHostfile(const QString &path)
         Q_EMIT failed(tr("%1 is not a valid hostfile:\n%2").arg(path, lines.join(u'\n')));
         return false;
     }
-    // The hosts replace the cluster; the evaluation settings and thresholds stay.
+    // The hosts replace the cluster; the evaluation settings and thresholds stay, and so does
+    // what every earlier host shared (the agent's path, the SSH login...), which a hostfile cannot say.
     ClusterProfile p = profileFromHosts(r.hosts, "ssh");
     const ClusterProfile old = m_model->profile();
     p.evaluation = old.evaluation;
     p.thresholds = old.thresholds;
     p.name = QFileInfo(path).completeBaseName().toStdString();
+    QStringList kept;
+    for (const std::string &f : carrySharedHostSettings(old.hosts, p.hosts))
+        kept << qs(f);
     setProfile(p, m_path);
-    Q_EMIT info(tr("Imported %1 host(s) from %2").arg(r.hosts.size()).arg(path).replace(u"1 host(s)"_s, u"1 host"_s).replace(u"host(s)"_s, u"hosts"_s));
+    QString msg = r.hosts.size() == 1 ? tr("Imported 1 host from %1").arg(path) : tr("Imported %1 hosts from %2").arg(r.hosts.size()).arg(path);
+    if (!kept.isEmpty())
+        msg += tr("; every host keeps what the earlier hosts shared: %1").arg(kept.join(u", "_s));
+    Q_EMIT info(msg);
     return true;
 }
 

@@ -227,6 +227,34 @@ std::string hostfileFromHosts(const std::vector<HostSpec> &hosts)
     return out.str();
 }
 
+std::vector<std::string> carrySharedHostSettings(const std::vector<HostSpec> &from, std::vector<HostSpec> &to)
+{
+    std::vector<std::string> carried;
+    if (from.empty())
+        return carried;
+    const HostSpec defaults;
+    // One field: carried when every host of `from` has the first one's value and it is not the default.
+    auto carry = [&](const char *what, auto member) {
+        const auto &first = member(from.front());
+        if (first == member(defaults))
+            return;
+        for (const HostSpec &h : from)
+            if (!(member(h) == first))
+                return;
+        for (HostSpec &h : to)
+            member(h) = first;
+        carried.emplace_back(what);
+    };
+    carry("agent", [](auto &h) -> auto & { return h.agent; });
+    carry("workdir", [](auto &h) -> auto & { return h.workdir; });
+    carry("env", [](auto &h) -> auto & { return h.env; });
+    carry("ssh user", [](auto &h) -> auto & { return h.ssh.user; });
+    carry("ssh port", [](auto &h) -> auto & { return h.ssh.port; });
+    carry("ssh key", [](auto &h) -> auto & { return h.ssh.identityFile; });
+    carry("password login", [](auto &h) -> auto & { return h.ssh.passwordAuth; });
+    return carried;
+}
+
 ClusterProfile profileFromHosts(std::vector<HostSpec> hosts, std::string launcher)
 {
     ClusterProfile p;

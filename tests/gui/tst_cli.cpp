@@ -80,6 +80,70 @@ private Q_SLOTS:
         }
     }
 
+    void hostfileImportLikeAProfile()
+    {
+        // --like: the evaluation, thresholds and name from a profile, and what all its hosts share
+        // (not what they do not: the alias, or a user only one has); --ssh-user still wins.
+        QTemporaryDir dir;
+        const QString like = dir.filePath(QStringLiteral("old.json"));
+        QFile f(like);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"format": "clusterppl-profile", "version": 1, "name": "eval-70b", "launcher": "ssh",
+  "hosts": [{"name": "a", "slots": 8, "agent": "/shared/bin/clusterppl-agent", "workdir": "/scratch/e", "env": {"NCCL_DEBUG": "WARN"},
+             "ssh": {"user": "eval", "port": 2222, "alias": "a-login", "identity_file": "~/.ssh/id_eval"}},
+            {"name": "b", "slots": 8, "agent": "/shared/bin/clusterppl-agent", "workdir": "/scratch/e", "env": {"NCCL_DEBUG": "WARN"},
+             "ssh": {"user": "eval", "port": 2222, "identity_file": "~/.ssh/id_other"}}],
+  "evaluation": {"model": "/models/llama", "tokens": "/data/wiki.u32", "context": 4096, "batch": 4, "dtype": "bfloat16"},
+  "thresholds": {"sync_every_tokens": 1000000, "stall_seconds": 120}})");
+        f.close();
+        const QString out = dir.filePath(QStringLiteral("racks.json"));
+        Run r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"),
+                        QStringLiteral("--like"), like, QStringLiteral("-o"), out});
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("the evaluation, the thresholds, and on every host agent, workdir, env, ssh user, ssh port")),
+                     qPrintable(r.err));
+        cppl::ClusterProfile p = cppl::loadProfile(out.toStdString());
+        QCOMPARE(p.name, std::string("eval-70b"));
+        QCOMPARE(p.hosts.size(), std::size_t{4});
+        QCOMPARE(p.evaluation.model, std::string("/models/llama"));
+        QCOMPARE(p.evaluation.context, std::int64_t{4096});
+        QCOMPARE(p.evaluation.dtype, std::string("bfloat16"));
+        QCOMPARE(p.thresholds.syncEveryTokens, std::int64_t{1000000});
+        QCOMPARE(p.thresholds.stallSeconds, 120.0);
+        for (const cppl::HostSpec &h : p.hosts) {
+            QCOMPARE(h.agent, std::string("/shared/bin/clusterppl-agent"));
+            QCOMPARE(h.workdir, std::string("/scratch/e"));
+            QCOMPARE(h.env.at("NCCL_DEBUG"), std::string("WARN"));
+            QCOMPARE(h.ssh.user, std::string("eval"));
+            QCOMPARE(h.ssh.port, 2222);
+            QCOMPARE(h.ssh.alias, std::string());        // one host's own
+            QCOMPARE(h.ssh.identityFile, std::string()); // not shared
+        }
+        QCOMPARE(p.hosts[2].group, std::string("rackB")); // the hostfile's groups stay
+        r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"),
+                    QStringLiteral("--like"), like, QStringLiteral("--ssh-user"), QStringLiteral("bob"), QStringLiteral("-o"), out});
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        p = cppl::loadProfile(out.toStdString());
+        QCOMPARE(p.hosts[0].ssh.user, std::string("bob"));
+
+        // A local profile's relative paths mean its own directory: they become absolute, so the
+        // new profile elsewhere finds the same files.
+        r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"),
+                    QStringLiteral("--like"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/local-default.json"), QStringLiteral("--launcher"),
+                    QStringLiteral("local"), QStringLiteral("-o"), out});
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.err));
+        p = cppl::loadProfile(out.toStdString());
+        QCOMPARE(QString::fromStdString(p.evaluation.model), QStringLiteral(CPPL_SOURCE_DIR "/resources/models/shakespeare-byte-llama"));
+        QCOMPARE(QString::fromStdString(p.evaluation.text), QStringLiteral(CPPL_SOURCE_DIR "/resources/data/tinyshakespeare-heldout.txt"));
+        QCOMPARE(p.evaluation.tokenizer, std::string("bytes"));
+        QCOMPARE(p.hosts[0].env.at("OMP_NUM_THREADS"), std::string("1")); // the one host's env, shared by all of "them"
+
+        r = runCli({QStringLiteral("hostfile"), QStringLiteral("import"), QStringLiteral(CPPL_SOURCE_DIR "/resources/profiles/two-racks.hostfile"),
+                    QStringLiteral("--like"), dir.filePath(QStringLiteral("nope.json"))});
+        QCOMPARE(r.exitCode, int(kCliIoError));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("nope.json: the profile does not exist")), qPrintable(r.err));
+    }
+
     void errors_data()
     {
         QTest::addColumn<QStringList>("args");

@@ -123,6 +123,37 @@ private Q_SLOTS:
         auto filtered = applyHostFilter(h, "a:1,3", "");
         QVERIFY(hostfileFromHosts(filtered).find("--include a:1,3") != std::string::npos);
     }
+
+    void carriesWhatEveryHostShares()
+    {
+        auto to = hosts("x slots=2\ny slots=2\n");
+        const auto before = to;
+        // Nothing to carry from no hosts, nor from hosts at the defaults.
+        QVERIFY(carrySharedHostSettings({}, to).empty());
+        QVERIFY(carrySharedHostSettings(hosts("a slots=1\nb slots=1\n"), to).empty());
+        QCOMPARE(to, before);
+        auto from = hosts("a slots=1\nb slots=1\nc slots=1\n");
+        for (HostSpec &h : from) {
+            h.agent = "/opt/cppl/bin/clusterppl-agent";
+            h.ssh.port = 2222;
+            h.ssh.passwordAuth = true;
+            h.env = {{"NCCL_IB_HCA", "mlx5"}};
+            h.address = "10.0.0." + h.name; // per host: never carried
+        }
+        from[1].env["EXTRA"] = "1";   // not shared
+        from[2].ssh.user = "root";    // one host's
+        const auto carried = carrySharedHostSettings(from, to);
+        QCOMPARE(carried, (std::vector<std::string>{"agent", "ssh port", "password login"}));
+        for (const HostSpec &h : to) {
+            QCOMPARE(h.agent, std::string("/opt/cppl/bin/clusterppl-agent"));
+            QCOMPARE(h.ssh.port, 2222);
+            QVERIFY(h.ssh.passwordAuth);
+            QVERIFY(h.env.empty());
+            QCOMPARE(h.ssh.user, std::string());
+            QCOMPARE(h.address, std::string());
+            QCOMPARE(h.slots, 2);
+        }
+    }
 };
 
 QTEST_APPLESS_MAIN(TestHostfile)

@@ -11,6 +11,7 @@
 
 #include <QCommandLineParser>
 #include <QFile>
+#include <QDir>
 #include <QFileInfo>
 #include <QSaveFile>
 #include <QTextStream>
@@ -28,10 +29,12 @@ const QString kUsage = uR"(clusterppl-cli — headless front end of ClusterPPL
 Commands:
   profile check PROFILE.json
       Validate a cluster profile and show its ranks, groups and leaders.
-  hostfile import HOSTFILE [--include FILTER | --exclude FILTER] [--launcher ssh|local] [--agent PATH]
-                  [--workdir DIR] [--ssh-user USER] [-o PROFILE.json]
+  hostfile import HOSTFILE [--include FILTER | --exclude FILTER] [--launcher ssh|local] [--like PROFILE.json]
+                  [--agent PATH] [--workdir DIR] [--ssh-user USER] [-o PROFILE.json]
       Turn a DeepSpeed hostfile (HOST slots=N [group=NAME]) into a profile. FILTER as DeepSpeed:
-      host1:0,1@host2. --agent, --workdir and --ssh-user set those of every host.
+      host1:0,1@host2. --like takes the evaluation, thresholds and name from PROFILE, and what all
+      its hosts share (agent, workdir, env, SSH user, port, key). --agent, --workdir and --ssh-user
+      set those of every host.
   hostfile export PROFILE.json [-o HOSTFILE]
       Write a profile's hosts as a DeepSpeed hostfile.
   run --profile PROFILE.json [--json OUT] [options]   (clusterppl-cli run --help)
@@ -129,7 +132,9 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
     const QCommandLineOption agent(u"agent"_s, u"The agent on every host."_s, u"PATH"_s);
     const QCommandLineOption workdir(u"workdir"_s, u"Working directory on every host."_s, u"DIR"_s);
     const QCommandLineOption user(u"ssh-user"_s, u"SSH login on every host."_s, u"USER"_s);
-    parser.addOptions({include, exclude, launcher, output, agent, workdir, user});
+    // A profile to take everything else from: the evaluation, thresholds, and what its hosts share.
+    const QCommandLineOption like(u"like"_s, u"Profile to take the evaluation and shared host settings from."_s, u"PROFILE"_s);
+    parser.addOptions({include, exclude, launcher, output, agent, workdir, user, like});
     parser.addPositionalArgument(u"hostfile"_s, u"DeepSpeed hostfile."_s);
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments)) {
         err << "clusterppl-cli: hostfile import: " << parser.errorText() << '\n';
@@ -150,6 +155,27 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
     auto hosts = applyHostFilter(parsed.hosts, parser.value(include).toStdString(), parser.value(exclude).toStdString());
     ClusterProfile p = profileFromHosts(std::move(hosts), parser.value(launcher).toStdString());
     p.name = QFileInfo(path).completeBaseName().toStdString();
+    if (parser.isSet(like)) {
+        const ClusterProfile t = loadProfileFile(parser.value(like));
+        p.name = t.name;
+        p.evaluation = t.evaluation;
+        p.thresholds = t.thresholds;
+        const std::vector<std::string> carried = carrySharedHostSettings(t.hosts, p.hosts);
+        QStringList fields;
+        for (const std::string &f : carried)
+            fields << QString::fromStdString(f);
+        err << "clusterppl-cli: hostfile import: from " << parser.value(like) << ": the evaluation, the thresholds"
+            << (fields.isEmpty() ? QString() : u", and on every host "_s + fields.join(u", "_s)) << '\n';
+        // With the local launcher, relative paths mean the profile's own directory, which the new
+        // profile need not share: they become absolute. (On SSH hosts they mean the remote
+        // working directory, the same for both.)
+        if (p.launcher == "local" && t.launcher == "local") {
+            const QDir base = QFileInfo(parser.value(like)).absoluteDir();
+            for (std::string *path : {&p.evaluation.model, &p.evaluation.text, &p.evaluation.tokens, &p.evaluation.tokenizer})
+                if (!path->empty() && *path != "bytes" && QDir::isRelativePath(QString::fromStdString(*path)))
+                    *path = QDir::cleanPath(base.absoluteFilePath(QString::fromStdString(*path))).toStdString();
+        }
+    }
     for (HostSpec &h : p.hosts) {
         if (parser.isSet(agent))
             h.agent = parser.value(agent).toStdString();

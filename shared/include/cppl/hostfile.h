@@ -38,4 +38,11 @@ struct HostfileParseResult
 /// @brief A profile for the hosts: grouped by label when any host has one, by host otherwise.
 [[nodiscard]] ClusterProfile profileFromHosts(std::vector<HostSpec> hosts, std::string launcher = "ssh");
 
+/// @brief What every host of @p from shares and a hostfile cannot say (the agent's path, the
+/// working directory, the environment, the SSH user, port, key and password login), set on every
+/// host of @p to: a cluster re-imported from a hostfile keeps its setup. A field the hosts of
+/// @p from do not all share, or share at its default, is left alone. The names of the fields set
+/// ("agent", "workdir", "env", "ssh user", "ssh port", "ssh key", "password login"), in that order.
+std::vector<std::string> carrySharedHostSettings(const std::vector<HostSpec> &from, std::vector<HostSpec> &to);
+
 } // namespace cppl

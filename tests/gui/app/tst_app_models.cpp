@@ -460,6 +460,21 @@ void TestAppModels::hostfileRoundTrip()
     // Import of what was exported gives the same hosts again.
     QVERIFY(page.importHostfile(out));
     QVERIFY(page.profile().hosts == expected);
+    // What every host shares and a hostfile cannot say stays on every imported host; the message says what.
+    QSignalSpy info(&page, &cppl::app::ClusterPage::info);
+    QVERIFY(m->setHostsField({0, 1, 2, 3}, ProfileModel::HostField::Agent, u"/shared/bin/clusterppl-agent"_s).isEmpty());
+    QVERIFY(m->setHostsField({0, 1, 2, 3}, ProfileModel::HostField::SshUser, u"eval"_s).isEmpty());
+    QVERIFY(m->setHostField(0, ProfileModel::HostField::Workdir, u"/scratch/only-a"_s).isEmpty());
+    QVERIFY(page.importHostfile(in));
+    QCOMPARE(page.profile().hosts.size(), size_t(3));
+    for (const cppl::HostSpec &h : page.profile().hosts) {
+        QCOMPARE(h.agent, std::string("/shared/bin/clusterppl-agent"));
+        QCOMPARE(h.ssh.user, std::string("eval"));
+        QCOMPARE(h.workdir, std::string()); // one host's own: not carried
+    }
+    QCOMPARE(info.size(), 1);
+    QCOMPARE(info.back().front().toString(),
+             u"Imported 3 hosts from %1; every host keeps what the earlier hosts shared: agent, ssh user"_s.arg(in));
 
     // Errors name the file and the cause.
     QVERIFY(!page.importHostfile(dir.filePath(u"missing"_s)));
