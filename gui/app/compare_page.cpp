@@ -192,7 +192,7 @@ void ComparePage::recompute()
             ids << p.runId;
         // A sweep of 11 sizes named every run id over three lines: the first and last, the rest in the tooltip.
         const auto &pts = m_comparison.points;
-        m_heading->setText(ids.size() <= 4 ? tr("%n run(s) compared: %1", nullptr, int(ids.size())).arg(ids.join(u", "_s))
+        m_heading->setText(ids.size() <= 4 ? (ids.size() == 1 ? tr("1 run compared: %1") : tr("%n runs compared: %1", nullptr, int(ids.size()))).arg(ids.join(u", "_s))
                                            : tr("%1 runs compared, %2 to %3 ranks: %4 … %5")
                                                  .arg(ids.size())
                                                  .arg(pts.front().worldSize)

@@ -215,8 +215,9 @@ HistoryPage::HistoryPage(QWidget *parent)
             return;
         const auto answer = QMessageBox::question(
             this, tr("Delete runs"),
-            tr("Delete %n run(s) from the history (%1)? Their samples, logs and alerts go too; this cannot be undone.", nullptr,
-               int(ids.size()))
+            (ids.size() == 1 ? tr("Delete run %1 from the history? Its samples, logs and alerts go too; this cannot be undone.")
+                             : tr("Delete %n runs from the history (%1)? Their samples, logs and alerts go too; this cannot be undone.", nullptr,
+                                  int(ids.size())))
                 .arg(ids.join(u", "_s)));
         if (answer == QMessageBox::Yes)
             deleteRuns(ids);
@@ -306,7 +307,7 @@ void HistoryPage::applyFilters()
     m_filter->setDateRange(m_from->date() == kAnyDate ? QDate() : m_from->date(), m_to->date() == kAnyDate ? QDate() : m_to->date());
     if (m_store) {
         // The store's file name; its whole path (long, and it made the page that wide) in the tooltip.
-        m_count->setText(tr("%1 of %n stored run(s) shown — %2", nullptr, m_model->rowCount())
+        m_count->setText((m_model->rowCount() == 1 ? tr("%1 of 1 stored run shown — %2") : tr("%1 of %n stored runs shown — %2", nullptr, m_model->rowCount()))
                              .arg(m_filter->rowCount())
                              .arg(QFileInfo(m_store->path()).fileName()));
         m_count->setToolTip(tr("The run history: %1").arg(m_store->path()));
@@ -448,7 +449,7 @@ void HistoryPage::askExport(const QStringList &runIds, QWidget *dialogParent)
     const QString suggested = runIds.size() == 1 ? runIds.front() + u".pdf"_s : u"comparison-%1-runs.pdf"_s.arg(runIds.size());
     const auto target = askReportTarget(dialogParent ? dialogParent : this,
                                         runIds.size() == 1 ? tr("Export the report of run %1").arg(runIds.front())
-                                                           : tr("Export a comparison report of %n run(s)", nullptr, int(runIds.size())),
+                                                           : tr("Export a comparison report of %n runs", nullptr, int(runIds.size())),
                                         suggested);
     if (!target)
         return;

@@ -296,7 +296,8 @@ bool MainWindow::checkHosts()
     connect(e, &RunEngine::finished, this, [this, e](const cppl::core::run::RunOutcome &o) {
         const int hosts = int(e->preflightReports().size());
         if (o.phase == RunPhase::Finished) {
-            const QString verdict = tr("%n host(s) passed pre-flight; nothing was launched.", nullptr, hosts);
+            const QString verdict = hosts == 1 ? tr("1 host passed pre-flight; nothing was launched.")
+                                              : tr("%n hosts passed pre-flight; nothing was launched.", nullptr, hosts);
             m_cluster->endCheck(true, verdict);
             showInfo(tr("Check hosts: %1").arg(verdict));
         } else {
@@ -306,15 +307,17 @@ bool MainWindow::checkHosts()
             for (const auto &h : e->preflightReports())
                 failed += !(h.ran && h.problems.isEmpty());
             m_cluster->endCheck(false, failed == 0 ? o.firstCause
-                                                   : tr("%1 of %n host(s) failed pre-flight (above); nothing was launched.", nullptr, hosts)
-                                                         .arg(failed));
+                                                   : (hosts == 1 ? tr("1 of 1 host failed pre-flight (above); nothing was launched.")
+                                                                 : tr("%1 of %n hosts failed pre-flight (above); nothing was launched.", nullptr, hosts)
+                                                                       .arg(failed)));
             showError(tr("Check hosts: %1").arg(o.firstCause));
         }
     });
     m_bar->hide();
     m_cluster->beginCheck();
     showPage(ClusterPageIndex);
-    statusBar()->showMessage(tr("Checking %n host(s)…", nullptr, int(request.profile.hosts.size())));
+    statusBar()->showMessage(request.profile.hosts.size() == 1 ? tr("Checking 1 host…")
+                                                                : tr("Checking %n hosts…", nullptr, int(request.profile.hosts.size())));
     return e->start(std::move(request));
 }
 

@@ -360,11 +360,11 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
             m_run->setRunEnabled(true, false);
             m_history->history->refresh();
             if (stopped)
-                showInfo(tr("Sweep stopped after %n run(s).", nullptr, int(ids.size())));
+                showInfo(ids.size() == 1 ? tr("Sweep stopped after 1 run.") : tr("Sweep stopped after %n runs.", nullptr, int(ids.size())));
             else if (failures > 0)
                 showError(tr("Sweep: %1 of %2 runs did not finish; see History").arg(failures).arg(ids.size()));
             else
-                showInfo(tr("Sweep finished: %n run(s).", nullptr, int(ids.size())));
+                showInfo(ids.size() == 1 ? tr("Sweep finished: 1 run.") : tr("Sweep finished: %n runs.", nullptr, int(ids.size())));
             compareRuns(ids);
         });
         // Stop (Ctrl+.) ends the sweep as well as its current run.

@@ -231,7 +231,7 @@ private Q_SLOTS:
                                            600000);
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         CPPL_VERIFY2(r.err.contains(u"submitted Slurm job "_s), qPrintable(r.err));
-        CPPL_VERIFY2(r.err.contains(u"pre-flight ok on 1 node(s)"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"pre-flight ok on 1 node of job"_s), qPrintable(r.err));
         CPPL_VERIFY2(r.err.contains(u": RUNNING"_s) && r.err.contains(u"on "_s + m_slurm.node()), qPrintable(r.err));
         const QJsonObject j = cppl::test::readJson(path(u"slurm4-result.json"_s));
         CPPL_VERIFY2(j.value(u"world_size"_s).toInt() == 4, qPrintable(r.describe()));

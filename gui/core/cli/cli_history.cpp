@@ -11,6 +11,7 @@
 #include "store/run_store.h"
 #include "store/sweep.h"
 
+#include "cppl/counted.h"
 #include "cppl/errors.h"
 
 #include <QCommandLineParser>
@@ -202,7 +203,7 @@ int list(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
                                  qPrintable(r.started.toString(u"yyyy-MM-dd HH:mm:ss"_s)), r.worldSize, r.nodeCount, qPrintable(r.protocol),
                                  qPrintable(r.ppl ? fmt(r.ppl, 4) + u" +/- "_s + fmt(r.pplStderr, 4) : u"-"_s), qPrintable(fmt(r.tokensPerSecond, 1)),
                                  qPrintable(QFileInfo(r.model).fileName()));
-    out << runs.size() << " run(s) in " << s.path() << '\n';
+    out << QString::fromStdString(cppl::counted(static_cast<std::int64_t>(runs.size()), "run", "runs")) << " in " << s.path() << '\n';
     return kCliOk;
 }
 
@@ -226,7 +227,9 @@ int show(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
         << "started    " << r.started.toString(Qt::ISODate) << (r.ended.isValid() ? u", ended "_s + r.ended.toString(Qt::ISODate) : QString())
         << '\n'
         << "source     " << r.source << (r.profileName.isEmpty() ? QString() : u", profile \""_s + r.profileName + u'"') << '\n'
-        << "cluster    " << r.worldSize << " ranks on " << r.nodeCount << " node(s), " << r.groupsCount << " group(s), launcher " << r.launcher
+        << "cluster    " << QString::fromStdString(cppl::counted(r.worldSize, "rank", "ranks")) << " on "
+        << QString::fromStdString(cppl::counted(r.nodeCount, "node", "nodes")) << ", "
+        << QString::fromStdString(cppl::counted(r.groupsCount, "group", "groups")) << ", launcher " << r.launcher
         << '\n'
         << "evaluation " << r.protocol << ", model " << r.model << ", data " << r.data << '\n'
         << "settings   " << QJsonDocument(r.settings).toJson(QJsonDocument::Compact) << " (key " << r.settingsKey << ")\n"
@@ -339,7 +342,7 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
             err << "clusterppl-cli: sweep: " << req.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
             err.flush();
         });
-        err << "clusterppl-cli: sweep: " << counts[i] << " rank(s): run " << req.runId << '\n';
+        err << "clusterppl-cli: sweep: " << QString::fromStdString(cppl::counted(counts[i], "rank", "ranks")) << ": run " << req.runId << '\n';
         err.flush();
         if (engine.start(req) || !run::isTerminal(engine.phase()))
             loop.exec();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "slurm_job.h"
 
+#include "cppl/counted.h"
 #include "cppl/errors.h"
 
 #include <QByteArray>
@@ -185,8 +186,8 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
         b += directive(o);
     b += "# ClusterPPL run " + in.runId + (in.generatedAt.empty() ? "" : ", generated " + in.generatedAt)
          + (profile.name.empty() ? "" : " from profile \"" + profile.name + "\"") + ".\n";
-    b += "# " + std::to_string(job.worldSize) + " ranks: " + std::to_string(s.ntasksPerNode) + " agent(s) on each of "
-         + std::to_string(s.nodes) + " node(s); each reads its rank from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.\n";
+    b += "# " + counted(job.worldSize, "rank", "ranks") + ": " + counted(s.ntasksPerNode, "agent", "agents") + " on each of "
+         + counted(s.nodes, "node", "nodes") + "; each reads its rank from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.\n";
     b += "set -u\n";
     if (!s.envScript.empty())
         b += ". " + q(s.envScript, "slurm.env_script") + " || { echo \"@fail sourcing the env script failed\"; exit 3; }\n";

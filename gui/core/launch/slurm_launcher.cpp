@@ -6,6 +6,8 @@
 #include "launcher.h"
 #include "slurm_job.h"
 
+#include "cppl/counted.h"
+
 #include <QStringList>
 
 #include <map>
@@ -206,7 +208,7 @@ private:
             m_refusals = refusals;
             m_cause = QStringLiteral("pre-flight on the allocation refused the launch:\n  %1").arg(refusals.join(QStringLiteral("\n  ")));
         }
-        note(refusals.isEmpty() ? QStringLiteral("pre-flight ok on %1 node(s) of job %2").arg(m_nodes.size()).arg(m_jobId)
+        note(refusals.isEmpty() ? QStringLiteral("pre-flight ok on %1 of job %2").arg(QString::fromStdString(cppl::counted(m_nodes.size(), "node", "nodes"))).arg(m_jobId)
                                 : m_cause,
              !refusals.isEmpty());
         if (!m_driver->sendInput(0, refusals.isEmpty() ? "go\n" : "refuse\n"))

@@ -7,6 +7,7 @@
 
 #include "cppl/cluster_profile.h"
 #include "cppl/config.h"
+#include "cppl/counted.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -146,8 +147,8 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
             break;
         }
         const QJsonObject o = h.toObject();
-        hosts << u"%1 (%2 slot(s)%3)"_s.arg(o.value(u"name"_s).toString())
-                     .arg(o.value(u"slots"_s).toInt())
+        hosts << u"%1 (%2%3)"_s.arg(o.value(u"name"_s).toString())
+                     .arg(QString::fromStdString(cppl::counted(o.value(u"slots"_s).toInt(), "slot", "slots")))
                      .arg(o.value(u"address"_s).toString().isEmpty() ? QString() : u", "_s + o.value(u"address"_s).toString());
     }
     QStringList groups;
@@ -170,7 +171,9 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
         {u"started"_s, text(dateText(r.started))},
         {u"ended"_s, text(dateText(r.ended))},
         {u"source"_s, text(r.source + (r.profileName.isEmpty() ? QString() : u", profile \""_s + r.profileName + u'"'))},
-        {u"cluster"_s, text(u"%1 rank(s) on %2 node(s), %3 group(s), launcher %4"_s.arg(r.worldSize).arg(r.nodeCount).arg(r.groupsCount).arg(
+        {u"cluster"_s, text(u"%1 on %2, %3, launcher %4"_s.arg(QString::fromStdString(cppl::counted(r.worldSize, "rank", "ranks")),
+                                                               QString::fromStdString(cppl::counted(r.nodeCount, "node", "nodes")),
+                                                               QString::fromStdString(cppl::counted(r.groupsCount, "group", "groups")),
                             r.launcher.isEmpty() ? u"-"_s : r.launcher))},
         {u"hosts"_s, text(hosts.isEmpty() ? u"-"_s : hosts.join(u"; "_s))},
         {u"groups"_s, text(groups.isEmpty() ? u"-"_s : groups.join(u" "_s) + u" (the first rank of each leads it)"_s)},

@@ -508,7 +508,7 @@ void RunEngine::onPreflightDone()
         return finishWith(RunPhase::Failed, kRunPreflightRefused,
                           (m_request.checkOnly ? tr("pre-flight would refuse the launch:\n  %1") : tr("pre-flight refused the launch:\n  %1"))
                               .arg(refusals.join(u"\n  "_s)));
-    Q_EMIT notice(tr("pre-flight ok on %n host(s)", nullptr, static_cast<int>(m_preflight.size())));
+    Q_EMIT notice(m_preflight.size() == 1 ? tr("pre-flight ok on 1 host") : tr("pre-flight ok on %n hosts", nullptr, static_cast<int>(m_preflight.size())));
     if (m_request.checkOnly)
         return finishWith(RunPhase::Finished, kRunOk, {});
     startLaunch();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "store/comparison.h"
 
+#include "cppl/counted.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 
@@ -320,7 +322,8 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
     if (c.points.empty())
         c.recommendation = u"no runs to compare"_s;
     else if (c.recommendedWorldSize)
-        c.recommendation = u"%1 rank(s): the largest world size measured whose scaling efficiency stays at or above %2%"_s.arg(*c.recommendedWorldSize)
+        c.recommendation = u"%1: the largest world size measured whose scaling efficiency stays at or above %2%"_s
+                               .arg(QString::fromStdString(cppl::counted(*c.recommendedWorldSize, "rank", "ranks")))
                                .arg(100 * options.threshold, 0, 'g', 3);
     else
         c.recommendation = u"no run reaches %1% scaling efficiency"_s.arg(100 * options.threshold, 0, 'g', 3);

@@ -116,7 +116,7 @@ private Q_SLOTS:
         const QString results = w.clusterPage()->checkResultsText();
         // Said once (the host's line), counted in the verdict.
         QVERIFY2(results.contains(u"No such file or directory"_s) && results.count(hint) == 1, qPrintable(results));
-        QVERIFY2(results.contains(u"1 of 1 host(s) failed pre-flight (above); nothing was launched."_s), qPrintable(results));
+        QVERIFY2(results.contains(u"1 of 1 host failed pre-flight (above); nothing was launched."_s), qPrintable(results));
         const QModelIndex host = w.clusterPage()->model()->indexOfHost(0, ProfileModel::ColPreflight);
         QVERIFY2(host.data().toString().startsWith(u"✗"_s), qPrintable(host.data().toString()));
         QVERIFY2(host.data(Qt::ToolTipRole).toString().contains(hint), qPrintable(host.data(Qt::ToolTipRole).toString()));

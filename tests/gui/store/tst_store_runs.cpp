@@ -299,7 +299,7 @@ private Q_SLOTS:
         const QString shared = home.filePath(u"clusterppl/runs.sqlite"_s);
         CPPL_VERIFY2(r.err.contains(u"clusterppl-cli: run history: %1 runs from %2\n"_s.arg(stored).arg(earlier)), qPrintable(r.describe()));
         CPPL_VERIFY2(r.err.contains(u"the dashboard and clusterppl-cli now share "_s + shared), qPrintable(r.describe()));
-        CPPL_VERIFY2(r.out.contains(u"sw-r1"_s) && r.out.contains(u"run(s) in "_s + shared), qPrintable(r.out));
+        CPPL_VERIFY2(r.out.contains(u"sw-r1"_s) && r.out.contains(u" runs in "_s + shared), qPrintable(r.out));
         QCOMPARE(RunStore(shared).list().size(), stored);
         // Once.
         r = cli({u"list"_s});
