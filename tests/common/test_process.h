@@ -87,25 +87,46 @@ inline bool isRunning(qint64 pid)
     return close > 0 && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
-/// Live processes (zombies have exited already) whose environment carries CLUSTERPPL_RUN_ID=@p id,
-/// and @p extra too when given (e.g. "RANK=2"): a run's agents wherever they were started. Ascending.
-inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {})
+/// The live processes (zombies have exited already) whose environment carries CLUSTERPPL_RUN_ID=@p id,
+/// @p extra too when given (e.g. "RANK=2"), and whose argv[1] is @p command when given ("eval",
+/// "store"): a run's processes wherever they were started. Ascending.
+///
+/// /proc is read twice, 5 ms apart, and the two readings united: a process inside execve() (an
+/// agent's front becoming its LibTorch half, `clusterppl-agent eval` -> `clusterppl-agent-torch
+/// eval`, right after it starts) shows an empty environment and command line for that instant, so
+/// a single reading can miss one rank of four it saw a moment before (two CI rehearsals did).
+inline QList<qint64> processesOfRun(const QString &id, const QByteArray &command = {}, const QByteArray &extra = {})
 {
-    QList<qint64> out;
     const QByteArray needle = "CLUSTERPPL_RUN_ID=" + id.toUtf8();
-    for (const QString &e : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok)
-            continue;
-        const QList<QByteArray> env = readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0');
-        if (!env.contains(needle) || (!extra.isEmpty() && !env.contains(extra)))
-            continue;
-        if (isRunning(pid))
-            out << pid;
+    QList<qint64> seen;
+    for (int reading = 0; reading < 2; ++reading) {
+        if (reading > 0)
+            QThread::msleep(5);
+        for (const QString &e : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+            bool ok = false;
+            const qint64 pid = e.toLongLong(&ok);
+            if (!ok || seen.contains(pid))
+                continue;
+            const QList<QByteArray> env = readFile(QStringLiteral("/proc/%1/environ").arg(pid)).split('\0');
+            if (!env.contains(needle) || (!extra.isEmpty() && !env.contains(extra)))
+                continue;
+            if (!command.isEmpty() && readFile(QStringLiteral("/proc/%1/cmdline").arg(pid)).split('\0').value(1) != command)
+                continue;
+            seen << pid;
+        }
     }
+    QList<qint64> out;
+    for (const qint64 pid : seen)
+        if (isRunning(pid)) // one that ended between the readings is gone
+            out << pid;
     std::sort(out.begin(), out.end());
     return out;
+}
+
+/// Every process of run @p id (processesOfRun), with @p extra in its environment when given.
+inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {})
+{
+    return processesOfRun(id, {}, extra);
 }
 
 /// The ranks among agentsOfRun(@p id, @p extra): the `clusterppl-agent eval` processes. A run that
@@ -113,11 +134,7 @@ inline QList<qint64> agentsOfRun(const QString &id, const QByteArray &extra = {}
 /// a `clusterppl-agent store` process carrying the run id, which agentsOfRun counts too.
 inline QList<qint64> ranksOfRun(const QString &id, const QByteArray &extra = {})
 {
-    QList<qint64> out;
-    for (const qint64 pid : agentsOfRun(id, extra))
-        if (readFile(QStringLiteral("/proc/%1/cmdline").arg(pid)).split('\0').value(1) == "eval")
-            out << pid;
-    return out;
+    return processesOfRun(id, "eval", extra);
 }
 
 /// Child processes of @p parent (e.g. a launcher's ranks), from /proc/PID/stat. Ascending.

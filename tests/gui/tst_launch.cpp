@@ -43,6 +43,7 @@ using cppl::test::runProcess;
 using cppl::freeLoopbackPort;
 
 using cppl::test::agentsOfRun;
+using cppl::test::processesOfRun;
 using cppl::test::readFile;
 using cppl::test::writeFile;
 
@@ -443,17 +444,6 @@ private Q_SLOTS:
     }
 
 private:
-    /// A run's processes running @p command (`eval`, `store`), found by CLUSTERPPL_RUN_ID (and
-    /// @p extra, e.g. "RANK=2") in their environment, wherever the launcher started them.
-    static QList<qint64> processesOfRun(const QString &runId, const QByteArray &command, const QByteArray &extra = {})
-    {
-        QList<qint64> out;
-        for (const qint64 pid : agentsOfRun(runId, extra))
-            if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == command)
-                out << pid;
-        return out;
-    }
-
     /// The one-rank exact sums of every window (what a tolerant run must still give).
     QJsonObject oneRankFull()
     {
@@ -499,9 +489,10 @@ private:
         QElapsedTimer t;
         t.start();
         const int world = hosts * slots;
-        while (processesOfRun(runId, "eval").size() < world && cli.state() == QProcess::Running && t.elapsed() < 60000)
+        qsizetype seen = 0; // one reading, checked as read (a second one is another moment)
+        while ((seen = processesOfRun(runId, "eval").size()) < world && cli.state() == QProcess::Running && t.elapsed() < 60000)
             QThread::msleep(100);
-        if (const qsizetype seen = processesOfRun(runId, "eval").size(); seen != world) {
+        if (seen != world) {
             cli.waitForReadyRead(1000);
             QByteArray ps;
             for (const qint64 pid : agentsOfRun(runId))
@@ -515,9 +506,6 @@ private:
         }
         // The store runs in a process of its own, beside the ranks (started before them).
         QCOMPARE(processesOfRun(runId, "store").size(), 1);
-        const QList<qint64> target = processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
-        QCOMPARE(target.size(), 1);
-        QVERIFY(readFile(u"/proc/%1/environ"_s.arg(target.front())).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
         QByteArray errSoFar;
         cli.setReadChannel(QProcess::StandardError);
         // Killed once every rank evaluates (the CLI's live line counts them), not at the first
@@ -528,6 +516,10 @@ private:
             if (cli.waitForReadyRead(500))
                 errSoFar += cli.readAllStandardError();
         CPPL_VERIFY2(errSoFar.contains(allEvaluating), errSoFar.constData());
+        // Every rank is its LibTorch half by now (evaluating): found at once.
+        const QList<qint64> target = processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
+        QCOMPARE(target.size(), 1);
+        QVERIFY(readFile(u"/proc/%1/environ"_s.arg(target.front())).split('\0').contains("TORCHELASTIC_USE_AGENT_STORE=True"));
         QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
         QVERIFY(cli.waitForFinished(240000));
         const QString err = QString::fromUtf8(errSoFar + cli.readAllStandardError());

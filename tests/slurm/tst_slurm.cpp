@@ -52,21 +52,13 @@ constexpr int kWindows = 37;
 /// The run's agents: processes of the eval step (the task wrapper's shell is not counted).
 QList<qint64> agentsOfRun(const QString &runId, int rank = -1)
 {
-    QList<qint64> agents;
-    for (const qint64 pid : cppl::test::agentsOfRun(runId, rank >= 0 ? QByteArray("SLURM_PROCID=" + QByteArray::number(rank)) : QByteArray()))
-        if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == "eval")
-            agents << pid;
-    return agents;
+    return cppl::test::processesOfRun(runId, "eval", rank >= 0 ? QByteArray("SLURM_PROCID=" + QByteArray::number(rank)) : QByteArray());
 }
 
 /// The run's processes running @p command (e.g. "store").
 QList<qint64> processesOfRun(const QString &runId, const QByteArray &command)
 {
-    QList<qint64> out;
-    for (const qint64 pid : cppl::test::agentsOfRun(runId))
-        if (readFile(u"/proc/%1/cmdline"_s.arg(pid)).split('\0').value(1) == command)
-            out << pid;
-    return out;
+    return cppl::test::processesOfRun(runId, command);
 }
 
 } // namespace
