@@ -234,7 +234,7 @@ void MainWindow::compareRuns(const QStringList &runIds)
                 showError(tr("Run %1 is not in the history %2").arg(id, s->path()));
                 continue;
             }
-            if (auto b = s->baselineFor(r->settingsKey))
+            if (auto b = s->baselineFor(r->settingsKey, {}, cppl::core::store::resultDtype(*r)))
                 baselines.push_back(std::move(*b));
             runs.push_back(std::move(*r));
         }

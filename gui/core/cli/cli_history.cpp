@@ -271,7 +271,7 @@ store::Comparison compareStored(const RunStore &s, const QStringList &ids, doubl
     for (const QString &id : ids)
         runs.push_back(mustGet(s, id));
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey))
+        if (auto b = s.baselineFor(r.settingsKey, {}, store::resultDtype(r)))
             baselines.push_back(std::move(*b));
     store::CompareOptions o;
     o.threshold = threshold;

@@ -78,7 +78,7 @@ ReportData loadReport(const store::RunStore &s, const QStringList &runIds, doubl
         runs.push_back(std::move(*r));
     }
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey, r.runId))
+        if (auto b = s.baselineFor(r.settingsKey, r.runId, store::resultDtype(r)))
             baselines.push_back(std::move(*b));
     return makeReport(std::move(runs), baselines, threshold);
 }

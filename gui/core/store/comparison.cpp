@@ -282,11 +282,17 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
                       "throughput is still compared, deviations only against a baseline of the same settings"_s
                           .arg(keys.size());
 
-    // Baselines: finished one-rank runs with an exact sum, the selection's own first.
+    // Baselines: finished one-rank runs with an exact sum, the selection's own first; by settings
+    // key and the dtype the result ran in (a profile's dtype auto: bfloat16 on GPUs, float32 on
+    // CPUs, one key).
     std::map<QString, const RunRecord *> baseline;
+    std::map<QString, QString> otherDtype; // settings key -> a baseline's dtype, for the warning
+    auto keyOf = [](const RunRecord &r) -> QString { return r.settingsKey + u'\n' + resultDtype(r); }; // a QString, not a builder of a temporary
     auto offer = [&](const RunRecord &r) {
-        if (r.worldSize == 1 && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty())
-            baseline.try_emplace(r.settingsKey, &r);
+        if (r.worldSize == 1 && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty()) {
+            baseline.try_emplace(keyOf(r), &r);
+            otherDtype.try_emplace(r.settingsKey, resultDtype(r));
+        }
     };
     for (const auto &[rec, p] : rows)
         offer(*rec);
@@ -306,12 +312,16 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
             p.idealTokensPerSecond = refTps * p.worldSize / refSize;
             p.efficiency = p.tokensPerSecond / p.idealTokensPerSecond;
         }
-        if (const auto it = baseline.find(rec->settingsKey); it != baseline.end() && !rec->nllSumExact.isEmpty()) {
+        if (const auto it = baseline.find(keyOf(*rec)); it != baseline.end() && !rec->nllSumExact.isEmpty()) {
             const RunRecord &b = *it->second;
             p.baselineRunId = b.runId;
             p.bitIdentical = rec->nllSumExact == b.nllSumExact && rec->tokensScored == b.tokensScored;
             if (rec->ppl && b.ppl && *b.ppl > 0)
                 p.relativeDeviation = *rec->ppl / *b.ppl - 1;
+        } else if (const auto o = otherDtype.find(rec->settingsKey); o != otherDtype.end() && !rec->nllSumExact.isEmpty()) {
+            c.warnings << u"run %1 ran in %2, the one-rank baseline of its settings in %3: not compared (the profiles' dtype "
+                          "auto; run one rank in %2 for a baseline)"_s
+                              .arg(rec->runId, resultDtype(*rec), o->second);
         }
         c.points.push_back(p);
     }

@@ -133,6 +133,11 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
     return o;
 }
 
+QString resultDtype(const RunRecord &run)
+{
+    return run.resultJson.isEmpty() ? QString() : QJsonDocument::fromJson(run.resultJson).object().value(u"dtype"_s).toString();
+}
+
 RankSummary rankSummaryFromJson(const QJsonObject &o)
 {
     RankSummary s;

@@ -143,6 +143,8 @@ struct SettingsKeyInputs
 /// sha256 (hex, first 32 digits) over the inputs in a fixed order; paths made absolute and clean.
 [[nodiscard]] QString settingsKey(const SettingsKeyInputs &in);
 [[nodiscard]] QJsonObject settingsJson(const SettingsKeyInputs &in);
+/// The dtype @p run's result says it ran in ("float32", "bfloat16"); empty without a result.
+[[nodiscard]] QString resultDtype(const RunRecord &run);
 
 /// Fills ppl, ppl_stderr, nll_sum_exact, tokens, tokens/s, world size, groups and rank summaries
 /// (from ranks[]) of @p rec from its resultJson. False when it is not a JSON object.

@@ -447,15 +447,17 @@ bool RunStore::remove(const QString &runId)
     return q.numRowsAffected() > 0;
 }
 
-std::optional<RunRecord> RunStore::baselineFor(const QString &key, const QString &excludeRunId) const
+std::optional<RunRecord> RunStore::baselineFor(const QString &key, const QString &excludeRunId, const QString &dtype) const
 {
     if (key.isEmpty())
         return std::nullopt;
+    // Newest first; with a dtype, the newest that ran in it among the last few of the key.
     auto rows = select(u"settings_key = ? AND world_size = 1 AND status = 'finished' AND nll_sum_exact != '' AND run_id != ?"_s,
-                       {key, excludeRunId.isNull() ? u""_s : excludeRunId}, 1);
-    if (rows.empty())
-        return std::nullopt;
-    return std::move(rows.front());
+                       {key, excludeRunId.isNull() ? u""_s : excludeRunId}, dtype.isEmpty() ? 1 : 32);
+    for (RunRecord &r : rows)
+        if (dtype.isEmpty() || resultDtype(r) == dtype)
+            return std::move(r);
+    return std::nullopt;
 }
 
 void RunStore::insert(const RunRecord &record)

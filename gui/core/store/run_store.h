@@ -67,8 +67,11 @@ public:
     [[nodiscard]] QString freeRunId(const QString &runId) const;
     /// Deletes a run and everything about it; false when the id is not stored.
     bool remove(const QString &runId);
-    /// The newest finished one-rank run with this settings key (other than @p excludeRunId).
-    [[nodiscard]] std::optional<RunRecord> baselineFor(const QString &settingsKey, const QString &excludeRunId = {}) const;
+    /// The newest finished one-rank run with this settings key (other than @p excludeRunId) and,
+    /// when @p dtype is given, whose result ran in it: two runs of a profile with dtype auto share
+    /// a key whether they ran on GPUs (bfloat16) or CPUs (float32), not a precision (resultDtype).
+    [[nodiscard]] std::optional<RunRecord> baselineFor(const QString &settingsKey, const QString &excludeRunId = {},
+                                                       const QString &dtype = {}) const;
     /// Stores a whole run (export/import) in one transaction. Throws IoError when its id exists.
     void insert(const RunRecord &record);
 

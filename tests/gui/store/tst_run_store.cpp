@@ -220,6 +220,46 @@ private Q_SLOTS:
         QVERIFY(keyOf("float32", "cpu") != keyOf("bfloat16", "cpu"));
     }
 
+    void baselinesByDtype()
+    {
+        // Profiles with dtype auto on GPUs (bfloat16) and on CPUs (float32) share a settings key:
+        // a run is compared with a baseline that ran in its dtype, and says why when there is none.
+        auto run = [](const QString &id, int world, const QString &dtype, const QString &exact, double ppl, const QDateTime &when) {
+            QJsonObject r = cppl::test::agentResult(world, ppl, ppl / 100, exact, 1000, 100.0 * world, u"/models/m"_s, u"/data/d.txt"_s);
+            r.insert(u"dtype"_s, dtype);
+            RunRecord rec = finishedRun(id, QJsonDocument(r).toJson(QJsonDocument::Compact), when);
+            rec.settingsKey = u"one-key"_s; // what settingsInputsFromProfile gives both (dtype and device auto)
+            return rec;
+        };
+        const QDateTime t0(QDate(2026, 12, 1), QTime(9, 0), QTimeZone::utc());
+        const RunRecord cpu1 = run(u"cpu-1"_s, 1, u"float32"_s, u"xs1:f32"_s, 4.30, t0);
+        const RunRecord gpu1 = run(u"gpu-1"_s, 1, u"bfloat16"_s, u"xs1:bf16"_s, 4.33, t0.addSecs(60));
+        const RunRecord cpu4 = run(u"cpu-4"_s, 4, u"float32"_s, u"xs1:f32"_s, 4.30, t0.addSecs(120));
+        const RunRecord gpu4 = run(u"gpu-4"_s, 4, u"bfloat16"_s, u"xs1:bf16"_s, 4.33, t0.addSecs(180));
+        QCOMPARE(resultDtype(gpu4), u"bfloat16"_s);
+        RunStore s(freshPath());
+        for (const RunRecord *r : {&cpu1, &gpu1, &cpu4, &gpu4})
+            s.insert(*r);
+        QCOMPARE(s.baselineFor(u"one-key"_s)->runId, u"gpu-1"_s); // the newest, whatever it ran in
+        QCOMPARE(s.baselineFor(u"one-key"_s, {}, u"float32"_s)->runId, u"cpu-1"_s);
+        QCOMPARE(s.baselineFor(u"one-key"_s, {}, u"bfloat16"_s)->runId, u"gpu-1"_s);
+        QVERIFY(!s.baselineFor(u"one-key"_s, {}, u"float16"_s));
+        // Compared: each with its own dtype's baseline, both bit-identical.
+        const Comparison c = compareRuns({cpu1, gpu1, cpu4, gpu4});
+        for (const ScalingPoint &p : c.points) {
+            QCOMPARE(p.baselineRunId, p.runId.startsWith(u"cpu"_s) ? u"cpu-1"_s : u"gpu-1"_s);
+            QVERIFY(p.bitIdentical.value_or(false));
+        }
+        // Without a bfloat16 baseline the GPU run is not compared, and the warning says why.
+        const Comparison only = compareRuns({cpu1, gpu4});
+        QCOMPARE(only.points.size(), std::size_t(2));
+        QCOMPARE(only.points[1].runId, u"gpu-4"_s);
+        QVERIFY(only.points[1].baselineRunId.isEmpty());
+        QVERIFY(!only.points[1].bitIdentical.has_value());
+        QVERIFY2(only.warnings.join(u'\n').contains(u"run gpu-4 ran in bfloat16, the one-rank baseline of its settings in float32: not compared"_s),
+                 qPrintable(only.warnings.join(u'\n')));
+    }
+
     void refusesNewerAndForeignFiles()
     {
         const QString newer = freshPath();
