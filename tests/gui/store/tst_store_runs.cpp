@@ -253,7 +253,7 @@ private Q_SLOTS:
         QCOMPARE(runs.size(), 1);
         QCOMPARE(runs[0].toObject()[u"run_id"_s].toString(), u"sw-r2"_s);
         r = cli({u"show"_s, u"sw-r4"_s});
-        CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(u"4 ranks on 1 node(s), 2 group(s)"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(u"4 ranks on 1 node, 2 groups"_s), qPrintable(r.describe()));
         struct Case { QStringList args; int code; QString message; };
         const QList<Case> cases{
             {{u"show"_s, u"nope"_s}, 4, u"no run \"nope\""_s},
