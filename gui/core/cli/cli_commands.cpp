@@ -10,8 +10,8 @@
 #include "cppl/hostfile.h"
 
 #include <QCommandLineParser>
-#include <QFile>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QSaveFile>
 #include <QTextStream>
