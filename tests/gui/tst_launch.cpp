@@ -138,59 +138,39 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::core::remoteCommand(r));
     }
 
-    void launchPlanBatch_data()
+    void launchPlanLeavesAutoToTheAgents_data()
     {
-        QTest::addColumn<QString>("batch");
-        QTest::addColumn<QStringList>("expected"); // the --batch words of every rank's argv
-        QTest::addRow("auto: no --batch") << u"\"auto\""_s << QStringList{};
-        QTest::addRow("a number") << u"6"_s << QStringList{u"--batch"_s, u"6"_s};
+        QTest::addColumn<QByteArray>("from"); // in the test profile
+        QTest::addColumn<QByteArray>("to");
+        QTest::addColumn<QStringList>("expected"); // the flag's words in every rank's argv; none: the agents' default
+        // batch auto: sized from free GPU memory, 8 on the CPU; dtype auto: bfloat16 on a GPU, float32 on the CPU.
+        QTest::addRow("batch auto: no --batch") << QByteArray("\"batch\": 2") << QByteArray("\"batch\": \"auto\"") << QStringList{u"--batch"_s};
+        QTest::addRow("batch 6") << QByteArray("\"batch\": 2") << QByteArray("\"batch\": 6") << QStringList{u"--batch"_s, u"6"_s};
+        QTest::addRow("dtype auto: no --dtype") << QByteArray("\"dtype\": \"float32\"") << QByteArray("\"dtype\": \"auto\"") << QStringList{u"--dtype"_s};
+        QTest::addRow("dtype float32") << QByteArray("\"dtype\": \"float32\"") << QByteArray("\"dtype\": \"float32\"")
+                                       << QStringList{u"--dtype"_s, u"float32"_s};
+        QTest::addRow("dtype bfloat16") << QByteArray("\"dtype\": \"float32\"") << QByteArray("\"dtype\": \"bfloat16\"")
+                                        << QStringList{u"--dtype"_s, u"bfloat16"_s};
     }
-    void launchPlanBatch()
+    void launchPlanLeavesAutoToTheAgents()
     {
-        QFETCH(QString, batch);
+        QFETCH(QByteArray, from);
+        QFETCH(QByteArray, to);
         QFETCH(QStringList, expected);
-        const QString file = writeProfile(u"plan-batch"_s, u"local"_s, 2, 2);
+        const QString file = writeProfile(u"plan-auto"_s, u"local"_s, 2, 2);
         QByteArray json = readFile(file);
-        json.replace("\"batch\": 2", QByteArray(QByteArray("\"batch\": ") + batch.toUtf8()));
+        QVERIFY(json.contains(from));
+        json.replace(from, to);
         const auto parsed = cppl::parseProfile(json.toStdString(), file.toStdString());
         QVERIFY(parsed.ok());
         const cppl::core::LaunchPlan plan = cppl::core::buildLaunchPlan(parsed.profile, {});
         QCOMPARE(plan.ranks.size(), std::size_t{4});
+        const std::string flag = expected.front().toStdString();
         for (const auto &r : plan.ranks) {
-            const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--batch"));
-            QStringList words;
+            const auto at = std::find(r.argv.begin(), r.argv.end(), flag);
+            QStringList words{expected.front()};
             if (at != r.argv.end())
-                words << u"--batch"_s << QString::fromStdString(*(at + 1));
-            QCOMPARE(words, expected);
-        }
-    }
-
-    void launchPlanDtype_data()
-    {
-        QTest::addColumn<QString>("dtype");
-        QTest::addColumn<QStringList>("expected"); // the --dtype words of every rank's argv
-        // auto (the default): the agents' own choice, bfloat16 on a GPU and float32 on the CPU.
-        QTest::addRow("auto: no --dtype") << u"auto"_s << QStringList{};
-        QTest::addRow("float32") << u"float32"_s << QStringList{u"--dtype"_s, u"float32"_s};
-        QTest::addRow("bfloat16") << u"bfloat16"_s << QStringList{u"--dtype"_s, u"bfloat16"_s};
-    }
-    void launchPlanDtype()
-    {
-        QFETCH(QString, dtype);
-        QFETCH(QStringList, expected);
-        const QString file = writeProfile(u"plan-dtype"_s, u"local"_s, 2, 2);
-        QByteArray json = readFile(file);
-        json.replace("\"dtype\": \"float32\"", QByteArray("\"dtype\": \"" + dtype.toUtf8() + '"'));
-        const auto parsed = cppl::parseProfile(json.toStdString(), file.toStdString());
-        QVERIFY(parsed.ok());
-        QCOMPARE(QString::fromStdString(parsed.profile.evaluation.dtype), dtype);
-        const cppl::core::LaunchPlan plan = cppl::core::buildLaunchPlan(parsed.profile, {});
-        QCOMPARE(plan.ranks.size(), std::size_t{4});
-        for (const auto &r : plan.ranks) {
-            const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--dtype"));
-            QStringList words;
-            if (at != r.argv.end())
-                words << u"--dtype"_s << QString::fromStdString(*(at + 1));
+                words << QString::fromStdString(*(at + 1));
             QCOMPARE(words, expected);
         }
     }

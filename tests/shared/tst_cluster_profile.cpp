@@ -122,29 +122,6 @@ private Q_SLOTS:
         QVERIFY(again.profile == r.profile);
     }
 
-    void dtypeDefaultsToAuto_data()
-    {
-        QTest::addColumn<QString>("evaluation");
-        QTest::addColumn<QString>("dtype");
-        // Absent: auto (the agents pick bfloat16 on a GPU, float32 on the CPU); a chosen one is kept.
-        QTest::addRow("absent: auto") << "{}" << "auto";
-        QTest::addRow("auto") << R"({"dtype": "auto"})" << "auto";
-        QTest::addRow("float32") << R"({"dtype": "float32"})" << "float32";
-        QTest::addRow("bfloat16") << R"({"dtype": "bfloat16"})" << "bfloat16";
-    }
-    void dtypeDefaultsToAuto()
-    {
-        QFETCH(QString, evaluation);
-        QFETCH(QString, dtype);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(QString::fromStdString(r.profile.evaluation.dtype), dtype);
-        const std::string json = profileToJson(r.profile);
-        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"dtype\": \"%1\"").arg(dtype)), json.c_str());
-        QVERIFY(parseProfile(json).profile == r.profile);
-    }
-
     void dtypeUnknownIsNamed()
     {
         const std::string text = withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"dtype": "fp32"})");
@@ -154,27 +131,37 @@ private Q_SLOTS:
                  qPrintable(errors));
     }
 
-    void scheduleDefaultsToDynamic_data()
+    void evaluationDefaults_data()
     {
+        QTest::addColumn<QString>("field");
         QTest::addColumn<QString>("evaluation");
-        QTest::addColumn<QString>("schedule");
-        // Absent: dynamic, the default; a profile (or a run's saved profile) that says static keeps it.
-        QTest::addRow("absent: dynamic") << "{}" << "dynamic";
-        QTest::addRow("dynamic") << R"({"schedule": "dynamic"})" << "dynamic";
-        QTest::addRow("static") << R"({"schedule": "static"})" << "static";
+        QTest::addColumn<QString>("value");
+        // schedule absent: dynamic, the default; a profile (or a run's saved profile) that says
+        // static keeps it. dtype absent: auto (the agents pick bfloat16 on a GPU, float32 on the
+        // CPU); a chosen one is kept. Both are always written, so a saved profile says what ran.
+        QTest::addRow("schedule absent: dynamic") << "schedule" << "{}" << "dynamic";
+        QTest::addRow("schedule dynamic") << "schedule" << R"({"schedule": "dynamic"})" << "dynamic";
+        QTest::addRow("schedule static") << "schedule" << R"({"schedule": "static"})" << "static";
+        QTest::addRow("dtype absent: auto") << "dtype" << "{}" << "auto";
+        QTest::addRow("dtype auto") << "dtype" << R"({"dtype": "auto"})" << "auto";
+        QTest::addRow("dtype float32") << "dtype" << R"({"dtype": "float32"})" << "float32";
+        QTest::addRow("dtype bfloat16") << "dtype" << R"({"dtype": "bfloat16"})" << "bfloat16";
     }
-    void scheduleDefaultsToDynamic()
+    void evaluationDefaults()
     {
+        QFETCH(QString, field);
         QFETCH(QString, evaluation);
-        QFETCH(QString, schedule);
+        QFETCH(QString, value);
         QCOMPARE(EvaluationSpec{}.schedule, std::string("dynamic"));
         QCOMPARE(EvaluationSpec{}.onRankLoss, std::string("continue")); // surviving a lost rank is the default (issue 16)
+        QCOMPARE(EvaluationSpec{}.dtype, std::string("auto"));
         const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
         const auto r = parseProfile(text);
         QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(QString::fromStdString(r.profile.evaluation.schedule), schedule);
-        const std::string json = profileToJson(r.profile); // always written, so a saved profile says what ran
-        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"schedule\": \"%1\"").arg(schedule)), json.c_str());
+        const EvaluationSpec &e = r.profile.evaluation;
+        QCOMPARE(QString::fromStdString(field == QStringLiteral("schedule") ? e.schedule : e.dtype), value);
+        const std::string json = profileToJson(r.profile);
+        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"%1\": \"%2\"").arg(field, value)), json.c_str());
         QVERIFY(parseProfile(json).profile == r.profile);
     }
 
