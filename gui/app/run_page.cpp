@@ -719,6 +719,8 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         lines << (*o.baselineIdentical ? tr("Final deviation from the one-rank baseline: none (bit-identical sums)")
                                        : tr("Final deviation from the one-rank baseline: %1%")
                                              .arg(100.0 * o.baselineRelativeDeviation, 0, 'g', 3));
+    } else if (o.phase == RunPhase::Finished && !o.baselineNotCompared.isEmpty()) {
+        lines << tr("Final deviation from the one-rank baseline: not compared (%1)").arg(o.baselineNotCompared);
     } else if (o.phase == RunPhase::Finished) {
         lines << tr("Final deviation from a one-rank baseline: not known (no baseline run of these settings)");
     }

@@ -370,7 +370,9 @@ private Q_SLOTS:
         if (alert.isEmpty()) {
             QVERIFY2(deviations.isEmpty(), qPrintable(deviations.join(u'\n')));
             QVERIFY(!o.baselineIdentical.has_value());
+            QCOMPARE(o.baselineNotCompared, u"it ran in bfloat16, this run in float32"_s);
         } else {
+            QVERIFY(o.baselineNotCompared.isEmpty());
             QCOMPARE(deviations.size(), 1);
             QVERIFY2(deviations.front().contains(alert), qPrintable(deviations.front()));
             QVERIFY2(deviations.front().contains(u"deviates -0.398% from the one-rank baseline"_s), qPrintable(deviations.front()));

@@ -814,9 +814,9 @@ void RunEngine::checkResult()
         if (mine.valid && base.valid && !mine.dtype.isEmpty() && !base.dtype.isEmpty() && mine.dtype != base.dtype) {
             // dtype "auto" in both profiles, one run on GPUs (bfloat16) and the other on CPUs
             // (float32): one key, two precisions. Their gap says nothing about this run's sums.
-            Q_EMIT notice(tr("not compared with the one-rank baseline: it ran in %1, this run in %2 (the profiles' dtype auto; "
-                             "set evaluation.dtype to compare them)")
-                              .arg(base.dtype, mine.dtype));
+            m_outcome.baselineNotCompared = tr("it ran in %1, this run in %2").arg(base.dtype, mine.dtype);
+            Q_EMIT notice(tr("not compared with the one-rank baseline: %1 (the profiles' dtype auto; set evaluation.dtype to compare them)")
+                              .arg(m_outcome.baselineNotCompared));
         } else if (mine.valid && base.valid) {
             m_outcome.baselineIdentical = mine.nllExact == base.nllExact && mine.tokens == base.tokens;
             m_outcome.baselineRelativeDeviation = base.ppl > 0 ? mine.ppl / base.ppl - 1 : 0;

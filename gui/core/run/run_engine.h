@@ -138,6 +138,8 @@ struct RunOutcome
     std::optional<bool> liveMergeMatches; ///< the telemetry's exact merge equals the result bit for bit
     std::optional<bool> baselineIdentical; ///< exact sums equal the baseline's (when one was given)
     double baselineRelativeDeviation = 0;  ///< ppl / baseline ppl - 1
+    /// Why a baseline given was not compared ("it ran in float32, this run in bfloat16"); empty otherwise.
+    QString baselineNotCompared;
     std::map<int, RankEnd> ends;
     std::int64_t telemetryMessages = 0; ///< received by the collector
     QString logDir;

@@ -100,6 +100,7 @@ private Q_SLOTS:
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
     void noticeLineWhileRecovering();
+    void runPageSaysHowTheBaselineCompared();
     void syntheticRunSaysWhatARealRunSays();
     void runPageWidthDoesNotFollowTheRanks();
     void deviationChartNamesTheSchedule();
@@ -1036,6 +1037,33 @@ void TestAppModels::noticeLineWhileRecovering()
     QCOMPARE(cppl::core::run::runStartNotice(u"big"_s, 1024, 128, u"ssh"_s, groups.join(u';').toStdString(), u"node-000"_s, 29500),
              u"run big: %1 ranks on 128 hosts (ssh), groups [0–7] [8–15] [16–23] … [1016–1023] (128 groups), master node-000:29500"_s
                  .arg(QLocale().toString(1024)));
+}
+
+void TestAppModels::runPageSaysHowTheBaselineCompared()
+{
+    // The finished run's deviation line: bit-identical, a deviation, not compared (a baseline that
+    // ran in another dtype: the profiles' dtype auto on GPUs and CPUs), or no baseline at all.
+    cppl::app::RunPage page;
+    auto *line = page.findChild<QLabel *>(u"deviation"_s);
+    QVERIFY(line);
+    cppl::core::run::RunOutcome o;
+    o.phase = cppl::core::run::RunPhase::Finished;
+    o.resultJson = R"({"ppl": 4.3, "tokens_scored": 100, "nll_sum_exact": "xs1:00"})";
+    o.baselineIdentical = true;
+    page.showOutcome(o);
+    QVERIFY2(line->text().contains(u"Final deviation from the one-rank baseline: none (bit-identical sums)"_s), qPrintable(line->text()));
+    o.baselineIdentical = false;
+    o.baselineRelativeDeviation = 0.004;
+    page.showOutcome(o);
+    QVERIFY2(line->text().contains(u"Final deviation from the one-rank baseline: 0.4%"_s), qPrintable(line->text()));
+    o.baselineIdentical.reset();
+    o.baselineNotCompared = u"it ran in float32, this run in bfloat16"_s;
+    page.showOutcome(o);
+    QVERIFY2(line->text().contains(u"Final deviation from the one-rank baseline: not compared (it ran in float32, this run in bfloat16)"_s),
+             qPrintable(line->text()));
+    o.baselineNotCompared.clear();
+    page.showOutcome(o);
+    QVERIFY2(line->text().contains(u"not known (no baseline run of these settings)"_s), qPrintable(line->text()));
 }
 
 void TestAppModels::syntheticRunSaysWhatARealRunSays()
