@@ -171,9 +171,9 @@ int hostfileImport(const QStringList &arguments, QTextStream &out, QTextStream &
         // working directory, the same for both.)
         if (p.launcher == "local" && t.launcher == "local") {
             const QDir base = QFileInfo(parser.value(like)).absoluteDir();
-            for (std::string *path : {&p.evaluation.model, &p.evaluation.text, &p.evaluation.tokens, &p.evaluation.tokenizer})
-                if (!path->empty() && *path != "bytes" && QDir::isRelativePath(QString::fromStdString(*path)))
-                    *path = QDir::cleanPath(base.absoluteFilePath(QString::fromStdString(*path))).toStdString();
+            for (std::string *file : {&p.evaluation.model, &p.evaluation.text, &p.evaluation.tokens, &p.evaluation.tokenizer})
+                if (!file->empty() && *file != "bytes" && QDir::isRelativePath(QString::fromStdString(*file)))
+                    *file = QDir::cleanPath(base.absoluteFilePath(QString::fromStdString(*file))).toStdString();
         }
     }
     for (HostSpec &h : p.hosts) {
