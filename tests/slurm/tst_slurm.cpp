@@ -36,6 +36,7 @@ using namespace Qt::StringLiterals;
 using namespace cppl;
 using namespace cppl::core::run;
 using cppl::test::ProcessResult;
+using cppl::test::processesOfRun;
 using cppl::test::readFile;
 using cppl::test::runProcess;
 using cppl::test::writeFile;
@@ -53,12 +54,6 @@ constexpr int kWindows = 37;
 QList<qint64> agentsOfRun(const QString &runId, int rank = -1)
 {
     return cppl::test::processesOfRun(runId, "eval", rank >= 0 ? QByteArray("SLURM_PROCID=" + QByteArray::number(rank)) : QByteArray());
-}
-
-/// The run's processes running @p command (e.g. "store").
-QList<qint64> processesOfRun(const QString &runId, const QByteArray &command)
-{
-    return cppl::test::processesOfRun(runId, command);
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 #include <set>
 
 using namespace Qt::StringLiterals;
@@ -285,13 +286,13 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
     // Baselines: finished one-rank runs with an exact sum, the selection's own first; by settings
     // key and the dtype the result ran in (a profile's dtype auto: bfloat16 on GPUs, float32 on
     // CPUs, one key).
-    std::map<QString, const RunRecord *> baseline;
+    std::map<std::pair<QString, QString>, const RunRecord *> baseline; // (settings key, dtype)
     std::map<QString, QString> otherDtype; // settings key -> a baseline's dtype, for the warning
-    auto keyOf = [](const RunRecord &r) -> QString { return r.settingsKey + u'\n' + resultDtype(r); }; // a QString, not a builder of a temporary
     auto offer = [&](const RunRecord &r) {
         if (r.worldSize == 1 && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty()) {
-            baseline.try_emplace(keyOf(r), &r);
-            otherDtype.try_emplace(r.settingsKey, resultDtype(r));
+            const QString dtype = resultDtype(r);
+            baseline.try_emplace(std::pair{r.settingsKey, dtype}, &r);
+            otherDtype.try_emplace(r.settingsKey, dtype);
         }
     };
     for (const auto &[rec, p] : rows)
@@ -312,7 +313,8 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
             p.idealTokensPerSecond = refTps * p.worldSize / refSize;
             p.efficiency = p.tokensPerSecond / p.idealTokensPerSecond;
         }
-        if (const auto it = baseline.find(keyOf(*rec)); it != baseline.end() && !rec->nllSumExact.isEmpty()) {
+        const QString dtype = resultDtype(*rec);
+        if (const auto it = baseline.find(std::pair{rec->settingsKey, dtype}); it != baseline.end() && !rec->nllSumExact.isEmpty()) {
             const RunRecord &b = *it->second;
             p.baselineRunId = b.runId;
             p.bitIdentical = rec->nllSumExact == b.nllSumExact && rec->tokensScored == b.tokensScored;
@@ -321,7 +323,7 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
         } else if (const auto o = otherDtype.find(rec->settingsKey); o != otherDtype.end() && !rec->nllSumExact.isEmpty()) {
             c.warnings << u"run %1 ran in %2, the one-rank baseline of its settings in %3: not compared (the profiles' dtype "
                           "auto; run one rank in %2 for a baseline)"_s
-                              .arg(rec->runId, resultDtype(*rec), o->second);
+                              .arg(rec->runId, dtype, o->second);
         }
         c.points.push_back(p);
     }
