@@ -6,8 +6,8 @@
 # LD_LIBRARY_PATH. Needs no root and no package registry: it installs nothing but the agent, and
 # says what is missing. docs/packaging.md, "The agent on GPU nodes".
 #
-#   scripts/build-agent.sh [--prefix DIR] [--python PY] [--build-dir DIR] [--jobs N] [--no-check]
-#                          [-- CMAKE_ARGS...]
+#   scripts/build-agent.sh [--prefix DIR] [--python PY] [--build-dir DIR] [--jobs N]
+#                          [--gloo-include DIR] [--no-check] [-- CMAKE_ARGS...]
 #
 #   --prefix DIR     where to install (default ~/.local): DIR/bin/clusterppl-agent is what a
 #                    profile's "agent" names; DIR/lib/clusterppl holds its LibTorch half
@@ -17,6 +17,10 @@
 #                    configured is built as it is (its Torch_DIR is shown): use a new one for
 #                    another torch
 #   --jobs N         parallel compile jobs (default: the CPUs; each LibTorch file takes ~1.3 GB)
+#   --gloo-include DIR  Gloo's installed headers (DIR/gloo/algorithm.h and gloo/config.h), for a
+#                    torch without its own: pip's wheels carry none, and without them CPU ranks
+#                    cannot be combined (--backend gloo). libgloo-dev's /usr/include, or PREFIX/include
+#                    of a Gloo source's `cmake --install`; sets the tree's GLOO_INCLUDE_DIR
 #   --no-check       install, but do not run the installed agent
 #   CMAKE_ARGS       passed to the first configure, e.g. -DCLUSTERPPL_WITH_NCCL=OFF
 #
@@ -29,8 +33,9 @@ PREFIX="$HOME/.local"
 BUILD=""
 JOBS="$(nproc 2>/dev/null || echo 2)"
 CHECK=1
+GLOO_INC=""
 EXTRA=()
-usage() { sed -n '9,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '9,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 bad() { echo "build-agent.sh: $1 (--help lists the arguments)" >&2; exit 2; }
 need() { [[ $# -ge 2 && -n "$2" ]] || bad "$1 needs a value"; }
 while [[ $# -gt 0 ]]; do
@@ -40,6 +45,9 @@ while [[ $# -gt 0 ]]; do
     --build-dir) need "$@"; BUILD="$2"; shift 2 ;;
     --jobs) need "$@"; [[ "$2" =~ ^[1-9][0-9]*$ ]] || bad "--jobs takes a positive number, not '$2'"
             JOBS="$2"; shift 2 ;;
+    --gloo-include) need "$@"; [[ -f "$2/gloo/algorithm.h" && -f "$2/gloo/config.h" ]] \
+                      || bad "--gloo-include $2: no gloo/algorithm.h and gloo/config.h there (an installed Gloo's include directory)"
+                    GLOO_INC="$(cd "$2" && pwd)"; shift 2 ;;
     --no-check) CHECK=0; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -141,10 +149,15 @@ mkdir -p "$BUILD"
 WANT_NCCL=0
 if [[ -n "$TORCH_CUDA" ]] && ! printf '%s\n' "${EXTRA[@]+"${EXTRA[@]}"}" | grep -q -- '-DCLUSTERPPL_WITH_NCCL=OFF'; then WANT_NCCL=1; fi
 if [[ -f "$BUILD/CMakeCache.txt" ]]; then
+  if [[ -n "$GLOO_INC" ]] && ! cmake -S "$ROOT" -B "$BUILD" -DGLOO_INCLUDE_DIR="$GLOO_INC" >"$BUILD/configure.log" 2>&1; then
+    row "configure" FAIL "$(firstError "$BUILD/configure.log") (all of it: $BUILD/configure.log)"
+    finish
+  fi
   row "configure" ok "already configured: $BUILD ($(grep -m1 '^Torch_DIR:' "$BUILD/CMakeCache.txt" | cut -d= -f2-))"
 else
   CONF=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX"
         -DCLUSTERPPL_BUILD_GUI=OFF -DBUILD_TESTING=OFF -DCLUSTERPPL_BUILD_BENCH=OFF)
+  [[ -n "$GLOO_INC" ]] && CONF+=(-DGLOO_INCLUDE_DIR="$GLOO_INC")
   if [[ $WANT_NCCL == 1 ]]; then
     # nccl.h of the NCCL that LibTorch loads (the pip package's) first, then a toolkit's.
     NCCL_INC=""
@@ -186,7 +199,12 @@ have() { grep -m1 -E "define CLUSTERPPL_HAVE_$1 " "$BUILD/generated/cppl/config.
 if [[ $WANT_NCCL == 1 && "$(have NCCL)" != 1 ]]; then
   row "NCCL" FAIL "not built in although torch has CUDA: see $BUILD/configure.log (CUDA toolkit or nccl.h not found)"
 fi
-[[ "$(have GLOO)" == 1 ]] || row "Gloo" warn "no gloo/algorithm.h beside LibTorch's headers: --backend gloo is refused, so CPU ranks cannot be combined"
+if [[ "$(have GLOO)" == 1 ]]; then
+  gloo=$(grep -m1 '^GLOO_INCLUDE_DIR:' "$BUILD/CMakeCache.txt" | cut -d= -f2-)
+  row "Gloo" ok "headers in ${gloo:-?}"
+else
+  row "Gloo" warn "no gloo/algorithm.h beside LibTorch's headers (pip's wheels carry none): CPU ranks cannot be combined; --gloo-include DIR names Gloo's headers"
+fi
 [[ "$(have ZMQ)" == 1 ]] || row "ZeroMQ" warn "no libzmq (pkg-config libzmq): ranks run but send no telemetry, so the dashboard shows no live data (libzmq3-dev / zeromq-devel)"
 [[ "$(have PCRE2)" == 1 ]] || row "PCRE2" warn "no libpcre2-8: Hugging Face tokenizer.json is refused; token files and --tokenizer bytes work (libpcre2-dev / pcre2-devel)"
 [[ "$(have SODIUM)" == 1 ]] || row "libsodium" warn "no libsodium: results carry no sha256 of the model and data files (libsodium-dev / libsodium-devel)"

@@ -6,7 +6,7 @@
 #   cmake ... installed agent   scripts/build-agent.sh's rows: the headers of the NCCL LibTorch
 #                     loads (nccl.h: the pip package's first), the CUDA compiler LibTorch's CMake
 #                     config needs (nvcc: PATH, CUDACXX or /usr/local/cuda/bin), configure (no NCCL
-#                     on a GPU host, or no Gloo headers beside LibTorch's, is a failure), build (on
+#                     on a GPU host is a failure; no Gloo headers a warning, below), build (on
 #                     failure the compiler's or linker's own line), install into $BUILD/prefix, and
 #                     the installed agent run in a clean environment (libraries found without
 #                     LD_LIBRARY_PATH, preflight, a short eval); the rows below use that agent
@@ -14,10 +14,15 @@
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
 #   eval cuda bf16    the GPU default dtype; ppl within 2% of float32
+#   eval cuda gqa     a small grouped-query (GQA) Llama, float32: the GPU's fused attention with
+#                     K/V heads shared, same ppl as the CPU within 1e-4
 #   default batch     no --batch on cuda: the batch sized from free memory (batch_from in the
 #                     result), ppl within 2% of float32
 #   gloo = nccl       on cuda, --backend gloo and --backend nccl at world size min(GPUs, 2): the
 #                     same nll_sum_exact (the reduction itself, not only staging)
+#   gloo 2 ranks      2 ranks on cuda over Gloo (sharing the GPU when there is one): the one-rank
+#                     run's nll_sum_exact, so a real reduction of GPU sums even on one GPU
+#   nccl ranks > GPUs GPUs + 1 NCCL ranks on this host are refused before NCCL starts, saying why
 #   comm-check nccl   large +- int64 words whose exact sums are known, at world size = GPUs (>= 2
 #                     when there are two; NCCL allows one rank per GPU), flat and hierarchical
 #   lost rank nccl    2 or 3 NCCL ranks (>= 2 GPUs; skipped with one) under the defaults (the
@@ -27,6 +32,9 @@
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
 #                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
+# An agent without Gloo (a pip torch carries no gloo/ headers) is a warning, not a failure: NCCL
+# carries GPU ranks. The rows that need Gloo then say skip; CPPL_GPU_CHECK_GLOO_INCLUDE=DIR builds
+# with Gloo's headers from DIR (scripts/build-agent.sh --gloo-include).
 #
 #   scripts/gpu-check.sh                        PYTHON=/path/to/python picks the interpreter
 #   CPPL_GPU_CHECK_CPU_ONLY=1 scripts/gpu-check.sh
@@ -36,6 +44,7 @@
 #   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one (CI's self-test does; the
 #       configure and build rows were run here with CPPL_GPU_CHECK_CPU_ONLY=1 PYTHON=/usr/bin/python3)
 #   CPPL_GPU_CHECK_MODEL=DIR    evaluate this model instead of the embedded one
+#   CPPL_GPU_CHECK_GLOO_INCLUDE=DIR  Gloo's installed headers for the agent's build (see above)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
@@ -101,14 +110,14 @@ else
   # The GPU check keeps to what the torch package brings: no pkg-config, the carried JSON header.
   rows="$BUILD/build-agent.rows"
   mkdir -p "$BUILD" && rm -f "$rows"
-  CPPL_BUILD_AGENT_ROWS="$rows" "$ROOT/scripts/build-agent.sh" --python "$PY" --build-dir "$BUILD" --prefix "$BUILD/prefix" -- \
+  gloo=(); [[ -n "${CPPL_GPU_CHECK_GLOO_INCLUDE:-}" ]] && gloo=(--gloo-include "$CPPL_GPU_CHECK_GLOO_INCLUDE")
+  CPPL_BUILD_AGENT_ROWS="$rows" "$ROOT/scripts/build-agent.sh" --python "$PY" --build-dir "$BUILD" --prefix "$BUILD/prefix" "${gloo[@]}" -- \
       -DCLUSTERPPL_WITH_SENTENCEPIECE=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
       >"$BUILD/build-agent.log" 2>&1
   built=0
   while IFS=$'\t' read -r name result detail; do
     case "$name" in
-      "torch package") continue ;;                                   # step 1 said it
-      Gloo) result=FAIL; detail="$detail; so no gloo = nccl check" ;; # needed below
+      "torch package") continue ;; # step 1 said it
       build) [[ "$result" == ok ]] && built=1 ;;
     esac
     row "$name" "$result" "$detail"
@@ -121,7 +130,7 @@ else
     row "agent" FAIL "the installed agent did not run (rows above); the rows below use the build tree's, $AGENT"
   fi
 fi
-mkdir -p "$OUT" && rm -rf "$OUT"/*.log "$OUT"/*.json "$OUT"/*.failed "$OUT"/bench.u32 "$OUT"/bench-model # nothing stale from an earlier run
+mkdir -p "$OUT" && rm -rf "$OUT"/*.log "$OUT"/*.json "$OUT"/*.failed "$OUT"/*.u32 "$OUT"/bench-model "$OUT"/gqa-model # nothing stale from an earlier run
 
 # 3. What the agent loads (RTLD_NOLOAD first: LibTorch's own CUDA runtime and NCCL).
 if "$AGENT" preflight >"$OUT/preflight.log" 2>&1 || [[ "$CPU_ONLY" == 1 ]]; then
@@ -129,6 +138,10 @@ if "$AGENT" preflight >"$OUT/preflight.log" 2>&1 || [[ "$CPU_ONLY" == 1 ]]; then
 else
   row "preflight" FAIL "$(grep -m1 '^problem' "$OUT/preflight.log" || errline "$OUT/preflight.log")"
 fi
+# Whether the agent can combine ranks over Gloo (preflight's first line says when it cannot).
+NO_GLOO=""
+grep -q 'gloo unavailable' "$OUT/preflight.log" \
+  && NO_GLOO="this agent has no Gloo (built without Gloo's headers; CPPL_GPU_CHECK_GLOO_INCLUDE=DIR names them)"
 
 # 4. The embedded model on the CPU, then on the GPU.
 EVAL0=(--model "$MODEL" --text "$ROOT/resources/data/tinyshakespeare-heldout.txt" --tokenizer bytes --protocol llama.cpp --context 256 --quiet)
@@ -196,7 +209,8 @@ if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(
 fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
-  for r in "eval cuda fp32" "eval cuda bf16" "default batch cuda" "gloo = nccl on cuda" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
+  for r in "eval cuda fp32" "eval cuda bf16" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
+           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
@@ -237,11 +251,34 @@ if eval_row "eval cuda bf16" "$OUT/cuda16.json" "$OUT/cuda16.log" --device cuda;
       "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2)"
 fi
 
+# A grouped-query Llama (K/V heads = heads / 2): the GPU's fused attention shares K/V heads.
+GQA="$OUT/gqa-model"
+if "$PY" "$ROOT/tests/agent/reference/make_checkpoint.py" --arch llama --gqa --out "$GQA" >"$OUT/gqa-make.log" 2>&1 \
+   && pyc "import array; array.array('I', ((i * 2654435761) % 97 for i in range(5000))).tofile(open('$OUT/gqa.u32', 'wb'))" >>"$OUT/gqa-make.log" 2>&1; then
+  ok=1; p=()
+  for d in cpu cuda; do
+    if ! "$AGENT" eval --model "$GQA" --tokens "$OUT/gqa.u32" --context 64 --max-windows 64 --device "$d" --dtype float32 --tf32 off --quiet \
+         --json "$OUT/gqa-$d.json" >"$OUT/gqa-$d.log" 2>&1; then
+      row "eval cuda gqa" FAIL "$d: $(errline "$OUT/gqa-$d.log")"; ok=0; break
+    fi
+    p+=("$(jget "$OUT/gqa-$d.json" ppl)")
+  done
+  if (( ok )); then
+    read -r d ok < <(rel "${p[0]}" "${p[1]}" 1e-4)
+    row "eval cuda gqa" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" "ppl ${p[1]} (kv heads $(jget "$GQA/config.json" num_key_value_heads) of $(jget "$GQA/config.json" num_attention_heads)), rel. diff to cpu $d (limit 1e-4)"
+  fi
+else
+  row "eval cuda gqa" FAIL "making the model: $(errline "$OUT/gqa-make.log")"
+fi
+
 REF="$OUT/cuda32.json"; [[ -f "$REF" ]] || REF="$OUT/cpu.json"
 default_batch_row "default batch cuda" "$OUT/autobatch.json" "$OUT/autobatch.log" "$REF" -- --device cuda
 
 # 5. The reduction: gloo and nccl over the same ranks give the same exact sum.
 N=$(( GPUS >= 2 ? 2 : 1 ))
+if [[ -n "$NO_GLOO" ]] && (( N > 1 )); then
+  row "gloo = nccl on cuda" skip "$NO_GLOO"
+else
 for b in gloo nccl; do
   "$AGENT" run --standalone --nproc-per-node "$N" -- "${EVAL[@]}" --device cuda --backend "$b" --sync-every-tokens 8192 --timeout 120 \
     --json "$OUT/$b.json" >"$OUT/$b.log" 2>&1 || echo "exit $?" >"$OUT/$b.failed"
@@ -252,6 +289,29 @@ else
   g=$(jget "$OUT/gloo.json" nll_sum_exact); n=$(jget "$OUT/nccl.json" nll_sum_exact)
   row "gloo = nccl on cuda" "$([[ -n "$g" && "$g" == "$n" && "$(jget "$OUT/nccl.json" backend)" == nccl ]] && echo ok || echo FAIL)" \
       "world size $N, $(jget "$OUT/nccl.json" rounds) rounds: nll_sum_exact $([[ "$g" == "$n" ]] && echo identical || echo "DIFFERS ($g vs $n)")"
+fi
+fi
+# Two ranks over Gloo on cuda (one GPU: both share it; Gloo allows that, NCCL does not) against the
+# one-rank run: a real reduction of sums the GPU computed, even where NCCL can only run one rank.
+if [[ -n "$NO_GLOO" ]]; then
+  row "gloo 2 ranks on cuda = 1 rank" skip "$NO_GLOO"
+elif [[ ! -f "$OUT/cuda16.json" ]]; then
+  row "gloo 2 ranks on cuda = 1 rank" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"
+elif "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL[@]}" --device cuda --backend gloo --sync-every-tokens 8192 --timeout 120 \
+       --json "$OUT/gloo2.json" >"$OUT/gloo2.log" 2>&1; then
+  mine=$(jget "$OUT/gloo2.json" nll_sum_exact); theirs=$(jget "$OUT/cuda16.json" nll_sum_exact)
+  row "gloo 2 ranks on cuda = 1 rank" "$([[ -n "$mine" && "$mine" == "$theirs" ]] && echo ok || echo FAIL)" \
+      "$(jget "$OUT/gloo2.json" world_size) ranks on $GPUS GPU(s), $(jget "$OUT/gloo2.json" rounds) rounds: nll_sum_exact $([[ -n "$mine" && "$mine" == "$theirs" ]] && echo identical || echo "DIFFERS ($mine vs $theirs)")"
+else
+  row "gloo 2 ranks on cuda = 1 rank" FAIL "$(errline "$OUT/gloo2.log")"
+fi
+# More NCCL ranks than GPUs: refused before NCCL starts (NCCL itself would fail on a duplicate GPU).
+if "$AGENT" run --standalone --nproc-per-node "$(( GPUS + 1 ))" -- comm-check --backend nccl --timeout 60 >"$OUT/nccl-over.log" 2>&1; then
+  row "nccl ranks > GPUs refused" FAIL "$(( GPUS + 1 )) NCCL ranks on $GPUS GPU(s) ran"
+elif grep -q 'NCCL needs a GPU of its own' "$OUT/nccl-over.log"; then
+  row "nccl ranks > GPUs refused" ok "$(( GPUS + 1 )) ranks on $GPUS GPU(s): $(grep -m1 -o 'NCCL needs a GPU of its own[^;]*' "$OUT/nccl-over.log")"
+else
+  row "nccl ranks > GPUs refused" FAIL "refused, but not for the GPU count: $(errline "$OUT/nccl-over.log")"
 fi
 
 # 6. The collective self-test: every GPU a rank (NCCL allows one rank per GPU).

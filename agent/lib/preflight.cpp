@@ -135,6 +135,8 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
         const std::string ncclWhy = dist::ncclUnavailableReason();
         j["nccl"] = {{"available", ncclWhy.empty()}, {"reason", ncclWhy}};
+        const std::string glooWhy = dist::glooUnavailableReason();
+        j["gloo"] = {{"available", glooWhy.empty()}, {"reason", glooWhy}};
         // Which files were loaded, and how: a CUDA LibTorch's own runtime and NCCL come first.
         const dist::GpuLibraries libs = dist::gpuLibraries();
         j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
@@ -161,6 +163,8 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
                 problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
         }
         const std::string backend = a.get("--backend").value_or("auto");
+        if (backend == "gloo" && !glooWhy.empty() && slots > 1)
+            problems.push_back("backend gloo with " + std::to_string(slots) + " slots on " + std::string(host) + ": " + glooWhy);
         if (backend == "nccl") {
             if (!ncclWhy.empty())
                 problems.push_back("backend nccl: " + ncclWhy);
@@ -174,7 +178,8 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
             out << j.dump() << '\n';
         } else {
             out << "host " << host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
-                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")") << '\n'
+                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")")
+                << (glooWhy.empty() ? "" : ", gloo unavailable (built without Gloo's headers)") << '\n'
                 << dist::describe(libs) << '\n'
                 << "cpus: " << cpu.allowedCpus << " allowed, " << cpu.threads << " threads per rank (" << cpu.why << "), "
                 << cpu::isaName(cpu::detectIsa()) << " kernels\n";

@@ -90,6 +90,8 @@ private Q_SLOTS:
         QCOMPARE(elf.exitCode, 0);
         CPPL_VERIFY2(!elf.out.contains(QStringLiteral("RUNPATH")) && !elf.out.contains(QStringLiteral("RPATH")), qPrintable(elf.out));
         CPPL_VERIFY2(s.row(QStringLiteral("installed agent: preflight")).startsWith(QStringLiteral("ok\thost ")), qPrintable(s.describe()));
+        // libgloo-dev's headers: CPU ranks can be combined, and the row says where Gloo came from.
+        CPPL_VERIFY2(s.row(QStringLiteral("Gloo")) == QStringLiteral("ok\theaders in /usr/include"), qPrintable(s.describe()));
 
         // The installed agent's eval gives the build's own result for the same windows.
         const ProcessResult own = runProcess(kAgent, {QStringLiteral("eval"), QStringLiteral("--model"), kModel, QStringLiteral("--text"), kText,
@@ -115,6 +117,9 @@ private Q_SLOTS:
         QTest::newRow("no value") << QStringList{QStringLiteral("--prefix")} << QStringLiteral("build-agent.sh: --prefix needs a value");
         QTest::newRow("jobs") << QStringList{QStringLiteral("--jobs"), QStringLiteral("0")}
                               << QStringLiteral("build-agent.sh: --jobs takes a positive number, not '0'");
+        QTest::newRow("gloo include") << QStringList{QStringLiteral("--gloo-include"), QStringLiteral("/nonexistent")}
+                                      << QStringLiteral("build-agent.sh: --gloo-include /nonexistent: no gloo/algorithm.h and gloo/config.h there "
+                                                        "(an installed Gloo's include directory)");
     }
     void refusesBadArguments()
     {
@@ -126,6 +131,37 @@ private Q_SLOTS:
         CPPL_VERIFY2(s.rows.isEmpty(), qPrintable(s.describe())); // nothing ran
         const Script help = runScript(dir, {QStringLiteral("--help")});
         CPPL_VERIFY2(help.exitCode == 0 && help.out.contains(QStringLiteral("--prefix DIR")), qPrintable(help.describe()));
+    }
+
+    /// Gloo's headers from a directory of their own (--gloo-include: a pip torch has none): CMake
+    /// takes them as a system directory for the one file that includes them; libgloo-dev's, in
+    /// /usr/include, is never added (an -isystem /usr/include breaks libstdc++'s #include_next).
+    void glooHeadersFromElsewhere()
+    {
+        QTemporaryDir dir;
+        const QString inc = dir.filePath(QStringLiteral("gloo-include"));
+        QVERIFY(QDir().mkpath(inc));
+        const ProcessResult copy = runProcess(QStringLiteral("cp"), {QStringLiteral("-r"), QStringLiteral("/usr/include/gloo"), inc});
+        CPPL_VERIFY2(copy.exitCode == 0, qPrintable(copy.describe()));
+        const QString build = dir.filePath(QStringLiteral("build"));
+        const ProcessResult conf = runProcess(QStringLiteral("cmake"), {QStringLiteral("-S"), QStringLiteral(CPPL_SOURCE_DIR), QStringLiteral("-B"), build,
+                                                                         QStringLiteral("-G"), QStringLiteral("Ninja"), QStringLiteral("-DCLUSTERPPL_BUILD_GUI=OFF"),
+                                                                         QStringLiteral("-DBUILD_TESTING=OFF"), QStringLiteral("-DCLUSTERPPL_BUILD_BENCH=OFF"),
+                                                                         QStringLiteral("-DGLOO_INCLUDE_DIR=") + inc},
+                                              300000);
+        CPPL_VERIFY2(conf.exitCode == 0, qPrintable(conf.describe()));
+        CPPL_VERIFY2(readFile(build + QStringLiteral("/generated/cppl/config.h")).contains("#define CLUSTERPPL_HAVE_GLOO 1"), qPrintable(conf.describe()));
+        auto glooCommand = [](const QString &tree) {
+            return runProcess(QStringLiteral("ninja"), {QStringLiteral("-C"), tree, QStringLiteral("-t"), QStringLiteral("commands"),
+                                                        QStringLiteral("agent/CMakeFiles/clusterppl_agent_lib.dir/lib/distributed/gloo_backend.cpp.o")})
+                .out.trimmed()
+                .section(QLatin1Char('\n'), -1);
+        };
+        const QString theirs = glooCommand(build);
+        CPPL_VERIFY2(theirs.contains(QStringLiteral("-isystem ") + inc + QLatin1Char(' ')) && theirs.contains(QStringLiteral("-DUSE_C10D_GLOO")),
+                     qPrintable(theirs));
+        const QString ours = glooCommand(QStringLiteral(CPPL_BINARY_DIR)); // libgloo-dev's
+        CPPL_VERIFY2(ours.contains(QStringLiteral("-DUSE_C10D_GLOO")) && !ours.contains(QStringLiteral("-isystem /usr/include ")), qPrintable(ours));
     }
 
     /// Each missing piece: its own row, FAIL, exit 1, with the cause and what to do.

@@ -528,6 +528,56 @@ private Q_SLOTS:
         CPPL_VERIFY2(r.err.contains(QStringLiteral("the nccl backend is unavailable")) && r.err.contains(why) && r.err.contains(QStringLiteral("--backend gloo")),
                  qPrintable(describe(r)));
     }
+
+    /// Whether this agent can combine ranks over Gloo is in pre-flight's report, so that a plan
+    /// that needs it is refused before a launch (pip's torch wheels carry no Gloo headers), and a
+    /// run of several Gloo ranks without it fails at once on every rank, as a configuration error:
+    /// found only when the communicators were made, it was one rank's failure, and under
+    /// --on-rank-loss continue the others went on without it (seen with a CLUSTERPPL_WITH_GLOO=OFF
+    /// build). CLUSTERPPL_TEST_NO_GLOO=1 stands in for such a build; this one has Gloo.
+    void glooAvailability_data()
+    {
+        QTest::addColumn<bool>("without");
+        QTest::newRow("this build") << false;
+        QTest::newRow("without Gloo") << true;
+    }
+    void glooAvailability()
+    {
+        QFETCH(bool, without);
+        QVERIFY(CLUSTERPPL_HAVE_GLOO);
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        if (without)
+            env.insert(QStringLiteral("CLUSTERPPL_TEST_NO_GLOO"), QStringLiteral("1"));
+        const Run pre = agent({QStringLiteral("preflight"), QStringLiteral("--json"), QStringLiteral("--backend"), QStringLiteral("gloo"),
+                               QStringLiteral("--slots"), QStringLiteral("2")},
+                              env);
+        const QJsonObject gloo = QJsonDocument::fromJson(pre.out.toUtf8()).object().value(QStringLiteral("gloo")).toObject();
+        QCOMPARE(gloo.value(QStringLiteral("available")).toBool(), !without);
+        const QString why = gloo.value(QStringLiteral("reason")).toString();
+        const Run text = agent({QStringLiteral("preflight")}, env);
+        const QString first = text.out.section(QLatin1Char('\n'), 0, 0);
+        const Run run = agent({QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"), QStringLiteral("--"),
+                               QStringLiteral("eval"), QStringLiteral("--model"), cppl::test::kModel, QStringLiteral("--text"), cppl::test::kText,
+                               QStringLiteral("--tokenizer"), QStringLiteral("bytes"), QStringLiteral("--max-windows"), QStringLiteral("8"),
+                               QStringLiteral("--quiet")},
+                              env);
+        if (!without) {
+            QVERIFY(why.isEmpty());
+            CPPL_VERIFY2(pre.exitCode == 0, qPrintable(describe(pre)));
+            CPPL_VERIFY2(!first.contains(QStringLiteral("gloo")), qPrintable(first));
+            CPPL_VERIFY2(run.exitCode == 0, qPrintable(describe(run)));
+            return;
+        }
+        CPPL_VERIFY2(why.contains(QStringLiteral("--gloo-include")), qPrintable(why));
+        CPPL_VERIFY2(pre.exitCode != 0 && pre.out.contains(QStringLiteral("backend gloo with 2 slots on ")), qPrintable(describe(pre)));
+        CPPL_VERIFY2(first.endsWith(QStringLiteral(", gloo unavailable (built without Gloo's headers)")), qPrintable(first));
+        // Both ranks refuse before the rendezvous, with the configuration error's exit status; no
+        // rank is "lost" and nothing is evaluated.
+        CPPL_VERIFY2(run.exitCode == 2, qPrintable(describe(run)));
+        for (const char *rank : {"[rank 1] clusterppl-agent: rank 1: backend gloo with 2 ranks: ", "clusterppl-agent: rank 0: backend gloo with 2 ranks: "})
+            CPPL_VERIFY2(run.err.contains(QLatin1String(rank) + why), qPrintable(describe(run)));
+        CPPL_VERIFY2(!run.out.contains(QStringLiteral("Final estimate")) && !run.err.contains(QStringLiteral("recovered")), qPrintable(describe(run)));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestGpuSupport)

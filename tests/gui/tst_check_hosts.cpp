@@ -4,6 +4,7 @@
 // (tests/common/test_sshd.h) and this build's agents on real local hosts.
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
+#include "run/preflight.h"
 #include "run/run_engine.h"
 #include "test_paths.h"
 #include "test_process.h"
@@ -219,6 +220,19 @@ private Q_SLOTS:
         QCOMPARE(h.host, u"localhost"_s);
         QVERIFY(!h.report.value(u"libtorch_version"_s).toString().isEmpty());
         QCOMPARE(h.report.value(u"paths"_s).toArray().size(), 2); // the model and the text
+    }
+
+    /// A host's one-line summary names a backend its agent lacks: NCCL as ever, and Gloo when its
+    /// report says so (an agent built from a pip torch); a report from before the field says nothing.
+    void summaryNamesMissingBackends()
+    {
+        QJsonObject report{{u"agent_version"_s, u"0.1.0"_s}, {u"libtorch_version"_s, u"2.11.0"_s}, {u"nccl"_s, QJsonObject{{u"available"_s, true}}}};
+        QVERIFY(!preflightSummary(report, {}).contains(u"Gloo"_s));
+        report.insert(u"gloo"_s, QJsonObject{{u"available"_s, true}, {u"reason"_s, QString()}});
+        QVERIFY(!preflightSummary(report, {}).contains(u"Gloo"_s));
+        report.insert(u"gloo"_s, QJsonObject{{u"available"_s, false}, {u"reason"_s, u"built without Gloo's headers"_s}});
+        const QString s = preflightSummary(report, {});
+        QVERIFY2(s.startsWith(u"✓  agent 0.1.0  LibTorch 2.11.0  0 GPUs  NCCL  no Gloo  "_s), qPrintable(s));
     }
 
     void checkOnlyLocalRefused()

@@ -143,4 +143,8 @@ struct GpuInfo
 /// @brief Why the nccl backend cannot be used here, or empty when it can (loads libraries, probes devices).
 [[nodiscard]] std::string ncclUnavailableReason();
 
+/// @brief Why the gloo backend cannot combine ranks here (built without Gloo's headers), or empty
+/// when it can. A group of one rank needs no Gloo either way.
+[[nodiscard]] std::string glooUnavailableReason();
+
 } // namespace cppl::agent::dist

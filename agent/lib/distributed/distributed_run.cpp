@@ -143,6 +143,13 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         int r = -1, consumed = 0;
         holdUntilCollective = std::sscanf(hold, "%d:collective%n", &r, &consumed) == 1 && consumed > 0 && hold[consumed] == '\0' && r == o.identity.rank;
     }
+    // Several ranks over Gloo need Gloo in this agent (one built against a pip torch may lack it):
+    // said at once by every rank, as the configuration error it is. Found only when the
+    // communicators are made, it was a rank's failure, and under --on-rank-loss continue the other
+    // ranks went on without it.
+    if (const bool gloo = o.backend == "gloo" || (o.backend == "auto" && !o.cudaDevice); gloo && o.identity.worldSize > 1)
+        if (const std::string why = glooUnavailableReason(); !why.empty())
+            throw ConfigError("backend gloo with " + std::to_string(o.identity.worldSize) + " ranks: " + why);
     // A write to a socket whose peer is gone raises SIGPIPE, and its default action ends the
     // process. Gloo writes its pairs with writev(), without MSG_NOSIGNAL (Python, torch's usual
     // host, ignores SIGPIPE from the start; this C++ process did not): a rank whose Gloo thread

@@ -14,6 +14,8 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 namespace cppl::agent::dist {
 
@@ -130,6 +132,20 @@ private:
 
 #endif
 
+std::string glooUnavailableReason()
+{
+#if CLUSTERPPL_HAVE_GLOO
+    // CLUSTERPPL_TEST_NO_GLOO=1: the tests' stand-in for an agent built without Gloo (a pip torch's),
+    // for everything that asks this function (pre-flight, the check before the rendezvous).
+    if (const char *t = std::getenv("CLUSTERPPL_TEST_NO_GLOO"); !t || std::string_view(t) != "1")
+        return {};
+#endif
+    // pip's torch wheels carry no gloo/ headers (2.11 does not); Debian's libtorch has libgloo-dev.
+    return "this agent was built without Gloo's headers, so CPU ranks cannot be combined (rebuild with "
+           "scripts/build-agent.sh --gloo-include DIR, DIR an installed Gloo's include directory: libgloo-dev's "
+           "/usr/include, or a Gloo source's cmake --install); use --backend nccl on GPUs";
+}
+
 Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
 {
     auto make = [&](const std::string &prefix, int rank, int size, const std::string &name) -> std::unique_ptr<Communicator> {
@@ -146,9 +162,8 @@ Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
         (void)store;
         (void)prefix;
         (void)rank;
-        throw CollectiveError("the gloo backend is unavailable for the " + name + " group of " + std::to_string(size)
-                              + " ranks: this agent was built without Gloo's headers (install libgloo-dev, or use a LibTorch "
-                                "that ships include/gloo, and rebuild); use --backend nccl on GPUs");
+        throw CollectiveError("the gloo backend is unavailable for the " + name + " group of " + std::to_string(size) + " ranks: "
+                              + glooUnavailableReason());
 #endif
     };
     Communicators c;

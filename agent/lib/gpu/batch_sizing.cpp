@@ -50,8 +50,8 @@ std::int64_t windowFootprintBytes(const BatchSizingInput &in)
     if (!in.fusedAttention)
         layer += nh * std::min<std::int64_t>(128, W) * W * (2 * s + 4);
     // The scored positions: the final hidden states, those picked, their logits in the dtype and
-    // the log-probabilities in double (the evaluator widens logits to float32 a 16 MiB chunk at a
-    // time, which the reserve covers).
+    // the log-probabilities in double (the evaluator widens logits to float32 a 128 MiB chunk at a
+    // time on a GPU, which the reserve covers).
     const std::int64_t n = std::clamp<std::int64_t>(in.scoredPerWindow, 1, W);
     const std::int64_t logits = W * H * s + n * H * s + n * m.vocab * s + n * 8;
     return std::max(layer, logits);

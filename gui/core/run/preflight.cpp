@@ -121,6 +121,9 @@ QString preflightSummary(const QJsonObject &report, const QStringList &problems)
     const QJsonArray gpus = report.value(u"cuda"_s).toObject().value(u"devices"_s).toArray();
     parts << (gpus.size() == 1 ? QObject::tr("1 GPU") : QObject::tr("%1 GPUs").arg(gpus.size()));
     parts << (report.value(u"nccl"_s).toObject().value(u"available"_s).toBool() ? QObject::tr("NCCL") : QObject::tr("no NCCL"));
+    // An agent built against a pip torch may lack Gloo (CPU ranks then cannot be combined); an older report has no field.
+    if (const QJsonValue gloo = report.value(u"gloo"_s).toObject().value(u"available"_s); gloo.isBool() && !gloo.toBool())
+        parts << QObject::tr("no Gloo");
     parts << QObject::tr("%1 free").arg(gib(report.value(u"memory_available_bytes"_s).toDouble()));
     const QJsonArray paths = report.value(u"paths"_s).toArray();
     int unreadable = 0;
