@@ -13,7 +13,7 @@
 #   preflight         the CUDA runtime / NCCL files and versions the agent actually loaded
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
-#   eval cuda bf16    the GPU default dtype; ppl within 2% of float32
+#   eval cuda bf16    the GPU default dtype; ppl within 2% of float32; the warm-up batch's seconds
 #   eval cuda gqa     a small grouped-query (GQA) Llama, float32: the GPU's fused attention with
 #                     K/V heads shared, same ppl as the CPU within 1e-4
 #   default batch     no --batch on cuda: the batch sized from free memory (batch_from in the
@@ -248,7 +248,7 @@ fi
 if eval_row "eval cuda bf16" "$OUT/cuda16.json" "$OUT/cuda16.log" --device cuda; then
   read -r d ok < <(rel "$(jget "$OUT/cuda32.json" ppl)" "$(jget "$OUT/cuda16.json" ppl)" 2e-2)
   row "eval cuda bf16" "$([[ "$(jget "$OUT/cuda16.json" dtype)" == bfloat16 && $ok == 1 ]] && echo ok || echo FAIL)" \
-      "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2)"
+      "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2), warm-up $(jget "$OUT/cuda16.json" warmup_seconds) s before the clock"
 fi
 
 # A grouped-query Llama (K/V heads = heads / 2): the GPU's fused attention shares K/V heads.

@@ -439,6 +439,9 @@ private Q_SLOTS:
             CPPL_VERIFY2(j.contains(QLatin1String(key)), key);
         QCOMPARE(j.value(QStringLiteral("tokens_total")).toInteger(), qint64(700));
         QCOMPARE(j.value(QStringLiteral("world_size")).toInt(), 1);
+        // A GPU warms up before the clock (docs/models.md); the CPU has nothing to warm.
+        QCOMPARE(j.value(QStringLiteral("warmup_seconds")).toDouble(-1), 0.0);
+        QVERIFY(!r.err.contains(QStringLiteral("warm-up")));
         QVERIFY(j.value(QStringLiteral("nll_sum_exact")).toString().startsWith(QStringLiteral("xs1:")));
         const QJsonObject model = j.value(QStringLiteral("model")).toObject();
         QCOMPARE(model.value(QStringLiteral("arch")).toString(), QStringLiteral("llama"));

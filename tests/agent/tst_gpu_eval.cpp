@@ -77,6 +77,8 @@ private Q_SLOTS:
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QCOMPARE(readJson(out).value(QStringLiteral("dtype")).toString(), QStringLiteral("bfloat16"));
         QCOMPARE(readJson(out).value(QStringLiteral("tf32")).toBool(), false);
+        // The warm-up batch ran before the clock, and the result says how long it took.
+        QVERIFY(readJson(out).value(QStringLiteral("warmup_seconds")).toDouble() > 0);
     }
 
     /// The same ranks on cuda give the same exact sum through Gloo and through NCCL, at world size

@@ -6,6 +6,7 @@
 #include "eval_session.h"
 
 #include "evaluator.h"
+#include "language_model.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/round_pipeline.h"
 #include "distributed/store.h"
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -58,6 +60,18 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
     // Checkpoint rounds continue the interrupted run's numbering.
     const int firstRound = resume ? resume->round + 1 : 0;
     Evaluator evaluator(model, std::span<const std::uint32_t>(*planned.flat), plan, batch);
+    // On a GPU, one batch before the clock (Evaluator::warmUp); CLUSTERPPL_NO_WARMUP=1 leaves it
+    // out, to measure what it saves.
+    double warmupSeconds = 0;
+    const char *noWarmup = std::getenv("CLUSTERPPL_NO_WARMUP");
+    if (model.info().device.is_cuda() && nWindows > 0 && !(noWarmup && std::string_view(noWarmup) == "1")) {
+        warmupSeconds = evaluator.warmUp();
+        char took[32];
+        std::snprintf(took, sizeof took, "%.2f", warmupSeconds);
+        if (!quiet)
+            err << "warm-up: one batch on " << model.info().device.str() << " in " << took
+                << " s (CUDA kernels and cuBLAS loaded; not counted in tokens per second)\n";
+    }
     std::optional<RoundPlan> rounds;
     std::optional<dist::DynamicSchedule> schedule;
     if (dynamic) {
@@ -509,7 +523,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
         throw ExitError(kExitRuntime, std::to_string(global.nll.rejected())
                                           + " token log-probabilities were not finite (NaN/inf): the model overflowed in "
                                           + dtypeName(m_o.dtype) + "; try --dtype float32");
-    EvalOutcome outcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base, {}, {}};
+    EvalOutcome outcome{global, roundsRun, seconds, std::move(reports), std::move(batchRuns), base, {}, {}, warmupSeconds};
     if (schedule) {
         outcome.lostRanks = schedule->lostRanks();
         outcome.lostRanks.insert(outcome.lostRanks.end(), lostAfterTheEnd.begin(), lostAfterTheEnd.end());

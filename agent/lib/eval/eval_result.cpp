@@ -80,6 +80,7 @@ int EvalSession::writeResult(const EvalInput &input, const ModelInfo &mi, double
         j["gemm"] = mi.gemm;
         j["seconds"] = seconds;
         j["load_seconds"] = loadSeconds;
+        j["warmup_seconds"] = outcome.warmupSeconds;
         j["tokens_per_second"] = seconds > 0 ? static_cast<double>(stats.tokens) / seconds : 0.0;
         nlohmann::ordered_json hashes = nlohmann::ordered_json::object();
         for (const auto &f : mi.weightFiles)

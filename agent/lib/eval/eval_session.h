@@ -60,6 +60,7 @@ struct EvalOutcome
     NllStats resumedBase;               ///< a resumed run: the committed global totals it started from
     std::vector<dist::DynamicSchedule::LostRank> lostRanks; ///< --on-rank-loss continue: who was lost, and when
     std::string batchesRedone;          ///< ... and the batches evaluated again for them
+    double warmupSeconds = 0;           ///< GPU: the warm-up batch before the clock (Evaluator::warmUp)
 };
 
 using dist::kReportedKey;

@@ -140,4 +140,12 @@ void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const
     account(done);
 }
 
+double Evaluator::warmUp()
+{
+    const auto start = std::chrono::steady_clock::now();
+    NllStats scratch;
+    run(0, std::min<std::int64_t>(m_batch, static_cast<std::int64_t>(m_plan.windows.size())), scratch); // ends with a blocking copy
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 } // namespace cppl::agent

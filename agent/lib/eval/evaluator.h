@@ -37,6 +37,12 @@ public:
     Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch);
     /// @brief Evaluates windows [first, end) and adds them to `stats`; calls `progress` after each batch.
     void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress = {});
+    /// Evaluates the first batch's windows and forgets the result: on a GPU each kernel's module
+    /// loads at its first launch and cuBLAS makes its handle and workspaces at its first product,
+    /// a one-off cost that belongs to no batch. Run before the clock starts, so that tokens per
+    /// second (which scaling efficiency compares across node counts) measures the evaluation.
+    /// Returns its seconds; every kernel has finished when it returns.
+    double warmUp();
 
 private:
     LanguageModel &m_model;
