@@ -17,8 +17,7 @@ namespace cppl::agent {
 namespace {
 /// Log-softmax rows per chunk: 2^22 elements (16 MiB of float32) whatever the vocabulary, on the CPU
 /// (the buffer stays in cache); 2^25 (128 MiB) on a GPU, where each chunk costs a few kernel launches
-/// and small chunks made the evaluation launch-bound (an H200 with a 32000-word vocabulary: 63
-/// chunks per 8192 tokens, the agent at 0.86-0.94 of an eager PyTorch loop; 8 chunks now). The
+/// (a 32000-word vocabulary: 63 chunks per 8192 tokens, 8 now; docs/speed.md, "On a GPU"). The
 /// buffer and its float32 copy of the logits fit in the batch sizing's 1 GiB reserve.
 constexpr std::int64_t kLogSoftmaxChunkElements = std::int64_t{1} << 22;
 constexpr std::int64_t kLogSoftmaxChunkElementsGpu = std::int64_t{1} << 25;
