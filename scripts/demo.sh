@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The main job on the embedded default: a local 4-rank evaluation of the embedded byte-level Llama on
 # held-out Tiny Shakespeare, checked bit for bit against one rank. Installs what is missing and builds
-# (Release) if needed. Everything it reads ships in resources/.
+# (Release) if needed. Everything it reads ships in resources/. Both runs go through
+# `clusterppl-cli run` into the run history, so the dashboard and the reports compare the 4 ranks
+# with their one-rank baseline.
 #
 # The 4 ranks are real agent processes started by `clusterppl-cli run` from the embedded default
 # profile: pre-flight, TCPStore rendezvous, Gloo collectives, 2 node groups of 2 ranks, hierarchical
@@ -12,33 +14,32 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cppl_prepare
 PROFILE="$ROOT/resources/profiles/local-default.json"
-MODEL="$ROOT/resources/models/shakespeare-byte-llama"
 TEXT="$ROOT/resources/data/tinyshakespeare-heldout.txt"
 AGENT="$BUILD_DIR/agent/clusterppl-agent"
 OUT="$BUILD_DIR/demo"
 RANKS=4
 RUN_ID="demo-$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"
-# Same per-rank settings for the one-rank reference and every rank: bit-identity needs them
-# (docs/models.md, "Determinism"). One BLAS thread per rank; the 4 ranks share this machine's cores.
-COMMON=(eval --model "$MODEL" --text "$TEXT" --tokenizer bytes --protocol llama.cpp --context 256
-        --batch 8 --threads 1 --blas-threads 1)
+CLI="$BUILD_DIR/gui/clusterppl-cli"
 
 echo
 echo "== ClusterPPL demo: embedded default (${RANKS} local ranks, 2 groups) =="
 echo
 echo "-- 1/6  profile"
-"$BUILD_DIR/gui/clusterppl-cli" profile check "$PROFILE"
+"$CLI" profile check "$PROFILE"
 echo
 echo "-- 2/6  plan: llama.cpp windows of 256 bytes over ${RANKS} ranks (static shards shown; the run claims global batches as ranks go)"
 "$AGENT" plan --text "$TEXT" --tokenizer bytes --protocol llama.cpp --context 256 --ranks "$RANKS" \
   --batch 8 --sync-every-tokens 8192 --json "$OUT/plan.json" | sed -n '1,6p'
 echo
-echo "-- 3/6  one rank (the reference)"
-"$AGENT" "${COMMON[@]}" --json "$OUT/one-rank.json" 2> >(grep -E '^(BLAS|WARNING|model)' >&2)
+echo "-- 3/6  one rank (the reference): the same profile on one slot (hostfile import --like), stored as the baseline"
+printf 'localhost slots=1\n' >"$OUT/one-rank.hosts"
+"$CLI" hostfile import "$OUT/one-rank.hosts" --launcher local --like "$PROFILE" -o "$OUT/one-rank-profile.json" 2>/dev/null
+"$CLI" run --profile "$OUT/one-rank-profile.json" --agent "$AGENT" --run-id "$RUN_ID-1rank" --json "$OUT/one-rank.json" \
+  2> >(grep -E '^(clusterppl-cli|\[rank)' >&2)
 echo
 echo "-- 4/6  the embedded default profile: ${RANKS} ranks in 2 node groups (clusterppl-cli run, local launcher)"
-"$BUILD_DIR/gui/clusterppl-cli" run --profile "$PROFILE" --agent "$AGENT" --run-id "$RUN_ID" --json "$OUT/distributed.json" \
+"$CLI" run --profile "$PROFILE" --agent "$AGENT" --run-id "$RUN_ID" --json "$OUT/distributed.json" \
   2> >(grep -E '^(clusterppl-cli|distributed|\[round|\[live|\[rank)' >&2)
 one=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/one-rank.json")
 dist=$(sed -n 's/.*"nll_sum_exact": "\(.*\)".*/\1/p' "$OUT/distributed.json")
@@ -74,7 +75,6 @@ else
 fi
 echo
 echo "-- 6/6  reports of run $RUN_ID from the run history (clusterppl-cli report)"
-CLI="$BUILD_DIR/gui/clusterppl-cli"
 for format in html pdf; do
   "$CLI" report "$RUN_ID" --format "$format" -o "$OUT/report.$format" >/dev/null 2> >(grep -v XDG_RUNTIME_DIR >&2)
 done
