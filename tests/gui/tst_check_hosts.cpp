@@ -230,9 +230,13 @@ private Q_SLOTS:
         QVERIFY(!preflightSummary(report, {}).contains(u"Gloo"_s));
         report.insert(u"gloo"_s, QJsonObject{{u"available"_s, true}, {u"reason"_s, QString()}});
         QVERIFY(!preflightSummary(report, {}).contains(u"Gloo"_s));
+        QVERIFY(!preflightDetails(report, {}).contains(u"Gloo"_s));
         report.insert(u"gloo"_s, QJsonObject{{u"available"_s, false}, {u"reason"_s, u"built without Gloo's headers"_s}});
         const QString s = preflightSummary(report, {});
         QVERIFY2(s.startsWith(u"✓  agent 0.1.0  LibTorch 2.11.0  0 GPUs  NCCL  no Gloo  "_s), qPrintable(s));
+        // The host's details (the tooltip and the list under the host form) give the reason.
+        const QString d = preflightDetails(report, {});
+        QVERIFY2(d.contains(u"NCCL: available\nGloo: not available (built without Gloo's headers)\n"_s), qPrintable(d));
     }
 
     void checkOnlyLocalRefused()

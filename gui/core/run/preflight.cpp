@@ -158,6 +158,9 @@ QString preflightDetails(const QJsonObject &report, const QStringList &problems)
         const QJsonObject nccl = report.value(u"nccl"_s).toObject();
         lines << (nccl.value(u"available"_s).toBool() ? QObject::tr("NCCL: available")
                                                        : QObject::tr("NCCL: not available (%1)").arg(nccl.value(u"reason"_s).toString()));
+        // Said only when missing (an agent built against a pip torch without --gloo-include), as in the summary.
+        if (const QJsonObject gloo = report.value(u"gloo"_s).toObject(); gloo.value(u"available"_s) == QJsonValue(false))
+            lines << QObject::tr("Gloo: not available (%1)").arg(gloo.value(u"reason"_s).toString());
         lines << QObject::tr("memory: %1 available").arg(gib(report.value(u"memory_available_bytes"_s).toDouble()));
         for (const auto &p : report.value(u"paths"_s).toArray()) {
             const QJsonObject o = p.toObject();
