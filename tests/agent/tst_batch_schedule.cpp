@@ -8,6 +8,7 @@
 // committed batches (its first batch first) count, the rest is redone. The agent's end-to-end runs:
 // tst_distributed.
 #ifndef Q_MOC_RUN // moc cannot parse <chrono> and friends in the agent's headers; the test class needs none of it
+#include "fault_hooks.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
 #include "distributed/store.h"
@@ -161,6 +162,7 @@ int child(const std::string &scenario, int rank, int port, const std::string &ou
             // with its watchdog still running, held while rank 3 exits, so that the verdict on
             // rank 3 reaches it as its DistributedRun goes.
             ::setenv("CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP", "1:5000", 1);
+            cppl::agent::reloadFaultHooks();
             run.store().set("test/failing", "1");
             throw FailingOnPurpose{};
         }

@@ -6,6 +6,7 @@
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
+#include "fault_hooks.h"
 #include "process_exit.h"
 
 #include "cppl/errors.h"
@@ -87,62 +88,13 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     const RankIdentity &id = o.identity;
     ConnectLog log(id.rank);
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
-    if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_COLLECTIVE"); slow && *slow) {
-        char *end = nullptr;
-        const long ms = std::strtol(slow, &end, 10);
-        if (*end != '\0' || ms < 0 || ms > 60000)
-            throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_COLLECTIVE \"") + slow + "\" is not a number of milliseconds (0-60000)");
-        m_testSlowCollective = std::chrono::milliseconds(ms);
-    }
-    // CLUSTERPPL_TEST_DIE=R:POINT[,R:POINT...]: rank R kills itself (SIGKILL, as kill -9 from
-    // outside) at POINT of the closing gather, after the last round: "closing" before it,
-    // "gather" inside it once its row reached its group's leader (hierarchical; flat: before the
-    // all-reduce), "gathered" after it. A test cannot time a signal from outside that precisely.
-    if (const char *die = std::getenv("CLUSTERPPL_TEST_DIE"); die && *die) {
-        for (std::string_view rest = die; !rest.empty();) {
-            const std::size_t comma = rest.find(',');
-            const std::string_view item = rest.substr(0, comma);
-            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-            const std::size_t colon = std::min(item.find(':'), item.size());
-            int r = -1;
-            const std::string_view point = item.substr(std::min(colon + 1, item.size()));
-            const auto [end, ec] = std::from_chars(item.data(), item.data() + colon, r);
-            if (ec != std::errc() || end != item.data() + colon || colon == item.size() || r < 0
-                || (point != "closing" && point != "gather" && point != "gathered"))
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_DIE \"") + die + "\" is not a list of RANK:POINT (POINT: closing, gather or gathered)");
-            if (r == m_rank)
-                m_testDie = point;
-        }
-    }
-    // CLUSTERPPL_TEST_HOLD_CONNECT=R:MS: rank R says so and waits MS ms before its process groups
-    // form (after the watchdog's star), where a test kills it; CLUSTERPPL_TEST_HOLD_WATCHDOG=R:MS
-    // the same before it joins the watchdog's star (after the rendezvous). CONNECT=R:collective
-    // (Gloo, formed in the background): until rank R's first collective waits for them, which
-    // proves that everything before that collective (the model's load, round 0's batches) ran
-    // without them.
-    const auto holdFor = [&o](const char *name) {
-        const char *hold = std::getenv(name);
-        if (!hold || !*hold)
-            return std::chrono::milliseconds(0);
-        int r = -1;
-        long ms = -1;
-        int consumed = 0;
-        if (std::string_view(name) == "CLUSTERPPL_TEST_HOLD_CONNECT" && std::sscanf(hold, "%d:collective%n", &r, &consumed) == 1 && consumed > 0
-            && hold[consumed] == '\0' && r >= 0)
-            return std::chrono::milliseconds(0); // holdUntilCollective, below
-        consumed = 0;
-        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) != 2 || hold[consumed] != '\0' || r < 0 || ms < 0 || ms > 600000)
-            throw ConfigError(std::string("$") + name + " \"" + hold + "\" is not RANK:MILLISECONDS (0-600000)"
-                              + (std::string_view(name) == "CLUSTERPPL_TEST_HOLD_CONNECT" ? " or RANK:collective" : ""));
-        return std::chrono::milliseconds(r == o.identity.rank ? ms : 0);
-    };
-    const std::chrono::milliseconds holdConnect = holdFor("CLUSTERPPL_TEST_HOLD_CONNECT");
-    const std::chrono::milliseconds holdWatchdog = holdFor("CLUSTERPPL_TEST_HOLD_WATCHDOG");
-    bool holdUntilCollective = false;
-    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_CONNECT"); hold && *hold) {
-        int r = -1, consumed = 0;
-        holdUntilCollective = std::sscanf(hold, "%d:collective%n", &r, &consumed) == 1 && consumed > 0 && hold[consumed] == '\0' && r == o.identity.rank;
-    }
+    // The tests' fault hooks (fault_hooks.h) that act here.
+    const FaultHooks &hooks = faultHooks();
+    m_testSlowCollective = hooks.slowCollective;
+    m_testDie = hooks.deathPoint(m_rank);
+    const std::chrono::milliseconds holdConnect = hooks.holdConnect.forRank(id.rank);
+    const std::chrono::milliseconds holdWatchdog = hooks.holdWatchdog.forRank(id.rank);
+    const bool holdUntilCollective = hooks.holdConnectUntilCollective >= 0 && hooks.holdConnectUntilCollective == id.rank;
     // Several ranks over Gloo need Gloo in this agent (one built against a pip torch may lack it):
     // said at once by every rank, as the configuration error it is. Found only when the
     // communicators are made, it was a rank's failure, and under --on-rank-loss continue the other
@@ -799,29 +751,14 @@ void DistributedRun::holdBeforeFinish() const
     // cppl/reported set), where a test kills it; R:hub waits instead (up to 120 s) until its
     // watchdog follows a hub other than rank 0 and no election is under way: a rank slow to see
     // the result written, still watching when the hub is lost.
-    const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FINISH");
-    if (!hold || !*hold)
-        return;
-    for (std::string_view rest = hold; !rest.empty();) {
-        const std::size_t comma = rest.find(',');
-        const std::string item(rest.substr(0, comma));
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-        int r = -1, consumed = 0;
-        long ms = -1;
-        const bool untilHub = std::sscanf(item.c_str(), "%d:hub%n", &r, &consumed) == 1 && consumed > 0 && item[static_cast<std::size_t>(consumed)] == '\0';
-        if (!untilHub) {
-            consumed = 0;
-            if (std::sscanf(item.c_str(), "%d:%ld%n", &r, &ms, &consumed) != 2 || item[static_cast<std::size_t>(consumed)] != '\0' || ms < 0 || ms > 600000)
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_FINISH \"") + hold + "\" is not a list of RANK:MILLISECONDS (0-600000) or RANK:hub");
-        }
-        if (r != m_rank)
+    for (const FaultHooks::FinishHold &hold : faultHooks().holdFinish) {
+        if (hold.rank != m_rank)
             continue;
-        const std::string line = "clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before it finishes "
-                                 + (untilHub ? std::string("until its watchdog has a new hub") : "for " + std::to_string(ms) + " ms")
-                                 + " (CLUSTERPPL_TEST_HOLD_FINISH)\n";
-        (void)!::write(2, line.data(), line.size());
-        if (!untilHub) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        sayHook("clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before it finishes "
+                + (hold.untilHub ? std::string("until its watchdog has a new hub") : "for " + std::to_string(hold.ms.count()) + " ms")
+                + " (CLUSTERPPL_TEST_HOLD_FINISH)");
+        if (!hold.untilHub) {
+            std::this_thread::sleep_for(hold.ms);
             return;
         }
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The gloo backend: c10d's ProcessGroupGloo, one process group per communicator, subgroups through
 // PrefixStore. Built only where Gloo's headers exist (libgloo-dev, or a pip wheel's own).
+#include "fault_hooks.h"
 #include "c10d_store.h"
 
 #include "cppl/config.h"
@@ -137,7 +138,7 @@ std::string glooUnavailableReason()
 #if CLUSTERPPL_HAVE_GLOO
     // CLUSTERPPL_TEST_NO_GLOO=1: the tests' stand-in for an agent built without Gloo (a pip torch's),
     // for everything that asks this function (pre-flight, the check before the rendezvous).
-    if (const char *t = std::getenv("CLUSTERPPL_TEST_NO_GLOO"); !t || std::string_view(t) != "1")
+    if (!faultHooks().noGloo)
         return {};
 #endif
     // pip's torch wheels carry no gloo/ headers (2.11 does not); Debian's libtorch has libgloo-dev.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "watchdog.h"
 
+#include "fault_hooks.h"
 #include "store.h"
 #include "watchdog_mesh.h"
 #include "watchdog_wire.h"
@@ -282,15 +283,10 @@ Watchdog::~Watchdog()
     // CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP=R:MS: rank R, leaving without having finished (a failure
     // of its own), says so and waits MS ms before it stops this thread, which handles what arrives
     // meanwhile as ever (a verdict on another rank: tst_batch_schedule, failingRankHearsALoss).
-    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP"); hold && *hold && !m_finished) {
-        int r = -1, consumed = 0;
-        long ms = -1;
-        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) == 2 && hold[consumed] == '\0' && ms >= 0 && ms <= 600000 && r == m_rank) {
-            const std::string line = "clusterppl-agent: rank " + std::to_string(r) + ": holding before its watchdog stops for " + std::to_string(ms)
-                                     + " ms (CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP)\n";
-            (void)!::write(2, line.data(), line.size());
-            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-        }
+    if (const RankHold &hold = faultHooks().holdWatchdogStop; !m_finished && hold.appliesTo(m_rank)) {
+        sayHook("clusterppl-agent: rank " + std::to_string(m_rank) + ": holding before its watchdog stops for " + std::to_string(hold.ms.count())
+                + " ms (CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP)");
+        std::this_thread::sleep_for(hold.ms);
     }
     m_stop = true;
     if (m_wakeWrite >= 0)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "watchdog_mesh.h"
 
+#include "fault_hooks.h"
 #include "store.h"
 #include "watchdog_wire.h"
 
@@ -28,14 +29,8 @@ std::string key(int rank)
 
 int meshCandidates()
 {
-    const char *env = std::getenv("CLUSTERPPL_TEST_MESH_CANDIDATES");
-    if (!env || !*env)
-        return kMeshCandidates;
-    char *end = nullptr;
-    const long k = std::strtol(env, &end, 10);
-    if (*end != '\0' || k < 1 || k > 1000000)
-        throw ConfigError(std::string("$CLUSTERPPL_TEST_MESH_CANDIDATES \"") + env + "\" is not a number of ranks (1-1000000)");
-    return static_cast<int>(k);
+    const int k = faultHooks().meshCandidates;
+    return k > 0 ? k : kMeshCandidates;
 }
 
 std::vector<int> meshPeers(int rank, int world, int k)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "watchdog_wire.h"
 
+#include "fault_hooks.h"
 #include "cppl/errors.h"
 
 #include <arpa/inet.h>
@@ -91,11 +92,7 @@ bool readLine(int fd, std::string &line, std::chrono::steady_clock::time_point d
 
 void trace(int rank, const std::string &what)
 {
-    static const bool on = [] {
-        const char *env = std::getenv("CLUSTERPPL_TEST_TRACE_WATCHDOG");
-        return env && *env && std::string(env) != "0";
-    }();
-    if (!on)
+    if (!faultHooks().traceWatchdog)
         return;
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     char head[64];

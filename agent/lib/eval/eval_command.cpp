@@ -6,6 +6,7 @@
 
 #include "eval_options.h"
 #include "eval_session.h"
+#include "fault_hooks.h"
 #include "language_model.h"
 #include "model/mapped_file.h"
 #include "process_exit.h"
@@ -45,10 +46,10 @@ namespace {
 dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, const std::shared_ptr<const std::vector<std::uint32_t>> &tokens,
                                    std::string plan, const std::atomic<bool> &stop)
 {
-    // CLUSTERPPL_TEST_HOLD_FINGERPRINT=MS: the hashing starts MS ms late (0-600000), as on a host
-    // whose disk or cores are busy, so that a test sees a run end before its fingerprint is ready.
-    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FINGERPRINT"); hold && *hold) {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(std::atol(hold), 0L, 600000L));
+    // CLUSTERPPL_TEST_HOLD_FINGERPRINT=MS: the hashing starts MS ms late, as on a host whose disk or
+    // cores are busy, so that a test sees a run end before its fingerprint is ready.
+    if (const auto hold = faultHooks().holdFingerprint; hold.count() > 0) {
+        const auto until = std::chrono::steady_clock::now() + hold;
         while (!stop && std::chrono::steady_clock::now() < until)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -160,15 +161,12 @@ void EvalSession::fail(const std::exception &e)
     // CLUSTERPPL_TEST_HOLD_FAILURE=R:MS: rank R says so and waits MS ms after it reported its
     // failure, before it leaves (its unwinding and exit, slow on a loaded host), where a test
     // makes the store's server vanish under its store clients.
-    if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_FAILURE"); hold && *hold && m_run) {
-        int r = -1, consumed = 0;
-        long ms = -1;
-        if (std::sscanf(hold, "%d:%ld%n", &r, &ms, &consumed) == 2 && hold[consumed] == '\0' && ms >= 0 && ms <= 600000 && r == m_run->rank()) {
-            const std::string line = "clusterppl-agent: rank " + std::to_string(r) + ": holding after it reported its failure for " + std::to_string(ms)
-                                     + " ms (CLUSTERPPL_TEST_HOLD_FAILURE)\n";
-            (void)!::write(2, line.data(), line.size());
-            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-        }
+    // (m_run exists only after the options, and so the hooks, were read without error.)
+    if (m_run && faultHooks().holdFailure.appliesTo(m_run->rank())) {
+        const RankHold &hold = faultHooks().holdFailure;
+        sayHook("clusterppl-agent: rank " + std::to_string(hold.rank) + ": holding after it reported its failure for "
+                + std::to_string(hold.ms.count()) + " ms (CLUSTERPPL_TEST_HOLD_FAILURE)");
+        std::this_thread::sleep_for(hold.ms);
     }
     throw failure;
 }
@@ -274,8 +272,8 @@ EvalInput EvalSession::loadData()
 /// Step 4: the model.
 std::unique_ptr<LanguageModel> EvalSession::loadModel()
 {
-    if (!m_o.testFreeBytes.empty()) {
-        m_freeBytes = m_totalBytes = m_o.testFreeBytes[static_cast<std::size_t>(m_o.identity.rank) % m_o.testFreeBytes.size()];
+    if (const auto &fake = faultHooks().gpuFreeBytes; !fake.empty()) {
+        m_freeBytes = m_totalBytes = fake[static_cast<std::size_t>(m_o.identity.rank) % fake.size()];
         m_memoryKnown = true;
     } else if (m_o.autoBatch) { // before the weights: chooseBatch() subtracts them itself
         m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index(), m_freeBytes, m_totalBytes);

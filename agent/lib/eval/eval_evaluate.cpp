@@ -6,6 +6,7 @@
 #include "eval_session.h"
 
 #include "evaluator.h"
+#include "fault_hooks.h"
 #include "language_model.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/round_pipeline.h"
@@ -100,7 +101,8 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
     // Dynamic: a rank has no share of its own (it claims batches as it goes): the telemetry's
     // windows_total is the run's, the same on every rank (the collector takes it so).
     const std::int64_t windowsExpected = dynamic ? nWindows : myWork.windows();
-    const bool slow = (m_o.slowRank == m_o.identity.rank || m_o.slowRank == kEveryRank) && m_o.slowMs > 0;
+    const FaultHooks &hooks = faultHooks();
+    const bool slow = hooks.slows(m_o.identity.rank);
     auto publishProgress = [&](bool final, double inRound) {
         if (!tel)
             return;
@@ -124,7 +126,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
         const auto c0 = std::chrono::steady_clock::now();
         evaluator.run(first, end, stats, [&](const EvalProgress &p, const NllStats &s) {
             if (slow)
-                std::this_thread::sleep_for(std::chrono::milliseconds(m_o.slowMs));
+                std::this_thread::sleep_for(hooks.slowMs);
             if (tel) // the publisher keeps at most 10 per second, the latest totals always
                 publishProgress(false, std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
             if (distributed)
@@ -153,7 +155,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
             tel->phase(cppl::telemetry::Phase::Evaluating);
         }
         const auto now = std::chrono::steady_clock::now();
-        if (silent() || (now - lastPrint < std::chrono::milliseconds(500) && !last && !m_o.everyRoundLine))
+        if (silent() || (now - lastPrint < std::chrono::milliseconds(500) && !last && !hooks.everyRoundLine))
             return;
         lastPrint = now;
         const double elapsed = std::chrono::duration<double>(now - evalStart).count();
@@ -462,10 +464,11 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
                 seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - evalStart).count();
             }
         }
-        if (run->reporter() && m_o.holdRank == run->rank() && m_o.holdMs > 0) { // before it looks for ranks lost meanwhile
-            err << "clusterppl-agent: rank " << run->rank() << ": holding the result for " << m_o.holdMs << " ms (CLUSTERPPL_TEST_HOLD_RESULT)\n"
+        if (run->reporter() && hooks.holdResult.forRank(run->rank()).count() > 0) { // before it looks for ranks lost meanwhile
+            err << "clusterppl-agent: rank " << run->rank() << ": holding the result for " << hooks.holdResult.ms.count()
+                << " ms (CLUSTERPPL_TEST_HOLD_RESULT)\n"
                 << std::flush;
-            std::this_thread::sleep_for(std::chrono::milliseconds(m_o.holdMs));
+            std::this_thread::sleep_for(hooks.holdResult.ms);
         }
         if (schedule && run->reporter()) {
             batchRuns.assign(static_cast<std::size_t>(run->worldSize()), std::string());

@@ -2,6 +2,8 @@
 // `clusterppl-agent eval`, step 1: the options, parsed and checked (eval_options.h).
 #include "eval_options.h"
 
+#include "fault_hooks.h"
+
 #include "gpu/device_choice.h"
 #include "telemetry/stdin_keys.h"
 
@@ -177,38 +179,8 @@ EvalOptions parseOptions(const Args &a)
         d.tolerateRankLoss = onLoss == "continue";
         if (d.tolerateRankLoss && o.schedule != dist::Schedule::Dynamic)
             throw ConfigError("--on-rank-loss continue needs --schedule dynamic (a static shard cannot move to another rank)");
-        if (const char *lines = std::getenv("CLUSTERPPL_TEST_ROUND_LINES"); lines && *lines) {
-            // Test-only: the reporting rank's line after every round, not at most every 0.5 s, so
-            // that a test acting at a fraction of the run finds a line close to it.
-            if (std::string_view(lines) != "all")
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_ROUND_LINES \"") + lines + "\" is not \"all\"");
-            o.everyRoundLine = true;
-        }
-        if (const char *hold = std::getenv("CLUSTERPPL_TEST_HOLD_RESULT"); hold && *hold) {
-            if (std::sscanf(hold, "%d:%d", &o.holdRank, &o.holdMs) != 2 || o.holdMs < 0)
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_HOLD_RESULT \"") + hold + "\" is not RANK:MILLISECONDS");
-        }
-        if (const char *slow = std::getenv("CLUSTERPPL_TEST_SLOW_RANK"); slow && *slow) {
-            // Test-only: make one rank slow without another job on its core (heterogeneous
-            // speeds), or every rank ("*:MS": a run that lasts until a test acts in it).
-            const bool every = slow[0] == '*' && slow[1] == ':';
-            if (every ? std::sscanf(slow + 2, "%d", &o.slowMs) != 1 : std::sscanf(slow, "%d:%d", &o.slowRank, &o.slowMs) != 2)
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\" is not RANK:MILLISECONDS or *:MILLISECONDS");
-            if (o.slowMs < 0)
-                throw ConfigError(std::string("$CLUSTERPPL_TEST_SLOW_RANK \"") + slow + "\": the milliseconds must not be negative");
-            if (every)
-                o.slowRank = kEveryRank;
-        }
-        if (const char *fake = std::getenv("CLUSTERPPL_TEST_GPU_FREE_BYTES"); fake && *fake) {
-            std::stringstream list(fake);
-            for (std::string item; std::getline(list, item, ',');) {
-                std::int64_t v = 0;
-                const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-                if (ec != std::errc() || ptr != item.data() + item.size() || v < 0)
-                    throw ConfigError(std::string("$CLUSTERPPL_TEST_GPU_FREE_BYTES \"") + fake + "\" is not a list of byte counts B0,B1,...");
-                o.testFreeBytes.push_back(v);
-            }
-        }
+        // The tests' fault hooks: a malformed one is refused here, with the options.
+        (void)faultHooks();
         if (const auto runId = a.get("--run-id"))
             validateRunId(*runId, "--run-id");
         else if (const char *envRun = std::getenv("CLUSTERPPL_RUN_ID"); envRun && *envRun)
@@ -243,7 +215,7 @@ EvalOptions parseOptions(const Args &a)
         o.schedule = dist::Schedule::Static;
     if (o.resume && !o.distributed)
         throw ExitError(kExitBadArguments, "--resume-state needs a distributed run (world size > 1, or --backend): a resumed run synchronises in rounds");
-    o.autoBatch = (o.device.is_cuda() || !o.testFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);
+    o.autoBatch = (o.device.is_cuda() || !faultHooks().gpuFreeBytes.empty()) && !a.has("--batch") && (o.distributed || o.shardCount == 1);
     // The batch is part of the plan a resume must match, and free memory changes: a resumed run gets
     // the interrupted run's batch as --batch (clusterppl-cli passes the checkpoint's "batch").
     if (o.autoBatch && o.resume) {

@@ -43,8 +43,6 @@ auto phase(int code, F &&f) -> decltype(f())
     }
 }
 
-/// EvalOptions::slowRank for CLUSTERPPL_TEST_SLOW_RANK=*:MS: every rank is slow.
-constexpr int kEveryRank = -2;
 
 /// Step 1's result: everything the command line says, checked before the model or the data are touched.
 struct EvalOptions
@@ -71,14 +69,6 @@ struct EvalOptions
     std::int64_t syncEvery = kDefaultSyncEveryTokens;
     dist::Schedule schedule = dist::Schedule::Dynamic; ///< --schedule (default dynamic); static without a communicator
     bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
-    int slowRank = -1;        ///< CLUSTERPPL_TEST_SLOW_RANK=R:MS: rank R sleeps MS ms per batch (tests, benchmarks); *:MS every rank (kEveryRank)
-    int slowMs = 0;
-    bool everyRoundLine = false; ///< CLUSTERPPL_TEST_ROUND_LINES=all: the round line after every round, not at most every 0.5 s (tests)
-    int holdRank = -1;        ///< CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits MS ms after its closing gather (tests)
-    int holdMs = 0;
-    /// CLUSTERPPL_TEST_GPU_FREE_BYTES=B0[,B1...]: rank r sizes its default batch as if its GPU had
-    /// B(r mod n) bytes free, on any device (tests of the default batch and its agreement on the CPU).
-    std::vector<std::int64_t> testFreeBytes;
     bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
     bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
     bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
