@@ -6,6 +6,7 @@
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
+#include "exit_codes.h"
 #include "fault_hooks.h"
 #include "process_exit.h"
 
@@ -231,7 +232,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         // would leave the survivors waiting in it forever. Fail instead (regroup() checks the
         // other order: the flag first, then the epoch).
         if (m_blockingRegroup.load())
-            leave(Watchdog::kPeerDied, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
+            leave(kExitCollective, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
                                            + ") while the survivors rebuilt their NCCL communicators; a second loss during that rebuild "
                                              "is not survivable with NCCL (ncclCommShrink / ncclCommInitRankConfig block)");
     }) : Watchdog::LossHandler(), std::move(watchdogStore), std::exchange(starListener.fd, -1));
@@ -255,7 +256,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     m_backendName = backend;
     if (backend != "nccl" && backend != "gloo") {
         const ConfigError e("--backend \"" + o.backend + "\" is not one of auto, gloo, nccl");
-        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        m_watchdog->reportFailure(kExitCollective, e.what());
         throw e;
     }
     if (backend == "gloo" && o.connectInBackground) {
@@ -335,14 +336,14 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
         // the loss pending and regroups the survivors (DynamicSchedule::recover), as for a loss
         // in round 0. (NCCL's init blocks and cannot be abandoned: still fatal.)
         if (!(m_tolerant && backend == "gloo" && awaitLossAfter(0))) {
-            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? kExitTimeout : kExitCollective, e.what());
             throw;
         }
         const std::lock_guard lock(m_commsMutex);
         m_comms = Communicators{};
         m_comms.backend = backend;
     } catch (const Error &e) {
-        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        m_watchdog->reportFailure(kExitCollective, e.what());
         throw;
     }
 }
@@ -389,10 +390,10 @@ double DistributedRun::awaitCommunicators()
             // with Gloo's reason, and the others are told.
             if (m_tolerant && awaitLossAfter(m_epoch))
                 throw RankLostError("rank " + std::to_string(m_rank) + ": " + e.what());
-            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? kExitTimeout : kExitCollective, e.what());
             throw;
         } catch (const Error &e) {
-            m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(kExitCollective, e.what());
             throw;
         }
     }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Native Llama (+ Mistral, Qwen2) and GPT-2 forward passes over memory-mapped safetensors weights,
 // following transformers' eager implementations operation by operation.
+#include "compute_spec_c10.h"
 #include "cpu_gemm.h"
 #include "intra_op.h"
 #include "language_model.h"
@@ -427,7 +428,7 @@ protected:
     {
         m_info = baseInfo(dir, m_c, w);
         m_info.gemm = pathName(m_path);
-        m_info.device = m_opts.device;
+        m_info.device = toDeviceSpec(m_opts.device);
     }
 
     /// Hidden states after the final norm, [B, T, hidden].
