@@ -2,6 +2,7 @@
 // Native Llama (+ Mistral, Qwen2) and GPT-2 forward passes over memory-mapped safetensors weights,
 // following transformers' eager implementations operation by operation.
 #include "cpu_gemm.h"
+#include "cpu_log_softmax.h"
 #include "intra_op.h"
 #include "language_model.h"
 
@@ -300,7 +301,7 @@ at::Tensor fusedTargetLogProbs(const float *hidden, std::int64_t rows, std::int6
         if (finish)
             finish(in, m);
         head.into(in, width, m, logits, vocab, false);
-        cpu::logSoftmaxAt(logits, m, vocab, vocab, ti + r0, lp + r0, intraOp());
+        cpu::logSoftmaxAt(logits, m, {0, vocab}, vocab, ti + r0, lp + r0, intraOp());
     }
     return out;
 }
