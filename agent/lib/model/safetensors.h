@@ -13,7 +13,6 @@
 namespace cppl::agent {
 
 enum class StoredDtype { F32, F16, BF16 };
-[[nodiscard]] const char *storedDtypeName(StoredDtype d) noexcept;
 [[nodiscard]] std::size_t storedDtypeSize(StoredDtype d) noexcept;
 
 /// @brief One tensor inside a memory-mapped safetensors file.
