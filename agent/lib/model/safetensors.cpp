@@ -20,14 +20,6 @@ std::size_t storedDtypeSize(StoredDtype d) noexcept
     return d == StoredDtype::F32 ? 4 : 2;
 }
 
-std::int64_t TensorView::numel() const noexcept
-{
-    std::int64_t n = 1;
-    for (auto d : shape)
-        n *= d;
-    return n;
-}
-
 namespace {
 
 StoredDtype parseDtype(const std::string &dtype, const std::string &where)
