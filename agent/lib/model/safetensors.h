@@ -13,7 +13,6 @@
 namespace cppl::agent {
 
 enum class StoredDtype { F32, F16, BF16 };
-[[nodiscard]] const char *storedDtypeName(StoredDtype d) noexcept;
 [[nodiscard]] std::size_t storedDtypeSize(StoredDtype d) noexcept;
 
 /// @brief One tensor inside a memory-mapped safetensors file.
@@ -25,7 +24,6 @@ struct TensorView
     const unsigned char *data = nullptr; ///< points into the mapping; valid while `file` lives
     std::size_t bytes = 0;
     std::shared_ptr<const MappedFile> file;
-    [[nodiscard]] std::int64_t numel() const noexcept;
 };
 
 /// @brief One tensor as a safetensors header describes it (offsets relative to the data section).
