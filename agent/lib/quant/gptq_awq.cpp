@@ -108,12 +108,14 @@ std::optional<CheckpointQuantConfig> parseQuantizationConfig(std::string_view co
     CheckpointQuantConfig c;
     c.source = source;
     const std::string method = lowerString(q, "quant_method", separate ? "gptq" : "", source);
-    if (method == "gptq")
+    if (method == "gptq") {
         parseGptq(q, c);
-    else if (method == "awq")
-        (c.method = CheckpointQuantConfig::Method::Awq, parseAwq(q, c));
-    else
+    } else if (method == "awq") {
+        c.method = CheckpointQuantConfig::Method::Awq;
+        parseAwq(q, c);
+    } else {
         refuseField(source, "quant_method", "\"" + method + "\" is not supported (gptq, awq)");
+    }
     const json &group = q.contains("group_size") ? q["group_size"] : q.contains("q_group_size") ? q["q_group_size"] : json(128);
     if (!group.is_number_integer() || (group.get<std::int64_t>() <= 0 && group.get<std::int64_t>() != -1))
         refuseField(source, "group_size", "must be a positive integer or -1, got " + group.dump().substr(0, 40));
@@ -187,10 +189,14 @@ public:
     LayerTensors(const std::map<std::string, TensorView> &tensors, std::string prefix, std::string what)
         : m_tensors(tensors), m_prefix(std::move(prefix)), m_what(std::move(what))
     {
+        // Where a refusal points: the file holding the layer's qweight, else the checkpoint's directory.
         const auto q = tensors.find(m_prefix + ".qweight");
-        m_file = q != tensors.end() && q->second.file ? q->second.file->path()
-                 : tensors.empty() || !tensors.begin()->second.file ? std::string("the checkpoint")
-                                                                    : std::filesystem::path(tensors.begin()->second.file->path()).parent_path().string();
+        if (q != tensors.end() && q->second.file)
+            m_file = q->second.file->path();
+        else if (!tensors.empty() && tensors.begin()->second.file)
+            m_file = std::filesystem::path(tensors.begin()->second.file->path()).parent_path().string();
+        else
+            m_file = "the checkpoint";
     }
     [[nodiscard]] const TensorView *find(const std::string &suffix) const
     {
