@@ -24,7 +24,19 @@ std::string shapeText(at::IntArrayRef s)
 
 at::ScalarType storedType(StoredDtype d)
 {
-    return d == StoredDtype::F32 ? at::kFloat : d == StoredDtype::F16 ? at::kHalf : at::kBFloat16;
+    // SafetensorsCheckpoint::at() hands out float tensors only; integer ones (quantized checkpoints)
+    // are read by their own readers (quant/gptq_awq.h).
+    switch (d) {
+    case StoredDtype::F32:
+        return at::kFloat;
+    case StoredDtype::F16:
+        return at::kHalf;
+    case StoredDtype::BF16:
+        return at::kBFloat16;
+    default:
+        CPPL_ENFORCE(false, "a float tensor (SafetensorsCheckpoint::at refuses the others)");
+    }
+    return at::kFloat;
 }
 
 std::size_t elementBytes(const TensorView &v) { return storedDtypeSize(v.dtype); }

@@ -8,29 +8,66 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <utility>
 
 namespace cppl::agent {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+const char *storedDtypeName(StoredDtype d) noexcept
+{
+    switch (d) {
+    case StoredDtype::F32:
+        return "F32";
+    case StoredDtype::F16:
+        return "F16";
+    case StoredDtype::BF16:
+        return "BF16";
+    case StoredDtype::I8:
+        return "I8";
+    case StoredDtype::U8:
+        return "U8";
+    case StoredDtype::I32:
+        return "I32";
+    case StoredDtype::I64:
+        return "I64";
+    }
+    return "?";
+}
+
 std::size_t storedDtypeSize(StoredDtype d) noexcept
 {
-    return d == StoredDtype::F32 ? 4 : 2;
+    switch (d) {
+    case StoredDtype::I8:
+    case StoredDtype::U8:
+        return 1;
+    case StoredDtype::F16:
+    case StoredDtype::BF16:
+        return 2;
+    case StoredDtype::F32:
+    case StoredDtype::I32:
+        return 4;
+    case StoredDtype::I64:
+        return 8;
+    }
+    return 4;
 }
 
 namespace {
 
 StoredDtype parseDtype(const std::string &dtype, const std::string &where)
 {
-    if (dtype == "F32")
-        return StoredDtype::F32;
-    if (dtype == "F16")
-        return StoredDtype::F16;
-    if (dtype == "BF16")
-        return StoredDtype::BF16;
-    throw IoError(where + "unsupported dtype " + dtype.substr(0, 40) + " (supported: F32, F16, BF16)");
+    static const std::pair<const char *, StoredDtype> kDtypes[] = {{"F32", StoredDtype::F32}, {"F16", StoredDtype::F16},
+                                                                   {"BF16", StoredDtype::BF16}, {"I8", StoredDtype::I8},
+                                                                   {"U8", StoredDtype::U8}, {"I32", StoredDtype::I32},
+                                                                   {"I64", StoredDtype::I64}};
+    const auto known = std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const auto &d) { return dtype == d.first; });
+    if (known == std::end(kDtypes))
+        throw IoError(where + "unsupported dtype " + dtype.substr(0, 40) + " (supported: F32, F16, BF16, I8, U8, I32, I64)");
+    return known->second;
 }
 
 // The dimensions into `dims`; returns their product. Checked products: a shape whose element count
@@ -198,6 +235,10 @@ const TensorView &SafetensorsCheckpoint::at(const std::string &name) const
     if (it == m_tensors.end())
         throw IoError(m_dir + ": missing tensor \"" + name + "\" (the checkpoint has " + std::to_string(m_tensors.size())
                       + " tensors; is it the architecture config.json says?)");
+    const StoredDtype d = it->second.dtype;
+    if (d != StoredDtype::F32 && d != StoredDtype::F16 && d != StoredDtype::BF16)
+        throw IoError(it->second.file->path() + ": tensor \"" + name + "\" is " + storedDtypeName(d)
+                      + ", not a float weight (F32, F16, BF16): integer tensors belong to quantized checkpoints");
     return it->second;
 }
 
