@@ -15,9 +15,9 @@
 #include "run_page.h"
 #include "sweep_runner.h"
 
-#include "store/run_recorder.h"
-#include "store/run_store.h"
-#include "store/sweep.h"
+#include "history/run_recorder.h"
+#include "history/run_history.h"
+#include "history/sweep.h"
 
 #include "cppl/errors.h"
 

@@ -7,7 +7,7 @@
 #include "rank_table_model.h"
 #include "run_charts.h"
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QAction>
 #include <QClipboard>

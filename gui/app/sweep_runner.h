@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The dashboard's sweep: the same evaluation at several rank counts (store/sweep.h derives each
+// The dashboard's sweep: the same evaluation at several rank counts (history/sweep.h derives each
 // profile), one RunEngine after another, each recorded into the store with the stored one-rank
 // baseline, then the run ids for Compare. The CLI twin is `clusterppl-cli sweep`.
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Finished runs made up for the tests of the run store and the reports: an agent result JSON
-// (docs/result-json.md) and the record a recorder stores when it arrives (docs/run-store.md).
+// (docs/result-json.md) and the record a recorder stores when it arrives (docs/run-history.md).
 // For tests that link clusterppl_core.
 #pragma once
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QByteArray>
 #include <QDateTime>

@@ -4,7 +4,7 @@
 // A read-only view of one stored run (History > Open): setup and result, the per-rank summary,
 // its stored samples as charts, logs and alerts.
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QDialog>
 

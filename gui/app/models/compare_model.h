@@ -4,7 +4,7 @@
 // The Compare page's table: one row per compared run (comparison.h's ScalingPoint), the same
 // figures the charts draw.
 
-#include "store/comparison.h"
+#include "history/comparison.h"
 
 #include <QAbstractTableModel>
 

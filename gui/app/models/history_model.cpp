@@ -2,7 +2,7 @@
 #include "history_model.h"
 
 #include "cppl/cluster_profile.h"
-#include "store/comparison.h"
+#include "history/comparison.h"
 
 #include <QFileInfo>
 #include <QJsonObject>

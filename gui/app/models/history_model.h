@@ -6,7 +6,7 @@
 // text, and sorts by the numbers (SortRole), not the display text.
 
 #include "resume_state.h"
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QAbstractTableModel>
 #include <QDateTime>

@@ -6,7 +6,7 @@
 // and the run detail, say what the CLI would.
 
 #include "run/run_directory.h"
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QString>
 

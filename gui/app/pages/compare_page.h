@@ -6,7 +6,7 @@
 // and transfer, PPL ± stderr with the deviation from the one-rank baseline, the same figures as a
 // table, the recommendation (editable threshold) and the projection's formula and fit error.
 
-#include "store/comparison.h"
+#include "history/comparison.h"
 
 #include <QWidget>
 

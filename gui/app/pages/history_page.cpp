@@ -6,7 +6,7 @@
 #include "report_export.h"
 #include "run_detail.h"
 
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include "cppl/errors.h"
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// Every stored run (docs/run-store.md) as a sortable, filterable table with Open (a read-only
+// Every stored run (docs/run-history.md) as a sortable, filterable table with Open (a read-only
 // detail view), Re-run, Resume, Compare selected, Export report and Delete. The page reads through the window's
 // RunStore; it never writes except to delete.
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QWidget>
 

@@ -5,11 +5,11 @@
 
 #include "cli/cli_commands.h"
 #include "run/run_engine.h"
-#include "store/comparison.h"
-#include "store/run_export.h"
-#include "store/run_recorder.h"
-#include "store/run_store.h"
-#include "store/sweep.h"
+#include "history/comparison.h"
+#include "history/run_export.h"
+#include "history/run_recorder.h"
+#include "history/run_history.h"
+#include "history/sweep.h"
 
 #include "cppl/counted.h"
 #include "cppl/errors.h"
@@ -44,7 +44,7 @@ void RunRecordingDeleter::operator()(RunRecording *r) const
 
 namespace {
 
-const QString kHistoryUsage = uR"(Run history (docs/run-store.md). The store is $CLUSTERPPL_STORE, else
+const QString kHistoryUsage = uR"(Run history (docs/run-history.md). The store is $CLUSTERPPL_STORE, else
 ~/.local/share/clusterppl/runs.sqlite, shared with the dashboard; --store FILE overrides both.
 
   list [--json] [--model S] [--data S] [--protocol P] [--status S] [--since DATE] [--until DATE]

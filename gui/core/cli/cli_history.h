@@ -2,7 +2,7 @@
 #pragma once
 
 // The run history on the command line: list, show, compare, delete, export, import, sweep
-// (docs/run-store.md), and the hook that makes `run` record into the store.
+// (docs/run-history.md), and the hook that makes `run` record into the store.
 
 #include <QString>
 #include <QStringList>

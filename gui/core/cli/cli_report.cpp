@@ -4,7 +4,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_history.h"
 #include "report/report.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include "cppl/errors.h"
 

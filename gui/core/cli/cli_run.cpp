@@ -74,7 +74,7 @@ Options:
                             ~/.local/state/clusterppl/runs/RUN-ID)
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
-  --no-store                do not record the run in the history (docs/run-store.md)
+  --no-store                do not record the run in the history (docs/run-history.md)
   --schedule dynamic|static the agents' schedule (overrides the profile's evaluation.schedule,
                             default dynamic): global batches claimed as ranks go, or shards
                             fixed before the run (kept for comparison); same bits
@@ -343,7 +343,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
 
     RunEngine engine;
-    // The history (docs/run-store.md): recorded as it runs, with the stored one-rank baseline.
+    // The history (docs/run-history.md): recorded as it runs, with the stored one-rank baseline.
     RunRecordingPtr recording;
     if (!arguments.contains(u"--no-store"_s) && !req.checkOnly) {
         QString refusal;

@@ -8,8 +8,8 @@
 // Rendering (PDF, HTML charts) paints text: it needs a QGuiApplication (the offscreen platform
 // will do). CSV and JSON need none.
 
-#include "store/comparison.h"
-#include "store/run_record.h"
+#include "history/comparison.h"
+#include "history/run_record.h"
 
 #include <QJsonObject>
 #include <QString>

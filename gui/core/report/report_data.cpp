@@ -2,8 +2,8 @@
 // Loading a report's runs, the exact/display number forms, CSV and JSON, and writing files.
 #include "report/report.h"
 
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 
 #include "cppl/errors.h"
 

@@ -18,7 +18,7 @@
 
 #include "cppl/hostfile.h"
 #include "column_fit.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_runs.h"
 
 #include <QAbstractItemDelegate>

@@ -13,7 +13,7 @@
 #include "rank_heat_map.h"
 #include "run_charts.h"
 #include "run_page.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_process.h"
 

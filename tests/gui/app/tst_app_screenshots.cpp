@@ -4,7 +4,7 @@
 // With synthetic ranks History and Compare show a synthetic sweep from a temporary store, and the
 // user's own store is left as it was.
 
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_verify.h"
 
 #include <QDir>

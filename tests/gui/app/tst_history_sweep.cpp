@@ -13,8 +13,8 @@
 #include "synthetic_history.h"
 
 #include "charts/chart_axis.h"
-#include "store/comparison.h"
-#include "store/run_store.h"
+#include "history/comparison.h"
+#include "history/run_history.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>

@@ -18,9 +18,9 @@
 #include "test_profile.h"
 
 #include "report/report.h"
-#include "store/comparison.h"
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/comparison.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 
 #include <QJsonObject>
 

@@ -19,7 +19,7 @@
 #include "test_profile.h"
 #include "test_verify.h"
 
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>

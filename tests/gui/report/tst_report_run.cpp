@@ -4,7 +4,7 @@
 // the PDF's text (pdftotext) and the HTML carry the stored PPL digit for digit, every rank, and
 // "bit-identical" for the two-rank run against its one-rank baseline.
 #include "report/report.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_verify.h"

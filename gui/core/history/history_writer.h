@@ -4,9 +4,9 @@
 // The run store's write path: a thread with its own SQLite connection. Callers only enqueue
 // (a mutex held for a vector push, never for disk work); the thread commits what has queued up
 // in one transaction at most every Options::batchMilliseconds, so a crash loses at most that much
-// (docs/run-store.md, "Write path").
+// (docs/run-history.md, "Write path").
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QString>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "store/sweep.h"
+#include "history/sweep.h"
 
 #include "cppl/errors.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-#include "store/store_writer.h"
+#include "history/history_writer.h"
 
-#include "store/store_sql.h"
+#include "history/history_sql.h"
 
 #include "cppl/errors.h"
 

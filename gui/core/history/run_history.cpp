@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-#include "store/run_store.h"
+#include "history/run_history.h"
 
-#include "store/store_sql.h"
+#include "history/history_sql.h"
 
 #include "cppl/errors.h"
 

@@ -3,12 +3,12 @@
 // batching writer, runs left "running" by a dead process, filters, export/import, and the
 // comparison and projection on synthetic runs whose figures follow a known model.
 #include "run/run_engine.h"
-#include "store/comparison.h"
-#include "store/run_recorder.h"
-#include "store/run_export.h"
-#include "store/run_store.h"
-#include "store/store_sql.h"
-#include "store/sweep.h"
+#include "history/comparison.h"
+#include "history/run_recorder.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
+#include "history/history_sql.h"
+#include "history/sweep.h"
 
 #include "cppl/errors.h"
 
@@ -766,4 +766,4 @@ private Q_SLOTS:
 };
 
 QTEST_GUILESS_MAIN(TestRunStore)
-#include "tst_run_store.moc"
+#include "tst_run_history.moc"

@@ -6,7 +6,7 @@
 // and the statement's error. Not part of the public API; tests use createSchema() to build older
 // versions.
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QSqlDatabase>
 #include <QString>

@@ -2,7 +2,7 @@
 #pragma once
 
 // What the run store keeps about one run, as plain values (QtCore only): the dashboard's History
-// and Compare pages, the reports and the CLI all read these. docs/run-store.md describes the
+// and Compare pages, the reports and the CLI all read these. docs/run-history.md describes the
 // tables they mirror.
 
 #include "cppl/cluster_profile.h"
@@ -24,7 +24,7 @@ enum class RunStatus { Running, Finished, Failed, Stopped, Interrupted };
 [[nodiscard]] QString statusName(RunStatus status);
 [[nodiscard]] std::optional<RunStatus> parseStatus(const QString &name);
 
-/// One per-rank sample of the live telemetry (downsampled: docs/run-store.md, "Samples").
+/// One per-rank sample of the live telemetry (downsampled: docs/run-history.md, "Samples").
 struct RankSample
 {
     double t = 0;              ///< seconds since the run started

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "store/comparison.h"
+#include "history/comparison.h"
 
 #include "cppl/counted.h"
 

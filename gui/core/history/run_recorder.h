@@ -6,7 +6,7 @@
 // runs), log lines (a head and a tail per rank), alerts, and the end. Only enqueues: the engine's
 // thread never waits on the disk.
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 #include "telemetry/snapshot_ptr.h"
 
 #include <QObject>
@@ -36,7 +36,7 @@ public:
     {
         QString source = QStringLiteral("cli"); ///< "cli", "dashboard", "sweep"
         // Samples: one per interval; the interval doubles after every samplesPerStage samples, so
-        // a 10-hour run keeps ~7 stages' worth (docs/run-store.md, "Samples").
+        // a 10-hour run keeps ~7 stages' worth (docs/run-history.md, "Samples").
         double sampleIntervalSeconds = 1.0;
         int samplesPerStage = 600;
         // Logs: the first logHead lines of each rank and its last logTail lines are kept.

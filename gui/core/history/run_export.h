@@ -5,7 +5,7 @@
 // reads on another machine, and the reports' JSON format can embed. Numbers round-trip exactly
 // (doubles as JSON numbers, exact sums as the agent's strings).
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QJsonObject>
 

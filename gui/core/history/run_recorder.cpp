@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-#include "store/run_recorder.h"
+#include "history/run_recorder.h"
 
 #include "run/run_directory.h"
 #include "run/run_engine.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include <QFileInfo>
 #include <QJsonDocument>

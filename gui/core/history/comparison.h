@@ -3,9 +3,9 @@
 
 // Runs against node count: throughput with the ideal line, scaling efficiency, comm share (wait
 // and transfer), PPL and its deviation from the one-rank baseline, a recommendation, and a fitted
-// projection to 16..1024 ranks. Pure functions of stored runs (formulas: docs/run-store.md).
+// projection to 16..1024 ranks. Pure functions of stored runs (formulas: docs/run-history.md).
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QJsonObject>
 #include <QString>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QCryptographicHash>
 #include <QDir>

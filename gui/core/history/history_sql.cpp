@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "store/store_sql.h"
+#include "history/history_sql.h"
 
 #include "cppl/errors.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "store/run_export.h"
+#include "history/run_export.h"
 
 #include "run/run_engine.h"
 

@@ -3,9 +3,9 @@
 // sweep (identical bits, efficiency recomputed from the stored data equal to compare --json),
 // SIGKILL of the CLI mid-run (the run reopens as interrupted with its samples; no agent survives),
 // export/import of a real run, and the history commands' exit codes.
-#include "store/comparison.h"
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/comparison.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_profile.h"
@@ -312,4 +312,4 @@ private Q_SLOTS:
 };
 
 QTEST_GUILESS_MAIN(TestStoreRuns)
-#include "tst_store_runs.moc"
+#include "tst_history_runs.moc"

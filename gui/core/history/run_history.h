@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The run history: one SQLite file (QtSql) in the user's data directory. docs/run-store.md has
+// The run history: one SQLite file (QtSql) in the user's data directory. docs/run-history.md has
 // the schema, its migrations, the write path and what a crash loses.
 //
 // Threads: a RunStore's reads use a connection of the thread that constructed it; call them there
 // (or construct another RunStore on a worker). Writes go through writer(), which only enqueues.
 
-#include "store/run_record.h"
-#include "store/store_writer.h"
+#include "history/run_record.h"
+#include "history/history_writer.h"
 
 #include <QString>
 
