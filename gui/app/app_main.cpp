@@ -114,16 +114,16 @@ int appMain(int argc, char **argv)
     // Screenshots with synthetic ranks show History and Compare with a synthetic sweep, from a
     // temporary store the window opens instead of the user's (made before the window, which may
     // open its store at once: the page it remembers).
-    std::unique_ptr<ScreenshotStore> shotStore;
+    std::unique_ptr<ScreenshotHistory> shotHistory;
     if (screenshot && ranks > 0 && !parser.isSet(runOpt)) {
         try {
-            shotStore = std::make_unique<ScreenshotStore>(ranks);
+            shotHistory = std::make_unique<ScreenshotHistory>(ranks);
         } catch (const cppl::Error &e) {
             err << "clusterppl: " << e.what() << '\n';
             return 3;
         }
     }
-    MainWindow window(nullptr, shotStore ? shotStore->path() : QString());
+    MainWindow window(nullptr, shotHistory ? shotHistory->path() : QString());
     if (parser.isSet(agentOpt))
         window.setAgentOverride(parser.value(agentOpt));
     if (parser.isSet(profileOpt)) {
@@ -157,7 +157,7 @@ int appMain(int argc, char **argv)
         ScreenshotOptions o;
         o.directory = parser.value(shotOpt);
         o.syntheticRanks = ranks;
-        o.sweep = shotStore ? &shotStore->sweep() : nullptr;
+        o.sweep = shotHistory ? &shotHistory->sweep() : nullptr;
         o.width = size.width();
         o.height = size.height();
         QString error;

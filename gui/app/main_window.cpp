@@ -34,7 +34,7 @@ using cppl::core::run::RunPhase;
 
 namespace cppl::app {
 
-MainWindow::MainWindow(QWidget *parent, const QString &storePath)
+MainWindow::MainWindow(QWidget *parent, const QString &historyPath)
     : QMainWindow(parent)
 {
     setWindowTitle(tr("ClusterPPL"));
@@ -69,7 +69,7 @@ MainWindow::MainWindow(QWidget *parent, const QString &storePath)
     m_statusPhase = new QLabel(tr("idle"), this);
     statusBar()->addPermanentWidget(m_statusPhase);
     buildMenus();
-    setupHistory(storePath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
+    setupHistory(historyPath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
 
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
@@ -258,7 +258,7 @@ bool MainWindow::launch(cppl::core::run::RunRequest request, const QString &resu
     }
     m_engine = std::make_unique<RunEngine>();
     bindEngine(m_engine.get());
-    prepareRecording(request, m_engine.get()); // the store's baseline and recorder, before start()
+    prepareRecording(request, m_engine.get()); // the history's baseline and recorder, before start()
     m_bar->hide();
     const cppl::core::run::RunRequest copy = request;
     m_run->reset({}, 0, {}, copy.profile.thresholds);

@@ -43,9 +43,9 @@ inline QJsonObject agentResult(int worldSize, double ppl, double pplStderr, cons
 /// The run stored when @p result (rank 0's result JSON, as received) arrives: finished
 /// @p seconds after @p started with exit code 0, source "test", its figures (applyResult) and
 /// its settings and settings key from the result. Launcher, hosts and the rest are the caller's.
-inline core::store::RunRecord finishedRun(const QString &id, const QByteArray &result, const QDateTime &started, int seconds)
+inline core::history::RunRecord finishedRun(const QString &id, const QByteArray &result, const QDateTime &started, int seconds)
 {
-    using namespace core::store;
+    using namespace core::history;
     RunRecord r;
     r.runId = id;
     r.status = RunStatus::Finished;

@@ -26,7 +26,7 @@ using namespace Qt::StringLiterals;
 using cppl::charts::AxisSpec;
 using cppl::charts::SeriesData;
 using cppl::charts::ValueFormat;
-using cppl::core::store::RunRecord;
+using cppl::core::history::RunRecord;
 
 namespace cppl::app {
 

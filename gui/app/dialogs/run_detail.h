@@ -17,7 +17,7 @@ class RunDetailDialog : public QDialog
     Q_OBJECT
 
 public:
-    explicit RunDetailDialog(const cppl::core::store::RunRecord &run, QWidget *parent = nullptr);
+    explicit RunDetailDialog(const cppl::core::history::RunRecord &run, QWidget *parent = nullptr);
     [[nodiscard]] QTabWidget *tabs() const noexcept { return m_tabs; }
 
 Q_SIGNALS:

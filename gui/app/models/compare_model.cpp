@@ -4,7 +4,7 @@
 #include <QLocale>
 
 using namespace Qt::StringLiterals;
-using cppl::core::store::ScalingPoint;
+using cppl::core::history::ScalingPoint;
 
 namespace cppl::app {
 
@@ -13,7 +13,7 @@ CompareModel::CompareModel(QObject *parent)
 {
 }
 
-void CompareModel::setComparison(const cppl::core::store::Comparison &comparison)
+void CompareModel::setComparison(const cppl::core::history::Comparison &comparison)
 {
     beginResetModel();
     m_points = comparison.points;

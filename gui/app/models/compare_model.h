@@ -20,8 +20,8 @@ public:
     static constexpr int SortRole = Qt::UserRole + 1;
 
     explicit CompareModel(QObject *parent = nullptr);
-    void setComparison(const cppl::core::store::Comparison &comparison);
-    [[nodiscard]] const cppl::core::store::ScalingPoint &pointAt(int row) const { return m_points.at(std::size_t(row)); }
+    void setComparison(const cppl::core::history::Comparison &comparison);
+    [[nodiscard]] const cppl::core::history::ScalingPoint &pointAt(int row) const { return m_points.at(std::size_t(row)); }
 
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;
@@ -29,7 +29,7 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
-    std::vector<cppl::core::store::ScalingPoint> m_points;
+    std::vector<cppl::core::history::ScalingPoint> m_points;
     double m_threshold = 0.75;
 };
 

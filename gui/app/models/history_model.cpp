@@ -11,8 +11,8 @@
 #include <map>
 
 using namespace Qt::StringLiterals;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStatus;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunStatus;
 
 namespace cppl::app {
 
@@ -68,7 +68,7 @@ void HistoryModel::setRuns(std::vector<RunRecord> runs)
     beginResetModel();
     m_runs = std::move(runs);
     // The baseline of a run: the newest finished one-rank run with its settings key (as
-    // RunStore::baselineFor picks it), other than itself. Runs are newest first.
+    // RunHistory::baselineFor picks it), other than itself. Runs are newest first.
     std::map<QString, std::vector<std::size_t>> oneRank;
     for (std::size_t i = 0; i < m_runs.size(); ++i)
         if (m_runs[i].status == RunStatus::Finished && m_runs[i].worldSize == 1 && !m_runs[i].settingsKey.isEmpty())
@@ -98,7 +98,7 @@ void HistoryModel::setRuns(std::vector<RunRecord> runs)
         if (!r.nllSumExact.isEmpty() && r.nllSumExact == b->nllSumExact && r.tokensScored == b->tokensScored)
             m_baseline[i] = tr("bit-identical");
         else if (b->ppl && *b->ppl > 0)
-            m_baseline[i] = cppl::core::store::relativeDeviationText(*r.ppl / *b->ppl - 1); // as Compare writes it
+            m_baseline[i] = cppl::core::history::relativeDeviationText(*r.ppl / *b->ppl - 1); // as Compare writes it
     }
     endResetModel();
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The History page's table: one row per stored run (RunStore::list(), all of them, newest first)
+// The History page's table: one row per stored run (RunHistory::list(), all of them, newest first)
 // and a proxy that filters by model, data, protocol, date range, status, node count and a search
 // text, and sorts by the numbers (SortRole), not the display text.
 
@@ -32,8 +32,8 @@ public:
     explicit HistoryModel(QObject *parent = nullptr);
 
     /// Replaces every row; the "vs baseline" column is worked out among these runs.
-    void setRuns(std::vector<cppl::core::store::RunRecord> runs);
-    [[nodiscard]] const cppl::core::store::RunRecord &runAt(int row) const { return m_runs.at(std::size_t(row)); }
+    void setRuns(std::vector<cppl::core::history::RunRecord> runs);
+    [[nodiscard]] const cppl::core::history::RunRecord &runAt(int row) const { return m_runs.at(std::size_t(row)); }
     [[nodiscard]] int rowOf(const QString &runId) const;
     /// "bit-identical", "+1.2e-06", "baseline" (the one-rank run others compare to), or empty.
     [[nodiscard]] QString baselineText(int row) const { return m_baseline.at(std::size_t(row)); }
@@ -46,14 +46,14 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
-    std::vector<cppl::core::store::RunRecord> m_runs;
+    std::vector<cppl::core::history::RunRecord> m_runs;
     std::vector<QString> m_baseline;
     std::vector<ResumeState> m_resume;
 };
 
 /// A status as a symbol and a word, so it reads without colour ("✓ finished", "✗ failed", ...).
-[[nodiscard]] QString statusLabel(cppl::core::store::RunStatus status);
-/// The last path component (models and data are absolute paths in the store).
+[[nodiscard]] QString statusLabel(cppl::core::history::RunStatus status);
+/// The last path component (models and data are absolute paths in the history).
 [[nodiscard]] QString shortPath(const QString &path);
 /// A run that finished without some ranks (--on-rank-loss continue), from the result's
 /// `lost_ranks`: "rank 2 lost" / "ranks 1, 3 lost"; empty when none.
@@ -72,7 +72,7 @@ public:
     void setModelFilter(const QString &text);
     void setDataFilter(const QString &text);
     void setProtocolFilter(const QString &protocol);
-    void setStatusFilter(std::optional<cppl::core::store::RunStatus> status);
+    void setStatusFilter(std::optional<cppl::core::history::RunStatus> status);
     void setDateRange(const QDate &from, const QDate &to);
     void setNodeCount(int nodes);
     /// Substring (case-insensitive) of run id, profile name, model, data or first cause.
@@ -83,7 +83,7 @@ protected:
 
 private:
     QString m_model, m_data, m_protocol, m_search;
-    std::optional<cppl::core::store::RunStatus> m_status;
+    std::optional<cppl::core::history::RunStatus> m_status;
     QDate m_from, m_to;
     int m_nodes = 0;
 };

@@ -5,8 +5,8 @@
 #include <QObject>
 
 using namespace Qt::StringLiterals;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStatus;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunStatus;
 
 namespace cppl::app {
 

@@ -16,12 +16,12 @@ namespace cppl::app {
 
 /// The run directory a stored run used: the recorder's settings.run_directory, else (runs recorded
 /// before it was kept) the default place of its run id.
-[[nodiscard]] QString runDirectoryOf(const cppl::core::store::RunRecord &run);
+[[nodiscard]] QString runDirectoryOf(const cppl::core::history::RunRecord &run);
 
 struct ResumeState
 {
     enum class Kind {
-        None,      ///< nothing to say: running, finished in the store, or an imported run without a directory
+        None,      ///< nothing to say: running, finished in the history, or an imported run without a directory
         Resumable, ///< a committed round, no result: Resume finishes it
         Resumed,   ///< the directory holds a result: finished later by a resume
         Refused,   ///< stopped, failed or interrupted, but the CLI would refuse (text says why)
@@ -34,7 +34,7 @@ struct ResumeState
 };
 
 /// Reads the run directory of @p run (status Interrupted, Stopped or Failed; None otherwise).
-[[nodiscard]] ResumeState resumeStateOf(const cppl::core::store::RunRecord &run);
+[[nodiscard]] ResumeState resumeStateOf(const cppl::core::history::RunRecord &run);
 
 /// loadResumeSource() of @p directory, with its error as the CLI words it minus the "--resume DIR: " prefix.
 [[nodiscard]] std::optional<cppl::core::run::ResumeSource> loadResumeFrom(const QString &directory, QString *error);

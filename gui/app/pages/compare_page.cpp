@@ -29,7 +29,7 @@ using namespace Qt::StringLiterals;
 using cppl::charts::AxisSpec;
 using cppl::charts::SeriesData;
 using cppl::charts::ValueFormat;
-using cppl::core::store::RunRecord;
+using cppl::core::history::RunRecord;
 
 namespace cppl::app {
 
@@ -169,9 +169,9 @@ QString ComparePage::projectionText() const
 
 void ComparePage::recompute()
 {
-    cppl::core::store::CompareOptions o;
+    cppl::core::history::CompareOptions o;
     o.threshold = threshold();
-    m_comparison = m_runs.empty() ? cppl::core::store::Comparison{} : cppl::core::store::compareRuns(m_runs, m_baselines, o);
+    m_comparison = m_runs.empty() ? cppl::core::history::Comparison{} : cppl::core::history::compareRuns(m_runs, m_baselines, o);
     m_model->setComparison(m_comparison);
     // The table keeps room for a sweep's rows (up to 6 without scrolling) under the charts: the
     // splitter's 3:2 left it one row and a half.

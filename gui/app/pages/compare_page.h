@@ -31,12 +31,12 @@ class ComparePage : public QWidget
 public:
     explicit ComparePage(QWidget *parent = nullptr);
 
-    /// @p runs as RunStore::get() returns them; @p baselines: stored one-rank runs of the same
+    /// @p runs as RunHistory::get() returns them; @p baselines: stored one-rank runs of the same
     /// settings, used when the selection has none.
-    void setRuns(std::vector<cppl::core::store::RunRecord> runs, std::vector<cppl::core::store::RunRecord> baselines = {});
+    void setRuns(std::vector<cppl::core::history::RunRecord> runs, std::vector<cppl::core::history::RunRecord> baselines = {});
     void setThreshold(double fraction);
     [[nodiscard]] double threshold() const;
-    [[nodiscard]] const cppl::core::store::Comparison &comparison() const noexcept { return m_comparison; }
+    [[nodiscard]] const cppl::core::history::Comparison &comparison() const noexcept { return m_comparison; }
     [[nodiscard]] CompareModel *model() const noexcept { return m_model; }
     [[nodiscard]] QString recommendationText() const;
     [[nodiscard]] QString projectionText() const;
@@ -54,8 +54,8 @@ private:
     void updateCharts();
     void askExport();
 
-    std::vector<cppl::core::store::RunRecord> m_runs, m_baselines;
-    cppl::core::store::Comparison m_comparison;
+    std::vector<cppl::core::history::RunRecord> m_runs, m_baselines;
+    cppl::core::history::Comparison m_comparison;
     CompareModel *m_model = nullptr;
     QLabel *m_heading = nullptr;
     QLabel *m_recommendation = nullptr;

@@ -30,8 +30,8 @@
 #include <set>
 
 using namespace Qt::StringLiterals;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStatus;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunStatus;
 
 namespace cppl::app {
 
@@ -225,27 +225,27 @@ HistoryPage::HistoryPage(QWidget *parent)
     updateButtons();
 }
 
-void HistoryPage::setStore(cppl::core::store::RunStore *store, const QString &unavailableReason)
+void HistoryPage::setHistory(cppl::core::history::RunHistory *history, const QString &unavailableReason)
 {
-    m_store = store;
-    if (!store)
+    m_history = history;
+    if (!history)
         m_count->setText(unavailableReason.isEmpty() ? tr("No run history.") : tr("No run history: %1").arg(unavailableReason));
     refresh();
 }
 
 void HistoryPage::refresh()
 {
-    if (!m_store) {
+    if (!m_history) {
         m_model->setRuns({});
         updateButtons();
         return;
     }
     const QStringList selected = selectedRunIds();
     try {
-        m_store->flush(); // a run that just ended is on disk
-        m_model->setRuns(m_store->list());
+        m_history->flush(); // a run that just ended is on disk
+        m_model->setRuns(m_history->list());
     } catch (const cppl::Error &e) {
-        Q_EMIT failed(tr("Reading the run history %1: %2").arg(m_store->path(), QString::fromUtf8(e.what())));
+        Q_EMIT failed(tr("Reading the run history %1: %2").arg(m_history->path(), QString::fromUtf8(e.what())));
     }
     fillChoices();
     selectRuns(selected);
@@ -254,7 +254,7 @@ void HistoryPage::refresh()
 
 void HistoryPage::fillChoices()
 {
-    // Keep the user's choice across refreshes; the lists are the values the store holds.
+    // Keep the user's choice across refreshes; the lists are the values the history holds.
     std::set<QString> models, datas, protocols;
     std::set<int> nodes;
     for (int i = 0; i < m_model->rowCount(); ++i) {
@@ -305,12 +305,12 @@ void HistoryPage::applyFilters()
     m_filter->setStatusFilter(st < 0 ? std::nullopt : std::optional<RunStatus>(RunStatus(st)));
     m_filter->setNodeCount(m_nodesBox->currentData().toInt());
     m_filter->setDateRange(m_from->date() == kAnyDate ? QDate() : m_from->date(), m_to->date() == kAnyDate ? QDate() : m_to->date());
-    if (m_store) {
-        // The store's file name; its whole path (long, and it made the page that wide) in the tooltip.
+    if (m_history) {
+        // The history's file name; its whole path (long, and it made the page that wide) in the tooltip.
         m_count->setText((m_model->rowCount() == 1 ? tr("%1 of 1 stored run shown — %2") : tr("%1 of %n stored runs shown — %2", nullptr, m_model->rowCount()))
                              .arg(m_filter->rowCount())
-                             .arg(QFileInfo(m_store->path()).fileName()));
-        m_count->setToolTip(tr("The run history: %1").arg(m_store->path()));
+                             .arg(QFileInfo(m_history->path()).fileName()));
+        m_count->setToolTip(tr("The run history: %1").arg(m_history->path()));
     }
     m_empty->setText(m_model->rowCount() == 0
                          ? tr("No runs stored yet.\n\nEvery run started with Run (Ctrl+R), Sweep or clusterppl-cli run is recorded here.")
@@ -343,22 +343,22 @@ void HistoryPage::selectRuns(const QStringList &runIds)
 
 bool HistoryPage::deleteRuns(const QStringList &runIds)
 {
-    if (!m_store)
+    if (!m_history)
         return false;
     QStringList missing;
     try {
-        m_store->flush();
+        m_history->flush();
         for (const QString &id : runIds)
-            if (!m_store->remove(id))
+            if (!m_history->remove(id))
                 missing << id;
     } catch (const cppl::Error &e) {
-        Q_EMIT failed(tr("Deleting from the run history %1: %2").arg(m_store->path(), QString::fromUtf8(e.what())));
+        Q_EMIT failed(tr("Deleting from the run history %1: %2").arg(m_history->path(), QString::fromUtf8(e.what())));
         refresh();
         return false;
     }
     refresh();
     if (!missing.isEmpty())
-        Q_EMIT failed(tr("Not in the run history %1 (deleted elsewhere?): %2").arg(m_store->path(), missing.join(u", "_s)));
+        Q_EMIT failed(tr("Not in the run history %1 (deleted elsewhere?): %2").arg(m_history->path(), missing.join(u", "_s)));
     return missing.isEmpty();
 }
 
@@ -410,17 +410,17 @@ QString HistoryPage::resumeText() const
 void HistoryPage::openSelected()
 {
     const QStringList ids = selectedRunIds();
-    if (ids.size() != 1 || !m_store)
+    if (ids.size() != 1 || !m_history)
         return;
     std::optional<RunRecord> r;
     try {
-        r = m_store->get(ids.front());
+        r = m_history->get(ids.front());
     } catch (const cppl::Error &e) {
         Q_EMIT failed(QString::fromUtf8(e.what()));
         return;
     }
     if (!r) {
-        Q_EMIT failed(tr("Run %1 is no longer in the history %2").arg(ids.front(), m_store->path()));
+        Q_EMIT failed(tr("Run %1 is no longer in the history %2").arg(ids.front(), m_history->path()));
         refresh();
         return;
     }
@@ -432,14 +432,14 @@ void HistoryPage::openSelected()
 
 QStringList HistoryPage::exportReport(const QStringList &runIds, const QString &path, const QString &format, QString *error) const
 {
-    if (!m_store) {
+    if (!m_history) {
         *error = tr("the run history is not open");
         return {};
     }
-    // As `clusterppl-cli report` builds it: the runs as stored, against the store's one-rank
+    // As `clusterppl-cli report` builds it: the runs as stored, against the history's one-rank
     // baselines (a run that just ended is written first).
-    m_store->flush();
-    return writeReportTo([&] { return cppl::core::report::loadReport(*m_store, runIds); }, path, format, error);
+    m_history->flush();
+    return writeReportTo([&] { return cppl::core::report::loadReport(*m_history, runIds); }, path, format, error);
 }
 
 void HistoryPage::askExport(const QStringList &runIds, QWidget *dialogParent)

@@ -3,7 +3,7 @@
 
 // Every stored run (docs/run-history.md) as a sortable, filterable table with Open (a read-only
 // detail view), Re-run, Resume, Compare selected, Export report and Delete. The page reads through the window's
-// RunStore; it never writes except to delete.
+// RunHistory; it never writes except to delete.
 
 #include "history/run_record.h"
 
@@ -17,8 +17,8 @@ class QPushButton;
 class QTableView;
 class QToolButton;
 
-namespace cppl::core::store {
-class RunStore;
+namespace cppl::core::history {
+class RunHistory;
 }
 
 namespace cppl::app {
@@ -33,9 +33,9 @@ class HistoryPage : public QWidget
 public:
     explicit HistoryPage(QWidget *parent = nullptr);
 
-    /// The store to read (not owned; null: the page says why it is empty).
-    void setStore(cppl::core::store::RunStore *store, const QString &unavailableReason = {});
-    /// Reads the store again (after a run ends, a delete, an import).
+    /// The history to read (not owned; null: the page says why it is empty).
+    void setHistory(cppl::core::history::RunHistory *history, const QString &unavailableReason = {});
+    /// Reads the history again (after a run ends, a delete, an import).
     void refresh();
     /// Deletes without asking (the Delete button asks first); false with failed() when one is missing.
     bool deleteRuns(const QStringList &runIds);
@@ -51,7 +51,7 @@ public:
     /// The selected run's resume state, as shown above the buttons (empty: none to show).
     [[nodiscard]] QString resumeText() const;
     /// Writes the report of @p runIds (one: a run report; several: a comparison) as stored, with
-    /// the store's one-rank baselines; the files written, or empty with *error (Export report…).
+    /// the history's one-rank baselines; the files written, or empty with *error (Export report…).
     QStringList exportReport(const QStringList &runIds, const QString &path, const QString &format, QString *error) const;
     /// Export report…: asks where (a file dialog over @p dialogParent, this page by default) and
     /// exports, with info() or failed() saying what happened.
@@ -59,10 +59,10 @@ public:
 
 Q_SIGNALS:
     void compareRequested(const QStringList &runIds);
-    void rerunRequested(const cppl::core::store::RunRecord &run);
+    void rerunRequested(const cppl::core::history::RunRecord &run);
     /// Resume: finish the interrupted run from its last committed round, with the profile it ran
     /// (@p onProfileHosts false) or on the Cluster page's profile (true; its evaluation must be the run's).
-    void resumeRequested(const cppl::core::store::RunRecord &run, bool onProfileHosts);
+    void resumeRequested(const cppl::core::history::RunRecord &run, bool onProfileHosts);
     void failed(const QString &text);
     void info(const QString &text);
 
@@ -72,7 +72,7 @@ private:
     void updateButtons();
     void openSelected();
 
-    cppl::core::store::RunStore *m_store = nullptr;
+    cppl::core::history::RunHistory *m_history = nullptr;
     HistoryModel *m_model = nullptr;
     HistoryFilterModel *m_filter = nullptr;
     QTableView *m_view = nullptr;

@@ -14,7 +14,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 QString relativeDeviationText(double relative)
 {
@@ -478,4 +478,4 @@ QString formatComparison(const Comparison &c)
     return s;
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 struct ScalingPoint
 {
@@ -111,7 +111,7 @@ struct Comparison
 
 /// The figures of one run (efficiency and baseline fields left for compareRuns()).
 [[nodiscard]] ScalingPoint scalingPoint(const RunRecord &run);
-/// @p extraBaselines: one-rank runs from the store to compare against when the selection has none.
+/// @p extraBaselines: one-rank runs from the history to compare against when the selection has none.
 [[nodiscard]] Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<RunRecord> &extraBaselines = {},
                                      const CompareOptions &options = {});
 /// Fits on @p points and projects; the held-out check refits without the largest world size.
@@ -123,4 +123,4 @@ struct Comparison
 /// The scaling table, the recommendation and the projection as text (the CLI's compare).
 [[nodiscard]] QString formatComparison(const Comparison &c);
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

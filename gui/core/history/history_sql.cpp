@@ -10,7 +10,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store::sql {
+namespace cppl::core::history::sql {
 
 namespace {
 
@@ -423,4 +423,4 @@ void replaceRankSummary(QSqlDatabase &db, std::int64_t id, const std::vector<Ran
                   u"recording rank summaries"_s);
 }
 
-} // namespace cppl::core::store::sql
+} // namespace cppl::core::history::sql

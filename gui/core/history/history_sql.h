@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The store's SQL in one place, shared by the reading connection (RunStore) and the writer
-// thread's own connection (StoreWriter). Every function throws cppl::IoError naming the store file
+// The history's SQL in one place, shared by the reading connection (RunHistory) and the writer
+// thread's own connection (HistoryWriter). Every function throws cppl::IoError naming the history file
 // and the statement's error. Not part of the public API; tests use createSchema() to build older
 // versions.
 
@@ -11,7 +11,7 @@
 #include <QSqlDatabase>
 #include <QString>
 
-namespace cppl::core::store::sql {
+namespace cppl::core::history::sql {
 
 inline constexpr int kCurrentVersion = 2;
 
@@ -42,4 +42,4 @@ void replaceRankSummary(QSqlDatabase &db, std::int64_t id, const std::vector<Ran
 
 [[nodiscard]] std::optional<std::int64_t> idOf(QSqlDatabase &db, const QString &runId);
 
-} // namespace cppl::core::store::sql
+} // namespace cppl::core::history::sql

@@ -13,9 +13,9 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
-struct StoreWriter::Context
+struct HistoryWriter::Context
 {
     QSqlDatabase &db;
     std::map<QString, std::int64_t> ids; // run id -> row id, for runs this writer began or found
@@ -35,12 +35,12 @@ struct StoreWriter::Context
     }
 };
 
-StoreWriter::StoreWriter(const QString &path, Options options) : m_options(options)
+HistoryWriter::HistoryWriter(const QString &path, Options options) : m_options(options)
 {
     m_thread = std::thread([this, path] { loop(path); });
 }
 
-StoreWriter::~StoreWriter()
+HistoryWriter::~HistoryWriter()
 {
     {
         const std::lock_guard lock(m_mutex);
@@ -50,7 +50,7 @@ StoreWriter::~StoreWriter()
     m_thread.join();
 }
 
-void StoreWriter::enqueue(Op op)
+void HistoryWriter::enqueue(Op op)
 {
     {
         const std::lock_guard lock(m_mutex);
@@ -60,7 +60,7 @@ void StoreWriter::enqueue(Op op)
     m_wake.notify_one();
 }
 
-void StoreWriter::beginRun(RunRecord header)
+void HistoryWriter::beginRun(RunRecord header)
 {
     enqueue([h = std::move(header)](Context &c) {
         if (sql::idOf(c.db, h.runId)) {
@@ -71,7 +71,7 @@ void StoreWriter::beginRun(RunRecord header)
     });
 }
 
-void StoreWriter::setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions)
+void HistoryWriter::setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions)
 {
     enqueue([runId, p = std::move(preflight), v = std::move(versions)](Context &c) {
         if (const auto id = c.id(runId))
@@ -79,7 +79,7 @@ void StoreWriter::setPreflight(const QString &runId, QJsonArray preflight, QJson
     });
 }
 
-void StoreWriter::addSamples(const QString &runId, std::vector<RankSample> samples)
+void HistoryWriter::addSamples(const QString &runId, std::vector<RankSample> samples)
 {
     enqueue([runId, s = std::move(samples)](Context &c) {
         if (const auto id = c.id(runId))
@@ -87,7 +87,7 @@ void StoreWriter::addSamples(const QString &runId, std::vector<RankSample> sampl
     });
 }
 
-void StoreWriter::addLogs(const QString &runId, std::vector<LogLine> lines)
+void HistoryWriter::addLogs(const QString &runId, std::vector<LogLine> lines)
 {
     enqueue([runId, l = std::move(lines)](Context &c) {
         if (const auto id = c.id(runId))
@@ -95,7 +95,7 @@ void StoreWriter::addLogs(const QString &runId, std::vector<LogLine> lines)
     });
 }
 
-void StoreWriter::trimLogs(const QString &runId, int rank, std::int64_t fromSeq, std::int64_t toSeq)
+void HistoryWriter::trimLogs(const QString &runId, int rank, std::int64_t fromSeq, std::int64_t toSeq)
 {
     enqueue([=](Context &c) {
         if (const auto id = c.id(runId))
@@ -103,7 +103,7 @@ void StoreWriter::trimLogs(const QString &runId, int rank, std::int64_t fromSeq,
     });
 }
 
-void StoreWriter::addAlert(const QString &runId, StoredAlert alert)
+void HistoryWriter::addAlert(const QString &runId, StoredAlert alert)
 {
     enqueue([runId, a = std::move(alert)](Context &c) {
         if (const auto id = c.id(runId))
@@ -111,7 +111,7 @@ void StoreWriter::addAlert(const QString &runId, StoredAlert alert)
     });
 }
 
-void StoreWriter::finishRun(RunRecord final)
+void HistoryWriter::finishRun(RunRecord final)
 {
     enqueue([f = std::move(final)](Context &c) {
         if (const auto id = c.id(f.runId))
@@ -119,7 +119,7 @@ void StoreWriter::finishRun(RunRecord final)
     });
 }
 
-void StoreWriter::flush()
+void HistoryWriter::flush()
 {
     std::unique_lock lock(m_mutex);
     const std::uint64_t target = m_enqueued;
@@ -131,13 +131,13 @@ void StoreWriter::flush()
     --m_flushWaiters;
 }
 
-QString StoreWriter::lastError() const
+QString HistoryWriter::lastError() const
 {
     const std::lock_guard lock(m_mutex);
     return m_error;
 }
 
-void StoreWriter::loop(QString path)
+void HistoryWriter::loop(QString path)
 {
     static std::atomic<int> serial{0};
     const QString name = u"clusterppl-store-writer-%1"_s.arg(serial++);
@@ -209,4 +209,4 @@ void StoreWriter::loop(QString path)
     m_done.notify_all();
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The run store's write path: a thread with its own SQLite connection. Callers only enqueue
+// The run history's write path: a thread with its own SQLite connection. Callers only enqueue
 // (a mutex held for a vector push, never for disk work); the thread commits what has queued up
 // in one transaction at most every Options::batchMilliseconds, so a crash loses at most that much
 // (docs/run-history.md, "Write path").
@@ -21,9 +21,9 @@
 
 class QSqlDatabase;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
-class StoreWriter
+class HistoryWriter
 {
 public:
     struct Options
@@ -33,13 +33,13 @@ public:
         int batchMilliseconds = 500;
     };
 
-    /// Opens its own connection to @p path on the writer thread; the schema must exist (RunStore
+    /// Opens its own connection to @p path on the writer thread; the schema must exist (RunHistory
     /// creates and migrates it first).
-    StoreWriter(const QString &path, Options options);
+    HistoryWriter(const QString &path, Options options);
     /// Writes everything enqueued, then stops the thread.
-    ~StoreWriter();
-    StoreWriter(const StoreWriter &) = delete;
-    StoreWriter &operator=(const StoreWriter &) = delete;
+    ~HistoryWriter();
+    HistoryWriter(const HistoryWriter &) = delete;
+    HistoryWriter &operator=(const HistoryWriter &) = delete;
 
     /// A new runs row (status as given, usually running). Later calls name the run by runId; calls
     /// for a run whose row could not be written (an id already stored) are dropped and counted.
@@ -84,4 +84,4 @@ private:
     std::thread m_thread;
 };
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -13,7 +13,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 namespace {
 
@@ -212,4 +212,4 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
     return r;
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -9,7 +9,7 @@
 
 #include <QJsonObject>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 inline constexpr int kExportVersion = 1;
 
@@ -18,4 +18,4 @@ inline constexpr int kExportVersion = 1;
 /// from the result's content). Throws cppl::ConfigError naming the field that is wrong.
 [[nodiscard]] RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult = {});
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -28,7 +28,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 namespace {
 
@@ -132,7 +132,7 @@ QString dataHome()
 
 /// Copies an earlier store (with its write-ahead log, where a process still has it open) to
 /// @p copy and moves its runs into @p into; the line that says what happened.
-QString adoptOne(RunStore &into, const QString &from, const QString &copy)
+QString adoptOne(RunHistory &into, const QString &from, const QString &copy)
 {
     const QString tail = u"; they are still there: CLUSTERPPL_STORE=%1 clusterppl-cli export RUN -o run.json, "
                          "then clusterppl-cli import run.json"_s.arg(from);
@@ -140,7 +140,7 @@ QString adoptOne(RunStore &into, const QString &from, const QString &copy)
         if (QFileInfo::exists(from + suffix) && !QFile::copy(from + suffix, copy + suffix))
             return u"the runs in %1 could not be read (cannot copy %2 to %3)"_s.arg(from, from + suffix, copy + suffix) + tail;
     try {
-        const RunStore old(copy);
+        const RunHistory old(copy);
         std::vector<RunRecord> runs = old.list();
         std::reverse(runs.begin(), runs.end()); // oldest first, as they were stored
         QStringList renamed;
@@ -166,7 +166,7 @@ QString adoptOne(RunStore &into, const QString &from, const QString &copy)
 
 } // namespace
 
-QString RunStore::defaultPath()
+QString RunHistory::defaultPath()
 {
     const QString env = qEnvironmentVariable("CLUSTERPPL_STORE");
     if (!env.isEmpty())
@@ -174,13 +174,13 @@ QString RunStore::defaultPath()
     return dataHome() + u"/clusterppl/runs.sqlite"_s;
 }
 
-QStringList RunStore::earlierDefaultPaths()
+QStringList RunHistory::earlierDefaultPaths()
 {
     const QString home = dataHome();
     return {home + u"/ClusterPPL/clusterppl/runs.sqlite"_s, home + u"/clusterppl-cli/runs.sqlite"_s};
 }
 
-QStringList RunStore::adoptEarlierStores()
+QStringList RunHistory::adoptEarlierStores()
 {
     if (!qEnvironmentVariableIsEmpty("CLUSTERPPL_STORE"))
         return {};
@@ -206,7 +206,7 @@ QStringList RunStore::adoptEarlierStores()
                           .toStdString());
     QStringList lines;
     try {
-        RunStore into(staging);
+        RunHistory into(staging);
         for (int i = 0; i < earlier.size(); ++i)
             lines << adoptOne(into, earlier[i], copies.filePath(u"earlier-%1.sqlite"_s.arg(i)));
     } catch (...) {
@@ -230,12 +230,12 @@ QStringList RunStore::adoptEarlierStores()
     return lines;
 }
 
-int RunStore::schemaVersion() noexcept
+int RunHistory::schemaVersion() noexcept
 {
     return sql::kCurrentVersion;
 }
 
-RunStore::RunStore(const QString &path, Options options) : m_path(path), m_options(options)
+RunHistory::RunHistory(const QString &path, Options options) : m_path(path), m_options(options)
 {
     static std::atomic<int> serial{0};
     m_connection = u"clusterppl-store-%1"_s.arg(serial++);
@@ -255,13 +255,13 @@ RunStore::RunStore(const QString &path, Options options) : m_path(path), m_optio
     }
 }
 
-RunStore::~RunStore()
+RunHistory::~RunHistory()
 {
     m_writer.reset(); // drains the queue
     sql::closeConnection(m_connection);
 }
 
-void RunStore::markInterrupted()
+void RunHistory::markInterrupted()
 {
     QSqlDatabase db = dbOf(m_connection);
     QSqlQuery q(db);
@@ -296,7 +296,7 @@ void RunStore::markInterrupted()
     }
 }
 
-std::vector<RunRecord> RunStore::select(const QString &where, const QVariantList &binds, int limit) const
+std::vector<RunRecord> RunHistory::select(const QString &where, const QVariantList &binds, int limit) const
 {
     QSqlQuery q(dbOf(m_connection));
     QString statement = u"SELECT "_s + kColumns + u" FROM runs"_s + (where.isEmpty() ? QString() : u" WHERE "_s + where)
@@ -340,7 +340,7 @@ std::vector<RunRecord> RunStore::select(const QString &where, const QVariantList
     return out;
 }
 
-std::vector<RunRecord> RunStore::list(const RunFilter &f) const
+std::vector<RunRecord> RunHistory::list(const RunFilter &f) const
 {
     QStringList where;
     QVariantList binds;
@@ -385,13 +385,13 @@ std::vector<RunRecord> RunStore::list(const RunFilter &f) const
     return select(where.join(u" AND "_s), binds, f.limit);
 }
 
-bool RunStore::contains(const QString &runId) const
+bool RunHistory::contains(const QString &runId) const
 {
     QSqlDatabase db = dbOf(m_connection);
     return sql::idOf(db, runId).has_value();
 }
 
-QString RunStore::freeRunId(const QString &runId) const
+QString RunHistory::freeRunId(const QString &runId) const
 {
     QString id = runId;
     for (int n = 2; contains(id); ++n)
@@ -399,7 +399,7 @@ QString RunStore::freeRunId(const QString &runId) const
     return id;
 }
 
-std::optional<RunRecord> RunStore::get(const QString &runId) const
+std::optional<RunRecord> RunHistory::get(const QString &runId) const
 {
     auto rows = select(u"run_id = ?"_s, {runId}, 1);
     if (rows.empty())
@@ -421,7 +421,7 @@ std::optional<RunRecord> RunStore::get(const QString &runId) const
     while (q.next())
         rec.logs.push_back({q.value(0).toInt(), q.value(1).toLongLong(), q.value(2).toDouble(), q.value(3).toString() == u"err"_s,
                             q.value(4).toString()});
-    // Lines a rank printed but the store did not keep: the highest line number + 1 minus those kept.
+    // Lines a rank printed but the history did not keep: the highest line number + 1 minus those kept.
     q.prepare(u"SELECT rank, MAX(seq) + 1 - COUNT(*) FROM logs WHERE run = ? GROUP BY rank HAVING MAX(seq) + 1 - COUNT(*) > 0 ORDER BY rank"_s);
     q.addBindValue(id);
     if (!q.exec())
@@ -437,7 +437,7 @@ std::optional<RunRecord> RunStore::get(const QString &runId) const
     return rec;
 }
 
-bool RunStore::remove(const QString &runId)
+bool RunHistory::remove(const QString &runId)
 {
     QSqlQuery q(dbOf(m_connection));
     q.prepare(u"DELETE FROM runs WHERE run_id = ?"_s); // ON DELETE CASCADE takes samples, logs, alerts, ranks
@@ -447,7 +447,7 @@ bool RunStore::remove(const QString &runId)
     return q.numRowsAffected() > 0;
 }
 
-std::optional<RunRecord> RunStore::baselineFor(const QString &key, const QString &excludeRunId, const QString &dtype) const
+std::optional<RunRecord> RunHistory::baselineFor(const QString &key, const QString &excludeRunId, const QString &dtype) const
 {
     if (key.isEmpty())
         return std::nullopt;
@@ -460,7 +460,7 @@ std::optional<RunRecord> RunStore::baselineFor(const QString &key, const QString
     return std::nullopt;
 }
 
-void RunStore::insert(const RunRecord &record)
+void RunHistory::insert(const RunRecord &record)
 {
     QSqlDatabase db = dbOf(m_connection);
     if (sql::idOf(db, record.runId))
@@ -478,17 +478,17 @@ void RunStore::insert(const RunRecord &record)
         fail(m_path, u"commit"_s, db.lastError());
 }
 
-StoreWriter &RunStore::writer()
+HistoryWriter &RunHistory::writer()
 {
     if (!m_writer)
-        m_writer = std::make_unique<StoreWriter>(m_path, m_options.writer);
+        m_writer = std::make_unique<HistoryWriter>(m_path, m_options.writer);
     return *m_writer;
 }
 
-void RunStore::flush()
+void RunHistory::flush()
 {
     if (m_writer)
         m_writer->flush();
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

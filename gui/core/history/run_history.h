@@ -4,8 +4,8 @@
 // The run history: one SQLite file (QtSql) in the user's data directory. docs/run-history.md has
 // the schema, its migrations, the write path and what a crash loses.
 //
-// Threads: a RunStore's reads use a connection of the thread that constructed it; call them there
-// (or construct another RunStore on a worker). Writes go through writer(), which only enqueues.
+// Threads: a RunHistory's reads use a connection of the thread that constructed it; call them there
+// (or construct another RunHistory on a worker). Writes go through writer(), which only enqueues.
 
 #include "history/run_record.h"
 #include "history/history_writer.h"
@@ -16,14 +16,14 @@
 #include <optional>
 #include <vector>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
-class RunStore
+class RunHistory
 {
 public:
     struct Options
     {
-        StoreWriter::Options writer;
+        HistoryWriter::Options writer;
     };
 
     /// $CLUSTERPPL_STORE when set, else ~/.local/share/clusterppl/runs.sqlite ($XDG_DATA_HOME
@@ -34,22 +34,22 @@ public:
     [[nodiscard]] static QStringList earlierDefaultPaths();
     /// Once, when the shared default store does not exist yet and $CLUSTERPPL_STORE is not set:
     /// creates it with every run of the earlier stores that exist (read from copies, so those
-    /// files stay as they were; a run id in both is kept twice, the second as ID.2). The store
+    /// files stay as they were; a run id in both is kept twice, the second as ID.2). The history
     /// appears whole or not at all (built beside it, then linked into place; a process that
     /// adopts at the same moment leaves it to the first). Returns a line per earlier store found
     /// ("N runs from PATH", or why it could not be read and what to do), empty when there was
-    /// nothing to do. Throws cppl::IoError when the store cannot be created.
+    /// nothing to do. Throws cppl::IoError when the history cannot be created.
     static QStringList adoptEarlierStores();
 
     /// Opens (creating the file and its directory, migrating an older schema) and marks runs left
     /// "running" by a process that no longer exists as "interrupted". Throws cppl::IoError with
     /// the path and the cause.
-    explicit RunStore(const QString &path, Options options);
-    explicit RunStore(const QString &path = defaultPath()) : RunStore(path, Options{}) {}
+    explicit RunHistory(const QString &path, Options options);
+    explicit RunHistory(const QString &path = defaultPath()) : RunHistory(path, Options{}) {}
     /// Writes everything the writer holds, then closes.
-    ~RunStore();
-    RunStore(const RunStore &) = delete;
-    RunStore &operator=(const RunStore &) = delete;
+    ~RunHistory();
+    RunHistory(const RunHistory &) = delete;
+    RunHistory &operator=(const RunHistory &) = delete;
 
     [[nodiscard]] QString path() const { return m_path; }
     /// The schema version the file had before this open (0: new file).
@@ -76,7 +76,7 @@ public:
     void insert(const RunRecord &record);
 
     /// The asynchronous write path (started on first use).
-    StoreWriter &writer();
+    HistoryWriter &writer();
     /// Waits until the writer has committed everything enqueued so far.
     void flush();
 
@@ -89,7 +89,7 @@ private:
     QString m_connection;
     int m_versionFound = 0;
     QStringList m_interrupted;
-    std::unique_ptr<StoreWriter> m_writer;
+    std::unique_ptr<HistoryWriter> m_writer;
 };
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

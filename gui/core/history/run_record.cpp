@@ -11,7 +11,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 QString statusName(RunStatus status)
 {
@@ -247,4 +247,4 @@ QString currentOwner()
     return QSysInfo::machineHostName() + u':' + QString::number(::getpid());
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// What the run store keeps about one run, as plain values (QtCore only): the dashboard's History
+// What the run history keeps about one run, as plain values (QtCore only): the dashboard's History
 // and Compare pages, the reports and the CLI all read these. docs/run-history.md describes the
 // tables they mirror.
 
@@ -18,7 +18,7 @@
 #include <optional>
 #include <vector>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 enum class RunStatus { Running, Finished, Failed, Stopped, Interrupted };
 [[nodiscard]] QString statusName(RunStatus status);
@@ -71,10 +71,10 @@ struct StoredAlert
     QString message;
 };
 
-/// A row of the runs table, and with get() everything else the store holds about the run.
+/// A row of the runs table, and with get() everything else the history holds about the run.
 struct RunRecord
 {
-    std::int64_t id = 0;       ///< the store's row id (0: not stored yet)
+    std::int64_t id = 0;       ///< the history's row id (0: not stored yet)
     QString runId;
     RunStatus status = RunStatus::Running;
     QDateTime started;         ///< UTC
@@ -109,7 +109,7 @@ struct RunRecord
     QString settingsKey;       ///< settingsKey(): what must match for a baseline
     QString owner;             ///< "host:pid" of the process recording it (crash detection)
 
-    // Filled by RunStore::get() only.
+    // Filled by RunHistory::get() only.
     std::vector<RankSample> samples;
     std::vector<RankSummary> ranks;
     std::vector<LogLine> logs;
@@ -162,6 +162,6 @@ bool applyResult(RunRecord &rec);
 /// "host:pid" of this process.
 [[nodiscard]] QString currentOwner();
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history
 
-Q_DECLARE_METATYPE(cppl::core::store::RunRecord)
+Q_DECLARE_METATYPE(cppl::core::history::RunRecord)

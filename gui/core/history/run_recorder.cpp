@@ -13,9 +13,9 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
-RunRecorder::RunRecorder(RunStore &store, Options options, QObject *parent)
+RunRecorder::RunRecorder(RunHistory &store, Options options, QObject *parent)
     : QObject(parent), m_writer(store.writer()), m_options(std::move(options))
 {
 }
@@ -120,7 +120,7 @@ void RunRecorder::onOutput(int rank, bool isStderr, const QString &line)
     RankLog &log = m_logs[rank];
     const std::int64_t seq = log.next++;
     m_writer.addLogs(m_runId, {LogLine{rank, seq, m_engine ? m_engine->elapsedSeconds() : 0.0, isStderr, line}});
-    // Past head + tail, lines leave the middle in chunks: the store keeps how a rank started and
+    // Past head + tail, lines leave the middle in chunks: the history keeps how a rank started and
     // how it ended, and the gap in line numbers says how many were dropped.
     const std::int64_t keepFrom = log.next - m_options.logTail;
     if (keepFrom - std::max<std::int64_t>(log.trimmed, m_options.logHead) >= 256) {
@@ -219,4 +219,4 @@ void RunRecorder::onFinished(const run::RunOutcome &o)
     Q_EMIT recorded(m_runId);
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

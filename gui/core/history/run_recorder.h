@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// Records everything a RunEngine emits into a RunStore, as it arrives: the run's row when it is
+// Records everything a RunEngine emits into a RunHistory, as it arrives: the run's row when it is
 // planned, pre-flight reports, per-rank samples (at most one per second, thinning out on long
 // runs), log lines (a head and a tail per rank), alerts, and the end. Only enqueues: the engine's
 // thread never waits on the disk.
@@ -22,10 +22,10 @@ struct RunAlert;
 struct RunOutcome;
 } // namespace cppl::core::run
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
-class RunStore;
-class StoreWriter;
+class RunHistory;
+class HistoryWriter;
 
 class RunRecorder : public QObject
 {
@@ -42,13 +42,13 @@ public:
         // Logs: the first logHead lines of each rank and its last logTail lines are kept.
         int logHead = 1000;
         int logTail = 1000;
-        // The id the store records the run under; empty: the engine's run id. (A run id already
+        // The id the history records the run under; empty: the engine's run id. (A run id already
         // in the history is recorded under a free variant instead of overwriting the old run.)
         QString recordAs;
     };
 
-    explicit RunRecorder(RunStore &store, QObject *parent = nullptr) : RunRecorder(store, Options{}, parent) {}
-    RunRecorder(RunStore &store, Options options, QObject *parent = nullptr);
+    explicit RunRecorder(RunHistory &store, QObject *parent = nullptr) : RunRecorder(store, Options{}, parent) {}
+    RunRecorder(RunHistory &store, Options options, QObject *parent = nullptr);
 
     /// Connect before engine->start(): planned() is emitted inside start().
     void attach(run::RunEngine *engine);
@@ -57,7 +57,7 @@ public:
     [[nodiscard]] std::int64_t samplesRecorded() const noexcept { return m_samples; }
 
 Q_SIGNALS:
-    /// The end of the run was enqueued (flush the store to read it back).
+    /// The end of the run was enqueued (flush the history to read it back).
     void recorded(const QString &runId);
 
 private:
@@ -76,7 +76,7 @@ private:
         std::int64_t trimmed = 0;  // lines [logHead, trimmed) already deleted
     };
 
-    StoreWriter &m_writer;
+    HistoryWriter &m_writer;
     Options m_options;
     QPointer<run::RunEngine> m_engine;
     QString m_runId;
@@ -90,4 +90,4 @@ private:
     int m_inStage = 0;
 };
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -10,7 +10,7 @@
 
 using namespace Qt::StringLiterals;
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 ClusterProfile profileForRanks(const ClusterProfile &profile, int ranks)
 {
@@ -69,4 +69,4 @@ std::vector<int> parseRankList(const QString &list)
     return {out.begin(), out.end()};
 }
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 
 /// The profile limited to its first @p ranks slots in host order (hosts past them dropped, the
 /// last one's slots cut); groups keep their mode, by-size groups shrink to fit. Throws
@@ -18,4 +18,4 @@ namespace cppl::core::store {
 /// "1,2,4,8" -> {1, 2, 4, 8}; ascending, unique, each >= 1. Throws ConfigError naming the bad item.
 [[nodiscard]] std::vector<int> parseRankList(const QString &list);
 
-} // namespace cppl::core::store
+} // namespace cppl::core::history

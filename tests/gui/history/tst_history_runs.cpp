@@ -29,7 +29,7 @@
 #include <cmath>
 
 using namespace Qt::StringLiterals;
-using namespace cppl::core::store;
+using namespace cppl::core::history;
 
 using cppl::test::agentsOfRun;
 using cppl::test::readFile;
@@ -52,7 +52,7 @@ bool near(double a, double b)
 
 } // namespace
 
-class TestStoreRuns : public QObject
+class TestHistoryRuns : public QObject
 {
     Q_OBJECT
 
@@ -85,7 +85,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(sweep.exitCode == 0, qPrintable(sweep.describe()));
         qInfo("%s", qPrintable(sweep.out));
         QVERIFY(sweep.out.contains(u"recommendation (threshold 75%)"_s));
-        RunStore s(m_store);
+        RunHistory s(m_store);
         std::vector<RunRecord> runs;
         for (const QString &id : {u"sw-r1"_s, u"sw-r2"_s, u"sw-r4"_s}) {
             auto rec = s.get(id);
@@ -156,10 +156,10 @@ private Q_SLOTS:
         const auto dup = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"after-sweep"_s, u"--no-preflight"_s}, 300000);
         CPPL_VERIFY2(dup.exitCode == 0, qPrintable(dup.describe()));
         CPPL_VERIFY2(dup.err.contains(u"run after-sweep is already in the history; this run is recorded as after-sweep.2"_s), qPrintable(dup.err));
-        QCOMPARE(RunStore(m_store).get(u"after-sweep.2"_s)->nllSumExact, runs[0].nllSumExact);
+        QCOMPARE(RunHistory(m_store).get(u"after-sweep.2"_s)->nllSumExact, runs[0].nllSumExact);
         const auto unstored = cli({u"run"_s, u"--profile"_s, m_profile, u"--run-id"_s, u"sw-r1"_s, u"--no-preflight"_s, u"--no-store"_s}, 300000);
         CPPL_VERIFY2(unstored.exitCode == 0, qPrintable(unstored.describe()));
-        QCOMPARE(RunStore(m_store).list().size(), std::size_t(5)); // the --no-store run is not there
+        QCOMPARE(RunHistory(m_store).list().size(), std::size_t(5)); // the --no-store run is not there
     }
 
     void sigkillOfTheCliLeavesAnInterruptedRun()
@@ -178,14 +178,14 @@ private Q_SLOTS:
         p.setProcessEnvironment(env);
         p.start(kCli, {u"run"_s, u"--profile"_s, longProfile, u"--run-id"_s, runId, u"--no-preflight"_s, u"--schedule"_s, u"static"_s});
         QVERIFY(p.waitForStarted());
-        // Wait until the store holds samples of every rank twice (written by the CLI's writer
+        // Wait until the history holds samples of every rank twice (written by the CLI's writer
         // thread, read here through another connection), then kill.
         QElapsedTimer t;
         t.start();
         int before = 0;
         while (t.elapsed() < 120000 && p.state() == QProcess::Running) {
             QThread::msleep(250);
-            const RunStore s(m_store);
+            const RunHistory s(m_store);
             if (const auto rec = s.get(runId)) {
                 QCOMPARE(rec->status, RunStatus::Running); // its process is alive: not interrupted
                 before = static_cast<int>(rec->samples.size());
@@ -194,7 +194,7 @@ private Q_SLOTS:
             }
         }
         CPPL_VERIFY2(before >= 8, qPrintable(u"samples before the kill: %1\n"_s.arg(before) + QString::fromUtf8(p.readAllStandardError())));
-        QCOMPARE(cppl::test::ranksOfRun(runId).size(), 4); // the store's process too (on_rank_loss continue): none may outlive the CLI
+        QCOMPARE(cppl::test::ranksOfRun(runId).size(), 4); // the rendezvous store's process too (on_rank_loss continue): none may outlive the CLI
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         QVERIFY(p.waitForFinished(10000));
         t.restart();
@@ -202,7 +202,7 @@ private Q_SLOTS:
             QThread::msleep(100);
         QCOMPARE(agentsOfRun(runId).size(), 0);
         qInfo("every agent gone %lld ms after SIGKILL of the CLI", static_cast<long long>(t.elapsed()));
-        RunStore s(m_store);
+        RunHistory s(m_store);
         QVERIFY(s.interruptedOnOpen().contains(runId));
         const auto rec = s.get(runId);
         QCOMPARE(rec->status, RunStatus::Interrupted);
@@ -223,8 +223,8 @@ private Q_SLOTS:
         const QString other = m_dir.filePath(u"other/runs.sqlite"_s);
         r = cli({u"import"_s, file, u"--store"_s, other});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const RunRecord a = *RunStore(m_store).get(u"sw-r2"_s);
-        const RunRecord b = *RunStore(other).get(u"sw-r2"_s);
+        const RunRecord a = *RunHistory(m_store).get(u"sw-r2"_s);
+        const RunRecord b = *RunHistory(other).get(u"sw-r2"_s);
         QCOMPARE(runToJson(b), runToJson(a));
         QCOMPARE(b.samples.size(), a.samples.size());
         // A bare agent result (rank 0's JSON) imports as a finished run with its exact sum.
@@ -232,7 +232,7 @@ private Q_SLOTS:
         QVERIFY(writeFile(result, a.resultJson));
         r = cli({u"import"_s, result, u"--store"_s, other, u"--run-id"_s, u"bare"_s});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const RunRecord bare = *RunStore(other).get(u"bare"_s);
+        const RunRecord bare = *RunHistory(other).get(u"bare"_s);
         QCOMPARE(bare.nllSumExact, a.nllSumExact);
         QCOMPARE(bare.worldSize, 2);
         QCOMPARE(bare.ranks.size(), std::size_t(2));
@@ -273,11 +273,11 @@ private Q_SLOTS:
         }
         r = cli({u"delete"_s, u"after-sweep"_s});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        QVERIFY(!RunStore(m_store).contains(u"after-sweep"_s));
+        QVERIFY(!RunHistory(m_store).contains(u"after-sweep"_s));
     }
 
     /// Without CLUSTERPPL_STORE the CLI opens the history the dashboard opens
-    /// (RunStore::defaultPath(), no application name in it), made once from the stores each kept
+    /// (RunHistory::defaultPath(), no application name in it), made once from the stores each kept
     /// in earlier builds: here the CLI's, holding this test's real runs.
     void theCliAdoptsItsEarlierHistory()
     {
@@ -291,7 +291,7 @@ private Q_SLOTS:
         const QString earlier = home.filePath(u"clusterppl-cli/runs.sqlite"_s);
         QVERIFY(QDir().mkpath(QFileInfo(earlier).absolutePath()));
         QVERIFY(QFile::copy(m_store, earlier)); // the writer closed it: no write-ahead log
-        const std::size_t stored = RunStore(m_store).list().size();
+        const std::size_t stored = RunHistory(m_store).list().size();
         QVERIFY(stored >= 3);
 
         auto r = cli({u"list"_s});
@@ -300,7 +300,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(r.err.contains(u"clusterppl-cli: run history: %1 runs from %2\n"_s.arg(stored).arg(earlier)), qPrintable(r.describe()));
         CPPL_VERIFY2(r.err.contains(u"the dashboard and clusterppl-cli now share "_s + shared), qPrintable(r.describe()));
         CPPL_VERIFY2(r.out.contains(u"sw-r1"_s) && r.out.contains(u" runs in "_s + shared), qPrintable(r.out));
-        QCOMPARE(RunStore(shared).list().size(), stored);
+        QCOMPARE(RunHistory(shared).list().size(), stored);
         // Once.
         r = cli({u"list"_s});
         CPPL_VERIFY2(r.exitCode == 0 && !r.err.contains(u"run history"_s) && r.out.contains(u"sw-r1"_s), qPrintable(r.describe()));
@@ -311,5 +311,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestStoreRuns)
+QTEST_GUILESS_MAIN(TestHistoryRuns)
 #include "tst_history_runs.moc"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The run store on real SQLite files: schema creation, migration from v1 with its data kept, the
+// The run history on real SQLite files: schema creation, migration from v1 with its data kept, the
 // batching writer, runs left "running" by a dead process, filters, export/import, and the
 // comparison and projection on synthetic runs whose figures follow a known model.
 #include "run/run_engine.h"
@@ -34,7 +34,7 @@
 #include <cmath>
 
 using namespace Qt::StringLiterals;
-using namespace cppl::core::store;
+using namespace cppl::core::history;
 
 namespace {
 
@@ -108,7 +108,7 @@ int countRows(const QString &path, const QString &sql)
 
 } // namespace
 
-class TestRunStore : public QObject
+class TestRunHistory : public QObject
 {
     Q_OBJECT
 
@@ -121,11 +121,11 @@ private Q_SLOTS:
     {
         const QString path = freshPath();
         {
-            RunStore s(path);
+            RunHistory s(path);
             QCOMPARE(s.versionFound(), 0);
             QVERIFY(s.list().empty());
         }
-        QCOMPARE(countRows(path, u"PRAGMA user_version"_s), RunStore::schemaVersion());
+        QCOMPARE(countRows(path, u"PRAGMA user_version"_s), RunHistory::schemaVersion());
         QCOMPARE(countRows(path, u"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                                  "('runs', 'rank_samples', 'rank_summary', 'logs', 'alerts')"_s),
                  5);
@@ -139,8 +139,8 @@ private Q_SLOTS:
         }
         QSqlDatabase::removeDatabase(u"wal"_s);
         // Reopening is a no-op migration.
-        RunStore again(path);
-        QCOMPARE(again.versionFound(), RunStore::schemaVersion());
+        RunHistory again(path);
+        QCOMPARE(again.versionFound(), RunHistory::schemaVersion());
     }
 
     void migratesFromVersion1()
@@ -154,7 +154,7 @@ private Q_SLOTS:
                                            {u"wait_seconds"_s, 0.3}, {u"transfer_seconds"_s, 0.1}}};
         const QByteArray two = resultJson(2, 3.25, u"xs1:01"_s, 4000, 900.0, ranks);
         {
-            QSqlDatabase db = cppl::core::store::sql::openConnection(path, u"v1"_s);
+            QSqlDatabase db = cppl::core::history::sql::openConnection(path, u"v1"_s);
             sql::createSchema(db, 1);
             sql::exec(db, u"INSERT INTO runs (id, run_id, status, started, ended, profile, result, ppl, world_size) VALUES "
                           "(1, 'old-one', 'ok', '2026-01-02T03:04:05.000Z', '2026-01-02T03:05:00.000Z', NULL, '%1', 3.25, 1),"
@@ -164,7 +164,7 @@ private Q_SLOTS:
             sql::exec(db, u"INSERT INTO logs (run, rank, line) VALUES (1, 0, 'first'), (1, 0, 'second'), (2, 1, 'other'), (1, 0, 'third')"_s);
         }
         sql::closeConnection(u"v1"_s);
-        RunStore s(path);
+        RunHistory s(path);
         QCOMPARE(s.versionFound(), 1);
         QCOMPARE(countRows(path, u"PRAGMA user_version"_s), 2);
         const auto runs = s.list();
@@ -237,7 +237,7 @@ private Q_SLOTS:
         const RunRecord cpu4 = run(u"cpu-4"_s, 4, u"float32"_s, u"xs1:f32"_s, 4.30, t0.addSecs(120));
         const RunRecord gpu4 = run(u"gpu-4"_s, 4, u"bfloat16"_s, u"xs1:bf16"_s, 4.33, t0.addSecs(180));
         QCOMPARE(resultDtype(gpu4), u"bfloat16"_s);
-        RunStore s(freshPath());
+        RunHistory s(freshPath());
         for (const RunRecord *r : {&cpu1, &gpu1, &cpu4, &gpu4})
             s.insert(*r);
         QCOMPARE(s.baselineFor(u"one-key"_s)->runId, u"gpu-1"_s); // the newest, whatever it ran in
@@ -270,7 +270,7 @@ private Q_SLOTS:
         }
         sql::closeConnection(u"newer"_s);
         try {
-            RunStore s(newer);
+            RunHistory s(newer);
             QFAIL("a newer schema was opened");
         } catch (const cppl::IoError &e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(u"schema version 99, newer than"_s), e.what());
@@ -283,7 +283,7 @@ private Q_SLOTS:
         }
         sql::closeConnection(u"foreign"_s);
         try {
-            RunStore s(foreign);
+            RunHistory s(foreign);
             QFAIL("a foreign database was opened");
         } catch (const cppl::IoError &e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(u"not a ClusterPPL run store"_s), e.what());
@@ -296,8 +296,8 @@ private Q_SLOTS:
         const int kSamples = 5000;
         std::int64_t transactions = 0;
         {
-            RunStore s(path);
-            StoreWriter &w = s.writer();
+            RunHistory s(path);
+            HistoryWriter &w = s.writer();
             RunRecord h;
             h.runId = u"batched"_s;
             h.started = QDateTime::currentDateTimeUtc();
@@ -327,7 +327,7 @@ private Q_SLOTS:
         // Closing without flush() loses nothing either.
         const QString path2 = freshPath();
         {
-            RunStore s(path2);
+            RunHistory s(path2);
             RunRecord h;
             h.runId = u"closed"_s;
             s.writer().beginRun(h);
@@ -338,7 +338,7 @@ private Q_SLOTS:
         // A batch interval bounds what a crash loses: data enqueued is committed within ~1 s
         // without any flush (read by another connection while the writer lives).
         const QString path3 = freshPath();
-        RunStore s(path3);
+        RunHistory s(path3);
         RunRecord h;
         h.runId = u"live"_s;
         h.owner = currentOwner();
@@ -361,7 +361,7 @@ private Q_SLOTS:
         QVERIFY(p.waitForFinished());
         const qint64 deadPid = p.processId() > 0 ? p.processId() : 999999;
         {
-            RunStore s(path);
+            RunHistory s(path);
             RunRecord dead;
             dead.runId = u"crashed"_s;
             dead.started = QDateTime::currentDateTimeUtc().addSecs(-60);
@@ -375,7 +375,7 @@ private Q_SLOTS:
             alive.owner = currentOwner(); // this process: it is alive
             s.writer().beginRun(alive);
         }
-        RunStore s(path);
+        RunHistory s(path);
         QCOMPARE(s.interruptedOnOpen(), QStringList{u"crashed"_s});
         const auto r = s.get(u"crashed"_s);
         QCOMPARE(r->status, RunStatus::Interrupted);
@@ -387,7 +387,7 @@ private Q_SLOTS:
 
     void listFilters()
     {
-        RunStore s(freshPath());
+        RunHistory s(freshPath());
         const QDateTime t0(QDate(2026, 11, 1), QTime(12, 0), QTimeZone::utc());
         RunRecord a = finishedRun(u"alpha-1"_s, resultJson(1, 3.0, u"xs1:aa"_s, 100, 50), t0);
         RunRecord b = finishedRun(u"beta-2"_s, resultJson(2, 3.0, u"xs1:aa"_s, 100, 90), t0.addDays(1));
@@ -448,7 +448,7 @@ private Q_SLOTS:
 
     void exportImportRoundTrip()
     {
-        RunStore s(freshPath());
+        RunHistory s(freshPath());
         RunRecord r = modelRun(Truth{}, 4, u"xs1:0123456789abcdef"_s, 3.141592653589793, QDateTime(QDate(2026, 5, 6), QTime(7, 8, 9, 123), QTimeZone::utc()));
         r.runId = u"round-trip"_s;
         r.versions = QJsonObject{{u"agent"_s, u"0.9.0"_s}, {u"libtorch"_s, u"2.1.2"_s}};
@@ -462,7 +462,7 @@ private Q_SLOTS:
         const RunRecord stored = *s.get(u"round-trip"_s);
         const QJsonObject exported = runToJson(stored);
         const QByteArray text = QJsonDocument(exported).toJson();
-        RunStore other(freshPath());
+        RunHistory other(freshPath());
         other.insert(runFromJson(QJsonDocument::fromJson(text).object()));
         const RunRecord back = *other.get(u"round-trip"_s);
         // Everything equal, numbers bit for bit: the export of the import is the export.
@@ -513,14 +513,14 @@ private Q_SLOTS:
         qunsetenv("CLUSTERPPL_STORE");
         qputenv("XDG_DATA_HOME", QFile::encodeName(home.path()));
         const QString target = home.filePath(u"clusterppl/runs.sqlite"_s);
-        QCOMPARE(RunStore::defaultPath(), target);
-        QCOMPARE(RunStore::earlierDefaultPaths(),
+        QCOMPARE(RunHistory::defaultPath(), target);
+        QCOMPARE(RunHistory::earlierDefaultPaths(),
                  (QStringList{home.filePath(u"ClusterPPL/clusterppl/runs.sqlite"_s), home.filePath(u"clusterppl-cli/runs.sqlite"_s)}));
         // Nothing earlier: nothing made.
-        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
+        QCOMPARE(RunHistory::adoptEarlierStores(), QStringList{});
         QVERIFY(!QFileInfo::exists(target));
 
-        const QString dashboard = RunStore::earlierDefaultPaths()[0], cli = RunStore::earlierDefaultPaths()[1];
+        const QString dashboard = RunHistory::earlierDefaultPaths()[0], cli = RunHistory::earlierDefaultPaths()[1];
         const QDateTime t0(QDate(2026, 5, 6), QTime(7, 8, 9), QTimeZone::utc());
         RunRecord full = modelRun(Truth{}, 4, u"xs1:0123456789abcdef"_s, 3.25, t0);
         full.runId = u"from-the-dashboard"_s;
@@ -529,13 +529,13 @@ private Q_SLOTS:
         full.alerts = {{2.5, t0.addSecs(2), 1, u"comm-share"_s, u"rank 1: 12.0%"_s}};
         QByteArray exported;
         {
-            RunStore d(dashboard);
+            RunHistory d(dashboard);
             d.insert(full);
             exported = QJsonDocument(runToJson(*d.get(full.runId))).toJson();
             RunRecord same = modelRun(Truth{}, 2, u"xs1:01"_s, 3.5, t0.addSecs(60));
             same.runId = u"same-id"_s;
             d.insert(same);
-            RunStore c(cli);
+            RunHistory c(cli);
             RunRecord one = modelRun(Truth{}, 1, u"xs1:02"_s, 3.75, t0.addSecs(120));
             one.runId = u"same-id"_s;
             c.insert(one);
@@ -552,7 +552,7 @@ private Q_SLOTS:
         const QByteArray dashboardBefore = bytes(dashboard), cliBefore = bytes(cli);
         QVERIFY(!dashboardBefore.isEmpty() && !cliBefore.isEmpty());
 
-        const QStringList lines = RunStore::adoptEarlierStores();
+        const QStringList lines = RunHistory::adoptEarlierStores();
         QCOMPARE(lines.size(), 3);
         QCOMPARE(lines[0], u"run history: 2 runs from "_s + dashboard);
         QCOMPARE(lines[1], u"run history: 2 runs from "_s + cli + u" (already in the history by id: same-id as same-id.2)"_s);
@@ -560,10 +560,10 @@ private Q_SLOTS:
         // The earlier files as they were (their copies were opened, migrated and marked).
         QCOMPARE(bytes(dashboard), dashboardBefore);
         QCOMPARE(bytes(cli), cliBefore);
-        // Only the store itself is left beside it: no staging file, no write-ahead log.
+        // Only the history itself is left beside it: no staging file, no write-ahead log.
         QCOMPARE(QDir(home.filePath(u"clusterppl"_s)).entryList(QDir::Files), QStringList{u"runs.sqlite"_s});
         {
-            RunStore s(target);
+            RunHistory s(target);
             QCOMPARE(s.list().size(), std::size_t(4));
             const RunRecord back = *s.get(u"from-the-dashboard"_s);
             QCOMPARE(QJsonDocument(runToJson(back)).toJson(), exported); // everything, numbers bit for bit
@@ -578,27 +578,27 @@ private Q_SLOTS:
             QVERIFY(s.remove(u"same-id.2"_s));
         }
         // Once: a run deleted from the shared history does not come back.
-        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
-        QVERIFY(!RunStore(target).contains(u"same-id.2"_s));
+        QCOMPARE(RunHistory::adoptEarlierStores(), QStringList{});
+        QVERIFY(!RunHistory(target).contains(u"same-id.2"_s));
 
         // A set CLUSTERPPL_STORE is the user's choice: nothing adopted.
         QVERIFY(QFile::remove(target));
         qputenv("CLUSTERPPL_STORE", QFile::encodeName(home.filePath(u"elsewhere.sqlite"_s)));
-        QCOMPARE(RunStore::adoptEarlierStores(), QStringList{});
+        QCOMPARE(RunHistory::adoptEarlierStores(), QStringList{});
         QVERIFY(!QFileInfo::exists(target));
         qunsetenv("CLUSTERPPL_STORE");
 
-        // An earlier file that is not a run store: said, with what to do; the other one adopted.
+        // An earlier file that is not a run history: said, with what to do; the other one adopted.
         QFile junk(dashboard);
         QVERIFY(junk.open(QIODevice::WriteOnly | QIODevice::Truncate));
         junk.write("not a database, just some bytes that are long enough to be looked at by SQLite\n");
         junk.close();
-        const QStringList second = RunStore::adoptEarlierStores();
+        const QStringList second = RunHistory::adoptEarlierStores();
         QCOMPARE(second.size(), 3);
         QVERIFY2(second[0].startsWith(u"run history: the runs in "_s + dashboard + u" could not be read ("_s), qPrintable(second[0]));
         QVERIFY2(second[0].contains(u"clusterppl-cli export RUN"_s), qPrintable(second[0]));
         QCOMPARE(second[1], u"run history: 2 runs from "_s + cli);
-        QCOMPARE(RunStore(target).list().size(), std::size_t(2));
+        QCOMPARE(RunHistory(target).list().size(), std::size_t(2));
     }
 
     void comparisonOnAKnownModel()
@@ -680,7 +680,7 @@ private Q_SLOTS:
     {
         const QString path = freshPath();
         {
-            RunStore s(path);
+            RunHistory s(path);
             cppl::core::run::RunEngine engine;
             RunRecorder::Options o;
             o.logHead = 100;
@@ -713,7 +713,7 @@ private Q_SLOTS:
                      })),
                      2500);
         }
-        RunStore s(path);
+        RunHistory s(path);
         cppl::core::run::RunEngine engine;
         RunRecorder rec(s);
         rec.attach(&engine);
@@ -765,5 +765,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestRunStore)
+QTEST_GUILESS_MAIN(TestRunHistory)
 #include "tst_run_history.moc"

@@ -16,7 +16,7 @@
 #include <QTest>
 
 using namespace Qt::StringLiterals;
-using namespace cppl::core::store;
+using namespace cppl::core::history;
 using cppl::core::report::displayNumber;
 using cppl::core::report::exactNumber;
 
@@ -77,7 +77,7 @@ private Q_SLOTS:
         r = cppl::test::runProcess(kCli, {u"report"_s, u"rep-r2"_s, u"--store"_s, store, u"--format"_s, u"html"_s, u"-o"_s, html});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
 
-        const RunStore s(store);
+        const RunHistory s(store);
         const auto one = s.get(u"rep-r1"_s), two = s.get(u"rep-r2"_s);
         QVERIFY(one && two && one->ppl && two->ppl);
         QCOMPARE(two->nllSumExact, one->nllSumExact); // the agent's guarantee the report restates
