@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "app_main.h"
 
+#include "app_exit_codes.h"
 #include "live_capture.h"
 #include "main_window.h"
 #include "screenshot.h"
@@ -50,7 +51,7 @@ int appMain(int argc, char **argv)
                    "  clusterppl-cli does everything the dashboard does without a display (clusterppl-cli --help);\n"
                    "  clusterppl --screenshot DIR renders the pages to PNG files offscreen.\n",
                    stderr);
-        return 2;
+        return kAppBadArguments;
     }
 
     QApplication app(argc, argv);
@@ -83,7 +84,7 @@ int appMain(int argc, char **argv)
         const QString theme = parser.value(themeOpt);
         if (!theme.isEmpty() && theme != u"light"_s && theme != u"dark"_s) {
             err << "clusterppl: --theme must be light or dark, got \"" << theme << "\"\n";
-            return 2;
+            return kAppBadArguments;
         }
         QApplication::setStyle(QStyleFactory::create(u"Fusion"_s));
         QApplication::setPalette(themePalette(theme == u"dark"_s));
@@ -94,7 +95,7 @@ int appMain(int argc, char **argv)
         ranks = parser.value(ranksOpt).toInt(&ok);
         if (!ok || ranks < 1 || ranks > 65536) {
             err << "clusterppl: --synthetic-ranks must be 1..65536, got \"" << parser.value(ranksOpt) << "\"\n";
-            return 2;
+            return kAppBadArguments;
         }
     }
 
@@ -107,7 +108,7 @@ int appMain(int argc, char **argv)
         if (!okW || !okH || size.width() < 320 || size.height() < 240 || size.width() > 8192 || size.height() > 8192) {
             err << "clusterppl: --size must be WIDTHxHEIGHT in logical pixels (320x240 to 8192x8192), e.g. 1024x768, got \""
                 << parser.value(sizeOpt) << "\"\n";
-            return 2;
+            return kAppBadArguments;
         }
     }
 
@@ -120,7 +121,7 @@ int appMain(int argc, char **argv)
             shotHistory = std::make_unique<ScreenshotHistory>(ranks);
         } catch (const cppl::Error &e) {
             err << "clusterppl: " << e.what() << '\n';
-            return 3;
+            return kAppIoError;
         }
     }
     MainWindow window(nullptr, shotHistory ? shotHistory->path() : QString());
@@ -129,7 +130,7 @@ int appMain(int argc, char **argv)
     if (parser.isSet(profileOpt)) {
         if (!window.openProfile(parser.value(profileOpt)) && screenshot) {
             err << "clusterppl: cannot open the profile " << parser.value(profileOpt) << '\n';
-            return 3;
+            return kAppIoError;
         }
     } else {
         window.loadStartupProfile();
@@ -139,19 +140,19 @@ int appMain(int argc, char **argv)
         const int timeout = parser.value(timeoutOpt).toInt(&ok);
         if (!ok || timeout < 1) {
             err << "clusterppl: --run-timeout must be a positive number of seconds, got \"" << parser.value(timeoutOpt) << "\"\n";
-            return 2;
+            return kAppBadArguments;
         }
         window.resize(size);
         QString error;
         const QStringList files = captureLiveRun(window, parser.value(shotOpt), timeout, &error);
         if (files.isEmpty()) {
             err << "clusterppl: " << error << '\n';
-            return 1;
+            return kAppCaptureFailed;
         }
         QTextStream out(stdout);
         for (const QString &f : files)
             out << f << '\n';
-        return 0;
+        return kAppOk;
     }
     if (screenshot) {
         ScreenshotOptions o;
@@ -164,12 +165,12 @@ int appMain(int argc, char **argv)
         const QStringList files = renderScreenshots(window, o, &error);
         if (files.isEmpty()) {
             err << "clusterppl: " << error << '\n';
-            return 3;
+            return kAppIoError;
         }
         QTextStream out(stdout);
         for (const QString &f : files)
             out << f << '\n';
-        return 0;
+        return kAppOk;
     }
     window.show();
     if (parser.isSet(runOpt))

@@ -347,7 +347,7 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
         if (engine.start(req) || !run::isTerminal(engine.phase()))
             loop.exec();
         const run::RunOutcome &o = engine.outcome();
-        if (o.exitCode != run::kRunOk) {
+        if (o.exitCode != kCliOk) {
             ++failures;
             err << "clusterppl-cli: sweep: " << req.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary)
                 << '\n';

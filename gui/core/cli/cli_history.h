@@ -18,9 +18,6 @@ struct RunRequest;
 
 namespace cppl::core {
 
-/// Exit code of the history commands for a run id the history does not have (docs/exit-codes.md).
-inline constexpr int kCliUnknownRun = 4;
-
 /// True for the commands cliHistory() handles.
 [[nodiscard]] bool isHistoryCommand(const QString &command);
 /// `clusterppl-cli COMMAND ARGS...` for the history commands (arguments start with the command).

@@ -281,13 +281,13 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
 {
     if (arguments.contains(u"--help"_s) || arguments.contains(u"-h"_s)) {
         out << kRunUsage;
-        return run::kRunOk;
+        return kCliOk;
     }
     run::RunRequest req;
     QString profilePath, jsonPath, resume;
     if (const QString why = parseRunFlags(arguments, req, profilePath, jsonPath, resume); !why.isEmpty()) {
         err << "clusterppl-cli: run: " << why << '\n';
-        return run::kRunBadArguments;
+        return kCliBadArguments;
     }
     std::optional<run::ResumeSource> from;
     if (!resume.isEmpty()) {
@@ -295,7 +295,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         from = run::loadResumeSource(resume, &why);
         if (!from) {
             err << "clusterppl-cli: run: " << why << '\n';
-            return run::kRunBadArguments;
+            return kCliBadArguments;
         }
     }
     if (!profilePath.isEmpty()) {
@@ -303,10 +303,10 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
             req.profile = loadProfile(profilePath.toStdString());
         } catch (const IoError &e) {
             err << "clusterppl-cli: " << e.what() << '\n';
-            return run::kRunIoError;
+            return kCliIoError;
         } catch (const ConfigError &e) {
             err << "clusterppl-cli: " << e.what() << '\n';
-            return run::kRunBadArguments;
+            return kCliBadArguments;
         }
         req.profilePath = profilePath;
     }
@@ -325,7 +325,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
                 if (QString::fromStdString(req.profile.evaluation.schedule) != from->schedule)
                     err << ", or add --schedule " << from->schedule;
                 err << ")\n";
-                return run::kRunBadArguments;
+                return kCliBadArguments;
             }
         } else {
             req.profile = from->profile;
@@ -350,7 +350,7 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
         recording = recordRun(engine, req, err, &refusal);
         if (!refusal.isEmpty()) {
             err << "clusterppl-cli: run: " << refusal << '\n';
-            return run::kRunBadArguments;
+            return kCliBadArguments;
         }
     }
     QEventLoop loop;
@@ -450,14 +450,14 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     if (req.checkOnly && !jsonPath.isEmpty()) {
         QSaveFile f(jsonPath);
-        const QJsonObject doc{{u"profile"_s, profilePath}, {u"ok"_s, o.exitCode == run::kRunOk}, {u"hosts"_s, hostReports},
+        const QJsonObject doc{{u"profile"_s, profilePath}, {u"ok"_s, o.exitCode == kCliOk}, {u"hosts"_s, hostReports},
                               {u"first_cause"_s, o.firstCause}};
         if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(doc).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
             err << "clusterppl-cli: " << jsonPath << ": cannot write the host reports: " << f.errorString() << '\n';
-            return run::kRunIoError;
+            return kCliIoError;
         }
     }
-    if (o.exitCode != run::kRunOk) {
+    if (o.exitCode != kCliOk) {
         const QString verdict = o.summary.isEmpty() ? o.firstCause : o.summary;
         if (verdict != lastHostFailure)
             err << "clusterppl-cli: " << verdict << '\n';
@@ -467,17 +467,17 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     }
     if (req.checkOnly) {
         out << "every host passed pre-flight; nothing was launched\n";
-        return run::kRunOk;
+        return kCliOk;
     }
     if (!jsonPath.isEmpty()) {
         QSaveFile f(jsonPath);
         const QJsonDocument doc = QJsonDocument::fromJson(o.resultJson);
         if (!f.open(QIODevice::WriteOnly) || f.write(doc.toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
             err << "clusterppl-cli: " << jsonPath << ": cannot write the result: " << f.errorString() << '\n';
-            return run::kRunIoError;
+            return kCliIoError;
         }
     }
-    return run::kRunOk;
+    return kCliOk;
 }
 
 } // namespace cppl::core

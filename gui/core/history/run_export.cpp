@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "history/run_export.h"
 
+#include "cli/exit_codes.h"
 #include "run/run_engine.h"
 
 #include "cppl/errors.h"
@@ -201,7 +202,7 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
     r.protocol = in.protocol;
     r.settingsKey = settingsKey(in);
     r.versions = versionsFrom({}, json);
-    r.exitCode = 0;
+    r.exitCode = kCliOk; // a bare result JSON: rank 0 wrote it, so the run finished
     std::set<QString> hosts;
     for (const RankSummary &s : r.ranks)
         if (!s.host.isEmpty())

@@ -725,7 +725,7 @@ private Q_SLOTS:
         s.flush();
         const RunRecord r = *s.get(u"refused-at-start"_s);
         QCOMPARE(r.status, RunStatus::Failed);
-        QCOMPARE(r.exitCode, std::optional<int>(cppl::core::run::kRunBadArguments));
+        QCOMPARE(r.exitCode, std::optional<int>(cppl::core::kCliBadArguments));
         QVERIFY2(r.firstCause.contains(u"profile is not valid"_s), qPrintable(r.firstCause));
     }
 
