@@ -12,7 +12,7 @@
 #include "main_window.h"
 #include "message_bar.h"
 #include "run_detail.h"
-#include "screenshot.h"
+#include "theme.h"
 #include "sweep_runner.h"
 #include "test_paths.h"
 #include "test_profile.h"
