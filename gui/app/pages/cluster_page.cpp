@@ -5,25 +5,17 @@
 #include "host_dialogs.h"
 #include "profile_model.h"
 
-#include "cppl/errors.h"
-#include "cppl/hostfile.h"
-
 #include <QCheckBox>
 #include <QComboBox>
-#include <QFile>
 #include <QFileDialog>
-#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
-#include <QJsonArray>
-#include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMenu>
-#include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStyle>
@@ -41,33 +33,6 @@ namespace cppl::app {
 
 namespace {
 QString qs(const std::string &s) { return QString::fromStdString(s); }
-
-// Files are checked in order (exists -> readable -> format -> content) so the message names the
-// first thing that is actually wrong.
-std::optional<QByteArray> readFile(const QString &path, const QString &what, QString &error)
-{
-    const QFileInfo fi(path);
-    if (!fi.exists()) {
-        error = QObject::tr("%1: the %2 does not exist").arg(path, what);
-        return std::nullopt;
-    }
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) {
-        error = QObject::tr("%1: cannot read the %2 (%3)").arg(path, what, f.errorString());
-        return std::nullopt;
-    }
-    return f.readAll();
-}
-
-bool writeFile(const QString &path, const QByteArray &bytes, QString &error)
-{
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        error = QObject::tr("%1: cannot write (%2); choose a writable folder").arg(path, f.errorString());
-        return false;
-    }
-    return true;
-}
 } // namespace
 
 ClusterPage::ClusterPage(QWidget *parent)
@@ -79,8 +44,29 @@ ClusterPage::ClusterPage(QWidget *parent)
     auto *bar = new QWidget(this);
     buildToolbar(bar);
     layout->addWidget(bar);
-
     m_split = new QSplitter(Qt::Horizontal, this);
+    buildTree();
+    buildSide();
+    m_split->addWidget(m_tree);
+    m_split->addWidget(m_side);
+    m_split->setStretchFactor(0, 1);
+    m_split->setStretchFactor(1, 0);
+    // Never squeezed out of sight: placed below the form in a page not shown yet (Qt's default
+    // size), the tree was collapsed and stayed so.
+    m_split->setCollapsible(0, false);
+    m_sideMaxWidth = m_side->fontMetrics().horizontalAdvance(QLatin1Char('x')) * 64;
+    m_side->setMaximumWidth(m_sideMaxWidth);
+    m_problems->setMaximumHeight(m_problems->fontMetrics().height() * 9);
+    layout->addWidget(m_split, 1);
+    connect(m_split, &QSplitter::splitterMoved, this, &ClusterPage::fitTreeColumns);
+    connectModel();
+    refreshProblems();
+    refreshForm();
+    refreshSlurmForm();
+}
+
+void ClusterPage::buildTree()
+{
     m_tree = new QTreeView(m_split);
     m_tree->setObjectName(u"clusterTree"_s);
     m_tree->setModel(m_model);
@@ -95,7 +81,10 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_tree->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
     m_tree->header()->setStretchLastSection(true);
     m_tree->setUniformRowHeights(true);
+}
 
+void ClusterPage::buildSide()
+{
     // The form beside the tree (wide) or below it (narrow, placeForm): two columns then, the host
     // form and the rest (Slurm job, problems, pre-flight) side by side.
     m_side = new QWidget(m_split);
@@ -122,33 +111,12 @@ ClusterPage::ClusterPage(QWidget *parent)
     m_problems->setWordWrap(true);
     m_problems->setToolTip(tr("Every problem of the profile; click one to select its row"));
     restLayout->addWidget(m_problems);
-    m_preflightNote = new QLabel(tr("Pre-flight runs on every host before each launch; \u201cCheck hosts\u201d runs it alone. "
-                                    "Its findings (agent and LibTorch versions, GPUs, NCCL, memory, paths) appear in the tree "
-                                    "and below."),
-                                 rest);
-    m_preflightNote->setWordWrap(true);
-    restLayout->addWidget(m_preflightNote);
-    m_checkResults = new QLabel(rest);
-    m_checkResults->setObjectName(u"checkResults"_s);
-    m_checkResults->setWordWrap(true);
-    m_checkResults->setTextFormat(Qt::RichText);
-    m_checkResults->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_checkResults->hide();
-    restLayout->addWidget(m_checkResults);
+    buildPreflightReports(rest, restLayout);
     restLayout->addStretch(1);
-    m_split->addWidget(m_tree);
-    m_split->addWidget(m_side);
-    m_split->setStretchFactor(0, 1);
-    m_split->setStretchFactor(1, 0);
-    // Never squeezed out of sight: placed below the form in a page not shown yet (Qt's default
-    // size), the tree was collapsed and stayed so.
-    m_split->setCollapsible(0, false);
-    m_sideMaxWidth = m_side->fontMetrics().horizontalAdvance(QLatin1Char('x')) * 64;
-    m_side->setMaximumWidth(m_sideMaxWidth);
-    m_problems->setMaximumHeight(m_problems->fontMetrics().height() * 9);
-    layout->addWidget(m_split, 1);
-    connect(m_split, &QSplitter::splitterMoved, this, &ClusterPage::fitTreeColumns);
+}
 
+void ClusterPage::connectModel()
+{
     connect(m_model, &ProfileModel::editRefused, this, [this](const QString &m) {
         Q_EMIT failed(tr("Edit refused: %1").arg(m));
         refreshForm();
@@ -172,9 +140,6 @@ ClusterPage::ClusterPage(QWidget *parent)
         }
     });
     connect(m_problems, &QListWidget::itemClicked, m_problems, &QListWidget::itemActivated);
-    refreshProblems();
-    refreshForm();
-    refreshSlurmForm();
 }
 
 void ClusterPage::resizeEvent(QResizeEvent *event)
@@ -273,6 +238,32 @@ void ClusterPage::buildToolbar(QWidget *bar)
 {
     auto *layout = new QVBoxLayout(bar);
     layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(buildProfileRow(bar));
+    auto *tools = new QToolBar(bar);
+    tools->setObjectName(u"clusterTools"_s);
+    tools->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    addHostActions(tools);
+    tools->addSeparator();
+    addFileActions(tools);
+    layout->addWidget(tools);
+
+    connect(m_launcher, &QComboBox::activated, this, [this] {
+        m_model->setLauncher(m_launcher->currentData().toString());
+        syncGroupingControls(); // a refused switch shows the launcher the profile still has
+        refreshForm();
+        refreshSlurmForm();
+    });
+    connect(m_grouping, &QComboBox::activated, this, [this] {
+        m_model->setGrouping(GroupingSpec::Mode(m_grouping->currentData().toInt()), m_groupSize->value());
+    });
+    connect(m_groupSize, &QSpinBox::editingFinished, this, [this] {
+        if (GroupingSpec::Mode(m_grouping->currentData().toInt()) == GroupingSpec::Mode::BySize)
+            m_model->setGrouping(GroupingSpec::Mode::BySize, m_groupSize->value());
+    });
+}
+
+QHBoxLayout *ClusterPage::buildProfileRow(QWidget *bar)
+{
     auto *row = new QHBoxLayout;
     m_nameLabel = new QLabel(bar);
     QFont f = m_nameLabel->font();
@@ -304,42 +295,45 @@ void ClusterPage::buildToolbar(QWidget *bar)
     m_groupSize->setPrefix(tr("size "));
     m_groupSize->setToolTip(tr("Ranks per group when grouping consecutive ranks"));
     row->addWidget(m_groupSize);
-    layout->addLayout(row);
+    return row;
+}
 
-    auto *tools = new QToolBar(bar);
-    tools->setObjectName(u"clusterTools"_s);
-    tools->setToolButtonStyle(Qt::ToolButtonTextOnly);
-    auto add = [&](const QString &text, const QString &tip, auto slot) {
-        QAction *a = tools->addAction(text);
-        a->setToolTip(tip);
-        connect(a, &QAction::triggered, this, slot);
-        return a;
-    };
-    add(tr("Add host"), tr("Add a host to the selected group"), [this] {
+void ClusterPage::addTool(QToolBar *tools, const QString &text, const QString &tip, const std::function<void()> &slot)
+{
+    QAction *a = tools->addAction(text);
+    a->setToolTip(tip);
+    connect(a, &QAction::triggered, this, slot);
+}
+
+void ClusterPage::addHostActions(QToolBar *tools)
+{
+    addTool(tools, tr("Add host"), tr("Add a host to the selected group"), [this] {
         const int g = selectedGroup();
         if (m_model->addHost(g, {}).isEmpty())
             m_tree->setCurrentIndex(m_model->indexOfHost(int(m_model->profile().hosts.size()) - 1));
     });
-    add(tr("Add group"), tr("Add an empty group (grouping becomes explicit); drag hosts onto it"),
-        [this] { m_model->addGroup({}); });
-    add(tr("Remove"), tr("Remove the selected hosts, or the selected empty group"), [this] {
+    addTool(tools, tr("Add group"), tr("Add an empty group (grouping becomes explicit); drag hosts onto it"), [this] { m_model->addGroup({}); });
+    addTool(tools, tr("Remove"), tr("Remove the selected hosts, or the selected empty group"), [this] {
         if (const std::vector<int> hosts = selectedHosts(false); !hosts.empty())
             m_model->removeHosts(hosts);
         else if (selectedGroup() >= 0)
             m_model->removeGroup(selectedGroup());
     });
-    add(tr("Move up"), tr("Move the selected hosts one place up (ranks are numbered host by host)"),
-        [this] { selectHosts(m_model->moveHosts(selectedHosts(false), -1)); });
-    add(tr("Move down"), tr("Move the selected hosts one place down"), [this] { selectHosts(m_model->moveHosts(selectedHosts(false), +1)); });
-    add(tr("Check hosts"), tr("Run the agent's pre-flight (versions, GPUs, NCCL, memory, paths) and show it per host"),
-        [this] { Q_EMIT checkHostsRequested(); });
-    tools->addSeparator();
-    add(tr("Open profile…"), tr("Open a profile JSON (docs/profile.md)"), [this] {
+    addTool(tools, tr("Move up"), tr("Move the selected hosts one place up (ranks are numbered host by host)"),
+            [this] { selectHosts(m_model->moveHosts(selectedHosts(false), -1)); });
+    addTool(tools, tr("Move down"), tr("Move the selected hosts one place down"), [this] { selectHosts(m_model->moveHosts(selectedHosts(false), +1)); });
+    addTool(tools, tr("Check hosts"), tr("Run the agent's pre-flight (versions, GPUs, NCCL, memory, paths) and show it per host"),
+            [this] { Q_EMIT checkHostsRequested(); });
+}
+
+void ClusterPage::addFileActions(QToolBar *tools)
+{
+    addTool(tools, tr("Open profile…"), tr("Open a profile JSON (docs/profile.md)"), [this] {
         const QString p = QFileDialog::getOpenFileName(this, tr("Open profile"), {}, tr("Profiles (*.json);;All files (*)"));
         if (!p.isEmpty())
             openProfile(p);
     });
-    add(tr("Save profile…"), tr("Save the profile as JSON"), [this] {
+    addTool(tools, tr("Save profile…"), tr("Save the profile as JSON"), [this] {
         const QString p = QFileDialog::getSaveFileName(this, tr("Save profile"), m_path, tr("Profiles (*.json)"));
         if (!p.isEmpty())
             saveProfile(p);
@@ -371,21 +365,6 @@ void ClusterPage::buildToolbar(QWidget *bar)
     hostfileMenu->setToolTipsVisible(true);
     hostfile->setMenu(hostfileMenu);
     tools->addWidget(hostfile);
-    layout->addWidget(tools);
-
-    connect(m_launcher, &QComboBox::activated, this, [this] {
-        m_model->setLauncher(m_launcher->currentData().toString());
-        syncGroupingControls(); // a refused switch shows the launcher the profile still has
-        refreshForm();
-        refreshSlurmForm();
-    });
-    connect(m_grouping, &QComboBox::activated, this, [this] {
-        m_model->setGrouping(GroupingSpec::Mode(m_grouping->currentData().toInt()), m_groupSize->value());
-    });
-    connect(m_groupSize, &QSpinBox::editingFinished, this, [this] {
-        if (GroupingSpec::Mode(m_grouping->currentData().toInt()) == GroupingSpec::Mode::BySize)
-            m_model->setGrouping(GroupingSpec::Mode::BySize, m_groupSize->value());
-    });
 }
 
 void ClusterPage::buildHostForm(QGroupBox *box)
@@ -443,190 +422,6 @@ void ClusterPage::buildHostForm(QGroupBox *box)
                      ProfileModel::HostField::Workdir);
 }
 
-void ClusterPage::buildSlurmForm(QGroupBox *box)
-{
-    auto *form = new QFormLayout(box);
-    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-    const QIcon warning = style()->standardIcon(QStyle::SP_MessageBoxWarning);
-    // Each edit is tried on the profile's current job with only this field changed: checked as
-    // typed, applied when editing ends without a problem.
-    auto line = [&](const QString &placeholder, const QString &tip, const QString &key, SlurmGetter get, SlurmSetter set) {
-        auto *e = new QLineEdit(box);
-        e->setObjectName(u"slurm_"_s + key);
-        e->setPlaceholderText(placeholder);
-        e->setToolTip(tip);
-        QAction *mark = e->addAction(warning, QLineEdit::TrailingPosition);
-        mark->setVisible(false);
-        m_slurmLines.append({e, key, mark, std::move(get)});
-        auto candidate = [this, e, set] {
-            SlurmSpec c = m_model->profile().slurm;
-            set(c, e->text());
-            return c;
-        };
-        connect(e, &QLineEdit::textEdited, this, [this, candidate] {
-            const SlurmSpec c = candidate();
-            showSlurmProblems(m_model->slurmProblems(c), c != m_model->profile().slurm);
-        });
-        connect(e, &QLineEdit::editingFinished, this, [this, candidate] {
-            if (m_updatingForm || m_model->profile().launcher != "slurm")
-                return;
-            const SlurmSpec c = candidate();
-            const QStringList problems = m_model->slurmProblems(c);
-            if (problems.isEmpty())
-                m_model->setSlurm(c);
-            showSlurmProblems(problems, !problems.isEmpty());
-        });
-        return e;
-    };
-    auto words = [](const QString &text) {
-        std::vector<std::string> out;
-        for (const QString &w : text.split(u' ', Qt::SkipEmptyParts))
-            out.push_back(w.toStdString());
-        return out;
-    };
-    auto join = [](const std::vector<std::string> &v) {
-        QStringList l;
-        for (const auto &w : v)
-            l << qs(w);
-        return l.join(u' ');
-    };
-    auto pair = [&](QWidget *a, const QString &label, QWidget *b) {
-        auto *row = new QHBoxLayout;
-        row->addWidget(a, 1);
-        row->addWidget(new QLabel(label, box));
-        row->addWidget(b, 1);
-        return row;
-    };
-    QLineEdit *partition = line(tr("cluster default"), tr("sbatch --partition: the partition (queue) to submit to; empty: the cluster's default. "
-                                                          "Letters, digits and _-., (several, comma separated)"),
-                                u"partition"_s, [](const SlurmSpec &s) { return qs(s.partition); },
-                                [](SlurmSpec &s, const QString &t) { s.partition = t.trimmed().toStdString(); });
-    QLineEdit *account = line(tr("none"), tr("sbatch --account: the project the job is charged to"), u"account"_s,
-                              [](const SlurmSpec &s) { return qs(s.account); }, [](SlurmSpec &s, const QString &t) { s.account = t.trimmed().toStdString(); });
-    form->addRow(tr("Partition"), pair(partition, tr("Account"), account));
-    QLineEdit *qos = line(tr("default"), tr("sbatch --qos: the quality of service"), u"qos"_s,
-                          [](const SlurmSpec &s) { return qs(s.qos); }, [](SlurmSpec &s, const QString &t) { s.qos = t.trimmed().toStdString(); });
-    QLineEdit *time = line(tr("HH:MM:SS"), tr("sbatch --time: the job's time limit as MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS; "
-                                              "empty: the partition's default. Slurm ends the job when it is reached."),
-                           u"time_limit"_s, [](const SlurmSpec &s) { return qs(s.timeLimit); }, [](SlurmSpec &s, const QString &t) { s.timeLimit = t.trimmed().toStdString(); });
-    form->addRow(tr("QoS"), pair(qos, tr("Time limit"), time));
-
-    auto spin = [&](int min, int max, const QString &tip, const QString &key) {
-        auto *sb = new QSpinBox(box);
-        sb->setObjectName(u"slurm_"_s + key);
-        sb->setRange(min, max);
-        sb->setToolTip(tip);
-        sb->setKeyboardTracking(false); // a value per Enter, focus change or arrow step, not per digit
-        return sb;
-    };
-    m_nodes = spin(1, 1 << 16, tr("Nodes of the allocation (sbatch --nodes)"), u"nodes"_s);
-    m_tasksPerNode = spin(1, 1 << 12, tr("Ranks per node: one agent per Slurm task; with the nccl backend, one per GPU"), u"ntasks_per_node"_s);
-    m_gpusPerNode = spin(0, 1 << 10, tr("sbatch --gpus-per-node; \"none\": no GPUs asked for. With the nccl backend at least the tasks per node."),
-                         u"gpus_per_node"_s);
-    m_gpusPerNode->setSpecialValueText(tr("none"));
-    auto *sizes = new QHBoxLayout;
-    sizes->addWidget(m_nodes, 1);
-    sizes->addWidget(new QLabel(tr("× tasks"), box));
-    sizes->addWidget(m_tasksPerNode, 1);
-    sizes->addWidget(new QLabel(tr("GPUs/node"), box));
-    sizes->addWidget(m_gpusPerNode, 1);
-    form->addRow(tr("Nodes"), sizes);
-    for (QSpinBox *sb : {m_nodes, m_tasksPerNode, m_gpusPerNode})
-        connect(sb, &QSpinBox::valueChanged, this, [this] {
-            if (m_updatingForm || m_model->profile().launcher != "slurm")
-                return;
-            SlurmSpec c = m_model->profile().slurm;
-            c.nodes = m_nodes->value();
-            c.ntasksPerNode = m_tasksPerNode->value();
-            c.gpusPerNode = m_gpusPerNode->value();
-            const QStringList problems = m_model->slurmProblems(c);
-            if (problems.isEmpty())
-                m_model->setSlurm(c);
-            showSlurmProblems(problems, !problems.isEmpty());
-        });
-
-    form->addRow(tr("Constraint"), line(tr("any node"), tr("sbatch --constraint: node features, e.g. a100&ib"), u"constraint"_s,
-                                        [](const SlurmSpec &s) { return qs(s.constraint); }, [](SlurmSpec &s, const QString &t) { s.constraint = t.trimmed().toStdString(); }));
-    form->addRow(tr("sbatch options"),
-                 line(tr("e.g. --exclusive --mem=0"),
-                      tr("More sbatch options, separated by spaces; each one long option (--name or --name=value). ClusterPPL sets "
-                         "--nodes, --ntasks, --job-name, --output, --error, --chdir and --parsable itself. A value with a space "
-                         "in it goes in the profile JSON."),
-                      u"sbatch_options"_s, [join](const SlurmSpec &s) { return join(s.sbatchOptions); }, [words](SlurmSpec &s, const QString &t) { s.sbatchOptions = words(t); }));
-    form->addRow(tr("Modules"), line(tr("none"), tr("Environment modules loaded in the job before any step (module load NAME), separated by spaces"),
-                                     u"modules"_s, [join](const SlurmSpec &s) { return join(s.modules); }, [words](SlurmSpec &s, const QString &t) { s.modules = words(t); }));
-    form->addRow(tr("Env script"), line(tr("none"), tr("A file on the cluster sourced before sbatch and in the job (site settings, a venv)"),
-                                        u"env_script"_s, [](const SlurmSpec &s) { return qs(s.envScript); }, [](SlurmSpec &s, const QString &t) { s.envScript = t.trimmed().toStdString(); }));
-    QLineEdit *agent = line(tr("the host's agent"), tr("The agent's path on the compute nodes; empty: the login host's Agent above"), u"agent"_s,
-                            [](const SlurmSpec &s) { return qs(s.agent); }, [](SlurmSpec &s, const QString &t) { s.agent = t.trimmed().toStdString(); });
-    QLineEdit *jobDir = line(QString::fromStdString(SlurmSpec{}.jobDir),
-                             tr("Where each run's job files go (script, outputs, keys), relative to the login host's working directory "
-                                "or home; it must be shared with the compute nodes"),
-                             u"job_dir"_s,
-                             // The default shows as the placeholder, not as text.
-                             [](const SlurmSpec &s) { return s.jobDir == SlurmSpec{}.jobDir ? QString() : qs(s.jobDir); },
-                             [](SlurmSpec &s, const QString &t) {
-                                 // Empty means the default here (the profile refuses an empty job_dir).
-                                 s.jobDir = t.trimmed().isEmpty() ? SlurmSpec{}.jobDir : t.trimmed().toStdString();
-                             });
-    form->addRow(tr("Agent"), pair(agent, tr("Job dir"), jobDir));
-    m_slurmStatus = new QLabel(box);
-    m_slurmStatus->setObjectName(u"slurmStatus"_s);
-    m_slurmStatus->setWordWrap(true);
-    m_slurmStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    form->addRow(m_slurmStatus);
-}
-
-void ClusterPage::refreshSlurmForm()
-{
-    const ClusterProfile p = m_model->profile();
-    const SlurmSpec &s = p.slurm;
-    m_slurmBox->setVisible(p.launcher == "slurm");
-    placeForm(); // the Slurm job's fields widen the form
-    const bool was = m_updatingForm;
-    m_updatingForm = true;
-    for (const SlurmLine &l : std::as_const(m_slurmLines))
-        l.edit->setText(l.get(s));
-    m_nodes->setValue(s.nodes);
-    m_tasksPerNode->setValue(s.ntasksPerNode);
-    m_gpusPerNode->setValue(s.gpusPerNode);
-    m_updatingForm = was;
-    showSlurmProblems(p.launcher == "slurm" ? m_model->slurmProblems(s) : QStringList(), false);
-}
-
-void ClusterPage::showSlurmProblems(const QStringList &problems, bool pending)
-{
-    for (const SlurmLine &l : std::as_const(m_slurmLines)) {
-        QStringList mine;
-        for (const QString &p : problems)
-            if (p.startsWith(u"slurm."_s + l.key))
-                mine << p;
-        l.mark->setVisible(!mine.isEmpty());
-        l.mark->setToolTip(mine.join(u'\n'));
-    }
-    if (problems.isEmpty()) {
-        const ClusterProfile p = m_model->profile();
-        const SlurmSpec &s = p.slurm;
-        const int ranks = s.nodes * s.ntasksPerNode;
-        // As the driver places them: relative to the login host's working directory, else home.
-        QString dir = qs(s.jobDir);
-        if (!dir.startsWith(u'/') && !dir.startsWith(u'~'))
-            dir = (p.hosts.empty() || p.hosts.front().workdir.empty() ? u"~"_s : qs(p.hosts.front().workdir)) + u'/' + dir;
-        m_slurmStatus->setText(tr("%1 × %2 = %3 ranks, %4; job files in %5/RUN-ID on the login node")
-                                   .arg(s.nodes)
-                                   .arg(s.ntasksPerNode)
-                                   .arg(ranks)
-                                   .arg(s.gpusPerNode > 0 ? tr("%1 GPUs per node").arg(s.gpusPerNode) : tr("no GPUs asked for"))
-                                   .arg(dir));
-        return;
-    }
-    m_slurmStatus->setText((pending ? tr("⚠ Not applied: %1") : tr("⚠ %1")).arg(problems.join(u'\n')));
-}
-
-QString ClusterPage::slurmStatusText() const
-{
-    return m_slurmStatus->text();
-}
 
 void ClusterPage::restoreExpansion()
 {
@@ -795,122 +590,6 @@ void ClusterPage::refreshFormForHosts(const std::vector<int> &hosts)
         w->setEnabled(ssh);
     m_alias->setEnabled(false);
     m_updatingForm = false;
-}
-
-bool ClusterPage::openProfile(const QString &path)
-{
-    QString error;
-    const auto bytes = readFile(path, tr("profile"), error);
-    if (!bytes) {
-        Q_EMIT failed(error);
-        return false;
-    }
-    const ProfileParseResult r = parseProfile(std::string_view(bytes->constData(), size_t(bytes->size())), path.toStdString());
-    if (!r.ok()) {
-        QStringList lines;
-        for (const auto &e : r.errors)
-            lines << qs(e);
-        Q_EMIT failed(tr("%1 is not a valid profile:\n%2").arg(path, lines.join(u'\n')));
-        return false;
-    }
-    setProfile(r.profile, QFileInfo(path).absoluteFilePath());
-    Q_EMIT info(tr("Opened %1").arg(QFileInfo(path).fileName())); // the full path: the status bar's profile label
-    return true;
-}
-
-bool ClusterPage::saveProfile(const QString &path)
-{
-    QString error;
-    if (!writeFile(path, QByteArray::fromStdString(profileToJson(m_model->profile())), error)) {
-        Q_EMIT failed(error);
-        return false;
-    }
-    m_path = QFileInfo(path).absoluteFilePath();
-    Q_EMIT info(tr("Saved %1").arg(QFileInfo(path).fileName()));
-    return true;
-}
-
-bool ClusterPage::importHostfile(const QString &path)
-{
-    QString error;
-    const auto bytes = readFile(path, tr("hostfile"), error);
-    if (!bytes) {
-        Q_EMIT failed(error);
-        return false;
-    }
-    const HostfileParseResult r = parseHostfile(std::string_view(bytes->constData(), size_t(bytes->size())), path.toStdString());
-    if (!r.ok()) {
-        QStringList lines;
-        for (const auto &e : r.errors)
-            lines << qs(e);
-        Q_EMIT failed(tr("%1 is not a valid hostfile:\n%2").arg(path, lines.join(u'\n')));
-        return false;
-    }
-    // The hosts replace the cluster; the evaluation settings and thresholds stay, and so does
-    // what every earlier host shared (the agent's path, the SSH login...), which a hostfile cannot say.
-    ClusterProfile p = profileFromHosts(r.hosts, "ssh");
-    const ClusterProfile old = m_model->profile();
-    p.evaluation = old.evaluation;
-    p.thresholds = old.thresholds;
-    p.name = QFileInfo(path).completeBaseName().toStdString();
-    QStringList kept;
-    for (const std::string &f : carrySharedHostSettings(old.hosts, p.hosts))
-        kept << qs(f);
-    setProfile(p, m_path);
-    QString msg = r.hosts.size() == 1 ? tr("Imported 1 host from %1").arg(path) : tr("Imported %1 hosts from %2").arg(r.hosts.size()).arg(path);
-    if (!kept.isEmpty())
-        msg += tr("; every host keeps what the earlier hosts shared: %1").arg(kept.join(u", "_s));
-    Q_EMIT info(msg);
-    return true;
-}
-
-bool ClusterPage::exportHostfile(const QString &path)
-{
-    QString error;
-    if (!writeFile(path, QByteArray::fromStdString(hostfileFromHosts(m_model->profile().hosts)), error)) {
-        Q_EMIT failed(error);
-        return false;
-    }
-    Q_EMIT info(tr("Exported the hosts to %1").arg(path));
-    return true;
-}
-
-void ClusterPage::showPreflight(const cppl::core::run::HostPreflight &report)
-{
-    const bool ok = report.ran && report.problems.isEmpty();
-    const QString summary = preflightSummary(report.report, report.problems);
-    const QString details = preflightDetails(report.report, report.problems);
-    m_model->setPreflight(report.host, ok, summary, details.isEmpty() ? summary : details); // the tooltip: the whole of an elided cell
-    // Inline under the form too: the whole report of every host, not only a tooltip away.
-    m_checkLines << u"<p><b>%1</b> %2%3</p>"_s.arg(report.host.toHtmlEscaped(), summary.toHtmlEscaped(),
-                                                   details.isEmpty() ? QString()
-                                                                     : u"<br><small>%1</small>"_s.arg(details.toHtmlEscaped().replace(u'\n', u"<br>"_s)));
-    m_checkResults->setText(m_checkLines.join(QString()));
-    m_checkResults->show();
-    placeForm(); // and the columns fitted to the tree
-}
-
-void ClusterPage::beginCheck()
-{
-    m_model->clearPreflight();
-    for (const HostSpec &h : m_model->profile().hosts)
-        m_model->setPreflight(qs(h.name), true, tr("… checking"), tr("Pre-flight is running on this host"));
-    m_checkLines.clear();
-    m_checkResults->setText(tr("Checking every host (pre-flight only; nothing is launched)…"));
-    m_checkResults->show();
-}
-
-QString ClusterPage::checkResultsText() const
-{
-    return m_checkResults->isVisible() ? m_checkResults->text() : QString();
-}
-
-void ClusterPage::endCheck(bool ok, const QString &verdict)
-{
-    QString html = m_checkLines.join(QString());
-    html += u"<p><b>%1 %2</b></p>"_s.arg(ok ? u"✓"_s : u"✗"_s, verdict.toHtmlEscaped().replace(u'\n', u"<br>"_s));
-    m_checkResults->setText(html);
-    m_checkResults->show();
 }
 
 } // namespace cppl::app

@@ -17,6 +17,8 @@
 #include <vector>
 
 class QBoxLayout;
+class QFormLayout;
+class QHBoxLayout;
 class QCheckBox;
 class QComboBox;
 class QLabel;
@@ -25,8 +27,10 @@ class QListWidget;
 class QAction;
 class QSpinBox;
 class QSplitter;
+class QToolBar;
 class QTreeView;
 class QGroupBox;
+class QVBoxLayout;
 
 namespace cppl::app {
 
@@ -87,9 +91,26 @@ private:
     [[nodiscard]] QList<int> treeColumnWidths() const;
     /// The columns at what they need, the wider ones giving way (eliding) when the tree is narrower.
     void fitTreeColumns();
+    // Building the page (cluster_page.cpp): the toolbar, the tree, and beside it the host form,
+    // the Slurm job, problems and pre-flight.
     void buildToolbar(QWidget *bar);
+    QHBoxLayout *buildProfileRow(QWidget *bar);
+    void addTool(QToolBar *tools, const QString &text, const QString &tip, const std::function<void()> &slot);
+    void addHostActions(QToolBar *tools);
+    void addFileActions(QToolBar *tools);
+    void buildTree();
+    void buildSide();
     void buildHostForm(QGroupBox *box);
+    void connectModel();
+    // The Slurm job (cluster_page_slurm.cpp).
     void buildSlurmForm(QGroupBox *box);
+    void addSlurmQueueFields(QGroupBox *box, QFormLayout *form);
+    void addSlurmSizes(QGroupBox *box, QFormLayout *form);
+    void addSlurmJobFields(QGroupBox *box, QFormLayout *form);
+    /// Applies @p candidate when it adds no problem; shows its problems (or the job's size).
+    void applySlurm(const SlurmSpec &candidate);
+    // Pre-flight (cluster_page_preflight.cpp): the note and the per-host reports under the form.
+    void buildPreflightReports(QWidget *parent, QVBoxLayout *layout);
     /// Fills the Slurm fields from the profile (a new profile, another launcher); pending invalid
     /// text in a field is replaced.
     void refreshSlurmForm();
@@ -140,6 +161,9 @@ private:
         QAction *mark = nullptr;
         SlurmGetter get; ///< the field as the editor shows it (refreshSlurmForm)
     };
+    /// One field's editor: checked as typed, applied when editing ends without a problem.
+    QLineEdit *addSlurmLine(QGroupBox *box, const QString &placeholder, const QString &tip, const QString &key, SlurmGetter get,
+                            SlurmSetter set);
     QGroupBox *m_slurmBox = nullptr;
     QList<SlurmLine> m_slurmLines;
     QSpinBox *m_nodes = nullptr;

@@ -37,6 +37,39 @@ ComparePage::ComparePage(QWidget *parent)
     : QWidget(parent)
 {
     auto *outer = new QVBoxLayout(this);
+    outer->addLayout(buildTopRow());
+    m_recommendation = new QLabel(this);
+    m_recommendation->setObjectName(u"recommendation"_s);
+    m_recommendation->setWordWrap(true);
+    m_recommendation->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    QFont bold = m_recommendation->font();
+    bold.setBold(true);
+    m_recommendation->setFont(bold);
+    outer->addWidget(m_recommendation);
+
+    auto *split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(buildCharts(split));
+    split->addWidget(buildTable(split));
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    outer->addWidget(split, 1);
+    m_content = split;
+    // Empty axes over fractional ranks looked like a broken comparison; say what fills this page.
+    m_empty = new QLabel(tr("Nothing to compare yet.\n\nSelect two or more runs on the History page (Ctrl+4) and press "
+                            "\u201cCompare selected\u201d, or run the same evaluation at several rank counts with Run \u203a Sweep\u2026"),
+                         this);
+    m_empty->setObjectName(u"compareEmpty"_s);
+    m_empty->setAlignment(Qt::AlignCenter);
+    m_empty->setWordWrap(true);
+    outer->addWidget(m_empty, 1);
+
+    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, &ComparePage::recompute);
+    connect(m_export, &QPushButton::clicked, this, &ComparePage::askExport);
+    recompute();
+}
+
+QHBoxLayout *ComparePage::buildTopRow()
+{
     auto *top = new QHBoxLayout;
     m_heading = new QLabel(this); // what is compared; with nothing, the page's own name (the body says what to do)
     m_heading->setWordWrap(true);
@@ -54,18 +87,12 @@ ComparePage::ComparePage(QWidget *parent)
     m_export->setToolTip(tr("The comparison as PDF, self-contained HTML, CSV or JSON (docs/reports.md)"));
     m_export->setEnabled(false);
     top->addWidget(m_export);
-    outer->addLayout(top);
-    m_recommendation = new QLabel(this);
-    m_recommendation->setObjectName(u"recommendation"_s);
-    m_recommendation->setWordWrap(true);
-    m_recommendation->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    QFont bold = m_recommendation->font();
-    bold.setBold(true);
-    m_recommendation->setFont(bold);
-    outer->addWidget(m_recommendation);
+    return top;
+}
 
-    auto *split = new QSplitter(Qt::Vertical, this);
-    auto *grid = new QWidget(split);
+QWidget *ComparePage::buildCharts(QWidget *parent)
+{
+    auto *grid = new QWidget(parent);
     auto *g = new QGridLayout(grid);
     g->setContentsMargins(0, 0, 0, 0);
     // Rank counts double from run to run (1, 2, 4 … 1024): on a linear axis every run below a
@@ -95,9 +122,12 @@ ComparePage::ComparePage(QWidget *parent)
         g->addWidget(w, i / 2, i % 2);
         ++i;
     }
-    split->addWidget(grid);
+    return grid;
+}
 
-    auto *bottom = new QWidget(split);
+QWidget *ComparePage::buildTable(QWidget *parent)
+{
+    auto *bottom = new QWidget(parent);
     auto *b = new QVBoxLayout(bottom);
     b->setContentsMargins(0, 0, 0, 0);
     m_model = new CompareModel(this);
@@ -120,24 +150,7 @@ ComparePage::ComparePage(QWidget *parent)
     m_projection->setWordWrap(true);
     m_projection->setTextInteractionFlags(Qt::TextSelectableByMouse);
     b->addWidget(m_projection);
-    split->addWidget(bottom);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-
-    outer->addWidget(split, 1);
-    m_content = split;
-    // Empty axes over fractional ranks looked like a broken comparison; say what fills this page.
-    m_empty = new QLabel(tr("Nothing to compare yet.\n\nSelect two or more runs on the History page (Ctrl+4) and press "
-                            "\u201cCompare selected\u201d, or run the same evaluation at several rank counts with Run \u203a Sweep\u2026"),
-                         this);
-    m_empty->setObjectName(u"compareEmpty"_s);
-    m_empty->setAlignment(Qt::AlignCenter);
-    m_empty->setWordWrap(true);
-    outer->addWidget(m_empty, 1);
-
-    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, &ComparePage::recompute);
-    connect(m_export, &QPushButton::clicked, this, &ComparePage::askExport);
-    recompute();
+    return bottom;
 }
 
 void ComparePage::setRuns(std::vector<RunRecord> runs, std::vector<RunRecord> baselines)

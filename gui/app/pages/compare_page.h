@@ -11,6 +11,7 @@
 #include <QWidget>
 
 class QDoubleSpinBox;
+class QHBoxLayout;
 class QLabel;
 class QPushButton;
 class QTableView;
@@ -50,6 +51,9 @@ Q_SIGNALS:
     void info(const QString &text);
 
 private:
+    QHBoxLayout *buildTopRow();
+    QWidget *buildCharts(QWidget *parent);
+    QWidget *buildTable(QWidget *parent);
     void recompute();
     void updateCharts();
     void askExport();

@@ -5,19 +5,15 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
-#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
-#include <QJsonArray>
-#include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
-#include <QLocale>
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollArea>
@@ -69,6 +65,27 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     , m_tmp(new QTemporaryDir)
 {
     auto *outer = new QHBoxLayout(this);
+    QVBoxLayout *column = buildFormColumn(outer);
+    QWidget *formHost = column->parentWidget();
+    column->addWidget(buildModelAndData(formHost));
+    column->addWidget(buildProtocolAndComputation(formHost));
+    column->addWidget(buildSyncAndAlerts(formHost));
+    auto *save = new QPushButton(tr("Save preset into profile"), formHost);
+    save->setToolTip(tr("Copy these settings into the cluster profile (then save the profile to keep them in its file)"));
+    column->addWidget(save, 0, Qt::AlignLeft);
+    column->addStretch(1);
+    outer->addWidget(buildPreviewBox(), 2);
+
+    m_debounce->setSingleShot(true);
+    m_debounce->setInterval(300);
+    connect(m_debounce, &QTimer::timeout, this, &EvaluationPage::runPreview);
+    connect(save, &QPushButton::clicked, this, &EvaluationPage::saveIntoProfileRequested);
+    connectEdits();
+    load(EvaluationSpec{}, Thresholds{});
+}
+
+QVBoxLayout *EvaluationPage::buildFormColumn(QHBoxLayout *outer)
+{
     auto *scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
@@ -79,9 +96,12 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     auto *column = new QVBoxLayout(formHost);
     scroll->setWidget(formHost);
     outer->addWidget(scroll, 3);
+    return column;
+}
 
-    // What is evaluated.
-    auto *what = new QGroupBox(tr("Model and data"), formHost);
+QWidget *EvaluationPage::buildModelAndData(QWidget *parent)
+{
+    auto *what = new QGroupBox(tr("Model and data"), parent);
     auto *wf = new QFormLayout(what);
     m_modelKind = combo(what, {{u"hf"_s, tr("Hugging Face directory")}, {u"torchscript"_s, tr("TorchScript file (.pt)")}});
     m_modelKind->setToolTip(tr("A directory with config.json + safetensors (Llama, Mistral, Qwen2, GPT-2), or a "
@@ -89,12 +109,12 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     wf->addRow(tr("Model kind"), m_modelKind);
     m_model = new QLineEdit(what);
     m_model->setToolTip(tr("Path as seen on the hosts (relative paths resolve against the profile's folder)"));
-    auto *modelRow = new QHBoxLayout;
-    modelRow->addWidget(m_model, 1);
-    auto *browseModel = new QToolButton(what);
-    browseModel->setText(tr("Browse…"));
-    modelRow->addWidget(browseModel);
-    wf->addRow(tr("Model"), modelRow);
+    wf->addRow(tr("Model"), withBrowseButton(m_model, [this] {
+                   return m_modelKind->currentData() == u"hf"_s
+                              ? QFileDialog::getExistingDirectory(this, tr("Model directory"), resolve(m_model->text()))
+                              : QFileDialog::getOpenFileName(this, tr("TorchScript model"), resolve(m_model->text()),
+                                                             tr("TorchScript (*.pt *.pth);;All files (*)"));
+               }));
     m_dataKind = combo(what, {{u"tokens"_s, tr("Token ids (.u16/.u32/.npy)")},
                               {u"text"_s, tr("Text + tokenizer")},
                               {u"documents"_s, tr("Documents (folder, JSONL, WikiText) + tokenizer")}});
@@ -103,22 +123,46 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     wf->addRow(tr("Data kind"), m_dataKind);
     m_data = new QLineEdit(what);
     m_data->setToolTip(tr("The held-out data; every token of it is scored exactly once across all ranks"));
-    auto *dataRow = new QHBoxLayout;
-    dataRow->addWidget(m_data, 1);
-    auto *browseData = new QToolButton(what);
-    browseData->setText(tr("Browse…"));
-    dataRow->addWidget(browseData);
-    wf->addRow(tr("Data"), dataRow);
+    wf->addRow(tr("Data"), withBrowseButton(m_data, [this] {
+                   return m_dataKind->currentData() == u"documents"_s
+                              ? QFileDialog::getExistingDirectory(this, tr("Documents folder"), resolve(m_data->text()))
+                              : QFileDialog::getOpenFileName(this, tr("Data"), resolve(m_data->text()));
+               }));
     m_tokenizer = new QLineEdit(what);
     m_tokenizer->setToolTip(tr("\"bytes\" (one token per UTF-8 byte), a tokenizer.json, a SentencePiece .model, or a "
                                "model folder holding one. A different tokenizer changes the token count and so the PPL; "
                                "bits per byte stay comparable."));
     wf->addRow(tr("Tokenizer"), m_tokenizer);
-    column->addWidget(what);
+    return what;
+}
 
-    // How it is windowed and computed.
-    auto *how = new QGroupBox(tr("Protocol and computation"), formHost);
+QLayout *EvaluationPage::withBrowseButton(QLineEdit *edit, const std::function<QString()> &ask)
+{
+    auto *row = new QHBoxLayout;
+    row->addWidget(edit, 1);
+    auto *browse = new QToolButton(edit->parentWidget());
+    browse->setText(tr("Browse…"));
+    row->addWidget(browse);
+    connect(browse, &QToolButton::clicked, this, [this, edit, ask] {
+        if (const QString p = ask(); !p.isEmpty())
+            edit->setText(p);
+        schedulePreview();
+    });
+    return row;
+}
+
+QWidget *EvaluationPage::buildProtocolAndComputation(QWidget *parent)
+{
+    auto *how = new QGroupBox(tr("Protocol and computation"), parent);
     auto *hf = new QFormLayout(how);
+    addWindowing(how, hf);
+    addComputation(how, hf);
+    addSchedule(how, hf);
+    return how;
+}
+
+void EvaluationPage::addWindowing(QWidget *how, QFormLayout *hf)
+{
     m_protocol = combo(how, {{u"hf-sliding"_s, tr("Hugging Face sliding window")},
                              {u"llama.cpp"_s, tr("llama.cpp perplexity")},
                              {u"lm-eval-rolling"_s, tr("lm-eval rolling loglikelihood")}});
@@ -158,6 +202,10 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_maxWindows->setSpecialValueText(tr("all"));
     m_maxWindows->setToolTip(tr("Evaluate only the first K windows: a quick look, not the data's PPL"));
     hf->addRow(tr("Max windows"), m_maxWindows);
+}
+
+void EvaluationPage::addComputation(QWidget *how, QFormLayout *hf)
+{
     m_dtype = combo(how, {{u"auto"_s, tr("auto (bfloat16 on GPUs, else float32)")},
                           {u"float32"_s, u"float32"_s},
                           {u"bfloat16"_s, u"bfloat16"_s},
@@ -177,6 +225,10 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
                               "comm share differs."));
     hf->addRow(tr("Topology"), m_topology);
+}
+
+void EvaluationPage::addSchedule(QWidget *how, QFormLayout *hf)
+{
     m_schedule = combo(how, {{u"dynamic"_s, tr("dynamic batches")}, {u"static"_s, tr("static shards")}});
     m_schedule->setToolTip(tr("Dynamic (the default): ranks claim global batches as they go, so a slow rank no longer "
                               "holds the others up. Static: each rank gets a fixed, balanced shard (for comparison). "
@@ -195,9 +247,11 @@ EvaluationPage::EvaluationPage(QWidget *parent)
                                  "round before it computes the next. The result's bits are the same either way, "
                                  "also in a run that continues without a lost rank."));
     hf->addRow(tr("Sync rounds"), m_overlapSync);
-    column->addWidget(how);
+}
 
-    auto *th = new QGroupBox(tr("Sync and alerts"), formHost);
+QWidget *EvaluationPage::buildSyncAndAlerts(QWidget *parent)
+{
+    auto *th = new QGroupBox(tr("Sync and alerts"), parent);
     auto *tf = new QFormLayout(th);
     m_sync = new QSpinBox(th);
     m_sync->setRange(-1, std::numeric_limits<int>::max());
@@ -239,12 +293,11 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_timeout->setSuffix(tr(" s"));
     m_timeout->setToolTip(tr("A collective that takes longer is aborted and the run fails (rather than hanging)"));
     tf->addRow(tr("Collective timeout"), m_timeout);
-    column->addWidget(th);
-    auto *save = new QPushButton(tr("Save preset into profile"), formHost);
-    save->setToolTip(tr("Copy these settings into the cluster profile (then save the profile to keep them in its file)"));
-    column->addWidget(save, 0, Qt::AlignLeft);
-    column->addStretch(1);
+    return th;
+}
 
+QWidget *EvaluationPage::buildPreviewBox()
+{
     auto *previewBox = new QGroupBox(tr("Preview (clusterppl-agent plan)"), this);
     auto *pl = new QVBoxLayout(previewBox);
     m_preview = new QLabel(tr("Waiting for settings…"), previewBox);
@@ -259,29 +312,11 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     m_shards->horizontalHeader()->setStretchLastSection(true);
     m_shards->setEditTriggers(QAbstractItemView::NoEditTriggers);
     pl->addWidget(m_shards, 1);
-    outer->addWidget(previewBox, 2);
+    return previewBox;
+}
 
-    m_debounce->setSingleShot(true);
-    m_debounce->setInterval(300);
-    connect(m_debounce, &QTimer::timeout, this, &EvaluationPage::runPreview);
-    connect(save, &QPushButton::clicked, this, &EvaluationPage::saveIntoProfileRequested);
-    connect(browseModel, &QToolButton::clicked, this, [this] {
-        const QString p = m_modelKind->currentData() == u"hf"_s
-                              ? QFileDialog::getExistingDirectory(this, tr("Model directory"), resolve(m_model->text()))
-                              : QFileDialog::getOpenFileName(this, tr("TorchScript model"), resolve(m_model->text()),
-                                                             tr("TorchScript (*.pt *.pth);;All files (*)"));
-        if (!p.isEmpty())
-            m_model->setText(p);
-        schedulePreview();
-    });
-    connect(browseData, &QToolButton::clicked, this, [this] {
-        const QString p = m_dataKind->currentData() == u"documents"_s
-                              ? QFileDialog::getExistingDirectory(this, tr("Documents folder"), resolve(m_data->text()))
-                              : QFileDialog::getOpenFileName(this, tr("Data"), resolve(m_data->text()));
-        if (!p.isEmpty())
-            m_data->setText(p);
-        schedulePreview();
-    });
+void EvaluationPage::connectEdits()
+{
     for (QLineEdit *e : {m_model, m_data, m_tokenizer})
         connect(e, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
     for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology, m_schedule, m_onRankLoss, m_overlapSync})
@@ -300,7 +335,6 @@ EvaluationPage::EvaluationPage(QWidget *parent)
     connect(m_dataKind, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     connect(m_protocol, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
     connect(m_schedule, &QComboBox::currentIndexChanged, this, &EvaluationPage::updateDataMode);
-    load(EvaluationSpec{}, Thresholds{});
 }
 
 EvaluationPage::~EvaluationPage()
@@ -514,136 +548,6 @@ bool EvaluationPage::restoreSettings()
         m_base = base;
     load(e, t);
     return true;
-}
-
-QString EvaluationPage::previewText() const
-{
-    return m_preview->text();
-}
-
-void EvaluationPage::schedulePreview()
-{
-    if (m_loading)
-        return;
-    Q_EMIT changed();
-    ++m_job; // anything still running is now stale
-    if (m_plan)
-        m_plan->kill();
-    m_debounce->start();
-}
-
-QString EvaluationPage::dynamicNote(const QJsonObject &plan) const
-{
-    if (m_schedule->currentData().toString() != u"dynamic"_s)
-        return {};
-    // plan --schedule dynamic (its default) names the global batches; an older agent's plan does not.
-    const QJsonObject g = plan.value(u"global_batches"_s).toObject();
-    const qint64 windows = plan.value(u"windows"_s).toInteger();
-    const qint64 batch = std::max<qint64>(1, g.contains(u"windows_per_batch"_s) ? g.value(u"windows_per_batch"_s).toInteger()
-                                                                                 : plan.value(u"batch"_s).toInteger());
-    const qint64 count = g.contains(u"count"_s) ? g.value(u"count"_s).toInteger() : (windows + batch - 1) / batch;
-    return tr(" Dynamic schedule: <b>%1</b> global batches of %2 windows, claimed by the ranks as they go (a slower rank "
-              "takes fewer; the sync rounds follow the ranks' speeds); the table shows the static split, for comparison.")
-        .arg(QLocale().toString(count), QLocale().toString(batch));
-}
-
-void EvaluationPage::runPreview()
-{
-    const EvaluationSpec e = evaluation();
-    const Thresholds t = thresholds();
-    if (m_agent.isEmpty()) {
-        m_preview->setText(tr("No preview: clusterppl-agent was not found next to the dashboard or on PATH."));
-        Q_EMIT previewUpdated();
-        return;
-    }
-    QStringList args{u"plan"_s, u"--schedule"_s, qs(e.schedule.empty() ? std::string("dynamic") : e.schedule)};
-    if (!e.tokens.empty()) {
-        args << u"--tokens"_s << resolve(qs(e.tokens));
-    } else if (e.tokenizer == "bytes" && !e.text.empty() && !QFileInfo(resolve(qs(e.text))).isDir()) {
-        args << u"--text"_s << resolve(qs(e.text)) << u"--tokenizer"_s << u"bytes"_s;
-    } else {
-        m_preview->setText(tr("No preview for this data: plan reads token files and text with the bytes tokenizer. "
-                              "Tokenize first (clusterppl-agent tokenize) to preview a tokenizer's windows."));
-        m_shards->setRowCount(0);
-        Q_EMIT previewUpdated();
-        return;
-    }
-    const QString json = m_tmp->filePath(u"plan-%1.json"_s.arg(m_job));
-    args << u"--protocol"_s << qs(e.protocol) << u"--context"_s << QString::number(e.context) << u"--ranks"_s
-         << QString::number(m_worldSize) << u"--sync-every-tokens"_s
-         << (t.syncEveryTokens < 0 ? u"end"_s : QString::number(t.syncEveryTokens)) << u"--json"_s << json;
-    if (e.protocol == "hf-sliding" && e.stride > 0)
-        args << u"--stride"_s << QString::number(e.stride);
-    if (e.maxWindows > 0)
-        args << u"--max-windows"_s << QString::number(e.maxWindows);
-    // Auto: plan's default (8), what the agents use on the CPU; on a GPU the batch (and so a static
-    // schedule's batch-aligned shards) is known only once the agents have measured free memory.
-    if (e.batch != kAutoBatch)
-        args << u"--batch"_s << QString::number(e.batch);
-    auto *proc = new QProcess(this);
-    m_plan = proc;
-    const int job = m_job;
-    m_preview->setText(tr("Planning…"));
-    connect(proc, &QProcess::finished, this, [this, proc, job, json](int code, QProcess::ExitStatus status) {
-        proc->deleteLater();
-        if (job != m_job)
-            return; // stale: the settings changed while it ran
-        if (status != QProcess::NormalExit || code != 0) {
-            const QString err = QString::fromLocal8Bit(proc->readAllStandardError()).trimmed();
-            m_preview->setText(tr("The plan failed: %1").arg(err.isEmpty() ? tr("exit code %1").arg(code) : err));
-            m_shards->setRowCount(0);
-            Q_EMIT previewUpdated();
-            return;
-        }
-        QFile f(json);
-        const QJsonObject o = f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
-        QFile::remove(json);
-        const qint64 dataTokens = o.value(u"data"_s).toObject().value(u"tokens"_s).toInteger();
-        const qint64 scored = o.value(u"tokens_scored"_s).toInteger();
-        const QJsonArray shards = o.value(u"shards"_s).toArray();
-        // Dynamic: the rounds follow the ranks' speeds; the static count is what equal speeds give.
-        const bool dynamic = o.value(u"schedule"_s).toString(m_schedule->currentData().toString()) == u"dynamic"_s;
-        const QLocale loc; // grouped digits, as the Run page and History write counts
-        m_preview->setText(tr("<b>%1</b> windows, <b>%2</b> of %3 tokens scored (%4%), %5<b>%6</b> sync rounds, "
-                              "%7 ranks: about <b>%8</b> scored tokens per rank.")
-                               .arg(loc.toString(o.value(u"windows"_s).toInteger()), loc.toString(scored), loc.toString(dataTokens),
-                                    dataTokens > 0 ? loc.toString(100.0 * double(scored) / double(dataTokens), 'f', 1) : loc.toString(0),
-                                    dynamic ? tr("about ") : QString(), loc.toString(o.value(u"rounds"_s).toInteger()),
-                                    loc.toString(o.value(u"world_size"_s).toInteger()),
-                                    loc.toString(shards.isEmpty() ? qint64(0) : scored / shards.size()))
-                           + dynamicNote(o)
-                           + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
-                                                            "agents size it from free memory when the run starts.")
-                                                       : QString()));
-        // Dynamic: no rank has these windows; the header says what the rows are.
-        // On two lines: on one, the three columns were 385 px wide and the preview of a 1024 px
-        // window (about 320 px) scrolled sideways, the scored tokens out of sight.
-        m_shards->setHorizontalHeaderLabels(dynamic ? QStringList{tr("Rank"), tr("Windows\n(static split)"), tr("Scored tokens\n(static split)")}
-                                                    : QStringList{tr("Rank"), tr("Windows"), tr("Scored tokens")});
-        m_shards->setRowCount(int(shards.size()));
-        for (int r = 0; r < shards.size(); ++r) {
-            const QJsonObject s = shards[r].toObject();
-            const qint64 windows = s.value(u"end_window"_s).toInteger() - s.value(u"first_window"_s).toInteger();
-            const QStringList cells{QString::number(s.value(u"rank"_s).toInt()), loc.toString(windows),
-                                    loc.toString(s.value(u"tokens_scored"_s).toInteger())};
-            for (int c = 0; c < 3; ++c) {
-                auto *item = new QTableWidgetItem(cells[c]);
-                item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-                m_shards->setItem(r, c, item);
-            }
-        }
-        m_shards->resizeColumnToContents(0); // "Rank", not the default 100 px
-        m_shards->resizeColumnToContents(1); // its header, "Windows (static split)", in full
-        Q_EMIT previewUpdated();
-    });
-    connect(proc, &QProcess::errorOccurred, this, [this, proc, job](QProcess::ProcessError err) {
-        if (err != QProcess::FailedToStart || job != m_job)
-            return;
-        m_preview->setText(tr("No preview: cannot start %1 (%2)").arg(m_agent, proc->errorString()));
-        proc->deleteLater();
-        Q_EMIT previewUpdated();
-    });
-    proc->start(m_agent, args);
 }
 
 } // namespace cppl::app

@@ -12,16 +12,23 @@
 #include <QPointer>
 #include <QWidget>
 
+#include <functional>
+
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QHBoxLayout;
+class QJsonArray;
 class QLabel;
+class QLayout;
 class QLineEdit;
 class QProcess;
 class QSpinBox;
 class QTableWidget;
 class QTemporaryDir;
 class QTimer;
+class QVBoxLayout;
 
 namespace cppl::app {
 
@@ -57,11 +64,33 @@ Q_SIGNALS:
     void previewUpdated();
 
 private:
-    void schedulePreview();
-    void runPreview();
-    QString dynamicNote(const QJsonObject &plan) const;
+    // Building the page (evaluation_page.cpp): the form's column in a vertical scroll area, its
+    // three boxes, the preview beside it.
+    QVBoxLayout *buildFormColumn(QHBoxLayout *outer);
+    QWidget *buildModelAndData(QWidget *parent);
+    /// @p edit and a Browse… button that sets it to what @p ask returns (unless empty).
+    QLayout *withBrowseButton(QLineEdit *edit, const std::function<QString()> &ask);
+    QWidget *buildProtocolAndComputation(QWidget *parent);
+    void addWindowing(QWidget *box, QFormLayout *form);
+    void addComputation(QWidget *box, QFormLayout *form);
+    void addSchedule(QWidget *box, QFormLayout *form);
+    QWidget *buildSyncAndAlerts(QWidget *parent);
+    QWidget *buildPreviewBox();
+    void connectEdits();
     void updateDataMode();
     QString resolve(const QString &path) const;
+
+    // The preview (evaluation_preview.cpp).
+    void schedulePreview();
+    void runPreview();
+    /// The agent's `plan` arguments for the page's settings, writing its JSON to @p json; empty
+    /// when plan cannot read this data (a tokenizer other than bytes).
+    [[nodiscard]] QStringList planArguments(const QString &json) const;
+    void showPlan(const QJsonObject &plan);
+    void showShards(const QJsonArray &shards, bool dynamic);
+    /// A preview that is only a sentence: no plan to show (no data it reads, a failed plan).
+    void showPreviewMessage(const QString &text);
+    QString dynamicNote(const QJsonObject &plan) const;
 
     QComboBox *m_modelKind = nullptr;
     QLineEdit *m_model = nullptr;

@@ -70,6 +70,22 @@ HistoryPage::HistoryPage(QWidget *parent)
     : QWidget(parent)
 {
     auto *outer = new QVBoxLayout(this);
+    buildFilters(outer);
+    buildTable(outer);
+    m_resumeInfo = new QLabel(this);
+    m_resumeInfo->setObjectName(u"historyResumeInfo"_s);
+    m_resumeInfo->setWordWrap(true);
+    m_resumeInfo->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_resumeInfo->hide();
+    outer->addWidget(m_resumeInfo);
+    buildButtons(outer);
+    connectFilters();
+    connectButtons();
+    updateButtons();
+}
+
+void HistoryPage::buildFilters(QVBoxLayout *outer)
+{
     // Two rows: search and dates, then the lists. On one row they made the window at least
     // 1,392 px wide (every page's minimum is the window's), too wide for a 1024 px screen.
     auto *filters = new QHBoxLayout;
@@ -103,7 +119,13 @@ HistoryPage::HistoryPage(QWidget *parent)
     lists->addStretch(1);
     outer->addLayout(filters);
     outer->addLayout(lists);
+    m_statusBox->addItem(tr("any"), -1);
+    for (RunStatus s : {RunStatus::Finished, RunStatus::Failed, RunStatus::Stopped, RunStatus::Interrupted, RunStatus::Running})
+        m_statusBox->addItem(statusLabel(s), int(s));
+}
 
+void HistoryPage::buildTable(QVBoxLayout *outer)
+{
     m_model = new HistoryModel(this);
     m_filter = new HistoryFilterModel(this);
     m_filter->setSourceModel(m_model);
@@ -134,23 +156,17 @@ HistoryPage::HistoryPage(QWidget *parent)
                            {HistoryModel::ColGroups, HistoryModel::ColNodes, HistoryModel::ColProtocol, HistoryModel::ColTokens},
                            {{HistoryModel::ColRunId, u"20261130-114320-8888"_s}}});
     outer->addWidget(m_view, 1);
-    {
-        auto *overlay = new QVBoxLayout(m_view->viewport());
-        m_empty = new QLabel(m_view->viewport());
-        m_empty->setObjectName(u"historyEmpty"_s);
-        m_empty->setAlignment(Qt::AlignCenter);
-        m_empty->setWordWrap(true);
-        m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
-        overlay->addWidget(m_empty);
-    }
+    auto *overlay = new QVBoxLayout(m_view->viewport());
+    m_empty = new QLabel(m_view->viewport());
+    m_empty->setObjectName(u"historyEmpty"_s);
+    m_empty->setAlignment(Qt::AlignCenter);
+    m_empty->setWordWrap(true);
+    m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
+    overlay->addWidget(m_empty);
+}
 
-    m_resumeInfo = new QLabel(this);
-    m_resumeInfo->setObjectName(u"historyResumeInfo"_s);
-    m_resumeInfo->setWordWrap(true);
-    m_resumeInfo->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_resumeInfo->hide();
-    outer->addWidget(m_resumeInfo);
-
+void HistoryPage::buildButtons(QVBoxLayout *outer)
+{
     auto *buttons = new QHBoxLayout;
     m_count = new QLabel(this);
     m_count->setWordWrap(true); // a reason may be long: it wraps rather than widening the window
@@ -166,26 +182,25 @@ HistoryPage::HistoryPage(QWidget *parent)
     m_resume->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);
     m_resume->setMinimumHeight(m_open->sizeHint().height());
     auto *resumeMenu = new QMenu(m_resume);
-    QAction *onHosts = resumeMenu->addAction(tr("Resume on the Cluster page's hosts"));
-    onHosts->setToolTip(tr("Finish the run on the hosts of the profile open on the Cluster page; its evaluation must be "
-                           "the run's (a dynamic schedule may resume on any number of ranks)"));
+    m_resumeOnHosts = resumeMenu->addAction(tr("Resume on the Cluster page's hosts"));
+    m_resumeOnHosts->setToolTip(tr("Finish the run on the hosts of the profile open on the Cluster page; its evaluation must be "
+                                   "the run's (a dynamic schedule may resume on any number of ranks)"));
     m_resume->setMenu(resumeMenu);
     m_compare = new QPushButton(tr("&Compare selected"), this);
     m_export = new QPushButton(tr("E&xport report…"), this);
     m_export->setObjectName(u"historyExport"_s);
     m_delete = new QPushButton(tr("&Delete…"), this);
-    auto *refreshButton = new QPushButton(tr("Refresh"), this);
-    for (QPushButton *b : {refreshButton, m_open, m_rerun})
+    m_refresh = new QPushButton(tr("Refresh"), this);
+    for (QPushButton *b : {m_refresh, m_open, m_rerun})
         buttons->addWidget(b);
     buttons->addWidget(m_resume);
     for (QPushButton *b : {m_compare, m_export, m_delete})
         buttons->addWidget(b);
     outer->addLayout(buttons);
+}
 
-    m_statusBox->addItem(tr("any"), -1);
-    for (RunStatus s : {RunStatus::Finished, RunStatus::Failed, RunStatus::Stopped, RunStatus::Interrupted, RunStatus::Running})
-        m_statusBox->addItem(statusLabel(s), int(s));
-
+void HistoryPage::connectFilters()
+{
     connect(m_search, &QLineEdit::textChanged, this, &HistoryPage::applyFilters);
     for (QComboBox *c : {m_modelBox, m_dataBox, m_protocolBox, m_statusBox, m_nodesBox})
         connect(c, &QComboBox::currentIndexChanged, this, &HistoryPage::applyFilters);
@@ -193,7 +208,11 @@ HistoryPage::HistoryPage(QWidget *parent)
     connect(m_to, &QDateEdit::dateChanged, this, &HistoryPage::applyFilters);
     connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &HistoryPage::updateButtons);
     connect(m_view, &QTableView::doubleClicked, this, &HistoryPage::openSelected);
-    connect(refreshButton, &QPushButton::clicked, this, &HistoryPage::refresh);
+}
+
+void HistoryPage::connectButtons()
+{
+    connect(m_refresh, &QPushButton::clicked, this, &HistoryPage::refresh);
     connect(m_open, &QPushButton::clicked, this, &HistoryPage::openSelected);
     connect(m_compare, &QPushButton::clicked, this, [this] { Q_EMIT compareRequested(selectedRunIds()); });
     connect(m_export, &QPushButton::clicked, this, [this] { askExport(selectedRunIds()); });
@@ -208,21 +227,23 @@ HistoryPage::HistoryPage(QWidget *parent)
             Q_EMIT resumeRequested(m_model->runAt(m_model->rowOf(ids.front())), onProfileHosts);
     };
     connect(m_resume, &QToolButton::clicked, this, [resume] { resume(false); });
-    connect(onHosts, &QAction::triggered, this, [resume] { resume(true); });
-    connect(m_delete, &QPushButton::clicked, this, [this] {
-        const QStringList ids = selectedRunIds();
-        if (ids.isEmpty())
-            return;
-        const auto answer = QMessageBox::question(
-            this, tr("Delete runs"),
-            (ids.size() == 1 ? tr("Delete run %1 from the history? Its samples, logs and alerts go too; this cannot be undone.")
-                             : tr("Delete %n runs from the history (%1)? Their samples, logs and alerts go too; this cannot be undone.", nullptr,
-                                  int(ids.size())))
-                .arg(ids.join(u", "_s)));
-        if (answer == QMessageBox::Yes)
-            deleteRuns(ids);
-    });
-    updateButtons();
+    connect(m_resumeOnHosts, &QAction::triggered, this, [resume] { resume(true); });
+    connect(m_delete, &QPushButton::clicked, this, &HistoryPage::confirmDelete);
+}
+
+void HistoryPage::confirmDelete()
+{
+    const QStringList ids = selectedRunIds();
+    if (ids.isEmpty())
+        return;
+    const auto answer = QMessageBox::question(
+        this, tr("Delete runs"),
+        (ids.size() == 1 ? tr("Delete run %1 from the history? Its samples, logs and alerts go too; this cannot be undone.")
+                         : tr("Delete %n runs from the history (%1)? Their samples, logs and alerts go too; this cannot be undone.", nullptr,
+                              int(ids.size())))
+            .arg(ids.join(u", "_s)));
+    if (answer == QMessageBox::Yes)
+        deleteRuns(ids);
 }
 
 void HistoryPage::setHistory(cppl::core::history::RunHistory *history, const QString &unavailableReason)

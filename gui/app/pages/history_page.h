@@ -9,6 +9,7 @@
 
 #include <QWidget>
 
+class QAction;
 class QComboBox;
 class QDateEdit;
 class QLabel;
@@ -16,6 +17,7 @@ class QLineEdit;
 class QPushButton;
 class QTableView;
 class QToolButton;
+class QVBoxLayout;
 
 namespace cppl::core::history {
 class RunHistory;
@@ -67,6 +69,13 @@ Q_SIGNALS:
     void info(const QString &text);
 
 private:
+    void buildFilters(QVBoxLayout *outer);
+    void buildTable(QVBoxLayout *outer);
+    void buildButtons(QVBoxLayout *outer);
+    void connectFilters();
+    void connectButtons();
+    /// Delete…: asks first (this cannot be undone), then deleteRuns().
+    void confirmDelete();
     void applyFilters();
     void fillChoices();
     void updateButtons();
@@ -82,7 +91,9 @@ private:
     QLabel *m_count = nullptr;
     QLabel *m_empty = nullptr; // over the table while it shows no row: why, and what fills it
     QPushButton *m_open = nullptr, *m_rerun = nullptr, *m_compare = nullptr, *m_export = nullptr, *m_delete = nullptr;
+    QPushButton *m_refresh = nullptr;
     QToolButton *m_resume = nullptr; // click: the run's own profile; its menu: the Cluster page's hosts
+    QAction *m_resumeOnHosts = nullptr;
     QLabel *m_resumeInfo = nullptr;  // the selected run's progress, or why it cannot be resumed
 };
 
