@@ -125,78 +125,100 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
 {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount)
         return {};
-    const RunRecord &r = m_runs[std::size_t(index.row())];
-    const QLocale loc;
-    if (role == RunIdRole)
-        return r.runId;
-    if (role == Qt::TextAlignmentRole) {
+    const int row = index.row();
+    switch (role) {
+    case RunIdRole: return m_runs[std::size_t(row)].runId;
+    case Qt::TextAlignmentRole:
         switch (index.column()) {
         case ColWorld: case ColGroups: case ColNodes: case ColPpl: case ColTokens: case ColRate:
             return int(Qt::AlignRight | Qt::AlignVCenter);
         default: return int(Qt::AlignLeft | Qt::AlignVCenter);
         }
+    case Qt::ToolTipRole: return toolTip(row, index.column());
+    case SortRole:
+        if (QVariant v = sortKey(row, index.column()); v.isValid())
+            return v;
+        return displayData(row, index.column()); // the text sorts the rest
+    case Qt::DisplayRole: return displayData(row, index.column());
+    default: return {};
     }
-    if (role == Qt::ToolTipRole) {
-        switch (index.column()) {
-        case ColRunId: return r.runId; // whole where a small window elides it in the middle
-        case ColModel: return r.model;
-        case ColData: return r.data;
-        case ColStatus: {
-            const ResumeState &st = m_resume[std::size_t(index.row())];
-            QString tip = r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
-            if (!r.lostRanks.isEmpty())
-                tip = tr("Recovered: finished without the lost ranks, with the same bits as one rank (the others "
-                         "evaluated their unfinished batches again).\n%1")
-                          .arg(lostRanksDetail(r.lostRanks).join(u"\n"_s));
-            if (st.kind == ResumeState::Kind::Resumable)
-                tip += u"\n"_s + tr("%1 (%2 schedule, %3 ranks); Resume finishes it from there with the same bits.")
-                                     .arg(st.text, st.source->schedule)
-                                     .arg(st.source->worldSize);
-            else if (st.kind != ResumeState::Kind::None)
-                tip += u"\n"_s + tr("Resume: %1").arg(st.text);
-            return tip;
-        }
-        case ColBaseline:
-            return m_baseline[std::size_t(index.row())].isEmpty()
-                       ? tr("No finished one-rank run of the same model, data, protocol and settings is stored")
-                       : tr("Deviation from the newest finished one-rank run of the same settings: \"bit-identical\" when the "
-                            "exact NLL sums and token counts are equal, else PPL / baseline PPL − 1");
-        default: return {};
-        }
+}
+
+QVariant HistoryModel::toolTip(int row, int column) const
+{
+    const RunRecord &r = m_runs[std::size_t(row)];
+    switch (column) {
+    case ColRunId: return r.runId; // whole where a small window elides it in the middle
+    case ColModel: return r.model;
+    case ColData: return r.data;
+    case ColStatus: return statusToolTip(row);
+    case ColBaseline:
+        return m_baseline[std::size_t(row)].isEmpty()
+                   ? tr("No finished one-rank run of the same model, data, protocol and settings is stored")
+                   : tr("Deviation from the newest finished one-rank run of the same settings: \"bit-identical\" when the "
+                        "exact NLL sums and token counts are equal, else PPL / baseline PPL − 1");
+    default: return {};
     }
-    if (role == SortRole) {
-        switch (index.column()) {
-        case ColStarted: return r.started.toMSecsSinceEpoch();
-        case ColWorld: return r.worldSize;
-        case ColGroups: return r.groupsCount;
-        case ColNodes: return r.nodeCount;
-        case ColPpl: return r.ppl.value_or(-1);
-        case ColTokens: return qlonglong(r.tokensScored);
-        case ColRate: return r.tokensPerSecond.value_or(-1);
-        case ColStatus: return int(r.status);
-        default: break;
-        }
-        role = Qt::DisplayRole;
+}
+
+QString HistoryModel::statusToolTip(int row) const
+{
+    const RunRecord &r = m_runs[std::size_t(row)];
+    const ResumeState &st = m_resume[std::size_t(row)];
+    QString tip = r.firstCause.isEmpty() ? statusLabel(r.status) : r.firstCause;
+    if (!r.lostRanks.isEmpty())
+        tip = tr("Recovered: finished without the lost ranks, with the same bits as one rank (the others "
+                 "evaluated their unfinished batches again).\n%1")
+                  .arg(lostRanksDetail(r.lostRanks).join(u"\n"_s));
+    if (st.kind == ResumeState::Kind::Resumable)
+        tip += u"\n"_s + tr("%1 (%2 schedule, %3 ranks); Resume finishes it from there with the same bits.")
+                             .arg(st.text, st.source->schedule)
+                             .arg(st.source->worldSize);
+    else if (st.kind != ResumeState::Kind::None)
+        tip += u"\n"_s + tr("Resume: %1").arg(st.text);
+    return tip;
+}
+
+QVariant HistoryModel::sortKey(int row, int column) const
+{
+    const RunRecord &r = m_runs[std::size_t(row)];
+    switch (column) {
+    case ColStarted: return r.started.toMSecsSinceEpoch();
+    case ColWorld: return r.worldSize;
+    case ColGroups: return r.groupsCount;
+    case ColNodes: return r.nodeCount;
+    case ColPpl: return r.ppl.value_or(-1);
+    case ColTokens: return qlonglong(r.tokensScored);
+    case ColRate: return r.tokensPerSecond.value_or(-1);
+    case ColStatus: return int(r.status);
+    default: return {};
     }
-    if (role != Qt::DisplayRole)
-        return {};
-    switch (index.column()) {
+}
+
+QString HistoryModel::statusText(int row) const
+{
+    const RunRecord &r = m_runs[std::size_t(row)];
+    const ResumeState &st = m_resume[std::size_t(row)];
+    if (st.kind == ResumeState::Kind::Resumable)
+        // Short, so the table keeps its columns: the round and batches are in the tooltip, the
+        // selection line and the run detail.
+        return QString(statusLabel(r.status) + u" — "_s
+                       + tr("%1% done, resumable").arg(st.source->batchCount > 0 ? int(100 * st.source->batchesDone / st.source->batchCount) : 0));
+    if (st.kind == ResumeState::Kind::Resumed)
+        return QString(statusLabel(r.status) + u" — "_s + tr("finished by a resume"));
+    if (r.status == RunStatus::Finished && !r.lostRanks.isEmpty())
+        return QString(u"✓ "_s + tr("recovered") + u" — "_s + lostRanksSummary(r.lostRanks));
+    return statusLabel(r.status);
+}
+
+QVariant HistoryModel::displayData(int row, int column) const
+{
+    const RunRecord &r = m_runs[std::size_t(row)];
+    const QLocale loc;
+    switch (column) {
     case ColStarted: return r.started.toLocalTime().toString(u"yyyy-MM-dd HH:mm:ss"_s);
     case ColRunId: return r.runId;
-    case ColStatus: {
-        const ResumeState &st = m_resume[std::size_t(index.row())];
-        if (st.kind == ResumeState::Kind::Resumable)
-            // Short, so the table keeps its columns: the round and batches are in the tooltip, the
-            // selection line and the run detail.
-            return QString(statusLabel(r.status) + u" — "_s
-                           + tr("%1% done, resumable")
-                                 .arg(st.source->batchCount > 0 ? int(100 * st.source->batchesDone / st.source->batchCount) : 0));
-        if (st.kind == ResumeState::Kind::Resumed)
-            return QString(statusLabel(r.status) + u" — "_s + tr("finished by a resume"));
-        if (r.status == RunStatus::Finished && !r.lostRanks.isEmpty())
-            return QString(u"✓ "_s + tr("recovered") + u" — "_s + lostRanksSummary(r.lostRanks));
-        return statusLabel(r.status);
-    }
+    case ColStatus: return statusText(row);
     case ColModel: return shortPath(r.model);
     case ColData: return shortPath(r.data);
     case ColProtocol: return r.protocol;
@@ -210,7 +232,7 @@ QVariant HistoryModel::data(const QModelIndex &index, int role) const
         return r.pplStderr ? u"%1 ± %2"_s.arg(*r.ppl, 0, 'f', 6).arg(*r.pplStderr, 0, 'f', 6) : QString::number(*r.ppl, 'f', 6);
     case ColTokens: return loc.toString(qlonglong(r.tokensScored));
     case ColRate: return r.tokensPerSecond ? loc.toString(*r.tokensPerSecond, 'f', 0) : u"—"_s;
-    case ColBaseline: return m_baseline[std::size_t(index.row())].isEmpty() ? u"—"_s : m_baseline[std::size_t(index.row())];
+    case ColBaseline: return m_baseline[std::size_t(row)].isEmpty() ? u"—"_s : m_baseline[std::size_t(row)];
     default: return {};
     }
 }

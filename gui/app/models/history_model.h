@@ -46,6 +46,14 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
+    // data() by role, for the run in @p row.
+    [[nodiscard]] QVariant toolTip(int row, int column) const;
+    [[nodiscard]] QString statusToolTip(int row) const;
+    /// A column's own sort key; invalid where its text sorts.
+    [[nodiscard]] QVariant sortKey(int row, int column) const;
+    [[nodiscard]] QVariant displayData(int row, int column) const;
+    [[nodiscard]] QString statusText(int row) const;
+
     std::vector<cppl::core::history::RunRecord> m_runs;
     std::vector<QString> m_baseline;
     std::vector<ResumeState> m_resume;

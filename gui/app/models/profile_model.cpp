@@ -355,107 +355,132 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
     if (!index.isValid())
         return {};
     const int level = levelOf(index.internalId());
-    const int col = index.column();
     if (role == KindRole)
         return level;
-    if (level == 0) {
-        const Group &g = m_groups[size_t(index.row())];
-        if (role == GroupRowRole)
-            return index.row();
-        if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && (col == ColSlots || col == ColRanks))
-            return slurmData(index, 0);
-        // Slurm's by-host groups are the allocated nodes, not the login host the row is derived from.
-        if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && col == ColName && m_profile.grouping.mode == GroupingSpec::Mode::ByHost)
-            return tr("one group per allocated node");
-        if (role == Qt::DisplayRole || role == Qt::EditRole) {
-            int ranks = 0;
-            for (int h : g.hosts)
-                ranks += m_profile.hosts[size_t(h)].slots;
-            switch (col) {
-            case ColName:
-                return g.name.isEmpty() && role == Qt::DisplayRole ? tr("(no label)") : g.name;
-            case ColSlots: return role == Qt::DisplayRole ? QVariant(ranks) : QVariant();
-            case ColRanks:
-                if (g.hosts.empty())
-                    return tr("empty: drop hosts here");
-                return QString((ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks))
-                               + (g.hosts.size() == 1 ? tr(" on 1 host") : tr(" on %1 hosts").arg(g.hosts.size())));
-            default: return {};
-            }
-        }
-        if (role == Qt::FontRole && col == ColName) {
-            QFont f;
-            f.setBold(true);
-            return f;
-        }
-        return {};
-    }
+    if (level == 0)
+        return groupData(index, role);
     const int h = hostIndexOf(index);
     if (h < 0)
         return {};
-    const HostSpec &host = m_profile.hosts[size_t(h)];
     if (role == HostIndexRole)
         return h;
-    if (level == 1) {
-        const QString problems = hostTooltip(h);
-        if (role == Qt::ToolTipRole) {
-            if (col == ColPreflight && m_preflight.contains(qs(host.name)))
-                return m_preflight.value(qs(host.name)).details;
-            return problems.isEmpty() ? QVariant() : QVariant(problems);
-        }
-        if (role == Qt::DecorationRole && col == ColName && !problems.isEmpty())
-            return QColor(0xd5, 0x5e, 0x00);
-        if (role == Qt::ForegroundRole && col == ColPreflight && m_preflight.contains(qs(host.name)))
+    return level == 1 ? hostData(index, h, role) : slotData(index, h, role);
+}
+
+QVariant ProfileModel::groupData(const QModelIndex &index, int role) const
+{
+    const Group &g = m_groups[size_t(index.row())];
+    const int col = index.column();
+    if (role == GroupRowRole)
+        return index.row();
+    if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && (col == ColSlots || col == ColRanks))
+        return slurmData(index, 0);
+    // Slurm's by-host groups are the allocated nodes, not the login host the row is derived from.
+    if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && col == ColName && m_profile.grouping.mode == GroupingSpec::Mode::ByHost)
+        return tr("one group per allocated node");
+    if (role == Qt::FontRole && col == ColName) {
+        QFont f;
+        f.setBold(true);
+        return f;
+    }
+    if (role != Qt::DisplayRole && role != Qt::EditRole)
+        return {};
+    int ranks = 0;
+    for (int h : g.hosts)
+        ranks += m_profile.hosts[size_t(h)].slots;
+    switch (col) {
+    case ColName: return g.name.isEmpty() && role == Qt::DisplayRole ? tr("(no label)") : g.name;
+    case ColSlots: return role == Qt::DisplayRole ? QVariant(ranks) : QVariant();
+    case ColRanks:
+        if (g.hosts.empty())
+            return tr("empty: drop hosts here");
+        return QString((ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks))
+                       + (g.hosts.size() == 1 ? tr(" on 1 host") : tr(" on %1 hosts").arg(g.hosts.size())));
+    default: return {};
+    }
+}
+
+QVariant ProfileModel::hostData(const QModelIndex &index, int h, int role) const
+{
+    const HostSpec &host = m_profile.hosts[size_t(h)];
+    const int col = index.column();
+    const QString problems = hostTooltip(h);
+    const bool checked = m_preflight.contains(qs(host.name));
+    switch (role) {
+    case Qt::ToolTipRole:
+        if (col == ColPreflight && checked)
+            return m_preflight.value(qs(host.name)).details;
+        return problems.isEmpty() ? QVariant() : QVariant(problems);
+    case Qt::DecorationRole: return col == ColName && !problems.isEmpty() ? QVariant(QColor(0xd5, 0x5e, 0x00)) : QVariant();
+    case Qt::ForegroundRole:
+        if (col == ColPreflight && checked)
             return m_preflight.value(qs(host.name)).ok ? QVariant() : QVariant(QColor(0xd5, 0x5e, 0x00));
-        if (role != Qt::DisplayRole && role != Qt::EditRole)
-            return {};
+        return {};
+    case Qt::DisplayRole:
+    case Qt::EditRole:
         if (m_profile.launcher == "slurm" && role == Qt::DisplayRole && (col == ColSlots || col == ColRanks || col == ColRole))
             return slurmData(index, 1);
-        switch (col) {
-        case ColName: return QString(qs(host.name) + (role == Qt::DisplayRole && !problems.isEmpty() ? u"  ⚠"_s : QString()));
-        case ColAddress: return qs(host.address);
-        case ColSlots: return host.slots;
-        case ColRanks: {
-            const int first = firstRankOf(h);
-            return (host.slots <= 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, first + std::max(host.slots, 1) - 1)));
-        }
-        case ColRole: {
-            if (role == Qt::EditRole)
-                return {};
-            QStringList leads;
-            for (size_t g = 0; g < m_leaders.size(); ++g)
-                if (m_leaders[g] >= firstRankOf(h) && m_leaders[g] < firstRankOf(h) + host.slots)
-                    leads << m_layoutGroupNames[g];
-            return leads.isEmpty() ? QString() : tr("leads %1").arg(leads.join(u", "_s));
-        }
-        case ColSsh: {
-            if (role == Qt::EditRole || m_profile.launcher == "local") // a Slurm login node is reached over SSH
-                return role == Qt::DisplayRole ? tr("local") : QVariant();
-            QString s = host.ssh.alias.empty() ? qs(host.address.empty() ? host.name : host.address) : qs(host.ssh.alias);
-            if (!host.ssh.user.empty())
-                s = qs(host.ssh.user) + u'@' + s;
-            if (host.ssh.port != 22)
-                s += u':' + QString::number(host.ssh.port);
-            if (!host.ssh.identityFile.empty())
-                s += tr(", key %1").arg(qs(host.ssh.identityFile).section(u'/', -1));
-            if (host.ssh.passwordAuth)
-                s += tr(", password allowed");
-            return s;
-        }
-        case ColPreflight:
-            if (role == Qt::EditRole)
-                return {};
-            return m_preflight.contains(qs(host.name)) ? m_preflight.value(qs(host.name)).summary : tr("not checked");
-        default: return {};
-        }
+        return hostText(h, col, role, problems);
+    default: return {};
     }
+}
+
+QVariant ProfileModel::hostText(int h, int col, int role, const QString &problems) const
+{
+    const HostSpec &host = m_profile.hosts[size_t(h)];
+    switch (col) {
+    case ColName: return QString(qs(host.name) + (role == Qt::DisplayRole && !problems.isEmpty() ? u"  ⚠"_s : QString()));
+    case ColAddress: return qs(host.address);
+    case ColSlots: return host.slots;
+    case ColRanks: {
+        const int first = firstRankOf(h);
+        return (host.slots <= 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, first + std::max(host.slots, 1) - 1)));
+    }
+    case ColRole: {
+        if (role == Qt::EditRole)
+            return {};
+        QStringList leads;
+        for (size_t g = 0; g < m_leaders.size(); ++g)
+            if (m_leaders[g] >= firstRankOf(h) && m_leaders[g] < firstRankOf(h) + host.slots)
+                leads << m_layoutGroupNames[g];
+        return leads.isEmpty() ? QString() : tr("leads %1").arg(leads.join(u", "_s));
+    }
+    case ColSsh:
+        if (role == Qt::EditRole || m_profile.launcher == "local") // a Slurm login node is reached over SSH
+            return role == Qt::DisplayRole ? tr("local") : QVariant();
+        return sshText(host);
+    case ColPreflight:
+        if (role == Qt::EditRole)
+            return {};
+        return m_preflight.contains(qs(host.name)) ? m_preflight.value(qs(host.name)).summary : tr("not checked");
+    default: return {};
+    }
+}
+
+QString ProfileModel::sshText(const HostSpec &host) const
+{
+    QString s = host.ssh.alias.empty() ? qs(host.address.empty() ? host.name : host.address) : qs(host.ssh.alias);
+    if (!host.ssh.user.empty())
+        s = qs(host.ssh.user) + u'@' + s;
+    if (host.ssh.port != 22)
+        s += u':' + QString::number(host.ssh.port);
+    if (!host.ssh.identityFile.empty())
+        s += tr(", key %1").arg(qs(host.ssh.identityFile).section(u'/', -1));
+    if (host.ssh.passwordAuth)
+        s += tr(", password allowed");
+    return s;
+}
+
+QVariant ProfileModel::slotData(const QModelIndex &index, int h, int role) const
+{
     // A slot: one rank.
+    const HostSpec &host = m_profile.hosts[size_t(h)];
     const int rank = firstRankOf(h) + index.row();
     if (role != Qt::DisplayRole)
         return {};
     if (m_profile.launcher == "slurm")
         return slurmData(index, 2);
-    switch (col) {
+    switch (index.column()) {
     case ColName: return tr("slot %1").arg(index.row());
     case ColAddress: {
         const int device = index.row() < int(host.devices.size()) ? host.devices[size_t(index.row())] : index.row();

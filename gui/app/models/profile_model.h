@@ -121,6 +121,14 @@ private:
     /// allocate (each with its tasks), since the login node runs no rank itself.
     [[nodiscard]] static int childRowsOf(const ClusterProfile &p, int hostIndex);
     [[nodiscard]] QVariant slurmData(const QModelIndex &index, int level) const;
+    // data() of a group row, a host row (@p hostIndex) and a slot row (a rank of that host).
+    [[nodiscard]] QVariant groupData(const QModelIndex &index, int role) const;
+    [[nodiscard]] QVariant hostData(const QModelIndex &index, int hostIndex, int role) const;
+    /// A host row's display and edit text; @p problems: its tooltip's problems (a mark on its name).
+    [[nodiscard]] QVariant hostText(int hostIndex, int column, int role, const QString &problems) const;
+    /// The SSH column: "user@address:port, key NAME, password allowed".
+    [[nodiscard]] QString sshText(const HostSpec &host) const;
+    [[nodiscard]] QVariant slotData(const QModelIndex &index, int hostIndex, int role) const;
     [[nodiscard]] QString hostTooltip(int hostIndex) const;
 
     ClusterProfile m_profile;

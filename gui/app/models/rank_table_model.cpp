@@ -181,83 +181,104 @@ QVariant RankTableModel::data(const QModelIndex &index, int role) const
     if (!index.isValid() || index.row() >= rowCount())
         return {};
     const RankView &r = m_ranks[size_t(index.row())];
+    const int column = index.column();
     if (role == RankRole)
         return qlonglong(r.rank);
-    const auto exit = m_exits.find(int(r.rank));
-    const bool exitFailed = exit != m_exits.end() && exit->second.code != 0 && !exit->second.stopped
-                            && r.state != RankState::Done;
-    const double memory = r.deviceMemoryBytes ? double(*r.deviceMemoryBytes) : double(r.rssBytes);
-    const auto lost = m_lost.find(int(r.rank));
-    if (lost != m_lost.end() && index.column() == ColState) {
-        switch (role) {
-        case Qt::DisplayRole: return m_lostLive ? tr("⊘ lost · going on") : tr("⊘ lost, recovered");
-        case Qt::ToolTipRole:
-            return m_lostLive ? tr("%1\nThe other ranks regrouped without it and go on: they evaluate its unfinished batches again, "
-                                   "so the result will have the same bits as one rank.")
-                                    .arg(lost->second)
-                              : tr("%1\nThe other ranks evaluated its unfinished batches again: the result has the same bits as one rank.")
-                                    .arg(lost->second);
-        case Qt::ForegroundRole: return QColor(0xd5, 0x5e, 0x00);
-        case SortRole: return int(RankState::Failed);
-        default: break;
-        }
-    }
-    if (role == SortRole) {
-        switch (index.column()) {
-        case ColRank: return qlonglong(r.rank);
-        case ColHost: return QString::fromStdString(r.host);
-        case ColGroup: return qlonglong(r.group);
-        case ColState: return exitFailed ? int(RankState::Failed) : int(r.state);
-        case ColTokens: return qlonglong(r.stats.tokens);
-        case ColRate: return lost != m_lost.end() ? 0.0 : r.tokensPerSecond;
-        case ColComm: return commShareKnown(r) ? r.commShare : -1.0; // unknown sorts below 0 %
-        case ColLost: return qlonglong(r.lost);
-        case ColHeartbeat: return r.heard ? r.silentSeconds : 1e300;
-        case ColMemory: return memory;
-        default: return {};
-        }
-    }
-    if (role == Qt::TextAlignmentRole)
-        return index.column() >= ColTokens ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
-    if (role == Qt::ForegroundRole && index.column() == ColState
-        && (exitFailed || r.state == RankState::Failed || r.state == RankState::Stalled))
-        return QColor(0xd5, 0x5e, 0x00);
-    if (role == Qt::ToolTipRole) {
-        if (index.column() == ColMemory)
-            return memoryToolTip(r);
-        if (!r.error.empty())
-            return QString::fromStdString(r.error);
-        if (index.column() == ColComm && !commShareKnown(r))
-            return tr("not known yet: a rank reports its communication time after its first sync round");
-        if (index.column() == ColComm)
-            return tr("waiting for stragglers %1%, transfer %2%")
-                .arg(100 * r.waitShare, 0, 'f', 1)
-                .arg(100 * r.transferShare, 0, 'f', 1);
-        return r.lastLog.empty() ? QVariant() : QVariant(QString::fromStdString(r.lastLog));
-    }
-    if (role != Qt::DisplayRole)
+    if (column == ColState)
+        if (const auto lost = m_lost.find(int(r.rank)); lost != m_lost.end())
+            if (std::optional<QVariant> v = lostStateData(lost->second, role))
+                return *v;
+    switch (role) {
+    case SortRole: return sortData(r, column);
+    case Qt::TextAlignmentRole: return column >= ColTokens ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
+    case Qt::ForegroundRole:
+        if (column == ColState && (exitFailed(r) || r.state == RankState::Failed || r.state == RankState::Stalled))
+            return QColor(0xd5, 0x5e, 0x00);
         return {};
-    switch (index.column()) {
+    case Qt::ToolTipRole: return toolTip(r, column);
+    case Qt::DisplayRole: return displayData(r, column);
+    default: return {};
+    }
+}
+
+bool RankTableModel::exitFailed(const RankView &r) const
+{
+    const auto exit = m_exits.find(int(r.rank));
+    return exit != m_exits.end() && exit->second.code != 0 && !exit->second.stopped && r.state != RankState::Done;
+}
+
+std::optional<QVariant> RankTableModel::lostStateData(const QString &cause, int role) const
+{
+    switch (role) {
+    case Qt::DisplayRole: return m_lostLive ? tr("⊘ lost · going on") : tr("⊘ lost, recovered");
+    case Qt::ToolTipRole:
+        return m_lostLive ? tr("%1\nThe other ranks regrouped without it and go on: they evaluate its unfinished batches again, "
+                               "so the result will have the same bits as one rank.")
+                                .arg(cause)
+                          : tr("%1\nThe other ranks evaluated its unfinished batches again: the result has the same bits as one rank.")
+                                .arg(cause);
+    case Qt::ForegroundRole: return QColor(0xd5, 0x5e, 0x00);
+    case SortRole: return int(RankState::Failed);
+    default: return std::nullopt;
+    }
+}
+
+QVariant RankTableModel::sortData(const RankView &r, int column) const
+{
+    switch (column) {
+    case ColRank: return qlonglong(r.rank);
+    case ColHost: return QString::fromStdString(r.host);
+    case ColGroup: return qlonglong(r.group);
+    case ColState: return exitFailed(r) ? int(RankState::Failed) : int(r.state);
+    case ColTokens: return qlonglong(r.stats.tokens);
+    case ColRate: return m_lost.count(int(r.rank)) ? 0.0 : r.tokensPerSecond;
+    case ColComm: return commShareKnown(r) ? r.commShare : -1.0; // unknown sorts below 0 %
+    case ColLost: return qlonglong(r.lost);
+    case ColHeartbeat: return r.heard ? r.silentSeconds : 1e300;
+    case ColMemory: return r.deviceMemoryBytes ? double(*r.deviceMemoryBytes) : double(r.rssBytes);
+    default: return {};
+    }
+}
+
+QVariant RankTableModel::toolTip(const RankView &r, int column) const
+{
+    if (column == ColMemory)
+        return memoryToolTip(r);
+    if (!r.error.empty())
+        return QString::fromStdString(r.error);
+    if (column == ColComm && !commShareKnown(r))
+        return tr("not known yet: a rank reports its communication time after its first sync round");
+    if (column == ColComm)
+        return tr("waiting for stragglers %1%, transfer %2%").arg(100 * r.waitShare, 0, 'f', 1).arg(100 * r.transferShare, 0, 'f', 1);
+    return r.lastLog.empty() ? QVariant() : QVariant(QString::fromStdString(r.lastLog));
+}
+
+QString RankTableModel::stateText(const RankView &r) const
+{
+    if (const auto exit = m_exits.find(int(r.rank)); exit != m_exits.end() && exit->second.code != 0 && r.state != RankState::Done) {
+        const int c = exit->second.code;
+        const QString how = c > 128 ? tr("signal %1").arg(c - 128) : tr("exit %1").arg(c);
+        return exit->second.stopped ? tr("■ stopped (%1)").arg(how) : tr("✗ failed (%1)").arg(how);
+    }
+    QString s = rankStateLabel(r.state);
+    if (r.exitCode && *r.exitCode != 0)
+        s += tr(" (exit %1)").arg(*r.exitCode);
+    return s;
+}
+
+QVariant RankTableModel::displayData(const RankView &r, int column) const
+{
+    switch (column) {
     case ColRank: return QString::number(r.rank); // a name, not a count: "1000", as the charts write it (not "1,000")
     case ColHost: return QString::fromStdString(r.host);
     case ColGroup:
         return r.group >= 0 && r.group < qint64(m_groupNames.size()) && !m_groupNames[size_t(r.group)].isEmpty()
                    ? m_groupNames[size_t(r.group)]
                    : QString::number(r.group);
-    case ColState: {
-        if (exit != m_exits.end() && exit->second.code != 0 && r.state != RankState::Done) {
-            const int c = exit->second.code;
-            const QString how = c > 128 ? tr("signal %1").arg(c - 128) : tr("exit %1").arg(c);
-            return exit->second.stopped ? tr("■ stopped (%1)").arg(how) : tr("✗ failed (%1)").arg(how);
-        }
-        QString s = rankStateLabel(r.state);
-        if (r.exitCode && *r.exitCode != 0)
-            s += tr(" (exit %1)").arg(*r.exitCode);
-        return s;
-    }
+    case ColState: return stateText(r);
     case ColTokens: return QLocale().toString(qlonglong(r.stats.tokens));
     case ColRate:
-        if (lost != m_lost.end())
+        if (m_lost.count(int(r.rank)))
             return u"—"_s; // its last rate no longer counts: it evaluates nothing any more
         // Grouped as the Tokens column and the headline write counts ("9,603", not "9603"); "—"
         // before its first progress (not known).

@@ -12,6 +12,7 @@
 #include <QString>
 
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace cppl::app {
@@ -51,6 +52,15 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
+    // data() by role: a lost rank's state cell first, then sorting, tooltips and the text shown.
+    [[nodiscard]] std::optional<QVariant> lostStateData(const QString &cause, int role) const;
+    [[nodiscard]] QVariant sortData(const cppl::core::telemetry::RankView &r, int column) const;
+    [[nodiscard]] QVariant toolTip(const cppl::core::telemetry::RankView &r, int column) const;
+    [[nodiscard]] QVariant displayData(const cppl::core::telemetry::RankView &r, int column) const;
+    [[nodiscard]] QString stateText(const cppl::core::telemetry::RankView &r) const;
+    /// It exited non-zero on its own (not stopped) before it was done.
+    [[nodiscard]] bool exitFailed(const cppl::core::telemetry::RankView &r) const;
+
     std::vector<cppl::core::telemetry::RankView> m_ranks;
     std::vector<QString> m_groupNames;
     struct Exit
