@@ -96,89 +96,97 @@ QJsonObject runToJson(const RunRecord &r)
             {u"alerts"_s, alerts}};
 }
 
-RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
+namespace {
+
+/// The "run" object of an exported run: its row of the runs table.
+RunRecord exportedRunRow(const QJsonObject &run)
 {
     RunRecord r;
-    if (json.value(u"format"_s).toString() == u"clusterppl-run"_s) {
-        if (json.value(u"version"_s).toInt() != kExportVersion)
-            bad(u"\"version\" is %1; this ClusterPPL reads exported runs of version %2"_s.arg(json.value(u"version"_s).toInt()).arg(kExportVersion));
-        const QJsonObject run = json.value(u"run"_s).toObject();
-        r.runId = run.value(u"run_id"_s).toString();
-        if (const QString why = run::validateRunId(r.runId); !why.isEmpty())
-            bad(u"run.run_id: "_s + why);
-        const auto status = parseStatus(run.value(u"status"_s).toString());
-        if (!status)
-            bad(u"run.status: \"%1\" is not one of running, finished, failed, stopped, interrupted"_s.arg(run.value(u"status"_s).toString()));
-        // A run exported while it was being recorded is over as far as this store is concerned.
-        r.status = *status == RunStatus::Running ? RunStatus::Interrupted : *status;
-        r.started = dateOf(run.value(u"started"_s));
-        if (!r.started.isValid())
-            bad(u"run.started: not an ISO 8601 date"_s);
-        r.ended = dateOf(run.value(u"ended"_s));
-        r.source = run.value(u"source"_s).toString();
-        r.profileName = run.value(u"profile_name"_s).toString();
-        r.profile = run.value(u"profile"_s).toObject();
-        r.settings = run.value(u"settings"_s).toObject();
-        r.launcher = run.value(u"launcher"_s).toString();
-        r.worldSize = run.value(u"world_size"_s).toInt();
-        r.groupsCount = run.value(u"groups_count"_s).toInt();
-        r.nodeCount = run.value(u"node_count"_s).toInt();
-        r.hosts = run.value(u"hosts"_s).toArray();
-        r.groups = run.value(u"groups"_s).toArray();
-        r.versions = run.value(u"versions"_s).toObject();
-        r.preflight = run.value(u"preflight"_s).toArray();
-        if (run.value(u"result"_s).isObject())
-            r.resultJson = QJsonDocument(run.value(u"result"_s).toObject()).toJson(QJsonDocument::Compact);
-        r.lostRanks = lostRanksOf(r.resultJson);
-        auto num = [&](const QString &k) { return run.value(k).isDouble() ? std::optional<double>(run.value(k).toDouble()) : std::nullopt; };
-        r.ppl = num(u"ppl"_s);
-        r.pplStderr = num(u"ppl_stderr"_s);
-        r.tokensPerSecond = num(u"tokens_per_second"_s);
-        r.nllSumExact = run.value(u"nll_sum_exact"_s).toString();
-        r.tokensScored = run.value(u"tokens_scored"_s).toInteger();
-        if (run.value(u"exit_code"_s).isDouble())
-            r.exitCode = run.value(u"exit_code"_s).toInt();
-        r.firstCause = run.value(u"first_cause"_s).toString();
-        r.model = run.value(u"model"_s).toString();
-        r.data = run.value(u"data"_s).toString();
-        r.protocol = run.value(u"protocol"_s).toString();
-        r.settingsKey = run.value(u"settings_key"_s).toString();
-        for (const QJsonValue &v : json.value(u"rank_summary"_s).toArray()) {
-            const QJsonObject o = v.toObject();
-            RankSummary s = rankSummaryFromJson(o);
-            s.tokensPerSecond = o.value(u"tokens_per_second"_s).toDouble();
-            if (o.value(u"exit_code"_s).isDouble())
-                s.exitCode = o.value(u"exit_code"_s).toInt();
-            r.ranks.push_back(s);
-        }
-        int i = 0;
-        for (const QJsonValue &v : json.value(u"samples"_s).toArray()) {
-            const QJsonArray a = v.toArray();
-            if (a.size() != 7)
-                bad(u"samples[%1]: expected 7 numbers (see samples_columns), got %2"_s.arg(i).arg(a.size()));
-            r.samples.push_back({a[0].toDouble(), a[1].toInt(), a[2].toDouble(), a[3].toDouble(), a[4].toDouble(), a[5].toDouble(), a[6].toInteger()});
-            ++i;
-        }
-        i = 0;
-        for (const QJsonValue &v : json.value(u"logs"_s).toArray()) {
-            const QJsonArray a = v.toArray();
-            if (a.size() != 5)
-                bad(u"logs[%1]: expected [rank, seq, t, stream, line], got %2 values"_s.arg(i).arg(a.size()));
-            r.logs.push_back({a[0].toInt(), a[1].toInteger(), a[2].toDouble(), a[3].toString() == u"err"_s, a[4].toString()});
-            ++i;
-        }
-        for (const QJsonValue &v : json.value(u"alerts"_s).toArray()) {
-            const QJsonObject o = v.toObject();
-            r.alerts.push_back({o.value(u"t"_s).toDouble(), dateOf(o.value(u"at"_s)), o.value(u"rank"_s).toInt(-1), o.value(u"kind"_s).toString(),
-                                o.value(u"message"_s).toString()});
-        }
-        return r;
+    r.runId = run.value(u"run_id"_s).toString();
+    if (const QString why = run::validateRunId(r.runId); !why.isEmpty())
+        bad(u"run.run_id: "_s + why);
+    const auto status = parseStatus(run.value(u"status"_s).toString());
+    if (!status)
+        bad(u"run.status: \"%1\" is not one of running, finished, failed, stopped, interrupted"_s.arg(run.value(u"status"_s).toString()));
+    // A run exported while it was being recorded is over as far as this history is concerned.
+    r.status = *status == RunStatus::Running ? RunStatus::Interrupted : *status;
+    r.started = dateOf(run.value(u"started"_s));
+    if (!r.started.isValid())
+        bad(u"run.started: not an ISO 8601 date"_s);
+    r.ended = dateOf(run.value(u"ended"_s));
+    r.source = run.value(u"source"_s).toString();
+    r.profileName = run.value(u"profile_name"_s).toString();
+    r.profile = run.value(u"profile"_s).toObject();
+    r.settings = run.value(u"settings"_s).toObject();
+    r.launcher = run.value(u"launcher"_s).toString();
+    r.worldSize = run.value(u"world_size"_s).toInt();
+    r.groupsCount = run.value(u"groups_count"_s).toInt();
+    r.nodeCount = run.value(u"node_count"_s).toInt();
+    r.hosts = run.value(u"hosts"_s).toArray();
+    r.groups = run.value(u"groups"_s).toArray();
+    r.versions = run.value(u"versions"_s).toObject();
+    r.preflight = run.value(u"preflight"_s).toArray();
+    if (run.value(u"result"_s).isObject())
+        r.resultJson = QJsonDocument(run.value(u"result"_s).toObject()).toJson(QJsonDocument::Compact);
+    r.lostRanks = lostRanksOf(r.resultJson);
+    auto num = [&](const QString &k) { return run.value(k).isDouble() ? std::optional<double>(run.value(k).toDouble()) : std::nullopt; };
+    r.ppl = num(u"ppl"_s);
+    r.pplStderr = num(u"ppl_stderr"_s);
+    r.tokensPerSecond = num(u"tokens_per_second"_s);
+    r.nllSumExact = run.value(u"nll_sum_exact"_s).toString();
+    r.tokensScored = run.value(u"tokens_scored"_s).toInteger();
+    if (run.value(u"exit_code"_s).isDouble())
+        r.exitCode = run.value(u"exit_code"_s).toInt();
+    r.firstCause = run.value(u"first_cause"_s).toString();
+    r.model = run.value(u"model"_s).toString();
+    r.data = run.value(u"data"_s).toString();
+    r.protocol = run.value(u"protocol"_s).toString();
+    r.settingsKey = run.value(u"settings_key"_s).toString();
+    return r;
+}
+
+/// The rank summaries, samples, logs and alerts of an exported run, into @p r.
+void readExportedDetails(const QJsonObject &json, RunRecord &r)
+{
+    for (const QJsonValue &v : json.value(u"rank_summary"_s).toArray()) {
+        const QJsonObject o = v.toObject();
+        RankSummary s = rankSummaryFromJson(o);
+        s.tokensPerSecond = o.value(u"tokens_per_second"_s).toDouble();
+        if (o.value(u"exit_code"_s).isDouble())
+            s.exitCode = o.value(u"exit_code"_s).toInt();
+        r.ranks.push_back(s);
     }
-    // A bare agent result: a finished run whose figures are the result's.
+    int i = 0;
+    for (const QJsonValue &v : json.value(u"samples"_s).toArray()) {
+        const QJsonArray a = v.toArray();
+        if (a.size() != 7)
+            bad(u"samples[%1]: expected 7 numbers (see samples_columns), got %2"_s.arg(i).arg(a.size()));
+        r.samples.push_back({a[0].toDouble(), a[1].toInt(), a[2].toDouble(), a[3].toDouble(), a[4].toDouble(), a[5].toDouble(), a[6].toInteger()});
+        ++i;
+    }
+    i = 0;
+    for (const QJsonValue &v : json.value(u"logs"_s).toArray()) {
+        const QJsonArray a = v.toArray();
+        if (a.size() != 5)
+            bad(u"logs[%1]: expected [rank, seq, t, stream, line], got %2 values"_s.arg(i).arg(a.size()));
+        r.logs.push_back({a[0].toInt(), a[1].toInteger(), a[2].toDouble(), a[3].toString() == u"err"_s, a[4].toString()});
+        ++i;
+    }
+    for (const QJsonValue &v : json.value(u"alerts"_s).toArray()) {
+        const QJsonObject o = v.toObject();
+        r.alerts.push_back({o.value(u"t"_s).toDouble(), dateOf(o.value(u"at"_s)), o.value(u"rank"_s).toInt(-1), o.value(u"kind"_s).toString(),
+                            o.value(u"message"_s).toString()});
+    }
+}
+
+/// A bare agent result: a finished run whose figures are the result's.
+RunRecord runFromResult(const QJsonObject &json, const QString &runIdForResult)
+{
     if (!json.value(u"ppl"_s).isDouble())
         bad(u"neither an exported run (\"format\": \"clusterppl-run\") nor an agent result JSON (no numeric \"ppl\")"_s);
     if (json.value(u"nll_sum_exact"_s).toString().isEmpty())
         bad(u"the result has no \"nll_sum_exact\" (docs/result-json.md); it cannot be compared exactly"_s);
+    RunRecord r;
     const QByteArray bytes = QJsonDocument(json).toJson(QJsonDocument::Compact);
     r.runId = !runIdForResult.isEmpty() ? runIdForResult
                                         : u"import-"_s + QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex().left(12));
@@ -210,6 +218,19 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
     r.nodeCount = std::max<int>(1, static_cast<int>(hosts.size()));
     for (const QString &h : hosts)
         r.hosts.append(QJsonObject{{u"name"_s, h}});
+    return r;
+}
+
+} // namespace
+
+RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
+{
+    if (json.value(u"format"_s).toString() != u"clusterppl-run"_s)
+        return runFromResult(json, runIdForResult);
+    if (json.value(u"version"_s).toInt() != kExportVersion)
+        bad(u"\"version\" is %1; this ClusterPPL reads exported runs of version %2"_s.arg(json.value(u"version"_s).toInt()).arg(kExportVersion));
+    RunRecord r = exportedRunRow(json.value(u"run"_s).toObject());
+    readExportedDetails(json, r);
     return r;
 }
 
