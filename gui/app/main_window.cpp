@@ -346,7 +346,7 @@ void MainWindow::bindEngine(RunEngine *e)
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
         m_run->setSchedule(QString::fromStdString(requested.evaluation.schedule));
         m_run->setPhase(e->phase());
-        statusBar()->showMessage(tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
+        statusBar()->showMessage(world == 1 ? tr("Run %1: 1 rank").arg(e->runId()) : tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
     });
     connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);
     connect(e, &RunEngine::preflightFinished, this, [this](bool ok, const QStringList &refusals) {

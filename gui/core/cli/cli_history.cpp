@@ -445,7 +445,8 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
     if (s.contains(rec.runId))
         usage(u"import: run "_s + rec.runId + u" is already in the store (delete it, or import with --run-id NEW)"_s);
     s.insert(rec);
-    out << "imported " << rec.runId << " (" << history::statusName(rec.status) << ", " << rec.worldSize << " ranks)\n";
+    out << "imported " << rec.runId << " (" << history::statusName(rec.status) << ", "
+        << QString::fromStdString(cppl::counted(rec.worldSize, "rank", "ranks")) << ")\n";
     return kCliOk;
 }
 

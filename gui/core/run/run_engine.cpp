@@ -157,7 +157,8 @@ QString runStartNotice(const QString &runId, int ranks, int hosts, const QString
                        const QString &masterAddr, int masterPort)
 {
     const QLocale loc;
-    return QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
+    return (ranks == 1 ? QCoreApplication::translate("RunEngine", "run %1: %2 rank on %3 (%4), groups %5, master %6:%7")
+                       : QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7"))
         .arg(runId, loc.toString(ranks),
              hosts == 1 ? QCoreApplication::translate("RunEngine", "1 host")
                         : QCoreApplication::translate("RunEngine", "%1 hosts").arg(loc.toString(hosts)),
