@@ -294,6 +294,43 @@ int compare(const QStringList &args, QTextStream &out, QTextStream &err, const Q
     return kCliOk;
 }
 
+/// One run of a sweep, recorded into @p s as `run` records one, with the stored one-rank run of the
+/// same settings as its baseline (the previous run's end is on disk first). True when it finished.
+bool sweepRun(RunHistory &s, const run::RunRequest &req, int ranks, QTextStream &err)
+{
+    run::RunRequest r = req;
+    s.flush(); // the previous run's end is on disk: it can be this one's baseline
+    const QString dir = QFileInfo(r.profilePath).absolutePath();
+    if (const auto b = s.baselineFor(history::settingsKey(history::settingsInputsFromProfile(r.profile, dir))))
+        r.baselineResultJson = b->resultJson;
+    run::RunEngine engine;
+    history::RunRecorder::Options ro;
+    ro.source = u"sweep"_s;
+    history::RunRecorder recorder(s, ro);
+    recorder.attach(&engine);
+    QEventLoop loop;
+    QObject::connect(&engine, &run::RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+    QObject::connect(&engine, &run::RunEngine::alertRaised, [&](const run::RunAlert &a) {
+        err << "clusterppl-cli: sweep: " << r.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
+        err.flush();
+    });
+    err << "clusterppl-cli: sweep: " << QString::fromStdString(cppl::counted(ranks, "rank", "ranks")) << ": run " << r.runId << '\n';
+    err.flush();
+    if (engine.start(r) || !run::isTerminal(engine.phase()))
+        loop.exec();
+    const run::RunOutcome &o = engine.outcome();
+    if (o.exitCode != kCliOk) {
+        err << "clusterppl-cli: sweep: " << r.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary) << '\n';
+        err.flush();
+        return false;
+    }
+    const QJsonObject result = QJsonDocument::fromJson(o.resultJson).object();
+    err << "clusterppl-cli: sweep: " << r.runId << ": ppl " << QString::number(result.value(u"ppl"_s).toDouble(), 'f', 6) << ", "
+        << QString::number(result.value(u"tokens_per_second"_s).toDouble(), 'f', 1) << " tokens/s\n";
+    err.flush();
+    return true;
+}
+
 int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
 {
     const QCommandLineOption profileOpt(u"profile"_s, {}, u"FILE"_s), nodesOpt(u"nodes"_s, {}, u"LIST"_s), json(u"json"_s, {}, u"FILE"_s),
@@ -309,55 +346,27 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
     const std::vector<int> counts = history::parseRankList(p.value(nodesOpt).isEmpty() ? u"1,2,4,8"_s : p.value(nodesOpt));
     const QString profilePath = p.value(profileOpt);
     const ClusterProfile base = loadProfile(profilePath.toStdString());
-    std::vector<ClusterProfile> profiles;
-    for (int n : counts)
-        profiles.push_back(history::profileForRanks(base, n)); // every count checked before anything runs
+    std::vector<run::RunRequest> runs;
     const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
+    for (int n : counts) { // every count checked before anything runs
+        run::RunRequest req;
+        req.profile = history::profileForRanks(base, n);
+        req.profilePath = profilePath;
+        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(n);
+        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
+            usage(u"--run-id-prefix: "_s + why);
+        req.agent = p.value(agent);
+        req.preflight = !p.isSet(noPreflight);
+        runs.push_back(std::move(req));
+    }
     RunHistory s(storePath(p, storeOpt, err));
     QStringList ids;
     int failures = 0;
-    for (std::size_t i = 0; i < counts.size(); ++i) {
-        run::RunRequest req;
-        req.profile = profiles[i];
-        req.profilePath = profilePath;
-        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(counts[i]);
-        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
-            usage(u"--run-id-prefix: "_s + why);
-        if (s.contains(req.runId))
-            usage(u"run id "_s + req.runId + u" is already in the store; choose another --run-id-prefix"_s);
-        req.agent = p.value(agent);
-        req.preflight = !p.isSet(noPreflight);
-        s.flush(); // the previous run's end is on disk: it can be this one's baseline
-        const QString key = history::settingsKey(history::settingsInputsFromProfile(req.profile, QFileInfo(profilePath).absolutePath()));
-        if (const auto b = s.baselineFor(key))
-            req.baselineResultJson = b->resultJson;
-        run::RunEngine engine;
-        history::RunRecorder::Options ro;
-        ro.source = u"sweep"_s;
-        history::RunRecorder recorder(s, ro);
-        recorder.attach(&engine);
-        QEventLoop loop;
-        QObject::connect(&engine, &run::RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
-        QObject::connect(&engine, &run::RunEngine::alertRaised, [&](const run::RunAlert &a) {
-            err << "clusterppl-cli: sweep: " << req.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
-            err.flush();
-        });
-        err << "clusterppl-cli: sweep: " << QString::fromStdString(cppl::counted(counts[i], "rank", "ranks")) << ": run " << req.runId << '\n';
-        err.flush();
-        if (engine.start(req) || !run::isTerminal(engine.phase()))
-            loop.exec();
-        const run::RunOutcome &o = engine.outcome();
-        if (o.exitCode != kCliOk) {
-            ++failures;
-            err << "clusterppl-cli: sweep: " << req.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary)
-                << '\n';
-        } else {
-            const QJsonObject r = QJsonDocument::fromJson(o.resultJson).object();
-            err << "clusterppl-cli: sweep: " << req.runId << ": ppl " << QString::number(r.value(u"ppl"_s).toDouble(), 'f', 6) << ", "
-                << QString::number(r.value(u"tokens_per_second"_s).toDouble(), 'f', 1) << " tokens/s\n";
-        }
-        err.flush();
-        ids << req.runId;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        if (s.contains(runs[i].runId))
+            usage(u"run id "_s + runs[i].runId + u" is already in the store; choose another --run-id-prefix"_s);
+        failures += sweepRun(s, runs[i], counts[i], err) ? 0 : 1;
+        ids << runs[i].runId;
     }
     s.flush();
     if (const QString e = s.writer().lastError(); !e.isEmpty())
@@ -366,10 +375,7 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
     out << history::formatComparison(c);
     if (p.isSet(json)) {
         QJsonObject o = history::comparisonToJson(c);
-        QJsonArray a;
-        for (const QString &id : ids)
-            a.append(id);
-        o.insert(u"runs"_s, a);
+        o.insert(u"runs"_s, QJsonArray::fromStringList(ids));
         writeJsonFile(p.value(json), o);
     }
     if (failures > 0) {

@@ -137,6 +137,29 @@ QString stateName(telemetry::RankState s)
     return QString::fromLatin1(n.data(), static_cast<qsizetype>(n.size()));
 }
 
+/// @p o's value into @p into when it is set and an integer @p lo..@p hi; else what is wrong.
+QString readInteger(const QCommandLineParser &parser, const QCommandLineOption &o, int lo, int hi, int &into)
+{
+    if (!parser.isSet(o))
+        return {};
+    bool ok = false;
+    const QString v = parser.value(o);
+    const int n = v.toInt(&ok);
+    if (!ok || n < lo || n > hi)
+        return u"--%1: expected an integer %2-%3, got \"%4\""_s.arg(o.names().front()).arg(lo).arg(hi).arg(v);
+    into = n;
+    return {};
+}
+
+/// @p o's value into @p into (empty when not set); what is wrong when it is none of @p allowed.
+QString readChoice(const QCommandLineParser &parser, const QCommandLineOption &o, const QStringList &allowed, QString &into)
+{
+    into = parser.value(o);
+    if (parser.isSet(o) && !allowed.contains(into))
+        return u"--%1 \"%2\" is not one of %3"_s.arg(o.names().front(), into, allowed.join(u", "_s));
+    return {};
+}
+
 /// Parses flags into a request; an empty string on success, else the message (exit 2).
 QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QString &profilePath, QString &jsonPath, QString &resume)
 {
@@ -180,30 +203,14 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     if (parser.isSet(runIdOpt))
         if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
             return u"--run-id: "_s + why;
-    auto integer = [&](const QCommandLineOption &o, int lo, int hi, int &into) -> QString {
-        bool ok = false;
-        const QString v = parser.value(o);
-        const int n = v.toInt(&ok);
-        if (!ok || n < lo || n > hi)
-            return u"--%1: expected an integer %2-%3, got \"%4\""_s.arg(o.names().front()).arg(lo).arg(hi).arg(v);
-        into = n;
-        return {};
-    };
-    if (parser.isSet(portOpt))
-        if (QString why = integer(portOpt, 1, 65535, req.masterPort); !why.isEmpty())
+    // The first problem, in the order of the options' checks.
+    for (const QString &why : {readInteger(parser, portOpt, 1, 65535, req.masterPort),
+                               readInteger(parser, timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds),
+                               readChoice(parser, scheduleOpt, {u"static"_s, u"dynamic"_s}, req.schedule),
+                               readChoice(parser, onRankLossOpt, {u"fail"_s, u"continue"_s}, req.onRankLoss),
+                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync)})
+        if (!why.isEmpty())
             return why;
-    if (parser.isSet(timeoutOpt))
-        if (QString why = integer(timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds); !why.isEmpty())
-            return why;
-    req.schedule = parser.value(scheduleOpt);
-    if (parser.isSet(scheduleOpt) && req.schedule != u"static"_s && req.schedule != u"dynamic"_s)
-        return u"--schedule \"%1\" is not one of static, dynamic"_s.arg(req.schedule);
-    req.onRankLoss = parser.value(onRankLossOpt);
-    if (parser.isSet(onRankLossOpt) && req.onRankLoss != u"fail"_s && req.onRankLoss != u"continue"_s)
-        return u"--on-rank-loss \"%1\" is not one of fail, continue"_s.arg(req.onRankLoss);
-    req.overlapSync = parser.value(overlapSyncOpt);
-    if (parser.isSet(overlapSyncOpt) && req.overlapSync != u"on"_s && req.overlapSync != u"off"_s)
-        return u"--overlap-sync \"%1\" is not one of on, off"_s.arg(req.overlapSync);
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);
