@@ -71,6 +71,21 @@ MainWindow::MainWindow(QWidget *parent, const QString &historyPath)
     buildMenus();
     setupHistory(historyPath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
 
+    connectPages();
+    m_evaluation->setAgent(agentPath());
+    QSettings s;
+    restoreGeometry(s.value(u"window/geometry"_s).toByteArray());
+    restoreState(s.value(u"window/state"_s).toByteArray());
+    if (!s.contains(u"window/geometry"_s))
+        resize(1400, 900);
+    m_nav->setCurrentRow(s.value(u"window/page"_s, 0).toInt());
+    updateActions();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::connectPages()
+{
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
     connect(m_cluster, &ClusterPage::checkHostsRequested, this, &MainWindow::checkHosts);
@@ -103,18 +118,7 @@ MainWindow::MainWindow(QWidget *parent, const QString &historyPath)
         if (m_engine && m_engine->latestSnapshot())
             m_run->showSnapshot(*m_engine->latestSnapshot(), m_engine->timeline(), m_engine->elapsedSeconds(), true);
     });
-
-    m_evaluation->setAgent(agentPath());
-    QSettings s;
-    restoreGeometry(s.value(u"window/geometry"_s).toByteArray());
-    restoreState(s.value(u"window/state"_s).toByteArray());
-    if (!s.contains(u"window/geometry"_s))
-        resize(1400, 900);
-    m_nav->setCurrentRow(s.value(u"window/page"_s, 0).toInt());
-    updateActions();
 }
-
-MainWindow::~MainWindow() = default;
 
 void MainWindow::buildMenus()
 {

@@ -67,8 +67,6 @@ public:
     [[nodiscard]] EvaluationPage *evaluationPage() const noexcept { return m_evaluation; }
     [[nodiscard]] RunPage *runPage() const noexcept { return m_run; }
     [[nodiscard]] MessageBar *messageBar() const noexcept { return m_bar; }
-    [[nodiscard]] QLabel *statusProfileLabel() const noexcept { return m_statusProfile; }
-    [[nodiscard]] SshPrompter *sshPrompter() const noexcept { return m_prompter; }
     [[nodiscard]] cppl::core::run::RunEngine *engine() const noexcept { return m_engine.get(); }
     [[nodiscard]] QStackedWidget *pages() const noexcept { return m_pages; }
 
@@ -98,6 +96,8 @@ protected:
 
 private:
     void buildMenus();
+    /// What the Cluster, Evaluation and Run pages ask of the window, and what they tell each other.
+    void connectPages();
     // Starts @p request on a new engine bound to the pages (Run, Re-run, Resume); @p resumedFrom:
     // the Run page's "resumed from round N" line.
     bool launch(cppl::core::run::RunRequest request, const QString &resumedFrom = {});

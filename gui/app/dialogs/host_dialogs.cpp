@@ -82,8 +82,6 @@ cppl::core::HostKeyAnswer SshPrompter::askHostKey(const QString &host, const QSt
 
 std::optional<QString> SshPrompter::askSecret(const QString &prompt)
 {
-    if (m_secretHook)
-        return m_secretHook(prompt);
     bool ok = false;
     const QString text = QInputDialog::getText(m_parent, tr("SSH"), prompt, QLineEdit::Password, {}, &ok);
     if (!ok)

@@ -33,8 +33,8 @@ private:
 
 /**
  * Lives on the GUI thread; install() fills a LauncherSettings with callbacks that block the
- * calling host thread (BlockingQueuedConnection) until the user answered. Hooks let tests answer
- * without a dialog.
+ * calling host thread (BlockingQueuedConnection) until the user answered. A hook lets tests answer
+ * host keys without a dialog.
  */
 class SshPrompter : public QObject
 {
@@ -46,9 +46,7 @@ public:
     void install(cppl::core::LauncherSettings &settings);
 
     using HostKeyHook = std::function<HostKeyDialog::Answer(const QString &host, const QString &fingerprint)>;
-    using SecretHook = std::function<std::optional<QString>(const QString &prompt)>;
     void setHostKeyHook(HostKeyHook hook) { m_hostKeyHook = std::move(hook); }
-    void setSecretHook(SecretHook hook) { m_secretHook = std::move(hook); }
 
     cppl::core::HostKeyAnswer askHostKey(const QString &host, const QString &fingerprint);
     std::optional<QString> askSecret(const QString &prompt);
@@ -56,7 +54,6 @@ public:
 private:
     QPointer<QWidget> m_parent;
     HostKeyHook m_hostKeyHook;
-    SecretHook m_secretHook;
     QSet<QString> m_acceptedThisSession; // "host fingerprint" accepted once
 };
 

@@ -355,8 +355,6 @@ QVariant ProfileModel::data(const QModelIndex &index, int role) const
     if (!index.isValid())
         return {};
     const int level = levelOf(index.internalId());
-    if (role == KindRole)
-        return level;
     if (level == 0)
         return groupData(index, role);
     const int h = hostIndexOf(index);

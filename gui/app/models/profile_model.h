@@ -22,8 +22,7 @@ class ProfileModel : public QAbstractItemModel
 
 public:
     enum Column { ColName, ColAddress, ColSlots, ColRanks, ColRole, ColSsh, ColPreflight, ColumnCount };
-    enum Role { KindRole = Qt::UserRole + 1, HostIndexRole, GroupRowRole };
-    enum Kind { GroupNode, HostNode, SlotNode };
+    enum Role { HostIndexRole = Qt::UserRole + 1, GroupRowRole };
     enum class HostField { Name, Address, Slots, Label, SshAlias, SshUser, SshPort, SshIdentity, SshPassword, Agent, Workdir };
 
     explicit ProfileModel(QObject *parent = nullptr);

@@ -173,14 +173,12 @@ void HistoryWriter::loop(QString path)
         Context ctx{*db, {}, m_dropped};
         ctx.ids.swap(ids);
         QString error;
-        std::int64_t written = 0;
         if (!db->transaction()) {
             error = db->lastError().text();
         } else {
             for (Op &op : batch) {
                 try {
                     op(ctx);
-                    ++written;
                 } catch (const cppl::Error &e) {
                     error = QString::fromUtf8(e.what()); // one bad operation never loses the batch
                 }
@@ -188,12 +186,10 @@ void HistoryWriter::loop(QString path)
             if (!db->commit()) {
                 error = db->lastError().text();
                 db->rollback();
-                written = 0;
             }
         }
         ids.swap(ctx.ids);
         m_transactions += 1;
-        m_written += written;
         {
             const std::lock_guard lock(m_mutex);
             if (!error.isEmpty())

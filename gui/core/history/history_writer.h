@@ -59,7 +59,6 @@ public:
     /// The last write error (disk full, a locked file past the busy timeout); empty when none.
     [[nodiscard]] QString lastError() const;
     [[nodiscard]] std::int64_t transactions() const noexcept { return m_transactions.load(); }
-    [[nodiscard]] std::int64_t operationsWritten() const noexcept { return m_written.load(); }
     [[nodiscard]] std::int64_t operationsDropped() const noexcept { return m_dropped.load(); }
 
 private:
@@ -79,7 +78,6 @@ private:
     int m_flushWaiters = 0;
     QString m_error;
     std::atomic<std::int64_t> m_transactions{0};
-    std::atomic<std::int64_t> m_written{0};
     std::atomic<std::int64_t> m_dropped{0};
     std::thread m_thread;
 };

@@ -153,7 +153,6 @@ void RunRecorder::onSnapshot(const telemetry::SnapshotPtr &snapshot)
     if (out.empty())
         return;
     m_lastSample = t;
-    m_samples += static_cast<std::int64_t>(out.size());
     if (++m_inStage >= m_options.samplesPerStage) {
         m_inStage = 0;
         ++m_stage;

@@ -53,8 +53,6 @@ public:
     /// Connect before engine->start(): planned() is emitted inside start().
     void attach(run::RunEngine *engine);
     [[nodiscard]] QString runId() const { return m_runId; }
-    /// Samples enqueued so far (all ranks), for tests and the memory budget.
-    [[nodiscard]] std::int64_t samplesRecorded() const noexcept { return m_samples; }
 
 Q_SIGNALS:
     /// The end of the run was enqueued (flush the history to read it back).
@@ -85,7 +83,6 @@ private:
     QJsonArray m_preflight;
     std::map<int, RankLog> m_logs;
     double m_lastSample = -1e9;
-    std::int64_t m_samples = 0;
     int m_stage = 0;
     int m_inStage = 0;
 };
