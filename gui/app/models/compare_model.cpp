@@ -54,6 +54,10 @@ QVariant CompareModel::data(const QModelIndex &index, int role) const
         default: role = Qt::DisplayRole;
         }
     }
+    if (role == Qt::ToolTipRole && (index.column() == ColRanks || index.column() == ColRunId) && !p.sharedHosts.isEmpty())
+        return tr("%1: its throughput measures that host's contention, not scaling across machines; the projection is "
+                  "fitted without it.")
+            .arg(p.sharedHosts);
     if (role == Qt::ToolTipRole && index.column() == ColEfficiency)
         return tr("tok/s ÷ ideal tok/s; the ideal is the smallest run's rate scaled linearly by ranks. %1 the %2% threshold.")
             .arg(p.efficiency >= m_threshold ? tr("At or above") : tr("Below"))
@@ -63,7 +67,7 @@ QVariant CompareModel::data(const QModelIndex &index, int role) const
     const QLocale loc;
     switch (index.column()) {
     case ColRunId: return p.runId;
-    case ColRanks: return p.worldSize;
+    case ColRanks: return p.sharedHosts.isEmpty() ? QVariant(p.worldSize) : QVariant(u"%1 ⚠"_s.arg(p.worldSize)); // shared a host
     case ColGroups: return p.groups;
     case ColNodes: return p.nodes;
     case ColTopology: return p.topology;

@@ -233,6 +233,8 @@ void ComparePage::recompute()
                 at << tr("%1: %2% (comm %3%)").arg(p.ranks).arg(100 * p.efficiency, 0, 'f', 0).arg(100 * p.commShare, 0, 'f', 0);
             text = tr("Projected efficiency (%1 collective, fitted on these runs; dashed in the chart; formula in the tooltip): %2")
                        .arg(pr.topology, at.join(u", "_s));
+            if (!pr.excluded.isEmpty())
+                text += u"\n"_s + tr("Left out of the fit (⚠: their ranks shared a host's cores or GPUs): %1.").arg(pr.excluded.join(u", "_s));
             if (pr.heldOut.available)
                 text += u"\n"_s
                         + tr("Held-out check (fit without %1 ranks, then predict it): efficiency %2% predicted vs %3% measured "

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "history/comparison.h"
 
+#include "history/host_resources.h"
+
 #include "cppl/counted.h"
 
 #include <QJsonArray>
@@ -65,6 +67,10 @@ ScalingPoint scalingPoint(const RunRecord &run)
     }
     p.computeSpeedPerRank = speedRanks > 0 ? speed / speedRanks : 0;
     p.commSecondsPerRound = !run.ranks.empty() && run.worldSize > 1 ? comm / static_cast<double>(run.ranks.size()) : 0;
+    QStringList shared;
+    for (const SharedHost &h : sharedHosts(run))
+        shared << h.text();
+    p.sharedHosts = shared.join(u"; "_s);
     return p;
 }
 
@@ -187,6 +193,53 @@ void describe(Model &m)
 
 } // namespace
 
+namespace {
+
+int smallestWorldSize(const std::vector<ScalingPoint> &points)
+{
+    int rmin = 0;
+    for (const ScalingPoint &p : points)
+        if (p.worldSize > 0 && (rmin == 0 || p.worldSize < rmin))
+            rmin = p.worldSize;
+    return rmin;
+}
+
+/// Refits without the largest world size of @p points, predicts it, and compares with what was measured.
+HeldOutCheck heldOutCheck(const std::vector<ScalingPoint> &points, std::int64_t tokens, std::int64_t sync, bool hier)
+{
+    HeldOutCheck h;
+    int rmax = 0;
+    for (const ScalingPoint &p : points)
+        rmax = std::max(rmax, p.worldSize);
+    std::vector<ScalingPoint> rest;
+    const ScalingPoint *measured = nullptr;
+    for (const ScalingPoint &p : points) {
+        if (p.worldSize < rmax)
+            rest.push_back(p);
+        else if (!measured)
+            measured = &p;
+    }
+    h.ranks = rmax;
+    QString why;
+    std::optional<Model> held = fitModel(rest, tokens, sync, hier, &why);
+    if (!held || !measured) {
+        h.why = u"the check "_s + why + u" besides the largest"_s;
+        return h;
+    }
+    const int restMin = smallestWorldSize(rest);
+    const double heldRef = held->throughput(restMin);
+    h.available = true;
+    h.predictedTokensPerSecond = held->throughput(rmax);
+    h.predictedEfficiency = heldRef > 0 ? h.predictedTokensPerSecond / (heldRef * rmax / restMin) : 0;
+    h.predictedCommShare = held->commShare(rmax);
+    h.measuredTokensPerSecond = measured->tokensPerSecond;
+    h.measuredEfficiency = measured->efficiency;
+    h.measuredCommShare = measured->commShare;
+    return h;
+}
+
+} // namespace
+
 Projection project(const std::vector<ScalingPoint> &points, std::int64_t tokens, std::int64_t syncEveryTokens, const QString &topology,
                    const std::vector<int> &projectTo)
 {
@@ -202,22 +255,30 @@ Projection project(const std::vector<ScalingPoint> &points, std::int64_t tokens,
                           syncEveryTokens < 0    ? u"1 (sync at the end)"_s
                           : syncEveryTokens == 0 ? u"every batch: measured rounds x ranks / R"_s
                                                  : u"ceil(N / (R * %1))"_s.arg(syncEveryTokens));
+    // Ranks that shared a host's cores or GPUs measured that host, not the network: left out.
+    std::vector<ScalingPoint> fitted;
+    for (const ScalingPoint &p : points) {
+        if (p.sharedHosts.isEmpty())
+            fitted.push_back(p);
+        else
+            pr.excluded << p.runId;
+    }
     if (tokens <= 0) {
         pr.why = u"no run with a result (tokens scored) to project"_s;
         return pr;
     }
-    std::optional<Model> m = fitModel(points, tokens, syncEveryTokens, hier, &pr.why);
-    if (!m)
+    std::optional<Model> m = fitModel(fitted, tokens, syncEveryTokens, hier, &pr.why);
+    if (!m) {
+        if (!pr.excluded.isEmpty())
+            pr.why += u" (left out: %1, whose ranks shared a host's cores or GPUs)"_s.arg(pr.excluded.join(u", "_s));
         return pr;
+    }
     describe(*m);
     pr.available = true;
     pr.computeSpeed = m->speed;
     pr.collectiveFlat = m->flat;
     pr.collectiveHierarchical = m->hier;
-    int rmin = 0;
-    for (const ScalingPoint &p : points)
-        if (p.worldSize > 0 && (rmin == 0 || p.worldSize < rmin))
-            rmin = p.worldSize;
+    const int rmin = smallestWorldSize(fitted);
     const double ref = m->throughput(rmin);
     for (int r : projectTo) {
         ProjectionPoint pp;
@@ -227,79 +288,80 @@ Projection project(const std::vector<ScalingPoint> &points, std::int64_t tokens,
         pp.commShare = m->commShare(r);
         pr.points.push_back(pp);
     }
-
-    // Held out: refit without the largest world size, predict it, compare with what was measured.
-    int rmax = 0;
-    for (const ScalingPoint &p : points)
-        rmax = std::max(rmax, p.worldSize);
-    std::vector<ScalingPoint> rest;
-    const ScalingPoint *measured = nullptr;
-    for (const ScalingPoint &p : points) {
-        if (p.worldSize < rmax)
-            rest.push_back(p);
-        else if (!measured)
-            measured = &p;
-    }
-    pr.heldOut.ranks = rmax;
-    QString why;
-    std::optional<Model> held = fitModel(rest, tokens, syncEveryTokens, hier, &why);
-    if (!held || !measured) {
-        pr.heldOut.why = u"the check "_s + why + u" besides the largest"_s;
-        return pr;
-    }
-    int restMin = 0;
-    for (const ScalingPoint &p : rest)
-        if (p.worldSize > 0 && (restMin == 0 || p.worldSize < restMin))
-            restMin = p.worldSize;
-    const double heldRef = held->throughput(restMin);
-    pr.heldOut.available = true;
-    pr.heldOut.predictedTokensPerSecond = held->throughput(rmax);
-    pr.heldOut.predictedEfficiency = heldRef > 0 ? pr.heldOut.predictedTokensPerSecond / (heldRef * rmax / restMin) : 0;
-    pr.heldOut.predictedCommShare = held->commShare(rmax);
-    pr.heldOut.measuredTokensPerSecond = measured->tokensPerSecond;
-    pr.heldOut.measuredEfficiency = measured->efficiency;
-    pr.heldOut.measuredCommShare = measured->commShare;
+    pr.heldOut = heldOutCheck(fitted, tokens, syncEveryTokens, hier);
     return pr;
 }
 
-Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<RunRecord> &extraBaselines, const CompareOptions &options)
+namespace {
+
+using Row = std::pair<const RunRecord *, ScalingPoint>;
+
+/// Each run's figures, by world size then start time; a run that did not finish, or whose ranks
+/// shared a host's cores or GPUs, is said so in @p warnings.
+std::vector<Row> scalingRows(const std::vector<RunRecord> &runs, QStringList &warnings)
 {
-    Comparison c;
-    c.threshold = options.threshold;
-    std::vector<std::pair<const RunRecord *, ScalingPoint>> rows;
+    std::vector<Row> rows;
     for (const RunRecord &r : runs) {
         if (r.status != RunStatus::Finished)
-            c.warnings << u"run %1 is %2: its figures are partial"_s.arg(r.runId, statusName(r.status));
+            warnings << u"run %1 is %2: its figures are partial"_s.arg(r.runId, statusName(r.status));
         rows.emplace_back(&r, scalingPoint(r));
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    std::stable_sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
         return a.second.worldSize != b.second.worldSize ? a.second.worldSize < b.second.worldSize : a.first->started < b.first->started;
     });
+    for (const auto &[rec, p] : rows)
+        if (!p.sharedHosts.isEmpty())
+            warnings << u"run %1: %2, so its throughput measures that contention, not scaling across machines; "
+                        "it is left out of the projection's fit"_s.arg(rec->runId, p.sharedHosts);
     std::set<QString> keys;
     for (const auto &[rec, p] : rows)
         keys.insert(rec->settingsKey);
     if (keys.size() > 1)
-        c.warnings << u"the runs evaluated %1 different settings (model, data, protocol, context, stride, batch, windows, dtype): "
-                      "throughput is still compared, deviations only against a baseline of the same settings"_s
-                          .arg(keys.size());
+        warnings << u"the runs evaluated %1 different settings (model, data, protocol, context, stride, batch, windows, dtype): "
+                    "throughput is still compared, deviations only against a baseline of the same settings"_s
+                        .arg(keys.size());
+    return rows;
+}
 
-    // Baselines: finished one-rank runs with an exact sum, the selection's own first; by settings
-    // key and the dtype the result ran in (a profile's dtype auto: bfloat16 on GPUs, float32 on
-    // CPUs, one key).
-    std::map<std::pair<QString, QString>, const RunRecord *> baseline; // (settings key, dtype)
-    std::map<QString, QString> otherDtype; // settings key -> a baseline's dtype, for the warning
-    auto offer = [&](const RunRecord &r) {
+/// Baselines: finished one-rank runs with an exact sum, the selection's own first; by settings key
+/// and the dtype the result ran in (a profile's dtype auto: bfloat16 on GPUs, float32 on CPUs, one key).
+struct Baselines
+{
+    std::map<std::pair<QString, QString>, const RunRecord *> byKeyAndDtype;
+    std::map<QString, QString> anyDtype; // settings key -> a baseline's dtype, for the warning
+
+    void offer(const RunRecord &r)
+    {
         if (r.worldSize == 1 && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty()) {
             const QString dtype = resultDtype(r);
-            baseline.try_emplace(std::pair{r.settingsKey, dtype}, &r);
-            otherDtype.try_emplace(r.settingsKey, dtype);
+            byKeyAndDtype.try_emplace(std::pair{r.settingsKey, dtype}, &r);
+            anyDtype.try_emplace(r.settingsKey, dtype);
         }
-    };
-    for (const auto &[rec, p] : rows)
-        offer(*rec);
-    for (const RunRecord &r : extraBaselines)
-        offer(r);
+    }
+};
 
+/// @p p against the one-rank baseline of its settings and dtype, if there is one.
+void compareWithBaseline(const RunRecord &rec, ScalingPoint &p, const Baselines &b, QStringList &warnings)
+{
+    if (rec.nllSumExact.isEmpty())
+        return;
+    const QString dtype = resultDtype(rec);
+    if (const auto it = b.byKeyAndDtype.find(std::pair{rec.settingsKey, dtype}); it != b.byKeyAndDtype.end()) {
+        const RunRecord &base = *it->second;
+        p.baselineRunId = base.runId;
+        p.bitIdentical = rec.nllSumExact == base.nllSumExact && rec.tokensScored == base.tokensScored;
+        if (rec.ppl && base.ppl && *base.ppl > 0)
+            p.relativeDeviation = *rec.ppl / *base.ppl - 1;
+    } else if (const auto o = b.anyDtype.find(rec.settingsKey); o != b.anyDtype.end()) {
+        warnings << u"run %1 ran in %2, the one-rank baseline of its settings in %3: not compared (the profiles' dtype "
+                    "auto; run one rank in %2 for a baseline)"_s
+                        .arg(rec.runId, dtype, o->second);
+    }
+}
+
+/// The ideal line runs through the smallest run that has a throughput.
+void setEfficiency(std::vector<Row> &rows)
+{
     double refTps = 0;
     int refSize = 0;
     for (const auto &[rec, p] : rows)
@@ -308,39 +370,31 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
             refSize = p.worldSize;
             break;
         }
-    for (auto &[rec, p] : rows) {
+    for (auto &[rec, p] : rows)
         if (refTps > 0 && p.worldSize > 0) {
             p.idealTokensPerSecond = refTps * p.worldSize / refSize;
             p.efficiency = p.tokensPerSecond / p.idealTokensPerSecond;
         }
-        const QString dtype = resultDtype(*rec);
-        if (const auto it = baseline.find(std::pair{rec->settingsKey, dtype}); it != baseline.end() && !rec->nllSumExact.isEmpty()) {
-            const RunRecord &b = *it->second;
-            p.baselineRunId = b.runId;
-            p.bitIdentical = rec->nllSumExact == b.nllSumExact && rec->tokensScored == b.tokensScored;
-            if (rec->ppl && b.ppl && *b.ppl > 0)
-                p.relativeDeviation = *rec->ppl / *b.ppl - 1;
-        } else if (const auto o = otherDtype.find(rec->settingsKey); o != otherDtype.end() && !rec->nllSumExact.isEmpty()) {
-            c.warnings << u"run %1 ran in %2, the one-rank baseline of its settings in %3: not compared (the profiles' dtype "
-                          "auto; run one rank in %2 for a baseline)"_s
-                              .arg(rec->runId, dtype, o->second);
-        }
-        c.points.push_back(p);
-    }
+}
 
+void recommend(Comparison &c, double threshold)
+{
     for (const ScalingPoint &p : c.points)
-        if (p.idealTokensPerSecond > 0 && p.efficiency >= options.threshold)
+        if (p.idealTokensPerSecond > 0 && p.efficiency >= threshold)
             c.recommendedWorldSize = std::max(c.recommendedWorldSize.value_or(0), p.worldSize);
     if (c.points.empty())
         c.recommendation = u"no runs to compare"_s;
     else if (c.recommendedWorldSize)
         c.recommendation = u"%1: the largest world size measured whose scaling efficiency stays at or above %2%"_s
                                .arg(QString::fromStdString(cppl::counted(*c.recommendedWorldSize, "rank", "ranks")))
-                               .arg(100 * options.threshold, 0, 'g', 3);
+                               .arg(100 * threshold, 0, 'g', 3);
     else
-        c.recommendation = u"no run reaches %1% scaling efficiency"_s.arg(100 * options.threshold, 0, 'g', 3);
+        c.recommendation = u"no run reaches %1% scaling efficiency"_s.arg(100 * threshold, 0, 'g', 3);
+}
 
-    // The projection models the largest run's evaluation (its tokens, sync threshold, topology).
+/// The projection models the largest run's evaluation (its tokens, sync threshold, topology).
+Projection projectLargest(const std::vector<Row> &rows, const std::vector<ScalingPoint> &points, const std::vector<int> &projectTo)
+{
     std::int64_t tokens = 0, sync = -1;
     QString topology = u"hierarchical"_s;
     for (const auto &[rec, p] : rows) {
@@ -356,7 +410,28 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
         if (p.worldSize > 1 && !p.topology.isEmpty() && p.topology != u"none"_s)
             topology = p.topology;
     }
-    c.projection = project(c.points, tokens, sync, topology, options.projectTo);
+    return project(points, tokens, sync, topology, projectTo);
+}
+
+} // namespace
+
+Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<RunRecord> &extraBaselines, const CompareOptions &options)
+{
+    Comparison c;
+    c.threshold = options.threshold;
+    std::vector<Row> rows = scalingRows(runs, c.warnings);
+    Baselines baselines;
+    for (const auto &[rec, p] : rows)
+        baselines.offer(*rec);
+    for (const RunRecord &r : extraBaselines)
+        baselines.offer(r);
+    setEfficiency(rows);
+    for (auto &[rec, p] : rows) {
+        compareWithBaseline(*rec, p, baselines, c.warnings);
+        c.points.push_back(p);
+    }
+    recommend(c, options.threshold);
+    c.projection = projectLargest(rows, c.points, options.projectTo);
     return c;
 }
 
@@ -398,7 +473,8 @@ QJsonObject comparisonToJson(const Comparison &c)
                                {u"baseline_run_id"_s, p.baselineRunId},
                                {u"bit_identical"_s, p.bitIdentical ? QJsonValue(*p.bitIdentical) : QJsonValue(QJsonValue::Null)},
                                {u"relative_deviation"_s, optJson(p.relativeDeviation)},
-                               {u"deviation"_s, p.deviationText()}});
+                               {u"deviation"_s, p.deviationText()},
+                               {u"shared_hosts"_s, p.sharedHosts.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(p.sharedHosts)}});
     const Projection &pr = c.projection;
     QJsonArray proj;
     for (const ProjectionPoint &p : pr.points)
@@ -421,7 +497,8 @@ QJsonObject comparisonToJson(const Comparison &c)
     }
     QJsonObject projection{{u"available"_s, pr.available}, {u"topology"_s, pr.topology},  {u"tokens"_s, static_cast<qint64>(pr.tokens)},
                            {u"sync_every_tokens"_s, static_cast<qint64>(pr.syncEveryTokens)}, {u"formula"_s, pr.formula},
-                           {u"points"_s, proj},        {u"held_out"_s, held}};
+                           {u"points"_s, proj},        {u"held_out"_s, held},
+                           {u"excluded_runs"_s, QJsonArray::fromStringList(pr.excluded)}};
     if (pr.available) {
         projection.insert(u"compute_speed"_s, fitJson(pr.computeSpeed));
         projection.insert(u"collective_flat"_s, fitJson(pr.collectiveFlat));
@@ -445,16 +522,18 @@ QString formatComparison(const Comparison &c)
     QString s;
     s += u"ranks groups  tokens/s     ideal   effic.   wait%  transfer%   ppl +/- stderr            vs 1 rank        run\n"_s;
     for (const ScalingPoint &p : c.points)
-        s += QString::asprintf("%5d %6d %9.1f %9.1f %7.1f%% %7.2f %10.2f   %-24s %-16s %s\n", p.worldSize, p.groups, p.tokensPerSecond,
+        s += QString::asprintf("%5d %6d %9.1f %9.1f %7.1f%% %7.2f %10.2f   %-24s %-16s %s%s\n", p.worldSize, p.groups, p.tokensPerSecond,
                                p.idealTokensPerSecond, 100 * p.efficiency, 100 * p.waitShare, 100 * p.transferShare,
                                p.ppl ? qPrintable(QString::asprintf("%.6f +/- %.5f", *p.ppl, p.pplStderr.value_or(0))) : "-",
-                               qPrintable(p.deviationText()), qPrintable(p.runId));
+                               qPrintable(p.deviationText()), qPrintable(p.runId), p.sharedHosts.isEmpty() ? "" : "  (shared host: see the warning below)");
     s += u"recommendation (threshold %1%): %2\n"_s.arg(100 * c.threshold, 0, 'g', 3).arg(c.recommendation);
     const Projection &pr = c.projection;
     if (!pr.available) {
         s += u"projection: not available: "_s + pr.why + u'\n';
     } else {
         s += u"projection (%1 collective, N = %2 tokens): %3\n"_s.arg(pr.topology).arg(pr.tokens).arg(pr.formula);
+        if (!pr.excluded.isEmpty())
+            s += u"  left out of the fit: %1 (their ranks shared a host's cores or GPUs)\n"_s.arg(pr.excluded.join(u", "_s));
         const LinearFit &col = pr.topology == u"flat"_s ? pr.collectiveFlat : pr.collectiveHierarchical;
         s += u"  fitted: %1 (rms error %2 in log s); %3 (rms error %4 s)\n"_s.arg(pr.computeSpeed.formula)
                  .arg(pr.computeSpeed.rmsError, 0, 'g', 3)

@@ -37,6 +37,10 @@ struct ScalingPoint
     QString baselineRunId;            ///< empty: no one-rank run of the same settings
     std::optional<bool> bitIdentical; ///< exact sums and token counts equal the baseline's
     std::optional<double> relativeDeviation; ///< ppl / baseline ppl - 1
+    /// Where its ranks outnumbered a host's cores (a CPU run) or GPUs (a GPU run): "4 ranks share
+    /// the 2 CPU cores of localhost" (host_resources.h); empty when they did not, or it is not known.
+    /// Such a run measures that host's contention: the projection is fitted without it.
+    QString sharedHosts;
     [[nodiscard]] QString deviationText() const; ///< "bit-identical", "+1.2e-06", or "no baseline"
 };
 
@@ -89,6 +93,7 @@ struct Projection
     LinearFit collectiveFlat;         ///< c(R) = a + b·R
     LinearFit collectiveHierarchical; ///< c(R) = a + b·log2 R
     QString formula;                  ///< the whole model, in words
+    QStringList excluded;             ///< runs left out of the fit: their ranks shared a host's cores or GPUs
     std::vector<ProjectionPoint> points;
     HeldOutCheck heldOut;
 };
@@ -114,7 +119,8 @@ struct Comparison
 /// @p extraBaselines: one-rank runs from the history to compare against when the selection has none.
 [[nodiscard]] Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<RunRecord> &extraBaselines = {},
                                      const CompareOptions &options = {});
-/// Fits on @p points and projects; the held-out check refits without the largest world size.
+/// Fits on @p points (but those whose ranks shared a host's cores or GPUs) and projects; the
+/// held-out check refits without the largest world size fitted.
 [[nodiscard]] Projection project(const std::vector<ScalingPoint> &points, std::int64_t tokens, std::int64_t syncEveryTokens,
                                  const QString &topology, const std::vector<int> &projectTo);
 [[nodiscard]] LinearFit fitLine(const std::vector<double> &x, const std::vector<double> &y);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "history/history_sql.h"
 
+#include "history/host_resources.h"
+
 #include "cppl/errors.h"
 
 #include <QJsonDocument>
@@ -186,6 +188,31 @@ void migrate1to2(QSqlDatabase &db)
     }
 }
 
+/// v2 -> v3: the hosts' CPU cores and GPUs (hosts[].cpus, .gpus), which v2 kept only inside the
+/// pre-flight reports and the result: back-filled from them (recordHostResources). The tables stay.
+void migrate2to3(QSqlDatabase &db)
+{
+    QSqlQuery q(db);
+    q.prepare(u"SELECT id, hosts, preflight, result FROM runs"_s);
+    run(db, q, u"reading v2 runs"_s);
+    std::vector<std::pair<std::int64_t, QJsonArray>> updates;
+    while (q.next()) {
+        RunRecord rec;
+        rec.hosts = QJsonDocument::fromJson(q.value(1).toString().toUtf8()).array();
+        rec.preflight = QJsonDocument::fromJson(q.value(2).toString().toUtf8()).array();
+        rec.resultJson = q.value(3).toString().toUtf8();
+        const QJsonArray before = rec.hosts;
+        recordHostResources(rec);
+        if (rec.hosts != before)
+            updates.emplace_back(q.value(0).toLongLong(), rec.hosts);
+    }
+    for (const auto &[id, hosts] : updates) {
+        QSqlQuery u(db);
+        u.prepare(u"UPDATE runs SET hosts = ? WHERE id = ?"_s);
+        execBound(db, u, {json(hosts), int64(id)}, u"back-filling the hosts' cores and GPUs"_s);
+    }
+}
+
 } // namespace
 
 void exec(QSqlDatabase &db, const QString &statement)
@@ -236,7 +263,7 @@ int userVersion(QSqlDatabase &db)
 
 void createSchema(QSqlDatabase &db, int version)
 {
-    CPPL_ENFORCE(version == 1 || version == 2, "unknown schema version");
+    CPPL_ENFORCE(version >= 1 && version <= kCurrentVersion, "unknown schema version");
     if (!db.transaction())
         fail(db, u"begin"_s, db.lastError());
     if (version == 1) {
@@ -279,6 +306,8 @@ int migrate(QSqlDatabase &db, const QString &path)
         try {
             if (v == 1)
                 migrate1to2(db);
+            if (v == 2)
+                migrate2to3(db);
             QSqlQuery check(db);
             if (!check.exec(u"PRAGMA foreign_key_check"_s))
                 fail(db, u"foreign key check"_s, check.lastError());
@@ -348,11 +377,11 @@ std::int64_t insertRun(QSqlDatabase &db, const RunRecord &rec, bool withDetails)
     return id;
 }
 
-void updatePreflight(QSqlDatabase &db, std::int64_t id, const QJsonArray &preflight, const QJsonObject &versions)
+void updatePreflight(QSqlDatabase &db, std::int64_t id, const QJsonArray &preflight, const QJsonObject &versions, const QJsonArray &hosts)
 {
     QSqlQuery q(db);
-    q.prepare(u"UPDATE runs SET preflight = ?, versions = ? WHERE id = ?"_s);
-    execBound(db, q, {json(preflight), json(versions), int64(id)}, u"recording pre-flight"_s);
+    q.prepare(u"UPDATE runs SET preflight = ?, versions = ?, hosts = ? WHERE id = ?"_s);
+    execBound(db, q, {json(preflight), json(versions), json(hosts), int64(id)}, u"recording pre-flight"_s);
 }
 
 void updateEnd(QSqlDatabase &db, std::int64_t id, const RunRecord &rec)
@@ -366,6 +395,7 @@ void updateEnd(QSqlDatabase &db, std::int64_t id, const RunRecord &rec)
     row.add(u"groups_count"_s, rec.groupsCount);
     row.add(u"world_size"_s, rec.worldSize);
     row.add(u"settings"_s, json(rec.settings)); // a Slurm run adds its job id, partition and nodes at the end
+    row.add(u"hosts"_s, json(rec.hosts));       // rank 0's CPUs, from the result
     QSqlQuery q(db);
     q.prepare(u"UPDATE runs SET "_s + row.columns.join(u" = ?, "_s) + u" = ?, owner = '' WHERE id = ?"_s);
     execBound(db, q, row.values + QVariantList{int64(id)}, u"recording the end of run "_s + rec.runId);

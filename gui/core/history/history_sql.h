@@ -13,7 +13,7 @@
 
 namespace cppl::core::history::sql {
 
-inline constexpr int kCurrentVersion = 2;
+inline constexpr int kCurrentVersion = 3;
 
 /// Opens a fresh connection named @p connection to @p path: WAL, foreign keys, busy timeout.
 QSqlDatabase openConnection(const QString &path, const QString &connection);
@@ -21,7 +21,8 @@ QSqlDatabase openConnection(const QString &path, const QString &connection);
 void closeConnection(const QString &connection);
 
 [[nodiscard]] int userVersion(QSqlDatabase &db);
-/// Creates schema @p version (1 or 2) in an empty database (tests build old stores with it).
+/// Creates schema @p version (1, 2 or 3: 3 has 2's tables) in an empty database (tests build old
+/// stores with it).
 void createSchema(QSqlDatabase &db, int version);
 /// Brings the database to kCurrentVersion, one step at a time, each in its own transaction.
 /// Returns the version found. Refuses a newer version than this build knows.
@@ -31,8 +32,9 @@ void exec(QSqlDatabase &db, const QString &statement);
 
 /// Inserts the runs row (and, when present, rank summaries, samples, logs and alerts); returns its id.
 std::int64_t insertRun(QSqlDatabase &db, const RunRecord &rec, bool withDetails);
-void updatePreflight(QSqlDatabase &db, std::int64_t id, const QJsonArray &preflight, const QJsonObject &versions);
-/// Status, end, result and the fields parsed from it, rank summaries.
+/// Pre-flight reports, the versions they carry, and the hosts with what pre-flight found (cores, GPUs).
+void updatePreflight(QSqlDatabase &db, std::int64_t id, const QJsonArray &preflight, const QJsonObject &versions, const QJsonArray &hosts);
+/// Status, end, result and the fields parsed from it, hosts, rank summaries.
 void updateEnd(QSqlDatabase &db, std::int64_t id, const RunRecord &rec);
 void insertSamples(QSqlDatabase &db, std::int64_t id, const std::vector<RankSample> &samples);
 void insertLogs(QSqlDatabase &db, std::int64_t id, const std::vector<LogLine> &lines);

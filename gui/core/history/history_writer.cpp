@@ -71,11 +71,11 @@ void HistoryWriter::beginRun(RunRecord header)
     });
 }
 
-void HistoryWriter::setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions)
+void HistoryWriter::setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions, QJsonArray hosts)
 {
-    enqueue([runId, p = std::move(preflight), v = std::move(versions)](Context &c) {
+    enqueue([runId, p = std::move(preflight), v = std::move(versions), h = std::move(hosts)](Context &c) {
         if (const auto id = c.id(runId))
-            sql::updatePreflight(c.db, *id, p, v);
+            sql::updatePreflight(c.db, *id, p, v, h);
     });
 }
 

@@ -44,13 +44,14 @@ public:
     /// A new runs row (status as given, usually running). Later calls name the run by runId; calls
     /// for a run whose row could not be written (an id already stored) are dropped and counted.
     void beginRun(RunRecord header);
-    void setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions);
+    /// The pre-flight reports, their versions, and the hosts with what they found (recordHostResources).
+    void setPreflight(const QString &runId, QJsonArray preflight, QJsonObject versions, QJsonArray hosts);
     void addSamples(const QString &runId, std::vector<RankSample> samples);
     void addLogs(const QString &runId, std::vector<LogLine> lines);
     /// Deletes log lines [fromSeq, toSeq) of one rank (the recorder keeps a head and a tail).
     void trimLogs(const QString &runId, int rank, std::int64_t fromSeq, std::int64_t toSeq);
     void addAlert(const QString &runId, StoredAlert alert);
-    /// Status, end time, result and the fields parsed from it, versions, rank summaries.
+    /// Status, end time, result and the fields parsed from it, versions, hosts, rank summaries.
     void finishRun(RunRecord final);
 
     /// Blocks until everything enqueued before the call is committed (tests, end of a CLI run).

@@ -2,6 +2,7 @@
 #include "history/run_export.h"
 
 #include "cli/exit_codes.h"
+#include "history/host_resources.h"
 #include "run/run_engine.h"
 
 #include "cppl/errors.h"
@@ -231,6 +232,7 @@ RunRecord runFromJson(const QJsonObject &json, const QString &runIdForResult)
         bad(u"\"version\" is %1; this ClusterPPL reads exported runs of version %2"_s.arg(json.value(u"version"_s).toInt()).arg(kExportVersion));
     RunRecord r = exportedRunRow(json.value(u"run"_s).toObject());
     readExportedDetails(json, r);
+    recordHostResources(r); // exported before the history kept the hosts' cores and GPUs
     return r;
 }
 

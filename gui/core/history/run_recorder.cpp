@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "history/run_recorder.h"
 
+#include "history/host_resources.h"
 #include "run/run_directory.h"
 #include "run/run_engine.h"
 #include "history/run_history.h"
@@ -109,8 +110,9 @@ void RunRecorder::onPreflight(const run::HostPreflight &report)
     m_preflight.append(QJsonObject{{u"host"_s, report.host}, {u"ran"_s, report.ran}, {u"problems"_s, problems}, {u"report"_s, report.report}});
     m_header.preflight = m_preflight;
     m_header.versions = versionsFrom(m_preflight, {});
+    recordHostResources(m_header);
     if (m_begun)
-        m_writer.setPreflight(m_runId, m_preflight, m_header.versions);
+        m_writer.setPreflight(m_runId, m_preflight, m_header.versions, m_header.hosts);
 }
 
 void RunRecorder::onOutput(int rank, bool isStderr, const QString &line)
@@ -214,6 +216,7 @@ void RunRecorder::onFinished(const run::RunOutcome &o)
         if (const auto it = o.ends.find(s.rank); it != o.ends.end())
             s.exitCode = it->second.exitCode;
     f.versions = versionsFrom(m_preflight, QJsonDocument::fromJson(f.resultJson).object());
+    recordHostResources(f); // rank 0's CPUs, when pre-flight did not run
     m_writer.finishRun(std::move(f));
     Q_EMIT recorded(m_runId);
 }

@@ -295,6 +295,8 @@ void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std
     }
     out.push_back(paragraph(u"Model ("_s + pr.topology + u" collective): "_s + pr.formula));
     std::vector<std::pair<QString, Cell>> fits;
+    if (!pr.excluded.isEmpty()) // their ranks shared a host's cores or GPUs (the notes above)
+        fits.push_back({u"left out of the fit"_s, text(pr.excluded.join(u", "_s) + u": their ranks shared a host's cores or GPUs"_s)});
     for (const history::LinearFit *f : {&pr.computeSpeed, &pr.collectiveFlat, &pr.collectiveHierarchical})
         if (f->points > 0)
             fits.push_back({f->model + u" fit"_s, text(u"%1 (rms error %2, %3 points)"_s.arg(f->formula, displayNumber(f->rmsError)).arg(f->points))});

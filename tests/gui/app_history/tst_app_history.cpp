@@ -205,6 +205,18 @@ private Q_SLOTS:
         QCOMPARE(shown.points[1].deviationText(), u"bit-identical"_s);
         QCOMPARE(shown.points[2].deviationText(), u"bit-identical"_s);
         QVERIFY(w.comparePage()->recommendationText().contains(u"Recommendation"_s));
+        // The 4 ranks share this machine's cores when it has fewer (pre-flight recorded them):
+        // Compare says so, marks the row and fits the projection without it.
+        const int cpus = runs[2].hosts[0].toObject()[u"cpus"_s].toInt();
+        QVERIFY2(cpus >= 1, QJsonDocument(runs[2].hosts).toJson().constData());
+        QCOMPARE(shown.points[2].sharedHosts.isEmpty(), cpus >= 4);
+        if (cpus < 4) {
+            QVERIFY2(w.comparePage()->recommendationText().contains(u"4 ranks share the"_s), qPrintable(w.comparePage()->recommendationText()));
+            QCOMPARE(model->data(model->index(2, cppl::app::CompareModel::ColRanks)).toString(), u"4 ⚠"_s);
+            QCOMPARE(shown.projection.excluded, QStringList{m_sweepIds[2]});
+            if (shown.projection.available)
+                QVERIFY2(w.comparePage()->projectionText().contains(u"Left out of the fit"_s), qPrintable(w.comparePage()->projectionText()));
+        }
         // The projection names its figures in the text and keeps its formula in the tooltip.
         if (shown.projection.available) {
             QVERIFY2(w.comparePage()->projectionText().startsWith(u"Projected efficiency"_s), qPrintable(w.comparePage()->projectionText()));

@@ -166,7 +166,7 @@ private Q_SLOTS:
         sql::closeConnection(u"v1"_s);
         RunHistory s(path);
         QCOMPARE(s.versionFound(), 1);
-        QCOMPARE(countRows(path, u"PRAGMA user_version"_s), 2);
+        QCOMPARE(countRows(path, u"PRAGMA user_version"_s), 3); // through 2 to 3
         const auto runs = s.list();
         QCOMPARE(runs.size(), std::size_t(3));
         const auto a = s.get(u"old-one"_s);
@@ -672,6 +672,49 @@ private Q_SLOTS:
         const Comparison one = compareRuns({runs[0]});
         QVERIFY(!one.projection.available);
         QVERIFY(one.projection.why.contains(u"two or more world sizes"_s));
+    }
+
+    void comparisonLeavesSharedHostsOutOfTheFit()
+    {
+        // A sweep on one 4-core machine: at 8 ranks they share its cores, so that run measures the
+        // machine's contention, not scaling. Said, with the run, and left out of the projection's
+        // fit: the projection is the one of 1, 2 and 4 ranks alone.
+        const Truth t;
+        const QDateTime when(QDate(2026, 11, 30), QTime(10, 0), QTimeZone::utc());
+        std::vector<RunRecord> runs;
+        for (int r : {1, 2, 4, 8}) {
+            RunRecord rec = modelRun(t, r, u"xs1:same"_s, 3.5, when.addSecs(r));
+            rec.launcher = u"local"_s;
+            rec.hosts = {QJsonObject{{u"name"_s, u"localhost"_s}, {u"address"_s, u"127.0.0.1"_s}, {u"slots"_s, r}, {u"cpus"_s, 4}}};
+            rec.settings.insert(u"device"_s, u"cpu"_s);
+            runs.push_back(rec);
+        }
+        const Comparison c = compareRuns(runs);
+        const Comparison alone = compareRuns({runs[0], runs[1], runs[2]});
+        QCOMPARE(c.points.size(), std::size_t(4)); // measured and shown
+        for (int i = 0; i < 3; ++i)
+            QVERIFY(c.points[std::size_t(i)].sharedHosts.isEmpty());
+        QCOMPARE(c.points[3].sharedHosts, u"8 ranks share the 4 CPU cores of localhost"_s);
+        QVERIFY2(c.warnings.join(u'\n').contains(u"run model-r8: 8 ranks share the 4 CPU cores of localhost"_s), qPrintable(c.warnings.join(u'\n')));
+        QCOMPARE(c.projection.excluded, QStringList{u"model-r8"_s});
+        QVERIFY2(c.projection.available, qPrintable(c.projection.why));
+        QCOMPARE(c.projection.computeSpeed.a, alone.projection.computeSpeed.a);
+        QCOMPARE(c.projection.computeSpeed.b, alone.projection.computeSpeed.b);
+        QCOMPARE(c.projection.heldOut.ranks, 4);
+        QCOMPARE(c.projection.points.size(), alone.projection.points.size());
+        for (std::size_t i = 0; i < c.projection.points.size(); ++i)
+            QCOMPARE(c.projection.points[i].tokensPerSecond, alone.projection.points[i].tokensPerSecond);
+        // clusterppl-cli compare (text and --json) says it too.
+        const QString text = formatComparison(c);
+        QVERIFY2(text.contains(u"left out of the fit: model-r8"_s) && text.contains(u"warning: run model-r8: 8 ranks share"_s), qPrintable(text));
+        const QJsonObject j = comparisonToJson(c);
+        QCOMPARE(j[u"projection"_s].toObject()[u"excluded_runs"_s].toArray(), QJsonArray{u"model-r8"_s});
+        QCOMPARE(j[u"points"_s].toArray()[3].toObject()[u"shared_hosts"_s].toString(), c.points[3].sharedHosts);
+        QVERIFY(j[u"points"_s].toArray()[2].toObject()[u"shared_hosts"_s].isNull());
+        // Nothing left to fit: said why.
+        const Comparison two = compareRuns({runs[0], runs[3]});
+        QVERIFY(!two.projection.available);
+        QVERIFY2(two.projection.why.contains(u"left out: model-r8"_s), qPrintable(two.projection.why));
     }
 
     /// The recorder keeps each rank's first and last lines and counts the rest; a run that never

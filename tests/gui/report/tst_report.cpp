@@ -532,6 +532,26 @@ private Q_SLOTS:
         QCOMPARE(cli({u"dist-4"_s, u"-o"_s, path(u"no-dir/x.pdf"_s)}, &out, &err), 3);
         QVERIFY(err.contains(path(u"no-dir/x.pdf"_s)));
     }
+
+    void comparisonReportSaysWhereRanksSharedCores()
+    {
+        // Four CPU ranks on a 2-core machine measured that machine's contention, not scaling: the
+        // comparison report says so, and the projection is fitted without that run.
+        {
+            RunHistory s(m_store);
+            RunRecord shared = makeRun(u"shared-4"_s, 4, u"xs1:00ff11"_s, kPpl, QDateTime(QDate(2026, 11, 30), QTime(10, 0), QTimeZone::utc()));
+            shared.hosts = {QJsonObject{{u"name"_s, u"localhost"_s}, {u"address"_s, u"127.0.0.1"_s}, {u"slots"_s, 4}, {u"cpus"_s, 2}}};
+            shared.settings.insert(u"device"_s, u"cpu"_s);
+            s.insert(shared);
+        }
+        const QString html = path(u"shared.html"_s);
+        QCOMPARE(cli({u"base-1"_s, u"dist-2"_s, u"shared-4"_s, u"-o"_s, html}), 0);
+        QFile f(html);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString h = QString::fromUtf8(f.readAll());
+        CPPL_VERIFY2(h.contains(u"run shared-4: 4 ranks share the 2 CPU cores of localhost"_s), qPrintable(h));
+        CPPL_VERIFY2(h.contains(u"left out of the fit"_s) && h.contains(u"shared-4: their ranks shared"_s), qPrintable(h));
+    }
 };
 
 QTEST_MAIN(TestReport)
