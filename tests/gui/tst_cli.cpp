@@ -31,6 +31,7 @@ void writeText(const QString &path, const QByteArray &text)
     f.write(text);
 }
 
+#ifdef CPPL_AGENT_EXE
 /// The blocks of consecutive "[live]" lines in a run's stderr, each joined into one string.
 QStringList liveBlocks(const QString &err)
 {
@@ -49,6 +50,7 @@ QStringList liveBlocks(const QString &err)
         blocks << block;
     return blocks;
 }
+#endif
 
 } // namespace
 
