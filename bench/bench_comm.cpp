@@ -18,7 +18,7 @@
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
 #include "distributed/round_pipeline.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous_store.h"
 
 #include "cppl/sharding.h"
 #include "cppl/statistics.h"

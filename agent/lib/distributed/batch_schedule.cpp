@@ -2,7 +2,7 @@
 #include "batch_schedule.h"
 
 #include "distributed_run.h"
-#include "store.h"
+#include "rendezvous_store.h"
 
 #include "cppl/errors.h"
 #include "cppl/sharding.h"
@@ -174,7 +174,7 @@ std::int64_t DynamicSchedule::Sizing::of(std::int64_t left) const
     return std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(left) * share / 2), 1, cap);
 }
 
-std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(Store &store, const std::string &key, std::int64_t batches) const
+std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(RendezvousStore &store, const std::string &key, std::int64_t batches) const
 {
     // Read the counter first (add 0): other ranks have moved it since this rank last looked, and
     // sizing from a stale value would take too much near the end, where it matters most.
@@ -558,7 +558,7 @@ bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
         if (std::find(members.begin(), members.end(), r) == members.end())
             lost.push_back(r);
     CPPL_ENFORCE(!lost.empty(), "a loss that removes nobody");
-    Store &store = m_run.store();
+    RendezvousStore &store = m_run.store();
     const std::string prefix = "cppl/epoch" + std::to_string(epoch) + "/";
 
     // 1. What this rank holds: its last committed round, the batches it evaluated, those it claimed

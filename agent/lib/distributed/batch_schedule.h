@@ -17,7 +17,7 @@
 namespace cppl::agent::dist {
 
 class DistributedRun;
-class Store;
+class RendezvousStore;
 
 /// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
 inline const std::string kReportedKey = "cppl/reported";
@@ -166,7 +166,7 @@ private:
         std::int64_t cap = INT64_MAX; ///< batches per claim at most
         [[nodiscard]] std::int64_t of(std::int64_t left) const;
         /// @brief Claims on @p store; returns (the counter after the claim, the claim's size).
-        [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(Store &store, const std::string &key, std::int64_t batches) const;
+        [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(RendezvousStore &store, const std::string &key, std::int64_t batches) const;
     };
     /// What a claim sent ahead brings back: the counter after it, its size, and (round 0) how many
     /// ranks had said they started when it was sent (-1: not asked).

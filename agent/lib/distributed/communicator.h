@@ -15,7 +15,7 @@
 
 namespace cppl::agent::dist {
 
-class Store;
+class RendezvousStore;
 
 /**
  * @brief A collective gave up because the watchdog reported a lost rank (`--on-rank-loss
@@ -88,7 +88,7 @@ struct BackendOptions
 };
 
 /// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.
-[[nodiscard]] Communicators makeGlooCommunicators(Store &store, const BackendOptions &options);
+[[nodiscard]] Communicators makeGlooCommunicators(RendezvousStore &store, const BackendOptions &options);
 
 /**
  * @brief The NCCL C API, loaded at run time (libnccl.so.2, libcudart): an agent built with NCCL
@@ -96,7 +96,7 @@ struct BackendOptions
  * Throws CollectiveError saying why NCCL is unavailable (not built in, library missing, no driver,
  * no GPU).
  */
-[[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
+[[nodiscard]] Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions &options);
 
 /**
  * @brief After a lost rank (`--on-rank-loss continue`): the survivors' NCCL communicators at
@@ -108,7 +108,7 @@ struct BackendOptions
  * published there). Collective over the survivors and blocking: the caller makes a further loss
  * during it fatal (DistributedRun::regroup).
  */
-[[nodiscard]] Communicators regroupNcclCommunicators(Store &store, const BackendOptions &options, Communicators old,
+[[nodiscard]] Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOptions &options, Communicators old,
                                                      const std::vector<int> &oldMembers, const std::vector<int> &newMembers);
 
 /// @brief The GPU libraries as this process loaded them (dlopen), for logs and pre-flight reports.

@@ -2,7 +2,7 @@
 #include "distributed_run.h"
 
 #include "fd_limit.h"
-#include "store.h"
+#include "rendezvous_store.h"
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
@@ -150,7 +150,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     // largest part of the ranks' start skew in bench_comm, docs/communication.md.)
     if (!m_store->waitBlocking(keys, o.timeout)) {
         // Timed out: this connection still has the wait outstanding, so a fresh one says who is missing.
-        std::unique_ptr<Store> fresh = openTcpStore(id.masterAddr, m_store->port(), false, std::chrono::seconds(5));
+        std::unique_ptr<RendezvousStore> fresh = openTcpStore(id.masterAddr, m_store->port(), false, std::chrono::seconds(5));
         std::vector<int> missing; // never arrived, or filled in by rank 0's verdict
         for (int r = 0; r < m_world; ++r)
             if (const auto &k = keys[static_cast<std::size_t>(r)]; !fresh->check({k}) || fresh->get(k, o.timeout) == kRendezvousFailed)
@@ -199,7 +199,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
     const int me = m_rank;
     // A tolerant run whose store outlives every rank survives rank 0 too: the watchdog's thread
     // then holds a store connection of its own to elect a new hub (watchdog.h).
-    std::unique_ptr<Store> watchdogStore;
+    std::unique_ptr<RendezvousStore> watchdogStore;
     if (m_tolerant && o.storeServedElsewhere)
         watchdogStore = openTcpStore(id.masterAddr, id.masterPort, false, o.timeout);
     auto leave = [this, me](int exitCode, const std::string &message) {
@@ -293,7 +293,7 @@ DistributedRun::DistributedRun(const DistributedOptions &o)
                     else
                         c->cv.wait_for(lock, hold, [] { return false; });
                 }
-                std::unique_ptr<Store> store = openTcpStore(addr, port, false, timeout);
+                std::unique_ptr<RendezvousStore> store = openTcpStore(addr, port, false, timeout);
                 log.mark("own store");
                 b.connected = [&log](const char *name) { log.mark(name); };
                 comms = makeGlooCommunicators(*store, b);

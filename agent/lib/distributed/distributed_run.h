@@ -20,7 +20,7 @@
 
 namespace cppl::agent::dist {
 
-class Store;
+class RendezvousStore;
 
 
 struct DistributedOptions
@@ -146,7 +146,7 @@ public:
     /// @brief Whether this process serves the store (rank 0 without TORCHELASTIC_USE_AGENT_STORE): it leaves with it.
     [[nodiscard]] bool servesStore() const noexcept { return m_servesStore; }
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
-    [[nodiscard]] Store &store() noexcept { return *m_store; }
+    [[nodiscard]] RendezvousStore &store() noexcept { return *m_store; }
 
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm() (the
     /// whole call counts as blocked), or with @p timing only measured into it, for the caller to
@@ -206,7 +206,7 @@ private:
     RankGroups m_groups;
     std::vector<std::string> m_hosts;
     std::string m_storeAddress;
-    std::unique_ptr<Store> m_store;
+    std::unique_ptr<RendezvousStore> m_store;
     Communicators m_comms;
     std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
     std::shared_ptr<Connecting> m_connecting; ///< the process groups forming in the background, until the first collective

@@ -2,7 +2,7 @@
 #include "standalone.h"
 
 #include "checkpoint.h"
-#include "store_server.h"
+#include "rendezvous_server.h"
 
 #include "args.h"
 #include "exit_codes.h"
@@ -335,9 +335,9 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
 int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     const Options o = parseOptions(argv);
-    std::unique_ptr<StoreServer> store;
+    std::unique_ptr<RendezvousServer> store;
     try {
-        store = std::make_unique<StoreServer>(o.port, "127.0.0.1");
+        store = std::make_unique<RendezvousServer>(o.port, "127.0.0.1");
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("run: ") + e.what());
     }

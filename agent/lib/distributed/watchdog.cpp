@@ -2,7 +2,7 @@
 #include "watchdog.h"
 
 #include "fault_hooks.h"
-#include "store.h"
+#include "rendezvous_store.h"
 #include "watchdog_mesh.h"
 #include "watchdog_wire.h"
 
@@ -119,8 +119,8 @@ bool Watchdog::connectToHub(int hub, const std::string &where, std::chrono::stea
     return true;
 }
 
-Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-                   FatalHandler onFatal, LossHandler onLoss, std::unique_ptr<Store> ownStore, int hubListener)
+Watchdog::Watchdog(RendezvousStore &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
+                   FatalHandler onFatal, LossHandler onLoss, std::unique_ptr<RendezvousStore> ownStore, int hubListener)
     : m_rank(rank), m_advertise(advertise), m_store(std::move(ownStore)), m_hosts(std::move(hosts)), m_timeout(timeout),
       m_onFatal(std::move(onFatal)), m_onLoss(std::move(onLoss))
 {
@@ -265,7 +265,7 @@ Watchdog::Watchdog(Store &store, int rank, std::vector<std::string> hosts, const
     m_thread = std::thread([this] { loop(); });
 }
 
-int Watchdog::listenForStar(Store &store, const std::string &advertise)
+int Watchdog::listenForStar(RendezvousStore &store, const std::string &advertise)
 {
     int port = 0;
     const int listener = listenAnywhere(port, "rank 0");

@@ -14,7 +14,7 @@
 namespace cppl::agent::dist {
 
 class LivenessMesh;
-class Store;
+class RendezvousStore;
 
 /**
  * @brief Liveness for a run, independent of the collectives, so no failure can leave a rank
@@ -71,8 +71,8 @@ public:
      * null: losing the hub is fatal. @param hubListener rank 0: listenForStar()'s, or -1 (it
      * listens here). Throws CollectiveError/TimeoutError when the star cannot be formed in time.
      */
-    Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<Store> ownStore = {}, int hubListener = -1);
+    Watchdog(RendezvousStore &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
+             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<RendezvousStore> ownStore = {}, int hubListener = -1);
 
     /**
      * @brief Rank 0, before it arrives at the rendezvous: listens for the star and publishes the
@@ -81,7 +81,7 @@ public:
      * --timeout. Returns the listener, to pass to the constructor (which closes it). Throws
      * CollectiveError.
      */
-    static int listenForStar(Store &store, const std::string &advertise);
+    static int listenForStar(RendezvousStore &store, const std::string &advertise);
     ~Watchdog();
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
@@ -168,7 +168,7 @@ private:
     std::atomic<int> m_hubRank{0};
     int m_hubIndex = 0;                ///< elections so far: the store keys of the next are cppl/hub<m_hubIndex + 1>/
     std::string m_advertise;
-    std::unique_ptr<Store> m_store;    ///< the watchdog thread's own store connection (tolerant, store outside the ranks)
+    std::unique_ptr<RendezvousStore> m_store;    ///< the watchdog thread's own store connection (tolerant, store outside the ranks)
     std::vector<std::string> m_hosts;
     std::chrono::milliseconds m_timeout;
     FatalHandler m_onFatal;

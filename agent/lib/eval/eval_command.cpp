@@ -12,7 +12,7 @@
 #include "process_exit.h"
 #include "gpu/batch_sizing.h"
 #include "distributed/communicator.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous_store.h"
 
 #include "cppl/host.h"
 
@@ -68,7 +68,7 @@ dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, 
 /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
 std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
 {
-    dist::Store &store = run.store();
+    dist::RendezvousStore &store = run.store();
     store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
     if (run.rank() == 0) {
         std::int64_t least = mine;

@@ -10,7 +10,7 @@
 #include "language_model.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/round_pipeline.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous_store.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The rendezvous store's server (store_server.h): c10d's wire protocol, 1.x's and 2.x's, no
-// blocking read or write on any client. Torch-free: tst_store_server compiles this file alone.
-#include "store_server.h"
+// The rendezvous store's server (rendezvous_server.h): c10d's wire protocol, 1.x's and 2.x's, no
+// blocking read or write on any client. Torch-free: tst_rendezvous_server compiles this file alone.
+#include "rendezvous_server.h"
 
 #include "cppl/errors.h"
 
@@ -95,7 +95,7 @@ public:
         const auto n = value<std::uint64_t>();
         if (m_short || m_bad)
             return {};
-        if (n > StoreServer::kMaxBytes) {
+        if (n > RendezvousServer::kMaxBytes) {
             m_bad = true;
             return {};
         }
@@ -110,7 +110,7 @@ public:
     std::vector<std::string> keys()
     {
         const auto n = value<std::uint64_t>();
-        if (n > StoreServer::kMaxKeys) {
+        if (n > RendezvousServer::kMaxKeys) {
             m_bad = true;
             return {};
         }
@@ -140,7 +140,7 @@ void putBytes(std::string &out, const std::string &s)
 
 } // namespace
 
-struct StoreServer::Impl
+struct RendezvousServer::Impl
 {
     /// Which c10d client a connection has: told by its first request (handle()).
     enum class Dialect : std::uint8_t { Unknown, C10d1x, C10d2x };
@@ -182,7 +182,7 @@ struct StoreServer::Impl
     void created(const std::string &key);
 };
 
-void StoreServer::Impl::listen(int port, const std::string &bind)
+void RendezvousServer::Impl::listen(int port, const std::string &bind)
 {
     // Every interface (no address, 0.0.0.0 or ::), as c10d's server listens: IPv6 with IPv4-mapped
     // peers when the host has IPv6 sockets, else IPv4. Otherwise the addresses @p bind resolves to,
@@ -258,7 +258,7 @@ void StoreServer::Impl::listen(int port, const std::string &bind)
                                                   : ""));
 }
 
-void StoreServer::Impl::run()
+void RendezvousServer::Impl::run()
 {
     std::vector<epoll_event> events(256);
     for (;;) {
@@ -288,7 +288,7 @@ void StoreServer::Impl::run()
     }
 }
 
-void StoreServer::Impl::accept()
+void RendezvousServer::Impl::accept()
 {
     for (;;) {
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -316,7 +316,7 @@ void StoreServer::Impl::accept()
     }
 }
 
-void StoreServer::Impl::readFrom(int fd)
+void RendezvousServer::Impl::readFrom(int fd)
 {
     Conn &c = conns.at(fd);
     bool closed = false;
@@ -350,7 +350,7 @@ void StoreServer::Impl::readFrom(int fd)
     flush(fd, c);
 }
 
-bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
+bool RendezvousServer::Impl::handle(int fd, Conn &c, bool &close)
 {
     if (c.consumed >= c.in.size())
         return false;
@@ -444,7 +444,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
             }
         }
         if (__builtin_add_overflow(now, delta, &now)) {
-            close = true; // beyond int64: no counter of a run gets there (fuzz_store_server found it)
+            close = true; // beyond int64: no counter of a run gets there (fuzz_rendezvous_server found it)
             return false;
         }
         kv[key] = std::to_string(now);
@@ -558,7 +558,7 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
     return true;
 }
 
-void StoreServer::Impl::created(const std::string &key)
+void RendezvousServer::Impl::created(const std::string &key)
 {
     const auto it = waitersOf.find(key);
     if (it == waitersOf.end())
@@ -583,7 +583,7 @@ void StoreServer::Impl::created(const std::string &key)
     }
 }
 
-void StoreServer::Impl::flush(int fd, Conn &c)
+void RendezvousServer::Impl::flush(int fd, Conn &c)
 {
     while (!c.out.empty()) {
         const ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -609,7 +609,7 @@ void StoreServer::Impl::flush(int fd, Conn &c)
     }
 }
 
-void StoreServer::Impl::drop(int fd)
+void RendezvousServer::Impl::drop(int fd)
 {
     const auto it = conns.find(fd);
     if (it == conns.end())
@@ -620,7 +620,7 @@ void StoreServer::Impl::drop(int fd)
     conns.erase(it);
 }
 
-void StoreServer::Impl::forgetWaits(Conn &c)
+void RendezvousServer::Impl::forgetWaits(Conn &c)
 {
     for (const std::uint64_t id : c.waits) {
         const auto w = waits.find(id);
@@ -639,7 +639,7 @@ void StoreServer::Impl::forgetWaits(Conn &c)
     c.waits.clear();
 }
 
-StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
+RendezvousServer::RendezvousServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
 {
     m->listen(port, bind);
     m->epoll = ::epoll_create1(EPOLL_CLOEXEC);
@@ -659,7 +659,7 @@ StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique
     m->thread = std::thread([impl = m.get()] { impl->run(); });
 }
 
-StoreServer::~StoreServer()
+RendezvousServer::~RendezvousServer()
 {
     const std::uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(m->wake, &one, sizeof one);
@@ -670,7 +670,7 @@ StoreServer::~StoreServer()
         ::close(fd);
 }
 
-int StoreServer::port() const
+int RendezvousServer::port() const
 {
     return m->boundPort;
 }
