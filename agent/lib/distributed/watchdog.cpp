@@ -309,14 +309,6 @@ std::string Watchdog::who(int rank) const
     return "rank " + std::to_string(rank) + (host.empty() ? std::string() : " (" + host + ")");
 }
 
-bool Watchdog::sendTo(Peer &p, const std::string &frame)
-{
-    const std::lock_guard lock(m_sendMutex);
-    if (p.fd < 0)
-        return false;
-    return ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(frame.size());
-}
-
 void Watchdog::sendAll(const std::string &frame)
 {
     // The main thread sends too (finish, reportFailure) while the watchdog's thread may replace the

@@ -157,7 +157,6 @@ private:
     [[nodiscard]] bool isHub() const noexcept { return m_hubRank.load() == m_rank; }
     void loop();
     void sendAll(const std::string &frame);
-    bool sendTo(Peer &p, const std::string &frame);
     void handleFrame(Peer &p, const std::string &frame);
     void fire(int code, const std::string &message, int origin, bool runWide = false);
     std::string who(int rank) const;

@@ -69,7 +69,6 @@ private:
     std::optional<std::uint32_t> m_maxAddedId;
     int m_reassignedIds = 0;
     std::string m_reassignedExample;
-    std::string m_normalizedScratch;
 };
 
 } // namespace cppl::agent::hf
