@@ -11,7 +11,7 @@
 #include "fault_hooks.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
-#include "distributed/rendezvous_store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/statistics.h"
 #endif
@@ -116,7 +116,7 @@ int child(const std::string &scenario, int rank, int port, const std::string &ou
     o.timeout = std::chrono::seconds(60);
     o.storeServedElsewhere = true;
     o.tolerateRankLoss = scenario.starts_with("lost") || scenario == "failing";
-    DistributedRun run(o);
+    DistributedRun run(o, libtorchC10d());
     const std::vector<std::int64_t> order = orderFor(scenario);
     std::vector<std::int64_t> tokens, windows;
     for (std::int64_t b = 0; b < kBatches; ++b) {

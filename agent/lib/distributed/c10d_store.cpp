@@ -11,9 +11,6 @@
 
 namespace cppl::agent::dist {
 
-RendezvousStore::~RendezvousStore() = default;
-Communicator::~Communicator() = default;
-
 TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout, const std::string &bind)
 {
     // A server is this project's (rendezvous_server.h): c10d 1.13's own waits for a client that stopped
@@ -123,9 +120,15 @@ bool TcpStore::waitBlocking(const std::vector<std::string> &keys, std::chrono::m
 }
 
 std::unique_ptr<RendezvousStore> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
-                                    const std::string &bind)
+                                              const std::string &bind)
 {
     return std::make_unique<TcpStore>(host, port, server, timeout, bind);
+}
+
+const C10d &libtorchC10d()
+{
+    static const C10d c10d{openTcpStore, makeGlooCommunicators, glooUnavailableReason};
+    return c10d;
 }
 
 } // namespace cppl::agent::dist

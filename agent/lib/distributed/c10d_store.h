@@ -2,8 +2,7 @@
 // Internal to agent/lib/distributed: the TCPStore behind RendezvousStore, shared by the store and Gloo TUs.
 #pragma once
 
-#include "communicator.h"
-#include "rendezvous_store.h"
+#include "c10d.h"
 #include "rendezvous_server.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

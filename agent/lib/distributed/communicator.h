@@ -37,7 +37,7 @@ public:
 class Communicator
 {
 public:
-    virtual ~Communicator();
+    virtual ~Communicator() = default;
     [[nodiscard]] virtual int rank() const = 0;
     [[nodiscard]] virtual int size() const = 0;
     virtual void allReduceSum(std::span<std::int64_t> words) = 0;
@@ -86,9 +86,6 @@ struct BackendOptions
     /// Called with a name as each communicator is connected (CLUSTERPPL_DEBUG_CONNECT's lines); may be empty.
     std::function<void(const char *)> connected;
 };
-
-/// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.
-[[nodiscard]] Communicators makeGlooCommunicators(RendezvousStore &store, const BackendOptions &options);
 
 /**
  * @brief The NCCL C API, loaded at run time (libnccl.so.2, libcudart): an agent built with NCCL
@@ -142,9 +139,5 @@ struct GpuInfo
 
 /// @brief Why the nccl backend cannot be used here, or empty when it can (loads libraries, probes devices).
 [[nodiscard]] std::string ncclUnavailableReason();
-
-/// @brief Why the gloo backend cannot combine ranks here (built without Gloo's headers), or empty
-/// when it can. A group of one rank needs no Gloo either way.
-[[nodiscard]] std::string glooUnavailableReason();
 
 } // namespace cppl::agent::dist

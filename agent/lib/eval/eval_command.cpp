@@ -11,8 +11,7 @@
 #include "model/mapped_file.h"
 #include "process_exit.h"
 #include "gpu/batch_sizing.h"
-#include "distributed/communicator.h"
-#include "distributed/rendezvous_store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/host.h"
 
@@ -195,7 +194,7 @@ void EvalSession::connect()
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(m_o.device);
     if (m_o.distributed) {
         try {
-            m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);
+            m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions, dist::libtorchC10d());
         } catch (const Error &e) {
             throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
         }
