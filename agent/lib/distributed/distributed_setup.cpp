@@ -9,6 +9,7 @@
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
+#include "exit_codes.h"
 #include "fault_hooks.h"
 #include "process_exit.h"
 
@@ -312,7 +313,7 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
             // would leave the survivors waiting in it forever. Fail instead (regroup() checks the
             // other order: the flag first, then the epoch).
             if (m_blockingRegroup.load())
-                leave(Watchdog::kPeerDied, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
+                leave(kExitCollective, "rank " + std::to_string(loss.rank) + " was lost (" + loss.cause
                                                + ") while the survivors rebuilt their NCCL communicators; a second loss during that rebuild "
                                                  "is not survivable with NCCL (ncclCommShrink / ncclCommInitRankConfig block)");
         };
@@ -351,7 +352,7 @@ void DistributedRun::makeCommunicators(const CommunicatorStep &step, ConnectLog 
     m_backendName = step.backend;
     if (step.backend != "nccl" && step.backend != "gloo") {
         const ConfigError e("--backend \"" + step.backend + "\" is not one of auto, gloo, nccl");
-        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        m_watchdog->reportFailure(kExitCollective, e.what());
         throw e;
     }
     if (step.backend == "gloo" && step.inBackground)
@@ -448,14 +449,14 @@ void DistributedRun::formNow(const CommunicatorStep &step, ConnectLog &log)
         // the loss pending and regroups the survivors (DynamicSchedule::recover), as for a loss
         // in round 0. (NCCL's init blocks and cannot be abandoned: still fatal.)
         if (!(m_tolerant && step.backend == "gloo" && awaitLossAfter(0))) {
-            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? kExitTimeout : kExitCollective, e.what());
             throw;
         }
         const std::lock_guard lock(m_commsMutex);
         m_comms = Communicators{};
         m_comms.backend = step.backend;
     } catch (const Error &e) {
-        m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+        m_watchdog->reportFailure(kExitCollective, e.what());
         throw;
     }
 }
@@ -502,10 +503,10 @@ double DistributedRun::awaitCommunicators()
             // with Gloo's reason, and the others are told.
             if (m_tolerant && awaitLossAfter(m_epoch))
                 throw RankLostError("rank " + std::to_string(m_rank) + ": " + e.what());
-            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? Watchdog::kPeerTimeout : Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(dynamic_cast<const TimeoutError *>(&e) ? kExitTimeout : kExitCollective, e.what());
             throw;
         } catch (const Error &e) {
-            m_watchdog->reportFailure(Watchdog::kPeerDied, e.what());
+            m_watchdog->reportFailure(kExitCollective, e.what());
             throw;
         }
     }

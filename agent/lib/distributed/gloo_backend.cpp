@@ -109,7 +109,7 @@ private:
         std::copy(out, out + words.size(), words.begin());
     }
     /// Throws Gloo's error @p e of @p what as this project's: a TimeoutError for Gloo's timeouts
-    /// (exit code 6, the watchdog's kPeerTimeout), a CollectiveError otherwise. Thrown here, not
+    /// (exit code 6, kExitTimeout), a CollectiveError otherwise. Thrown here, not
     /// returned: a TimeoutError returned as CollectiveError was sliced to one, and every Gloo
     /// timeout read as a plain collective failure (exit 5).
     [[noreturn]] void raise(const std::string &what, const std::exception &e) const

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "watchdog.h"
 
+#include "exit_codes.h"
 #include "fault_hooks.h"
 #include "rendezvous_store.h"
 #include "watchdog_mesh.h"
@@ -95,8 +96,8 @@ void Watchdog::reportFailure(int exitCode, const std::string &message, bool runW
     // Tolerant runs: a failure every rank would hit ends the run ("F": every rank exits with its
     // code) instead of being survived as this rank's loss ("f": the others exit 5 or 6 only when
     // the run fails fast).
-    runWide = runWide && m_onLoss && exitCode >= 1 && exitCode <= kPeerTimeout;
-    const int code = runWide ? exitCode : exitCode == kPeerTimeout ? kPeerTimeout : kPeerDied;
+    runWide = runWide && m_onLoss && exitCode >= 1 && exitCode <= kExitTimeout;
+    const int code = runWide ? exitCode : exitCode == kExitTimeout ? kExitTimeout : kExitCollective;
     std::string flat = message;
     for (char &c : flat)
         if (c == '\n')
@@ -165,17 +166,17 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
             handleLoss(frame);
             break;
         }
-        fire(kPeerDied, who(p.rank) + " sent an unexpected frame \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version and --on-rank-loss?)", p.rank);
+        fire(kExitCollective, who(p.rank) + " sent an unexpected frame \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version and --on-rank-loss?)", p.rank);
         break;
     case 'f':
     case 'F': { // F: a failure that holds for the whole run (reportFailure): it ends a tolerant run too
         const bool runWide = frame[0] == 'F';
-        int code = kPeerDied, origin = p.rank;
+        int code = kExitCollective, origin = p.rank;
         int consumed = 0;
         if (std::sscanf(frame.c_str() + 1, "%d %d %n", &code, &origin, &consumed) < 2
-            || (runWide ? code < 1 || code > kPeerTimeout : code != kPeerDied && code != kPeerTimeout)) {
+            || (runWide ? code < 1 || code > kExitTimeout : code != kExitCollective && code != kExitTimeout)) {
             // A peer's frame decides this rank's exit code: only documented ones are taken.
-            fire(kPeerDied, who(p.rank) + " sent a malformed failure report \"" + frame.substr(0, 80) + "\"", p.rank);
+            fire(kExitCollective, who(p.rank) + " sent a malformed failure report \"" + frame.substr(0, 80) + "\"", p.rank);
             break;
         }
         std::string text = frame.substr(static_cast<std::size_t>(consumed) + 1);
@@ -190,7 +191,7 @@ void Watchdog::handleFrame(Peer &p, const std::string &frame)
             break;
         }
         if (m_onLoss && m_store && origin == p.rank) { // the hub itself failed: the others elect a new one
-            hubLost(text.starts_with(prefix) ? text.substr(prefix.size()) : text, kPeerDied);
+            hubLost(text.starts_with(prefix) ? text.substr(prefix.size()) : text, kExitCollective);
             break;
         }
         fire(code, text, origin);
@@ -210,13 +211,13 @@ bool Watchdog::fenced()
         // or hung past the timeout and replaced. It must not go on alone (it would see every peer
         // gone and count the whole run by itself).
         if (m_store->add("cppl/hub" + std::to_string(m_hubIndex + 1) + "/votes", 0) > 0) {
-            fire(kPeerDied, who(m_rank) + " was replaced as the watchdog's hub while it was not responding (stopped or hung past --timeout "
+            fire(kExitCollective, who(m_rank) + " was replaced as the watchdog's hub while it was not responding (stopped or hung past --timeout "
                                 + seconds(m_timeout) + "); it stops, the others went on without it",
                  m_rank);
             return true;
         }
     } catch (const Error &e) {
-        fire(kPeerDied, std::string("watchdog: the rendezvous store is unreachable: ") + e.what(), m_rank);
+        fire(kExitCollective, std::string("watchdog: the rendezvous store is unreachable: ") + e.what(), m_rank);
         return true;
     }
     return false;
@@ -262,7 +263,7 @@ void Watchdog::handleLoss(const std::string &frame)
     Loss loss;
     const int hub = m_hubRank.load();
     const auto bad = [&] {
-        fire(kPeerDied, who(hub) + " sent a malformed lost-rank notice \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version?)", hub);
+        fire(kExitCollective, who(hub) + " sent a malformed lost-rank notice \"" + frame.substr(0, 80) + "\" (do all ranks run the same agent version?)", hub);
     };
     std::size_t pos = 1;
     auto number = [&](int &v) {
@@ -367,13 +368,13 @@ bool Watchdog::peerClosed(Peer &p)
             return false;
         }
         if (m_store) {
-            hubLost(cause, kPeerDied);
+            hubLost(cause, kExitCollective);
             return true;
         }
     }
     closePeer(p);
     if (!p.done && !m_finished)
-        fire(kPeerDied, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
+        fire(kExitCollective, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
     return false;
 }
 
@@ -388,10 +389,10 @@ void Watchdog::checkHeartbeats()
             if (isHub() && m_onLoss) {
                 lose(p, cause);
             } else if (m_onLoss && m_store) {
-                hubLost(cause, kPeerTimeout);
+                hubLost(cause, kExitTimeout);
                 break;
             } else {
-                fire(kPeerTimeout, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
+                fire(kExitTimeout, who(p.rank) + " " + cause + (m_onLoss ? std::string(kHubHoldsStore) : std::string()), p.rank);
             }
         }
 }

@@ -121,10 +121,6 @@ public:
      */
     [[nodiscard]] bool electing() const noexcept { return m_electing.load(); }
 
-    /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
-    static constexpr int kPeerDied = 5;
-    static constexpr int kPeerTimeout = 6;
-
 private:
     struct Peer
     {
