@@ -15,6 +15,6 @@ namespace cppl::agent::dist {
  * returns 0 when its stdin reaches EOF (the launcher or its SSH session went) or on SIGTERM, SIGINT
  * or SIGHUP.
  */
-int storeCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err);
+int rendezvousCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err);
 
 } // namespace cppl::agent::dist

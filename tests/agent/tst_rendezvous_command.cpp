@@ -49,7 +49,7 @@ bool answersAtOtherLoopback(int port)
 
 } // namespace
 
-class TestStoreCommand : public QObject
+class TestRendezvousCommand : public QObject
 {
     Q_OBJECT
 
@@ -66,7 +66,7 @@ private Q_SLOTS:
         QVERIFY(!answersAtOtherLoopback(port));
         // A client stopped right after the first byte of a request (an ADD's query byte: a rank
         // stopped between the send() calls of a batch claim). c10d 1.13's own server then waited
-        // for the rest and answered nobody else (store_server.h); the ranks below must still meet.
+        // for the rest and answered nobody else (rendezvous_server.h); the ranks below must still meet.
         const int held = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
@@ -137,5 +137,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestStoreCommand)
-#include "tst_store_command.moc"
+QTEST_GUILESS_MAIN(TestRendezvousCommand)
+#include "tst_rendezvous_command.moc"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The rendezvous store's server (store_server.h): c10d's wire protocol, 1.x's and 2.x's, no
-// blocking read or write on any client. Torch-free: tst_store_server compiles this file alone.
-#include "store_server.h"
+// The rendezvous store's server (rendezvous_server.h): c10d's wire protocol, 1.x's and 2.x's, no
+// blocking read or write on any client. Torch-free: tst_rendezvous_server compiles this file alone.
+#include "rendezvous_server.h"
 
 #include "cppl/errors.h"
 
@@ -95,7 +95,7 @@ public:
         const auto n = value<std::uint64_t>();
         if (m_short || m_bad)
             return {};
-        if (n > StoreServer::kMaxBytes) {
+        if (n > RendezvousServer::kMaxBytes) {
             m_bad = true;
             return {};
         }
@@ -110,7 +110,7 @@ public:
     std::vector<std::string> keys()
     {
         const auto n = value<std::uint64_t>();
-        if (n > StoreServer::kMaxKeys) {
+        if (n > RendezvousServer::kMaxKeys) {
             m_bad = true;
             return {};
         }
@@ -140,7 +140,7 @@ void putBytes(std::string &out, const std::string &s)
 
 } // namespace
 
-struct StoreServer::Impl
+struct RendezvousServer::Impl
 {
     /// Which c10d client a connection has: told by its first request (handle()).
     enum class Dialect : std::uint8_t { Unknown, C10d1x, C10d2x };
@@ -179,10 +179,26 @@ struct StoreServer::Impl
     /// Handles one request at c.consumed; false when it is not whole yet. Sets @p close for a
     /// request this server refuses.
     bool handle(int fd, Conn &c, bool &close);
+    /// Tells a new connection's dialect by its first request; false until enough of it came.
+    static bool learnDialect(Conn &c);
+    /// What a request's handler decided: answer it (once whole), or close the connection.
+    enum class Verdict : std::uint8_t { Answer, Refuse };
+    Verdict serve(Op op, Reader &r, int fd, Conn &c, std::string &reply);
+    Verdict serveSet(Reader &r);
+    Verdict serveCompareSet(Reader &r, std::string &reply);
+    Verdict serveGet(Reader &r, std::string &reply);
+    Verdict serveAdd(Reader &r, std::string &reply);
+    Verdict serveCheck(Reader &r, std::string &reply);
+    /// WAIT: answered now when every key exists, else by created() when the last one is set.
+    Verdict serveWait(Reader &r, int fd, Conn &c, std::string &reply);
+    Verdict serveDeleteKey(Reader &r, std::string &reply);
+    Verdict serveAppend(Reader &r);
+    Verdict serveMultiGet(Reader &r, std::string &reply);
+    Verdict serveMultiSet(Reader &r);
     void created(const std::string &key);
 };
 
-void StoreServer::Impl::listen(int port, const std::string &bind)
+void RendezvousServer::Impl::listen(int port, const std::string &bind)
 {
     // Every interface (no address, 0.0.0.0 or ::), as c10d's server listens: IPv6 with IPv4-mapped
     // peers when the host has IPv6 sockets, else IPv4. Otherwise the addresses @p bind resolves to,
@@ -258,7 +274,7 @@ void StoreServer::Impl::listen(int port, const std::string &bind)
                                                   : ""));
 }
 
-void StoreServer::Impl::run()
+void RendezvousServer::Impl::run()
 {
     std::vector<epoll_event> events(256);
     for (;;) {
@@ -288,7 +304,7 @@ void StoreServer::Impl::run()
     }
 }
 
-void StoreServer::Impl::accept()
+void RendezvousServer::Impl::accept()
 {
     for (;;) {
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -316,7 +332,7 @@ void StoreServer::Impl::accept()
     }
 }
 
-void StoreServer::Impl::readFrom(int fd)
+void RendezvousServer::Impl::readFrom(int fd)
 {
     Conn &c = conns.at(fd);
     bool closed = false;
@@ -350,204 +366,14 @@ void StoreServer::Impl::readFrom(int fd)
     flush(fd, c);
 }
 
-bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
+bool RendezvousServer::Impl::handle(int fd, Conn &c, bool &close)
 {
-    if (c.consumed >= c.in.size())
+    if (c.consumed >= c.in.size() || !learnDialect(c))
         return false;
-    if (c.dialect == Dialect::Unknown) {
-        // c10d 2.x opens every connection with VALIDATE (0) and a uint32 magic number. To 1.x, 0
-        // is SET, and the next four bytes are the low half of the key's uint64 length: that
-        // number there would be a key over kMaxBytes, refused anyway.
-        if (c.in[c.consumed] != 0) {
-            c.dialect = Dialect::C10d1x;
-        } else if (c.in.size() - c.consumed < 1 + sizeof kValidationMagic) {
-            return false;
-        } else {
-            std::uint32_t magic = 0;
-            std::memcpy(&magic, c.in.data() + c.consumed + 1, sizeof magic);
-            c.dialect = magic == kValidationMagic ? Dialect::C10d2x : Dialect::C10d1x;
-        }
-    }
     Reader r(c.in, c.consumed);
     const auto query = r.value<std::uint8_t>();
     std::string reply;
-    switch (c.dialect == Dialect::C10d2x ? opOf2x(query) : opOf1x(query)) {
-    case Op::Validate:
-        if (r.value<std::uint32_t>() != kValidationMagic && r.complete()) {
-            close = true; // not a c10d client
-            return false;
-        }
-        break;
-    case Op::Ping:
-        put<std::uint32_t>(reply, r.value<std::uint32_t>()); // the client's nonce back
-        break;
-    case Op::Set: {
-        std::string key = r.bytes();
-        std::string value = r.bytes();
-        if (!r.complete() || r.malformed())
-            break;
-        const bool fresh = kv.find(key) == kv.end();
-        kv[key] = std::move(value);
-        if (fresh)
-            created(key);
-        break;
-    }
-    case Op::CompareSet: {
-        std::string key = r.bytes();
-        std::string expected = r.bytes();
-        std::string desired = r.bytes();
-        if (!r.complete() || r.malformed())
-            break;
-        const auto it = kv.find(key);
-        if (it == kv.end()) {
-            // c10d's rule: a missing key is set only when the caller expected it empty; the
-            // answer is then the new value, else the caller's expected value.
-            if (expected.empty()) {
-                kv[key] = desired;
-                created(key);
-                putBytes(reply, desired);
-            } else {
-                putBytes(reply, expected);
-            }
-        } else {
-            if (it->second == expected)
-                it->second = std::move(desired);
-            putBytes(reply, it->second);
-        }
-        break;
-    }
-    case Op::Get: {
-        const std::string key = r.bytes();
-        if (!r.complete() || r.malformed())
-            break;
-        const auto it = kv.find(key);
-        if (it == kv.end()) { // c10d's clients wait for a key before they get it
-            close = true;
-            return false;
-        }
-        putBytes(reply, it->second);
-        break;
-    }
-    case Op::Add: {
-        const std::string key = r.bytes();
-        const auto delta = r.value<std::int64_t>();
-        if (!r.complete() || r.malformed())
-            break;
-        std::int64_t now = 0;
-        const auto it = kv.find(key);
-        if (it != kv.end()) {
-            const std::string &text = it->second;
-            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), now);
-            if (ec != std::errc() || end != text.data() + text.size()) {
-                close = true; // not a counter
-                return false;
-            }
-        }
-        if (__builtin_add_overflow(now, delta, &now)) {
-            close = true; // beyond int64: no counter of a run gets there (fuzz_store_server found it)
-            return false;
-        }
-        kv[key] = std::to_string(now);
-        if (it == kv.end())
-            created(key);
-        put<std::int64_t>(reply, now);
-        break;
-    }
-    case Op::Check: {
-        const std::vector<std::string> keys = r.keys();
-        if (!r.complete() || r.malformed())
-            break;
-        bool all = true;
-        for (const auto &k : keys)
-            all = all && kv.count(k) != 0;
-        put<std::uint8_t>(reply, all ? kReady : kNotReady);
-        break;
-    }
-    case Op::Wait: {
-        const std::vector<std::string> keys = r.keys();
-        if (!r.complete() || r.malformed())
-            break;
-        Wait w{fd, {}};
-        for (const auto &k : keys)
-            if (kv.count(k) == 0)
-                w.missing.insert(k);
-        if (w.missing.empty()) {
-            put<std::uint8_t>(reply, kStopWaiting);
-            break;
-        }
-        const std::uint64_t id = nextWait++;
-        for (const auto &k : w.missing)
-            waitersOf[k].push_back(id);
-        c.waits.push_back(id);
-        waits.emplace(id, std::move(w));
-        break;
-    }
-    case Op::GetNumKeys:
-        put<std::int64_t>(reply, static_cast<std::int64_t>(kv.size()));
-        break;
-    case Op::DeleteKey: {
-        const std::string key = r.bytes();
-        if (!r.complete() || r.malformed())
-            break;
-        put<std::int64_t>(reply, static_cast<std::int64_t>(kv.erase(key)));
-        break;
-    }
-    case Op::Append: { // 2.x: onto the value, or a new key
-        const std::string key = r.bytes();
-        const std::string more = r.bytes();
-        if (!r.complete() || r.malformed())
-            break;
-        const auto [it, fresh] = kv.try_emplace(key);
-        it->second += more;
-        if (fresh)
-            created(key);
-        break;
-    }
-    case Op::MultiGet: { // 2.x: the values in order (its client waits for the keys first)
-        const std::vector<std::string> keys = r.keys();
-        if (!r.complete() || r.malformed())
-            break;
-        for (const auto &k : keys) {
-            const auto it = kv.find(k);
-            if (it == kv.end()) {
-                close = true;
-                return false;
-            }
-            putBytes(reply, it->second);
-        }
-        break;
-    }
-    case Op::MultiSet: { // 2.x: a count, then key and value pairs
-        const auto n = r.value<std::uint64_t>();
-        if (n > kMaxKeys) {
-            close = true;
-            return false;
-        }
-        std::vector<std::pair<std::string, std::string>> pairs;
-        for (std::uint64_t i = 0; i < n && r.complete() && !r.malformed(); ++i) {
-            std::string key = r.bytes();
-            pairs.emplace_back(std::move(key), r.bytes());
-        }
-        if (!r.complete() || r.malformed())
-            break;
-        for (auto &[key, value] : pairs) {
-            const auto [it, fresh] = kv.insert_or_assign(key, std::move(value));
-            if (fresh)
-                created(it->first);
-        }
-        break;
-    }
-    case Op::CancelWait:
-        // 2.x, after its client's wait timed out: answered even when nothing waits any more (a
-        // STOP_WAITING already sent comes first, and the client reads both).
-        forgetWaits(c);
-        put<std::uint8_t>(reply, kWaitCanceled);
-        break;
-    case Op::Refused:
-        close = true;
-        return false;
-    }
-    if (r.malformed()) {
+    if (serve(c.dialect == Dialect::C10d2x ? opOf2x(query) : opOf1x(query), r, fd, c, reply) == Verdict::Refuse || r.malformed()) {
         close = true;
         return false;
     }
@@ -558,7 +384,239 @@ bool StoreServer::Impl::handle(int fd, Conn &c, bool &close)
     return true;
 }
 
-void StoreServer::Impl::created(const std::string &key)
+bool RendezvousServer::Impl::learnDialect(Conn &c)
+{
+    if (c.dialect != Dialect::Unknown)
+        return true;
+    // c10d 2.x opens every connection with VALIDATE (0) and a uint32 magic number. To 1.x, 0 is
+    // SET, and the next four bytes are the low half of the key's uint64 length: that number there
+    // would be a key over kMaxBytes, refused anyway.
+    if (c.in[c.consumed] != 0) {
+        c.dialect = Dialect::C10d1x;
+        return true;
+    }
+    if (c.in.size() - c.consumed < 1 + sizeof kValidationMagic)
+        return false;
+    std::uint32_t magic = 0;
+    std::memcpy(&magic, c.in.data() + c.consumed + 1, sizeof magic);
+    c.dialect = magic == kValidationMagic ? Dialect::C10d2x : Dialect::C10d1x;
+    return true;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serve(Op op, Reader &r, int fd, Conn &c, std::string &reply)
+{
+    // Each handler reads its request and acts only once the request is whole and well-formed
+    // (handle() then answers); Refuse closes the connection, as c10d's server does.
+    switch (op) {
+    case Op::Validate: // not a c10d client: another number
+        return r.value<std::uint32_t>() != kValidationMagic && r.complete() ? Verdict::Refuse : Verdict::Answer;
+    case Op::Ping:
+        put<std::uint32_t>(reply, r.value<std::uint32_t>()); // the client's nonce back
+        return Verdict::Answer;
+    case Op::Set:
+        return serveSet(r);
+    case Op::CompareSet:
+        return serveCompareSet(r, reply);
+    case Op::Get:
+        return serveGet(r, reply);
+    case Op::Add:
+        return serveAdd(r, reply);
+    case Op::Check:
+        return serveCheck(r, reply);
+    case Op::Wait:
+        return serveWait(r, fd, c, reply);
+    case Op::GetNumKeys:
+        put<std::int64_t>(reply, static_cast<std::int64_t>(kv.size()));
+        return Verdict::Answer;
+    case Op::DeleteKey:
+        return serveDeleteKey(r, reply);
+    case Op::Append:
+        return serveAppend(r);
+    case Op::MultiGet:
+        return serveMultiGet(r, reply);
+    case Op::MultiSet:
+        return serveMultiSet(r);
+    case Op::CancelWait:
+        // 2.x, after its client's wait timed out: answered even when nothing waits any more (a
+        // STOP_WAITING already sent comes first, and the client reads both).
+        forgetWaits(c);
+        put<std::uint8_t>(reply, kWaitCanceled);
+        return Verdict::Answer;
+    case Op::Refused:
+        break;
+    }
+    return Verdict::Refuse;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveSet(Reader &r)
+{
+    std::string key = r.bytes();
+    std::string value = r.bytes();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    const bool fresh = kv.find(key) == kv.end();
+    kv[key] = std::move(value);
+    if (fresh)
+        created(key);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveCompareSet(Reader &r, std::string &reply)
+{
+    std::string key = r.bytes();
+    std::string expected = r.bytes();
+    std::string desired = r.bytes();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    const auto it = kv.find(key);
+    if (it == kv.end()) {
+        // c10d's rule: a missing key is set only when the caller expected it empty; the answer is
+        // then the new value, else the caller's expected value.
+        if (expected.empty()) {
+            kv[key] = desired;
+            created(key);
+            putBytes(reply, desired);
+        } else {
+            putBytes(reply, expected);
+        }
+        return Verdict::Answer;
+    }
+    if (it->second == expected)
+        it->second = std::move(desired);
+    putBytes(reply, it->second);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveGet(Reader &r, std::string &reply)
+{
+    const std::string key = r.bytes();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    const auto it = kv.find(key);
+    if (it == kv.end()) // c10d's clients wait for a key before they get it
+        return Verdict::Refuse;
+    putBytes(reply, it->second);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveAdd(Reader &r, std::string &reply)
+{
+    const std::string key = r.bytes();
+    const auto delta = r.value<std::int64_t>();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    std::int64_t now = 0;
+    const auto it = kv.find(key);
+    if (it != kv.end()) {
+        const std::string &text = it->second;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), now);
+        if (ec != std::errc() || end != text.data() + text.size())
+            return Verdict::Refuse; // not a counter
+    }
+    if (__builtin_add_overflow(now, delta, &now))
+        return Verdict::Refuse; // beyond int64: no counter of a run gets there (fuzz_rendezvous_server found it)
+    const bool fresh = it == kv.end(); // before the insertion, which may rehash
+    kv[key] = std::to_string(now);
+    if (fresh)
+        created(key);
+    put<std::int64_t>(reply, now);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveCheck(Reader &r, std::string &reply)
+{
+    const std::vector<std::string> keys = r.keys();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    bool all = true;
+    for (const auto &k : keys)
+        all = all && kv.count(k) != 0;
+    put<std::uint8_t>(reply, all ? kReady : kNotReady);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveWait(Reader &r, int fd, Conn &c, std::string &reply)
+{
+    const std::vector<std::string> keys = r.keys();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    Wait w{fd, {}};
+    for (const auto &k : keys)
+        if (kv.count(k) == 0)
+            w.missing.insert(k);
+    if (w.missing.empty()) {
+        put<std::uint8_t>(reply, kStopWaiting);
+        return Verdict::Answer;
+    }
+    // Answered by created() once the last of them is set; nothing now.
+    const std::uint64_t id = nextWait++;
+    for (const auto &k : w.missing)
+        waitersOf[k].push_back(id);
+    c.waits.push_back(id);
+    waits.emplace(id, std::move(w));
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveDeleteKey(Reader &r, std::string &reply)
+{
+    const std::string key = r.bytes();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    put<std::int64_t>(reply, static_cast<std::int64_t>(kv.erase(key)));
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveAppend(Reader &r)
+{
+    // 2.x: onto the value, or a new key.
+    const std::string key = r.bytes();
+    const std::string more = r.bytes();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    const auto [it, fresh] = kv.try_emplace(key);
+    it->second += more;
+    if (fresh)
+        created(key);
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveMultiGet(Reader &r, std::string &reply)
+{
+    // 2.x: the values in order (its client waits for the keys first).
+    const std::vector<std::string> keys = r.keys();
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    for (const auto &k : keys) {
+        const auto it = kv.find(k);
+        if (it == kv.end())
+            return Verdict::Refuse;
+        putBytes(reply, it->second);
+    }
+    return Verdict::Answer;
+}
+
+RendezvousServer::Impl::Verdict RendezvousServer::Impl::serveMultiSet(Reader &r)
+{
+    // 2.x: a count, then key and value pairs.
+    const auto n = r.value<std::uint64_t>();
+    if (n > kMaxKeys)
+        return Verdict::Refuse;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (std::uint64_t i = 0; i < n && r.complete() && !r.malformed(); ++i) {
+        std::string key = r.bytes();
+        pairs.emplace_back(std::move(key), r.bytes());
+    }
+    if (!r.complete() || r.malformed())
+        return Verdict::Answer;
+    for (auto &[key, value] : pairs) {
+        const auto [it, fresh] = kv.insert_or_assign(key, std::move(value));
+        if (fresh)
+            created(it->first);
+    }
+    return Verdict::Answer;
+}
+
+void RendezvousServer::Impl::created(const std::string &key)
 {
     const auto it = waitersOf.find(key);
     if (it == waitersOf.end())
@@ -583,7 +641,7 @@ void StoreServer::Impl::created(const std::string &key)
     }
 }
 
-void StoreServer::Impl::flush(int fd, Conn &c)
+void RendezvousServer::Impl::flush(int fd, Conn &c)
 {
     while (!c.out.empty()) {
         const ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -609,7 +667,7 @@ void StoreServer::Impl::flush(int fd, Conn &c)
     }
 }
 
-void StoreServer::Impl::drop(int fd)
+void RendezvousServer::Impl::drop(int fd)
 {
     const auto it = conns.find(fd);
     if (it == conns.end())
@@ -620,7 +678,7 @@ void StoreServer::Impl::drop(int fd)
     conns.erase(it);
 }
 
-void StoreServer::Impl::forgetWaits(Conn &c)
+void RendezvousServer::Impl::forgetWaits(Conn &c)
 {
     for (const std::uint64_t id : c.waits) {
         const auto w = waits.find(id);
@@ -639,7 +697,7 @@ void StoreServer::Impl::forgetWaits(Conn &c)
     c.waits.clear();
 }
 
-StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
+RendezvousServer::RendezvousServer(int port, const std::string &bind) : m(std::make_unique<Impl>())
 {
     m->listen(port, bind);
     m->epoll = ::epoll_create1(EPOLL_CLOEXEC);
@@ -659,7 +717,7 @@ StoreServer::StoreServer(int port, const std::string &bind) : m(std::make_unique
     m->thread = std::thread([impl = m.get()] { impl->run(); });
 }
 
-StoreServer::~StoreServer()
+RendezvousServer::~RendezvousServer()
 {
     const std::uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(m->wake, &one, sizeof one);
@@ -670,7 +728,7 @@ StoreServer::~StoreServer()
         ::close(fd);
 }
 
-int StoreServer::port() const
+int RendezvousServer::port() const
 {
     return m->boundPort;
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target for the rendezvous store's server (agent/lib/distributed/store_server.*,
+// libFuzzer target for the rendezvous store's server (agent/lib/distributed/rendezvous_server.*,
 // docs/fuzzing.md): the one parser of outside input that listens on the network (a tolerant run's
 // store serves every interface). Each input is one client's bytes, sent whole to a fresh server on
 // 127.0.0.1 and followed by the client's EOF. Properties: the server closes that connection once
@@ -7,7 +7,7 @@
 // (c10d 1.x SET and GET of a key, answered in time): no input wedges it or takes it down.
 #include "fuzz_support.h"
 
-#include "distributed/store_server.h"
+#include "distributed/rendezvous_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -127,7 +127,7 @@ void putString(std::string &out, const std::string &s)
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size)
 {
     using namespace std::chrono_literals;
-    cppl::agent::dist::StoreServer server(0, "127.0.0.1");
+    cppl::agent::dist::RendezvousServer server(0, "127.0.0.1");
 
     const int fd = connectTo(server.port());
     sendAll(fd, data, size);

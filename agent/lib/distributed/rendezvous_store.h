@@ -16,10 +16,10 @@ namespace cppl::agent::dist {
  * at MASTER_ADDR:MASTER_PORT; everyone else is a client. Every failure throws CollectiveError with
  * the address and what to check.
  */
-class Store
+class RendezvousStore
 {
 public:
-    virtual ~Store();
+    virtual ~RendezvousStore() = default;
     virtual void set(const std::string &key, const std::string &value) = 0;
     /// @brief Waits for the key up to @p timeout; nullopt when it never appeared.
     [[nodiscard]] virtual std::optional<std::string> get(const std::string &key, std::chrono::milliseconds timeout) = 0;
@@ -42,13 +42,5 @@ public:
     /// @brief The port actually bound (a server asked for port 0 picks one).
     [[nodiscard]] virtual int port() const = 0;
 };
-
-/**
- * @brief Serves a store on @p port (0: any free port) and connects to it at host:port, or only
- * connects to one there, retrying until @p timeout (the server may start later than its clients).
- * A server listens on @p bind (StoreServer: empty for every interface).
- */
-[[nodiscard]] std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
-                                                  const std::string &bind = {});
 
 } // namespace cppl::agent::dist

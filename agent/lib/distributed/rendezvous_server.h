@@ -38,17 +38,17 @@ namespace cppl::agent::dist {
  * VALIDATE with another number, and any other byte close that connection, as c10d's server does;
  * so does an ADD whose sum leaves int64 (c10d's would overflow).
  */
-class StoreServer
+class RendezvousServer
 {
 public:
     /// Listens on @p port (0: any free one) and serves from a thread of its own: on every
     /// interface, IPv4 and IPv6, when @p bind is empty, 0.0.0.0 or ::, else on the address @p bind
     /// names only (127.0.0.1 for a store no other host may reach). Throws CollectiveError naming
     /// the address, the port and the failed call.
-    explicit StoreServer(int port, const std::string &bind = {});
-    ~StoreServer();
-    StoreServer(const StoreServer &) = delete;
-    StoreServer &operator=(const StoreServer &) = delete;
+    explicit RendezvousServer(int port, const std::string &bind = {});
+    ~RendezvousServer();
+    RendezvousServer(const RendezvousServer &) = delete;
+    RendezvousServer &operator=(const RendezvousServer &) = delete;
 
     /// @brief The port bound.
     [[nodiscard]] int port() const;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// StoreServer (agent/lib/distributed/store_server.h) over real loopback sockets, speaking c10d
+// RendezvousServer (agent/lib/distributed/rendezvous_server.h) over real loopback sockets, speaking c10d
 // 1.13's and 2.x's wire protocols byte for byte as their clients send them: every request kind
 // of each, both on one store, and what c10d's own server could not do: a client stopped in the
 // middle of a request, or one that never reads its replies, holds only its own connection. (Real
-// c10d 1.13 clients and Gloo meet on it in tst_store_command and every distributed test.)
-#include "distributed/store_server.h"
+// c10d 1.13 clients and Gloo meet on it in tst_rendezvous_command and every distributed test.)
+#include "distributed/rendezvous_server.h"
 
 #include "cppl/errors.h"
 
@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-using cppl::agent::dist::StoreServer;
+using cppl::agent::dist::RendezvousServer;
 
 namespace {
 
@@ -233,14 +233,14 @@ std::string readValue(const Client &c)
 
 } // namespace
 
-class TestStoreServer : public QObject
+class TestRendezvousServer : public QObject
 {
     Q_OBJECT
 
 private Q_SLOTS:
     void everyRequestKind()
     {
-        StoreServer server(0);
+        RendezvousServer server(0);
         QVERIFY(server.port() > 0);
         Client c(server.port());
         QVERIFY(c.ok());
@@ -289,7 +289,7 @@ private Q_SLOTS:
 
     void waitAnswersWhenTheLastKeyIsSet()
     {
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client waiter(server.port()), setter(server.port());
         QVERIFY(waiter.ok() && setter.ok());
         QVERIFY(waiter.send(waitReq({"/w1", "/w2", "/w1"})));
@@ -321,7 +321,7 @@ private Q_SLOTS:
     /// c10d 2.x's client, byte for byte as its TCPStore sends (its doGet: WAIT, then GET).
     void c10d2xEveryRequestKind()
     {
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client c(server.port());
         QVERIFY(c.ok());
         QVERIFY(c.send(hello2(4242)));
@@ -372,7 +372,7 @@ private Q_SLOTS:
     /// WAIT_CANCELED (after a STOP_WAITING, when the key came first); the connection goes on.
     void c10d2xCancelledWait()
     {
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client waiter(server.port()), setter(server.port());
         QVERIFY(waiter.send(hello2(1)) && setter.send(hello2(2)));
         QCOMPARE(waiter.read(4), raw<std::uint32_t>(1));
@@ -397,7 +397,7 @@ private Q_SLOTS:
     /// One store, both clients: a launcher built against one LibTorch, ranks against another.
     void bothDialectsShareTheKeys()
     {
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client old(server.port()), recent(server.port());
         QVERIFY(recent.send(hello2(5)));
         QCOMPARE(recent.read(4), raw<std::uint32_t>(5));
@@ -429,7 +429,7 @@ private Q_SLOTS:
         // every byte in turn, and another client's requests are answered meanwhile.
         QFETCH(QByteArray, request);
         QFETCH(QByteArray, reply);
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client other(server.port());
         QVERIFY(other.ok());
         for (qsizetype cut = 1; cut < request.size(); ++cut) {
@@ -462,7 +462,7 @@ private Q_SLOTS:
     {
         // A stopped client does not read its replies: once its socket buffers are full the server
         // must keep the rest, not block in send().
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client writer(server.port()), deaf(server.port()), other(server.port());
         QVERIFY(writer.ok() && deaf.ok() && other.ok());
         const std::string big(1 << 20, 'v');
@@ -488,22 +488,22 @@ private Q_SLOTS:
         QTest::addRow("watch_key (c10d's callback client)") << QByteArray::fromStdString(std::string(1, '\x07') + str("/k"));
         QTest::addRow("get of a missing key") << QByteArray::fromStdString(getReq("/missing"));
         QTest::addRow("add to a value that is not a number") << QByteArray::fromStdString(addReq("/text", 1));
-        QTest::addRow("add past int64 (found by fuzz_store_server)")
+        QTest::addRow("add past int64 (found by fuzz_rendezvous_server)")
             << QByteArray::fromStdString(setReq("/big", "9223372036854775807") + addReq("/big", 1));
         QTest::addRow("add below int64") << QByteArray::fromStdString(setReq("/low", "-9223372036854775807") + addReq("/low", -2));
-        QTest::addRow("a string longer than 64 MiB") << QByteArray::fromStdString(std::string(1, '\0') + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
-        QTest::addRow("more than 2^20 keys") << QByteArray::fromStdString(std::string(1, '\4') + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
+        QTest::addRow("a string longer than 64 MiB") << QByteArray::fromStdString(std::string(1, '\0') + raw<std::uint64_t>(RendezvousServer::kMaxBytes + 1));
+        QTest::addRow("more than 2^20 keys") << QByteArray::fromStdString(std::string(1, '\4') + raw<std::uint64_t>(RendezvousServer::kMaxKeys + 1));
         QTest::addRow("2.x: unknown query") << QByteArray::fromStdString(validate2() + q2(0x42));
         QTest::addRow("2.x: queue push (libuv's server only)") << QByteArray::fromStdString(validate2() + q2(14) + str("/q") + str("x"));
         QTest::addRow("2.x: validate with another number") << QByteArray::fromStdString(validate2() + validate2(0xDEADBEEF));
         QTest::addRow("2.x: multi_get of a missing key") << QByteArray::fromStdString(validate2() + multiGet2({"/text", "/missing"}));
-        QTest::addRow("2.x: more than 2^20 pairs") << QByteArray::fromStdString(validate2() + q2(11) + raw<std::uint64_t>(StoreServer::kMaxKeys + 1));
-        QTest::addRow("2.x: a string longer than 64 MiB") << QByteArray::fromStdString(validate2() + q2(9) + raw<std::uint64_t>(StoreServer::kMaxBytes + 1));
+        QTest::addRow("2.x: more than 2^20 pairs") << QByteArray::fromStdString(validate2() + q2(11) + raw<std::uint64_t>(RendezvousServer::kMaxKeys + 1));
+        QTest::addRow("2.x: a string longer than 64 MiB") << QByteArray::fromStdString(validate2() + q2(9) + raw<std::uint64_t>(RendezvousServer::kMaxBytes + 1));
     }
     void refusedRequestsCloseOnlyTheirConnection()
     {
         QFETCH(QByteArray, request);
-        StoreServer server(0);
+        RendezvousServer server(0);
         Client other(server.port()), bad(server.port());
         QVERIFY(other.send(setReq("/text", "abc")));
         QVERIFY(bad.send(request.toStdString()));
@@ -517,9 +517,9 @@ private Q_SLOTS:
 
     void portInUseSaysSo()
     {
-        StoreServer first(0);
+        RendezvousServer first(0);
         try {
-            StoreServer second(first.port());
+            RendezvousServer second(first.port());
             QFAIL("a second server bound the same port");
         } catch (const cppl::CollectiveError &e) {
             const QString what = QString::fromUtf8(e.what());
@@ -533,16 +533,16 @@ private Q_SLOTS:
         // answers at 127.0.0.2 too, one bound to 127.0.0.1 (a local run's store) does not.
         constexpr std::uint32_t kOtherLoopback = (127u << 24) | 2u;
         {
-            StoreServer everywhere(0);
+            RendezvousServer everywhere(0);
             Client c(everywhere.port(), kOtherLoopback);
             QVERIFY(c.ok() && c.send(addReq("/n", 5)));
             QCOMPARE(asInt(c.read(8)), std::int64_t{5});
         }
         for (const std::string bind : {"0.0.0.0", "::"}) {
-            StoreServer everywhere(0, bind);
+            RendezvousServer everywhere(0, bind);
             QVERIFY2(Client(everywhere.port(), kOtherLoopback).ok(), bind.c_str());
         }
-        StoreServer loopback(0, "127.0.0.1");
+        RendezvousServer loopback(0, "127.0.0.1");
         Client here(loopback.port());
         QVERIFY(here.ok() && here.send(addReq("/n", 7)));
         QCOMPARE(asInt(here.read(8)), std::int64_t{7});
@@ -553,7 +553,7 @@ private Q_SLOTS:
             {"no-such-host.invalid", QStringLiteral("cannot resolve no-such-host.invalid")}};
         for (const auto &[bind, says] : refused) {
             try {
-                StoreServer server(0, bind);
+                RendezvousServer server(0, bind);
                 QFAIL(qPrintable(QStringLiteral("a server listened on %1").arg(QString::fromStdString(bind))));
             } catch (const cppl::CollectiveError &e) {
                 const QString what = QString::fromUtf8(e.what());
@@ -567,7 +567,7 @@ private Q_SLOTS:
     {
         // 300 connections at once (a launcher's store sees several per rank); each gets its own
         // answers in order.
-        StoreServer server(0);
+        RendezvousServer server(0);
         std::vector<std::unique_ptr<Client>> clients;
         for (int i = 0; i < 300; ++i) {
             clients.push_back(std::make_unique<Client>(server.port()));
@@ -586,5 +586,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_APPLESS_MAIN(TestStoreServer)
-#include "tst_store_server.moc"
+QTEST_APPLESS_MAIN(TestRendezvousServer)
+#include "tst_rendezvous_server.moc"

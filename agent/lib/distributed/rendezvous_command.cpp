@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // `clusterppl-agent store`: the rendezvous store in a process of its own (docs/communication.md,
 // "The store outside rank 0").
-#include "store_command.h"
+#include "rendezvous_command.h"
 
-#include "store_server.h"
+#include "rendezvous_server.h"
 
 #include "args.h"
 #include "exit_codes.h"
@@ -66,7 +66,7 @@ void probe(const std::string &addr, int port)
 
 } // namespace
 
-int storeCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+int rendezvousCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     const Args a(argv, {"--port", "--bind"}, {});
     const int port = static_cast<int>(a.integer("--port", 0, 0, 65535));
@@ -76,9 +76,9 @@ int storeCommand(const std::vector<std::string> &argv, std::ostream &out, std::o
     probe(bind, port);
     // Signals first: a launcher may stop the store while it still starts.
     cppl::SignalPipe signals{SIGINT, SIGTERM, SIGHUP};
-    std::unique_ptr<StoreServer> store;
+    std::unique_ptr<RendezvousServer> store;
     try {
-        store = std::make_unique<StoreServer>(port, bind);
+        store = std::make_unique<RendezvousServer>(port, bind);
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("store: ") + e.what());
     }
