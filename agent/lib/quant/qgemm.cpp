@@ -16,7 +16,6 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 namespace cppl::agent::quant {
@@ -35,14 +34,9 @@ void quantizeActRowGeneric(const float *x, std::int64_t k, std::int8_t *codes, f
         for (std::int64_t i = 0; i < n; ++i)
             amaxBits = std::max(amaxBits, std::bit_cast<std::uint32_t>(x[first + i]) & 0x7FFFFFFFU);
         sums[b] = 0;
-        if (amaxBits >= 0x7F800000U) {
-            scales[b] = std::numeric_limits<float>::quiet_NaN();
+        if (!blockScale(amaxBits, scales[b]))
             continue;
-        }
-        const float sa = std::bit_cast<float>(amaxBits) / 127.0F;
-        scales[b] = sa;
-        if (amaxBits == 0)
-            continue;
+        const float sa = scales[b];
         std::int32_t sum = 0;
         for (std::int64_t i = 0; i < n; ++i) {
             const float r = std::clamp(roundHalfEven(x[first + i] / sa), -127.0F, 127.0F);

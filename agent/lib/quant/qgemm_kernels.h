@@ -5,7 +5,9 @@
 
 #include "quant_isa.h"
 
+#include <bit>
 #include <cstdint>
+#include <limits>
 
 namespace cppl::agent::quant::detail {
 
@@ -38,6 +40,19 @@ struct TileArgs
 using TileKernel = void (*)(const TileArgs &);
 /// Quantizes one row of k floats into blocks (qgemm.h, step 1); every path gives the same bytes.
 using ActRowFn = void (*)(const float *x, std::int64_t k, std::int8_t *codes, float *scales, std::int32_t *sums);
+
+/// A block's scale from the bit pattern of its max |x| (qgemm.h, step 1), the same on every path:
+/// NaN where the block holds a NaN or an infinity, amax / 127 otherwise. Returns whether the
+/// block's codes are to be computed (not for NaN, and not for an all-zero block, whose codes stay 0).
+[[nodiscard]] inline bool blockScale(std::uint32_t amaxBits, float &scale)
+{
+    if (amaxBits >= 0x7F800000U) {
+        scale = std::numeric_limits<float>::quiet_NaN();
+        return false;
+    }
+    scale = std::bit_cast<float>(amaxBits) / 127.0F;
+    return amaxBits != 0;
+}
 
 struct IntKernels
 {

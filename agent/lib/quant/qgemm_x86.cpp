@@ -21,9 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
-#include <limits>
 
 #define CPPL_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define CPPL_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -66,14 +64,9 @@ CPPL_AVX512_VNNI void actRowAvx512(const float *x, std::int64_t k, std::int8_t *
         const auto amaxBits = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(m));
         std::memset(codes + first, 0, kBlock);
         sums[b] = 0;
-        if (amaxBits >= 0x7F800000U) {
-            scales[b] = std::numeric_limits<float>::quiet_NaN();
+        if (!blockScale(amaxBits, scales[b]))
             continue;
-        }
-        const float sa = std::bit_cast<float>(amaxBits) / 127.0F;
-        scales[b] = sa;
-        if (amaxBits == 0)
-            continue;
+        const float sa = scales[b];
         const __m512 s = _mm512_set1_ps(sa);
         constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
         __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_div_ps(v0, s), kRound);
@@ -119,14 +112,9 @@ CPPL_AVX2 void actRowAvx2(const float *x, std::int64_t k, std::int8_t *codes, fl
         const std::uint32_t amaxBits = hmaxEpu32(m);
         std::memset(codes + first, 0, kBlock);
         sums[b] = 0;
-        if (amaxBits >= 0x7F800000U) {
-            scales[b] = std::numeric_limits<float>::quiet_NaN();
+        if (!blockScale(amaxBits, scales[b]))
             continue;
-        }
-        const float sa = std::bit_cast<float>(amaxBits) / 127.0F;
-        scales[b] = sa;
-        if (amaxBits == 0)
-            continue;
+        const float sa = scales[b];
         const __m256 s = _mm256_set1_ps(sa);
         __m256i q[4];
         for (int j = 0; j < 4; ++j) {
