@@ -153,27 +153,6 @@ namespace {
 
 // ---- the tensors of one layer ----
 
-const char *dtypeName(StoredDtype d)
-{
-    switch (d) {
-    case StoredDtype::F32:
-        return "F32";
-    case StoredDtype::F16:
-        return "F16";
-    case StoredDtype::BF16:
-        return "BF16";
-    case StoredDtype::I8:
-        return "I8";
-    case StoredDtype::U8:
-        return "U8";
-    case StoredDtype::I32:
-        return "I32";
-    case StoredDtype::I64:
-        return "I64";
-    }
-    return "?";
-}
-
 std::string shapeText(const std::vector<std::int64_t> &s)
 {
     std::string t = "[";
@@ -218,8 +197,8 @@ public:
         if (std::find(dtypes.begin(), dtypes.end(), t.dtype) == dtypes.end()) {
             std::string allowed;
             for (StoredDtype d : dtypes)
-                allowed += (allowed.empty() ? "" : " or ") + std::string(dtypeName(d));
-            throw IoError(where + " is " + dtypeName(t.dtype) + "; " + m_what + " stores it as " + allowed);
+                allowed += (allowed.empty() ? "" : " or ") + std::string(storedDtypeName(d));
+            throw IoError(where + " is " + storedDtypeName(t.dtype) + "; " + m_what + " stores it as " + allowed);
         }
         if (t.shape != shape)
             throw IoError(where + " has shape " + shapeText(t.shape) + ", expected " + shapeText(shape) + " for " + m_what + " with "
