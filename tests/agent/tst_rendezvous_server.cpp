@@ -475,7 +475,9 @@ private Q_SLOTS:
         QVERIFY(deaf.send(many));
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         QVERIFY(other.send(addReq("/alive", 1)));
-        QCOMPARE(asInt(other.read(8, std::chrono::milliseconds(2000))), std::int64_t{1});
+        // A server blocked in send() would never answer; 10 s (not 2) because queueing 32 MiB of
+        // replies under ASan on a loaded 2-core machine took longer than 2 s once.
+        QCOMPARE(asInt(other.read(8, std::chrono::milliseconds(10000))), std::int64_t{1});
         // Reading now, the deaf client gets every reply whole.
         for (int i = 0; i < 32; ++i)
             QCOMPARE(readValue(deaf).size(), big.size());
