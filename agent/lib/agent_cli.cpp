@@ -102,6 +102,12 @@ constexpr CommandUsage kCommandUsage[] = {
                                          --schedule dynamic; rank 0 may be lost too when the store
                                          is served outside the ranks), or end the run (fail: fail
                                          fast; the default and the only choice with --schedule static)
+      --tensor-parallel N                N consecutive ranks of one host split the model (heads, MLP
+                                         columns, vocabulary; default 1); world size / N groups
+                                         evaluate batches in parallel, the same bits for any number
+                                         of them. This version: the float32 CPU path over Gloo, the
+                                         static schedule, no rank-loss survival or checkpoints
+                                         (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
                                          collective, rank 0's exact global words after it

@@ -87,6 +87,8 @@ public:
     {
     public:
         Rank(ThreadGroup &g, int rank) : m_g(g), m_rank(rank) {}
+        int rank() const override { return m_rank; }
+        int size() const override { return m_g.m_size; }
         void allReduceSum(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return a + b; }); }
         void allReduceSum(double *d, std::int64_t n) override { reduce(d, n, [](double a, double b) { return a + b; }); }
         void allReduceMax(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return std::max(a, b); }); }

@@ -8,6 +8,10 @@
 #include <memory>
 #include <string>
 
+namespace cppl::agent {
+class TensorParallelGroup;
+}
+
 namespace cppl::agent::dist {
 
 /**
@@ -29,6 +33,10 @@ struct C10d
     /// Why Gloo cannot combine ranks in this build (a pip torch has no Gloo headers), or empty when it
     /// can. A group of one rank needs no Gloo either way.
     std::string (*glooUnavailableReason)() = nullptr;
+    /// A tensor-parallel group over Gloo (this rank is member @p rank of @p size), its keys under
+    /// @p prefix of @p store; @p name is what its errors call it.
+    std::unique_ptr<TensorParallelGroup> (*makeTensorParallel)(RendezvousStore &store, const BackendOptions &options, const std::string &prefix,
+                                                               int rank, int size, const std::string &name) = nullptr;
 };
 
 // The LibTorch library's (clusterppl_agent_libtorch); nothing in clusterppl_agent_torchfree calls them.
@@ -39,5 +47,9 @@ struct C10d
                                                             const std::string &bind = {});
 [[nodiscard]] Communicators makeGlooCommunicators(RendezvousStore &store, const BackendOptions &options);
 [[nodiscard]] std::string glooUnavailableReason();
+/// tensor_parallel_gloo.cpp: the ordered all-reduce (all-to-all, sums in member order, all-gather).
+[[nodiscard]] std::unique_ptr<TensorParallelGroup> makeGlooTensorParallelGroup(RendezvousStore &store, const BackendOptions &options,
+                                                                               const std::string &prefix, int rank, int size,
+                                                                               const std::string &name);
 
 } // namespace cppl::agent::dist

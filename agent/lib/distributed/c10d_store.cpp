@@ -2,6 +2,8 @@
 // The rendezvous store: c10d's TCPStore (torchrun's), behind the torch-free RendezvousStore interface.
 #include "c10d_store.h"
 
+#include "eval/tensor_parallel.h"
+
 #include "cppl/errors.h"
 
 #include <torch/csrc/api/include/torch/version.h>
@@ -127,7 +129,7 @@ std::unique_ptr<RendezvousStore> openTcpStore(const std::string &host, int port,
 
 const C10d &libtorchC10d()
 {
-    static const C10d c10d{openTcpStore, makeGlooCommunicators, glooUnavailableReason};
+    static const C10d c10d{openTcpStore, makeGlooCommunicators, glooUnavailableReason, makeGlooTensorParallelGroup};
     return c10d;
 }
 

@@ -24,6 +24,10 @@ namespace cppl::agent::dist {
 class ConnectLog;
 class RendezvousStore;
 
+/// Why tensor-parallel group @p group (ranks [group * size, (group + 1) * size)) cannot be formed on
+/// @p hosts (every rank's, from the rendezvous): its ranks are on several hosts, named. Empty: one host.
+[[nodiscard]] std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size);
+
 struct DistributedOptions
 {
     RankIdentity identity;
@@ -143,6 +147,13 @@ public:
     /// or shrunk (regroupNcclCommunicators); a further loss during that blocking rebuild is fatal.
     void regroup(int epoch, const std::vector<int> &members);
     [[nodiscard]] const RankGroups &groups() const noexcept { return m_groups; }
+    /**
+     * @brief This rank's tensor-parallel group of @p size ranks: [g * size, (g + 1) * size), on one
+     * host, over Gloo, its keys under cppl/tp/<g>/ (docs/communication.md, "Tensor-parallel
+     * groups"). Blocks until every member joined (--timeout). Throws ConfigError when the world is
+     * not a multiple of @p size, the group spans hosts (named) or the backend is not Gloo.
+     */
+    [[nodiscard]] std::unique_ptr<TensorParallelGroup> formTensorParallelGroup(int size);
     [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }

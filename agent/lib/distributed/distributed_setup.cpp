@@ -9,6 +9,8 @@
 #include "watchdog.h"
 #include "watchdog_mesh.h"
 
+#include "eval/tensor_parallel.h"
+
 #include "exit_codes.h"
 #include "fault_hooks.h"
 #include "process_exit.h"
@@ -149,10 +151,9 @@ struct DistributedRun::CommunicatorStep
     /// the topology (world, or node group and leaders). Its rank, groups and store prefix change
     /// when a rank is lost (regroup()).
     BackendOptions dataParallel;
-    // Tensor parallelism goes here, beside it: a BackendOptions of its own for this rank's
-    // tensor-parallel group (N consecutive ranks of one host, a store prefix of its own), made by
-    // formCommunicators(). Its communicator reduces float32 activations inside a forward pass,
-    // never the exact words: those stay on the data-parallel ones, one rank per group contributing.
+    // The tensor-parallel group (formTensorParallelGroup(), made later by the evaluation) uses the
+    // same Gloo options under a prefix of its own; it reduces activations inside a forward pass,
+    // never the exact words: those stay here, one rank per group contributing.
     /// Gloo: form them on a thread of this rank's while the caller goes on (loads, computes round
     /// 0); the first collective waits for them. False: here (comm-check: its groups' errors at
     /// once). NCCL's always form here.
@@ -364,9 +365,35 @@ void DistributedRun::makeCommunicators(const CommunicatorStep &step, ConnectLog 
 Communicators DistributedRun::formCommunicators(const C10d &c10d, const std::string &backend, RendezvousStore &store,
                                                 const BackendOptions &dataParallel)
 {
-    // A tensor-parallel communicator is formed here too, after these, from its own options in
-    // CommunicatorStep (and regroup()'s), into a member of its own in Communicators.
+    // The tensor-parallel group is formed apart, by its evaluation (formTensorParallelGroup()).
     return backend == "nccl" ? makeNcclCommunicators(store, dataParallel) : c10d.makeGloo(store, dataParallel);
+}
+
+std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size)
+{
+    const auto first = hosts.begin() + static_cast<std::ptrdiff_t>(group) * size;
+    if (std::all_of(first, first + size, [&](const std::string &h) { return h == *first; }))
+        return {};
+    std::string where;
+    for (int r = group * size; r < (group + 1) * size; ++r)
+        where += (where.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " + hosts[static_cast<std::size_t>(r)];
+    return "tensor-parallel group " + std::to_string(group) + " spans hosts (" + where
+           + "): its ranks must be on one host; start a multiple of --tensor-parallel ranks per host (--nproc-per-node)";
+}
+
+std::unique_ptr<TensorParallelGroup> DistributedRun::formTensorParallelGroup(int size)
+{
+    if (size < 1 || m_world % size != 0)
+        throw ConfigError("--tensor-parallel " + std::to_string(size) + " does not divide the world of " + std::to_string(m_world)
+                          + " ranks: give a world size that is a multiple of it");
+    const int g = m_rank / size;
+    if (const std::string problem = tensorParallelHostProblem(m_hosts, g, size); !problem.empty())
+        throw ConfigError(problem);
+    if (m_backendName != "gloo")
+        throw ConfigError("--tensor-parallel runs over Gloo on CPUs in this version (backend " + m_backendName
+                          + "): NCCL tensor parallelism is not built yet (docs/communication.md)");
+    return m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
+                                     "tensor-parallel group " + std::to_string(g));
 }
 
 void DistributedRun::formInBackground(const CommunicatorStep &step, ConnectLog &log)

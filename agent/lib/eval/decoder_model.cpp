@@ -10,6 +10,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
+
 namespace cppl::agent {
 
 bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std::int64_t> &floats)
@@ -25,15 +27,31 @@ bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std
     return true;
 }
 
-DecoderModel::DecoderModel(ModelConfig c, const LoadOptions &o) : m_c(std::move(c)), m_opts(o), m_kind(linearKindFor(o)) {}
+DecoderModel::DecoderModel(ModelConfig c, const LoadOptions &o) : m_c(std::move(c)), m_opts(o), m_kind(linearKindFor(o)), m_tp(o.tp)
+{
+    if (m_tp && !native())
+        throw ConfigError("tensor parallelism runs on the agent's float32 CPU kernels in this version (--device cpu, --dtype float32, --gemm auto)");
+}
+
+namespace {
+
+void refuseWholeVocabulary(const TensorParallelGroup *tp)
+{
+    if (tp)
+        throw ConfigError("under tensor parallelism no rank holds the whole vocabulary's logits; the evaluation uses targetLogProbs");
+}
+
+} // namespace
 
 at::Tensor DecoderModel::logits(const at::Tensor &ids)
 {
+    refuseWholeVocabulary(m_tp);
     return m_head(hidden(ids));
 }
 
 at::Tensor DecoderModel::logitsAt(const at::Tensor &ids, const at::Tensor &flat)
 {
+    refuseWholeVocabulary(m_tp);
     const at::Tensor h = hidden(ids);
     return m_head(h.reshape({-1, m_c.hidden}).index_select(0, flat.to(h.device()))); // the caller's index may be on the CPU
 }
@@ -67,13 +85,66 @@ at::Tensor DecoderModel::hidden(const at::Tensor &ids)
 
 void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, const std::string &untiedHead)
 {
-    const at::Tensor table = w.get(embedding, {m_c.vocab, m_c.hidden});
-    m_embedding = Embedding(table);
-    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind)
-                                 : Linear::load(w, LinearSpec{{{untiedHead, m_c.vocab}}, m_c.hidden}, m_kind);
-    if (m_c.tied && native())
-        m_embedding.readFromPackedHead(head); // its table's mapped pages were released while packing
-    m_head = VocabHead(head, m_c.vocab);
+    if (!m_tp) {
+        const at::Tensor table = w.get(embedding, {m_c.vocab, m_c.hidden});
+        m_embedding = Embedding(table);
+        const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind)
+                                     : Linear::load(w, LinearSpec{{{untiedHead, m_c.vocab}}, m_c.hidden}, m_kind);
+        if (m_c.tied && native())
+            m_embedding.readFromPackedHead(head); // its table's mapped pages were released while packing
+        m_head = VocabHead(head, m_c.vocab);
+        return;
+    }
+    // Vocabulary-parallel: this rank's rows of the embedding and of the head.
+    const cpu::VocabSlice v = vocabSlice();
+    const at::Tensor table = w.getRows(embedding, {m_c.vocab, m_c.hidden}, v.begin, v.size);
+    m_embedding = Embedding(table, m_c.vocab, v);
+    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind, v.begin)
+                                 : Linear::load(w, LinearSpec{{{untiedHead, v.size, v.begin, m_c.vocab}}, m_c.hidden}, m_kind);
+    if (m_c.tied)
+        m_embedding.readFromPackedHead(head);
+    m_head = VocabHead(head, m_c.vocab, v.begin);
+}
+
+int DecoderModel::tpRank() const
+{
+    return m_tp ? m_tp->rank() : 0;
+}
+
+int DecoderModel::tpSize() const
+{
+    return m_tp ? m_tp->size() : 1;
+}
+
+void DecoderModel::checkTensorParallel(std::int64_t heads, std::int64_t kvHeads, std::int64_t intermediate) const
+{
+    const std::int64_t n = tpSize();
+    if (n == 1)
+        return;
+    const std::string what = "--tensor-parallel " + std::to_string(n) + ": ";
+    if (heads % n != 0)
+        throw ConfigError(what + "the model's " + std::to_string(heads) + " attention heads do not divide by it (config.json); use an N that divides them");
+    if (kvHeads % n != 0 && n % kvHeads != 0)
+        throw ConfigError(what + "the model's " + std::to_string(kvHeads) + " key/value heads can be neither split by it nor replicated to it "
+                          + "(one divides the other); use an N that divides " + std::to_string(kvHeads) + " or a multiple of it");
+    if (intermediate % n != 0)
+        throw ConfigError(what + "the MLP's intermediate size " + std::to_string(intermediate)
+                          + " does not divide by it (config.json); use an N that divides it");
+}
+
+std::pair<std::int64_t, std::int64_t> DecoderModel::kvHeadSlice(std::int64_t heads, std::int64_t kvHeads) const
+{
+    const std::int64_t n = tpSize(), r = tpRank();
+    if (kvHeads % n == 0)
+        return {r * (kvHeads / n), kvHeads / n};
+    // Replicated: this rank's query heads [r H/N, (r+1) H/N) all read K/V head (r H/N) / (H/KV).
+    return {(r * (heads / n)) / (heads / kvHeads), 1};
+}
+
+cpu::VocabSlice DecoderModel::vocabSlice() const
+{
+    const std::int64_t n = tpSize(), each = (m_c.vocab + n - 1) / n, begin = std::min(m_c.vocab, tpRank() * each);
+    return {begin, std::min(each, m_c.vocab - begin)};
 }
 
 void DecoderModel::setInfo(const std::string &dir, const WeightSource &w)
@@ -94,8 +165,20 @@ void DecoderModel::setInfo(const std::string &dir, const WeightSource &w)
 
 void DecoderModel::addRowParallel(const Linear &l, const float *in, std::int64_t ldin, std::int64_t rows, float *x) const
 {
-    CPPL_ENFORCE(m_tp == nullptr, "row-parallel products need the group's reduction, which is not built (docs/models.md)");
-    l.into(in, ldin, rows, x, m_c.hidden, true);
+    if (!m_tp) {
+        l.into(in, ldin, rows, x, m_c.hidden, true);
+        return;
+    }
+    const std::int64_t n = rows * m_c.hidden;
+    if (m_partialFloats < n) {
+        m_partial = cpu::allocateFloats(n);
+        m_partialFloats = n;
+    }
+    float *partial = m_partial.get();
+    l.into(in, ldin, rows, partial, m_c.hidden, false);
+    m_tp->allReduceSum(partial, n);
+    for (std::int64_t i = 0; i < n; ++i)
+        x[i] += partial[i];
 }
 
 at::Tensor DecoderModel::rowParallel(const Linear &l, const at::Tensor &in) const

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cppl::agent {
@@ -73,10 +74,22 @@ protected:
     /// ModelInfo from the config and what the load read; the last step of a family's constructor.
     void setInfo(const std::string &dir, const WeightSource &w);
 
-    /// Tensor-parallel seam (docs/models.md): a row-parallel product (o_proj, down_proj) joins the
-    /// residual stream x here. One rank: accumulated in place (the kernel's sums start from x). Under
-    /// tensor parallelism each rank's product covers only its slice of the input columns, so the
-    /// partial outputs are summed over the group before they join x, the bias added once.
+    /// Tensor parallelism (docs/models.md, "Tensor parallelism"): this rank's member number and the
+    /// group's size (0 and 1 without a group).
+    [[nodiscard]] int tpRank() const;
+    [[nodiscard]] int tpSize() const;
+    /// Refuses, before any weight loads, a split the group cannot make: query heads and the MLP's
+    /// intermediate width must divide by N, K/V heads divide by N (split) or divide N (replicated).
+    void checkTensorParallel(std::int64_t heads, std::int64_t kvHeads, std::int64_t intermediate) const;
+    /// This rank's K/V heads: [first, first + count) of kvHeads (split, or the one its query heads read).
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> kvHeadSlice(std::int64_t heads, std::int64_t kvHeads) const;
+    /// This rank's vocabulary: contiguous ranges of ceil(V / N), the last shorter (no padding).
+    [[nodiscard]] cpu::VocabSlice vocabSlice() const;
+
+    /// A row-parallel product (o_proj, down_proj) joins the residual stream x here. One rank:
+    /// accumulated in place (the kernel's sums start from x). Under tensor parallelism each rank's
+    /// product covers only its slice of the input columns: the partial outputs (member 0's with the
+    /// bias, which the others do not load) are summed over the group in member order, then added to x.
     void addRowParallel(const Linear &l, const float *in, std::int64_t ldin, std::int64_t rows, float *x) const;
     /// The same on LibTorch's path: the output to add to the residual stream.
     [[nodiscard]] at::Tensor rowParallel(const Linear &l, const at::Tensor &in) const;
@@ -89,8 +102,11 @@ protected:
     Norm m_finalNorm;
     VocabHead m_head;
     Workspace m_ws;
-    /// The ranks splitting this model; null: one rank holds all of it (tensor parallelism is not built).
+    /// The ranks splitting this model; null: one rank holds all of it.
     TensorParallelGroup *m_tp = nullptr;
+    /// Tensor parallelism: the partial row-parallel outputs before the group's sum.
+    mutable cpu::FloatBuffer m_partial;
+    mutable std::int64_t m_partialFloats = 0;
 
 private:
     /// Hidden states after the final norm, [B, T, hidden].

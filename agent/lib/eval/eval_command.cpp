@@ -13,6 +13,7 @@
 #include "language_model.h"
 #include "process_exit.h"
 #include "stdin_eof_watcher.h"
+#include "tensor_parallel.h"
 #include "gpu/batch_sizing.h"
 #include "distributed/c10d.h"
 
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -193,10 +195,22 @@ void EvalSession::joinRun()
     if (m_run->backend() == "nccl")
         logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
                 + std::to_string(m_o.distOptions.cudaDeviceIndex));
+    if (m_o.tensorParallel > 1) {
+        // Before any weight loads: a group spanning hosts is refused here, every member joins here.
+        try {
+            m_tp = m_run->formTensorParallelGroup(m_o.tensorParallel);
+        } catch (const Error &e) {
+            throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
+        }
+    }
     if (!m_o.quiet)
         m_err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << m_run->backend() << ", "
               << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
-              << m_run->storeAddress() << '\n';
+              << m_run->storeAddress()
+              << (m_o.tensorParallel > 1 ? ", tensor-parallel groups of " + std::to_string(m_o.tensorParallel) + " (data-parallel width "
+                                               + std::to_string(m_o.shardCount) + ")"
+                                         : std::string())
+              << '\n';
 }
 
 /// Part of step 2, with --telemetry: the publisher. Telemetry never slows or stops the
@@ -261,7 +275,11 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
     } else if (m_o.autoBatch) { // before the weights: chooseBatch() subtracts them itself
         m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index, m_freeBytes, m_totalBytes);
     }
-    return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm}); });
+    return phase(kExitBadModel, [&] {
+        if (m_tp && !std::filesystem::is_directory(m_o.modelPath))
+            throw ConfigError("--tensor-parallel splits Hugging Face checkpoints (a directory); a TorchScript module cannot be split");
+        return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_tp.get()});
+    });
 }
 
 /// Step 5: the windows over the data as the model sees it, this rank's shard, and the checks

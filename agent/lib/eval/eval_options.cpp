@@ -218,6 +218,43 @@ void parseCommunication(const Args &a, EvalOptions &o)
     }
 }
 
+/// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the
+/// native float32 CPU path over Gloo, the static schedule, no rank-loss survival, checkpoints or
+/// resume yet (phase 2). Every refusal here, before the rendezvous.
+void refuseForTensorParallel(const Args &a, const EvalOptions &o)
+{
+    const std::string n = std::to_string(o.tensorParallel);
+    auto refuse = [&](const std::string &what) { throw ConfigError("--tensor-parallel " + n + ": " + what); };
+    if (o.identity.worldSize % o.tensorParallel != 0)
+        refuse("the world size " + std::to_string(o.identity.worldSize) + " is not a multiple of it (each group is " + n
+               + " consecutive ranks of one host)");
+    if (o.device.isCuda() || o.dtype != Dtype::Float32 || (o.gemm != GemmBackend::Auto && o.gemm != GemmBackend::Native))
+        refuse("runs the native float32 CPU path in this version (--device cpu, --dtype float32, --gemm auto|native); GPUs over NCCL come later");
+    if (a.get("--schedule").value_or("static") != "static")
+        refuse("runs the static schedule in this version (--schedule static)");
+    if (a.get("--on-rank-loss").value_or("fail") != "fail")
+        refuse("a lost rank ends the run in this version (--on-rank-loss fail)");
+    if (o.resume || o.checkpointLines)
+        refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
+    if (a.has("--shard"))
+        refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
+}
+
+/// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group, and
+/// the static schedule, whose shards every member of a group computes alike.
+void parseTensorParallel(const Args &a, EvalOptions &o)
+{
+    o.tensorParallel = static_cast<int>(a.integer("--tensor-parallel", 1, 1, 1024));
+    if (o.tensorParallel == 1)
+        return;
+    refuseForTensorParallel(a, o);
+    o.schedule = dist::Schedule::Static;
+    o.distOptions.tolerateRankLoss = false;
+    o.tpRank = o.identity.rank % o.tensorParallel;
+    o.shardRank = o.identity.rank / o.tensorParallel;
+    o.shardCount = o.identity.worldSize / o.tensorParallel;
+}
+
 /// Whether this is one rank of several (or one with an explicit --backend), and what follows
 /// from it.
 void decideDistribution(const Args &a, EvalOptions &o)
@@ -284,7 +321,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync", "--tensor-parallel"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines"});
     });
@@ -303,6 +340,7 @@ EvalOptions parseOptions(const Args &a)
         parseScheduleAndResume(a, o);
         checkHooksAndTelemetry(a);
         parseCommunication(a, o);
+        parseTensorParallel(a, o);
         return 0;
     });
     decideDistribution(a, o);

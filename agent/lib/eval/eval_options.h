@@ -60,8 +60,13 @@ struct EvalOptions
     std::int64_t maxWindows = 0;
     std::int64_t threads = 0;
     std::int64_t blasThreads = 0;
-    int shardRank = 0;
-    int shardCount = 1;
+    int shardRank = 0;  ///< distributed: the data-parallel rank (rank / --tensor-parallel)
+    int shardCount = 1; ///< distributed: the data-parallel width (world size / --tensor-parallel)
+    /// --tensor-parallel N: N consecutive ranks of one host split the model (docs/models.md,
+    /// "Tensor parallelism"); this rank is member tpRank of its group, which contributes its sums
+    /// once (through member 0, its leader).
+    int tensorParallel = 1;
+    int tpRank = 0;
     GemmBackend gemm = GemmBackend::Auto;
     RankIdentity identity;
     dist::DistributedOptions distOptions;
@@ -74,6 +79,9 @@ struct EvalOptions
     bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
     std::optional<dist::ResumeState> resume; ///< --resume-state: continue from a committed round
     std::optional<cppl::telemetry::Credentials> stdinKeys;
+
+    /// A tensor-parallel follower: computes its leader's batches, contributes nothing to the sums.
+    [[nodiscard]] bool tpFollower() const { return tpRank != 0; }
 };
 
 /// The words after "eval", checked against the options `eval` knows (a bad one is a bad argument).

@@ -121,6 +121,8 @@ Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double
     j["model"] = modelJson(mi);
     j["data"] = dataJson(input);
     addDistribution(j, p, outcome);
+    if (m_o.tensorParallel > 1) // the reporting rank's weights: its slices and what every member replicates
+        j["tensor_parallel"] = {{"size", m_o.tensorParallel}, {"data_parallel_width", m_o.shardCount}, {"weights_bytes_per_rank", mi.weightBytes}};
     j["version"] = CLUSTERPPL_VERSION_STRING;
     return j;
 }

@@ -12,6 +12,7 @@
 #include "round_loop.h"
 #include "run_fingerprint.h"
 #include "runtime_info.h"
+#include "tensor_parallel.h"
 #include "distributed/distributed_run.h"
 #include "telemetry/publisher.h"
 
@@ -76,6 +77,7 @@ private:
     std::ostream &m_out;
     std::ostream &m_err;
     std::unique_ptr<dist::DistributedRun> m_run; ///< set when this is one rank of several
+    std::unique_ptr<TensorParallelGroup> m_tp;   ///< set with --tensor-parallel N > 1 (outlives the model)
     std::unique_ptr<telemetry::Publisher> m_tel; ///< set with --telemetry
     RuntimeInfo m_runtime;
     CpuPlan m_cpu;

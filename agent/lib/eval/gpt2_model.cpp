@@ -32,6 +32,10 @@ class Gpt2Model final : public DecoderModel
 public:
     Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
     {
+        checkTensorParallel(m_c.heads, m_c.heads, m_c.intermediate); // before any weight loads
+        m_heads = m_c.heads / tpSize();
+        m_width = m_c.hidden / tpSize();
+        m_intermediate = m_c.intermediate / tpSize();
         WeightSource w(std::move(ckpt), o);
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
         setVocabulary(w, pre + "wte.weight", {}); // tied to wte
@@ -48,17 +52,22 @@ private:
         return Norm::layer(w.get(p + ".weight", {m_c.hidden}), w.get(p + ".bias", {m_c.hidden}), m_c.normEps);
     }
 
-    // Conv1D stores [in, out]; the Linears read it transposed.
+    // Conv1D stores [in, out]; the Linears read it transposed. One rank: one part, the whole
+    // c_attn. Tensor parallelism: c_attn split by its q/k/v blocks (this rank's heads of each, three
+    // parts of one product) and c_fc by columns; both c_proj by rows, their biases on member 0 only.
     Gpt2Block loadBlock(WeightSource &w, const std::string &p) const
     {
-        const std::int64_t E = m_c.hidden, I = m_c.intermediate;
+        const std::int64_t E = m_c.hidden, I = m_intermediate, El = m_width, r = tpRank();
         Gpt2Block b;
         b.ln1 = layerNorm(w, p + "ln_1");
-        b.attn = Linear::load(w, {{{p + "attn.c_attn", 3 * E}}, E, true, true}, m_kind);
-        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, E, true, true}, m_kind);
+        const std::string attn = p + "attn.c_attn";
+        b.attn = tpSize() == 1 ? Linear::load(w, {{{attn, 3 * E}}, E, true, true}, m_kind)
+                               : Linear::load(w, {{{attn, El, r * El, 3 * E}, {attn, El, E + r * El, 3 * E}, {attn, El, 2 * E + r * El, 3 * E}}, E, true, true},
+                                              m_kind);
+        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, El, r == 0, true, r * El, E}, m_kind);
         b.ln2 = layerNorm(w, p + "ln_2");
-        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I}}, E, true, true}, m_kind);
-        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, true, true}, m_kind);
+        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I, r * I, m_c.intermediate}}, E, true, true}, m_kind);
+        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, r == 0, true, r * I, m_c.intermediate}, m_kind);
         return b;
     }
 
@@ -79,7 +88,7 @@ private:
     void ensureWorkspace(std::int64_t B, std::int64_t T) override
     {
         const std::int64_t rows = B * T, E = m_c.hidden;
-        m_ws.reserve(rows, T, {rows * E, rows * E, rows * std::max(3 * E, m_c.intermediate)});
+        m_ws.reserve(rows, T, {rows * E, rows * E, rows * std::max(3 * m_width, m_intermediate)});
     }
 
     // The float32 CPU forward pass on the agent's own kernels, as the Llama one: activations row-major
@@ -87,13 +96,13 @@ private:
     // stream. Leaves the last block's output (before ln_f) in the residual stream.
     void forwardNative(const at::Tensor &ids) override
     {
-        const std::int64_t B = ids.size(0), T = ids.size(1), E = m_c.hidden, hd = headDim();
+        const std::int64_t B = ids.size(0), T = ids.size(1), E = m_width, hd = headDim();
         checkWindow(T);
         ensureWorkspace(B, T);
         float *x = m_ws[kX];
         m_embedding.lookup(ids, x, m_tp);
         addPositions(x, B * T, T);
-        const cpu::AttentionShape s{B, T, m_c.heads, m_c.heads, hd, 3 * E, 3 * E, 3 * E, E, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+        const cpu::AttentionShape s{B, T, m_heads, m_heads, hd, 3 * E, 3 * E, 3 * E, E, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
         for (const Gpt2Block &b : m_blocks)
             blockNative(b, s);
     }
@@ -107,14 +116,15 @@ private:
                 x[r * E + j] += wpe[(r % T) * E + j];
     }
 
+    // E: the residual stream's width; El: this rank's heads' (E on one rank).
     void blockNative(const Gpt2Block &b, const cpu::AttentionShape &s) const
     {
-        const std::int64_t rows = s.batch * s.T, E = m_c.hidden, I = m_c.intermediate;
+        const std::int64_t rows = s.batch * s.T, E = m_c.hidden, El = m_width, I = m_intermediate;
         float *x = m_ws[kX], *h = m_ws[kH], *wide = m_ws[kWide];
         b.ln1(x, rows, h);
-        b.attn.into(h, E, rows, wide, 3 * E, false);
-        cpu::causalAttention(wide, wide + E, wide + 2 * E, h, s, intraOp());
-        addRowParallel(b.proj, h, E, rows, x);
+        b.attn.into(h, E, rows, wide, 3 * El, false);
+        cpu::causalAttention(wide, wide + El, wide + 2 * El, h, s, intraOp());
+        addRowParallel(b.proj, h, El, rows, x);
         b.ln2(x, rows, h);
         b.fc.into(h, E, rows, wide, I, false);
         cpu::geluTanh(wide, rows, I, intraOp());
@@ -152,6 +162,7 @@ private:
 
     at::Tensor m_wpe;
     std::vector<Gpt2Block> m_blocks;
+    std::int64_t m_heads = 0, m_width = 0, m_intermediate = 0; ///< this rank's heads, their width, its MLP columns
 };
 
 } // namespace

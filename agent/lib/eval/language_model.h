@@ -15,11 +15,15 @@
 
 namespace cppl::agent {
 
+class TensorParallelGroup;
+
 struct LoadOptions
 {
     c10::ScalarType dtype = c10::ScalarType::Float;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     GemmBackend gemm = GemmBackend::Auto;
+    /// The ranks splitting the model (tensor_parallel.h), outliving it; null: this rank holds all of it.
+    TensorParallelGroup *tp = nullptr;
 };
 
 /// @brief A causal language model: int64 ids [B, T] -> next-token logits.

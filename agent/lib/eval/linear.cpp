@@ -143,11 +143,51 @@ struct PartWeights
     at::Tensor weight, bias;
 };
 
+/// The slice a part reads of its stored weight (the whole of it without tensor parallelism), in
+/// the stored layout: rows [r0, r0 + rows) and columns [c0, c0 + cols) of a [storedRows, storedCols] tensor.
+struct StoredSlice
+{
+    std::int64_t storedRows, storedCols, r0, rows, c0, cols;
+    [[nodiscard]] bool rowSlice() const { return rows != storedRows; }
+    [[nodiscard]] bool columnSlice() const { return cols != storedCols; }
+};
+
+StoredSlice storedSlice(const LinearSpec &spec, const LinearSpec::Part &part)
+{
+    const std::int64_t storedOut = part.storedOut > 0 ? part.storedOut : part.out, storedIn = spec.storedIn > 0 ? spec.storedIn : spec.in;
+    if (spec.transposed) // [in, out]
+        return {storedIn, storedOut, spec.col0, spec.in, part.row0, part.out};
+    return {storedOut, storedIn, part.row0, part.out, spec.col0, spec.in};
+}
+
 PartWeights loadPart(WeightSource &w, const LinearSpec &spec, const LinearSpec::Part &part)
 {
     const std::string name = part.prefix + ".weight";
-    const at::Tensor t = spec.transposed ? w.get(name, {spec.in, part.out}).t() : w.get(name, {part.out, spec.in});
-    return {t, spec.bias ? w.get(part.prefix + ".bias", {part.out}) : at::Tensor()};
+    const StoredSlice s = storedSlice(spec, part);
+    CPPL_ENFORCE(!(s.rowSlice() && s.columnSlice()), "a Linear's slice cuts one dimension of its stored weight");
+    const std::vector<std::int64_t> shape{s.storedRows, s.storedCols};
+    const at::Tensor t = s.rowSlice()      ? w.getRows(name, shape, s.r0, s.rows)
+                         : s.columnSlice() ? w.getColumns(name, shape, s.c0, s.cols)
+                                           : w.get(name, shape);
+    const std::int64_t storedOut = part.storedOut > 0 ? part.storedOut : part.out;
+    // A column-parallel part's bias is its slice; a row-parallel one's the whole (added by one member).
+    const at::Tensor bias = !spec.bias                ? at::Tensor()
+                            : storedOut != part.out ? w.getRows(part.prefix + ".bias", {storedOut}, part.row0, part.out)
+                                                      : w.get(part.prefix + ".bias", {part.out});
+    return {spec.transposed ? t.t() : t, bias};
+}
+
+/// Drops the mapped pages of the part's slice once it is packed.
+void releasePart(WeightSource &w, const LinearSpec &spec, const LinearSpec::Part &part)
+{
+    const std::string name = part.prefix + ".weight";
+    const StoredSlice s = storedSlice(spec, part);
+    if (s.rowSlice())
+        w.releaseRows(name, s.r0, s.rows);
+    else if (s.columnSlice())
+        w.releaseColumns(name, s.c0, s.cols);
+    else
+        w.release(name);
 }
 
 // Every part straight from the mapping into its rows of one packed matrix, each original released
@@ -163,7 +203,7 @@ std::shared_ptr<const LinearStorage> loadPacked(WeightSource &w, const LinearSpe
         const PartWeights p = loadPart(w, spec, part);
         const at::Tensor c = p.weight.contiguous();
         l->packed().packRows(row0, fptr(c), c.size(1), c.size(0));
-        w.release(part.prefix + ".weight");
+        releasePart(w, spec, part);
         row0 += part.out;
         if (p.bias.defined())
             biases.push_back(p.bias);
@@ -181,7 +221,7 @@ std::shared_ptr<const LinearStorage> loadPartwise(WeightSource &w, const LinearS
         const PartWeights p = loadPart(w, spec, part);
         if (kind == LinearKind::OneDnn) {
             parts.push_back(std::make_shared<OneDnnLinear>(p.weight, p.bias));
-            w.release(part.prefix + ".weight");
+            releasePart(w, spec, part);
         } else {
             parts.push_back(std::make_shared<TorchLinear>(p.weight, p.bias));
         }
@@ -218,7 +258,7 @@ Linear Linear::load(WeightSource &w, const LinearSpec &spec, LinearKind kind)
     return {kind == LinearKind::PackedFloat32 ? loadPacked(w, spec) : loadPartwise(w, spec, kind), std::move(sizes)};
 }
 
-Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &weight, LinearKind kind)
+Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &weight, LinearKind kind, std::int64_t row0)
 {
     if (kind == LinearKind::Torch)
         return {std::make_shared<TorchLinear>(weight, at::Tensor()), {weight.size(0)}};
@@ -230,7 +270,7 @@ Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &
     for (std::int64_t r0 = 0; r0 < c.size(0); r0 += kRows) {
         const std::int64_t rows = std::min(kRows, c.size(0) - r0);
         l->packed().packRows(r0, fptr(c) + r0 * c.size(1), c.size(1), rows);
-        w.releaseRows(name, r0, rows);
+        w.releaseRows(name, row0 + r0, rows);
     }
     return {l, {weight.size(0)}};
 }

@@ -36,11 +36,19 @@ struct LinearSpec
     {
         std::string prefix;   ///< PREFIX.weight [out, in] (and PREFIX.bias [out])
         std::int64_t out = 0; ///< output features of this part
+        /// Tensor parallelism, column-parallel: this part is outputs [row0, row0 + out) of a stored
+        /// weight of storedOut outputs (0: out, the whole weight).
+        std::int64_t row0 = 0;
+        std::int64_t storedOut = 0;
     };
     std::vector<Part> parts;
     std::int64_t in = 0;
     bool bias = false;       ///< every part has PREFIX.bias
     bool transposed = false; ///< stored [in, out] (GPT-2's Conv1D)
+    /// Tensor parallelism, row-parallel: inputs [col0, col0 + in) of a stored weight of storedIn
+    /// inputs (0: in, the whole weight).
+    std::int64_t col0 = 0;
+    std::int64_t storedIn = 0;
 };
 
 /// One way of storing a weight and multiplying by it. Implementations: linear.cpp.
@@ -75,7 +83,8 @@ public:
     /// tensor `name`. PackedFloat32 packs it 4096 rows at a time, each block's mapped pages released
     /// once packed, so the mapping and the packed copy are never both resident whole (1.1 GB at a
     /// 128k vocabulary); the lookup then reads the packed rows (unpackRow).
-    [[nodiscard]] static Linear tied(WeightSource &w, const std::string &name, const at::Tensor &weight, LinearKind kind);
+    /// Under tensor parallelism `weight` is rows [row0, row0 + rows) of `name` (the rank's vocabulary).
+    [[nodiscard]] static Linear tied(WeightSource &w, const std::string &name, const at::Tensor &weight, LinearKind kind, std::int64_t row0 = 0);
 
     [[nodiscard]] at::Tensor operator()(const at::Tensor &x) const { return m_storage->forward(x); }
     /// The outputs of the parts the layer was loaded from, in order (q, k, v).

@@ -52,6 +52,10 @@ class LlamaModel final : public DecoderModel
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
     {
+        checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate); // before any weight loads
+        m_heads = m_c.heads / tpSize();
+        m_kvHeads = kvHeadSlice(m_c.heads, m_c.kvHeads).second;
+        m_intermediate = m_c.intermediate / tpSize();
         WeightSource w(std::move(ckpt), o);
         setVocabulary(w, "model.embed_tokens.weight", "lm_head");
         for (std::int64_t i = 0; i < m_c.layers; ++i)
@@ -62,20 +66,30 @@ public:
     }
 
 private:
-    std::int64_t qWidth() const { return m_c.heads * m_c.headDim; }
-    std::int64_t kvWidth() const { return m_c.kvHeads * m_c.headDim; }
+    // This rank's widths: all of them on one rank; under tensor parallelism its heads' and its
+    // intermediate columns' share.
+    std::int64_t qWidth() const { return m_heads * m_c.headDim; }
+    std::int64_t kvWidth() const { return m_kvHeads * m_c.headDim; }
 
+    // Column-parallel q/k/v and gate/up (this rank's rows), row-parallel o and down (its columns;
+    // their biases on member 0 only, added once to the group's sum). One rank: every slice is whole.
     LlamaLayer loadLayer(WeightSource &w, const std::string &p) const
     {
-        const std::int64_t H = m_c.hidden, I = m_c.intermediate;
+        const std::int64_t H = m_c.hidden, I = m_intermediate, hd = m_c.headDim, r = tpRank();
+        const std::int64_t kv0 = kvHeadSlice(m_c.heads, m_c.kvHeads).first;
+        const std::int64_t qAll = m_c.heads * hd, kvAll = m_c.kvHeads * hd;
         LlamaLayer l;
         l.inputNorm = Norm::rms(w.get(p + "input_layernorm.weight", {H}), m_c.normEps);
         l.postAttentionNorm = Norm::rms(w.get(p + "post_attention_layernorm.weight", {H}), m_c.normEps);
         const std::string a = p + "self_attn.", m = p + "mlp.";
-        l.qkv = Linear::load(w, {{{a + "q_proj", qWidth()}, {a + "k_proj", kvWidth()}, {a + "v_proj", kvWidth()}}, H, m_c.qkvBias}, m_kind);
-        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias}, m_kind);
-        l.gateUp = Linear::load(w, {{{m + "gate_proj", I}, {m + "up_proj", I}}, H, m_c.mlpBias}, m_kind);
-        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias}, m_kind);
+        l.qkv = Linear::load(w,
+                             {{{a + "q_proj", qWidth(), r * qWidth(), qAll}, {a + "k_proj", kvWidth(), kv0 * hd, kvAll}, {a + "v_proj", kvWidth(), kv0 * hd, kvAll}},
+                              H,
+                              m_c.qkvBias},
+                             m_kind);
+        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_kind);
+        l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_kind);
+        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_kind);
         return l;
     }
 
@@ -85,7 +99,7 @@ private:
     void ensureWorkspace(std::int64_t B, std::int64_t T) override
     {
         const std::int64_t rows = B * T, H = m_c.hidden, hd = m_c.headDim;
-        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_c.intermediate, T * hd, T * hd}))
+        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_intermediate, T * hd, T * hd}))
             m_rotary.tables(T, m_ws[kCos], m_ws[kSin]);
     }
 
@@ -94,7 +108,7 @@ private:
         ensureWorkspace(B, T);
         NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kCos], m_ws[kSin], {}};
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
-        b.shape = {B, T, m_c.heads, m_c.kvHeads, m_c.headDim, wqkv, wqkv, wqkv, qWidth(),
+        b.shape = {B, T, m_heads, m_kvHeads, m_c.headDim, wqkv, wqkv, wqkv, qWidth(),
                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(m_c.headDim)))};
         return b;
     }
@@ -117,7 +131,7 @@ private:
         addRowParallel(l.o, b.attn, qWidth(), b.rows, b.x);
         l.postAttentionNorm(b.x, b.rows, b.h);
         mlpNative(l, b);
-        addRowParallel(l.down, b.gu, 2 * m_c.intermediate, b.rows, b.x);
+        addRowParallel(l.down, b.gu, 2 * m_intermediate, b.rows, b.x);
     }
 
     // q/k/v in one product, rotary on the q and k heads (adjacent in each row), causal attention.
@@ -125,15 +139,15 @@ private:
     {
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
         l.qkv.into(b.h, m_c.hidden, b.rows, b.qkv, wqkv, false);
-        cpu::rotary(b.qkv, b.rows, wqkv, m_c.heads + m_c.kvHeads, m_c.headDim, b.T, b.cos, b.sin, intraOp());
+        cpu::rotary(b.qkv, b.rows, wqkv, m_heads + m_kvHeads, m_c.headDim, b.T, b.cos, b.sin, intraOp());
         cpu::causalAttention(b.qkv, b.qkv + qWidth(), b.qkv + qWidth() + kvWidth(), b.attn, b.shape, intraOp());
     }
 
     // gate/up in one product, then silu(gate) * up in the gate half.
     void mlpNative(const LlamaLayer &l, const NativeBatch &b) const
     {
-        l.gateUp.into(b.h, m_c.hidden, b.rows, b.gu, 2 * m_c.intermediate, false);
-        cpu::siluMul(b.gu, b.rows, m_c.intermediate, intraOp());
+        l.gateUp.into(b.h, m_c.hidden, b.rows, b.gu, 2 * m_intermediate, false);
+        cpu::siluMul(b.gu, b.rows, m_intermediate, intraOp());
     }
 
     at::Tensor forwardLibTorch(const at::Tensor &ids) override
@@ -157,9 +171,9 @@ private:
     at::Tensor attentionLibTorch(const LlamaLayer &l, const at::Tensor &h, const TorchBatch &b) const
     {
         const std::vector<at::Tensor> qkv = l.qkv.parts(h);
-        const at::Tensor q = qkv[0].view({b.B, b.T, m_c.heads, m_c.headDim}).transpose(1, 2);
-        const at::Tensor k = qkv[1].view({b.B, b.T, m_c.kvHeads, m_c.headDim}).transpose(1, 2);
-        const at::Tensor v = qkv[2].view({b.B, b.T, m_c.kvHeads, m_c.headDim}).transpose(1, 2);
+        const at::Tensor q = qkv[0].view({b.B, b.T, m_heads, m_c.headDim}).transpose(1, 2);
+        const at::Tensor k = qkv[1].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
+        const at::Tensor v = qkv[2].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
         return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, b.mask);
     }
 
@@ -171,6 +185,7 @@ private:
 
     Rotary m_rotary;
     std::vector<LlamaLayer> m_layers;
+    std::int64_t m_heads = 0, m_kvHeads = 0, m_intermediate = 0; ///< this rank's (all of them on one rank)
 };
 
 } // namespace

@@ -91,7 +91,7 @@ RoundLoop::RoundLoop(const EvalOptions &options, const RoundLoopIo &io, WindowSc
 {
     if (m_resume && options.shardRank == 0) {
         m_stats = m_base;
-    } else if (options.shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
+    } else if (options.shardRank == 0 && !options.tpFollower()) { // document totals (text input): counted once, by rank/shard 0
         m_stats.bytes = input.bytes;
         m_stats.words = input.words;
     }
@@ -260,9 +260,11 @@ void RoundLoop::publishProgress(bool final, double inRound)
 }
 
 /// What this rank contributes to a round's sum: its cumulative exact totals.
+/// A tensor-parallel follower computes its leader's windows (the same log-probabilities: the head's
+/// log-softmax is reduced over the group) and contributes nothing: the group's sums are its leader's.
 NllStats::Words RoundLoop::roundWords() const
 {
-    return m_stats.toWords();
+    return m_o.tpFollower() ? NllStats().toWords() : m_stats.toWords();
 }
 
 /// Round r-1's result, now that round r is computed (its collective ran behind round r). A
@@ -516,8 +518,10 @@ dist::RankReport RoundLoop::myReport() const
 {
     dist::RankReport mine;
     const bool carries = m_resume && m_o.shardRank == 0; // rank 0's totals include the resumed base
-    mine.tokens = m_stats.tokens - (carries ? m_base.tokens : 0);
-    mine.windows = m_stats.windows - (carries ? m_base.windows : 0);
+    if (!m_o.tpFollower()) { // a follower's tokens are its leader's (roundWords())
+        mine.tokens = m_stats.tokens - (carries ? m_base.tokens : 0);
+        mine.windows = m_stats.windows - (carries ? m_base.windows : 0);
+    }
     mine.rounds = m_roundsRun;
     mine.payloadBytes = m_run->comm().payloadBytes;
     mine.computeSeconds = m_computeSeconds;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The seam for tensor parallelism (Megatron style; not built yet): docs/models.md, "Where tensor
-// parallelism plugs in". Torch-free, so the kernels' layer can name it.
+// Tensor parallelism's collectives (Megatron style): docs/models.md, "Tensor parallelism". Torch-free,
+// so the kernels' layer can name it; the Gloo group is dist::makeGlooTensorParallelGroup (c10d.h).
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,18 @@ namespace cppl::agent {
  * (embedding and head). The steps that need a collective take one; null everywhere today, which is
  * one rank holding the whole model: every reduction below is then the identity and the arithmetic
  * is exactly the one-rank arithmetic.
+ *
+ * Every reduction must give the same bits on every member of every group for the same inputs,
+ * whatever the backend's algorithm (the exact sums are bit-identical for a fixed N at any
+ * data-parallel width): sums are "ordered", each element summed in member order.
  */
 class TensorParallelGroup
 {
 public:
     virtual ~TensorParallelGroup() = default;
+    /// This member (tp_rank) and the group's size N.
+    [[nodiscard]] virtual int rank() const = 0;
+    [[nodiscard]] virtual int size() const = 0;
     /// Element-wise sums over the group, in place: row-parallel outputs and the embedding's rows
     /// (float), the vocabulary's sums of exponentials and target logits (double).
     virtual void allReduceSum(float *data, std::int64_t n) = 0;

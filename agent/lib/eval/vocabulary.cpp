@@ -47,6 +47,8 @@ void gatherRows(const float *hidden, std::int64_t width, const std::int64_t *fla
 
 Embedding::Embedding(at::Tensor table) : m_table(std::move(table)), m_vocab(m_table.size(0)), m_slice{0, m_vocab} {}
 
+Embedding::Embedding(at::Tensor table, std::int64_t vocab, cpu::VocabSlice slice) : m_table(std::move(table)), m_vocab(vocab), m_slice(slice) {}
+
 void Embedding::lookup(const at::Tensor &ids, float *x, TensorParallelGroup *group) const
 {
     const std::int64_t vocab = m_vocab, width = m_table.size(1);
@@ -88,8 +90,8 @@ void HeadScratch::reserve(std::int64_t n, std::int64_t w, std::int64_t v)
     rows = r, width = w, vocab = v;
 }
 
-VocabHead::VocabHead(Linear projection, std::int64_t vocab)
-    : m_projection(std::move(projection)), m_vocab(vocab), m_slice{0, m_projection.outFeatures()}
+VocabHead::VocabHead(Linear projection, std::int64_t vocab, std::int64_t first)
+    : m_projection(std::move(projection)), m_vocab(vocab), m_slice{first, m_projection.outFeatures()}
 {
 }
 
@@ -100,7 +102,9 @@ at::Tensor VocabHead::targetLogProbs(const float *hidden, std::int64_t rows, std
     checkScored(f, t, rows, m_vocab);
     const std::int64_t n = f.numel(), v = m_slice.size;
     at::Tensor out = at::empty({n, 1}, at::TensorOptions().dtype(at::kDouble));
-    const std::int64_t chunk = HeadScratch::chunkRows(n, v);
+    // Chunks by the whole vocabulary: every member of a tensor-parallel group reduces the same rows
+    // together, whatever its slice's size (the last one is shorter).
+    const std::int64_t chunk = HeadScratch::chunkRows(n, m_vocab);
     m_scratch.reserve(n, width, v);
     float *in = m_scratch.in.get(), *logits = m_scratch.logits.get();
     const std::int64_t *fi = f.data_ptr<std::int64_t>(), *ti = t.data_ptr<std::int64_t>();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The two ends of a decoder that see the vocabulary: the token embedding and the output head with
 // its fused, exact log-softmax. Both are vocabulary-parallel under tensor parallelism (each rank
-// holds a slice of the vocabulary's rows; docs/models.md, "Where tensor parallelism plugs in"); with
+// holds a slice of the vocabulary's rows; docs/models.md, "Tensor parallelism"); with
 // one rank the slice is the whole vocabulary and the group null.
 #pragma once
 
@@ -25,6 +25,8 @@ public:
     Embedding() = default;
     /// The whole vocabulary's table.
     explicit Embedding(at::Tensor table);
+    /// Vocabulary-parallel: `table` holds rows [slice.begin, slice.begin + slice.size) of a vocabulary of `vocab`.
+    Embedding(at::Tensor table, std::int64_t vocab, cpu::VocabSlice slice);
     /// A head tied to this embedding packed a copy of it: the native lookup reads rows from there,
     /// so the table's mapped pages can be released (a tied model holds its embedding once).
     void readFromPackedHead(const Linear &head) { m_packedHead = head; }
@@ -60,7 +62,8 @@ class VocabHead
 {
 public:
     VocabHead() = default;
-    VocabHead(Linear projection, std::int64_t vocab);
+    /// The projection's outputs are the vocabulary's entries [first, first + outputs) of `vocab`.
+    VocabHead(Linear projection, std::int64_t vocab, std::int64_t first = 0);
 
     /// Logits [..., V] of hidden states [..., width] (after the final norm).
     [[nodiscard]] at::Tensor operator()(const at::Tensor &hidden) const { return m_projection(hidden); }

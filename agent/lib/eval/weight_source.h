@@ -19,9 +19,9 @@ namespace cppl::agent {
  * repacked (the agent's kernels, oneDNN) release their mapped pages once packed, so the load never
  * holds both copies of more than one tensor (peak RSS ~ weights, not 2x).
  *
- * Slices are what tensor parallelism will read (docs/models.md, "Where tensor parallelism plugs
- * in"): a column-parallel weight's rows (q/k/v, gate/up, the vocabulary's rows of the embedding and
- * head), a row-parallel weight's columns (o_proj, down_proj). Only the slice's bytes are read and
+ * Slices are what tensor parallelism reads (docs/models.md, "Tensor parallelism"): a
+ * column-parallel weight's rows (q/k/v, gate/up, the vocabulary's rows of the embedding and head),
+ * a row-parallel weight's columns (o_proj, down_proj). Only the slice's bytes are read and
  * counted, and only its pages released.
  */
 class WeightSource

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+// Tensor parallelism with real processes. The group's collectives over c10d's Gloo (this binary
+// started again as each member): the ordered sum gives every member the same bits, the sum in
+// member order, whatever the sizes; the maximum is exact; a member that dies ends the others'
+// collective with an error, not a hang. Then `clusterppl-agent eval --tensor-parallel 2` on small
+// random checkpoints: N = 2 at data-parallel width 1 and 2 bit-identical, within 1e-6 relative PPL
+// of one rank and of the float64 reference; and every split it cannot make refused with the reason.
+#include "reference_fixture.h"
+#include "test_process.h"
+#include "test_verify.h"
+
+#ifndef Q_MOC_RUN
+#include "distributed/c10d.h"
+#include "distributed/distributed_run.h"
+#include "eval/tensor_parallel.h"
+#endif
+
+#include "cppl/host.h"
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+using namespace cppl::agent;
+
+namespace {
+
+/// The sizes every member reduces, in order: floats summed, doubles summed, floats maximised.
+const std::vector<std::int64_t> kFloatSums{1, 5, 1000, 4099};
+constexpr std::int64_t kDoubles = 777, kMaxima = 333;
+
+/// Member @p rank's values: magnitudes from 1e-3 to 1e3, so that the order of a sum shows in its bits.
+template<typename T> std::vector<T> memberData(int rank, std::int64_t n, unsigned salt)
+{
+    std::mt19937 rng(1000U * static_cast<unsigned>(rank) + salt);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<T> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<T>(u(rng) * std::pow(10.0, static_cast<double>(rng() % 7) - 3));
+    return v;
+}
+
+template<typename T> void put(std::ofstream &f, const std::vector<T> &v)
+{
+    f.write(reinterpret_cast<const char *>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+/// One member: joins the group through the store rank 0 serves, reduces, writes what it got.
+int member(int rank, int size, int port, const std::string &out, bool dieEarly)
+{
+    try {
+        auto store = cppl::agent::dist::openTcpStore("127.0.0.1", port, rank == 0, std::chrono::seconds(60));
+        cppl::agent::dist::BackendOptions o;
+        o.glooHost = "127.0.0.1";
+        o.timeout = std::chrono::seconds(60);
+        const auto group = cppl::agent::dist::makeGlooTensorParallelGroup(*store, o, "cppl/tp/0/", rank, size, "tensor-parallel group 0");
+        if (group->rank() != rank || group->size() != size)
+            return 3;
+        if (dieEarly && rank == size - 1)
+            std::_Exit(9); // after joining, before the first reduction
+        std::ofstream f(out, std::ios::binary);
+        unsigned salt = 0;
+        for (const std::int64_t n : kFloatSums) {
+            std::vector<float> v = memberData<float>(rank, n, salt++);
+            group->allReduceSum(v.data(), n);
+            put(f, v);
+        }
+        std::vector<double> d = memberData<double>(rank, kDoubles, salt++);
+        group->allReduceSum(d.data(), kDoubles);
+        put(f, d);
+        std::vector<float> m = memberData<float>(rank, kMaxima, salt++);
+        group->allReduceMax(m.data(), kMaxima);
+        put(f, m);
+        if (rank == 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the store's server outlives the others' last reads
+        return 0;
+    } catch (const std::exception &e) {
+        std::cerr << "member " << rank << ": " << e.what() << '\n';
+        return 2;
+    }
+}
+
+/// What every member must hold: the sums in member order, the maxima.
+QByteArray expected(int size)
+{
+    QByteArray all;
+    auto add = [&](const auto &v) { all.append(reinterpret_cast<const char *>(v.data()), static_cast<qsizetype>(v.size() * sizeof(v[0]))); };
+    unsigned salt = 0;
+    for (const std::int64_t n : kFloatSums) {
+        std::vector<float> sum = memberData<float>(0, n, salt);
+        for (int r = 1; r < size; ++r) {
+            const std::vector<float> v = memberData<float>(r, n, salt);
+            for (std::size_t i = 0; i < sum.size(); ++i)
+                sum[i] += v[i];
+        }
+        ++salt;
+        add(sum);
+    }
+    std::vector<double> d = memberData<double>(0, kDoubles, salt);
+    for (int r = 1; r < size; ++r) {
+        const std::vector<double> v = memberData<double>(r, kDoubles, salt);
+        for (std::size_t i = 0; i < d.size(); ++i)
+            d[i] += v[i];
+    }
+    ++salt;
+    add(d);
+    std::vector<float> m = memberData<float>(0, kMaxima, salt);
+    for (int r = 1; r < size; ++r) {
+        const std::vector<float> v = memberData<float>(r, kMaxima, salt);
+        for (std::size_t i = 0; i < m.size(); ++i)
+            m[i] = std::max(m[i], v[i]);
+    }
+    add(m);
+    return all;
+}
+
+QString makeCheckpoint(const QTemporaryDir &dir, const QString &name, const QStringList &flags)
+{
+    const QString out = dir.filePath(name);
+    const cppl::test::ProcessResult r = cppl::test::runReference(QStringLiteral("make_checkpoint.py"), QStringList{QStringLiteral("--out"), out} + flags);
+    if (r.exitCode != 0)
+        qFatal("make_checkpoint.py failed: %s", qPrintable(r.describe()));
+    return out;
+}
+
+QString writeTokens(const QTemporaryDir &dir, int n, int vocab, unsigned seed)
+{
+    const QString path = dir.filePath(QStringLiteral("tokens-%1.u32").arg(vocab));
+    std::mt19937 rng(seed);
+    std::ofstream f(path.toStdString(), std::ios::binary);
+    for (int i = 0; i < n; ++i) {
+        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
+        f.write(reinterpret_cast<const char *>(&id), 4);
+    }
+    return path;
+}
+
+/// `eval` on @p world ranks (`run --standalone`; one rank: eval itself) with --tensor-parallel @p n.
+cppl::test::ProcessResult evalOn(int world, int n, const QStringList &evalArgs)
+{
+    QStringList tp;
+    if (n > 1)
+        tp << QStringLiteral("--tensor-parallel") << QString::number(n);
+    if (world == 1)
+        return cppl::test::runAgent(QStringList{QStringLiteral("eval")} + evalArgs + tp);
+    return cppl::test::runAgent(QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                            QString::number(world), QStringLiteral("--")}
+                                + evalArgs + tp + QStringList{QStringLiteral("--timeout"), QStringLiteral("60")});
+}
+
+} // namespace
+
+class TestTensorParallel : public QObject
+{
+    Q_OBJECT
+
+private:
+    /// Starts @p size members; their exit codes, and each one's output file in @p dir.
+    static QList<int> runMembers(const QTemporaryDir &dir, int size, bool dieEarly, QStringList &errors)
+    {
+        const int port = cppl::freeLoopbackPort();
+        QList<QProcess *> members;
+        for (int r = 0; r < size; ++r) {
+            auto *p = new QProcess;
+            QStringList args{QStringLiteral("--tp-member"), QString::number(r), QString::number(size), QString::number(port),
+                             dir.filePath(QStringLiteral("member%1.bin").arg(r))};
+            if (dieEarly)
+                args << QStringLiteral("--die-early");
+            p->start(QCoreApplication::applicationFilePath(), args);
+            members << p;
+        }
+        QList<int> codes;
+        for (QProcess *p : members) {
+            if (!p->waitForFinished(120000)) {
+                p->kill();
+                p->waitForFinished();
+            }
+            codes << (p->exitStatus() == QProcess::NormalExit ? p->exitCode() : -2);
+            errors << QString::fromUtf8(p->readAllStandardError());
+            delete p;
+        }
+        return codes;
+    }
+
+private Q_SLOTS:
+    void everyMemberHoldsTheSumInMemberOrder_data()
+    {
+        QTest::addColumn<int>("size");
+        QTest::addRow("2 members") << 2;
+        QTest::addRow("3 members (sizes not divisible)") << 3;
+    }
+    void everyMemberHoldsTheSumInMemberOrder()
+    {
+        QFETCH(int, size);
+        QTemporaryDir dir;
+        QStringList errors;
+        const QList<int> codes = runMembers(dir, size, false, errors);
+        const QByteArray want = expected(size);
+        for (int r = 0; r < size; ++r) {
+            CPPL_VERIFY2(codes[r] == 0, qPrintable(QStringLiteral("member %1 exit %2: %3").arg(r).arg(codes[r]).arg(errors[r])));
+            QFile f(dir.filePath(QStringLiteral("member%1.bin").arg(r)));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray got = f.readAll();
+            QCOMPARE(got.size(), want.size());
+            CPPL_VERIFY2(got == want, qPrintable(QStringLiteral("member %1's reductions differ from the sums in member order").arg(r)));
+        }
+    }
+
+    void evaluatesLikeOneRank_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addColumn<int>("vocab");
+        const QString arch = QStringLiteral("--arch");
+        QTest::addRow("llama, 4 heads, 2 K/V heads split") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} << 97;
+        QTest::addRow("llama, 1 K/V head replicated, tied embeddings")
+            << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--kv-heads"), QStringLiteral("1"), QStringLiteral("--tied")} << 97;
+        QTest::addRow("llama, attention biases") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--attention-bias")} << 97;
+        QTest::addRow("qwen2, q/k/v biases") << QStringList{arch, QStringLiteral("qwen2"), QStringLiteral("--gqa")} << 97;
+        QTest::addRow("gpt2, vocabulary 97") << QStringList{arch, QStringLiteral("gpt2")} << 97;
+        QTest::addRow("gpt2, vocabulary 50257") << QStringList{arch, QStringLiteral("gpt2"), QStringLiteral("--vocab"), QStringLiteral("50257")} << 50257;
+    }
+    void evaluatesLikeOneRank()
+    {
+        QFETCH(QStringList, flags);
+        QFETCH(int, vocab);
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
+        const QString tokens = writeTokens(dir, 700, vocab, 1);
+        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--protocol"),
+                                 QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"),
+                                 QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"),
+                                 QStringLiteral("1"), QStringLiteral("--quiet")};
+        QMap<QString, QJsonObject> results;
+        for (const auto &[name, world, n] : {std::tuple{QStringLiteral("one"), 1, 1}, {QStringLiteral("tp2"), 2, 2}, {QStringLiteral("tp2x2"), 4, 2}}) {
+            const QString json = dir.filePath(name + QStringLiteral(".json"));
+            const cppl::test::ProcessResult r = evalOn(world, n, common + QStringList{QStringLiteral("--json"), json});
+            CPPL_VERIFY2(r.exitCode == 0, qPrintable(name + QLatin1Char(' ') + r.describe()));
+            results[name] = cppl::test::readJson(json);
+        }
+        const QJsonObject one = results[QStringLiteral("one")], tp2 = results[QStringLiteral("tp2")], tp2x2 = results[QStringLiteral("tp2x2")];
+        // A fixed N: the same bits at any data-parallel width.
+        QCOMPARE(tp2x2.value(QStringLiteral("nll_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(tp2x2.value(QStringLiteral("nll_sq_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        for (const QJsonObject &j : {tp2, tp2x2}) {
+            QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+            QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+            QCOMPARE(j.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("size")).toInt(), 2);
+        }
+        QCOMPARE(tp2x2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("data_parallel_width")).toInt(), 2);
+        // Against one rank: the matmuls' sums in another order, within 1e-6 relative PPL.
+        const double p1 = one.value(QStringLiteral("ppl")).toDouble(), p2 = tp2.value(QStringLiteral("ppl")).toDouble();
+        const double deviation = std::fabs(p2 - p1) / p1;
+        qInfo("%s: PPL %.17g at N = 1, %.17g at N = 2: relative deviation %.3g", QTest::currentDataTag(), p1, p2, deviation);
+        CPPL_VERIFY2(deviation <= 1e-6, qPrintable(QStringLiteral("N = 2 PPL %1 vs N = 1 %2").arg(p2, 0, 'g', 17).arg(p1, 0, 'g', 17)));
+        // Against the independent float64 reference.
+        const QString ref = dir.filePath(QStringLiteral("ref.json"));
+        const cppl::test::ProcessResult r = cppl::test::runReference(
+            QStringLiteral("reference_ppl.py"), {QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--json"), ref,
+                                                 QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"),
+                                                 QStringLiteral("64"), QStringLiteral("--stride"), QStringLiteral("32")});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const double pr = cppl::test::readJson(ref).value(QStringLiteral("ppl")).toDouble();
+        CPPL_VERIFY2(std::fabs(p2 - pr) <= 1e-6 * pr, qPrintable(QStringLiteral("N = 2 PPL %1 vs float64 reference %2").arg(p2, 0, 'g', 17).arg(pr, 0, 'g', 17)));
+        // Each rank holds its slices: about half of an untied model's weights at N = 2.
+        const double perRank = tp2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("weights_bytes_per_rank")).toDouble();
+        const double whole = static_cast<double>(QFileInfo(model + QStringLiteral("/model.safetensors")).size()); // float32: the weights and a header
+        qInfo("%s: weights per rank at N = 2: %.0f bytes of %.0f (%.3f)", QTest::currentDataTag(), perRank, whole, perRank / whole);
+        QVERIFY(perRank > 0);
+        if (!flags.contains(QStringLiteral("--tied")))
+            CPPL_VERIFY2(perRank <= 0.6 * whole, qPrintable(QStringLiteral("%1 bytes per rank of %2").arg(perRank).arg(whole)));
+    }
+
+    void refusesWhatItCannotSplit_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addColumn<int>("world");
+        QTest::addColumn<int>("n");
+        QTest::addColumn<QStringList>("extra");
+        QTest::addColumn<QString>("reason");
+        const QString arch = QStringLiteral("--arch");
+        QTest::addRow("heads not divisible") << QStringList{arch, QStringLiteral("llama")} << 3 << 3 << QStringList{}
+                                             << "the model's 4 attention heads do not divide by it";
+        QTest::addRow("intermediate not divisible") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--intermediate"), QStringLiteral("50")}
+                                                    << 4 << 4 << QStringList{} << "the MLP's intermediate size 50 does not divide by it";
+        QTest::addRow("gpt2 heads not divisible") << QStringList{arch, QStringLiteral("gpt2")} << 3 << 3 << QStringList{}
+                                                  << "the model's 4 attention heads do not divide by it";
+        QTest::addRow("world not a multiple") << QStringList{arch, QStringLiteral("llama")} << 3 << 2 << QStringList{}
+                                              << "the world size 3 is not a multiple of it";
+        QTest::addRow("dynamic schedule") << QStringList{arch, QStringLiteral("llama")} << 2 << 2
+                                          << QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic")}
+                                          << "runs the static schedule in this version";
+        QTest::addRow("bfloat16") << QStringList{arch, QStringLiteral("llama")} << 2 << 2 << QStringList{QStringLiteral("--dtype"), QStringLiteral("bfloat16")}
+                                  << "runs the native float32 CPU path in this version";
+    }
+    void refusesWhatItCannotSplit()
+    {
+        QFETCH(QStringList, flags);
+        QFETCH(int, world);
+        QFETCH(int, n);
+        QFETCH(QStringList, extra);
+        QFETCH(QString, reason);
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
+        const QString tokens = writeTokens(dir, 300, 97, 2);
+        const cppl::test::ProcessResult r =
+            evalOn(world, n, QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
+                                         QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--quiet")}
+                                 + extra);
+        QVERIFY2(r.exitCode != 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(reason), qPrintable(r.describe()));
+    }
+
+    void groupOnSeveralHostsIsRefused()
+    {
+        const std::vector<std::string> hosts{"a", "a", "a", "b", "b", "b"};
+        QVERIFY(cppl::agent::dist::tensorParallelHostProblem(hosts, 0, 3).empty());
+        QVERIFY(cppl::agent::dist::tensorParallelHostProblem(hosts, 1, 3).empty());
+        const std::string problem = cppl::agent::dist::tensorParallelHostProblem(hosts, 1, 2);
+        QVERIFY2(problem.find("tensor-parallel group 1 spans hosts (rank 2 on a, rank 3 on b)") != std::string::npos, problem.c_str());
+    }
+
+    void memberThatDiesEndsTheOthersCollective()
+    {
+        QTemporaryDir dir;
+        QStringList errors;
+        const QList<int> codes = runMembers(dir, 2, true, errors);
+        QCOMPARE(codes[1], 9);
+        CPPL_VERIFY2(codes[0] == 2, qPrintable(QStringLiteral("exit %1: %2").arg(codes[0]).arg(errors[0])));
+        QVERIFY2(errors[0].contains(QStringLiteral("tensor-parallel group 0 (member 0 of 2) failed")), qPrintable(errors[0]));
+    }
+};
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && std::strcmp(argv[1], "--tp-member") == 0)
+        return member(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5], argc >= 7);
+    QCoreApplication app(argc, argv);
+    TestTensorParallel t;
+    return QTest::qExec(&t, argc, argv);
+}
+
+#include "tst_tensor_parallel.moc"
