@@ -227,12 +227,14 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
             std::int64_t redone = 0;
             for (const auto &b : schedule->redone())
                 redone += b.end - b.first;
-            const std::string line = "recovered: rank " + std::to_string(l.rank) + " (" + run->hosts()[static_cast<std::size_t>(l.rank)]
-                                     + ") " + l.cause + "; lost after round " + std::to_string(l.round) + ", "
-                                     + std::to_string(l.windows) + " of its windows kept, " + std::to_string(redone)
-                                     + " batches queued again so far; going on with " + std::to_string(run->epochSize()) + " ranks";
-            if (run->reporter()) // a note, not progress: --quiet keeps it (a run that exits 0 says whom it lost)
+            const auto said = dist::rankLost(l.rank, run->hosts()[static_cast<std::size_t>(l.rank)], l.cause, l.round, l.windows, redone,
+                                             run->epochSize());
+            const std::string line = dist::recoveredText(said);
+            if (run->reporter()) { // a note, not progress: --quiet keeps it (a run that exits 0 says whom it lost)
                 err << line << '\n' << std::flush;
+                if (checkpoints) // the launcher's word of it (docs/agent-lines.md)
+                    m_out << dist::rankLostLine(said) << '\n' << std::flush;
+            }
             if (tel)
                 tel->log(cppl::telemetry::LogLevel::Warning, line);
         }
@@ -491,10 +493,11 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, 
                     l.tokens = rep->tokens;
                     l.windows = rep->windows;
                     lostAfterTheEnd.push_back(l);
-                    const std::string line = "recovered: rank " + std::to_string(l.rank) + " (" + rep->host + ") " + l.cause
-                                             + "; lost after the last round (" + std::to_string(l.round) + "), all "
-                                             + std::to_string(l.windows) + " of its windows kept, nothing to redo";
+                    const auto said = dist::rankLostAfterLastRound(l.rank, rep->host, l.cause, l.round, l.windows);
+                    const std::string line = dist::recoveredText(said);
                     err << line << '\n' << std::flush;
+                    if (m_o.checkpointLines) // the launcher's word of it (docs/agent-lines.md)
+                        m_out << dist::rankLostLine(said) << '\n' << std::flush;
                     if (tel)
                         tel->log(cppl::telemetry::LogLevel::Warning, line);
                 }

@@ -6,6 +6,7 @@
 #include "result_json.h"
 #include "model/mapped_file.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/config.h"
 
 #include <filesystem>
@@ -131,7 +132,7 @@ int EvalSession::writeResult(const EvalInput &input, const ModelInfo &mi, double
         if (tel)
             tel->result(j.dump());
         if (resultLine) // for launchers that collect rank 0's stdout (SSH): one line, no file to fetch
-            out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
+            out << cppl::lines::encode(cppl::lines::Result{j.dump()}) << '\n' << std::flush;
         if (jsonPath) {
             std::ofstream f(*jsonPath);
             if (!(f << j.dump(2) << '\n'))

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "slurm_job.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/counted.h"
 #include "cppl/errors.h"
 
@@ -236,7 +237,7 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
              "store_pid=$!\n"
              "exec 4> store.in\n"
              "waited=0\n"
-             "until grep -q '^CLUSTERPPL_STORE ' store.out 2>/dev/null; do\n"
+             "until grep -q '^" + std::string(cppl::lines::tagOf(cppl::lines::Kind::StoreReady)) + " ' store.out 2>/dev/null; do\n"
              "  kill -0 $store_pid 2>/dev/null || { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start: "
              "$(tail -n 1 store.err)\"; exit 3; }\n"
              "  [ $waited -ge 300 ] && { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start within 30 s\"; "

@@ -6,6 +6,7 @@
 #include "launcher.h"
 #include "slurm_job.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/counted.h"
 
 #include <QStringList>
@@ -151,7 +152,9 @@ private:
             break;
         case SlurmEvent::Kind::Result:
             m_resultSeen = true;
-            onOutput(m_finishedPending.empty() ? 0 : *m_finishedPending.begin(), false, QStringLiteral("CLUSTERPPL_RESULT ") + text);
+            // The result file, relayed as the reporting rank's result line (docs/agent-lines.md).
+            onOutput(m_finishedPending.empty() ? 0 : *m_finishedPending.begin(), false,
+                     QString::fromStdString(cppl::lines::encode(cppl::lines::Result{e.text})));
             flushFinished();
             break;
         case SlurmEvent::Kind::JobLine:

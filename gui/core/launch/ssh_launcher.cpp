@@ -496,8 +496,8 @@ private:
         m_storeCv.notify_all();
     }
 
-    /// Runs `clusterppl-agent store` in a channel of its own and waits for its CLUSTERPPL_STORE line
-    /// (30 s at most); the reason it did not come, or empty.
+    /// Runs `clusterppl-agent store` in a channel of its own and waits for its store line
+    /// (docs/agent-lines.md; 30 s at most); the reason it did not come, or empty.
     std::string startStore(ssh_session s, StoreChan &st)
     {
         std::string cmd;
@@ -515,8 +515,8 @@ private:
             return why;
         }
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        bool ready = false;
-        while (!ready && !m_stop && std::chrono::steady_clock::now() < deadline) {
+        StoreLine said;
+        while (!said.ready && said.problem.isEmpty() && !m_stop && std::chrono::steady_clock::now() < deadline) {
             bool got = false;
             for (int err = 0; err < 2; ++err) {
                 char buf[4096];
@@ -525,23 +525,23 @@ private:
                     continue;
                 got = true;
                 st.lines[err].feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) {
-                    if (err == 0 && l.starts_with("CLUSTERPPL_STORE "))
-                        ready = true;
+                    if (err == 0 && !said.ready && said.problem.isEmpty())
+                        said = readStoreLine(l);
                     else if (err == 1)
                         st.lastErr << QString::fromUtf8(l.data(), static_cast<qsizetype>(l.size()));
                 });
             }
-            if (!ready && (ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch)))
+            if (!said.ready && (ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch)))
                 break;
             if (!got)
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
-        if (ready)
+        if (said.ready)
             return {};
-        std::string why = m_stop ? "stopped by the launcher"
-                          : ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch)
-                              ? "exit code " + std::to_string(ssh_channel_get_exit_status(st.ch))
-                              : std::string("no CLUSTERPPL_STORE line within 30 s");
+        std::string why = m_stop                                                   ? std::string("stopped by the launcher")
+                          : !said.problem.isEmpty()                                ? said.problem.toStdString()
+                          : ssh_channel_is_eof(st.ch) || !ssh_channel_is_open(st.ch) ? "exit code " + std::to_string(ssh_channel_get_exit_status(st.ch))
+                                                                                   : noStoreLineText(30).toStdString();
         if (!st.lastErr.isEmpty())
             why += ": " + st.lastErr.back().toStdString();
         ssh_channel_close(st.ch);
