@@ -147,7 +147,7 @@ bool RunEngine::start(RunRequest request)
         return refuse(*refusal);
     m_request.launcher.telemetryTunnelPort = m_request.profile.launcher != "local" ? collectorPort : 0;
     if (m_request.checkOnly && m_plan.launcher == "slurm")
-        return refuse({kRunBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
+        return refuse({kCliBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
                                             "it runs, and its pre-flight is the job's first step (run it to check them)")});
     Q_EMIT planned();
     // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
@@ -167,20 +167,20 @@ std::optional<RunEngine::Refusal> RunEngine::applyRequest()
 {
     m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
     if (const QString why = validateRunId(m_runId); !why.isEmpty())
-        return Refusal{kRunBadArguments, why};
+        return Refusal{kCliBadArguments, why};
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)
             lines << QString::fromStdString(p);
-        return Refusal{kRunBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s))};
+        return Refusal{kCliBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s))};
     }
     // The CLI's --schedule / --on-rank-loss / --overlap-sync override the profile's (the saved profile says what ran).
     if (!m_request.schedule.isEmpty() && m_request.schedule != u"static"_s && m_request.schedule != u"dynamic"_s)
-        return Refusal{kRunBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule)};
+        return Refusal{kCliBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule)};
     if (!m_request.onRankLoss.isEmpty() && m_request.onRankLoss != u"fail"_s && m_request.onRankLoss != u"continue"_s)
-        return Refusal{kRunBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss)};
+        return Refusal{kCliBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss)};
     if (!m_request.overlapSync.isEmpty() && m_request.overlapSync != u"on"_s && m_request.overlapSync != u"off"_s)
-        return Refusal{kRunBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync)};
+        return Refusal{kCliBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync)};
     EvaluationSpec &e = m_request.profile.evaluation;
     if (!m_request.overlapSync.isEmpty())
         e.overlapSync = m_request.overlapSync == u"on"_s;
@@ -191,7 +191,7 @@ std::optional<RunEngine::Refusal> RunEngine::applyRequest()
     if (!m_request.onRankLoss.isEmpty())
         e.onRankLoss = m_request.onRankLoss.toStdString();
     if (e.onRankLoss == "continue" && e.schedule != "dynamic")
-        return Refusal{kRunBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
+        return Refusal{kCliBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
                                             "dynamic): a static shard cannot move to another rank")};
     m_request.launcher.tolerateRankLoss = e.onRankLoss == "continue";
     return std::nullopt;
@@ -211,10 +211,10 @@ std::optional<RunEngine::Refusal> RunEngine::makeLaunchOptions(LaunchOptions &lo
         const bool masterHere = profile.launcher == "local" || (profile.launcher == "ssh" && cppl::isLoopbackHost(master));
         lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (masterHere ? cppl::freeLoopbackPort() : 29500);
     } catch (const cppl::Error &e) {
-        return Refusal{kRunFailed, QString::fromStdString(e.what())};
+        return Refusal{kCliFailed, QString::fromStdString(e.what())};
     }
     if (lo.masterPort < 1 || lo.masterPort > 65535)
-        return Refusal{kRunBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort)};
+        return Refusal{kCliBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort)};
     lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
     lo.agentOverride = m_request.agent.toStdString();
     lo.resumeState = m_request.resumeState.toStdString();
@@ -249,13 +249,13 @@ std::optional<RunEngine::Refusal> RunEngine::startCollector(LaunchOptions &lo, i
         co.curve = keys.collector;
         lo.telemetryCredentials = keys.agent;
     } catch (const cppl::Error &e) {
-        return Refusal{kRunFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what()))};
+        return Refusal{kCliFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what()))};
     }
     d->collector = std::make_unique<telemetry::CollectorObject>();
     QString collectorError;
     connect(d->collector.get(), &telemetry::CollectorObject::failed, this, [&collectorError](const QString &why) { collectorError = why; });
     if (!d->collector->start(co))
-        return Refusal{kRunFailed, collectorError};
+        return Refusal{kCliFailed, collectorError};
     connect(d->collector.get(), &telemetry::CollectorObject::snapshotReady, this, &RunEngine::onSnapshot);
     lo.telemetry = d->collector->endpoint().toStdString();
     collectorPort = d->collector->endpoint().section(u':', -1).toInt();
@@ -277,7 +277,7 @@ std::optional<RunEngine::Refusal> RunEngine::makePlan(LaunchOptions &lo)
             for (const auto &r : m_plan.ranks)
                 (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
     } catch (const cppl::ConfigError &e) {
-        return Refusal{kRunBadArguments, QString::fromStdString(e.what())};
+        return Refusal{kCliBadArguments, QString::fromStdString(e.what())};
     }
     return std::nullopt;
 }
@@ -338,7 +338,7 @@ void RunEngine::stop()
         return;
     d->stopRequested = true;
     if (m_phase == RunPhase::Idle) {
-        finishWith(RunPhase::Stopped, kRunStopped, tr("stopped before it started"));
+        finishWith(RunPhase::Stopped, kCliStopped, tr("stopped before it started"));
         return;
     }
     setPhase(RunPhase::Stopping);
@@ -348,13 +348,13 @@ void RunEngine::stop()
     else if (d->launcher && !d->launcher->isFinished())
         d->launcher->stop();
     else
-        QTimer::singleShot(0, this, [this] { finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user")); });
+        QTimer::singleShot(0, this, [this] { finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user")); });
 }
 
 void RunEngine::startPreflight()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     setPhase(RunPhase::Preflight);
     d->preflightPlan = preflightPlan(m_request.profile, m_plan);
     LauncherSettings s = m_request.launcher;
@@ -379,28 +379,28 @@ void RunEngine::startPreflight()
 void RunEngine::onPreflightDone()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped during pre-flight"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped during pre-flight"));
     m_preflight = judgePreflight(d->preflightPlan, d->preflightJson, d->preflightLauncher->ends());
     QStringList refusals = preflightRefusals(m_preflight);
     for (const auto &h : m_preflight)
         Q_EMIT preflightHost(h);
     Q_EMIT preflightFinished(refusals.isEmpty(), refusals);
     if (!d->hostFailures.isEmpty())
-        return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+        return finishWith(RunPhase::Failed, kCliLaunchFailed, d->hostFailures.front());
     if (!refusals.isEmpty())
-        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+        return finishWith(RunPhase::Failed, kCliPreflightRefused,
                           (m_request.checkOnly ? tr("pre-flight would refuse the launch:\n  %1") : tr("pre-flight refused the launch:\n  %1"))
                               .arg(refusals.join(u"\n  "_s)));
     Q_EMIT notice(m_preflight.size() == 1 ? tr("pre-flight ok on 1 host") : tr("pre-flight ok on %n hosts", nullptr, static_cast<int>(m_preflight.size())));
     if (m_request.checkOnly)
-        return finishWith(RunPhase::Finished, kRunOk, {});
+        return finishWith(RunPhase::Finished, kCliOk, {});
     startLaunch();
 }
 
 void RunEngine::startLaunch()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     setPhase(RunPhase::Launching);
     openRunDirectory();
     d->launcher = makeLauncher(m_plan.launcher, m_request.launcher, m_request.profile, d->slurmJob);
@@ -561,15 +561,15 @@ void RunEngine::onLauncherFinished()
 {
     m_outcome.ends = d->launcher->ends();
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     const int code = d->launcher->exitCode();
     if (!d->slurmRefusals.isEmpty())
-        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+        return finishWith(RunPhase::Failed, kCliPreflightRefused,
                           tr("pre-flight refused the launch:\n  %1").arg(d->slurmRefusals.join(u"\n  "_s)));
     if (code != 0 && m_plan.launcher == "slurm" && d->startedRanks.empty()) {
         // The job never ran its agents: sbatch refused it, or it ended while queued; Slurm's reason.
         const auto first = m_outcome.ends.find(0);
-        return finishWith(RunPhase::Failed, kRunLaunchFailed,
+        return finishWith(RunPhase::Failed, kCliLaunchFailed,
                           !d->hostFailures.isEmpty()            ? d->hostFailures.front()
                           : first != m_outcome.ends.end() ? first->second.reason
                                                                 : tr("the Slurm job did not start"));
@@ -578,7 +578,7 @@ void RunEngine::onLauncherFinished()
         m_outcome.summary = d->launcher->summary();
         const QString first = m_outcome.summary.section(u'\n', 0, 0);
         if (!d->hostFailures.isEmpty() && d->startedRanks.empty())
-            return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+            return finishWith(RunPhase::Failed, kCliLaunchFailed, d->hostFailures.front());
         // The agents' exit 6 is a timeout (a rank stopped answering); 5 is what the others exit
         // with when a peer died, so the first failing rank's code decides.
         const QString cause = failedAfterLoss(first);
@@ -588,17 +588,17 @@ void RunEngine::onLauncherFinished()
                 before.chop(6);
             m_outcome.summary = cause + u"\n  before it, the lost "_s + before + m_outcome.summary.mid(first.size());
         }
-        return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, cause);
+        return finishWith(RunPhase::Failed, code == 6 ? kCliRankTimeout : kCliRankFailed, cause);
     }
     if (d->output.result().isEmpty()) {
         if (!d->launcher->storeFailure().isEmpty())
-            return finishWith(RunPhase::Failed, kRunRankFailed, d->launcher->storeFailure());
+            return finishWith(RunPhase::Failed, kCliRankFailed, d->launcher->storeFailure());
         // A tolerant run's result comes from rank 0 or, when rank 0 was lost, the lowest survivor.
         QString cause = m_request.launcher.tolerateRankLoss ? tr("the run finished without any rank reporting a result")
                                                             : tr("rank 0 finished without reporting a result");
         if (!d->output.resultProblem().isEmpty()) // its result line came, unreadable
             cause += u" ("_s + d->output.resultProblem() + u')';
-        return finishWith(RunPhase::Failed, kRunResultMismatch, cause);
+        return finishWith(RunPhase::Failed, kCliResultMismatch, cause);
     }
     m_outcome.resultJson = d->output.result();
     checkResult();
@@ -640,7 +640,7 @@ void RunEngine::checkResult()
         Q_EMIT notice(recoveredNotice(r));
     if (!m_request.baselineResultJson.isEmpty())
         compareWithBaseline();
-    finishWith(RunPhase::Finished, kRunOk, {});
+    finishWith(RunPhase::Finished, kCliOk, {});
 }
 
 bool RunEngine::crossCheckLiveMerge(const SnapshotPtr &snap)
@@ -660,7 +660,7 @@ bool RunEngine::crossCheckLiveMerge(const SnapshotPtr &snap)
     if (snap->resultMatches == false && m_outcome.recovered.isEmpty()) {
         const QString why = tr("the live exact merge of every rank's sums differs from rank 0's result");
         Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch, why));
-        finishWith(RunPhase::Failed, kRunResultMismatch, why);
+        finishWith(RunPhase::Failed, kCliResultMismatch, why);
         return false;
     }
 #else

@@ -56,7 +56,8 @@ QString runStartNotice(const QString &runId, int ranks, int hosts, const QString
                        const QString &masterAddr, int masterPort)
 {
     const QLocale loc;
-    return tr("run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
+    return (ranks == 1 ? tr("run %1: %2 rank on %3 (%4), groups %5, master %6:%7")
+                       : tr("run %1: %2 ranks on %3 (%4), groups %5, master %6:%7"))
         .arg(runId, loc.toString(ranks), hosts == 1 ? tr("1 host") : tr("%1 hosts").arg(loc.toString(hosts)), launcher, groupsText(groups),
              masterAddr, QString::number(masterPort));
 }
