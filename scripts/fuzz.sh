@@ -11,7 +11,7 @@
 #     --timeout T   wall-clock seconds one input may take before it counts as a hang (default 1;
 #                   on a heavily loaded machine a stalled process can pass 1 s on a fast input)
 #     --jobs J      targets fuzzed at once, one core each (default: the cores, nproc)
-#     TARGET        profile hostfile telemetry_decode result_json model_config safetensors npy
+#     TARGET        profile hostfile telemetry_decode agent_lines result_json model_config safetensors npy
 #                   tokenizer_json spm_model (default: all of them)
 # Exit status: 0 when no target found anything, 1 otherwise (crash-*, leak-*, timeout-*, oom-* files
 # are left in build/fuzz/fuzz-artifacts/; replay one with build/fuzz/tests/fuzz/fuzz_TARGET FILE).
@@ -35,7 +35,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(profile hostfile telemetry_decode result_json model_config safetensors npy tokenizer_json spm_model rendezvous_server)
+all=(profile hostfile telemetry_decode agent_lines result_json model_config safetensors npy tokenizer_json spm_model rendezvous_server)
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target \"$t\" (known: ${all[*]})" >&2; exit 2; }
@@ -46,7 +46,7 @@ done
 
 # Largest input per target: a little above the seeds, so mutations stay cheap and parsers see whole
 # documents.
-declare -A max_len=([profile]=4096 [hostfile]=2048 [telemetry_decode]=8192 [result_json]=4096 [model_config]=2048
+declare -A max_len=([profile]=4096 [hostfile]=2048 [telemetry_decode]=8192 [agent_lines]=4096 [result_json]=4096 [model_config]=2048
                     [safetensors]=4096 [npy]=1024 [tokenizer_json]=16384 [spm_model]=8192 [rendezvous_server]=2048)
 
 build=build/fuzz

@@ -113,8 +113,10 @@ constexpr CommandUsage kCommandUsage[] = {
                                          collective, rank 0's exact global words after it
                                          ("CLUSTERPPL_CHECKPOINT {...}"); after a lost rank the
                                          reporting rank's, from the round its "CLUSTERPPL_REGROUP
-                                         {...}" line names on; clusterppl-cli writes them
-                                         to the run directory (docs/communication.md, "Resuming a run")
+                                         {...}" line names on, and a "CLUSTERPPL_RANK_LOST {...}"
+                                         line per lost rank; clusterppl-cli writes them to the run
+                                         directory (docs/communication.md, "Resuming a run"; the
+                                         lines: docs/agent-lines.md)
       --resume-state JSON                continue from a committed round (what clusterppl-cli passes
                                          when it resumes a run): rank 0 adds its exact words, nobody
                                          evaluates its ledger's batches; refused when the model,

@@ -25,11 +25,4 @@ std::string describeWaitStatus(int status)
     return "ended with wait status " + std::to_string(status);
 }
 
-std::string describeExitCode(int code)
-{
-    if (code > 128 && code < 128 + 65)
-        return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
-    return "exit code " + std::to_string(code);
-}
-
 } // namespace cppl

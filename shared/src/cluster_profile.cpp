@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 namespace cppl {
 
 using nlohmann::json;
-using nlohmann::ordered_json;
 
 namespace {
 
@@ -449,13 +449,13 @@ std::vector<std::string> validateProfile(const ClusterProfile &p)
     return errors;
 }
 
-ProfileParseResult parseProfile(std::string_view text, std::string_view source)
+namespace {
+
+/// The document, or nullopt with the reason in @p errors: line:column for a syntax error.
+std::optional<json> parseJson(std::string_view text, std::string_view source, std::vector<std::string> &errors)
 {
-    ProfileParseResult result;
-    auto &errors = result.errors;
-    json root;
     try {
-        root = json::parse(text.begin(), text.end());
+        return json::parse(text.begin(), text.end());
     } catch (const json::parse_error &e) {
         // Translate the byte offset into line:column, which editors understand.
         std::size_t line = 1;
@@ -471,19 +471,18 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
         std::string what = e.what();
         if (auto pos = what.find("syntax error"); pos != std::string::npos)
             what = what.substr(pos);
-        errors.push_back(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(col)
-                         + ": not valid JSON: " + what);
-        return result;
+        errors.push_back(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(col) + ": not valid JSON: " + what);
     } catch (const json::exception &e) {
         // A number too large for a double ("1e999") is an out_of_range, not a parse_error
         // (found by tests/fuzz/fuzz_profile; it used to escape and end the program).
         errors.push_back(std::string(source) + ": not valid JSON: " + e.what());
-        return result;
     }
-    ClusterProfile &p = result.profile;
-    ObjectReader r(root, "", errors);
-    if (!r.valid())
-        return result;
+    return std::nullopt;
+}
+
+/// "format" and "version": a ClusterPPL profile this build reads.
+void readFormat(ObjectReader &r)
+{
     std::string format;
     r.string("format", format, true);
     if (!format.empty() && format != "clusterppl-profile")
@@ -495,72 +494,96 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
     if (version > ClusterProfile::kVersion)
         r.fail("version", "profile version " + std::to_string(version) + " is newer than this build understands ("
                               + std::to_string(ClusterProfile::kVersion) + "); update ClusterPPL");
+}
+
+void readHosts(ObjectReader &r, std::vector<HostSpec> &out, std::vector<std::string> &errors)
+{
+    const json *hosts = r.find("hosts");
+    if (!hosts)
+        return r.fail("hosts", "missing (required)");
+    if (!hosts->is_array())
+        return r.fail("hosts", "expected an array of hosts, got " + typeName(*hosts));
+    for (std::size_t i = 0; i < hosts->size(); ++i) {
+        HostSpec h;
+        readHost((*hosts)[i], "hosts[" + std::to_string(i) + "]", h, errors);
+        out.push_back(std::move(h));
+    }
+}
+
+void readEvaluation(const json &ev, EvaluationSpec &s, std::vector<std::string> &errors)
+{
+    ObjectReader e(ev, "evaluation", errors);
+    e.string("model", s.model);
+    e.string("tokens", s.tokens);
+    e.string("text", s.text);
+    e.string("tokenizer", s.tokenizer);
+    e.oneOf("protocol", s.protocol, {"hf-sliding", "llama.cpp", "lm-eval-rolling"});
+    e.integer("context", s.context, 2, std::int64_t{1} << 24);
+    e.integer("stride", s.stride, 0, std::int64_t{1} << 24);
+    if (const json *b = e.find("batch"); b && b->is_string()) {
+        // "auto": no --batch, the agent's own default (from free memory on a GPU).
+        if (b->get<std::string>() == "auto")
+            s.batch = kAutoBatch;
+        else
+            e.fail("batch", "expected an integer >= 1 and <= 65536 or \"auto\", got " + describe(*b));
+    } else {
+        e.integer("batch", s.batch, 1, 1 << 16, "or \"auto\": sized from free GPU memory on CUDA, 8 on the CPU");
+    }
+    e.integer("max_windows", s.maxWindows, 0, std::numeric_limits<std::int64_t>::max());
+    e.oneOf("dtype", s.dtype, {"auto", "float32", "bfloat16", "float16"});
+    e.string("device", s.device);
+    e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
+    e.oneOf("topology", s.topology, {"hierarchical", "flat"});
+    e.oneOf("schedule", s.schedule, {"static", "dynamic"});
+    // Absent (a profile from before the default changed, or one that never said): the
+    // schedule's default, continue for dynamic, fail for static.
+    s.onRankLoss = defaultOnRankLoss(s.schedule);
+    e.oneOf("on_rank_loss", s.onRankLoss, {"fail", "continue"});
+    if (const json *o = e.find("overlap_sync"); o && !o->is_boolean())
+        // The agent's flag reads on|off; the profile's field is a JSON boolean.
+        e.fail("overlap_sync", "expected true or false, got " + typeName(*o) + " " + describe(*o) +
+                                   " (write true for the agents' --overlap-sync on, the default, or false for off)");
+    else
+        e.boolean("overlap_sync", s.overlapSync);
+    e.rejectUnknown();
+}
+
+void readThresholds(const json &th, Thresholds &s, std::vector<std::string> &errors)
+{
+    ObjectReader t(th, "thresholds", errors);
+    t.integer("sync_every_tokens", s.syncEveryTokens, -1, std::numeric_limits<std::int64_t>::max());
+    t.number("deviation_tolerance", s.deviationTolerance, 0.0, 1.0);
+    t.number("comm_share_alert", s.commShareAlert, 0.0, 1.0);
+    t.number("stall_seconds", s.stallSeconds, 0.1, 86400.0);
+    t.number("collective_timeout_seconds", s.collectiveTimeoutSeconds, 1.0, 7 * 86400.0);
+    t.rejectUnknown();
+}
+
+} // namespace
+
+ProfileParseResult parseProfile(std::string_view text, std::string_view source)
+{
+    ProfileParseResult result;
+    auto &errors = result.errors;
+    const std::optional<json> root = parseJson(text, source, errors);
+    if (!root)
+        return result;
+    ClusterProfile &p = result.profile;
+    ObjectReader r(*root, "", errors);
+    if (!r.valid())
+        return result;
+    readFormat(r);
     r.string("name", p.name);
     r.oneOf("launcher", p.launcher, {"local", "ssh", "slurm"});
     if (const json *sl = r.find("slurm"))
         readSlurm(*sl, p.slurm, errors);
-    if (const json *hosts = r.find("hosts")) {
-        if (!hosts->is_array()) {
-            r.fail("hosts", "expected an array of hosts, got " + typeName(*hosts));
-        } else {
-            for (std::size_t i = 0; i < hosts->size(); ++i) {
-                HostSpec h;
-                readHost((*hosts)[i], "hosts[" + std::to_string(i) + "]", h, errors);
-                p.hosts.push_back(std::move(h));
-            }
-        }
-    } else {
-        r.fail("hosts", "missing (required)");
-    }
+    readHosts(r, p.hosts, errors);
     if (const json *g = r.find("groups"))
         readGrouping(*g, p.grouping, errors);
-    if (const json *ev = r.find("evaluation")) {
-        ObjectReader e(*ev, "evaluation", errors);
-        EvaluationSpec &s = p.evaluation;
-        e.string("model", s.model);
-        e.string("tokens", s.tokens);
-        e.string("text", s.text);
-        e.string("tokenizer", s.tokenizer);
-        e.oneOf("protocol", s.protocol, {"hf-sliding", "llama.cpp", "lm-eval-rolling"});
-        e.integer("context", s.context, 2, std::int64_t{1} << 24);
-        e.integer("stride", s.stride, 0, std::int64_t{1} << 24);
-        if (const json *b = e.find("batch"); b && b->is_string()) {
-            // "auto": no --batch, the agent's own default (from free memory on a GPU).
-            if (b->get<std::string>() == "auto")
-                s.batch = kAutoBatch;
-            else
-                e.fail("batch", "expected an integer >= 1 and <= 65536 or \"auto\", got " + describe(*b));
-        } else {
-            e.integer("batch", s.batch, 1, 1 << 16, "or \"auto\": sized from free GPU memory on CUDA, 8 on the CPU");
-        }
-        e.integer("max_windows", s.maxWindows, 0, std::numeric_limits<std::int64_t>::max());
-        e.oneOf("dtype", s.dtype, {"auto", "float32", "bfloat16", "float16"});
-        e.string("device", s.device);
-        e.oneOf("backend", s.backend, {"auto", "gloo", "nccl"});
-        e.oneOf("topology", s.topology, {"hierarchical", "flat"});
-        e.oneOf("schedule", s.schedule, {"static", "dynamic"});
-        // Absent (a profile from before the default changed, or one that never said): the
-        // schedule's default, continue for dynamic, fail for static.
-        s.onRankLoss = defaultOnRankLoss(s.schedule);
-        e.oneOf("on_rank_loss", s.onRankLoss, {"fail", "continue"});
-        if (const json *o = e.find("overlap_sync"); o && !o->is_boolean())
-            // The agent's flag reads on|off; the profile's field is a JSON boolean.
-            e.fail("overlap_sync", "expected true or false, got " + typeName(*o) + " " + describe(*o) +
-                                       " (write true for the agents' --overlap-sync on, the default, or false for off)");
-        else
-            e.boolean("overlap_sync", s.overlapSync);
-        e.rejectUnknown();
-    }
-    if (const json *th = r.find("thresholds")) {
-        ObjectReader t(*th, "thresholds", errors);
-        Thresholds &s = p.thresholds;
-        t.integer("sync_every_tokens", s.syncEveryTokens, -1, std::numeric_limits<std::int64_t>::max());
-        t.number("deviation_tolerance", s.deviationTolerance, 0.0, 1.0);
-        t.number("comm_share_alert", s.commShareAlert, 0.0, 1.0);
-        t.number("stall_seconds", s.stallSeconds, 0.1, 86400.0);
-        t.number("collective_timeout_seconds", s.collectiveTimeoutSeconds, 1.0, 7 * 86400.0);
-        t.rejectUnknown();
-    }
+    if (const json *ev = r.find("evaluation"))
+        readEvaluation(*ev, p.evaluation, errors);
+    if (const json *th = r.find("thresholds"))
+        readThresholds(*th, p.thresholds, errors);
     r.rejectUnknown();
     if (errors.empty())
         errors = validateProfile(p);
@@ -582,106 +605,6 @@ ClusterProfile loadProfile(const std::string &path)
         throw ConfigError(msg);
     }
     return r.profile;
-}
-
-std::string profileToJson(const ClusterProfile &p)
-{
-    ordered_json root = ordered_json::object();
-    root["format"] = "clusterppl-profile";
-    root["version"] = ClusterProfile::kVersion;
-    if (!p.name.empty())
-        root["name"] = p.name;
-    root["launcher"] = p.launcher;
-    ordered_json hosts = ordered_json::array();
-    for (const HostSpec &h : p.hosts) {
-        ordered_json j = {{"name", h.name}, {"slots", h.slots}};
-        if (!h.address.empty())
-            j["address"] = h.address;
-        ordered_json ssh = ordered_json::object();
-        if (!h.ssh.alias.empty())
-            ssh["alias"] = h.ssh.alias;
-        if (!h.ssh.user.empty())
-            ssh["user"] = h.ssh.user;
-        if (h.ssh.port != 22)
-            ssh["port"] = h.ssh.port;
-        if (!h.ssh.identityFile.empty())
-            ssh["identity_file"] = h.ssh.identityFile;
-        if (h.ssh.passwordAuth)
-            ssh["password_auth"] = true;
-        if (!ssh.empty())
-            j["ssh"] = ssh;
-        if (!h.devices.empty())
-            j["devices"] = h.devices;
-        if (h.agent != HostSpec{}.agent)
-            j["agent"] = h.agent;
-        if (!h.workdir.empty())
-            j["workdir"] = h.workdir;
-        if (!h.env.empty())
-            j["env"] = h.env;
-        if (!h.group.empty())
-            j["group"] = h.group;
-        hosts.push_back(std::move(j));
-    }
-    root["hosts"] = std::move(hosts);
-    if (p.launcher == "slurm" || p.slurm != SlurmSpec{}) {
-        const SlurmSpec &s = p.slurm;
-        ordered_json sl = {{"nodes", s.nodes}, {"ntasks_per_node", s.ntasksPerNode}};
-        for (const auto &[key, value] : {std::pair<const char *, const std::string *>{"partition", &s.partition}, {"account", &s.account},
-                                         {"qos", &s.qos}, {"time_limit", &s.timeLimit}, {"constraint", &s.constraint},
-                                         {"agent", &s.agent}, {"env_script", &s.envScript}})
-            if (!value->empty())
-                sl[key] = *value;
-        if (s.gpusPerNode > 0)
-            sl["gpus_per_node"] = s.gpusPerNode;
-        if (!s.sbatchOptions.empty())
-            sl["sbatch_options"] = s.sbatchOptions;
-        if (!s.modules.empty())
-            sl["modules"] = s.modules;
-        if (s.jobDir != SlurmSpec{}.jobDir)
-            sl["job_dir"] = s.jobDir;
-        root["slurm"] = std::move(sl);
-    }
-    switch (p.grouping.mode) {
-    case GroupingSpec::Mode::ByHost:
-        root["groups"] = "by-host";
-        break;
-    case GroupingSpec::Mode::ByLabel:
-        root["groups"] = "by-label";
-        break;
-    case GroupingSpec::Mode::BySize:
-        root["groups"] = "size:" + std::to_string(p.grouping.size);
-        break;
-    case GroupingSpec::Mode::Explicit: {
-        ordered_json groups = ordered_json::array();
-        for (const GroupSpec &g : p.grouping.groups)
-            groups.push_back({{"name", g.name}, {"hosts", g.hosts}});
-        root["groups"] = std::move(groups);
-        break;
-    }
-    }
-    const EvaluationSpec &e = p.evaluation;
-    ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
-               {"batch", e.batch == kAutoBatch ? ordered_json("auto") : ordered_json(e.batch)}, {"dtype", e.dtype}, {"device", e.device}, {"backend", e.backend},
-               {"topology", e.topology}, {"schedule", e.schedule}};
-    ev["on_rank_loss"] = e.onRankLoss; // always: a saved profile says what ran, whatever a later default
-    if (!e.overlapSync)
-        ev["overlap_sync"] = false;
-    if (!e.model.empty())
-        ev["model"] = e.model;
-    if (!e.tokens.empty())
-        ev["tokens"] = e.tokens;
-    if (!e.text.empty())
-        ev["text"] = e.text;
-    if (e.maxWindows != 0)
-        ev["max_windows"] = e.maxWindows;
-    root["evaluation"] = std::move(ev);
-    const Thresholds &t = p.thresholds;
-    root["thresholds"] = {{"sync_every_tokens", t.syncEveryTokens},
-                          {"deviation_tolerance", t.deviationTolerance},
-                          {"comm_share_alert", t.commShareAlert},
-                          {"stall_seconds", t.stallSeconds},
-                          {"collective_timeout_seconds", t.collectiveTimeoutSeconds}};
-    return root.dump(2) + "\n";
 }
 
 std::string rankRangeText(int first, int last)

@@ -316,9 +316,9 @@ constexpr double kMaxSeconds = 1e12;        // ~31,700 years: any real duration 
 constexpr double kMaxRate = 1e15;           // tokens per second
 constexpr std::int64_t kMaxCount = INT64_MAX;
 
-DecodeResult validate(std::array<Slot, kFieldCount> &slots, Message &m)
+/// `v`, the header fields and `kind`; false on the first problem (in v.result).
+bool validateHeader(Validator &v, Message &m)
 {
-    Validator v(slots);
     Header &h = m.header;
     std::int64_t version = 0;
     std::string kind;
@@ -326,121 +326,128 @@ DecodeResult validate(std::array<Slot, kFieldCount> &slots, Message &m)
     if (!v.integer(F::V, version, INT64_MIN, INT64_MAX) || version != kSchemaVersion) {
         v.result.error = DecodeError::BadVersion;
         v.result.field = "v";
-        return v.result;
+        return false;
     }
     if (!v.text(F::Run, h.run, 1, kMaxRunIdBytes))
-        return v.result;
+        return false;
     if (!validRunId(h.run))
-        return v.fail(DecodeError::OutOfRange, F::Run), v.result;
+        return v.fail(DecodeError::OutOfRange, F::Run);
     if (!v.text(F::Host, h.host, 1, kMaxHostBytes))
-        return v.result;
+        return false;
     if (!printableAscii(h.host))
-        return v.fail(DecodeError::OutOfRange, F::Host), v.result;
+        return v.fail(DecodeError::OutOfRange, F::Host);
     if (!v.integer(F::WorldSize, h.worldSize, 1, kMaxWorldSize) || !v.integer(F::Rank, h.rank, 0, h.worldSize - 1)
         || !v.integer(F::Group, h.group, 0, h.worldSize - 1) || !v.integer(F::LocalRank, h.localRank, 0, h.worldSize - 1)
         || !v.integer(F::Seq, h.seq, 0, kMaxCount) || !v.number(F::T, h.t, 0, kMaxSeconds)
         || !v.integer(F::Dropped, h.droppedTotal, 0, kMaxCount) || !v.text(F::Kind, kind, 1, 16))
-        return v.result;
+        return false;
     const auto k = kindFromName(kind);
     if (!k)
-        return v.fail(DecodeError::UnknownKind, F::Kind), v.result;
+        return v.fail(DecodeError::UnknownKind, F::Kind);
     h.kind = *k;
+    return true;
+}
 
-    auto phase = [&]() {
-        std::string name;
-        if (!v.text(F::Phase, name, 1, 16))
+bool validatePhase(Validator &v, Message &m)
+{
+    std::string name;
+    if (!v.text(F::Phase, name, 1, 16))
+        return false;
+    const auto p = phaseFromName(name);
+    if (!p)
+        return v.fail(DecodeError::OutOfRange, F::Phase);
+    m.phase = *p;
+    return true;
+}
+
+bool validateExitCode(Validator &v, Message &m, bool required)
+{
+    m.exitCode.reset();
+    if (!required && !v.has(F::ExitCode))
+        return true;
+    std::int64_t code = 0;
+    if (!v.integer(F::ExitCode, code, 0, 255))
+        return false;
+    m.exitCode = code;
+    return true;
+}
+
+bool validateProgress(Validator &v, Progress &p)
+{
+    if (!v.integer(F::Tokens, p.tokensScoredTotal, 0, kMaxCount) || !v.number(F::Tps, p.tokensPerSecond, 0, kMaxRate)
+        || !v.integer(F::WindowsTotal, p.windowsTotal, 0, kMaxCount) || !v.integer(F::WindowsDone, p.windowsDone, 0, p.windowsTotal)
+        || !v.number(F::Compute, p.computeSecondsTotal, 0, kMaxSeconds) || !v.number(F::Wait, p.commWaitSecondsTotal, 0, kMaxSeconds)
+        || !v.number(F::Transfer, p.commTransferSecondsTotal, 0, kMaxSeconds) || !v.exact(F::Nll, p.nll)
+        || !v.exact(F::NllSq, p.nllSquared) || !v.integer(F::Rss, p.rssBytes, 0, kMaxCount))
+        return false;
+    p.deviceMemoryBytes.reset();
+    p.deviceMemoryTotalBytes.reset();
+    p.gpuUtilizationPercent.reset();
+    // Optional device fields (schema v1 additions, absent without a GPU): each validated, and
+    // the total only beside the used bytes it bounds.
+    auto optional = [&](F f, std::int64_t lo, std::int64_t hi, std::optional<std::int64_t> &out) {
+        if (!v.has(f))
+            return true;
+        std::int64_t value = 0;
+        if (!v.integer(f, value, lo, hi))
             return false;
-        const auto p = phaseFromName(name);
-        if (!p)
-            return v.fail(DecodeError::OutOfRange, F::Phase);
-        m.phase = *p;
+        out = value;
         return true;
     };
-    auto exitCode = [&](bool required) {
-        m.exitCode.reset();
-        if (!required && !v.has(F::ExitCode))
-            return true;
-        std::int64_t code = 0;
-        if (!v.integer(F::ExitCode, code, 0, 255))
-            return false;
-        m.exitCode = code;
-        return true;
-    };
+    if (!optional(F::DeviceMem, 0, kMaxCount, p.deviceMemoryBytes))
+        return false;
+    if (v.has(F::DeviceMemTotal) && !p.deviceMemoryBytes)
+        return v.fail(DecodeError::MissingField, F::DeviceMem);
+    if (!optional(F::DeviceMemTotal, p.deviceMemoryBytes.value_or(0), kMaxCount, p.deviceMemoryTotalBytes))
+        return false;
+    return optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent);
+}
 
-    switch (h.kind) {
-    case Kind::Hello:
-    case Kind::Heartbeat:
-        phase();
-        break;
-    case Kind::Progress: {
-        Progress &p = m.progress;
-        if (!v.integer(F::Tokens, p.tokensScoredTotal, 0, kMaxCount) || !v.number(F::Tps, p.tokensPerSecond, 0, kMaxRate)
-            || !v.integer(F::WindowsTotal, p.windowsTotal, 0, kMaxCount)
-            || !v.integer(F::WindowsDone, p.windowsDone, 0, p.windowsTotal)
-            || !v.number(F::Compute, p.computeSecondsTotal, 0, kMaxSeconds)
-            || !v.number(F::Wait, p.commWaitSecondsTotal, 0, kMaxSeconds)
-            || !v.number(F::Transfer, p.commTransferSecondsTotal, 0, kMaxSeconds) || !v.exact(F::Nll, p.nll)
-            || !v.exact(F::NllSq, p.nllSquared) || !v.integer(F::Rss, p.rssBytes, 0, kMaxCount))
-            break;
-        p.deviceMemoryBytes.reset();
-        p.deviceMemoryTotalBytes.reset();
-        p.gpuUtilizationPercent.reset();
-        // Optional device fields (schema v1 additions, absent without a GPU): each validated, and
-        // the total only beside the used bytes it bounds.
-        auto optional = [&](F f, std::int64_t lo, std::int64_t hi, std::optional<std::int64_t> &out) {
-            if (!v.has(f))
-                return true;
-            std::int64_t value = 0;
-            if (!v.integer(f, value, lo, hi))
-                return false;
-            out = value;
-            return true;
-        };
-        if (!optional(F::DeviceMem, 0, kMaxCount, p.deviceMemoryBytes))
-            break;
-        if (v.has(F::DeviceMemTotal) && !p.deviceMemoryBytes) {
-            v.fail(DecodeError::MissingField, F::DeviceMem);
-            break;
-        }
-        if (!optional(F::DeviceMemTotal, p.deviceMemoryBytes.value_or(0), kMaxCount, p.deviceMemoryTotalBytes))
-            break;
-        optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent);
-        break;
+bool validateLog(Validator &v, Message &m)
+{
+    std::string level;
+    if (!v.text(F::Level, level, 1, 16))
+        return false;
+    const auto l = logLevelFromName(level);
+    if (!l)
+        return v.fail(DecodeError::OutOfRange, F::Level);
+    m.level = *l;
+    return v.text(F::MessageText, m.text, 0, kMaxTextBytes);
+}
+
+bool validateResult(Validator &v, Message &m)
+{
+    m.resultJson.clear();
+    if (v.has(F::ResultJson) && v.text(F::ResultJson, m.resultJson, 0, kMaxMessageBytes) && !m.resultJson.empty()) {
+        // Carried as text so the message stays flat; it must still be a JSON object.
+        const auto parsed = nlohmann::json::parse(m.resultJson, nullptr, false);
+        if (parsed.is_discarded() || !parsed.is_object())
+            return v.fail(DecodeError::WrongType, F::ResultJson);
     }
+    return true;
+}
+
+DecodeResult validate(std::array<Slot, kFieldCount> &slots, Message &m)
+{
+    Validator v(slots);
+    if (!validateHeader(v, m))
+        return v.result;
+    switch (m.header.kind) {
+    case Kind::Hello:
+    case Kind::Heartbeat: validatePhase(v, m); break;
+    case Kind::Progress: validateProgress(v, m.progress); break;
     case Kind::Sync:
         if (v.integer(F::RoundsTotal, m.sync.roundsTotal, 1, kMaxCount) && v.integer(F::Round, m.sync.round, 1, m.sync.roundsTotal)
             && v.number(F::RoundWait, m.sync.waitSeconds, 0, kMaxSeconds))
             v.number(F::RoundTransfer, m.sync.transferSeconds, 0, kMaxSeconds);
         break;
-    case Kind::Log: {
-        std::string level;
-        if (!v.text(F::Level, level, 1, 16))
-            break;
-        const auto l = logLevelFromName(level);
-        if (!l) {
-            v.fail(DecodeError::OutOfRange, F::Level);
-            break;
-        }
-        m.level = *l;
-        v.text(F::MessageText, m.text, 0, kMaxTextBytes);
-        break;
-    }
-    case Kind::Result:
-        m.resultJson.clear();
-        if (v.has(F::ResultJson) && v.text(F::ResultJson, m.resultJson, 0, kMaxMessageBytes) && !m.resultJson.empty()) {
-            // Carried as text so the message stays flat; it must still be a JSON object.
-            const auto parsed = nlohmann::json::parse(m.resultJson, nullptr, false);
-            if (parsed.is_discarded() || !parsed.is_object())
-                v.fail(DecodeError::WrongType, F::ResultJson);
-        }
-        break;
+    case Kind::Log: validateLog(v, m); break;
+    case Kind::Result: validateResult(v, m); break;
     case Kind::Error:
         if (v.text(F::MessageText, m.text, 0, kMaxTextBytes))
-            exitCode(true);
+            validateExitCode(v, m, true);
         break;
-    case Kind::Bye:
-        exitCode(false);
-        break;
+    case Kind::Bye: validateExitCode(v, m, false); break;
     }
     return v.result;
 }

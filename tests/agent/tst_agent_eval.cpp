@@ -10,6 +10,8 @@
 #include "test_skip.h"
 #include "test_verify.h"
 
+#include "cppl/agent_lines.h"
+
 #include <ATen/ATen.h>
 
 #include <QFile>
@@ -448,6 +450,28 @@ private Q_SLOTS:
         QVERIFY(model.value(QStringLiteral("params")).toInteger() > 0);
         QCOMPARE(model.value(QStringLiteral("sha256")).toObject().begin().value().toString().size(), 64);
         QCOMPARE(j.value(QStringLiteral("data")).toObject().value(QStringLiteral("sha256")).toString().size(), 64);
+    }
+
+    void resultLine()
+    {
+        // --result-line: the result JSON once more, as the agent protocol's result line (docs/agent-lines.md)
+        // after the final estimate; it decodes to the object --json wrote.
+        const QString out = m_dir.filePath(QStringLiteral("result-line.json"));
+        const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                          QStringLiteral("--context"), QStringLiteral("32"), QStringLiteral("--quiet"), QStringLiteral("--json"), out,
+                                          QStringLiteral("--result-line")});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const QStringList lines = r.out.trimmed().split(QLatin1Char('\n'));
+        QCOMPARE(lines.size(), 2);
+        QVERIFY(lines[0].startsWith(QStringLiteral("Final estimate: PPL = ")));
+        const cppl::lines::Decoded d = cppl::lines::decode(lines[1].toStdString());
+        CPPL_VERIFY2(d.ok(), d.reason().c_str());
+        QVERIFY(d.kind == cppl::lines::Kind::Result);
+        QCOMPARE(d.version, cppl::lines::kVersion);
+        const QJsonObject line = QJsonDocument::fromJson(QByteArray::fromStdString(std::get<cppl::lines::Result>(d.event).json)).object();
+        QVERIFY(!line.contains(QStringLiteral("v"))); // the line's version, not the result's
+        QCOMPARE(line, readJson(out));
+        QVERIFY(line.value(QStringLiteral("nll_sum_exact")).toString().startsWith(QStringLiteral("xs1:")));
     }
 
     void badInputs_data()

@@ -9,6 +9,7 @@
 #include "test_exact.h"
 #include "test_verify.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/host.h"
 
 #include <QCoreApplication>
@@ -95,14 +96,46 @@ void killAll(QProcess &launcher, const QList<qint64> &ranks)
     launcher.waitForFinished();
 }
 
-/// The checkpoint lines (CLUSTERPPL_CHECKPOINT) on @p out, in order.
+/// The agent protocol's events on @p out, a rank's or `run --standalone`'s stdout (which labels
+/// the lines of ranks after 0 "[rank R] "), decoded (docs/agent-lines.md), in order.
+std::vector<cppl::lines::Event> agentEventsOf(const QString &out)
+{
+    static const QRegularExpression label(QStringLiteral("^\\[rank \\d+\\] "));
+    std::vector<cppl::lines::Event> events;
+    for (QString l : out.split(QLatin1Char('\n'))) {
+        l.remove(label);
+        if (cppl::lines::Decoded d = cppl::lines::decode(l.toStdString()); d.ok())
+            events.push_back(std::move(d.event));
+    }
+    return events;
+}
+
+/// The checkpoint lines on @p out, in order, as the documents they carry.
 QList<QJsonObject> checkpointsOf(const QString &out)
 {
     QList<QJsonObject> lines;
-    for (const QString &l : out.split(QLatin1Char('\n')))
-        if (const qsizetype at = l.indexOf(QStringLiteral("CLUSTERPPL_CHECKPOINT ")); at >= 0)
-            lines << QJsonDocument::fromJson(l.mid(at + 22).toUtf8()).object();
+    for (const auto &e : agentEventsOf(out))
+        if (const auto *c = std::get_if<cppl::lines::Checkpoint>(&e))
+            lines << QJsonDocument::fromJson(QByteArray::fromStdString(cppl::lines::checkpointDocument(*c))).object();
     return lines;
+}
+
+/// The result lines on @p out, as result JSON objects.
+QList<QJsonObject> resultsOf(const QString &out)
+{
+    QList<QJsonObject> results;
+    for (const auto &e : agentEventsOf(out))
+        if (const auto *r = std::get_if<cppl::lines::Result>(&e))
+            results << QJsonDocument::fromJson(QByteArray::fromStdString(r->json)).object();
+    return results;
+}
+
+/// The port a `clusterppl-agent store`'s first stdout line says it serves on; empty when it is not its store line.
+QString storePortOf(const QByteArray &out)
+{
+    const cppl::lines::Decoded d = cppl::lines::decode(out.left(out.indexOf('\n')).toStdString());
+    const auto *ready = std::get_if<cppl::lines::StoreReady>(&d.event);
+    return d.ok() && ready ? QString::number(ready->port) : QString();
 }
 
 /// A rank started by hand with torchrun's (or another launcher's) environment.
@@ -427,16 +460,15 @@ private:
         if (!at.contains(QStringLiteral("result")))
             CPPL_VERIFY2(err.contains((reporter == 0 ? QString() : QStringLiteral("[rank %1] ").arg(reporter)) + QStringLiteral("[round ")), qPrintable(err));
         QCOMPARE(out.count(QStringLiteral("Final estimate: PPL = ")), 1);
-        QCOMPARE(out.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
+        const QList<QJsonObject> results = resultsOf(out);
+        QCOMPARE(results.size(), 1);
         for (qint64 k : kids) // nothing left behind: the launcher reaped every rank, the stopped one too
             CPPL_VERIFY2(!isRunning(k), "a rank outlived the launcher");
         // The contract: one rank's bits, in the file and in the result line alike.
         const QJsonObject j = readJson(json);
         m_lastResult = j;
         QCOMPARE(j.value(QStringLiteral("overlap_sync")).toBool(), overlap == QLatin1String("on")); // what ran
-        const QString line = out.mid(out.indexOf(QStringLiteral("CLUSTERPPL_RESULT ")) + 18).section(QLatin1Char('\n'), 0, 0);
-        QCOMPARE(QJsonDocument::fromJson(line.toUtf8()).object().value(QStringLiteral("nll_sum_exact")).toString(),
-                 j.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(results.front().value(QStringLiteral("nll_sum_exact")).toString(), j.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
         CPPL_COMPARE_BITS(j.value(QStringLiteral("ppl")).toDouble(), one.value(QStringLiteral("ppl")).toDouble());
@@ -1211,15 +1243,15 @@ private Q_SLOTS:
         QByteArray storeOut;
         while (!storeOut.contains('\n') && store.waitForReadyRead(30000))
             storeOut += store.readAllStandardOutput();
-        const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(storeOut));
-        CPPL_VERIFY2(m.hasMatch(), storeOut.constData());
+        const QString storePort = storePortOf(storeOut);
+        CPPL_VERIFY2(!storePort.isEmpty(), storeOut.constData());
         const QString json = m_dir.filePath(QStringLiteral("after-result-%1.json").arg(candidates));
         QList<QProcess *> ranks;
         for (int r = 0; r < world; ++r) {
             const QMap<QString, QString> env{{QStringLiteral("RANK"), QString::number(r)},
                                              {QStringLiteral("WORLD_SIZE"), QString::number(world)},
                                              {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
-                                             {QStringLiteral("MASTER_PORT"), m.captured(1)},
+                                             {QStringLiteral("MASTER_PORT"), storePort},
                                              {QStringLiteral("TORCHELASTIC_USE_AGENT_STORE"), QStringLiteral("True")},
                                              {QStringLiteral("CLUSTERPPL_TEST_HOLD_FINISH"), QStringLiteral("0:120000,2:hub")},
                                              {QStringLiteral("CLUSTERPPL_TEST_MESH_CANDIDATES"), QString::number(candidates)},
@@ -1281,7 +1313,7 @@ private Q_SLOTS:
         // The result, written before the kill: one rank's bits, nobody lost.
         ranks[0]->waitForFinished(10000);
         const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
-        QCOMPARE(out0.count(QStringLiteral("CLUSTERPPL_RESULT {")), 1);
+        QCOMPARE(resultsOf(out0).size(), 1);
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
@@ -1345,7 +1377,9 @@ private Q_SLOTS:
                 // 1.5 s hold, on a loaded host or under a sanitizer, may have had it for its last
                 // rounds: then its checkpoints carry it.)
                 const QString out0 = QString::fromUtf8(ranks[0]->readAllStandardOutput());
-                CPPL_VERIFY2(out0.contains(QStringLiteral("CLUSTERPPL_LEDGER ")), qPrintable(row + u'\n' + out0));
+                const auto events = agentEventsOf(out0);
+                CPPL_VERIFY2(std::any_of(events.begin(), events.end(), [](const auto &e) { return std::holds_alternative<cppl::lines::Ledger>(e); }),
+                             qPrintable(row + u'\n' + out0));
                 const QList<QJsonObject> checkpoints = checkpointsOf(out0);
                 if (QLatin1String(hold) == QLatin1String("600000"))
                     CPPL_VERIFY2(checkpoints.isEmpty(), qPrintable(row + u'\n' + out0));
@@ -1638,8 +1672,8 @@ private Q_SLOTS:
         QByteArray out;
         while (!out.contains('\n') && store.waitForReadyRead(30000))
             out += store.readAllStandardOutput();
-        const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(out));
-        CPPL_VERIFY2(m.hasMatch(), out.constData());
+        const QString storePort = storePortOf(out);
+        CPPL_VERIFY2(!storePort.isEmpty(), out.constData());
         QList<QProcess *> ranks;
         for (int r = 0; r < 2; ++r) {
             QStringList args = evalArgs(QStringLiteral("llama.cpp"), 0)
@@ -1647,7 +1681,7 @@ private Q_SLOTS:
             QMap<QString, QString> env{{QStringLiteral("RANK"), QString::number(r)},
                                        {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
                                        {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
-                                       {QStringLiteral("MASTER_PORT"), m.captured(1)},
+                                       {QStringLiteral("MASTER_PORT"), storePort},
                                        {QStringLiteral("TORCHELASTIC_USE_AGENT_STORE"), QStringLiteral("True")}};
             if (r == 1) {
                 args[1] = m_dir.filePath(QStringLiteral("no-such-model"));
@@ -1719,9 +1753,8 @@ private Q_SLOTS:
             QByteArray out;
             while (!out.contains('\n') && store.waitForReadyRead(30000))
                 out += store.readAllStandardOutput();
-            const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("CLUSTERPPL_STORE \\{\"port\":(\\d+)")).match(QString::fromUtf8(out));
-            CPPL_VERIFY2(m.hasMatch(), out.constData());
-            port = m.captured(1);
+            port = storePortOf(out);
+            CPPL_VERIFY2(!port.isEmpty(), out.constData());
         }
         QList<QProcess *> ranks;
         QElapsedTimer clock;

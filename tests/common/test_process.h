@@ -2,6 +2,8 @@
 // Runs a real program the way a user would, and keeps what it said.
 #pragma once
 
+#include "cppl/agent_lines.h"
+
 #include <QByteArray>
 #include <QDir>
 #include <QElapsedTimer>
@@ -61,7 +63,7 @@ inline bool writeFile(const QString &path, const QByteArray &data)
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
 }
 
-/// Starts `@p agent store @p args` in @p p and waits up to 30 s for its CLUSTERPPL_STORE line; the
+/// Starts `@p agent store @p args` in @p p and waits up to 30 s for its store line (docs/agent-lines.md); the
 /// port it serves, or 0 when it did not start, never said so, or exited. @p out keeps its stdout.
 inline int startStore(QProcess &p, const QString &agent, const QStringList &args, QByteArray &out)
 {
@@ -73,10 +75,9 @@ inline int startStore(QProcess &p, const QString &agent, const QStringList &args
     while (!out.contains('\n') && p.state() == QProcess::Running && t.elapsed() < 30000)
         if (p.waitForReadyRead(200))
             out += p.readAllStandardOutput();
-    const QByteArray line = out.left(out.indexOf('\n'));
-    if (!line.startsWith("CLUSTERPPL_STORE "))
-        return 0;
-    return QJsonDocument::fromJson(line.mid(17)).object().value(QStringLiteral("port")).toInt();
+    const cppl::lines::Decoded d = cppl::lines::decode(out.left(out.indexOf('\n')).toStdString());
+    const auto *ready = std::get_if<cppl::lines::StoreReady>(&d.event);
+    return d.ok() && ready ? ready->port : 0;
 }
 
 /// Whether @p pid is a live process (a zombie has exited already; its parent has not reaped it yet).

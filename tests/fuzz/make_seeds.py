@@ -188,6 +188,30 @@ def result_json(out):
         write(out, "result_json", f"shard-{rank}-of-2.json", json.dumps(r, indent=2))
 
 
+def agent_lines(out):
+    # docs/agent-lines.md: every kind as this version writes it ("v" last), and as agents before the
+    # protocol wrote them (no "v"), plus an unknown kind and a newer version.
+    words = ",".join('"%d"' % w for w in [123456789, -5, 0, 2 ** 63 - 1, -(2 ** 63), 7, 0, 0, 0, 0, 0, 0, 3, 4, 5, 6, 0, 0])
+    lines = {
+        "result": '{"ppl":7.5,"nll_sum_exact":"xs1:00","tokens_scored":600,"ranks":[{"rank":0,"host":"n1"}],"v":1}',
+        "ledger": '{"rank":1,"round":3,"batches":"0-3,8,10-11","epoch":2,"v":1}',
+        "checkpoint": ('{"format":"clusterppl-checkpoint","version":1,"round":4,"words":[' + words + '],'
+                       '"schedule":"dynamic","world_size":4,"sync_every_tokens":"end","batch_count":192,"batch":2,'
+                       '"fingerprint":{"model":"aa","data":"bb","plan":"llama.cpp context 128"},"epoch":1,"v":1}'),
+        "regroup": '{"epoch":2,"first_round":5,"lost":[{"rank":1,"round":1,"batches":"1-3"},{"rank":0,"round":-1,"batches":""}],"v":1}',
+        "rank_lost": ('{"rank":2,"host":"node1","cause":"died: its connection closed","round":4,"windows_kept":120,'
+                      '"batches_requeued":3,"ranks_left":3,"after_last_round":false,"v":1}'),
+        "store": '{"port":29500,"addr":"0.0.0.0","v":1}',
+    }
+    for kind, body in lines.items():
+        tag = "CLUSTERPPL_" + kind.upper()
+        write(out, "agent_lines", kind + ".txt", tag + " " + body)
+        write(out, "agent_lines", kind + "-before-v.txt", tag + " " + body.replace(',"v":1}', "}"))
+    write(out, "agent_lines", "unknown-kind.txt", 'CLUSTERPPL_TP_GROUP {"ranks":[0,1],"v":1}')
+    write(out, "agent_lines", "newer-version.txt", 'CLUSTERPPL_LEDGER {"rank":1,"v":2}')
+    write(out, "agent_lines", "not-ours.txt", "Final estimate: PPL = 12.3456 +/- 0.0812")
+
+
 def spm_model(out):
     def varint(n):
         b = bytearray()
@@ -261,7 +285,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_seeds.py OUT_DIR")
     out = sys.argv[1]
-    for make in (telemetry, profile, hostfile, result_json, model_config, safetensors, npy, tokenizer_json,
+    for make in (telemetry, agent_lines, profile, hostfile, result_json, model_config, safetensors, npy, tokenizer_json,
                  spm_model, rendezvous_server):
         make(out)
 

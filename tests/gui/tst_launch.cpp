@@ -12,6 +12,7 @@
 #include "test_sshd.h"
 #include "test_verify.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
 #include "cppl/host.h"
@@ -33,6 +34,7 @@
 #include <QThread>
 
 #include <algorithm>
+#include <optional>
 
 #include <signal.h>
 #include <unistd.h>
@@ -55,6 +57,17 @@ using cppl::test::kText;
 namespace {
 
 constexpr int kWindows = 37;
+
+/// The agent protocol's events in a rank's log (its stdout lines, "O ..."), decoded (docs/agent-lines.md).
+std::vector<cppl::lines::Event> agentEventsOf(const QByteArray &log)
+{
+    std::vector<cppl::lines::Event> out;
+    for (const QByteArray &line : log.split('\n'))
+        if (line.startsWith("O "))
+            if (cppl::lines::Decoded d = cppl::lines::decode(line.mid(2).toStdString()); d.ok())
+                out.push_back(std::move(d.event));
+    return out;
+}
 
 } // namespace
 
@@ -259,6 +272,14 @@ private Q_SLOTS:
         const QByteArray rank0 = readFile(path(u"state/clusterppl/runs/"_s + runs.last() + u"/rank-0.log"_s));
         CPPL_VERIFY2(rank0.contains("O Final estimate: PPL = "), rank0.constData());
         const QJsonObject j = cppl::test::readJson(path(u"local4-result.json"_s));
+        // Rank 0's result line, kept in its log, decodes to the result the CLI wrote.
+        int results = 0;
+        for (const auto &e : agentEventsOf(rank0))
+            if (const auto *res = std::get_if<cppl::lines::Result>(&e)) {
+                ++results;
+                QCOMPARE(QJsonDocument::fromJson(QByteArray::fromStdString(res->json)).object().value(u"nll_sum_exact"_s), j.value(u"nll_sum_exact"_s));
+            }
+        QCOMPARE(results, 1);
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
         QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
     }
@@ -507,6 +528,15 @@ private:
         CPPL_VERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, qPrintable(u"exit %1\n%2"_s.arg(cli.exitCode()).arg(err)));
         QVERIFY(out.contains(u"Final estimate: PPL = "_s));
         CPPL_VERIFY2(err.contains(u"clusterppl-cli: recovered (rank %1 ("_s.arg(victim)) && err.contains(u"died: its connection closed"_s), qPrintable(err));
+        // The reporting rank said so as the agent protocol's rank-lost line (kept in its log), with the watchdog's cause.
+        std::optional<cppl::lines::RankLost> said;
+        for (int r = 0; r < world && !said; ++r)
+            for (const auto &e : agentEventsOf(readFile(path(u"state/clusterppl/runs/%1/rank-%2.log"_s.arg(runId).arg(r)))))
+                if (const auto *l = std::get_if<cppl::lines::RankLost>(&e); l && l->rank == victim)
+                    said = *l;
+        QVERIFY2(said.has_value(), qPrintable(err));
+        CPPL_VERIFY2(said->cause.starts_with("died: its connection closed") && !said->afterLastRound && said->ranksLeft == world - 1,
+                     cppl::lines::encode(*said).c_str());
         CPPL_VERIFY2(err.contains(u"the live cross-check is skipped"_s), qPrintable(err));
         CPPL_VERIFY2(!err.contains(u"the rendezvous store on"_s), qPrintable(err));
         // No agent and no store of the run is left (the store ended on its stdin's EOF).

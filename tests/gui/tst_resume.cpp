@@ -25,6 +25,7 @@
 #include <QThread>
 
 #include <algorithm>
+#include <optional>
 
 #include <signal.h>
 
@@ -63,6 +64,33 @@ QByteArray profileJson(const QString &text, int slots, const QString &schedule, 
         .arg(schedule)
         .arg(context)
         .toUtf8();
+}
+
+/// What the run engine hands a CheckpointWriter: @p event as an agent writes it, decoded.
+cppl::lines::Decoded line(const cppl::lines::Event &event)
+{
+    return cppl::lines::decode(cppl::lines::encode(event));
+}
+
+cppl::lines::Decoded ledgerLine(int rank, int round, const char *batches, int epoch = 0)
+{
+    return line(cppl::lines::Ledger{rank, round, *cppl::lines::parseBatchRanges(batches), epoch});
+}
+
+/// A checkpoint line of @p round whose words are (round, 2, 0, ...).
+cppl::lines::Decoded checkpointLine(int round, int epoch = 0)
+{
+    cppl::lines::Checkpoint c;
+    c.round = round;
+    c.words[0] = round;
+    c.words[1] = 2;
+    c.schedule = "dynamic";
+    c.worldSize = 3;
+    c.batchCount = 12;
+    c.batch = 1;
+    c.fingerprint = {"model-sha", "data-sha", "plan"};
+    c.epoch = epoch;
+    return line(c);
 }
 
 } // namespace
@@ -141,24 +169,41 @@ private Q_SLOTS:
         // until it does, and rank 1's ledger of round 2 (already here) is not part of round 1.
         QTemporaryDir dir;
         CheckpointWriter w(dir.path(), u"unit"_s, 2, *parseBatchRanges(u"0-1"_s), QJsonObject{{u"round"_s, 0}});
-        const auto ledger = [](int rank, int round, const char *b) {
-            return u"CLUSTERPPL_LEDGER {\"rank\":%1,\"round\":%2,\"batches\":\"%3\"}"_s.arg(rank).arg(round).arg(QLatin1StringView(b));
-        };
-        const QString words = u"\"words\":[\"1\",\"2\"],\"schedule\":\"dynamic\",\"world_size\":2,\"batch_count\":12"_s;
-        QVERIFY(w.take(0, ledger(0, 1, "2-3")));
-        QVERIFY(w.take(0, u"CLUSTERPPL_CHECKPOINT {\"format\":\"clusterppl-checkpoint\",\"version\":1,\"round\":1,%1}"_s.arg(words)));
+        QVERIFY(w.take(0, ledgerLine(0, 1, "2-3")));
+        QVERIFY(w.take(0, checkpointLine(1)));
         QCOMPARE(w.writtenRound(), -1);
         QVERIFY(!QFile::exists(dir.filePath(u"checkpoint.json"_s)));
-        QVERIFY(w.take(1, ledger(1, 1, "4")));
+        QVERIFY(w.take(1, ledgerLine(1, 1, "4")));
         QCOMPARE(w.writtenRound(), 1);
-        QVERIFY(w.take(1, ledger(1, 2, "5-6")));
+        QVERIFY(w.take(1, ledgerLine(1, 2, "5-6")));
         const QJsonObject cp = readJson(dir.filePath(u"checkpoint.json"_s));
         QCOMPARE(cp.value(u"ledger"_s).toString(), u"0-4"_s);
         QCOMPARE(cp.value(u"words"_s).toArray().at(1).toString(), u"2"_s);
+        QCOMPARE(cp.value(u"format"_s).toString(), u"clusterppl-checkpoint"_s);
+        QVERIFY(!cp.contains(u"v"_s)); // the line's version is the line's, not the document's
+        QCOMPARE(cp.value(u"fingerprint"_s).toObject().value(u"plan"_s).toString(), u"plan"_s);
         QCOMPARE(cp.value(u"resumed_from"_s).toObject().value(u"round"_s).toInt(), 0);
-        QVERIFY(!w.take(0, u"Final estimate: PPL = 1"_s));
-        QVERIFY(w.take(1, u"CLUSTERPPL_CHECKPOINT {}"_s)); // only rank 0 has the words
-        QVERIFY(w.error().contains(u"rank 1 sent a malformed checkpoint line"_s));
+        QVERIFY(!w.take(0, cppl::lines::decode("Final estimate: PPL = 1")));
+        QVERIFY(!w.take(0, line(cppl::lines::RankLost{1, "h", "died", 0, 0, 0, 1, false}))); // another kind of line: not the checkpoints'
+        QVERIFY(w.error().isEmpty());
+        QVERIFY(w.take(1, cppl::lines::decode(R"(CLUSTERPPL_CHECKPOINT {"format":"clusterppl-checkpoint","round":2})"))); // only rank 0 has the words
+        CPPL_VERIFY2(w.error().contains(u"rank 1 sent a malformed checkpoint line (malformed CLUSTERPPL_CHECKPOINT line: \"version\" is missing)"_s),
+                     qPrintable(w.error()));
+    }
+
+    void checkpointsStopAtANewerVersion()
+    {
+        // A ledger line this launcher cannot read: no later round could be complete, so the
+        // checkpoints say so at once (the line is shown as the rank's output, not consumed).
+        QTemporaryDir dir;
+        CheckpointWriter w(dir.path(), u"unit"_s, 2);
+        QVERIFY(w.take(0, ledgerLine(0, 0, "0")));
+        const cppl::lines::Decoded newer = cppl::lines::decode(R"(CLUSTERPPL_LEDGER {"rank":1,"round":0,"batches":"1","v":2})");
+        QVERIFY(newer.status == cppl::lines::Status::NewerVersion);
+        QVERIFY(!w.take(1, newer));
+        CPPL_VERIFY2(w.error().contains(u"rank 1 sent a ledger line of version 2, newer than this ClusterPPL reads"_s), qPrintable(w.error()));
+        QVERIFY(w.take(0, checkpointLine(0)));
+        QCOMPARE(w.writtenRound(), -1);
     }
 
     void checkpointsGoOnAfterARegrouping()
@@ -170,14 +215,8 @@ private Q_SLOTS:
         // checkpoint line, read after the regroup line of rank 2, is dropped.
         QTemporaryDir dir;
         CheckpointWriter w(dir.path(), u"unit"_s, 3);
-        const auto ledger = [](int rank, int round, const char *b, int epoch = 0) {
-            return u"CLUSTERPPL_LEDGER {\"rank\":%1,\"round\":%2,\"batches\":\"%3\"%4}"_s.arg(rank).arg(round).arg(QLatin1StringView(b),
-                                                                                                         epoch ? u",\"epoch\":%1"_s.arg(epoch) : QString());
-        };
-        const auto checkpoint = [](int round, int epoch = 0) {
-            return u"CLUSTERPPL_CHECKPOINT {\"format\":\"clusterppl-checkpoint\",\"version\":1,\"round\":%1,\"words\":[\"%1\"]%2}"_s.arg(round).arg(
-                epoch ? u",\"epoch\":%1"_s.arg(epoch) : QString());
-        };
+        const auto ledger = [](int rank, int round, const char *b, int epoch = 0) { return ledgerLine(rank, round, b, epoch); };
+        const auto checkpoint = [](int round, int epoch = 0) { return checkpointLine(round, epoch); };
         QVERIFY(w.take(0, ledger(0, 0, "0")));
         QVERIFY(w.take(1, ledger(1, 0, "1")));
         QVERIFY(w.take(2, ledger(2, 0, "4")));
@@ -195,7 +234,7 @@ private Q_SLOTS:
         QCOMPARE(w.writtenRound(), 1);
         // The regrouping: the survivors last committed round 1 together (r*), so round 3 (r* + 2)
         // is the first complete one; rank 1's committed part is batches 1-3.
-        QVERIFY(w.take(0, u"CLUSTERPPL_REGROUP {\"epoch\":1,\"first_round\":3,\"lost\":[{\"rank\":1,\"round\":1,\"batches\":\"1-3\"}]}"_s));
+        QVERIFY(w.take(0, line(cppl::lines::Regroup{1, 3, {{1, 1, {{1, 4}}}}})));
         QCOMPARE(w.regroupEpoch(), 1);
         QCOMPARE(w.regroupFirstRound(), 3);
         QVERIFY(w.take(1, ledger(1, 3, "11"))); // a stopped rank woken up: its lines no longer count
@@ -211,8 +250,7 @@ private Q_SLOTS:
         // Rank 0 lost next (epoch 2): rank 2 reports from then on, and names both lost ranks.
         QVERIFY(w.take(0, ledger(0, 4, "14", 1)));
         QVERIFY(w.take(2, ledger(2, 4, "15", 1)));
-        QVERIFY(w.take(2, u"CLUSTERPPL_REGROUP {\"epoch\":2,\"first_round\":5,\"lost\":[{\"rank\":1,\"round\":1,\"batches\":\"1-3\"},"
-                           "{\"rank\":0,\"round\":3,\"batches\":\"0,5,7-8,12\"}]}"_s));
+        QVERIFY(w.take(2, line(cppl::lines::Regroup{2, 5, {{1, 1, {{1, 4}}}, {0, 3, *cppl::lines::parseBatchRanges("0,5,7-8,12")}}})));
         QVERIFY(w.take(0, checkpoint(4, 1))); // rank 0's last words, read after the regrouping: dropped
         QCOMPARE(w.writtenRound(), 3);
         QVERIFY(w.take(2, ledger(2, 5, "14,16-17", 2)));
@@ -222,6 +260,8 @@ private Q_SLOTS:
         QVERIFY(w.error().isEmpty());
         QVERIFY(w.take(1, checkpoint(6, 2)));
         CPPL_VERIFY2(w.error().contains(u"rank 1 sent a checkpoint line, but rank 2 reports for the run"_s), qPrintable(w.error()));
+        // The file still holds round 5, rank 2's.
+        QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"words"_s).toArray().at(0).toString(), u"5"_s);
     }
 
     void killedRunResumesWithTheSameBits_data()
@@ -439,23 +479,36 @@ private Q_SLOTS:
         QElapsedTimer t;
         t.start();
         const auto roundNow = [&] { return readJson(checkpoint).value(u"round"_s).toInt(-1); };
-        QJsonObject regroup; // the newest regroup line of any rank's log (each names every rank lost so far)
-        const auto lostIn = [](const QJsonObject &o) {
+        cppl::lines::Regroup regroup{0, -1, {}}; // the newest regroup line of any rank's log (each names every rank lost so far)
+        const auto lostIn = [](const cppl::lines::Regroup &g) {
             QList<int> named;
-            for (const QJsonValue &l : o.value(u"lost"_s).toArray())
-                named << l.toObject().value(u"rank"_s).toInt();
+            for (const auto &l : g.lost)
+                named << l.rank;
             std::sort(named.begin(), named.end());
             return named;
         };
         const auto newestRegroup = [&] {
-            QJsonObject newest = regroup;
+            cppl::lines::Regroup newest = regroup;
             for (int r = 0; r < 4; ++r)
                 for (const QByteArray &line : readFile(dir + u"/rank-%1.log"_s.arg(r)).split('\n'))
-                    if (line.startsWith("O CLUSTERPPL_REGROUP "))
-                        if (const QJsonObject o = QJsonDocument::fromJson(line.mid(21)).object();
-                            o.value(u"epoch"_s).toInt(0) > newest.value(u"epoch"_s).toInt(0))
-                            newest = o;
+                    if (line.startsWith("O ")) { // the rank's stdout
+                        const cppl::lines::Decoded d = cppl::lines::decode(line.mid(2).toStdString());
+                        if (const auto *g = std::get_if<cppl::lines::Regroup>(&d.event); d.ok() && g && g->epoch > newest.epoch)
+                            newest = *g;
+                    }
             return newest;
+        };
+        const auto said = [](const cppl::lines::Regroup &g) { return cppl::lines::encode(g); };
+        // The reporting rank's rank-lost line for @p victim (it comes before its regroup line, on the same stdout).
+        const auto rankLostLine = [&](int victim) {
+            for (int r = 0; r < 4; ++r)
+                for (const QByteArray &line : readFile(dir + u"/rank-%1.log"_s.arg(r)).split('\n'))
+                    if (line.startsWith("O ")) {
+                        const cppl::lines::Decoded d = cppl::lines::decode(line.mid(2).toStdString());
+                        if (const auto *l = std::get_if<cppl::lines::RankLost>(&d.event); d.ok() && l && l->rank == victim)
+                            return std::optional<cppl::lines::RankLost>(*l);
+                    }
+            return std::optional<cppl::lines::RankLost>();
         };
         int first = 2, lossRound = -1;
         QList<int> killed;
@@ -481,15 +534,17 @@ private Q_SLOTS:
             const QList<int> named = lostIn(regroup);
             CPPL_VERIFY2(named.contains(victim), qPrintable(u"no regroup line names rank %1 (the run ended or timed out); the CLI said:\n%2"_s.arg(victim).arg(
                                                   QString::fromUtf8(readFile(cliErr)))));
-            for (const QJsonValue &l : regroup.value(u"lost"_s).toArray())
-                if (l.toObject().value(u"rank"_s).toInt() == victim)
-                    lossRound = l.toObject().value(u"round"_s).toInt(-2);
+            for (const auto &l : regroup.lost)
+                if (l.rank == victim)
+                    lossRound = l.round;
+            const auto lost = rankLostLine(victim);
+            CPPL_VERIFY2(lost && !lost->cause.empty() && !lost->afterLastRound && lost->ranksLeft < 4, said(regroup).c_str());
             for (int k : killed)
-                CPPL_VERIFY2(named.contains(k), QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
+                CPPL_VERIFY2(named.contains(k), said(regroup).c_str());
             if (named.size() > killed.size()) // a live rank declared lost too (docs/communication.md, "Not done yet"): not this test's subject
-                qWarning("the regroup line names more ranks than were killed: %s", QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
-            first = regroup.value(u"first_round"_s).toInt(-1);
-            CPPL_VERIFY2(lossRound >= 1 && first >= lossRound + 2, QJsonDocument(regroup).toJson(QJsonDocument::Compact).constData());
+                qWarning("the regroup line names more ranks than were killed: %s", said(regroup).c_str());
+            first = regroup.firstRound;
+            CPPL_VERIFY2(lossRound >= 1 && first >= lossRound + 2, said(regroup).c_str());
         }
         // A checkpoint after the regrouping, then the launcher and every agent die at once.
         while (roundNow() < first && p.state() == QProcess::Running && t.elapsed() < 180000)
@@ -499,7 +554,7 @@ private Q_SLOTS:
         const QJsonObject cp = readJson(checkpoint);
         const int round = cp.value(u"round"_s).toInt(-1);
         CPPL_VERIFY2(round >= first && round > lossRound, qPrintable(u"checkpoint of round %1; lost after round %2, regrouped for round %3"_s.arg(round).arg(lossRound).arg(first)));
-        QVERIFY(cp.value(u"epoch"_s).toInt() >= regroup.value(u"epoch"_s).toInt());
+        QVERIFY(cp.value(u"epoch"_s).toInt() >= regroup.epoch);
         qint64 done = 0;
         for (const auto &[a, b] : parseBatchRanges(cp.value(u"ledger"_s).toString()).value_or(BatchRanges{}))
             done += b - a;

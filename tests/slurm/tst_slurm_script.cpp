@@ -4,6 +4,7 @@
 #include "launch/launch_plan.h"
 #include "launch/slurm_job.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
 
@@ -11,6 +12,7 @@
 
 using namespace cppl;
 using namespace cppl::core;
+using namespace Qt::StringLiterals;
 
 namespace {
 
@@ -119,8 +121,12 @@ private Q_SLOTS:
         for (const char *line : {"export TORCHELASTIC_USE_AGENT_STORE='True'\n", "mkfifo store.in ||",
                                  "( '/opt/cppl/bin/clusterppl-agent' 'store' '--port' '29511' '--bind' '0.0.0.0' < store.in > store.out 2> store.err; "
                                  "echo \"@store-exit $? $(tail -n 1 store.err)\" ) &\n",
-                                 "exec 4> store.in\n", "until grep -q '^CLUSTERPPL_STORE ' store.out", "echo \"@store-closing\"\nexec 4>&-\nwait $store_pid\n"})
+                                 "exec 4> store.in\n", "echo \"@store-closing\"\nexec 4>&-\nwait $store_pid\n"})
             QVERIFY2(s.contains(QString::fromLatin1(line)), line);
+        // It waits for the store's line of the agent protocol (docs/agent-lines.md), by its tag.
+        const std::string wait = "until grep -q '^" + std::string(cppl::lines::tagOf(cppl::lines::Kind::StoreReady)) + " ' store.out";
+        QVERIFY2(s.contains(QString::fromStdString(wait)), wait.c_str());
+        QVERIFY(cppl::lines::peekKind(cppl::lines::encode(cppl::lines::StoreReady{29511, "0.0.0.0"})) == cppl::lines::Kind::StoreReady);
         QVERIFY(s.indexOf(QStringLiteral("exec 4> store.in")) < s.indexOf(QStringLiteral("--distribution=block")));
         QVERIFY(s.indexOf(QStringLiteral("--distribution=block")) < s.indexOf(QStringLiteral("@store-closing")));
         // A fail-fast run has neither.
@@ -207,7 +213,9 @@ private Q_SLOTS:
         QTest::addRow("job") << "@cppl job 42" << int(K::Submitted) << -1 << "42";
         QTest::addRow("sbatch refused") << "@cppl submit-failed sbatch: error: invalid partition" << int(K::SubmitFailed) << -1
                                         << "sbatch: error: invalid partition";
-        QTest::addRow("rank stdout") << "@o 3: CLUSTERPPL_RESULT {}" << int(K::RankStdout) << 3 << "CLUSTERPPL_RESULT {}";
+        // An agent's line travels inside the driver's framing unchanged (its decoding: agentLineThroughTheDriver).
+        const QString ledger = QString::fromStdString(cppl::lines::encode(cppl::lines::Ledger{3, 1, {{0, 2}}, 0}));
+        QTest::addRow("rank stdout") << u"@o 3: "_s + ledger << int(K::RankStdout) << 3 << ledger;
         QTest::addRow("padded label") << "@e  12: warning" << int(K::RankStderr) << 12 << "warning";
         QTest::addRow("task exit") << "@e 2: @exit 137" << int(K::RankExit) << 2 << "";
         QTest::addRow("nodes") << "@o @nodes n1,n2" << int(K::Nodes) << -1 << "n1,n2";
@@ -233,6 +241,24 @@ private Q_SLOTS:
             QCOMPARE(QString::fromStdString(e.text), text);
         else
             QCOMPARE(e.exitCode, 137);
+    }
+
+    void agentLineThroughTheDriver()
+    {
+        // srun -l labels rank 3's stdout; the driver prefixes "@o ": what comes out is the agent's line, which decodes.
+        const SlurmEvent e = parseDriverLine("@o 3: " + cppl::lines::encode(cppl::lines::Ledger{3, 1, {{0, 2}, {5, 6}}, 0}));
+        QCOMPARE(int(e.kind), int(SlurmEvent::Kind::RankStdout));
+        const cppl::lines::Decoded d = cppl::lines::decode(e.text);
+        QVERIFY2(d.ok(), d.reason().c_str());
+        const auto &l = std::get<cppl::lines::Ledger>(d.event);
+        QCOMPARE(l.rank, 3);
+        QVERIFY(l.batches == (cppl::lines::BatchRanges{{0, 2}, {5, 6}}));
+        // The driver's result comes from the result file, which the launcher relays as the rank's result line.
+        const SlurmEvent r = parseDriverLine("@cppl result {  \"ppl\": 4.5,  \"tokens_scored\": 3}");
+        QCOMPARE(int(r.kind), int(SlurmEvent::Kind::Result));
+        const cppl::lines::Decoded relayed = cppl::lines::decode(cppl::lines::encode(cppl::lines::Result{r.text}));
+        QVERIFY2(relayed.ok(), relayed.reason().c_str());
+        QCOMPARE(std::get<cppl::lines::Result>(relayed.event).json, std::string(R"({"ppl":4.5,"tokens_scored":3})"));
     }
 
     void stateLine()

@@ -11,15 +11,6 @@
 
 namespace cppl::agent::dist {
 
-namespace {
-
-nlohmann::ordered_json syncJson(std::int64_t syncEvery)
-{
-    return syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
-}
-
-} // namespace
-
 std::string fingerprintMismatch(const RunFingerprint &saved, const RunFingerprint &now)
 {
     if (saved.model != now.model)
@@ -96,49 +87,68 @@ ResumeState parseResumeState(const std::string &text)
     return s;
 }
 
+namespace {
+
+cppl::lines::BatchRanges rangesOf(std::span<const BatchRun> runs)
+{
+    cppl::lines::BatchRanges out;
+    out.reserve(runs.size());
+    for (const BatchRun &r : runs)
+        out.push_back({r.first, r.end});
+    return out;
+}
+
+} // namespace
+
 std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch)
 {
-    nlohmann::ordered_json j;
-    j["rank"] = rank;
-    j["round"] = round;
-    j["batches"] = formatBatchRuns(batches);
-    if (epoch > 0)
-        j["epoch"] = epoch;
-    return "CLUSTERPPL_LEDGER " + j.dump();
+    return cppl::lines::encode(cppl::lines::Ledger{rank, round, rangesOf(batches), epoch});
 }
 
 std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
                            int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch, int epoch)
 {
-    nlohmann::ordered_json j;
-    j["format"] = "clusterppl-checkpoint";
-    j["version"] = 1;
-    j["round"] = round;
-    nlohmann::ordered_json w = nlohmann::ordered_json::array();
-    for (std::int64_t x : words)
-        w.push_back(std::to_string(x)); // strings: JSON readers that keep numbers as doubles would round them
-    j["words"] = w;
-    j["schedule"] = schedule;
-    j["world_size"] = worldSize;
-    j["sync_every_tokens"] = syncJson(syncEvery);
-    j["batch_count"] = batchCount;
-    j["batch"] = batch;
-    j["fingerprint"] = {{"model", fingerprint.model}, {"data", fingerprint.data}, {"plan", fingerprint.plan}};
-    if (epoch > 0)
-        j["epoch"] = epoch;
-    return "CLUSTERPPL_CHECKPOINT " + j.dump();
+    cppl::lines::Checkpoint c;
+    c.round = round;
+    c.words = words;
+    c.schedule = schedule;
+    c.worldSize = worldSize;
+    c.syncEvery = syncEvery;
+    c.batchCount = batchCount;
+    c.batch = batch;
+    c.fingerprint = {fingerprint.model, fingerprint.data, fingerprint.plan};
+    c.epoch = epoch;
+    return cppl::lines::encode(c);
 }
 
 std::string regroupLine(int epoch, int firstRound, std::span<const RegroupLost> lost)
 {
-    nlohmann::ordered_json j;
-    j["epoch"] = epoch;
-    j["first_round"] = firstRound;
-    nlohmann::ordered_json l = nlohmann::ordered_json::array();
-    for (const RegroupLost &r : lost)
-        l.push_back({{"rank", r.rank}, {"round", r.round}, {"batches", formatBatchRuns(r.batches)}});
-    j["lost"] = l;
-    return "CLUSTERPPL_REGROUP " + j.dump();
+    cppl::lines::Regroup r{epoch, firstRound, {}};
+    for (const RegroupLost &l : lost)
+        r.lost.push_back({l.rank, l.round, rangesOf(l.batches)});
+    return cppl::lines::encode(r);
+}
+
+cppl::lines::RankLost rankLost(int rank, const std::string &host, const std::string &cause, int round, std::int64_t windowsKept,
+                               std::int64_t batchesRequeued, int ranksLeft)
+{
+    return {rank, host, cause, round, windowsKept, batchesRequeued, ranksLeft, false};
+}
+
+cppl::lines::RankLost rankLostAfterLastRound(int rank, const std::string &host, const std::string &cause, int round, std::int64_t windowsKept)
+{
+    return {rank, host, cause, round, windowsKept, 0, 0, true};
+}
+
+std::string rankLostLine(const cppl::lines::RankLost &lost)
+{
+    return cppl::lines::encode(lost);
+}
+
+std::string recoveredText(const cppl::lines::RankLost &lost)
+{
+    const std::string text = "recovered: " + cppl::lines::describe(lost);
+    return lost.afterLastRound ? text : text + "; going on with " + std::to_string(lost.ranksLeft) + " ranks";
 }
 
 std::vector<std::int64_t> remainingBatches(std::int64_t count, std::span<const BatchRun> done)

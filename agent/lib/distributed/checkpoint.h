@@ -7,10 +7,13 @@
 // after a lost rank the reporting rank (rank 0 or the lowest survivor) says from which round the
 // checkpoints are complete again and which of the lost ranks' batches count (a regroup line).
 // The launcher (clusterppl-cli) owns the run directory and writes what is committed there,
-// atomically; `run --resume` hands it back to every rank as --resume-state. Torch-free.
+// atomically; `run --resume` hands it back to every rank as --resume-state. The lines are those of
+// the agent -> launcher protocol (cppl/agent_lines.h, docs/agent-lines.md), as is the reporting
+// rank's word of a lost rank (a rank-lost line, with its words for humans on stderr). Torch-free.
 
 #include "distributed/batch_runs.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/statistics.h"
 
 #include <cstdint>
@@ -52,13 +55,13 @@ struct ResumeState
 /// @brief Parses `--resume-state` text; throws ConfigError naming the field that is wrong.
 [[nodiscard]] ResumeState parseResumeState(const std::string &json);
 
-/// @brief `CLUSTERPPL_LEDGER {"rank":R,"round":N,"batches":"0-3,8"}`: rank R's batches of round N;
-/// after a regrouping (--on-rank-loss continue) also `"epoch":E`, the membership it was printed in.
+/// @brief The ledger line (cppl::lines::Ledger): rank R's batches of round N; after a regrouping
+/// (--on-rank-loss continue) also the epoch, the membership it was printed in.
 [[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch = 0);
-/// @brief `CLUSTERPPL_CHECKPOINT {...}`: round N's exact global words (decimal strings, int64
-/// exact), with what a resume must match and how the run was planned (its batch too, which a
-/// resume of a `"batch": "auto"` run passes back as --batch); after a regrouping also
-/// `"epoch":E` (the reporting rank's, whose regroup line came before it).
+/// @brief The checkpoint line (cppl::lines::Checkpoint): round N's exact global words, with what a
+/// resume must match and how the run was planned (its batch too, which a resume of a `"batch":
+/// "auto"` run passes back as --batch); after a regrouping also the epoch (the reporting rank's,
+/// whose regroup line came before it).
 [[nodiscard]] std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
                                          int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch,
                                          int epoch = 0);
@@ -72,13 +75,26 @@ struct RegroupLost
 };
 
 /**
- * @brief `CLUSTERPPL_REGROUP {"epoch":E,"first_round":F,"lost":[{"rank":R,"round":N,"batches":"0-3"}]}`:
- * the survivors regrouped for epoch E (docs/communication.md, "Resuming a run"). Checkpoints are
+ * @brief The regroup line (cppl::lines::Regroup): the survivors regrouped for epoch E
+ * (docs/communication.md, "Resuming a run"). Checkpoints are
  * complete again from round F on (the survivors' ledger lines through F, without the lost ranks',
  * plus the lost ranks' @p lost batches, are exactly the words of round F); @p lost names every
  * rank lost so far, not only this epoch's, so the line stands alone when the reporting rank changed.
  */
 [[nodiscard]] std::string regroupLine(int epoch, int firstRound, std::span<const RegroupLost> lost);
+
+/// @brief Rank @p rank lost while the run goes on: after @p round rounds, @p windowsKept of its
+/// windows count, @p batchesRequeued batches queued again so far, @p ranksLeft ranks go on.
+[[nodiscard]] cppl::lines::RankLost rankLost(int rank, const std::string &host, const std::string &cause, int round,
+                                             std::int64_t windowsKept, std::int64_t batchesRequeued, int ranksLeft);
+/// @brief Rank @p rank lost after the last round (in the closing gather): all its windows count.
+[[nodiscard]] cppl::lines::RankLost rankLostAfterLastRound(int rank, const std::string &host, const std::string &cause, int round,
+                                                           std::int64_t windowsKept);
+/// @brief The rank-lost line for the launcher (stdout, with --checkpoint-lines).
+[[nodiscard]] std::string rankLostLine(const cppl::lines::RankLost &lost);
+/// @brief The same for humans (stderr): "recovered: rank R (HOST) CAUSE; lost after round N, ...;
+/// going on with K ranks". Nothing parses it.
+[[nodiscard]] std::string recoveredText(const cppl::lines::RankLost &lost);
 
 /// @brief The batches of [0, count) not in @p done, in order: what a resumed dynamic run claims.
 [[nodiscard]] std::vector<std::int64_t> remainingBatches(std::int64_t count, std::span<const BatchRun> done);

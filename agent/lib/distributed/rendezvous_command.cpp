@@ -8,6 +8,7 @@
 #include "args.h"
 #include "exit_codes.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/errors.h"
 #include "cppl/signal_pipe.h"
 
@@ -82,7 +83,7 @@ int rendezvousCommand(const std::vector<std::string> &argv, std::ostream &out, s
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("store: ") + e.what());
     }
-    out << "CLUSTERPPL_STORE {\"port\":" << store->port() << ",\"addr\":\"" << bind << "\"}\n" << std::flush;
+    out << cppl::lines::encode(cppl::lines::StoreReady{store->port(), bind}) << '\n' << std::flush; // docs/agent-lines.md
     err << "clusterppl-agent store: serving the rendezvous store on " << bind << ":" << store->port()
         << " until stdin closes or SIGTERM\n"
         << std::flush;

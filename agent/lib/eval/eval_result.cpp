@@ -8,6 +8,7 @@
 #include "result_json.h"
 #include "model/mapped_file.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/config.h"
 
 #include <filesystem>
@@ -98,7 +99,7 @@ int EvalSession::writeResult(const EvalInput &input, const ModelInfo &mi, double
         if (m_tel)
             m_tel->result(j.dump());
         if (resultLine) // for launchers that collect rank 0's stdout (SSH): one line, no file to fetch
-            m_out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
+            m_out << cppl::lines::encode(cppl::lines::Result{j.dump()}) << '\n' << std::flush;
         if (jsonPath) {
             std::ofstream f(*jsonPath);
             if (!(f << j.dump(2) << '\n'))

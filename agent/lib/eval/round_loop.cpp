@@ -24,24 +24,6 @@ double secondsSince(std::chrono::steady_clock::time_point start)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The two "recovered:" lines: the reporting rank's note of a lost rank, on stderr (kept by
-// --quiet: a run that exits 0 says whom it lost) and in telemetry; launchers read them.
-
-/// A rank lost during the run, the survivors regrouped.
-std::string recoveredLine(const dist::DynamicSchedule::LostRank &l, const std::string &host, std::int64_t redone, int ranksLeft)
-{
-    return "recovered: rank " + std::to_string(l.rank) + " (" + host + ") " + l.cause + "; lost after round " + std::to_string(l.round) + ", "
-           + std::to_string(l.windows) + " of its windows kept, " + std::to_string(redone) + " batches queued again so far; going on with "
-           + std::to_string(ranksLeft) + " ranks";
-}
-
-/// A rank lost after the closing gather completed at the reporting rank.
-std::string lostAfterTheEndLine(const dist::DynamicSchedule::LostRank &l, const std::string &host)
-{
-    return "recovered: rank " + std::to_string(l.rank) + " (" + host + ") " + l.cause + "; lost after the last round ("
-           + std::to_string(l.round) + "), all " + std::to_string(l.windows) + " of its windows kept, nothing to redo";
-}
-
 } // namespace
 
 std::string clock(double seconds)
@@ -458,9 +440,14 @@ void RoundLoop::reportLosses()
         redone += b.end - b.first;
     for (; m_lostSeen < lost.size(); ++m_lostSeen) {
         const auto &l = lost[m_lostSeen];
-        const std::string line = recoveredLine(l, m_run->hosts()[static_cast<std::size_t>(l.rank)], redone, m_run->epochSize());
-        if (m_run->reporter()) // a note, not progress: --quiet keeps it (a run that exits 0 says whom it lost)
+        const auto said = dist::rankLost(l.rank, m_run->hosts()[static_cast<std::size_t>(l.rank)], l.cause, l.round, l.windows, redone,
+                                         m_run->epochSize());
+        const std::string line = dist::recoveredText(said); // for humans; nothing parses it
+        if (m_run->reporter()) { // a note, not progress: --quiet keeps it (a run that exits 0 says whom it lost)
             m_err << line << '\n' << std::flush;
+            if (m_checkpoints) // the launcher's word of it (docs/agent-lines.md)
+                m_out << dist::rankLostLine(said) << '\n' << std::flush;
+        }
         if (m_tel)
             m_tel->log(cppl::telemetry::LogLevel::Warning, line);
     }
@@ -641,8 +628,11 @@ void RoundLoop::markLostAfterTheEnd()
         l.tokens = rep->tokens;
         l.windows = rep->windows;
         m_lostAfterTheEnd.push_back(l);
-        const std::string line = lostAfterTheEndLine(l, rep->host);
+        const auto said = dist::rankLostAfterLastRound(l.rank, rep->host, l.cause, l.round, l.windows);
+        const std::string line = dist::recoveredText(said); // for humans; nothing parses it
         m_err << line << '\n' << std::flush;
+        if (m_o.checkpointLines) // the launcher's word of it (docs/agent-lines.md)
+            m_out << dist::rankLostLine(said) << '\n' << std::flush;
         if (m_tel)
             m_tel->log(cppl::telemetry::LogLevel::Warning, line);
     }

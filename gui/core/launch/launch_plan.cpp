@@ -79,6 +79,105 @@ std::string remoteCommand(const RankCommand &r)
     return cmd;
 }
 
+namespace {
+
+/// A rank's environment: torchrun's identity and rendezvous, the run id, the launching
+/// environment's pass-through variables, then the host's own (which win).
+std::vector<std::pair<std::string, std::string>> rankEnv(const RankInfo &ri, int worldSize, const HostSpec &h, const LaunchPlan &plan,
+                                                         const LaunchOptions &o, bool ownStore)
+{
+    std::vector<std::pair<std::string, std::string>> env = {{"RANK", std::to_string(ri.rank)},
+                                                            {"WORLD_SIZE", std::to_string(worldSize)},
+                                                            {"LOCAL_RANK", std::to_string(ri.localRank)},
+                                                            {"LOCAL_WORLD_SIZE", std::to_string(h.slots)},
+                                                            {"MASTER_ADDR", plan.masterAddr},
+                                                            {"MASTER_PORT", std::to_string(plan.masterPort)},
+                                                            {"CLUSTERPPL_RUN_ID", o.runId}};
+    if (ownStore)
+        env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
+    for (const auto &kv : o.passEnv)
+        if (!h.env.count(kv.first))
+            env.push_back(kv);
+    for (const auto &[k, v] : h.env)
+        env.emplace_back(k, v);
+    return env;
+}
+
+/// `AGENT eval ...`: every evaluation setting as a flag; relative paths against @p base.
+std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec &h, const LaunchPlan &plan, const LaunchOptions &o,
+                                  const std::string &base, bool keysOnStdin)
+{
+    const EvaluationSpec &e = profile.evaluation;
+    std::vector<std::string> a;
+    a.push_back(o.agentOverride.empty() ? h.agent : o.agentOverride);
+    a.push_back("eval");
+    a.insert(a.end(), {"--model", resolve(e.model, base)});
+    if (!e.tokens.empty())
+        a.insert(a.end(), {"--tokens", resolve(e.tokens, base)});
+    else
+        a.insert(a.end(), {"--text", resolve(e.text, base), "--tokenizer", resolve(e.tokenizer, base)});
+    a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context)});
+    if (e.batch != kAutoBatch) // "auto": the agent sizes it (from free memory on a GPU)
+        a.insert(a.end(), {"--batch", std::to_string(e.batch)});
+    else if (o.resumeBatch > 0 && !o.resumeState.empty()) // a resumed auto run: the batch it used
+        a.insert(a.end(), {"--batch", std::to_string(o.resumeBatch)});
+    if (e.stride > 0)
+        a.insert(a.end(), {"--stride", std::to_string(e.stride)});
+    if (e.maxWindows > 0)
+        a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
+    if (e.dtype != "auto") // "auto": the agent's own default, bfloat16 on a GPU and float32 on the CPU
+        a.insert(a.end(), {"--dtype", e.dtype});
+    a.insert(a.end(), {"--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups, "--schedule", e.schedule});
+    const std::int64_t sync = profile.thresholds.syncEveryTokens;
+    a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
+    a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
+    // Always said, like --schedule, so every launcher's command line (local, SSH, the Slurm
+    // script's srun) shows it, whatever an agent's own default.
+    a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});
+    a.insert(a.end(), {"--overlap-sync", e.overlapSync ? "on" : "off"});
+    // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
+    // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn
+    // they do, so such runs keep one thread count everywhere (docs/models.md, docs/speed.md).
+    if (const auto it = h.env.find("OMP_NUM_THREADS"); it != h.env.end())
+        a.insert(a.end(), {"--threads", it->second});
+    if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
+        a.insert(a.end(), {"--blas-threads", it->second});
+    // The lines of the agent protocol (docs/agent-lines.md): the result, committed rounds for the
+    // run directory, lost ranks; and the state a resumed run starts from.
+    a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line", "--checkpoint-lines"});
+    if (!o.resumeState.empty())
+        a.insert(a.end(), {"--resume-state", o.resumeState});
+    if (!o.telemetry.empty())
+        a.insert(a.end(), {"--telemetry", o.telemetry});
+    if (keysOnStdin)
+        a.emplace_back(kKeysStdinFlag);
+    return a;
+}
+
+/// A tolerant run's `clusterppl-agent store` on rank 0's host, with rank 0's environment (the run
+/// id finds it among the run's processes; LD_LIBRARY_PATH and the host's env as for the agents)
+/// without the rank's identity.
+RankCommand storeCommand(const RankCommand &zero, bool local, int port)
+{
+    RankCommand st;
+    st.rank = -1;
+    st.hostIndex = zero.hostIndex;
+    st.hostName = zero.hostName;
+    st.address = zero.address;
+    st.ssh = zero.ssh;
+    st.workdir = zero.workdir;
+    for (const auto &kv : zero.env)
+        if (kv.first != "RANK" && kv.first != "WORLD_SIZE" && kv.first != "LOCAL_RANK" && kv.first != "LOCAL_WORLD_SIZE"
+            && kv.first != "TORCHELASTIC_USE_AGENT_STORE")
+            st.env.push_back(kv);
+    // Local runs stay on loopback; elsewhere every host's ranks connect (TCPStore of LibTorch
+    // 1.13 listens on every interface anyway).
+    st.argv = {zero.argv.front(), "store", "--port", std::to_string(port), "--bind", local ? "127.0.0.1" : "0.0.0.0"};
+    return st;
+}
+
+} // namespace
+
 LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o)
 {
     const RankLayout layout = rankLayout(profile);
@@ -95,10 +194,9 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
     const bool keysOnStdin = !o.telemetry.empty() && o.telemetryCredentials.has_value();
     if (keysOnStdin)
         plan.keyLine = cppl::telemetry::formatKeyLine(*o.telemetryCredentials);
-    const EvaluationSpec &e = profile.evaluation;
     // A tolerant run's store must outlive any rank, rank 0 included: a process of its own on the
     // master host (docs/launching.md, "Losing a rank").
-    const bool ownStore = e.onRankLoss == "continue";
+    const bool ownStore = profile.evaluation.onRankLoss == "continue";
     for (const RankInfo &ri : layout.ranks) {
         const HostSpec &h = profile.hosts[static_cast<std::size_t>(ri.hostIndex)];
         RankCommand c;
@@ -108,86 +206,12 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         c.address = h.address.empty() ? h.name : h.address;
         c.ssh = h.ssh;
         c.workdir = h.workdir;
-        const std::string base = local ? o.profileDir : std::string();
-        c.env = {{"RANK", std::to_string(ri.rank)},
-                 {"WORLD_SIZE", std::to_string(layout.worldSize())},
-                 {"LOCAL_RANK", std::to_string(ri.localRank)},
-                 {"LOCAL_WORLD_SIZE", std::to_string(h.slots)},
-                 {"MASTER_ADDR", plan.masterAddr},
-                 {"MASTER_PORT", std::to_string(plan.masterPort)},
-                 {"CLUSTERPPL_RUN_ID", o.runId}};
-        if (ownStore)
-            c.env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
-        for (const auto &kv : o.passEnv)
-            if (!h.env.count(kv.first))
-                c.env.push_back(kv);
-        for (const auto &[k, v] : h.env)
-            c.env.emplace_back(k, v);
-        auto &a = c.argv;
-        a.push_back(o.agentOverride.empty() ? h.agent : o.agentOverride);
-        a.push_back("eval");
-        a.insert(a.end(), {"--model", resolve(e.model, base)});
-        if (!e.tokens.empty())
-            a.insert(a.end(), {"--tokens", resolve(e.tokens, base)});
-        else
-            a.insert(a.end(), {"--text", resolve(e.text, base), "--tokenizer", resolve(e.tokenizer, base)});
-        a.insert(a.end(), {"--protocol", e.protocol, "--context", std::to_string(e.context)});
-        if (e.batch != kAutoBatch) // "auto": the agent sizes it (from free memory on a GPU)
-            a.insert(a.end(), {"--batch", std::to_string(e.batch)});
-        else if (o.resumeBatch > 0 && !o.resumeState.empty()) // a resumed auto run: the batch it used
-            a.insert(a.end(), {"--batch", std::to_string(o.resumeBatch)});
-        if (e.stride > 0)
-            a.insert(a.end(), {"--stride", std::to_string(e.stride)});
-        if (e.maxWindows > 0)
-            a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
-        if (e.dtype != "auto") // "auto": the agent's own default, bfloat16 on a GPU and float32 on the CPU
-            a.insert(a.end(), {"--dtype", e.dtype});
-        a.insert(a.end(), {"--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups,
-                            "--schedule", e.schedule});
-        const std::int64_t sync = profile.thresholds.syncEveryTokens;
-        a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
-        a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
-        // Always said, like --schedule, so every launcher's command line (local, SSH, the Slurm
-        // script's srun) shows it, whatever an agent's own default.
-        a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});
-        a.insert(a.end(), {"--overlap-sync", e.overlapSync ? "on" : "off"});
-        // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
-        // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn
-        // they do, so such runs keep one thread count everywhere (docs/models.md, docs/speed.md).
-        if (const auto it = h.env.find("OMP_NUM_THREADS"); it != h.env.end())
-            a.insert(a.end(), {"--threads", it->second});
-        if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
-            a.insert(a.end(), {"--blas-threads", it->second});
-        // Committed rounds for the run directory (checkpoint lines), and the state a resumed run starts from.
-        a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line", "--checkpoint-lines"});
-        if (!o.resumeState.empty())
-            a.insert(a.end(), {"--resume-state", o.resumeState});
-        if (!o.telemetry.empty())
-            a.insert(a.end(), {"--telemetry", o.telemetry});
-        if (keysOnStdin)
-            a.emplace_back(kKeysStdinFlag);
+        c.env = rankEnv(ri, layout.worldSize(), h, plan, o, ownStore);
+        c.argv = evalArgv(profile, h, plan, o, local ? o.profileDir : std::string(), keysOnStdin);
         plan.ranks.push_back(std::move(c));
     }
-    if (ownStore && !plan.ranks.empty()) {
-        const RankCommand &zero = plan.ranks.front();
-        RankCommand st;
-        st.rank = -1;
-        st.hostIndex = zero.hostIndex;
-        st.hostName = zero.hostName;
-        st.address = zero.address;
-        st.ssh = zero.ssh;
-        st.workdir = zero.workdir;
-        // Rank 0's environment (the run id finds it among the run's processes; LD_LIBRARY_PATH and
-        // the host's env as for the agents), without the rank's identity.
-        for (const auto &kv : zero.env)
-            if (kv.first != "RANK" && kv.first != "WORLD_SIZE" && kv.first != "LOCAL_RANK" && kv.first != "LOCAL_WORLD_SIZE"
-                && kv.first != "TORCHELASTIC_USE_AGENT_STORE")
-                st.env.push_back(kv);
-        // Local runs stay on loopback; elsewhere every host's ranks connect (TCPStore of LibTorch
-        // 1.13 listens on every interface anyway).
-        st.argv = {zero.argv.front(), "store", "--port", std::to_string(plan.masterPort), "--bind", local ? "127.0.0.1" : "0.0.0.0"};
-        plan.store = std::move(st);
-    }
+    if (ownStore && !plan.ranks.empty())
+        plan.store = storeCommand(plan.ranks.front(), local, plan.masterPort);
     return plan;
 }
 

@@ -78,8 +78,9 @@ inline constexpr std::string_view kKeysStdinFlag = "--telemetry-keys-stdin";
 /**
  * @brief One agent per rank from a valid profile. Ranks are numbered host by host (the profile's
  * rank layout), groups become an explicit `--groups` list, and every evaluation setting becomes an
- * `eval` flag; rank 0 also prints its result as a CLUSTERPPL_RESULT line, and every rank exits when
- * its stdin closes (no rank outlives its launcher). Throws ConfigError for values that cannot be
+ * `eval` flag; the ranks print the lines of the agent -> launcher protocol (docs/agent-lines.md:
+ * the result, checkpoints, lost ranks), and every rank exits when its stdin closes (no rank
+ * outlives its launcher). Throws ConfigError for values that cannot be
  * passed safely (control characters).
  */
 [[nodiscard]] LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &options);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "launcher.h"
 
+#include "cppl/agent_lines.h"
+
 #include <QRegularExpression>
 #include <QTimer>
 
@@ -28,6 +30,21 @@ QString agentStartHint(const QString &said, int exitCode)
         return QStringLiteral("the host's \"agent\" is not a file this user may run: make it executable (chmod +x), or name "
                               "the clusterppl-agent executable itself");
     return {};
+}
+
+StoreLine readStoreLine(std::string_view line)
+{
+    const cppl::lines::Decoded d = cppl::lines::decode(line);
+    if (d.kind != cppl::lines::Kind::StoreReady)
+        return {};
+    if (!d.ok())
+        return {false, QString::fromStdString(d.reason())};
+    return {true, {}};
+}
+
+QString noStoreLineText(int seconds)
+{
+    return QStringLiteral("no %1 line within %2 s").arg(QLatin1StringView(cppl::lines::tagOf(cppl::lines::Kind::StoreReady))).arg(seconds);
 }
 
 Launcher::Launcher(LauncherSettings settings, QObject *parent) : QObject(parent), m_settings(std::move(settings)) {}
@@ -64,7 +81,8 @@ void Launcher::onOutput(int rank, bool isStderr, const QString &line)
         while (last.size() > 5)
             last.removeFirst();
     }
-    if (!isStderr && rank >= 0 && !m_resultSeen && line.startsWith(QLatin1String("CLUSTERPPL_RESULT "))) {
+    // The tag is enough to know the run is over; whether the result reads is the run engine's to say.
+    if (!isStderr && rank >= 0 && !m_resultSeen && cppl::lines::peekKind(line.toStdString()) == cppl::lines::Kind::Result) {
         m_resultSeen = true;
         maybeRunOver();
     }

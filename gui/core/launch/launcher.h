@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cppl::core {
@@ -67,6 +68,18 @@ struct LauncherSettings
  * this host does not have at that path), or a file that is not executable. Empty for anything else.
  */
 [[nodiscard]] QString agentStartHint(const QString &said, int exitCode = -1);
+
+/// @brief What one stdout line of `clusterppl-agent store` says (docs/agent-lines.md): it serves
+/// (its store line), it never will (@p problem: its store line is malformed or of a newer
+/// version), or neither (any other line).
+struct StoreLine
+{
+    bool ready = false;
+    QString problem;
+};
+[[nodiscard]] StoreLine readStoreLine(std::string_view line);
+/// @brief "no CLUSTERPPL_STORE line within 30 s": a store that never said it serves.
+[[nodiscard]] QString noStoreLineText(int seconds);
 
 /// @brief How one rank ended.
 struct RankEnd
@@ -155,7 +168,7 @@ private:
     int m_firstFailure = -1;
     int m_firstLoss = -1;      ///< tolerant runs: the first rank lost
     bool m_anyFinished = false; ///< tolerant runs: some rank exited 0
-    bool m_resultSeen = false;  ///< a CLUSTERPPL_RESULT line came from some rank
+    bool m_resultSeen = false;  ///< a result line (docs/agent-lines.md) came from some rank
     bool m_runOver = false;
     bool m_endingStore = false;
     bool m_finished = false;

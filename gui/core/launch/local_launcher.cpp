@@ -126,20 +126,24 @@ private:
         return p;
     }
 
-    /// Starts `clusterppl-agent store` and waits (30 s at most) for its CLUSTERPPL_STORE line;
-    /// the reason it did not come, or empty.
+    /// Starts `clusterppl-agent store` and waits (30 s at most) for its store line
+    /// (docs/agent-lines.md); the reason it did not come, or empty.
     QString startStore(const RankCommand &rc)
     {
         m_store = makeProcess(rc);
         m_store->start();
-        QByteArray out;
+        cppl::LineSplitter lines;
+        StoreLine said;
         QElapsedTimer t;
         t.start();
-        while (!out.contains("CLUSTERPPL_STORE ") && m_store->state() != QProcess::NotRunning && t.elapsed() < 30000) {
+        while (!said.ready && said.problem.isEmpty() && m_store->state() != QProcess::NotRunning && t.elapsed() < 30000) {
             m_store->waitForReadyRead(100);
-            out += m_store->readAllStandardOutput();
+            lines.feed(m_store->readAllStandardOutput().toStdString(), [&](std::string_view l) {
+                if (!said.ready && said.problem.isEmpty())
+                    said = readStoreLine(l);
+            });
         }
-        if (out.contains("CLUSTERPPL_STORE ")) {
+        if (said.ready) {
             connect(m_store, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
                 if (!m_storeEnding)
                     onStoreFailed(describeStoreEnd(code, status));
@@ -152,7 +156,7 @@ private:
         if (why.isEmpty() && m_store->state() != QProcess::NotRunning) {
             ::kill(-static_cast<pid_t>(m_store->processId()), SIGKILL);
             m_store->waitForFinished(2000);
-            why = QStringLiteral("no CLUSTERPPL_STORE line within 30 s");
+            why = said.problem.isEmpty() ? noStoreLineText(30) : said.problem;
         }
         if (why.isEmpty())
             why = describeStoreEnd(m_store->exitCode(), m_store->exitStatus());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "slurm_job.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/counted.h"
 #include "cppl/errors.h"
 
@@ -146,21 +147,26 @@ ClusterProfile slurmRankProfile(const ClusterProfile &profile)
     return p;
 }
 
-SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
+namespace {
+
+std::string q(const std::string &v, std::string_view what)
+{
+    return shellQuote(v, what);
+}
+
+/// One #SBATCH line. sbatch reads #SBATCH words without a shell: a value must not need quoting there.
+std::string directive(const std::string &option)
+{
+    for (const char c : option)
+        if (c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\' || static_cast<unsigned char>(c) < 0x20)
+            throw ConfigError("slurm: the sbatch option \"" + option + "\" contains a space, quote or backslash, which #SBATCH lines cannot carry");
+    return "#SBATCH " + option + "\n";
+}
+
+/// The script's head: the allocation it asks for, and what it is.
+std::string directives(const ClusterProfile &profile, const SlurmJobInputs &in, const SlurmJob &job)
 {
     const SlurmSpec &s = profile.slurm;
-    SlurmJob job;
-    job.dir = s.jobDir + "/" + in.runId;
-    job.ranksPerNode = s.ntasksPerNode;
-    job.worldSize = s.nodes * s.ntasksPerNode;
-    auto q = [](const std::string &v, std::string_view what) { return shellQuote(v, what); };
-    // sbatch reads #SBATCH words without a shell: a value must not need quoting there.
-    auto directive = [](const std::string &option) {
-        for (const char c : option)
-            if (c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\' || static_cast<unsigned char>(c) < 0x20)
-                throw ConfigError("slurm: the sbatch option \"" + option + "\" contains a space, quote or backslash, which #SBATCH lines cannot carry");
-        return "#SBATCH " + option + "\n";
-    };
     std::string b = "#!/bin/sh\n";
     b += directive("--job-name=cppl-" + in.runId);
     b += directive("--nodes=" + std::to_string(s.nodes));
@@ -170,14 +176,11 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
     b += directive("--ntasks=" + std::to_string(job.worldSize));
     b += directive("--output=job.out");
     b += directive("--error=job.err");
-    if (!s.partition.empty())
-        b += directive("--partition=" + s.partition);
-    if (!s.account.empty())
-        b += directive("--account=" + s.account);
-    if (!s.qos.empty())
-        b += directive("--qos=" + s.qos);
-    if (!s.timeLimit.empty())
-        b += directive("--time=" + s.timeLimit);
+    const std::pair<const char *, const std::string *> optional[] = {
+        {"--partition=", &s.partition}, {"--account=", &s.account}, {"--qos=", &s.qos}, {"--time=", &s.timeLimit}};
+    for (const auto &[flag, value] : optional)
+        if (!value->empty())
+            b += directive(flag + *value);
     if (s.gpusPerNode > 0)
         b += directive("--gpus-per-node=" + std::to_string(s.gpusPerNode));
     if (!s.constraint.empty())
@@ -188,14 +191,21 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
          + (profile.name.empty() ? "" : " from profile \"" + profile.name + "\"") + ".\n";
     b += "# " + counted(job.worldSize, "rank", "ranks") + ": " + counted(s.ntasksPerNode, "agent", "agents") + " on each of "
          + counted(s.nodes, "node", "nodes") + "; each reads its rank from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.\n";
-    b += "set -u\n";
+    return b;
+}
+
+/// The agents' environment: the env script, the modules, the launching environment's
+/// pass-through variables and the login host's env (part of the bits, docs/models.md), and the
+/// rendezvous on the first allocated node.
+std::string environment(const ClusterProfile &profile, const SlurmJobInputs &in)
+{
+    const SlurmSpec &s = profile.slurm;
+    std::string b = "set -u\n";
     if (!s.envScript.empty())
         b += ". " + q(s.envScript, "slurm.env_script") + " || { echo \"@fail sourcing the env script failed\"; exit 3; }\n";
     for (const auto &m : s.modules)
         b += "module load " + q(m, "slurm.modules") + " || { echo \"@fail module load " + m + " failed\"; exit 3; }\n";
     b += "export CLUSTERPPL_RUN_ID=" + q(in.runId, "run id") + "\n";
-    // The launching environment's pass-through variables (OPENBLAS_*, NCCL_*...) and the login
-    // host's env, as SSH ranks get them: part of the bits (docs/models.md).
     for (const auto &[k, v] : in.env) {
         if (k == "RANK" || k == "WORLD_SIZE" || k == "LOCAL_RANK" || k == "LOCAL_WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT"
             || k == "CLUSTERPPL_RUN_ID")
@@ -211,42 +221,53 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
          "export MASTER_ADDR\n"
          "export MASTER_PORT=" + std::to_string(in.masterPort) + "\n"
          "echo \"@nodes $(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | paste -sd, -)\"\n";
-    const std::string nodes = std::to_string(s.nodes);
-    if (!in.preflightArgv.empty()) {
-        b += "# Step 1: pre-flight on every node, then wait for the launcher's decision.\n";
-        b += "srun -l --nodes=" + nodes + " --ntasks=" + nodes + " --ntasks-per-node=1 --output=preflight.out --error=preflight.err "
-             + words(in.preflightArgv, "pre-flight argument") + "\n";
-        b += "echo $? > preflight.done\n"
-             "waited=0\n"
-             "while [ ! -e gate ]; do\n"
-             "  sleep 1; waited=$((waited + 1))\n"
-             "  [ $waited -ge 600 ] && { echo \"@fail no decision from the launcher 600 s after pre-flight\"; exit 3; }\n"
-             "done\n"
-             "[ \"$(cat gate)\" = go ] || { echo \"@fail pre-flight refused the launch\"; exit 3; }\n";
-    }
-    if (!in.storeArgv.empty()) {
-        // The batch step runs on the first allocated node, which MASTER_ADDR names. The store's
-        // stdin is a FIFO this script holds open (fd 4): the script's end, or scancel's signal,
-        // ends it, as an SSH session's end does elsewhere.
-        b += "# The rendezvous store in a process of its own (on_rank_loss continue): it outlives every rank, rank 0 included.\n"
-             "rm -f store.in store.out store.err\n"
-             "mkfifo store.in || { echo \"@fail cannot create the FIFO store.in in $PWD\"; exit 3; }\n"
-             "( " + words(in.storeArgv, "store argument") + " < store.in > store.out 2> store.err; "
-             "echo \"@store-exit $? $(tail -n 1 store.err)\" ) &\n"
-             "store_pid=$!\n"
-             "exec 4> store.in\n"
-             "waited=0\n"
-             "until grep -q '^CLUSTERPPL_STORE ' store.out 2>/dev/null; do\n"
-             "  kill -0 $store_pid 2>/dev/null || { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start: "
-             "$(tail -n 1 store.err)\"; exit 3; }\n"
-             "  [ $waited -ge 300 ] && { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start within 30 s\"; "
-             "kill $store_pid; exit 3; }\n"
-             "  sleep 0.1; waited=$((waited + 1))\n"
-             "done\n"
-             "echo \"@store $MASTER_ADDR:$MASTER_PORT\"\n";
-    }
-    b += "# Step 2: one agent per task; the wrapper reports how each ended.\n";
-    b += "echo \"@step eval\"\n";
+    return b;
+}
+
+/// Step 1: pre-flight on every node, then the launcher's decision (the gate file).
+std::string preflightStep(const SlurmJobInputs &in, const std::string &nodes)
+{
+    return "# Step 1: pre-flight on every node, then wait for the launcher's decision.\n"
+           "srun -l --nodes=" + nodes + " --ntasks=" + nodes + " --ntasks-per-node=1 --output=preflight.out --error=preflight.err "
+           + words(in.preflightArgv, "pre-flight argument") + "\n"
+           "echo $? > preflight.done\n"
+           "waited=0\n"
+           "while [ ! -e gate ]; do\n"
+           "  sleep 1; waited=$((waited + 1))\n"
+           "  [ $waited -ge 600 ] && { echo \"@fail no decision from the launcher 600 s after pre-flight\"; exit 3; }\n"
+           "done\n"
+           "[ \"$(cat gate)\" = go ] || { echo \"@fail pre-flight refused the launch\"; exit 3; }\n";
+}
+
+/// A tolerant run's store. The batch step runs on the first allocated node, which MASTER_ADDR
+/// names. Its stdin is a FIFO this script holds open (fd 4): the script's end, or scancel's
+/// signal, ends it, as an SSH session's end does elsewhere. It serves once its store line
+/// (docs/agent-lines.md) is in store.out.
+std::string storeStep(const SlurmJobInputs &in)
+{
+    return "# The rendezvous store in a process of its own (on_rank_loss continue): it outlives every rank, rank 0 included.\n"
+           "rm -f store.in store.out store.err\n"
+           "mkfifo store.in || { echo \"@fail cannot create the FIFO store.in in $PWD\"; exit 3; }\n"
+           "( " + words(in.storeArgv, "store argument") + " < store.in > store.out 2> store.err; "
+           "echo \"@store-exit $? $(tail -n 1 store.err)\" ) &\n"
+           "store_pid=$!\n"
+           "exec 4> store.in\n"
+           "waited=0\n"
+           "until grep -q '^" + std::string(cppl::lines::tagOf(cppl::lines::Kind::StoreReady)) + " ' store.out 2>/dev/null; do\n"
+           "  kill -0 $store_pid 2>/dev/null || { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start: "
+           "$(tail -n 1 store.err)\"; exit 3; }\n"
+           "  [ $waited -ge 300 ] && { echo \"@fail the rendezvous store on $MASTER_ADDR:$MASTER_PORT did not start within 30 s\"; "
+           "kill $store_pid; exit 3; }\n"
+           "  sleep 0.1; waited=$((waited + 1))\n"
+           "done\n"
+           "echo \"@store $MASTER_ADDR:$MASTER_PORT\"\n";
+}
+
+/// Step 2: one agent per task, with telemetry to the login node's relay when there is one.
+std::string evalStep(const ClusterProfile &profile, const SlurmJobInputs &in, const SlurmJob &job, const std::string &nodes)
+{
+    std::string b = "# Step 2: one agent per task; the wrapper reports how each ended.\n"
+                    "echo \"@step eval\"\n";
     std::vector<std::string> argv = in.evalArgv;
     std::erase(argv, std::string("--exit-on-stdin-eof")); // srun's stdin is not the launcher's
     // srun -l cuts long lines into labelled pieces, so rank 0's result comes back as a file the
@@ -256,7 +277,7 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
     auto srunLine = [&](const std::vector<std::string> &a, std::string_view indent) {
         const bool keys = std::find(a.begin(), a.end(), kKeysStdinFlag) != a.end();
         return std::string(indent) + "srun -l --kill-on-bad-exit=0 --nodes=" + nodes + " --ntasks=" + std::to_string(job.worldSize)
-               + " --ntasks-per-node=" + std::to_string(s.ntasksPerNode) + " --distribution=block \\\n" + std::string(indent)
+               + " --ntasks-per-node=" + std::to_string(profile.slurm.ntasksPerNode) + " --distribution=block \\\n" + std::string(indent)
                + "  /bin/sh -c '\"$@\"" + (keys ? " < agent.keys" : "") + "; rc=$?; echo \"@exit $rc\" >&2; exit $rc' clusterppl-task \\\n"
                + std::string(indent) + "  " + words(a, "eval argument") + "\n";
     };
@@ -267,15 +288,31 @@ SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
             break;
         }
     std::erase(plain, std::string(kKeysStdinFlag));
-    if (plain.size() != argv.size()) {
-        b += "# Telemetry goes to the relay on the login node (docs/telemetry.md, \"Relay\"), when there is one.\n"
-             "CPPL_RELAY=$(cat relay.endpoint 2>/dev/null)\n"
-             "if [ -n \"$CPPL_RELAY\" ] && [ -s agent.keys ]; then\n"
-             + srunLine(argv, "  ") + "else\n  echo \"@note no telemetry relay on the login node: the agents run without live telemetry\"\n"
-             + srunLine(plain, "  ") + "fi\n";
-    } else {
-        b += srunLine(argv, "");
-    }
+    if (plain.size() == argv.size())
+        return b + srunLine(argv, "");
+    return b + "# Telemetry goes to the relay on the login node (docs/telemetry.md, \"Relay\"), when there is one.\n"
+               "CPPL_RELAY=$(cat relay.endpoint 2>/dev/null)\n"
+               "if [ -n \"$CPPL_RELAY\" ] && [ -s agent.keys ]; then\n"
+           + srunLine(argv, "  ") + "else\n  echo \"@note no telemetry relay on the login node: the agents run without live telemetry\"\n"
+           + srunLine(plain, "  ") + "fi\n";
+}
+
+} // namespace
+
+SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in)
+{
+    const SlurmSpec &s = profile.slurm;
+    SlurmJob job;
+    job.dir = s.jobDir + "/" + in.runId;
+    job.ranksPerNode = s.ntasksPerNode;
+    job.worldSize = s.nodes * s.ntasksPerNode;
+    const std::string nodes = std::to_string(s.nodes);
+    std::string b = directives(profile, in, job) + environment(profile, in);
+    if (!in.preflightArgv.empty())
+        b += preflightStep(in, nodes);
+    if (!in.storeArgv.empty())
+        b += storeStep(in);
+    b += evalStep(profile, in, job, nodes);
     b += "rc=$?\n";
     if (!in.storeArgv.empty())
         b += "echo \"@store-closing\"\n"
@@ -335,92 +372,105 @@ bool splitLabel(std::string_view line, int &rank, std::string &text)
     return rank >= 0;
 }
 
+/// "@o LINE" / "@e LINE": the job's stdout/stderr as srun labels it, or the batch script's own.
+SlurmEvent parseJobOutput(std::string_view line)
+{
+    SlurmEvent e;
+    const bool err = line[1] == 'e';
+    const std::string_view body = line.substr(3);
+    if (!err && body.starts_with("@nodes ")) {
+        e.kind = SlurmEvent::Kind::Nodes;
+        e.text = std::string(body.substr(7));
+        return e;
+    }
+    if (!err && body == "@step eval") {
+        e.kind = SlurmEvent::Kind::EvalStarted;
+        return e;
+    }
+    std::string text;
+    if (splitLabel(body, e.rank, text)) {
+        if (err && text.starts_with("@exit ")) {
+            e.kind = SlurmEvent::Kind::RankExit;
+            e.exitCode = toInt(std::string_view(text).substr(6));
+            return e;
+        }
+        e.kind = err ? SlurmEvent::Kind::RankStderr : SlurmEvent::Kind::RankStdout;
+        e.text = std::move(text);
+        return e;
+    }
+    e.kind = SlurmEvent::Kind::JobLine;
+    e.text = std::string(body);
+    return e;
+}
+
+/// "state STATE|REASON|NODES|EXIT" as the driver says it.
+SlurmEvent parseState(std::string_view fields)
+{
+    SlurmEvent e;
+    e.kind = SlurmEvent::Kind::State;
+    std::string f[4];
+    std::size_t k = 0;
+    for (const char c : fields) {
+        if (c == '|' && k < 3)
+            ++k;
+        else
+            f[k] += c;
+    }
+    e.state = f[0];
+    e.reason = f[1];
+    e.nodes = f[2] == "(null)" ? std::string() : f[2];
+    e.text = f[3];
+    return e;
+}
+
+/// "pf LINE" / "pferr LINE": one node's pre-flight output (srun -l labels it with the node).
+SlurmEvent parsePreflightLine(std::string_view line)
+{
+    SlurmEvent e;
+    const bool err = line.starts_with("pferr ");
+    std::string text;
+    const std::string_view body = line.substr(err ? 6 : 3);
+    e.kind = SlurmEvent::Kind::PreflightLine;
+    e.exitCode = err ? 1 : 0; // 1: a stderr line
+    if (splitLabel(body, e.rank, text))
+        e.text = std::move(text);
+    else
+        e.text = std::string(body);
+    return e;
+}
+
 } // namespace
 
 SlurmEvent parseDriverLine(std::string_view line)
 {
+    if (line.starts_with("@o ") || line.starts_with("@e "))
+        return parseJobOutput(line);
     SlurmEvent e;
-    auto rest = [&](std::string_view prefix) { return std::string(line.substr(prefix.size())); };
-    if (line.starts_with("@o ") || line.starts_with("@e ")) {
-        const bool err = line[1] == 'e';
-        const std::string_view body = line.substr(3);
-        if (!err && body.starts_with("@nodes ")) {
-            e.kind = SlurmEvent::Kind::Nodes;
-            e.text = std::string(body.substr(7));
-            return e;
-        }
-        if (!err && body == "@step eval") {
-            e.kind = SlurmEvent::Kind::EvalStarted;
-            return e;
-        }
-        std::string text;
-        if (splitLabel(body, e.rank, text)) {
-            if (err && text.starts_with("@exit ")) {
-                e.kind = SlurmEvent::Kind::RankExit;
-                e.exitCode = toInt(std::string_view(text).substr(6));
-                return e;
-            }
-            e.kind = err ? SlurmEvent::Kind::RankStderr : SlurmEvent::Kind::RankStdout;
-            e.text = std::move(text);
-            return e;
-        }
-        e.kind = SlurmEvent::Kind::JobLine;
-        e.text = std::string(body);
-        return e;
-    }
     if (!line.starts_with("@cppl ")) {
         e.text = std::string(line);
         return e;
     }
     line.remove_prefix(6);
-    if (line.starts_with("saved ")) {
-        e.kind = SlurmEvent::Kind::Saved;
-        e.text = rest("saved ");
-    } else if (line.starts_with("job ")) {
-        e.kind = SlurmEvent::Kind::Submitted;
-        e.text = rest("job ");
-    } else if (line.starts_with("submit-failed ")) {
-        e.kind = SlurmEvent::Kind::SubmitFailed;
-        e.text = rest("submit-failed ");
-    } else if (line.starts_with("state ")) {
-        e.kind = SlurmEvent::Kind::State;
-        std::string f[4];
-        std::size_t k = 0;
-        for (const char c : line.substr(6)) {
-            if (c == '|' && k < 3)
-                ++k;
-            else
-                f[k] += c;
+    if (line.starts_with("state "))
+        return parseState(line.substr(6));
+    if (line.starts_with("pf ") || line.starts_with("pferr "))
+        return parsePreflightLine(line);
+    // The driver's one-word lines: "WORD TEXT".
+    static constexpr std::pair<std::string_view, SlurmEvent::Kind> kWords[] = {
+        {"saved ", SlurmEvent::Kind::Saved},         {"job ", SlurmEvent::Kind::Submitted},   {"submit-failed ", SlurmEvent::Kind::SubmitFailed},
+        {"preflight-done ", SlurmEvent::Kind::PreflightDone}, {"result ", SlurmEvent::Kind::Result}, {"relay ", SlurmEvent::Kind::Relay}};
+    for (const auto &[word, kind] : kWords)
+        if (line.starts_with(word)) {
+            e.kind = kind;
+            e.text = std::string(line.substr(word.size()));
+            return e;
         }
-        e.state = f[0];
-        e.reason = f[1];
-        e.nodes = f[2] == "(null)" ? std::string() : f[2];
-        e.text = f[3];
-    } else if (line.starts_with("pf ") || line.starts_with("pferr ")) {
-        const bool err = line.starts_with("pferr ");
-        std::string text;
-        const std::string_view body = line.substr(err ? 6 : 3);
-        e.kind = SlurmEvent::Kind::PreflightLine;
-        e.exitCode = err ? 1 : 0; // 1: a stderr line
-        if (splitLabel(body, e.rank, text))
-            e.text = std::move(text);
-        else
-            e.text = std::string(body);
-    } else if (line.starts_with("preflight-done ")) {
-        e.kind = SlurmEvent::Kind::PreflightDone;
-        e.text = rest("preflight-done ");
-    } else if (line.starts_with("result ")) {
-        e.kind = SlurmEvent::Kind::Result;
-        e.text = rest("result ");
-    } else if (line.starts_with("relay ")) {
-        e.kind = SlurmEvent::Kind::Relay;
-        e.text = rest("relay ");
-    } else if (line.starts_with("done")) {
+    if (line.starts_with("done")) {
         e.kind = SlurmEvent::Kind::Done;
         e.text = line.size() > 5 ? std::string(line.substr(5)) : std::string();
-    } else {
-        e.text = std::string(line);
+        return e;
     }
+    e.text = std::string(line);
     return e;
 }
 

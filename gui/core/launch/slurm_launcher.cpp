@@ -6,6 +6,7 @@
 #include "launcher.h"
 #include "slurm_job.h"
 
+#include "cppl/agent_lines.h"
 #include "cppl/counted.h"
 
 #include <QStringList>
@@ -72,9 +73,7 @@ private:
         const QString text = QString::fromStdString(e.text);
         const int world = static_cast<int>(m_plan.ranks.size());
         switch (e.kind) {
-        case SlurmEvent::Kind::Other:
-            note(QStringLiteral("%1: %2").arg(m_login, text));
-            break;
+        case SlurmEvent::Kind::Other: note(QStringLiteral("%1: %2").arg(m_login, text)); break;
         case SlurmEvent::Kind::Saved:
             m_scriptPath = text;
             note(QStringLiteral("batch script saved on %1: %2").arg(m_login, text));
@@ -84,102 +83,116 @@ private:
             note(QStringLiteral("submitted Slurm job %1 on %2").arg(text, m_login));
             Q_EMIT jobState(m_jobId, QStringLiteral("SUBMITTED"), QString(), QString());
             break;
-        case SlurmEvent::Kind::SubmitFailed:
-            m_cause = QStringLiteral("sbatch on %1 refused the job: %2").arg(m_login, text);
-            break;
-        case SlurmEvent::Kind::State: {
-            m_state = QString::fromStdString(e.state);
-            m_reason = QString::fromStdString(e.reason);
-            m_exit = text;
-            if (!e.nodes.empty())
-                m_nodeList = QString::fromStdString(e.nodes);
-            QString line = QStringLiteral("job %1: %2").arg(m_jobId, m_state);
-            if (!m_reason.isEmpty() && m_reason != QLatin1String("None"))
-                line += QStringLiteral(" (reason: %1)").arg(m_reason);
-            if (!m_nodeList.isEmpty())
-                line += QStringLiteral(" on %1").arg(m_nodeList);
-            note(line);
-            Q_EMIT jobState(m_jobId, m_state, m_reason, m_nodeList);
-            break;
-        }
-        case SlurmEvent::Kind::Nodes: {
-            const QStringList nodes = text.split(QLatin1Char(','), Qt::SkipEmptyParts);
-            m_nodes.clear();
-            for (const auto &n : nodes)
-                m_nodes.push_back(n.toStdString());
-            // Block distribution: ranks r*T .. r*T+T-1 run on the r-th allocated node.
-            for (auto &r : m_plan.ranks) {
-                const auto node = static_cast<std::size_t>(r.rank / std::max(1, m_job.ranksPerNode));
-                if (node < m_nodes.size())
-                    r.hostName = m_nodes[node];
-            }
-            if (!m_nodes.empty()) // the batch step's node, MASTER_ADDR: where the store (if any) serves
-                m_plan.masterAddr = m_nodes.front();
-            break;
-        }
-        case SlurmEvent::Kind::PreflightLine:
-            if (e.exitCode == 0 && e.text.starts_with('{'))
-                m_preflightJson[e.rank] = text;
-            else if (e.rank >= 0)
-                m_preflightErr[e.rank].append(text);
-            else
-                note(QStringLiteral("pre-flight: %1").arg(text), true);
-            break;
-        case SlurmEvent::Kind::PreflightDone:
-            decide(text);
-            break;
+        case SlurmEvent::Kind::SubmitFailed: m_cause = QStringLiteral("sbatch on %1 refused the job: %2").arg(m_login, text); break;
+        case SlurmEvent::Kind::State: onJobState(e); break;
+        case SlurmEvent::Kind::Nodes: onNodes(text); break;
+        case SlurmEvent::Kind::PreflightLine: onPreflightLine(e); break;
+        case SlurmEvent::Kind::PreflightDone: decide(text); break;
         case SlurmEvent::Kind::EvalStarted:
             for (const auto &r : m_plan.ranks)
-                if (!m_started.count(r.rank)) {
-                    m_started.insert(r.rank);
+                if (m_started.insert(r.rank).second)
                     onStarted(r.rank);
-                }
             break;
         case SlurmEvent::Kind::RankStdout:
         case SlurmEvent::Kind::RankStderr:
             if (e.rank < world)
                 onOutput(e.rank, e.kind == SlurmEvent::Kind::RankStderr, text);
             break;
-        case SlurmEvent::Kind::RankExit:
-            // The reporting rank's result comes with the driver's "result" line, at the job's end:
-            // its exit waits for it. That is rank 0, or in a tolerant run any rank that finishes
-            // (the lowest survivor reports when rank 0 was lost).
-            if (e.exitCode == 0 && !m_resultSeen && e.rank < world && (e.rank == 0 || m_settings.tolerateRankLoss))
-                m_finishedPending.insert(e.rank);
-            else if (e.rank < world)
-                onRankEnded(e.rank, e.exitCode, m_stopping && e.exitCode != 0 ? QStringLiteral("stopped by the launcher (scancel)") : QString());
-            break;
-        case SlurmEvent::Kind::Result:
-            m_resultSeen = true;
-            onOutput(m_finishedPending.empty() ? 0 : *m_finishedPending.begin(), false, QStringLiteral("CLUSTERPPL_RESULT ") + text);
-            flushFinished();
-            break;
-        case SlurmEvent::Kind::JobLine:
-            if (e.text.starts_with("@fail "))
-                m_cause = QStringLiteral("job %1: %2").arg(m_jobId, text.mid(6));
-            else if (e.text == "@store-closing")
-                m_storeClosing = true;
-            else if (e.text.starts_with("@store-exit ")) {
-                if (!m_storeClosing) {
-                    const QString rest = text.mid(12);
-                    const int code = rest.section(QLatin1Char(' '), 0, 0).toInt();
-                    const QString last = rest.section(QLatin1Char(' '), 1);
-                    QString how = code > 128 ? QStringLiteral("killed by signal %1").arg(code - 128) : QStringLiteral("exit code %1").arg(code);
-                    if (!last.isEmpty())
-                        how += QStringLiteral(": ") + last;
-                    onStoreFailed(how);
-                }
-            } else if (e.text.starts_with("@store "))
-                note(QStringLiteral("job %1: the rendezvous store serves on %2").arg(m_jobId, text.mid(7)));
-            else if (!e.text.starts_with("@step") && !e.text.starts_with("@nodes"))
-                note(QStringLiteral("job %1: %2").arg(m_jobId, text), true);
-            break;
-        case SlurmEvent::Kind::Relay:
-            note(QStringLiteral("telemetry relay on %1: %2").arg(m_login, text));
-            break;
-        case SlurmEvent::Kind::Done:
-            m_doneWhy = text;
-            break;
+        case SlurmEvent::Kind::RankExit: onRankExit(e); break;
+        case SlurmEvent::Kind::Result: onResult(e.text); break;
+        case SlurmEvent::Kind::JobLine: onJobLine(e.text); break;
+        case SlurmEvent::Kind::Relay: note(QStringLiteral("telemetry relay on %1: %2").arg(m_login, text)); break;
+        case SlurmEvent::Kind::Done: m_doneWhy = text; break;
+        }
+    }
+
+    void onJobState(const SlurmEvent &e)
+    {
+        m_state = QString::fromStdString(e.state);
+        m_reason = QString::fromStdString(e.reason);
+        m_exit = QString::fromStdString(e.text);
+        if (!e.nodes.empty())
+            m_nodeList = QString::fromStdString(e.nodes);
+        QString line = QStringLiteral("job %1: %2").arg(m_jobId, m_state);
+        if (!m_reason.isEmpty() && m_reason != QLatin1String("None"))
+            line += QStringLiteral(" (reason: %1)").arg(m_reason);
+        if (!m_nodeList.isEmpty())
+            line += QStringLiteral(" on %1").arg(m_nodeList);
+        note(line);
+        Q_EMIT jobState(m_jobId, m_state, m_reason, m_nodeList);
+    }
+
+    /// The allocated nodes, in SLURM_JOB_NODELIST order: each rank's host from now on.
+    void onNodes(const QString &text)
+    {
+        m_nodes.clear();
+        for (const auto &n : text.split(QLatin1Char(','), Qt::SkipEmptyParts))
+            m_nodes.push_back(n.toStdString());
+        // Block distribution: ranks r*T .. r*T+T-1 run on the r-th allocated node.
+        for (auto &r : m_plan.ranks) {
+            const auto node = static_cast<std::size_t>(r.rank / std::max(1, m_job.ranksPerNode));
+            if (node < m_nodes.size())
+                r.hostName = m_nodes[node];
+        }
+        if (!m_nodes.empty()) // the batch step's node, MASTER_ADDR: where the store (if any) serves
+            m_plan.masterAddr = m_nodes.front();
+    }
+
+    void onPreflightLine(const SlurmEvent &e)
+    {
+        const QString text = QString::fromStdString(e.text);
+        if (e.exitCode == 0 && e.text.starts_with('{'))
+            m_preflightJson[e.rank] = text;
+        else if (e.rank >= 0)
+            m_preflightErr[e.rank].append(text);
+        else
+            note(QStringLiteral("pre-flight: %1").arg(text), true);
+    }
+
+    void onRankExit(const SlurmEvent &e)
+    {
+        // The reporting rank's result comes with the driver's "result" line, at the job's end:
+        // its exit waits for it. That is rank 0, or in a tolerant run any rank that finishes
+        // (the lowest survivor reports when rank 0 was lost).
+        if (e.rank >= static_cast<int>(m_plan.ranks.size()))
+            return;
+        if (e.exitCode == 0 && !m_resultSeen && (e.rank == 0 || m_settings.tolerateRankLoss))
+            m_finishedPending.insert(e.rank);
+        else
+            onRankEnded(e.rank, e.exitCode, m_stopping && e.exitCode != 0 ? QStringLiteral("stopped by the launcher (scancel)") : QString());
+    }
+
+    /// The job's result.json, relayed as the reporting rank's result line (docs/agent-lines.md).
+    void onResult(const std::string &json)
+    {
+        m_resultSeen = true;
+        onOutput(m_finishedPending.empty() ? 0 : *m_finishedPending.begin(), false,
+                 QString::fromStdString(cppl::lines::encode(cppl::lines::Result{json})));
+        flushFinished();
+    }
+
+    /// The batch script's own lines ("@fail ...", the store's "@store ...").
+    void onJobLine(const std::string &line)
+    {
+        const QString text = QString::fromStdString(line);
+        if (line.starts_with("@fail ")) {
+            m_cause = QStringLiteral("job %1: %2").arg(m_jobId, text.mid(6));
+        } else if (line == "@store-closing") {
+            m_storeClosing = true;
+        } else if (line.starts_with("@store-exit ")) {
+            if (m_storeClosing)
+                return;
+            const QString rest = text.mid(12);
+            const int code = rest.section(QLatin1Char(' '), 0, 0).toInt();
+            const QString last = rest.section(QLatin1Char(' '), 1);
+            QString how = code > 128 ? QStringLiteral("killed by signal %1").arg(code - 128) : QStringLiteral("exit code %1").arg(code);
+            if (!last.isEmpty())
+                how += QStringLiteral(": ") + last;
+            onStoreFailed(how);
+        } else if (line.starts_with("@store ")) {
+            note(QStringLiteral("job %1: the rendezvous store serves on %2").arg(m_jobId, text.mid(7)));
+        } else if (!line.starts_with("@step") && !line.starts_with("@nodes")) {
+            note(QStringLiteral("job %1: %2").arg(m_jobId, text), true);
         }
     }
 

@@ -164,6 +164,45 @@ std::vector<ReportChart> runCharts(const history::RunRecord &run, const charts::
     return out;
 }
 
+namespace {
+
+/// Measured and projected efficiency and comm share on the log ranks axis: 1..4 measured and
+/// 16..1024 projected side by side, readable.
+ReportChart projectionChart(const history::Comparison &cmp, const charts::Theme &theme, const AxisSpec &ranksX)
+{
+    const history::Projection &pr = cmp.projection;
+    SeriesData effM{u"efficiency, measured"_s, {}, {}}, effP{u"efficiency, projected"_s, {}, {}};
+    SeriesData comM{u"comm share, measured"_s, {}, {}}, comP{u"comm share, projected"_s, {}, {}};
+    for (const auto &p : cmp.points) {
+        if (p.worldSize <= 0 || (!effM.x.empty() && std::log2(p.worldSize) <= effM.x.back()))
+            continue;
+        effM.x.push_back(std::log2(p.worldSize));
+        effM.y.push_back(p.efficiency);
+        comM.x.push_back(std::log2(p.worldSize));
+        comM.y.push_back(p.commShare);
+    }
+    if (!effM.x.empty()) { // the dashed line starts at the last measured point
+        effP.x.push_back(effM.x.back());
+        effP.y.push_back(effM.y.back());
+        comP.x.push_back(comM.x.back());
+        comP.y.push_back(comM.y.back());
+    }
+    for (const auto &p : pr.points) {
+        if (p.ranks <= 0 || (!effP.x.empty() && std::log2(p.ranks) <= effP.x.back()))
+            continue;
+        effP.x.push_back(std::log2(p.ranks));
+        effP.y.push_back(p.efficiency);
+        comP.x.push_back(std::log2(p.ranks));
+        comP.y.push_back(p.commShare);
+    }
+    // Series order sets the dash: 0 solid, 1 dashed, 2 dotted, 3 dash-dot (chart_theme.cpp).
+    return {u"projection"_s, u"Measured (solid/dotted) and projected (dashed/dash-dot) efficiency and comm share. Model: "_s + pr.formula,
+            lineChart(theme, u"Projection to %1 ranks (dashed)"_s.arg(pr.points.back().ranks), ranksX,
+                      {u"share"_s, ValueFormat::Percent, 0.0, {}, true}, {std::move(effM), std::move(effP), std::move(comM), std::move(comP)})};
+}
+
+} // namespace
+
 std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::Theme &theme)
 {
     std::vector<ReportChart> out;
@@ -211,41 +250,8 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
         out.push_back({u"comm-share-runs"_s, u"Waiting and transfer time over all ranks' compute + waiting + transfer time, per run."_s,
                        shareBars(theme, u"Communication share per run"_s, u"ranks"_s, u"share of the ranks' time"_s, bars)});
     }
-    const history::Projection &pr = cmp.projection;
-    if (pr.available && !pr.points.empty() && !cmp.points.empty()) {
-        // On the log ranks axis: 1..4 measured and 16..1024 projected side by side, readable.
-        SeriesData effM{u"efficiency, measured"_s, {}, {}}, effP{u"efficiency, projected"_s, {}, {}};
-        SeriesData comM{u"comm share, measured"_s, {}, {}}, comP{u"comm share, projected"_s, {}, {}};
-        for (const auto &p : cmp.points) {
-            if (p.worldSize <= 0 || (!effM.x.empty() && std::log2(p.worldSize) <= effM.x.back()))
-                continue;
-            effM.x.push_back(std::log2(p.worldSize));
-            effM.y.push_back(p.efficiency);
-            comM.x.push_back(std::log2(p.worldSize));
-            comM.y.push_back(p.commShare);
-        }
-        if (!effM.x.empty()) { // the dashed line starts at the last measured point
-            effP.x.push_back(effM.x.back());
-            effP.y.push_back(effM.y.back());
-            comP.x.push_back(comM.x.back());
-            comP.y.push_back(comM.y.back());
-        }
-        for (const auto &p : pr.points) {
-            if (p.ranks <= 0 || (!effP.x.empty() && std::log2(p.ranks) <= effP.x.back()))
-                continue;
-            effP.x.push_back(std::log2(p.ranks));
-            effP.y.push_back(p.efficiency);
-            comP.x.push_back(std::log2(p.ranks));
-            comP.y.push_back(p.commShare);
-        }
-        // Series order sets the dash: 0 solid, 1 dashed, 2 dotted, 3 dash-dot (chart_theme.cpp).
-        out.push_back({u"projection"_s,
-                       u"Measured (solid/dotted) and projected (dashed/dash-dot) efficiency and comm share. Model: "_s + pr.formula,
-                       lineChart(theme, u"Projection to %1 ranks (dashed)"_s.arg(pr.points.back().ranks),
-                                 ranksX,
-                                 {u"share"_s, ValueFormat::Percent, 0.0, {}, true},
-                                 {std::move(effM), std::move(effP), std::move(comM), std::move(comP)})});
-    }
+    if (cmp.projection.available && !cmp.projection.points.empty() && !cmp.points.empty())
+        out.push_back(projectionChart(cmp, theme, ranksX));
     return out;
 }
 

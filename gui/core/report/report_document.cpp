@@ -130,16 +130,11 @@ Block rankTable(const RunRecord &r, const std::vector<const RankSummary *> &rank
     return b;
 }
 
-void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const std::vector<ReportChart> &charts)
+/// A list of at most 12 items, then how many there are in all: a 512-host list would be pages.
+constexpr int kListed = 12;
+
+QString hostsText(const RunRecord &r)
 {
-    const RunRecord &r = data.runs[static_cast<size_t>(index)];
-    const history::ScalingPoint *p = data.pointOf(r.runId);
-    out.push_back(heading(data.isComparison() ? Block::Kind::Heading : Block::Kind::Heading,
-                          data.isComparison() ? u"Run "_s + r.runId : u"Setup"_s));
-    if (data.isComparison())
-        out.push_back(heading(Block::Kind::Subheading, u"Setup"_s));
-    // A 512-host list would be pages of setup: the first few, the count, and the rest in JSON.
-    constexpr int kListed = 12;
     QStringList hosts;
     for (const QJsonValue &h : r.hosts) {
         if (hosts.size() == kListed) {
@@ -151,6 +146,11 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
                      .arg(QString::fromStdString(cppl::counted(o.value(u"slots"_s).toInt(), "slot", "slots")))
                      .arg(o.value(u"address"_s).toString().isEmpty() ? QString() : u", "_s + o.value(u"address"_s).toString());
     }
+    return hosts.isEmpty() ? u"-"_s : hosts.join(u"; "_s);
+}
+
+QString groupsText(const RunRecord &r)
+{
     QStringList groups;
     for (const QJsonValue &g : r.groups) {
         if (groups.size() == kListed) {
@@ -162,10 +162,15 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
             ranks.push_back(k.toInt());
         groups << u"["_s + QString::fromStdString(rankListText(std::move(ranks))) + u"]"_s;
     }
+    return groups.isEmpty() ? u"-"_s : groups.join(u" "_s) + u" (the first rank of each leads it)"_s;
+}
+
+Block setupBlock(const RunRecord &r)
+{
     QStringList versions;
     for (auto it = r.versions.begin(); it != r.versions.end(); ++it)
         versions << it.key() + u" "_s + jsonCompact(it.value());
-    out.push_back(keyValues({
+    return keyValues({
         {u"run"_s, text(r.runId)},
         {u"status"_s, text(history::statusName(r.status) + (r.exitCode ? u", exit code %1"_s.arg(*r.exitCode) : QString()))},
         {u"started"_s, text(dateText(r.started))},
@@ -174,17 +179,19 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
         {u"cluster"_s, text(u"%1 on %2, %3, launcher %4"_s.arg(QString::fromStdString(cppl::counted(r.worldSize, "rank", "ranks")),
                                                                QString::fromStdString(cppl::counted(r.nodeCount, "node", "nodes")),
                                                                QString::fromStdString(cppl::counted(r.groupsCount, "group", "groups")),
-                            r.launcher.isEmpty() ? u"-"_s : r.launcher))},
-        {u"hosts"_s, text(hosts.isEmpty() ? u"-"_s : hosts.join(u"; "_s))},
-        {u"groups"_s, text(groups.isEmpty() ? u"-"_s : groups.join(u" "_s) + u" (the first rank of each leads it)"_s)},
+                                                               r.launcher.isEmpty() ? u"-"_s : r.launcher))},
+        {u"hosts"_s, text(hostsText(r))},
+        {u"groups"_s, text(groupsText(r))},
         {u"model"_s, text(r.model)},
         {u"data"_s, text(r.data)},
         {u"protocol"_s, text(r.protocol)},
         {u"settings"_s, text(jsonCompact(r.settings))},
         {u"versions"_s, text(versions.isEmpty() ? u"not recorded"_s : versions.join(u", "_s))},
-    }));
+    });
+}
 
-    out.push_back(heading(data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading, u"Result"_s));
+void resultBlocks(const RunRecord &r, const history::ScalingPoint *p, std::vector<Block> &out)
+{
     if (r.ppl) {
         QString deviation = p ? p->deviationText() : u"no baseline"_s;
         if (p && p->baselineRunId == r.runId)
@@ -209,49 +216,45 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
     }
     if (!r.firstCause.isEmpty() && r.ppl)
         out.push_back(paragraph(u"First cause: "_s + r.firstCause, u"warn"_s));
+}
 
-    out.push_back(heading(data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading, u"Ranks"_s));
+/// Every rank, or for many ranks the spread of their rates and the slowest and fastest few.
+void rankBlocks(const RunRecord &r, std::vector<Block> &out)
+{
     if (r.ranks.empty()) {
         out.push_back(paragraph(u"No per-rank figures are stored for this run."_s));
-    } else if (static_cast<int>(r.ranks.size()) <= kFullRankTable) {
-        std::vector<const RankSummary *> all;
-        for (const auto &k : r.ranks)
-            all.push_back(&k);
-        out.push_back(rankTable(r, all));
-    } else {
-        std::vector<const RankSummary *> sorted;
-        for (const auto &k : r.ranks)
-            sorted.push_back(&k);
-        std::stable_sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) { return a->tokensPerSecond < b->tokensPerSecond; });
-        double sum = 0;
-        for (auto *k : sorted)
-            sum += k->tokensPerSecond;
-        const double median = sorted[sorted.size() / 2]->tokensPerSecond;
-        out.push_back(paragraph(u"%1 ranks: tokens/s per rank from %2 (rank %3) to %4 (rank %5), mean %6, median %7. Listed: the %8 slowest "
-                                "and the %8 fastest ranks; every rank is in the CSV and JSON reports."_s
-                                    .arg(sorted.size())
-                                    .arg(displayNumber(sorted.front()->tokensPerSecond))
-                                    .arg(sorted.front()->rank)
-                                    .arg(displayNumber(sorted.back()->tokensPerSecond))
-                                    .arg(sorted.back()->rank)
-                                    .arg(displayNumber(sum / static_cast<double>(sorted.size())))
-                                    .arg(displayNumber(median))
-                                    .arg(kRankExtremes)));
-        out.push_back(heading(Block::Kind::Note, u"Slowest %1 ranks"_s.arg(kRankExtremes)));
-        out.push_back(rankTable(r, {sorted.begin(), sorted.begin() + kRankExtremes}));
-        out.push_back(heading(Block::Kind::Note, u"Fastest %1 ranks"_s.arg(kRankExtremes)));
-        out.push_back(rankTable(r, {sorted.end() - kRankExtremes, sorted.end()}));
+        return;
     }
-
-    if (!charts.empty()) {
-        out.push_back(heading(data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading, u"Charts"_s));
-        for (const ReportChart &c : charts) {
-            out.push_back(chart(index, c.id));
-            out.push_back(heading(Block::Kind::Note, c.caption));
-        }
+    std::vector<const RankSummary *> sorted;
+    for (const auto &k : r.ranks)
+        sorted.push_back(&k);
+    if (static_cast<int>(r.ranks.size()) <= kFullRankTable) {
+        out.push_back(rankTable(r, sorted));
+        return;
     }
+    std::stable_sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) { return a->tokensPerSecond < b->tokensPerSecond; });
+    double sum = 0;
+    for (auto *k : sorted)
+        sum += k->tokensPerSecond;
+    const double median = sorted[sorted.size() / 2]->tokensPerSecond;
+    out.push_back(paragraph(u"%1 ranks: tokens/s per rank from %2 (rank %3) to %4 (rank %5), mean %6, median %7. Listed: the %8 slowest "
+                            "and the %8 fastest ranks; every rank is in the CSV and JSON reports."_s
+                                .arg(sorted.size())
+                                .arg(displayNumber(sorted.front()->tokensPerSecond))
+                                .arg(sorted.front()->rank)
+                                .arg(displayNumber(sorted.back()->tokensPerSecond))
+                                .arg(sorted.back()->rank)
+                                .arg(displayNumber(sum / static_cast<double>(sorted.size())))
+                                .arg(displayNumber(median))
+                                .arg(kRankExtremes)));
+    out.push_back(heading(Block::Kind::Note, u"Slowest %1 ranks"_s.arg(kRankExtremes)));
+    out.push_back(rankTable(r, {sorted.begin(), sorted.begin() + kRankExtremes}));
+    out.push_back(heading(Block::Kind::Note, u"Fastest %1 ranks"_s.arg(kRankExtremes)));
+    out.push_back(rankTable(r, {sorted.end() - kRankExtremes, sorted.end()}));
+}
 
-    out.push_back(heading(data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading, u"Alerts"_s));
+void alertBlocks(const RunRecord &r, std::vector<Block> &out)
+{
     if (r.alerts.empty())
         out.push_back(paragraph(u"No alerts were raised."_s));
     for (const history::StoredAlert &a : r.alerts) {
@@ -260,6 +263,30 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
         b.text = u"%1 s  %2  %3: %4"_s.arg(displayNumber(a.t, 4), a.rank >= 0 ? u"rank %1"_s.arg(a.rank) : u"run"_s, a.kind, a.message);
         out.push_back(b);
     }
+}
+
+/// One run's part: setup, result, ranks, charts, alerts (in a comparison, each under the run's heading).
+void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const std::vector<ReportChart> &charts)
+{
+    const RunRecord &r = data.runs[static_cast<size_t>(index)];
+    const Block::Kind section = data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading;
+    out.push_back(heading(Block::Kind::Heading, data.isComparison() ? u"Run "_s + r.runId : u"Setup"_s));
+    if (data.isComparison())
+        out.push_back(heading(Block::Kind::Subheading, u"Setup"_s));
+    out.push_back(setupBlock(r));
+    out.push_back(heading(section, u"Result"_s));
+    resultBlocks(r, data.pointOf(r.runId), out);
+    out.push_back(heading(section, u"Ranks"_s));
+    rankBlocks(r, out);
+    if (!charts.empty()) {
+        out.push_back(heading(section, u"Charts"_s));
+        for (const ReportChart &c : charts) {
+            out.push_back(chart(index, c.id));
+            out.push_back(heading(Block::Kind::Note, c.caption));
+        }
+    }
+    out.push_back(heading(section, u"Alerts"_s));
+    alertBlocks(r, out);
 }
 
 void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std::vector<ReportChart> &charts)

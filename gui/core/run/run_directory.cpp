@@ -7,7 +7,6 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
 #include <QStringList>
@@ -19,10 +18,6 @@ using namespace Qt::StringLiterals;
 namespace cppl::core::run {
 
 namespace {
-
-const QString kLedgerPrefix = u"CLUSTERPPL_LEDGER "_s;
-const QString kCheckpointPrefix = u"CLUSTERPPL_CHECKPOINT "_s;
-const QString kRegroupPrefix = u"CLUSTERPPL_REGROUP "_s;
 
 QString saveAtomically(const QString &path, const QByteArray &bytes)
 {
@@ -41,27 +36,12 @@ QString syncText(std::int64_t t)
 
 std::optional<BatchRanges> parseBatchRanges(const QString &text)
 {
-    BatchRanges out;
-    if (text.isEmpty())
-        return out;
-    for (const QString &part : text.split(u',')) {
-        const qsizetype dash = part.indexOf(u'-');
-        bool ok1 = false, ok2 = true;
-        const qint64 a = (dash < 0 ? part : part.left(dash)).toLongLong(&ok1);
-        const qint64 b = dash < 0 ? a : part.mid(dash + 1).toLongLong(&ok2);
-        if (!ok1 || !ok2 || a < 0 || b < a)
-            return std::nullopt;
-        out.emplace_back(a, b + 1);
-    }
-    return out;
+    return cppl::lines::parseBatchRanges(text.toStdString());
 }
 
 QString formatBatchRanges(const BatchRanges &ranges)
 {
-    QStringList parts;
-    for (const auto &[a, b] : ranges)
-        parts << (b - a > 1 ? u"%1-%2"_s.arg(a).arg(b - 1) : QString::number(a));
-    return parts.join(u',');
+    return QString::fromStdString(cppl::lines::formatBatchRanges(ranges));
 }
 
 void mergeBatchRanges(BatchRanges &into, const BatchRanges &more)
@@ -70,10 +50,10 @@ void mergeBatchRanges(BatchRanges &into, const BatchRanges &more)
     std::sort(into.begin(), into.end());
     BatchRanges merged;
     for (const auto &r : into) {
-        if (r.second <= r.first)
+        if (r.end <= r.first)
             continue;
-        if (!merged.empty() && r.first <= merged.back().second)
-            merged.back().second = std::max(merged.back().second, r.second);
+        if (!merged.empty() && r.first <= merged.back().end)
+            merged.back().end = std::max(merged.back().end, r.end);
         else
             merged.push_back(r);
     }
@@ -92,82 +72,80 @@ void CheckpointWriter::fail(const QString &why)
         m_error = why;
 }
 
-bool CheckpointWriter::take(int rank, const QString &line)
+bool CheckpointWriter::take(int rank, const cppl::lines::Decoded &line)
 {
-    if (line.startsWith(kLedgerPrefix)) {
-        const QJsonObject o = QJsonDocument::fromJson(line.mid(kLedgerPrefix.size()).toUtf8()).object();
-        const auto ranges = parseBatchRanges(o.value(u"batches"_s).toString(u"?"_s));
-        const int round = o.value(u"round"_s).toInt(-1);
-        const int epoch = o.value(u"epoch"_s).toInt(0);
-        if (!ranges || round < 0 || epoch < 0 || o.value(u"rank"_s).toInt(-1) != rank) {
-            fail(u"rank %1 sent a malformed ledger line; checkpoints stop here"_s.arg(rank));
-            return true;
-        }
-        if (isLost(rank))
-            return true; // its batches that count came with the regroup line
-        if (const auto it = m_latest.find(rank); it == m_latest.end() || it->second < std::make_pair(epoch, round))
-            m_latest[rank] = {epoch, round};
-        m_pendingLedger.push_back({rank, round, *ranges});
-        tryCommit();
+    using cppl::lines::Kind;
+    if (!line.kind || (*line.kind != Kind::Ledger && *line.kind != Kind::Checkpoint && *line.kind != Kind::Regroup))
+        return false;
+    const QString what = *line.kind == Kind::Ledger ? u"ledger"_s : *line.kind == Kind::Regroup ? u"regroup"_s : u"checkpoint"_s;
+    switch (line.status) {
+    case cppl::lines::Status::Accepted: break;
+    case cppl::lines::Status::NewerVersion: // its rounds cannot be counted: no checkpoint would be complete
+        fail(u"rank %1 sent a %2 line of version %3, newer than this ClusterPPL reads; checkpoints stop here"_s.arg(rank).arg(what).arg(line.version));
+        return false;
+    default:
+        fail(u"rank %1 sent a malformed %2 line (%3); checkpoints stop here"_s.arg(rank).arg(what, QString::fromStdString(line.reason())));
         return true;
     }
-    if (line.startsWith(kRegroupPrefix)) {
-        const QJsonObject o = QJsonDocument::fromJson(line.mid(kRegroupPrefix.size()).toUtf8()).object();
-        const int epoch = o.value(u"epoch"_s).toInt(-1), first = o.value(u"first_round"_s).toInt(-1);
-        std::map<int, BatchRanges> lost;
-        bool ok = epoch > 0 && first >= 0 && o.value(u"lost"_s).isArray();
-        for (const QJsonValue &v : o.value(u"lost"_s).toArray()) {
-            const int r = v.toObject().value(u"rank"_s).toInt(-1);
-            const auto batches = parseBatchRanges(v.toObject().value(u"batches"_s).toString(u"?"_s));
-            ok = ok && r >= 0 && r < m_worldSize && batches && r != rank;
-            if (ok)
-                lost[r] = *batches;
-        }
-        if (!ok || lost.empty()) {
-            fail(u"rank %1 sent a malformed regroup line; checkpoints stop here"_s.arg(rank));
-            return true;
-        }
-        if (epoch <= m_regroupEpoch)
-            return true; // an older regrouping's (the newest names every rank lost so far)
-        m_regroupEpoch = epoch;
-        m_regroupFirst = first;
-        m_lost = std::move(lost);
-        for (const auto &[r, batches] : m_lost) { // their own lines no longer count
-            m_rankCommitted.erase(r);
-            m_latest.erase(r);
-        }
-        std::erase_if(m_pendingLedger, [&](const Line &l) { return isLost(l.rank); });
-        if (m_pending && m_pending->epoch < epoch)
-            m_pending.reset(); // a round before the loss that will never be complete
-        tryCommit();
-        return true;
+    if (const auto *l = std::get_if<cppl::lines::Ledger>(&line.event))
+        takeLedger(rank, *l);
+    else if (const auto *g = std::get_if<cppl::lines::Regroup>(&line.event))
+        takeRegroup(rank, *g);
+    else
+        takeCheckpoint(rank, std::get<cppl::lines::Checkpoint>(line.event));
+    return true;
+}
+
+void CheckpointWriter::takeLedger(int rank, const cppl::lines::Ledger &l)
+{
+    if (l.rank != rank)
+        return fail(u"rank %1 sent a malformed ledger line (it names rank %2); checkpoints stop here"_s.arg(rank).arg(l.rank));
+    if (isLost(rank))
+        return; // its batches that count came with the regroup line
+    if (const auto it = m_latest.find(rank); it == m_latest.end() || it->second < std::make_pair(l.epoch, l.round))
+        m_latest[rank] = {l.epoch, l.round};
+    m_pendingLedger.push_back({rank, l.round, l.batches});
+    tryCommit();
+}
+
+void CheckpointWriter::takeRegroup(int rank, const cppl::lines::Regroup &g)
+{
+    std::map<int, BatchRanges> lost;
+    for (const cppl::lines::LostBatches &l : g.lost) {
+        if (l.rank >= m_worldSize || l.rank == rank)
+            return fail(u"rank %1 sent a malformed regroup line (it names rank %2 lost); checkpoints stop here"_s.arg(rank).arg(l.rank));
+        lost[l.rank] = l.batches;
     }
-    if (line.startsWith(kCheckpointPrefix)) {
-        const QJsonObject o = QJsonDocument::fromJson(line.mid(kCheckpointPrefix.size()).toUtf8()).object();
-        const int round = o.value(u"round"_s).toInt(-1);
-        const int epoch = o.value(u"epoch"_s).toInt(0);
-        if (round < 0 || epoch < 0 || o.value(u"format"_s).toString() != u"clusterppl-checkpoint"_s) {
-            fail(u"rank %1 sent a malformed checkpoint line; checkpoints stop here"_s.arg(rank));
-            return true;
-        }
-        if (epoch < m_regroupEpoch)
-            return true; // sent before the newest regrouping: a round before it is complete again
-        // The reporting rank: rank 0, or after a regrouping the lowest rank not lost (its regroup
-        // line comes first, on the same stream).
-        int reporter = 0;
-        while (epoch == m_regroupEpoch && isLost(reporter))
-            ++reporter;
-        if (rank != reporter && epoch == m_regroupEpoch) {
-            fail(u"rank %1 sent a checkpoint line, but rank %2 reports for the run; checkpoints stop here"_s.arg(rank).arg(reporter));
-            return true;
-        }
-        if (round <= m_written)
-            return true; // not newer than what is written
-        m_pending = Pending{epoch, round, o};
-        tryCommit();
-        return true;
+    if (g.epoch <= m_regroupEpoch)
+        return; // an older regrouping's (the newest names every rank lost so far)
+    m_regroupEpoch = g.epoch;
+    m_regroupFirst = g.firstRound;
+    m_lost = std::move(lost);
+    for (const auto &[r, batches] : m_lost) { // their own lines no longer count
+        m_rankCommitted.erase(r);
+        m_latest.erase(r);
     }
-    return false;
+    std::erase_if(m_pendingLedger, [&](const Line &l) { return isLost(l.rank); });
+    if (m_pending && m_pending->epoch < g.epoch)
+        m_pending.reset(); // a round before the loss that will never be complete
+    tryCommit();
+}
+
+void CheckpointWriter::takeCheckpoint(int rank, const cppl::lines::Checkpoint &c)
+{
+    if (c.epoch < m_regroupEpoch)
+        return; // sent before the newest regrouping: a round before it is complete again
+    // The reporting rank: rank 0, or after a regrouping the lowest rank not lost (its regroup
+    // line comes first, on the same stream).
+    int reporter = 0;
+    while (c.epoch == m_regroupEpoch && isLost(reporter))
+        ++reporter;
+    if (rank != reporter && c.epoch == m_regroupEpoch)
+        return fail(u"rank %1 sent a checkpoint line, but rank %2 reports for the run; checkpoints stop here"_s.arg(rank).arg(reporter));
+    if (c.round <= m_written)
+        return; // not newer than what is written
+    m_pending = Pending{c.epoch, c.round, QJsonDocument::fromJson(QByteArray::fromStdString(cppl::lines::checkpointDocument(c))).object()};
+    tryCommit();
 }
 
 void CheckpointWriter::tryCommit()

@@ -7,6 +7,7 @@
 //   checkpoint.json  the last committed round: exact global words + the batch ledger (atomic)
 //   result.json      rank 0's result, once the run finished (a finished run is not resumed)
 
+#include "cppl/agent_lines.h"
 #include "cppl/cluster_profile.h"
 
 #include <QByteArray>
@@ -22,7 +23,7 @@
 namespace cppl::core::run {
 
 /// Global batches [first, end), as the agents' ledger lines name them ("0-3,8": inclusive).
-using BatchRanges = std::vector<std::pair<std::int64_t, std::int64_t>>;
+using BatchRanges = cppl::lines::BatchRanges;
 [[nodiscard]] std::optional<BatchRanges> parseBatchRanges(const QString &text);
 [[nodiscard]] QString formatBatchRanges(const BatchRanges &ranges);
 /// Adds @p more to @p into, keeping it sorted and merged.
@@ -33,7 +34,7 @@ inline constexpr auto kCheckpointFile = "checkpoint.json";
 inline constexpr auto kResultFile = "result.json";
 
 /**
- * Turns the agents' ledger and checkpoint lines into checkpoint.json. Every rank prints the batches
+ * Turns the agents' ledger and checkpoint lines (docs/agent-lines.md) into checkpoint.json. Every rank prints the batches
  * of a round before the round's collective; rank 0 prints the round's global words after it. Lines
  * of different ranks arrive in any order, so round r is written once rank 0's words for r and every
  * rank's ledger lines through r are here; the file is replaced atomically (temporary file, fsync,
@@ -52,8 +53,10 @@ public:
     /// @param committed the ledger a resumed run starts from (empty for a new run).
     CheckpointWriter(QString directory, QString runId, int worldSize, BatchRanges committed = {}, QJsonObject resumedFrom = {});
 
-    /// True when @p line was a ledger, checkpoint or regroup line (consumed: not shown as output).
-    bool take(int rank, const QString &line);
+    /// True when @p line, a stdout line of @p rank as cppl::lines::decode() read it, was a ledger,
+    /// checkpoint or regroup line (consumed: not shown as output). A malformed one, or one of a
+    /// newer version (shown: not consumed), stops the checkpoints with the reason (error()).
+    bool take(int rank, const cppl::lines::Decoded &line);
     /// The last round written (-1: none), and the first write error (empty: none).
     [[nodiscard]] int writtenRound() const noexcept { return m_written; }
     [[nodiscard]] QString error() const { return m_error; }
@@ -62,6 +65,9 @@ public:
     [[nodiscard]] int regroupFirstRound() const noexcept { return m_regroupFirst; }
 
 private:
+    void takeLedger(int rank, const cppl::lines::Ledger &l);
+    void takeRegroup(int rank, const cppl::lines::Regroup &g);
+    void takeCheckpoint(int rank, const cppl::lines::Checkpoint &c);
     void tryCommit();
     [[nodiscard]] bool isLost(int rank) const { return m_lost.count(rank) != 0; }
     void fail(const QString &why);

@@ -3,7 +3,9 @@
 
 #include "launch/slurm_job.h"
 #include "run/agent_locator.h"
+#include "run/agent_output.h"
 #include "run/preflight.h"
+#include "run/result_check.h"
 #include "run/run_directory.h"
 
 #include "cppl/config.h"
@@ -13,23 +15,18 @@
 
 #include "cppl/errors.h"
 #include "cppl/host.h"
-#include "cppl/statistics.h"
 
-#include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QLocale>
 #include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QTimer>
 
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 extern char **environ;
@@ -37,21 +34,6 @@ extern char **environ;
 using namespace Qt::StringLiterals;
 
 namespace cppl::core::run {
-
-QString phaseName(RunPhase phase)
-{
-    switch (phase) {
-    case RunPhase::Idle: return u"idle"_s;
-    case RunPhase::Preflight: return u"pre-flight"_s;
-    case RunPhase::Launching: return u"launching"_s;
-    case RunPhase::Running: return u"running"_s;
-    case RunPhase::Stopping: return u"stopping"_s;
-    case RunPhase::Finished: return u"finished"_s;
-    case RunPhase::Failed: return u"failed"_s;
-    case RunPhase::Stopped: return u"stopped"_s;
-    }
-    return u"?"_s;
-}
 
 QString generateRunId()
 {
@@ -74,31 +56,6 @@ QString validateRunId(const QString &id)
 
 namespace {
 
-/// A run's first cause on one line, without the launcher's leading "run failed: " (the alert says it).
-QString failureWords(const QString &cause)
-{
-    QString c = cause.startsWith(u"run failed: "_s) ? cause.mid(12) : cause;
-    return c.replace(u"\n  "_s, u"; "_s).replace(u'\n', u' ').trimmed();
-}
-
-/// The agents' --groups list ("0,1;2,3") as a reader reads it: "[0–1] [2–3]"; beyond 6 groups
-/// "[0–7] [8–15] [16–23] … [1016–1023] (128 groups)", one line, not a screenful.
-QString groupsText(const std::string &groups)
-{
-    QStringList out;
-    for (const QString &g : QString::fromStdString(groups).split(u';', Qt::SkipEmptyParts)) {
-        std::vector<int> ranks;
-        for (const QString &r : g.split(u',', Qt::SkipEmptyParts))
-            ranks.push_back(r.toInt());
-        out << u"["_s + QString::fromStdString(rankListText(std::move(ranks))) + u"]"_s;
-    }
-    constexpr qsizetype kNamed = 6;
-    if (out.size() > kNamed)
-        return QCoreApplication::translate("RunEngine", "%1 … %2 (%3 groups)")
-            .arg(out.mid(0, 3).join(u' '), out.back(), QLocale().toString(qlonglong(out.size())));
-    return out.join(u' ');
-}
-
 std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSettings &s, const ClusterProfile &profile,
                                        const SlurmJob &job)
 {
@@ -107,113 +64,7 @@ std::unique_ptr<Launcher> makeLauncher(const std::string &kind, const LauncherSe
     return kind == "ssh" ? makeSshLauncher(s) : makeLocalLauncher(s);
 }
 
-/// Fields of a result JSON the engine compares: the exact sum and the counts it divides by.
-struct ResultKey
-{
-    QString nllExact;
-    qint64 tokens = -1;
-    double ppl = 0;
-    bool valid = false;
-    // How it ran, which a profile may leave to the agents ("auto"): a baseline of the same
-    // settings key can have run otherwise.
-    QString dtype, deviceKind, gemm;
-    qint64 batch = 0;
-};
-
-ResultKey resultKey(const QByteArray &json)
-{
-    const QJsonObject o = QJsonDocument::fromJson(json).object();
-    ResultKey k;
-    k.nllExact = o.value(u"nll_sum_exact"_s).toString();
-    k.tokens = o.value(u"tokens_scored"_s).toInteger(-1);
-    k.ppl = o.value(u"ppl"_s).toDouble();
-    k.valid = !k.nllExact.isEmpty() && k.tokens > 0;
-    k.dtype = o.value(u"dtype"_s).toString();
-    k.deviceKind = o.value(u"device"_s).toString().section(u':', 0, 0); // cuda:3 and cuda:0 are one kind
-    k.gemm = o.value(u"gemm"_s).toString();
-    k.batch = o.value(u"batch"_s).toInteger();
-    return k;
-}
-
-/// How @p mine ran differently from @p base, in words ("device cuda, the baseline's cpu; batch 64,
-/// the baseline's 8"), among the things that change a result's last bits (docs/models.md,
-/// "Determinism"): device kind, batch and kernels. Fields a result lacks are not compared.
-QString howItRanDiffers(const ResultKey &mine, const ResultKey &base)
-{
-    QStringList out;
-    auto differ = [&](const QString &what, const QString &a, const QString &b) {
-        if (!a.isEmpty() && !b.isEmpty() && a != b)
-            out << QCoreApplication::translate("RunEngine", "%1 %2, the baseline's %3").arg(what, a, b);
-    };
-    differ(QStringLiteral("device"), mine.deviceKind, base.deviceKind);
-    differ(QStringLiteral("batch"), mine.batch > 0 ? QString::number(mine.batch) : QString(), base.batch > 0 ? QString::number(base.batch) : QString());
-    differ(QStringLiteral("kernels"), mine.gemm, base.gemm);
-    return out.join(u"; "_s);
-}
-
 } // namespace
-
-QString runStartNotice(const QString &runId, int ranks, int hosts, const QString &launcher, const std::string &groups,
-                       const QString &masterAddr, int masterPort)
-{
-    const QLocale loc;
-    return (ranks == 1 ? QCoreApplication::translate("RunEngine", "run %1: %2 rank on %3 (%4), groups %5, master %6:%7")
-                       : QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7"))
-        .arg(runId, loc.toString(ranks),
-             hosts == 1 ? QCoreApplication::translate("RunEngine", "1 host")
-                        : QCoreApplication::translate("RunEngine", "%1 hosts").arg(loc.toString(hosts)),
-             launcher, groupsText(groups), masterAddr, QString::number(masterPort));
-}
-
-QString rankLostNotice(const std::vector<int> &ranks)
-{
-    const QString which = QString::fromStdString(rankListText(ranks));
-    return ranks.size() == 1
-               ? QCoreApplication::translate("RunEngine", "rank %1 lost; the others regrouped without it and the run goes on").arg(which)
-               : QCoreApplication::translate("RunEngine", "ranks %1 lost; the others regrouped without them and the run goes on").arg(which);
-}
-
-QString rankLostAlertText(int rank, const QString &host, const QString &cause, int round, RunPhase endedAs)
-{
-    QString how;
-    if (!cause.isEmpty())
-        how += u": "_s + cause;
-    if (round >= 0)
-        how += QCoreApplication::translate("RunEngine", " (after round %1)").arg(round);
-    if (endedAs == RunPhase::Failed || endedAs == RunPhase::Stopped)
-        return QCoreApplication::translate("RunEngine", "rank %1 (%2) lost%3; the others went on without it until the run %4")
-            .arg(QString::number(rank), host, how,
-                 endedAs == RunPhase::Failed ? QCoreApplication::translate("RunEngine", "failed")
-                                             : QCoreApplication::translate("RunEngine", "was stopped"));
-    if (endedAs == RunPhase::Finished) // the list of a finished run does not end on "goes on"
-        return QCoreApplication::translate("RunEngine",
-                                           "rank %1 (%2) lost%3; the others finished the run without it, its unfinished batches evaluated again")
-            .arg(QString::number(rank), host, how);
-    // What matters first (the list shows two lines of it): lost, and the run goes on.
-    return QCoreApplication::translate("RunEngine", "rank %1 (%2) lost, the run goes on without it%3; the others redo its unfinished batches")
-        .arg(QString::number(rank), host, how);
-}
-
-QString recoveredNotice(const QString &recovered)
-{
-    return QCoreApplication::translate("RunEngine", "recovered (%1)").arg(recovered);
-}
-
-QString checkpointRegroupNotice(int firstRound, int lastSaved)
-{
-    // What a user can do about it (resume), not how the checkpoints work (epochs, ledgers).
-    if (lastSaved < 0)
-        return QCoreApplication::translate("RunEngine", "if the run is interrupted before round %1 (the first after the regrouping) is "
-                                                        "saved, it cannot be resumed: no round was saved before the loss")
-            .arg(firstRound);
-    if (lastSaved >= firstRound)
-        return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from its last saved round (round %1 so far)")
-            .arg(lastSaved);
-    return QCoreApplication::translate("RunEngine", "if the run is interrupted, it can be resumed from round %1, the last one saved; "
-                                                    "the next to be saved is round %2, the first after the regrouping")
-        .arg(lastSaved)
-        .arg(firstRound);
-}
 
 struct RunEngine::Private
 {
@@ -226,19 +77,15 @@ struct RunEngine::Private
     std::unique_ptr<telemetry::CollectorObject> collector;
 #endif
     std::map<int, std::unique_ptr<QFile>> logs;
-    QByteArray result;
+    AgentOutput output;           // the ranks' lines: result, checkpoints, lost ranks (docs/agent-lines.md)
     QStringList hostFailures;     // launch failures, in order: the first is the cause
     std::set<int> startedRanks;
     bool stopRequested = false;
     int resultChecks = 0;
-    bool checkpointErrorShown = false;
-    int checkpointEpoch = 0; ///< the newest regrouping the checkpoints know of (notice once each)
-    std::map<int, QString> lostLive; ///< --on-rank-loss continue: ranks the survivors regrouped without -> what they said
     std::map<int, QString> endedWhy; ///< ranks whose process ended badly -> how (the launcher's words)
     std::vector<std::pair<int, QString>> endOrder; ///< those ranks in the order they ended, how (without their last line)
     std::map<int, bool> lostAlerted; ///< lost ranks whose RankLost alert is raised -> it named a cause
     SlurmJob slurmJob;             // launcher "slurm": what is submitted
-    std::unique_ptr<CheckpointWriter> checkpoints; // the agents' committed rounds -> checkpoint.json
     QStringList slurmRefusals;     // pre-flight on the allocation said no
 };
 
@@ -287,42 +134,72 @@ bool RunEngine::start(RunRequest request)
     m_outcome.started = QDateTime::currentDateTimeUtc();
     m_alerts.reset(m_request.profile.thresholds);
     m_timeline.reset();
-    auto refuse = [this](int code, const QString &cause) {
-        // Queued: callers connect after start() returns false as well as before.
-        QTimer::singleShot(0, this, [this, code, cause] { finishWith(RunPhase::Failed, code, cause); });
-        return false;
-    };
+    LaunchOptions lo;
+    int collectorPort = 0;
+    std::optional<Refusal> refusal = applyRequest();
+    if (!refusal)
+        refusal = makeLaunchOptions(lo);
+    if (!refusal)
+        refusal = startCollector(lo, collectorPort);
+    if (!refusal)
+        refusal = makePlan(lo);
+    if (refusal)
+        return refuse(*refusal);
+    m_request.launcher.telemetryTunnelPort = m_request.profile.launcher != "local" ? collectorPort : 0;
+    if (m_request.checkOnly && m_plan.launcher == "slurm")
+        return refuse({kCliBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
+                                            "it runs, and its pre-flight is the job's first step (run it to check them)")});
+    Q_EMIT planned();
+    // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
+    QTimer::singleShot(0, this, (m_request.preflight || m_request.checkOnly) && m_plan.launcher != "slurm" ? &RunEngine::startPreflight
+                                                                                                         : &RunEngine::startLaunch);
+    return true;
+}
 
+bool RunEngine::refuse(const Refusal &refusal)
+{
+    // Queued: callers connect after start() returns false as well as before.
+    QTimer::singleShot(0, this, [this, refusal] { finishWith(RunPhase::Failed, refusal.code, refusal.cause); });
+    return false;
+}
+
+std::optional<RunEngine::Refusal> RunEngine::applyRequest()
+{
     m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
     if (const QString why = validateRunId(m_runId); !why.isEmpty())
-        return refuse(kCliBadArguments, why);
+        return Refusal{kCliBadArguments, why};
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)
             lines << QString::fromStdString(p);
-        return refuse(kCliBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
+        return Refusal{kCliBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s))};
     }
     // The CLI's --schedule / --on-rank-loss / --overlap-sync override the profile's (the saved profile says what ran).
     if (!m_request.schedule.isEmpty() && m_request.schedule != u"static"_s && m_request.schedule != u"dynamic"_s)
-        return refuse(kCliBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule));
+        return Refusal{kCliBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule)};
     if (!m_request.onRankLoss.isEmpty() && m_request.onRankLoss != u"fail"_s && m_request.onRankLoss != u"continue"_s)
-        return refuse(kCliBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss));
+        return Refusal{kCliBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss)};
     if (!m_request.overlapSync.isEmpty() && m_request.overlapSync != u"on"_s && m_request.overlapSync != u"off"_s)
-        return refuse(kCliBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync));
+        return Refusal{kCliBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync)};
+    EvaluationSpec &e = m_request.profile.evaluation;
     if (!m_request.overlapSync.isEmpty())
-        m_request.profile.evaluation.overlapSync = m_request.overlapSync == u"on"_s;
+        e.overlapSync = m_request.overlapSync == u"on"_s;
     if (!m_request.schedule.isEmpty())
-        m_request.profile.evaluation.schedule = m_request.schedule.toStdString();
+        e.schedule = m_request.schedule.toStdString();
     if (m_request.schedule == u"static"_s && m_request.onRankLoss.isEmpty())
-        m_request.profile.evaluation.onRankLoss = "fail"; // --schedule static alone: its only choice (static shards cannot move)
+        e.onRankLoss = "fail"; // --schedule static alone: its only choice (static shards cannot move)
     if (!m_request.onRankLoss.isEmpty())
-        m_request.profile.evaluation.onRankLoss = m_request.onRankLoss.toStdString();
-    if (m_request.profile.evaluation.onRankLoss == "continue" && m_request.profile.evaluation.schedule != "dynamic")
-        return refuse(kCliBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
-                                           "dynamic): a static shard cannot move to another rank"));
-    m_request.launcher.tolerateRankLoss = m_request.profile.evaluation.onRankLoss == "continue";
+        e.onRankLoss = m_request.onRankLoss.toStdString();
+    if (e.onRankLoss == "continue" && e.schedule != "dynamic")
+        return Refusal{kCliBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
+                                            "dynamic): a static shard cannot move to another rank")};
+    m_request.launcher.tolerateRankLoss = e.onRankLoss == "continue";
+    return std::nullopt;
+}
+
+std::optional<RunEngine::Refusal> RunEngine::makeLaunchOptions(LaunchOptions &lo)
+{
     const ClusterProfile &profile = m_request.profile;
-    LaunchOptions lo;
     lo.runId = m_runId.toStdString();
     lo.masterAddr = m_request.masterAddr.toStdString();
     try {
@@ -334,10 +211,10 @@ bool RunEngine::start(RunRequest request)
         const bool masterHere = profile.launcher == "local" || (profile.launcher == "ssh" && cppl::isLoopbackHost(master));
         lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (masterHere ? cppl::freeLoopbackPort() : 29500);
     } catch (const cppl::Error &e) {
-        return refuse(kCliFailed, QString::fromStdString(e.what()));
+        return Refusal{kCliFailed, QString::fromStdString(e.what())};
     }
     if (lo.masterPort < 1 || lo.masterPort > 65535)
-        return refuse(kCliBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort));
+        return Refusal{kCliBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort)};
     lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
     lo.agentOverride = m_request.agent.toStdString();
     lo.resumeState = m_request.resumeState.toStdString();
@@ -351,84 +228,89 @@ bool RunEngine::start(RunRequest request)
         if (eq != std::string::npos && isPassThroughVariable(kv.substr(0, eq)))
             lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
+    return std::nullopt;
+}
 
+std::optional<RunEngine::Refusal> RunEngine::startCollector(LaunchOptions &lo, int &collectorPort)
+{
 #if CLUSTERPPL_HAVE_ZMQ
-    int collectorPort = 0;
-    if (m_request.telemetry && !m_request.checkOnly) {
-        // Every rank streams to a collector in this process, over CURVE with keys made for this
-        // run alone: local ranks reach it on loopback, SSH ranks through their session's reverse
-        // tunnel. The agents get the keys on stdin, never in argv (docs/telemetry.md, "Security").
-        telemetry::CollectorOptions co;
-        co.state.run = lo.runId;
-        co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
-        co.state.windowsGlobal = profile.evaluation.schedule == "dynamic"; // the agents send the run's windows
-        try {
-            const auto keys = cppl::telemetry::generateCredentials();
-            co.curve = keys.collector;
-            lo.telemetryCredentials = keys.agent;
-        } catch (const cppl::Error &e) {
-            return refuse(kCliFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what())));
-        }
-        d->collector = std::make_unique<telemetry::CollectorObject>();
-        QString collectorError;
-        connect(d->collector.get(), &telemetry::CollectorObject::failed, this, [&collectorError](const QString &why) { collectorError = why; });
-        if (!d->collector->start(co))
-            return refuse(kCliFailed, collectorError);
-        connect(d->collector.get(), &telemetry::CollectorObject::snapshotReady, this, &RunEngine::onSnapshot);
-        lo.telemetry = d->collector->endpoint().toStdString();
-        collectorPort = d->collector->endpoint().section(u':', -1).toInt();
-    }
-#endif
+    if (!m_request.telemetry || m_request.checkOnly)
+        return std::nullopt;
+    // Every rank streams to a collector in this process, over CURVE with keys made for this run
+    // alone: local ranks reach it on loopback, SSH ranks through their session's reverse tunnel.
+    // The agents get the keys on stdin, never in argv (docs/telemetry.md, "Security").
+    const ClusterProfile &profile = m_request.profile;
+    telemetry::CollectorOptions co;
+    co.state.run = lo.runId;
+    co.state.stallAfterSeconds = std::max(3.0, profile.thresholds.stallSeconds);
+    co.state.windowsGlobal = profile.evaluation.schedule == "dynamic"; // the agents send the run's windows
     try {
-        if (profile.launcher == "slurm") {
-            lo.masterAddr = std::string(kSlurmMasterPlaceholder);
-            const ClusterProfile ranks = slurmRankProfile(profile);
-            m_plan = buildLaunchPlan(ranks, lo);
-            m_plan.launcher = "slurm";
-            SlurmJobInputs in;
-            in.runId = lo.runId;
-            in.evalArgv = m_plan.ranks.front().argv;
-            in.env = m_plan.ranks.front().env;
-            // Compute nodes reach only the login node: the agents send to the relay there, which
-            // forwards through the SSH tunnel (docs/telemetry.md, "Relay").
-            for (std::size_t i = 0; i + 1 < in.evalArgv.size(); ++i)
-                if (in.evalArgv[i] == "--telemetry")
-                    in.evalArgv[i + 1] = std::string(kSlurmRelayPlaceholder);
-            if (m_request.preflight)
-                in.preflightArgv = preflightPlan(ranks, m_plan).ranks.front().argv;
-            if (m_plan.store)
-                in.storeArgv = m_plan.store->argv;
-            m_plan.masterAddr = "the first allocated node";
-            in.masterPort = lo.masterPort;
-            in.generatedAt = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
-            d->slurmJob = buildSlurmJob(profile, in);
-            (void)remoteCommand(slurmDriverCommand(profile, d->slurmJob, false));
-            m_outcome.slurmPartition = QString::fromStdString(profile.slurm.partition);
-            m_outcome.slurmScript = QByteArray::fromStdString(d->slurmJob.batchScript);
-            m_request.launcher.judgeAllocation = [this](const std::vector<std::string> &nodes, const std::map<int, QString> &json,
-                                                        const std::map<int, RankEnd> &ends) { return judgeAllocation(nodes, json, ends); };
-        } else {
-            m_plan = buildLaunchPlan(profile, lo);
-        }
+        const auto keys = cppl::telemetry::generateCredentials();
+        co.curve = keys.collector;
+        lo.telemetryCredentials = keys.agent;
+    } catch (const cppl::Error &e) {
+        return Refusal{kCliFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what()))};
+    }
+    d->collector = std::make_unique<telemetry::CollectorObject>();
+    QString collectorError;
+    connect(d->collector.get(), &telemetry::CollectorObject::failed, this, [&collectorError](const QString &why) { collectorError = why; });
+    if (!d->collector->start(co))
+        return Refusal{kCliFailed, collectorError};
+    connect(d->collector.get(), &telemetry::CollectorObject::snapshotReady, this, &RunEngine::onSnapshot);
+    lo.telemetry = d->collector->endpoint().toStdString();
+    collectorPort = d->collector->endpoint().section(u':', -1).toInt();
+#else
+    (void)lo;
+    (void)collectorPort;
+#endif
+    return std::nullopt;
+}
+
+std::optional<RunEngine::Refusal> RunEngine::makePlan(LaunchOptions &lo)
+{
+    try {
+        if (m_request.profile.launcher == "slurm")
+            makeSlurmPlan(lo);
+        else
+            m_plan = buildLaunchPlan(m_request.profile, lo);
         if (m_plan.launcher == "ssh")
             for (const auto &r : m_plan.ranks)
                 (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
     } catch (const cppl::ConfigError &e) {
-        return refuse(kCliBadArguments, QString::fromStdString(e.what()));
+        return Refusal{kCliBadArguments, QString::fromStdString(e.what())};
     }
-#if CLUSTERPPL_HAVE_ZMQ
-    m_request.launcher.telemetryTunnelPort = profile.launcher != "local" ? collectorPort : 0;
-#else
-    m_request.launcher.telemetryTunnelPort = 0;
-#endif
-    if (m_request.checkOnly && m_plan.launcher == "slurm")
-        return refuse(kCliBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
-                                           "it runs, and its pre-flight is the job's first step (run it to check them)"));
-    Q_EMIT planned();
-    // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
-    QTimer::singleShot(0, this, (m_request.preflight || m_request.checkOnly) && m_plan.launcher != "slurm" ? &RunEngine::startPreflight
-                                                                                                         : &RunEngine::startLaunch);
-    return true;
+    return std::nullopt;
+}
+
+void RunEngine::makeSlurmPlan(LaunchOptions &lo)
+{
+    const ClusterProfile &profile = m_request.profile;
+    lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+    const ClusterProfile ranks = slurmRankProfile(profile);
+    m_plan = buildLaunchPlan(ranks, lo);
+    m_plan.launcher = "slurm";
+    SlurmJobInputs in;
+    in.runId = lo.runId;
+    in.evalArgv = m_plan.ranks.front().argv;
+    in.env = m_plan.ranks.front().env;
+    // Compute nodes reach only the login node: the agents send to the relay there, which
+    // forwards through the SSH tunnel (docs/telemetry.md, "Relay").
+    for (std::size_t i = 0; i + 1 < in.evalArgv.size(); ++i)
+        if (in.evalArgv[i] == "--telemetry")
+            in.evalArgv[i + 1] = std::string(kSlurmRelayPlaceholder);
+    if (m_request.preflight)
+        in.preflightArgv = preflightPlan(ranks, m_plan).ranks.front().argv;
+    if (m_plan.store)
+        in.storeArgv = m_plan.store->argv;
+    m_plan.masterAddr = "the first allocated node";
+    in.masterPort = lo.masterPort;
+    in.generatedAt = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+    d->slurmJob = buildSlurmJob(profile, in);
+    (void)remoteCommand(slurmDriverCommand(profile, d->slurmJob, false));
+    m_outcome.slurmPartition = QString::fromStdString(profile.slurm.partition);
+    m_outcome.slurmScript = QByteArray::fromStdString(d->slurmJob.batchScript);
+    m_request.launcher.judgeAllocation = [this](const std::vector<std::string> &nodes, const std::map<int, QString> &json,
+                                                const std::map<int, RankEnd> &ends) { return judgeAllocation(nodes, json, ends); };
 }
 
 QStringList RunEngine::judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json,
@@ -520,6 +402,17 @@ void RunEngine::startLaunch()
     if (d->stopRequested)
         return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     setPhase(RunPhase::Launching);
+    openRunDirectory();
+    d->launcher = makeLauncher(m_plan.launcher, m_request.launcher, m_request.profile, d->slurmJob);
+    connectLauncher(d->launcher.get());
+    Q_EMIT notice(runStartNotice(m_runId, static_cast<int>(m_plan.ranks.size()), static_cast<int>(m_request.profile.hosts.size()),
+                                 QString::fromStdString(m_plan.launcher), m_plan.groups, QString::fromStdString(m_plan.masterAddr),
+                                 m_plan.masterPort));
+    d->launcher->start(m_plan);
+}
+
+void RunEngine::openRunDirectory()
+{
     // Every line of every rank also goes to its own log file: nothing is lost when a view scrolls.
     QString logDir = m_request.logDir;
     if (logDir.isEmpty())
@@ -533,84 +426,35 @@ void RunEngine::startLaunch()
         resumedFrom = QJsonObject{{u"round"_s, cp.value(u"round"_s)}, {u"written"_s, cp.value(u"written"_s)}};
     }
     const bool haveDir = QDir().mkpath(logDir);
-    d->checkpoints = std::make_unique<CheckpointWriter>(haveDir ? logDir : QString(), m_runId, static_cast<int>(m_plan.ranks.size()),
-                                                        std::move(resumedLedger), resumedFrom);
-    if (haveDir && m_request.resumeState.isEmpty()) // a new run: nothing of an older one in a reused directory
+    std::vector<QString> hosts;
+    for (const auto &r : m_plan.ranks)
+        hosts.push_back(QString::fromStdString(r.hostName));
+    d->output.begin(std::move(hosts), std::make_unique<CheckpointWriter>(haveDir ? logDir : QString(), m_runId, static_cast<int>(m_plan.ranks.size()),
+                                                                          std::move(resumedLedger), resumedFrom));
+    if (!haveDir) {
+        Q_EMIT notice(tr("cannot create the log directory %1; rank output is shown but not saved").arg(logDir));
+        return;
+    }
+    if (m_request.resumeState.isEmpty()) // a new run: nothing of an older one in a reused directory
         for (const char *stale : {kCheckpointFile, kResultFile})
             QFile::remove(logDir + u'/' + QLatin1StringView(stale));
-    if (haveDir) {
-        if (const QString why = writeRunInfo(logDir, m_runId, m_request.profile, m_request.profilePath, resumedFrom); !why.isEmpty())
-            Q_EMIT notice(tr("this run cannot be resumed if interrupted: %1").arg(why));
-        for (const auto &r : m_plan.ranks) {
-            auto f = std::make_unique<QFile>(u"%1/rank-%2.log"_s.arg(logDir).arg(r.rank));
-            if (f->open(QIODevice::WriteOnly | QIODevice::Append | QIODevice::Text))
-                d->logs[r.rank] = std::move(f);
-        }
-        m_outcome.logDir = logDir;
-        Q_EMIT notice(tr("per-rank logs in %1").arg(logDir));
-    } else {
-        Q_EMIT notice(tr("cannot create the log directory %1; rank output is shown but not saved").arg(logDir));
+    if (const QString why = writeRunInfo(logDir, m_runId, m_request.profile, m_request.profilePath, resumedFrom); !why.isEmpty())
+        Q_EMIT notice(tr("this run cannot be resumed if interrupted: %1").arg(why));
+    for (const auto &r : m_plan.ranks) {
+        auto f = std::make_unique<QFile>(u"%1/rank-%2.log"_s.arg(logDir).arg(r.rank));
+        if (f->open(QIODevice::WriteOnly | QIODevice::Append | QIODevice::Text))
+            d->logs[r.rank] = std::move(f);
     }
-    d->launcher = makeLauncher(m_plan.launcher, m_request.launcher, m_request.profile, d->slurmJob);
-    Launcher *l = d->launcher.get();
-    connect(l, &Launcher::rankOutput, this, [this](int rank, bool isStderr, const QString &line) {
-        if (const auto it = d->logs.find(rank); it != d->logs.end()) {
-            it->second->write((isStderr ? "E " : "O ") + line.toUtf8() + '\n');
-            it->second->flush();
-        }
-        if (!isStderr && rank >= 0 && line.startsWith(u"CLUSTERPPL_RESULT "_s)) {
-            d->result = line.mid(18).toUtf8();
-            return;
-        }
-        if (rank >= 0)
-            noteRegrouping(isStderr, line);
-        if (!isStderr && rank >= 0 && d->checkpoints->take(rank, line)) {
-            if (const int epoch = d->checkpoints->regroupEpoch(); epoch > d->checkpointEpoch) {
-                d->checkpointEpoch = epoch; // --on-rank-loss continue: checkpoints go on after the regrouping
-                Q_EMIT notice(checkpointRegroupNotice(d->checkpoints->regroupFirstRound(), d->checkpoints->writtenRound()));
-            }
-            if (!d->checkpoints->error().isEmpty() && !d->checkpointErrorShown) {
-                d->checkpointErrorShown = true;
-                Q_EMIT notice(tr("checkpoints: %1").arg(d->checkpoints->error()));
-            }
-            return;
-        }
-        Q_EMIT rankOutput(rank, isStderr, line);
-    });
-    connect(l, &Launcher::rankStarted, this, [this](int rank, const QString &host) {
-        d->startedRanks.insert(rank);
-        if (m_phase == RunPhase::Launching && d->startedRanks.size() == m_plan.ranks.size())
-            setPhase(RunPhase::Running);
-        Q_EMIT rankStarted(rank, host);
-    });
-    connect(l, &Launcher::rankFinished, this, [this](int rank, int exitCode) {
-        if (exitCode != 0 && !d->stopRequested) {
-            const RankEnd &end = d->launcher->ends().at(rank);
-            const auto &rc = m_plan.ranks[static_cast<std::size_t>(rank)];
-            QString why = !end.reason.isEmpty() ? end.reason
-                          : exitCode > 128      ? tr("killed by signal %1").arg(exitCode - 128)
-                                                : tr("exit code %1").arg(exitCode);
-            d->endOrder.emplace_back(rank, why);
-            if (end.reason.isEmpty() && !end.lastLines.isEmpty())
-                why += u": "_s + end.lastLines.back();
-            d->endedWhy[rank] = why;
-            if (d->lostLive.count(rank)) {
-                // The others regrouped without it before its process ended (it hung): the run goes
-                // on, and its alert already says so; now it can say how the rank ended.
-                if (!d->lostAlerted[rank])
-                    raiseRankLost(rank);
-                Q_EMIT rankFinished(rank, exitCode);
-                return;
-            }
-            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::Failed,
-                                              tr("rank %1 on %2 ended: %3").arg(rank).arg(QString::fromStdString(rc.hostName), why)));
-        }
-        Q_EMIT rankFinished(rank, exitCode);
-    });
-    connect(l, &Launcher::hostFailed, this, [this](const QString &host, const QString &message) {
-        d->hostFailures << tr("host %1: %2").arg(host, message);
-        Q_EMIT hostFailed(host, message);
-    });
+    m_outcome.logDir = logDir;
+    Q_EMIT notice(tr("per-rank logs in %1").arg(logDir));
+}
+
+void RunEngine::connectLauncher(Launcher *l)
+{
+    connect(l, &Launcher::rankOutput, this, &RunEngine::onRankLine);
+    connect(l, &Launcher::rankStarted, this, &RunEngine::onRankStarted);
+    connect(l, &Launcher::rankFinished, this, &RunEngine::onRankFinished);
+    connect(l, &Launcher::hostFailed, this, &RunEngine::onHostFailed);
     connect(l, &Launcher::jobState, this, [this](const QString &jobId, const QString &state, const QString &reason, const QString &nodes) {
         m_outcome.slurmJobId = jobId;
         if (!nodes.isEmpty())
@@ -618,50 +462,72 @@ void RunEngine::startLaunch()
         Q_EMIT jobState(jobId, state, reason, nodes);
     });
     connect(l, &Launcher::finished, this, &RunEngine::onLauncherFinished, Qt::QueuedConnection);
-    Q_EMIT notice(runStartNotice(m_runId, static_cast<int>(m_plan.ranks.size()), static_cast<int>(m_request.profile.hosts.size()),
-                                 QString::fromStdString(m_plan.launcher), m_plan.groups, QString::fromStdString(m_plan.masterAddr),
-                                 m_plan.masterPort));
-    l->start(m_plan);
 }
 
-void RunEngine::noteRegrouping(bool isStderr, const QString &line)
+void RunEngine::onRankLine(int rank, bool isStderr, const QString &line)
+{
+    if (const auto it = d->logs.find(rank); it != d->logs.end()) {
+        it->second->write((isStderr ? "E " : "O ") + line.toUtf8() + '\n');
+        it->second->flush();
+    }
+    const AgentOutput::Reading r = d->output.read(rank, isStderr, line);
+    for (const auto &[lost, fresh] : r.lost)
+        noteLost(lost, fresh);
+    for (const QString &n : r.notices)
+        Q_EMIT notice(n);
+    if (r.show)
+        Q_EMIT rankOutput(rank, isStderr, line);
+}
+
+void RunEngine::onRankStarted(int rank, const QString &host)
+{
+    d->startedRanks.insert(rank);
+    if (m_phase == RunPhase::Launching && d->startedRanks.size() == m_plan.ranks.size())
+        setPhase(RunPhase::Running);
+    Q_EMIT rankStarted(rank, host);
+}
+
+void RunEngine::onRankFinished(int rank, int exitCode)
+{
+    if (exitCode != 0 && !d->stopRequested) {
+        const RankEnd &end = d->launcher->ends().at(rank);
+        const auto &rc = m_plan.ranks[static_cast<std::size_t>(rank)];
+        QString why = !end.reason.isEmpty() ? end.reason
+                      : exitCode > 128      ? tr("killed by signal %1").arg(exitCode - 128)
+                                            : tr("exit code %1").arg(exitCode);
+        d->endOrder.emplace_back(rank, why);
+        if (end.reason.isEmpty() && !end.lastLines.isEmpty())
+            why += u": "_s + end.lastLines.back();
+        d->endedWhy[rank] = why;
+        if (d->output.lost().count(rank)) {
+            // The others regrouped without it before its process ended (it hung): the run goes
+            // on, and its alert already says so; now it can say how the rank ended.
+            if (!d->lostAlerted[rank])
+                raiseRankLost(rank);
+            Q_EMIT rankFinished(rank, exitCode);
+            return;
+        }
+        Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::Failed, rankEndedText(rank, QString::fromStdString(rc.hostName), why)));
+    }
+    Q_EMIT rankFinished(rank, exitCode);
+}
+
+void RunEngine::onHostFailed(const QString &host, const QString &message)
+{
+    d->hostFailures << tr("host %1: %2").arg(host, message);
+    Q_EMIT hostFailed(host, message);
+}
+
+void RunEngine::noteLost(int rank, bool fresh)
 {
     // --on-rank-loss continue: the reporting survivor says so as soon as the others regrouped
-    // without a rank, on stderr ("recovered: rank R (HOST) CAUSE; lost after round N, ...") and on
-    // stdout (the regroup line, for the checkpoints); whichever comes first counts, the stderr
-    // line's words replace the regroup line's.
-    static const QString recovered = u"recovered: "_s, regroup = u"CLUSTERPPL_REGROUP "_s;
-    std::map<int, QString> said;
-    if (isStderr && line.startsWith(recovered + u"rank "_s)) {
-        bool ok = false;
-        const int r = line.section(u' ', 2, 2).toInt(&ok);
-        if (ok && r >= 0 && r < static_cast<int>(m_plan.ranks.size()))
-            said[r] = line.mid(recovered.size()).section(u"; going on with"_s, 0, 0);
-    } else if (!isStderr && line.startsWith(regroup)) {
-        const QJsonObject o = QJsonDocument::fromJson(line.mid(regroup.size()).toUtf8()).object();
-        for (const QJsonValue &v : o.value(u"lost"_s).toArray())
-            if (const int r = v.toObject().value(u"rank"_s).toInt(-1); r >= 0 && r < static_cast<int>(m_plan.ranks.size()))
-                said[r] = tr("rank %1 (%2): lost after round %3; the others regrouped without it")
-                              .arg(r)
-                              .arg(QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(r)].hostName))
-                              .arg(v.toObject().value(u"round"_s).toInt());
-    }
-    for (const auto &[r, detail] : said) {
-        const auto it = d->lostLive.find(r);
-        if (it != d->lostLive.end() && (!isStderr || it->second == detail))
-            continue; // known (a regroup line names every rank lost so far)
-        const bool fresh = it == d->lostLive.end();
-        d->lostLive[r] = detail;
-        Q_EMIT rankLost(r, detail);
-        if (fresh) {
-            std::vector<int> lost;
-            for (const auto &l : d->lostLive)
-                lost.push_back(l.first);
-            Q_EMIT notice(rankLostNotice(lost)); // every rank lost so far, as the Run page's notice line says
-        }
-        if (fresh || !d->lostAlerted[r])
-            raiseRankLost(r);
-    }
+    // without a rank (a rank-lost line, and the regroup line for the checkpoints): a new loss
+    // gets its notice (every rank lost so far, as the Run page's notice line says), and its alert.
+    Q_EMIT rankLost(rank, d->output.lost().at(rank).detail);
+    if (fresh)
+        Q_EMIT notice(rankLostNotice(d->output.lostRanks()));
+    if (fresh || !d->lostAlerted[rank])
+        raiseRankLost(rank);
 }
 
 void RunEngine::raiseRankLost(int rank, RunPhase endedAs)
@@ -672,24 +538,12 @@ void RunEngine::raiseRankLost(int rank, RunPhase endedAs)
     // stopped, finishWith() raises it once more, amended: the alert list's row and the stored
     // history end with what happened, not with "the run goes on".
     const QString host = QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(rank)].hostName);
-    const QString said = d->lostLive[rank];
-    // The survivor's words: "rank R (HOST) CAUSE; lost after round N, ..."; the regroup line's:
-    // "rank R (HOST): lost after round N; ...".
-    const QString prefix = u"rank %1 (%2)"_s.arg(rank).arg(host);
-    QString cause;
-    if (said.startsWith(prefix + u' '))
-        cause = said.mid(prefix.size() + 1).section(u"; lost after round"_s, 0, 0).trimmed();
-    int round = -1;
-    if (const qsizetype at = said.indexOf(u"lost after round "_s); at >= 0) {
-        bool ok = false;
-        const int n = said.mid(at + 17).section(u' ', 0, 0).remove(u',').remove(u';').toInt(&ok);
-        round = ok ? n : -1;
-    }
+    const LostRank &lost = d->output.lost().at(rank);
+    QString cause = lost.cause;
     if (const auto it = d->endedWhy.find(rank); it != d->endedWhy.end())
         cause = it->second; // the launcher saw how its process ended: the most specific cause
     d->lostAlerted[rank] = !cause.isEmpty();
-    const QString what = rankLostAlertText(rank, host, cause, round, endedAs);
-    Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost, what));
+    Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), rank, AlertKind::RankLost, rankLostAlertText(rank, host, cause, lost.round, endedAs)));
 }
 
 void RunEngine::onSnapshot(const SnapshotPtr &snapshot)
@@ -736,15 +590,17 @@ void RunEngine::onLauncherFinished()
         }
         return finishWith(RunPhase::Failed, code == 6 ? kCliRankTimeout : kCliRankFailed, cause);
     }
-    if (d->result.isEmpty()) {
+    if (d->output.result().isEmpty()) {
         if (!d->launcher->storeFailure().isEmpty())
             return finishWith(RunPhase::Failed, kCliRankFailed, d->launcher->storeFailure());
         // A tolerant run's result comes from rank 0 or, when rank 0 was lost, the lowest survivor.
-        return finishWith(RunPhase::Failed, kCliResultMismatch,
-                          m_request.launcher.tolerateRankLoss ? tr("the run finished without any rank reporting a result")
-                                                              : tr("rank 0 finished without reporting a result"));
+        QString cause = m_request.launcher.tolerateRankLoss ? tr("the run finished without any rank reporting a result")
+                                                            : tr("rank 0 finished without reporting a result");
+        if (!d->output.resultProblem().isEmpty()) // its result line came, unreadable
+            cause += u" ("_s + d->output.resultProblem() + u')';
+        return finishWith(RunPhase::Failed, kCliResultMismatch, cause);
     }
-    m_outcome.resultJson = d->result;
+    m_outcome.resultJson = d->output.result();
     checkResult();
 }
 
@@ -752,90 +608,79 @@ QString RunEngine::failedAfterLoss(const QString &first) const
 {
     // --on-rank-loss continue: the launcher names the first rank that ended, which may be one the
     // others went on without; the run failed with the first of the others.
-    if (d->lostLive.empty())
+    const auto &lost = d->output.lost();
+    if (lost.empty())
         return first;
-    const auto it = std::find_if(d->endOrder.begin(), d->endOrder.end(), [this](const auto &e) { return !d->lostLive.count(e.first); });
+    const auto it = std::find_if(d->endOrder.begin(), d->endOrder.end(), [&](const auto &e) { return !lost.count(e.first); });
     if (it == d->endOrder.end())
         return first; // none of the others ended badly: the launcher's words (its store, say)
-    std::vector<int> lost;
-    for (const auto &l : d->lostLive)
-        lost.push_back(l.first);
-    return tr("run failed: rank %1 on %2: %3 first, after %4 lost (the others had gone on without %5)")
-        .arg(it->first)
-        .arg(QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(it->first)].hostName), it->second,
-             (lost.size() == 1 ? tr("rank %1") : tr("ranks %1")).arg(QString::fromStdString(rankListText(lost))),
-             lost.size() == 1 ? tr("it") : tr("them"));
+    return failedAfterLossText(it->first, QString::fromStdString(m_plan.ranks[static_cast<std::size_t>(it->first)].hostName), it->second,
+                               d->output.lostRanks());
 }
 
 void RunEngine::checkResult()
 {
     // --on-rank-loss continue: the ranks the others recovered from, as rank 0's result records them.
-    if (m_outcome.recovered.isEmpty()) {
-        const QJsonArray lost = QJsonDocument::fromJson(m_outcome.resultJson).object().value(u"lost_ranks"_s).toArray();
-        for (const QJsonValue &v : lost) {
-            const QJsonObject l = v.toObject();
-            m_outcome.recovered << tr("rank %1 (%2): %3; lost after round %4")
-                                       .arg(l.value(u"rank"_s).toInt())
-                                       .arg(l.value(u"host"_s).toString(), l.value(u"cause"_s).toString())
-                                       .arg(l.value(u"round"_s).toInt());
-        }
-    }
-    // The result travelled twice: over rank 0's stdout and as telemetry. The collector's live
-    // exact merge of the ranks' final sums must equal it bit for bit; its last messages may still
-    // be in flight for a moment after the processes ended.
+    if (m_outcome.recovered.isEmpty())
+        m_outcome.recovered = recoveredRanks(m_outcome.resultJson);
 #if CLUSTERPPL_HAVE_ZMQ
     if (d->collector) {
+        // The result travelled twice: over rank 0's stdout and as telemetry. Its last messages may
+        // still be in flight for a moment after the processes ended.
         const SnapshotPtr snap = d->collector->snapshotNow();
         if (!snap->resultMatches.has_value() && d->resultChecks++ < 100) {
             QTimer::singleShot(20, this, &RunEngine::checkResult);
             return;
         }
-        onSnapshot(snap);
-        m_outcome.liveMergeMatches = snap->resultMatches;
-        d->collector->stop();
-        if (!m_outcome.recovered.isEmpty()) {
-            // A lost rank's last live sums include batches it never committed (the others redid
-            // them), so the live merge cannot equal the result; rank 0 checked instead that every
-            // window and token is counted exactly once.
-            m_outcome.liveMergeMatches.reset();
-            Q_EMIT notice(tr("the live cross-check is skipped: a lost rank's last live sums include batches the others evaluated again"));
-        }
-        if (snap->resultMatches == false && m_outcome.recovered.isEmpty()) {
-            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch,
-                                              tr("the live exact merge of every rank's sums differs from rank 0's result")));
-            return finishWith(RunPhase::Failed, kCliResultMismatch, tr("the live exact merge of every rank's sums differs from rank 0's result"));
-        }
+        if (!crossCheckLiveMerge(snap))
+            return;
     }
 #endif
     for (const QString &r : m_outcome.recovered) // last, so that the Run page's notice line keeps it
         Q_EMIT notice(recoveredNotice(r));
-    if (!m_request.baselineResultJson.isEmpty()) {
-        const ResultKey mine = resultKey(m_outcome.resultJson);
-        const ResultKey base = resultKey(m_request.baselineResultJson);
-        if (mine.valid && base.valid && !mine.dtype.isEmpty() && !base.dtype.isEmpty() && mine.dtype != base.dtype) {
-            // dtype "auto" in both profiles, one run on GPUs (bfloat16) and the other on CPUs
-            // (float32): one key, two precisions. Their gap says nothing about this run's sums.
-            m_outcome.baselineNotCompared = tr("it ran in %1, this run in %2").arg(base.dtype, mine.dtype);
-            Q_EMIT notice(tr("not compared with the one-rank baseline: %1 (the profiles' dtype auto; set evaluation.dtype to compare them)")
-                              .arg(m_outcome.baselineNotCompared));
-        } else if (mine.valid && base.valid) {
-            m_outcome.baselineIdentical = mine.nllExact == base.nllExact && mine.tokens == base.tokens;
-            m_outcome.baselineRelativeDeviation = base.ppl > 0 ? mine.ppl / base.ppl - 1 : 0;
-            if (!*m_outcome.baselineIdentical
-                && std::abs(m_outcome.baselineRelativeDeviation) > m_request.profile.thresholds.deviationTolerance) {
-                const QString how = howItRanDiffers(mine, base);
-                Q_EMIT alertRaised(m_alerts.raise(
-                    elapsedSeconds(), -1, AlertKind::Deviation,
-                    tr("PPL %1 deviates %2% from the one-rank baseline %3 (tolerance %4%)")
-                            .arg(mine.ppl, 0, 'f', 6)
-                            .arg(100 * m_outcome.baselineRelativeDeviation, 0, 'g', 3)
-                            .arg(base.ppl, 0, 'f', 6)
-                            .arg(100 * m_request.profile.thresholds.deviationTolerance, 0, 'g', 3)
-                        + (how.isEmpty() ? QString() : tr("; it ran otherwise: %1").arg(how))));
-            }
-        }
-    }
+    if (!m_request.baselineResultJson.isEmpty())
+        compareWithBaseline();
     finishWith(RunPhase::Finished, kCliOk, {});
+}
+
+bool RunEngine::crossCheckLiveMerge(const SnapshotPtr &snap)
+{
+#if CLUSTERPPL_HAVE_ZMQ
+    // The collector's live exact merge of the ranks' final sums must equal the result bit for bit.
+    onSnapshot(snap);
+    m_outcome.liveMergeMatches = snap->resultMatches;
+    d->collector->stop();
+    if (!m_outcome.recovered.isEmpty()) {
+        // A lost rank's last live sums include batches it never committed (the others redid
+        // them), so the live merge cannot equal the result; rank 0 checked instead that every
+        // window and token is counted exactly once.
+        m_outcome.liveMergeMatches.reset();
+        Q_EMIT notice(tr("the live cross-check is skipped: a lost rank's last live sums include batches the others evaluated again"));
+    }
+    if (snap->resultMatches == false && m_outcome.recovered.isEmpty()) {
+        const QString why = tr("the live exact merge of every rank's sums differs from rank 0's result");
+        Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch, why));
+        finishWith(RunPhase::Failed, kCliResultMismatch, why);
+        return false;
+    }
+#else
+    (void)snap;
+#endif
+    return true;
+}
+
+void RunEngine::compareWithBaseline()
+{
+    const BaselineVerdict v = run::compareWithBaseline(m_outcome.resultJson, m_request.baselineResultJson,
+                                                       m_request.profile.thresholds.deviationTolerance);
+    m_outcome.baselineIdentical = v.identical;
+    m_outcome.baselineRelativeDeviation = v.relativeDeviation;
+    m_outcome.baselineNotCompared = v.notCompared;
+    if (!v.notCompared.isEmpty())
+        Q_EMIT notice(tr("not compared with the one-rank baseline: %1 (the profiles' dtype auto; set evaluation.dtype to compare them)")
+                          .arg(v.notCompared));
+    if (!v.deviation.isEmpty())
+        Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::Deviation, v.deviation));
 }
 
 void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
@@ -852,29 +697,13 @@ void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
 #endif
     for (auto &[rank, f] : d->logs)
         f->close();
-    if (!m_request.checkOnly && (phase == RunPhase::Failed || phase == RunPhase::Stopped)) {
-        // The Alerts list (and the stored history) must not end on "the run goes on without it":
-        // each lost rank's alert is amended, and a failure is an alert of its own, with its cause,
-        // where the lost ranks' warnings alone would read as a run that went well, or where no
-        // rank's failure was raised at all (a launch refused, no result).
-        for (const auto &lost : d->lostLive)
-            raiseRankLost(lost.first, phase);
-        const bool failureRaised = std::any_of(m_alerts.alerts().begin(), m_alerts.alerts().end(), [](const RunAlert &a) {
-            return a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch;
-        });
-        if (phase == RunPhase::Failed && (!d->lostLive.empty() || !failureRaised))
-            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::Failed,
-                                              tr("the run failed: %1").arg(failureWords(cause))));
-    } else if (!m_request.checkOnly && phase == RunPhase::Finished) {
-        // Recovered: each lost rank's alert says how the run ended, as the "Recovered" badge does.
-        for (const auto &lost : d->lostLive)
-            raiseRankLost(lost.first, phase);
-    }
+    if (!m_request.checkOnly)
+        amendLostRankAlerts(phase, cause);
     m_outcome.phase = phase;
     m_outcome.exitCode = exitCode;
     m_outcome.firstCause = cause;
     if (m_outcome.resultJson.isEmpty())
-        m_outcome.resultJson = d->result;
+        m_outcome.resultJson = d->output.result();
     if (d->launcher)
         m_outcome.ends = d->launcher->ends();
     m_outcome.ended = QDateTime::currentDateTimeUtc();
@@ -884,6 +713,28 @@ void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)
             Q_EMIT notice(tr("the result is not saved in the run directory: %1").arg(why));
     setPhase(phase);
     Q_EMIT finished(m_outcome);
+}
+
+void RunEngine::amendLostRankAlerts(RunPhase phase, const QString &cause)
+{
+    const auto &lost = d->output.lost();
+    if (phase == RunPhase::Failed || phase == RunPhase::Stopped) {
+        // The Alerts list (and the stored history) must not end on "the run goes on without it":
+        // each lost rank's alert is amended, and a failure is an alert of its own, with its cause,
+        // where the lost ranks' warnings alone would read as a run that went well, or where no
+        // rank's failure was raised at all (a launch refused, no result).
+        for (const auto &l : lost)
+            raiseRankLost(l.first, phase);
+        const bool failureRaised = std::any_of(m_alerts.alerts().begin(), m_alerts.alerts().end(), [](const RunAlert &a) {
+            return a.kind == AlertKind::Failed || a.kind == AlertKind::ResultMismatch;
+        });
+        if (phase == RunPhase::Failed && (!lost.empty() || !failureRaised))
+            Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::Failed, tr("the run failed: %1").arg(failureWords(cause))));
+    } else if (phase == RunPhase::Finished) {
+        // Recovered: each lost rank's alert says how the run ended, as the "Recovered" badge does.
+        for (const auto &l : lost)
+            raiseRankLost(l.first, phase);
+    }
 }
 
 } // namespace cppl::core::run

@@ -9,6 +9,7 @@
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 #include "run/alerts.h"
+#include "run/run_notices.h"
 #include "run/run_timeline.h"
 #include "telemetry/snapshot_ptr.h"
 
@@ -27,45 +28,9 @@
 #include <optional>
 #include <vector>
 
-
 namespace cppl::core::run {
 
 using telemetry::SnapshotPtr;
-
-enum class RunPhase {
-    Idle,       ///< nothing started yet
-    Preflight,  ///< `clusterppl-agent preflight` on every host
-    Launching,  ///< ranks being started (SSH connects, host keys, auth)
-    Running,    ///< ranks started; telemetry flowing
-    Stopping,   ///< stop() asked, or a rank failed: the others are being ended
-    Finished,   ///< every rank exited 0 and the result checked out
-    Failed,     ///< refused, failed to launch, a rank failed, or the result did not check out
-    Stopped,    ///< the user (or a signal) stopped it
-};
-[[nodiscard]] QString phaseName(RunPhase phase);
-/// What a run says as it launches (the Run page's notice line, the CLI's stderr): "run ID: 4 ranks
-/// on 1 host (local), groups [0–1] [2–3], master 127.0.0.1:29500". @p groups is the agents'
-/// --groups list ("0,1;2,3"); beyond 6 groups the first 3 and the last are named, with the count.
-[[nodiscard]] QString runStartNotice(const QString &runId, int ranks, int hosts, const QString &launcher, const std::string &groups,
-                                     const QString &masterAddr, int masterPort);
-/// --on-rank-loss continue, while the run goes on without @p ranks: "rank 2 lost; the others
-/// regrouped without it and the run goes on".
-[[nodiscard]] QString rankLostNotice(const std::vector<int> &ranks);
-/// What the checkpoints mean for the user after such a regrouping, in plain words: "if the run is
-/// interrupted, it can be resumed from round 4, the last one saved; the next to be saved is round
-/// 7, the first after the regrouping" (@p lastSaved: the last checkpoint written, -1: none; then it
-/// cannot be resumed before @p firstRound is saved).
-[[nodiscard]] QString checkpointRegroupNotice(int firstRound, int lastSaved);
-/// A lost rank's alert (AlertKind::RankLost) while the run goes on (@p endedAs Running), and as
-/// amended once it finished, failed or was stopped. @p cause and @p round (-1) may be unknown.
-[[nodiscard]] QString rankLostAlertText(int rank, const QString &host, const QString &cause, int round, RunPhase endedAs);
-/// The last notice of a run that finished without a lost rank, one per RunOutcome::recovered line:
-/// "recovered (rank 2 (HOST): CAUSE; lost after round N)".
-[[nodiscard]] QString recoveredNotice(const QString &recovered);
-[[nodiscard]] inline bool isTerminal(RunPhase p) noexcept
-{
-    return p == RunPhase::Finished || p == RunPhase::Failed || p == RunPhase::Stopped;
-}
 
 struct RunRequest
 {
@@ -196,20 +161,47 @@ Q_SIGNALS:
     void finished(const cppl::core::run::RunOutcome &outcome);
 
 private:
+    /// Why start() refuses a request: the exit code and the cause finished() carries.
+    struct Refusal
+    {
+        int code = 0;
+        QString cause;
+    };
+    // start()'s steps, in order; each refuses with the reason, or leaves its part done.
+    [[nodiscard]] std::optional<Refusal> applyRequest();
+    [[nodiscard]] std::optional<Refusal> makeLaunchOptions(LaunchOptions &lo);
+    [[nodiscard]] std::optional<Refusal> startCollector(LaunchOptions &lo, int &collectorPort);
+    [[nodiscard]] std::optional<Refusal> makePlan(LaunchOptions &lo);
+    void makeSlurmPlan(LaunchOptions &lo);
+    bool refuse(const Refusal &refusal);
+
     void setPhase(RunPhase phase);
     void startPreflight();
     void onPreflightDone();
+    // startLaunch()'s steps: the run directory (logs, checkpoints, run.json), then the launcher.
     void startLaunch();
+    void openRunDirectory();
+    void connectLauncher(Launcher *launcher);
+    void onRankLine(int rank, bool isStderr, const QString &line);
+    void onRankStarted(int rank, const QString &host);
+    void onRankFinished(int rank, int exitCode);
+    void onHostFailed(const QString &host, const QString &message);
     void onLauncherFinished();
     void onSnapshot(const SnapshotPtr &snapshot);
-    void noteRegrouping(bool isStderr, const QString &line);
+    /// A rank the others regrouped without: newly lost (@p fresh), or its loss newly worded.
+    void noteLost(int rank, bool fresh);
     /// The RankLost alert of @p rank: while the run goes on (@p endedAs not terminal) "… lost, the
     /// run goes on without it …"; once it failed or was stopped, amended to say so.
     void raiseRankLost(int rank, RunPhase endedAs = RunPhase::Running);
     void finishWith(RunPhase phase, int exitCode, const QString &cause);
+    /// At the end, each lost rank's alert says how the run ended; a failure after a loss is an alert of its own.
+    void amendLostRankAlerts(RunPhase phase, const QString &cause);
     /// The launcher's first line, unless it names a rank the others had gone on without.
     [[nodiscard]] QString failedAfterLoss(const QString &first) const;
     void checkResult();
+    /// The result against the live exact merge of the ranks' telemetry; false when that failed the run.
+    bool crossCheckLiveMerge(const SnapshotPtr &snapshot);
+    void compareWithBaseline();
     QStringList judgeAllocation(const std::vector<std::string> &nodes, const std::map<int, QString> &json, const std::map<int, RankEnd> &ends);
 
     struct Private;
@@ -232,6 +224,5 @@ private:
 
 } // namespace cppl::core::run
 
-Q_DECLARE_METATYPE(cppl::core::run::RunPhase)
 Q_DECLARE_METATYPE(cppl::core::run::HostPreflight)
 Q_DECLARE_METATYPE(cppl::core::run::RunOutcome)

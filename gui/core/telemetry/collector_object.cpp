@@ -71,7 +71,6 @@ void CollectorObject::emitSnapshot()
     if (!m_collector)
         return;
     m_latest = std::make_shared<const Snapshot>(m_collector->snapshot());
-    ++m_emitted;
     Q_EMIT snapshotReady(m_latest);
 }
 

@@ -36,7 +36,6 @@ public:
     [[nodiscard]] SnapshotPtr snapshotNow();
     /// Messages received so far (0 when stopped before it started).
     [[nodiscard]] std::int64_t messagesReceived() const noexcept { return m_collector ? m_collector->messagesReceived() : m_receivedAtStop; }
-    [[nodiscard]] std::int64_t snapshotsEmitted() const noexcept { return m_emitted; }
 
     static constexpr int kMinIntervalMs = 40;
 
@@ -52,7 +51,6 @@ private:
     QTimer m_timer;
     std::atomic<bool> m_posted{false};
     SnapshotPtr m_latest;
-    std::int64_t m_emitted = 0;
     std::int64_t m_receivedAtStop = 0;
 };
 

@@ -95,59 +95,11 @@ bool CollectorState::apply(const Message &m, double now)
     v.localRank = h.localRank;
     v.senderDropped = std::max(v.senderDropped, h.droppedTotal);
 
-    auto setState = [&](RankState s) {
-        if (terminal(e.base) || h.seq < e.stateSeq)
-            return;
-        e.base = s;
-        e.stateSeq = h.seq;
-    };
-
     switch (h.kind) {
     case Kind::Hello:
-    case Kind::Heartbeat:
-        setState(fromPhase(m.phase));
-        break;
-    case Kind::Progress: {
-        setState(RankState::Evaluating);
-        if (h.seq <= e.progressSeq)
-            break; // older totals than what we have
-        e.progressSeq = h.seq;
-        const auto &p = m.progress;
-        const auto stats = p.stats();
-        const auto words = stats.toWords();
-        for (std::size_t i = 0; i < words.size(); ++i)
-            m_globalWords[i] += words[i] - (e.hasWords ? e.words[i] : 0);
-        e.words = words;
-        e.hasWords = true;
-        v.hasProgress = true;
-        v.stats = stats;
-        v.tokensPerSecond = p.tokensPerSecond;
-        v.windowsDone = p.windowsDone;
-        v.windowsTotal = p.windowsTotal;
-        v.computeSeconds = p.computeSecondsTotal;
-        v.waitSeconds = p.commWaitSecondsTotal;
-        v.transferSeconds = p.commTransferSecondsTotal;
-        v.rssBytes = p.rssBytes;
-        v.deviceMemoryBytes = p.deviceMemoryBytes;
-        v.deviceMemoryTotalBytes = p.deviceMemoryTotalBytes;
-        v.gpuUtilizationPercent = p.gpuUtilizationPercent;
-        break;
-    }
-    case Kind::Sync: {
-        setState(RankState::Evaluating);
-        auto &acc = m_rounds[m.sync.round];
-        acc.roundsTotal = m.sync.roundsTotal;
-        ++acc.reported;
-        if (m.sync.waitSeconds < acc.minWait || (m.sync.waitSeconds == acc.minWait && h.rank < acc.minRank)) {
-            acc.minWait = m.sync.waitSeconds;
-            acc.minRank = h.rank;
-        }
-        acc.maxWait = std::max(acc.maxWait, m.sync.waitSeconds);
-        acc.maxTransfer = std::max(acc.maxTransfer, m.sync.transferSeconds);
-        while (m_rounds.size() > m_options.roundHistory)
-            m_rounds.erase(m_rounds.begin());
-        break;
-    }
+    case Kind::Heartbeat: setState(e, fromPhase(m.phase), h.seq); break;
+    case Kind::Progress: applyProgress(e, m); break;
+    case Kind::Sync: applySync(e, m); break;
     case Kind::Log:
         v.lastLog = m.text;
         m_logs.push_back("[rank " + std::to_string(h.rank) + "] " + m.text);
@@ -155,7 +107,7 @@ bool CollectorState::apply(const Message &m, double now)
             m_logs.pop_front();
         break;
     case Kind::Result:
-        setState(RankState::Done);
+        setState(e, RankState::Done, h.seq);
         if (!m.resultJson.empty()) {
             m_resultJson = m.resultJson;
             m_resultStats = cppl::telemetry::resultStats(m_resultJson);
@@ -167,18 +119,74 @@ bool CollectorState::apply(const Message &m, double now)
         e.base = RankState::Failed; // whatever came before
         e.stateSeq = h.seq;
         break;
-    case Kind::Bye:
-        if (m.exitCode)
-            v.exitCode = m.exitCode;
-        if (m.exitCode && *m.exitCode != 0) {
-            e.base = RankState::Failed;
-            e.stateSeq = h.seq;
-        } else {
-            setState(RankState::Done);
-        }
-        break;
+    case Kind::Bye: applyBye(e, m); break;
     }
     return true;
+}
+
+void CollectorState::setState(Entry &e, RankState s, std::int64_t seq)
+{
+    // An ended rank stays ended, and an older message never overrides a newer one's state.
+    if (terminal(e.base) || seq < e.stateSeq)
+        return;
+    e.base = s;
+    e.stateSeq = seq;
+}
+
+void CollectorState::applyProgress(Entry &e, const Message &m)
+{
+    setState(e, RankState::Evaluating, m.header.seq);
+    if (m.header.seq <= e.progressSeq)
+        return; // older totals than what we have
+    e.progressSeq = m.header.seq;
+    const auto &p = m.progress;
+    const auto stats = p.stats();
+    const auto words = stats.toWords();
+    for (std::size_t i = 0; i < words.size(); ++i)
+        m_globalWords[i] += words[i] - (e.hasWords ? e.words[i] : 0);
+    e.words = words;
+    e.hasWords = true;
+    RankView &v = e.view;
+    v.hasProgress = true;
+    v.stats = stats;
+    v.tokensPerSecond = p.tokensPerSecond;
+    v.windowsDone = p.windowsDone;
+    v.windowsTotal = p.windowsTotal;
+    v.computeSeconds = p.computeSecondsTotal;
+    v.waitSeconds = p.commWaitSecondsTotal;
+    v.transferSeconds = p.commTransferSecondsTotal;
+    v.rssBytes = p.rssBytes;
+    v.deviceMemoryBytes = p.deviceMemoryBytes;
+    v.deviceMemoryTotalBytes = p.deviceMemoryTotalBytes;
+    v.gpuUtilizationPercent = p.gpuUtilizationPercent;
+}
+
+void CollectorState::applySync(Entry &e, const Message &m)
+{
+    setState(e, RankState::Evaluating, m.header.seq);
+    auto &acc = m_rounds[m.sync.round];
+    acc.roundsTotal = m.sync.roundsTotal;
+    ++acc.reported;
+    if (m.sync.waitSeconds < acc.minWait || (m.sync.waitSeconds == acc.minWait && m.header.rank < acc.minRank)) {
+        acc.minWait = m.sync.waitSeconds;
+        acc.minRank = m.header.rank;
+    }
+    acc.maxWait = std::max(acc.maxWait, m.sync.waitSeconds);
+    acc.maxTransfer = std::max(acc.maxTransfer, m.sync.transferSeconds);
+    while (m_rounds.size() > m_options.roundHistory)
+        m_rounds.erase(m_rounds.begin());
+}
+
+void CollectorState::applyBye(Entry &e, const Message &m)
+{
+    if (m.exitCode)
+        e.view.exitCode = m.exitCode;
+    if (m.exitCode && *m.exitCode != 0) {
+        e.base = RankState::Failed;
+        e.stateSeq = m.header.seq;
+    } else {
+        setState(e, RankState::Done, m.header.seq);
+    }
 }
 
 bool CollectorState::noteSeq(Entry &e, std::int64_t seq)
@@ -257,41 +265,8 @@ Snapshot CollectorState::snapshot(double now)
     if (m_ranks.size() < n)
         m_ranks.resize(n);
     s.ranks.reserve(n);
-    for (std::size_t r = 0; r < n; ++r) {
-        if (!m_ranks[r]) {
-            RankView v;
-            v.rank = static_cast<std::int64_t>(r);
-            s.ranks.push_back(std::move(v));
-            ++s.stateCounts[static_cast<std::size_t>(RankState::Connecting)];
-            continue;
-        }
-        Entry &e = *m_ranks[r];
-        RankView &v = e.view;
-        if (e.dirty) {
-            v.local = cppl::computePerplexity(v.stats);
-            const double wall = v.computeSeconds + v.waitSeconds + v.transferSeconds;
-            v.waitShare = share(v.waitSeconds, wall);
-            v.transferShare = share(v.transferSeconds, wall);
-            v.commShare = std::min(1.0, v.waitShare + v.transferShare);
-            e.dirty = false;
-        }
-        if (v.hasProgress && v.stats.tokens > 0 && s.global.tokens > 0) {
-            v.deviation = v.local.ppl - s.globalPpl.ppl;
-            v.deviationRelative = v.local.ppl / s.globalPpl.ppl - 1;
-            const double seMean = v.local.ppl > 0 ? v.local.pplStderr / v.local.ppl : 0;
-            v.deviationSigma = seMean > 0 && std::isfinite(seMean) ? (v.local.meanNll - s.globalPpl.meanNll) / seMean : 0;
-        }
-        v.silentSeconds = v.heard ? now - e.lastSeen : 0;
-        v.state = e.stalled && !terminal(e.base) ? RankState::Stalled : e.base;
-        ++s.stateCounts[static_cast<std::size_t>(v.state)];
-        s.tokensPerSecond += v.state == RankState::Evaluating || v.state == RankState::Syncing ? v.tokensPerSecond : 0;
-        s.windowsDone += v.windowsDone;
-        s.windowsTotal = m_options.windowsGlobal ? std::max(s.windowsTotal, v.windowsTotal) : s.windowsTotal + v.windowsTotal;
-        s.lostTotal += v.lost;
-        s.senderDroppedTotal += v.senderDropped;
-        s.coalescedTotal += v.coalesced;
-        s.ranks.push_back(v);
-    }
+    for (std::size_t r = 0; r < n; ++r)
+        addRank(s, r, now);
 
     s.windowsGlobal = m_options.windowsGlobal;
     // A rank lost in a run that goes on keeps the windows it counted, and the others redo the
@@ -321,6 +296,43 @@ Snapshot CollectorState::snapshot(double now)
                           && m_resultStats->tokens == s.global.tokens;
     s.recentLogs.assign(m_logs.begin(), m_logs.end());
     return s;
+}
+
+void CollectorState::addRank(Snapshot &s, std::size_t r, double now)
+{
+    if (!m_ranks[r]) {
+        RankView v;
+        v.rank = static_cast<std::int64_t>(r);
+        s.ranks.push_back(std::move(v));
+        ++s.stateCounts[static_cast<std::size_t>(RankState::Connecting)];
+        return;
+    }
+    Entry &e = *m_ranks[r];
+    RankView &v = e.view;
+    if (e.dirty) {
+        v.local = cppl::computePerplexity(v.stats);
+        const double wall = v.computeSeconds + v.waitSeconds + v.transferSeconds;
+        v.waitShare = share(v.waitSeconds, wall);
+        v.transferShare = share(v.transferSeconds, wall);
+        v.commShare = std::min(1.0, v.waitShare + v.transferShare);
+        e.dirty = false;
+    }
+    if (v.hasProgress && v.stats.tokens > 0 && s.global.tokens > 0) {
+        v.deviation = v.local.ppl - s.globalPpl.ppl;
+        v.deviationRelative = v.local.ppl / s.globalPpl.ppl - 1;
+        const double seMean = v.local.ppl > 0 ? v.local.pplStderr / v.local.ppl : 0;
+        v.deviationSigma = seMean > 0 && std::isfinite(seMean) ? (v.local.meanNll - s.globalPpl.meanNll) / seMean : 0;
+    }
+    v.silentSeconds = v.heard ? now - e.lastSeen : 0;
+    v.state = e.stalled && !terminal(e.base) ? RankState::Stalled : e.base;
+    ++s.stateCounts[static_cast<std::size_t>(v.state)];
+    s.tokensPerSecond += v.state == RankState::Evaluating || v.state == RankState::Syncing ? v.tokensPerSecond : 0;
+    s.windowsDone += v.windowsDone;
+    s.windowsTotal = m_options.windowsGlobal ? std::max(s.windowsTotal, v.windowsTotal) : s.windowsTotal + v.windowsTotal;
+    s.lostTotal += v.lost;
+    s.senderDroppedTotal += v.senderDropped;
+    s.coalescedTotal += v.coalesced;
+    s.ranks.push_back(v);
 }
 
 } // namespace cppl::core::telemetry

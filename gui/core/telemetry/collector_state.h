@@ -147,7 +147,6 @@ public:
     bool checkStalls(double now);
 
     [[nodiscard]] Snapshot snapshot(double now);
-    [[nodiscard]] const cppl::telemetry::DecodeCounters &decodeCounters() const noexcept { return m_decode; }
     [[nodiscard]] std::int64_t foreign() const noexcept { return m_foreign; }
     /// The message ingest() last decoded (valid after it returned true).
     [[nodiscard]] const cppl::telemetry::Message &lastMessage() const noexcept { return m_scratch; }
@@ -179,6 +178,13 @@ private:
     };
 
     Entry &entry(std::int64_t rank);
+    // apply()'s kinds that change more than a field or two.
+    void setState(Entry &e, RankState s, std::int64_t seq);
+    void applyProgress(Entry &e, const cppl::telemetry::Message &m);
+    void applySync(Entry &e, const cppl::telemetry::Message &m);
+    void applyBye(Entry &e, const cppl::telemetry::Message &m);
+    /// Rank @p r's view in @p s, and its part of the run's totals.
+    void addRank(Snapshot &s, std::size_t r, double now);
     /// Sequence bookkeeping for one message of @p e's rank; false for a duplicate (counted).
     bool noteSeq(Entry &e, std::int64_t seq);
 

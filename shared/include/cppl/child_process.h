@@ -33,7 +33,6 @@ public:
             onLine(std::string_view(m_pending));
         m_pending.clear();
     }
-    [[nodiscard]] std::size_t pendingBytes() const noexcept { return m_pending.size(); }
 
 private:
     std::string m_pending;
@@ -43,7 +42,5 @@ private:
 [[nodiscard]] int exitCodeFromWaitStatus(int status) noexcept;
 /// @brief "exited with code 3", "was killed by signal 9 (Killed)".
 [[nodiscard]] std::string describeWaitStatus(int status);
-/// @brief The same for an exit code in the 128 + N convention: "exit code 3", "killed by signal 9 (Killed)".
-[[nodiscard]] std::string describeExitCode(int code);
 
 } // namespace cppl
