@@ -2,6 +2,7 @@
 #include "decoder_model.h"
 
 #include "compute_spec_c10.h"
+#include "quant_linear.h"
 #include "tensor_parallel.h"
 #include "weight_source.h"
 
@@ -25,7 +26,20 @@ bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std
     return true;
 }
 
-DecoderModel::DecoderModel(ModelConfig c, const LoadOptions &o) : m_c(std::move(c)), m_opts(o), m_kind(linearKindFor(o)) {}
+DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOptions &o)
+    : m_c(std::move(c)), m_opts(o), m_linears(linearPlanFor(o, quant::loadQuantizationConfig(dir)))
+{
+}
+
+LoadOptions DecoderModel::sourceOptions() const
+{
+    if (!native())
+        return m_opts;
+    LoadOptions f = m_opts;
+    f.dtype = at::kFloat;
+    f.device = at::Device(at::kCPU);
+    return f;
+}
 
 at::Tensor DecoderModel::logits(const at::Tensor &ids)
 {
@@ -69,9 +83,11 @@ void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, 
 {
     const at::Tensor table = w.get(embedding, {m_c.vocab, m_c.hidden});
     m_embedding = Embedding(table);
-    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind)
-                                 : Linear::load(w, LinearSpec{{{untiedHead, m_c.vocab}}, m_c.hidden}, m_kind);
-    if (m_c.tied && native())
+    LinearSpec untied{{{untiedHead, m_c.vocab}}, m_c.hidden};
+    untied.head = true;
+    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_linears) : Linear::load(w, untied, m_linears);
+    const bool quantizedHead = m_linears.scheme && m_linears.head; // its rows are not the embedding's: the table stays
+    if (m_c.tied && native() && !quantizedHead)
         m_embedding.readFromPackedHead(head); // its table's mapped pages were released while packing
     m_head = VocabHead(head, m_c.vocab);
 }
@@ -86,9 +102,16 @@ void DecoderModel::setInfo(const std::string &dir, const WeightSource &w)
     m_info.maxPositions = m_c.maxPositions;
     m_info.bosTokenId = m_c.bosTokenId;
     m_info.weightFiles = w.checkpoint().files();
-    m_info.weightBytes = w.bytes();
+    const LinearTally &t = *m_linears.tally;
+    if (m_linears.buffer)
+        m_linears.buffer->reserve(t.bufferElements);
+    m_info.weightBytes = w.bytes() + t.quantizedBytes + t.packedBytes;
     m_info.shape = {m_c.hidden, m_c.intermediate, m_c.layers, m_c.heads, m_c.kvHeads, m_c.headDim, m_c.vocab};
-    m_info.gemm = linearKindName(m_kind);
+    m_info.gemm = m_linears.gemmName(m_opts);
+    m_info.quantization = {m_linears.quantName(), m_linears.scheme ? m_linears.group : (m_linears.checkpoint ? m_linears.checkpoint->groupSize : 0),
+                           m_linears.scheme && m_linears.head, t.quantizedLayers, t.quantizedParams, t.quantizedBytes, t.denseLayers, t.denseReason,
+                           m_linears.buffer ? m_linears.buffer->bytes() : 0};
+    m_info.weightBytes += m_info.quantization.bufferBytes;
     m_info.device = toDeviceSpec(m_opts.device);
 }
 

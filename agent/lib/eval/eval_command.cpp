@@ -100,7 +100,9 @@ int EvalSession::run()
     connect();
     const EvalInput input = loadData();
     const auto loadStart = std::chrono::steady_clock::now();
+    m_rssBeforeLoad = residentBytes();
     const std::unique_ptr<LanguageModel> model = loadModel();
+    m_rssLoad = residentBytes() - m_rssBeforeLoad;
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
     const EvalPlan plan = makePlan(input, *model, loadSeconds);
     const EvalOutcome outcome = evaluate(*model, input, plan);
@@ -261,7 +263,7 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
     } else if (m_o.autoBatch) { // before the weights: chooseBatch() subtracts them itself
         m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index, m_freeBytes, m_totalBytes);
     }
-    return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm}); });
+    return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_o.quant}); });
 }
 
 /// Step 5: the windows over the data as the model sees it, this rank's shard, and the checks
@@ -334,8 +336,14 @@ void EvalSession::describePlan(const ModelInfo &mi, const EvalPlan &p, double lo
 {
     const WindowPlan &plan = p.windows;
     std::ostringstream line;
-    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM " << mi.gemm
-         << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch "
+    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM " << mi.gemm;
+    if (const QuantizationInfo &q = mi.quantization; q.params > 0) {
+        char bits[32];
+        std::snprintf(bits, sizeof bits, "%.2f", 8.0 * static_cast<double>(q.bytes) / static_cast<double>(q.params));
+        line << ", " << q.method << " weights in " << q.layers << " products (group " << q.group << ", " << bits << " bits per weight"
+             << (q.denseLayers > 0 ? ", " + std::to_string(q.denseLayers) + " layers dequantized: " + q.denseReason : std::string()) << ")";
+    }
+    line << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch "
          << m_o.batch;
     if (m_o.distributed && m_o.schedule == dist::Schedule::Dynamic) {
         line << "; rank " << m_o.shardRank << "/" << m_o.shardCount << ": batches claimed as ranks go (dynamic schedule)";

@@ -102,6 +102,29 @@ void parseDeviceAndDtype(const Args &a, EvalOptions &o)
         throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
 }
 
+/// "none", "int8", "int4", "int4-sym" or "int4-asym" from `flag`; ConfigError naming the choices otherwise.
+std::string quantScheme(const Args &a, const std::string &flag)
+{
+    const std::string scheme = a.get(flag).value_or("none");
+    for (const char *known : {"none", "int8", "int4", "int4-sym", "int4-asym"})
+        if (scheme == known)
+            return scheme;
+    throw ConfigError(flag + " \"" + scheme + "\" is not one of none, int8, int4 (= int4-sym), int4-sym, int4-asym");
+}
+
+/// Weight quantization at load (docs/models.md, "Quantized weights").
+void parseQuantization(const Args &a, EvalOptions &o)
+{
+    o.quant.scheme = quantScheme(a, "--quantize");
+    o.quant.group = a.integer("--quant-group", 32, 32, std::int64_t{1} << 20);
+    if (o.quant.group % 32 != 0)
+        throw ConfigError("--quant-group " + std::to_string(o.quant.group)
+                          + " is not a multiple of 32 (the kernels quantize activations in blocks of 32; a group holds whole blocks)");
+    o.quant.head = a.has("--quantize-head");
+    if (o.quant.head && !o.quant.any())
+        throw ConfigError("--quantize-head quantizes the vocabulary head as well: give --quantize int8|int4|int4-asym too");
+}
+
 /// The data flags, the shard, and the plan's options together.
 void checkDataAndPlan(const Args &a, EvalOptions &o)
 {
@@ -284,9 +307,10 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
+                     "--quantize", "--quant-group"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
-                     "--checkpoint-lines"});
+                     "--checkpoint-lines", "--quantize-head"});
     });
 }
 
@@ -298,6 +322,7 @@ EvalOptions parseOptions(const Args &a)
         parseModelAndProtocol(a, o);
         parseBatchAndThreads(a, o);
         parseDeviceAndDtype(a, o);
+        parseQuantization(a, o);
         checkDataAndPlan(a, o);
         parseRankAndTopology(a, o);
         parseScheduleAndResume(a, o);

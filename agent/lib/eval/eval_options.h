@@ -63,6 +63,7 @@ struct EvalOptions
     int shardRank = 0;
     int shardCount = 1;
     GemmBackend gemm = GemmBackend::Auto;
+    QuantRequest quant; ///< --quantize, --quant-group, --quantize-head
     RankIdentity identity;
     dist::DistributedOptions distOptions;
     std::int64_t syncEvery = kDefaultSyncEveryTokens;

@@ -53,7 +53,26 @@ Json modelJson(const ModelInfo &mi)
     Json hashes = Json::object();
     for (const auto &f : mi.weightFiles)
         hashes[f] = sha256File(f);
-    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
+    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}, {"weight_bytes", mi.weightBytes}};
+}
+
+/// What of the weights is stored quantized, and in how many bits per weight (scales included).
+Json quantizationJson(const QuantizationInfo &q)
+{
+    Json j = {{"method", q.method}};
+    if (q.method == "none")
+        return j;
+    j["group"] = q.group;
+    j["head"] = q.head;
+    j["layers"] = q.layers;
+    j["params"] = q.params;
+    j["bytes"] = q.bytes;
+    j["bits_per_weight"] = q.params > 0 ? 8.0 * static_cast<double>(q.bytes) / static_cast<double>(q.params) : 0.0;
+    if (q.denseLayers > 0)
+        j["dense_layers"] = {{"count", q.denseLayers}, {"first", q.denseReason}};
+    if (q.bufferBytes > 0)
+        j["dequant_buffer_bytes"] = q.bufferBytes;
+    return j;
 }
 
 Json dataJson(const EvalInput &input)
@@ -119,6 +138,8 @@ Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double
     j["gemm"] = mi.gemm;
     addTimes(j, outcome, loadSeconds);
     j["model"] = modelJson(mi);
+    j["model"]["rss_load_bytes"] = m_rssLoad;
+    j["quantization"] = quantizationJson(mi.quantization);
     j["data"] = dataJson(input);
     addDistribution(j, p, outcome);
     j["version"] = CLUSTERPPL_VERSION_STRING;

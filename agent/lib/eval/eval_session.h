@@ -83,6 +83,8 @@ private:
     std::int64_t m_freeBytes = 0;
     std::int64_t m_totalBytes = 0;
     nlohmann::ordered_json m_batchFrom; ///< how the batch was chosen, for the result
+    std::int64_t m_rssBeforeLoad = 0; ///< resident bytes before the model loaded (the result's model.rss_load_bytes)
+    std::int64_t m_rssLoad = 0;       ///< ... and what the load added
     /// Last, so destroyed first: a fingerprint still being hashed stops (nobody waits for it any
     /// more) before the rest of the session goes.
     CheckpointFingerprint m_fingerprint;

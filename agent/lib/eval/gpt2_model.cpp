@@ -30,9 +30,9 @@ struct Gpt2Block
 class Gpt2Model final : public DecoderModel
 {
 public:
-    Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
+    Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
-        WeightSource w(std::move(ckpt), o);
+        WeightSource w(std::move(ckpt), sourceOptions());
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
         setVocabulary(w, pre + "wte.weight", {}); // tied to wte
         m_wpe = w.get(pre + "wpe.weight", {m_c.maxPositions, m_c.hidden});
@@ -54,11 +54,11 @@ private:
         const std::int64_t E = m_c.hidden, I = m_c.intermediate;
         Gpt2Block b;
         b.ln1 = layerNorm(w, p + "ln_1");
-        b.attn = Linear::load(w, {{{p + "attn.c_attn", 3 * E}}, E, true, true}, m_kind);
-        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, E, true, true}, m_kind);
+        b.attn = Linear::load(w, {{{p + "attn.c_attn", 3 * E}}, E, true, true}, m_linears);
+        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, E, true, true}, m_linears);
         b.ln2 = layerNorm(w, p + "ln_2");
-        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I}}, E, true, true}, m_kind);
-        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, true, true}, m_kind);
+        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I}}, E, true, true}, m_linears);
+        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, true, true}, m_linears);
         return b;
     }
 

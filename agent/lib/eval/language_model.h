@@ -20,6 +20,7 @@ struct LoadOptions
     c10::ScalarType dtype = c10::ScalarType::Float;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     GemmBackend gemm = GemmBackend::Auto;
+    QuantRequest quant; ///< --quantize (none by default)
 };
 
 /// @brief A causal language model: int64 ids [B, T] -> next-token logits.

@@ -50,9 +50,9 @@ struct TorchBatch
 class LlamaModel final : public DecoderModel
 {
 public:
-    LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
+    LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
-        WeightSource w(std::move(ckpt), o);
+        WeightSource w(std::move(ckpt), sourceOptions());
         setVocabulary(w, "model.embed_tokens.weight", "lm_head");
         for (std::int64_t i = 0; i < m_c.layers; ++i)
             m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + "."));
@@ -72,10 +72,10 @@ private:
         l.inputNorm = Norm::rms(w.get(p + "input_layernorm.weight", {H}), m_c.normEps);
         l.postAttentionNorm = Norm::rms(w.get(p + "post_attention_layernorm.weight", {H}), m_c.normEps);
         const std::string a = p + "self_attn.", m = p + "mlp.";
-        l.qkv = Linear::load(w, {{{a + "q_proj", qWidth()}, {a + "k_proj", kvWidth()}, {a + "v_proj", kvWidth()}}, H, m_c.qkvBias}, m_kind);
-        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias}, m_kind);
-        l.gateUp = Linear::load(w, {{{m + "gate_proj", I}, {m + "up_proj", I}}, H, m_c.mlpBias}, m_kind);
-        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias}, m_kind);
+        l.qkv = Linear::load(w, {{{a + "q_proj", qWidth()}, {a + "k_proj", kvWidth()}, {a + "v_proj", kvWidth()}}, H, m_c.qkvBias}, m_linears);
+        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias}, m_linears);
+        l.gateUp = Linear::load(w, {{{m + "gate_proj", I}, {m + "up_proj", I}}, H, m_c.mlpBias}, m_linears);
+        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias}, m_linears);
         return l;
     }
 
