@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Quantized evaluation end to end through real agent processes (issue 41, phase 2a): --quantize
-// against the same weights dequantized by an independent Python transcription of the quantizers;
-// GPTQ and AWQ checkpoints against their dequantized twins; malformed quantized checkpoints refused
-// by name; bfloat16 on the agent's kernels; the exact sums the same bits on 1, 3 and 4 ranks, static
-// or dynamic, and after a lost rank.
+// Quantized evaluation and the reference model, end to end through real agent processes (issue 41,
+// phase 2a): --quantize against the same weights dequantized by an independent Python transcription
+// of the quantizers; GPTQ and AWQ checkpoints against their dequantized twins; malformed quantized
+// checkpoints refused by name; --reference-model's figures against a float64 Python comparison; and
+// its exact sums the same bits on 1, 3 and 4 ranks, static or dynamic, and after a lost rank.
 #include "reference_fixture.h"
 
 #include "exit_codes.h"
@@ -259,7 +259,56 @@ private Q_SLOTS:
         CPPL_VERIFY2(r.err.contains(wanted), qPrintable(QStringLiteral("expected: %1\n%2").arg(wanted, r.describe())));
     }
 
-    void quantizedSameBitsOnAnyRanks_data()
+    void referenceMatchesFloat64_data()
+    {
+        QTest::addColumn<QString>("model"); // "dequantized": the int4 weights in float32; "int4": --quantize int4
+        QTest::addColumn<QString>("gemm");
+        QTest::addRow("float model, native kernels") << "dequantized" << "auto";
+        QTest::addRow("int4 model, LibTorch's path") << "int4" << "blas";
+    }
+    void referenceMatchesFloat64()
+    {
+        // KL(P_ref || P_model), top-token agreement, the PPL ratio and dp against reference_kld.py,
+        // which runs both models and compares their float64 log-softmax over the whole vocabulary.
+        QFETCH(QString, model);
+        QFETCH(QString, gemm);
+        const QString dequantized = written(QStringLiteral("quantize_checkpoint.py"), QStringLiteral("deq-ref-int4"),
+                                            {QStringLiteral("--model"), kShakespeare, QStringLiteral("--scheme"), QStringLiteral("int4")});
+        constexpr int kWindows = 12;
+        QStringList args = evalArgs(model == QLatin1String("int4") ? kShakespeare : dequantized, kWindows)
+                           + QStringList{QStringLiteral("--gemm"), gemm, QStringLiteral("--reference-model"), kShakespeare};
+        if (model == QLatin1String("int4"))
+            args << QStringLiteral("--quantize") << QStringLiteral("int4");
+        const QJsonObject j = eval(QStringLiteral("ref-") + model, args);
+        QVERIFY(!j.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("ref-kld.json"));
+        const ProcessResult r = runReference(QStringLiteral("reference_kld.py"),
+                                             {QStringLiteral("--model"), dequantized, QStringLiteral("--reference"), kShakespeare, QStringLiteral("--text"), kText,
+                                              QStringLiteral("--protocol"), QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("128"),
+                                              QStringLiteral("--max-windows"), QString::number(kWindows), QStringLiteral("--json"), json});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject py = readJson(json);
+        const QJsonObject ref = j.value(QStringLiteral("reference")).toObject();
+        const qint64 tokens = py.value(QStringLiteral("tokens")).toInteger();
+        QCOMPARE(ref.value(QStringLiteral("tokens")).toInteger(), tokens);
+        auto close = [&](const char *ours, const char *theirs, double tolerance) {
+            const double a = ref.value(QLatin1String(ours)).toDouble(), b = py.value(QLatin1String(theirs)).toDouble();
+            QVERIFY2(relative(a, b) < tolerance, qPrintable(QStringLiteral("%1: agent %2, float64 %3").arg(QLatin1String(ours)).arg(a, 0, 'g', 17).arg(b, 0, 'g', 17)));
+        };
+        close("kld_mean", "kld_mean", 1e-4);
+        close("kld_max", "kld_max", 1e-3);
+        close("ppl_ratio", "ppl_ratio", 1e-6);
+        close("dp_rms", "dp_rms", 1e-4);
+        // The agreement counts tokens: a near-tie of the two top logits may fall either way in float32.
+        const qint64 same = std::llround(ref.value(QStringLiteral("same_top")).toDouble() * static_cast<double>(tokens));
+        QVERIFY2(std::llabs(same - py.value(QStringLiteral("same_top")).toInteger()) <= 1, qPrintable(QString::number(same)));
+        // Percentiles from the histogram: ordered, below the maximum, above zero for a real difference.
+        const double median = ref.value(QStringLiteral("kld_median")).toDouble(), p99 = ref.value(QStringLiteral("kld_p99")).toDouble();
+        QVERIFY(median > 0 && median <= ref.value(QStringLiteral("kld_p90")).toDouble() && p99 <= ref.value(QStringLiteral("kld_max")).toDouble());
+        QCOMPARE(ref.value(QStringLiteral("ranks")).toArray().size(), 1);
+    }
+
+    void referenceSameBitsOnAnyRanks_data()
     {
         QTest::addColumn<int>("ranks");
         QTest::addColumn<QString>("schedule");
@@ -268,15 +317,15 @@ private Q_SLOTS:
         QTest::addRow("4 ranks, dynamic") << 4 << "dynamic" << "";
         QTest::addRow("4 ranks, dynamic, rank 2 lost") << 4 << "dynamic" << "2:closing";
     }
-    void quantizedSameBitsOnAnyRanks()
+    void referenceSameBitsOnAnyRanks()
     {
-        // The exact sums of a quantized model are the same bits however many ranks evaluated the
-        // windows and whichever rank was lost on the way.
+        // The model's and the comparison's exact sums, the KLD histogram and maximum are the same
+        // bits however many ranks evaluated the windows and whichever rank was lost on the way.
         QFETCH(int, ranks);
         QFETCH(QString, schedule);
         QFETCH(QString, die);
         constexpr int kWindows = 60;
-        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4")};
+        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4"), QStringLiteral("--reference-model"), kShakespeare};
         const QJsonObject one = eval(QStringLiteral("one-rank"), evalArgs(kShakespeare, kWindows) + quantized);
         QVERIFY(!one.isEmpty());
         const QString json = m_dir.filePath(QStringLiteral("ranks-%1.json").arg(QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_'))));
@@ -295,16 +344,28 @@ private Q_SLOTS:
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("quantization")).toObject(), one.value(QStringLiteral("quantization")).toObject());
-        if (!die.isEmpty())
-            QCOMPARE(j.value(QStringLiteral("lost_ranks")).toArray().size(), 1);
+        const QJsonObject ref = j.value(QStringLiteral("reference")).toObject(), oneRef = one.value(QStringLiteral("reference")).toObject();
+        QCOMPARE(ref.value(QStringLiteral("exact")).toObject(), oneRef.value(QStringLiteral("exact")).toObject());
+        for (const char *figure : {"kld_mean", "kld_p99", "kld_max", "same_top", "ppl_ratio", "ppl_ratio_stderr", "dp_rms"})
+            QCOMPARE(ref.value(QLatin1String(figure)).toDouble(), oneRef.value(QLatin1String(figure)).toDouble());
+        // Each rank's own figures: every rank but a lost one.
+        const QJsonArray rows = ref.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(rows.size(), die.isEmpty() ? ranks : ranks - 1);
+        qint64 tokens = 0;
+        for (const QJsonValue &row : rows)
+            tokens += row.toObject().value(QStringLiteral("tokens")).toInteger();
+        if (die.isEmpty())
+            QCOMPARE(tokens, ref.value(QStringLiteral("tokens")).toInteger());
+        else
+            QVERIFY(j.value(QStringLiteral("lost_ranks")).toArray().size() == 1);
     }
 
-    void quantizedSameBitsAfterAKill()
+    void referenceSameBitsAfterAKill()
     {
         // Rank 2 of 4 killed (SIGKILL) in the middle of a dynamic run: the survivors regroup, carry
-        // the committed sums and evaluate what it left.
+        // the committed sums (the comparison's words with the model's) and evaluate what it left.
         constexpr int kWindows = 60;
-        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4")};
+        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4"), QStringLiteral("--reference-model"), kShakespeare};
         const QJsonObject one = eval(QStringLiteral("one-rank"), evalArgs(kShakespeare, kWindows) + quantized);
         QVERIFY(!one.isEmpty());
         const QString json = m_dir.filePath(QStringLiteral("killed.json"));
@@ -352,6 +413,8 @@ private Q_SLOTS:
         QVERIFY2(!j.value(QStringLiteral("batches_redone")).toString().isEmpty() || at > 0.9, "a rank killed mid-run leaves batches to redo");
         QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
         QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("reference")).toObject().value(QStringLiteral("exact")).toObject(),
+                 one.value(QStringLiteral("reference")).toObject().value(QStringLiteral("exact")).toObject());
     }
 };
 

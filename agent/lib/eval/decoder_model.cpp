@@ -10,8 +10,31 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+#include <functional>
 
 namespace cppl::agent {
+
+namespace {
+
+/// Chunks made by a function of (first row, rows).
+class ChunkedLogits final : public ScoredLogits
+{
+public:
+    using Chunk = std::function<at::Tensor(std::int64_t, std::int64_t)>;
+    ChunkedLogits(std::int64_t rows, bool native, Chunk chunk) : m_rows(rows), m_native(native), m_chunk(std::move(chunk)) {}
+    std::int64_t chunkRows() const override { return m_rows; }
+    at::Tensor chunk(std::int64_t r0, std::int64_t m) override { return m_chunk(r0, m); }
+    bool native() const override { return m_native; }
+
+private:
+    std::int64_t m_rows;
+    bool m_native;
+    Chunk m_chunk;
+};
+
+} // namespace
 
 bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std::int64_t> &floats)
 {
@@ -67,6 +90,29 @@ at::Tensor DecoderModel::targetLogProbs(const at::Tensor &ids, const at::Tensor 
     forwardNative(ids);
     const auto finish = [this](float *rows, std::int64_t n) { m_finalNorm(rows, n, rows); };
     return m_head.targetLogProbs(m_ws[kResidual], m_ws.rows(), m_c.hidden, flat, targets, finish, m_tp);
+}
+
+std::unique_ptr<ScoredLogits> DecoderModel::scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout layout)
+{
+    const at::Tensor f = flat.to(at::kLong).contiguous();
+    if (!native()) {
+        if (layout == LogitsLayout::Whole)
+            return LanguageModel::scoredLogits(ids, f, layout);
+        const at::Tensor rows = hidden(ids).reshape({-1, m_c.hidden}).index_select(0, f.to(m_opts.device));
+        return std::make_unique<ChunkedLogits>(logitsChunkRows(m_c.vocab, m_opts.device.is_cuda()), false,
+                                               [this, rows](std::int64_t r0, std::int64_t m) { return m_head(rows.narrow(0, r0, m)); });
+    }
+    forwardNative(ids);
+    const std::int64_t total = m_ws.rows();
+    const std::int64_t *fi = f.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < f.numel(); ++i)
+        CPPL_ENFORCE(fi[i] >= 0 && fi[i] < total, "scored positions inside the batch");
+    const std::int64_t vocab = m_head.vocabSize();
+    return std::make_unique<ChunkedLogits>(HeadScratch::chunkRows(f.numel(), vocab), true, [this, f, vocab](std::int64_t r0, std::int64_t m) {
+        const auto finish = [this](float *rows, std::int64_t n) { m_finalNorm(rows, n, rows); };
+        const float *logits = m_head.projectRows(m_ws[kResidual], m_c.hidden, f.data_ptr<std::int64_t>() + r0, m, finish);
+        return at::from_blob(const_cast<float *>(logits), {m, vocab}, at::TensorOptions().dtype(at::kFloat));
+    });
 }
 
 at::Tensor DecoderModel::hidden(const at::Tensor &ids)

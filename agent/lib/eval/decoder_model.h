@@ -52,6 +52,10 @@ public:
     [[nodiscard]] at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override;
     void prepare(std::int64_t batch, std::int64_t width) override;
     [[nodiscard]] at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override;
+    /// The agent's kernels: the forward pass, then each chunk through the fused head's projection
+    /// (the rows of targetLogProbs(), the same bits). LibTorch: whole as logitsAt(), or each chunk
+    /// projected from the kept hidden states of the scored rows.
+    [[nodiscard]] std::unique_ptr<ScoredLogits> scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout layout) override;
 
 protected:
     /// The Linears' plan from the options and the checkpoint's quantization_config (GPTQ/AWQ), if any.

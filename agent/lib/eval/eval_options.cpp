@@ -112,7 +112,7 @@ std::string quantScheme(const Args &a, const std::string &flag)
     throw ConfigError(flag + " \"" + scheme + "\" is not one of none, int8, int4 (= int4-sym), int4-sym, int4-asym");
 }
 
-/// Weight quantization at load (docs/models.md, "Quantized weights").
+/// Weight quantization at load, of the model and of a reference (docs/models.md, "Quantized weights").
 void parseQuantization(const Args &a, EvalOptions &o)
 {
     o.quant.scheme = quantScheme(a, "--quantize");
@@ -123,6 +123,27 @@ void parseQuantization(const Args &a, EvalOptions &o)
     o.quant.head = a.has("--quantize-head");
     if (o.quant.head && !o.quant.any())
         throw ConfigError("--quantize-head quantizes the vocabulary head as well: give --quantize int8|int4|int4-asym too");
+}
+
+/// --reference-model and its own dtype and quantization (the same --quant-group).
+void parseReference(const Args &a, EvalOptions &o)
+{
+    ReferenceOptions &r = o.reference;
+    r.path = a.get("--reference-model").value_or("");
+    if (!r.any()) {
+        for (const char *flag : {"--reference-dtype", "--reference-quantize"})
+            if (a.has(flag))
+                throw ConfigError(std::string(flag) + " describes the reference model: give --reference-model DIR too");
+        return;
+    }
+    r.dtype = dtypeFromName(a.get("--reference-dtype").value_or(o.device.isCuda() ? "bfloat16" : "float32"));
+    if (r.dtype == Dtype::Float16 && o.device.isCpu())
+        throw ConfigError("--reference-dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
+    r.quant.scheme = quantScheme(a, "--reference-quantize");
+    r.quant.group = o.quant.group;
+    if (a.has("--resume-state"))
+        throw ConfigError("--resume-state with --reference-model: checkpoints carry the model's sums, not the comparison's; "
+                          "run the comparison again from the start");
 }
 
 /// The data flags, the shard, and the plan's options together.
@@ -308,7 +329,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
-                     "--quantize", "--quant-group"},
+                     "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines", "--quantize-head"});
     });
@@ -323,6 +344,7 @@ EvalOptions parseOptions(const Args &a)
         parseBatchAndThreads(a, o);
         parseDeviceAndDtype(a, o);
         parseQuantization(a, o);
+        parseReference(a, o);
         checkDataAndPlan(a, o);
         parseRankAndTopology(a, o);
         parseScheduleAndResume(a, o);

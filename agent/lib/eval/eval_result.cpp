@@ -10,6 +10,7 @@
 
 #include "cppl/config.h"
 
+#include <bit>
 #include <filesystem>
 #include <fstream>
 
@@ -73,6 +74,20 @@ Json quantizationJson(const QuantizationInfo &q)
     if (q.bufferBytes > 0)
         j["dequant_buffer_bytes"] = q.bufferBytes;
     return j;
+}
+
+/// The reference's own exact sums, so that results can be merged and checked bit for bit.
+Json referenceSums(const ReferenceStats &s)
+{
+    Json histogram = Json::array();
+    for (std::int64_t c : s.histogram)
+        histogram.push_back(c);
+    return {{"reference_nll_sum_exact", s.refNll.toString()}, {"reference_nll_sq_sum_exact", s.refNllSquared.toString()},
+            {"diff_sum_exact", s.diff.toString()},            {"diff_sq_sum_exact", s.diffSquared.toString()},
+            {"kld_sum_exact", s.kld.toString()},              {"kld_sq_sum_exact", s.kldSquared.toString()},
+            {"dp_sum_exact", s.dp.toString()},                {"dp_sq_sum_exact", s.dpSquared.toString()},
+            {"tokens", s.tokens},                             {"same_top", s.sameTop},
+            {"kld_max_bits", std::bit_cast<std::int64_t>(s.kldMax)}, {"kld_histogram", histogram}};
 }
 
 Json dataJson(const EvalInput &input)
@@ -141,6 +156,7 @@ Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double
     j["model"]["rss_load_bytes"] = m_rssLoad;
     j["quantization"] = quantizationJson(mi.quantization);
     j["data"] = dataJson(input);
+    addReference(j, outcome);
     addDistribution(j, p, outcome);
     j["version"] = CLUSTERPPL_VERSION_STRING;
     return j;
@@ -163,6 +179,27 @@ void EvalSession::addSettings(Json &j) const
     j["cpus"] = {{"allowed", m_cpu.allowedCpus}, {"local_ranks", m_cpu.localRanks}, {"pinned", cpuListText(m_cpu.pinned)}, {"threads_from", m_cpu.why}};
     j["blas_threads"] = m_runtime.blasThreads;
     j["blas"] = m_runtime.blas;
+}
+
+/// --reference-model: the comparison's figures (docs/result-json.md, "reference"), its exact sums,
+/// the reference itself, and each rank's own figures.
+void EvalSession::addReference(Json &j, const EvalOutcome &outcome) const
+{
+    if (!outcome.reference || !m_referenceInfo)
+        return;
+    Json r = Json::parse(figuresJson(referenceFigures(*outcome.reference)));
+    r["model"] = modelJson(*m_referenceInfo);
+    r["dtype"] = dtypeName(m_o.reference.dtype);
+    r["gemm"] = m_referenceInfo->gemm;
+    r["quantization"] = quantizationJson(m_referenceInfo->quantization);
+    r["load_seconds"] = m_referenceLoadSeconds;
+    r["exact"] = referenceSums(*outcome.reference);
+    Json ranks = Json::array();
+    for (const auto &row : outcome.referenceRanks)
+        if (!row.empty())
+            ranks.push_back(Json::parse(row));
+    r["ranks"] = ranks;
+    j["reference"] = r;
 }
 
 /// Who evaluated: the world, this shard (one rank) or the ranks, their rounds and losses (distributed).
