@@ -14,6 +14,10 @@
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
 #   eval cuda bf16    the GPU default dtype; ppl within 2% of float32; the warm-up batch's seconds
+#   eval cuda int8/int4  --quantize on the GPU (weight-only: codes on the device, each layer dequantized
+#                     into one shared bfloat16 buffer): ppl within 2% of the CPU's quantized run on
+#                     --gemm blas (the same dequantized weights in float32); the weights held
+#                     (model.weight_bytes) against the quantized size plus the float embeddings/norms
 #   eval cuda gqa     a small grouped-query (GQA) Llama, float32: the GPU's fused attention with
 #                     K/V heads shared, same ppl as the CPU within 1e-4
 #   default batch     no --batch on cuda: the batch sized from free memory (batch_from in the
@@ -209,7 +213,7 @@ if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(
 fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
-  for r in "eval cuda fp32" "eval cuda bf16" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
+  for r in "eval cuda fp32" "eval cuda bf16" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
            "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
@@ -250,6 +254,22 @@ if eval_row "eval cuda bf16" "$OUT/cuda16.json" "$OUT/cuda16.log" --device cuda;
   row "eval cuda bf16" "$([[ "$(jget "$OUT/cuda16.json" dtype)" == bfloat16 && $ok == 1 ]] && echo ok || echo FAIL)" \
       "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2), warm-up $(jget "$OUT/cuda16.json" warmup_seconds) s before the clock"
 fi
+
+# Quantized weights on the GPU (issue 41): the CPU's LibTorch path (--gemm blas) multiplies by the
+# same dequantized weights in float32, so the GPU's bfloat16 run is within bfloat16's rounding of it.
+quant_row() { # SCHEME
+  local q=$1 name="eval cuda $1"
+  eval_row "$name" "$OUT/cpu-$q.json" "$OUT/cpu-$q.log" --device cpu --gemm blas --quantize "$q" --threads "$(nproc)" || return
+  eval_row "$name" "$OUT/cuda-$q.json" "$OUT/cuda-$q.log" --device cuda --quantize "$q" || return
+  read -r d ok < <(rel "$(jget "$OUT/cpu-$q.json" ppl)" "$(jget "$OUT/cuda-$q.json" ppl)" 2e-2)
+  local held qbytes buf
+  held=$(jget "$OUT/cuda-$q.json" model weight_bytes); qbytes=$(jget "$OUT/cuda-$q.json" quantization bytes)
+  buf=$(jget "$OUT/cuda-$q.json" quantization dequant_buffer_bytes)
+  row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
+      "ppl $(jget "$OUT/cuda-$q.json" ppl), rel. diff to cpu blas $d (limit 2e-2); weights held $held B: quantized $qbytes B ($(jget "$OUT/cuda-$q.json" quantization bits_per_weight) bits/weight) + one dequantized layer $buf B + the float rest; $(jget "$OUT/cuda-$q.json" tokens_per_second) tok/s"
+}
+quant_row int8
+quant_row int4
 
 # A grouped-query Llama (K/V heads = heads / 2): the GPU's fused attention shares K/V heads.
 GQA="$OUT/gqa-model"

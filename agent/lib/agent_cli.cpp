@@ -64,7 +64,16 @@ constexpr CommandUsage kCommandUsage[] = {
       --blas-threads N       OpenBLAS threads (default: --threads)
       --gemm auto|native|onednn|blas  float32 CPU kernels: the agent's own (packed weights,
                              AVX-512/AVX2 by cpuid, bits independent of --threads), oneDNN, or the
-                             BLAS (default auto: native for float32 on the CPU, else LibTorch's)
+                             BLAS (default auto: native for float32 on the CPU, and for bfloat16
+                             on a CPU with AVX512_BF16, else LibTorch's)
+      --quantize none|int8|int4|int4-asym  round-to-nearest weights of every linear layer at load
+                             (int4 = int4-sym; embeddings and norms stay; docs/models.md)
+      --quant-group G        input features per float16 scale (default 32; a multiple of 32)
+      --quantize-head        quantize the vocabulary head too
+      --reference-model DIR  also evaluate DIR on the same windows and compare token by token:
+                             KL divergence, top-token agreement, PPL ratio (result "reference")
+      --reference-dtype D    the reference's dtype (default: as --dtype's default)
+      --reference-quantize Q the reference's quantization (default none; --quant-group applies)
       --bos-id ID            llama.cpp --bos-first token (default: config bos_token_id)
       --prefix-id ID         lm-eval-rolling prefix token (default: config bos_token_id)
       --allow-long-context   allow --context beyond max_position_embeddings

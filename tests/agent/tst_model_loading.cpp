@@ -191,8 +191,10 @@ private Q_SLOTS:
         writeCheckpoint(dir.path(), {{"q.weight", q}, {"q.bias", qb}, {"k.weight", kk}, {"k.bias", kb}, {"v.weight", v}, {"v.bias", vb},
                                      {"c.weight", conv}, {"c.bias", convb}});
         WeightSource src(SafetensorsCheckpoint::openDirectory(dir.path().toStdString()), cpuFloat32());
-        const Linear qkv = Linear::load(src, {{{"q", 5}, {"k", 3}, {"v", 3}}, 12, true}, k);
-        const Linear c = Linear::load(src, {{{"c", 7}}, 12, true, true}, k);
+        LinearPlan plan;
+        plan.kind = k;
+        const Linear qkv = Linear::load(src, {{{"q", 5}, {"k", 3}, {"v", 3}}, 12, true}, plan);
+        const Linear c = Linear::load(src, {{{"c", 7}}, 12, true, true}, plan);
         QCOMPARE(qkv.outFeatures(), std::int64_t{11});
         QCOMPARE(c.inFeatures(), std::int64_t{12});
 
@@ -230,13 +232,15 @@ private Q_SLOTS:
         writeCheckpoint(dir.path(), {{"embed", e}});
         WeightSource src(SafetensorsCheckpoint::openDirectory(dir.path().toStdString()), cpuFloat32());
         const at::Tensor table = src.get("embed", {4100, 16});
-        const Linear head = Linear::tied(src, "embed", table, LinearKind::PackedFloat32);
+        LinearPlan packed, torch;
+        packed.kind = LinearKind::PackedFloat32;
+        const Linear head = Linear::tied(src, "embed", table, packed);
         std::vector<float> row(16);
         for (std::int64_t r : {0, 31, 32, 4095, 4096, 4099}) {
             QVERIFY(head.unpackRow(r, row.data()));
             QVERIFY2(std::memcmp(row.data(), e[r].data_ptr<float>(), sizeof(float) * 16) == 0, qPrintable(QStringLiteral("row %1").arg(r)));
         }
-        QVERIFY(!Linear::tied(src, "embed", table, LinearKind::Torch).unpackRow(0, row.data()));
+        QVERIFY(!Linear::tied(src, "embed", table, torch).unpackRow(0, row.data()));
         const at::Tensor x = randomFloats({3, 16}, 17);
         QVERIFY2(at::allclose(head(x), at::linear(x, e), 1e-4, 1e-5), "the tied head's logits");
     }

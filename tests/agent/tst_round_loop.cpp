@@ -38,7 +38,7 @@ public:
 
     static double nll(std::int64_t t) { return 0.25 + 1.0 / static_cast<double>(t + 3); }
 
-    void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress) override
+    void run(std::int64_t first, std::int64_t end, NllStats &stats, ReferenceStats * /*reference*/, const Progress &progress) override
     {
         EvalProgress p;
         p.windowsTotal = end - first;

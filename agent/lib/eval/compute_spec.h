@@ -50,4 +50,14 @@ enum class GemmBackend {
 /// "auto", "native", "onednn" or "blas" -> the GemmBackend; throws ConfigError naming the choices otherwise.
 [[nodiscard]] GemmBackend gemmFromName(const std::string &name);
 
+/// --quantize and its companions: a model's linear layers quantized at load (docs/models.md,
+/// "Quantized weights"). Embeddings and norms stay as they are.
+struct QuantRequest
+{
+    std::string scheme = "none"; ///< none, int8, int4 (= int4-sym), int4-sym, int4-asym
+    std::int64_t group = 32;     ///< input features per scale: a multiple of 32
+    bool head = false;           ///< the vocabulary head too (--quantize-head)
+    [[nodiscard]] bool any() const noexcept { return scheme != "none"; }
+};
+
 } // namespace cppl::agent

@@ -2,6 +2,7 @@
 #include "decoder_model.h"
 
 #include "compute_spec_c10.h"
+#include "quant_linear.h"
 #include "tensor_parallel.h"
 #include "weight_source.h"
 
@@ -9,10 +10,33 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+#include <functional>
 
 #include <algorithm>
 
 namespace cppl::agent {
+
+namespace {
+
+/// Chunks made by a function of (first row, rows).
+class ChunkedLogits final : public ScoredLogits
+{
+public:
+    using Chunk = std::function<at::Tensor(std::int64_t, std::int64_t)>;
+    ChunkedLogits(std::int64_t rows, bool native, Chunk chunk) : m_rows(rows), m_native(native), m_chunk(std::move(chunk)) {}
+    std::int64_t chunkRows() const override { return m_rows; }
+    at::Tensor chunk(std::int64_t r0, std::int64_t m) override { return m_chunk(r0, m); }
+    bool native() const override { return m_native; }
+
+private:
+    std::int64_t m_rows;
+    bool m_native;
+    Chunk m_chunk;
+};
+
+} // namespace
 
 bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std::int64_t> &floats)
 {
@@ -27,10 +51,22 @@ bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std
     return true;
 }
 
-DecoderModel::DecoderModel(ModelConfig c, const LoadOptions &o) : m_c(std::move(c)), m_opts(o), m_kind(linearKindFor(o)), m_tp(o.tp)
+DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOptions &o)
+    : m_c(std::move(c)), m_opts(o), m_linears(linearPlanFor(o, quant::loadQuantizationConfig(dir))), m_tp(o.tp)
 {
-    if (m_tp && !native())
-        throw ConfigError("tensor parallelism runs on the agent's float32 CPU kernels in this version (--device cpu, --dtype float32, --gemm auto)");
+    if (m_tp && (m_linears.kind != LinearKind::PackedFloat32 || m_linears.quantizes()))
+        throw ConfigError("tensor parallelism runs on the agent's float32 CPU kernels in this version (--device cpu, --dtype float32, --gemm auto), "
+                          "without --quantize and not on a GPTQ/AWQ checkpoint");
+}
+
+LoadOptions DecoderModel::sourceOptions() const
+{
+    if (!native())
+        return m_opts;
+    LoadOptions f = m_opts;
+    f.dtype = at::kFloat;
+    f.device = at::Device(at::kCPU);
+    return f;
 }
 
 namespace {
@@ -73,6 +109,29 @@ at::Tensor DecoderModel::targetLogProbs(const at::Tensor &ids, const at::Tensor 
     return m_head.targetLogProbs(m_ws[kResidual], m_ws.rows(), m_c.hidden, flat, targets, finish, m_tp);
 }
 
+std::unique_ptr<ScoredLogits> DecoderModel::scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout layout)
+{
+    const at::Tensor f = flat.to(at::kLong).contiguous();
+    if (!native()) {
+        if (layout == LogitsLayout::Whole)
+            return LanguageModel::scoredLogits(ids, f, layout);
+        const at::Tensor rows = hidden(ids).reshape({-1, m_c.hidden}).index_select(0, f.to(m_opts.device));
+        return std::make_unique<ChunkedLogits>(logitsChunkRows(m_c.vocab, m_opts.device.is_cuda()), false,
+                                               [this, rows](std::int64_t r0, std::int64_t m) { return m_head(rows.narrow(0, r0, m)); });
+    }
+    forwardNative(ids);
+    const std::int64_t total = m_ws.rows();
+    const std::int64_t *fi = f.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < f.numel(); ++i)
+        CPPL_ENFORCE(fi[i] >= 0 && fi[i] < total, "scored positions inside the batch");
+    const std::int64_t vocab = m_head.vocabSize();
+    return std::make_unique<ChunkedLogits>(HeadScratch::chunkRows(f.numel(), vocab), true, [this, f, vocab](std::int64_t r0, std::int64_t m) {
+        const auto finish = [this](float *rows, std::int64_t n) { m_finalNorm(rows, n, rows); };
+        const float *logits = m_head.projectRows(m_ws[kResidual], m_c.hidden, f.data_ptr<std::int64_t>() + r0, m, finish);
+        return at::from_blob(const_cast<float *>(logits), {m, vocab}, at::TensorOptions().dtype(at::kFloat));
+    });
+}
+
 at::Tensor DecoderModel::hidden(const at::Tensor &ids)
 {
     if (!native())
@@ -88,9 +147,11 @@ void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, 
     if (!m_tp) {
         const at::Tensor table = w.get(embedding, {m_c.vocab, m_c.hidden});
         m_embedding = Embedding(table);
-        const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind)
-                                     : Linear::load(w, LinearSpec{{{untiedHead, m_c.vocab}}, m_c.hidden}, m_kind);
-        if (m_c.tied && native())
+        LinearSpec untied{{{untiedHead, m_c.vocab}}, m_c.hidden};
+        untied.head = true;
+        const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_linears) : Linear::load(w, untied, m_linears);
+        const bool quantizedHead = m_linears.scheme && m_linears.head; // its rows are not the embedding's: the table stays
+        if (m_c.tied && native() && !quantizedHead)
             m_embedding.readFromPackedHead(head); // its table's mapped pages were released while packing
         m_head = VocabHead(head, m_c.vocab);
         return;
@@ -99,8 +160,8 @@ void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, 
     const cpu::VocabSlice v = vocabSlice();
     const at::Tensor table = w.getRows(embedding, {m_c.vocab, m_c.hidden}, v.begin, v.size);
     m_embedding = Embedding(table, m_c.vocab, v);
-    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_kind, v.begin)
-                                 : Linear::load(w, LinearSpec{{{untiedHead, v.size, v.begin, m_c.vocab}}, m_c.hidden}, m_kind);
+    const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_linears, v.begin)
+                                 : Linear::load(w, LinearSpec{{{untiedHead, v.size, v.begin, m_c.vocab}}, m_c.hidden, false, false, 0, 0, true}, m_linears);
     if (m_c.tied)
         m_embedding.readFromPackedHead(head);
     m_head = VocabHead(head, m_c.vocab, v.begin);
@@ -157,9 +218,16 @@ void DecoderModel::setInfo(const std::string &dir, const WeightSource &w)
     m_info.maxPositions = m_c.maxPositions;
     m_info.bosTokenId = m_c.bosTokenId;
     m_info.weightFiles = w.checkpoint().files();
-    m_info.weightBytes = w.bytes();
+    const LinearTally &t = *m_linears.tally;
+    if (m_linears.buffer)
+        m_linears.buffer->reserve(t.bufferElements);
+    m_info.weightBytes = w.bytes() + t.quantizedBytes + t.packedBytes;
     m_info.shape = {m_c.hidden, m_c.intermediate, m_c.layers, m_c.heads, m_c.kvHeads, m_c.headDim, m_c.vocab};
-    m_info.gemm = linearKindName(m_kind);
+    m_info.gemm = m_linears.gemmName(m_opts);
+    m_info.quantization = {m_linears.quantName(), m_linears.scheme ? m_linears.group : (m_linears.checkpoint ? m_linears.checkpoint->groupSize : 0),
+                           m_linears.scheme && m_linears.head, t.quantizedLayers, t.quantizedParams, t.quantizedBytes, t.denseLayers, t.denseReason,
+                           m_linears.buffer ? m_linears.buffer->bytes() : 0};
+    m_info.weightBytes += m_info.quantization.bufferBytes;
     m_info.device = toDeviceSpec(m_opts.device);
 }
 

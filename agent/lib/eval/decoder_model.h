@@ -53,9 +53,14 @@ public:
     [[nodiscard]] at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override;
     void prepare(std::int64_t batch, std::int64_t width) override;
     [[nodiscard]] at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override;
+    /// The agent's kernels: the forward pass, then each chunk through the fused head's projection
+    /// (the rows of targetLogProbs(), the same bits). LibTorch: whole as logitsAt(), or each chunk
+    /// projected from the kept hidden states of the scored rows.
+    [[nodiscard]] std::unique_ptr<ScoredLogits> scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout layout) override;
 
 protected:
-    DecoderModel(ModelConfig c, const LoadOptions &o);
+    /// The Linears' plan from the options and the checkpoint's quantization_config (GPTQ/AWQ), if any.
+    DecoderModel(const std::string &dir, ModelConfig c, const LoadOptions &o);
 
     /// The workspace's buffer 0 is the residual stream [B * T, hidden], where forwardNative leaves the
     /// last layer's output (before the final norm).
@@ -67,7 +72,10 @@ protected:
     /// The forward pass on LibTorch's operators: the residual stream [B, T, hidden] before the final norm.
     [[nodiscard]] virtual at::Tensor forwardLibTorch(const at::Tensor &ids) = 0;
 
-    [[nodiscard]] bool native() const { return m_kind == LinearKind::PackedFloat32; }
+    [[nodiscard]] bool native() const { return m_linears.native(); }
+    /// What the WeightSource hands out: the evaluation dtype and device on LibTorch's path; float32
+    /// on the CPU for the agent's kernels (whose activations are float32 whatever the products).
+    [[nodiscard]] LoadOptions sourceOptions() const;
     /// The vocabulary's two ends and the final norm, loaded by the family's constructor. A tied head
     /// is the embedding's table; on the agent's kernels the lookup then reads the packed head.
     void setVocabulary(WeightSource &w, const std::string &embedding, const std::string &untiedHead);
@@ -96,7 +104,7 @@ protected:
 
     ModelConfig m_c;
     LoadOptions m_opts;
-    LinearKind m_kind;
+    LinearPlan m_linears; ///< how every Linear of the model is stored (linear.h)
     ModelInfo m_info;
     Embedding m_embedding;
     Norm m_finalNorm;

@@ -12,6 +12,7 @@
 #include "fault_hooks.h"
 #include "language_model.h"
 #include "process_exit.h"
+#include "reference_check.h"
 #include "stdin_eof_watcher.h"
 #include "tensor_parallel.h"
 #include "gpu/batch_sizing.h"
@@ -102,10 +103,13 @@ int EvalSession::run()
     connect();
     const EvalInput input = loadData();
     const auto loadStart = std::chrono::steady_clock::now();
+    m_rssBeforeLoad = residentBytes();
     const std::unique_ptr<LanguageModel> model = loadModel();
+    m_rssLoad = residentBytes() - m_rssBeforeLoad;
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
-    const EvalPlan plan = makePlan(input, *model, loadSeconds);
-    const EvalOutcome outcome = evaluate(*model, input, plan);
+    const std::unique_ptr<LanguageModel> reference = loadReference(*model);
+    const EvalPlan plan = makePlan(input, *model, reference.get(), loadSeconds);
+    const EvalOutcome outcome = evaluate(*model, reference.get(), input, plan);
     const int code = writeResult(input, model->info(), loadSeconds, plan, outcome);
     announceResultWritten();
     return code;
@@ -278,13 +282,34 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
     return phase(kExitBadModel, [&] {
         if (m_tp && !std::filesystem::is_directory(m_o.modelPath))
             throw ConfigError("--tensor-parallel splits Hugging Face checkpoints (a directory); a TorchScript module cannot be split");
-        return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_tp.get()});
+        return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_o.quant, m_tp.get()});
     });
+}
+
+/// Part of step 4, with --reference-model: the reference, in its own dtype and quantization on the
+/// same device, refused unless it reads the same tokens as the model.
+std::unique_ptr<LanguageModel> EvalSession::loadReference(const LanguageModel &model)
+{
+    const ReferenceOptions &r = m_o.reference;
+    if (!r.any())
+        return nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<LanguageModel> reference =
+        phase(kExitBadModel, [&] { return agent::loadModel(r.path, {toScalarType(r.dtype), toDevice(m_o.device), m_o.gemm, r.quant}); });
+    m_referenceLoadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const ModelInfo &ri = reference->info();
+    const std::vector<std::string> notes = phase(kExitBadModel, [&] { return checkSameTokenizer(m_o.modelPath, model.info().vocab, r.path, ri.vocab); });
+    for (const auto &note : notes)
+        logLine("reference: " + note, cppl::telemetry::LogLevel::Warning);
+    m_referenceInfo = ri;
+    logLine("reference: " + ri.arch + " (" + std::to_string(ri.params) + " parameters, " + dtypeName(r.dtype) + ", GEMM " + ri.gemm + ") loaded in "
+            + clock(m_referenceLoadSeconds) + "; KL divergence, top-token agreement and the PPL ratio against it, token by token");
+    return reference;
 }
 
 /// Step 5: the windows over the data as the model sees it, this rank's shard, and the checks
 /// that need both the model and the data.
-EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, double loadSeconds)
+EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, LanguageModel *reference, double loadSeconds)
 {
     const ModelInfo &mi = model.info();
     EvalPlan p;
@@ -297,6 +322,8 @@ EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, dou
     p.shards = shardPlanByBatch(p.windows, m_o.shardCount, m_o.batch);
     phase(kExitBadModel, [&] {
         model.prepare(m_o.batch, p.windows.maxInput);
+        if (reference)
+            reference->prepare(m_o.batch, p.windows.maxInput);
         return 0;
     });
     phase(kExitBadData, [&] {
@@ -352,8 +379,14 @@ void EvalSession::describePlan(const ModelInfo &mi, const EvalPlan &p, double lo
 {
     const WindowPlan &plan = p.windows;
     std::ostringstream line;
-    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM " << mi.gemm
-         << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch "
+    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM " << mi.gemm;
+    if (const QuantizationInfo &q = mi.quantization; q.params > 0) {
+        char bits[32];
+        std::snprintf(bits, sizeof bits, "%.2f", 8.0 * static_cast<double>(q.bytes) / static_cast<double>(q.params));
+        line << ", " << q.method << " weights in " << q.layers << " products (group " << q.group << ", " << bits << " bits per weight"
+             << (q.denseLayers > 0 ? ", " + std::to_string(q.denseLayers) + " layers dequantized: " + q.denseReason : std::string()) << ")";
+    }
+    line << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch "
          << m_o.batch;
     if (m_o.distributed && m_o.schedule == dist::Schedule::Dynamic) {
         line << "; rank " << m_o.shardRank << "/" << m_o.shardCount << ": batches claimed as ranks go (dynamic schedule)";
@@ -405,7 +438,7 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     BatchSizingInput in;
     in.freeBytes = m_freeBytes;
     in.totalBytes = m_totalBytes;
-    in.weightBytes = mi.weightBytes;
+    in.weightBytes = mi.weightBytes + (m_referenceInfo ? m_referenceInfo->weightBytes : 0); // both were loaded after free memory was read
     in.elementBytes = bytesPerElement(m_o.dtype);
     in.shape = mi.shape;
     in.width = plan.maxInput;
@@ -454,9 +487,9 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
 }
 
 /// Step 6: the model's evaluator, warmed up on a GPU, driven through the rounds (round_loop.h).
-EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, const EvalPlan &plan)
+EvalOutcome EvalSession::evaluate(LanguageModel &model, LanguageModel *reference, const EvalInput &input, const EvalPlan &plan)
 {
-    Evaluator evaluator(model, std::span<const std::uint32_t>(*plan.flat), plan.windows, m_o.batch);
+    Evaluator evaluator(model, std::span<const std::uint32_t>(*plan.flat), plan.windows, m_o.batch, reference);
     const double warmupSeconds = warmUp(evaluator, model.info(), static_cast<std::int64_t>(plan.windows.windows.size()));
     RoundLoop loop(m_o, {m_out, m_err, m_run.get(), m_tel.get(), m_fingerprint}, evaluator, input, plan);
     EvalOutcome outcome = loop.run();

@@ -102,6 +102,50 @@ void parseDeviceAndDtype(const Args &a, EvalOptions &o)
         throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
 }
 
+/// "none", "int8", "int4", "int4-sym" or "int4-asym" from `flag`; ConfigError naming the choices otherwise.
+std::string quantScheme(const Args &a, const std::string &flag)
+{
+    const std::string scheme = a.get(flag).value_or("none");
+    for (const char *known : {"none", "int8", "int4", "int4-sym", "int4-asym"})
+        if (scheme == known)
+            return scheme;
+    throw ConfigError(flag + " \"" + scheme + "\" is not one of none, int8, int4 (= int4-sym), int4-sym, int4-asym");
+}
+
+/// Weight quantization at load, of the model and of a reference (docs/models.md, "Quantized weights").
+void parseQuantization(const Args &a, EvalOptions &o)
+{
+    o.quant.scheme = quantScheme(a, "--quantize");
+    o.quant.group = a.integer("--quant-group", 32, 32, std::int64_t{1} << 20);
+    if (o.quant.group % 32 != 0)
+        throw ConfigError("--quant-group " + std::to_string(o.quant.group)
+                          + " is not a multiple of 32 (the kernels quantize activations in blocks of 32; a group holds whole blocks)");
+    o.quant.head = a.has("--quantize-head");
+    if (o.quant.head && !o.quant.any())
+        throw ConfigError("--quantize-head quantizes the vocabulary head as well: give --quantize int8|int4|int4-asym too");
+}
+
+/// --reference-model and its own dtype and quantization (the same --quant-group).
+void parseReference(const Args &a, EvalOptions &o)
+{
+    ReferenceOptions &r = o.reference;
+    r.path = a.get("--reference-model").value_or("");
+    if (!r.any()) {
+        for (const char *flag : {"--reference-dtype", "--reference-quantize"})
+            if (a.has(flag))
+                throw ConfigError(std::string(flag) + " describes the reference model: give --reference-model DIR too");
+        return;
+    }
+    r.dtype = dtypeFromName(a.get("--reference-dtype").value_or(o.device.isCuda() ? "bfloat16" : "float32"));
+    if (r.dtype == Dtype::Float16 && o.device.isCpu())
+        throw ConfigError("--reference-dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
+    r.quant.scheme = quantScheme(a, "--reference-quantize");
+    r.quant.group = o.quant.group;
+    if (a.has("--resume-state"))
+        throw ConfigError("--resume-state with --reference-model: checkpoints carry the model's sums, not the comparison's; "
+                          "run the comparison again from the start");
+}
+
 /// The data flags, the shard, and the plan's options together.
 void checkDataAndPlan(const Args &a, EvalOptions &o)
 {
@@ -238,6 +282,8 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
         refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
     if (a.has("--shard"))
         refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
+    if (o.quant.any() || o.reference.any())
+        refuse("--quantize and --reference-model run without tensor parallelism in this version (a quantized layer is not split yet)");
 }
 
 /// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group, and
@@ -321,9 +367,10 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
-                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync", "--tensor-parallel"},
+                     "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
+                     "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
-                     "--checkpoint-lines"});
+                     "--checkpoint-lines", "--quantize-head"});
     });
 }
 
@@ -335,6 +382,8 @@ EvalOptions parseOptions(const Args &a)
         parseModelAndProtocol(a, o);
         parseBatchAndThreads(a, o);
         parseDeviceAndDtype(a, o);
+        parseQuantization(a, o);
+        parseReference(a, o);
         checkDataAndPlan(a, o);
         parseRankAndTopology(a, o);
         parseScheduleAndResume(a, o);

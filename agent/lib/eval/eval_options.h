@@ -43,6 +43,16 @@ auto phase(int code, F &&f) -> decltype(f())
     }
 }
 
+/// --reference-model: a second model evaluated on the same windows and compared token by token
+/// (reference_stats.h), in its own number format and quantization.
+struct ReferenceOptions
+{
+    std::string path;             ///< empty: no reference
+    Dtype dtype = Dtype::Float32; ///< --reference-dtype (default: the device's, as --dtype's)
+    QuantRequest quant;           ///< --reference-quantize (none by default), in groups of --quant-group
+    [[nodiscard]] bool any() const noexcept { return !path.empty(); }
+};
+
 /// Step 1's result: everything the command line says, checked before the model or the data are touched.
 struct EvalOptions
 {
@@ -68,6 +78,8 @@ struct EvalOptions
     int tensorParallel = 1;
     int tpRank = 0;
     GemmBackend gemm = GemmBackend::Auto;
+    QuantRequest quant;         ///< --quantize, --quant-group, --quantize-head
+    ReferenceOptions reference; ///< --reference-model, --reference-dtype, --reference-quantize
     RankIdentity identity;
     dist::DistributedOptions distOptions;
     std::int64_t syncEvery = kDefaultSyncEveryTokens;

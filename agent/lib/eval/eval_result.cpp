@@ -11,6 +11,7 @@
 #include "cppl/agent_lines.h"
 #include "cppl/config.h"
 
+#include <bit>
 #include <filesystem>
 #include <fstream>
 
@@ -54,7 +55,40 @@ Json modelJson(const ModelInfo &mi)
     Json hashes = Json::object();
     for (const auto &f : mi.weightFiles)
         hashes[f] = sha256File(f);
-    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
+    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}, {"weight_bytes", mi.weightBytes}};
+}
+
+/// What of the weights is stored quantized, and in how many bits per weight (scales included).
+Json quantizationJson(const QuantizationInfo &q)
+{
+    Json j = {{"method", q.method}};
+    if (q.method == "none")
+        return j;
+    j["group"] = q.group;
+    j["head"] = q.head;
+    j["layers"] = q.layers;
+    j["params"] = q.params;
+    j["bytes"] = q.bytes;
+    j["bits_per_weight"] = q.params > 0 ? 8.0 * static_cast<double>(q.bytes) / static_cast<double>(q.params) : 0.0;
+    if (q.denseLayers > 0)
+        j["dense_layers"] = {{"count", q.denseLayers}, {"first", q.denseReason}};
+    if (q.bufferBytes > 0)
+        j["dequant_buffer_bytes"] = q.bufferBytes;
+    return j;
+}
+
+/// The reference's own exact sums, so that results can be merged and checked bit for bit.
+Json referenceSums(const ReferenceStats &s)
+{
+    Json histogram = Json::array();
+    for (std::int64_t c : s.histogram)
+        histogram.push_back(c);
+    return {{"reference_nll_sum_exact", s.refNll.toString()}, {"reference_nll_sq_sum_exact", s.refNllSquared.toString()},
+            {"diff_sum_exact", s.diff.toString()},            {"diff_sq_sum_exact", s.diffSquared.toString()},
+            {"kld_sum_exact", s.kld.toString()},              {"kld_sq_sum_exact", s.kldSquared.toString()},
+            {"dp_sum_exact", s.dp.toString()},                {"dp_sq_sum_exact", s.dpSquared.toString()},
+            {"tokens", s.tokens},                             {"same_top", s.sameTop},
+            {"kld_max_bits", std::bit_cast<std::int64_t>(s.kldMax)}, {"kld_histogram", histogram}};
 }
 
 Json dataJson(const EvalInput &input)
@@ -120,7 +154,10 @@ Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double
     j["gemm"] = mi.gemm;
     addTimes(j, outcome, loadSeconds);
     j["model"] = modelJson(mi);
+    j["model"]["rss_load_bytes"] = m_rssLoad;
+    j["quantization"] = quantizationJson(mi.quantization);
     j["data"] = dataJson(input);
+    addReference(j, outcome);
     addDistribution(j, p, outcome);
     if (m_o.tensorParallel > 1) // the reporting rank's weights: its slices and what every member replicates
         j["tensor_parallel"] = {{"size", m_o.tensorParallel}, {"data_parallel_width", m_o.shardCount}, {"weights_bytes_per_rank", mi.weightBytes}};
@@ -145,6 +182,27 @@ void EvalSession::addSettings(Json &j) const
     j["cpus"] = {{"allowed", m_cpu.allowedCpus}, {"local_ranks", m_cpu.localRanks}, {"pinned", cpuListText(m_cpu.pinned)}, {"threads_from", m_cpu.why}};
     j["blas_threads"] = m_runtime.blasThreads;
     j["blas"] = m_runtime.blas;
+}
+
+/// --reference-model: the comparison's figures (docs/result-json.md, "reference"), its exact sums,
+/// the reference itself, and each rank's own figures.
+void EvalSession::addReference(Json &j, const EvalOutcome &outcome) const
+{
+    if (!outcome.reference || !m_referenceInfo)
+        return;
+    Json r = Json::parse(figuresJson(referenceFigures(*outcome.reference)));
+    r["model"] = modelJson(*m_referenceInfo);
+    r["dtype"] = dtypeName(m_o.reference.dtype);
+    r["gemm"] = m_referenceInfo->gemm;
+    r["quantization"] = quantizationJson(m_referenceInfo->quantization);
+    r["load_seconds"] = m_referenceLoadSeconds;
+    r["exact"] = referenceSums(*outcome.reference);
+    Json ranks = Json::array();
+    for (const auto &row : outcome.referenceRanks)
+        if (!row.empty())
+            ranks.push_back(Json::parse(row));
+    r["ranks"] = ranks;
+    j["reference"] = r;
 }
 
 /// Who evaluated: the world, this shard (one rank) or the ranks, their rounds and losses (distributed).

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cpu_affinity.h"
+#include "model_info.h"
 #include "eval_data.h"
 #include "eval_options.h"
 #include "round_loop.h"
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -31,7 +33,6 @@ namespace cppl::agent {
 
 class Evaluator;
 class LanguageModel;
-struct ModelInfo;
 
 /// One evaluation from the rendezvous to the result; each step is a member, in the order run() calls them.
 class EvalSession
@@ -55,14 +56,15 @@ private:
     void openTelemetry(const std::string &endpoint);
     EvalInput loadData();
     std::unique_ptr<LanguageModel> loadModel();
-    EvalPlan makePlan(const EvalInput &input, LanguageModel &model, double loadSeconds);
+    std::unique_ptr<LanguageModel> loadReference(const LanguageModel &model);
+    EvalPlan makePlan(const EvalInput &input, LanguageModel &model, LanguageModel *reference, double loadSeconds);
     WindowPlan planWindows(const EvalInput &input, const ModelInfo &mi, std::vector<std::uint32_t> &flat);
     void prepareCheckpoints(const ModelInfo &mi, const EvalPlan &p);
     void chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi);
     void describePlan(const ModelInfo &mi, const EvalPlan &p, double loadSeconds);
 
     // eval_command.cpp: step 6's set-up; the rounds are a RoundLoop (round_loop.h).
-    EvalOutcome evaluate(LanguageModel &model, const EvalInput &input, const EvalPlan &plan);
+    EvalOutcome evaluate(LanguageModel &model, LanguageModel *reference, const EvalInput &input, const EvalPlan &plan);
     double warmUp(Evaluator &evaluator, const ModelInfo &mi, std::int64_t windows);
 
     // eval_result.cpp: step 7.
@@ -70,6 +72,7 @@ private:
     nlohmann::ordered_json resultJson(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome) const;
     void addSettings(nlohmann::ordered_json &j) const;
     void addDistribution(nlohmann::ordered_json &j, const EvalPlan &p, const EvalOutcome &outcome) const;
+    void addReference(nlohmann::ordered_json &j, const EvalOutcome &outcome) const;
     void announceResultWritten();
 
     const Args &m_a;
@@ -85,6 +88,10 @@ private:
     std::int64_t m_freeBytes = 0;
     std::int64_t m_totalBytes = 0;
     nlohmann::ordered_json m_batchFrom; ///< how the batch was chosen, for the result
+    std::optional<ModelInfo> m_referenceInfo; ///< --reference-model, once loaded
+    double m_referenceLoadSeconds = 0;
+    std::int64_t m_rssBeforeLoad = 0; ///< resident bytes before the model loaded (the result's model.rss_load_bytes)
+    std::int64_t m_rssLoad = 0;       ///< ... and what the load added
     /// Last, so destroyed first: a fingerprint still being hashed stops (nobody waits for it any
     /// more) before the rest of the session goes.
     CheckpointFingerprint m_fingerprint;

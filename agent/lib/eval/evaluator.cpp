@@ -2,7 +2,11 @@
 #include "evaluator.h"
 
 #include "compute_spec_c10.h"
+#include "cpu_log_softmax.h"
+#include "intra_op.h"
 #include "language_model.h"
+#include "reference_compare.h"
+#include "reference_stats.h"
 
 #include "cppl/errors.h"
 
@@ -16,12 +20,6 @@
 namespace cppl::agent {
 
 namespace {
-/// Log-softmax rows per chunk: 2^22 elements (16 MiB of float32) whatever the vocabulary, on the CPU
-/// (the buffer stays in cache); 2^25 (128 MiB) on a GPU, where each chunk costs a few kernel launches
-/// (a 32000-word vocabulary: 63 chunks per 8192 tokens, 8 now; docs/speed.md, "On a GPU"). The
-/// buffer and its float32 copy of the logits fit in the batch sizing's 1 GiB reserve.
-constexpr std::int64_t kLogSoftmaxChunkElements = std::int64_t{1} << 22;
-constexpr std::int64_t kLogSoftmaxChunkElementsGpu = std::int64_t{1} << 25;
 
 /// One batch's input, built on the host and sent to the model's device. On a GPU the host side is
 /// pinned and copied without blocking; reusing it for the next batch is safe because each batch
@@ -93,8 +91,10 @@ public:
         const at::ScalarType softmaxType = wide ? logits.scalar_type() : at::kFloat;
         const std::int64_t n = targets.size(0);
         const std::int64_t vocab = logits.size(1);
-        const std::int64_t chunkElements = logits.is_cuda() ? kLogSoftmaxChunkElementsGpu : kLogSoftmaxChunkElements;
-        const std::int64_t chunk = std::max<std::int64_t>(1, chunkElements / std::max<std::int64_t>(vocab, 1));
+        // Rows of 2^22 logits on the CPU (the buffer stays in cache), 2^25 on a GPU, where each chunk
+        // costs a few kernel launches (a 32000-word vocabulary: 63 chunks per 8192 tokens, 8 now;
+        // docs/speed.md, "On a GPU"); the buffer and its float32 copy fit in the batch sizing's reserve.
+        const std::int64_t chunk = logitsChunkRows(vocab, logits.is_cuda());
         if (!m_buffer.defined() || m_buffer.size(0) < std::min(chunk, n) || m_buffer.size(1) != vocab || m_buffer.scalar_type() != softmaxType
             || m_buffer.device() != logits.device())
             m_buffer = at::empty({std::min(chunk, n), vocab}, logits.options().dtype(softmaxType));
@@ -118,8 +118,8 @@ private:
 class LaggingAccount
 {
 public:
-    LaggingAccount(NllStats &stats, const WindowScorer::Progress &progress, EvalProgress totals)
-        : m_stats(stats), m_progress(progress), m_p(totals), m_start(std::chrono::steady_clock::now())
+    LaggingAccount(NllStats &stats, ReferenceStats *reference, const WindowScorer::Progress &progress, EvalProgress totals)
+        : m_stats(stats), m_reference(reference), m_progress(progress), m_p(totals), m_start(std::chrono::steady_clock::now())
     {
     }
 
@@ -134,70 +134,114 @@ public:
                 m_stats.addToken(-lp[i]);
             m_p.tokensDone += m_logp.size(0);
         }
+        if (m_compared.defined() && m_reference) {
+            const double *lp = m_logp.data_ptr<double>(), *c = m_compared.data_ptr<double>();
+            for (std::int64_t i = 0; i < m_compared.size(0); ++i, c += kComparedColumns)
+                m_reference->add({-lp[i], -c[kRefLogProb], c[kKld], c[kSameTop] != 0});
+        }
         m_stats.windows += m_rows;
         m_p.windowsDone += m_rows;
         m_p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
-        m_logp = at::Tensor();
+        m_logp = m_compared = at::Tensor();
         m_rows = 0;
         if (m_progress)
             m_progress(m_p, m_stats);
     }
 
     /// Holds back a batch of @p rows windows: @p logp, double [n, 1] on the host (undefined when
-    /// the batch scored nothing).
-    void hold(at::Tensor logp, std::int64_t rows)
+    /// the batch scored nothing), and with a reference @p compared, double [n, kComparedColumns].
+    void hold(at::Tensor logp, at::Tensor compared, std::int64_t rows)
     {
         m_logp = std::move(logp);
+        m_compared = std::move(compared);
         m_rows = rows;
     }
 
 private:
     NllStats &m_stats;
+    ReferenceStats *m_reference;
     const WindowScorer::Progress &m_progress;
     EvalProgress m_p;
     std::chrono::steady_clock::time_point m_start;
-    at::Tensor m_logp;
+    at::Tensor m_logp, m_compared;
     std::int64_t m_rows = 0;
 };
 
-/// The batch's log p(target), its device work queued: the model's own where it scores the targets
-/// itself (the native float32 CPU path, no [n, V] logits), else a log-softmax of its logits.
-at::Tensor scoreBatch(LanguageModel &model, const BatchInput &in, std::int64_t n, ChunkedLogSoftmax &softmax)
+/// One batch's scores, its device work queued: the model's log p(target), double [n, 1], and with a
+/// reference the comparison, double [n, kComparedColumns].
+struct BatchScores
+{
+    at::Tensor logp, compared;
+};
+
+/// The model's own where it scores the targets itself (the native CPU path, no [n, V] logits), else
+/// a log-softmax of its logits.
+BatchScores scoreBatch(LanguageModel &model, const BatchInput &in, std::int64_t n, ChunkedLogSoftmax &softmax)
 {
     const at::Tensor ids = in.ids();
     const at::Tensor positions = in.positions();
     const at::Tensor targets = in.targets();
     at::Tensor fused = model.targetLogProbs(ids, positions, targets.view({n}));
     if (fused.defined())
-        return fused;
-    return softmax.targetLogProbs(model.logitsAt(ids, positions), targets);
+        return {fused, {}};
+    return {softmax.targetLogProbs(model.logitsAt(ids, positions), targets), {}};
+}
+
+/// Both models on the batch, their logits compared chunk by chunk. The model's log p(target) has
+/// the bits it has without a reference: on the agent's kernels each chunk's rows are the fused
+/// head's (cpu::logSoftmaxAt of the same logits), on LibTorch's path the logits are kept whole and
+/// go through the same chunked log-softmax; the reference's come in chunks.
+BatchScores scoreBatchWithReference(LanguageModel &model, LanguageModel &reference, const BatchInput &in, std::int64_t n, ChunkedLogSoftmax &softmax)
+{
+    const at::Tensor ids = in.ids(), positions = in.positions(), targets = in.targets();
+    const std::unique_ptr<ScoredLogits> mine = model.scoredLogits(ids, positions, LogitsLayout::Whole);
+    const std::unique_ptr<ScoredLogits> theirs = reference.scoredLogits(ids, positions, LogitsLayout::Chunks);
+    BatchScores s;
+    s.logp = mine->whole().defined() ? softmax.targetLogProbs(mine->whole(), targets)
+                                     : at::empty({n, 1}, at::TensorOptions().dtype(at::kDouble));
+    s.compared = at::empty({n, kComparedColumns}, at::TensorOptions().dtype(at::kDouble).device(targets.device()));
+    const std::int64_t chunk = std::min(mine->chunkRows(), theirs->chunkRows());
+    for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+        const std::int64_t m = std::min(chunk, n - r0);
+        const at::Tensor logits = mine->chunk(r0, m);
+        const at::Tensor t = targets.narrow(0, r0, m);
+        if (mine->native())
+            cpu::logSoftmaxAt(logits.data_ptr<float>(), m, {0, logits.size(1)}, logits.size(1), t.data_ptr<std::int64_t>(),
+                              s.logp.data_ptr<double>() + r0, intraOp());
+        compareChunk(theirs->chunk(r0, m), logits, t, s.compared.narrow(0, r0, m));
+    }
+    return s;
 }
 
 } // namespace
 
-Evaluator::Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch)
-    : m_model(model), m_tokens(flatTokens), m_plan(plan), m_batch(batch)
+Evaluator::Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch,
+                     LanguageModel *reference)
+    : m_model(model), m_reference(reference), m_tokens(flatTokens), m_plan(plan), m_batch(batch)
 {
     CPPL_ENFORCE(static_cast<std::int64_t>(flatTokens.size()) >= plan.flatLength, "token array shorter than the plan");
 }
 
-void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress)
+void Evaluator::run(std::int64_t first, std::int64_t end, NllStats &stats, ReferenceStats *reference, const Progress &progress)
 {
     c10::InferenceMode guard;
     EvalProgress totals;
     totals.windowsTotal = end - first;
     for (std::int64_t w = first; w < end; ++w)
         totals.tokensTotal += m_plan.windows[static_cast<std::size_t>(w)].scored();
-    LaggingAccount account(stats, progress, totals);
+    LaggingAccount account(stats, reference, progress, totals);
     BatchInput in(m_batch, m_plan.maxInput, toDevice(m_model.info().device));
     ChunkedLogSoftmax softmax;
     for (std::int64_t b0 = first; b0 < end; b0 += m_batch) {
         const std::int64_t rows = std::min(m_batch, end - b0);
         const std::int64_t n = in.fill(m_plan, m_tokens, b0, rows);
-        const at::Tensor logp = n > 0 ? scoreBatch(m_model, in, n, softmax) : at::Tensor();
+        BatchScores scores;
+        if (n > 0)
+            scores = m_reference ? scoreBatchWithReference(m_model, *m_reference, in, n, softmax) : scoreBatch(m_model, in, n, softmax);
         account.settle(); // the previous batch, while the device works on this one
         // Blocking (a no-op for the CPU's): this batch, and its copies from the host, are complete after it.
-        account.hold(logp.defined() ? logp.to(at::kCPU) : at::Tensor(), rows);
+        const auto host = [](const at::Tensor &t) { return t.defined() ? t.to(at::kCPU) : at::Tensor(); };
+        account.hold(host(scores.logp), host(scores.compared), rows);
     }
     account.settle();
 }
@@ -206,7 +250,8 @@ double Evaluator::warmUp()
 {
     const auto start = std::chrono::steady_clock::now();
     NllStats scratch;
-    run(0, std::min<std::int64_t>(m_batch, static_cast<std::int64_t>(m_plan.windows.size())), scratch); // ends with a blocking copy
+    ReferenceStats referenceScratch;
+    run(0, std::min<std::int64_t>(m_batch, static_cast<std::int64_t>(m_plan.windows.size())), scratch, m_reference ? &referenceScratch : nullptr);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -14,6 +14,7 @@
 namespace cppl::agent {
 
 class LanguageModel;
+struct ReferenceStats;
 
 struct EvalProgress
 {
@@ -25,16 +26,19 @@ struct EvalProgress
 };
 
 /// What the round loop (round_loop.h) asks of a model: windows [first, end) of the plan scored
-/// into NllStats, with a call after each batch. Evaluator is the model's; a second model scored
-/// on the same windows (a reference) would be a second implementation beside it.
+/// into NllStats, with a call after each batch, and with a reference model (--reference-model)
+/// the comparison of the two on the same windows, in the same pass, into ReferenceStats.
 class WindowScorer
 {
 public:
     using Progress = std::function<void(const EvalProgress &, const NllStats &)>;
 
     virtual ~WindowScorer() = default;
-    /// @brief Evaluates windows [first, end) and adds them to `stats`; calls `progress` after each batch.
-    virtual void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress) = 0;
+    /// @brief Evaluates windows [first, end) and adds them to `stats` (and, where it compares with
+    /// a reference, to `reference`: null when there is none); calls `progress` after each batch.
+    virtual void run(std::int64_t first, std::int64_t end, NllStats &stats, ReferenceStats *reference, const Progress &progress) = 0;
+    /// @brief Whether run() compares with a reference (then the caller passes its ReferenceStats).
+    [[nodiscard]] virtual bool comparesReference() const { return false; }
 };
 
 /**
@@ -44,12 +48,17 @@ public:
  * models never look right) and a short final batch is padded with empty rows, so a window's logits
  * do not depend on which batch it landed in. Only scored positions reach the vocabulary projection;
  * log-softmax runs in float32 (or wider), and each NLL is widened to double into the exact sums.
+ *
+ * With a reference model both run on each batch, and their logits are compared chunk by chunk
+ * (reference_compare.h); the model's own log-probabilities keep the bits of a run without one.
  */
 class Evaluator final : public WindowScorer
 {
 public:
-    Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch);
-    void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress = {}) override;
+    Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch,
+              LanguageModel *reference = nullptr);
+    void run(std::int64_t first, std::int64_t end, NllStats &stats, ReferenceStats *reference, const Progress &progress = {}) override;
+    [[nodiscard]] bool comparesReference() const override { return m_reference != nullptr; }
     /// Evaluates the first batch's windows and forgets the result: on a GPU each kernel's module
     /// loads at its first launch and cuBLAS makes its handle and workspaces at its first product,
     /// a one-off cost that belongs to no batch. Run before the clock starts, so that tokens per
@@ -59,6 +68,7 @@ public:
 
 private:
     LanguageModel &m_model;
+    LanguageModel *m_reference;
     std::span<const std::uint32_t> m_tokens;
     const WindowPlan &m_plan;
     std::int64_t m_batch;

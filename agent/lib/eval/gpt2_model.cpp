@@ -30,13 +30,13 @@ struct Gpt2Block
 class Gpt2Model final : public DecoderModel
 {
 public:
-    Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
+    Gpt2Model(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
         checkTensorParallel(m_c.heads, m_c.heads, m_c.intermediate); // before any weight loads
         m_heads = m_c.heads / tpSize();
         m_width = m_c.hidden / tpSize();
         m_intermediate = m_c.intermediate / tpSize();
-        WeightSource w(std::move(ckpt), o);
+        WeightSource w(std::move(ckpt), sourceOptions());
         const std::string pre = w.has("transformer.wte.weight") ? "transformer." : "";
         setVocabulary(w, pre + "wte.weight", {}); // tied to wte
         m_wpe = w.get(pre + "wpe.weight", {m_c.maxPositions, m_c.hidden});
@@ -61,13 +61,13 @@ private:
         Gpt2Block b;
         b.ln1 = layerNorm(w, p + "ln_1");
         const std::string attn = p + "attn.c_attn";
-        b.attn = tpSize() == 1 ? Linear::load(w, {{{attn, 3 * E}}, E, true, true}, m_kind)
+        b.attn = tpSize() == 1 ? Linear::load(w, {{{attn, 3 * E}}, E, true, true}, m_linears)
                                : Linear::load(w, {{{attn, El, r * El, 3 * E}, {attn, El, E + r * El, 3 * E}, {attn, El, 2 * E + r * El, 3 * E}}, E, true, true},
-                                              m_kind);
-        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, El, r == 0, true, r * El, E}, m_kind);
+                                              m_linears);
+        b.proj = Linear::load(w, {{{p + "attn.c_proj", E}}, El, r == 0, true, r * El, E}, m_linears);
         b.ln2 = layerNorm(w, p + "ln_2");
-        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I, r * I, m_c.intermediate}}, E, true, true}, m_kind);
-        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, r == 0, true, r * I, m_c.intermediate}, m_kind);
+        b.fc = Linear::load(w, {{{p + "mlp.c_fc", I, r * I, m_c.intermediate}}, E, true, true}, m_linears);
+        b.fcProj = Linear::load(w, {{{p + "mlp.c_proj", E}}, I, r == 0, true, r * I, m_c.intermediate}, m_linears);
         return b;
     }
 

@@ -22,9 +22,38 @@ struct LoadOptions
     c10::ScalarType dtype = c10::ScalarType::Float;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     GemmBackend gemm = GemmBackend::Auto;
+    QuantRequest quant; ///< --quantize (none by default)
     /// The ranks splitting the model (tensor_parallel.h), outliving it; null: this rank holds all of it.
     TensorParallelGroup *tp = nullptr;
 };
+
+/// @brief One batch's logits at its scored positions, handed out in chunks of rows: what a
+/// reference model's comparison reads from both models side by side (never the [N, V] logits of
+/// both at once).
+class ScoredLogits
+{
+public:
+    virtual ~ScoredLogits() = default;
+    /// Rows per chunk() at most.
+    [[nodiscard]] virtual std::int64_t chunkRows() const = 0;
+    /// Logits [m, V] of scored rows [r0, r0 + m): float32 rows on the CPU for the agent's own
+    /// kernels (a buffer valid until the next call), else in the model's dtype on its device.
+    [[nodiscard]] virtual at::Tensor chunk(std::int64_t r0, std::int64_t m) = 0;
+    /// Every row at once where they were computed whole (LibTorch's path, kept whole, and
+    /// TorchScript); undefined where the rows come chunk by chunk.
+    [[nodiscard]] virtual at::Tensor whole() const { return {}; }
+    /// Whether chunk() gives float32 rows from the agent's fused head (log p(target) of a row is
+    /// then cpu::logSoftmaxAt of its logits, the same bits as targetLogProbs()).
+    [[nodiscard]] virtual bool native() const { return false; }
+};
+
+/// Rows of `vocab` logits per chunk on LibTorch's path: 2^22 logits on the CPU, 2^25 on a GPU.
+[[nodiscard]] std::int64_t logitsChunkRows(std::int64_t vocab, bool gpu);
+
+/// How scoredLogits() keeps the logits on LibTorch's path: whole (the model being evaluated: its
+/// log-probabilities are then the bits of a run without a reference) or projected chunk by chunk
+/// (a reference: less memory).
+enum class LogitsLayout { Whole, Chunks };
 
 /// @brief A causal language model: int64 ids [B, T] -> next-token logits.
 class LanguageModel
@@ -45,6 +74,9 @@ public:
     {
         return {};
     }
+    /// @brief The forward pass of ids and the logits at the flattened positions listed, chunk by
+    /// chunk (valid until the model's next forward pass). This default computes logitsAt() whole.
+    [[nodiscard]] virtual std::unique_ptr<ScoredLogits> scoredLogits(const at::Tensor &ids, const at::Tensor &flatPositions, LogitsLayout layout);
     /// @brief Called once with the fixed batch shape before evaluation. A TorchScript module learns
     /// its vocabulary here (a traced module may accept only the shape it was traced with).
     virtual void prepare(std::int64_t /*batch*/, std::int64_t /*width*/) {}

@@ -7,7 +7,10 @@
 
 #include "cpu_gemm.h"
 #include "intra_op.h"
+#include "quant_linear.h"
 #include "weight_source.h"
+
+#include "quant/quant_isa.h"
 
 #include "cppl/errors.h"
 
@@ -84,14 +87,7 @@ public:
 
     std::int64_t outFeatures() const override { return m_packed.n(); }
     std::int64_t inFeatures() const override { return m_packed.k(); }
-    at::Tensor forward(const at::Tensor &x) const override
-    {
-        return overRows(x, m_packed.n(), [&](const at::Tensor &rows) {
-            at::Tensor y = at::empty({rows.size(0), m_packed.n()}, rows.options());
-            into(fptr(rows), rows.size(1), rows.size(0), fptr(y), m_packed.n(), false);
-            return y;
-        });
-    }
+    at::Tensor forward(const at::Tensor &x) const override { return forwardThroughInto(*this, x); }
     void into(const float *x, std::int64_t ldx, std::int64_t rows, float *out, std::int64_t ldo, bool accumulate) const override
     {
         cpu::gemm(x, ldx, rows, m_packed.view(), out, ldo, m_bias.defined() ? fptr(m_bias) : nullptr, accumulate, intraOp());
@@ -229,6 +225,34 @@ std::shared_ptr<const LinearStorage> loadPartwise(WeightSource &w, const LinearS
     return parts.size() == 1 ? parts.front() : std::make_shared<PartwiseLinear>(std::move(parts));
 }
 
+// Whether the checkpoint holds spec's parts quantized (GPTQ/AWQ: PREFIX.qweight); all or none.
+bool storedQuantized(const WeightSource &w, const LinearSpec &spec)
+{
+    std::size_t quantized = 0;
+    for (const LinearSpec::Part &p : spec.parts)
+        quantized += w.has(p.prefix + ".qweight") ? 1 : 0;
+    if (quantized != 0 && quantized != spec.parts.size())
+        throw IoError(w.checkpoint().directory() + ": \"" + spec.parts.front().prefix + "\" and the layers stacked with it (" + std::to_string(spec.parts.size())
+                      + ") are stored partly quantized (" + std::to_string(quantized) + " with .qweight): a fused product needs all or none");
+    return quantized != 0;
+}
+
+std::shared_ptr<const LinearStorage> loadStorage(WeightSource &w, const LinearSpec &spec, const LinearPlan &plan)
+{
+    if (plan.checkpoint && storedQuantized(w, spec))
+        return loadCheckpointLinear(w, spec, plan);
+    if (plan.scheme && (!spec.head || plan.head))
+        return loadQuantizedLinear(w, spec, plan);
+    switch (plan.kind) {
+    case LinearKind::PackedFloat32:
+        return loadPacked(w, spec);
+    case LinearKind::PackedBf16:
+        return loadBf16Linear(w, spec, plan);
+    default:
+        return loadPartwise(w, spec, plan.kind);
+    }
+}
+
 } // namespace
 
 std::vector<at::Tensor> LinearStorage::forwardParts(const at::Tensor &x, const std::vector<std::int64_t> &sizes) const
@@ -249,20 +273,60 @@ void LinearStorage::into(const float *x, std::int64_t ldx, std::int64_t rows, fl
 
 Linear::Linear(std::shared_ptr<const LinearStorage> storage, std::vector<std::int64_t> parts) : m_storage(std::move(storage)), m_parts(std::move(parts)) {}
 
-Linear Linear::load(WeightSource &w, const LinearSpec &spec, LinearKind kind)
+std::shared_ptr<const LinearStorage> partwiseStorage(std::vector<std::shared_ptr<const LinearStorage>> parts)
+{
+    return std::make_shared<PartwiseLinear>(std::move(parts));
+}
+
+at::Tensor forwardThroughInto(const LinearStorage &s, const at::Tensor &x)
+{
+    return overRows(x, s.outFeatures(), [&](const at::Tensor &rows) {
+        at::Tensor y = at::empty({rows.size(0), s.outFeatures()}, rows.options());
+        s.into(fptr(rows), rows.size(1), rows.size(0), fptr(y), s.outFeatures(), false);
+        return y;
+    });
+}
+
+std::shared_ptr<const LinearStorage> denseStorage(const at::Tensor &weight, const at::Tensor &bias, const LinearPlan &plan)
+{
+    switch (plan.kind) {
+    case LinearKind::PackedFloat32: {
+        const at::Tensor c = weight.to(at::kFloat).contiguous();
+        auto l = std::make_shared<PackedFloat32Linear>(c.size(0), c.size(1));
+        l->packed().packRows(0, fptr(c), c.size(1), c.size(0));
+        if (bias.defined())
+            l->setBias(bias.to(at::kFloat).contiguous());
+        return l;
+    }
+    case LinearKind::PackedBf16:
+        return bf16Storage(weight, bias);
+    case LinearKind::OneDnn:
+        return std::make_shared<OneDnnLinear>(weight.to(plan.dtype), bias.defined() ? bias.to(plan.dtype) : bias);
+    case LinearKind::Torch:
+        break;
+    }
+    return std::make_shared<TorchLinear>(weight.to(plan.device, plan.dtype), bias.defined() ? bias.to(plan.device, plan.dtype) : bias);
+}
+
+Linear Linear::load(WeightSource &w, const LinearSpec &spec, const LinearPlan &plan)
 {
     CPPL_ENFORCE(!spec.parts.empty(), "a Linear has at least one part");
     std::vector<std::int64_t> sizes;
     for (const LinearSpec::Part &p : spec.parts)
         sizes.push_back(p.out);
-    return {kind == LinearKind::PackedFloat32 ? loadPacked(w, spec) : loadPartwise(w, spec, kind), std::move(sizes)};
+    return {loadStorage(w, spec, plan), std::move(sizes)};
 }
 
-Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &weight, LinearKind kind, std::int64_t row0)
+Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &weight, const LinearPlan &plan, std::int64_t row0)
 {
-    if (kind == LinearKind::Torch)
+    const std::int64_t vocab = weight.size(0), hidden = weight.size(1);
+    if (plan.scheme && plan.head)
+        return {tiedQuantizedLinear(w, name, vocab, hidden, plan), {vocab}};
+    if (plan.kind == LinearKind::PackedBf16)
+        return {tiedBf16Linear(w, name, vocab, hidden, plan), {vocab}};
+    if (plan.kind == LinearKind::Torch)
         return {std::make_shared<TorchLinear>(weight, at::Tensor()), {weight.size(0)}};
-    if (kind == LinearKind::OneDnn)
+    if (plan.kind == LinearKind::OneDnn)
         return {std::make_shared<OneDnnLinear>(weight, at::Tensor()), {weight.size(0)}};
     auto l = std::make_shared<PackedFloat32Linear>(weight.size(0), weight.size(1));
     const at::Tensor c = weight.contiguous();
@@ -277,11 +341,15 @@ Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &
 
 LinearKind linearKindFor(const LoadOptions &o)
 {
-    const bool cpuFloat = o.dtype == at::kFloat && o.device.is_cpu();
+    const bool cpu = o.device.is_cpu();
+    const bool cpuFloat = o.dtype == at::kFloat && cpu;
+    const bool cpuBf16 = o.dtype == at::kBFloat16 && cpu;
     switch (o.gemm) {
     case GemmBackend::Native:
+        if (cpuBf16) // on any CPU: without AVX512_BF16 the portable kernel, with the same bits
+            return LinearKind::PackedBf16;
         if (!cpuFloat)
-            throw ConfigError("--gemm native needs float32 on the CPU; other dtypes and GPUs use LibTorch's kernels (--gemm auto)");
+            throw ConfigError("--gemm native needs float32 or bfloat16 on the CPU; float16 and GPUs use LibTorch's kernels (--gemm auto)");
         return LinearKind::PackedFloat32;
     case GemmBackend::OneDnn:
         if (!at::hasMKLDNN() || !cpuFloat)
@@ -292,14 +360,65 @@ LinearKind linearKindFor(const LoadOptions &o)
     case GemmBackend::Auto:
         break;
     }
+    if (cpuBf16 && quant::supported(quant::Bf16Isa::Avx512Bf16))
+        return LinearKind::PackedBf16;
     return cpuFloat ? LinearKind::PackedFloat32 : LinearKind::Torch;
 }
 
-std::string linearKindName(LinearKind kind)
+std::string linearKindName(LinearKind kind, const LoadOptions &o)
 {
-    return kind == LinearKind::PackedFloat32 ? std::string("native-") + cpu::isaName(cpu::detectIsa())
-           : kind == LinearKind::OneDnn      ? "onednn"
-                                             : "blas";
+    switch (kind) {
+    case LinearKind::PackedFloat32:
+        return std::string("native-") + cpu::isaName(cpu::detectIsa());
+    case LinearKind::PackedBf16:
+        return std::string("native-bf16-") + quant::isaName(quant::detectBf16Isa());
+    case LinearKind::OneDnn:
+        return "onednn";
+    case LinearKind::Torch:
+        break;
+    }
+    if (o.dtype == at::kBFloat16 && o.device.is_cpu() && o.gemm == GemmBackend::Auto)
+        return "blas (bfloat16 through LibTorch: this CPU lacks AVX512_BF16)";
+    return "blas";
+}
+
+std::string LinearPlan::quantName() const
+{
+    if (scheme)
+        return quant::schemeName(*scheme);
+    if (!checkpoint)
+        return "none";
+    return std::string(checkpoint->method == quant::CheckpointQuantConfig::Method::Awq ? "awq" : "gptq") + "-int" + std::to_string(checkpoint->bits);
+}
+
+std::string LinearPlan::gemmName(const LoadOptions &o) const
+{
+    const std::string base = linearKindName(kind, o);
+    if (tally->quantizedLayers == 0)
+        return base;
+    if (native())
+        return "native-" + quantName() + "-" + quant::isaName(quant::detectIntIsa());
+    return base + " (" + quantName() + " dequantized per layer)";
+}
+
+LinearPlan linearPlanFor(const LoadOptions &o, std::optional<quant::CheckpointQuantConfig> checkpoint)
+{
+    LinearPlan p;
+    p.kind = linearKindFor(o);
+    p.dtype = o.dtype;
+    p.device = o.device;
+    if (o.quant.any()) {
+        if (checkpoint)
+            throw ConfigError(checkpoint->source + ": the checkpoint is already quantized (" + std::string(checkpoint->method == quant::CheckpointQuantConfig::Method::Awq ? "AWQ" : "GPTQ")
+                              + ", " + std::to_string(checkpoint->bits) + " bits); evaluate it without --quantize");
+        p.scheme = quant::parseScheme(o.quant.scheme);
+        p.group = o.quant.group;
+        p.head = o.quant.head;
+    }
+    p.checkpoint = std::move(checkpoint);
+    if (p.quantizes() && !p.native())
+        p.buffer = std::make_shared<DequantBuffer>(o.dtype, o.device);
+    return p;
 }
 
 } // namespace cppl::agent

@@ -50,13 +50,13 @@ struct TorchBatch
 class LlamaModel final : public DecoderModel
 {
 public:
-    LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(std::move(c), o)
+    LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
         checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate); // before any weight loads
         m_heads = m_c.heads / tpSize();
         m_kvHeads = kvHeadSlice(m_c.heads, m_c.kvHeads).second;
         m_intermediate = m_c.intermediate / tpSize();
-        WeightSource w(std::move(ckpt), o);
+        WeightSource w(std::move(ckpt), sourceOptions());
         setVocabulary(w, "model.embed_tokens.weight", "lm_head");
         for (std::int64_t i = 0; i < m_c.layers; ++i)
             m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + "."));
@@ -86,10 +86,10 @@ private:
                              {{{a + "q_proj", qWidth(), r * qWidth(), qAll}, {a + "k_proj", kvWidth(), kv0 * hd, kvAll}, {a + "v_proj", kvWidth(), kv0 * hd, kvAll}},
                               H,
                               m_c.qkvBias},
-                             m_kind);
-        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_kind);
-        l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_kind);
-        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_kind);
+                             m_linears);
+        l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
+        l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_linears);
+        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
         return l;
     }
 

@@ -13,6 +13,20 @@
 
 namespace cppl::agent {
 
+/// What of a model's weights is stored quantized (--quantize, or a GPTQ/AWQ checkpoint).
+struct QuantizationInfo
+{
+    std::string method = "none";     ///< int8, int4-sym, int4-asym, gptq-int4, gptq-int8, awq-int4; none
+    std::int64_t group = 0;          ///< input features per scale (-1: the whole row)
+    bool head = false;               ///< the vocabulary head too (--quantize-head)
+    std::int64_t layers = 0;         ///< products on quantized weights
+    std::int64_t params = 0;         ///< their weights
+    std::int64_t bytes = 0;          ///< their codes, scales and zero points as stored
+    std::int64_t denseLayers = 0;    ///< checkpoint layers dequantized to float32 (their layout does not fit the kernels)
+    std::string denseReason;         ///< ... the first one's reason
+    std::int64_t bufferBytes = 0;    ///< LibTorch's path: the one dequantized layer the quantized ones share
+};
+
 struct ModelInfo
 {
     std::string path;
@@ -23,10 +37,11 @@ struct ModelInfo
     std::int64_t maxPositions = 0; ///< 0 = unknown
     std::int64_t bosTokenId = -1;
     std::vector<std::string> weightFiles;
-    std::int64_t weightBytes = 0; ///< in the evaluation dtype
+    std::int64_t weightBytes = 0; ///< as the model holds them (the evaluation dtype; quantized layers as stored)
     std::string gemm;             ///< "native-avx512|avx2|generic", "onednn" or "blas" (native models); "torchscript"
     DeviceSpec device;            ///< where the weights live and logits come out
     ModelShape shape; ///< from config.json (native models); zeros for TorchScript (the default GPU batch needs it)
+    QuantizationInfo quantization;
 };
 
 } // namespace cppl::agent

@@ -71,6 +71,10 @@ RoundLoop::RoundLoop(const EvalOptions &options, const RoundLoopIo &io, WindowSc
       m_tolerantReport(m_dynamic && m_run->tolerant()),
       m_global(m_base)
 {
+    if (scorer.comparesReference()) {
+        m_ref.emplace();
+        m_refGlobal.emplace();
+    }
     if (m_resume && options.shardRank == 0) {
         m_stats = m_base;
     } else if (options.shardRank == 0 && !options.tpFollower()) { // document totals (text input): counted once, by rank/shard 0
@@ -91,6 +95,8 @@ EvalOutcome RoundLoop::run()
         holdResultForTests(); // before the reporter looks for ranks lost meanwhile
         if (m_schedule && m_run->reporter())
             collectRankRows();
+        if (m_ref && m_run->reporter())
+            collectReferenceRows();
         if (!m_tolerantReport || !m_run->reporter())
             m_run->finish();
         checkEveryBatchCounted();
@@ -122,7 +128,9 @@ void RoundLoop::planRounds()
         constant.words = m_input.words;
     }
     const NllStats::Words constantWords = constant.toWords();
-    m_schedule->setConstant(constantWords, m_o.shardRank == 0);
+    std::vector<std::int64_t> all(constantWords.begin(), constantWords.end());
+    all.resize(roundWords().size(), 0); // the reference's sums start from nothing on every rank
+    m_schedule->setConstant(all, m_o.shardRank == 0);
 }
 
 void RoundLoop::startClock()
@@ -161,6 +169,7 @@ void RoundLoop::runRounds()
         m_roundsRun = (m_dynamic ? r : r - m_firstRound) + 1;
         if (!m_distributed) {
             m_global = m_stats;
+            m_refGlobal = m_ref;
             continue;
         }
         const Flight previous = settleFlight(r);
@@ -191,7 +200,7 @@ void RoundLoop::computeRound(int r)
 double RoundLoop::evaluateRange(std::int64_t first, std::int64_t end)
 {
     const auto c0 = Clock::now();
-    m_scorer.run(first, end, m_stats, [&](const EvalProgress &p, const NllStats &s) { afterBatch(p, s, c0); });
+    m_scorer.run(first, end, m_stats, m_ref ? &*m_ref : nullptr, [&](const EvalProgress &p, const NllStats &s) { afterBatch(p, s, c0); });
     const double took = secondsSince(c0);
     m_computeSeconds += took;
     return took;
@@ -216,9 +225,9 @@ void RoundLoop::printProgress(const EvalProgress &p, const NllStats &s)
     const double rate = p.seconds > 0 ? static_cast<double>(p.tokensDone) / p.seconds : 0;
     const double eta = rate > 0 ? static_cast<double>(p.tokensTotal - p.tokensDone) / rate : NAN;
     char line[200];
-    std::snprintf(line, sizeof line, "[%lld/%lld windows] ppl %.4f  %.0f tok/s  elapsed %s  ETA %s\n", static_cast<long long>(p.windowsDone),
+    std::snprintf(line, sizeof line, "[%lld/%lld windows] ppl %.4f  %.0f tok/s  elapsed %s  ETA %s", static_cast<long long>(p.windowsDone),
                   static_cast<long long>(p.windowsTotal), computePerplexity(s).ppl, rate, clock(p.seconds).c_str(), clock(eta).c_str());
-    m_err << line << std::flush;
+    m_err << line << referenceTail() << '\n' << std::flush;
 }
 
 void RoundLoop::publishProgress(bool final, double inRound)
@@ -241,12 +250,34 @@ void RoundLoop::publishProgress(bool final, double inRound)
     m_tel->progress(p, final);
 }
 
-/// What this rank contributes to a round's sum: its cumulative exact totals.
-/// A tensor-parallel follower computes its leader's windows (the same log-probabilities: the head's
-/// log-softmax is reduced over the group) and contributes nothing: the group's sums are its leader's.
-NllStats::Words RoundLoop::roundWords() const
+/// What this rank contributes to a round's sum: its cumulative exact totals (with a reference,
+/// the comparison's after them).
+std::vector<std::int64_t> RoundLoop::roundWords() const
 {
-    return m_o.tpFollower() ? NllStats().toWords() : m_stats.toWords();
+    // A tensor-parallel follower computes its leader's windows (the same log-probabilities: the
+    // head's log-softmax is reduced over the group) and contributes nothing: the group's sums are
+    // its leader's (a reference model is refused under --tensor-parallel).
+    const NllStats::Words own = m_o.tpFollower() ? NllStats().toWords() : m_stats.toWords();
+    std::vector<std::int64_t> words(own.begin(), own.end());
+    if (m_ref)
+        m_ref->appendWords(words, m_run->rank(), m_run->worldSize());
+    return words;
+}
+
+void RoundLoop::takeGlobal(std::span<const std::int64_t> words)
+{
+    NllStats::Words own{};
+    std::copy_n(words.begin(), own.size(), own.begin());
+    m_global = NllStats::fromReducedWords(own);
+    if (m_ref)
+        m_refGlobal = ReferenceStats::fromReducedWords(words.subspan(own.size()), m_run->worldSize());
+}
+
+/// The running comparison for the progress and round lines ("" without a reference).
+std::string RoundLoop::referenceTail() const
+{
+    const ReferenceStats *s = m_distributed ? (m_refGlobal ? &*m_refGlobal : nullptr) : (m_ref ? &*m_ref : nullptr);
+    return s && s->tokens > 0 ? "  " + figuresLine(referenceFigures(*s)) : std::string();
 }
 
 /// Round r-1's result, now that round r is computed (its collective ran behind round r). A
@@ -283,7 +314,7 @@ bool RoundLoop::syncRound(int r)
     // Dynamic: the schedule counts rounds (after a regrouping, the survivors' agreed count).
     const int committed = m_dynamic ? m_firstRound + m_schedule->rounds() : r;
     ledger(committed);
-    NllStats::Words words = roundWords();
+    std::vector<std::int64_t> words = roundWords();
     if (m_pipe) {
         m_pipe->submit(m_schedule ? m_schedule->prepare(words) : std::vector<std::int64_t>(words.begin(), words.end()));
         m_flightRound = r;
@@ -304,7 +335,7 @@ bool RoundLoop::completeFlight()
         m_tel->phase(cppl::telemetry::Phase::Syncing);
     const CommMark mark = commMark();
     const std::vector<std::int64_t> reduced = m_pipe->wait();
-    NllStats::Words words{};
+    std::vector<std::int64_t> words(roundWords().size());
     bool allDone = false;
     if (m_schedule)
         allDone = m_schedule->complete(reduced, words);
@@ -327,7 +358,7 @@ void RoundLoop::regroupBehind(int r)
     if (m_tel)
         m_tel->phase(cppl::telemetry::Phase::Syncing);
     const CommMark mark = commMark();
-    NllStats::Words words = roundWords();
+    std::vector<std::int64_t> words = roundWords();
     m_schedule->recover(words);
     const int first = m_firstRound + m_schedule->rounds();
     roundComplete(r, first, words, false, mark); // the loss's lines; no checkpoint
@@ -336,9 +367,9 @@ void RoundLoop::regroupBehind(int r)
 
 /// Round r's collective is done: the global totals, the checkpoint, telemetry and the reporting
 /// rank's line. True when the run is complete (dynamic: every queue was empty).
-bool RoundLoop::roundComplete(int r, int committed, const NllStats::Words &words, bool allDone, CommMark mark)
+bool RoundLoop::roundComplete(int r, int committed, std::span<const std::int64_t> words, bool allDone, CommMark mark)
 {
-    m_global = NllStats::fromReducedWords(words);
+    takeGlobal(words);
     if (!m_dynamic) {
         checkpoint(committed);
         reportRound(r, m_rounds->rounds(), mark);
@@ -391,7 +422,7 @@ std::string RoundLoop::roundLine(int r, int total, bool last, Clock::time_point 
     std::snprintf(line, sizeof line, "[round %d/%s] ppl %.4f  %lld/%lld tokens  %.0f tok/s (all ranks)  comm %.2f%%  elapsed %s  ETA %s", r + 1,
                   of.c_str(), computePerplexity(m_global).ppl, static_cast<long long>(m_global.tokens), static_cast<long long>(m_plan.scoredTokens),
                   rate, elapsed > 0 ? 100.0 * comm / elapsed : 0.0, clock(elapsed).c_str(), clock(eta).c_str());
-    return line;
+    return line + referenceTail();
 }
 
 /// Before round r's collective: this rank's batches of the round (checkpoint.h).
@@ -485,6 +516,7 @@ void RoundLoop::gatherReports()
     for (;;) {
         const dist::RankReport mine = myReport();
         publishBatches();
+        publishReference();
         try {
             m_reports = m_run->gather(mine);
             if (m_tolerantReport)
@@ -532,6 +564,22 @@ void RoundLoop::publishBatches()
                                                         + std::to_string(m_schedule->claims()) + " claims)");
 }
 
+/// With a reference: this rank's own figures through the store, for the result's per-rank rows.
+void RoundLoop::publishReference()
+{
+    if (m_ref)
+        m_run->store().set("cppl/ref/rank/" + std::to_string(m_run->rank()), figuresJson(referenceFigures(*m_ref), m_run->rank()));
+}
+
+/// The reporting rank: every member's figures (a lost rank's stay unknown: its sums count in the
+/// totals as far as they were committed, its own figures were never published).
+void RoundLoop::collectReferenceRows()
+{
+    m_refRanks.assign(static_cast<std::size_t>(m_run->worldSize()), std::string());
+    for (int k : m_run->members())
+        m_refRanks[static_cast<std::size_t>(k)] = m_run->store().get("cppl/ref/rank/" + std::to_string(k), m_o.distOptions.timeout).value_or("");
+}
+
 /// A tolerant run, a rank that does not report: stays until the reporting rank has written the
 /// result; throws RankLostError when the reporter is lost first (or regroups after a rank lost in
 /// the closing gather), so that this rank regroups and gathers again.
@@ -568,9 +616,9 @@ void RoundLoop::awaitReport()
 bool RoundLoop::regroupAfterTheLastRound()
 {
     try {
-        NllStats::Words words = roundWords();
+        std::vector<std::int64_t> words = roundWords();
         m_schedule->recover(words);
-        m_global = NllStats::fromReducedWords(words);
+        takeGlobal(words);
         reportLosses();
         runRounds();
         return true;
@@ -671,6 +719,10 @@ void RoundLoop::checkFinite() const
         throw ExitError(kExitRuntime, std::to_string(m_global.nll.rejected())
                                           + " token log-probabilities were not finite (NaN/inf): the model overflowed in " + dtypeName(m_o.dtype)
                                           + "; try --dtype float32");
+    if (m_refGlobal && m_refGlobal->rejected() > 0)
+        throw ExitError(kExitRuntime, std::to_string(m_refGlobal->rejected())
+                                          + " values of the comparison with the reference model were not finite (NaN/inf): the reference overflowed in "
+                                          + dtypeName(m_o.reference.dtype) + "; try --reference-dtype float32");
 }
 
 EvalOutcome RoundLoop::outcome()
@@ -683,6 +735,11 @@ EvalOutcome RoundLoop::outcome()
     o.batchRuns = std::move(m_batchRuns);
     o.resumedBase = m_base;
     o.overlapRan = m_overlapRan;
+    o.reference = m_refGlobal;
+    if (m_distributed)
+        o.referenceRanks = std::move(m_refRanks);
+    else if (m_ref)
+        o.referenceRanks = {figuresJson(referenceFigures(*m_ref), m_o.shardRank)};
     if (m_schedule) {
         o.lostRanks = m_schedule->lostRanks();
         o.lostRanks.insert(o.lostRanks.end(), m_lostAfterTheEnd.begin(), m_lostAfterTheEnd.end());

@@ -6,6 +6,7 @@
 
 #include "eval_data.h"
 #include "eval_options.h"
+#include "reference_stats.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/checkpoint.h"
 #include "distributed/distributed_run.h"
@@ -21,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,8 @@ struct EvalOutcome
     std::string batchesRedone;          ///< ... and the batches evaluated again for them
     double warmupSeconds = 0;           ///< GPU: the warm-up batch before the clock (Evaluator::warmUp)
     bool overlapRan = false; ///< the rounds' collectives ran behind the next round's compute (the result's overlap_sync)
+    std::optional<ReferenceStats> reference; ///< --reference-model: every rank's comparison, exactly
+    std::vector<std::string> referenceRanks; ///< ... each rank's own figures (figuresJson), "" where unknown (a lost rank)
 };
 
 /// Where the loop speaks, and who it runs with.
@@ -83,9 +87,12 @@ struct RoundLoopIo
  * evaluateRange()), then syncRound() (the ledger line, this rank's words summed over the ranks),
  * then roundComplete() (the global totals, the checkpoint, the round line). A later feature is one
  * more step in one of these places, e.g.:
- * - a reference model scored on the same windows: a second WindowScorer and its own NllStats,
- *   called in evaluateRange() beside the model's, its sums appended in roundWords() and read
- *   back in roundComplete(), its figures added to outcome();
+ * - a reference model scored on the same windows (built so): the scorer compares the two in the
+ *   same pass (WindowScorer::comparesReference()) into this rank's ReferenceStats beside its
+ *   NllStats in evaluateRange(); its words are appended in roundWords() and read back in
+ *   takeGlobal() (so every collective, the dynamic schedule's carry after a lost rank included,
+ *   carries them), each rank's own figures go through the store before the closing gather
+ *   (publishReference(), collectReferenceRows()), and outcome() has both;
  * - a tensor-parallel group contributing its sums once: roundWords() and myReport() give zeros on
  *   every rank of the group but its first (the exact sums are the data-parallel side's alone).
  */
@@ -123,12 +130,15 @@ private:
     void afterBatch(const EvalProgress &p, const NllStats &s, Clock::time_point rangeStart);
     void printProgress(const EvalProgress &p, const NllStats &s);
     void publishProgress(bool final, double inRound);
-    [[nodiscard]] NllStats::Words roundWords() const;
+    [[nodiscard]] std::vector<std::int64_t> roundWords() const;
+    /// The global totals from a round's reduced words (roundWords()' layout).
+    void takeGlobal(std::span<const std::int64_t> words);
+    [[nodiscard]] std::string referenceTail() const;
     Flight settleFlight(int r);
     bool syncRound(int r);
     bool completeFlight();
     void regroupBehind(int r);
-    bool roundComplete(int r, int committed, const NllStats::Words &words, bool allDone, CommMark mark);
+    bool roundComplete(int r, int committed, std::span<const std::int64_t> words, bool allDone, CommMark mark);
     [[nodiscard]] int roundsLeftEstimate() const;
     void reportRound(int r, int total, CommMark mark);
     [[nodiscard]] std::string roundLine(int r, int total, bool last, Clock::time_point now) const;
@@ -143,6 +153,8 @@ private:
     void gatherReports();
     [[nodiscard]] dist::RankReport myReport() const;
     void publishBatches();
+    void publishReference();
+    void collectReferenceRows();
     void awaitReport();
     bool regroupAfterTheLastRound();
     void holdResultForTests();
@@ -182,6 +194,9 @@ private:
 
     NllStats m_stats;  ///< this rank's own tokens, cumulative
     NllStats m_global; ///< after each round: every rank's, exactly
+    std::optional<ReferenceStats> m_ref;       ///< --reference-model: this rank's comparison, cumulative
+    std::optional<ReferenceStats> m_refGlobal; ///< ... and every rank's after each round
+    std::vector<std::string> m_refRanks;       ///< the reporter: each rank's own figures
     std::optional<RoundPlan> m_rounds;                ///< static
     std::optional<dist::DynamicSchedule> m_schedule;  ///< dynamic
     std::optional<dist::RoundPipeline> m_pipe;        ///< distributed, except tolerant runs without overlap

@@ -6,6 +6,9 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace cppl::agent {
 
@@ -18,6 +21,15 @@ F symbol(const char *name)
 }
 
 } // namespace
+
+std::int64_t residentBytes()
+{
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t size = 0, resident = 0;
+    if (!(statm >> size >> resident))
+        return 0;
+    return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 void setThreads(int intraOp, int blasThreads)
 {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace cppl::agent {
@@ -20,5 +21,7 @@ void setThreads(int intraOp, int blasThreads);
 /// @brief Which BLAS actually runs (found through the sgemm_ symbol), and the thread counts.
 [[nodiscard]] RuntimeInfo runtimeInfo();
 [[nodiscard]] std::string describe(const RuntimeInfo &info);
+/// @brief This process's resident set in bytes (/proc/self/statm), 0 where it cannot be read.
+[[nodiscard]] std::int64_t residentBytes();
 
 } // namespace cppl::agent

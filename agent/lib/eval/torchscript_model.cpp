@@ -109,6 +109,8 @@ std::unique_ptr<LanguageModel> loadModel(const std::string &path, const LoadOpti
         throw IoError(path + ": the model does not exist (give a Hugging Face directory or a TorchScript .pt file)");
     if (fs::is_directory(path))
         return loadNativeModel(path, options);
+    if (options.quant.any())
+        throw ConfigError(path + ": --quantize applies to Hugging Face directories (the native models' linear layers), not to TorchScript modules");
     return loadTorchScriptModel(path, options);
 }
 

@@ -120,4 +120,18 @@ at::Tensor VocabHead::targetLogProbs(const float *hidden, std::int64_t rows, std
     return out;
 }
 
+const float *VocabHead::projectRows(const float *hidden, std::int64_t width, const std::int64_t *flat, std::int64_t m,
+                                    const std::function<void(float *, std::int64_t)> &finish)
+{
+    const std::int64_t v = m_slice.size;
+    m_scratch.reserve(m, width, v);
+    CPPL_ENFORCE(m <= m_scratch.rows, "a chunk of at most HeadScratch::chunkRows rows");
+    float *in = m_scratch.in.get(), *logits = m_scratch.logits.get();
+    gatherRows(hidden, width, flat, m, in);
+    if (finish)
+        finish(in, m);
+    m_projection.into(in, width, m, logits, v, false);
+    return logits;
+}
+
 } // namespace cppl::agent

@@ -78,6 +78,11 @@ public:
     [[nodiscard]] at::Tensor targetLogProbs(const float *hidden, std::int64_t rows, std::int64_t width, const at::Tensor &flat,
                                             const at::Tensor &targets, const std::function<void(float *, std::int64_t)> &finish,
                                             TensorParallelGroup *group);
+    /// One chunk of that: the logits [m, V] of rows flat[0..m) (at most chunkRows(n) of n scored
+    /// rows) in the scratch, valid until the next call; the same products, so the same bits.
+    [[nodiscard]] const float *projectRows(const float *hidden, std::int64_t width, const std::int64_t *flat, std::int64_t m,
+                                           const std::function<void(float *, std::int64_t)> &finish);
+    [[nodiscard]] std::int64_t vocabSize() const { return m_slice.size; }
 
 private:
     Linear m_projection;

@@ -62,13 +62,19 @@ const TensorView &WeightSource::checked(const std::string &name, const std::vect
     return v;
 }
 
-at::Tensor WeightSource::place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
-                               const std::vector<std::int64_t> &strides)
+at::Tensor WeightSource::mapped(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
+                                const std::vector<std::int64_t> &strides)
 {
     // The mapping is read-only and the tensor is never written; from_blob needs a non-const pointer.
     // The deleter holds the mapping, so it lives exactly as long as any tensor over it.
-    at::Tensor t = at::from_blob(
+    return at::from_blob(
         const_cast<unsigned char *>(data), sizes, strides, [file = v.file](void *) {}, at::TensorOptions().dtype(storedType(v.dtype)));
+}
+
+at::Tensor WeightSource::place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
+                               const std::vector<std::int64_t> &strides)
+{
+    at::Tensor t = mapped(v, data, sizes, strides);
     if (t.scalar_type() != m_opts.dtype || !m_opts.device.is_cpu())
         t = t.to(m_opts.device, m_opts.dtype);
     m_params += t.numel();
@@ -80,6 +86,16 @@ at::Tensor WeightSource::get(const std::string &name, const std::vector<std::int
 {
     const TensorView &v = checked(name, expected);
     return place(v, v.data, v.shape, contiguousStrides(v.shape));
+}
+
+at::Tensor WeightSource::getFloat(const std::string &name, const std::vector<std::int64_t> &expected)
+{
+    const TensorView &v = checked(name, expected);
+    at::Tensor t = mapped(v, v.data, v.shape, contiguousStrides(v.shape));
+    if (t.scalar_type() != at::kFloat)
+        t = t.to(at::kFloat);
+    m_params += t.numel();
+    return t;
 }
 
 at::Tensor WeightSource::getRows(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows)

@@ -36,6 +36,17 @@ public:
     /// Columns [col0, col0 + cols) of the 2-D tensor `name`: a strided view in place, else a contiguous copy.
     [[nodiscard]] at::Tensor getColumns(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t col0, std::int64_t cols);
     [[nodiscard]] bool has(const std::string &name) const { return m_ckpt.contains(name); }
+    /// The whole tensor `name` as float32 on the CPU (in place over the mapping when stored F32),
+    /// whatever the evaluation's dtype and device: what a storage reads to repack (quantized,
+    /// bfloat16 panels). Its parameters are counted, its bytes are the storage's to count.
+    [[nodiscard]] at::Tensor getFloat(const std::string &name, const std::vector<std::int64_t> &expected);
+    /// Counts parameters a storage read straight from view()'s bytes.
+    void countParams(std::int64_t n) { m_params += n; }
+    /// The stored tensor itself (its dtype and mapped bytes), checked against `expected`.
+    [[nodiscard]] const TensorView &view(const std::string &name, const std::vector<std::int64_t> &expected) const
+    {
+        return checked(name, expected);
+    }
 
     /// Drops the mapped pages of `name` from the resident set (after it was repacked).
     void release(const std::string &name) const;
@@ -54,6 +65,9 @@ private:
     const TensorView &checked(const std::string &name, const std::vector<std::int64_t> &expected) const;
     at::Tensor place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
                      const std::vector<std::int64_t> &strides);
+    /// A tensor over the mapped bytes in their stored dtype (no conversion, nothing counted).
+    static at::Tensor mapped(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
+                             const std::vector<std::int64_t> &strides);
 
     SafetensorsCheckpoint m_ckpt;
     LoadOptions m_opts;

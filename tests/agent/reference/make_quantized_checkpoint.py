@@ -21,6 +21,11 @@ the dequantized weight [out][in] as little-endian float64, computed from the int
 (and NAME.bias.f64 with --bias).
 --break KIND damages the first layer (missing-scales, qweight-shape, qzeros-packed, scales-dtype,
 gidx-range, qweight-dtype) for the refusal tests. Prints a JSON summary. Run with /usr/bin/python3.
+
+--model-from DIR makes a whole model instead of --layers: every linear layer of the float checkpoint DIR
+(a Llama's *_proj, the head stays) replaced by a random quantized one of its shape, the other tensors and
+config.json kept (quantization_config added), and DIR_OUT/dequantized/ the same model with the
+dequantized weights as float32 (exact: a float16 scale times a small integer), for the end-to-end tests.
 """
 import argparse
 import json
@@ -33,7 +38,7 @@ import numpy as np
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 # NumPy only, without ref_common (which imports torch): a test writes a dozen of these directories,
 # and importing torch takes seconds each time.
-SAFETENSORS_DTYPES = {np.dtype("<i4"): "I32", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32"}
+SAFETENSORS_DTYPES = {np.dtype("<i4"): "I32", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32", np.dtype("<f8"): "F64"}
 BREAKS = ("missing-scales", "qweight-shape", "qzeros-packed", "scales-dtype", "gidx-range", "qweight-dtype")
 
 
@@ -66,6 +71,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--break", dest="damage", choices=BREAKS)
     p.add_argument("--config-extra", default="{}", help="JSON merged into quantization_config (refusal tests)")
+    p.add_argument("--model-from", help="a float Llama checkpoint directory: quantize all its linear layers (see above)")
     return p.parse_args(argv)
 
 
@@ -152,11 +158,75 @@ def save_safetensors(path, tensors):
             f.write(b)
 
 
+SAFETENSORS_NUMPY = {"F32": "<f4", "F16": "<f2", "I32": "<i4", "I64": "<i8", "F64": "<f8"}
+
+
+def load_safetensors(path):
+    """{name: numpy array} of a single safetensors file (the dtypes above)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    size = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + size])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in SAFETENSORS_NUMPY:
+            raise UsageError("%s: tensor %s has dtype %s (only %s)" % (path, name, info["dtype"], sorted(SAFETENSORS_NUMPY)))
+        b, e = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + size + b:8 + size + e], dtype=SAFETENSORS_NUMPY[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def quantization_config(args):
+    q = {"quant_method": args.method, "bits": args.bits, "group_size": args.group}
+    if args.method == "gptq":
+        q.update({"desc_act": args.desc_act, "sym": args.sym, "checkpoint_format": args.format})
+    else:
+        q.update({"version": "gemm", "zero_point": True})
+    q.update(json.loads(args.config_extra))
+    return q
+
+
+def whole_model(args, rng):
+    """--model-from: the float checkpoint's linear layers quantized, and the dequantized twin."""
+    src = load_safetensors(os.path.join(args.model_from, "model.safetensors"))
+    with open(os.path.join(args.model_from, "config.json")) as f:
+        config = json.load(f)
+    quantized, dense, layers = {}, {}, []
+    for name in sorted(src):
+        if not (name.endswith("_proj.weight") and name.startswith("model.layers.")):
+            quantized[name] = dense[name] = src[name]
+            continue
+        prefix = name[:-len(".weight")]
+        out, inp = src[name].shape
+        tensors, w = make_layer(rng, args, out, inp)
+        if not layers and args.damage:
+            group = inp if args.group == -1 else args.group
+            damage(tensors, args.damage, (inp + group - 1) // group)
+        for suffix, t in tensors.items():
+            quantized[prefix + "." + suffix] = t
+        dense[name] = w.astype(np.float32)
+        layers.append({"name": prefix, "out": out, "in": inp})
+    os.makedirs(os.path.join(args.out, "dequantized"), exist_ok=True)
+    save_safetensors(os.path.join(args.out, "model.safetensors"), quantized)
+    save_safetensors(os.path.join(args.out, "dequantized", "model.safetensors"), dense)
+    with open(os.path.join(args.out, "dequantized", "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    config["quantization_config"] = quantization_config(args)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    print(json.dumps({"directory": args.out, "layers": len(layers), "quantization_config": config["quantization_config"]}))
+    return 0
+
+
 def main():
     args = parse_args()
     if args.method == "awq" and args.bits != 4:
         raise UsageError("AWQ layers are 4-bit")
     rng = np.random.default_rng(args.seed)
+    if args.model_from:
+        return whole_model(args, rng)
     os.makedirs(os.path.join(args.out, "reference"), exist_ok=True)
     all_tensors, layers = {}, []
     for i, spec in enumerate(args.layers.split(",")):
@@ -172,12 +242,7 @@ def main():
             tensors["bias"].astype("<f8").tofile(os.path.join(args.out, "reference", name + ".bias.f64"))
         layers.append({"name": name, "out": out, "in": inp})
     save_safetensors(os.path.join(args.out, "model.safetensors"), all_tensors)
-    q = {"quant_method": args.method, "bits": args.bits, "group_size": args.group}
-    if args.method == "gptq":
-        q.update({"desc_act": args.desc_act, "sym": args.sym, "checkpoint_format": args.format})
-    else:
-        q.update({"version": "gemm", "zero_point": True})
-    q.update(json.loads(args.config_extra))
+    q = quantization_config(args)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump({"model_type": "llama", "quantization_config": q}, f, indent=1)
     print(json.dumps({"directory": args.out, "layers": layers, "quantization_config": q}))

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: MIT
+// Quantized evaluation and the reference model, end to end through real agent processes (issue 41,
+// phase 2a): --quantize against the same weights dequantized by an independent Python transcription
+// of the quantizers; GPTQ and AWQ checkpoints against their dequantized twins; malformed quantized
+// checkpoints refused by name; --reference-model's figures against a float64 Python comparison; and
+// its exact sums the same bits on 1, 3 and 4 ranks, static or dynamic, and after a lost rank.
+#include "reference_fixture.h"
+
+#include "exit_codes.h"
+#include "test_verify.h"
+
+#include <QJsonArray>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <cstdlib>
+
+#include <signal.h>
+
+using namespace cppl::test;
+
+namespace {
+
+const QString kShakespeare = kModel; // a trained byte-level Llama (resources/models): real distributions
+
+/// The windows every run here evaluates: llama.cpp's protocol, context 128, the first `windows`.
+QStringList evalArgs(const QString &model, int windows)
+{
+    return {QStringLiteral("--model"), model, QStringLiteral("--text"), kText, QStringLiteral("--tokenizer"), QStringLiteral("bytes"),
+            QStringLiteral("--protocol"), QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--batch"),
+            QStringLiteral("2"), QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--max-windows"),
+            QString::number(windows)};
+}
+
+QStringList split(const QString &s) { return s.split(QLatin1Char(' '), Qt::SkipEmptyParts); }
+
+double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
+
+/// A launcher that did not end in time, and its ranks: killed, so that nothing outlives the test.
+void killAll(QProcess &launcher, const QList<qint64> &ranks)
+{
+    for (const qint64 k : ranks)
+        ::kill(static_cast<pid_t>(k), SIGKILL);
+    launcher.kill();
+    launcher.waitForFinished(5000);
+}
+
+} // namespace
+
+class TestAgentQuant : public QObject
+{
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+
+    /// `eval` with `args`; its result JSON (empty, with the log in the failure, when it failed).
+    QJsonObject eval(const QString &name, const QStringList &args)
+    {
+        const QString json = m_dir.filePath(name + QStringLiteral(".json"));
+        const ProcessResult r = runAgent(QStringList{QStringLiteral("eval")} + args + QStringList{QStringLiteral("--json"), json});
+        if (r.exitCode != 0) {
+            qWarning().noquote() << r.describe();
+            return {};
+        }
+        return readJson(json);
+    }
+
+    /// A directory written by a reference tool (its --out), once per name.
+    QString written(const QString &script, const QString &name, const QStringList &args)
+    {
+        const QString out = m_dir.filePath(name);
+        if (!QFile::exists(out + QStringLiteral("/config.json"))) {
+            const ProcessResult r = runReference(script, QStringList{QStringLiteral("--out"), out} + args);
+            if (r.exitCode != 0)
+                qFatal("%s failed: %s", qPrintable(script), qPrintable(r.describe()));
+        }
+        return out;
+    }
+
+    /// A float64 perplexity of `model` on the windows (reference_ppl.py).
+    double referencePpl(const QString &model, int windows)
+    {
+        const QString json = m_dir.filePath(QStringLiteral("ref-ppl.json"));
+        const ProcessResult r = runReference(QStringLiteral("reference_ppl.py"),
+                                             {QStringLiteral("--model"), model, QStringLiteral("--text"), kText, QStringLiteral("--protocol"),
+                                              QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("128"), QStringLiteral("--max-windows"),
+                                              QString::number(windows), QStringLiteral("--json"), json});
+        if (r.exitCode != 0)
+            qFatal("reference_ppl.py failed: %s", qPrintable(r.describe()));
+        return readJson(json).value(QStringLiteral("ppl")).toDouble();
+    }
+
+    QString gpt2()
+    {
+        return written(QStringLiteral("make_checkpoint.py"), QStringLiteral("gpt2"),
+                       {QStringLiteral("--arch"), QStringLiteral("gpt2"), QStringLiteral("--vocab"), QStringLiteral("256"), QStringLiteral("--hidden"),
+                        QStringLiteral("64"), QStringLiteral("--max-positions"), QStringLiteral("128")});
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        const ProcessResult probe = runProcess(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
+        CPPL_VERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
+    }
+
+    void quantizedIsItsDequantizedWeights_data()
+    {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<QString>("scheme");
+        QTest::addColumn<QString>("flags"); // the agent's and quantize_checkpoint.py's
+        for (const char *scheme : {"int8", "int4", "int4-asym"})
+            QTest::addRow("llama %s", scheme) << "llama" << scheme << "";
+        QTest::addRow("llama int4, group 64, head") << "llama" << "int4" << "--group 64 --head";
+        QTest::addRow("gpt2 int8") << "gpt2" << "int8" << "";
+        QTest::addRow("gpt2 int4-asym") << "gpt2" << "int4-asym" << "";
+    }
+    void quantizedIsItsDequantizedWeights()
+    {
+        // LibTorch's path (--gemm blas) multiplies by the dequantized weights: the same bits as the
+        // float model holding them, as quantize_checkpoint.py (the quantizers transcribed in NumPy)
+        // writes them, and the float64 reference's perplexity. The agent's own kernels also quantize
+        // the activations in blocks of 32 (docs/models.md): close to it, deterministically.
+        QFETCH(QString, arch);
+        QFETCH(QString, scheme);
+        QFETCH(QString, flags);
+        const QString model = arch == QLatin1String("llama") ? kShakespeare : gpt2();
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')).remove(QLatin1Char(','));
+        const QString dequantized = written(QStringLiteral("quantize_checkpoint.py"), QStringLiteral("deq-") + tag,
+                                            QStringList{QStringLiteral("--model"), model, QStringLiteral("--scheme"), scheme} + split(flags));
+        QStringList agentFlags{QStringLiteral("--quantize"), scheme};
+        if (flags.contains(QStringLiteral("--group 64")))
+            agentFlags << QStringLiteral("--quant-group") << QStringLiteral("64");
+        if (flags.contains(QStringLiteral("--head")))
+            agentFlags << QStringLiteral("--quantize-head");
+        constexpr int kWindows = 12;
+        const QJsonObject blas = eval(tag + QStringLiteral("-blas"), evalArgs(model, kWindows) + agentFlags + QStringList{QStringLiteral("--gemm"), QStringLiteral("blas")});
+        const QJsonObject dense = eval(tag + QStringLiteral("-dense"), evalArgs(dequantized, kWindows) + QStringList{QStringLiteral("--gemm"), QStringLiteral("blas")});
+        const QJsonObject native = eval(tag + QStringLiteral("-native"), evalArgs(model, kWindows) + agentFlags);
+        QVERIFY(!blas.isEmpty() && !dense.isEmpty() && !native.isEmpty());
+        QCOMPARE(blas.value(QStringLiteral("nll_sum_exact")).toString(), dense.value(QStringLiteral("nll_sum_exact")).toString());
+        const double reference = referencePpl(dequantized, kWindows);
+        const double ppl = blas.value(QStringLiteral("ppl")).toDouble(), nativePpl = native.value(QStringLiteral("ppl")).toDouble();
+        QVERIFY2(relative(ppl, reference) < 1e-5, qPrintable(QStringLiteral("blas %1, float64 %2").arg(ppl, 0, 'g', 17).arg(reference, 0, 'g', 17)));
+        QVERIFY2(relative(nativePpl, reference) < 2e-3, qPrintable(QStringLiteral("native %1, float64 %2").arg(nativePpl, 0, 'g', 17).arg(reference, 0, 'g', 17)));
+        // What the result says of it.
+        const QJsonObject q = native.value(QStringLiteral("quantization")).toObject();
+        QCOMPARE(q.value(QStringLiteral("method")).toString(), scheme == QLatin1String("int4") ? QStringLiteral("int4-sym") : scheme);
+        QCOMPARE(q.value(QStringLiteral("head")).toBool(), flags.contains(QStringLiteral("--head")));
+        const double bits = q.value(QStringLiteral("bits_per_weight")).toDouble();
+        const double expected = scheme == QLatin1String("int8") ? 8.5 : scheme == QLatin1String("int4-asym") ? 4.75 : 4.5;
+        QVERIFY2(bits <= expected + 1e-9 && bits > 4, qPrintable(QString::number(bits)));
+        QVERIFY(native.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("native-")));
+        QVERIFY(blas.value(QStringLiteral("gemm")).toString().contains(QStringLiteral("dequantized per layer")));
+    }
+
+    void bfloat16OnTheAgentsKernels_data()
+    {
+        QTest::addColumn<QString>("arch");
+        QTest::addRow("llama") << "llama";
+        QTest::addRow("gpt2 (tied head)") << "gpt2";
+    }
+    void bfloat16OnTheAgentsKernels()
+    {
+        // --dtype bfloat16 on a CPU with AVX512_BF16 runs the agent's forward pass on bfloat16
+        // panels (--gemm native on any CPU: the portable kernel, the same bits), the same bits at
+        // any thread count, within bfloat16's rounding of the float64 perplexity; without the
+        // instructions --gemm auto keeps LibTorch's path and says why.
+        QFETCH(QString, arch);
+        const QString model = arch == QLatin1String("llama") ? kShakespeare : gpt2();
+        constexpr int kWindows = 8;
+        const QStringList bf16{QStringLiteral("--dtype"), QStringLiteral("bfloat16")};
+        const QJsonObject automatic = eval(arch + QStringLiteral("-bf16-auto"), evalArgs(model, kWindows) + bf16);
+        const QJsonObject native = eval(arch + QStringLiteral("-bf16-native"), evalArgs(model, kWindows) + bf16 + QStringList{QStringLiteral("--gemm"), QStringLiteral("native")});
+        QStringList twoThreads = evalArgs(model, kWindows) + bf16 + QStringList{QStringLiteral("--gemm"), QStringLiteral("native")};
+        twoThreads[twoThreads.indexOf(QStringLiteral("--threads")) + 1] = QStringLiteral("2");
+        const QJsonObject two = eval(arch + QStringLiteral("-bf16-2"), twoThreads);
+        QVERIFY(!automatic.isEmpty() && !native.isEmpty() && !two.isEmpty());
+        QFile cpuinfo(QStringLiteral("/proc/cpuinfo"));
+        QVERIFY(cpuinfo.open(QIODevice::ReadOnly));
+        const bool hasBf16 = cpuinfo.readAll().contains(" avx512_bf16");
+        const QString gemm = automatic.value(QStringLiteral("gemm")).toString();
+        if (hasBf16) {
+            QCOMPARE(gemm, QStringLiteral("native-bf16-avx512-bf16"));
+            QCOMPARE(automatic.value(QStringLiteral("nll_sum_exact")).toString(), native.value(QStringLiteral("nll_sum_exact")).toString());
+        } else {
+            QCOMPARE(gemm, QStringLiteral("blas (bfloat16 through LibTorch: this CPU lacks AVX512_BF16)"));
+        }
+        QVERIFY(native.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("native-bf16-")));
+        QCOMPARE(two.value(QStringLiteral("nll_sum_exact")).toString(), native.value(QStringLiteral("nll_sum_exact")).toString());
+        const double reference = referencePpl(model, kWindows), ppl = native.value(QStringLiteral("ppl")).toDouble();
+        QVERIFY2(relative(ppl, reference) < 1e-2, qPrintable(QStringLiteral("bfloat16 %1, float64 %2").arg(ppl, 0, 'g', 17).arg(reference, 0, 'g', 17)));
+    }
+
+    void checkpointsLoad_data()
+    {
+        QTest::addColumn<QString>("flags"); // make_quantized_checkpoint.py's
+        QTest::addColumn<QString>("method");
+        QTest::addRow("GPTQ 4 bits") << "--method gptq --bits 4 --group 64" << "gptq-int4";
+        QTest::addRow("GPTQ 4 bits, symmetric v2") << "--method gptq --bits 4 --group 32 --sym --format gptq_v2" << "gptq-int4";
+        QTest::addRow("GPTQ 8 bits, act-order") << "--method gptq --bits 8 --group 64 --desc-act" << "gptq-int8";
+        QTest::addRow("AWQ 4 bits") << "--method awq --bits 4 --group 64" << "awq-int4";
+    }
+    void checkpointsLoad()
+    {
+        // A whole Llama whose linear layers are GPTQ/AWQ (random codes in each format's packing),
+        // against its dequantized twin in float32: LibTorch's path to the float's precision, the
+        // agent's kernels within their activations' rounding (larger here: random weights).
+        QFETCH(QString, flags);
+        QFETCH(QString, method);
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')).remove(QLatin1Char(','));
+        const QString dir = written(QStringLiteral("make_quantized_checkpoint.py"), QStringLiteral("ckpt-") + tag,
+                                    split(flags) + QStringList{QStringLiteral("--model-from"), kShakespeare});
+        constexpr int kWindows = 8;
+        const QJsonObject native = eval(tag + QStringLiteral("-native"), evalArgs(dir, kWindows));
+        const QJsonObject blas = eval(tag + QStringLiteral("-blas"), evalArgs(dir, kWindows) + QStringList{QStringLiteral("--gemm"), QStringLiteral("blas")});
+        const QJsonObject dense = eval(tag + QStringLiteral("-dense"), evalArgs(dir + QStringLiteral("/dequantized"), kWindows) + QStringList{QStringLiteral("--gemm"), QStringLiteral("blas")});
+        QVERIFY(!native.isEmpty() && !blas.isEmpty() && !dense.isEmpty());
+        const double reference = dense.value(QStringLiteral("ppl")).toDouble();
+        QVERIFY2(relative(blas.value(QStringLiteral("ppl")).toDouble(), reference) < 1e-5, qPrintable(QString::number(blas.value(QStringLiteral("ppl")).toDouble(), 'g', 17)));
+        QVERIFY2(relative(native.value(QStringLiteral("ppl")).toDouble(), reference) < 2e-2, qPrintable(QString::number(native.value(QStringLiteral("ppl")).toDouble(), 'g', 17)));
+        const QJsonObject q = native.value(QStringLiteral("quantization")).toObject();
+        QCOMPARE(q.value(QStringLiteral("method")).toString(), method);
+        QCOMPARE(q.value(QStringLiteral("layers")).toInt(), 28); // 4 layers x q, k, v, o, gate, up, down: each part its own product
+        QVERIFY(!q.contains(QStringLiteral("dense_layers")));
+        QVERIFY(native.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("native-") + method));
+    }
+
+    void malformedCheckpointsRefused_data()
+    {
+        QTest::addColumn<QString>("flags");
+        QTest::addColumn<QString>("agentFlags");
+        QTest::addColumn<QString>("expect"); // after the directory; {dir} is it
+        QTest::addRow("qweight shape") << "--method gptq --bits 4 --group 64 --break qweight-shape" << ""
+                                       << "{dir}/model.safetensors: tensor \"model.layers.0.mlp.down_proj.qweight\" has shape [63, 192]";
+        QTest::addRow("scales dtype") << "--method awq --bits 4 --group 64 --break scales-dtype" << ""
+                                      << "{dir}/model.safetensors: tensor \"model.layers.0.mlp.down_proj.scales\" is F32";
+        QTest::addRow("missing scales") << "--method gptq --bits 8 --group 64 --break missing-scales" << "" << "model.layers.0.mlp.down_proj.scales";
+        QTest::addRow("unsupported method") << "--method gptq --bits 4 --group 64 --config-extra {\"quant_method\":\"bitsandbytes\"}" << ""
+                                            << "{dir}/config.json: quantization_config.quant_method \"bitsandbytes\" is not supported (gptq, awq)";
+        QTest::addRow("--quantize on a quantized checkpoint") << "--method gptq --bits 4 --group 64" << "--quantize int8"
+                                                              << "{dir}/config.json: the checkpoint is already quantized (GPTQ, 4 bits); evaluate it without --quantize";
+    }
+    void malformedCheckpointsRefused()
+    {
+        QFETCH(QString, flags);
+        QFETCH(QString, agentFlags);
+        QFETCH(QString, expect);
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_')).remove(QLatin1Char('-'));
+        const QString dir = written(QStringLiteral("make_quantized_checkpoint.py"), QStringLiteral("bad-") + tag,
+                                    split(flags) + QStringList{QStringLiteral("--model-from"), kShakespeare});
+        const ProcessResult r = runAgent(QStringList{QStringLiteral("eval")} + evalArgs(dir, 2) + split(agentFlags));
+        QCOMPARE(r.exitCode, static_cast<int>(cppl::agent::kExitBadModel));
+        const QString wanted = QString(expect).replace(QStringLiteral("{dir}"), dir);
+        CPPL_VERIFY2(r.err.contains(wanted), qPrintable(QStringLiteral("expected: %1\n%2").arg(wanted, r.describe())));
+    }
+
+    void referenceMatchesFloat64_data()
+    {
+        QTest::addColumn<QString>("model"); // "dequantized": the int4 weights in float32; "int4": --quantize int4
+        QTest::addColumn<QString>("gemm");
+        QTest::addRow("float model, native kernels") << "dequantized" << "auto";
+        QTest::addRow("int4 model, LibTorch's path") << "int4" << "blas";
+    }
+    void referenceMatchesFloat64()
+    {
+        // KL(P_ref || P_model), top-token agreement, the PPL ratio and dp against reference_kld.py,
+        // which runs both models and compares their float64 log-softmax over the whole vocabulary.
+        QFETCH(QString, model);
+        QFETCH(QString, gemm);
+        const QString dequantized = written(QStringLiteral("quantize_checkpoint.py"), QStringLiteral("deq-ref-int4"),
+                                            {QStringLiteral("--model"), kShakespeare, QStringLiteral("--scheme"), QStringLiteral("int4")});
+        constexpr int kWindows = 12;
+        QStringList args = evalArgs(model == QLatin1String("int4") ? kShakespeare : dequantized, kWindows)
+                           + QStringList{QStringLiteral("--gemm"), gemm, QStringLiteral("--reference-model"), kShakespeare};
+        if (model == QLatin1String("int4"))
+            args << QStringLiteral("--quantize") << QStringLiteral("int4");
+        const QJsonObject j = eval(QStringLiteral("ref-") + model, args);
+        QVERIFY(!j.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("ref-kld.json"));
+        const ProcessResult r = runReference(QStringLiteral("reference_kld.py"),
+                                             {QStringLiteral("--model"), dequantized, QStringLiteral("--reference"), kShakespeare, QStringLiteral("--text"), kText,
+                                              QStringLiteral("--protocol"), QStringLiteral("llama.cpp"), QStringLiteral("--context"), QStringLiteral("128"),
+                                              QStringLiteral("--max-windows"), QString::number(kWindows), QStringLiteral("--json"), json});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject py = readJson(json);
+        const QJsonObject ref = j.value(QStringLiteral("reference")).toObject();
+        const qint64 tokens = py.value(QStringLiteral("tokens")).toInteger();
+        QCOMPARE(ref.value(QStringLiteral("tokens")).toInteger(), tokens);
+        auto close = [&](const char *ours, const char *theirs, double tolerance) {
+            const double a = ref.value(QLatin1String(ours)).toDouble(), b = py.value(QLatin1String(theirs)).toDouble();
+            QVERIFY2(relative(a, b) < tolerance, qPrintable(QStringLiteral("%1: agent %2, float64 %3").arg(QLatin1String(ours)).arg(a, 0, 'g', 17).arg(b, 0, 'g', 17)));
+        };
+        close("kld_mean", "kld_mean", 1e-4);
+        close("kld_max", "kld_max", 1e-3);
+        close("ppl_ratio", "ppl_ratio", 1e-6);
+        close("dp_rms", "dp_rms", 1e-4);
+        // The agreement counts tokens: a near-tie of the two top logits may fall either way in float32.
+        const qint64 same = std::llround(ref.value(QStringLiteral("same_top")).toDouble() * static_cast<double>(tokens));
+        QVERIFY2(std::llabs(same - py.value(QStringLiteral("same_top")).toInteger()) <= 1, qPrintable(QString::number(same)));
+        // Percentiles from the histogram: ordered, below the maximum, above zero for a real difference.
+        const double median = ref.value(QStringLiteral("kld_median")).toDouble(), p99 = ref.value(QStringLiteral("kld_p99")).toDouble();
+        QVERIFY(median > 0 && median <= ref.value(QStringLiteral("kld_p90")).toDouble() && p99 <= ref.value(QStringLiteral("kld_max")).toDouble());
+        QCOMPARE(ref.value(QStringLiteral("ranks")).toArray().size(), 1);
+    }
+
+    void referenceSameBitsOnAnyRanks_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("die"); // CLUSTERPPL_TEST_DIE: a rank lost at the closing gather
+        QTest::addRow("3 ranks, static") << 3 << "static" << "";
+        QTest::addRow("4 ranks, dynamic") << 4 << "dynamic" << "";
+        QTest::addRow("4 ranks, dynamic, rank 2 lost") << 4 << "dynamic" << "2:closing";
+    }
+    void referenceSameBitsOnAnyRanks()
+    {
+        // The model's and the comparison's exact sums, the KLD histogram and maximum are the same
+        // bits however many ranks evaluated the windows and whichever rank was lost on the way.
+        QFETCH(int, ranks);
+        QFETCH(QString, schedule);
+        QFETCH(QString, die);
+        constexpr int kWindows = 60;
+        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4"), QStringLiteral("--reference-model"), kShakespeare};
+        const QJsonObject one = eval(QStringLiteral("one-rank"), evalArgs(kShakespeare, kWindows) + quantized);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("ranks-%1.json").arg(QString::fromLatin1(QTest::currentDataTag()).replace(QLatin1Char(' '), QLatin1Char('_'))));
+        if (!die.isEmpty())
+            qputenv("CLUSTERPPL_TEST_DIE", die.toUtf8());
+        QStringList args{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QString::number(ranks), QStringLiteral("--")};
+        args += evalArgs(kShakespeare, kWindows) + quantized;
+        args += QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--sync-every-tokens"), QStringLiteral("300"), QStringLiteral("--timeout"),
+                            QStringLiteral("60"), QStringLiteral("--json"), json};
+        if (!die.isEmpty())
+            args += QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue")};
+        const ProcessResult r = runProcess(kAgent, args, 300000);
+        qunsetenv("CLUSTERPPL_TEST_DIE");
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("quantization")).toObject(), one.value(QStringLiteral("quantization")).toObject());
+        const QJsonObject ref = j.value(QStringLiteral("reference")).toObject(), oneRef = one.value(QStringLiteral("reference")).toObject();
+        QCOMPARE(ref.value(QStringLiteral("exact")).toObject(), oneRef.value(QStringLiteral("exact")).toObject());
+        for (const char *figure : {"kld_mean", "kld_p99", "kld_max", "same_top", "ppl_ratio", "ppl_ratio_stderr", "dp_rms"})
+            QCOMPARE(ref.value(QLatin1String(figure)).toDouble(), oneRef.value(QLatin1String(figure)).toDouble());
+        // Each rank's own figures: every rank but a lost one.
+        const QJsonArray rows = ref.value(QStringLiteral("ranks")).toArray();
+        QCOMPARE(rows.size(), die.isEmpty() ? ranks : ranks - 1);
+        qint64 tokens = 0;
+        for (const QJsonValue &row : rows)
+            tokens += row.toObject().value(QStringLiteral("tokens")).toInteger();
+        if (die.isEmpty())
+            QCOMPARE(tokens, ref.value(QStringLiteral("tokens")).toInteger());
+        else
+            QVERIFY(j.value(QStringLiteral("lost_ranks")).toArray().size() == 1);
+    }
+
+    void referenceSameBitsAfterAKill()
+    {
+        // Rank 2 of 4 killed (SIGKILL) in the middle of a dynamic run: the survivors regroup, carry
+        // the committed sums (the comparison's words with the model's) and evaluate what it left.
+        constexpr int kWindows = 60;
+        const QStringList quantized{QStringLiteral("--quantize"), QStringLiteral("int4"), QStringLiteral("--reference-model"), kShakespeare};
+        const QJsonObject one = eval(QStringLiteral("one-rank"), evalArgs(kShakespeare, kWindows) + quantized);
+        QVERIFY(!one.isEmpty());
+        const QString json = m_dir.filePath(QStringLiteral("killed.json"));
+        QStringList args = evalArgs(kShakespeare, kWindows) + quantized;
+        args.removeAll(QStringLiteral("--quiet")); // the round lines say how far the run is
+        QProcess launcher;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_ROUND_LINES"), QStringLiteral("all"));
+        env.insert(QStringLiteral("CLUSTERPPL_TEST_SLOW_RANK"), QStringLiteral("*:400")); // time to land the kill mid-run
+        launcher.setProcessEnvironment(env);
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("4"), QStringLiteral("--")}
+                                   + args
+                                   + QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic"), QStringLiteral("--on-rank-loss"), QStringLiteral("continue"),
+                                                 QStringLiteral("--sync-every-tokens"), QStringLiteral("300"), QStringLiteral("--timeout"), QStringLiteral("30"),
+                                                 QStringLiteral("--json"), json});
+        QVERIFY(launcher.waitForStarted());
+        const QList<qint64> kids = waitForRanks(launcher.processId(), 4);
+        QCOMPARE(kids.size(), 4);
+        QByteArray err;
+        launcher.setReadChannel(QProcess::StandardError);
+        const QRegularExpression round(QStringLiteral("\\] ppl [0-9.]+  ([0-9]+)/([0-9]+) tokens"));
+        auto fraction = [&] {
+            double best = 0;
+            for (auto it = round.globalMatch(QString::fromUtf8(err)); it.hasNext();) {
+                const auto m = it.next();
+                best = std::max(best, m.captured(1).toDouble() / std::max(1.0, m.captured(2).toDouble()));
+            }
+            return best;
+        };
+        QElapsedTimer wait;
+        wait.start();
+        while (fraction() < 0.3 && wait.elapsed() < 120000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(500))
+                err += launcher.readAllStandardError();
+        const double at = fraction();
+        CPPL_VERIFY2(at >= 0.3 && at < 1.0, err.constData());
+        QCOMPARE(::kill(static_cast<pid_t>(kids[2]), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(240000);
+        if (!finished)
+            killAll(launcher, kids);
+        err += launcher.readAllStandardError();
+        CPPL_VERIFY2(finished && launcher.exitCode() == 0, err.constData());
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("lost_ranks")).toArray().size(), 1);
+        QVERIFY2(!j.value(QStringLiteral("batches_redone")).toString().isEmpty() || at > 0.9, "a rank killed mid-run leaves batches to redo");
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("reference")).toObject().value(QStringLiteral("exact")).toObject(),
+                 one.value(QStringLiteral("reference")).toObject().value(QStringLiteral("exact")).toObject());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAgentQuant)
+#include "tst_agent_quant.moc"
