@@ -98,11 +98,15 @@ void TimeSeriesChart::paintChart(QPainter &painter, const QRectF &rect) const
             decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, m_decimated[i]);
         }
         // The data's y range over the window, once per decimation (not per paint: 3 M points).
+        // Decimated x is a float, which can round above the double it came from: the window's
+        // ends are compared as floats too, or the newest sample of a live chart (at x1) was left
+        // out and a line leaving the range there was clipped instead of widening it.
         m_cacheY0 = std::numeric_limits<double>::infinity();
         m_cacheY1 = -m_cacheY0;
+        const auto fx0 = static_cast<float>(x0), fx1 = static_cast<float>(x1);
         for (const auto &d : m_decimated)
             for (const DecimatedPoint &p : d)
-                if (p.x >= x0 && p.x <= x1 && !std::isnan(p.y)) {
+                if (p.x >= fx0 && p.x <= fx1 && !std::isnan(p.y)) {
                     m_cacheY0 = std::min<double>(m_cacheY0, p.y);
                     m_cacheY1 = std::max<double>(m_cacheY1, p.y);
                 }

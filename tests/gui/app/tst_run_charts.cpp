@@ -511,6 +511,45 @@ private Q_SLOTS:
         QCOMPARE(page.charts()->deviationEmptyText(), u"no data yet"_s);
     }
 
+    void deviationRangeFollowsTheNewestSample()
+    {
+        // The live deviation chart clipped a line that left its range at the newest sample instead
+        // of widening the range (the sample's time, kept as a float for painting, could round
+        // above the axis' end and was not measured). A rank whose PPL runs away from the global
+        // one at the live edge must stay on the plot.
+        SyntheticRun run(4);
+        RunTimeline tl;
+        tl.reset();
+        cppl::core::telemetry::Snapshot s;
+        for (double t = 0.5; t <= 12.0; t += 0.5) {
+            run.advanceTo(t);
+            s = run.snapshot();
+            QVERIFY(tl.append(t, s));
+        }
+        double now = 12.3; // a time whose float rounds up
+        while (double(float(now)) <= now)
+            now += 0.1;
+        run.advanceTo(now);
+        s = run.snapshot();
+        for (auto &v : s.ranks)
+            if (v.rank == 1)
+                v.deviationRelative = 0.25; // far outside the others' few percent
+        QVERIFY(tl.append(now, s));
+        QCOMPARE(tl.times().back(), now);
+        cppl::app::RunPage page;
+        page.resize(1500, 900);
+        page.reset(u"runaway"_s, 4, run.groupNames(), run.thresholds());
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.showSnapshot(s, tl, now, true);
+        page.grab(); // paints: the range is the one drawn
+        const auto *dev = page.charts()->deviationChart();
+        QCOMPARE(dev->seriesCount(), 4);
+        QCOMPARE(dev->series(1).y.back(), double(0.25f));
+        QVERIFY2(dev->lastYRange().second >= double(0.25f),
+                 qPrintable(u"the axis ends at %1"_s.arg(dev->lastYRange().second)));
+    }
+
     void rankNamesCarryTheHostOnlyWhenSeveral()
     {
         // Up to 32 ranks each has a line and a legend entry. On one host "rank 0 (localhost)" said
