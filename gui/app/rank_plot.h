@@ -1,30 +1,28 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// What the Run page's hand-painted per-rank plots share (the rank heat map and the comm-share
-// bars): one selected rank they outline and a click that reports a rank. Their title, legend and
-// axes are laid out by the chart module's frame (charts/chart_frame.h), as on the line charts.
+// What the Run page's per-rank charts add to the chart module's (which paints them, hovers and
+// picks, gui/charts): the rank a pick falls on, and the rank selected elsewhere (table, alert,
+// another chart) shown on the chart. RunCharts wires every chart that is a RankPlot alike, so a
+// new per-rank chart is a configuration of a chart-module chart plus these two functions.
 
-#include <QWidget>
+#include "charts/chart.h"
 
 namespace cppl::app {
 
-class RankPlot : public QWidget
+class RankPlot
 {
-    Q_OBJECT
-
 public:
-    using QWidget::QWidget;
-    void setSelectedRank(int rank);
-    /// The plot area (inside the axes) as last painted; empty before the first paint.
-    [[nodiscard]] QRectF plotRect() const noexcept { return m_plot; }
-
-Q_SIGNALS:
-    void rankClicked(int rank);
+    virtual ~RankPlot() = default;
+    /// The rank @p hit (the chart's hitTest() or a ChartWidget's picked()) is on; -1: none.
+    [[nodiscard]] virtual int rankOf(const cppl::charts::Hit &hit) const = 0;
+    /// Shows @p rank as selected (-1: none); repaints only when it changes.
+    virtual void setSelectedRank(int rank) = 0;
 
 protected:
-    int m_selected = -1;
-    QRectF m_plot; // as last painted (clicks, tooltips)
+    RankPlot() = default;
+    RankPlot(const RankPlot &) = default;
+    RankPlot &operator=(const RankPlot &) = default;
 };
 
 } // namespace cppl::app
