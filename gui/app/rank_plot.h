@@ -18,11 +18,6 @@ public:
     [[nodiscard]] virtual int rankOf(const cppl::charts::Hit &hit) const = 0;
     /// Shows @p rank as selected (-1: none); repaints only when it changes.
     virtual void setSelectedRank(int rank) = 0;
-
-protected:
-    RankPlot() = default;
-    RankPlot(const RankPlot &) = default;
-    RankPlot &operator=(const RankPlot &) = default;
 };
 
 } // namespace cppl::app

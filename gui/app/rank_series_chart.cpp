@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 using cppl::charts::Hit;
 using cppl::charts::SeriesData;

@@ -377,7 +377,7 @@ detail::FrameSpec HeatMap::frameSpec(qreal reserveRight) const
     double x0 = m_x0, x1 = m_x1;
     if (!m_positions.empty()) {
         x0 = m_positions.front();
-        x1 = std::max(m_positions.back(), x0 + (m_positions.back() > x0 ? 0 : 1));
+        x1 = m_positions.back() > x0 ? m_positions.back() : x0 + 1; // one column: an axis around it
     }
     spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
     spec.yTicks = rowTicks();

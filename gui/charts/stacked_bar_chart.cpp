@@ -256,12 +256,20 @@ void StackedBarChart::paintChart(QPainter &painter, const QRectF &rect) const
     const double y1 = yMax(m_bars);
     const bool aggregated = std::any_of(m_bars.begin(), m_bars.end(), [](const Bar &b) { return b.end - b.first > 1; });
     detail::FrameSpec spec;
-    spec.xTitle = aggregated && !m_binnedTitle.isEmpty() ? m_binnedTitle.arg(m_bars.front().end - m_bars.front().first) : m_xAxis.title;
+    spec.title = title();
+    spec.xTitle = m_xAxis.title;
     spec.yTitle = m_yAxis.title;
     spec.xGrid = false;
     spec.yTicks = detail::numericTicks(0, y1, m_yAxis.format, !m_yAxis.max.has_value(), true, &m_yTicks);
     spec.legend = legendEntries(aggregated);
     spec.xTicks = categoryTicks(first, end);
+    if (aggregated && !m_binnedTitle.isEmpty()) {
+        // The bins follow the plot's width, which the axis' title does not change: laid out once
+        // (the ticks make the bars), the title says how many categories a bar holds.
+        (void)detail::layoutFrame(painter.font(), rect, theme(), spec);
+        if (!m_bars.empty() && m_bars.front().end - m_bars.front().first > 1)
+            spec.xTitle = m_binnedTitle.arg(m_bars.front().end - m_bars.front().first);
+    }
     m_frame = paintFrame(painter, rect, spec);
     const QRectF plot = m_frame.plot;
     if (m_bars.empty() || !hasData())
