@@ -7,7 +7,7 @@
 #include "rank_table_model.h"
 #include "run_charts.h"
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -557,7 +557,7 @@ QStringList RunPage::resultLines(const cppl::core::run::RunOutcome &o)
 
 QStringList RunPage::showRecovered(const cppl::core::run::RunOutcome &o)
 {
-    const QJsonArray lost = cppl::core::store::lostRanksOf(o.resultJson);
+    const QJsonArray lost = cppl::core::history::lostRanksOf(o.resultJson);
     const QStringList detail = lostRanksDetail(lost);
     m_phase->setText(u"✓ "_s + tr("Recovered") + u" · "_s + lostRanksSummary(lost));
     m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "
