@@ -121,6 +121,7 @@ public:
     std::vector<double> eventCpuMs;                 // outermost events, each
     std::vector<double> passTimes;                  // s: paint passes of the page (UpdateRequest)
     std::map<std::string, PaintCost> paintByClass;  // paint events by widget class
+    std::map<std::string, PaintCost> paintByName;   // ChartWidgets' paint events by chart (object name)
     QWidget *window = nullptr;
     QElapsedTimer clock;
     std::vector<std::string> closePasses; // what the passes < 40 ms after the one before painted
@@ -145,6 +146,11 @@ public:
                 auto &c = paintByClass[receiver->metaObject()->className()];
                 c.cpuMs += cpu;
                 ++c.count;
+                if (receiver->inherits("cppl::charts::ChartWidget")) {
+                    auto &n = paintByName[receiver->objectName().toStdString()];
+                    n.cpuMs += cpu;
+                    ++n.count;
+                }
                 m_painted += ' ' + receiver->objectName().toStdString() + ':' + receiver->metaObject()->className();
             }
         }
@@ -158,100 +164,89 @@ private:
     std::string m_painted;
 };
 
-} // namespace
-
-int main(int argc, char **argv)
+/// What the command line asks for.
+struct Options
 {
     int ranks = 1024, senders = 2, select = -1;
     double rate = 10, duration = 60, scale = 1, rssEvery = 10, history = 0;
-    if (!cppl::bench::parseOptions(argc, argv, "bench_dashboard",
-                                   {{"--ranks", &ranks}, {"--rate", &rate}, {"--seconds", &duration}, {"--senders", &senders},
-                                    {"--scale", &scale}, {"--rss-every", &rssEvery}, {"--select", &select}, {"--history", &history}}))
-        return 2;
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-        qputenv("QT_QPA_PLATFORM", "offscreen");
-    if (scale != 1)
-        qputenv("QT_SCALE_FACTOR", QByteArray::number(scale));
-    BenchApp app(argc, argv);
+};
 
-    cppl::app::RunPage page;
+/// What one run measured on the GUI thread, per update interval and over time.
+struct Measurements
+{
+    std::vector<double> intervalCpuMs, handlerCpuMs, handlerWallMs;
+    std::vector<std::pair<double, double>> rss; // (s, MiB)
+    double lastCpu = -1;
+};
+
+constexpr double kWarmUp = 2.0; // s: fonts, first layout, the collector meeting every rank
+
+/// The Run page as the dashboard shows a run of o.ranks in groups of 64, offscreen at 1600x1000.
+void showPage(cppl::app::RunPage &page, const Options &o, const cppl::Thresholds &thresholds)
+{
     page.resize(1600, 1000);
     std::vector<QString> groups;
-    for (int g = 0; g < (ranks + 63) / 64; ++g)
+    for (int g = 0; g < (o.ranks + 63) / 64; ++g)
         groups.push_back(QStringLiteral("rack%1").arg(g));
-    cppl::Thresholds thresholds;
-    page.reset(QStringLiteral("bench-dashboard"), ranks, groups, thresholds);
+    page.reset(QStringLiteral("bench-dashboard"), o.ranks, groups, thresholds);
     page.setPhase(run::RunPhase::Running);
     page.show();
-    app.window = &page;
+}
 
-    run::RunTimeline timeline;
+/// --history S: S seconds of a synthetic run of the same ranks, so that a short run already sees
+/// a full (compacting) timeline, as after S seconds of a real run.
+void preloadHistory(run::RunTimeline &timeline, int ranks, double history)
+{
     timeline.reset();
-    if (history > 0) {
-        cppl::app::SyntheticRun past(ranks);
-        for (double t = 0.2; t <= history; t += 0.2) {
-            past.advanceTo(t);
-            timeline.append(t, past.snapshot());
-        }
+    if (history <= 0)
+        return;
+    cppl::app::SyntheticRun past(ranks);
+    for (double t = 0.2; t <= history; t += 0.2) {
+        past.advanceTo(t);
+        timeline.append(t, past.snapshot());
     }
-    run::AlertMonitor alerts;
-    alerts.reset(thresholds);
-    telemetry::CollectorObject collector;
-    telemetry::CollectorOptions co;
-    co.state.run = "bench-dashboard";
-    co.state.worldSize = ranks;
-    if (!collector.start(co)) {
-        std::fprintf(stderr, "bench_dashboard: the collector did not start\n");
-        return 1;
-    }
+}
 
-    QElapsedTimer &clock = app.clock;
-    clock.start();
-    // Per update interval: from the start of one snapshot's handling to the start of the next.
-    std::vector<double> intervalCpuMs, handlerCpuMs, handlerWallMs;
-    std::vector<std::pair<double, double>> rss;
-    double lastCpu = -1;
-    constexpr double kWarmUp = 2.0; // s: fonts, first layout, the collector meeting every rank
+/// Each snapshot as the application handles it (timeline, alerts, the page), timed on the GUI
+/// thread: the interval since the last one starts with the collector's own snapshot.
+void measureUpdates(BenchApp &app, telemetry::CollectorObject &collector, cppl::app::RunPage &page, run::RunTimeline &timeline,
+                    run::AlertMonitor &alerts, const Options &o, Measurements &m)
+{
     QObject::connect(&collector, &telemetry::CollectorObject::snapshotReady, &page, [&](const telemetry::SnapshotPtr &snap) {
-        // The collector's own snapshot (taken on this thread just before) is in the interval too.
         QElapsedTimer work;
         work.start();
         const double cpu0 = threadCpuMs();
-        const double t = history + static_cast<double>(clock.nsecsElapsed()) * 1e-9;
-        if (app.measuring && lastCpu >= 0)
-            intervalCpuMs.push_back(cpu0 - lastCpu);
-        lastCpu = cpu0;
+        const double t = o.history + static_cast<double>(app.clock.nsecsElapsed()) * 1e-9;
+        if (app.measuring && m.lastCpu >= 0)
+            m.intervalCpuMs.push_back(cpu0 - m.lastCpu);
+        m.lastCpu = cpu0;
         timeline.append(t, *snap);
         for (const auto &a : alerts.update(t, *snap))
             page.addAlert(a);
         page.showSnapshot(*snap, timeline, t);
         if (app.measuring) {
-            handlerCpuMs.push_back(threadCpuMs() - cpu0);
-            handlerWallMs.push_back(static_cast<double>(work.nsecsElapsed()) * 1e-6);
+            m.handlerCpuMs.push_back(threadCpuMs() - cpu0);
+            m.handlerWallMs.push_back(static_cast<double>(work.nsecsElapsed()) * 1e-6);
         }
-        if (!app.measuring && t - history > kWarmUp) {
+        if (!app.measuring && t - o.history > kWarmUp) {
             app.measuring = true;
-            if (select >= 0)
-                page.selectRank(select); // the selected rank's series join the charts
+            if (o.select >= 0)
+                page.selectRank(o.select); // the selected rank's series join the charts
         }
     });
-    QTimer memory;
-    QObject::connect(&memory, &QTimer::timeout, [&] {
-        rss.emplace_back(static_cast<double>(clock.elapsed()) / 1000.0, rssMiB());
-        std::fprintf(stderr, "t=%.0f s RSS %.1f MiB, timeline %.2f MiB\n", rss.back().first, rss.back().second,
-                     static_cast<double>(timeline.bytes()) / (1 << 20));
-    });
-    memory.start(static_cast<int>(rssEvery * 1000));
-    rss.emplace_back(0.0, rssMiB());
+}
 
-    std::atomic<std::int64_t> sent{0}, dropped{0};
+/// Streams telemetry through o.senders threads for o.duration seconds while the event loop runs.
+void streamTelemetry(BenchApp &app, const telemetry::CollectorObject &collector, const Options &o, std::atomic<std::int64_t> &sent,
+                     std::atomic<std::int64_t> &dropped)
+{
     std::atomic<bool> stop{false};
     const auto t0 = Clock::now();
     std::vector<std::thread> threads;
-    for (int s = 0; s < senders; ++s)
-        threads.emplace_back(sendLoop, collector.endpoint().toStdString(), s, senders, ranks, rate, duration, t0, std::ref(sent),
-                             std::ref(dropped), std::cref(stop));
-    QTimer::singleShot(static_cast<int>(duration * 1000) + 500, &app, [&] {
+    for (int s = 0; s < o.senders; ++s)
+        threads.emplace_back(sendLoop, collector.endpoint().toStdString(), s, o.senders, o.ranks, o.rate, o.duration, t0,
+                             std::ref(sent), std::ref(dropped), std::cref(stop));
+    QTimer::singleShot(static_cast<int>(o.duration * 1000) + 500, &app, [&] {
         app.measuring = false;
         QApplication::quit();
     });
@@ -259,30 +254,19 @@ int main(int argc, char **argv)
     stop = true;
     for (auto &t : threads)
         t.join();
-    rss.emplace_back(static_cast<double>(clock.elapsed()) / 1000.0, rssMiB());
-    const auto last = collector.snapshotNow();
+}
 
-    double load[3] = {0, 0, 0};
-    if (getloadavg(load, 3) < 0)
-        load[0] = load[1] = load[2] = -1;
-    std::printf("bench_dashboard: %d ranks at %.0f Hz for %.0f s, %d sender threads, %u hardware threads, QT_QPA_PLATFORM=%s, "
-                "scale %.0f, selected rank %d, history %.0f s, load average at the end %.2f %.2f %.2f\n",
-                ranks, rate, duration, senders, std::thread::hardware_concurrency(), qgetenv("QT_QPA_PLATFORM").constData(), scale,
-                select, history, load[0], load[1], load[2]);
-    std::printf("messages: %lld sent, %lld dropped by senders, %lld received (%lld decoded, %lld superseded in the queue and "
-                "skipped), %lld lost\n",
-                static_cast<long long>(sent.load()), static_cast<long long>(dropped.load()),
-                static_cast<long long>(collector.messagesReceived()), static_cast<long long>(last->decode.accepted),
-                static_cast<long long>(last->coalescedTotal), static_cast<long long>(last->lostTotal));
+void printIntervals(const BenchApp &app, const Measurements &m, const Options &o)
+{
     std::printf("GUI-thread CPU per update interval (snapshot, timeline, alerts, page update, the paints that follow), "
                 "%zu intervals after %.0f s warm-up:\n"
                 "  median %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms  (goal: p99 < 16 ms)\n",
-                intervalCpuMs.size(), kWarmUp, percentile(intervalCpuMs, 0.5), percentile(intervalCpuMs, 0.95),
-                percentile(intervalCpuMs, 0.99), percentile(intervalCpuMs, 1.0));
+                m.intervalCpuMs.size(), kWarmUp, percentile(m.intervalCpuMs, 0.5), percentile(m.intervalCpuMs, 0.95),
+                percentile(m.intervalCpuMs, 0.99), percentile(m.intervalCpuMs, 1.0));
     std::printf("  of which the update handler (timeline + alerts + RunPage::showSnapshot): median %.2f ms, p99 %.2f ms CPU; "
                 "wall median %.2f ms, p99 %.2f ms\n",
-                percentile(handlerCpuMs, 0.5), percentile(handlerCpuMs, 0.99), percentile(handlerWallMs, 0.5),
-                percentile(handlerWallMs, 0.99));
+                percentile(m.handlerCpuMs, 0.5), percentile(m.handlerCpuMs, 0.99), percentile(m.handlerWallMs, 0.5),
+                percentile(m.handlerWallMs, 0.99));
     std::printf("longest single event on the GUI thread: p99 %.2f ms, max %.2f ms CPU (%zu events)\n",
                 percentile(app.eventCpuMs, 0.99), percentile(app.eventCpuMs, 1.0), app.eventCpuMs.size());
     std::vector<double> gaps;
@@ -290,11 +274,14 @@ int main(int argc, char **argv)
         gaps.push_back((app.passTimes[i] - app.passTimes[i - 1]) * 1e3);
     const auto closer = std::count_if(gaps.begin(), gaps.end(), [](double g) { return g < 39.5; });
     std::printf("paint passes: %zu (%.1f/s), gap between passes: min %.1f ms, median %.1f ms; %lld of %zu gaps < 40 ms\n",
-                app.passTimes.size(), static_cast<double>(app.passTimes.size()) / std::max(1.0, duration - kWarmUp),
+                app.passTimes.size(), static_cast<double>(app.passTimes.size()) / std::max(1.0, o.duration - kWarmUp),
                 percentile(gaps, 0.0), percentile(gaps, 0.5), static_cast<long long>(closer), gaps.size());
     for (const auto &c : app.closePasses)
         std::printf("  a pass < 40 ms after the one before painted:%s\n", c.c_str());
-    std::printf("alerts raised: %zu, in %d rows\n", page.alertModel()->allAlerts().size(), page.alertModel()->rowCount());
+}
+
+void printPaintCosts(const BenchApp &app)
+{
     std::printf("paint CPU by widget class (total ms, paints, ms per paint):\n");
     std::vector<std::pair<std::string, BenchApp::PaintCost>> byCost(app.paintByClass.begin(), app.paintByClass.end());
     std::sort(byCost.begin(), byCost.end(), [](const auto &a, const auto &b) { return a.second.cpuMs > b.second.cpuMs; });
@@ -302,13 +289,88 @@ int main(int argc, char **argv)
         if (c.cpuMs >= 1.0)
             std::printf("  %-28s %9.1f %7lld %8.2f\n", name.c_str(), c.cpuMs, static_cast<long long>(c.count),
                         c.cpuMs / static_cast<double>(std::max<std::int64_t>(1, c.count)));
+    // The Run page's charts are ChartWidgets alike: the object name says which chart painted.
+    std::vector<std::pair<std::string, BenchApp::PaintCost>> byName(app.paintByName.begin(), app.paintByName.end());
+    std::sort(byName.begin(), byName.end(), [](const auto &a, const auto &b) { return a.second.cpuMs > b.second.cpuMs; });
+    for (const auto &[name, c] : byName)
+        if (c.cpuMs >= 1.0)
+            std::printf("  chart %-22s %9.1f %7lld %8.2f\n", name.c_str(), c.cpuMs, static_cast<long long>(c.count),
+                        c.cpuMs / static_cast<double>(std::max<std::int64_t>(1, c.count)));
+}
+
+void printReport(const BenchApp &app, const Measurements &m, const Options &o, telemetry::CollectorObject &collector,
+                 const cppl::app::RunPage &page, const run::RunTimeline &timeline, std::int64_t sent, std::int64_t dropped)
+{
+    const auto last = collector.snapshotNow();
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 0)
+        load[0] = load[1] = load[2] = -1;
+    std::printf("bench_dashboard: %d ranks at %.0f Hz for %.0f s, %d sender threads, %u hardware threads, QT_QPA_PLATFORM=%s, "
+                "scale %.0f, selected rank %d, history %.0f s, load average at the end %.2f %.2f %.2f\n",
+                o.ranks, o.rate, o.duration, o.senders, std::thread::hardware_concurrency(), qgetenv("QT_QPA_PLATFORM").constData(),
+                o.scale, o.select, o.history, load[0], load[1], load[2]);
+    std::printf("messages: %lld sent, %lld dropped by senders, %lld received (%lld decoded, %lld superseded in the queue and "
+                "skipped), %lld lost\n",
+                static_cast<long long>(sent), static_cast<long long>(dropped), static_cast<long long>(collector.messagesReceived()),
+                static_cast<long long>(last->decode.accepted), static_cast<long long>(last->coalescedTotal),
+                static_cast<long long>(last->lostTotal));
+    printIntervals(app, m, o);
+    std::printf("alerts raised: %zu, in %d rows\n", page.alertModel()->allAlerts().size(), page.alertModel()->rowCount());
+    printPaintCosts(app);
     std::printf("updates per second: %.1f (collector coalesces to <= 25)\n",
-                static_cast<double>(handlerCpuMs.size()) / std::max(1.0, duration - kWarmUp));
+                static_cast<double>(m.handlerCpuMs.size()) / std::max(1.0, o.duration - kWarmUp));
     std::printf("timeline: %zu samples x %d ranks, %.2f MiB\n", timeline.size(), timeline.worldSize(),
                 static_cast<double>(timeline.bytes()) / (1 << 20));
     std::printf("RSS over time (s: MiB):");
-    for (const auto &[t, m] : rss)
-        std::printf("  %.0f: %.1f", t, m);
+    for (const auto &[t, mib] : m.rss)
+        std::printf("  %.0f: %.1f", t, mib);
     std::printf("\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    Options o;
+    if (!cppl::bench::parseOptions(argc, argv, "bench_dashboard",
+                                   {{"--ranks", &o.ranks}, {"--rate", &o.rate}, {"--seconds", &o.duration}, {"--senders", &o.senders},
+                                    {"--scale", &o.scale}, {"--rss-every", &o.rssEvery}, {"--select", &o.select}, {"--history", &o.history}}))
+        return 2;
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+    if (o.scale != 1)
+        qputenv("QT_SCALE_FACTOR", QByteArray::number(o.scale));
+    BenchApp app(argc, argv);
+    cppl::app::RunPage page;
+    cppl::Thresholds thresholds;
+    showPage(page, o, thresholds);
+    app.window = &page;
+    run::RunTimeline timeline;
+    preloadHistory(timeline, o.ranks, o.history);
+    run::AlertMonitor alerts;
+    alerts.reset(thresholds);
+    telemetry::CollectorObject collector;
+    telemetry::CollectorOptions co;
+    co.state.run = "bench-dashboard";
+    co.state.worldSize = o.ranks;
+    if (!collector.start(co)) {
+        std::fprintf(stderr, "bench_dashboard: the collector did not start\n");
+        return 1;
+    }
+    app.clock.start();
+    Measurements m;
+    measureUpdates(app, collector, page, timeline, alerts, o, m);
+    QTimer memory;
+    QObject::connect(&memory, &QTimer::timeout, [&] {
+        m.rss.emplace_back(static_cast<double>(app.clock.elapsed()) / 1000.0, rssMiB());
+        std::fprintf(stderr, "t=%.0f s RSS %.1f MiB, timeline %.2f MiB\n", m.rss.back().first, m.rss.back().second,
+                     static_cast<double>(timeline.bytes()) / (1 << 20));
+    });
+    memory.start(static_cast<int>(o.rssEvery * 1000));
+    m.rss.emplace_back(0.0, rssMiB());
+    std::atomic<std::int64_t> sent{0}, dropped{0};
+    streamTelemetry(app, collector, o, sent, dropped);
+    m.rss.emplace_back(static_cast<double>(app.clock.elapsed()) / 1000.0, rssMiB());
+    printReport(app, m, o, collector, page, timeline, sent.load(), dropped.load());
     return 0;
 }

@@ -106,9 +106,8 @@ QString BandChart::quantileName(double q) const
     return QLatin1Char('p') + QString::number(q * 100, 'g', 3);
 }
 
-void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
+std::pair<double, double> BandChart::xRange() const
 {
-    const Theme &th = theme();
     double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
     auto extendX = [&](const std::vector<SeriesData> &list) {
         for (const SeriesData &s : list)
@@ -129,17 +128,11 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
     }
     x0 = xAxis().min.value_or(x0);
     x1 = xAxis().max.value_or(x1);
-    if (!(x1 > x0))
-        x1 = x0 + 1;
+    return {x0, x1 > x0 ? x1 : x0 + 1};
+}
 
-    // One band bin per 2 device-independent px: finer is noise, coarser looks stepped.
-    const int bins = std::max(2, static_cast<int>(rect.width() / 2));
-    if (!m_supplied && (m_bandRevision != revision() || m_bandBins != bins)) {
-        m_band = computeBand(m_series, x0, x1, bins, m_lowQ, m_highQ);
-        m_bandRevision = revision();
-        m_bandBins = bins;
-    }
-
+std::pair<double, double> BandChart::yRange() const
+{
     double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
     for (const BandSample &b : m_band) {
         y0 = std::min(y0, b.low);
@@ -151,112 +144,138 @@ void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
                 y0 = std::min(y0, v);
                 y1 = std::max(y1, v);
             }
+    return {y0, y1};
+}
 
-    // Highlight names sit right of the plot, so the plot gives them room.
-    const QFont labelFont = detail::tickFont(painter.font());
-    const QFontMetricsF lfm(labelFont);
-    qreal labelW = 0;
-    for (const SeriesData &s : m_highlights)
-        labelW = std::max(labelW, lfm.horizontalAdvance(s.name));
-
-    detail::FrameSpec spec;
+std::vector<detail::LegendEntry> BandChart::legendEntries() const
+{
+    const Theme &th = theme();
     const int seriesShown = m_supplied ? 0 : static_cast<int>(m_series.size());
     QString bandLabel = quantileName(m_lowQ) + QStringLiteral("–") + quantileName(m_highQ);
     if (seriesShown > 0)
         bandLabel += QStringLiteral(" of %1").arg(seriesShown);
-    spec.legend.push_back({bandLabel, detail::LegendEntry::Swatch::Band, th.band, Qt::SolidLine, std::nullopt, Qt::NoBrush});
-    spec.legend.push_back({QStringLiteral("median"), detail::LegendEntry::Swatch::Line, th.median, Qt::SolidLine, std::nullopt, Qt::NoBrush});
+    std::vector<detail::LegendEntry> legend;
+    legend.push_back({bandLabel, detail::LegendEntry::Swatch::Band, th.band, Qt::SolidLine, std::nullopt, Qt::NoBrush});
+    legend.push_back({QStringLiteral("median"), detail::LegendEntry::Swatch::Line, th.median, Qt::SolidLine, std::nullopt, Qt::NoBrush});
     for (size_t i = 0; i < m_highlights.size(); ++i) {
         const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
-        spec.legend.push_back({m_highlights[i].name, detail::LegendEntry::Swatch::Line, st.color, st.dash, st.marker, Qt::NoBrush});
+        legend.push_back({m_highlights[i].name, detail::LegendEntry::Swatch::Line, st.color, st.dash, st.marker, Qt::NoBrush});
     }
+    return legend;
+}
+
+void BandChart::paintChart(QPainter &painter, const QRectF &rect) const
+{
+    const auto [x0, x1] = xRange();
+    // One band bin per 2 device-independent px: finer is noise, coarser looks stepped.
+    const int bins = std::max(2, static_cast<int>(rect.width() / 2));
+    if (!m_supplied && (m_bandRevision != revision() || m_bandBins != bins)) {
+        m_band = computeBand(m_series, x0, x1, bins, m_lowQ, m_highQ);
+        m_bandRevision = revision();
+        m_bandBins = bins;
+    }
+    const auto [y0, y1] = yRange();
+    // Highlight names sit right of the plot, so the plot gives them room.
+    const QFont labelFont = detail::tickFont(painter.font());
+    qreal labelW = 0;
+    for (const SeriesData &s : m_highlights)
+        labelW = std::max(labelW, QFontMetricsF(labelFont).horizontalAdvance(s.name));
+    detail::FrameSpec spec;
+    spec.legend = legendEntries();
     spec.reserveRight = labelW > 0 ? labelW + 6 : 0;
     const Plot axes = paintAxes(painter, rect, spec, x0, x1, y0, y1);
 
-    const QRectF plot = axes.rect;
-    const double ya = axes.y0, sx = axes.sx, sy = axes.sy;
-
     painter.save();
-    painter.setClipRect(plot.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
+    painter.setClipRect(axes.rect.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
     painter.setRenderHint(QPainter::Antialiasing, true);
-    if (!m_band.empty()) {
-        QPolygonF area;
-        area.reserve(static_cast<qsizetype>(m_band.size() * 2));
-        for (const BandSample &b : m_band)
-            area.append(QPointF(axes.mapX(b.x), axes.mapY(b.high)));
-        for (auto it = m_band.rbegin(); it != m_band.rend(); ++it)
-            area.append(QPointF(axes.mapX(it->x), axes.mapY(it->low)));
-        painter.setPen(Qt::NoPen);
-        painter.setBrush(th.band);
-        painter.drawPolygon(area);
-        QPolygonF median;
-        for (const BandSample &b : m_band)
-            median.append(QPointF(axes.mapX(b.x), axes.mapY(b.median)));
-        painter.setPen(detail::seriesPen(th.median, th.lineWidth * 2, Qt::SolidLine));
-        painter.setBrush(Qt::NoBrush);
-        painter.drawPolyline(median);
-    }
+    paintBand(painter, axes);
+    std::vector<Label> labels;
+    for (size_t i = 0; i < m_highlights.size(); ++i)
+        paintHighlight(painter, axes, i, labels);
+    painter.restore();
+    paintReferences(painter, axes);
+    painter.save();
+    painter.setFont(labelFont);
+    paintLabels(painter, axes.rect, rect, labels, labelW);
+    painter.restore();
+}
+
+void BandChart::paintBand(QPainter &painter, const Plot &axes) const
+{
+    if (m_band.empty())
+        return;
+    const Theme &th = theme();
+    QPolygonF area;
+    area.reserve(static_cast<qsizetype>(m_band.size() * 2));
+    for (const BandSample &b : m_band)
+        area.append(QPointF(axes.mapX(b.x), axes.mapY(b.high)));
+    for (auto it = m_band.rbegin(); it != m_band.rend(); ++it)
+        area.append(QPointF(axes.mapX(it->x), axes.mapY(it->low)));
+    painter.setPen(Qt::NoPen);
+    painter.setBrush(th.band);
+    painter.drawPolygon(area);
+    QPolygonF median;
+    for (const BandSample &b : m_band)
+        median.append(QPointF(axes.mapX(b.x), axes.mapY(b.median)));
+    painter.setPen(detail::seriesPen(th.median, th.lineWidth * 2, Qt::SolidLine));
+    painter.setBrush(Qt::NoBrush);
+    painter.drawPolyline(median);
+}
+
+void BandChart::paintHighlight(QPainter &painter, const Plot &axes, size_t index, std::vector<Label> &labels) const
+{
+    const Theme &th = theme();
+    const QRectF &plot = axes.rect;
+    const SeriesData &s = m_highlights[index];
+    const SeriesStyle st = th.seriesStyle(static_cast<int>(index) + 1);
     const qreal dpr = painter.device() ? painter.device()->devicePixelRatioF() : 1.0;
     const int columns = std::max(1, static_cast<int>(std::ceil(plot.width() * dpr)));
     std::vector<DecimatedPoint> decimated;
-    struct Label
-    {
-        qreal y;
-        size_t index;
-    };
-    std::vector<Label> labels;
-    for (size_t i = 0; i < m_highlights.size(); ++i) {
-        const SeriesData &s = m_highlights[i];
-        const SeriesStyle st = th.seriesStyle(static_cast<int>(i) + 1);
-        decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), x0, x1, columns, decimated);
-        const bool calm = polylineLength(decimated, sx, sy) < plot.width() * 6; // see TimeSeriesChart
-        // Noisy: a 1 device px hairline takes the raster engine's line path; a wider pen is
-        // stroked into polygons first (~10x the cost for thousands of zigzags).
-        painter.setPen(calm ? detail::seriesPen(st.color, th.lineWidth * 1.5, st.dash) : QPen(st.color, 0));
-        painter.setRenderHint(QPainter::Antialiasing, calm); // see TimeSeriesChart: noise needs no AA
-        detail::paintDecimated(painter, decimated, plot, x0, sx, ya, sy);
-        painter.setRenderHint(QPainter::Antialiasing, true);
-        // Markers every ~110 px, staggered per series, and one on the last point.
-        size_t lastValid = s.y.size();
-        for (size_t k = s.y.size(); k-- > 0;)
-            if (!std::isnan(s.y[k]) && s.x[k] <= x1) {
-                lastValid = k;
-                break;
-            }
-        for (qreal px = plot.left() + 30 + static_cast<qreal>(i) * 29; px < plot.right() - 30; px += 110) {
-            const auto it = std::lower_bound(s.x.begin(), s.x.end(), x0 + (px - plot.left()) / sx);
-            if (it == s.x.end())
-                break;
-            const size_t k = static_cast<size_t>(it - s.x.begin());
-            if (!std::isnan(s.y[k]))
-                drawMarker(painter, QPointF(axes.mapX(s.x[k]), axes.mapY(s.y[k])), st.marker, th.markerSize, st.color,
-                           th.plotBackground);
+    decimateMinMax(s.x.data(), s.y.data(), std::min(s.x.size(), s.y.size()), axes.x0, axes.x1, columns, decimated);
+    const bool calm = polylineLength(decimated, axes.sx, axes.sy) < plot.width() * 6; // see TimeSeriesChart
+    // Noisy: a 1 device px hairline takes the raster engine's line path; a wider pen is
+    // stroked into polygons first (~10x the cost for thousands of zigzags).
+    painter.setPen(calm ? detail::seriesPen(st.color, th.lineWidth * 1.5, st.dash) : QPen(st.color, 0));
+    painter.setRenderHint(QPainter::Antialiasing, calm); // see TimeSeriesChart: noise needs no AA
+    detail::paintDecimated(painter, decimated, plot, axes.x0, axes.sx, axes.y0, axes.sy);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    // Markers every ~110 px, staggered per series, and one on the last point.
+    size_t lastValid = s.y.size();
+    for (size_t k = s.y.size(); k-- > 0;)
+        if (!std::isnan(s.y[k]) && s.x[k] <= axes.x1) {
+            lastValid = k;
+            break;
         }
-        if (lastValid < s.y.size()) {
-            drawMarker(painter, QPointF(axes.mapX(s.x[lastValid]), axes.mapY(s.y[lastValid])), st.marker, th.markerSize,
-                       st.color, th.plotBackground);
-            labels.push_back({axes.mapY(s.y[lastValid]), i});
-        }
+    for (qreal px = plot.left() + 30 + static_cast<qreal>(index) * 29; px < plot.right() - 30; px += 110) {
+        const auto it = std::lower_bound(s.x.begin(), s.x.end(), axes.x0 + (px - plot.left()) / axes.sx);
+        if (it == s.x.end())
+            break;
+        const size_t k = static_cast<size_t>(it - s.x.begin());
+        if (!std::isnan(s.y[k]))
+            drawMarker(painter, QPointF(axes.mapX(s.x[k]), axes.mapY(s.y[k])), st.marker, th.markerSize, st.color, th.plotBackground);
     }
-    painter.restore();
-    paintReferences(painter, axes);
+    if (lastValid < s.y.size()) {
+        drawMarker(painter, QPointF(axes.mapX(s.x[lastValid]), axes.mapY(s.y[lastValid])), st.marker, th.markerSize, st.color,
+                   th.plotBackground);
+        labels.push_back({axes.mapY(s.y[lastValid]), index});
+    }
+}
 
+void BandChart::paintLabels(QPainter &painter, const QRectF &plot, const QRectF &rect, std::vector<Label> &labels, qreal labelW) const
+{
     // Names right of the plot at their line's last value, pushed apart so that none overlap.
     std::sort(labels.begin(), labels.end(), [](const Label &a, const Label &b) { return a.y < b.y; });
-    const qreal h = lfm.height();
+    const qreal h = QFontMetricsF(painter.font()).height();
     for (size_t k = 1; k < labels.size(); ++k)
         labels[k].y = std::max(labels[k].y, labels[k - 1].y + h);
     const qreal overflow = labels.empty() ? 0 : labels.back().y + h / 2 - rect.bottom();
     for (Label &l : labels)
         l.y -= std::max<qreal>(overflow, 0);
-    painter.save();
-    painter.setFont(labelFont);
     for (const Label &l : labels) {
-        painter.setPen(th.seriesStyle(static_cast<int>(l.index) + 1).color);
+        painter.setPen(theme().seriesStyle(static_cast<int>(l.index) + 1).color);
         painter.drawText(QRectF(plot.right() + 6, l.y - h / 2, labelW + 2, h), Qt::AlignLeft | Qt::AlignVCenter,
                          m_highlights[l.index].name);
     }
-    painter.restore();
 }
 
 Hit BandChart::hitTest(const QPointF &point) const

@@ -56,7 +56,20 @@ protected:
     void paintChart(QPainter &painter, const QRectF &rect) const override;
 
 private:
+    /// A highlighted series' name at its line's end: where it goes and whose it is.
+    struct Label
+    {
+        qreal y;
+        size_t index;
+    };
     QString quantileName(double q) const;
+    std::pair<double, double> xRange() const;
+    /// Over the band and the highlights (+inf, -inf: nothing to show).
+    std::pair<double, double> yRange() const;
+    std::vector<detail::LegendEntry> legendEntries() const;
+    void paintBand(QPainter &painter, const Plot &axes) const;
+    void paintHighlight(QPainter &painter, const Plot &axes, size_t index, std::vector<Label> &labels) const;
+    void paintLabels(QPainter &painter, const QRectF &plot, const QRectF &rect, std::vector<Label> &labels, qreal labelW) const;
 
     std::vector<SeriesData> m_series;
     std::vector<SeriesData> m_highlights;

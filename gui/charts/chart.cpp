@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "charts/chart.h"
 
+#include "charts/chart_frame.h"
+
 #include <QPainter>
 
 #include <algorithm>
@@ -231,14 +233,47 @@ void Chart::touch()
     Q_EMIT changed();
 }
 
+void Chart::setEmptyText(const QString &text)
+{
+    if (text == m_emptyText)
+        return;
+    m_emptyText = text;
+    Q_EMIT changed();
+}
+
 void Chart::paint(QPainter &painter, const QRectF &rect) const
 {
     painter.save();
     if (m_theme.font)
         painter.setFont(*m_theme.font);
     painter.setClipRect(rect, Qt::IntersectClip);
+    m_lastEmptyText = QRectF();
     paintChart(painter, rect);
+    if (!hasData() && !m_emptyText.isEmpty())
+        paintEmptyText(painter);
     painter.restore();
+}
+
+detail::Frame Chart::paintFrame(QPainter &painter, const QRectF &rect, detail::FrameSpec &spec) const
+{
+    spec.title = m_title;
+    detail::Frame frame = detail::paintFrame(painter, rect, m_theme, spec);
+    m_lastPlot = frame.plot;
+    m_lastLegend.clear();
+    for (const detail::LegendEntry &e : spec.legend)
+        m_lastLegend << e.label;
+    m_lastXTicks.clear();
+    for (const detail::Tick &t : frame.xTicks)
+        m_lastXTicks << t.label;
+    return frame;
+}
+
+void Chart::paintEmptyText(QPainter &painter) const
+{
+    // Empty axes alone read as "a run with nothing in it": the plot says that nothing has arrived
+    // yet, or why. Wrapped inside the plot: on one line a narrow plot cut it at both ends.
+    painter.setPen(m_theme.mutedText);
+    painter.drawText(m_lastPlot.adjusted(8, 0, -8, 0), Qt::AlignCenter | Qt::TextWordWrap, m_emptyText, &m_lastEmptyText);
 }
 
 } // namespace cppl::charts

@@ -8,6 +8,7 @@
 #include <QPolygonF>
 #include <QRectF>
 #include <QString>
+#include <QStringList>
 
 #include <cstdint>
 #include <limits>
@@ -16,6 +17,11 @@
 class QPainter;
 
 namespace cppl::charts {
+
+namespace detail {
+struct Frame;
+struct FrameSpec;
+} // namespace detail
 
 /// One named series of (x, y) points; x ascending (seconds for time charts).
 struct SeriesData
@@ -79,8 +85,10 @@ struct Hit
     Kind kind = Kind::None;
     int series = -1; // Series: index in the chart's series (BandChart: highlighted series index)
     int row = -1;    // Cell: heat map row
+    int rowFirst = -1, rowEnd = -1; // Cell: the rows painted as one pixel row with it (a bin when rows outnumber pixels)
     int column = -1; // Cell: heat map column; Bar: first category of the bar
     int columnEnd = -1; // Bar: one past the last category (aggregated bars cover several)
+    int shown = -1;     // Bar: the category whose values the bar shows (BarBinning::Largest), else -1
     double x = std::numeric_limits<double>::quiet_NaN();
     double y = std::numeric_limits<double>::quiet_NaN();
     QString text; // tooltip text, several lines
@@ -107,6 +115,13 @@ public:
     void setTheme(const Theme &theme);
     const Theme &theme() const { return m_theme; }
 
+    /// What the plot says while the chart has nothing to draw (hasData() is false), wrapped
+    /// inside the plot: "no data yet", or why there is none. Empty (the default): nothing.
+    void setEmptyText(const QString &text);
+    const QString &emptyText() const { return m_emptyText; }
+    /// Whether the chart has anything to draw; the plot shows emptyText() while it has not.
+    virtual bool hasData() const { return true; }
+
     /// Paints the whole chart (background, title, legend, axes, data) into rect.
     void paint(QPainter &painter, const QRectF &rect) const;
     virtual Hit hitTest(const QPointF &point) const = 0;
@@ -116,11 +131,23 @@ public:
     /// For data fed in place (e.g. many appendPoint calls): one changed() after the batch.
     void notifyChanged();
 
+    /// The last paint, in its coordinates: the plot (inside the axes), the legend's labels as
+    /// listed (the legend lists what is drawn), the x axis' tick labels, and where the empty text
+    /// went (empty when there was data).
+    QRectF lastPlotRect() const { return m_lastPlot; }
+    const QStringList &lastLegendLabels() const { return m_lastLegend; }
+    const QStringList &lastXTickLabels() const { return m_lastXTicks; }
+    QRectF lastEmptyTextRect() const { return m_lastEmptyText; }
+
 Q_SIGNALS:
     void changed();
 
 protected:
     virtual void paintChart(QPainter &painter, const QRectF &rect) const = 0;
+
+    /// Title (this chart's), legend, axes and grid of @p spec (detail::paintFrame), remembered for
+    /// the last-paint accessors above. Every chart lays out its frame through here.
+    detail::Frame paintFrame(QPainter &painter, const QRectF &rect, detail::FrameSpec &spec) const;
 
     /// A setter's change of data or look: bumps revision() and emits changed().
     void touch();
@@ -131,9 +158,16 @@ protected:
     std::uint64_t revision() const { return m_revision; }
 
 private:
+    void paintEmptyText(QPainter &painter) const;
+
     QString m_title;
+    QString m_emptyText;
     std::uint64_t m_revision = 0;
     Theme m_theme = Theme::light();
+    mutable QRectF m_lastPlot;
+    mutable QStringList m_lastLegend;
+    mutable QStringList m_lastXTicks;
+    mutable QRectF m_lastEmptyText;
 };
 
 } // namespace cppl::charts

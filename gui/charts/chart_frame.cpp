@@ -28,30 +28,6 @@ QFont scaledFont(QFont f, qreal factor, bool bold)
     return f;
 }
 
-namespace {
-
-// Paints the legend laid out by legendLayout(). Returns its height.
-qreal layoutLegend(QPainter &painter, const QRectF &area, const Theme &theme, const FrameSpec &spec, bool paint)
-{
-    const LegendLayout l = legendLayout(QFontMetricsF(painter.font()), area, theme, spec);
-    if (paint) {
-        for (size_t i = 0; i < l.entries.size(); ++i) {
-            const QRectF &r = l.entries[i];
-            paintSwatch(painter, QRectF(r.left(), r.top() + 1, kSwatchWidth, r.height() - 2), spec.legend[i], theme);
-            painter.setPen(theme.text);
-            painter.drawText(QRectF(r.left() + kSwatchWidth + 5, r.top(), r.width() - kSwatchWidth - 5, r.height()),
-                             Qt::AlignLeft | Qt::AlignVCenter, spec.legend[i].label);
-        }
-        if (!l.moreText.isEmpty()) {
-            painter.setPen(theme.mutedText);
-            painter.drawText(l.more, Qt::AlignLeft | Qt::AlignVCenter, l.moreText);
-        }
-    }
-    return l.height;
-}
-
-} // namespace
-
 LegendLayout legendLayout(const QFontMetricsF &fm, const QRectF &area, const Theme &theme, const FrameSpec &spec)
 {
     LegendLayout out;
@@ -184,78 +160,158 @@ void paintSwatch(QPainter &painter, const QRectF &box, const LegendEntry &e, con
     painter.restore();
 }
 
-Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+namespace {
+
+/// Where everything but the data goes, before anything is painted.
+struct Layout
 {
     Frame frame;
-    painter.fillRect(rect, theme.background);
-    const QFont base = painter.font();
-    frame.tickFont = scaledFont(base, 0.9);
-    const QFontMetricsF fm(base);
-    const QFontMetricsF tickFm(frame.tickFont);
+    QFont titleFont;
+    QStringList titleText; // the title's lines (wrapped, elided)
+    qreal titleTop = 0;
+    LegendLayout legend;
+    qreal labelW = 0;        // the widest y tick label
+    qreal yTitleSpan = 0;    // the length the y title is centred on, and its centre
+    qreal yTitleCentre = 0;
+};
 
+/// Title and legend from the top; returns where the plot's top edge may start.
+qreal layoutHeader(Layout &l, const QFont &base, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
     qreal top = rect.top() + kPad;
+    l.titleTop = top;
     if (!spec.title.isEmpty()) {
-        const QFont titleFont = scaledFont(base, 1.15, true);
-        painter.setFont(titleFont);
-        const QFontMetricsF tf(titleFont);
-        painter.setPen(theme.text);
-        for (const QString &line : titleLines(tf, spec.title, rect.width() - 2 * kPad)) {
-            painter.drawText(QRectF(rect.left() + kPad, top, rect.width() - 2 * kPad, tf.height()), Qt::AlignLeft | Qt::AlignVCenter, line);
+        l.titleFont = scaledFont(base, 1.15, true);
+        const QFontMetricsF tf(l.titleFont);
+        l.titleText = titleLines(tf, spec.title, rect.width() - 2 * kPad);
+        for (qsizetype i = 0; i < l.titleText.size(); ++i)
             top += tf.height();
-        }
         top += 4;
-        painter.setFont(base);
     }
     const QRectF legendArea(rect.left() + kPad, top, rect.width() - 2 * kPad, rect.height());
-    const qreal legendH = layoutLegend(painter, legendArea, theme, spec, true);
-    if (legendH > 0)
-        top += legendH + 4;
-    top += tickFm.height() / 2; // the top y label is centred on the plot's top edge
+    l.legend = legendLayout(QFontMetricsF(base), legendArea, theme, spec);
+    if (l.legend.height > 0)
+        top += l.legend.height + 4;
+    return top + QFontMetricsF(l.frame.tickFont).height() / 2; // the top y label is centred on the plot's top edge
+}
 
+/// The plot between the header, the y labels (whose width follows from the plot's height) and the
+/// room reserved right of it; then the x ticks along its width.
+void layoutPlot(Layout &l, const QFont &base, const QRectF &rect, const FrameSpec &spec, qreal top)
+{
+    const QFontMetricsF fm(base), tickFm(l.frame.tickFont);
     qreal bottom = rect.bottom() - kPad - tickFm.height() - kTickLen - 2;
     if (!spec.xTitle.isEmpty())
         bottom -= fm.height() + 2;
     const qreal plotH = std::max<qreal>(bottom - top, 10);
-
-    painter.setFont(frame.tickFont);
-    const std::vector<Tick> yTicks = spec.yTicks ? spec.yTicks(plotH, tickFm) : std::vector<Tick>{};
-    qreal labelW = 0;
-    for (const Tick &t : yTicks)
-        labelW = std::max(labelW, tickFm.horizontalAdvance(t.label));
-    qreal left = rect.left() + kPad + labelW + kTickLen + 4;
+    l.frame.yTicks = spec.yTicks ? spec.yTicks(plotH, tickFm) : std::vector<Tick>{};
+    for (const Tick &t : l.frame.yTicks)
+        l.labelW = std::max(l.labelW, tickFm.horizontalAdvance(t.label));
+    qreal left = rect.left() + kPad + l.labelW + kTickLen + 4;
     if (!spec.yTitle.isEmpty())
         left += fm.height() + 4;
     // Half a tick label of room right of the plot, so the last x label is not cut.
     const qreal right = rect.right() - kPad - spec.reserveRight - tickFm.horizontalAdvance(QStringLiteral("00:00")) / 2;
-    frame.plot = QRectF(QPointF(left, top), QPointF(std::max(right, left + 10), top + plotH));
+    l.frame.plot = QRectF(QPointF(left, top), QPointF(std::max(right, left + 10), top + plotH));
     if (spec.reserveRight > 0)
-        frame.rightArea = QRectF(frame.plot.right() + kPad, top, spec.reserveRight, plotH);
-    const std::vector<Tick> xTicks = spec.xTicks ? spec.xTicks(frame.plot.width(), tickFm) : std::vector<Tick>{};
+        l.frame.rightArea = QRectF(l.frame.plot.right() + kPad, top, spec.reserveRight, plotH);
+    l.frame.xTicks = spec.xTicks ? spec.xTicks(l.frame.plot.width(), tickFm) : std::vector<Tick>{};
+}
 
+/// The y axis's title, centred on the plot; a plot shorter than the title (a 1024 px window's
+/// chart under three rows of legend read "deviati…") lends it the x axis's labels' height below
+/// it, where the title's column is empty.
+void layoutYTitle(Layout &l, const QFont &base, const QRectF &rect, const FrameSpec &spec)
+{
+    if (spec.yTitle.isEmpty())
+        return;
+    const QFontMetricsF fm(base), tickFm(l.frame.tickFont);
+    const QRectF &p = l.frame.plot;
+    l.yTitleSpan = p.height();
+    l.yTitleCentre = p.center().y();
+    if (fm.horizontalAdvance(spec.yTitle) > l.yTitleSpan) {
+        const qreal below = std::min(rect.bottom() - kPad, p.bottom() + kTickLen + tickFm.height() + 3 + fm.height());
+        l.yTitleSpan = std::max(l.yTitleSpan, below - p.top());
+        l.yTitleCentre = p.top() + l.yTitleSpan / 2;
+    }
+    l.frame.yTitle = fm.elidedText(spec.yTitle, Qt::ElideRight, l.yTitleSpan);
+}
+
+Layout layoutAll(const QFont &base, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
+    Layout l;
+    l.frame.tickFont = scaledFont(base, 0.9);
+    const qreal top = layoutHeader(l, base, rect, theme, spec);
+    layoutPlot(l, base, rect, spec, top);
+    layoutYTitle(l, base, rect, spec);
+    return l;
+}
+
+void paintTitle(QPainter &painter, const Layout &l, const QRectF &rect, const Theme &theme)
+{
+    if (l.titleText.isEmpty())
+        return;
+    const QFont base = painter.font();
+    painter.setFont(l.titleFont);
+    painter.setPen(theme.text);
+    const QFontMetricsF tf(l.titleFont);
+    qreal top = l.titleTop;
+    for (const QString &line : l.titleText) {
+        painter.drawText(QRectF(rect.left() + kPad, top, rect.width() - 2 * kPad, tf.height()), Qt::AlignLeft | Qt::AlignVCenter, line);
+        top += tf.height();
+    }
+    painter.setFont(base);
+}
+
+void paintLegend(QPainter &painter, const Layout &l, const Theme &theme, const FrameSpec &spec)
+{
+    for (size_t i = 0; i < l.legend.entries.size(); ++i) {
+        const QRectF &r = l.legend.entries[i];
+        paintSwatch(painter, QRectF(r.left(), r.top() + 1, kSwatchWidth, r.height() - 2), spec.legend[i], theme);
+        painter.setPen(theme.text);
+        painter.drawText(QRectF(r.left() + kSwatchWidth + 5, r.top(), r.width() - kSwatchWidth - 5, r.height()),
+                         Qt::AlignLeft | Qt::AlignVCenter, spec.legend[i].label);
+    }
+    if (!l.legend.moreText.isEmpty()) {
+        painter.setPen(theme.mutedText);
+        painter.drawText(l.legend.more, Qt::AlignLeft | Qt::AlignVCenter, l.legend.moreText);
+    }
+}
+
+/// Plot background, grid and the two axis lines, snapped to the device's pixel grid so that 1 px
+/// lines stay sharp at any DPR.
+void paintGrid(QPainter &painter, const Frame &frame, const Theme &theme, const FrameSpec &spec)
+{
     const QRectF &p = frame.plot;
     painter.fillRect(p, theme.plotBackground);
-    // Grid and axis lines snap to the pixel grid of the device so that 1 px lines stay sharp at any DPR.
     painter.setRenderHint(QPainter::Antialiasing, false);
     painter.setPen(QPen(theme.grid, 1));
     if (spec.yGrid)
-        for (const Tick &t : yTicks)
+        for (const Tick &t : frame.yTicks)
             painter.drawLine(QPointF(p.left(), frame.mapY(t.pos)), QPointF(p.right(), frame.mapY(t.pos)));
     if (spec.xGrid)
-        for (const Tick &t : xTicks)
+        for (const Tick &t : frame.xTicks)
             painter.drawLine(QPointF(frame.mapX(t.pos), p.top()), QPointF(frame.mapX(t.pos), p.bottom()));
     painter.setPen(QPen(theme.axis, 1));
     painter.drawLine(p.bottomLeft(), p.bottomRight());
     painter.drawLine(p.bottomLeft(), p.topLeft());
+}
 
-    for (const Tick &t : yTicks) {
+void paintTicks(QPainter &painter, const Layout &l, const Theme &theme)
+{
+    const Frame &frame = l.frame;
+    const QRectF &p = frame.plot;
+    const QFontMetricsF tickFm(frame.tickFont);
+    painter.setFont(frame.tickFont);
+    for (const Tick &t : frame.yTicks) {
         const qreal y = frame.mapY(t.pos);
         painter.setPen(QPen(theme.axis, 1));
         painter.drawLine(QPointF(p.left() - kTickLen, y), QPointF(p.left(), y));
         painter.setPen(theme.mutedText);
-        painter.drawText(QRectF(p.left() - kTickLen - 3 - labelW - 2, y - tickFm.height() / 2, labelW + 2, tickFm.height()),
+        painter.drawText(QRectF(p.left() - kTickLen - 3 - l.labelW - 2, y - tickFm.height() / 2, l.labelW + 2, tickFm.height()),
                          Qt::AlignRight | Qt::AlignVCenter, t.label);
     }
-    for (const Tick &t : xTicks) {
+    for (const Tick &t : frame.xTicks) {
         const qreal x = frame.mapX(t.pos);
         painter.setPen(QPen(theme.axis, 1));
         painter.drawLine(QPointF(x, p.bottom()), QPointF(x, p.bottom() + kTickLen));
@@ -263,48 +319,88 @@ Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, cons
         const qreal w = tickFm.horizontalAdvance(t.label) + 2;
         painter.drawText(QRectF(x - w / 2, p.bottom() + kTickLen + 1, w, tickFm.height()), Qt::AlignCenter, t.label);
     }
-    painter.setFont(base);
+}
+
+void paintAxisTitles(QPainter &painter, const Layout &l, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
+    const QRectF &p = l.frame.plot;
+    const QFontMetricsF fm(painter.font()), tickFm(l.frame.tickFont);
     painter.setPen(theme.text);
     if (!spec.xTitle.isEmpty())
-        painter.drawText(QRectF(p.left(), p.bottom() + kTickLen + tickFm.height() + 3, p.width(), fm.height()),
-                         Qt::AlignCenter, spec.xTitle);
-    if (!spec.yTitle.isEmpty()) {
-        // Centred on the plot; a plot shorter than the title (a 1024 px window's chart under three
-        // rows of legend read "deviati…") lends it the x axis's labels' height below it, where
-        // the title's column is empty.
-        qreal span = p.height();
-        qreal centre = p.center().y();
-        if (fm.horizontalAdvance(spec.yTitle) > span) {
-            const qreal below = std::min(rect.bottom() - kPad, p.bottom() + kTickLen + tickFm.height() + 3 + fm.height());
-            span = std::max(span, below - p.top());
-            centre = p.top() + span / 2;
-        }
-        frame.yTitle = fm.elidedText(spec.yTitle, Qt::ElideRight, span);
-        painter.save();
-        painter.translate(rect.left() + kPad, centre);
-        painter.rotate(-90);
-        painter.drawText(QRectF(-span / 2, 0, span, fm.height()), Qt::AlignCenter, frame.yTitle);
-        painter.restore();
-    }
-    painter.setRenderHint(QPainter::Antialiasing, true);
-    return frame;
+        painter.drawText(QRectF(p.left(), p.bottom() + kTickLen + tickFm.height() + 3, p.width(), fm.height()), Qt::AlignCenter,
+                         spec.xTitle);
+    if (spec.yTitle.isEmpty())
+        return;
+    painter.save();
+    painter.translate(rect.left() + kPad, l.yTitleCentre);
+    painter.rotate(-90);
+    painter.drawText(QRectF(-l.yTitleSpan / 2, 0, l.yTitleSpan, fm.height()), Qt::AlignCenter, l.frame.yTitle);
+    painter.restore();
 }
+
+} // namespace
+
+Frame layoutFrame(const QFont &font, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
+    return layoutAll(font, rect, theme, spec).frame;
+}
+
+Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec)
+{
+    painter.fillRect(rect, theme.background);
+    const QFont base = painter.font();
+    const Layout l = layoutAll(base, rect, theme, spec);
+    paintTitle(painter, l, rect, theme);
+    paintLegend(painter, l, theme, spec);
+    paintGrid(painter, l.frame, theme, spec);
+    paintTicks(painter, l, theme);
+    painter.setFont(base);
+    paintAxisTitles(painter, l, rect, theme, spec);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    return l.frame;
+}
+
+namespace {
+
+/// The widest label of @p ticks: what one label needs along a horizontal axis.
+qreal widestLabel(const Ticks &ticks, ValueFormat format, double extent, const QFontMetricsF &fm)
+{
+    qreal w = 0;
+    for (double v : ticks.values)
+        w = std::max(w, fm.horizontalAdvance(formatTick(v, ticks.step, format, extent)));
+    return w;
+}
+
+/// Ticks along @p length px: as many as their labels leave room for (vertical: two label heights
+/// apart; horizontal: the widest label plus a gap).
+Ticks fittingTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, double length, const QFontMetricsF &fm)
+{
+    const double extent = std::max(std::abs(lo), std::abs(hi));
+    if (vertical)
+        return niceTicks(lo, hi, std::clamp(static_cast<int>(length / (fm.height() * 2.2)) + 1, 2, 12), format, expand);
+    // Widest plausible label at this range decides the spacing.
+    const qreal labelW = widestLabel(niceTicks(lo, hi, 10, format, expand), format, extent, fm);
+    const int maxCount = static_cast<int>(length / (labelW + 24)) + 1;
+    Ticks t = niceTicks(lo, hi, std::clamp(maxCount, 2, 12), format, expand);
+    if (expand || !(hi > lo))
+        return t;
+    // A narrow plot (a 1024 px window's heat map: ~150 px for 6 minutes) got one tick, "5:00",
+    // from which no scale can be read: more steps while two or more fit with room between them.
+    for (int count = std::clamp(maxCount + 1, 3, 12); t.values.size() < 2 && count <= 12; ++count) {
+        const Ticks more = niceTicks(lo, hi, count, format, false);
+        if (more.step * length / (hi - lo) < widestLabel(more, format, extent, fm) + 8)
+            break; // labels would touch
+        t = more;
+    }
+    return t;
+}
+
+} // namespace
 
 TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, Ticks *out)
 {
     return [=](double length, const QFontMetricsF &fm) {
-        int maxCount = 0;
-        if (vertical) {
-            maxCount = static_cast<int>(length / (fm.height() * 2.2)) + 1;
-        } else {
-            // Widest plausible label at this range decides the spacing.
-            const Ticks rough = niceTicks(lo, hi, 10, format, expand);
-            qreal w = 0;
-            for (double v : rough.values)
-                w = std::max(w, fm.horizontalAdvance(formatTick(v, rough.step, format, std::max(std::abs(lo), std::abs(hi)))));
-            maxCount = static_cast<int>(length / (w + 24)) + 1;
-        }
-        const Ticks t = niceTicks(lo, hi, std::clamp(maxCount, 2, 12), format, expand);
+        const Ticks t = fittingTicks(lo, hi, format, expand, vertical, length, fm);
         *out = t;
         std::vector<Tick> ticks;
         const double span = t.max - t.min;

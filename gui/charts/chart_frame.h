@@ -54,6 +54,7 @@ struct Frame
     QRectF rightArea; // the reserved room right of the plot
     QFont tickFont;
     QString yTitle;   // the y axis's title as drawn (elided only when even its room below the plot is short)
+    std::vector<Tick> xTicks, yTicks; // as laid out for the plot's size
     double mapX(double t) const { return plot.left() + t * plot.width(); }
     double mapY(double t) const { return plot.bottom() - t * plot.height(); }
 };
@@ -76,9 +77,14 @@ QStringList titleLines(const QFontMetricsF &fm, const QString &title, qreal widt
 
 /// Lays out and paints everything but the data; returns the plot rectangle the data goes into.
 Frame paintFrame(QPainter &painter, const QRectF &rect, const Theme &theme, const FrameSpec &spec);
+/// The layout paintFrame() would paint with @p font, painting nothing: for a chart whose frame
+/// depends on the plot's size (a heat map's row axis says how many rows share a pixel row). The y
+/// title's text does not move the plot (it is turned along the left edge).
+Frame layoutFrame(const QFont &font, const QRectF &rect, const Theme &theme, const FrameSpec &spec);
 
 /// Numeric ticks for a linear axis from lo to hi; returns positions 0..1 and sets the range the
-/// ticks use (widened to whole steps when expand).
+/// ticks use (widened to whole steps when expand). A horizontal axis that is not widened gets two
+/// ticks or more while their labels fit apart (a narrow plot's 6 minutes read "5:00" alone).
 TickFunction numericTicks(double lo, double hi, ValueFormat format, bool expand, bool vertical, Ticks *out);
 
 /// Whether a label's box would hide data (a line or a marker of a series).

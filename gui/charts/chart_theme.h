@@ -43,6 +43,7 @@ struct Theme
     QColor median;     // band median line
     QColor reference;  // reference lines (threshold, ideal)
     QColor noData;     // heat map cells without a value
+    QColor alert;      // marks that want attention (a heat map row's failed or stalled rank)
     QColor highlight;  // hover outline
     // Okabe-Ito based: distinguishable with the common colour vision deficiencies, and ordered so
     // that neighbours also differ in lightness.

@@ -2,6 +2,7 @@
 #include "charts/chart_widget.h"
 
 #include <QEvent>
+#include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -60,12 +61,16 @@ void ChartWidget::applyPaletteTheme()
 
 void ChartWidget::scheduleRepaint()
 {
-    // The first change after a quiet spell repaints on the next event-loop turn; changes within
-    // 40 ms of the last paint wait for the rest of the interval, and all of them share that one.
+    // The first change after a quiet spell paints in the pass the event loop is about to make
+    // anyway (a live page's snapshot asks for one), not in a second pass on a timer after it;
+    // changes within 40 ms of the last paint wait for the rest of the interval and share that one.
     if (m_repaintTimer.isActive())
         return;
     const qint64 since = m_sinceRepaint.isValid() ? m_sinceRepaint.elapsed() : kMinRepaintIntervalMs;
-    m_repaintTimer.start(static_cast<int>(std::max<qint64>(0, kMinRepaintIntervalMs - since)));
+    if (since >= kMinRepaintIntervalMs)
+        update();
+    else
+        m_repaintTimer.start(static_cast<int>(kMinRepaintIntervalMs - since));
 }
 
 void ChartWidget::paintEvent(QPaintEvent *)
@@ -125,14 +130,37 @@ void ChartWidget::changeEvent(QEvent *event)
     QWidget::changeEvent(event);
 }
 
+bool ChartWidget::event(QEvent *event)
+{
+    if (event->type() != QEvent::ToolTip)
+        return QWidget::event(event);
+    // What is under the pointer, else what the chart shows (the widget's own tooltip).
+    const auto *help = static_cast<QHelpEvent *>(event);
+    const Hit hit = m_chart ? m_chart->hitTest(QPointF(help->pos())) : Hit{};
+    if (hit.isValid() && !hit.text.isEmpty())
+        QToolTip::showText(help->globalPos(), hit.text, this);
+    else if (!toolTip().isEmpty())
+        QToolTip::showText(help->globalPos(), toolTip(), this);
+    else
+        QToolTip::hideText();
+    return true;
+}
+
 QSize ChartWidget::sizeHint() const
 {
-    return {640, 360};
+    return m_sizeHint;
 }
 
 QSize ChartWidget::minimumSizeHint() const
 {
-    return {240, 160};
+    return m_minimumSizeHint;
+}
+
+void ChartWidget::setSizeHints(QSize hint, QSize minimum)
+{
+    m_sizeHint = hint;
+    m_minimumSizeHint = minimum;
+    updateGeometry();
 }
 
 } // namespace cppl::charts

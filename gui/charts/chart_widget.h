@@ -12,9 +12,13 @@ namespace cppl::charts {
 
 /**
  * Hosts any Chart. Data changes (the chart's changed()) are coalesced: at most one repaint per
- * 40 ms, through a single-shot timer (never processEvents). Hovering shows the chart's hit text as
- * a tooltip and emits hovered(); a click emits picked() so the app can select that rank elsewhere.
- * With autoTheme (the default) the chart follows the widget's palette, light or dark.
+ * 40 ms (never processEvents). The first change after a quiet spell joins the paint pass the event
+ * loop is about to make (the one a page's other widgets asked for with the same data), not a
+ * second pass later; changes sooner wait for the rest of the 40 ms on a single-shot timer and
+ * share that one. Hovering shows the chart's hit text as a tooltip (away from anything, the
+ * widget's own toolTip(), what the chart shows) and emits hovered(); a click emits picked() so
+ * the app can select that rank elsewhere. With autoTheme (the default) the chart follows the
+ * widget's palette, light or dark.
  */
 class ChartWidget : public QWidget
 {
@@ -37,6 +41,8 @@ public:
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
+    /// What the layout is asked for (default 640 x 360 and 240 x 160).
+    void setSizeHints(QSize hint, QSize minimum);
 
 Q_SIGNALS:
     void hovered(const cppl::charts::Hit &hit);
@@ -49,6 +55,7 @@ protected:
     void leaveEvent(QEvent *event) override;
     void wheelEvent(QWheelEvent *event) override;
     void changeEvent(QEvent *event) override;
+    bool event(QEvent *event) override;
 
 private:
     void scheduleRepaint();
@@ -59,6 +66,8 @@ private:
     QElapsedTimer m_sinceRepaint;
     bool m_autoTheme = true;
     int m_paintCount = 0;
+    QSize m_sizeHint{640, 360};
+    QSize m_minimumSizeHint{240, 160};
     QMetaObject::Connection m_changedConnection;
 };
 

@@ -27,7 +27,6 @@ public:
     /// Replaces all series.
     void setSeries(std::vector<SeriesData> series);
     int addSeries(const QString &name);
-    void setSeriesData(int index, std::vector<double> x, std::vector<double> y);
     /// Appends without emitting changed(): call notifyChanged() once after a batch.
     void appendPoint(int index, double x, double y);
     void clearSeries();
@@ -42,12 +41,19 @@ public:
     void setStyledSeriesLimit(int limit);
 
     Hit hitTest(const QPointF &point) const override;
+    /// A finite value in some series (a chart of NaN gaps alone has nothing to draw).
+    bool hasData() const override;
 
 protected:
     void paintChart(QPainter &painter, const QRectF &rect) const override;
 
 private:
     std::pair<double, double> dataXRange() const;
+    /// Every series decimated to @p columns over [x0, x1], and their y range (cached).
+    void decimate(double x0, double x1, int columns) const;
+    std::vector<detail::LegendEntry> legendEntries() const;
+    void paintSeries(QPainter &painter, const Plot &axes, size_t index, const SeriesStyle &style, qreal width) const;
+    void paintMarkers(QPainter &painter, const Plot &axes, size_t index, const SeriesStyle &style) const;
     void paintDensity(QPainter &painter, const QRectF &plot, double x0, double x1, double ya, double yb) const;
 
     std::vector<SeriesData> m_series;

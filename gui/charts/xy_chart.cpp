@@ -50,12 +50,11 @@ XYChart::Plot XYChart::paintAxes(QPainter &painter, const QRectF &rect, detail::
     y0 = m_yAxis.min.value_or(y0);
     y1 = m_yAxis.max.value_or(y1);
 
-    spec.title = title();
     spec.xTitle = m_xAxis.title;
     spec.yTitle = m_yAxis.title;
     spec.xTicks = detail::numericTicks(x0, x1, m_xAxis.format, false, false, &m_xTicks);
     spec.yTicks = detail::numericTicks(y0, y1, m_yAxis.format, !yFixed, true, &m_yTicks);
-    m_frame = detail::paintFrame(painter, rect, theme(), spec);
+    m_frame = paintFrame(painter, rect, spec);
 
     Plot p;
     p.rect = m_frame.plot;

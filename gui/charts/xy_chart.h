@@ -30,7 +30,6 @@ public:
     /// The ranges of the last paint (y after nice widening), for callers that align other charts.
     std::pair<double, double> lastXRange() const { return {m_xTicks.min, m_xTicks.max}; }
     std::pair<double, double> lastYRange() const { return {m_yTicks.min, m_yTicks.max}; }
-    QRectF lastPlotRect() const { return m_frame.plot; }
     /// Where the last paint put the reference lines' labels.
     const std::vector<QRectF> &lastReferenceLabels() const { return m_referenceLabels; }
 

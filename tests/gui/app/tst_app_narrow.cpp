@@ -5,17 +5,18 @@
 
 #include "alert_model.h"
 #include "cluster_page.h"
+#include "comm_share_bars.h"
 #include "compare_model.h"
 #include "compare_page.h"
 #include "history_model.h"
 #include "history_page.h"
 #include "main_window.h"
 #include "profile_model.h"
-#include "run_charts.h"
 #include "run_page.h"
 #include "synthetic_history.h"
 #include "synthetic_run.h"
 
+#include "charts/chart_widget.h"
 #include "cppl/hostfile.h"
 #include "column_fit.h"
 #include "history/run_history.h"
@@ -428,14 +429,16 @@ private Q_SLOTS:
         // window the line was cut at both ends ("one known before the first sync rounc").
         cppl::app::SyntheticRun run = cppl::app::SyntheticRun::advanced(1024, 3);
         for (int width : {260, 300, 420, 700}) { // 260: the plot ~200 px, narrower than the line
-            cppl::app::CommShareBars bars;
-            bars.resize(width, 220);
+            cppl::charts::ChartWidget view(new cppl::app::CommShareBars);
+            auto &bars = *static_cast<cppl::app::CommShareBars *>(view.chart());
+            view.resize(width, 220);
             bars.setData(run.snapshot(), 0.15);
-            bars.grab(); // paints
-            QVERIFY(!bars.noteRect().isEmpty());
-            const QRectF plot = bars.plotRect();
-            QVERIFY2(plot.adjusted(-1, -1, 1, 1).contains(bars.noteRect()),
-                     qPrintable(u"%1 px: the note at %2..%3, the plot %4..%5"_s.arg(width).arg(bars.noteRect().left()).arg(bars.noteRect().right()).arg(plot.left()).arg(plot.right())));
+            view.grab(); // paints
+            const QRectF note = bars.lastEmptyTextRect();
+            QVERIFY(!note.isEmpty());
+            const QRectF plot = bars.lastPlotRect();
+            QVERIFY2(plot.adjusted(-1, -1, 1, 1).contains(note),
+                     qPrintable(u"%1 px: the note at %2..%3, the plot %4..%5"_s.arg(width).arg(note.left()).arg(note.right()).arg(plot.left()).arg(plot.right())));
         }
     }
 

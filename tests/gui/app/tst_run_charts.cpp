@@ -3,9 +3,11 @@
 // the heat map updated sample by sample across timeline compactions equal what a fresh full
 // computation gives; in steady state only the newest samples are recomputed; the page shows the
 // table and the charts of a 1024-rank run in turns and catches up once the stream pauses; the
-// per-rank plots' shared selection, clicks and title; heat-map cells before a rank's first progress
-// read as no data (not as the slowest rank), and the comm bars' legend lists only what is drawn.
+// per-rank charts' shared selection, clicks and title (each a chart-module chart in a ChartWidget);
+// heat-map cells before a rank's first progress read as no data (not as the slowest rank), and the
+// comm bars' legend lists only what is drawn.
 
+#include "comm_share_bars.h"
 #include "rank_heat_map.h"
 #include "rank_plot.h"
 #include "rank_quantiles.h"
@@ -15,6 +17,8 @@
 #include "synthetic_run.h"
 #include "test_exact.h"
 
+#include "charts/chart_export.h"
+#include "charts/chart_widget.h"
 #include "charts/color_map.h"
 #include "charts/time_series_chart.h"
 
@@ -28,8 +32,10 @@
 #include <vector>
 
 using namespace Qt::StringLiterals;
+using cppl::app::CommShareBars;
 using cppl::app::RankHeatMap;
 using cppl::app::RankQuantiles;
+using cppl::charts::ChartWidget;
 using cppl::app::SyntheticRun;
 using cppl::core::run::RankMetric;
 using cppl::core::run::RunTimeline;
@@ -197,7 +203,7 @@ private Q_SLOTS:
             band.update(tl);
             const auto &p99 = band.values(0);
             live.setData(tl, run.snapshot(), finiteMax(p99));
-            const QImage image = live.imageForRows(150);
+            const QImage image = live.cellImage(150);
             QCOMPARE(image.width(), int(tl.size()));
             QCOMPARE(image.height(), 150);
             ++updates;
@@ -209,7 +215,7 @@ private Q_SLOTS:
         const auto &p99 = band.values(0);
         fresh.setData(tl, run.snapshot(), finiteMax(p99));
         QCOMPARE(fresh.colourMax(), live.colourMax());
-        const QImage a = live.imageForRows(150), b = fresh.imageForRows(150);
+        const QImage a = live.cellImage(150), b = fresh.cellImage(150);
         QCOMPARE(a.size(), b.size());
         QVERIFY(a == b);
         // A slow rank's row is darker (its bin shows its slowest rank) than a row of normal ranks.
@@ -217,7 +223,7 @@ private Q_SLOTS:
         const int lastColumn = a.width() - 1;
         QVERIFY(qGray(a.pixel(lastColumn, slowRow)) + 20 < qGray(a.pixel(lastColumn, (slowRow + 40) % 150)));
         // A new number of pixel rows rebuilds everything, still equal to a fresh map.
-        QVERIFY(live.imageForRows(97) == fresh.imageForRows(97));
+        QVERIFY(live.cellImage(97) == fresh.cellImage(97));
     }
 
     void rankPlotsSelectAndReportClicks_data()
@@ -228,28 +234,32 @@ private Q_SLOTS:
     }
     void rankPlotsSelectAndReportClicks()
     {
-        // What the two hand-painted per-rank plots share (RankPlot): a title painted on the
-        // background, the selected rank outlined (repainted only when it changes) and a click in
-        // the plot reported as a rank.
+        // What the per-rank charts share (RankPlot, in the chart module's ChartWidget): a title
+        // painted on the background, the selected rank outlined (repainted only when it changes)
+        // and a click in the plot reported as a rank.
         QFETCH(QString, plot);
         SyntheticRun run = SyntheticRun::advanced(40, 20);
-        std::unique_ptr<cppl::app::RankPlot> w;
+        cppl::app::RankPlot *rankPlot = nullptr;
+        cppl::charts::Chart *chart = nullptr;
         if (plot == u"heat"_s) {
-            auto heat = std::make_unique<RankHeatMap>();
+            auto *heat = new RankHeatMap;
             heat->setData(run.timeline(), run.snapshot(), 3000);
-            w = std::move(heat);
+            rankPlot = heat;
+            chart = heat;
         } else {
-            auto bars = std::make_unique<cppl::app::CommShareBars>();
+            auto *bars = new CommShareBars;
             bars->setData(run.snapshot(), 0.2);
-            w = std::move(bars);
+            rankPlot = bars;
+            chart = bars;
         }
-        w->resize(420, 260);
-        w->show();
-        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
-        const QImage plain = w->grab().toImage();
-        // The title: text pixels in the top strip, centred (none at its far left).
+        ChartWidget w(chart); // owns the chart
+        w.resize(420, 260);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const QImage plain = w.grab().toImage();
+        // The title: text pixels in the top strip, none at its far left (the frame's margin).
         const QColor background = plain.pixelColor(1, 1);
-        const int strip = QFontMetrics(w->font()).height() + 4;
+        const int strip = QFontMetrics(w.font()).height() + 4;
         int titlePixels = 0;
         for (int y = 2; y < strip; ++y)
             for (int x = 0; x < plain.width(); ++x)
@@ -257,17 +267,21 @@ private Q_SLOTS:
         QVERIFY2(titlePixels > 50, qPrintable(QString::number(titlePixels)));
         for (int y = 2; y < strip; ++y)
             QCOMPARE(plain.pixelColor(2, y), background);
-        w->setSelectedRank(7);
-        QVERIFY(w->grab().toImage() != plain);
-        w->setSelectedRank(-1);
-        QVERIFY(w->grab().toImage() == plain);
-        QSignalSpy clicked(w.get(), &cppl::app::RankPlot::rankClicked);
-        QTest::mouseClick(w.get(), Qt::LeftButton, {}, QPoint(w->width() / 2, w->height() / 2));
-        QCOMPARE(clicked.size(), 1);
-        const int rank = clicked.front().front().toInt();
+        QSignalSpy changed(chart, &cppl::charts::Chart::changed);
+        rankPlot->setSelectedRank(7);
+        QCOMPARE(changed.size(), 1);
+        rankPlot->setSelectedRank(7); // every update sets it again: no repaint for that
+        QCOMPARE(changed.size(), 1);
+        QVERIFY(w.grab().toImage() != plain);
+        rankPlot->setSelectedRank(-1);
+        QVERIFY(w.grab().toImage() == plain);
+        QSignalSpy picked(&w, &ChartWidget::picked);
+        QTest::mouseClick(&w, Qt::LeftButton, {}, QPoint(w.width() / 2, w.height() / 2));
+        QCOMPARE(picked.size(), 1);
+        const int rank = rankPlot->rankOf(picked.front().front().value<cppl::charts::Hit>());
         QVERIFY2(rank >= 0 && rank < 40, qPrintable(QString::number(rank)));
-        QTest::mouseClick(w.get(), Qt::LeftButton, {}, QPoint(2, w->height() - 2)); // outside the plot
-        QCOMPARE(clicked.size(), 1);
+        QTest::mouseClick(&w, Qt::LeftButton, {}, QPoint(2, w.height() - 2)); // outside the plot
+        QCOMPARE(picked.size(), 1);
     }
 
     void heatMapCellsWithoutDataReadAsNoData()
@@ -297,19 +311,21 @@ private Q_SLOTS:
         QVERIFY(std::isnan(band.values(0).front())); // 0.5 s: every rank still loading
         QVERIFY2(band.values(0).back() > 1000, qPrintable(QString::number(band.values(0).back())));
 
-        RankHeatMap heat;
+        ChartWidget view(new RankHeatMap);
+        view.setToolTip(RankHeatMap::description()); // as the Run page's
+        auto &heat = *static_cast<RankHeatMap *>(view.chart());
         heat.setData(tl, run.snapshot(), 2500);
         QVERIFY(heat.hasCellsWithoutData());
-        const QImage image = heat.imageForRows(40);
+        const QImage image = heat.cellImage(40);
         for (int c = 0; c < image.width(); ++c)
             QCOMPARE(qAlpha(image.pixel(c, late)), 0); // transparent: the hatching shows
         QCOMPARE(qAlpha(image.pixel(image.width() - 1, early)), 255);
 
-        heat.resize(420, 320);
-        heat.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&heat));
-        const QImage shot = heat.grab().toImage().convertToFormat(QImage::Format_RGB32);
-        const QRectF plot = heat.plotRect();
+        view.resize(420, 320);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const QImage shot = view.grab().toImage().convertToFormat(QImage::Format_RGB32);
+        const QRectF plot = heat.lastPlotRect();
         QVERIFY(plot.isValid());
         auto rowY = [&](int r) { return int(plot.top() + (r + 0.5) * plot.height() / 40); };
         // Across the late rank's row nothing is a colour of the scale (the darkest was what it showed).
@@ -320,18 +336,20 @@ private Q_SLOTS:
         // A rank with data, at the right end, is a colour of the scale.
         QVERIFY(distanceFromScale(shot.pixel(int(plot.right()) - 3, rowY(early))) < 12);
         // Its tooltip says so, and which rank; a cell with data gives the rate.
-        const QString noData = heat.toolTipAt(QPointF(plot.right() - 3, rowY(late)));
+        const QString noData = heat.hitTest(QPointF(plot.right() - 3, rowY(late))).text;
         QVERIFY2(noData.startsWith(u"rank %1 at 0:02: no data yet"_s.arg(late)), qPrintable(noData));
-        const QString rate = heat.toolTipAt(QPointF(plot.right() - 3, rowY(early)));
+        const QString rate = heat.hitTest(QPointF(plot.right() - 3, rowY(early))).text;
         QVERIFY2(rate.startsWith(u"rank %1 at 0:02: "_s.arg(early)) && rate.endsWith(u" tok/s"_s), qPrintable(rate));
-        QCOMPARE(heat.toolTipAt(QPointF(1, 1)), heat.toolTip()); // away from the cells: what the map shows
-        QVERIFY(heat.toolTip().contains(u"no data yet"_s));
+        // Away from the cells nothing is hit, and the widget's tooltip says what the map shows.
+        QVERIFY(!heat.hitTest(QPointF(1, 1)).isValid());
+        QVERIFY(view.toolTip().contains(u"no data yet"_s));
+        QVERIFY(heat.lastLegendLabels().contains(u"no data (before the rank's first progress message)"_s));
 
         // Once every rank reported, the late rank's new columns have colours; its first ones stay
         // hatched (and the legend says what they are).
         run.advanceTo(6.0);
         heat.setData(run.timeline(), run.snapshot(), 2500);
-        const QImage later = heat.imageForRows(40);
+        const QImage later = heat.cellImage(40);
         QCOMPARE(qAlpha(later.pixel(later.width() - 1, late)), 255);
         QCOMPARE(qAlpha(later.pixel(0, late)), 0);
         QVERIFY(heat.hasCellsWithoutData());
@@ -353,31 +371,39 @@ private Q_SLOTS:
         RankHeatMap full;
         full.setData(all, s, 300);
         QVERIFY(!full.hasCellsWithoutData());
+        (void)cppl::charts::renderToImage(full, {420, 320}, 1);
+        QVERIFY(full.lastLegendLabels().isEmpty());
     }
 
     void commBarsLegendListsOnlyWhatIsDrawn()
     {
         // The legend named the dashed threshold line (and the bars) when none was drawn: before any
         // rank's comm share is known the plot says so and draws nothing.
-        cppl::app::CommShareBars bars;
-        bars.resize(420, 260);
-        bars.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&bars));
+        ChartWidget view(new CommShareBars);
+        auto &bars = *static_cast<CommShareBars *>(view.chart());
+        view.resize(420, 260);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
         bars.setData(cppl::core::telemetry::Snapshot{}, 0.15);
-        QCOMPARE(bars.legendLabels(), QStringList());
+        (void)view.grab();
+        QCOMPARE(bars.lastLegendLabels(), QStringList());
         SyntheticRun run = SyntheticRun::advanced(40, SyntheticRun::kFirstSyncSeconds - 2); // every rank has progress, none has synced
         bars.setData(run.snapshot(), 0.15);
-        QCOMPARE(bars.legendLabels(), QStringList());
-        (void)bars.grab();
-        const QRectF unknownPlot = bars.plotRect();
+        (void)view.grab();
+        QCOMPARE(bars.lastLegendLabels(), QStringList());
+        QVERIFY(!bars.lastEmptyTextRect().isEmpty()); // "none known before the first sync round"
+        const QRectF unknownPlot = bars.lastPlotRect();
         run.advanceTo(SyntheticRun::kFirstSyncSeconds + 2);
         bars.setData(run.snapshot(), 0.15);
-        QCOMPARE(bars.legendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s, u"alert threshold 15.0%"_s}));
-        (void)bars.grab();
+        (void)view.grab();
+        QCOMPARE(bars.lastLegendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s, u"alert threshold 15.0%"_s}));
+        QVERIFY(bars.lastEmptyTextRect().isEmpty());
         // The legend takes its room only when it lists something.
-        QVERIFY2(unknownPlot.top() < bars.plotRect().top(), qPrintable(u"%1 vs %2"_s.arg(unknownPlot.top()).arg(bars.plotRect().top())));
+        QVERIFY2(unknownPlot.top() < bars.lastPlotRect().top(),
+                 qPrintable(u"%1 vs %2"_s.arg(unknownPlot.top()).arg(bars.lastPlotRect().top())));
         bars.setData(run.snapshot(), 0); // no threshold: no line, not in the legend
-        QCOMPARE(bars.legendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s}));
+        (void)view.grab();
+        QCOMPARE(bars.lastLegendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s}));
     }
 
     void pageTakesTurnsAndCatchesUp()
@@ -511,6 +537,45 @@ private Q_SLOTS:
         QCOMPARE(page.charts()->deviationEmptyText(), u"no data yet"_s);
     }
 
+    void deviationRangeFollowsTheNewestSample()
+    {
+        // The live deviation chart clipped a line that left its range at the newest sample instead
+        // of widening the range (the sample's time, kept as a float for painting, could round
+        // above the axis' end and was not measured). A rank whose PPL runs away from the global
+        // one at the live edge must stay on the plot.
+        SyntheticRun run(4);
+        RunTimeline tl;
+        tl.reset();
+        cppl::core::telemetry::Snapshot s;
+        for (double t = 0.5; t <= 12.0; t += 0.5) {
+            run.advanceTo(t);
+            s = run.snapshot();
+            QVERIFY(tl.append(t, s));
+        }
+        double now = 12.3; // a time whose float rounds up
+        while (double(float(now)) <= now)
+            now += 0.1;
+        run.advanceTo(now);
+        s = run.snapshot();
+        for (auto &v : s.ranks)
+            if (v.rank == 1)
+                v.deviationRelative = 0.25; // far outside the others' few percent
+        QVERIFY(tl.append(now, s));
+        QCOMPARE(tl.times().back(), now);
+        cppl::app::RunPage page;
+        page.resize(1500, 900);
+        page.reset(u"runaway"_s, 4, run.groupNames(), run.thresholds());
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.showSnapshot(s, tl, now, true);
+        page.grab(); // paints: the range is the one drawn
+        const auto *dev = page.charts()->deviationChart();
+        QCOMPARE(dev->seriesCount(), 4);
+        QCOMPARE(dev->series(1).y.back(), double(0.25f));
+        QVERIFY2(dev->lastYRange().second >= double(0.25f),
+                 qPrintable(u"the axis ends at %1"_s.arg(dev->lastYRange().second)));
+    }
+
     void rankNamesCarryTheHostOnlyWhenSeveral()
     {
         // Up to 32 ranks each has a line and a legend entry. On one host "rank 0 (localhost)" said
@@ -542,19 +607,20 @@ private Q_SLOTS:
         // In a 1024 px window the heat map's plot is ~150 px wide: its time axis over 6:12 had one
         // tick, "5:00", from which no scale can be read. Two or more now, their labels apart.
         SyntheticRun run = SyntheticRun::advanced(1024, 372);
-        RankHeatMap heat;
+        ChartWidget view(new RankHeatMap);
+        auto &heat = *static_cast<RankHeatMap *>(view.chart());
         heat.setData(run.timeline(), run.snapshot(), 10000);
         for (const int width : {300, 420, 700}) {
-            heat.resize(width, 400);
-            heat.grab(); // paints: the ticks are those drawn
-            QStringList labels = heat.timeTickLabels();
+            view.resize(width, 400);
+            view.grab(); // paints: the ticks are those drawn
+            QStringList labels = heat.lastXTickLabels();
             QVERIFY2(labels.size() >= 2, qPrintable(u"%1 px: %2"_s.arg(width).arg(labels.join(u", "_s))));
             QVERIFY2(labels.size() <= 8, qPrintable(u"%1 px: %2"_s.arg(width).arg(labels.join(u", "_s))));
             QCOMPARE(labels.removeDuplicates(), 0);
         }
-        heat.resize(300, 400);
-        heat.grab();
-        QCOMPARE(heat.timeTickLabels(), (QStringList{u"2:00"_s, u"4:00"_s, u"6:00"_s}));
+        view.resize(300, 400);
+        view.grab();
+        QCOMPARE(heat.lastXTickLabels(), (QStringList{u"2:00"_s, u"4:00"_s, u"6:00"_s}));
     }
 };
 

@@ -27,6 +27,7 @@ private Q_SLOTS:
     void degenerateRangeGetsAnAxis();
     void percentTicksStepByOneTwoOrFive();
     void secondsTicksUseClockSteps();
+    void narrowTimeAxisGetsTwoTicks();
     void tickLabels_data();
     void tickLabels();
     void valueLabels();
@@ -444,6 +445,27 @@ void TestChartBasics::titleWrapsOntoTwoLines()
     QVERIFY2(narrow[1].endsWith(u'…'), qPrintable(narrow[1]));
     for (const QString &line : narrow)
         QVERIFY2(fm.horizontalAdvance(line) <= full * 0.3, qPrintable(line));
+}
+
+void TestChartBasics::narrowTimeAxisGetsTwoTicks()
+{
+    // A 1024 px window's heat map has ~150 px for 6:12 of time: the ticks that fit the widest
+    // label were "5:00" alone, from which no scale can be read. More steps while their labels fit.
+    QImage image(10, 10, QImage::Format_ARGB32);
+    QPainter painter(&image);
+    const QFontMetricsF fm(cppl::charts::detail::tickFont(painter.font()));
+    Ticks used;
+    for (double length : {120.0, 150.0, 220.0}) {
+        const auto ticks = cppl::charts::detail::numericTicks(0.5, 372, ValueFormat::Seconds, false, false, &used)(length, fm);
+        QStringList labels;
+        for (const auto &t : ticks)
+            labels << t.label;
+        QVERIFY2(labels.size() >= 2, qPrintable(QStringLiteral("%1 px: %2").arg(length).arg(labels.join(QLatin1Char(' ')))));
+        QVERIFY(used.step * length / 371.5 >= fm.horizontalAdvance(QStringLiteral("6:00")) + 8); // labels apart
+    }
+    // A y axis, and an axis wide enough for its first choice, are as they were.
+    const auto wide = cppl::charts::detail::numericTicks(0.5, 372, ValueFormat::Seconds, false, false, &used)(600, fm);
+    QVERIFY(wide.size() >= 4);
 }
 
 void TestChartBasics::yTitleUsesTheRoomBelowAShortPlot()

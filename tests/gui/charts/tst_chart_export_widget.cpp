@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Export (PNG via QImage, SVG, PDF, files and their errors) and ChartWidget (coalesced repaints,
-// hover, pick, palette) through real events on the offscreen platform.
+// the first change joining the pending paint pass, hover, pick, tooltips, palette) through real
+// events on the offscreen platform; a chart's empty text inside its plot.
 #include "chart_test_helpers.h"
 #include "charts/chart_widget.h"
 #include "charts/heat_map.h"
@@ -14,6 +15,7 @@
 #include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QToolTip>
 #include <QTest>
 #include <QWheelEvent>
 #include <QXmlStreamReader>
@@ -55,6 +57,9 @@ private Q_SLOTS:
     void hoverAndPick();
     void followsPalette();
     void wheelScrollsBars();
+    void firstChangeJoinsThePendingPass();
+    void tooltipAwayFromTheData();
+    void emptyTextInsideThePlot();
 };
 
 void TestChartExportWidget::svgIsXmlWithPaths()
@@ -203,6 +208,78 @@ void TestChartExportWidget::wheelScrollsBars()
     QApplication::sendEvent(&widget, &down);
     QVERIFY(down.isAccepted());
     QCOMPARE(bars->viewRange().first, 20); // two notches, a tenth of 100 each
+}
+
+void TestChartExportWidget::firstChangeJoinsThePendingPass()
+{
+    // A page updates its table and its charts from one snapshot: a chart that changes after a
+    // quiet spell must paint in the pass the event loop is about to make for the others (its
+    // posted update request), not in a second pass after a timer fires (twice the paint work).
+    ChartWidget widget(sampleChart().release());
+    widget.resize(500, 300);
+    widget.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&widget));
+    QTRY_VERIFY(widget.paintCount() >= 1);
+    QTest::qWait(ChartWidget::kMinRepaintIntervalMs + 20); // quiet
+    const int before = widget.paintCount();
+    auto *chart = static_cast<TimeSeriesChart *>(widget.chart());
+    chart->appendPoint(0, 100, 5);
+    chart->notifyChanged();
+    QCoreApplication::sendPostedEvents(); // the pending pass: posted events only, no timer runs
+    QCOMPARE(widget.paintCount(), before + 1);
+    // A second change right after waits for the rest of the 40 ms.
+    chart->appendPoint(0, 101, 5);
+    chart->notifyChanged();
+    QCoreApplication::sendPostedEvents();
+    QCOMPARE(widget.paintCount(), before + 1);
+    QTRY_COMPARE(widget.paintCount(), before + 2);
+}
+
+void TestChartExportWidget::tooltipAwayFromTheData()
+{
+    // On a line: the hit's text; away from every line: what the chart shows (the widget's own
+    // tooltip), not nothing.
+    ChartWidget widget(sampleChart().release());
+    widget.setToolTip(QStringLiteral("What the chart shows"));
+    widget.resize(600, 400);
+    widget.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&widget));
+    QTRY_VERIFY(widget.paintCount() >= 1);
+    const QRectF plot = widget.chart()->lastPlotRect();
+    auto tipAt = [&](QPointF p) {
+        QHelpEvent help(QEvent::ToolTip, p.toPoint(), widget.mapToGlobal(p.toPoint()));
+        QApplication::sendEvent(&widget, &help);
+        return QToolTip::text();
+    };
+    const QString onLine = tipAt(QPointF(plot.center().x(), plot.bottom() - 0.8 * plot.height()));
+    QVERIFY2(onLine.startsWith(QStringLiteral("rank 2")), qPrintable(onLine));
+    QCOMPARE(tipAt(QPointF(plot.center().x(), plot.bottom() - 0.65 * plot.height())), QStringLiteral("What the chart shows"));
+    QToolTip::hideText();
+}
+
+void TestChartExportWidget::emptyTextInsideThePlot()
+{
+    // A chart with nothing to draw says why, wrapped inside its plot (a narrow plot cut a one-line
+    // note at both ends); once there is data the note is gone.
+    TimeSeriesChart chart;
+    chart.setEmptyText(QStringLiteral("nothing to compare yet: only rank 2 has reported"));
+    QVERIFY(!chart.hasData());
+    for (int width : {260, 640}) {
+        const QImage image = renderToImage(chart, {width, 240}, 1);
+        const QRectF note = chart.lastEmptyTextRect();
+        QVERIFY(!note.isEmpty());
+        QVERIFY2(chart.lastPlotRect().adjusted(-1, -1, 1, 1).contains(note), qPrintable(QString::number(width)));
+        int ink = 0;
+        for (qreal x = note.left(); x < note.right(); x += 1)
+            ink += colorDistance(pixelAt(image, x, note.center().y()), chart.theme().mutedText.rgb()) < 120;
+        QVERIFY(ink > 3);
+    }
+    chart.setSeries({SeriesData{QStringLiteral("a"), {0, 1}, {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()}}});
+    QVERIFY(!chart.hasData()); // gaps alone are nothing to draw
+    chart.setSeries({SeriesData{QStringLiteral("a"), {0, 1}, {1, 2}}});
+    QVERIFY(chart.hasData());
+    (void)renderToImage(chart, {640, 240}, 1);
+    QVERIFY(chart.lastEmptyTextRect().isEmpty());
 }
 
 QTEST_MAIN(TestChartExportWidget)

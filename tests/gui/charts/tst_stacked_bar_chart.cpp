@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
-// StackedBarChart rendered for real (1x, 2x, light, dark) and read back pixel by pixel.
+// StackedBarChart rendered for real (1x, 2x, light, dark) and read back pixel by pixel; bins that
+// show their largest category, categories without values, a threshold line and the highlighted bar.
 #include "chart_test_helpers.h"
 #include "charts/stacked_bar_chart.h"
 
 #include <QSignalSpy>
 #include <QTest>
+
+#include <algorithm>
+#include <limits>
 
 using namespace cppl::charts;
 using namespace cppl::charts::test;
@@ -21,6 +25,10 @@ private Q_SLOTS:
     void manyBarsAggregateWithRange();
     void viewRangeScrolls();
     void pickReturnsCategories();
+    void largestBinningKeepsTheWorstCategory();
+    void categoriesWithoutValuesGetNoBar();
+    void referenceLineNamedInTheLegend();
+    void highlightedCategoryOutlined();
 };
 
 void TestStackedBarChart::heightsProportional_data()
@@ -185,6 +193,108 @@ void TestStackedBarChart::pickReturnsCategories()
     QCOMPARE(hit.y, 7.0);
     QVERIFY(hit.text.contains(QStringLiteral("r1")));
     QVERIFY(hit.text.contains(QStringLiteral("transfer: 4")));
+}
+
+void TestStackedBarChart::largestBinningKeepsTheWorstCategory()
+{
+    // 1024 ranks at 2 px a bar: each bar shows its rank with the largest total, whole, so one bad
+    // rank among ~five is its bar's height; a pick names that rank. Labels stay at round ranks.
+    StackedBarChart chart;
+    chart.setSegmentNames({QStringLiteral("waiting"), QStringLiteral("transfer")});
+    chart.setBinning(BarBinning::Largest);
+    chart.setMinBarPitch(2);
+    chart.setBinnedAxisTitle(QStringLiteral("rank (each bar: the most of %1 ranks)"));
+    std::vector<double> v;
+    for (int r = 0; r < 1024; ++r) {
+        v.push_back(r == 700 ? 0.15 : 0.01 + 0.001 * (r % 7));
+        v.push_back(0.005);
+    }
+    chart.setValues(v);
+    const QImage image = renderToImage(chart, {600, 400}, 1);
+    const auto &bars = chart.lastBars();
+    QVERIFY(bars.size() < 1024 && bars.size() >= 200);
+    const auto it = std::find_if(bars.begin(), bars.end(), [](const auto &b) { return 700 >= b.first && 700 < b.end; });
+    QVERIFY(it != bars.end());
+    QCOMPARE(it->shown, 700);
+    QCOMPARE(it->segments[0], 0.15);
+    for (const auto &b : bars) // every bar is one of its ranks, the largest
+        for (int r = b.first; r < b.end; ++r)
+            QVERIFY(v[size_t(r) * 2] + v[size_t(r) * 2 + 1] <= v[size_t(b.shown) * 2] + v[size_t(b.shown) * 2 + 1]);
+    const QRectF plot = chart.lastPlotRect();
+    const qreal expected = plot.bottom() - 0.155 / chart.lastYRange().second * plot.height();
+    QVERIFY2(std::abs(it->rect.top() - expected) <= 1, qPrintable(QStringLiteral("%1 vs %2").arg(it->rect.top()).arg(expected)));
+    const Hit hit = chart.hitTest(QPointF(it->rect.center().x(), plot.bottom() - 2));
+    QCOMPARE(hit.shown, 700);
+    QVERIFY(hit.text.contains(QStringLiteral("the largest: 700")));
+    for (const QString &label : chart.lastXTickLabels())
+        QVERIFY2(label.toInt() % 50 == 0, qPrintable(chart.lastXTickLabels().join(QLatin1Char(' '))));
+    QVERIFY(chart.lastXTickLabels().size() >= 3);
+    QVERIFY(colorVariety(image) > 4);
+}
+
+void TestStackedBarChart::categoriesWithoutValuesGetNoBar()
+{
+    // A category whose values are NaN is not known yet: no bar (not a bar of 0). With none known
+    // the chart has nothing to draw: the plot says why and the legend lists nothing.
+    StackedBarChart chart;
+    chart.setSegmentNames({QStringLiteral("waiting"), QStringLiteral("transfer")});
+    chart.setBinning(BarBinning::Largest);
+    chart.setEmptyText(QStringLiteral("none known yet"));
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    chart.setValues({nan, nan, nan, nan, nan, nan});
+    QVERIFY(!chart.hasData());
+    (void)renderToImage(chart, {500, 300}, 1);
+    QVERIFY(chart.lastLegendLabels().isEmpty());
+    QVERIFY(!chart.lastEmptyTextRect().isEmpty());
+    QVERIFY(chart.lastPlotRect().adjusted(-1, -1, 1, 1).contains(chart.lastEmptyTextRect()));
+    chart.setValues({0.2, 0.1, nan, nan, 0.3, 0.1});
+    QVERIFY(chart.hasData());
+    (void)renderToImage(chart, {500, 300}, 1);
+    QVERIFY(chart.lastEmptyTextRect().isEmpty());
+    QCOMPARE(chart.lastLegendLabels(), (QStringList{QStringLiteral("waiting"), QStringLiteral("transfer")}));
+    QVERIFY(chart.lastBars()[0].hasValue && !chart.lastBars()[1].hasValue && chart.lastBars()[2].hasValue);
+    QVERIFY(!chart.hitTest(chart.lastBars()[1].rect.center() - QPointF(0, 5)).isValid());
+}
+
+void TestStackedBarChart::referenceLineNamedInTheLegend()
+{
+    // A threshold runs dashed across the bars and is named in the legend ("alert threshold 15.0%"),
+    // where its label covers no bar; the axis reaches half as far again above it.
+    StackedBarChart chart;
+    chart.setSegmentNames({QStringLiteral("waiting"), QStringLiteral("transfer")});
+    chart.setYAxis({QString(), ValueFormat::Percent, {}, {}, true});
+    chart.setValues({0.02, 0.01, 0.03, 0.01, 0.025, 0.005});
+    chart.setReferenceLines({{0.15, QStringLiteral("alert threshold"), {}, Qt::DashLine}});
+    const QImage image = renderToImage(chart, {500, 300}, 1);
+    QCOMPARE(chart.lastLegendLabels(),
+             (QStringList{QStringLiteral("waiting"), QStringLiteral("transfer"), QStringLiteral("alert threshold 15.0%")}));
+    QVERIFY(chart.lastYRange().second >= 0.225);
+    const QRectF plot = chart.lastPlotRect();
+    const qreal y = plot.bottom() - 0.15 / chart.lastYRange().second * plot.height();
+    int dashes = 0;
+    for (qreal x = plot.left() + 1; x < plot.right(); x += 1)
+        dashes += colorDistance(pixelAt(image, x, y), chart.theme().reference.rgb()) < 60;
+    QVERIFY2(dashes > plot.width() / 4 && dashes < plot.width(), qPrintable(QString::number(dashes)));
+}
+
+void TestStackedBarChart::highlightedCategoryOutlined()
+{
+    // The selected category's bar is outlined and pointed at from above (above its total's label).
+    StackedBarChart chart;
+    chart.setSegmentNames({QStringLiteral("waiting"), QStringLiteral("transfer")});
+    chart.setValues({1, 1, 2, 1, 1, 2});
+    const QImage plain = renderToImage(chart, {500, 300}, 1);
+    QSignalSpy changed(&chart, &Chart::changed);
+    chart.setHighlightedCategory(1);
+    chart.setHighlightedCategory(1);
+    QCOMPARE(changed.size(), 1);
+    const QImage marked = renderToImage(chart, {500, 300}, 1);
+    QVERIFY(plain != marked);
+    const auto &bar = chart.lastBars()[1];
+    int pointer = 0;
+    for (qreal y = bar.rect.top() - 40; y < bar.rect.top() - 14; y += 1)
+        pointer += colorDistance(pixelAt(marked, bar.rect.center().x(), y), chart.theme().text.rgb()) < 60;
+    QVERIFY2(pointer >= 3, qPrintable(QString::number(pointer)));
 }
 
 QTEST_MAIN(TestStackedBarChart)

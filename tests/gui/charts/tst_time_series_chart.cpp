@@ -45,6 +45,7 @@ private Q_SLOTS:
     void pickReturnsNearestSeries();
     void denseModeShowsHighlightedSeries();
     void appendAndRangeFollowData();
+    void rangeTakesInTheEdgeSamples();
 };
 
 void TestTimeSeriesChart::renders_data()
@@ -291,6 +292,34 @@ void TestTimeSeriesChart::appendAndRangeFollowData()
     chart.appendPoint(s, 100, 5000);
     renderToImage(chart, {600, 400}, 1);
     QVERIFY(chart.lastYRange().second >= 5000); // the cache saw the appended point
+}
+
+void TestTimeSeriesChart::rangeTakesInTheEdgeSamples()
+{
+    // The Run page's live charts end at their newest sample. Decimated points keep x as a float, and
+    // a float can round above the double it came from (12.3 -> 12.300000190...): the newest sample
+    // then fell outside [x0, x1] when the y range was measured, and a line leaving the range there
+    // was clipped instead of widening it. Likewise the first sample at x0.
+    for (const double last : {12.3, 0.1, 372.2}) {
+        QVERIFY2(double(float(last)) > last, "the case needs a float that rounds up");
+        TimeSeriesChart chart;
+        SeriesData s{QStringLiteral("rank 1"), {}, {}};
+        for (double x = 0; x < last - 0.25; x += 0.5) {
+            s.x.push_back(x);
+            s.y.push_back(0.01);
+        }
+        s.x.push_back(last);
+        s.y.push_back(0.2); // the newest sample leaves the range of the others
+        chart.setYAxis({QStringLiteral("deviation"), ValueFormat::Percent, {}, {}, true});
+        chart.setSeries({s});
+        renderToImage(chart, {600, 400}, 1);
+        QVERIFY2(chart.lastYRange().second >= 0.2, qPrintable(QStringLiteral("%1: up to %2").arg(last).arg(chart.lastYRange().second)));
+    }
+    // Falling out of the range at the newest sample, too.
+    TimeSeriesChart chart;
+    chart.setSeries({SeriesData{QStringLiteral("a"), {0, 5, 12.3}, {0.01, 0.02, -0.4}}});
+    renderToImage(chart, {600, 400}, 1);
+    QVERIFY2(chart.lastYRange().first <= -0.4, qPrintable(QString::number(chart.lastYRange().first)));
 }
 
 QTEST_MAIN(TestTimeSeriesChart)

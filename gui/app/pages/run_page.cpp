@@ -9,13 +9,8 @@
 
 #include "history/run_record.h"
 
-#include <QAction>
-#include <QClipboard>
 #include <QComboBox>
-#include <QFontDatabase>
-#include <QGuiApplication>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -27,7 +22,6 @@
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
-#include <QStyle>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
@@ -37,14 +31,12 @@
 #include <cmath>
 
 using namespace Qt::StringLiterals;
-using cppl::core::run::AlertKind;
 using cppl::core::run::RunPhase;
 
 namespace cppl::app {
 
 namespace {
 constexpr size_t kLogLinesPerRank = 2000;
-constexpr size_t kLogLinesAll = 20000;
 constexpr int kTakeTurnsAbove = 256; // ranks
 constexpr qint64 kTableEveryMs = 190; // beyond kTakeTurnsAbove ranks: ~5 Hz (snapshot jitter)
 constexpr int kCatchUpMs = 300;       // no snapshot for this long: show what was left out
@@ -55,49 +47,6 @@ QString duration(double seconds)
         return u"–"_s;
     return clockText(qint64(seconds + 0.5));
 }
-
-/// A headline figure: on one line when there is room, wrapped at its spaces when the window is
-/// narrow. Its minimum width is fixed (a few words), so the page's minimum width does not follow
-/// the figures: a 1024-rank run's counts ("3,501,727,834 tokens scored · windows 13,678,096 /
-/// 22,080,000") and badge ("✓ Recovered · rank 777 lost") made the Run page 1,277 px wide at the
-/// least, a 4-rank run's 728.
-class FigureLabel : public QLabel
-{
-public:
-    FigureLabel(QWidget *parent, const QString &widestWord)
-        : QLabel(parent)
-        , m_widestWord(widestWord)
-    {
-        setWordWrap(true);
-    }
-    QSize sizeHint() const override
-    {
-        // One line: QLabel's own hint for wrapped text is a guess (about 40 characters a line).
-        const int w = oneLineWidth();
-        return {w, heightForWidth(w)};
-    }
-    QSize minimumSizeHint() const override
-    {
-        // The same whatever the text (also when it is shorter or hidden), so the page's minimum
-        // width is the same in every state and for any number of ranks.
-        ensurePolished();
-        const int w = fontMetrics().horizontalAdvance(m_widestWord) + marginsWidth();
-        return {w, heightForWidth(w)};
-    }
-
-private:
-    int marginsWidth() const
-    {
-        const QMargins m = contentsMargins();
-        return m.left() + m.right() + 2 * margin() + 2;
-    }
-    int oneLineWidth() const
-    {
-        ensurePolished(); // the badge's style sheet sets a bold font and padding
-        return fontMetrics().horizontalAdvance(text()) + marginsWidth();
-    }
-    QString m_widestWord;
-};
 
 /// The run-state badge of a run that goes on, or went on, without lost ranks: white on dark
 /// orange, bold. Font and padding are set on the label, not in the style sheet, so that its size
@@ -113,18 +62,6 @@ void setBadge(QLabel *label, bool on)
     label->updateGeometry();
 }
 
-QLabel *headline(QWidget *parent, const QString &name, double scale = 1.0, const QString &widestWord = {})
-{
-    QLabel *l = widestWord.isEmpty() ? new QLabel(parent) : new FigureLabel(parent, widestWord);
-    l->setObjectName(name);
-    QFont f = l->font();
-    f.setPointSizeF(f.pointSizeF() * scale);
-    if (scale > 1.0)
-        f.setBold(true);
-    l->setFont(f);
-    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    return l;
-}
 } // namespace
 
 RunPage::RunPage(QWidget *parent)
@@ -136,183 +73,35 @@ RunPage::RunPage(QWidget *parent)
     , m_logTimer(new QTimer(this))
     , m_catchUp(new QTimer(this))
 {
+    // Top to bottom: the headline (what a user looks at first), the notices, then the charts over
+    // the rank table beside the Alerts and Logs tabs (run_page_parts.cpp builds each).
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-
-    // Headline: what a user looks at first.
-    auto *head = new QHBoxLayout;
-    m_head = head;
-    m_run = new QPushButton(tr("Run"), this);
-    m_run->setToolTip(tr("Start the evaluation on the cluster (Ctrl+R)"));
-    m_stop = new QPushButton(tr("Stop"), this);
-    m_stop->setToolTip(tr("End every rank of this run (Ctrl+.)"));
-    m_stop->setEnabled(false);
-    // The badge and the figures wrap when the page is narrower still than the headline's two rows.
-    m_phase = headline(this, u"phase"_s, 1.0, u"✓ Recovered ·"_s);
-    m_ppl = headline(this, u"ppl"_s, 1.6);
-    m_tokens = headline(this, u"tokens"_s, 1.0, u"000,000,000,000 tokens"_s);
-    m_rate = headline(this, u"rate"_s, 1.0, u"000,000,000,000 tokens"_s);
-    m_eta = headline(this, u"eta"_s, 1.0, u"elapsed 00:00:00"_s);
-    m_telemetry = headline(this, u"telemetry"_s, 1.0, u"elapsed 00:00:00"_s);
-    m_telemetry->setToolTip(tr("Lost: messages the ranks sent that never arrived (their seq numbers are missing; a "
-                               "sender drops when its queue is full). Skipped: progress and heartbeats received "
-                               "while the collector was behind and superseded by a newer one of the same rank, "
-                               "so not decoded. Neither changes the exact PPL: progress carries cumulative "
-                               "sums and each rank's last one always counts."));
-    head->addWidget(m_run);
-    head->addWidget(m_stop);
-    head->addSpacing(12);
-    // Centred at its own height: stretched to a row of wrapped figures (a 1024 px window), the
-    // orange badge was a block three lines tall.
-    head->addWidget(m_phase, 0, Qt::AlignVCenter);
-    head->addSpacing(12);
-    head->addWidget(m_ppl);
-    head->addSpacing(12);
-    m_figures = new QVBoxLayout;
-    m_figures->addWidget(m_tokens);
-    m_figures->addWidget(m_rate);
-    head->addLayout(m_figures);
-    // Time and telemetry one above the other, as tokens and rate are: side by side, a 1024-rank
-    // run's headline ("✓ Recovered · rank 777 lost", 22,054,752 windows) was wider than a 1500 px
-    // window and widened it.
-    m_times = new QVBoxLayout;
-    m_times->addWidget(m_eta);
-    m_times->addWidget(m_telemetry);
-    head->addLayout(m_times);
-    head->addStretch(1);
-    layout->addLayout(head);
+    layout->addLayout(buildHeadline());
     // Tokens, rate and telemetry on a line of their own under the PPL when the row is too narrow
     // for them (placeHeadline); empty otherwise.
     m_headBelow = new QHBoxLayout;
-    m_headBelow->setSpacing(std::max(12, 3 * head->spacing()));
+    m_headBelow->setSpacing(std::max(12, 3 * m_head->spacing()));
     layout->addLayout(m_headBelow);
-    m_deviation = new QLabel(this);
-    m_deviation->setObjectName(u"deviation"_s);
-    m_deviation->setWordWrap(true);
-    m_resumed = new QLabel(this);
-    m_resumed->setObjectName(u"resumed"_s);
-    m_resumed->setWordWrap(true);
-    m_resumed->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    layout->addWidget(m_resumed);
-    m_resumed->hide();
-    m_notice = new QLabel(this);
-    m_notice->setObjectName(u"notice"_s);
-    m_notice->setWordWrap(true);
-    m_notice->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    layout->addWidget(m_deviation);
-    layout->addWidget(m_notice);
-    m_deviation->hide(); // shown when there is something to say
-    m_notice->hide();
-
+    buildNotices(layout);
     auto *split = new QSplitter(Qt::Vertical, this);
     m_charts = new RunCharts(split);
     split->addWidget(m_charts);
-
-    auto *bottom = new QSplitter(Qt::Horizontal, split);
-    m_bottom = bottom;
-    auto *tableBox = new QWidget(bottom);
-    m_tableBox = tableBox;
-    auto *tableLayout = new QVBoxLayout(tableBox);
-    tableLayout->setContentsMargins(0, 0, 0, 0);
-    m_rankFilter = new QLineEdit(tableBox);
-    m_rankFilter->setPlaceholderText(tr("Filter ranks (host, group, state…)"));
-    m_rankFilter->setClearButtonEnabled(true);
-    tableLayout->addWidget(m_rankFilter);
-    m_proxy->setSourceModel(m_ranks);
-    m_proxy->setSortRole(RankTableModel::SortRole);
-    m_proxy->setFilterKeyColumn(-1);
-    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
-    m_table = new QTableView(tableBox);
-    m_table->setObjectName(u"rankTable"_s);
-    m_table->setModel(m_proxy);
-    m_table->setSortingEnabled(true);
-    m_table->sortByColumn(RankTableModel::ColRank, Qt::AscendingOrder);
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_table->verticalHeader()->hide();
-    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
-    m_table->horizontalHeader()->setStretchLastSection(true);
-    m_table->setAlternatingRowColors(true);
-    m_table->setWordWrap(false); // one line per cell: no text layout per cell and paint
-    {
-        // Widths from the header and typical content, once: resizing to contents would measure
-        // every row of a 1024-rank table on every update.
-        const QFontMetrics fm = m_table->fontMetrics();
-        // Sized so that every column, memory last, fits the table's share of a 1500-pixel window.
-        const QStringList samples{u"0000"_s, u"node-000.c"_s, u"group-00"_s, u"✗ failed (signal 9)"_s, u"00,000,000"_s,
-                                  u"00,000"_s, u"00.0 %"_s, u"000"_s, u"00.0 s"_s, u"00.0/00 GiB · 100%"_s};
-        m_tableWidth = 2 * m_table->frameWidth() + m_table->style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4;
-        for (int c = 0; c < RankTableModel::ColumnCount; ++c) {
-            const int header = fm.horizontalAdvance(m_ranks->headerData(c, Qt::Horizontal).toString()) + 28;
-            m_table->setColumnWidth(c, std::max(header, fm.horizontalAdvance(samples[c]) + 14));
-            m_tableWidth += m_table->columnWidth(c);
-        }
-    }
-    tableLayout->addWidget(m_table);
-    bottom->addWidget(tableBox);
-
-    m_tabs = new QTabWidget(bottom);
-    m_alertView = new QTableView(m_tabs);
-    m_alertView->setObjectName(u"alertView"_s);
-    m_alertView->setModel(m_alerts);
-    m_alertView->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_alertView->verticalHeader()->hide();
-    m_alertView->horizontalHeader()->setStretchLastSection(true);
-    m_alertView->setWordWrap(true);
-    // Rows of one fixed height (two lines; the whole message in the tooltip): the view never
-    // measures rows, however many alerts a storm brings.
-    m_alertView->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
-    m_alertView->verticalHeader()->setDefaultSectionSize(2 * m_alertView->fontMetrics().lineSpacing() + 6);
-    m_alertView->setTextElideMode(Qt::ElideRight);
-    m_alertView->setContextMenuPolicy(Qt::ActionsContextMenu);
-    auto *copyAlerts = new QAction(tr("Copy all alerts"), m_alertView);
-    copyAlerts->setToolTip(tr("Every alert of this run, one per line (tab-separated), also those the list coalesces"));
-    connect(copyAlerts, &QAction::triggered, this, [this] { QGuiApplication::clipboard()->setText(m_alerts->allAlertsAsText()); });
-    m_alertView->addAction(copyAlerts);
-    m_alertView->setColumnWidth(AlertModel::ColTime, m_alertView->fontMetrics().horizontalAdvance(u"00:00:00"_s) + 12);
-    m_alertView->setColumnWidth(AlertModel::ColRank, m_alertView->fontMetrics().horizontalAdvance(u"Rank 0000"_s));
-    {
-        // The widest kind on one line ("⚠ comm share" was the measure: "⚠ lost telemetry" wrapped
-        // onto two); a count ("×12") may take the row's second line. The delegate keeps a margin
-        // of the focus frame's plus one on either side of the text.
-        const QFontMetrics fm = m_alertView->fontMetrics();
-        int kind = 0;
-        for (AlertKind k : {AlertKind::Stalled, AlertKind::Failed, AlertKind::CommShare, AlertKind::LostMessages,
-                            AlertKind::ResultMismatch, AlertKind::Deviation, AlertKind::RankLost})
-            for (const QString &symbol : {u"⚠ "_s, u"✗ "_s})
-                kind = std::max(kind, fm.horizontalAdvance(symbol + cppl::core::run::alertKindName(k)));
-        const int margin = m_alertView->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, m_alertView) + 1;
-        m_alertView->setColumnWidth(AlertModel::ColKind, kind + 2 * margin + 4);
-    }
-    m_tabs->addTab(m_alertView, tr("Alerts"));
-    auto *logBox = new QWidget(m_tabs);
-    auto *logLayout = new QVBoxLayout(logBox);
-    logLayout->setContentsMargins(2, 2, 2, 2);
-    auto *logBar = new QHBoxLayout;
-    m_logRank = new QComboBox(logBox);
-    m_logRank->setToolTip(tr("Whose output to show; follows the selected rank"));
-    m_logSearch = new QLineEdit(logBox);
-    m_logSearch->setPlaceholderText(tr("Search the log"));
-    m_logSearch->setClearButtonEnabled(true);
-    logBar->addWidget(m_logRank);
-    logBar->addWidget(m_logSearch, 1);
-    logLayout->addLayout(logBar);
-    m_log = new QPlainTextEdit(logBox);
-    m_log->setObjectName(u"rankLog"_s);
-    m_log->setReadOnly(true);
-    m_log->setMaximumBlockCount(int(kLogLinesAll));
-    m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
-    m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-    logLayout->addWidget(m_log);
-    m_tabs->addTab(logBox, tr("Logs"));
-    bottom->addWidget(m_tabs);
-    bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
-    bottom->setStretchFactor(1, 1);
-    split->addWidget(bottom);
+    m_bottom = new QSplitter(Qt::Horizontal, split);
+    m_bottom->addWidget(buildRankTable(m_bottom));
+    m_bottom->addWidget(buildTabs(m_bottom));
+    m_bottom->setStretchFactor(0, 2); // the rank table needs its ten columns; alerts wrap
+    m_bottom->setStretchFactor(1, 1);
+    split->addWidget(m_bottom);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     layout->addWidget(split, 1);
+    connectControls();
+    reset({}, 0, {}, Thresholds{});
+}
 
+void RunPage::connectControls()
+{
     m_catchUp->setSingleShot(true);
     m_catchUp->setInterval(kCatchUpMs);
     connect(m_catchUp, &QTimer::timeout, this, &RunPage::catchUp);
@@ -325,6 +114,7 @@ RunPage::RunPage(QWidget *parent)
     connect(m_run, &QPushButton::clicked, this, &RunPage::runRequested);
     connect(m_stop, &QPushButton::clicked, this, &RunPage::stopRequested);
     connect(m_rankFilter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    // Selecting a rank anywhere selects it everywhere: the table, an alert, a chart, the log's rank.
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &cur) {
         if (!m_updatingSelection && cur.isValid())
             selectRank(cur.data(RankTableModel::RankRole).toInt());
@@ -343,7 +133,6 @@ RunPage::RunPage(QWidget *parent)
             refreshLogView();
     });
     connect(m_logSearch, &QLineEdit::textChanged, this, &RunPage::scheduleLogRefresh);
-    reset({}, 0, {}, Thresholds{});
 }
 
 void RunPage::reset(const QString &runId, int worldSize, const std::vector<QString> &groupNames, const Thresholds &thresholds)
@@ -507,6 +296,20 @@ QString RunPage::noticeText() const
 void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl::core::run::RunTimeline &timeline,
                            double elapsed, bool redrawCharts)
 {
+    showFigures(s, elapsed);
+    showTelemetryCounts(s);
+    showEta(s, elapsed);
+    if (m_worldSize != int(s.ranks.size())) {
+        m_worldSize = int(s.ranks.size());
+        const int keep = m_logRank->count();
+        for (int r = keep - 2; r < m_worldSize; ++r)
+            m_logRank->addItem(tr("rank %1").arg(r), r);
+    }
+    showTableAndCharts(s, timeline, redrawCharts);
+}
+
+void RunPage::showFigures(const cppl::core::telemetry::Snapshot &s, double elapsed)
+{
     const auto &p = s.globalPpl;
     if (s.global.tokens > 0 && std::isfinite(p.ppl)) {
         // Six decimals: the figure a user compares with the result file and the CLI's line.
@@ -526,18 +329,26 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
         m_rate->setText(tr("%1 tok/s (all ranks, average)").arg(QLocale().toString(double(s.global.tokens) / elapsed, 'f', 0)));
     else
         m_rate->setText(tr("%1 tok/s (all ranks)").arg(QLocale().toString(s.tokensPerSecond, 'f', 0)));
-    if (s.lostTotal > 0 || s.coalescedTotal > 0 || s.decode.rejectedTotal() > 0) {
-        QStringList parts;
-        if (s.lostTotal > 0)
-            parts << tr("%1 lost").arg(QLocale().toString(qlonglong(s.lostTotal)));
-        if (s.coalescedTotal > 0)
-            parts << tr("%1 skipped (superseded)").arg(QLocale().toString(qlonglong(s.coalescedTotal)));
-        if (s.decode.rejectedTotal() > 0)
-            parts << tr("%1 rejected").arg(QLocale().toString(qlonglong(s.decode.rejectedTotal())));
-        // "messages": beside a "Recovering" badge, "telemetry: 33 lost" read as 33 lost ranks.
-        m_telemetry->setText(tr("telemetry messages: %1").arg(parts.join(u" · "_s)));
-        m_telemetry->show();
-    }
+}
+
+void RunPage::showTelemetryCounts(const cppl::core::telemetry::Snapshot &s)
+{
+    if (s.lostTotal <= 0 && s.coalescedTotal <= 0 && s.decode.rejectedTotal() <= 0)
+        return;
+    QStringList parts;
+    if (s.lostTotal > 0)
+        parts << tr("%1 lost").arg(QLocale().toString(qlonglong(s.lostTotal)));
+    if (s.coalescedTotal > 0)
+        parts << tr("%1 skipped (superseded)").arg(QLocale().toString(qlonglong(s.coalescedTotal)));
+    if (s.decode.rejectedTotal() > 0)
+        parts << tr("%1 rejected").arg(QLocale().toString(qlonglong(s.decode.rejectedTotal())));
+    // "messages": beside a "Recovering" badge, "telemetry: 33 lost" read as 33 lost ranks.
+    m_telemetry->setText(tr("telemetry messages: %1").arg(parts.join(u" · "_s)));
+    m_telemetry->show();
+}
+
+void RunPage::showEta(const cppl::core::telemetry::Snapshot &s, double elapsed)
+{
     // The ETA from the current rate of all ranks (the windows left at the tokens per window so far),
     // once every rank has reported progress (or ended): from the elapsed time instead, the model's
     // load and the ranks that had not started counted as evaluation, and 3 s into a run it read
@@ -552,12 +363,11 @@ void RunPage::showSnapshot(const cppl::core::telemetry::Snapshot &s, const cppl:
                                                     / s.tokensPerSecond)));
     else
         m_eta->setText(tr("elapsed %1").arg(duration(elapsed)));
-    if (m_worldSize != int(s.ranks.size())) {
-        m_worldSize = int(s.ranks.size());
-        const int keep = m_logRank->count();
-        for (int r = keep - 2; r < m_worldSize; ++r)
-            m_logRank->addItem(tr("rank %1").arg(r), r);
-    }
+}
+
+void RunPage::showTableAndCharts(const cppl::core::telemetry::Snapshot &s, const cppl::core::run::RunTimeline &timeline,
+                                 bool redrawCharts)
+{
     bool showTable = true, showCharts = true;
     unsigned parts = RunCharts::AllParts;
     if (int(s.ranks.size()) > kTakeTurnsAbove && !redrawCharts && m_tableClock.isValid()) {
@@ -700,6 +510,24 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
         catchUp(); // the last snapshot in full, now: no more are coming
     }
     setPhase(o.phase);
+    QStringList lines = resultLines(o);
+    // --on-rank-loss continue: finished without some ranks. A badge a user notices, the causes in
+    // its tooltip and below, the lost ranks marked in the table and the heat map.
+    if (o.phase == RunPhase::Finished && !o.recovered.isEmpty())
+        lines << showRecovered(o);
+    else if (!m_lostLive.empty())
+        showLostThenEnded(o.phase);
+    m_lostLive.clear();
+    refreshNotice(); // the engine's last word ("recovered (…)"), no longer "the run goes on"
+    if (!o.logDir.isEmpty())
+        lines << tr("Per-rank logs: %1").arg(o.logDir);
+    m_deviation->setText(lines.join(u'\n'));
+    m_deviation->setVisible(!lines.isEmpty());
+    m_eta->setText(m_eta->text().section(u" · "_s, 0, 0)); // no ETA once it ended
+}
+
+QStringList RunPage::resultLines(const cppl::core::run::RunOutcome &o)
+{
     QStringList lines;
     if (!o.firstCause.isEmpty())
         lines << tr("First cause: %1").arg(o.firstCause);
@@ -724,52 +552,50 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
     } else if (o.phase == RunPhase::Finished) {
         lines << tr("Final deviation from a one-rank baseline: not known (no baseline run of these settings)");
     }
-    // --on-rank-loss continue: finished without some ranks. A badge a user notices, the causes in
-    // its tooltip and below, the lost ranks marked in the table and the heat map.
-    if (o.phase == RunPhase::Finished && !o.recovered.isEmpty()) {
-        const QJsonArray lost = cppl::core::history::lostRanksOf(o.resultJson);
-        const QStringList detail = lostRanksDetail(lost);
-        m_phase->setText(u"✓ "_s + tr("Recovered") + u" · "_s + lostRanksSummary(lost));
-        m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "
-                               "again, and the result has the same bits as one rank.\n%1")
-                                .arg(detail.join(u"\n"_s)));
-        setBadge(m_phase, true);
-        for (const QString &d : detail)
-            lines << tr("Recovered: %1").arg(d);
-        // The engine's last notice, "recovered (…)", says what the lines above say.
-        for (const QString &r : o.recovered)
-            if (m_noticeLatest == cppl::core::run::recoveredNotice(r))
-                m_noticeLatest.clear();
-        std::map<int, QString> byRank;
-        std::vector<int> ranks;
-        for (qsizetype i = 0; i < lost.size(); ++i) {
-            const int r = lost.at(i).toObject().value(u"rank"_s).toInt();
-            byRank[r] = detail.value(i);
-            ranks.push_back(r);
-        }
-        m_ranks->setLostRanks(std::move(byRank));
-        m_charts->setLostRanks(ranks);
-    } else if (!m_lostLive.empty()) {
-        // The others regrouped without a rank, and the run then failed or was stopped: the lost
-        // ranks read as what their processes did, and the notice no longer says the run goes on.
-        m_ranks->setLostRanks({});
-        m_charts->setLostRanks({});
-        std::vector<int> ranks;
-        for (const auto &lost : m_lostLive)
-            ranks.push_back(lost.first);
-        if (o.phase == RunPhase::Failed || o.phase == RunPhase::Stopped)
-            setNotice((ranks.size() == 1 ? tr("rank %1 lost; the others went on without it until the run %2")
-                                     : tr("ranks %1 lost; the others went on without them until the run %2"))
-                      .arg(QString::fromStdString(rankListText(ranks)),
-                           o.phase == RunPhase::Stopped ? tr("was stopped") : tr("failed")));
+    return lines;
+}
+
+QStringList RunPage::showRecovered(const cppl::core::run::RunOutcome &o)
+{
+    const QJsonArray lost = cppl::core::history::lostRanksOf(o.resultJson);
+    const QStringList detail = lostRanksDetail(lost);
+    m_phase->setText(u"✓ "_s + tr("Recovered") + u" · "_s + lostRanksSummary(lost));
+    m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "
+                           "again, and the result has the same bits as one rank.\n%1")
+                            .arg(detail.join(u"\n"_s)));
+    setBadge(m_phase, true);
+    QStringList lines;
+    for (const QString &d : detail)
+        lines << tr("Recovered: %1").arg(d);
+    // The engine's last notice, "recovered (…)", says what the lines above say.
+    for (const QString &r : o.recovered)
+        if (m_noticeLatest == cppl::core::run::recoveredNotice(r))
+            m_noticeLatest.clear();
+    std::map<int, QString> byRank;
+    std::vector<int> ranks;
+    for (qsizetype i = 0; i < lost.size(); ++i) {
+        const int r = lost.at(i).toObject().value(u"rank"_s).toInt();
+        byRank[r] = detail.value(i);
+        ranks.push_back(r);
     }
-    m_lostLive.clear();
-    refreshNotice(); // the engine's last word ("recovered (…)"), no longer "the run goes on"
-    if (!o.logDir.isEmpty())
-        lines << tr("Per-rank logs: %1").arg(o.logDir);
-    m_deviation->setText(lines.join(u'\n'));
-    m_deviation->setVisible(!lines.isEmpty());
-    m_eta->setText(m_eta->text().section(u" · "_s, 0, 0)); // no ETA once it ended
+    m_ranks->setLostRanks(std::move(byRank));
+    m_charts->setLostRanks(ranks);
+    return lines;
+}
+
+void RunPage::showLostThenEnded(RunPhase phase)
+{
+    // The others regrouped without a rank, and the run then failed or was stopped: the lost ranks
+    // read as what their processes did, and the notice no longer says the run goes on.
+    m_ranks->setLostRanks({});
+    m_charts->setLostRanks({});
+    std::vector<int> ranks;
+    for (const auto &lost : m_lostLive)
+        ranks.push_back(lost.first);
+    if (phase == RunPhase::Failed || phase == RunPhase::Stopped)
+        setNotice((ranks.size() == 1 ? tr("rank %1 lost; the others went on without it until the run %2")
+                                 : tr("ranks %1 lost; the others went on without them until the run %2"))
+                  .arg(QString::fromStdString(rankListText(ranks)), phase == RunPhase::Stopped ? tr("was stopped") : tr("failed")));
 }
 
 } // namespace cppl::app

@@ -4,10 +4,12 @@
 // The Run page's charts, fed from the engine's RunTimeline and latest snapshot: global PPL with its
 // ± band, per-rank tokens/s (lines up to 32 ranks, p5/median/p95 plus the slowest ranks named
 // beyond), a rank x time heat map of tokens/s, comm share per rank as stacked bars (waiting vs
-// transfer) and each rank's deviation from the global PPL. update() may be called per snapshot: the
-// charts are rebuilt only when the timeline took a sample (at most 5 Hz), beyond 256 ranks at most
-// every 200 ms, and incrementally (bands and heat map columns of the new samples only). Repaints
-// join the page's paint pass of that snapshot (no second pass later).
+// transfer) and each rank's deviation from the global PPL. Every one is a chart of the chart
+// module (gui/charts), configured here or in a small subclass (RankSeriesChart, RankHeatMap,
+// CommShareBars), shown in a ChartWidget; nothing here paints. update() may be called per
+// snapshot: the charts are rebuilt only when the timeline took a sample (at most 5 Hz), beyond 256
+// ranks at most every 200 ms, and incrementally (bands and heat map columns of the new samples
+// only). Repaints join the page's paint pass of that snapshot (no second pass later).
 
 #include "rank_plot.h"
 #include "run/run_timeline.h"
@@ -17,80 +19,20 @@
 #include <QWidget>
 
 #include <cstdint>
-#include <memory>
+#include <utility>
 #include <vector>
 
 namespace cppl::charts {
 class Chart;
+class ChartWidget;
 class TimeSeriesChart;
 } // namespace cppl::charts
 
 namespace cppl::app {
 
+class CommShareBars;
 class RankHeatMap;
-class RankQuantiles;
-
-/// Paints one chart of the chart module; a click on a series whose name starts with "rank N"
-/// reports that rank.
-class ChartView : public QWidget
-{
-    Q_OBJECT
-
-public:
-    explicit ChartView(cppl::charts::Chart *chart, QWidget *parent = nullptr);
-    [[nodiscard]] cppl::charts::Chart *chart() const noexcept { return m_chart; }
-    QSize sizeHint() const override { return {420, 220}; }
-    /// What the plot says while the chart has no series ("no data yet" unless set).
-    void setEmptyText(const QString &text);
-    [[nodiscard]] QString emptyText() const { return m_emptyText; }
-
-Q_SIGNALS:
-    void rankClicked(int rank);
-
-protected:
-    void paintEvent(QPaintEvent *event) override;
-    void mousePressEvent(QMouseEvent *event) override;
-    bool event(QEvent *event) override;
-
-private:
-    cppl::charts::Chart *m_chart;
-    QElapsedTimer m_lastPaint;
-    bool m_pending = false;
-    QString m_emptyText;
-};
-
-/// Comm share per rank as stacked bars: waiting for stragglers (solid) + transfer (hatched).
-/// Beyond what fits, neighbouring ranks are merged into one bar showing their maximum.
-class CommShareBars : public RankPlot
-{
-    Q_OBJECT
-
-public:
-    explicit CommShareBars(QWidget *parent = nullptr);
-    void setData(const cppl::core::telemetry::Snapshot &snapshot, double alertShare);
-    QSize sizeHint() const override { return {420, 220}; }
-    /// What the legend lists: only what is drawn (no bars before any rank's share is known, the
-    /// threshold only with the bars and when it is on the scale).
-    [[nodiscard]] QStringList legendLabels() const;
-    /// Where the last paint wrote "no data yet" / "none known before the first sync round"
-    /// (empty when it drew bars).
-    [[nodiscard]] QRectF noteRect() const noexcept { return m_noteRect; }
-
-protected:
-    void paintEvent(QPaintEvent *event) override;
-    void mousePressEvent(QMouseEvent *event) override;
-
-private:
-    int m_bars = 0;
-    QRectF m_noteRect;
-    std::vector<float> m_wait, m_transfer; // 0 for a rank whose share is not known yet
-    bool m_anyKnown = false;               // else the plot says so instead of showing empty bars
-    double m_alert = 0;
-    [[nodiscard]] bool barsDrawn() const { return !m_wait.empty() && m_anyKnown; }
-    /// The dashed line: with the bars, and within the scale (which ends at 100 %).
-    [[nodiscard]] bool thresholdDrawn() const { return barsDrawn() && m_alert > 0 && m_alert <= 1.0; }
-    [[nodiscard]] QString thresholdLabel() const;
-};
+class RankSeriesChart;
 
 class RunCharts : public QWidget
 {
@@ -123,7 +65,7 @@ public:
     /// nothing to compare yet (one rank has reported; a one-rank run).
     [[nodiscard]] QString deviationEmptyText() const;
     /// The deviation chart (tests: its series and, once painted, its y range).
-    [[nodiscard]] const cppl::charts::TimeSeriesChart *deviationChart() const noexcept { return m_deviation; }
+    [[nodiscard]] const cppl::charts::TimeSeriesChart *deviationChart() const noexcept;
     /// A recovered run's lost ranks, marked on the heat map (RankHeatMap::setLostRanks) and named
     /// "lost", not "slow", among the slowest ranks of the tok/s chart.
     void setLostRanks(const std::vector<int> &ranks);
@@ -134,22 +76,23 @@ public:
 Q_SIGNALS:
     void rankClicked(int rank);
 
-protected:
-    void changeEvent(QEvent *event) override;
-
 private:
-    void applyTheme();
+    /// @p chart in a ChartWidget named @p name (tests find it), its picks reported as ranks.
+    cppl::charts::ChartWidget *addView(cppl::charts::Chart *chart, RankPlot *plot, const QString &name, QSize hint);
     void rebuildGlobal(const cppl::core::run::RunTimeline &timeline);
     void rebuildRanks(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot);
+    void rebuildDeviation(const cppl::core::run::RunTimeline &timeline, const QStringList &names);
+    /// Beyond 32 ranks: the slowest ranks, named with their host and why ("slow", "stalled", "lost").
+    [[nodiscard]] std::vector<std::pair<int, QString>> slowest(const cppl::core::run::RunTimeline &timeline,
+                                                               const cppl::core::telemetry::Snapshot &snapshot) const;
 
     cppl::charts::TimeSeriesChart *m_ppl = nullptr;
-    cppl::charts::TimeSeriesChart *m_rates = nullptr;
-    cppl::charts::TimeSeriesChart *m_deviation = nullptr;
-    ChartView *m_deviationView = nullptr; // its ChartView (the tooltip where no series is hit, the empty text)
+    RankSeriesChart *m_rates = nullptr;     // quantiles p5, median, p95, p99 of tok/s
+    RankSeriesChart *m_deviation = nullptr; // quantiles p5, median, p95 of the deviation
+    cppl::charts::ChartWidget *m_deviationView = nullptr; // the tooltip where no series is hit
     RankHeatMap *m_heat = nullptr;
     CommShareBars *m_comm = nullptr;
-    std::unique_ptr<RankQuantiles> m_rateBand;      // p5, median, p95, p99 of tok/s
-    std::unique_ptr<RankQuantiles> m_deviationBand; // p5, median, p95 of the deviation
+    std::vector<RankPlot *> m_rankPlots; // every chart the selected rank is shown on
     struct Drawn // what a part last showed
     {
         std::uint64_t revision = ~std::uint64_t{0};
@@ -157,7 +100,6 @@ private:
         QElapsedTimer clock;
     };
     Drawn m_drawn[2]; // GlobalPart, RankPart
-    std::vector<int> m_rateSeriesRank; // series index -> rank (-1: a percentile line)
     QStringList m_slowest;
     std::vector<int> m_lost;
     int m_worldSize = 0;

@@ -96,6 +96,27 @@ protected:
     bool event(QEvent *event) override;
 
 private:
+    static constexpr size_t kLogLinesAll = 20000; // every rank's lines in the log view
+
+    // The page's parts, built once by the constructor (run_page_parts.cpp), and their wiring.
+    QHBoxLayout *buildHeadline();
+    void buildNotices(QVBoxLayout *layout);
+    QWidget *buildRankTable(QWidget *parent);
+    QTabWidget *buildTabs(QWidget *parent);
+    QTableView *buildAlertView(QWidget *parent);
+    QWidget *buildLogTab(QWidget *parent);
+    void connectControls();
+    // showSnapshot()'s steps: the headline's figures, then the table and the charts (in turns).
+    void showFigures(const cppl::core::telemetry::Snapshot &snapshot, double elapsedSeconds);
+    void showTelemetryCounts(const cppl::core::telemetry::Snapshot &snapshot);
+    void showEta(const cppl::core::telemetry::Snapshot &snapshot, double elapsedSeconds);
+    void showTableAndCharts(const cppl::core::telemetry::Snapshot &snapshot, const cppl::core::run::RunTimeline &timeline,
+                            bool redrawCharts);
+    // showOutcome()'s steps: the result's lines, then the lost ranks (recovered, or the run ended after all).
+    QStringList resultLines(const cppl::core::run::RunOutcome &outcome);
+    QStringList showRecovered(const cppl::core::run::RunOutcome &outcome);
+    void showLostThenEnded(cppl::core::run::RunPhase phase);
+
     /// The headline in one row when its figures fit on one line each beside the PPL, else in two.
     void placeHeadline();
     /// Beside the Alerts/Logs tabs when both have room (the table's columns and a readable
