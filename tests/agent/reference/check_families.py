@@ -80,11 +80,13 @@ def check_logits(tmp, tool, read_dir, check):
         info = json.loads(tool("make_checkpoint.py", "--out", d, "--seed", "5", *args).stdout)
         cfg, W, dtypes = read_dir(d)
         dt = args[args.index("--dtype") + 1] if "--dtype" in args else "F32"
-        files_ok = set(dtypes.values()) == {dt} and os.path.exists(os.path.join(d, "model.safetensors.index.json")) == ("--sharded" in args)
+        sharded = os.path.exists(os.path.join(d, "model.safetensors.index.json"))
+        files_ok = set(dtypes.values()) == {dt} and sharded == ("--sharded" in args)
         ids = rng.integers(0, cfg["vocab_size"], (2, T_CHECK))
         want = np_family(cfg, W, dtypes, ids)
         out = os.path.join(tmp, label + ".f32")
-        r = tool("reference_logits.py", "--model", d, "--ids", ";".join(",".join(map(str, row)) for row in ids), "--out", out)
+        r = tool("reference_logits.py", "--model", d, "--ids", ";".join(",".join(map(str, row)) for row in ids),
+                 "--out", out)
         got = np.fromfile(out, "<f4").reshape(json.loads(r.stdout)["shape"])
         err32 = np.abs(got - want).max() / np.abs(want).max()
         err64 = np.abs(ref_logits(reference(d), ids) - want).max() / np.abs(want).max()
@@ -108,7 +110,8 @@ def check_window(tmp, check):
     diff = np.abs(windowed - full).max(-1)
     first = int(np.nonzero(diff > 0)[0][0])
     check("mistral sliding_window %d: a query at t sees keys t-%d..t (positions < %d identical to no window, %d differs)"
-          % (W, W - 1, W, W), first == W and np.all(diff[:W] == 0) and np.all(diff[W:] > 1e-6), "(first differing position %d)" % first)
+          % (W, W - 1, W, W), first == W and np.all(diff[:W] == 0) and np.all(diff[W:] > 1e-6),
+          "(first differing position %d)" % first)
     g = os.path.join(tmp, "gemma2")  # layer 0 slides, layer 1 is global, layer 2 slides
     cfg = json.load(open(os.path.join(g, "config.json")))
     plain = variant_config(tmp, "gemma2", lambda c: c.update(sliding_window=1000))
@@ -119,7 +122,8 @@ def check_window(tmp, check):
 
 def check_features(tmp, check):
     g = reference(os.path.join(tmp, "gemma2"))
-    raw = reference(variant_config(tmp, "gemma2", lambda c: c.update(final_logit_softcapping=None, attn_logit_softcapping=None)))
+    raw = reference(variant_config(tmp, "gemma2",
+                                   lambda c: c.update(final_logit_softcapping=None, attn_logit_softcapping=None)))
     ids = np.arange(3, 3 + T_CHECK)[None]
     capped, uncapped = ref_logits(g, ids), ref_logits(raw, ids)
     cap = g.config["final_logit_softcapping"]

@@ -44,7 +44,8 @@ def parse_args(argv=None):
     p.add_argument("--tied", action="store_true",
                    help="tie_word_embeddings (no lm_head.weight); GPT-2 is always tied")
     p.add_argument("--gqa", action="store_true", help="num_key_value_heads = heads / 2 (not gpt2)")
-    p.add_argument("--kv-heads", type=int, default=None, help="explicit num_key_value_heads (not gpt2; family defaults: qwen3, gemma2, mistral, mixtral 2, gemma3 1)")
+    p.add_argument("--kv-heads", type=int, default=None,
+                   help="explicit num_key_value_heads (not gpt2; family defaults: qwen3, gemma2, mistral, mixtral 2, gemma3 1)")
     p.add_argument("--rope-scaling", choices=["none", "llama3", "linear", "longrope", "su"], default=None,
                    help="llama3 (llama, qwen2), linear (gemma3 global layers; its default), longrope / su (phi3)")
     p.add_argument("--rope-original-max", type=int, default=16,
@@ -54,7 +55,8 @@ def parse_args(argv=None):
     p.add_argument("--rope-theta", type=float, default=None,
                    help="rope_theta (default 10000; qwen2, qwen3, gemma3, mixtral, qwen2_moe 1000000)")
     p.add_argument("--head-dim", type=int, default=None,
-                   help="write an explicit head_dim (may differ from hidden/heads; qwen3 and gemma always write it, default 16)")
+                   help="write an explicit head_dim (may differ from hidden/heads; qwen3 and gemma always write it, "
+                        "default 16)")
     p.add_argument("--vocab", type=int, default=97)
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--intermediate", type=int, default=None,
@@ -234,7 +236,8 @@ def check_family(a):
         raise UsageError("--hidden %d is not a multiple of --heads %d" % (a.hidden, a.heads))
     rot = int(a.head_dim * (a.partial_rotary or 1.0))
     if rot < 2 or rot % 2:
-        raise UsageError("the rotary width must be even and >= 2 (head_dim %d, partial rotary %s)" % (a.head_dim, a.partial_rotary))
+        raise UsageError("the rotary width must be even and >= 2 (head_dim %d, partial rotary %s)"
+                         % (a.head_dim, a.partial_rotary))
     if moe:
         positive("experts", a.experts)
         if not 1 <= a.top_k <= a.experts:

@@ -169,7 +169,7 @@ class Model:
             return np.stack([self.moe_token(x, self.W[q + "gate.weight"], c["num_experts_per_tok"], True, f) for x in h])
         if self.fam == "qwen2_moe" and i not in (c.get("mlp_only_layers") or []) and (i + 1) % c["decoder_sparse_step"] == 0:
             q = p + "mlp."
-            f = lambda e, x: self.glu(x, q + "experts.%d.gate_proj" % e, q + "experts.%d.up_proj" % e, q + "experts.%d.down_proj" % e)
+            f = lambda e, x: self.glu(x, *(q + "experts.%d.%s" % (e, n) for n in ("gate_proj", "up_proj", "down_proj")))
             routed = np.stack([self.moe_token(x, self.W[q + "gate.weight"], c["num_experts_per_tok"], c["norm_topk_prob"], f)
                                for x in h])
             shared = self.glu(h, q + "shared_expert.gate_proj", q + "shared_expert.up_proj", q + "shared_expert.down_proj")
