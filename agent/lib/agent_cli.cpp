@@ -3,7 +3,7 @@
 
 #include "args.h"
 #include "distributed/standalone.h"
-#include "distributed/store_command.h"
+#include "distributed/rendezvous_command.h"
 #include "result_json.h"
 #include "exit_codes.h"
 #include "fd_limit.h"
@@ -554,7 +554,7 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         if (args[0] == "run")
             return dist::standaloneCommand(rest, out, err);
         if (args[0] == "store")
-            return dist::storeCommand(rest, out, err);
+            return dist::rendezvousCommand(rest, out, err);
         if (args[0] == "relay") {
             const Args a(rest, {"--forward", "--keys-file", "--agent-keys-out", "--endpoint-out", "--bind", "--advertise-host"}, {});
             telemetry::RelayOptions o;

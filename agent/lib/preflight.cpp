@@ -2,7 +2,7 @@
 #include "preflight.h"
 
 #include "args.h"
-#include "distributed/communicator.h"
+#include "distributed/c10d.h"
 #include "eval/cpu_affinity.h"
 #include "eval/cpu_gemm.h"
 #include "exit_codes.h"

@@ -147,7 +147,7 @@ std::string glooUnavailableReason()
            "/usr/include, or a Gloo source's cmake --install); use --backend nccl on GPUs";
 }
 
-Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
+Communicators makeGlooCommunicators(RendezvousStore &store, const BackendOptions &o)
 {
     auto make = [&](const std::string &prefix, int rank, int size, const std::string &name) -> std::unique_ptr<Communicator> {
         if (size == 1)

@@ -14,8 +14,7 @@
 #include "process_exit.h"
 #include "stdin_eof_watcher.h"
 #include "gpu/batch_sizing.h"
-#include "distributed/communicator.h"
-#include "distributed/store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/host.h"
 
@@ -41,7 +40,7 @@ namespace {
 /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
 std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
 {
-    dist::Store &store = run.store();
+    dist::RendezvousStore &store = run.store();
     store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
     if (run.rank() == 0) {
         std::int64_t least = mine;
@@ -187,7 +186,7 @@ void EvalSession::joinRun()
 {
     const RankIdentity &identity = m_o.identity;
     try {
-        m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);
+        m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions, dist::libtorchC10d());
     } catch (const Error &e) {
         throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
     }

@@ -6,7 +6,7 @@
 #include "evaluator.h"
 #include "fault_hooks.h"
 #include "run_fingerprint.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous_store.h"
 #include "telemetry/publisher.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 
 #include "fault_hooks.h"
 #include "distributed/distributed_run.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous_store.h"
 #include "model/mapped_file.h"
 
 #include <filesystem>
