@@ -522,6 +522,8 @@ private Q_SLOTS:
         // GPT-2 once ran LibTorch's LayerNorm and GELU, whose results at 3 threads differed from those
         // at 1 and 2 (nll_sum_exact, 8 windows of 512 at hidden 512); now the agent's own kernels.
         QTest::addRow("gpt2") << QStringList{QStringLiteral("--arch"), QStringLiteral("gpt2")};
+        // Its per-head q/k norms are rows of their own (cpu::rmsNormHeads), one thread each.
+        QTest::addRow("qwen3") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen3"), QStringLiteral("--intermediate"), QStringLiteral("200")};
     }
     void modelLogitsDoNotDependOnThreads()
     {

@@ -113,6 +113,10 @@ void causalAttention(const float *q, const float *k, const float *v, float *out,
 
 /// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) for rows of width n (sum of squares in double).
 void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, double eps, float *out, const ParallelFor &parallel);
+/// rmsNorm in place on `heads` pieces of width n at the start of each row (stride ld): qwen3's per-head
+/// q/k norms on the q/k columns of the q/k/v product, one weight for every head.
+void rmsNormHeads(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t n, const float *weight, double eps,
+                  const ParallelFor &parallel);
 /// out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias for rows of width n: mean and (biased) variance
 /// in double, two passes, each row by one thread (GPT-2's LayerNorm). x may equal out.
 void layerNorm(const float *x, std::int64_t rows, std::int64_t n, const float *weight, const float *bias, double eps, float *out,

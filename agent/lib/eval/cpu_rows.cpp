@@ -59,6 +59,16 @@ void rmsNorm(const float *x, std::int64_t rows, std::int64_t n, const float *wei
     eachRow(rows, parallel, [&](std::int64_t r) { row(x + r * n, n, weight, eps, out + r * n); });
 }
 
+void rmsNormHeads(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t n, const float *weight, double eps,
+                  const ParallelFor &parallel)
+{
+    auto *row = CPPL_BY_ISA(rmsRowAvx512, rmsRowGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) {
+        for (std::int64_t h = 0; h < heads; ++h)
+            row(x + r * ld + h * n, n, weight, eps, x + r * ld + h * n);
+    });
+}
+
 namespace {
 
 // One row of LayerNorm: the mean, then the variance about it, both summed in double (order fixed by the

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Llama (+ Mistral, Qwen2): pre-norm decoder layers of RMSNorm, rotary grouped-query attention and a
-// SiLU-gated MLP, following transformers' eager LlamaForCausalLM operation by operation. Each layer
-// is the same named steps on both paths: norm, attention, residual, norm, MLP, residual.
+// Llama (+ Mistral, Qwen2, Qwen3): pre-norm decoder layers of RMSNorm, rotary grouped-query attention
+// and a SiLU-gated MLP, following transformers' eager LlamaForCausalLM operation by operation (Qwen3:
+// an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention). Each
+// layer is the same named steps on both paths: norm, attention, residual, norm, MLP, residual.
 #include "attention.h"
 #include "decoder_model.h"
 #include "intra_op.h"
@@ -21,6 +22,7 @@ namespace {
 struct LlamaLayer
 {
     Norm inputNorm, postAttentionNorm;
+    Norm qNorm, kNorm; ///< qwen3: over each head of q and of k (ModelConfig::qkNorm), else unused
     Linear qkv;    ///< q_proj, k_proj, v_proj stacked (column-parallel under tensor parallelism)
     Linear o;      ///< row-parallel
     Linear gateUp; ///< gate_proj, up_proj stacked (column-parallel)
@@ -90,6 +92,10 @@ private:
         l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
         l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_linears);
         l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
+        if (m_c.qkNorm) {
+            l.qNorm = Norm::rms(w.get(a + "q_norm.weight", {m_c.headDim}), m_c.normEps);
+            l.kNorm = Norm::rms(w.get(a + "k_norm.weight", {m_c.headDim}), m_c.normEps);
+        }
         return l;
     }
 
@@ -134,11 +140,16 @@ private:
         addRowParallel(l.down, b.gu, 2 * m_intermediate, b.rows, b.x);
     }
 
-    // q/k/v in one product, rotary on the q and k heads (adjacent in each row), causal attention.
+    // q/k/v in one product, (qwen3) the q and k heads normed, rotary on the q and k heads (adjacent
+    // in each row), causal attention.
     void attentionNative(const LlamaLayer &l, const NativeBatch &b) const
     {
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
         l.qkv.into(b.h, m_c.hidden, b.rows, b.qkv, wqkv, false);
+        if (m_c.qkNorm) {
+            l.qNorm.heads(b.qkv, b.rows, wqkv, m_heads);
+            l.kNorm.heads(b.qkv + qWidth(), b.rows, wqkv, m_kvHeads);
+        }
         cpu::rotary(b.qkv, b.rows, wqkv, m_heads + m_kvHeads, m_c.headDim, b.T, b.cos, b.sin, intraOp());
         cpu::causalAttention(b.qkv, b.qkv + qWidth(), b.qkv + qWidth() + kvWidth(), b.attn, b.shape, intraOp());
     }
@@ -171,8 +182,14 @@ private:
     at::Tensor attentionLibTorch(const LlamaLayer &l, const at::Tensor &h, const TorchBatch &b) const
     {
         const std::vector<at::Tensor> qkv = l.qkv.parts(h);
-        const at::Tensor q = qkv[0].view({b.B, b.T, m_heads, m_c.headDim}).transpose(1, 2);
-        const at::Tensor k = qkv[1].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
+        at::Tensor q = qkv[0].view({b.B, b.T, m_heads, m_c.headDim});
+        at::Tensor k = qkv[1].view({b.B, b.T, m_kvHeads, m_c.headDim});
+        if (m_c.qkNorm) {
+            q = l.qNorm(q);
+            k = l.kNorm(k);
+        }
+        q = q.transpose(1, 2);
+        k = k.transpose(1, 2);
         const at::Tensor v = qkv[2].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
         return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, b.mask);
     }

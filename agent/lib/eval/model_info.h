@@ -31,7 +31,7 @@ struct ModelInfo
 {
     std::string path;
     std::string format; ///< "hf" or "torchscript"
-    std::string arch;   ///< llama, mistral, qwen2, gpt2, torchscript
+    std::string arch;   ///< llama, mistral, qwen2, qwen3, gpt2, torchscript
     std::int64_t params = 0;
     std::int64_t vocab = 0;
     std::int64_t maxPositions = 0; ///< 0 = unknown

@@ -4,6 +4,8 @@
 #include "cpu_gemm.h"
 #include "intra_op.h"
 
+#include "cppl/errors.h"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/layer_norm.h>
 
@@ -28,6 +30,12 @@ void Norm::operator()(const float *x, std::int64_t rows, float *out) const
         cpu::rmsNorm(x, rows, n, m_weight.data_ptr<float>(), m_eps, out, intraOp());
     else
         cpu::layerNorm(x, rows, n, m_weight.data_ptr<float>(), m_bias.data_ptr<float>(), m_eps, out, intraOp());
+}
+
+void Norm::heads(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads) const
+{
+    CPPL_ENFORCE(m_kind == Kind::Rms, "per-head norms are RMSNorms");
+    cpu::rmsNormHeads(x, rows, ld, heads, m_weight.numel(), m_weight.data_ptr<float>(), m_eps, intraOp());
 }
 
 at::Tensor Norm::operator()(const at::Tensor &x) const

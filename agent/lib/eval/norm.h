@@ -8,8 +8,8 @@
 
 namespace cppl::agent {
 
-/// RMSNorm (Llama) or LayerNorm (GPT-2) over rows of the weight's width. A family with another norm
-/// (Gemma's (1 + w) RMSNorm, per-head q/k norms) adds a kind here.
+/// RMSNorm (Llama) or LayerNorm (GPT-2) over rows of the weight's width; an RMSNorm also over each
+/// head of a row (qwen3's q/k norms). A family with another norm (Gemma's (1 + w) RMSNorm) adds a kind here.
 class Norm
 {
 public:
@@ -21,7 +21,10 @@ public:
 
     /// The agent's kernels on `rows` float32 rows (x may equal out).
     void operator()(const float *x, std::int64_t rows, float *out) const;
-    /// LibTorch's operators, in x's dtype and device.
+    /// An RMSNorm's kernels in place on `heads` pieces of the weight's width at the start of each of
+    /// `rows` rows of stride ld (the q or k heads of a q/k/v row).
+    void heads(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads) const;
+    /// LibTorch's operators, in x's dtype and device, over x's last dimension.
     [[nodiscard]] at::Tensor operator()(const at::Tensor &x) const;
 
 private:

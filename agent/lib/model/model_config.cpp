@@ -141,6 +141,19 @@ void parseQwen2(const json &j, const std::string &source, ModelConfig &c)
     c.oBias = false;
 }
 
+// Qwen3: Llama's layer plus an RMSNorm over each query and key head (q_norm, k_norm, head_dim wide)
+// before the rotary embedding; attention_bias on q, k, v and o alike. Its sliding window (layers from
+// max_window_layers on, when use_sliding_window) and rotary scalings are not built.
+void parseQwen3(const json &j, const std::string &source, ModelConfig &c)
+{
+    if (flag(j, "use_sliding_window", false))
+        throw ConfigError(source + ": use_sliding_window true is not supported for qwen3 (only full causal attention; set it false)");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+        throw ConfigError(source + ": rope_scaling " + j["rope_scaling"].dump().substr(0, 80) + " is not supported for qwen3 (supported: null)");
+    parseLlamaLike(j, source, c, false);
+    c.qkNorm = true;
+}
+
 /// The model registry's config side: model_type -> the class that builds it and the parser of its
 /// config. A family is one line here and a parser (and, with a class of its own, a factory in
 /// eval/model_registry.cpp): docs/models.md, "How to add a family".
@@ -155,6 +168,7 @@ constexpr Family kFamilies[] = {
     {"llama", ModelConfig::Arch::Llama, parseLlama},
     {"mistral", ModelConfig::Arch::Llama, parseMistral},
     {"qwen2", ModelConfig::Arch::Llama, parseQwen2},
+    {"qwen3", ModelConfig::Arch::Llama, parseQwen3},
     {"gpt2", ModelConfig::Arch::Gpt2, parseGpt2},
 };
 

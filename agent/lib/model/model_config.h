@@ -12,10 +12,10 @@ namespace cppl::agent {
 /// a family").
 struct ModelConfig
 {
-    /// The class that builds the model (eval/model_registry.cpp): llama, mistral and qwen2 are Llama.
+    /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2 and qwen3 are Llama.
     enum class Arch { Llama, Gpt2 };
     Arch arch = Arch::Llama;
-    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, gpt2)
+    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gpt2)
     std::int64_t vocab = 0;
     std::int64_t hidden = 0;
     std::int64_t layers = 0;
@@ -35,6 +35,7 @@ struct ModelConfig
     bool qkvBias = false;
     bool oBias = false;
     bool mlpBias = false;
+    bool qkNorm = false; ///< qwen3: an RMSNorm over each query and key head before the rotary embedding
     std::int64_t bosTokenId = -1;
 };
 

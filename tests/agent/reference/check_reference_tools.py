@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Cross-checks the Python reference tools against each other and against a second, independent
-NumPy float64 transcription of the Llama/Qwen2/GPT-2 forward passes.
+NumPy float64 transcription of the Llama/Qwen2/GPT-2 forward passes, and (check_families.py, with
+np_families.py) of the issue-42 families: Qwen3, Gemma 2, Gemma 3, Phi-3, Mistral with a sliding
+window, Mixtral, Qwen2-MoE.
 
 Runs make_checkpoint.py, reference_logits.py, reference_ppl.py and trace_torchscript.py as
 subprocesses (as the C++ tests do) in a temporary directory and prints one line per check.
-Exit status 0 when all pass. Takes about a minute or two on 2 cores. Run with /usr/bin/python3.
+Exit status 0 when all pass. Takes about three minutes on 2 cores. Run with /usr/bin/python3.
 """
 import argparse
 import json
@@ -19,6 +21,8 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_families  # noqa: E402
 PY = sys.executable or "/usr/bin/python3"
 FAILED = []
 
@@ -368,6 +372,13 @@ def check_errors(tmp):
               "-> %s" % msg[:120])
 
 
+def run_all(tmp):
+    check_checkpoints(tmp)
+    check_ppl(tmp)
+    check_errors(tmp)
+    check_families.run(tmp, tool, read_dir, check)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--keep", help="work in this directory instead of a temporary one")
@@ -375,14 +386,10 @@ def main():
     if a.keep:
         os.makedirs(a.keep, exist_ok=True)
         tmp = a.keep
-        check_checkpoints(tmp)
-        check_ppl(tmp)
-        check_errors(tmp)
+        run_all(tmp)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            check_checkpoints(tmp)
-            check_ppl(tmp)
-            check_errors(tmp)
+            run_all(tmp)
     print("%d failed" % len(FAILED) if FAILED else "all passed")
     return 1 if FAILED else 0
 

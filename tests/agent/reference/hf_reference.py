@@ -13,11 +13,13 @@ import json
 import math
 import os
 import struct
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 _DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
            "I64": torch.int64, "I32": torch.int32}
 _NAMES = {v: k for k, v in _DTYPES.items()}
@@ -309,9 +311,16 @@ def w_dtype(t):
 
 
 def load_model(directory):
-    """Loads an HF directory into the matching reference module, in float32, eval mode."""
+    """Loads an HF directory into the matching reference module, eval mode: Llama, Qwen2, Mistral
+    without a sliding window and GPT-2 in float32; the families of families_reference.py (Qwen3,
+    Gemma 2/3, Phi-3, Mistral with a window, Mixtral, Qwen2-MoE) in float64."""
     config, tensors = load_hf_dir(directory)
     kind = config.get("model_type")
+    if HERE not in sys.path:  # families_reference.py sits beside this file
+        sys.path.insert(0, HERE)
+    import families_reference  # here, not at the top: only those families need it
+    if families_reference.uses_family_reference(config):
+        return families_reference.FamilyRef(config, tensors).eval()
     if kind in ("llama", "mistral", "qwen2"):
         m = LlamaRef(config)
     elif kind == "gpt2":

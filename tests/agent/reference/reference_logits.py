@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Reference logits of an HF checkpoint directory for given token ids (hf_reference.py, float32).
+"""Reference logits of an HF checkpoint directory for given token ids (hf_reference.py).
 
-F16/BF16 checkpoints are loaded and then computed in float32 from the stored (rounded) values.
+Llama, Qwen2, Mistral without a sliding window and GPT-2 are computed in float32, the issue-42
+families (families_reference.py) in float64, from the stored (rounded) F32/F16/BF16 values.
 Writes the logits [B, T, V] as raw little-endian float32 in C order to --out and prints
 {"shape": [B, T, V]} on stdout. Run with /usr/bin/python3.
 """

@@ -210,7 +210,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", help="HF checkpoint directory (loaded with hf_reference, float32)")
+    src.add_argument("--model", help="HF checkpoint directory (hf_reference: float32; issue-42 families float64)")
     src.add_argument("--torchscript", help="TorchScript file: int64 ids [B,T] -> logits [B,T,V]")
     p.add_argument("--tokens", help="token file: .u32 / .u16 (raw little-endian) or .npy (1-D integer)")
     p.add_argument("--text", help="text file; its UTF-8 bytes are the token ids")
