@@ -18,7 +18,7 @@
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
 #include "distributed/round_pipeline.h"
-#include "distributed/store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/sharding.h"
 #include "cppl/statistics.h"
@@ -87,7 +87,7 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     o.timeout = std::chrono::seconds(120);
     o.storeServedElsewhere = true;
     o.tolerateRankLoss = c.tolerant;
-    DistributedRun run(o);
+    DistributedRun run(o, libtorchC10d());
     const auto constructed = std::chrono::steady_clock::now();
     const WindowPlan plan = planFor(c);
     // As the agent does (eval_evaluate.cpp): round r's collective completes once round r+1 is computed.

@@ -35,7 +35,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(profile hostfile telemetry_decode result_json model_config safetensors npy tokenizer_json spm_model store_server)
+all=(profile hostfile telemetry_decode result_json model_config safetensors npy tokenizer_json spm_model rendezvous_server)
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target \"$t\" (known: ${all[*]})" >&2; exit 2; }
@@ -47,7 +47,7 @@ done
 # Largest input per target: a little above the seeds, so mutations stay cheap and parsers see whole
 # documents.
 declare -A max_len=([profile]=4096 [hostfile]=2048 [telemetry_decode]=8192 [result_json]=4096 [model_config]=2048
-                    [safetensors]=4096 [npy]=1024 [tokenizer_json]=16384 [spm_model]=8192 [store_server]=2048)
+                    [safetensors]=4096 [npy]=1024 [tokenizer_json]=16384 [spm_model]=8192 [rendezvous_server]=2048)
 
 build=build/fuzz
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing (apt-get install clang)" >&2; exit 1; }

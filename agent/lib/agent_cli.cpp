@@ -3,7 +3,7 @@
 
 #include "args.h"
 #include "distributed/standalone.h"
-#include "distributed/store_command.h"
+#include "distributed/rendezvous_command.h"
 #include "result_json.h"
 #include "exit_codes.h"
 #include "fd_limit.h"
@@ -223,156 +223,215 @@ bool asksForHelp(const std::vector<std::string> &args)
     return false;
 }
 
+/// What `plan` is asked: the plan's options, the ranks and the rounds.
+struct PlanRequest
+{
+    PlanOptions opts;
+    int ranks = 1;
+    std::int64_t batch = 8;
+    std::int64_t sync = kDefaultSyncEveryTokens;
+    std::int64_t maxWindows = 0;
+    std::string schedule; ///< "dynamic" or "static"
+    [[nodiscard]] bool dynamic() const { return schedule == "dynamic"; }
+};
+
+/// The global batches every schedule evaluates (the dynamic one's unit of work): batch b is
+/// windows [b*batch, (b+1)*batch), the rows of a one-rank run.
+struct GlobalBatches
+{
+    std::int64_t count = 0;
+    std::int64_t minTokens = 0; ///< scored tokens of the lightest batch ...
+    std::int64_t maxTokens = 0; ///< ... and of the heaviest
+    std::int64_t lastWindows = 0;
+};
+
+/// Every flag checked before the data is touched: a bad flag is a bad argument.
+PlanRequest parsePlanRequest(const Args &a)
+{
+    const auto protocolText = a.get("--protocol").value_or("hf-sliding");
+    const auto protocol = parseProtocol(protocolText);
+    if (!protocol)
+        throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
+    PlanRequest r;
+    r.opts.protocol = *protocol;
+    r.opts.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
+    r.opts.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
+    r.opts.bosFirst = a.has("--bos-first");
+    r.opts.bosToken = a.integer("--bos-id", r.opts.bosFirst ? 0 : -1, -1, 0xffffffffLL);
+    r.ranks = static_cast<int>(a.integer("--ranks", 1, 1, 1 << 20));
+    r.batch = a.integer("--batch", 8, 1, 1 << 16);
+    r.sync = a.syncEveryTokens();
+    r.maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
+    r.schedule = a.get("--schedule").value_or("dynamic");
+    if (r.schedule != "static" && r.schedule != "dynamic")
+        throw ConfigError("--schedule \"" + r.schedule + "\" is not one of static, dynamic");
+    validatePlanOptions(r.opts);
+    if (a.has("--tokens") == a.has("--text"))
+        throw ConfigError("give the data as either --tokens FILE or --text FILE (exactly one)");
+    return r;
+}
+
+TokenStream readPlanData(const Args &a)
+{
+    if (a.has("--tokens"))
+        return readTokenFile(*a.get("--tokens"));
+    const auto tokenizer = a.get("--tokenizer").value_or("");
+    if (tokenizer != "bytes")
+        throw ConfigError("--text needs --tokenizer bytes (the only tokenizer in this release; got \"" + tokenizer + "\")");
+    return readTextAsBytes(*a.get("--text"));
+}
+
+/// The protocol's windows over @p n tokens (lm-eval-rolling: the file as one document), the
+/// first --max-windows of them.
+WindowPlan planWindowsOf(const PlanRequest &r, std::int64_t n)
+{
+    WindowPlan plan = r.opts.protocol == Protocol::LmEvalRolling ? planDocuments(r.opts, std::vector<std::int64_t>{n}) : planStream(r.opts, n);
+    if (r.maxWindows > 0 && r.maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
+        plan.windows.resize(static_cast<std::size_t>(r.maxWindows));
+        plan.scoredTokens = 0;
+        for (const Window &w : plan.windows)
+            plan.scoredTokens += w.scored();
+    }
+    return plan;
+}
+
+GlobalBatches globalBatches(const WindowPlan &plan, std::int64_t batch)
+{
+    const auto nWindows = static_cast<std::int64_t>(plan.windows.size());
+    GlobalBatches g;
+    g.count = (nWindows + batch - 1) / batch;
+    for (std::int64_t b = 0; b < g.count; ++b) {
+        std::int64_t t = 0;
+        for (std::int64_t w = b * batch; w < std::min(nWindows, (b + 1) * batch); ++w)
+            t += plan.windows[static_cast<std::size_t>(w)].scored();
+        g.minTokens = b == 0 ? t : std::min(g.minTokens, t);
+        g.maxTokens = std::max(g.maxTokens, t);
+    }
+    g.lastWindows = g.count > 0 ? nWindows - (g.count - 1) * batch : 0;
+    return g;
+}
+
+void printPlanHeader(std::ostream &out, const PlanRequest &r, const TokenStream &tokens, const WindowPlan &plan)
+{
+    const auto n = static_cast<std::int64_t>(tokens.ids.size());
+    out << "ClusterPPL plan: " << protocolName(r.opts.protocol) << ", context " << r.opts.context;
+    if (r.opts.protocol == Protocol::HfSliding)
+        out << ", stride " << (r.opts.stride == 0 ? r.opts.context : r.opts.stride);
+    out << "\n  data            " << tokens.path << " (" << tokens.format << ", " << n << " tokens)\n"
+        << "  windows         " << plan.windows.size() << " (widest input " << plan.maxInput << " tokens)\n"
+        << "  scored tokens   " << plan.scoredTokens << " (" << std::fixed << std::setprecision(1)
+        << 100.0 * static_cast<double>(plan.scoredTokens) / static_cast<double>(n) << "% of the data; the rest is context only"
+        << (r.opts.protocol == Protocol::LlamaCpp ? " or the dropped tail" : "") << ")\n";
+}
+
+std::string syncText(const PlanRequest &r)
+{
+    std::ostringstream o;
+    if (r.sync == 0)
+        o << "after every batch of " << r.batch;
+    else if (r.sync == kSyncAtEnd)
+        o << "once, at the end";
+    else
+        o << "about every " << r.sync << " scored tokens per rank, batch " << r.batch;
+    return o.str();
+}
+
+/// Dynamic: the global batches the ranks claim from one counter as they go (batch_schedule.h),
+/// and the static split for comparison. Static: the shards and their rounds.
+void printSchedule(std::ostream &out, const PlanRequest &r, const WindowPlan &plan, const GlobalBatches &g, const RoundPlan &rounds)
+{
+    if (!r.dynamic()) {
+        out << "  ranks           " << r.ranks << " (contiguous shards balanced by scored tokens; every window exactly once)\n"
+            << "  sync rounds     " << rounds.rounds() << " (" << syncText(r) << "); every rank enters every round\n\n";
+        return;
+    }
+    out << "  schedule        dynamic (the default): the ranks claim global batches from one counter as they go,\n"
+        << "                  a slower rank takes fewer; every batch exactly once, on any number of ranks\n"
+        << "  global batches  " << g.count << " of " << r.batch << " windows";
+    if (g.count > 0 && g.lastWindows != r.batch)
+        out << " (the last of " << g.lastWindows << ")";
+    out << ", " << g.minTokens << ".." << g.maxTokens << " scored tokens each, " << (g.count > 0 ? plan.scoredTokens / g.count : 0) << " on average\n"
+        << "  ranks           " << r.ranks << " (about " << (g.count + r.ranks - 1) / r.ranks << " batches each at equal speed)\n"
+        << "  sync rounds     sized by the ranks' speeds: " << syncText(r) << "\n\n"
+        << "  For comparison, the static split (--schedule static): " << rounds.rounds()
+        << (rounds.rounds() == 1 ? " sync round" : " sync rounds") << ", every rank in every round\n";
+}
+
+void printShards(std::ostream &out, const WindowPlan &plan, const std::vector<Shard> &shards)
+{
+    out << "   rank   windows      first..last     scored   share\n";
+    for (std::size_t r = 0; r < shards.size(); ++r) {
+        const Shard &s = shards[r];
+        char line[160];
+        const double share = plan.scoredTokens > 0 ? 100.0 * static_cast<double>(s.scoredTokens) / static_cast<double>(plan.scoredTokens) : 0.0;
+        if (s.windows() > 0)
+            std::snprintf(line, sizeof line, " %6d %9lld %8lld..%-8lld %9lld  %5.1f%%\n", static_cast<int>(r), static_cast<long long>(s.windows()),
+                          static_cast<long long>(s.firstWindow), static_cast<long long>(s.endWindow - 1), static_cast<long long>(s.scoredTokens),
+                          share);
+        else
+            std::snprintf(line, sizeof line, " %6d %9d %19s %9d  %5.1f%%  (idle: more ranks than windows)\n", static_cast<int>(r), 0, "-", 0, 0.0);
+        out << line;
+    }
+}
+
+void writePlanJson(const std::string &path, const PlanRequest &r, const TokenStream &tokens, const WindowPlan &plan,
+                   const std::vector<Shard> &shards, const RoundPlan &rounds, const GlobalBatches &g)
+{
+    nlohmann::json j;
+    j["protocol"] = std::string(protocolName(r.opts.protocol));
+    j["context"] = r.opts.context;
+    j["stride"] = r.opts.stride == 0 ? r.opts.context : r.opts.stride;
+    j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"tokens", static_cast<std::int64_t>(tokens.ids.size())}};
+    j["windows"] = plan.windows.size();
+    j["tokens_scored"] = plan.scoredTokens;
+    j["max_input"] = plan.maxInput;
+    j["world_size"] = r.ranks;
+    j["rounds"] = rounds.rounds();
+    j["sync_every_tokens"] = r.sync == kSyncAtEnd ? nlohmann::json("end") : nlohmann::json(r.sync);
+    j["batch"] = r.batch;
+    j["schedule"] = r.schedule;
+    // The batches every schedule evaluates (the dynamic one's unit of work); "shards" and
+    // "rounds" are the static split (with dynamic: for comparison; its rounds follow speed).
+    j["global_batches"] = {{"count", g.count},
+                           {"windows_per_batch", r.batch},
+                           {"last_batch_windows", g.lastWindows},
+                           {"tokens_scored_min", g.minTokens},
+                           {"tokens_scored_max", g.maxTokens}};
+    j["shards_are_static_split"] = true;
+    auto &js = j["shards"] = nlohmann::json::array();
+    for (int rank = 0; rank < r.ranks; ++rank) {
+        const Shard &s = shards[static_cast<std::size_t>(rank)];
+        nlohmann::json roundList = nlohmann::json::array();
+        for (int k = 0; k < rounds.rounds(); ++k) {
+            const Shard part = rounds.roundOf(rank, k);
+            roundList.push_back({part.firstWindow, part.endWindow, part.scoredTokens});
+        }
+        js.push_back({{"rank", rank}, {"first_window", s.firstWindow}, {"end_window", s.endWindow}, {"tokens_scored", s.scoredTokens}, {"rounds", roundList}});
+    }
+    j["version"] = CLUSTERPPL_VERSION_STRING;
+    std::ofstream f(path);
+    if (!(f << j.dump(2) << '\n'))
+        throw IoError(path + ": cannot write the plan JSON");
+}
+
+/// `plan`: how a protocol windows the data and how the ranks share the windows.
 int planCommand(const std::vector<std::string> &argv, std::ostream &out)
 {
     const Args a(argv,
                  {"--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--ranks", "--batch",
                   "--sync-every-tokens", "--max-windows", "--json", "--bos-id", "--schedule"},
                  {"--bos-first"});
-    const auto protocolText = a.get("--protocol").value_or("hf-sliding");
-    const auto protocol = parseProtocol(protocolText);
-    if (!protocol)
-        throw ConfigError("--protocol \"" + protocolText + "\" is unknown (expected hf-sliding, llama.cpp or lm-eval-rolling)");
-    PlanOptions opts;
-    opts.protocol = *protocol;
-    opts.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
-    opts.stride = a.integer("--stride", 0, 1, std::int64_t{1} << 24);
-    opts.bosFirst = a.has("--bos-first");
-    opts.bosToken = a.integer("--bos-id", opts.bosFirst ? 0 : -1, -1, 0xffffffffLL);
-    const int ranks = static_cast<int>(a.integer("--ranks", 1, 1, 1 << 20));
-    const std::int64_t batch = a.integer("--batch", 8, 1, 1 << 16);
-    const std::int64_t sync = a.syncEveryTokens();
-    const std::int64_t maxWindows = a.integer("--max-windows", 0, 0, INT64_MAX);
-    const std::string schedule = a.get("--schedule").value_or("dynamic");
-    if (schedule != "static" && schedule != "dynamic")
-        throw ConfigError("--schedule \"" + schedule + "\" is not one of static, dynamic");
-    const bool dynamic = schedule == "dynamic";
-
-    validatePlanOptions(opts); // before touching the data: a bad flag is a bad argument
-    if (a.has("--tokens") == a.has("--text"))
-        throw ConfigError("give the data as either --tokens FILE or --text FILE (exactly one)");
-    TokenStream tokens;
-    if (a.has("--tokens")) {
-        tokens = readTokenFile(*a.get("--tokens"));
-    } else {
-        const auto tokenizer = a.get("--tokenizer").value_or("");
-        if (tokenizer != "bytes")
-            throw ConfigError("--text needs --tokenizer bytes (the only tokenizer in this release; got \"" + tokenizer + "\")");
-        tokens = readTextAsBytes(*a.get("--text"));
-    }
-
-    const auto n = static_cast<std::int64_t>(tokens.ids.size());
-    WindowPlan plan = opts.protocol == Protocol::LmEvalRolling
-                          ? planDocuments(opts, std::vector<std::int64_t>{n}) // the file as one document
-                          : planStream(opts, n);
-    if (maxWindows > 0 && maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
-        plan.windows.resize(static_cast<std::size_t>(maxWindows));
-        plan.scoredTokens = 0;
-        for (const Window &w : plan.windows)
-            plan.scoredTokens += w.scored();
-    }
-    const auto shards = shardPlan(plan, ranks);
-    const RoundPlan rounds(plan, shards, sync, batch);
-
-    out << "ClusterPPL plan: " << protocolName(opts.protocol) << ", context " << opts.context;
-    if (opts.protocol == Protocol::HfSliding)
-        out << ", stride " << (opts.stride == 0 ? opts.context : opts.stride);
-    out << "\n  data            " << tokens.path << " (" << tokens.format << ", " << n << " tokens)\n"
-        << "  windows         " << plan.windows.size() << " (widest input " << plan.maxInput << " tokens)\n"
-        << "  scored tokens   " << plan.scoredTokens << " (" << std::fixed << std::setprecision(1)
-        << 100.0 * static_cast<double>(plan.scoredTokens) / static_cast<double>(n) << "% of the data; the rest is context only"
-        << (opts.protocol == Protocol::LlamaCpp ? " or the dropped tail" : "") << ")\n";
-    // Dynamic: global batch b is windows [b*batch, (b+1)*batch), the rows of a one-rank run; the
-    // ranks claim them from one counter as they go (batch_schedule.h).
-    const auto nWindows = static_cast<std::int64_t>(plan.windows.size());
-    const std::int64_t batches = (nWindows + batch - 1) / batch;
-    std::int64_t minTokens = 0, maxTokens = 0;
-    for (std::int64_t b = 0; b < batches; ++b) {
-        std::int64_t t = 0;
-        for (std::int64_t w = b * batch; w < std::min(nWindows, (b + 1) * batch); ++w)
-            t += plan.windows[static_cast<std::size_t>(w)].scored();
-        minTokens = b == 0 ? t : std::min(minTokens, t);
-        maxTokens = std::max(maxTokens, t);
-    }
-    const std::int64_t lastWindows = batches > 0 ? nWindows - (batches - 1) * batch : 0;
-    auto syncText = [&] {
-        std::ostringstream o;
-        if (sync == 0)
-            o << "after every batch of " << batch;
-        else if (sync == kSyncAtEnd)
-            o << "once, at the end";
-        else
-            o << "about every " << sync << " scored tokens per rank, batch " << batch;
-        return o.str();
-    };
-    if (dynamic) {
-        out << "  schedule        dynamic (the default): the ranks claim global batches from one counter as they go,\n"
-            << "                  a slower rank takes fewer; every batch exactly once, on any number of ranks\n"
-            << "  global batches  " << batches << " of " << batch << " windows";
-        if (batches > 0 && lastWindows != batch)
-            out << " (the last of " << lastWindows << ")";
-        out << ", " << minTokens << ".." << maxTokens << " scored tokens each, "
-            << (batches > 0 ? plan.scoredTokens / batches : 0) << " on average\n"
-            << "  ranks           " << ranks << " (about " << (batches + ranks - 1) / ranks << " batches each at equal speed)\n"
-            << "  sync rounds     sized by the ranks' speeds: " << syncText() << "\n\n"
-            << "  For comparison, the static split (--schedule static): " << rounds.rounds()
-            << (rounds.rounds() == 1 ? " sync round" : " sync rounds") << ", every rank in every round\n";
-    } else {
-        out << "  ranks           " << ranks << " (contiguous shards balanced by scored tokens; every window exactly once)\n"
-            << "  sync rounds     " << rounds.rounds() << " (" << syncText() << "); every rank enters every round\n\n";
-    }
-    out << "   rank   windows      first..last     scored   share\n";
-    for (int r = 0; r < ranks; ++r) {
-        const Shard &s = shards[static_cast<std::size_t>(r)];
-        char line[160];
-        const double share = plan.scoredTokens > 0 ? 100.0 * static_cast<double>(s.scoredTokens) / static_cast<double>(plan.scoredTokens) : 0.0;
-        if (s.windows() > 0)
-            std::snprintf(line, sizeof line, " %6d %9lld %8lld..%-8lld %9lld  %5.1f%%\n", r, static_cast<long long>(s.windows()),
-                          static_cast<long long>(s.firstWindow), static_cast<long long>(s.endWindow - 1),
-                          static_cast<long long>(s.scoredTokens), share);
-        else
-            std::snprintf(line, sizeof line, " %6d %9d %19s %9d  %5.1f%%  (idle: more ranks than windows)\n", r, 0, "-", 0, 0.0);
-        out << line;
-    }
-
-    if (const auto jsonPath = a.get("--json")) {
-        nlohmann::json j;
-        j["protocol"] = std::string(protocolName(opts.protocol));
-        j["context"] = opts.context;
-        j["stride"] = opts.stride == 0 ? opts.context : opts.stride;
-        j["data"] = {{"path", tokens.path}, {"format", tokens.format}, {"tokens", n}};
-        j["windows"] = plan.windows.size();
-        j["tokens_scored"] = plan.scoredTokens;
-        j["max_input"] = plan.maxInput;
-        j["world_size"] = ranks;
-        j["rounds"] = rounds.rounds();
-        j["sync_every_tokens"] = sync == kSyncAtEnd ? nlohmann::json("end") : nlohmann::json(sync);
-        j["batch"] = batch;
-        j["schedule"] = schedule;
-        // The batches every schedule evaluates (the dynamic one's unit of work); "shards" and
-        // "rounds" are the static split (with dynamic: for comparison; its rounds follow speed).
-        j["global_batches"] = {{"count", batches},
-                               {"windows_per_batch", batch},
-                               {"last_batch_windows", lastWindows},
-                               {"tokens_scored_min", minTokens},
-                               {"tokens_scored_max", maxTokens}};
-        j["shards_are_static_split"] = true;
-        auto &js = j["shards"] = nlohmann::json::array();
-        for (int r = 0; r < ranks; ++r) {
-            const Shard &s = shards[static_cast<std::size_t>(r)];
-            nlohmann::json roundList = nlohmann::json::array();
-            for (int k = 0; k < rounds.rounds(); ++k) {
-                const Shard part = rounds.roundOf(r, k);
-                roundList.push_back({part.firstWindow, part.endWindow, part.scoredTokens});
-            }
-            js.push_back({{"rank", r}, {"first_window", s.firstWindow}, {"end_window", s.endWindow},
-                          {"tokens_scored", s.scoredTokens}, {"rounds", roundList}});
-        }
-        j["version"] = CLUSTERPPL_VERSION_STRING;
-        std::ofstream f(*jsonPath);
-        if (!(f << j.dump(2) << '\n'))
-            throw IoError(*jsonPath + ": cannot write the plan JSON");
-    }
+    const PlanRequest request = parsePlanRequest(a);
+    const TokenStream tokens = readPlanData(a);
+    const WindowPlan plan = planWindowsOf(request, static_cast<std::int64_t>(tokens.ids.size()));
+    const auto shards = shardPlan(plan, request.ranks);
+    const RoundPlan rounds(plan, shards, request.sync, request.batch);
+    const GlobalBatches batches = globalBatches(plan, request.batch);
+    printPlanHeader(out, request, tokens, plan);
+    printSchedule(out, request, plan, batches, rounds);
+    printShards(out, plan, shards);
+    if (const auto jsonPath = a.get("--json"))
+        writePlanJson(*jsonPath, request, tokens, plan, shards, rounds, batches);
     return kExitOk;
 }
 
@@ -495,7 +554,7 @@ int agentMain(const std::vector<std::string> &args, std::ostream &out, std::ostr
         if (args[0] == "run")
             return dist::standaloneCommand(rest, out, err);
         if (args[0] == "store")
-            return dist::storeCommand(rest, out, err);
+            return dist::rendezvousCommand(rest, out, err);
         if (args[0] == "relay") {
             const Args a(rest, {"--forward", "--keys-file", "--agent-keys-out", "--endpoint-out", "--bind", "--advertise-host"}, {});
             telemetry::RelayOptions o;

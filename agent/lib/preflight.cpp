@@ -2,7 +2,7 @@
 #include "preflight.h"
 
 #include "args.h"
-#include "distributed/communicator.h"
+#include "distributed/c10d.h"
 #include "eval/cpu_affinity.h"
 #include "eval/cpu_gemm.h"
 #include "exit_codes.h"
@@ -106,11 +106,95 @@ std::string masterStatus(const std::string &host, int port)
     return status;
 }
 
+/// What this host has, gathered once: the JSON and the text both show it.
+struct HostFacts
+{
+    std::string host;
+    std::vector<dist::GpuInfo> gpus;
+    std::string ncclWhy; ///< empty: NCCL is available
+    std::string glooWhy; ///< empty: Gloo is available
+    dist::GpuLibraries libs;
+    CpuPlan cpu; ///< what each of the slots' ranks gets by default (eval: allowed CPUs / local ranks, pinned)
+};
+
+HostFacts gatherFacts(std::int64_t slots)
+{
+    HostFacts f;
+    f.host = localHostName();
+    f.gpus = dist::cudaDevices();
+    f.ncclWhy = dist::ncclUnavailableReason();
+    f.glooWhy = dist::glooUnavailableReason();
+    // Which files were loaded, and how: a CUDA LibTorch's own runtime and NCCL come first.
+    f.libs = dist::gpuLibraries();
+    f.cpu = planCpus(0, static_cast<int>(std::max<std::int64_t>(1, slots)), 0);
+    return f;
+}
+
+nlohmann::ordered_json factsJson(const HostFacts &f)
+{
+    nlohmann::ordered_json j;
+    j["host"] = f.host;
+    j["agent_version"] = CLUSTERPPL_VERSION_STRING;
+    j["libtorch_version"] = TORCH_VERSION;
+    nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+    for (const auto &g : f.gpus)
+        devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}});
+    j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
+    j["nccl"] = {{"available", f.ncclWhy.empty()}, {"reason", f.ncclWhy}};
+    j["gloo"] = {{"available", f.glooWhy.empty()}, {"reason", f.glooWhy}};
+    const dist::GpuLibraries &libs = f.libs;
+    j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
+                          {"cuda_driver_version", libs.driverVersion}, {"nccl_path", libs.ncclPath}, {"nccl_how", libs.ncclHow},
+                          {"nccl_version", libs.ncclVersion},         {"nccl_shrink", libs.ncclShrink}, {"error", libs.error}};
+    j["memory_available_bytes"] = memAvailableBytes();
+    j["cpus"] = {{"allowed", f.cpu.allowedCpus}, {"threads_per_rank", f.cpu.threads}, {"kernels", cpu::isaName(cpu::detectIsa())}};
+    return j;
+}
+
+/// Every path readable by this agent, else a problem naming it and the host.
+nlohmann::ordered_json checkPaths(const std::vector<std::string> &paths, const std::string &host, std::vector<std::string> &problems)
+{
+    nlohmann::ordered_json p = nlohmann::ordered_json::array();
+    for (const auto &path : paths) {
+        const std::string st = pathStatus(path);
+        p.push_back({{"path", path}, {"status", st}});
+        if (st != "readable")
+            problems.push_back(path + ": " + st + " on " + host);
+    }
+    return p;
+}
+
+/// Whether the ranks the launcher means to start here can use the backend it asks for.
+void checkBackend(const std::string &backend, std::int64_t slots, const HostFacts &f, std::vector<std::string> &problems)
+{
+    if (backend == "gloo" && !f.glooWhy.empty() && slots > 1)
+        problems.push_back("backend gloo with " + std::to_string(slots) + " slots on " + f.host + ": " + f.glooWhy);
+    if (backend != "nccl")
+        return;
+    if (!f.ncclWhy.empty())
+        problems.push_back("backend nccl: " + f.ncclWhy);
+    else if (slots > static_cast<std::int64_t>(f.gpus.size()))
+        problems.push_back("backend nccl: " + std::to_string(slots) + " slots but " + std::to_string(f.gpus.size()) + " GPUs on " + f.host
+                           + " (one GPU per rank)");
+}
+
+void printFacts(std::ostream &out, const HostFacts &f, const std::vector<std::string> &problems)
+{
+    out << "host " << f.host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", " << f.gpus.size()
+        << " CUDA devices, nccl " << (f.ncclWhy.empty() ? "available" : "unavailable (" + f.ncclWhy + ")")
+        << (f.glooWhy.empty() ? "" : ", gloo unavailable (built without Gloo's headers)") << '\n'
+        << dist::describe(f.libs) << '\n'
+        << "cpus: " << f.cpu.allowedCpus << " allowed, " << f.cpu.threads << " threads per rank (" << f.cpu.why << "), "
+        << cpu::isaName(cpu::detectIsa()) << " kernels\n";
+    for (const auto &pr : problems)
+        out << "problem: " << pr << '\n';
+}
+
 } // namespace
 
 int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream & /*err: failures are thrown*/)
 {
-    std::vector<std::string> paths;
+    std::vector<std::string> paths; // --model, --data and --tokenizer may each come several times
     std::vector<std::string> rest;
     for (std::size_t i = 0; i < argv.size(); ++i) {
         if (argv[i] == "--model" || argv[i] == "--data" || argv[i] == "--tokenizer") {
@@ -120,74 +204,27 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
         } else
             rest.push_back(argv[i]);
     }
-    {
-        const Args a(rest, {"--master-addr", "--master-port", "--backend", "--slots"}, {"--json"});
-        nlohmann::ordered_json j;
-        std::vector<std::string> problems;
-        const std::string host = localHostName();
-        j["host"] = host;
-        j["agent_version"] = CLUSTERPPL_VERSION_STRING;
-        j["libtorch_version"] = TORCH_VERSION;
-        const auto gpus = dist::cudaDevices();
-        nlohmann::ordered_json devices = nlohmann::ordered_json::array();
-        for (const auto &g : gpus)
-            devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}});
-        j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
-        const std::string ncclWhy = dist::ncclUnavailableReason();
-        j["nccl"] = {{"available", ncclWhy.empty()}, {"reason", ncclWhy}};
-        const std::string glooWhy = dist::glooUnavailableReason();
-        j["gloo"] = {{"available", glooWhy.empty()}, {"reason", glooWhy}};
-        // Which files were loaded, and how: a CUDA LibTorch's own runtime and NCCL come first.
-        const dist::GpuLibraries libs = dist::gpuLibraries();
-        j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
-                              {"cuda_driver_version", libs.driverVersion}, {"nccl_path", libs.ncclPath}, {"nccl_how", libs.ncclHow},
-                              {"nccl_version", libs.ncclVersion},         {"nccl_shrink", libs.ncclShrink}, {"error", libs.error}};
-        j["memory_available_bytes"] = memAvailableBytes();
-        const auto slots = a.integer("--slots", 0, 0, 1 << 20);
-        // What each of `slots` ranks here gets by default (eval: allowed CPUs / local ranks, pinned).
-        const CpuPlan cpu = planCpus(0, static_cast<int>(std::max<std::int64_t>(1, slots)), 0);
-        j["cpus"] = {{"allowed", cpu.allowedCpus}, {"threads_per_rank", cpu.threads}, {"kernels", cpu::isaName(cpu::detectIsa())}};
-        nlohmann::ordered_json p = nlohmann::ordered_json::array();
-        for (const auto &path : paths) {
-            const std::string st = pathStatus(path);
-            p.push_back({{"path", path}, {"status", st}});
-            if (st != "readable")
-                problems.push_back(path + ": " + st + " on " + std::string(host));
-        }
-        j["paths"] = p;
-        if (const auto addr = a.get("--master-addr")) {
-            const int port = static_cast<int>(a.integer("--master-port", 29500, 1, 65535));
-            const std::string st = masterStatus(*addr, port);
-            j["master"] = {{"addr", *addr}, {"port", port}, {"status", st}};
-            if (st.starts_with("unreachable"))
-                problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
-        }
-        const std::string backend = a.get("--backend").value_or("auto");
-        if (backend == "gloo" && !glooWhy.empty() && slots > 1)
-            problems.push_back("backend gloo with " + std::to_string(slots) + " slots on " + std::string(host) + ": " + glooWhy);
-        if (backend == "nccl") {
-            if (!ncclWhy.empty())
-                problems.push_back("backend nccl: " + ncclWhy);
-            else if (slots > static_cast<std::int64_t>(gpus.size()))
-                problems.push_back("backend nccl: " + std::to_string(slots) + " slots but " + std::to_string(gpus.size())
-                                   + " GPUs on " + std::string(host) + " (one GPU per rank)");
-        }
-        j["problems"] = problems;
-        j["ok"] = problems.empty();
-        if (a.has("--json")) {
-            out << j.dump() << '\n';
-        } else {
-            out << "host " << host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", "
-                << gpus.size() << " CUDA devices, nccl " << (ncclWhy.empty() ? "available" : "unavailable (" + ncclWhy + ")")
-                << (glooWhy.empty() ? "" : ", gloo unavailable (built without Gloo's headers)") << '\n'
-                << dist::describe(libs) << '\n'
-                << "cpus: " << cpu.allowedCpus << " allowed, " << cpu.threads << " threads per rank (" << cpu.why << "), "
-                << cpu::isaName(cpu::detectIsa()) << " kernels\n";
-            for (const auto &pr : problems)
-                out << "problem: " << pr << '\n';
-        }
-        return problems.empty() ? kExitOk : kExitRuntime;
+    const Args a(rest, {"--master-addr", "--master-port", "--backend", "--slots"}, {"--json"});
+    const auto slots = a.integer("--slots", 0, 0, 1 << 20);
+    const HostFacts facts = gatherFacts(slots);
+    nlohmann::ordered_json j = factsJson(facts);
+    std::vector<std::string> problems;
+    j["paths"] = checkPaths(paths, facts.host, problems);
+    if (const auto addr = a.get("--master-addr")) {
+        const int port = static_cast<int>(a.integer("--master-port", 29500, 1, 65535));
+        const std::string st = masterStatus(*addr, port);
+        j["master"] = {{"addr", *addr}, {"port", port}, {"status", st}};
+        if (st.starts_with("unreachable"))
+            problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
     }
+    checkBackend(a.get("--backend").value_or("auto"), slots, facts, problems);
+    j["problems"] = problems;
+    j["ok"] = problems.empty();
+    if (a.has("--json"))
+        out << j.dump() << '\n';
+    else
+        printFacts(out, facts, problems);
+    return problems.empty() ? kExitOk : kExitRuntime;
 }
 
 } // namespace cppl::agent

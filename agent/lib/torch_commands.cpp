@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "torch_commands.h"
 
+#include "distributed/c10d.h"
 #include "distributed/comm_check.h"
 #include "eval/eval_command.h"
 #include "preflight.h"
@@ -16,7 +17,7 @@ int runTorchCommand(const std::vector<std::string> &args, std::ostream &out, std
     if (command == "eval")
         return evalCommand(rest, out, err);
     if (command == "comm-check")
-        return dist::commCheckCommand(rest, out, err);
+        return dist::commCheckCommand(rest, out, err, dist::libtorchC10d());
     if (command == "preflight")
         return preflightCommand(rest, out, err);
     throw Error("runTorchCommand: \"" + command + "\" is not a command that loads LibTorch");

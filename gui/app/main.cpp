@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "app_main.h"
+#include "screenshot.h"
 
 int main(int argc, char **argv)
 {
-    return cppl::app::appMain(argc, argv);
+    // --screenshot comes from clusterppl_app_fixtures, which only this executable (and the tests) link.
+    return cppl::app::appMain(argc, argv, &cppl::app::screenshotCommand);
 }

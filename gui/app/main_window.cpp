@@ -34,7 +34,7 @@ using cppl::core::run::RunPhase;
 
 namespace cppl::app {
 
-MainWindow::MainWindow(QWidget *parent, const QString &storePath)
+MainWindow::MainWindow(QWidget *parent, const QString &historyPath)
     : QMainWindow(parent)
 {
     setWindowTitle(tr("ClusterPPL"));
@@ -69,8 +69,23 @@ MainWindow::MainWindow(QWidget *parent, const QString &storePath)
     m_statusPhase = new QLabel(tr("idle"), this);
     statusBar()->addPermanentWidget(m_statusPhase);
     buildMenus();
-    setupHistory(storePath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
+    setupHistory(historyPath); // History and Compare pages, Store runs, Sweep (main_window_history.cpp)
 
+    connectPages();
+    m_evaluation->setAgent(agentPath());
+    QSettings s;
+    restoreGeometry(s.value(u"window/geometry"_s).toByteArray());
+    restoreState(s.value(u"window/state"_s).toByteArray());
+    if (!s.contains(u"window/geometry"_s))
+        resize(1400, 900);
+    m_nav->setCurrentRow(s.value(u"window/page"_s, 0).toInt());
+    updateActions();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::connectPages()
+{
     connect(m_nav, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
     connect(m_cluster, &ClusterPage::failed, this, &MainWindow::showError);
     connect(m_cluster, &ClusterPage::checkHostsRequested, this, &MainWindow::checkHosts);
@@ -103,18 +118,7 @@ MainWindow::MainWindow(QWidget *parent, const QString &storePath)
         if (m_engine && m_engine->latestSnapshot())
             m_run->showSnapshot(*m_engine->latestSnapshot(), m_engine->timeline(), m_engine->elapsedSeconds(), true);
     });
-
-    m_evaluation->setAgent(agentPath());
-    QSettings s;
-    restoreGeometry(s.value(u"window/geometry"_s).toByteArray());
-    restoreState(s.value(u"window/state"_s).toByteArray());
-    if (!s.contains(u"window/geometry"_s))
-        resize(1400, 900);
-    m_nav->setCurrentRow(s.value(u"window/page"_s, 0).toInt());
-    updateActions();
 }
-
-MainWindow::~MainWindow() = default;
 
 void MainWindow::buildMenus()
 {
@@ -258,7 +262,7 @@ bool MainWindow::launch(cppl::core::run::RunRequest request, const QString &resu
     }
     m_engine = std::make_unique<RunEngine>();
     bindEngine(m_engine.get());
-    prepareRecording(request, m_engine.get()); // the store's baseline and recorder, before start()
+    prepareRecording(request, m_engine.get()); // the history's baseline and recorder, before start()
     m_bar->hide();
     const cppl::core::run::RunRequest copy = request;
     m_run->reset({}, 0, {}, copy.profile.thresholds);
@@ -346,7 +350,7 @@ void MainWindow::bindEngine(RunEngine *e)
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
         m_run->setSchedule(QString::fromStdString(requested.evaluation.schedule));
         m_run->setPhase(e->phase());
-        statusBar()->showMessage(tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
+        statusBar()->showMessage(world == 1 ? tr("Run %1: 1 rank").arg(e->runId()) : tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
     });
     connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);
     connect(e, &RunEngine::preflightFinished, this, [this](bool ok, const QStringList &refusals) {

@@ -15,10 +15,10 @@ class QLabel;
 class QListWidget;
 class QStackedWidget;
 
-namespace cppl::core::store {
-class RunStore;
+namespace cppl::core::history {
+class RunHistory;
 struct RunRecord;
-} // namespace cppl::core::store
+} // namespace cppl::core::history
 
 namespace cppl::app {
 
@@ -38,9 +38,9 @@ class MainWindow : public QMainWindow
 public:
     enum Page { ClusterPageIndex, EvaluationPageIndex, RunPageIndex, HistoryPageIndex, ComparePageIndex };
 
-    /// @p storePath: the run store to open instead of RunStore::defaultPath() ($CLUSTERPPL_STORE or
+    /// @p historyPath: the run history to open instead of RunHistory::defaultPath() ($CLUSTERPPL_STORE or
     /// the user's), e.g. a temporary one for screenshots, so that the user's is never opened.
-    explicit MainWindow(QWidget *parent = nullptr, const QString &storePath = {});
+    explicit MainWindow(QWidget *parent = nullptr, const QString &historyPath = {});
     ~MainWindow() override;
 
     /// Loads the last profile, or the embedded "This machine" default on first start.
@@ -67,25 +67,23 @@ public:
     [[nodiscard]] EvaluationPage *evaluationPage() const noexcept { return m_evaluation; }
     [[nodiscard]] RunPage *runPage() const noexcept { return m_run; }
     [[nodiscard]] MessageBar *messageBar() const noexcept { return m_bar; }
-    [[nodiscard]] QLabel *statusProfileLabel() const noexcept { return m_statusProfile; }
-    [[nodiscard]] SshPrompter *sshPrompter() const noexcept { return m_prompter; }
     [[nodiscard]] cppl::core::run::RunEngine *engine() const noexcept { return m_engine.get(); }
     [[nodiscard]] QStackedWidget *pages() const noexcept { return m_pages; }
 
-    // History, Compare, Sweep and the run store (main_window_history.cpp, docs/dashboard.md).
+    // History, Compare, Sweep and the run history (main_window_history.cpp, docs/dashboard.md).
     [[nodiscard]] HistoryPage *historyPage() const;
     [[nodiscard]] ComparePage *comparePage() const;
     [[nodiscard]] SweepRunner *sweepRunner() const;
-    /// The run store, opened on first use; null (the reason in the message bar) when it cannot open.
-    cppl::core::store::RunStore *store();
-    /// Shows @p runIds on the Compare page (read from the store with their baselines).
+    /// The run history, opened on first use; null (the reason in the message bar) when it cannot open.
+    cppl::core::history::RunHistory *runHistory();
+    /// Shows @p runIds on the Compare page (read from the history with their baselines).
     void compareRuns(const QStringList &runIds);
     /// Loads a stored run's profile and settings and starts it again.
-    bool rerun(const cppl::core::store::RunRecord &run);
+    bool rerun(const cppl::core::history::RunRecord &run);
     /// Finishes an interrupted run from its last committed round (`clusterppl-cli run --resume`):
     /// with the profile it ran, or (@p onProfileHosts) on the Cluster page's hosts, whose evaluation
     /// must be the run's. False, with the CLI's refusal in the message bar, when it cannot.
-    bool resumeRun(const cppl::core::store::RunRecord &run, bool onProfileHosts = false);
+    bool resumeRun(const cppl::core::history::RunRecord &run, bool onProfileHosts = false);
     /// The same evaluation at each rank count, one run after another, then Compare.
     bool startSweep(const std::vector<int> &counts);
     void setStoreRuns(bool on);
@@ -98,6 +96,8 @@ protected:
 
 private:
     void buildMenus();
+    /// What the Cluster, Evaluation and Run pages ask of the window, and what they tell each other.
+    void connectPages();
     // Starts @p request on a new engine bound to the pages (Run, Re-run, Resume); @p resumedFrom:
     // the Run page's "resumed from round N" line.
     bool launch(cppl::core::run::RunRequest request, const QString &resumedFrom = {});
@@ -107,7 +107,7 @@ private:
     void showError(const QString &text);
     void showInfo(const QString &text);
     QString agentPath() const;
-    void setupHistory(const QString &storePath);
+    void setupHistory(const QString &historyPath);
     void prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine);
     // What Run, Check hosts and a sweep start from: the pages' profile and evaluation, the agent
     // and log overrides, and the SSH prompter.

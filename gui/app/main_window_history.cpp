@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// MainWindow's History, Compare and Sweep parts and the run store: every dashboard run is recorded
+// MainWindow's History, Compare and Sweep parts and the run history: every dashboard run is recorded
 // (RunRecorder) with the stored one-rank baseline, as `clusterppl-cli run` does (cli_history.cpp).
 
 #include "main_window.h"
@@ -15,9 +15,9 @@
 #include "run_page.h"
 #include "sweep_runner.h"
 
-#include "store/run_recorder.h"
-#include "store/run_store.h"
-#include "store/sweep.h"
+#include "history/run_recorder.h"
+#include "history/run_history.h"
+#include "history/sweep.h"
 
 #include "cppl/errors.h"
 
@@ -36,20 +36,20 @@
 
 using namespace Qt::StringLiterals;
 using cppl::core::run::RunEngine;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStore;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunHistory;
 
 namespace cppl::app {
 
-// Destroyed in reverse: the recorder and the sweep (which stop writing) before the store.
+// Destroyed in reverse: the recorder and the sweep (which stop writing) before the history.
 struct MainWindow::HistoryState
 {
-    std::unique_ptr<RunStore> store;
-    QString storePath; // empty: RunStore::defaultPath()
-    QString storeError;
-    std::unique_ptr<cppl::core::store::RunRecorder> recorder;
+    std::unique_ptr<RunHistory> runHistory;
+    QString historyPath; // empty: RunHistory::defaultPath()
+    QString historyError;
+    std::unique_ptr<cppl::core::history::RunRecorder> recorder;
     std::unique_ptr<SweepRunner> sweep;
-    HistoryPage *history = nullptr;
+    HistoryPage *historyPage = nullptr;
     ComparePage *compare = nullptr;
     QAction *storeAction = nullptr;
     QAction *sweepAction = nullptr;
@@ -57,32 +57,32 @@ struct MainWindow::HistoryState
     QString lastRecorded;                // the run it exports: the last one recorded in this window
 };
 
-HistoryPage *MainWindow::historyPage() const { return m_history->history; }
+HistoryPage *MainWindow::historyPage() const { return m_history->historyPage; }
 ComparePage *MainWindow::comparePage() const { return m_history->compare; }
 SweepRunner *MainWindow::sweepRunner() const { return m_history->sweep.get(); }
 
-void MainWindow::setupHistory(const QString &storePath)
+void MainWindow::setupHistory(const QString &historyPath)
 {
     m_history = std::make_shared<HistoryState>();
     HistoryState &h = *m_history;
-    h.storePath = storePath;
-    h.history = new HistoryPage(m_pages);
+    h.historyPath = historyPath;
+    h.historyPage = new HistoryPage(m_pages);
     h.compare = new ComparePage(m_pages);
-    m_pages->addWidget(h.history);
+    m_pages->addWidget(h.historyPage);
     m_pages->addWidget(h.compare);
     m_nav->addItems({tr("History"), tr("Compare")});
 
-    connect(h.history, &HistoryPage::failed, this, &MainWindow::showError);
-    connect(h.history, &HistoryPage::info, this, &MainWindow::showInfo);
+    connect(h.historyPage, &HistoryPage::failed, this, &MainWindow::showError);
+    connect(h.historyPage, &HistoryPage::info, this, &MainWindow::showInfo);
     connect(h.compare, &ComparePage::failed, this, &MainWindow::showError);
     connect(h.compare, &ComparePage::info, this, &MainWindow::showInfo);
-    connect(h.history, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
-    connect(h.history, &HistoryPage::rerunRequested, this, &MainWindow::rerun);
-    connect(h.history, &HistoryPage::resumeRequested, this, &MainWindow::resumeRun);
-    // The store opens when first needed: the History page shown, or a run started.
+    connect(h.historyPage, &HistoryPage::compareRequested, this, &MainWindow::compareRuns);
+    connect(h.historyPage, &HistoryPage::rerunRequested, this, &MainWindow::rerun);
+    connect(h.historyPage, &HistoryPage::resumeRequested, this, &MainWindow::resumeRun);
+    // The history opens when first needed: the History page shown, or a run started.
     connect(m_pages, &QStackedWidget::currentChanged, this, [this](int index) {
-        if (index == HistoryPageIndex && !m_history->store && m_history->storeError.isEmpty())
-            m_history->history->setStore(store(), m_history->storeError);
+        if (index == HistoryPageIndex && !m_history->runHistory && m_history->historyError.isEmpty())
+            m_history->historyPage->setHistory(runHistory(), m_history->historyError);
     });
 
     QMenu *view = nullptr;
@@ -117,7 +117,7 @@ void MainWindow::setupHistory(const QString &storePath)
             if (!ok)
                 return;
             try {
-                startSweep(cppl::core::store::parseRankList(text));
+                startSweep(cppl::core::history::parseRankList(text));
             } catch (const cppl::Error &e) {
                 showError(tr("Sweep: %1").arg(QString::fromUtf8(e.what())));
             }
@@ -125,15 +125,15 @@ void MainWindow::setupHistory(const QString &storePath)
         // The run just watched, as `clusterppl-cli report <run id>` writes it; History's Export
         // report… does any stored run or several.
         h.exportLastAction = runMenu->addAction(tr("E&xport report of the last run…"), this, [this] {
-            if (!m_history->lastRecorded.isEmpty() && store())
-                m_history->history->askExport({m_history->lastRecorded}, this);
+            if (!m_history->lastRecorded.isEmpty() && runHistory())
+                m_history->historyPage->askExport({m_history->lastRecorded}, this);
         });
         h.exportLastAction->setEnabled(false);
         h.exportLastAction->setToolTip(tr("Enabled once a run started here has been stored in the history"));
         h.storeAction = runMenu->addAction(tr("S&tore runs in the history"));
         h.storeAction->setCheckable(true);
         h.storeAction->setChecked(QSettings().value(u"history/storeRuns"_s, true).toBool());
-        h.storeAction->setToolTip(tr("Record every run (settings, result, per-rank samples, logs, alerts) in %1").arg(storePath.isEmpty() ? RunStore::defaultPath() : storePath));
+        h.storeAction->setToolTip(tr("Record every run (settings, result, per-rank samples, logs, alerts) in %1").arg(historyPath.isEmpty() ? RunHistory::defaultPath() : historyPath));
         connect(h.storeAction, &QAction::toggled, this, [](bool on) { QSettings().setValue(u"history/storeRuns"_s, on); });
     }
 }
@@ -144,25 +144,25 @@ void MainWindow::setStoreRuns(bool on)
         m_history->storeAction->setChecked(on);
 }
 
-RunStore *MainWindow::store()
+RunHistory *MainWindow::runHistory()
 {
     HistoryState &h = *m_history;
-    if (!h.store) {
+    if (!h.runHistory) {
         try {
-            const QStringList adopted = h.storePath.isEmpty() ? RunStore::adoptEarlierStores() : QStringList();
-            h.store = std::make_unique<RunStore>(h.storePath.isEmpty() ? RunStore::defaultPath() : h.storePath);
-            h.storeError.clear();
-            h.history->setStore(h.store.get());
+            const QStringList adopted = h.historyPath.isEmpty() ? RunHistory::adoptEarlierStores() : QStringList();
+            h.runHistory = std::make_unique<RunHistory>(h.historyPath.isEmpty() ? RunHistory::defaultPath() : h.historyPath);
+            h.historyError.clear();
+            h.historyPage->setHistory(h.runHistory.get());
             QStringList news = adopted;
-            if (!h.store->interruptedOnOpen().isEmpty())
-                news << tr("Runs left running by a process that ended are marked interrupted: %1").arg(h.store->interruptedOnOpen().join(u", "_s));
+            if (!h.runHistory->interruptedOnOpen().isEmpty())
+                news << tr("Runs left running by a process that ended are marked interrupted: %1").arg(h.runHistory->interruptedOnOpen().join(u", "_s));
             if (!news.isEmpty())
                 showInfo(news.join(u'\n'));
         } catch (const cppl::Error &e) {
-            h.storeError = QString::fromUtf8(e.what());
-            h.history->setStore(nullptr, h.storeError);
-            // Deferred: startRun() clears the message bar right after asking for the store.
-            QTimer::singleShot(0, this, [this, why = h.storeError] {
+            h.historyError = QString::fromUtf8(e.what());
+            h.historyPage->setHistory(nullptr, h.historyError);
+            // Deferred: startRun() clears the message bar right after asking for the history.
+            QTimer::singleShot(0, this, [this, why = h.historyError] {
                 showError(tr("The run history cannot be opened, so runs are not stored: %1\n"
                              "Set CLUSTERPPL_STORE to a writable file, or turn off Run > Store runs in the history.")
                               .arg(why));
@@ -170,7 +170,7 @@ RunStore *MainWindow::store()
             return nullptr;
         }
     }
-    return h.store.get();
+    return h.runHistory.get();
 }
 
 void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::core::run::RunEngine *engine)
@@ -179,14 +179,14 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
     h.recorder.reset();
     if (h.storeAction && !h.storeAction->isChecked())
         return;
-    RunStore *s = store();
+    RunHistory *s = runHistory();
     if (!s)
         return;
     if (request.runId.isEmpty())
         request.runId = cppl::core::run::generateRunId();
     if (request.baselineResultJson.isEmpty()) {
         const QString dir = request.profilePath.isEmpty() ? QString() : QFileInfo(request.profilePath).absolutePath();
-        const QString key = cppl::core::store::settingsKey(cppl::core::store::settingsInputsFromProfile(request.profile, dir));
+        const QString key = cppl::core::history::settingsKey(cppl::core::history::settingsInputsFromProfile(request.profile, dir));
         try {
             if (const auto b = s->baselineFor(key))
                 request.baselineResultJson = b->resultJson;
@@ -194,7 +194,7 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
             statusBar()->showMessage(tr("No baseline: %1").arg(QString::fromUtf8(e.what())), 8000);
         }
     }
-    cppl::core::store::RunRecorder::Options o;
+    cppl::core::history::RunRecorder::Options o;
     o.source = u"dashboard"_s;
     // A resumed run keeps its id; as with `clusterppl-cli run`, a stored id is recorded as ID.2, ID.3...
     try {
@@ -208,10 +208,10 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
         statusBar()->showMessage(tr("This run is not recorded: %1").arg(QString::fromUtf8(e.what())), 8000);
         return;
     }
-    h.recorder = std::make_unique<cppl::core::store::RunRecorder>(*s, o);
+    h.recorder = std::make_unique<cppl::core::history::RunRecorder>(*s, o);
     h.recorder->attach(engine);
-    connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, h.history, &HistoryPage::refresh);
-    connect(h.recorder.get(), &cppl::core::store::RunRecorder::recorded, this, [this](const QString &runId) {
+    connect(h.recorder.get(), &cppl::core::history::RunRecorder::recorded, h.historyPage, &HistoryPage::refresh);
+    connect(h.recorder.get(), &cppl::core::history::RunRecorder::recorded, this, [this](const QString &runId) {
         m_history->lastRecorded = runId;
         if (QAction *a = m_history->exportLastAction) {
             a->setEnabled(true);
@@ -222,7 +222,7 @@ void MainWindow::prepareRecording(cppl::core::run::RunRequest &request, cppl::co
 
 void MainWindow::compareRuns(const QStringList &runIds)
 {
-    RunStore *s = store();
+    RunHistory *s = runHistory();
     if (!s)
         return;
     std::vector<RunRecord> runs, baselines;
@@ -234,7 +234,7 @@ void MainWindow::compareRuns(const QStringList &runIds)
                 showError(tr("Run %1 is not in the history %2").arg(id, s->path()));
                 continue;
             }
-            if (auto b = s->baselineFor(r->settingsKey, {}, cppl::core::store::resultDtype(*r)))
+            if (auto b = s->baselineFor(r->settingsKey, {}, cppl::core::history::resultDtype(*r)))
                 baselines.push_back(std::move(*b));
             runs.push_back(std::move(*r));
         }
@@ -258,7 +258,7 @@ bool MainWindow::rerun(const RunRecord &run)
         return false;
     }
     ClusterProfile p = parsed.profile;
-    // The store keeps model and data as absolute paths; the profile's may be relative to a file
+    // The history keeps model and data as absolute paths; the profile's may be relative to a file
     // that is not known here.
     if (!run.model.isEmpty())
         p.evaluation.model = run.model.toStdString();
@@ -332,7 +332,7 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
         showError(tr("A run is in progress; stop it before a sweep"));
         return false;
     }
-    RunStore *s = store();
+    RunHistory *s = runHistory();
     if (!s)
         return false;
     if (!h.sweep) {
@@ -352,13 +352,13 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
                                                             .arg(i + 1).arg(n).arg(ranks).arg(id));
             m_statusPhase->setText(tr("sweep %1/%2").arg(i + 1).arg(n));
         });
-        connect(h.sweep.get(), &SweepRunner::runEnded, this, [this] { m_history->history->refresh(); });
+        connect(h.sweep.get(), &SweepRunner::runEnded, this, [this] { m_history->historyPage->refresh(); });
         connect(h.sweep.get(), &SweepRunner::finished, this, [this](const QStringList &ids, int failures, bool stopped) {
             m_stopAction->setEnabled(false);
             m_runAction->setEnabled(true);
             m_statusPhase->setText(tr("idle"));
             m_run->setRunEnabled(true, false);
-            m_history->history->refresh();
+            m_history->historyPage->refresh();
             if (stopped)
                 showInfo(ids.size() == 1 ? tr("Sweep stopped after 1 run.") : tr("Sweep stopped after %n runs.", nullptr, int(ids.size())));
             else if (failures > 0)

@@ -7,7 +7,7 @@
 #include "rank_table_model.h"
 #include "run_charts.h"
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QAction>
 #include <QClipboard>
@@ -727,7 +727,7 @@ void RunPage::showOutcome(const cppl::core::run::RunOutcome &o)
     // --on-rank-loss continue: finished without some ranks. A badge a user notices, the causes in
     // its tooltip and below, the lost ranks marked in the table and the heat map.
     if (o.phase == RunPhase::Finished && !o.recovered.isEmpty()) {
-        const QJsonArray lost = cppl::core::store::lostRanksOf(o.resultJson);
+        const QJsonArray lost = cppl::core::history::lostRanksOf(o.resultJson);
         const QStringList detail = lostRanksDetail(lost);
         m_phase->setText(u"✓ "_s + tr("Recovered") + u" · "_s + lostRanksSummary(lost));
         m_phase->setToolTip(tr("The run finished without the lost ranks: the others evaluated their unfinished batches "

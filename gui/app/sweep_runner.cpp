@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "sweep_runner.h"
 
-#include "store/run_recorder.h"
-#include "store/run_store.h"
-#include "store/sweep.h"
+#include "history/run_recorder.h"
+#include "history/run_history.h"
+#include "history/sweep.h"
 
 #include "cppl/errors.h"
 
@@ -16,13 +16,13 @@ using cppl::core::run::RunOutcome;
 
 namespace cppl::app {
 
-SweepRunner::SweepRunner(cppl::core::store::RunStore &store, QObject *parent)
+SweepRunner::SweepRunner(cppl::core::history::RunHistory &history, QObject *parent)
     : QObject(parent)
-    , m_store(store)
+    , m_history(history)
 {
 }
 
-// The recorder before the engine: a recorder never outlives the store, an engine stops its ranks.
+// The recorder before the engine: a recorder never outlives the history, an engine stops its ranks.
 SweepRunner::~SweepRunner()
 {
     m_engine.reset();
@@ -42,7 +42,7 @@ bool SweepRunner::start(const cppl::core::run::RunRequest &base, const std::vect
     std::vector<ClusterProfile> profiles;
     try {
         for (int n : counts)
-            profiles.push_back(cppl::core::store::profileForRanks(base.profile, n)); // every count checked first
+            profiles.push_back(cppl::core::history::profileForRanks(base.profile, n)); // every count checked first
     } catch (const cppl::Error &e) {
         *error = QString::fromUtf8(e.what());
         return false;
@@ -77,7 +77,7 @@ void SweepRunner::startNext()
         const int failures = m_failures;
         const bool stopped = m_stopped;
         m_index = -1;
-        m_store.flush();
+        m_history.flush();
         Q_EMIT finished(ids, failures, stopped);
         return;
     }
@@ -86,14 +86,14 @@ void SweepRunner::startNext()
     req.runId = u"%1-r%2"_s.arg(m_prefix).arg(m_counts[std::size_t(m_index)]);
     req.baselineResultJson.clear();
     // The previous run's end is on disk, so a one-rank run earlier in this sweep is the baseline.
-    m_store.flush();
+    m_history.flush();
     const QString dir = req.profilePath.isEmpty() ? QString() : QFileInfo(req.profilePath).absolutePath();
-    if (const auto b = m_store.baselineFor(cppl::core::store::settingsKey(cppl::core::store::settingsInputsFromProfile(req.profile, dir))))
+    if (const auto b = m_history.baselineFor(cppl::core::history::settingsKey(cppl::core::history::settingsInputsFromProfile(req.profile, dir))))
         req.baselineResultJson = b->resultJson;
     m_engine = std::make_unique<RunEngine>();
-    cppl::core::store::RunRecorder::Options ro;
+    cppl::core::history::RunRecorder::Options ro;
     ro.source = u"sweep"_s;
-    m_recorder = std::make_unique<cppl::core::store::RunRecorder>(m_store, ro);
+    m_recorder = std::make_unique<cppl::core::history::RunRecorder>(m_history, ro);
     m_recorder->attach(m_engine.get());
     const QString id = req.runId;
     m_ids << id;

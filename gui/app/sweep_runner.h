@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The dashboard's sweep: the same evaluation at several rank counts (store/sweep.h derives each
-// profile), one RunEngine after another, each recorded into the store with the stored one-rank
+// The dashboard's sweep: the same evaluation at several rank counts (history/sweep.h derives each
+// profile), one RunEngine after another, each recorded into the history with the stored one-rank
 // baseline, then the run ids for Compare. The CLI twin is `clusterppl-cli sweep`.
 
 #include "run/run_engine.h"
@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-namespace cppl::core::store {
+namespace cppl::core::history {
 class RunRecorder;
-class RunStore;
-} // namespace cppl::core::store
+class RunHistory;
+} // namespace cppl::core::history
 
 namespace cppl::app {
 
@@ -25,7 +25,7 @@ class SweepRunner : public QObject
     Q_OBJECT
 
 public:
-    explicit SweepRunner(cppl::core::store::RunStore &store, QObject *parent = nullptr);
+    explicit SweepRunner(cppl::core::history::RunHistory &history, QObject *parent = nullptr);
     ~SweepRunner() override;
 
     /// Checks every count against the profile first (ConfigError message in @p error), then
@@ -47,7 +47,7 @@ Q_SIGNALS:
 private:
     void startNext();
 
-    cppl::core::store::RunStore &m_store;
+    cppl::core::history::RunHistory &m_history;
     cppl::core::run::RunRequest m_base;
     std::vector<ClusterProfile> m_profiles;
     std::vector<int> m_counts;
@@ -56,7 +56,7 @@ private:
     int m_index = -1;
     int m_failures = 0;
     bool m_stopped = false;
-    std::unique_ptr<cppl::core::store::RunRecorder> m_recorder;
+    std::unique_ptr<cppl::core::history::RunRecorder> m_recorder;
     std::unique_ptr<cppl::core::run::RunEngine> m_engine;
 };
 

@@ -2,7 +2,6 @@
 // The agent's `plan` command as a user runs it: a real process, its output, JSON and exit codes.
 #include "agent_cli.h"
 #include "exit_codes.h"
-#include "torch_commands.h"
 
 #include "test_paths.h"
 #include "test_process.h"
@@ -182,14 +181,21 @@ private Q_SLOTS:
     {
         std::ostringstream out;
         std::ostringstream err;
-        const int rc = agentMain({"plan", "--text", kText.toStdString(), "--tokenizer", "bytes", "--ranks", "2"}, out, err, runTorchCommand);
+        // plan and --version are torch-free: this test links no LibTorch, and they never reach its runner.
+        int torchCommands = 0;
+        const TorchCommandRunner noTorch = [&torchCommands](const std::vector<std::string> &, std::ostream &, std::ostream &) {
+            ++torchCommands;
+            return int(kExitRuntime);
+        };
+        const int rc = agentMain({"plan", "--text", kText.toStdString(), "--tokenizer", "bytes", "--ranks", "2"}, out, err, noTorch);
         QCOMPARE(rc, int(kExitOk));
         const Run r = runAgent({QStringLiteral("plan"), QStringLiteral("--text"), kText, QStringLiteral("--tokenizer"),
                                 QStringLiteral("bytes"), QStringLiteral("--ranks"), QStringLiteral("2")});
         QCOMPARE(r.out, QString::fromStdString(out.str()));
         std::ostringstream version;
-        QCOMPARE(agentMain({"--version"}, version, err, runTorchCommand), int(kExitOk));
+        QCOMPARE(agentMain({"--version"}, version, err, noTorch), int(kExitOk));
         QVERIFY(version.str().starts_with("clusterppl-agent "));
+        QCOMPARE(torchCommands, 0);
     }
 };
 

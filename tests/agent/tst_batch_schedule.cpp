@@ -11,7 +11,7 @@
 #include "fault_hooks.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/distributed_run.h"
-#include "distributed/store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/statistics.h"
 #endif
@@ -99,7 +99,7 @@ int child(const std::string &scenario, int rank, int port, const std::string &ou
 {
     if (scenario == "failing" && rank == 3)
         std::thread([port] { // exits 1.5 s after rank 1 says it fails: rank 1 is leaving then, its watchdog held
-            const std::unique_ptr<Store> own = openTcpStore("127.0.0.1", port, false, std::chrono::seconds(60));
+            const std::unique_ptr<RendezvousStore> own = openTcpStore("127.0.0.1", port, false, std::chrono::seconds(60));
             while (!own->check({"test/failing"}))
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
             std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -116,7 +116,7 @@ int child(const std::string &scenario, int rank, int port, const std::string &ou
     o.timeout = std::chrono::seconds(60);
     o.storeServedElsewhere = true;
     o.tolerateRankLoss = scenario.starts_with("lost") || scenario == "failing";
-    DistributedRun run(o);
+    DistributedRun run(o, libtorchC10d());
     const std::vector<std::int64_t> order = orderFor(scenario);
     std::vector<std::int64_t> tokens, windows;
     for (std::int64_t b = 0; b < kBatches; ++b) {
@@ -221,7 +221,7 @@ class TestBatchSchedule : public QObject
     std::vector<std::map<std::string, std::string>> runRanks(const std::string &scenario)
     {
         std::vector<std::map<std::string, std::string>> outputs(kWorld);
-        std::unique_ptr<Store> store = openTcpStore("127.0.0.1", 0, true, std::chrono::seconds(30));
+        std::unique_ptr<RendezvousStore> store = openTcpStore("127.0.0.1", 0, true, std::chrono::seconds(30));
         std::vector<std::unique_ptr<QProcess>> ranks;
         for (int r = 0; r < kWorld; ++r) {
             auto p = std::make_unique<QProcess>();

@@ -153,7 +153,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(readFile(build + QStringLiteral("/generated/cppl/config.h")).contains("#define CLUSTERPPL_HAVE_GLOO 1"), qPrintable(conf.describe()));
         auto glooCommand = [](const QString &tree) {
             return runProcess(QStringLiteral("ninja"), {QStringLiteral("-C"), tree, QStringLiteral("-t"), QStringLiteral("commands"),
-                                                        QStringLiteral("agent/CMakeFiles/clusterppl_agent_lib.dir/lib/distributed/gloo_backend.cpp.o")})
+                                                        QStringLiteral("agent/CMakeFiles/clusterppl_agent_libtorch.dir/lib/distributed/gloo_backend.cpp.o")})
                 .out.trimmed()
                 .section(QLatin1Char('\n'), -1);
         };

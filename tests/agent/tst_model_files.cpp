@@ -68,8 +68,8 @@ private Q_SLOTS:
         QTest::addRow("header longer than file") << QByteArray(R"({})") << QByteArray() << qint64(1000)
                                                  << "header length 1000 is larger than the file";
         QTest::addRow("not JSON") << QByteArray("{nope") << QByteArray() << qint64(-1) << "header is not valid JSON";
-        QTest::addRow("unsupported dtype") << QByteArray(R"({"a":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})") << QByteArray("x")
-                                           << qint64(-1) << "tensor \"a\": unsupported dtype I8 (supported: F32, F16, BF16)";
+        QTest::addRow("unsupported dtype") << QByteArray(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})") << QByteArray(8, 'x')
+                                           << qint64(-1) << "tensor \"a\": unsupported dtype F64 (supported: F32, F16, BF16, I8, U8, I32, I64)";
         QTest::addRow("offsets out of range") << QByteArray(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})")
                                               << QByteArray(8, 'x') << qint64(-1) << "data_offsets [0, 16) lie outside the 8 data bytes";
         QTest::addRow("shape disagrees with bytes") << QByteArray(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})")

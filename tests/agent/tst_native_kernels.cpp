@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The agent's own CPU kernels (agent/lib/eval/cpu_gemm.h) against double-precision loops, and the
-// property other parts build on: every output's bits are the same however the work is split over
-// threads (1, 2, 3, 7 real threads), for the GEMM, attention and a whole model's logits.
+// The agent's own CPU kernels (agent/lib/eval/cpu_gemm.h, cpu_log_softmax.h) against double-precision
+// loops, and the property other parts build on: every output's bits are the same however the work is
+// split over threads (1, 2, 3, 7 real threads), for the GEMM, attention and a whole model's logits.
+// The vocabulary's log-softmax steps also on slices, as vocab-parallel ranks would run them.
 #include "reference_fixture.h"
 
 #include "eval/cpu_gemm.h"
+#include "eval/cpu_log_softmax.h"
 #include "eval/intra_op.h"
 #include "eval/language_model.h"
+#include "eval/tensor_parallel.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -15,10 +18,12 @@
 #include <QTest>
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numbers>
 #include <random>
@@ -70,6 +75,43 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b)
 {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
+
+// Ranks as threads of this process: each reduction publishes every rank's buffer, waits for all,
+// and reduces them in rank order into a copy of its own, so every rank gets the same bits.
+class ThreadGroup
+{
+public:
+    explicit ThreadGroup(int size) : m_size(size), m_barrier(size), m_slots(static_cast<std::size_t>(size)) {}
+
+    class Rank final : public TensorParallelGroup
+    {
+    public:
+        Rank(ThreadGroup &g, int rank) : m_g(g), m_rank(rank) {}
+        void allReduceSum(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return a + b; }); }
+        void allReduceSum(double *d, std::int64_t n) override { reduce(d, n, [](double a, double b) { return a + b; }); }
+        void allReduceMax(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return std::max(a, b); }); }
+
+    private:
+        template <typename T, typename Op> void reduce(T *d, std::int64_t n, Op op)
+        {
+            m_g.m_slots[static_cast<std::size_t>(m_rank)] = d;
+            m_g.m_barrier.arrive_and_wait();
+            std::vector<T> out(static_cast<const T *>(m_g.m_slots[0]), static_cast<const T *>(m_g.m_slots[0]) + n);
+            for (int r = 1; r < m_g.m_size; ++r)
+                for (std::int64_t i = 0; i < n; ++i)
+                    out[static_cast<std::size_t>(i)] = op(out[static_cast<std::size_t>(i)], static_cast<const T *>(m_g.m_slots[static_cast<std::size_t>(r)])[i]);
+            m_g.m_barrier.arrive_and_wait(); // everyone has read every buffer
+            std::copy(out.begin(), out.end(), d);
+        }
+        ThreadGroup &m_g;
+        int m_rank;
+    };
+
+private:
+    int m_size;
+    std::barrier<> m_barrier;
+    std::vector<const void *> m_slots;
+};
 
 } // namespace
 
@@ -315,7 +357,7 @@ private Q_SLOTS:
             std::vector<double> first;
             for (int threads : {1, 2, 3, 7, -2}) {
                 std::vector<double> out(static_cast<std::size_t>(rows), 1.0);
-                cpu::logSoftmaxAt(z.data(), rows, V, ld, targets.data(), out.data(), threads > 0 ? splitInto(threads) : atenPool(-threads));
+                cpu::logSoftmaxAt(z.data(), rows, {0, V}, ld, targets.data(), out.data(), threads > 0 ? splitInto(threads) : atenPool(-threads));
                 if (!first.empty()) {
                     QVERIFY2(std::memcmp(out.data(), first.data(), out.size() * sizeof(double)) == 0,
                              qPrintable(QStringLiteral("V %1: %2 threads changed the bits").arg(V).arg(threads)));
@@ -336,6 +378,78 @@ private Q_SLOTS:
                 }
             }
         }
+    }
+
+    void logSoftmaxStepsOnSlices()
+    {
+        // The head's log-softmax steps on slices of the vocabulary, as vocab-parallel ranks would
+        // run them: the slices' maxima reduce to the whole row's maximum and their target logits to
+        // the row's exactly; their sums of exponentials (each at the whole row's maximum) add up to
+        // the row's within rounding; and the steps on the whole row are logSoftmaxAt's bits.
+        const std::int64_t rows = 23, V = 1003, ld = V + 5;
+        const std::vector<cpu::VocabSlice> slices{{0, 400}, {400, 17}, {417, 586}};
+        auto z = randomVector(static_cast<std::size_t>(rows * ld), 21);
+        z[static_cast<std::size_t>(3 * ld + 405)] = 60.0F; // a row whose maximum is in the small slice
+        std::vector<std::int64_t> targets(static_cast<std::size_t>(rows));
+        for (std::int64_t r = 0; r < rows; ++r)
+            targets[static_cast<std::size_t>(r)] = (r * 89 + 5) % V;
+        targets[3] = 405;
+        const cpu::ParallelFor par = splitInto(3);
+        std::vector<float> max(static_cast<std::size_t>(rows)), sliceMax(max.size()), maxOfSlices(max.size(), -std::numeric_limits<float>::infinity());
+        std::vector<double> sum(max.size()), sliceSum(max.size()), sumOfSlices(max.size(), 0.0);
+        std::vector<double> logit(max.size()), sliceLogit(max.size()), logitOfSlices(max.size(), 0.0);
+        cpu::rowMax(z.data(), rows, V, ld, max.data(), par);
+        cpu::sumExp(z.data(), rows, V, ld, max.data(), sum.data(), par);
+        cpu::targetLogit(z.data(), rows, {0, V}, ld, targets.data(), logit.data());
+        for (const cpu::VocabSlice &s : slices) {
+            const float *zs = z.data() + s.begin; // a rank's logits: its columns only
+            cpu::rowMax(zs, rows, s.size, ld, sliceMax.data(), par);
+            cpu::sumExp(zs, rows, s.size, ld, max.data(), sliceSum.data(), par);
+            cpu::targetLogit(zs, rows, s, ld, targets.data(), sliceLogit.data());
+            for (std::size_t r = 0; r < max.size(); ++r) {
+                maxOfSlices[r] = std::max(maxOfSlices[r], sliceMax[r]);
+                sumOfSlices[r] += sliceSum[r];
+                logitOfSlices[r] += sliceLogit[r];
+            }
+        }
+        QVERIFY(sameBits(maxOfSlices, max));
+        QVERIFY(std::memcmp(logitOfSlices.data(), logit.data(), logit.size() * sizeof(double)) == 0);
+        for (std::size_t r = 0; r < sum.size(); ++r)
+            QVERIFY2(std::fabs(sumOfSlices[r] - sum[r]) <= 1e-12 * sum[r], qPrintable(QStringLiteral("row %1: %2 vs %3").arg(r).arg(sumOfSlices[r]).arg(sum[r])));
+        std::vector<double> combined(max.size()), fused(max.size());
+        cpu::combineLogSoftmax(logit.data(), max.data(), sum.data(), rows, combined.data());
+        cpu::logSoftmaxAt(z.data(), rows, {0, V}, ld, targets.data(), fused.data(), par);
+        QVERIFY(std::memcmp(combined.data(), fused.data(), fused.size() * sizeof(double)) == 0);
+    }
+
+    void vocabParallelLogSoftmaxOverAGroup()
+    {
+        // logSoftmaxAt as three vocab-parallel ranks (threads reducing through a TensorParallelGroup)
+        // run it, each on its slice: every rank ends with the same bits, within rounding of one rank's.
+        const std::int64_t rows = 41, V = 2500, ld = V;
+        const std::vector<cpu::VocabSlice> slices{{0, 1000}, {1000, 900}, {1900, 600}};
+        const auto z = randomVector(static_cast<std::size_t>(rows * ld), 22);
+        std::vector<std::int64_t> targets(static_cast<std::size_t>(rows));
+        for (std::int64_t r = 0; r < rows; ++r)
+            targets[static_cast<std::size_t>(r)] = (r * 613 + 11) % V;
+        std::vector<double> one(static_cast<std::size_t>(rows));
+        cpu::logSoftmaxAt(z.data(), rows, {0, V}, ld, targets.data(), one.data(), splitInto(1));
+        ThreadGroup group(3);
+        std::vector<std::vector<double>> out(3, std::vector<double>(static_cast<std::size_t>(rows)));
+        std::vector<std::thread> ranks;
+        for (int r = 0; r < 3; ++r)
+            ranks.emplace_back([&, r] {
+                ThreadGroup::Rank rank(group, r);
+                const cpu::VocabSlice s = slices[static_cast<std::size_t>(r)];
+                cpu::logSoftmaxAt(z.data() + s.begin, rows, s, ld, targets.data(), out[static_cast<std::size_t>(r)].data(), splitInto(1), &rank);
+            });
+        for (auto &t : ranks)
+            t.join();
+        for (int r = 1; r < 3; ++r)
+            QVERIFY(std::memcmp(out[0].data(), out[static_cast<std::size_t>(r)].data(), out[0].size() * sizeof(double)) == 0);
+        for (std::size_t i = 0; i < one.size(); ++i)
+            QVERIFY2(std::fabs(out[0][i] - one[i]) <= 1e-12 * (1 + std::fabs(one[i])),
+                     qPrintable(QStringLiteral("row %1: %2 vs one rank's %3").arg(i).arg(out[0][i], 0, 'g', 17).arg(one[i], 0, 'g', 17)));
     }
 
     void fusedHeadMatchesLogSoftmaxOfLogits_data()

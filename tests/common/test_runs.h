@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Finished runs made up for the tests of the run store and the reports: an agent result JSON
-// (docs/result-json.md) and the record a recorder stores when it arrives (docs/run-store.md).
+// (docs/result-json.md) and the record a recorder stores when it arrives (docs/run-history.md).
 // For tests that link clusterppl_core.
 #pragma once
 
-#include "store/run_record.h"
+#include "history/run_record.h"
 
 #include <QByteArray>
 #include <QDateTime>
@@ -43,9 +43,9 @@ inline QJsonObject agentResult(int worldSize, double ppl, double pplStderr, cons
 /// The run stored when @p result (rank 0's result JSON, as received) arrives: finished
 /// @p seconds after @p started with exit code 0, source "test", its figures (applyResult) and
 /// its settings and settings key from the result. Launcher, hosts and the rest are the caller's.
-inline core::store::RunRecord finishedRun(const QString &id, const QByteArray &result, const QDateTime &started, int seconds)
+inline core::history::RunRecord finishedRun(const QString &id, const QByteArray &result, const QDateTime &started, int seconds)
 {
-    using namespace core::store;
+    using namespace core::history;
     RunRecord r;
     r.runId = id;
     r.status = RunStatus::Finished;

@@ -223,9 +223,9 @@ def spm_model(out):
                     write(out, "spm_model", f"spm-train-{kind}.model", f.read())
 
 
-def store_server(out):
+def rendezvous_server(out):
     """One client's requests to the rendezvous store, in c10d 1.x's and 2.x's wire protocols
-    (agent/lib/distributed/store_server.h): every request kind, a wait left pending at the EOF."""
+    (agent/lib/distributed/rendezvous_server.h): every request kind, a wait left pending at the EOF."""
     def s(b):
         b = b if isinstance(b, bytes) else b.encode()
         return struct.pack("<Q", len(b)) + b
@@ -242,8 +242,8 @@ def store_server(out):
            + q(v1["check"]) + keys("rank/0", "rank/1") + q(v1["wait"]) + keys("rank/0")
            + q(v1["compare_set"]) + s("cppl/epoch") + s("") + s("1") + q(v1["num_keys"])
            + q(v1["delete"]) + s("rank/0") + q(v1["wait"]) + keys("never/set"))
-    write(out, "store_server", "c10d-1x.bin", one)
-    write(out, "store_server", "c10d-1x-watch.bin", q(v1["set"]) + s("k") + s("v") + q(v1["watch"]) + s("k"))
+    write(out, "rendezvous_server", "c10d-1x.bin", one)
+    write(out, "rendezvous_server", "c10d-1x-watch.bin", q(v1["set"]) + s("k") + s("v") + q(v1["watch"]) + s("k"))
     v2 = {"validate": 0, "set": 1, "compare_set": 2, "get": 3, "add": 4, "check": 5, "wait": 6, "num_keys": 7,
           "delete": 8, "append": 9, "multi_get": 10, "multi_set": 11, "cancel_wait": 12, "ping": 13}
     two = (q(v2["validate"]) + struct.pack("<I", 0x3C85F7CE) + q(v2["ping"]) + struct.pack("<I", 0xC0FFEE)
@@ -253,8 +253,8 @@ def store_server(out):
            + q(v2["multi_get"]) + keys("x", "y", "log") + q(v2["add"]) + s("n") + struct.pack("<q", 1)
            + q(v2["compare_set"]) + s("x") + s("1") + s("3") + q(v2["check"]) + keys("x", "z")
            + q(v2["wait"]) + keys("z") + q(v2["cancel_wait"]) + q(v2["num_keys"]) + q(v2["delete"]) + s("x"))
-    write(out, "store_server", "c10d-2x.bin", two)
-    write(out, "store_server", "c10d-2x-bad-magic.bin", q(v2["validate"]) + struct.pack("<I", 7) + q(v2["ping"]) + struct.pack("<I", 1))
+    write(out, "rendezvous_server", "c10d-2x.bin", two)
+    write(out, "rendezvous_server", "c10d-2x-bad-magic.bin", q(v2["validate"]) + struct.pack("<I", 7) + q(v2["ping"]) + struct.pack("<I", 1))
 
 
 def main():
@@ -262,7 +262,7 @@ def main():
         sys.exit("usage: make_seeds.py OUT_DIR")
     out = sys.argv[1]
     for make in (telemetry, profile, hostfile, result_json, model_config, safetensors, npy, tokenizer_json,
-                 spm_model, store_server):
+                 spm_model, rendezvous_server):
         make(out)
 
 

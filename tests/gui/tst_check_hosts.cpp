@@ -209,7 +209,7 @@ private Q_SLOTS:
         QVERIFY(e.start(req));
         QVERIFY(finished.wait(60000));
         QCOMPARE(e.outcome().phase, RunPhase::Finished);
-        QCOMPARE(e.outcome().exitCode, int(kRunOk));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliOk));
         QCOMPARE(phases, (QList<RunPhase>{RunPhase::Preflight, RunPhase::Finished}));
         QCOMPARE(started.size(), 0);
         QCOMPARE(evalAgents(), before);
@@ -249,7 +249,7 @@ private Q_SLOTS:
         QVERIFY(e.start(req));
         QVERIFY(finished.wait(60000));
         QCOMPARE(e.outcome().phase, RunPhase::Failed);
-        QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliPreflightRefused));
         CPPL_VERIFY2(e.outcome().firstCause.contains(u"host localhost"_s) && e.outcome().firstCause.contains(u"no-such-model: missing"_s),
                  qPrintable(e.outcome().firstCause));
     }
@@ -360,12 +360,12 @@ private Q_SLOTS:
         QVERIFY(writeFile(profile, profileJson(u"local"_s, {u"localhost"_s}, kModel, path(u"no-such-dir/clusterppl-agent"_s)).toUtf8()));
         const QString cause = u"execve: No such file or directory; there is no agent at that path on this host"_s;
         ProcessResult r = runProcess(kCli, {u"check"_s, u"--profile"_s, profile}, 120000);
-        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.out.startsWith(u"host localhost: REFUSED"_s)
+        CPPL_VERIFY2(r.exitCode == cppl::core::kCliLaunchFailed && r.out.startsWith(u"host localhost: REFUSED"_s)
                          && r.out.contains(u"execve: No such file or directory); there is no agent at that path on this host"_s),
                      qPrintable(r.describe()));
         CPPL_VERIFY2(r.err.count(cause) == 1 && r.err.trimmed().count(u'\n') == 0, qPrintable(r.describe())); // the verdict alone
         r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile}, 120000);
-        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.exitCode == cppl::core::kCliLaunchFailed, qPrintable(r.describe()));
         const QStringList lines = r.err.trimmed().split(u'\n');
         CPPL_VERIFY2(lines.size() == 2 && lines[0].startsWith(u"clusterppl-cli: host localhost: "_s) && lines[0].contains(cause)
                          && lines[1].startsWith(u"clusterppl-cli: ALERT (failed): the run failed: host localhost: "_s),
@@ -403,7 +403,7 @@ private Q_SLOTS:
             QSignalSpy finished(&e, &RunEngine::finished);
             QVERIFY(e.start(req));
             QVERIFY(finished.wait(120000));
-            CPPL_VERIFY2(e.outcome().exitCode == kRunOk, qPrintable(e.outcome().firstCause));
+            CPPL_VERIFY2(e.outcome().exitCode == cppl::core::kCliOk, qPrintable(e.outcome().firstCause));
             QCOMPARE(hosts.size(), 2);
             for (const auto &args : hosts) {
                 const auto h = args.front().value<HostPreflight>();
@@ -420,7 +420,7 @@ private Q_SLOTS:
         QSignalSpy finished(&e, &RunEngine::finished);
         QVERIFY(e.start(req));
         QVERIFY(finished.wait(120000));
-        QCOMPARE(e.outcome().exitCode, int(kRunLaunchFailed));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliLaunchFailed));
         QCOMPARE(hosts.size(), 3);
         const auto bad = hosts.at(2).front().value<HostPreflight>();
         QCOMPARE(bad.host, u"node3"_s);
@@ -440,7 +440,7 @@ private Q_SLOTS:
         // Unknown keys without the flag: refused, exit 11, each host in its block, the first cause
         // (whichever host answered first) as the verdict.
         ProcessResult r = runProcess(kCli, QStringList{u"check"_s, u"--profile"_s, profile} + ssh, 120000);
-        CPPL_VERIFY2(r.exitCode == kRunLaunchFailed && r.out.contains(u"host node1: REFUSED"_s) && r.out.contains(u"host node2: REFUSED"_s)
+        CPPL_VERIFY2(r.exitCode == cppl::core::kCliLaunchFailed && r.out.contains(u"host node1: REFUSED"_s) && r.out.contains(u"host node2: REFUSED"_s)
                          && r.out.count(u"is not in known_hosts"_s) >= 2 && r.err.startsWith(u"clusterppl-cli: host node"_s)
                          && r.err.contains(u"is not in known_hosts"_s),
                      qPrintable(r.describe()));
@@ -461,7 +461,7 @@ private Q_SLOTS:
         const QString missing = path(u"local-missing.json"_s);
         QVERIFY(writeFile(missing, profileJson(u"local"_s, {u"localhost"_s}, path(u"no-such-model"_s)).toUtf8()));
         r = runProcess(kCli, {u"run"_s, u"--profile"_s, missing, u"--check-only"_s}, 120000);
-        CPPL_VERIFY2(r.exitCode == kRunPreflightRefused && r.out.contains(u"host localhost: REFUSED"_s) && r.out.contains(u"no-such-model: missing"_s),
+        CPPL_VERIFY2(r.exitCode == cppl::core::kCliPreflightRefused && r.out.contains(u"host localhost: REFUSED"_s) && r.out.contains(u"no-such-model: missing"_s),
                  qPrintable(r.describe()));
         QVERIFY(!QDir(path(u"state/clusterppl/runs"_s)).exists()); // no run, no logs
         QFile::remove(m_sshd.knownHosts());

@@ -4,6 +4,7 @@
 
 #include "test_paths.h"
 #include "test_process.h"
+#include "test_profile.h"
 #include "test_verify.h"
 
 #include <QFile>
@@ -29,6 +30,27 @@ void writeText(const QString &path, const QByteArray &text)
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write(text);
 }
+
+#ifdef CPPL_AGENT_EXE
+/// The blocks of consecutive "[live]" lines in a run's stderr, each joined into one string.
+QStringList liveBlocks(const QString &err)
+{
+    QStringList blocks;
+    QString block;
+    for (const QString &line : err.split(u'\n')) {
+        if (line.startsWith(QStringLiteral("[live]"))) {
+            block += line + u'\n';
+            continue;
+        }
+        if (!block.isEmpty())
+            blocks << block;
+        block.clear();
+    }
+    if (!block.isEmpty())
+        blocks << block;
+    return blocks;
+}
+#endif
 
 } // namespace
 
@@ -143,6 +165,46 @@ private Q_SLOTS:
         QCOMPARE(r.exitCode, int(kCliIoError));
         CPPL_VERIFY2(r.err.contains(QStringLiteral("nope.json: the profile does not exist")), qPrintable(r.err));
     }
+
+#ifdef CPPL_AGENT_EXE
+    void oneRankReadsInTheSingular()
+    {
+        // A one-rank run as a user starts it: "1 rank on 1 host", "0/1 rank evaluating", never "1 ranks".
+        QTemporaryDir dir;
+        const QString profile = dir.filePath(QStringLiteral("one.json"));
+        writeText(profile, cppl::test::localProfileJson(QStringLiteral("one"), cppl::test::kAgent, 1, QStringLiteral("by-host"), 4).toUtf8());
+        const Run r = cppl::test::runProcess(cppl::test::kCli, {QStringLiteral("run"), QStringLiteral("--profile"), profile, QStringLiteral("--no-preflight"),
+                                                                QStringLiteral("--no-store"), QStringLiteral("--log-dir"), dir.filePath(QStringLiteral("logs"))},
+                                             300000);
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral(": 1 rank on 1 host (local)")), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("clusterppl-cli: telemetry: 1 rank, ")), qPrintable(r.err));
+        // What the CLI writes itself (the ranks' own lines are the agent's).
+        for (const QString &line : r.err.split(u'\n'))
+            if (line.startsWith(QStringLiteral("clusterppl-cli:")) || line.startsWith(QStringLiteral("[live]")))
+                CPPL_VERIFY2(!line.contains(QStringLiteral("1 ranks")), qPrintable(line));
+    }
+
+    void liveBlockOnlyWhenItChanged()
+    {
+        // Rank 1 holds on for 4.5 s after the last tokens, so two or three of the 2-second ticks
+        // and the end of the run find the same figures: each block is printed once (the final
+        // totals were printed twice or more at the end of a run).
+        QTemporaryDir dir;
+        const QString profile = dir.filePath(QStringLiteral("two.json"));
+        writeText(profile, cppl::test::localProfileJson(QStringLiteral("two"), cppl::test::kAgent, 2, QStringLiteral("by-host"), 16).toUtf8());
+        qputenv("CLUSTERPPL_TEST_HOLD_FINISH", "1:4500"); // the local launcher passes it to the ranks
+        const Run r = cppl::test::runProcess(cppl::test::kCli, {QStringLiteral("run"), QStringLiteral("--profile"), profile, QStringLiteral("--no-preflight"),
+                                                                QStringLiteral("--no-store"), QStringLiteral("--log-dir"), dir.filePath(QStringLiteral("logs"))},
+                                             300000);
+        qunsetenv("CLUSTERPPL_TEST_HOLD_FINISH");
+        CPPL_VERIFY2(r.exitCode == kCliOk, qPrintable(r.describe()));
+        const QStringList blocks = liveBlocks(r.err);
+        CPPL_VERIFY2(!blocks.isEmpty() && blocks.back().contains(QStringLiteral("windows 16/16 (100.0%)")), qPrintable(r.err));
+        for (qsizetype i = 1; i < blocks.size(); ++i)
+            CPPL_VERIFY2(blocks[i] != blocks[i - 1], qPrintable(QStringLiteral("block %1 repeats the one before it:\n").arg(i) + r.err));
+    }
+#endif
 
     void errors_data()
     {

@@ -222,8 +222,8 @@ private Q_SLOTS:
         QTest::addColumn<int>("slots");
         QTest::addColumn<int>("code");
         QTest::addColumn<QString>("message");
-        QTest::addRow("bad run id") << u"../x"_s << 2 << int(kRunBadArguments) << u"may contain only"_s;
-        QTest::addRow("invalid profile") << u"ok"_s << 0 << int(kRunBadArguments) << u"hosts[0].slots"_s;
+        QTest::addRow("bad run id") << u"../x"_s << 2 << int(cppl::core::kCliBadArguments) << u"may contain only"_s;
+        QTest::addRow("invalid profile") << u"ok"_s << 0 << int(cppl::core::kCliBadArguments) << u"hosts[0].slots"_s;
     }
     void refusesBadRequests()
     {
@@ -253,7 +253,7 @@ private Q_SLOTS:
         req.profile = profile(2, u"by-host"_s, 4, m_dir.filePath(u"no-such-model"_s));
         QVERIFY(e.start(req));
         QVERIFY(finished.wait(60000));
-        QCOMPARE(e.outcome().exitCode, int(kRunPreflightRefused));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliPreflightRefused));
         QCOMPARE(hosts.size(), 1);
         const auto report = hosts.front().front().value<HostPreflight>();
         QVERIFY(report.ran);
@@ -286,7 +286,7 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(e.plan().groups), u"0,1;2,3"_s);
         QVERIFY(finished.wait(240000));
         const RunOutcome &o = e.outcome();
-        QVERIFY2(o.exitCode == kRunOk, qPrintable(o.firstCause + u'\n' + o.summary));
+        QVERIFY2(o.exitCode == cppl::core::kCliOk, qPrintable(o.firstCause + u'\n' + o.summary));
         QCOMPARE(phases, (QList<RunPhase>{RunPhase::Preflight, RunPhase::Launching, RunPhase::Running, RunPhase::Finished}));
         QCOMPARE(hosts.size(), 1);
         QCOMPARE(started.size(), 4);
@@ -362,7 +362,7 @@ private Q_SLOTS:
         QVERIFY(e.start(req));
         QVERIFY(finished.wait(240000));
         const RunOutcome &o = e.outcome();
-        QVERIFY2(o.exitCode == kRunOk, qPrintable(o.firstCause + u'\n' + o.summary));
+        QVERIFY2(o.exitCode == cppl::core::kCliOk, qPrintable(o.firstCause + u'\n' + o.summary));
         QStringList deviations;
         for (const RunAlert &a : e.alerts())
             if (a.kind == AlertKind::Deviation)
@@ -399,7 +399,7 @@ private Q_SLOTS:
         QCOMPARE(e.phase(), RunPhase::Stopping);
         QVERIFY(finished.wait(30000));
         QCOMPARE(e.phase(), RunPhase::Stopped);
-        QCOMPARE(e.outcome().exitCode, int(kRunStopped));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliStopped));
         QVERIFY2(!ranToTheEnd(e), "the run ended before it was stopped");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()).size(), 0, 10000);
     }
@@ -436,7 +436,7 @@ private Q_SLOTS:
         // then wait for a second end, so the spy's count is what is checked.
         QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 30000);
         QCOMPARE(e.phase(), RunPhase::Failed);
-        QCOMPARE(e.outcome().exitCode, int(kRunRankFailed));
+        QCOMPARE(e.outcome().exitCode, int(cppl::core::kCliRankFailed));
         QVERIFY2(e.outcome().firstCause.contains(u"rank 2 on localhost: killed by signal 9"_s), qPrintable(e.outcome().firstCause));
         QVERIFY2(!ranToTheEnd(e), "the run ended before rank 2 was killed");
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(e.runId()).size(), 0, 10000);

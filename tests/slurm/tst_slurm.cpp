@@ -254,7 +254,7 @@ private Q_SLOTS:
         QVERIFY(engine.start(request(profileJson(u"\"partition\": \"nosuchpartition\""_s), u"slurm-refused"_s)));
         QVERIFY(done.wait(120000));
         const RunOutcome &o = engine.outcome();
-        QCOMPARE(o.exitCode, int(kRunLaunchFailed));
+        QCOMPARE(o.exitCode, int(cppl::core::kCliLaunchFailed));
         CPPL_VERIFY2(o.firstCause.contains(u"sbatch on login refused the job"_s) && o.firstCause.contains(u"partition"_s, Qt::CaseInsensitive),
                  qPrintable(o.firstCause));
     }
@@ -333,7 +333,7 @@ private Q_SLOTS:
         QVERIFY(done.wait(180000));
         const RunOutcome &o = engine.outcome();
         QCOMPARE(o.phase, RunPhase::Failed);
-        QCOMPARE(o.exitCode, int(kRunRankFailed));
+        QCOMPARE(o.exitCode, int(cppl::core::kCliRankFailed));
         CPPL_VERIFY2(o.firstCause.contains(u"rank 2 on "_s + m_slurm.node()) && o.firstCause.contains(u"killed by signal 9"_s), qPrintable(o.firstCause));
         QTRY_COMPARE_WITH_TIMEOUT(agentsOfRun(runId), QList<qint64>(), 15000);
     }

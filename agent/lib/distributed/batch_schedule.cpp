@@ -2,7 +2,8 @@
 #include "batch_schedule.h"
 
 #include "distributed_run.h"
-#include "store.h"
+#include "rendezvous_store.h"
+#include "schedule_words.h"
 
 #include "cppl/errors.h"
 #include "cppl/sharding.h"
@@ -22,6 +23,10 @@
 
 namespace cppl::agent::dist {
 
+using schedule::minus;
+using schedule::plus;
+using schedule::Words;
+
 namespace {
 
 /// Timer and scheduler noise in a measured compute time (seconds): what a speed measured over
@@ -31,12 +36,6 @@ constexpr double kSpeedNoiseSeconds = 0.03;
 double now()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/// Where rank @p r says what it holds when the survivors regroup for epoch @p epoch (recoverOnce, step 1).
-std::string stateKey(int epoch, int r)
-{
-    return "cppl/epoch" + std::to_string(epoch) + "/state/" + std::to_string(r);
 }
 
 } // namespace
@@ -174,7 +173,7 @@ std::int64_t DynamicSchedule::Sizing::of(std::int64_t left) const
     return std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(left) * share / 2), 1, cap);
 }
 
-std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(Store &store, const std::string &key, std::int64_t batches) const
+std::pair<std::int64_t, std::int64_t> DynamicSchedule::Sizing::claim(RendezvousStore &store, const std::string &key, std::int64_t batches) const
 {
     // Read the counter first (add 0): other ranks have moved it since this rank last looked, and
     // sizing from a stale value would take too much near the end, where it matters most.
@@ -381,29 +380,6 @@ void DynamicSchedule::evaluated(std::int64_t b, double seconds)
     }
 }
 
-namespace {
-
-using Words = std::vector<std::int64_t>;
-
-// Integer words add and subtract with wrap-around: the exact accumulator's limbs are summed by
-// int64 addition across ranks, so differences of sums are exact whatever the order.
-std::int64_t plus(std::int64_t a, std::int64_t b)
-{
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
-}
-
-std::int64_t minus(std::int64_t a, std::int64_t b)
-{
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
-}
-
-Words orZeros(const Words &w, std::size_t n)
-{
-    return w.empty() ? Words(n, 0) : w;
-}
-
-} // namespace
-
 void DynamicSchedule::setConstant(std::span<const std::int64_t> words, bool counted)
 {
     CPPL_ENFORCE(m_rounds == 0 && m_lost.empty(), "setConstant() after the first round");
@@ -490,257 +466,6 @@ bool DynamicSchedule::complete(std::span<const std::int64_t> reduced, std::span<
         throw ProtocolError("rank " + std::to_string(m_run.rank()) + ": the round's collective says " + std::to_string(emptyRanks) + " of "
                             + std::to_string(m_run.epochSize()) + " ranks are done: do all ranks run the same agent version and --schedule?");
     return emptyRanks == m_run.epochSize();
-}
-
-void DynamicSchedule::recover(std::span<std::int64_t> words)
-{
-    CPPL_ENFORCE(m_run.tolerant(), "recover() in a run that does not tolerate a lost rank");
-    if (m_inflight.valid()) { // a claim sent ahead is this rank's: it must be in what this rank says it holds
-        const Claimed c = m_inflight.get();
-        accept(c.end, c.k);
-    }
-    if (m_base.empty()) {
-        m_base.assign(words.size(), 0);
-        m_carry.assign(words.size(), 0);
-    }
-    while (!recoverOnce(words)) {
-    }
-}
-
-std::optional<std::string> DynamicSchedule::waitKey(const std::string &key, int epoch, const std::string &what)
-{
-    // Polls, so that a newer loss (another rank lost while regrouping) ends the wait: the
-    // regrouping then starts over for the newer membership.
-    const auto deadline = std::chrono::steady_clock::now() + m_run.timeout();
-    auto pause = std::chrono::milliseconds(1);
-    for (;;) {
-        if (m_run.store().check({key}))
-            return m_run.store().get(key, m_run.timeout());
-        if (!m_run.lossesSince(epoch).empty())
-            return std::nullopt;
-        // After the last round, the reporter may have written the result instead (its closing
-        // gather completed where this rank's failed): this rank's part is in it, and nobody will
-        // answer here.
-        if (m_run.store().check({kReportedKey}))
-            throw ResultWrittenError("rank " + std::to_string(m_run.rank()) + ": the reporting rank wrote the result while this rank regrouped ("
-                                     + what + "): every rank's totals were in its closing gather; nothing is left to do");
-        // While the watchdog elects a new hub (the hub was lost during this agreement) its verdict
-        // may take up to --timeout more, and will end this wait; this deadline must not end it first.
-        if (std::chrono::steady_clock::now() >= deadline && !m_run.hubElection())
-            throw TimeoutError("rank " + std::to_string(m_run.rank()) + ": regrouping after a lost rank: " + what + " within "
-                               + std::to_string(m_run.timeout().count() / 1000) + " s (key " + key + ")");
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(20));
-    }
-}
-
-bool DynamicSchedule::regroups(int r)
-{
-    for (const auto &loss : m_run.lossesSince(m_run.epoch()))
-        if (m_run.store().check({stateKey(loss.epoch, r)}))
-            return true;
-    return false;
-}
-
-bool DynamicSchedule::recoverOnce(std::span<std::int64_t> words)
-{
-    const std::size_t n = words.size();
-    const auto losses = m_run.lossesSince(0);
-    CPPL_ENFORCE(!losses.empty(), "recover() without a lost rank");
-    const int epoch = losses.back().epoch;
-    const std::vector<int> &members = losses.back().members;
-    const int me = m_run.rank();
-    if (std::find(members.begin(), members.end(), me) == members.end())
-        throw CollectiveError("rank " + std::to_string(me) + " was declared lost by the watchdog's hub (" + losses.back().cause
-                              + "); it stops, the others go on without it");
-    std::vector<int> lost;
-    for (int r : m_members)
-        if (std::find(members.begin(), members.end(), r) == members.end())
-            lost.push_back(r);
-    CPPL_ENFORCE(!lost.empty(), "a loss that removes nobody");
-    Store &store = m_run.store();
-    const std::string prefix = "cppl/epoch" + std::to_string(epoch) + "/";
-
-    // 1. What this rank holds: its last committed round, the batches it evaluated, those it claimed
-    //    and has not evaluated yet (in the order it would evaluate them).
-    store.set(stateKey(epoch, me),
-              std::to_string(m_history.back().round) + "\t" + formatBatchRuns(m_done) + "\t" + formatBatchRuns(m_pending));
-    struct State
-    {
-        int round = -1;
-        std::vector<BatchRun> done, pending;
-    };
-    std::vector<State> states;
-    for (int r : members) {
-        const auto text = waitKey(stateKey(epoch, r), epoch, "rank " + std::to_string(r) + " did not say what it holds");
-        if (!text)
-            return false;
-        State st;
-        const auto t1 = text->find('\t'), t2 = t1 == std::string::npos ? t1 : text->find('\t', t1 + 1);
-        auto done = t2 == std::string::npos ? std::nullopt : parseBatchRuns(text->substr(t1 + 1, t2 - t1 - 1));
-        auto pending = t2 == std::string::npos ? std::nullopt : parseBatchRuns(text->substr(t2 + 1));
-        const auto [end, ec] = std::from_chars(text->data(), text->data() + (t1 == std::string::npos ? text->size() : t1), st.round);
-        if (!done || !pending || ec != std::errc() || st.round < -1)
-            throw ProtocolError("rank " + std::to_string(me) + ": rank " + std::to_string(r) + "'s state after the loss is malformed (\""
-                                + text->substr(0, 80) + "\"): do all ranks run the same agent version?");
-        st.done = std::move(*done);
-        st.pending = std::move(*pending);
-        for (const auto &runs : {st.done, st.pending})
-            for (const BatchRun &b : runs)
-                if (b.end > m_allBatches)
-                    throw ProtocolError("rank " + std::to_string(me) + ": rank " + std::to_string(r) + " says it holds batch "
-                                        + std::to_string(b.end - 1) + " of " + std::to_string(m_allBatches) + ": do all ranks run with the same plan?");
-        states.push_back(std::move(st));
-    }
-    // 2. How far the counter got, read once every member has settled its claims (the lowest
-    //    member reads it; a rank stopped, not dead, may still move it, but only this value counts).
-    if (me == members.front())
-        store.set(prefix + "counter", std::to_string(store.add(m_key, 0)));
-    const auto counterText = waitKey(prefix + "counter", epoch, "rank " + std::to_string(members.front()) + " did not publish the counter");
-    if (!counterText)
-        return false;
-    std::int64_t counter = -1;
-    if (const auto [end, ec] = std::from_chars(counterText->data(), counterText->data() + counterText->size(), counter); ec != std::errc() || counter < 0)
-        throw ProtocolError("rank " + std::to_string(me) + ": the counter after the loss is malformed (\"" + counterText->substr(0, 40) + "\")");
-    // 3. The last round every survivor completed (a rank is at most one round ahead of another).
-    int committedRound = states.front().round;
-    for (const State &st : states)
-        committedRound = std::min(committedRound, st.round);
-    const auto at = std::find_if(m_history.begin(), m_history.end(), [&](const Committed &c) { return c.round == committedRound; });
-    if (at == m_history.end())
-        throw ProtocolError("rank " + std::to_string(me) + ": the survivors last committed round " + std::to_string(committedRound)
-                            + ", which this rank no longer holds (it is at round " + std::to_string(m_history.back().round) + ")");
-    // 4. Communicators over the survivors, and one all-reduce of what they contributed at that
-    //    round and of what they hold now.
-    if (m_run.epoch() < epoch) {
-        try {
-            m_run.regroup(epoch, members);
-        } catch (const CollectiveError &) {
-            // A member lost while the new Gloo communicators connect (after it published its state:
-            // the hub killed right after announcing a loss, say): Gloo's rendezvous fails after
-            // --timeout. The watchdog's verdict on that member restarts the regrouping for the newer
-            // membership instead of failing this live rank. (NCCL: a loss during its rebuild is fatal,
-            // regroup() says so.)
-            if (m_run.backend() == "gloo" && m_run.awaitLossAfter(epoch))
-                return false;
-            throw;
-        }
-    }
-    const Words thenLocal = orZeros(at->local, n), thenGlobal = orZeros(at->global, n);
-    Words both(2 * n);
-    for (std::size_t i = 0; i < n; ++i) {
-        both[i] = thenLocal[i];
-        both[n + i] = minus(words[i], m_base[i]);
-    }
-    try {
-        m_run.allReduce(both);
-    } catch (const RankLostError &) {
-        return false;
-    }
-    // 5. The lost rank's committed part: the round's total minus the carry and the survivors'.
-    Words lostPart(n);
-    for (std::size_t i = 0; i < n; ++i)
-        lostPart[i] = minus(minus(thenGlobal[i], m_carry[i]), both[i]);
-    // Which batches it is: the lost rank evaluated what it held at the last regrouping (at the
-    // start: its first batch, queue position = its rank, which precedes every claim), then its
-    // claims in counter order; every position given out (the first m_offset, then the counter's)
-    // not held by a survivor is the lost rank's. Its committed batches are the first ones of that
-    // sequence whose windows and tokens make up its part.
-    const std::int64_t givenOut = std::min(counter + m_offset, m_batches);
-    std::vector<char> held(static_cast<std::size_t>(m_allBatches), 0);
-    for (const State &st : states)
-        for (const auto &runs : {st.done, st.pending})
-            for (const BatchRun &b : runs)
-                for (std::int64_t x = b.first; x < b.end; ++x)
-                    held[static_cast<std::size_t>(x)] = 1;
-    std::vector<std::int64_t> theirs;
-    auto take = [&](const std::vector<BatchRun> &runs) {
-        for (const BatchRun &b : runs)
-            for (std::int64_t x = b.first; x < b.end; ++x)
-                if (!held[static_cast<std::size_t>(x)]) {
-                    held[static_cast<std::size_t>(x)] = 1;
-                    theirs.push_back(x);
-                }
-    };
-    for (int r : lost)
-        take(m_pendingAtRegroup[static_cast<std::size_t>(r)]);
-    take(queueSlice(0, givenOut));
-    constexpr std::size_t kTokens = 2 * ExactSum::kReduceWords, kWindows = kTokens + 1;
-    std::size_t prefixLength = 0;
-    bool matched = false;
-    if (lost.size() == 1 && n == static_cast<std::size_t>(NllStats::kReduceWords)) {
-        std::int64_t tokens = 0, windows = 0;
-        for (;;) {
-            if (tokens == lostPart[kTokens] && (m_batchWindows.empty() || windows == lostPart[kWindows])) {
-                matched = true;
-                break;
-            }
-            if (prefixLength == theirs.size() || tokens > lostPart[kTokens])
-                break;
-            const auto b = static_cast<std::size_t>(theirs[prefixLength++]);
-            tokens += m_batchTokens[b];
-            windows += m_batchWindows.empty() ? 0 : m_batchWindows[b];
-        }
-    }
-    if (!matched) { // several ranks lost at once (or a mismatch): drop their part, redo all they claimed
-        std::fill(lostPart.begin(), lostPart.end(), 0);
-        prefixLength = 0;
-    }
-    // 6. The new state: everything committed so far is the carry; the rest is queued again first.
-    for (std::size_t i = 0; i < n; ++i)
-        m_carry[i] = plus(plus(m_carry[i], lostPart[i]), both[n + i]);
-    std::copy(words.begin(), words.end(), m_base.begin());
-    const std::vector<BatchRun> tail = queueSlice(givenOut, m_batches);
-    std::vector<BatchRun> requeue;
-    for (std::size_t i = prefixLength; i < theirs.size(); ++i) {
-        if (!requeue.empty() && requeue.back().end == theirs[i])
-            requeue.back().end += 1;
-        else
-            requeue.push_back({theirs[i], theirs[i] + 1});
-    }
-    m_queue = requeue;
-    m_queue.insert(m_queue.end(), tail.begin(), tail.end());
-    m_batches = 0;
-    for (const BatchRun &b : m_queue)
-        m_batches += b.end - b.first;
-    m_key = prefix + "sched/next";
-    m_offset = 0; // the new counter hands out every position
-    m_exhausted = m_batches == 0;
-    m_redone.insert(m_redone.end(), requeue.begin(), requeue.end());
-    for (int r : lost) {
-        LostRank l;
-        l.rank = r;
-        for (const auto &loss : losses)
-            if (loss.rank == r)
-                l.cause = loss.cause;
-        l.round = committedRound + 1;
-        l.committed = m_doneAtRegroup[static_cast<std::size_t>(r)];
-        if (matched)
-            for (std::size_t i = 0; i < prefixLength; ++i) {
-                if (!l.committed.empty() && l.committed.back().end == theirs[i])
-                    l.committed.back().end += 1;
-                else
-                    l.committed.push_back({theirs[i], theirs[i] + 1});
-            }
-        for (const BatchRun &b : l.committed)
-            for (std::int64_t x = b.first; x < b.end; ++x) {
-                l.tokens += m_batchTokens[static_cast<std::size_t>(x)];
-                l.windows += m_batchWindows.empty() ? 0 : m_batchWindows[static_cast<std::size_t>(x)];
-            }
-        m_lost.push_back(std::move(l));
-        m_pendingAtRegroup[static_cast<std::size_t>(r)].clear();
-    }
-    for (std::size_t k = 0; k < members.size(); ++k) {
-        m_pendingAtRegroup[static_cast<std::size_t>(members[k])] = states[k].pending;
-        m_doneAtRegroup[static_cast<std::size_t>(members[k])] = states[k].done;
-    }
-    m_members = members;
-    m_history.clear();
-    m_history.push_back(Committed{committedRound + 1, Words(n, 0), m_carry});
-    m_rounds = committedRound + 2;
-    m_begun = m_rounds; // the next round's index, as without a loss
-    std::copy(m_carry.begin(), m_carry.end(), words.begin());
-    return true;
 }
 
 } // namespace cppl::agent::dist

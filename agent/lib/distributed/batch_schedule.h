@@ -3,6 +3,7 @@
 
 #include "batch_runs.h"
 #include "communicator.h"
+#include "watchdog.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace cppl::agent::dist {
 
 class DistributedRun;
-class Store;
+class RendezvousStore;
 
 /// Tolerant dynamic runs: the reporting rank has written the result (the others may leave).
 inline const std::string kReportedKey = "cppl/reported";
@@ -166,7 +167,7 @@ private:
         std::int64_t cap = INT64_MAX; ///< batches per claim at most
         [[nodiscard]] std::int64_t of(std::int64_t left) const;
         /// @brief Claims on @p store; returns (the counter after the claim, the claim's size).
-        [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(Store &store, const std::string &key, std::int64_t batches) const;
+        [[nodiscard]] std::pair<std::int64_t, std::int64_t> claim(RendezvousStore &store, const std::string &key, std::int64_t batches) const;
     };
     /// What a claim sent ahead brings back: the counter after it, its size, and (round 0) how many
     /// ranks had said they started when it was sent (-1: not asked).
@@ -188,8 +189,30 @@ private:
     [[nodiscard]] std::int64_t counterBatches() const { return std::max<std::int64_t>(0, m_batches - m_offset); }
     /// The batches at queue positions [from, to), as runs in queue order.
     [[nodiscard]] std::vector<BatchRun> queueSlice(std::int64_t from, std::int64_t to) const;
+    // After a lost rank (batch_schedule_recovery.cpp).
+    struct Regrouping;
+    struct HeldState;
+    struct LostShare;
     /// One attempt at regrouping for the latest loss; false when a newer loss arrived meanwhile.
     bool recoverOnce(std::span<std::int64_t> words);
+    /// The latest of @p losses (all since the start) as this schedule regroups for it; throws
+    /// CollectiveError when this rank is no longer a member.
+    [[nodiscard]] Regrouping regroupingFor(std::vector<Watchdog::Loss> losses) const;
+    /// Step 1: says in the store what this rank holds and reads what every survivor holds.
+    [[nodiscard]] std::optional<std::vector<HeldState>> exchangeStates(const Regrouping &g);
+    [[nodiscard]] HeldState parseState(int r, const std::string &text) const;
+    /// Step 2: the counter as the lowest survivor read it.
+    [[nodiscard]] std::optional<std::int64_t> agreeOnCounter(const Regrouping &g);
+    /// Step 4: DistributedRun::regroup(); false when a newer loss restarts the regrouping.
+    bool regroupRun(const Regrouping &g);
+    /// Step 5: the lost rank's committed words and batches, from the round's total @p thenGlobal and
+    /// @p both (the survivors' contributions then, and their totals since, all-reduced).
+    [[nodiscard]] LostShare lostShare(const Regrouping &g, const std::vector<HeldState> &states, std::int64_t counter,
+                                      const std::vector<std::int64_t> &thenGlobal, const std::vector<std::int64_t> &both) const;
+    void matchCommitted(LostShare &share) const;
+    /// Step 6: the lost rank's batches that are not committed first, then what the counter had not handed out.
+    void requeue(const Regrouping &g, const LostShare &share);
+    void recordLost(const Regrouping &g, const LostShare &share, int committedRound);
     /// The key's value; nullopt when a loss newer than @p epoch arrived first.
     [[nodiscard]] std::optional<std::string> waitKey(const std::string &key, int epoch, const std::string &what);
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The rendezvous store: c10d's TCPStore (torchrun's), behind the torch-free Store interface.
+// The rendezvous store: c10d's TCPStore (torchrun's), behind the torch-free RendezvousStore interface.
 #include "c10d_store.h"
 
 #include "cppl/errors.h"
@@ -11,16 +11,13 @@
 
 namespace cppl::agent::dist {
 
-Store::~Store() = default;
-Communicator::~Communicator() = default;
-
 TcpStore::TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout, const std::string &bind)
 {
-    // A server is this project's (store_server.h): c10d 1.13's own waits for a client that stopped
+    // A server is this project's (rendezvous_server.h): c10d 1.13's own waits for a client that stopped
     // in the middle of a request, and with it every other client. This process then talks to it
     // through c10d's client, as every other rank does.
     if (server) {
-        m_server = std::make_unique<StoreServer>(port, bind); // throws CollectiveError: port in use, ...
+        m_server = std::make_unique<RendezvousServer>(port, bind); // throws CollectiveError: port in use, ...
         port = m_server->port();
     }
     c10d::TCPStoreOptions o;
@@ -122,10 +119,16 @@ bool TcpStore::waitBlocking(const std::vector<std::string> &keys, std::chrono::m
     }
 }
 
-std::unique_ptr<Store> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
-                                    const std::string &bind)
+std::unique_ptr<RendezvousStore> openTcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout,
+                                              const std::string &bind)
 {
     return std::make_unique<TcpStore>(host, port, server, timeout, bind);
+}
+
+const C10d &libtorchC10d()
+{
+    static const C10d c10d{openTcpStore, makeGlooCommunicators, glooUnavailableReason};
+    return c10d;
 }
 
 } // namespace cppl::agent::dist

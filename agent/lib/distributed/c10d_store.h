@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Internal to agent/lib/distributed: the TCPStore behind Store, shared by the store and Gloo TUs.
+// Internal to agent/lib/distributed: the TCPStore behind RendezvousStore, shared by the store and Gloo TUs.
 #pragma once
 
-#include "communicator.h"
-#include "store.h"
-#include "store_server.h"
+#include "c10d.h"
+#include "rendezvous_server.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -19,7 +18,7 @@ namespace cppl::agent::dist {
     return std::string(text.substr(0, text.find('\n')));
 }
 
-class TcpStore final : public Store
+class TcpStore final : public RendezvousStore
 {
 public:
     TcpStore(const std::string &host, int port, bool server, std::chrono::milliseconds timeout, const std::string &bind);
@@ -37,7 +36,7 @@ private:
     template<typename F>
     void guard(F &&f);
 
-    std::unique_ptr<StoreServer> m_server; ///< when this process serves the store; outlives m_store
+    std::unique_ptr<RendezvousServer> m_server; ///< when this process serves the store; outlives m_store
     c10::intrusive_ptr<c10d::TCPStore> m_store;
     std::string m_address;
 };

@@ -56,7 +56,7 @@ std::int64_t commCheckExpected(int worldSize, std::int64_t i) noexcept
     return sum;
 }
 
-int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
+int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err, const C10d &c10d)
 {
     const Args a(argv,
                  {"--backend", "--topology", "--groups", "--timeout", "--words", "--rank", "--world-size", "--local-rank", "--local-world-size",
@@ -77,7 +77,7 @@ int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, st
     o.connectInBackground = false; // a check: its groups' errors at once, its timings without their forming
     const std::vector<std::int64_t> sizes = parseSizes(a.get("--words").value_or("1,7,65536,1048577"));
 
-    DistributedRun run(o);
+    DistributedRun run(o, c10d);
     const int rank = run.rank(), world = run.worldSize();
     const std::string who = "comm-check: rank " + std::to_string(rank) + ": ";
     if (rank == 0)

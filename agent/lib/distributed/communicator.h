@@ -15,7 +15,7 @@
 
 namespace cppl::agent::dist {
 
-class Store;
+class RendezvousStore;
 
 /**
  * @brief A collective gave up because the watchdog reported a lost rank (`--on-rank-loss
@@ -37,7 +37,7 @@ public:
 class Communicator
 {
 public:
-    virtual ~Communicator();
+    virtual ~Communicator() = default;
     [[nodiscard]] virtual int rank() const = 0;
     [[nodiscard]] virtual int size() const = 0;
     virtual void allReduceSum(std::span<std::int64_t> words) = 0;
@@ -87,16 +87,13 @@ struct BackendOptions
     std::function<void(const char *)> connected;
 };
 
-/// @brief c10d ProcessGroupGloo communicators; subgroups through PrefixStore.
-[[nodiscard]] Communicators makeGlooCommunicators(Store &store, const BackendOptions &options);
-
 /**
  * @brief The NCCL C API, loaded at run time (libnccl.so.2, libcudart): an agent built with NCCL
  * still starts where neither exists. Subgroups via ncclCommSplit; unique ids through the store.
  * Throws CollectiveError saying why NCCL is unavailable (not built in, library missing, no driver,
  * no GPU).
  */
-[[nodiscard]] Communicators makeNcclCommunicators(Store &store, const BackendOptions &options);
+[[nodiscard]] Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions &options);
 
 /**
  * @brief After a lost rank (`--on-rank-loss continue`): the survivors' NCCL communicators at
@@ -108,7 +105,7 @@ struct BackendOptions
  * published there). Collective over the survivors and blocking: the caller makes a further loss
  * during it fatal (DistributedRun::regroup).
  */
-[[nodiscard]] Communicators regroupNcclCommunicators(Store &store, const BackendOptions &options, Communicators old,
+[[nodiscard]] Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOptions &options, Communicators old,
                                                      const std::vector<int> &oldMembers, const std::vector<int> &newMembers);
 
 /// @brief The GPU libraries as this process loaded them (dlopen), for logs and pre-flight reports.
@@ -142,9 +139,5 @@ struct GpuInfo
 
 /// @brief Why the nccl backend cannot be used here, or empty when it can (loads libraries, probes devices).
 [[nodiscard]] std::string ncclUnavailableReason();
-
-/// @brief Why the gloo backend cannot combine ranks here (built without Gloo's headers), or empty
-/// when it can. A group of one rank needs no Gloo either way.
-[[nodiscard]] std::string glooUnavailableReason();
 
 } // namespace cppl::agent::dist

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "c10d.h"
 #include "communicator.h"
 #include "watchdog.h"
 
@@ -20,8 +21,8 @@
 
 namespace cppl::agent::dist {
 
-class Store;
-
+class ConnectLog;
+class RendezvousStore;
 
 struct DistributedOptions
 {
@@ -91,7 +92,9 @@ struct RankReport
 
 /**
  * @brief One rank's membership in a distributed run: rendezvous on the TCPStore (naming the ranks
- * that never arrived), node groups, the backend's communicators, and the watchdog.
+ * that never arrived), node groups, the backend's communicators, and the watchdog. Joining is the
+ * constructor's four steps (distributed_setup.cpp): connect the store, rendezvous, start the
+ * watchdog, make the communicators.
  *
  * allReduce() is the only data collective: an exact SUM of int64 words over all ranks, through
  * the topology (hierarchical: reduce to each group's leader, all-reduce among leaders, broadcast
@@ -100,8 +103,9 @@ struct RankReport
 class DistributedRun
 {
 public:
-    /// @brief Throws TimeoutError (rendezvous incomplete: names the missing ranks) or CollectiveError.
-    explicit DistributedRun(const DistributedOptions &options);
+    /// @brief Joins the run through LibTorch's @p c10d (libtorchC10d(): its store client and Gloo).
+    /// Throws TimeoutError (rendezvous incomplete: names the missing ranks) or CollectiveError.
+    DistributedRun(const DistributedOptions &options, const C10d &c10d);
     ~DistributedRun();
     DistributedRun(const DistributedRun &) = delete;
     DistributedRun &operator=(const DistributedRun &) = delete;
@@ -146,7 +150,7 @@ public:
     /// @brief Whether this process serves the store (rank 0 without TORCHELASTIC_USE_AGENT_STORE): it leaves with it.
     [[nodiscard]] bool servesStore() const noexcept { return m_servesStore; }
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
-    [[nodiscard]] Store &store() noexcept { return *m_store; }
+    [[nodiscard]] RendezvousStore &store() noexcept { return *m_store; }
 
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm() (the
     /// whole call counts as blocked), or with @p timing only measured into it, for the caller to
@@ -173,6 +177,32 @@ public:
     void finish();
 
 private:
+    // The constructor's steps, in order (distributed_setup.cpp), each given what it needs in a small
+    // struct of its own (defined there, every field saying why).
+    struct StoreStep;
+    struct RendezvousStep;
+    struct WatchdogStep;
+    struct CommunicatorStep;
+    /// 1. The rendezvous store: served by rank 0 (unless a launcher serves it), reached by every rank.
+    void connectStore(const StoreStep &step);
+    /// 2. Every rank announces itself and waits for the others; m_hosts from their announcements.
+    void rendezvous(const RendezvousStep &step);
+    /// The rendezvous timed out: says which ranks never arrived (rank 0 also wakes the others).
+    [[noreturn]] void failRendezvous(const RendezvousStep &step, const std::vector<std::string> &keys);
+    /// 3. Liveness, before the communicators: a rank that dies while they connect is noticed too.
+    /// @p starListener: rank 0's (listenForStar), taken over by the watchdog.
+    void startWatchdog(const WatchdogStep &step, int &starListener);
+    /// 4. The communicators (Gloo's formed in the background, or here: NCCL's, comm-check's).
+    void makeCommunicators(const CommunicatorStep &step, ConnectLog &log);
+    void formInBackground(const CommunicatorStep &step, ConnectLog &log);
+    void formNow(const CommunicatorStep &step, ConnectLog &log);
+    /// Step 4's data-parallel communicators over this rank's place in the run and its node group.
+    [[nodiscard]] BackendOptions dataParallelOptions(const DistributedOptions &o, const std::string &host);
+    /// Every communicator a rank takes part in, of @p backend over @p store: step 4 (on either path)
+    /// and regroup(). Static: the background thread outlives this object when it is abandoned.
+    [[nodiscard]] static Communicators formCommunicators(const C10d &c10d, const std::string &backend, RendezvousStore &store,
+                                                         const BackendOptions &dataParallel);
+
     /// CLUSTERPPL_TEST_HOLD_FINISH (tests): wait before the watchdog hears that this rank finished.
     void holdBeforeFinish() const;
     /// CLUSTERPPL_TEST_DIE (tests): this rank kills itself (SIGKILL) at @p point of the closing gather.
@@ -198,15 +228,15 @@ private:
         Communicators comms;
         std::exception_ptr error;
     };
-    Communicators makeCommunicators(const std::string &backend, const BackendOptions &b);
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
     Topology m_topology;
+    C10d m_c10d;                          ///< LibTorch's store client and Gloo (the constructor's caller's)
     RankGroups m_groups;
     std::vector<std::string> m_hosts;
     std::string m_storeAddress;
-    std::unique_ptr<Store> m_store;
+    std::unique_ptr<RendezvousStore> m_store;
     Communicators m_comms;
     std::mutex m_commsMutex; ///< m_comms is assigned on the main thread, aborted from the watchdog's
     std::shared_ptr<Connecting> m_connecting; ///< the process groups forming in the background, until the first collective

@@ -109,7 +109,7 @@ private:
         std::copy(out, out + words.size(), words.begin());
     }
     /// Throws Gloo's error @p e of @p what as this project's: a TimeoutError for Gloo's timeouts
-    /// (exit code 6, the watchdog's kPeerTimeout), a CollectiveError otherwise. Thrown here, not
+    /// (exit code 6, kExitTimeout), a CollectiveError otherwise. Thrown here, not
     /// returned: a TimeoutError returned as CollectiveError was sliced to one, and every Gloo
     /// timeout read as a plain collective failure (exit 5).
     [[noreturn]] void raise(const std::string &what, const std::exception &e) const
@@ -147,7 +147,7 @@ std::string glooUnavailableReason()
            "/usr/include, or a Gloo source's cmake --install); use --backend nccl on GPUs";
 }
 
-Communicators makeGlooCommunicators(Store &store, const BackendOptions &o)
+Communicators makeGlooCommunicators(RendezvousStore &store, const BackendOptions &o)
 {
     auto make = [&](const std::string &prefix, int rank, int size, const std::string &name) -> std::unique_ptr<Communicator> {
         if (size == 1)

@@ -3,7 +3,7 @@
 // build with NCCL support still starts (and runs Gloo) on hosts without a GPU stack.
 #include "communicator.h"
 #include "nccl_recovery.h"
-#include "store.h"
+#include "rendezvous_store.h"
 
 #include "gpu/device_choice.h"
 
@@ -55,12 +55,12 @@ std::string ncclUnavailableReason()
            "-DCLUSTERPPL_WITH_NCCL=ON); use --backend gloo";
 }
 
-Communicators makeNcclCommunicators(Store &, const BackendOptions &)
+Communicators makeNcclCommunicators(RendezvousStore &, const BackendOptions &)
 {
     throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
 }
 
-Communicators regroupNcclCommunicators(Store &, const BackendOptions &, Communicators, const std::vector<int> &, const std::vector<int> &)
+Communicators regroupNcclCommunicators(RendezvousStore &, const BackendOptions &, Communicators, const std::vector<int> &, const std::vector<int> &)
 {
     throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
 }
@@ -533,7 +533,7 @@ ncclUniqueId fromHex(const std::string &s, int rank)
     return id;
 }
 
-std::string waitFor(Store &store, const std::string &key, const BackendOptions &o, const std::string &what)
+std::string waitFor(RendezvousStore &store, const std::string &key, const BackendOptions &o, const std::string &what)
 {
     const auto text = store.get(key, o.timeout);
     if (!text)
@@ -543,7 +543,7 @@ std::string waitFor(Store &store, const std::string &key, const BackendOptions &
 
 /// Every rank says which GPU it drives; two ranks on one GPU are refused here, with their names,
 /// instead of failing inside NCCL's init.
-void refuseSharedGpus(Store &store, const BackendOptions &o, int device)
+void refuseSharedGpus(RendezvousStore &store, const BackendOptions &o, int device)
 {
     char bus[64] = {};
     checkCuda(api().pciBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
@@ -639,7 +639,7 @@ int rankDevice(const BackendOptions &o)
 
 /// A world communicator over o.worldSize ranks from a unique id that rank 0 (of this epoch)
 /// publishes under ncclKeyPrefix(o.epoch): a regrouping never meets an older epoch's id.
-ncclComm_t openWorld(Store &store, const BackendOptions &o, int device)
+ncclComm_t openWorld(RendezvousStore &store, const BackendOptions &o, int device)
 {
     ncclUniqueId id{};
     const std::string key = ncclKeyPrefix(o.epoch) + "unique-id";
@@ -683,7 +683,7 @@ Communicators withSplits(ncclComm_t world, const BackendOptions &o, int device)
 
 } // namespace
 
-Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
+Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions &o)
 {
     if (const std::string why = deviceProblem(); !why.empty())
         throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
@@ -693,7 +693,7 @@ Communicators makeNcclCommunicators(Store &store, const BackendOptions &o)
     return withSplits(openWorld(store, o, device), o, device);
 }
 
-Communicators regroupNcclCommunicators(Store &store, const BackendOptions &o, Communicators old, const std::vector<int> &oldMembers,
+Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOptions &o, Communicators old, const std::vector<int> &oldMembers,
                                        const std::vector<int> &newMembers)
 {
     CPPL_ENFORCE(o.epoch > 0 && static_cast<int>(newMembers.size()) == o.worldSize, "an NCCL regrouping without a new epoch");

@@ -2,7 +2,7 @@
 #include "standalone.h"
 
 #include "checkpoint.h"
-#include "store_server.h"
+#include "rendezvous_server.h"
 
 #include "args.h"
 #include "exit_codes.h"
@@ -220,6 +220,148 @@ void startRank(std::vector<Child> &children, int r, const Options &o, const std:
     c.errFd = pfd[0];
 }
 
+/// supervise()'s state: the failures seen so far and the deadlines of stopping what is left.
+class Supervisor
+{
+public:
+    Supervisor(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant)
+        : m_children(children), m_signals(signals), m_err(err), m_tolerant(tolerant)
+    {
+    }
+
+    int run()
+    {
+        for (;;) {
+            relayOutputAndSignals();
+            const bool running = reap();
+            if (!running && std::none_of(m_children.begin(), m_children.end(), [](const Child &c) { return c.errFd >= 0; }))
+                return m_tolerant ? m_tolerantFailure : m_firstFailure;
+            if (m_tolerant && running && m_tolerantFailure >= 0 && !stopping()
+                && std::all_of(m_children.begin(), m_children.end(), [](const Child &c) { return c.exited || isStopped(c.pid); }))
+                m_stopAt = clock::now() + kGrace; // every rank left is stopped: nobody will finish the run
+            stopWhenDue();
+        }
+    }
+
+private:
+    using clock = std::chrono::steady_clock;
+    /// How long the others get to end on their own (their watchdogs, with their own reasons) before SIGTERM, and SIGTERM before SIGKILL.
+    static constexpr std::chrono::seconds kGrace{3};
+
+    [[nodiscard]] bool stopping() const { return m_stopAt != clock::time_point{} || m_killAt != clock::time_point{}; }
+
+    void relayOutputAndSignals()
+    {
+        std::vector<pollfd> fds{{m_signals.readFd(), POLLIN, 0}};
+        std::vector<Child *> owners{nullptr};
+        for (auto &c : m_children)
+            if (c.errFd >= 0) {
+                fds.push_back({c.errFd, POLLIN, 0});
+                owners.push_back(&c);
+            }
+        if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR)
+            throw Error(std::string("run: poll: ") + std::strerror(errno));
+        if (fds[0].revents & POLLIN)
+            if (const int sig = m_signals.drain(); sig != 0) {
+                ++m_forwarded; // a third one kills
+                for (auto &c : m_children)
+                    if (!c.exited)
+                        ::kill(c.pid, m_forwarded > 2 ? SIGKILL : sig);
+            }
+        for (std::size_t i = 1; i < fds.size(); ++i)
+            if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+                readOutput(*owners[i]);
+        m_err.flush();
+    }
+
+    void readOutput(Child &c)
+    {
+        const auto relay = [&](std::string_view line) {
+            if (c.rank != 0)
+                m_err << "[rank " << c.rank << "] ";
+            m_err << line << '\n';
+        };
+        char buf[8192];
+        const ssize_t n = ::read(c.errFd, buf, sizeof buf);
+        if (n > 0) {
+            c.lines.feed(std::string_view(buf, static_cast<std::size_t>(n)), relay);
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            c.lines.flush(relay);
+            ::close(c.errFd);
+            c.errFd = -1;
+        }
+    }
+
+    /// Reaps the ranks that exited; whether any is still running.
+    bool reap()
+    {
+        bool running = false;
+        // Ranks reaped in the same sweep may have died in any order within it (a killed rank's peers
+        // notice its closed connection within milliseconds and exit with their own code). The one a
+        // signal ended is the cause, the others are its consequence: it is named first.
+        int sweepFailure = -1;
+        for (auto &c : m_children) {
+            if (c.exited)
+                continue;
+            int status = 0;
+            if (::waitpid(c.pid, &status, WNOHANG) != c.pid) {
+                running = true;
+                continue;
+            }
+            c.exited = true;
+            c.status = status;
+            if (m_tolerant && !c.stoppedByUs) {
+                // --on-rank-loss continue: the survivors regroup without a failed rank (rank 0
+                // too); nothing to stop. A rank that finished means the run is over: a rank
+                // that is stopped (SIGSTOP) or hung, which the others left behind, gets the
+                // grace period and is then stopped.
+                if (failed(status) && m_tolerantFailure < 0)
+                    m_tolerantFailure = c.rank;
+                if (!failed(status) && !stopping())
+                    m_stopAt = clock::now() + kGrace;
+            } else if (failed(status) && m_firstFailure < 0 && !c.stoppedByUs) {
+                if (sweepFailure < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(m_children[static_cast<std::size_t>(sweepFailure)].status)))
+                    sweepFailure = c.rank;
+            }
+        }
+        if (sweepFailure >= 0) {
+            m_firstFailure = sweepFailure;
+            m_stopAt = clock::now() + kGrace;
+        }
+        return running;
+    }
+
+    void stopWhenDue()
+    {
+        const auto now = clock::now();
+        if (m_stopAt != clock::time_point{} && now >= m_stopAt) {
+            for (auto &c : m_children)
+                if (!c.exited) {
+                    c.stoppedByUs = true;
+                    ::kill(c.pid, SIGTERM);
+                    ::kill(c.pid, SIGCONT); // a stopped rank acts on SIGTERM only once it runs
+                }
+            m_stopAt = {};
+            m_killAt = now + kGrace;
+        }
+        if (m_killAt != clock::time_point{} && now >= m_killAt) {
+            for (auto &c : m_children)
+                if (!c.exited)
+                    ::kill(c.pid, SIGKILL);
+            m_killAt = {};
+        }
+    }
+
+    std::vector<Child> &m_children;
+    cppl::SignalPipe &m_signals;
+    std::ostream &m_err;
+    bool m_tolerant;
+    int m_firstFailure = -1;
+    int m_tolerantFailure = -1; ///< tolerant: the first rank that failed (the others went on)
+    clock::time_point m_stopAt{}, m_killAt{};
+    int m_forwarded = 0;
+};
+
 /// Watches the ranks until every one exited and every pipe is drained: relays their stderr,
 /// forwards signals (a third one kills), and stops the rest when one fails (after a grace period
 /// in which the others' watchdogs usually end them with their own reasons). Returns the first
@@ -228,106 +370,7 @@ void startRank(std::vector<Child> &children, int r, const Options &o, const std:
 /// stopped ranks are left, and what is left is then stopped after the grace period.
 int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant)
 {
-    auto relay = [&](Child &c, std::string_view line) {
-        if (c.rank != 0)
-            err << "[rank " << c.rank << "] ";
-        err << line << '\n';
-    };
-    using clock = std::chrono::steady_clock;
-    int firstFailure = -1;
-    int tolerantFailure = -1; ///< tolerant: the first rank that failed (the others went on)
-    clock::time_point stopAt{}, killAt{};
-    const auto grace = std::chrono::seconds(3);
-    int forwarded = 0;
-    for (;;) {
-        std::vector<pollfd> fds{{signals.readFd(), POLLIN, 0}};
-        std::vector<Child *> owners{nullptr};
-        for (auto &c : children)
-            if (c.errFd >= 0) {
-                fds.push_back({c.errFd, POLLIN, 0});
-                owners.push_back(&c);
-            }
-        if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR)
-            throw Error(std::string("run: poll: ") + std::strerror(errno));
-        if (fds[0].revents & POLLIN)
-            if (const int sig = signals.drain(); sig != 0) {
-                ++forwarded;
-                for (auto &c : children)
-                    if (!c.exited)
-                        ::kill(c.pid, forwarded > 2 ? SIGKILL : sig);
-            }
-        for (std::size_t i = 1; i < fds.size(); ++i) {
-            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            Child &c = *owners[i];
-            char buf[8192];
-            const ssize_t n = ::read(c.errFd, buf, sizeof buf);
-            if (n > 0) {
-                c.lines.feed(std::string_view(buf, static_cast<std::size_t>(n)), [&](std::string_view l) { relay(c, l); });
-            } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-                c.lines.flush([&](std::string_view l) { relay(c, l); });
-                ::close(c.errFd);
-                c.errFd = -1;
-            }
-        }
-        err.flush();
-        bool running = false;
-        // Ranks reaped in the same sweep may have died in any order within it (a killed rank's peers
-        // notice its closed connection within milliseconds and exit with their own code). The one a
-        // signal ended is the cause, the others are its consequence: it is named first.
-        int sweepFailure = -1;
-        for (auto &c : children) {
-            if (c.exited)
-                continue;
-            int status = 0;
-            if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-                c.exited = true;
-                c.status = status;
-                if (tolerant && !c.stoppedByUs) {
-                    // --on-rank-loss continue: the survivors regroup without a failed rank (rank 0
-                    // too); nothing to stop. A rank that finished means the run is over: a rank
-                    // that is stopped (SIGSTOP) or hung, which the others left behind, gets the
-                    // grace period and is then stopped.
-                    if (failed(status) && tolerantFailure < 0)
-                        tolerantFailure = c.rank;
-                    if (!failed(status) && stopAt == clock::time_point{} && killAt == clock::time_point{})
-                        stopAt = clock::now() + grace;
-                } else if (failed(status) && firstFailure < 0 && !c.stoppedByUs) {
-                    if (sweepFailure < 0
-                        || (WIFSIGNALED(status) && !WIFSIGNALED(children[static_cast<std::size_t>(sweepFailure)].status)))
-                        sweepFailure = c.rank;
-                }
-            } else {
-                running = true;
-            }
-        }
-        if (sweepFailure >= 0) {
-            firstFailure = sweepFailure;
-            stopAt = clock::now() + grace;
-        }
-        if (!running && std::none_of(children.begin(), children.end(), [](const Child &c) { return c.errFd >= 0; }))
-            return tolerant ? tolerantFailure : firstFailure;
-        if (tolerant && running && tolerantFailure >= 0 && stopAt == clock::time_point{} && killAt == clock::time_point{}
-            && std::all_of(children.begin(), children.end(), [](const Child &c) { return c.exited || isStopped(c.pid); }))
-            stopAt = clock::now() + grace; // every rank left is stopped: nobody will finish the run
-        const auto now = clock::now();
-        if (stopAt != clock::time_point{} && now >= stopAt) {
-            for (auto &c : children)
-                if (!c.exited) {
-                    c.stoppedByUs = true;
-                    ::kill(c.pid, SIGTERM);
-                    ::kill(c.pid, SIGCONT); // a stopped rank acts on SIGTERM only once it runs
-                }
-            stopAt = {};
-            killAt = now + grace;
-        }
-        if (killAt != clock::time_point{} && now >= killAt) {
-            for (auto &c : children)
-                if (!c.exited)
-                    ::kill(c.pid, SIGKILL);
-            killAt = {};
-        }
-    }
+    return Supervisor(children, signals, err, tolerant).run();
 }
 
 } // namespace
@@ -335,9 +378,9 @@ int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostr
 int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     const Options o = parseOptions(argv);
-    std::unique_ptr<StoreServer> store;
+    std::unique_ptr<RendezvousServer> store;
     try {
-        store = std::make_unique<StoreServer>(o.port, "127.0.0.1");
+        store = std::make_unique<RendezvousServer>(o.port, "127.0.0.1");
     } catch (const Error &e) {
         throw ExitError(kExitCollective, std::string("run: ") + e.what());
     }

@@ -11,10 +11,12 @@
 #include <thread>
 #include <vector>
 
+struct pollfd;
+
 namespace cppl::agent::dist {
 
 class LivenessMesh;
-class Store;
+class RendezvousStore;
 
 /**
  * @brief Liveness for a run, independent of the collectives, so no failure can leave a rank
@@ -71,8 +73,8 @@ public:
      * null: losing the hub is fatal. @param hubListener rank 0: listenForStar()'s, or -1 (it
      * listens here). Throws CollectiveError/TimeoutError when the star cannot be formed in time.
      */
-    Watchdog(Store &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
-             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<Store> ownStore = {}, int hubListener = -1);
+    Watchdog(RendezvousStore &store, int rank, std::vector<std::string> hosts, const std::string &advertise, std::chrono::milliseconds timeout,
+             FatalHandler onFatal, LossHandler onLoss = {}, std::unique_ptr<RendezvousStore> ownStore = {}, int hubListener = -1);
 
     /**
      * @brief Rank 0, before it arrives at the rendezvous: listens for the star and publishes the
@@ -81,7 +83,7 @@ public:
      * --timeout. Returns the listener, to pass to the constructor (which closes it). Throws
      * CollectiveError.
      */
-    static int listenForStar(Store &store, const std::string &advertise);
+    static int listenForStar(RendezvousStore &store, const std::string &advertise);
     ~Watchdog();
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
@@ -119,10 +121,6 @@ public:
      */
     [[nodiscard]] bool electing() const noexcept { return m_electing.load(); }
 
-    /// @brief Exit codes used for what the watchdog sees (docs/exit-codes.md).
-    static constexpr int kPeerDied = 5;
-    static constexpr int kPeerTimeout = 6;
-
 private:
     struct Peer
     {
@@ -140,12 +138,27 @@ private:
     void lose(Peer &p, const std::string &cause);
     /// The hub, tolerant: @p rank is out of the run (fenced in the store); announce it.
     void announceLoss(int rank, const std::string &cause);
-    /// Not the hub, tolerant: the hub is gone (@p cause); elect a new one and connect to it.
-    void hubLost(const std::string &cause, int code);
-    /// This rank won the election: listen, take the survivors' connections, announce the old hub's loss.
-    void becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix);
+    // The star (watchdog_star.cpp).
+    struct StarForming;
+    /// Rank 0: takes every rank's connection on @p listener (and closes it), each rank's hello and
+    /// clock pings at once; tolerant runs announce the ranks lost before they joined.
+    void formStar(RendezvousStore &store, int listener, std::chrono::steady_clock::time_point deadline);
+    [[noreturn]] void starTimedOut(StarForming &star);
+    void acceptJoining(StarForming &star);
+    /// What the @p i th connection under way sent: its hello, clock pings, "e" (joined); or it closed.
+    void readJoining(StarForming &star, std::size_t i);
+    /// The other ranks: connect to rank 0's watchdog, whose address rank 0 publishes in the store.
+    void joinStar(RendezvousStore &store, std::chrono::steady_clock::time_point deadline);
     /// Connects to the hub @p hub at HOST:PORT @p where and measures the clock offset to it; false when it closed.
     bool connectToHub(int hub, const std::string &where, std::chrono::steady_clock::time_point deadline);
+    // The hub lost (watchdog_election.cpp).
+    class Takeover;
+    /// Not the hub, tolerant: the hub is gone (@p cause); elect a new one and connect to it.
+    void hubLost(const std::string &cause, int code);
+    /// Having voted: waits a moment (up to 1 s) for a lower live candidate's vote; whether one voted.
+    bool lowerRankVoted(const std::vector<int> &candidates, const std::string &prefix);
+    /// This rank won the election: listen, take the survivors' connections, announce the old hub's loss.
+    void becomeHub(int old, const std::string &cause, const std::vector<int> &candidates, const std::string &prefix);
     void closePeer(Peer &p);
     /// Whether the run is over: a rank finished (finish() wrote kFinishedKey; tolerant runs whose store outlives the ranks).
     bool runOver();
@@ -155,9 +168,16 @@ private:
     bool fenced();
     void handleLoss(const std::string &frame);
     [[nodiscard]] bool isHub() const noexcept { return m_hubRank.load() == m_rank; }
+    /// The watchdog's thread: heartbeats, what the peers and the mesh say, silences past the timeout.
     void loop();
+    /// Reads the peers poll() found ready (@p fds after the wake pipe's, @p polled of them); true
+    /// when this rank elected a new hub meanwhile, which replaced m_peers.
+    bool readPeers(const std::vector<pollfd> &fds, std::size_t polled);
+    /// @p p's connection closed: lost (tolerant hub), a new hub elected (returns true), or fatal.
+    bool peerClosed(Peer &p);
+    /// Peers silent for longer than the timeout: stopped or hung.
+    void checkHeartbeats();
     void sendAll(const std::string &frame);
-    bool sendTo(Peer &p, const std::string &frame);
     void handleFrame(Peer &p, const std::string &frame);
     void fire(int code, const std::string &message, int origin, bool runWide = false);
     std::string who(int rank) const;
@@ -168,7 +188,7 @@ private:
     std::atomic<int> m_hubRank{0};
     int m_hubIndex = 0;                ///< elections so far: the store keys of the next are cppl/hub<m_hubIndex + 1>/
     std::string m_advertise;
-    std::unique_ptr<Store> m_store;    ///< the watchdog thread's own store connection (tolerant, store outside the ranks)
+    std::unique_ptr<RendezvousStore> m_store;    ///< the watchdog thread's own store connection (tolerant, store outside the ranks)
     std::vector<std::string> m_hosts;
     std::chrono::milliseconds m_timeout;
     FatalHandler m_onFatal;

@@ -2,7 +2,7 @@
 #include "watchdog_mesh.h"
 
 #include "fault_hooks.h"
-#include "store.h"
+#include "rendezvous_store.h"
 #include "watchdog_wire.h"
 
 #include "cppl/errors.h"
@@ -58,7 +58,7 @@ LivenessMesh::~LivenessMesh()
             ::close(l.fd);
 }
 
-void LivenessMesh::publish(Store &store, const std::string &advertise, const std::string &who)
+void LivenessMesh::publish(RendezvousStore &store, const std::string &advertise, const std::string &who)
 {
     const int world = static_cast<int>(m_connected.size());
     wire::trace(m_rank, "mesh: " + std::to_string(meshPeers(m_rank, world, m_candidates).size()) + " links of " + std::to_string(world - 1)
@@ -71,7 +71,7 @@ void LivenessMesh::publish(Store &store, const std::string &advertise, const std
     store.set(key(m_rank), advertise + ":" + std::to_string(port));
 }
 
-void LivenessMesh::connectPending(Store &store)
+void LivenessMesh::connectPending(RendezvousStore &store)
 {
     for (int q : m_lower) {
         if (m_connected[static_cast<std::size_t>(q)])
@@ -102,7 +102,7 @@ void LivenessMesh::connectPending(Store &store)
     }
 }
 
-void LivenessMesh::beat(Store &store)
+void LivenessMesh::beat(RendezvousStore &store)
 {
     const auto now = std::chrono::steady_clock::now();
     if (now < m_nextBeat)

@@ -10,7 +10,7 @@ struct pollfd;
 
 namespace cppl::agent::dist {
 
-class Store;
+class RendezvousStore;
 
 /// How many of the lowest ranks are the mesh's candidates (the ranks that watch everyone): see
 /// LivenessMesh. CLUSTERPPL_TEST_MESH_CANDIDATES overrides it (tests only; meshCandidates()).
@@ -70,11 +70,11 @@ public:
     LivenessMesh &operator=(const LivenessMesh &) = delete;
 
     /// A candidate listens and publishes its address; throws CollectiveError.
-    void publish(Store &store, const std::string &advertise, const std::string &who);
+    void publish(RendezvousStore &store, const std::string &advertise, const std::string &who);
     /// Connects to the lower candidates that published and are not linked yet; never waits on the store.
-    void connectPending(Store &store);
+    void connectPending(RendezvousStore &store);
     /// A heartbeat on every link (and connectPending while links are missing); at most every 250 ms.
-    void beat(Store &store);
+    void beat(RendezvousStore &store);
     /// This rank finished: "d" on every link, which may close from now on without alarm.
     void finish();
     /// Appends the fds to poll (listener, then links); handle() takes the same entries back.

@@ -377,13 +377,6 @@ void PackedMatrix::packRows(std::int64_t row0, const float *w, std::int64_t ldw,
     }
 }
 
-void gemmSerial(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias,
-                bool accumulate)
-{
-    if (m > 0 && b.n > 0)
-        gemmBlock(a, lda, 0, m, b, 0, panelCount(b.n), c, ldc, bias, accumulate);
-}
-
 void packTiles(const float *a, std::int64_t lda, std::int64_t m, std::int64_t k, float *out)
 {
     if (m > 0)

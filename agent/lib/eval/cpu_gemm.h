@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The agent's own float32 matrix products on the CPU (no LibTorch, no BLAS): packed weights, a
-// register-blocked micro-kernel chosen by cpuid (AVX-512, AVX2+FMA, or portable C++), and causal
-// attention built on it.
+// The agent's own float32 kernels on the CPU (no LibTorch, no BLAS): matrix products on packed
+// weights with a register-blocked micro-kernel chosen by cpuid (AVX-512, AVX2+FMA, or portable C++)
+// in cpu_gemm.cpp, causal attention built on it (cpu_attention.cpp) and the row-wise steps
+// (cpu_rows.cpp). The vocabulary's log-softmax steps are in cpu_log_softmax.h.
 //
 // Why not the BLAS: OpenBLAS falls back to generic kernels on CPUs it does not recognise (4x slower
 // here), and both OpenBLAS and oneDNN may split a product's K dimension over threads, so a window's
@@ -69,17 +70,14 @@ public:
     [[nodiscard]] PanelView view() const { return {m_data.get(), m_n, m_k, m_k * kPanel}; }
     [[nodiscard]] std::int64_t n() const { return m_n; }
     [[nodiscard]] std::int64_t k() const { return m_k; }
-    [[nodiscard]] bool empty() const { return !m_data; }
 
 private:
     FloatBuffer m_data;
     std::int64_t m_n = 0, m_k = 0;
 };
 
-/// C[m][n] = (accumulate ? C : 0) + bias + A[m][k] * B on this thread only.
-void gemmSerial(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias,
-                bool accumulate);
-/// The same, split over row blocks (and column panels when rows are few) with `parallel`.
+/// C[m][n] = (accumulate ? C : 0) + bias + A[m][k] * B, split over row blocks (and column panels when
+/// rows are few) with `parallel`.
 void gemm(const float *a, std::int64_t lda, std::int64_t m, const PanelView &b, float *c, std::int64_t ldc, const float *bias, bool accumulate,
           const ParallelFor &parallel);
 
@@ -127,10 +125,5 @@ void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, st
             const ParallelFor &parallel);
 /// gu[r][j] = silu(gu[r][j]) * gu[r][n + j] for j < n, in place (the gate half of a fused gate/up row).
 void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
-/// out[r] = log softmax(z[r])[targets[r]] for the rows z[r] = logits + r * ld of width V: the log-softmax at
-/// the target only (the row is never written). Max and exp in float32, the sum of the exps and the
-/// final difference in double, each row in a fixed order by one thread.
-void logSoftmaxAt(const float *logits, std::int64_t rows, std::int64_t V, std::int64_t ld, const std::int64_t *targets, double *out,
-                  const ParallelFor &parallel);
 
 } // namespace cppl::agent::cpu

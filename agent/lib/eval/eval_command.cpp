@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: MIT
 // `clusterppl-agent eval`: the command (options, then an EvalSession, whose failures reach the
 // other ranks), and the session's setup steps: connect, data, model, plan, default batch and
-// checkpoints (eval_session.h). The only eval command TU that includes ATen.
+// checkpoints, and the evaluation's set-up around the round loop (eval_session.h). The only eval
+// command TU that includes ATen.
 #include "eval_command.h"
 
+#include "compute_spec_c10.h"
 #include "eval_options.h"
 #include "eval_session.h"
+#include "evaluator.h"
 #include "fault_hooks.h"
 #include "language_model.h"
-#include "model/mapped_file.h"
 #include "process_exit.h"
+#include "stdin_eof_watcher.h"
 #include "gpu/batch_sizing.h"
-#include "distributed/communicator.h"
-#include "distributed/store.h"
+#include "distributed/c10d.h"
 
 #include "cppl/host.h"
 
@@ -20,55 +22,25 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <future>
 #include <memory>
+#include <span>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <utility>
-
-#include <unistd.h>
 
 namespace cppl::agent {
 
 namespace {
 
-/// What a resumed run must match (checkpoint.h): the weights, the token stream as the model sees
-/// it, and the plan. Hashing the weights takes seconds for large models: rank 0 does it beside the
-/// evaluation unless a resume must check it first. The thread that does it owns what it reads
-/// (@p tokens): a short run ends, and its plan goes, before the hash is done. It stops early, with
-/// a fingerprint nobody reads, once @p stop is set.
-dist::RunFingerprint fingerprintOf(const std::vector<std::string> &weightFiles, const std::shared_ptr<const std::vector<std::uint32_t>> &tokens,
-                                   std::string plan, const std::atomic<bool> &stop)
-{
-    // CLUSTERPPL_TEST_HOLD_FINGERPRINT=MS: the hashing starts MS ms late, as on a host whose disk or
-    // cores are busy, so that a test sees a run end before its fingerprint is ready.
-    if (const auto hold = faultHooks().holdFingerprint; hold.count() > 0) {
-        const auto until = std::chrono::steady_clock::now() + hold;
-        while (!stop && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::string models;
-    for (const std::string &f : weightFiles) {
-        if (stop)
-            return {};
-        models += std::filesystem::path(f).filename().string() + ' ' + sha256File(f, &stop) + '\n';
-    }
-    if (stop)
-        return {};
-    return {sha256Bytes(models.data(), models.size()), sha256Bytes(tokens->data(), tokens->size() * sizeof(std::uint32_t)), std::move(plan)};
-}
-
 /// The smallest of every rank's @p mine, through the rendezvous store: each rank posts its own,
 /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
 std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
 {
-    dist::Store &store = run.store();
+    dist::RendezvousStore &store = run.store();
     store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
     if (run.rank() == 0) {
         std::int64_t least = mine;
@@ -87,17 +59,31 @@ std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, s
     return std::stoll(*v);
 }
 
-} // namespace
-
-std::string clock(double seconds)
+/// --max-windows: the first @p maxWindows windows only (0: all), and their scored tokens.
+void limitWindows(WindowPlan &plan, std::int64_t maxWindows)
 {
-    if (!std::isfinite(seconds) || seconds < 0)
-        return "--:--";
-    const auto s = static_cast<long long>(seconds + 0.5);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
-    return buf;
+    if (maxWindows <= 0 || maxWindows >= static_cast<std::int64_t>(plan.windows.size()))
+        return;
+    plan.windows.resize(static_cast<std::size_t>(maxWindows));
+    plan.scoredTokens = 0;
+    for (const Window &w : plan.windows)
+        plan.scoredTokens += w.scored();
 }
+
+/// Throws IoError naming the first id outside the model's vocabulary, its document and position.
+void checkIdsInVocabulary(const EvalInput &input, const ModelInfo &mi)
+{
+    for (std::size_t d = 0; d < input.documents.size(); ++d) {
+        const auto &ids = input.documents[d];
+        const auto it = std::find_if(ids.begin(), ids.end(), [&](std::uint32_t id) { return id >= mi.vocab; });
+        if (it != ids.end())
+            throw IoError(input.path + ": " + (input.documents.size() > 1 ? "document " + std::to_string(d) + ", " : std::string()) + "token "
+                          + std::to_string(it - ids.begin()) + " has id " + std::to_string(*it) + ", outside the model's vocabulary of "
+                          + std::to_string(mi.vocab) + " (was the data tokenised for another model?)");
+    }
+}
+
+} // namespace
 
 bool cudaAvailable()
 {
@@ -109,11 +95,6 @@ std::size_t cudaDeviceCount()
     return at::getNumGPUs();
 }
 
-EvalSession::~EvalSession()
-{
-    *m_stopHashing = true; // m_fingerprint's thread then ends within a chunk; its future waits for it
-}
-
 int EvalSession::run()
 {
     connect();
@@ -122,19 +103,9 @@ int EvalSession::run()
     const std::unique_ptr<LanguageModel> model = loadModel();
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
     const EvalPlan plan = makePlan(input, *model, loadSeconds);
-    EvalOutcome outcome = evaluate(*model, input, plan);
+    const EvalOutcome outcome = evaluate(*model, input, plan);
     const int code = writeResult(input, model->info(), loadSeconds, plan, outcome);
-    if (m_run && m_run->tolerant() && m_o.schedule == dist::Schedule::Dynamic && m_run->reporter()) {
-        // The others wait for this before they leave (evaluate(): a reporter lost before it gets here is replaced).
-        m_run->store().set(kReportedKey, std::to_string(m_run->rank()));
-        if (m_run->servesStore()) { // the store leaves with this process: the others first read that the result is written
-            const auto until = std::chrono::steady_clock::now() + m_run->timeout();
-            while (m_run->store().add(kReportedKey + "/acks", 0) < m_run->epochSize() - 1 && std::chrono::steady_clock::now() < until
-                   && !m_run->lossPending())
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        m_run->finish();
-    }
+    announceResultWritten();
     return code;
 }
 
@@ -191,63 +162,75 @@ void EvalSession::connect()
     // The current CUDA device is per thread and starts as cuda:0: this rank's GPU from here on, so
     // that what LibTorch makes for the current device (its context, pinned host memory) is made
     // on the GPU this rank uses, not on another rank's (NCCL sets it again on its own threads).
-    if (m_o.device.is_cuda())
-        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(m_o.device);
-    if (m_o.distributed) {
-        try {
-            m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions);
-        } catch (const Error &e) {
-            throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
-        }
-        if (m_run->backend() == "nccl")
-            logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
-                    + std::to_string(m_o.distOptions.cudaDeviceIndex));
-        if (!m_o.quiet)
-            m_err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << m_run->backend() << ", "
-                  << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
-                  << m_run->storeAddress() << '\n';
-    }
+    if (m_o.device.isCuda())
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(toDevice(m_o.device));
+    if (m_o.distributed)
+        joinRun();
     setThreads(m_cpu.threads, static_cast<int>(m_o.blasThreads > 0 ? m_o.blasThreads : m_cpu.threads));
-    if (m_o.device.is_cuda()) {
+    if (m_o.device.isCuda()) {
         at::globalContext().setAllowTF32CuBLAS(m_o.tf32);
         at::globalContext().setAllowTF32CuDNN(m_o.tf32);
     }
-    if (const auto endpoint = m_a.get("--telemetry")) {
-        // Telemetry never slows or stops the evaluation: the publisher only queues (docs/telemetry.md).
-        telemetry::Identity who;
-        const char *envRun = std::getenv("CLUSTERPPL_RUN_ID");
-        who.run = m_a.get("--run-id").value_or(envRun && *envRun ? envRun : "run");
-        who.rank = identity.rank;
-        who.worldSize = identity.worldSize;
-        who.localRank = identity.localRank;
-        who.host = m_run ? m_run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
-        if (who.host.empty())
-            who.host = localHostName();
-        who.group = m_run ? m_run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
-        std::optional<cppl::telemetry::Credentials> keys = m_o.stdinKeys;
-        try {
-            if (const auto keyFile = m_a.get("--telemetry-keys"))
-                keys = cppl::telemetry::readCredentialsFile(*keyFile);
-            m_tel = telemetry::Publisher::open(*endpoint, who, keys);
-        } catch (const Error &e) {
-            throw ExitError(kExitBadArguments, std::string("--telemetry: ") + e.what());
-        }
-        m_tel->phase(cppl::telemetry::Phase::Loading);
-        if (m_o.device.is_cuda()) {
-            // Device memory and utilisation through NVML when the node has it; absent otherwise.
-            std::string why;
-            if (auto gpu = telemetry::openNvmlForCudaDevice(m_o.device.has_index() ? m_o.device.index() : 0, &why))
-                m_tel->setGpuStats(std::move(gpu));
-            else if (!m_o.quiet)
-                m_err << "telemetry: no GPU memory or utilisation figures: " << why << '\n';
-        }
-    }
+    if (const auto endpoint = m_a.get("--telemetry"))
+        openTelemetry(*endpoint);
     m_runtime = runtimeInfo();
     logLine(describe(m_runtime));
     logLine("threads: " + std::to_string(m_cpu.threads) + " (" + m_cpu.why + "), "
             + (m_cpu.pinned.empty() ? std::string(pinnedOk ? "not pinned" : "not pinned (the OS refused sched_setaffinity)")
                                     : "pinned to CPUs " + cpuListText(m_cpu.pinned))
             + "; local rank " + std::to_string(identity.localRank) + " of " + std::to_string(m_cpu.localRanks));
+}
+
+/// Part of step 2: the rendezvous, the communicators and the watchdog (distributed_run.h).
+void EvalSession::joinRun()
+{
+    const RankIdentity &identity = m_o.identity;
+    try {
+        m_run = std::make_unique<dist::DistributedRun>(m_o.distOptions, dist::libtorchC10d());
+    } catch (const Error &e) {
+        throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
+    }
+    if (m_run->backend() == "nccl")
+        logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
+                + std::to_string(m_o.distOptions.cudaDeviceIndex));
+    if (!m_o.quiet)
+        m_err << "distributed: " << identity.worldSize << " ranks (" << identity.source << "), backend " << m_run->backend() << ", "
+              << dist::topologyName(m_run->topology()) << ", " << m_run->groups().groups.size() << " node groups, store "
+              << m_run->storeAddress() << '\n';
+}
+
+/// Part of step 2, with --telemetry: the publisher. Telemetry never slows or stops the
+/// evaluation: the publisher only queues (docs/telemetry.md).
+void EvalSession::openTelemetry(const std::string &endpoint)
+{
+    const RankIdentity &identity = m_o.identity;
+    telemetry::Identity who;
+    const char *envRun = std::getenv("CLUSTERPPL_RUN_ID");
+    who.run = m_a.get("--run-id").value_or(envRun && *envRun ? envRun : "run");
+    who.rank = identity.rank;
+    who.worldSize = identity.worldSize;
+    who.localRank = identity.localRank;
+    who.host = m_run ? m_run->hosts()[static_cast<std::size_t>(identity.rank)] : std::string();
+    if (who.host.empty())
+        who.host = localHostName();
+    who.group = m_run ? m_run->groups().groupOf[static_cast<std::size_t>(identity.rank)] : 0;
+    std::optional<cppl::telemetry::Credentials> keys = m_o.stdinKeys;
+    try {
+        if (const auto keyFile = m_a.get("--telemetry-keys"))
+            keys = cppl::telemetry::readCredentialsFile(*keyFile);
+        m_tel = telemetry::Publisher::open(endpoint, who, keys);
+    } catch (const Error &e) {
+        throw ExitError(kExitBadArguments, std::string("--telemetry: ") + e.what());
+    }
+    m_tel->phase(cppl::telemetry::Phase::Loading);
+    if (m_o.device.isCuda()) {
+        // Device memory and utilisation through NVML when the node has it; absent otherwise.
+        std::string why;
+        if (auto gpu = telemetry::openNvmlForCudaDevice(m_o.device.hasIndex() ? m_o.device.index : 0, &why))
+            m_tel->setGpuStats(std::move(gpu));
+        else if (!m_o.quiet)
+            m_err << "telemetry: no GPU memory or utilisation figures: " << why << '\n';
+    }
 }
 
 /// Step 3: the data (token file, or text through a tokenizer and a dataset reader).
@@ -276,9 +259,9 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
         m_freeBytes = m_totalBytes = fake[static_cast<std::size_t>(m_o.identity.rank) % fake.size()];
         m_memoryKnown = true;
     } else if (m_o.autoBatch) { // before the weights: chooseBatch() subtracts them itself
-        m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index(), m_freeBytes, m_totalBytes);
+        m_memoryKnown = dist::cudaMemoryInfo(m_o.device.index, m_freeBytes, m_totalBytes);
     }
-    return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {m_o.dtype, m_o.device, m_o.gemm}); });
+    return phase(kExitBadModel, [&] { return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm}); });
 }
 
 /// Step 5: the windows over the data as the model sees it, this rank's shard, and the checks
@@ -286,84 +269,82 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
 EvalPlan EvalSession::makePlan(const EvalInput &input, LanguageModel &model, double loadSeconds)
 {
     const ModelInfo &mi = model.info();
-    PlanOptions &opts = m_o.plan;
     EvalPlan p;
     std::vector<std::uint32_t> flat;
-    p.windows = phase(kExitBadArguments, [&] {
-        if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !m_a.has("--allow-long-context"))
-            throw ConfigError("--context " + std::to_string(opts.context) + " exceeds the model's max_position_embeddings "
-                              + std::to_string(mi.maxPositions) + "; use a shorter context, or --allow-long-context if you mean it");
-        if (opts.bosFirst)
-            opts.bosToken = m_a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
-        if (opts.bosFirst && opts.bosToken < 0)
-            throw ConfigError("--bos-first: the model declares no bos_token_id; pass --bos-id ID");
-        std::vector<std::int64_t> lengths;
-        for (const auto &d : input.documents)
-            lengths.push_back(static_cast<std::int64_t>(d.size()));
-        if (opts.protocol == Protocol::LmEvalRolling) {
-            // lm-eval's prefix token: --prefix-id, else the tokenizer's BOS, else the model's.
-            const std::int64_t fallback = input.bosId >= 0 ? input.bosId : mi.bosTokenId;
-            const std::int64_t prefix = m_a.integer("--prefix-id", fallback, 0, 0xffffffffLL);
-            if (prefix < 0)
-                throw ConfigError("lm-eval-rolling needs a prefix token: neither the tokenizer nor the model names a BOS; pass --prefix-id ID");
-            if (mi.vocab > 0 && prefix >= mi.vocab)
-                throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
-            flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
-            for (const auto &d : input.documents) {
-                flat.push_back(static_cast<std::uint32_t>(prefix));
-                flat.insert(flat.end(), d.begin(), d.end());
-            }
-            return planDocuments(opts, lengths);
-        }
-        // Stream protocols: the documents back to back, one BOS first when the tokenizer adds it.
-        flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
-        if (input.bosAdded)
-            flat.push_back(static_cast<std::uint32_t>(input.bosId));
-        for (const auto &d : input.documents)
-            flat.insert(flat.end(), d.begin(), d.end());
-        return planStream(opts, static_cast<std::int64_t>(flat.size()));
-    });
+    p.windows = phase(kExitBadArguments, [&] { return planWindows(input, mi, flat); });
     p.flat = std::make_shared<const std::vector<std::uint32_t>>(std::move(flat));
-    WindowPlan &plan = p.windows;
-    if (m_o.maxWindows > 0 && m_o.maxWindows < static_cast<std::int64_t>(plan.windows.size())) {
-        plan.windows.resize(static_cast<std::size_t>(m_o.maxWindows));
-        plan.scoredTokens = 0;
-        for (const Window &w : plan.windows)
-            plan.scoredTokens += w.scored();
-    }
+    limitWindows(p.windows, m_o.maxWindows);
     if (m_o.autoBatch)
-        chooseDefaultBatch(plan, mi);
-    p.shards = shardPlanByBatch(plan, m_o.shardCount, m_o.batch);
-    const Shard &myShard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
+        chooseDefaultBatch(p.windows, mi);
+    p.shards = shardPlanByBatch(p.windows, m_o.shardCount, m_o.batch);
     phase(kExitBadModel, [&] {
-        model.prepare(m_o.batch, plan.maxInput);
+        model.prepare(m_o.batch, p.windows.maxInput);
         return 0;
     });
     phase(kExitBadData, [&] {
-        for (std::size_t d = 0; d < input.documents.size(); ++d) {
-            const auto &ids = input.documents[d];
-            const auto it = std::find_if(ids.begin(), ids.end(), [&](std::uint32_t id) { return id >= mi.vocab; });
-            if (it != ids.end())
-                throw IoError(input.path + ": " + (input.documents.size() > 1 ? "document " + std::to_string(d) + ", " : std::string())
-                              + "token " + std::to_string(it - ids.begin()) + " has id " + std::to_string(*it)
-                              + ", outside the model's vocabulary of " + std::to_string(mi.vocab)
-                              + " (was the data tokenised for another model?)");
-        }
+        checkIdsInVocabulary(input, mi);
         return 0;
     });
     if (m_o.distributed && (m_o.checkpointLines || m_o.resume))
         prepareCheckpoints(mi, p);
-    std::ostringstream line;
-    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM "
-         << mi.gemm << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens
-         << " tokens to score, batch " << m_o.batch;
-    if (m_o.distributed && m_o.schedule == dist::Schedule::Dynamic)
-        line << "; rank " << m_o.shardRank << "/" << m_o.shardCount << ": batches claimed as ranks go (dynamic schedule)";
-    else if (m_o.shardCount > 1)
-        line << "; " << (m_o.distributed ? "rank " : "shard ") << m_o.shardRank << "/" << m_o.shardCount << ": windows "
-             << myShard.firstWindow << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
-    logLine(line.str());
+    describePlan(mi, p, loadSeconds);
     return p;
+}
+
+/// Part of step 5: the token stream as the model sees it (into @p flat) and the protocol's
+/// windows over it, with the model's limits and special tokens. Throws ConfigError.
+WindowPlan EvalSession::planWindows(const EvalInput &input, const ModelInfo &mi, std::vector<std::uint32_t> &flat)
+{
+    PlanOptions &opts = m_o.plan;
+    if (mi.maxPositions > 0 && opts.context > mi.maxPositions && !m_a.has("--allow-long-context"))
+        throw ConfigError("--context " + std::to_string(opts.context) + " exceeds the model's max_position_embeddings "
+                          + std::to_string(mi.maxPositions) + "; use a shorter context, or --allow-long-context if you mean it");
+    if (opts.bosFirst)
+        opts.bosToken = m_a.integer("--bos-id", mi.bosTokenId, 0, 0xffffffffLL);
+    if (opts.bosFirst && opts.bosToken < 0)
+        throw ConfigError("--bos-first: the model declares no bos_token_id; pass --bos-id ID");
+    if (opts.protocol == Protocol::LmEvalRolling) {
+        // lm-eval's prefix token: --prefix-id, else the tokenizer's BOS, else the model's.
+        const std::int64_t fallback = input.bosId >= 0 ? input.bosId : mi.bosTokenId;
+        const std::int64_t prefix = m_a.integer("--prefix-id", fallback, 0, 0xffffffffLL);
+        if (prefix < 0)
+            throw ConfigError("lm-eval-rolling needs a prefix token: neither the tokenizer nor the model names a BOS; pass --prefix-id ID");
+        if (mi.vocab > 0 && prefix >= mi.vocab)
+            throw ConfigError("--prefix-id " + std::to_string(prefix) + " is outside the vocabulary of " + std::to_string(mi.vocab));
+        std::vector<std::int64_t> lengths;
+        flat.reserve(static_cast<std::size_t>(input.totalTokens()) + input.documents.size());
+        for (const auto &d : input.documents) {
+            lengths.push_back(static_cast<std::int64_t>(d.size()));
+            flat.push_back(static_cast<std::uint32_t>(prefix));
+            flat.insert(flat.end(), d.begin(), d.end());
+        }
+        return planDocuments(opts, lengths);
+    }
+    // Stream protocols: the documents back to back, one BOS first when the tokenizer adds it.
+    flat.reserve(static_cast<std::size_t>(input.totalTokens()) + 1);
+    if (input.bosAdded)
+        flat.push_back(static_cast<std::uint32_t>(input.bosId));
+    for (const auto &d : input.documents)
+        flat.insert(flat.end(), d.begin(), d.end());
+    return planStream(opts, static_cast<std::int64_t>(flat.size()));
+}
+
+/// The end of step 5: the log line that says what will be evaluated, and where.
+void EvalSession::describePlan(const ModelInfo &mi, const EvalPlan &p, double loadSeconds)
+{
+    const WindowPlan &plan = p.windows;
+    std::ostringstream line;
+    line << "model: " << mi.arch << " (" << mi.params << " parameters, " << dtypeName(m_o.dtype) << ", " << m_o.device.str() << ", GEMM " << mi.gemm
+         << ") loaded in " << clock(loadSeconds) << "; " << plan.windows.size() << " windows, " << plan.scoredTokens << " tokens to score, batch "
+         << m_o.batch;
+    if (m_o.distributed && m_o.schedule == dist::Schedule::Dynamic) {
+        line << "; rank " << m_o.shardRank << "/" << m_o.shardCount << ": batches claimed as ranks go (dynamic schedule)";
+    } else if (m_o.shardCount > 1) {
+        const Shard &myShard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
+        line << "; " << (m_o.distributed ? "rank " : "shard ") << m_o.shardRank << "/" << m_o.shardCount << ": windows " << myShard.firstWindow
+             << ".." << myShard.endWindow - 1 << ", " << myShard.scoredTokens << " tokens";
+    }
+    logLine(line.str());
 }
 
 /// Part of step 5: what checkpoints carry and a resume must match; a resume is checked here,
@@ -372,56 +353,29 @@ void EvalSession::prepareCheckpoints(const ModelInfo &mi, const EvalPlan &p)
 {
     const PlanOptions &opts = m_o.plan;
     const auto windows = static_cast<std::int64_t>(p.windows.windows.size());
-    m_batchCount = (windows + m_o.batch - 1) / m_o.batch;
+    const std::int64_t batchCount = (windows + m_o.batch - 1) / m_o.batch;
     std::ostringstream plan;
-    plan << "protocol " << protocolName(opts.protocol) << ", context " << opts.context << ", stride "
-         << (opts.stride == 0 ? opts.context : opts.stride) << ", batch " << m_o.batch << ", max_windows " << m_o.maxWindows << ", "
-         << dtypeName(m_o.dtype) << " on " << (m_o.device.is_cuda() ? "cuda" : "cpu") << ", GEMM " << mi.gemm << ", " << windows
-         << " windows, " << p.windows.scoredTokens << " tokens";
+    plan << "protocol " << protocolName(opts.protocol) << ", context " << opts.context << ", stride " << (opts.stride == 0 ? opts.context : opts.stride)
+         << ", batch " << m_o.batch << ", max_windows " << m_o.maxWindows << ", " << dtypeName(m_o.dtype) << " on "
+         << (m_o.device.isCuda() ? "cuda" : "cpu") << ", GEMM " << mi.gemm << ", " << windows << " windows, " << p.windows.scoredTokens << " tokens";
     const dist::ResumeState *resume = m_o.resume ? &*m_o.resume : nullptr;
-    if (resume && resume->batchCount != m_batchCount)
+    if (resume && resume->batchCount != batchCount)
         throw ExitError(kExitBadArguments,
                         "--resume-state: the interrupted run had " + std::to_string(resume->batchCount) + " global batches, this plan has "
-                            + std::to_string(m_batchCount) + " (" + plan.str() + "); resume with the run's own data and settings",
+                            + std::to_string(batchCount) + " (" + plan.str() + "); resume with the run's own data and settings",
                         ExitError::Scope::Run);
-    auto compute = [files = mi.weightFiles, tokens = p.flat, text = plan.str(), stop = m_stopHashing] {
-        return fingerprintOf(files, tokens, text, *stop);
-    };
     // Every rank keeps the means: after rank 0's loss the new reporting rank writes checkpoints.
-    m_computeFingerprint = compute;
+    m_fingerprint.prepare(mi.weightFiles, p.flat, plan.str());
     if (m_o.identity.rank != 0)
         return; // rank 0 checks and writes for the run
-    if (resume) {
-        const dist::RunFingerprint now = compute();
-        if (const std::string why = dist::fingerprintMismatch(resume->fingerprint, now); !why.empty())
-            throw ExitError(kExitBadArguments, "--resume-state: " + why, ExitError::Scope::Run); // the run's checkpoint, checked for the run
-        std::promise<dist::RunFingerprint> ready;
-        ready.set_value(now);
-        m_fingerprint = ready.get_future().share();
-        logLine("resuming after round " + std::to_string(resume->round) + ": " + std::to_string(resume->batchesDone()) + " of "
-                + std::to_string(m_batchCount) + " global batches committed, model and data unchanged");
-    } else {
-        m_fingerprint = std::async(std::launch::async, compute).share();
-    }
-}
-
-/// A reporting rank after rank 0's loss: rank 0's fingerprint from the store, or (rank 0 was
-/// lost before it had one) hashed here, beside the evaluation, as rank 0 does.
-void EvalSession::adoptFingerprint(dist::DistributedRun &run)
-{
-    if (!m_computeFingerprint)
+    if (!resume) {
+        m_fingerprint.hashInBackground();
         return;
-    if (run.store().check({kFingerprintKey})) {
-        const std::string text = run.store().get(kFingerprintKey, m_o.distOptions.timeout).value_or("");
-        const auto a = text.find('\n'), b = a == std::string::npos ? a : text.find('\n', a + 1);
-        if (b != std::string::npos) {
-            std::promise<dist::RunFingerprint> ready;
-            ready.set_value({text.substr(0, a), text.substr(a + 1, b - a - 1), text.substr(b + 1)});
-            m_fingerprint = ready.get_future().share();
-            return;
-        }
     }
-    m_fingerprint = std::async(std::launch::async, m_computeFingerprint).share();
+    if (const std::string why = dist::fingerprintMismatch(resume->fingerprint, m_fingerprint.hashNow()); !why.empty())
+        throw ExitError(kExitBadArguments, "--resume-state: " + why, ExitError::Scope::Run); // the run's checkpoint, checked for the run
+    logLine("resuming after round " + std::to_string(resume->round) + ": " + std::to_string(resume->batchesDone()) + " of "
+            + std::to_string(batchCount) + " global batches committed, model and data unchanged");
 }
 
 /// Step 5's default batch on a GPU: the largest power of two of windows that fits this GPU's free
@@ -434,7 +388,7 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     in.freeBytes = m_freeBytes;
     in.totalBytes = m_totalBytes;
     in.weightBytes = mi.weightBytes;
-    in.elementBytes = static_cast<int>(c10::elementSize(m_o.dtype));
+    in.elementBytes = bytesPerElement(m_o.dtype);
     in.shape = mi.shape;
     in.width = plan.maxInput;
     for (const Window &w : plan.windows)
@@ -481,10 +435,56 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     logLine(c.reason);
 }
 
+/// Step 6: the model's evaluator, warmed up on a GPU, driven through the rounds (round_loop.h).
+EvalOutcome EvalSession::evaluate(LanguageModel &model, const EvalInput &input, const EvalPlan &plan)
+{
+    Evaluator evaluator(model, std::span<const std::uint32_t>(*plan.flat), plan.windows, m_o.batch);
+    const double warmupSeconds = warmUp(evaluator, model.info(), static_cast<std::int64_t>(plan.windows.windows.size()));
+    RoundLoop loop(m_o, {m_out, m_err, m_run.get(), m_tel.get(), m_fingerprint}, evaluator, input, plan);
+    EvalOutcome outcome = loop.run();
+    outcome.warmupSeconds = warmupSeconds;
+    return outcome;
+}
+
+/// On a GPU, one batch before the clock (Evaluator::warmUp); CLUSTERPPL_NO_WARMUP=1 leaves it
+/// out, to measure what it saves.
+double EvalSession::warmUp(Evaluator &evaluator, const ModelInfo &mi, std::int64_t windows)
+{
+    const char *noWarmup = std::getenv("CLUSTERPPL_NO_WARMUP");
+    if (!mi.device.isCuda() || windows == 0 || (noWarmup && std::string_view(noWarmup) == "1"))
+        return 0;
+    const double seconds = evaluator.warmUp();
+    char took[32];
+    std::snprintf(took, sizeof took, "%.2f", seconds);
+    if (!m_o.quiet)
+        m_err << "warm-up: one batch on " << mi.device.str() << " in " << took
+              << " s (CUDA kernels and cuBLAS loaded; not counted in tokens per second)\n";
+    return seconds;
+}
+
+/// After step 7, the reporting rank of a tolerant dynamic run: the others wait for this before
+/// they leave (RoundLoop::awaitReport(): a reporter lost before it gets here is replaced).
+void EvalSession::announceResultWritten()
+{
+    if (!m_run || !m_run->tolerant() || m_o.schedule != dist::Schedule::Dynamic || !m_run->reporter())
+        return;
+    m_run->store().set(dist::kReportedKey, std::to_string(m_run->rank()));
+    if (m_run->servesStore()) { // the store leaves with this process: the others first read that the result is written
+        const auto until = std::chrono::steady_clock::now() + m_run->timeout();
+        while (m_run->store().add(dist::kReportedKey + "/acks", 0) < m_run->epochSize() - 1 && std::chrono::steady_clock::now() < until
+               && !m_run->lossPending())
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    m_run->finish();
+}
+
 int evalCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err)
 {
     const Args a = parseArgs(argv);
-    EvalSession session(a, parseOptions(a), out, err);
+    EvalOptions options = parseOptions(a);
+    if (a.has("--exit-on-stdin-eof"))
+        StdinEofWatcher().start();
+    EvalSession session(a, std::move(options), out, err);
     try {
         return session.run();
     } catch (const c10::Error &e) {

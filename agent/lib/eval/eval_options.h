@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // `clusterppl-agent eval`, step 1 (private to agent/lib/eval): what the command line says, checked
 // before the model or the data are touched, and phase(), which turns a step's bad input into that
-// step's exit code. No ATen here: the device and dtype are c10 value types (model_info.h).
+// step's exit code. Torch-free: the device and dtype are compute_spec.h's.
 #pragma once
 
 #include "args.h"
+#include "compute_spec.h"
 #include "exit_codes.h"
-#include "model_info.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/checkpoint.h"
 #include "distributed/distributed_run.h"
@@ -43,14 +43,13 @@ auto phase(int code, F &&f) -> decltype(f())
     }
 }
 
-
 /// Step 1's result: everything the command line says, checked before the model or the data are touched.
 struct EvalOptions
 {
     PlanOptions plan;
     std::string modelPath;
-    c10::ScalarType dtype = at::kFloat;
-    c10::Device device{c10::DeviceType::CPU};
+    Dtype dtype = Dtype::Float32;
+    DeviceSpec device;
     bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
     std::int64_t batch = 0;
     /// No --batch on a GPU: the batch comes from free device memory once the model and the windows
@@ -71,6 +70,7 @@ struct EvalOptions
     bool overlapSync = true; ///< --overlap-sync: a round's aggregation runs behind the next round's compute (round_pipeline.h)
     bool distributed = false; ///< one rank of several, or one rank with an explicit --backend
     bool quiet = false;       ///< rank 0 speaks for the run; other ranks report only problems
+    bool quietAsked = false;  ///< --quiet itself: no round lines from the reporting rank either
     bool checkpointLines = false; ///< ledger and checkpoint lines on stdout for the launcher (checkpoint.h)
     std::optional<dist::ResumeState> resume; ///< --resume-state: continue from a committed round
     std::optional<cppl::telemetry::Credentials> stdinKeys;
@@ -79,7 +79,8 @@ struct EvalOptions
 /// The words after "eval", checked against the options `eval` knows (a bad one is a bad argument).
 Args parseArgs(const std::vector<std::string> &argv);
 
-/// Step 1: the options, the stdin handling a launcher asks for, and who this rank is.
+/// Step 1: the options (a launcher's key line read from stdin among them), and who this rank is.
+/// --exit-on-stdin-eof is the command's to act on, once they are parsed (stdin_eof_watcher.h).
 EvalOptions parseOptions(const Args &a);
 
 /// at::hasCUDA() and at::getNumGPUs(), defined in eval_command.cpp, the one eval TU with ATen.

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // `clusterppl-agent eval`, step 7 (eval_session.h): the reporting rank prints the estimate and writes
-// the result contract (docs/result-json.md) to --json, --result-line and telemetry.
+// the result contract (docs/result-json.md) to --json, --result-line and telemetry. The contract's
+// keys in order: the totals, the settings, the times, the model and the data, the distribution.
 #include "eval_session.h"
 
+#include "model_info.h"
 #include "result_json.h"
 #include "model/mapped_file.h"
 
@@ -13,134 +15,166 @@
 
 namespace cppl::agent {
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// The exact sums and what follows from them; the byte and word figures of text input.
+void addTotals(Json &j, const NllStats &stats, const EvalInput &input)
+{
+    const Perplexity ppl = computePerplexity(stats);
+    j["ppl"] = ppl.ppl;
+    j["ppl_stderr"] = ppl.pplStderr;
+    j["nll_sum"] = stats.nll.toDouble();
+    j["nll_sum_exact"] = stats.nll.toString();
+    j["nll_sq_sum_exact"] = stats.nllSquared.toString();
+    j["tokens_scored"] = stats.tokens;
+    j["tokens_total"] = input.totalTokens();
+    j["windows"] = stats.windows;
+    if (stats.bytes > 0) {
+        j["bytes"] = stats.bytes;
+        j["words"] = stats.words;
+        j["bits_per_byte"] = ppl.bitsPerByte;
+        j["byte_perplexity"] = ppl.bytePpl;
+        j["word_perplexity"] = ppl.wordPpl;
+    }
+}
+
+void addTimes(Json &j, const EvalOutcome &outcome, double loadSeconds)
+{
+    j["seconds"] = outcome.seconds;
+    j["load_seconds"] = loadSeconds;
+    j["warmup_seconds"] = outcome.warmupSeconds;
+    j["tokens_per_second"] = outcome.seconds > 0 ? static_cast<double>(outcome.stats.tokens) / outcome.seconds : 0.0;
+}
+
+Json modelJson(const ModelInfo &mi)
+{
+    Json hashes = Json::object();
+    for (const auto &f : mi.weightFiles)
+        hashes[f] = sha256File(f);
+    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
+}
+
+Json dataJson(const EvalInput &input)
+{
+    Json source = {{"path", input.path}, {"format", input.format}, {"documents", input.documents.size()}};
+    if (std::filesystem::is_regular_file(input.path))
+        source["sha256"] = sha256File(input.path);
+    if (!input.dataset.empty()) {
+        source["dataset"] = input.dataset;
+        source["tokenizer"] = input.tokenizer;
+        source["replaced_invalid_utf8"] = input.replacedUtf8;
+        source["bos"] = {{"mode", input.bosMode}, {"added", input.bosAdded}, {"id", input.bosId}, {"reason", input.bosReason}};
+    }
+    return source;
+}
+
+Json lostRanksJson(const EvalOutcome &outcome, const dist::DistributedRun &run)
+{
+    Json lost = Json::array();
+    for (const auto &l : outcome.lostRanks)
+        lost.push_back({{"rank", l.rank}, {"host", run.hosts()[static_cast<std::size_t>(l.rank)]}, {"round", l.round}, {"cause", l.cause}});
+    return lost;
+}
+
+} // namespace
+
 /// Step 7: rank 0 (after its loss, the lowest survivor) prints the estimate and writes the result contract (docs/result-json.md).
 int EvalSession::writeResult(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome)
 {
-    const NllStats &stats = outcome.stats;
-    const Perplexity ppl = computePerplexity(stats);
-    const bool distributed = m_o.distributed;
-    const RankIdentity &identity = m_o.identity;
-    const PlanOptions &opts = m_o.plan;
-    const Shard &shard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
-    const double seconds = outcome.seconds;
-    const auto &reports = outcome.reports;
-    const auto &a = m_a;
-    const auto &runtime = m_runtime;
-    const auto &dtype = m_o.dtype;
-    const auto &device = m_o.device;
-    const auto &run = m_run;
-    const auto &tel = m_tel;
-    std::ostream &out = m_out;
-    const std::int64_t batch = m_o.batch, maxWindows = m_o.maxWindows, syncEvery = m_o.syncEvery;
-    const int shardRank = m_o.shardRank, shardCount = m_o.shardCount;
-    if (distributed && !run->reporter()) {
-        if (tel) {
-            tel->result();
-            tel->close(kExitOk);
+    if (m_o.distributed && !m_run->reporter()) {
+        if (m_tel) {
+            m_tel->result();
+            m_tel->close(kExitOk);
         }
         return kExitOk; // rank 0 (or, once it is lost, the lowest survivor) reports for the run
     }
-    out << formatFinalEstimate(ppl) << '\n' << std::flush;
-    const bool resultLine = a.has("--result-line");
-
-    // The result contract (docs/result-json.md).
-    if (const auto jsonPath = a.get("--json"); jsonPath || resultLine || tel) {
-        nlohmann::ordered_json j;
-        j["ppl"] = ppl.ppl;
-        j["ppl_stderr"] = ppl.pplStderr;
-        j["nll_sum"] = stats.nll.toDouble();
-        j["nll_sum_exact"] = stats.nll.toString();
-        j["nll_sq_sum_exact"] = stats.nllSquared.toString();
-        j["tokens_scored"] = stats.tokens;
-        j["tokens_total"] = input.totalTokens();
-        j["windows"] = stats.windows;
-        if (stats.bytes > 0) {
-            j["bytes"] = stats.bytes;
-            j["words"] = stats.words;
-            j["bits_per_byte"] = ppl.bitsPerByte;
-            j["byte_perplexity"] = ppl.bytePpl;
-            j["word_perplexity"] = ppl.wordPpl;
-        }
-        j["protocol"] = std::string(protocolName(opts.protocol));
-        j["context"] = opts.context;
-        j["stride"] = opts.protocol == Protocol::HfSliding ? (opts.stride == 0 ? opts.context : opts.stride) : opts.context;
-        j["batch"] = batch;
-        j["batch_from"] = m_batchFrom.is_null() ? nlohmann::ordered_json{{"source", m_a.has("--batch") ? "--batch" : "default"}} : m_batchFrom;
-        j["max_windows"] = maxWindows;
-        j["dtype"] = dtypeName(dtype);
-        j["device"] = device.str();
-        j["tf32"] = m_o.tf32;
-        j["threads"] = runtime.intraOpThreads;
-        j["cpus"] = {{"allowed", m_cpu.allowedCpus},
-                     {"local_ranks", m_cpu.localRanks},
-                     {"pinned", cpuListText(m_cpu.pinned)},
-                     {"threads_from", m_cpu.why}};
-        j["blas_threads"] = runtime.blasThreads;
-        j["blas"] = runtime.blas;
-        j["gemm"] = mi.gemm;
-        j["seconds"] = seconds;
-        j["load_seconds"] = loadSeconds;
-        j["warmup_seconds"] = outcome.warmupSeconds;
-        j["tokens_per_second"] = seconds > 0 ? static_cast<double>(stats.tokens) / seconds : 0.0;
-        nlohmann::ordered_json hashes = nlohmann::ordered_json::object();
-        for (const auto &f : mi.weightFiles)
-            hashes[f] = sha256File(f);
-        j["model"] = {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}};
-        nlohmann::ordered_json source = {{"path", input.path}, {"format", input.format}, {"documents", input.documents.size()}};
-        if (std::filesystem::is_regular_file(input.path))
-            source["sha256"] = sha256File(input.path);
-        if (!input.dataset.empty()) {
-            source["dataset"] = input.dataset;
-            source["tokenizer"] = input.tokenizer;
-            source["replaced_invalid_utf8"] = input.replacedUtf8;
-            source["bos"] = {{"mode", input.bosMode}, {"added", input.bosAdded}, {"id", input.bosId}, {"reason", input.bosReason}};
-        }
-        j["data"] = source;
-        j["world_size"] = identity.worldSize;
-        if (!distributed)
-            j["shard"] = {{"rank", shardRank}, {"count", shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
-        j["backend"] = distributed ? run->backend() : "none";
-        j["topology"] = distributed ? dist::topologyName(run->topology()) : "none";
-        j["sync_every_tokens"] = syncEvery == kSyncAtEnd ? nlohmann::ordered_json("end") : nlohmann::ordered_json(syncEvery);
-        j["rounds"] = outcome.rounds;
-        if (const auto &resume = m_o.resume)
-            j["resumed"] = {{"from_round", resume->round},
-                            {"batches_done", resume->batchesDone()},
-                            {"tokens_done", outcome.resumedBase.tokens},
-                            {"world_size_before", resume->worldSize}};
-        if (distributed) {
-            j["schedule"] = dist::scheduleName(m_o.schedule);
-            j["overlap_sync"] = m_overlapRan; // what ran: the rounds' collectives behind the next round's compute
-            j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + batch - 1) / batch;
-            j["groups"] = run->groups().groups;
-            j["rendezvous"] = {{"source", identity.source}, {"store", run->storeAddress()}};
-            j["ranks"] = ranksJson(reports, outcome.batchRuns);
-            if (m_o.distOptions.tolerateRankLoss) {
-                nlohmann::ordered_json lost = nlohmann::ordered_json::array();
-                for (const auto &l : outcome.lostRanks)
-                    lost.push_back({{"rank", l.rank},
-                                    {"host", run->hosts()[static_cast<std::size_t>(l.rank)]},
-                                    {"round", l.round},
-                                    {"cause", l.cause}});
-                j["on_rank_loss"] = "continue";
-                j["lost_ranks"] = lost;
-                j["batches_redone"] = outcome.batchesRedone;
-            }
-        }
-        j["version"] = CLUSTERPPL_VERSION_STRING;
-        if (tel)
-            tel->result(j.dump());
+    m_out << formatFinalEstimate(computePerplexity(outcome.stats)) << '\n' << std::flush;
+    const auto jsonPath = m_a.get("--json");
+    const bool resultLine = m_a.has("--result-line");
+    if (jsonPath || resultLine || m_tel) {
+        const Json j = resultJson(input, mi, loadSeconds, p, outcome);
+        if (m_tel)
+            m_tel->result(j.dump());
         if (resultLine) // for launchers that collect rank 0's stdout (SSH): one line, no file to fetch
-            out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
+            m_out << "CLUSTERPPL_RESULT " << j.dump() << '\n' << std::flush;
         if (jsonPath) {
             std::ofstream f(*jsonPath);
             if (!(f << j.dump(2) << '\n'))
                 throw ExitError(kExitRuntime, *jsonPath + ": cannot write the result JSON");
         }
     }
-    if (tel)
-        tel->close(kExitOk);
+    if (m_tel)
+        m_tel->close(kExitOk);
     return kExitOk;
+}
+
+/// The result contract (docs/result-json.md).
+Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome) const
+{
+    Json j;
+    addTotals(j, outcome.stats, input);
+    addSettings(j);
+    j["gemm"] = mi.gemm;
+    addTimes(j, outcome, loadSeconds);
+    j["model"] = modelJson(mi);
+    j["data"] = dataJson(input);
+    addDistribution(j, p, outcome);
+    j["version"] = CLUSTERPPL_VERSION_STRING;
+    return j;
+}
+
+/// How the windows were cut and evaluated: protocol, batch, number format, device, threads, BLAS.
+void EvalSession::addSettings(Json &j) const
+{
+    const PlanOptions &opts = m_o.plan;
+    j["protocol"] = std::string(protocolName(opts.protocol));
+    j["context"] = opts.context;
+    j["stride"] = opts.protocol == Protocol::HfSliding ? (opts.stride == 0 ? opts.context : opts.stride) : opts.context;
+    j["batch"] = m_o.batch;
+    j["batch_from"] = m_batchFrom.is_null() ? Json{{"source", m_a.has("--batch") ? "--batch" : "default"}} : m_batchFrom;
+    j["max_windows"] = m_o.maxWindows;
+    j["dtype"] = dtypeName(m_o.dtype);
+    j["device"] = m_o.device.str();
+    j["tf32"] = m_o.tf32;
+    j["threads"] = m_runtime.intraOpThreads;
+    j["cpus"] = {{"allowed", m_cpu.allowedCpus}, {"local_ranks", m_cpu.localRanks}, {"pinned", cpuListText(m_cpu.pinned)}, {"threads_from", m_cpu.why}};
+    j["blas_threads"] = m_runtime.blasThreads;
+    j["blas"] = m_runtime.blas;
+}
+
+/// Who evaluated: the world, this shard (one rank) or the ranks, their rounds and losses (distributed).
+void EvalSession::addDistribution(Json &j, const EvalPlan &p, const EvalOutcome &outcome) const
+{
+    const bool distributed = m_o.distributed;
+    j["world_size"] = m_o.identity.worldSize;
+    if (!distributed) {
+        const Shard &shard = p.shards[static_cast<std::size_t>(m_o.shardRank)];
+        j["shard"] = {{"rank", m_o.shardRank}, {"count", m_o.shardCount}, {"first_window", shard.firstWindow}, {"end_window", shard.endWindow}};
+    }
+    j["backend"] = distributed ? m_run->backend() : "none";
+    j["topology"] = distributed ? dist::topologyName(m_run->topology()) : "none";
+    j["sync_every_tokens"] = m_o.syncEvery == kSyncAtEnd ? Json("end") : Json(m_o.syncEvery);
+    j["rounds"] = outcome.rounds;
+    if (const auto &resume = m_o.resume)
+        j["resumed"] = {{"from_round", resume->round},
+                        {"batches_done", resume->batchesDone()},
+                        {"tokens_done", outcome.resumedBase.tokens},
+                        {"world_size_before", resume->worldSize}};
+    if (!distributed)
+        return;
+    j["schedule"] = dist::scheduleName(m_o.schedule);
+    j["overlap_sync"] = outcome.overlapRan; // what ran: the rounds' collectives behind the next round's compute
+    j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + m_o.batch - 1) / m_o.batch;
+    j["groups"] = m_run->groups().groups;
+    j["rendezvous"] = {{"source", m_o.identity.source}, {"store", m_run->storeAddress()}};
+    j["ranks"] = ranksJson(outcome.reports, outcome.batchRuns);
+    if (m_o.distOptions.tolerateRankLoss) {
+        j["on_rank_loss"] = "continue";
+        j["lost_ranks"] = lostRanksJson(outcome, *m_run);
+        j["batches_redone"] = outcome.batchesRedone;
+    }
 }
 
 } // namespace cppl::agent

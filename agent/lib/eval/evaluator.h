@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: MIT
+// Windows of a plan through a model into exact NllStats. The interface (WindowScorer) is torch-free,
+// so that the round loop that drives it compiles without LibTorch; Evaluator, the model's, is
+// defined in evaluator.cpp, on ATen.
 #pragma once
 
 #include "cppl/statistics.h"
@@ -21,6 +24,19 @@ struct EvalProgress
     double seconds = 0;
 };
 
+/// What the round loop (round_loop.h) asks of a model: windows [first, end) of the plan scored
+/// into NllStats, with a call after each batch. Evaluator is the model's; a second model scored
+/// on the same windows (a reference) would be a second implementation beside it.
+class WindowScorer
+{
+public:
+    using Progress = std::function<void(const EvalProgress &, const NllStats &)>;
+
+    virtual ~WindowScorer() = default;
+    /// @brief Evaluates windows [first, end) and adds them to `stats`; calls `progress` after each batch.
+    virtual void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress) = 0;
+};
+
 /**
  * @brief Runs windows of a plan through a model and adds every scored token's NLL to NllStats.
  *
@@ -29,14 +45,11 @@ struct EvalProgress
  * do not depend on which batch it landed in. Only scored positions reach the vocabulary projection;
  * log-softmax runs in float32 (or wider), and each NLL is widened to double into the exact sums.
  */
-class Evaluator
+class Evaluator final : public WindowScorer
 {
 public:
-    using Progress = std::function<void(const EvalProgress &, const NllStats &)>;
-
     Evaluator(LanguageModel &model, std::span<const std::uint32_t> flatTokens, const WindowPlan &plan, std::int64_t batch);
-    /// @brief Evaluates windows [first, end) and adds them to `stats`; calls `progress` after each batch.
-    void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress = {});
+    void run(std::int64_t first, std::int64_t end, NllStats &stats, const Progress &progress = {}) override;
     /// Evaluates the first batch's windows and forgets the result: on a GPU each kernel's module
     /// loads at its first launch and cuBLAS makes its handle and workspaces at its first product,
     /// a one-off cost that belongs to no batch. Run before the clock starts, so that tokens per

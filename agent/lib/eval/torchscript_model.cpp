@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // TorchScript models: any architecture a user can export, as int64 ids [B, T] -> logits [B, T, V].
+#include "compute_spec_c10.h"
 #include "language_model.h"
 
 #include "cppl/errors.h"
@@ -51,7 +52,7 @@ public:
         m_info.weightBytes += m_info.params * static_cast<std::int64_t>(c10::elementSize(o.dtype));
         m_info.weightFiles = {path};
         m_info.gemm = "torchscript";
-        m_info.device = o.device;
+        m_info.device = toDeviceSpec(o.device);
     }
 
     const ModelInfo &info() const override { return m_info; }

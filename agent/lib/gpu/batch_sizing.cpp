@@ -34,7 +34,7 @@ std::int64_t windowFootprintBytes(const BatchSizingInput &in)
         return 0;
     const std::int64_t s = in.elementBytes, H = m.hidden, I = m.intermediate, nh = m.heads;
     const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : nh, hd = m.headDim > 0 ? m.headDim : H / nh, W = in.width;
-    // One decoder layer, per token, as native_model.cpp's LibTorch path holds it: x, its norm and
+    // One decoder layer, per token, as llama_model.cpp's LibTorch path holds it: x, its norm and
     // q, k, v live through the layer; on top of them the largest of
     //   norm:      x in float32, its square, the normalised float32 and dtype copies
     //   attention: rotate_half's temporaries for q and k, K/V repeated per query head, the output

@@ -51,12 +51,6 @@ MappedFile::~MappedFile()
         ::munmap(const_cast<unsigned char *>(m_data), m_size);
 }
 
-void MappedFile::releasePages() const noexcept
-{
-    if (m_data)
-        ::madvise(const_cast<unsigned char *>(m_data), m_size, MADV_DONTNEED);
-}
-
 void MappedFile::releaseRange(const unsigned char *begin, std::size_t bytes) const noexcept
 {
     static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));

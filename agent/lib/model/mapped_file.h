@@ -22,11 +22,10 @@ public:
     [[nodiscard]] const unsigned char *data() const noexcept { return m_data; }
     [[nodiscard]] std::size_t size() const noexcept { return m_size; }
     [[nodiscard]] const std::string &path() const noexcept { return m_path; }
-    /// @brief Tells the kernel this process no longer needs the pages now (MADV_DONTNEED): after
-    /// weights were repacked, the originals stop counting in the resident set. Tensors still over
-    /// the mapping fault their pages back in from the file on demand.
-    void releasePages() const noexcept;
-    /// @brief The same for the whole pages inside [begin, begin + bytes) (one tensor's data).
+    /// @brief Tells the kernel this process no longer needs the whole pages inside [begin, begin +
+    /// bytes) now (MADV_DONTNEED; the pages a neighbour shares stay): after weights were repacked,
+    /// the originals stop counting in the resident set. Tensors still over the mapping fault their
+    /// pages back in from the file on demand.
     void releaseRange(const unsigned char *begin, std::size_t bytes) const noexcept;
 
 private:

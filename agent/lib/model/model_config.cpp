@@ -15,7 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char *kSupported = "llama, mistral, qwen2, gpt2";
 constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
 
 std::int64_t positive(const json &j, const std::string &key, const std::string &source, std::int64_t fallback = -1)
@@ -55,9 +54,127 @@ bool flag(const json &j, const std::string &key, bool fallback)
     return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
 }
 
-} // namespace
+// GPT-2: learned positions, LayerNorm, gelu_new, the head tied to wte.
+void parseGpt2(const json &j, const std::string &source, ModelConfig &c)
+{
+    c.vocab = positive(j, "vocab_size", source);
+    c.hidden = positive(j, "n_embd", source);
+    c.layers = positive(j, "n_layer", source);
+    c.heads = positive(j, "n_head", source);
+    c.kvHeads = c.heads;
+    c.intermediate = positive(j, "n_inner", source, 4 * c.hidden);
+    c.maxPositions = positive(j, "n_positions", source);
+    c.normEps = number(j, "layer_norm_epsilon", source, 1e-5);
+    c.tied = true;
+    const std::string act = text(j, "activation_function", source, "gelu_new");
+    if (act != "gelu_new")
+        throw ConfigError(source + ": activation_function \"" + act + "\" is not supported for gpt2 (only gelu_new)");
+    if (flag(j, "scale_attn_by_inverse_layer_idx", false) || flag(j, "reorder_and_upcast_attn", false))
+        throw ConfigError(source + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
+}
 
-ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source)
+// The sizes of a Llama-like decoder, the RMSNorm epsilon and the rotary base.
+void parseDecoderSizes(const json &j, const std::string &source, ModelConfig &c)
+{
+    c.vocab = positive(j, "vocab_size", source);
+    c.hidden = positive(j, "hidden_size", source);
+    c.layers = positive(j, "num_hidden_layers", source);
+    c.heads = positive(j, "num_attention_heads", source);
+    c.kvHeads = positive(j, "num_key_value_heads", source, c.heads);
+    c.headDim = positive(j, "head_dim", source, c.hidden / c.heads);
+    if (c.headDim < 1)
+        throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " exceeds hidden_size " + std::to_string(c.hidden)
+                          + " and there is no head_dim");
+    c.intermediate = positive(j, "intermediate_size", source);
+    c.maxPositions = positive(j, "max_position_embeddings", source, 0);
+    c.normEps = number(j, "rms_norm_eps", source, 1e-6);
+    c.ropeTheta = number(j, "rope_theta", source, 10000.0);
+    c.tied = flag(j, "tie_word_embeddings", false);
+    if (c.heads % c.kvHeads != 0)
+        throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " is not a multiple of num_key_value_heads "
+                          + std::to_string(c.kvHeads));
+    const std::string act = text(j, "hidden_act", source, "silu");
+    if (act != "silu")
+        throw ConfigError(source + ": hidden_act \"" + act + "\" is not supported (only silu)");
+}
+
+void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
+{
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+        return;
+    const json &s = j["rope_scaling"];
+    const std::string where = source + ": rope_scaling";
+    if (!s.is_object())
+        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
+    const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
+    if (kind == "llama3") {
+        c.ropeLlama3 = true;
+        c.ropeFactor = number(s, "factor", where, 8.0);
+        c.ropeLowFreqFactor = number(s, "low_freq_factor", where, 1.0);
+        c.ropeHighFreqFactor = number(s, "high_freq_factor", where, 4.0);
+        c.ropeOriginalMaxPositions = number(s, "original_max_position_embeddings", where, 8192.0);
+    } else if (kind != "default") {
+        throw ConfigError(source + ": rope_scaling type \"" + kind + "\" is not supported (supported: none, llama3)");
+    }
+}
+
+// Llama, Mistral and Qwen2 differ in their biases and in whether a sliding_window is used by default.
+void parseLlamaLike(const json &j, const std::string &source, ModelConfig &c, bool slidingWindowByDefault)
+{
+    parseDecoderSizes(j, source, c);
+    c.qkvBias = c.oBias = flag(j, "attention_bias", false);
+    c.mlpBias = flag(j, "mlp_bias", false);
+    parseRopeScaling(j, source, c);
+    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", slidingWindowByDefault))
+        throw ConfigError(source + ": sliding-window attention (sliding_window " + j["sliding_window"].dump()
+                          + ") is not supported; only full causal attention is");
+}
+
+void parseLlama(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, false); }
+void parseMistral(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, true); }
+
+// Qwen2: biases on q, k and v always, none on o.
+void parseQwen2(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseLlamaLike(j, source, c, false);
+    c.qkvBias = true;
+    c.oBias = false;
+}
+
+/// The model registry's config side: model_type -> the class that builds it and the parser of its
+/// config. A family is one line here and a parser (and, with a class of its own, a factory in
+/// eval/model_registry.cpp): docs/models.md, "How to add a family".
+struct Family
+{
+    std::string_view modelType;
+    ModelConfig::Arch arch;
+    void (*parse)(const json &, const std::string &, ModelConfig &);
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", ModelConfig::Arch::Llama, parseLlama},
+    {"mistral", ModelConfig::Arch::Llama, parseMistral},
+    {"qwen2", ModelConfig::Arch::Llama, parseQwen2},
+    {"gpt2", ModelConfig::Arch::Gpt2, parseGpt2},
+};
+
+std::string supportedTypes()
+{
+    std::string s;
+    for (const Family &f : kFamilies)
+        s += (s.empty() ? "" : ", ") + std::string(f.modelType);
+    return s;
+}
+
+const Family *findFamily(const std::string &modelType)
+{
+    for (const Family &f : kFamilies)
+        if (f.modelType == modelType)
+            return &f;
+    return nullptr;
+}
+
+json parseObject(std::string_view jsonText, const std::string &source)
 {
     json j;
     try {
@@ -67,83 +184,35 @@ ModelConfig parseModelConfig(std::string_view jsonText, const std::string &sourc
     }
     if (!j.is_object())
         throw IoError(source + ": expected a JSON object");
+    return j;
+}
+
+std::int64_t bosTokenId(const json &j, const std::string &source)
+{
+    if (!j.contains("bos_token_id") || !j["bos_token_id"].is_number_integer())
+        return -1;
+    const auto bos = j["bos_token_id"].get<std::int64_t>();
+    if (j["bos_token_id"].is_number_unsigned() && j["bos_token_id"].get<std::uint64_t>() > 0xffffffffULL)
+        throw ConfigError(source + ": \"bos_token_id\" must be between 0 and 2^32-1, got " + j["bos_token_id"].dump());
+    return bos < 0 ? -1 : bos; // negative: none, as before
+}
+
+} // namespace
+
+ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source)
+{
+    const json j = parseObject(jsonText, source);
     if (!j.contains("model_type") || !j["model_type"].is_string())
-        throw ConfigError(source + ": no \"model_type\"; ClusterPPL reads Hugging Face configs with model_type one of: " + kSupported);
+        throw ConfigError(source + ": no \"model_type\"; ClusterPPL reads Hugging Face configs with model_type one of: " + supportedTypes());
     ModelConfig c;
     c.modelType = j["model_type"].get<std::string>();
-    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
-        const auto bos = j["bos_token_id"].get<std::int64_t>();
-        if (j["bos_token_id"].is_number_unsigned() && j["bos_token_id"].get<std::uint64_t>() > 0xffffffffULL)
-            throw ConfigError(source + ": \"bos_token_id\" must be between 0 and 2^32-1, got " + j["bos_token_id"].dump());
-        c.bosTokenId = bos < 0 ? -1 : bos; // negative: none, as before
-    }
-    if (c.modelType == "gpt2") {
-        c.arch = ModelConfig::Arch::Gpt2;
-        c.vocab = positive(j, "vocab_size", source);
-        c.hidden = positive(j, "n_embd", source);
-        c.layers = positive(j, "n_layer", source);
-        c.heads = positive(j, "n_head", source);
-        c.kvHeads = c.heads;
-        c.intermediate = positive(j, "n_inner", source, 4 * c.hidden);
-        c.maxPositions = positive(j, "n_positions", source);
-        c.normEps = number(j, "layer_norm_epsilon", source, 1e-5);
-        c.tied = true;
-        const std::string act = text(j, "activation_function", source, "gelu_new");
-        if (act != "gelu_new")
-            throw ConfigError(source + ": activation_function \"" + act + "\" is not supported for gpt2 (only gelu_new)");
-        if (flag(j, "scale_attn_by_inverse_layer_idx", false) || flag(j, "reorder_and_upcast_attn", false))
-            throw ConfigError(source + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
-    } else if (c.modelType == "llama" || c.modelType == "mistral" || c.modelType == "qwen2") {
-        c.arch = ModelConfig::Arch::Llama;
-        c.vocab = positive(j, "vocab_size", source);
-        c.hidden = positive(j, "hidden_size", source);
-        c.layers = positive(j, "num_hidden_layers", source);
-        c.heads = positive(j, "num_attention_heads", source);
-        c.kvHeads = positive(j, "num_key_value_heads", source, c.heads);
-        c.headDim = positive(j, "head_dim", source, c.hidden / c.heads);
-        if (c.headDim < 1)
-            throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " exceeds hidden_size " + std::to_string(c.hidden)
-                              + " and there is no head_dim");
-        c.intermediate = positive(j, "intermediate_size", source);
-        c.maxPositions = positive(j, "max_position_embeddings", source, 0);
-        c.normEps = number(j, "rms_norm_eps", source, 1e-6);
-        c.ropeTheta = number(j, "rope_theta", source, 10000.0);
-        c.tied = flag(j, "tie_word_embeddings", false);
-        if (c.heads % c.kvHeads != 0)
-            throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " is not a multiple of num_key_value_heads "
-                              + std::to_string(c.kvHeads));
-        const std::string act = text(j, "hidden_act", source, "silu");
-        if (act != "silu")
-            throw ConfigError(source + ": hidden_act \"" + act + "\" is not supported (only silu)");
-        if (c.modelType == "qwen2") {
-            c.qkvBias = true;
-        } else {
-            c.qkvBias = c.oBias = flag(j, "attention_bias", false);
-        }
-        c.mlpBias = flag(j, "mlp_bias", false);
-        if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-            const json &s = j["rope_scaling"];
-            const std::string where = source + ": rope_scaling";
-            if (!s.is_object())
-                throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
-            const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
-            if (kind == "llama3") {
-                c.ropeLlama3 = true;
-                c.ropeFactor = number(s, "factor", where, 8.0);
-                c.ropeLowFreqFactor = number(s, "low_freq_factor", where, 1.0);
-                c.ropeHighFreqFactor = number(s, "high_freq_factor", where, 4.0);
-                c.ropeOriginalMaxPositions = number(s, "original_max_position_embeddings", where, 8192.0);
-            } else if (kind != "default") {
-                throw ConfigError(source + ": rope_scaling type \"" + kind + "\" is not supported (supported: none, llama3)");
-            }
-        }
-        if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", c.modelType == "mistral"))
-            throw ConfigError(source + ": sliding-window attention (sliding_window " + j["sliding_window"].dump()
-                              + ") is not supported; only full causal attention is");
-    } else {
-        throw ConfigError(source + ": model_type \"" + c.modelType + "\" is not supported (supported: " + kSupported
+    c.bosTokenId = bosTokenId(j, source);
+    const Family *family = findFamily(c.modelType);
+    if (!family)
+        throw ConfigError(source + ": model_type \"" + c.modelType + "\" is not supported (supported: " + supportedTypes()
                           + "; export other architectures as TorchScript .pt)");
-    }
+    c.arch = family->arch;
+    family->parse(j, source, c);
     return c;
 }
 

@@ -7,9 +7,12 @@
 
 namespace cppl::agent {
 
-/// @brief What the native implementations need from a Hugging Face config.json.
+/// @brief What the native implementations need from a Hugging Face config.json. Each model_type
+/// is a family with a parser of its own (model_config.cpp's kFamilies: docs/models.md, "How to add
+/// a family").
 struct ModelConfig
 {
+    /// The class that builds the model (eval/model_registry.cpp): llama, mistral and qwen2 are Llama.
     enum class Arch { Llama, Gpt2 };
     Arch arch = Arch::Llama;
     std::string modelType; ///< as written in config.json (llama, mistral, qwen2, gpt2)

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <utility>
 
 namespace cppl::agent {
 
@@ -24,22 +26,103 @@ const char *storedDtypeName(StoredDtype d) noexcept
         return "F16";
     case StoredDtype::BF16:
         return "BF16";
+    case StoredDtype::I8:
+        return "I8";
+    case StoredDtype::U8:
+        return "U8";
+    case StoredDtype::I32:
+        return "I32";
+    case StoredDtype::I64:
+        return "I64";
     }
     return "?";
 }
 
 std::size_t storedDtypeSize(StoredDtype d) noexcept
 {
-    return d == StoredDtype::F32 ? 4 : 2;
+    switch (d) {
+    case StoredDtype::I8:
+    case StoredDtype::U8:
+        return 1;
+    case StoredDtype::F16:
+    case StoredDtype::BF16:
+        return 2;
+    case StoredDtype::F32:
+    case StoredDtype::I32:
+        return 4;
+    case StoredDtype::I64:
+        return 8;
+    }
+    return 4;
 }
 
-std::int64_t TensorView::numel() const noexcept
+namespace {
+
+StoredDtype parseDtype(const std::string &dtype, const std::string &where)
 {
-    std::int64_t n = 1;
-    for (auto d : shape)
-        n *= d;
-    return n;
+    static const std::pair<const char *, StoredDtype> kDtypes[] = {{"F32", StoredDtype::F32}, {"F16", StoredDtype::F16},
+                                                                   {"BF16", StoredDtype::BF16}, {"I8", StoredDtype::I8},
+                                                                   {"U8", StoredDtype::U8}, {"I32", StoredDtype::I32},
+                                                                   {"I64", StoredDtype::I64}};
+    const auto known = std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const auto &d) { return dtype == d.first; });
+    if (known == std::end(kDtypes))
+        throw IoError(where + "unsupported dtype " + dtype.substr(0, 40) + " (supported: F32, F16, BF16, I8, U8, I32, I64)");
+    return known->second;
 }
+
+// The dimensions into `dims`; returns their product. Checked products: a shape whose element count
+// overflows must not pass the byte-size check.
+std::uint64_t parseShape(const json &shape, const std::string &where, std::vector<std::int64_t> &dims)
+{
+    if (!shape.is_array())
+        throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 40));
+    std::uint64_t elements = 1;
+    for (const json &d : shape) {
+        if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+            throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 80));
+        const auto n = d.get<std::uint64_t>();
+        if (n != 0 && elements > static_cast<std::uint64_t>(INT64_MAX) / n)
+            throw IoError(where + "shape " + shape.dump().substr(0, 80) + " has more than 2^63 elements");
+        dims.push_back(static_cast<std::int64_t>(n));
+        elements *= n;
+    }
+    return elements;
+}
+
+void parseOffsets(const json &off, const std::string &where, std::uint64_t dataSize, SafetensorsEntry &t)
+{
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+        throw IoError(where + "data_offsets must be [begin, end]");
+    t.begin = off[0].get<std::uint64_t>();
+    t.end = off[1].get<std::uint64_t>();
+    if (t.begin > t.end || t.end > dataSize)
+        throw IoError(where + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") lie outside the "
+                      + std::to_string(dataSize) + " data bytes (truncated file?)");
+}
+
+// One header entry: dtype, shape, offsets, and the shape's bytes against the offsets' span.
+SafetensorsEntry parseEntry(const std::string &name, const json &info, std::uint64_t dataSize, const std::string &path)
+{
+    SafetensorsEntry t;
+    t.name = name;
+    const std::string where = path + ": tensor \"" + t.name + "\": ";
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+        throw IoError(where + "header entry needs dtype, shape and data_offsets");
+    const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : info["dtype"].dump();
+    t.dtype = parseDtype(dtype, where);
+    const json &shape = info["shape"];
+    const std::uint64_t elements = parseShape(shape, where, t.shape);
+    parseOffsets(info["data_offsets"], where, dataSize, t);
+    const std::uint64_t itemSize = storedDtypeSize(t.dtype);
+    if (elements > UINT64_MAX / itemSize) // else the product wraps and may match the span by accident
+        throw IoError(where + "shape " + shape.dump().substr(0, 80) + " of " + dtype + " needs more than 2^64 bytes");
+    if (t.end - t.begin != elements * itemSize)
+        throw IoError(where + "shape needs " + std::to_string(elements * itemSize) + " bytes but data_offsets span "
+                      + std::to_string(t.end - t.begin));
+    return t;
+}
+
+} // namespace
 
 std::vector<SafetensorsEntry> parseSafetensorsHeader(std::string_view text, std::uint64_t dataSize, const std::string &path)
 {
@@ -52,54 +135,9 @@ std::vector<SafetensorsEntry> parseSafetensorsHeader(std::string_view text, std:
     if (!header.is_object())
         throw IoError(path + ": the safetensors header is not a JSON object");
     std::vector<SafetensorsEntry> out;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-        if (it.key() == "__metadata__")
-            continue;
-        const json &info = it.value();
-        SafetensorsEntry t;
-        t.name = it.key();
-        const std::string where = path + ": tensor \"" + t.name + "\": ";
-        if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
-            throw IoError(where + "header entry needs dtype, shape and data_offsets");
-        const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : info["dtype"].dump();
-        if (dtype == "F32")
-            t.dtype = StoredDtype::F32;
-        else if (dtype == "F16")
-            t.dtype = StoredDtype::F16;
-        else if (dtype == "BF16")
-            t.dtype = StoredDtype::BF16;
-        else
-            throw IoError(where + "unsupported dtype " + dtype.substr(0, 40) + " (supported: F32, F16, BF16)");
-        const json &shape = info["shape"];
-        if (!shape.is_array())
-            throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 40));
-        // Checked products: a shape whose element count overflows must not pass the byte-size check.
-        std::uint64_t elements = 1;
-        for (const json &d : shape) {
-            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-                throw IoError(where + "shape must be a list of non-negative integers, got " + shape.dump().substr(0, 80));
-            const auto n = d.get<std::uint64_t>();
-            if (n != 0 && elements > static_cast<std::uint64_t>(INT64_MAX) / n)
-                throw IoError(where + "shape " + shape.dump().substr(0, 80) + " has more than 2^63 elements");
-            t.shape.push_back(static_cast<std::int64_t>(n));
-            elements *= n;
-        }
-        const json &off = info["data_offsets"];
-        if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-            throw IoError(where + "data_offsets must be [begin, end]");
-        t.begin = off[0].get<std::uint64_t>();
-        t.end = off[1].get<std::uint64_t>();
-        if (t.begin > t.end || t.end > dataSize)
-            throw IoError(where + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") lie outside the "
-                          + std::to_string(dataSize) + " data bytes (truncated file?)");
-        const std::uint64_t itemSize = storedDtypeSize(t.dtype);
-        if (elements > UINT64_MAX / itemSize) // else the product wraps and may match the span by accident
-            throw IoError(where + "shape " + shape.dump().substr(0, 80) + " of " + dtype + " needs more than 2^64 bytes");
-        if (t.end - t.begin != elements * itemSize)
-            throw IoError(where + "shape needs " + std::to_string(elements * itemSize) + " bytes but data_offsets span "
-                          + std::to_string(t.end - t.begin));
-        out.push_back(std::move(t));
-    }
+    for (auto it = header.begin(); it != header.end(); ++it)
+        if (it.key() != "__metadata__")
+            out.push_back(parseEntry(it.key(), it.value(), dataSize, path));
     return out;
 }
 
@@ -197,6 +235,10 @@ const TensorView &SafetensorsCheckpoint::at(const std::string &name) const
     if (it == m_tensors.end())
         throw IoError(m_dir + ": missing tensor \"" + name + "\" (the checkpoint has " + std::to_string(m_tensors.size())
                       + " tensors; is it the architecture config.json says?)");
+    const StoredDtype d = it->second.dtype;
+    if (d != StoredDtype::F32 && d != StoredDtype::F16 && d != StoredDtype::BF16)
+        throw IoError(it->second.file->path() + ": tensor \"" + name + "\" is " + storedDtypeName(d)
+                      + ", not a float weight (F32, F16, BF16): integer tensors belong to quantized checkpoints");
     return it->second;
 }
 

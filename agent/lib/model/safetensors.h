@@ -12,7 +12,9 @@
 
 namespace cppl::agent {
 
-enum class StoredDtype { F32, F16, BF16 };
+/// Float tensors (weights) and the integer ones of quantized checkpoints (GPTQ/AWQ's packed I32
+/// qweight/qzeros/g_idx; I8/U8/I64 as other tools store them): at() hands out float tensors only.
+enum class StoredDtype { F32, F16, BF16, I8, U8, I32, I64 };
 [[nodiscard]] const char *storedDtypeName(StoredDtype d) noexcept;
 [[nodiscard]] std::size_t storedDtypeSize(StoredDtype d) noexcept;
 
@@ -25,7 +27,6 @@ struct TensorView
     const unsigned char *data = nullptr; ///< points into the mapping; valid while `file` lives
     std::size_t bytes = 0;
     std::shared_ptr<const MappedFile> file;
-    [[nodiscard]] std::int64_t numel() const noexcept;
 };
 
 /// @brief One tensor as a safetensors header describes it (offsets relative to the data section).
@@ -57,7 +58,9 @@ public:
     static SafetensorsCheckpoint openFile(const std::string &path);
 
     [[nodiscard]] bool contains(const std::string &name) const { return m_tensors.count(name) != 0; }
-    /// Throws IoError "missing tensor NAME" listing what the checkpoint does have nearby.
+    /// Throws IoError "missing tensor NAME" listing what the checkpoint does have nearby, and for an
+    /// integer tensor (a quantized checkpoint's packed data), which is no weight to read as floats:
+    /// the quantized readers take those from tensors() (quant/gptq_awq.h).
     [[nodiscard]] const TensorView &at(const std::string &name) const;
     [[nodiscard]] const std::map<std::string, TensorView> &tensors() const noexcept { return m_tensors; }
     [[nodiscard]] const std::vector<std::string> &files() const noexcept { return m_files; }

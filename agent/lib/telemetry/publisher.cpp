@@ -312,8 +312,6 @@ void Publisher::run()
             while (rc < 0 && zmq_errno() == EINTR);
             if (rc < 0)
                 m_dropped.fetch_add(1); // EAGAIN: the high-water mark is reached or no peer yet
-            else
-                m_sent.fetch_add(1);
 #endif
         }
         batch.clear();

@@ -91,7 +91,6 @@ public:
     void close(std::optional<int> exitCode = 0);
 
     [[nodiscard]] std::int64_t droppedTotal() const noexcept { return m_dropped.load(); }
-    [[nodiscard]] std::int64_t sentTotal() const noexcept { return m_sent.load(); }
 
     struct Socket;
 
@@ -121,7 +120,6 @@ private:
     bool m_closed = false;
 
     std::atomic<std::int64_t> m_dropped{0};
-    std::atomic<std::int64_t> m_sent{0};
     std::thread m_thread;
 };
 

@@ -18,6 +18,13 @@ constexpr std::uint32_t kMaxTokenId = (1u << 28) - 1; // ids index a vector; ref
 
 BpeModel::BpeModel(const JsonContext &ctx, const nlohmann::json &model, const std::string &path)
 {
+    readVocab(ctx, model, path);
+    readOptions(ctx, model, path);
+    readMerges(ctx, model, path);
+}
+
+void BpeModel::readVocab(const JsonContext &ctx, const nlohmann::json &model, const std::string &path)
+{
     const auto &vocab = ctx.require(model, path, "vocab");
     if (!vocab.is_object())
         ctx.fail(path + ".vocab", "expected an object {token: id}, found " + std::string(vocab.type_name()));
@@ -44,7 +51,10 @@ BpeModel::BpeModel(const JsonContext &ctx, const nlohmann::json &model, const st
             m_hasId[id] = true;
         }
     }
+}
 
+void BpeModel::readOptions(const JsonContext &ctx, const nlohmann::json &model, const std::string &path)
+{
     m_continuingSubwordPrefix = ctx.optionalString(model, path, "continuing_subword_prefix", "");
     m_endOfWordSuffix = ctx.optionalString(model, path, "end_of_word_suffix", "");
     m_fuseUnk = ctx.boolean(model, path, "fuse_unk", false);
@@ -70,7 +80,10 @@ BpeModel::BpeModel(const JsonContext &ctx, const nlohmann::json &model, const st
         if (const auto it = m_vocab.find(std::string_view(name)); it != m_vocab.end())
             m_byteTokens[b] = it->second;
     }
+}
 
+void BpeModel::readMerges(const JsonContext &ctx, const nlohmann::json &model, const std::string &path)
+{
     const auto &merges = ctx.require(model, path, "merges");
     if (!merges.is_array())
         ctx.fail(path + ".merges", "expected an array of \"a b\" strings or [a, b] pairs");
@@ -167,6 +180,15 @@ void BpeModel::tokenize(std::string_view word, std::vector<std::uint32_t> &out)
 
 void BpeModel::mergeWord(std::string_view word, std::vector<std::uint32_t> &out)
 {
+    toSymbols(word);
+    mergeSymbols();
+    for (const Symbol &s : m_symbols)
+        if (!s.removed)
+            out.push_back(s.id);
+}
+
+void BpeModel::toSymbols(std::string_view word)
+{
     m_symbols.clear();
     auto add = [this](std::uint32_t id) {
         const auto n = static_cast<std::int32_t>(m_symbols.size());
@@ -214,7 +236,10 @@ void BpeModel::mergeWord(std::string_view word, std::vector<std::uint32_t> &out)
     }
     if (unkPending)
         add(*m_unkId);
+}
 
+void BpeModel::mergeSymbols()
+{
     // Word::merge_all: lowest rank first, then leftmost; entries made stale by earlier merges skipped.
     const auto later = [](const QueueEntry &x, const QueueEntry &y) { return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos; };
     m_queue.clear();
@@ -251,9 +276,6 @@ void BpeModel::mergeWord(std::string_view word, std::vector<std::uint32_t> &out)
             }
         }
     }
-    for (const Symbol &s : m_symbols)
-        if (!s.removed)
-            out.push_back(s.id);
 }
 
 } // namespace cppl::agent::hf

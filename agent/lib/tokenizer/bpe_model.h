@@ -66,7 +66,16 @@ private:
         std::uint32_t id;
     };
     static std::uint64_t pairKey(std::uint32_t a, std::uint32_t b) { return (std::uint64_t{a} << 32) | b; }
+    void readVocab(const JsonContext &ctx, const nlohmann::json &model, const std::string &path);
+    /// Affixes, unk, byte fallback, dropout (refused unless 0), ignore_merges.
+    void readOptions(const JsonContext &ctx, const nlohmann::json &model, const std::string &path);
+    void readMerges(const JsonContext &ctx, const nlohmann::json &model, const std::string &path);
+    /// The ids of one word not in the cache: its characters as symbols, merged.
     void mergeWord(std::string_view word, std::vector<std::uint32_t> &out);
+    /// One symbol per character of @p word (its token, byte-fallback tokens, or unk), into m_symbols.
+    void toSymbols(std::string_view word);
+    /// Word::merge_all over m_symbols.
+    void mergeSymbols();
     [[nodiscard]] const MergeTarget *findMerge(std::uint32_t a, std::uint32_t b) const;
 
     StringMap<std::uint32_t> m_vocab;

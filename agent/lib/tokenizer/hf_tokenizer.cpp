@@ -215,90 +215,24 @@ void HfTokenizer::readAddedTokens(const JsonContext &ctx, const nlohmann::json &
                           + m_reassignedExample + "); the ids Hugging Face uses are used");
 }
 
+/// What the post-processor puts around the text (decideBos, step 1).
+struct HfTokenizer::PostProcessorBos
+{
+    std::optional<std::uint32_t> bos;                        ///< the one special token before the text, if any
+    std::string token;                                       ///< its text
+    std::string reason = "the tokenizer has no post_processor"; ///< whether it adds a BOS, and why (the default's reason)
+    std::vector<std::string> appended;                       ///< special tokens after the text: noted, never scored
+};
+
 void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, const TokenizerConfig &config)
 {
     // 1. What the post-processor puts before the text.
-    std::optional<std::uint32_t> templateBos;
-    std::string templateToken;
-    std::string postReason = "the tokenizer has no post_processor";
-    std::vector<std::string> appended;
-    std::function<void(const nlohmann::json &, const std::string &)> read = [&](const nlohmann::json &p, const std::string &path) {
-        if (p.is_null())
-            return;
-        const std::string type = ctx.type(p, path);
-        if (type == "ByteLevel") {
-            if (!templateBos)
-                postReason = "post_processor ByteLevel adds no special tokens";
-        } else if (type == "TemplateProcessing") {
-            const auto &single = ctx.require(p, path, "single");
-            const auto &specials = p.contains("special_tokens") ? p["special_tokens"] : nlohmann::json::object();
-            if (!single.is_array())
-                ctx.fail(path + ".single", "expected an array");
-            bool seenSequence = false;
-            std::vector<std::pair<std::uint32_t, std::string>> before;
-            for (std::size_t i = 0; i < single.size(); ++i) {
-                const std::string where = path + ".single[" + std::to_string(i) + "]";
-                const auto &item = single[i];
-                if (item.contains("Sequence")) {
-                    seenSequence = true;
-                    continue;
-                }
-                if (!item.contains("SpecialToken"))
-                    ctx.fail(where, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
-                const std::string name = ctx.string(item["SpecialToken"], where + ".SpecialToken", "id");
-                std::vector<std::uint32_t> ids;
-                if (specials.contains(name) && specials[name].contains("ids") && specials[name]["ids"].is_array()) {
-                    for (const auto &v : specials[name]["ids"])
-                        if (v.is_number_unsigned())
-                            ids.push_back(v.get<std::uint32_t>());
-                } else if (const auto id = tokenId(name)) {
-                    ids.push_back(*id);
-                } else {
-                    ctx.fail(where + ".SpecialToken.id", "\"" + name + "\" is neither in " + path + ".special_tokens nor in the vocabulary");
-                }
-                for (const auto id : ids) {
-                    if (seenSequence)
-                        appended.push_back(name);
-                    else
-                        before.emplace_back(id, name);
-                }
-            }
-            if (before.size() > 1)
-                ctx.fail(path + ".single", std::to_string(before.size())
-                                               + " special tokens come before the text; only one (a BOS) is supported");
-            if (!before.empty() && !templateBos) {
-                templateBos = before.front().first;
-                templateToken = before.front().second;
-                postReason = "post_processor TemplateProcessing puts " + templateToken + " before the text";
-            } else if (!templateBos) {
-                postReason = "post_processor TemplateProcessing puts nothing before the text";
-            }
-        } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-            const auto &cls = ctx.require(p, path, "cls");
-            if (!cls.is_array() || cls.size() != 2 || !cls[0].is_string() || !cls[1].is_number_unsigned())
-                ctx.fail(path + ".cls", "expected [\"token\", id]");
-            if (!templateBos) {
-                templateBos = cls[1].get<std::uint32_t>();
-                templateToken = cls[0].get<std::string>();
-                postReason = "post_processor " + type + " puts " + templateToken + " before the text";
-            }
-            if (p.contains("sep") && p["sep"].is_array() && !p["sep"].empty() && p["sep"][0].is_string())
-                appended.push_back(p["sep"][0].get<std::string>());
-        } else if (type == "Sequence") {
-            const auto &list = ctx.require(p, path, "processors");
-            if (!list.is_array())
-                ctx.fail(path + ".processors", "expected an array");
-            for (std::size_t i = 0; i < list.size(); ++i)
-                read(list[i], path + ".processors[" + std::to_string(i) + "]");
-        } else {
-            m_autoError = "post_processor type \"" + type + "\" is not understood (known: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)";
-        }
-    };
+    PostProcessorBos post;
     if (const auto it = root.find("post_processor"); it != root.end())
-        read(*it, "post_processor");
-    if (!appended.empty()) {
+        readPostProcessor(ctx, *it, "post_processor", post);
+    if (!post.appended.empty()) {
         std::string list;
-        for (const auto &a : appended)
+        for (const auto &a : post.appended)
             list += (list.empty() ? "" : ", ") + a;
         m_notes.push_back(m_path + ": the post_processor appends " + list + " after the text; evaluation scores the text's own ids and appends nothing");
     }
@@ -308,10 +242,10 @@ void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, 
     const std::string &configBos = config.bosToken;
     const std::string &configPath = config.path;
 
-    if (templateBos) {
-        m_bosId = templateBos;
-        m_bosToken = templateToken;
-        m_bosSource = "BOS " + templateToken + " = " + std::to_string(*templateBos) + " from the post_processor";
+    if (post.bos) {
+        m_bosId = post.bos;
+        m_bosToken = post.token;
+        m_bosSource = "BOS " + post.token + " = " + std::to_string(*post.bos) + " from the post_processor";
     } else if (!configBos.empty()) {
         const auto id = tokenId(configBos);
         if (!id)
@@ -328,9 +262,94 @@ void HfTokenizer::decideBos(const JsonContext &ctx, const nlohmann::json &root, 
         m_autoReason = std::string("tokenizer_config.json add_bos_token = ") + (*configAddBos ? "true" : "false");
         m_autoError.clear();
     } else {
-        m_autoAddBos = templateBos.has_value();
-        m_autoReason = postReason;
+        m_autoAddBos = post.bos.has_value();
+        m_autoReason = post.reason;
     }
+}
+
+void HfTokenizer::readPostProcessor(const JsonContext &ctx, const nlohmann::json &p, const std::string &path, PostProcessorBos &post)
+{
+    if (p.is_null())
+        return;
+    const std::string type = ctx.type(p, path);
+    if (type == "ByteLevel") {
+        if (!post.bos)
+            post.reason = "post_processor ByteLevel adds no special tokens";
+    } else if (type == "TemplateProcessing") {
+        readTemplateProcessing(ctx, p, path, post);
+    } else if (type == "RobertaProcessing" || type == "BertProcessing") {
+        const auto &cls = ctx.require(p, path, "cls");
+        if (!cls.is_array() || cls.size() != 2 || !cls[0].is_string() || !cls[1].is_number_unsigned())
+            ctx.fail(path + ".cls", "expected [\"token\", id]");
+        if (!post.bos) {
+            post.bos = cls[1].get<std::uint32_t>();
+            post.token = cls[0].get<std::string>();
+            post.reason = "post_processor " + type + " puts " + post.token + " before the text";
+        }
+        if (p.contains("sep") && p["sep"].is_array() && !p["sep"].empty() && p["sep"][0].is_string())
+            post.appended.push_back(p["sep"][0].get<std::string>());
+    } else if (type == "Sequence") {
+        const auto &list = ctx.require(p, path, "processors");
+        if (!list.is_array())
+            ctx.fail(path + ".processors", "expected an array");
+        for (std::size_t i = 0; i < list.size(); ++i)
+            readPostProcessor(ctx, list[i], path + ".processors[" + std::to_string(i) + "]", post);
+    } else {
+        m_autoError = "post_processor type \"" + type + "\" is not understood (known: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)";
+    }
+}
+
+void HfTokenizer::readTemplateProcessing(const JsonContext &ctx, const nlohmann::json &p, const std::string &path, PostProcessorBos &post)
+{
+    const auto &single = ctx.require(p, path, "single");
+    const auto &specials = p.contains("special_tokens") ? p["special_tokens"] : nlohmann::json::object();
+    if (!single.is_array())
+        ctx.fail(path + ".single", "expected an array");
+    bool seenSequence = false;
+    std::vector<std::pair<std::uint32_t, std::string>> before;
+    for (std::size_t i = 0; i < single.size(); ++i) {
+        const std::string where = path + ".single[" + std::to_string(i) + "]";
+        const auto &item = single[i];
+        if (item.contains("Sequence")) {
+            seenSequence = true;
+            continue;
+        }
+        if (!item.contains("SpecialToken"))
+            ctx.fail(where, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+        const std::string name = ctx.string(item["SpecialToken"], where + ".SpecialToken", "id");
+        for (const auto id : specialTokenIds(ctx, specials, name, where, path)) {
+            if (seenSequence)
+                post.appended.push_back(name);
+            else
+                before.emplace_back(id, name);
+        }
+    }
+    if (before.size() > 1)
+        ctx.fail(path + ".single", std::to_string(before.size()) + " special tokens come before the text; only one (a BOS) is supported");
+    if (!before.empty() && !post.bos) {
+        post.bos = before.front().first;
+        post.token = before.front().second;
+        post.reason = "post_processor TemplateProcessing puts " + post.token + " before the text";
+    } else if (!post.bos) {
+        post.reason = "post_processor TemplateProcessing puts nothing before the text";
+    }
+}
+
+std::vector<std::uint32_t> HfTokenizer::specialTokenIds(const JsonContext &ctx, const nlohmann::json &specials, const std::string &name,
+                                                        const std::string &where, const std::string &path) const
+{
+    // The template's special_tokens entry names its ids; without one, the vocabulary's token.
+    std::vector<std::uint32_t> ids;
+    if (specials.contains(name) && specials[name].contains("ids") && specials[name]["ids"].is_array()) {
+        for (const auto &v : specials[name]["ids"])
+            if (v.is_number_unsigned())
+                ids.push_back(v.get<std::uint32_t>());
+    } else if (const auto id = tokenId(name)) {
+        ids.push_back(*id);
+    } else {
+        ctx.fail(where + ".SpecialToken.id", "\"" + name + "\" is neither in " + path + ".special_tokens nor in the vocabulary");
+    }
+    return ids;
 }
 
 // ---------------------------------------------------------------------------------------------

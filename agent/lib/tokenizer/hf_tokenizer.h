@@ -55,7 +55,14 @@ public:
 private:
     void encodeNormalizedPiece(std::string_view text, bool atStart, std::vector<std::uint32_t> &out);
     void readAddedTokens(const JsonContext &ctx, const nlohmann::json &root);
+    /// Whether `bos` adds a BOS, which, and why: from the post-processor, else tokenizer_config.json.
     void decideBos(const JsonContext &ctx, const nlohmann::json &root, const TokenizerConfig &config);
+    struct PostProcessorBos;
+    /// The post-processor @p p at @p path, into @p post (a Sequence: each of its processors in order).
+    void readPostProcessor(const JsonContext &ctx, const nlohmann::json &p, const std::string &path, PostProcessorBos &post);
+    void readTemplateProcessing(const JsonContext &ctx, const nlohmann::json &p, const std::string &path, PostProcessorBos &post);
+    [[nodiscard]] std::vector<std::uint32_t> specialTokenIds(const JsonContext &ctx, const nlohmann::json &specials, const std::string &name,
+                                                             const std::string &where, const std::string &path) const;
 
     std::unique_ptr<Normalizer> m_normalizer;
     std::unique_ptr<PreTokenizer> m_preTokenizer;
@@ -69,7 +76,6 @@ private:
     std::optional<std::uint32_t> m_maxAddedId;
     int m_reassignedIds = 0;
     std::string m_reassignedExample;
-    std::string m_normalizedScratch;
 };
 
 } // namespace cppl::agent::hf

@@ -1,19 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "cli/exit_codes.h"
+
 #include <QStringList>
 
 class QTextStream;
 
 namespace cppl::core {
-
-/// Exit codes of clusterppl-cli (docs/exit-codes.md).
-enum CliExit : int {
-    kCliOk = 0,
-    kCliFailed = 1,       ///< the operation ran and failed (a run, a check with findings)
-    kCliBadArguments = 2, ///< unknown command/flag, invalid profile or hostfile
-    kCliIoError = 3,      ///< a file could not be read or written
-};
 
 /// A command linked into the executable beyond clusterppl_core (`report` needs QtGui); the
 /// arguments start with the command's name.

@@ -5,11 +5,11 @@
 
 #include "cli/cli_commands.h"
 #include "run/run_engine.h"
-#include "store/comparison.h"
-#include "store/run_export.h"
-#include "store/run_recorder.h"
-#include "store/run_store.h"
-#include "store/sweep.h"
+#include "history/comparison.h"
+#include "history/run_export.h"
+#include "history/run_recorder.h"
+#include "history/run_history.h"
+#include "history/sweep.h"
 
 #include "cppl/counted.h"
 #include "cppl/errors.h"
@@ -28,23 +28,23 @@ using namespace Qt::StringLiterals;
 
 namespace cppl::core {
 
-using store::RunRecord;
-using store::RunStore;
+using history::RunRecord;
+using history::RunHistory;
 
 struct RunRecording
 {
-    std::unique_ptr<RunStore> store;
-    std::unique_ptr<store::RunRecorder> recorder;
+    std::unique_ptr<RunHistory> store;
+    std::unique_ptr<history::RunRecorder> recorder;
 };
 
 void RunRecordingDeleter::operator()(RunRecording *r) const
 {
-    delete r; // the recorder first (members in reverse), then the store: it writes what is queued
+    delete r; // the recorder first (members in reverse), then the history: it writes what is queued
 }
 
 namespace {
 
-const QString kHistoryUsage = uR"(Run history (docs/run-store.md). The store is $CLUSTERPPL_STORE, else
+const QString kHistoryUsage = uR"(Run history (docs/run-history.md). The store is $CLUSTERPPL_STORE, else
 ~/.local/share/clusterppl/runs.sqlite, shared with the dashboard; --store FILE overrides both.
 
   list [--json] [--model S] [--data S] [--protocol P] [--status S] [--since DATE] [--until DATE]
@@ -88,10 +88,10 @@ struct UnknownRun : std::runtime_error
 
 QString storePath(const QCommandLineParser &p, const QCommandLineOption &o, QTextStream &err)
 {
-    return p.isSet(o) ? p.value(o) : defaultStorePath(err);
+    return p.isSet(o) ? p.value(o) : defaultHistoryPath(err);
 }
 
-RunRecord mustGet(const RunStore &s, const QString &id)
+RunRecord mustGet(const RunHistory &s, const QString &id)
 {
     auto r = s.get(id);
     if (!r)
@@ -114,7 +114,7 @@ QString fmt(const std::optional<double> &v, int decimals)
 
 QJsonObject summaryJson(const RunRecord &r)
 {
-    QJsonObject o = store::runToJson(r).value(u"run"_s).toObject();
+    QJsonObject o = history::runToJson(r).value(u"run"_s).toObject();
     // A listing stays small: the blobs are for show/export.
     for (const char16_t *k : {u"profile", u"preflight", u"result", u"hosts"})
         o.remove(QString::fromUtf16(k));
@@ -149,13 +149,13 @@ int list(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
     parse(p, u"list"_s, args, {storeOpt, json, model, data, protocol, status, since, until, ws, nodes, search, limit});
     if (!p.positionalArguments().isEmpty())
         usage(u"list: unexpected argument \""_s + p.positionalArguments().front() + u"\" (filters are options: --model, --status, ...)"_s);
-    store::RunFilter f;
+    history::RunFilter f;
     f.model = p.value(model);
     f.data = p.value(data);
     f.protocol = p.value(protocol);
     f.text = p.value(search);
     if (p.isSet(status)) {
-        f.status = store::parseStatus(p.value(status));
+        f.status = history::parseStatus(p.value(status));
         if (!f.status)
             usage(u"--status: \""_s + p.value(status) + u"\" is not one of running, finished, failed, stopped, interrupted"_s);
     }
@@ -187,7 +187,7 @@ int list(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
         f.nodeCount = integer(nodes);
     if (p.isSet(limit))
         f.limit = integer(limit);
-    const RunStore s(storePath(p, storeOpt, err));
+    const RunHistory s(storePath(p, storeOpt, err));
     const auto runs = s.list(f);
     if (p.isSet(json)) {
         QJsonArray a;
@@ -199,7 +199,7 @@ int list(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
     out << QString::asprintf("%-34s %-11s %-20s %5s %5s %-12s %-22s %10s %s\n", "run", "status", "started (UTC)", "ranks", "nodes", "protocol",
                              "ppl +/- stderr", "tokens/s", "model");
     for (const RunRecord &r : runs)
-        out << QString::asprintf("%-34s %-11s %-20s %5d %5d %-12s %-22s %10s %s\n", qPrintable(r.runId), qPrintable(store::statusName(r.status)),
+        out << QString::asprintf("%-34s %-11s %-20s %5d %5d %-12s %-22s %10s %s\n", qPrintable(r.runId), qPrintable(history::statusName(r.status)),
                                  qPrintable(r.started.toString(u"yyyy-MM-dd HH:mm:ss"_s)), r.worldSize, r.nodeCount, qPrintable(r.protocol),
                                  qPrintable(r.ppl ? fmt(r.ppl, 4) + u" +/- "_s + fmt(r.pplStderr, 4) : u"-"_s), qPrintable(fmt(r.tokensPerSecond, 1)),
                                  qPrintable(QFileInfo(r.model).fileName()));
@@ -214,16 +214,16 @@ int show(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
     parse(p, u"show"_s, args, {storeOpt, json, logs});
     if (p.positionalArguments().size() != 1)
         usage(u"show takes one RUN id"_s);
-    const RunStore s(storePath(p, storeOpt, err));
+    const RunHistory s(storePath(p, storeOpt, err));
     const RunRecord r = mustGet(s, p.positionalArguments().front());
     if (p.isSet(json)) {
-        QJsonObject o = store::runToJson(r);
+        QJsonObject o = history::runToJson(r);
         if (!p.isSet(logs))
             o.remove(u"logs"_s);
         out << QJsonDocument(o).toJson(QJsonDocument::Indented);
         return kCliOk;
     }
-    out << "run        " << r.runId << " (" << store::statusName(r.status) << (r.exitCode ? u", exit %1"_s.arg(*r.exitCode) : QString()) << ")\n"
+    out << "run        " << r.runId << " (" << history::statusName(r.status) << (r.exitCode ? u", exit %1"_s.arg(*r.exitCode) : QString()) << ")\n"
         << "started    " << r.started.toString(Qt::ISODate) << (r.ended.isValid() ? u", ended "_s + r.ended.toString(Qt::ISODate) : QString())
         << '\n'
         << "source     " << r.source << (r.profileName.isEmpty() ? QString() : u", profile \""_s + r.profileName + u'"') << '\n'
@@ -265,17 +265,17 @@ int show(const QStringList &args, QTextStream &out, QTextStream &err, const QCom
     return kCliOk;
 }
 
-store::Comparison compareStored(const RunStore &s, const QStringList &ids, double threshold)
+history::Comparison compareStored(const RunHistory &s, const QStringList &ids, double threshold)
 {
     std::vector<RunRecord> runs, baselines;
     for (const QString &id : ids)
         runs.push_back(mustGet(s, id));
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey, {}, store::resultDtype(r)))
+        if (auto b = s.baselineFor(r.settingsKey, {}, history::resultDtype(r)))
             baselines.push_back(std::move(*b));
-    store::CompareOptions o;
+    history::CompareOptions o;
     o.threshold = threshold;
-    return store::compareRuns(runs, baselines, o);
+    return history::compareRuns(runs, baselines, o);
 }
 
 int compare(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
@@ -285,13 +285,50 @@ int compare(const QStringList &args, QTextStream &out, QTextStream &err, const Q
     parse(p, u"compare"_s, args, {storeOpt, json, threshold});
     if (p.positionalArguments().isEmpty())
         usage(u"compare takes one or more RUN ids"_s);
-    const RunStore s(storePath(p, storeOpt, err));
-    const store::Comparison c = compareStored(s, p.positionalArguments(), parseThreshold(p, threshold));
+    const RunHistory s(storePath(p, storeOpt, err));
+    const history::Comparison c = compareStored(s, p.positionalArguments(), parseThreshold(p, threshold));
     if (p.isSet(json))
-        out << QJsonDocument(store::comparisonToJson(c)).toJson(QJsonDocument::Indented);
+        out << QJsonDocument(history::comparisonToJson(c)).toJson(QJsonDocument::Indented);
     else
-        out << store::formatComparison(c);
+        out << history::formatComparison(c);
     return kCliOk;
+}
+
+/// One run of a sweep, recorded into @p s as `run` records one, with the stored one-rank run of the
+/// same settings as its baseline (the previous run's end is on disk first). True when it finished.
+bool sweepRun(RunHistory &s, const run::RunRequest &req, int ranks, QTextStream &err)
+{
+    run::RunRequest r = req;
+    s.flush(); // the previous run's end is on disk: it can be this one's baseline
+    const QString dir = QFileInfo(r.profilePath).absolutePath();
+    if (const auto b = s.baselineFor(history::settingsKey(history::settingsInputsFromProfile(r.profile, dir))))
+        r.baselineResultJson = b->resultJson;
+    run::RunEngine engine;
+    history::RunRecorder::Options ro;
+    ro.source = u"sweep"_s;
+    history::RunRecorder recorder(s, ro);
+    recorder.attach(&engine);
+    QEventLoop loop;
+    QObject::connect(&engine, &run::RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+    QObject::connect(&engine, &run::RunEngine::alertRaised, [&](const run::RunAlert &a) {
+        err << "clusterppl-cli: sweep: " << r.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
+        err.flush();
+    });
+    err << "clusterppl-cli: sweep: " << QString::fromStdString(cppl::counted(ranks, "rank", "ranks")) << ": run " << r.runId << '\n';
+    err.flush();
+    if (engine.start(r) || !run::isTerminal(engine.phase()))
+        loop.exec();
+    const run::RunOutcome &o = engine.outcome();
+    if (o.exitCode != kCliOk) {
+        err << "clusterppl-cli: sweep: " << r.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary) << '\n';
+        err.flush();
+        return false;
+    }
+    const QJsonObject result = QJsonDocument::fromJson(o.resultJson).object();
+    err << "clusterppl-cli: sweep: " << r.runId << ": ppl " << QString::number(result.value(u"ppl"_s).toDouble(), 'f', 6) << ", "
+        << QString::number(result.value(u"tokens_per_second"_s).toDouble(), 'f', 1) << " tokens/s\n";
+    err.flush();
+    return true;
 }
 
 int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
@@ -306,70 +343,39 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
     if (!p.isSet(profileOpt))
         usage(u"sweep needs --profile FILE"_s);
     const double thr = parseThreshold(p, threshold);
-    const std::vector<int> counts = store::parseRankList(p.value(nodesOpt).isEmpty() ? u"1,2,4,8"_s : p.value(nodesOpt));
+    const std::vector<int> counts = history::parseRankList(p.value(nodesOpt).isEmpty() ? u"1,2,4,8"_s : p.value(nodesOpt));
     const QString profilePath = p.value(profileOpt);
     const ClusterProfile base = loadProfile(profilePath.toStdString());
-    std::vector<ClusterProfile> profiles;
-    for (int n : counts)
-        profiles.push_back(store::profileForRanks(base, n)); // every count checked before anything runs
+    std::vector<run::RunRequest> runs;
     const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
-    RunStore s(storePath(p, storeOpt, err));
-    QStringList ids;
-    int failures = 0;
-    for (std::size_t i = 0; i < counts.size(); ++i) {
+    for (int n : counts) { // every count checked before anything runs
         run::RunRequest req;
-        req.profile = profiles[i];
+        req.profile = history::profileForRanks(base, n);
         req.profilePath = profilePath;
-        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(counts[i]);
+        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(n);
         if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
             usage(u"--run-id-prefix: "_s + why);
-        if (s.contains(req.runId))
-            usage(u"run id "_s + req.runId + u" is already in the store; choose another --run-id-prefix"_s);
         req.agent = p.value(agent);
         req.preflight = !p.isSet(noPreflight);
-        s.flush(); // the previous run's end is on disk: it can be this one's baseline
-        const QString key = store::settingsKey(store::settingsInputsFromProfile(req.profile, QFileInfo(profilePath).absolutePath()));
-        if (const auto b = s.baselineFor(key))
-            req.baselineResultJson = b->resultJson;
-        run::RunEngine engine;
-        store::RunRecorder::Options ro;
-        ro.source = u"sweep"_s;
-        store::RunRecorder recorder(s, ro);
-        recorder.attach(&engine);
-        QEventLoop loop;
-        QObject::connect(&engine, &run::RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
-        QObject::connect(&engine, &run::RunEngine::alertRaised, [&](const run::RunAlert &a) {
-            err << "clusterppl-cli: sweep: " << req.runId << ": ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
-            err.flush();
-        });
-        err << "clusterppl-cli: sweep: " << QString::fromStdString(cppl::counted(counts[i], "rank", "ranks")) << ": run " << req.runId << '\n';
-        err.flush();
-        if (engine.start(req) || !run::isTerminal(engine.phase()))
-            loop.exec();
-        const run::RunOutcome &o = engine.outcome();
-        if (o.exitCode != run::kRunOk) {
-            ++failures;
-            err << "clusterppl-cli: sweep: " << req.runId << " failed (exit " << o.exitCode << "): " << (o.summary.isEmpty() ? o.firstCause : o.summary)
-                << '\n';
-        } else {
-            const QJsonObject r = QJsonDocument::fromJson(o.resultJson).object();
-            err << "clusterppl-cli: sweep: " << req.runId << ": ppl " << QString::number(r.value(u"ppl"_s).toDouble(), 'f', 6) << ", "
-                << QString::number(r.value(u"tokens_per_second"_s).toDouble(), 'f', 1) << " tokens/s\n";
-        }
-        err.flush();
-        ids << req.runId;
+        runs.push_back(std::move(req));
+    }
+    RunHistory s(storePath(p, storeOpt, err));
+    QStringList ids;
+    int failures = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        if (s.contains(runs[i].runId))
+            usage(u"run id "_s + runs[i].runId + u" is already in the store; choose another --run-id-prefix"_s);
+        failures += sweepRun(s, runs[i], counts[i], err) ? 0 : 1;
+        ids << runs[i].runId;
     }
     s.flush();
     if (const QString e = s.writer().lastError(); !e.isEmpty())
         err << "clusterppl-cli: sweep: the store reported: " << e << '\n';
-    const store::Comparison c = compareStored(s, ids, thr);
-    out << store::formatComparison(c);
+    const history::Comparison c = compareStored(s, ids, thr);
+    out << history::formatComparison(c);
     if (p.isSet(json)) {
-        QJsonObject o = store::comparisonToJson(c);
-        QJsonArray a;
-        for (const QString &id : ids)
-            a.append(id);
-        o.insert(u"runs"_s, a);
+        QJsonObject o = history::comparisonToJson(c);
+        o.insert(u"runs"_s, QJsonArray::fromStringList(ids));
         writeJsonFile(p.value(json), o);
     }
     if (failures > 0) {
@@ -397,7 +403,7 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
         parse(p, command, args, {storeOpt});
         if (p.positionalArguments().size() != 1)
             usage(u"delete takes one RUN id"_s);
-        RunStore s(storePath(p, storeOpt, err));
+        RunHistory s(storePath(p, storeOpt, err));
         if (!s.remove(p.positionalArguments().front()))
             throw UnknownRun(QString(u"no run \""_s + p.positionalArguments().front() + u"\" in "_s + s.path()).toStdString());
         out << "deleted " << p.positionalArguments().front() << '\n';
@@ -409,8 +415,8 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
         parse(p, command, args, {storeOpt, output});
         if (p.positionalArguments().size() != 1 || !p.isSet(output))
             usage(u"export takes one RUN id and -o FILE.json"_s);
-        const RunStore s(storePath(p, storeOpt, err));
-        writeJsonFile(p.value(output), store::runToJson(mustGet(s, p.positionalArguments().front())));
+        const RunHistory s(storePath(p, storeOpt, err));
+        writeJsonFile(p.value(output), history::runToJson(mustGet(s, p.positionalArguments().front())));
         out << "exported " << p.positionalArguments().front() << " to " << p.value(output) << '\n';
         return kCliOk;
     }
@@ -435,27 +441,28 @@ int historyCommand(const QStringList &arguments, QTextStream &out, QTextStream &
                               .toStdString());
     RunRecord rec;
     try {
-        rec = store::runFromJson(doc.object(), p.value(runId));
+        rec = history::runFromJson(doc.object(), p.value(runId));
     } catch (const ConfigError &e) {
         throw ConfigError(QString(path + u": "_s + QString::fromUtf8(e.what())).toStdString());
     }
     if (p.isSet(runId))
         rec.runId = p.value(runId);
-    RunStore s(storePath(p, storeOpt, err));
+    RunHistory s(storePath(p, storeOpt, err));
     if (s.contains(rec.runId))
         usage(u"import: run "_s + rec.runId + u" is already in the store (delete it, or import with --run-id NEW)"_s);
     s.insert(rec);
-    out << "imported " << rec.runId << " (" << store::statusName(rec.status) << ", " << rec.worldSize << " ranks)\n";
+    out << "imported " << rec.runId << " (" << history::statusName(rec.status) << ", "
+        << QString::fromStdString(cppl::counted(rec.worldSize, "rank", "ranks")) << ")\n";
     return kCliOk;
 }
 
 } // namespace
 
-QString defaultStorePath(QTextStream &err)
+QString defaultHistoryPath(QTextStream &err)
 {
-    for (const QString &line : RunStore::adoptEarlierStores())
+    for (const QString &line : RunHistory::adoptEarlierStores())
         err << "clusterppl-cli: " << line << '\n';
-    return RunStore::defaultPath();
+    return RunHistory::defaultPath();
 }
 
 bool isHistoryCommand(const QString &command)
@@ -485,14 +492,14 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
 {
     RunRecordingPtr rec(new RunRecording);
     try {
-        rec->store = std::make_unique<RunStore>(defaultStorePath(err));
+        rec->store = std::make_unique<RunHistory>(defaultHistoryPath(err));
     } catch (const cppl::Error &e) {
         err << "clusterppl-cli: warning: this run is not recorded in the history: " << QString::fromUtf8(e.what()) << '\n';
         return {};
     }
     if (request.runId.isEmpty())
         request.runId = run::generateRunId();
-    store::RunRecorder::Options options;
+    history::RunRecorder::Options options;
     if (rec->store->contains(request.runId)) {
         // Scripts re-run with fixed ids: the old run stays, this one is recorded next to it.
         options.recordAs = rec->store->freeRunId(request.runId);
@@ -505,12 +512,12 @@ RunRecordingPtr recordRun(run::RunEngine &engine, run::RunRequest &request, QTex
     }
     if (request.baselineResultJson.isEmpty()) {
         const QString dir = request.profilePath.isEmpty() ? QString() : QFileInfo(request.profilePath).absolutePath();
-        if (const auto b = rec->store->baselineFor(store::settingsKey(store::settingsInputsFromProfile(request.profile, dir)))) {
+        if (const auto b = rec->store->baselineFor(history::settingsKey(history::settingsInputsFromProfile(request.profile, dir)))) {
             request.baselineResultJson = b->resultJson;
             err << "clusterppl-cli: baseline: one-rank run " << b->runId << " of the same settings (ppl " << fmt(b->ppl, 6) << ")\n";
         }
     }
-    rec->recorder = std::make_unique<store::RunRecorder>(*rec->store, options);
+    rec->recorder = std::make_unique<history::RunRecorder>(*rec->store, options);
     rec->recorder->attach(&engine);
     return rec;
 }

@@ -4,7 +4,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_history.h"
 #include "report/report.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include "cppl/errors.h"
 
@@ -77,7 +77,7 @@ int cliReport(const QStringList &arguments, QTextStream &out, QTextStream &err)
         return kCliFailed;
     }
 
-    const store::RunStore s(p.isSet(storeOpt) ? p.value(storeOpt) : defaultStorePath(err));
+    const history::RunHistory s(p.isSet(storeOpt) ? p.value(storeOpt) : defaultHistoryPath(err));
     report::ReportData data;
     try {
         data = report::loadReport(s, p.positionalArguments(), thr);

@@ -10,6 +10,7 @@
 #include "run/run_engine.h"
 #include "telemetry/collector_state.h"
 
+#include "cppl/counted.h"
 #include "cppl/errors.h"
 #include "cppl/signal_pipe.h"
 #include "cppl/statistics.h"
@@ -30,6 +31,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -46,7 +48,7 @@ const QString kRunUsage = uR"(Usage: clusterppl-cli run --profile PROFILE.json [
        clusterppl-cli run --resume RUN [--profile PROFILE.json] [options]
 
 Pre-flight every host, then launch one agent per rank through the profile's launcher (local or
-ssh): progress and the final estimate here, live per-rank lines every 2 s, the result JSON to
+ssh): progress and the final estimate here, live per-rank lines every 2 s (when they changed), the result JSON to
 --json, and a summary of who failed and why. Every rank's output also goes to its own log file.
 
 Options:
@@ -74,7 +76,7 @@ Options:
                             ~/.local/state/clusterppl/runs/RUN-ID)
   --no-preflight            skip the pre-flight checks
   --no-telemetry            no live view (ranks stream nothing)
-  --no-store                do not record the run in the history (docs/run-store.md)
+  --no-store                do not record the run in the history (docs/run-history.md)
   --schedule dynamic|static the agents' schedule (overrides the profile's evaluation.schedule,
                             default dynamic): global batches claimed as ranks go, or shards
                             fixed before the run (kept for comparison); same bits
@@ -135,11 +137,27 @@ QString stateName(telemetry::RankState s)
     return QString::fromLatin1(n.data(), static_cast<qsizetype>(n.size()));
 }
 
-void printLive(const telemetry::Snapshot &snap, QTextStream &err)
+/// @p o's value into @p into when it is set and an integer @p lo..@p hi; else what is wrong.
+QString readInteger(const QCommandLineParser &parser, const QCommandLineOption &o, int lo, int hi, int &into)
 {
-    for (const QString &line : liveLines(snap))
-        err << line << '\n';
-    err.flush();
+    if (!parser.isSet(o))
+        return {};
+    bool ok = false;
+    const QString v = parser.value(o);
+    const int n = v.toInt(&ok);
+    if (!ok || n < lo || n > hi)
+        return u"--%1: expected an integer %2-%3, got \"%4\""_s.arg(o.names().front()).arg(lo).arg(hi).arg(v);
+    into = n;
+    return {};
+}
+
+/// @p o's value into @p into (empty when not set); what is wrong when it is none of @p allowed.
+QString readChoice(const QCommandLineParser &parser, const QCommandLineOption &o, const QStringList &allowed, QString &into)
+{
+    into = parser.value(o);
+    if (parser.isSet(o) && !allowed.contains(into))
+        return u"--%1 \"%2\" is not one of %3"_s.arg(o.names().front(), into, allowed.join(u", "_s));
+    return {};
 }
 
 /// Parses flags into a request; an empty string on success, else the message (exit 2).
@@ -185,30 +203,14 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     if (parser.isSet(runIdOpt))
         if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
             return u"--run-id: "_s + why;
-    auto integer = [&](const QCommandLineOption &o, int lo, int hi, int &into) -> QString {
-        bool ok = false;
-        const QString v = parser.value(o);
-        const int n = v.toInt(&ok);
-        if (!ok || n < lo || n > hi)
-            return u"--%1: expected an integer %2-%3, got \"%4\""_s.arg(o.names().front()).arg(lo).arg(hi).arg(v);
-        into = n;
-        return {};
-    };
-    if (parser.isSet(portOpt))
-        if (QString why = integer(portOpt, 1, 65535, req.masterPort); !why.isEmpty())
+    // The first problem, in the order of the options' checks.
+    for (const QString &why : {readInteger(parser, portOpt, 1, 65535, req.masterPort),
+                               readInteger(parser, timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds),
+                               readChoice(parser, scheduleOpt, {u"static"_s, u"dynamic"_s}, req.schedule),
+                               readChoice(parser, onRankLossOpt, {u"fail"_s, u"continue"_s}, req.onRankLoss),
+                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync)})
+        if (!why.isEmpty())
             return why;
-    if (parser.isSet(timeoutOpt))
-        if (QString why = integer(timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds); !why.isEmpty())
-            return why;
-    req.schedule = parser.value(scheduleOpt);
-    if (parser.isSet(scheduleOpt) && req.schedule != u"static"_s && req.schedule != u"dynamic"_s)
-        return u"--schedule \"%1\" is not one of static, dynamic"_s.arg(req.schedule);
-    req.onRankLoss = parser.value(onRankLossOpt);
-    if (parser.isSet(onRankLossOpt) && req.onRankLoss != u"fail"_s && req.onRankLoss != u"continue"_s)
-        return u"--on-rank-loss \"%1\" is not one of fail, continue"_s.arg(req.onRankLoss);
-    req.overlapSync = parser.value(overlapSyncOpt);
-    if (parser.isSet(overlapSyncOpt) && req.overlapSync != u"on"_s && req.overlapSync != u"off"_s)
-        return u"--overlap-sync \"%1\" is not one of on, off"_s.arg(req.overlapSync);
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);
@@ -264,7 +266,9 @@ QStringList liveLines(const telemetry::Snapshot &snap)
                          .arg(r.stats.tokens > 0 ? cppl::computePerplexity(r.stats).ppl : 0.0, 0, 'f', 4)
                          .arg(100 * r.commShare, 0, 'f', 2);
         }
-    lines << u"[live] ppl %1 +/- %2 over %3 tokens, windows %4/%5 (%6%), %7 tok/s, %8/%9 ranks evaluating"_s.arg(snap.globalPpl.ppl, 0, 'f', 4)
+    lines << (snap.worldSize == 1 ? u"[live] ppl %1 +/- %2 over %3 tokens, windows %4/%5 (%6%), %7 tok/s, %8/%9 rank evaluating"_s
+                                  : u"[live] ppl %1 +/- %2 over %3 tokens, windows %4/%5 (%6%), %7 tok/s, %8/%9 ranks evaluating"_s)
+                     .arg(snap.globalPpl.ppl, 0, 'f', 4)
                      .arg(snap.globalPpl.pplStderr, 0, 'f', 5)
                      .arg(snap.global.tokens)
                      .arg(snap.windowsDone)
@@ -277,147 +281,207 @@ QStringList liveLines(const telemetry::Snapshot &snap)
     return lines;
 }
 
-int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
+namespace {
+
+/// What `run` was asked: the request and the files named on the command line.
+struct RunArguments
 {
-    if (arguments.contains(u"--help"_s) || arguments.contains(u"-h"_s)) {
-        out << kRunUsage;
-        return run::kRunOk;
-    }
     run::RunRequest req;
     QString profilePath, jsonPath, resume;
-    if (const QString why = parseRunFlags(arguments, req, profilePath, jsonPath, resume); !why.isEmpty()) {
+};
+
+/// --resume with --profile: other hosts may finish the run, but what is evaluated, and relative
+/// paths, must stay the run's. Without --profile: the run's own profile. An exit code on refusal.
+std::optional<int> applyResume(RunArguments &a, const run::ResumeSource &from, QTextStream &err)
+{
+    run::RunRequest &req = a.req;
+    if (!a.profilePath.isEmpty()) {
+        // --schedule overrides the profile's before the comparison (a profile without "schedule"
+        // says dynamic, the default; a static run resumes with --schedule static).
+        if (!req.schedule.isEmpty())
+            req.profile.evaluation.schedule = req.schedule.toStdString();
+        const QStringList differences = run::resumeMismatches(from.profile, req.profile, from.schedule, from.batch);
+        if (!differences.isEmpty()) {
+            err << "clusterppl-cli: run: --resume " << a.resume << " with --profile " << a.profilePath << ": the profile does not evaluate what run "
+                << from.runId << " evaluated:\n  " << differences.join(u"\n  "_s)
+                << "\n(resume without --profile to use the run's own, saved in " << from.directory << "/run.json";
+            if (QString::fromStdString(req.profile.evaluation.schedule) != from.schedule)
+                err << ", or add --schedule " << from.schedule;
+            err << ")\n";
+            return kCliBadArguments;
+        }
+    } else {
+        req.profile = from.profile;
+        req.profilePath = from.profilePath;
+        // The checkpoint names the schedule the run used (the saved profile says it too).
+        if (req.schedule.isEmpty() && !from.schedule.isEmpty())
+            req.profile.evaluation.schedule = from.schedule.toStdString();
+    }
+    req.runId = from.runId;
+    req.resumeState = from.checkpoint;
+    if (req.logDir.isEmpty())
+        req.logDir = from.directory;
+    err << "clusterppl-cli: resuming run " << from.runId << " after its round " << from.round << ": " << from.batchesDone << " of "
+        << from.batchCount << " global batches committed (" << from.schedule << " schedule, "
+        << QString::fromStdString(cppl::counted(from.worldSize, "rank", "ranks")) << " then)\n";
+    return std::nullopt;
+}
+
+/// The flags, the run to resume and the profile, into @p a; an exit code when they are refused.
+std::optional<int> prepareRequest(const QStringList &arguments, RunArguments &a, QTextStream &err)
+{
+    if (const QString why = parseRunFlags(arguments, a.req, a.profilePath, a.jsonPath, a.resume); !why.isEmpty()) {
         err << "clusterppl-cli: run: " << why << '\n';
-        return run::kRunBadArguments;
+        return kCliBadArguments;
     }
     std::optional<run::ResumeSource> from;
-    if (!resume.isEmpty()) {
+    if (!a.resume.isEmpty()) {
         QString why;
-        from = run::loadResumeSource(resume, &why);
+        from = run::loadResumeSource(a.resume, &why);
         if (!from) {
             err << "clusterppl-cli: run: " << why << '\n';
-            return run::kRunBadArguments;
+            return kCliBadArguments;
         }
     }
-    if (!profilePath.isEmpty()) {
+    if (!a.profilePath.isEmpty()) {
         try {
-            req.profile = loadProfile(profilePath.toStdString());
+            a.req.profile = loadProfile(a.profilePath.toStdString());
         } catch (const IoError &e) {
             err << "clusterppl-cli: " << e.what() << '\n';
-            return run::kRunIoError;
+            return kCliIoError;
         } catch (const ConfigError &e) {
             err << "clusterppl-cli: " << e.what() << '\n';
-            return run::kRunBadArguments;
+            return kCliBadArguments;
         }
-        req.profilePath = profilePath;
+        a.req.profilePath = a.profilePath;
     }
-    if (from) {
-        if (!profilePath.isEmpty()) {
-            // Other hosts may finish the run; what is evaluated, and relative paths, must stay the run's.
-            // --schedule overrides the profile's before the comparison (a profile without "schedule"
-            // says dynamic, the default; a static run resumes with --schedule static).
-            if (!req.schedule.isEmpty())
-                req.profile.evaluation.schedule = req.schedule.toStdString();
-            const QStringList differences = run::resumeMismatches(from->profile, req.profile, from->schedule, from->batch);
-            if (!differences.isEmpty()) {
-                err << "clusterppl-cli: run: --resume " << resume << " with --profile " << profilePath << ": the profile does not evaluate what run "
-                    << from->runId << " evaluated:\n  " << differences.join(u"\n  "_s)
-                    << "\n(resume without --profile to use the run's own, saved in " << from->directory << "/run.json";
-                if (QString::fromStdString(req.profile.evaluation.schedule) != from->schedule)
-                    err << ", or add --schedule " << from->schedule;
-                err << ")\n";
-                return run::kRunBadArguments;
-            }
-        } else {
-            req.profile = from->profile;
-            req.profilePath = from->profilePath;
-            // The checkpoint names the schedule the run used (the saved profile says it too).
-            if (req.schedule.isEmpty() && !from->schedule.isEmpty())
-                req.profile.evaluation.schedule = from->schedule.toStdString();
-        }
-        req.runId = from->runId;
-        req.resumeState = from->checkpoint;
-        if (req.logDir.isEmpty())
-            req.logDir = from->directory;
-        err << "clusterppl-cli: resuming run " << from->runId << " after its round " << from->round << ": " << from->batchesDone << " of "
-            << from->batchCount << " global batches committed (" << from->schedule << " schedule, " << from->worldSize << " ranks then)\n";
+    return from ? applyResume(a, *from, err) : std::nullopt;
+}
+
+/// The text view of a run: prints the engine's signals as they come (notices, host failures, the
+/// ranks' output, pre-flight reports for `check`, alerts) and the live block every 2 s.
+class RunView
+{
+public:
+    RunView(RunEngine &engine, const run::RunRequest &request, QTextStream &out, QTextStream &err)
+        : m_engine(engine), m_checkOnly(request.checkOnly), m_out(out), m_err(err)
+    {
+        connectNotices();
+        connectOutput();
+        connectReports();
+        QObject::connect(&m_live, &QTimer::timeout, [this] {
+            if (printLive())
+                m_lastHostFailure.clear();
+        });
+        m_live.start(2000);
     }
 
-    RunEngine engine;
-    // The history (docs/run-store.md): recorded as it runs, with the stored one-rank baseline.
-    RunRecordingPtr recording;
-    if (!arguments.contains(u"--no-store"_s) && !req.checkOnly) {
-        QString refusal;
-        recording = recordRun(engine, req, err, &refusal);
-        if (!refusal.isEmpty()) {
-            err << "clusterppl-cli: run: " << refusal << '\n';
-            return run::kRunBadArguments;
-        }
+    /// The live block of the latest snapshot: the global running perplexity merged exactly from
+    /// every rank's live sums, per rank while they are few. Not again when nothing in it changed
+    /// (a run ending, a rank holding on): the same block twice said nothing new. True when printed.
+    bool printLive()
+    {
+        const auto snap = m_engine.latestSnapshot();
+        if (!snap)
+            return false;
+        const QStringList lines = liveLines(*snap);
+        if (lines == m_lastLive)
+            return false;
+        for (const QString &line : lines)
+            m_err << line << '\n';
+        m_err.flush();
+        m_lastLive = lines;
+        return true;
     }
-    QEventLoop loop;
-    QObject::connect(&engine, &RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
+
+    void stopLive() { m_live.stop(); }
+    /// The last host failure printed, unless something was printed after it.
+    [[nodiscard]] const QString &lastHostFailure() const { return m_lastHostFailure; }
+    [[nodiscard]] const QJsonArray &hostReports() const { return m_hostReports; }
+
+private:
+    void connectNotices();
+    void connectOutput();
+    void connectReports();
+
+    RunEngine &m_engine;
+    bool m_checkOnly = false;
+    QTextStream &m_out;
+    QTextStream &m_err;
+    QTimer m_live;
+    QStringList m_lastLive;
     // A host's launch failure as it happens; `check` shows it in the host's block instead, and the
     // verdict at the end does not say it again when nothing but the alert came after it.
-    QString lastHostFailure;
-    QObject::connect(&engine, &RunEngine::notice, [&](const QString &text) {
-        lastHostFailure.clear();
-        err << "clusterppl-cli: " << text << '\n';
-        err.flush();
+    QString m_lastHostFailure;
+    bool m_zeroLost = false;
+    QJsonArray m_hostReports; // `check`: each host's report, for --json
+};
+
+void RunView::connectNotices()
+{
+    QObject::connect(&m_engine, &RunEngine::notice, &m_live, [this](const QString &text) {
+        m_lastHostFailure.clear();
+        m_err << "clusterppl-cli: " << text << '\n';
+        m_err.flush();
     });
-    QObject::connect(&engine, &RunEngine::hostFailed, [&](const QString &host, const QString &message) {
-        if (req.checkOnly)
+    QObject::connect(&m_engine, &RunEngine::hostFailed, &m_live, [this](const QString &host, const QString &message) {
+        if (m_checkOnly)
             return;
-        lastHostFailure = u"host %1: %2"_s.arg(host, message);
-        err << "clusterppl-cli: " << lastHostFailure << '\n';
-        err.flush();
+        m_lastHostFailure = u"host %1: %2"_s.arg(host, message);
+        m_err << "clusterppl-cli: " << m_lastHostFailure << '\n';
+        m_err.flush();
     });
+    QObject::connect(&m_engine, &RunEngine::alertRaised, &m_live, [this](const run::RunAlert &a) {
+        m_err << "clusterppl-cli: ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
+        m_err.flush();
+    });
+}
+
+void RunView::connectOutput()
+{
     // The reporting rank's stdout (the final estimate) is rank 0's, or once a tolerant run lost
     // rank 0, the lowest survivor's (the others print nothing there but what the engine takes).
-    bool zeroLost = false;
-    QObject::connect(&engine, &RunEngine::rankFinished, [&](int rank, int exitCode) {
+    QObject::connect(&m_engine, &RunEngine::rankFinished, &m_live, [this](int rank, int exitCode) {
         if (rank == 0 && exitCode != 0)
-            zeroLost = true;
+            m_zeroLost = true;
     });
-    QObject::connect(&engine, &RunEngine::rankOutput, [&](int rank, bool isStderr, const QString &line) {
-        lastHostFailure.clear();
+    QObject::connect(&m_engine, &RunEngine::rankOutput, &m_live, [this](int rank, bool isStderr, const QString &line) {
+        m_lastHostFailure.clear();
         if (rank < 0)
-            err << "clusterppl-cli: " << line << '\n';
-        else if (!isStderr && (rank == 0 || zeroLost))
-            out << line << '\n';
+            m_err << "clusterppl-cli: " << line << '\n';
+        else if (!isStderr && (rank == 0 || m_zeroLost))
+            m_out << line << '\n';
         else if (isStderr && rank == 0)
-            err << line << '\n';
+            m_err << line << '\n';
         else if (isStderr)
-            err << "[rank " << rank << "] " << line << '\n';
-        out.flush();
-        err.flush();
+            m_err << "[rank " << rank << "] " << line << '\n';
+        m_out.flush();
+        m_err.flush();
     });
+}
+
+void RunView::connectReports()
+{
     // Check hosts: each host's report as it is judged, one block per host.
-    QJsonArray hostReports;
-    QObject::connect(&engine, &RunEngine::preflightHost, [&](const run::HostPreflight &h) {
-        if (!req.checkOnly)
+    QObject::connect(&m_engine, &RunEngine::preflightHost, &m_live, [this](const run::HostPreflight &h) {
+        if (!m_checkOnly)
             return;
         const bool ok = h.ran && h.problems.isEmpty();
-        out << "host " << h.host << ": " << (ok ? "ok" : "REFUSED") << "  " << run::preflightSummary(h.report, h.problems) << '\n';
+        m_out << "host " << h.host << ": " << (ok ? "ok" : "REFUSED") << "  " << run::preflightSummary(h.report, h.problems) << '\n';
         for (const QString &line : run::preflightDetails(h.report, h.problems).split(u'\n', Qt::SkipEmptyParts))
-            out << "  " << line << '\n';
-        out.flush();
-        hostReports.append(QJsonObject{{u"host"_s, h.host}, {u"ok"_s, ok}, {u"ran"_s, h.ran},
-                                       {u"problems"_s, QJsonArray::fromStringList(h.problems)}, {u"report"_s, h.report}});
+            m_out << "  " << line << '\n';
+        m_out.flush();
+        m_hostReports.append(QJsonObject{{u"host"_s, h.host}, {u"ok"_s, ok}, {u"ran"_s, h.ran},
+                                         {u"problems"_s, QJsonArray::fromStringList(h.problems)}, {u"report"_s, h.report}});
     });
-    QObject::connect(&engine, &RunEngine::alertRaised, [&](const run::RunAlert &a) {
-        err << "clusterppl-cli: ALERT (" << run::alertKindName(a.kind) << "): " << a.message << '\n';
-        err.flush();
-    });
-    // Every 2 s: the global running perplexity merged exactly from every rank's live sums.
-    QTimer live;
-    QObject::connect(&live, &QTimer::timeout, [&] {
-        if (const auto snap = engine.latestSnapshot()) {
-            lastHostFailure.clear();
-            printLive(*snap, err);
-        }
-    });
-    live.start(2000);
+}
 
-    // SIGINT/SIGTERM/SIGHUP stop the run (every rank ends); a second one is not needed.
+/// Starts the run and waits for its end; SIGINT/SIGTERM/SIGHUP stop it (every rank ends; a second
+/// signal is not needed).
+void runToTheEnd(RunEngine &engine, const run::RunRequest &req, QTextStream &err)
+{
+    QEventLoop loop;
+    QObject::connect(&engine, &RunEngine::finished, &loop, &QEventLoop::quit, Qt::QueuedConnection);
     std::unique_ptr<SignalPipe> sigPipe;
     std::unique_ptr<QSocketNotifier> notifier;
     try {
@@ -432,52 +496,80 @@ int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
     } catch (const cppl::Error &e) {
         err << "clusterppl-cli: " << e.what() << "; Ctrl-C will end this process without stopping remote ranks cleanly\n";
     }
-
     if (engine.start(req) || !run::isTerminal(engine.phase()))
         loop.exec();
-    live.stop();
-    notifier.reset();
-    sigPipe.reset();
+}
 
+bool writeJson(const QString &path, const QJsonDocument &doc, const QString &what, QTextStream &err)
+{
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(doc.toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+        err << "clusterppl-cli: " << path << ": cannot write " << what << ": " << f.errorString() << '\n';
+        return false;
+    }
+    return true;
+}
+
+/// What the run ended with: the final live block, the telemetry check, --json, the verdict.
+int reportOutcome(const RunEngine &engine, RunView &view, const RunArguments &a, QTextStream &out, QTextStream &err)
+{
     const RunOutcome &o = engine.outcome();
-    if (const auto snap = engine.latestSnapshot())
-        printLive(*snap, err); // the final per-rank totals, however short the run was
+    view.printLive(); // the final per-rank totals, however short the run was
     if (o.liveMergeMatches.has_value()) {
         const auto snap = engine.latestSnapshot();
-        err << "clusterppl-cli: telemetry: " << (snap ? snap->ranks.size() : 0) << " ranks, " << o.telemetryMessages << " messages, "
-            << (snap ? snap->lostTotal : 0) << " lost, " << (snap ? snap->authRejected : 0) << " rejected; live exact merge "
-            << (*o.liveMergeMatches ? "equals" : "DIFFERS FROM") << " rank 0's result\n";
+        err << "clusterppl-cli: telemetry: " << QString::fromStdString(cppl::counted(snap ? std::int64_t(snap->ranks.size()) : 0, "rank", "ranks"))
+            << ", " << o.telemetryMessages << " messages, " << (snap ? snap->lostTotal : 0) << " lost, " << (snap ? snap->authRejected : 0)
+            << " rejected; live exact merge " << (*o.liveMergeMatches ? "equals" : "DIFFERS FROM") << " rank 0's result\n";
     }
-    if (req.checkOnly && !jsonPath.isEmpty()) {
-        QSaveFile f(jsonPath);
-        const QJsonObject doc{{u"profile"_s, profilePath}, {u"ok"_s, o.exitCode == run::kRunOk}, {u"hosts"_s, hostReports},
+    if (a.req.checkOnly && !a.jsonPath.isEmpty()) {
+        const QJsonObject doc{{u"profile"_s, a.profilePath}, {u"ok"_s, o.exitCode == kCliOk}, {u"hosts"_s, view.hostReports()},
                               {u"first_cause"_s, o.firstCause}};
-        if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(doc).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
-            err << "clusterppl-cli: " << jsonPath << ": cannot write the host reports: " << f.errorString() << '\n';
-            return run::kRunIoError;
-        }
+        if (!writeJson(a.jsonPath, QJsonDocument(doc), u"the host reports"_s, err))
+            return kCliIoError;
     }
-    if (o.exitCode != run::kRunOk) {
+    if (o.exitCode != kCliOk) {
         const QString verdict = o.summary.isEmpty() ? o.firstCause : o.summary;
-        if (verdict != lastHostFailure)
+        if (verdict != view.lastHostFailure())
             err << "clusterppl-cli: " << verdict << '\n';
         if (!o.logDir.isEmpty())
             err << "clusterppl-cli: every rank's output is in " << o.logDir << '\n';
         return o.exitCode;
     }
-    if (req.checkOnly) {
+    if (a.req.checkOnly) {
         out << "every host passed pre-flight; nothing was launched\n";
-        return run::kRunOk;
+        return kCliOk;
     }
-    if (!jsonPath.isEmpty()) {
-        QSaveFile f(jsonPath);
-        const QJsonDocument doc = QJsonDocument::fromJson(o.resultJson);
-        if (!f.open(QIODevice::WriteOnly) || f.write(doc.toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
-            err << "clusterppl-cli: " << jsonPath << ": cannot write the result: " << f.errorString() << '\n';
-            return run::kRunIoError;
+    if (!a.jsonPath.isEmpty() && !writeJson(a.jsonPath, QJsonDocument::fromJson(o.resultJson), u"the result"_s, err))
+        return kCliIoError;
+    return kCliOk;
+}
+
+} // namespace
+
+int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err)
+{
+    if (arguments.contains(u"--help"_s) || arguments.contains(u"-h"_s)) {
+        out << kRunUsage;
+        return kCliOk;
+    }
+    RunArguments a;
+    if (const std::optional<int> refused = prepareRequest(arguments, a, err))
+        return *refused;
+    RunEngine engine;
+    // The history (docs/run-history.md): recorded as it runs, with the stored one-rank baseline.
+    RunRecordingPtr recording;
+    if (!arguments.contains(u"--no-store"_s) && !a.req.checkOnly) {
+        QString refusal;
+        recording = recordRun(engine, a.req, err, &refusal);
+        if (!refusal.isEmpty()) {
+            err << "clusterppl-cli: run: " << refusal << '\n';
+            return kCliBadArguments;
         }
     }
-    return run::kRunOk;
+    RunView view(engine, a.req, out, err);
+    runToTheEnd(engine, a.req, err);
+    view.stopLive();
+    return reportOutcome(engine, view, a, out, err);
 }
 
 } // namespace cppl::core

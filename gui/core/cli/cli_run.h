@@ -16,7 +16,7 @@ struct Snapshot;
 [[nodiscard]] QStringList liveLines(const telemetry::Snapshot &snap);
 
 /// @brief `clusterppl-cli run ...` (arguments after "run"): a text view of run::RunEngine. Returns
-/// run::RunExit (docs/exit-codes.md).
+/// CliExit (cli/exit_codes.h, docs/exit-codes.md).
 int cliRun(const QStringList &arguments, QTextStream &out, QTextStream &err);
 
 } // namespace cppl::core

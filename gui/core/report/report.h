@@ -8,8 +8,8 @@
 // Rendering (PDF, HTML charts) paints text: it needs a QGuiApplication (the offscreen platform
 // will do). CSV and JSON need none.
 
-#include "store/comparison.h"
-#include "store/run_record.h"
+#include "history/comparison.h"
+#include "history/run_record.h"
 
 #include <QJsonObject>
 #include <QString>
@@ -18,8 +18,8 @@
 #include <optional>
 #include <vector>
 
-namespace cppl::core::store {
-class RunStore;
+namespace cppl::core::history {
+class RunHistory;
 }
 
 namespace cppl::core::report {
@@ -33,18 +33,18 @@ enum class ReportFormat { Pdf, Html, Csv, Json };
 /// the stored one-rank baseline of the same settings; the scaling parts only with several runs).
 struct ReportData
 {
-    std::vector<store::RunRecord> runs;      ///< in the order asked for
-    store::Comparison comparison;            ///< always computed (one run: one point)
+    std::vector<history::RunRecord> runs;      ///< in the order asked for
+    history::Comparison comparison;            ///< always computed (one run: one point)
     [[nodiscard]] bool isComparison() const { return runs.size() > 1; }
     /// The comparison's point of a run (nullptr when it has none).
-    [[nodiscard]] const store::ScalingPoint *pointOf(const QString &runId) const;
+    [[nodiscard]] const history::ScalingPoint *pointOf(const QString &runId) const;
 };
 
 /// Loads @p runIds from @p store (throws std::out_of_range naming the unknown id) and compares
 /// them against the store's one-rank baselines of the same settings, as `compare` does.
-[[nodiscard]] ReportData loadReport(const store::RunStore &store, const QStringList &runIds, double threshold = 0.75);
+[[nodiscard]] ReportData loadReport(const history::RunHistory &store, const QStringList &runIds, double threshold = 0.75);
 /// The same from runs already in memory (baselines: runs of @p extraBaselines).
-[[nodiscard]] ReportData makeReport(std::vector<store::RunRecord> runs, const std::vector<store::RunRecord> &extraBaselines = {},
+[[nodiscard]] ReportData makeReport(std::vector<history::RunRecord> runs, const std::vector<history::RunRecord> &extraBaselines = {},
                                     double threshold = 0.75);
 
 /// Writes the report; returns the files written. CSV: @p path is the runs file and the ranks go
@@ -67,7 +67,7 @@ QStringList writeReport(const ReportData &data, ReportFormat format, const QStri
 [[nodiscard]] QString displayNumber(double value, int digits = 4);
 
 /// Fraction of a rank's own time spent waiting / transferring (0 when it has no time).
-[[nodiscard]] double waitShare(const store::RankSummary &r);
-[[nodiscard]] double transferShare(const store::RankSummary &r);
+[[nodiscard]] double waitShare(const history::RankSummary &r);
+[[nodiscard]] double transferShare(const history::RankSummary &r);
 
 } // namespace cppl::core::report

@@ -19,10 +19,10 @@ using charts::ValueFormat;
 
 namespace {
 
-std::map<int, SeriesData> throughputByRank(const store::RunRecord &run)
+std::map<int, SeriesData> throughputByRank(const history::RunRecord &run)
 {
     std::map<int, SeriesData> byRank;
-    for (const store::RankSample &s : run.samples) {
+    for (const history::RankSample &s : run.samples) {
         SeriesData &d = byRank[s.rank];
         if (d.name.isEmpty())
             d.name = u"rank %1"_s.arg(s.rank);
@@ -106,7 +106,7 @@ charts::Theme reportTheme(bool dark)
     return t;
 }
 
-std::vector<ReportChart> runCharts(const store::RunRecord &run, const charts::Theme &theme)
+std::vector<ReportChart> runCharts(const history::RunRecord &run, const charts::Theme &theme)
 {
     std::vector<ReportChart> out;
     const AxisSpec tokY{u"tokens/s"_s, ValueFormat::Si, {}, {}, true};
@@ -154,7 +154,7 @@ std::vector<ReportChart> runCharts(const store::RunRecord &run, const charts::Th
 
     if (!run.ranks.empty()) {
         std::vector<ShareBar> bars;
-        for (const store::RankSummary &k : run.ranks)
+        for (const history::RankSummary &k : run.ranks)
             bars.push_back({QString::number(k.rank), waitShare(k), transferShare(k)});
         out.push_back({u"comm-share"_s,
                        u"Share of each rank's time (compute + waiting + transfer) spent waiting for other ranks and transferring "
@@ -169,7 +169,7 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
     std::vector<ReportChart> out;
     if (!data.isComparison())
         return out;
-    const store::Comparison &cmp = data.comparison;
+    const history::Comparison &cmp = data.comparison;
     // Ranks double from run to run (1, 2, 4 ... 1024) and the rates with them: log axes labelled
     // with the counts and rates themselves, as the dashboard's Compare page draws them (on a
     // linear axis every run below a tenth of the largest sat in its first pixels).
@@ -211,7 +211,7 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
         out.push_back({u"comm-share-runs"_s, u"Waiting and transfer time over all ranks' compute + waiting + transfer time, per run."_s,
                        shareBars(theme, u"Communication share per run"_s, u"ranks"_s, u"share of the ranks' time"_s, bars)});
     }
-    const store::Projection &pr = cmp.projection;
+    const history::Projection &pr = cmp.projection;
     if (pr.available && !pr.points.empty() && !cmp.points.empty()) {
         // On the log ranks axis: 1..4 measured and 16..1024 projected side by side, readable.
         SeriesData effM{u"efficiency, measured"_s, {}, {}}, effP{u"efficiency, projected"_s, {}, {}};

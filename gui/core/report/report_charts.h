@@ -32,7 +32,7 @@ inline constexpr int kMaxLineRanks = 32;
 /// The reports' text font at @p pointSize.
 [[nodiscard]] QFont reportFont(double pointSize, bool bold = false, bool italic = false);
 
-[[nodiscard]] std::vector<ReportChart> runCharts(const store::RunRecord &run, const charts::Theme &theme);
+[[nodiscard]] std::vector<ReportChart> runCharts(const history::RunRecord &run, const charts::Theme &theme);
 /// Comparison charts (empty unless data.isComparison()).
 [[nodiscard]] std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::Theme &theme);
 

@@ -2,8 +2,8 @@
 // Loading a report's runs, the exact/display number forms, CSV and JSON, and writing files.
 #include "report/report.h"
 
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 
 #include "cppl/errors.h"
 
@@ -22,8 +22,8 @@ using namespace Qt::StringLiterals;
 
 namespace cppl::core::report {
 
-using store::RankSummary;
-using store::RunRecord;
+using history::RankSummary;
+using history::RunRecord;
 
 std::optional<ReportFormat> parseFormat(const QString &name)
 {
@@ -50,7 +50,7 @@ QString formatName(ReportFormat format)
     return {};
 }
 
-const store::ScalingPoint *ReportData::pointOf(const QString &runId) const
+const history::ScalingPoint *ReportData::pointOf(const QString &runId) const
 {
     for (const auto &p : comparison.points)
         if (p.runId == runId)
@@ -61,14 +61,14 @@ const store::ScalingPoint *ReportData::pointOf(const QString &runId) const
 ReportData makeReport(std::vector<RunRecord> runs, const std::vector<RunRecord> &extraBaselines, double threshold)
 {
     ReportData d;
-    store::CompareOptions o;
+    history::CompareOptions o;
     o.threshold = threshold;
-    d.comparison = store::compareRuns(runs, extraBaselines, o);
+    d.comparison = history::compareRuns(runs, extraBaselines, o);
     d.runs = std::move(runs);
     return d;
 }
 
-ReportData loadReport(const store::RunStore &s, const QStringList &runIds, double threshold)
+ReportData loadReport(const history::RunHistory &s, const QStringList &runIds, double threshold)
 {
     std::vector<RunRecord> runs, baselines;
     for (const QString &id : runIds) {
@@ -78,7 +78,7 @@ ReportData loadReport(const store::RunStore &s, const QStringList &runIds, doubl
         runs.push_back(std::move(*r));
     }
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey, r.runId, store::resultDtype(r)))
+        if (auto b = s.baselineFor(r.settingsKey, r.runId, history::resultDtype(r)))
             baselines.push_back(std::move(*b));
     return makeReport(std::move(runs), baselines, threshold);
 }
@@ -172,10 +172,10 @@ QByteArray reportCsvRuns(const ReportData &data)
                              u"relative_deviation"_s, u"deviation"_s, u"exit_code"_s, u"first_cause"_s};
     std::vector<QStringList> rows;
     for (const RunRecord &r : data.runs) {
-        const store::ScalingPoint *p = data.pointOf(r.runId);
-        const store::ScalingPoint none;
-        const store::ScalingPoint &s = p ? *p : none;
-        rows.push_back({r.runId, store::statusName(r.status), date(r.started), date(r.ended), QString::number(r.worldSize),
+        const history::ScalingPoint *p = data.pointOf(r.runId);
+        const history::ScalingPoint none;
+        const history::ScalingPoint &s = p ? *p : none;
+        rows.push_back({r.runId, history::statusName(r.status), date(r.started), date(r.ended), QString::number(r.worldSize),
                         QString::number(r.groupsCount), QString::number(r.nodeCount), r.protocol, r.model, r.data, exactNumber(r.ppl),
                         exactNumber(r.pplStderr), r.nllSumExact, QString::number(r.tokensScored), exactNumber(r.tokensPerSecond),
                         exactNumber(s.idealTokensPerSecond), exactNumber(s.efficiency), exactNumber(s.waitShare),
@@ -206,13 +206,13 @@ QJsonObject reportJson(const ReportData &data)
 {
     QJsonArray runs;
     for (const RunRecord &r : data.runs)
-        runs.append(store::runToJson(r));
+        runs.append(history::runToJson(r));
     return QJsonObject{{u"format"_s, u"clusterppl-report"_s},
                        {u"version"_s, 1},
                        {u"kind"_s, data.isComparison() ? u"comparison"_s : u"run"_s},
                        {u"generated"_s, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs)},
                        {u"runs"_s, runs},
-                       {u"comparison"_s, store::comparisonToJson(data.comparison)}};
+                       {u"comparison"_s, history::comparisonToJson(data.comparison)}};
 }
 
 namespace {

@@ -19,8 +19,8 @@ using namespace Qt::StringLiterals;
 
 namespace cppl::core::report {
 
-using store::RankSummary;
-using store::RunRecord;
+using history::RankSummary;
+using history::RunRecord;
 
 namespace {
 
@@ -133,7 +133,7 @@ Block rankTable(const RunRecord &r, const std::vector<const RankSummary *> &rank
 void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const std::vector<ReportChart> &charts)
 {
     const RunRecord &r = data.runs[static_cast<size_t>(index)];
-    const store::ScalingPoint *p = data.pointOf(r.runId);
+    const history::ScalingPoint *p = data.pointOf(r.runId);
     out.push_back(heading(data.isComparison() ? Block::Kind::Heading : Block::Kind::Heading,
                           data.isComparison() ? u"Run "_s + r.runId : u"Setup"_s));
     if (data.isComparison())
@@ -167,7 +167,7 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
         versions << it.key() + u" "_s + jsonCompact(it.value());
     out.push_back(keyValues({
         {u"run"_s, text(r.runId)},
-        {u"status"_s, text(store::statusName(r.status) + (r.exitCode ? u", exit code %1"_s.arg(*r.exitCode) : QString()))},
+        {u"status"_s, text(history::statusName(r.status) + (r.exitCode ? u", exit code %1"_s.arg(*r.exitCode) : QString()))},
         {u"started"_s, text(dateText(r.started))},
         {u"ended"_s, text(dateText(r.ended))},
         {u"source"_s, text(r.source + (r.profileName.isEmpty() ? QString() : u", profile \""_s + r.profileName + u'"'))},
@@ -203,7 +203,7 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
         if (p && p->bitIdentical && *p->bitIdentical && p->baselineRunId != r.runId)
             out.push_back(paragraph(u"bit-identical: the exact NLL sum and the token count equal the one-rank baseline's."_s, u"ok"_s));
     } else {
-        out.push_back(paragraph(u"No result: the run ended %1%2."_s.arg(store::statusName(r.status),
+        out.push_back(paragraph(u"No result: the run ended %1%2."_s.arg(history::statusName(r.status),
                                                                           r.firstCause.isEmpty() ? QString() : u" (" + r.firstCause + u")"),
                                 u"warn"_s));
     }
@@ -254,7 +254,7 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
     out.push_back(heading(data.isComparison() ? Block::Kind::Subheading : Block::Kind::Heading, u"Alerts"_s));
     if (r.alerts.empty())
         out.push_back(paragraph(u"No alerts were raised."_s));
-    for (const store::StoredAlert &a : r.alerts) {
+    for (const history::StoredAlert &a : r.alerts) {
         Block b;
         b.kind = Block::Kind::Alert;
         b.text = u"%1 s  %2  %3: %4"_s.arg(displayNumber(a.t, 4), a.rank >= 0 ? u"rank %1"_s.arg(a.rank) : u"run"_s, a.kind, a.message);
@@ -264,7 +264,7 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
 
 void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std::vector<ReportChart> &charts)
 {
-    const store::Comparison &c = data.comparison;
+    const history::Comparison &c = data.comparison;
     out.push_back(heading(Block::Kind::Heading, u"Scaling"_s));
     Block t;
     t.kind = Block::Kind::Table;
@@ -288,14 +288,16 @@ void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std
     }
 
     out.push_back(heading(Block::Kind::Heading, u"Projection"_s));
-    const store::Projection &pr = c.projection;
+    const history::Projection &pr = c.projection;
     if (!pr.available) {
         out.push_back(paragraph(u"No projection: "_s + pr.why, u"warn"_s));
         return;
     }
     out.push_back(paragraph(u"Model ("_s + pr.topology + u" collective): "_s + pr.formula));
     std::vector<std::pair<QString, Cell>> fits;
-    for (const store::LinearFit *f : {&pr.computeSpeed, &pr.collectiveFlat, &pr.collectiveHierarchical})
+    if (!pr.excluded.isEmpty()) // their ranks shared a host's cores or GPUs (the notes above)
+        fits.push_back({u"left out of the fit"_s, text(pr.excluded.join(u", "_s) + u": their ranks shared a host's cores or GPUs"_s)});
+    for (const history::LinearFit *f : {&pr.computeSpeed, &pr.collectiveFlat, &pr.collectiveHierarchical})
         if (f->points > 0)
             fits.push_back({f->model + u" fit"_s, text(u"%1 (rms error %2, %3 points)"_s.arg(f->formula, displayNumber(f->rmsError)).arg(f->points))});
     if (pr.heldOut.available)

@@ -157,7 +157,8 @@ QString runStartNotice(const QString &runId, int ranks, int hosts, const QString
                        const QString &masterAddr, int masterPort)
 {
     const QLocale loc;
-    return QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7")
+    return (ranks == 1 ? QCoreApplication::translate("RunEngine", "run %1: %2 rank on %3 (%4), groups %5, master %6:%7")
+                       : QCoreApplication::translate("RunEngine", "run %1: %2 ranks on %3 (%4), groups %5, master %6:%7"))
         .arg(runId, loc.toString(ranks),
              hosts == 1 ? QCoreApplication::translate("RunEngine", "1 host")
                         : QCoreApplication::translate("RunEngine", "%1 hosts").arg(loc.toString(hosts)),
@@ -294,20 +295,20 @@ bool RunEngine::start(RunRequest request)
 
     m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
     if (const QString why = validateRunId(m_runId); !why.isEmpty())
-        return refuse(kRunBadArguments, why);
+        return refuse(kCliBadArguments, why);
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)
             lines << QString::fromStdString(p);
-        return refuse(kRunBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
+        return refuse(kCliBadArguments, tr("the profile is not valid:\n  %1").arg(lines.join(u"\n  "_s)));
     }
     // The CLI's --schedule / --on-rank-loss / --overlap-sync override the profile's (the saved profile says what ran).
     if (!m_request.schedule.isEmpty() && m_request.schedule != u"static"_s && m_request.schedule != u"dynamic"_s)
-        return refuse(kRunBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule));
+        return refuse(kCliBadArguments, tr("schedule \"%1\" is not one of static, dynamic").arg(m_request.schedule));
     if (!m_request.onRankLoss.isEmpty() && m_request.onRankLoss != u"fail"_s && m_request.onRankLoss != u"continue"_s)
-        return refuse(kRunBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss));
+        return refuse(kCliBadArguments, tr("on-rank-loss \"%1\" is not one of fail, continue").arg(m_request.onRankLoss));
     if (!m_request.overlapSync.isEmpty() && m_request.overlapSync != u"on"_s && m_request.overlapSync != u"off"_s)
-        return refuse(kRunBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync));
+        return refuse(kCliBadArguments, tr("overlap-sync \"%1\" is not one of on, off").arg(m_request.overlapSync));
     if (!m_request.overlapSync.isEmpty())
         m_request.profile.evaluation.overlapSync = m_request.overlapSync == u"on"_s;
     if (!m_request.schedule.isEmpty())
@@ -317,7 +318,7 @@ bool RunEngine::start(RunRequest request)
     if (!m_request.onRankLoss.isEmpty())
         m_request.profile.evaluation.onRankLoss = m_request.onRankLoss.toStdString();
     if (m_request.profile.evaluation.onRankLoss == "continue" && m_request.profile.evaluation.schedule != "dynamic")
-        return refuse(kRunBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
+        return refuse(kCliBadArguments, tr("on-rank-loss continue needs the dynamic schedule (evaluation.schedule \"dynamic\" or --schedule "
                                            "dynamic): a static shard cannot move to another rank"));
     m_request.launcher.tolerateRankLoss = m_request.profile.evaluation.onRankLoss == "continue";
     const ClusterProfile &profile = m_request.profile;
@@ -333,10 +334,10 @@ bool RunEngine::start(RunRequest request)
         const bool masterHere = profile.launcher == "local" || (profile.launcher == "ssh" && cppl::isLoopbackHost(master));
         lo.masterPort = m_request.masterPort > 0 ? m_request.masterPort : (masterHere ? cppl::freeLoopbackPort() : 29500);
     } catch (const cppl::Error &e) {
-        return refuse(kRunFailed, QString::fromStdString(e.what()));
+        return refuse(kCliFailed, QString::fromStdString(e.what()));
     }
     if (lo.masterPort < 1 || lo.masterPort > 65535)
-        return refuse(kRunBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort));
+        return refuse(kCliBadArguments, tr("the rendezvous port %1 is outside 1-65535").arg(lo.masterPort));
     lo.profileDir = (m_request.profilePath.isEmpty() ? QDir::currentPath() : QFileInfo(m_request.profilePath).absolutePath()).toStdString();
     lo.agentOverride = m_request.agent.toStdString();
     lo.resumeState = m_request.resumeState.toStdString();
@@ -366,13 +367,13 @@ bool RunEngine::start(RunRequest request)
             co.curve = keys.collector;
             lo.telemetryCredentials = keys.agent;
         } catch (const cppl::Error &e) {
-            return refuse(kRunFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what())));
+            return refuse(kCliFailed, tr("telemetry keys: %1").arg(QString::fromStdString(e.what())));
         }
         d->collector = std::make_unique<telemetry::CollectorObject>();
         QString collectorError;
         connect(d->collector.get(), &telemetry::CollectorObject::failed, this, [&collectorError](const QString &why) { collectorError = why; });
         if (!d->collector->start(co))
-            return refuse(kRunFailed, collectorError);
+            return refuse(kCliFailed, collectorError);
         connect(d->collector.get(), &telemetry::CollectorObject::snapshotReady, this, &RunEngine::onSnapshot);
         lo.telemetry = d->collector->endpoint().toStdString();
         collectorPort = d->collector->endpoint().section(u':', -1).toInt();
@@ -413,7 +414,7 @@ bool RunEngine::start(RunRequest request)
             for (const auto &r : m_plan.ranks)
                 (void)remoteCommand(r); // refuse unsafe values before connecting anywhere
     } catch (const cppl::ConfigError &e) {
-        return refuse(kRunBadArguments, QString::fromStdString(e.what()));
+        return refuse(kCliBadArguments, QString::fromStdString(e.what()));
     }
 #if CLUSTERPPL_HAVE_ZMQ
     m_request.launcher.telemetryTunnelPort = profile.launcher != "local" ? collectorPort : 0;
@@ -421,7 +422,7 @@ bool RunEngine::start(RunRequest request)
     m_request.launcher.telemetryTunnelPort = 0;
 #endif
     if (m_request.checkOnly && m_plan.launcher == "slurm")
-        return refuse(kRunBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
+        return refuse(kCliBadArguments, tr("Check hosts needs a local or SSH profile: a Slurm job's nodes are known only once "
                                            "it runs, and its pre-flight is the job's first step (run it to check them)"));
     Q_EMIT planned();
     // Slurm runs pre-flight inside the job, on the nodes it was given (judgeAllocation).
@@ -455,7 +456,7 @@ void RunEngine::stop()
         return;
     d->stopRequested = true;
     if (m_phase == RunPhase::Idle) {
-        finishWith(RunPhase::Stopped, kRunStopped, tr("stopped before it started"));
+        finishWith(RunPhase::Stopped, kCliStopped, tr("stopped before it started"));
         return;
     }
     setPhase(RunPhase::Stopping);
@@ -465,13 +466,13 @@ void RunEngine::stop()
     else if (d->launcher && !d->launcher->isFinished())
         d->launcher->stop();
     else
-        QTimer::singleShot(0, this, [this] { finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user")); });
+        QTimer::singleShot(0, this, [this] { finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user")); });
 }
 
 void RunEngine::startPreflight()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     setPhase(RunPhase::Preflight);
     d->preflightPlan = preflightPlan(m_request.profile, m_plan);
     LauncherSettings s = m_request.launcher;
@@ -496,28 +497,28 @@ void RunEngine::startPreflight()
 void RunEngine::onPreflightDone()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped during pre-flight"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped during pre-flight"));
     m_preflight = judgePreflight(d->preflightPlan, d->preflightJson, d->preflightLauncher->ends());
     QStringList refusals = preflightRefusals(m_preflight);
     for (const auto &h : m_preflight)
         Q_EMIT preflightHost(h);
     Q_EMIT preflightFinished(refusals.isEmpty(), refusals);
     if (!d->hostFailures.isEmpty())
-        return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+        return finishWith(RunPhase::Failed, kCliLaunchFailed, d->hostFailures.front());
     if (!refusals.isEmpty())
-        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+        return finishWith(RunPhase::Failed, kCliPreflightRefused,
                           (m_request.checkOnly ? tr("pre-flight would refuse the launch:\n  %1") : tr("pre-flight refused the launch:\n  %1"))
                               .arg(refusals.join(u"\n  "_s)));
     Q_EMIT notice(m_preflight.size() == 1 ? tr("pre-flight ok on 1 host") : tr("pre-flight ok on %n hosts", nullptr, static_cast<int>(m_preflight.size())));
     if (m_request.checkOnly)
-        return finishWith(RunPhase::Finished, kRunOk, {});
+        return finishWith(RunPhase::Finished, kCliOk, {});
     startLaunch();
 }
 
 void RunEngine::startLaunch()
 {
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     setPhase(RunPhase::Launching);
     // Every line of every rank also goes to its own log file: nothing is lost when a view scrolls.
     QString logDir = m_request.logDir;
@@ -706,15 +707,15 @@ void RunEngine::onLauncherFinished()
 {
     m_outcome.ends = d->launcher->ends();
     if (d->stopRequested)
-        return finishWith(RunPhase::Stopped, kRunStopped, tr("stopped by the user"));
+        return finishWith(RunPhase::Stopped, kCliStopped, tr("stopped by the user"));
     const int code = d->launcher->exitCode();
     if (!d->slurmRefusals.isEmpty())
-        return finishWith(RunPhase::Failed, kRunPreflightRefused,
+        return finishWith(RunPhase::Failed, kCliPreflightRefused,
                           tr("pre-flight refused the launch:\n  %1").arg(d->slurmRefusals.join(u"\n  "_s)));
     if (code != 0 && m_plan.launcher == "slurm" && d->startedRanks.empty()) {
         // The job never ran its agents: sbatch refused it, or it ended while queued; Slurm's reason.
         const auto first = m_outcome.ends.find(0);
-        return finishWith(RunPhase::Failed, kRunLaunchFailed,
+        return finishWith(RunPhase::Failed, kCliLaunchFailed,
                           !d->hostFailures.isEmpty()            ? d->hostFailures.front()
                           : first != m_outcome.ends.end() ? first->second.reason
                                                                 : tr("the Slurm job did not start"));
@@ -723,7 +724,7 @@ void RunEngine::onLauncherFinished()
         m_outcome.summary = d->launcher->summary();
         const QString first = m_outcome.summary.section(u'\n', 0, 0);
         if (!d->hostFailures.isEmpty() && d->startedRanks.empty())
-            return finishWith(RunPhase::Failed, kRunLaunchFailed, d->hostFailures.front());
+            return finishWith(RunPhase::Failed, kCliLaunchFailed, d->hostFailures.front());
         // The agents' exit 6 is a timeout (a rank stopped answering); 5 is what the others exit
         // with when a peer died, so the first failing rank's code decides.
         const QString cause = failedAfterLoss(first);
@@ -733,13 +734,13 @@ void RunEngine::onLauncherFinished()
                 before.chop(6);
             m_outcome.summary = cause + u"\n  before it, the lost "_s + before + m_outcome.summary.mid(first.size());
         }
-        return finishWith(RunPhase::Failed, code == 6 ? kRunRankTimeout : kRunRankFailed, cause);
+        return finishWith(RunPhase::Failed, code == 6 ? kCliRankTimeout : kCliRankFailed, cause);
     }
     if (d->result.isEmpty()) {
         if (!d->launcher->storeFailure().isEmpty())
-            return finishWith(RunPhase::Failed, kRunRankFailed, d->launcher->storeFailure());
+            return finishWith(RunPhase::Failed, kCliRankFailed, d->launcher->storeFailure());
         // A tolerant run's result comes from rank 0 or, when rank 0 was lost, the lowest survivor.
-        return finishWith(RunPhase::Failed, kRunResultMismatch,
+        return finishWith(RunPhase::Failed, kCliResultMismatch,
                           m_request.launcher.tolerateRankLoss ? tr("the run finished without any rank reporting a result")
                                                               : tr("rank 0 finished without reporting a result"));
     }
@@ -802,7 +803,7 @@ void RunEngine::checkResult()
         if (snap->resultMatches == false && m_outcome.recovered.isEmpty()) {
             Q_EMIT alertRaised(m_alerts.raise(elapsedSeconds(), -1, AlertKind::ResultMismatch,
                                               tr("the live exact merge of every rank's sums differs from rank 0's result")));
-            return finishWith(RunPhase::Failed, kRunResultMismatch, tr("the live exact merge of every rank's sums differs from rank 0's result"));
+            return finishWith(RunPhase::Failed, kCliResultMismatch, tr("the live exact merge of every rank's sums differs from rank 0's result"));
         }
     }
 #endif
@@ -834,7 +835,7 @@ void RunEngine::checkResult()
             }
         }
     }
-    finishWith(RunPhase::Finished, kRunOk, {});
+    finishWith(RunPhase::Finished, kCliOk, {});
 }
 
 void RunEngine::finishWith(RunPhase phase, int exitCode, const QString &cause)

@@ -5,6 +5,7 @@
 // as a QObject that both front ends drive. clusterppl-cli prints its signals; the dashboard binds
 // them to models and charts. Nothing here knows about widgets or terminals.
 
+#include "cli/exit_codes.h"
 #include "launch/launch_plan.h"
 #include "launch/launcher.h"
 #include "run/alerts.h"
@@ -66,21 +67,6 @@ enum class RunPhase {
     return p == RunPhase::Finished || p == RunPhase::Failed || p == RunPhase::Stopped;
 }
 
-/// Exit codes of `clusterppl-cli run` (docs/exit-codes.md). Distinct from the agents' codes (0-6),
-/// so a script can tell "the CLI's arguments were bad" from "a rank's arguments were bad".
-enum RunExit : int {
-    kRunOk = 0,
-    kRunFailed = 1,          ///< anything not listed below
-    kRunBadArguments = 2,    ///< CLI flags, profile content
-    kRunIoError = 3,         ///< profile unreadable, result or log not writable
-    kRunPreflightRefused = 10,
-    kRunLaunchFailed = 11,   ///< a host could not be reached, its key refused, auth failed, agent missing
-    kRunRankFailed = 12,     ///< a rank exited non-zero (its own code and cause are in the message)
-    kRunRankTimeout = 13,    ///< a rank stopped answering (agent exit 6, or killed after a stall)
-    kRunResultMismatch = 14, ///< no result from rank 0, or the live exact merge differs from it
-    kRunStopped = 130,       ///< stop(), SIGINT or SIGTERM
-};
-
 struct RunRequest
 {
     ClusterProfile profile;
@@ -131,7 +117,7 @@ struct HostPreflight
 struct RunOutcome
 {
     RunPhase phase = RunPhase::Idle;
-    int exitCode = kRunOk;     ///< RunExit
+    int exitCode = kCliOk;     ///< CliExit (cli/exit_codes.h): what `clusterppl-cli run` exits with
     QString firstCause;        ///< the first thing that went wrong, specific; empty on success
     QString summary;           ///< every rank's end, when some failed
     QByteArray resultJson;     ///< rank 0's aggregated result (agent result JSON, docs/result-json.md)

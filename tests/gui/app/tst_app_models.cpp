@@ -1646,7 +1646,7 @@ void TestAppModels::historyWritesFiguresAsTheRunPage()
     // A stored run's PPL and tok/s read as the Run page's headline wrote them (six decimals; whole
     // tokens per second, grouped): History had four decimals and one, so a run compared by eye with
     // its live headline or the CLI's line seemed to differ.
-    cppl::core::store::RunRecord r;
+    cppl::core::history::RunRecord r;
     r.runId = u"r1"_s;
     r.ppl = 4.3138351234;
     r.pplStderr = 0.0024881;

@@ -18,7 +18,7 @@
 
 #include "cppl/hostfile.h"
 #include "column_fit.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_runs.h"
 
 #include <QAbstractItemDelegate>
@@ -133,7 +133,7 @@ private Q_SLOTS:
         qputenv("XDG_STATE_HOME", m_dir.filePath(u"state"_s).toUtf8());
         // Runs as the CLI stores them: one rank and four of the same evaluation (bit-identical),
         // four with the static schedule, one failed, the paths as a user's.
-        cppl::core::store::RunStore store(m_dir.filePath(u"runs.sqlite"_s));
+        cppl::core::history::RunHistory store(m_dir.filePath(u"runs.sqlite"_s));
         const QString model = u"/home/ada/models/shakespeare-byte-llama"_s, data = u"/home/ada/data/tinyshakespeare-heldout.txt"_s;
         const QDateTime t0(QDate(2026, 12, 2), QTime(20, 39, 28), Qt::UTC);
         const QString exact = u"9158.0632847183794"_s;
@@ -143,7 +143,7 @@ private Q_SLOTS:
         int i = 0;
         for (const auto &[id, ranks, tps] : {std::tuple{u"20261202-203928-61b8"_s, 1, 7463.0}, std::tuple{u"20261202-203933-5db1"_s, 4, 13004.0},
                                               std::tuple{u"20261202-203941-1236"_s, 4, 12511.0}}) {
-            cppl::core::store::RunRecord r = cppl::test::finishedRun(id, result(ranks, tps), t0.addSecs(6 * i++), 5);
+            cppl::core::history::RunRecord r = cppl::test::finishedRun(id, result(ranks, tps), t0.addSecs(6 * i++), 5);
             r.profileName = u"small-laptop"_s;
             r.launcher = u"local"_s;
             r.worldSize = ranks;
@@ -151,8 +151,8 @@ private Q_SLOTS:
             r.nodeCount = 1;
             store.insert(r);
         }
-        cppl::core::store::RunRecord failed = cppl::test::finishedRun(u"20261202-204017-9a0c"_s, result(4, 0), t0.addSecs(60), 3);
-        failed.status = cppl::core::store::RunStatus::Failed;
+        cppl::core::history::RunRecord failed = cppl::test::finishedRun(u"20261202-204017-9a0c"_s, result(4, 0), t0.addSecs(60), 3);
+        failed.status = cppl::core::history::RunStatus::Failed;
         failed.ppl.reset();
         failed.pplStderr.reset();
         failed.tokensPerSecond.reset();
@@ -164,8 +164,8 @@ private Q_SLOTS:
         // Finished without a rank: "✓ recovered — rank 2 lost", a long status.
         QJsonObject lost = cppl::test::agentResult(4, 4.510100, 0.148660, exact, 2032, 11873.0, model, data);
         lost.insert(u"lost_ranks"_s, QJsonArray{QJsonObject{{u"rank"_s, 2}, {u"host"_s, u"localhost"_s}, {u"cause"_s, u"killed by signal 9"_s}, {u"round"_s, 3}}});
-        cppl::core::store::RunRecord recovered = cppl::test::finishedRun(u"20261202-204133-77e1"_s, QJsonDocument(lost).toJson(), t0.addSecs(120), 5);
-        recovered.lostRanks = cppl::core::store::lostRanksOf(recovered.resultJson);
+        cppl::core::history::RunRecord recovered = cppl::test::finishedRun(u"20261202-204133-77e1"_s, QJsonDocument(lost).toJson(), t0.addSecs(120), 5);
+        recovered.lostRanks = cppl::core::history::lostRanksOf(recovered.resultJson);
         recovered.worldSize = 4;
         recovered.groupsCount = 2;
         recovered.nodeCount = 1;
@@ -607,7 +607,7 @@ private Q_SLOTS:
         const QString path = dir.filePath(u"sweep.sqlite"_s);
         cppl::app::SyntheticSweep sweep;
         {
-            cppl::core::store::RunStore store(path);
+            cppl::core::history::RunHistory store(path);
             sweep = cppl::app::writeSyntheticSweep(store, 1024);
         }
         for (const WindowSize size : {kSmall, kShots}) {
@@ -665,14 +665,14 @@ private Q_SLOTS:
         QFETCH(int, width);
         QFETCH(int, height);
         using cppl::app::CompareModel;
-        std::vector<cppl::core::store::RunRecord> runs;
+        std::vector<cppl::core::history::RunRecord> runs;
         const QDateTime t0(QDate(2026, 12, 2), QTime(21, 0), Qt::UTC);
         for (const auto &[ranks, tps] : {std::pair{1, 7463.0}, std::pair{2, 13004.0}, std::pair{4, 21511.0}}) {
             const QByteArray result = QJsonDocument(cppl::test::agentResult(ranks, 4.510100, 0.148660, u"9158.0632847183794"_s, 2032, tps,
                                                                             u"/home/ada/models/shakespeare-byte-llama"_s,
                                                                             u"/home/ada/data/tinyshakespeare-heldout.txt"_s))
                                           .toJson();
-            cppl::core::store::RunRecord r = cppl::test::finishedRun(u"sweep-20261202-2100%1-r%2"_s.arg(ranks).arg(ranks), result, t0.addSecs(60 * ranks), 5);
+            cppl::core::history::RunRecord r = cppl::test::finishedRun(u"sweep-20261202-2100%1-r%2"_s.arg(ranks).arg(ranks), result, t0.addSecs(60 * ranks), 5);
             r.worldSize = ranks;
             r.groupsCount = (ranks + 1) / 2;
             r.nodeCount = 1;

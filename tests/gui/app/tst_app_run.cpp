@@ -13,7 +13,7 @@
 #include "rank_heat_map.h"
 #include "run_charts.h"
 #include "run_page.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_process.h"
 
@@ -437,11 +437,11 @@ private Q_SLOTS:
         QVERIFY(notice);
         QVERIFY2(notice->text() == u"rank 2 lost; the others went on without it until the run failed"_s, qPrintable(notice->text()));
         // The stored run: its alerts end as the page's do.
-        std::optional<cppl::core::store::RunRecord> stored;
+        std::optional<cppl::core::history::RunRecord> stored;
         auto storedEnds = [&] {
-            cppl::core::store::RunStore store(storePath);
+            cppl::core::history::RunHistory store(storePath);
             stored = store.get(runId);
-            return stored && stored->status == cppl::core::store::RunStatus::Failed && !stored->alerts.empty();
+            return stored && stored->status == cppl::core::history::RunStatus::Failed && !stored->alerts.empty();
         };
         QTRY_VERIFY_WITH_TIMEOUT(storedEnds(), 10000);
         QString lastOf2, runFailure;

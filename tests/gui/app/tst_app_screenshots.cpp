@@ -4,7 +4,7 @@
 // With synthetic ranks History and Compare show a synthetic sweep from a temporary store, and the
 // user's own store is left as it was.
 
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_verify.h"
 
 #include <QDir>
@@ -180,15 +180,15 @@ private Q_SLOTS:
         QFETCH(bool, earlier);
         QTemporaryDir dir;
         // The user's store where the dashboard finds it (no $CLUSTERPPL_STORE), holding a run left
-        // "running" by a recorder that is gone: whoever opens the store marks it interrupted.
+        // "running" by a recorder that is gone: whoever opens the history marks it interrupted.
         const QString data = dir.filePath(u"data"_s);
         const QString shared = data + u"/clusterppl/runs.sqlite"_s; // shared with clusterppl-cli
         const QString userStore = earlier ? data + u"/ClusterPPL/clusterppl/runs.sqlite"_s : shared;
         {
-            cppl::core::store::RunStore store(userStore);
-            cppl::core::store::RunRecord r;
+            cppl::core::history::RunHistory store(userStore);
+            cppl::core::history::RunRecord r;
             r.runId = u"users-own-run"_s;
-            r.status = cppl::core::store::RunStatus::Running;
+            r.status = cppl::core::history::RunStatus::Running;
             r.started = QDateTime::currentDateTimeUtc();
             r.owner = QSysInfo::machineHostName() + u":2147483000"_s; // no such process
             store.insert(r);
@@ -221,8 +221,8 @@ private Q_SLOTS:
         const bool untouched = readAll(userStore) == before && filesUnder(data) == filesBefore;
         if (earlier) {
             QCOMPARE(readAll(userStore), before);
-            const cppl::core::store::RunStore adopted(shared);
-            QCOMPARE(adopted.get(u"users-own-run"_s)->status, cppl::core::store::RunStatus::Interrupted);
+            const cppl::core::history::RunHistory adopted(shared);
+            QCOMPARE(adopted.get(u"users-own-run"_s)->status, cppl::core::history::RunStatus::Interrupted);
         } else {
             CPPL_VERIFY2(untouched == synthetic, synthetic ? "the user's store was opened" : "the control did not see its store opened");
         }

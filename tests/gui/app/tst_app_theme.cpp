@@ -4,7 +4,7 @@
 // switches palette while a message shows.
 
 #include "message_bar.h"
-#include "screenshot.h"
+#include "theme.h"
 
 #include <QApplication>
 #include <QImage>

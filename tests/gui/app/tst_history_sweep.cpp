@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The synthetic node-count sweep that screenshots show on History and Compare (synthetic_history.h):
-// written through the store's writer, read back by another connection as a user's runs are; the
+// written through the history's writer, read back by another connection as a user's runs are; the
 // Compare page's figures (throughput, efficiency, comm share, deviation from the one-rank run)
 // against the same figures worked out here from the stored result JSONs; History's columns; and
 // the logarithmic axes the Compare charts use.
@@ -13,8 +13,8 @@
 #include "synthetic_history.h"
 
 #include "charts/chart_axis.h"
-#include "store/comparison.h"
-#include "store/run_store.h"
+#include "history/comparison.h"
+#include "history/run_history.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -33,9 +33,9 @@ using namespace Qt::StringLiterals;
 using cppl::app::CompareModel;
 using cppl::app::HistoryModel;
 using cppl::app::MainWindow;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStatus;
-using cppl::core::store::RunStore;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunStatus;
+using cppl::core::history::RunHistory;
 
 namespace {
 
@@ -43,7 +43,7 @@ namespace {
 /// under test open it as another connection would).
 cppl::app::SyntheticSweep seedSweep(const QString &path, int ranks)
 {
-    RunStore store(path);
+    RunHistory store(path);
     return cppl::app::writeSyntheticSweep(store, ranks);
 }
 
@@ -92,7 +92,7 @@ private Q_SLOTS:
         QCOMPARE(sweep.sweepRunIds.size(), qsizetype(sizes.size()));
 
         // Another connection, as the dashboard's History reads a store the CLI wrote.
-        RunStore store(path);
+        RunHistory store(path);
         QVERIFY(store.interruptedOnOpen().isEmpty()); // every run was finished by its writer
         const std::vector<RunRecord> all = store.list();
         QCOMPARE(all.size(), sizes.size() + 2);
@@ -130,7 +130,7 @@ private Q_SLOTS:
         }
         QCOMPARE(keys.size(), std::size_t(1)); // one evaluation at every size: one settings key
 
-        // The one-rank run is the store's baseline for them.
+        // The one-rank run is the history's baseline for them.
         const auto baseline = store.baselineFor(*keys.begin());
         QVERIFY(baseline);
         QCOMPARE(baseline->runId, sweep.sweepRunIds.front());
@@ -178,8 +178,8 @@ private Q_SLOTS:
         const CompareModel *m = w.comparePage()->model();
         QCOMPARE(m->rowCount(), int(sweep.sweepRunIds.size()));
 
-        // The figures, worked out here from what the store holds (the result JSONs rank 0 wrote).
-        RunStore store(path);
+        // The figures, worked out here from what the history holds (the result JSONs rank 0 wrote).
+        RunHistory store(path);
         std::map<int, RunRecord> byRanks;
         for (const QString &id : sweep.sweepRunIds) {
             auto r = store.get(id);
@@ -279,7 +279,7 @@ private Q_SLOTS:
         const auto &oneRank = m->runAt(m->rowOf(sweep.sweepRunIds.front()));
         QVERIFY(otherRun.ppl && oneRank.ppl);
         const double dev = *otherRun.ppl / *oneRank.ppl - 1;
-        QCOMPARE(other, cppl::core::store::relativeDeviationText(dev));
+        QCOMPARE(other, cppl::core::history::relativeDeviationText(dev));
         QVERIFY2(std::abs(other.toDouble() / dev - 1) < 5e-3, qPrintable(other));
         QVERIFY(cell(sweep.lostRankRunId, HistoryModel::ColStatus).contains(u"recovered"_s));
         QVERIFY(cell(sweep.failedRunId, HistoryModel::ColStatus).contains(u"failed"_s));

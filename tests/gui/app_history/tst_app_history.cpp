@@ -12,15 +12,15 @@
 #include "main_window.h"
 #include "message_bar.h"
 #include "run_detail.h"
-#include "screenshot.h"
+#include "theme.h"
 #include "sweep_runner.h"
 #include "test_paths.h"
 #include "test_profile.h"
 
 #include "report/report.h"
-#include "store/comparison.h"
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/comparison.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 
 #include <QJsonObject>
 
@@ -51,9 +51,9 @@
 using namespace Qt::StringLiterals;
 using cppl::app::HistoryModel;
 using cppl::app::MainWindow;
-using cppl::core::store::RunRecord;
-using cppl::core::store::RunStatus;
-using cppl::core::store::RunStore;
+using cppl::core::history::RunRecord;
+using cppl::core::history::RunStatus;
+using cppl::core::history::RunHistory;
 
 using cppl::test::kAgent;
 
@@ -165,7 +165,7 @@ private Q_SLOTS:
         QCOMPARE(w.pages()->currentIndex(), int(MainWindow::ComparePageIndex));
 
         // The same figures as comparison.h computes from the stored records.
-        RunStore s(m_store);
+        RunHistory s(m_store);
         std::vector<RunRecord> runs, baselines;
         for (const QString &id : m_sweepIds) {
             auto r = s.get(id);
@@ -177,7 +177,7 @@ private Q_SLOTS:
                 baselines.push_back(*b);
             runs.push_back(*r);
         }
-        const auto expected = cppl::core::store::compareRuns(runs, baselines, {});
+        const auto expected = cppl::core::history::compareRuns(runs, baselines, {});
         const auto &shown = w.comparePage()->comparison();
         QCOMPARE(shown.points.size(), expected.points.size());
         QCOMPARE(shown.recommendation, expected.recommendation);
@@ -205,6 +205,18 @@ private Q_SLOTS:
         QCOMPARE(shown.points[1].deviationText(), u"bit-identical"_s);
         QCOMPARE(shown.points[2].deviationText(), u"bit-identical"_s);
         QVERIFY(w.comparePage()->recommendationText().contains(u"Recommendation"_s));
+        // The 4 ranks share this machine's cores when it has fewer (pre-flight recorded them):
+        // Compare says so, marks the row and fits the projection without it.
+        const int cpus = runs[2].hosts[0].toObject()[u"cpus"_s].toInt();
+        QVERIFY2(cpus >= 1, QJsonDocument(runs[2].hosts).toJson().constData());
+        QCOMPARE(shown.points[2].sharedHosts.isEmpty(), cpus >= 4);
+        if (cpus < 4) {
+            QVERIFY2(w.comparePage()->recommendationText().contains(u"4 ranks share the"_s), qPrintable(w.comparePage()->recommendationText()));
+            QCOMPARE(model->data(model->index(2, cppl::app::CompareModel::ColRanks)).toString(), u"4 ⚠"_s);
+            QCOMPARE(shown.projection.excluded, QStringList{m_sweepIds[2]});
+            if (shown.projection.available)
+                QVERIFY2(w.comparePage()->projectionText().contains(u"Left out of the fit"_s), qPrintable(w.comparePage()->projectionText()));
+        }
         // The projection names its figures in the text and keeps its formula in the tooltip.
         if (shown.projection.available) {
             QVERIFY2(w.comparePage()->projectionText().startsWith(u"Projected efficiency"_s), qPrintable(w.comparePage()->projectionText()));
@@ -219,9 +231,9 @@ private Q_SLOTS:
 
         // A different threshold changes the recommendation exactly as compareRuns() does.
         w.comparePage()->setThreshold(0.99);
-        cppl::core::store::CompareOptions o;
+        cppl::core::history::CompareOptions o;
         o.threshold = 0.99;
-        QCOMPARE(w.comparePage()->comparison().recommendation, cppl::core::store::compareRuns(runs, baselines, o).recommendation);
+        QCOMPARE(w.comparePage()->comparison().recommendation, cppl::core::history::compareRuns(runs, baselines, o).recommendation);
         w.comparePage()->setThreshold(0.75);
 
         // History shows them, with the baseline column.
@@ -267,7 +279,7 @@ private Q_SLOTS:
         QCOMPARE(r.worldSize, 4);
         QVERIFY(r.ppl.has_value());
         // On disk, read by another connection.
-        RunStore s(m_store);
+        RunHistory s(m_store);
         QVERIFY(s.contains(m_dashboardRun));
     }
 
@@ -321,9 +333,9 @@ private Q_SLOTS:
         o = readJson(json.front());
         QCOMPARE(o.value(u"kind"_s).toString(), u"comparison"_s);
         {
-            RunStore s(m_store);
+            RunHistory s(m_store);
             QCOMPARE(o.value(u"comparison"_s).toObject(),
-                     cppl::core::store::comparisonToJson(cppl::core::report::loadReport(s, {m_sweepIds[0], m_sweepIds[2]}).comparison));
+                     cppl::core::history::comparisonToJson(cppl::core::report::loadReport(s, {m_sweepIds[0], m_sweepIds[2]}).comparison));
         }
         // A run deleted elsewhere: the message names it, no file is left.
         QVERIFY(h->exportReport({u"no-such-run"_s}, QDir(dir).filePath(u"none.pdf"_s), u"pdf"_s, &error).isEmpty());
@@ -355,7 +367,7 @@ private Q_SLOTS:
     {
         std::optional<RunRecord> stored;
         {
-            RunStore s(m_store);
+            RunHistory s(m_store);
             stored = s.get(m_dashboardRun);
         }
         QVERIFY(stored.has_value());
@@ -379,11 +391,11 @@ private Q_SLOTS:
         // Imported copies (run_export's JSON, as `clusterppl-cli import` reads it) with other
         // status, date and protocol, so every filter has something to remove.
         {
-            RunStore s(m_store);
+            RunHistory s(m_store);
             auto base = s.get(m_sweepIds[1]);
             QVERIFY(base.has_value());
-            QJsonObject j = cppl::core::store::runToJson(*base);
-            RunRecord old = cppl::core::store::runFromJson(j);
+            QJsonObject j = cppl::core::history::runToJson(*base);
+            RunRecord old = cppl::core::history::runFromJson(j);
             old.id = 0;
             old.runId = u"imported-old"_s;
             old.started = QDateTime(QDate(2025, 1, 15), QTime(12, 0), Qt::UTC);
@@ -438,7 +450,7 @@ private Q_SLOTS:
 
     void openShowsStoredRun()
     {
-        RunStore s(m_store);
+        RunHistory s(m_store);
         const auto r = s.get(m_sweepIds[2]);
         QVERIFY(r.has_value());
         cppl::app::RunDetailDialog d(*r);
@@ -469,7 +481,7 @@ private Q_SLOTS:
         QVERIFY(h->deleteRuns({u"imported-old"_s}));
         QCOMPARE(h->model()->rowCount(), before - 1);
         QCOMPARE(h->model()->rowOf(u"imported-old"_s), -1);
-        RunStore s(m_store);
+        RunHistory s(m_store);
         QVERIFY(!s.contains(u"imported-old"_s));
         QVERIFY(s.contains(m_sweepIds[0]));
         QSignalSpy failed(h, &cppl::app::HistoryPage::failed);
@@ -523,7 +535,7 @@ private Q_SLOTS:
         QVERIFY(QDir().mkpath(bad + u"/runs.sqlite"_s));
         qputenv("CLUSTERPPL_STORE", (bad + u"/runs.sqlite"_s).toUtf8());
         auto w = window();
-        QVERIFY(w->store() == nullptr);
+        QVERIFY(w->runHistory() == nullptr);
         w->showPage(MainWindow::HistoryPageIndex);
         QCOMPARE(w->historyPage()->model()->rowCount(), 0);
         qputenv("CLUSTERPPL_STORE", m_store.toUtf8());

@@ -19,7 +19,7 @@
 #include "test_profile.h"
 #include "test_verify.h"
 
-#include "store/run_store.h"
+#include "history/run_history.h"
 
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>
@@ -49,8 +49,8 @@ using namespace Qt::StringLiterals;
 using cppl::app::HistoryModel;
 using cppl::app::MainWindow;
 using cppl::app::ResumeState;
-using cppl::core::store::RunStatus;
-using cppl::core::store::RunStore;
+using cppl::core::history::RunStatus;
+using cppl::core::history::RunHistory;
 using cppl::test::killRun;
 using cppl::test::readFile;
 using cppl::test::readJson;
@@ -88,7 +88,7 @@ class TestAppResume : public QObject
 
     QString runDir(const QString &id) const { return m_dir.filePath(u"state/clusterppl/runs/"_s + id); }
 
-    /// Starts `clusterppl-cli run` (recorded in the store), waits until @p ready says so, then kills
+    /// Starts `clusterppl-cli run` (recorded in the history), waits until @p ready says so, then kills
     /// the CLI and every agent of the run with SIGKILL, as a power loss would.
     bool startAndKill(const QString &profile, const QString &runId, const std::function<bool()> &ready)
     {
@@ -115,7 +115,7 @@ class TestAppResume : public QObject
         [&] { QVERIFY(w->openProfile(m_profile)); }();
         w->resize(1500, 940);
         w->show();
-        w->showPage(MainWindow::HistoryPageIndex); // opens the store: the killed runs become interrupted
+        w->showPage(MainWindow::HistoryPageIndex); // opens the history: the killed runs become interrupted
         return w;
     }
 
@@ -166,11 +166,11 @@ private Q_SLOTS:
         const QString oneRank = m_dir.filePath(u"one.json"_s);
         QVERIFY(writeFile(oneRank, profileJson(m_text, 1)));
         QVERIFY(startAndKill(oneRank, u"uncommitted"_s, [&] {
-            // Recorded in the store (read through another connection), and its run directory begun.
+            // Recorded in the history (read through another connection), and its run directory begun.
             if (!QFile::exists(runDir(u"uncommitted"_s) + u"/run.json"_s))
                 return false;
             QThread::msleep(100);
-            return RunStore(m_store).contains(u"uncommitted"_s);
+            return RunHistory(m_store).contains(u"uncommitted"_s);
         }));
     }
 
@@ -194,7 +194,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(w->historyPage()->resumeText().contains(u"Run killed "_s + progress), qPrintable(w->historyPage()->resumeText()));
         QVERIFY(w->historyPage()->findChild<QLabel *>(u"historyResumeInfo"_s)->isVisible());
         // The run detail says the same.
-        RunStore store(m_store);
+        RunHistory store(m_store);
         cppl::app::RunDetailDialog detail(*store.get(u"killed"_s));
         const auto *summary = qobject_cast<QTextBrowser *>(detail.tabs()->widget(0));
         QVERIFY(summary);
@@ -311,7 +311,7 @@ private Q_SLOTS:
 
         // Stored as killed.N beside the interrupted run, which now says a resume finished it.
         w->historyPage()->refresh();
-        RunStore store(m_store);
+        RunHistory store(m_store);
         QString resumedId;
         for (const auto &r : store.list())
             if (r.runId.startsWith(u"killed."_s) && r.status == RunStatus::Finished)

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Reports checked by content: runs stored through the real RunStore in a temporary SQLite file,
+// Reports checked by content: runs stored through the real RunHistory in a temporary SQLite file,
 // reports written by the real clusterppl-cli (offscreen) and by the library, then read back: the
 // PDF through pdftotext, the HTML's numbers and charts, the CSV parsed (RFC 4180), the JSON
 // against the export. PNG renders go to $CPPL_REPORT_PNG_DIR when set (for looking at them).
 #include "charts/time_series_chart.h"
 #include "report/report.h"
 #include "report/report_charts.h"
-#include "store/run_export.h"
-#include "store/run_store.h"
+#include "history/run_export.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_runs.h"
 #include "test_verify.h"
@@ -32,7 +32,7 @@
 #include <cstring>
 
 using namespace Qt::StringLiterals;
-using namespace cppl::core::store;
+using namespace cppl::core::history;
 using namespace cppl::core::report;
 
 using cppl::test::kCli;
@@ -208,7 +208,7 @@ private:
 
     RunRecord stored(const QString &id) const
     {
-        const RunStore s(m_store);
+        const RunHistory s(m_store);
         const auto r = s.get(id);
         return r ? *r : RunRecord{};
     }
@@ -220,7 +220,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(!QStandardPaths::findExecutable(u"pdftotext"_s).isEmpty(),
                  "pdftotext is missing: install poppler-utils (scripts/install-deps.sh)");
         m_store = path(u"runs.sqlite"_s);
-        RunStore s(m_store);
+        RunHistory s(m_store);
         const QDateTime t0(QDate(2026, 11, 30), QTime(9, 0), QTimeZone::utc());
         s.insert(makeRun(u"base-1"_s, 1, u"xs1:00ff11"_s, kPpl, t0));
         s.insert(makeRun(u"dist-2"_s, 2, u"xs1:00ff11"_s, kPpl, t0.addSecs(100)));
@@ -383,7 +383,7 @@ private Q_SLOTS:
         QCOMPARE(runs.size(), size_t(4));
         const QStringList h = runs[0];
         auto col = [&](const QString &name) { return static_cast<int>(h.indexOf(name)); };
-        RunStore s(m_store);
+        RunHistory s(m_store);
         const ReportData data = loadReport(s, {u"base-1"_s, u"odd-4"_s, u"dist-4"_s});
         for (size_t i = 1; i < runs.size(); ++i) {
             const QStringList &row = runs[i];
@@ -446,7 +446,7 @@ private Q_SLOTS:
         const QJsonArray runs = o.value(u"runs"_s).toArray();
         QCOMPARE(runs.size(), 3);
         const QStringList ids{u"base-1"_s, u"dist-2"_s, u"dist-4"_s};
-        RunStore s(m_store);
+        RunHistory s(m_store);
         for (int i = 0; i < 3; ++i)
             QCOMPARE(runs[i].toObject(), runToJson(*s.get(ids[i])));
         QCOMPARE(o.value(u"comparison"_s).toObject(), comparisonToJson(loadReport(s, ids).comparison));
@@ -458,7 +458,7 @@ private Q_SLOTS:
         QCOMPARE(cli({u"base-1"_s, u"dist-2"_s, u"dist-4"_s, u"-o"_s, pdf}), 0);
         const QString text = pdfText(pdf);
         pdfToPng(pdf, u"cmp"_s, 1, 3);
-        RunStore s(m_store);
+        RunHistory s(m_store);
         const ReportData data = loadReport(s, {u"base-1"_s, u"dist-2"_s, u"dist-4"_s});
         QVERIFY(text.contains(u"Scaling"_s) && text.contains(u"efficiency"_s));
         QVERIFY(text.contains(u"Recommendation: "_s));
@@ -531,6 +531,26 @@ private Q_SLOTS:
         QVERIFY(err.contains(u"-o PATH"_s));
         QCOMPARE(cli({u"dist-4"_s, u"-o"_s, path(u"no-dir/x.pdf"_s)}, &out, &err), 3);
         QVERIFY(err.contains(path(u"no-dir/x.pdf"_s)));
+    }
+
+    void comparisonReportSaysWhereRanksSharedCores()
+    {
+        // Four CPU ranks on a 2-core machine measured that machine's contention, not scaling: the
+        // comparison report says so, and the projection is fitted without that run.
+        {
+            RunHistory s(m_store);
+            RunRecord shared = makeRun(u"shared-4"_s, 4, u"xs1:00ff11"_s, kPpl, QDateTime(QDate(2026, 11, 30), QTime(10, 0), QTimeZone::utc()));
+            shared.hosts = {QJsonObject{{u"name"_s, u"localhost"_s}, {u"address"_s, u"127.0.0.1"_s}, {u"slots"_s, 4}, {u"cpus"_s, 2}}};
+            shared.settings.insert(u"device"_s, u"cpu"_s);
+            s.insert(shared);
+        }
+        const QString html = path(u"shared.html"_s);
+        QCOMPARE(cli({u"base-1"_s, u"dist-2"_s, u"shared-4"_s, u"-o"_s, html}), 0);
+        QFile f(html);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString h = QString::fromUtf8(f.readAll());
+        CPPL_VERIFY2(h.contains(u"run shared-4: 4 ranks share the 2 CPU cores of localhost"_s), qPrintable(h));
+        CPPL_VERIFY2(h.contains(u"left out of the fit"_s) && h.contains(u"shared-4: their ranks shared"_s), qPrintable(h));
     }
 };
 

@@ -4,7 +4,7 @@
 // the PDF's text (pdftotext) and the HTML carry the stored PPL digit for digit, every rank, and
 // "bit-identical" for the two-rank run against its one-rank baseline.
 #include "report/report.h"
-#include "store/run_store.h"
+#include "history/run_history.h"
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_verify.h"
@@ -16,7 +16,7 @@
 #include <QTest>
 
 using namespace Qt::StringLiterals;
-using namespace cppl::core::store;
+using namespace cppl::core::history;
 using cppl::core::report::displayNumber;
 using cppl::core::report::exactNumber;
 
@@ -77,7 +77,7 @@ private Q_SLOTS:
         r = cppl::test::runProcess(kCli, {u"report"_s, u"rep-r2"_s, u"--store"_s, store, u"--format"_s, u"html"_s, u"-o"_s, html});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
 
-        const RunStore s(store);
+        const RunHistory s(store);
         const auto one = s.get(u"rep-r1"_s), two = s.get(u"rep-r2"_s);
         QVERIFY(one && two && one->ppl && two->ppl);
         QCOMPARE(two->nllSumExact, one->nllSumExact); // the agent's guarantee the report restates

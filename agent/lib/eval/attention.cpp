@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+#include "attention.h"
+
+#include "language_model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+namespace cppl::agent {
+
+at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
+{
+    return at::full({T, T}, -std::numeric_limits<double>::infinity(), opts).triu(1);
+}
+
+namespace {
+
+// LibTorch >= 2.0 has fused causal attention (flash / memory-efficient kernels on the GPU); 1.13,
+// Debian's, does not. Checked at compile time so one source builds against both.
+#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+#define CPPL_HAVE_SDPA 1
+// Grouped-query K/V heads are repeated as transformers' repeat_kv does (query head h reads KV head
+// h / rep); enable_gqa exists only from 2.5 on. q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd].
+at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v)
+{
+    const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), rep = H / k.size(1);
+    const at::Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
+    const at::Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
+    return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, H * hd});
+}
+#else
+#define CPPL_HAVE_SDPA 0
+#endif
+
+} // namespace
+
+at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, std::int64_t block)
+{
+#if CPPL_HAVE_SDPA
+    if (q.is_cuda())
+        return fusedCausalAttention(q, k, v);
+#endif
+    const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;
+    const at::Tensor qs = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).reshape({B * kv, rep, T, hd});
+    const at::Tensor ks = k.reshape({B * kv, T, hd});
+    const at::Tensor vs = v.reshape({B * kv, T, hd});
+    at::Tensor out = at::empty({B * kv, rep, T, hd}, q.options());
+    for (std::int64_t q0 = 0; q0 < T; q0 += block) {
+        const std::int64_t bq = std::min(block, T - q0), ke = q0 + bq;
+        const at::Tensor qb = qs.narrow(2, q0, bq).reshape({B * kv, rep * bq, hd});
+        at::Tensor w = at::bmm(qb, ks.narrow(1, 0, ke).transpose(1, 2)).view({B * kv, rep, bq, ke});
+        w.add_(mask.narrow(0, q0, bq).narrow(1, 0, ke));
+        w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
+        out.narrow(2, q0, bq).copy_(at::bmm(w.view({B * kv, rep * bq, ke}), vs.narrow(1, 0, ke)).view({B * kv, rep, bq, hd}));
+    }
+    return out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
+}
+
+bool hasFusedAttention()
+{
+    return CPPL_HAVE_SDPA != 0;
+}
+
+} // namespace cppl::agent

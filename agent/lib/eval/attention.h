@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+// Causal attention on LibTorch's kernels: the forward passes for GPUs, bfloat16/float16 and the
+// BLAS/oneDNN back ends (the agent's own float32 kernel is cpu::causalAttention).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace cppl::agent {
+
+/// Query rows per block of causalAttention.
+inline constexpr std::int64_t kAttentionBlock = 128;
+
+/// -inf above the diagonal of [T, T]. transformers uses the dtype's lowest finite value; after
+/// softmax both give exactly 0, and -inf exists in every dtype (bfloat16/float16 included).
+[[nodiscard]] at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts);
+
+/**
+ * Causal attention over query blocks: block i attends only to keys 0..end of block i, so the
+ * masked upper triangle is mostly never computed (37% less work at T = 512 with 128-row blocks) and
+ * the score matrix never exists in full (a quarter of the memory). Grouped-query heads are folded
+ * into the rows of one GEMM per KV head instead of copying K/V per query head. On CUDA with a
+ * LibTorch that has it (2.0 and later), at::scaled_dot_product_attention instead.
+ * q [B, H, T, hd], k and v [B, KV, T, hd], mask from causalMask -> [B, T, H * hd].
+ */
+[[nodiscard]] at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask,
+                                         std::int64_t block = kAttentionBlock);
+
+} // namespace cppl::agent

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+#include "rotary.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <numbers>
+
+namespace cppl::agent {
+
+namespace {
+
+// transformers' _compute_llama3_parameters: low frequencies divided by the factor, high ones kept,
+// the band between smoothly interpolated.
+at::Tensor llama3Scaled(const at::Tensor &invFreq, const ModelConfig &c)
+{
+    const double factor = c.ropeFactor, low = c.ropeLowFreqFactor, high = c.ropeHighFreqFactor;
+    const double old = c.ropeOriginalMaxPositions;
+    const double lowWavelen = old / low, highWavelen = old / high;
+    const at::Tensor wavelen = 2 * std::numbers::pi / invFreq;
+    const at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / factor, invFreq);
+    const at::Tensor smooth = (old / wavelen - low) / (high - low);
+    const at::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+    const at::Tensor medium = at::logical_not(wavelen < highWavelen).logical_and(at::logical_not(wavelen > lowWavelen));
+    return at::where(medium, smoothed, scaled);
+}
+
+at::Tensor rotateHalf(const at::Tensor &x)
+{
+    const std::int64_t half = x.size(-1) / 2;
+    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+} // namespace
+
+Rotary::Rotary(const ModelConfig &c, c10::Device device) : m_hd(c.headDim)
+{
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    at::Tensor invFreq = 1.0 / at::pow(c.ropeTheta, at::arange(0, m_hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(m_hd));
+    if (c.ropeLlama3)
+        invFreq = llama3Scaled(invFreq, c);
+    m_invFreq = invFreq.to(f32).to(device);
+}
+
+void Rotary::tables(std::int64_t T, float *cos, float *sin) const
+{
+    const float *inv = m_invFreq.data_ptr<float>();
+    for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t i = 0; i < m_hd; ++i) {
+            const float angle = static_cast<float>(t) * inv[i % (m_hd / 2)];
+            cos[t * m_hd + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+            sin[t * m_hd + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        }
+}
+
+std::pair<at::Tensor, at::Tensor> Rotary::tables(std::int64_t T, const at::TensorOptions &opts) const
+{
+    const at::Tensor freqs = at::outer(at::arange(T, m_invFreq.options()), m_invFreq);
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    return {emb.cos().to(opts), emb.sin().to(opts)};
+}
+
+at::Tensor Rotary::apply(const at::Tensor &x, const at::Tensor &cos, const at::Tensor &sin)
+{
+    return x * cos + rotateHalf(x) * sin;
+}
+
+} // namespace cppl::agent

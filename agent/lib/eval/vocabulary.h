@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+// The two ends of a decoder that see the vocabulary: the token embedding and the output head with
+// its fused, exact log-softmax. Both are vocabulary-parallel under tensor parallelism (each rank
+// holds a slice of the vocabulary's rows; docs/models.md, "Where tensor parallelism plugs in"); with
+// one rank the slice is the whole vocabulary and the group null.
+#pragma once
+
+#include "cpu_gemm.h"
+#include "cpu_log_softmax.h"
+#include "linear.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace cppl::agent {
+
+class TensorParallelGroup;
+
+/// Token ids -> rows of the embedding table [vocab, width].
+class Embedding
+{
+public:
+    Embedding() = default;
+    /// The whole vocabulary's table.
+    explicit Embedding(at::Tensor table);
+    /// A head tied to this embedding packed a copy of it: the native lookup reads rows from there,
+    /// so the table's mapped pages can be released (a tied model holds its embedding once).
+    void readFromPackedHead(const Linear &head) { m_packedHead = head; }
+
+    /// The agent's kernels: x[r] = row ids[r] (rows of `width` floats), each id checked against the
+    /// vocabulary. Vocabulary-parallel: a rank writes the rows of the ids it holds and zeros for the
+    /// others, and the group's sum completes every row.
+    void lookup(const at::Tensor &ids, float *x, TensorParallelGroup *group) const;
+    /// LibTorch: ids [B, T] on the table's device -> [B, T, width].
+    [[nodiscard]] at::Tensor operator()(const at::Tensor &ids) const;
+
+private:
+    at::Tensor m_table; ///< the slice's rows
+    Linear m_packedHead;
+    std::int64_t m_vocab = 0;
+    cpu::VocabSlice m_slice; ///< the vocabulary's rows this rank holds (all of them on one rank)
+};
+
+/// Buffers of the fused head, reused by every batch.
+struct HeadScratch
+{
+    std::int64_t rows = 0, width = 0, vocab = 0;
+    cpu::FloatBuffer in, logits;
+
+    /// Rows per chunk for n scored positions: 2^20 logits (4 MiB of float32), at least one 64-row
+    /// block, at most n.
+    static std::int64_t chunkRows(std::int64_t n, std::int64_t vocab);
+    void reserve(std::int64_t n, std::int64_t width, std::int64_t vocab);
+};
+
+/// The projection onto the vocabulary and, on the agent's kernels, log p(target) without the [N, V] logits.
+class VocabHead
+{
+public:
+    VocabHead() = default;
+    VocabHead(Linear projection, std::int64_t vocab);
+
+    /// Logits [..., V] of hidden states [..., width] (after the final norm).
+    [[nodiscard]] at::Tensor operator()(const at::Tensor &hidden) const { return m_projection(hidden); }
+    /// Sizes the scratch for n positions of `width` before evaluation starts.
+    void reserve(std::int64_t n, std::int64_t width) { m_scratch.reserve(n, width, m_slice.size); }
+
+    /// log p(target) [N, 1] (double) at the listed rows `flat` of the last hidden states (rows of
+    /// `width` floats, before the final norm) for their `targets`. Rows go in chunks through one
+    /// reused buffer: gathered, finished by `finish` (the final norm, a per-row function, so
+    /// norm(x)[flat] = norm(x[flat])), projected onto the vocabulary, reduced by cpu::logSoftmaxAt.
+    /// Every step is per row or split over rows and panels: no bit depends on the threads.
+    [[nodiscard]] at::Tensor targetLogProbs(const float *hidden, std::int64_t rows, std::int64_t width, const at::Tensor &flat,
+                                            const at::Tensor &targets, const std::function<void(float *, std::int64_t)> &finish,
+                                            TensorParallelGroup *group);
+
+private:
+    Linear m_projection;
+    std::int64_t m_vocab = 0;
+    cpu::VocabSlice m_slice; ///< the vocabulary's rows this head holds (all of them on one rank)
+    HeadScratch m_scratch;
+};
+
+} // namespace cppl::agent

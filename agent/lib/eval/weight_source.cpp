@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+#include "weight_source.h"
+
+#include "cppl/errors.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+
+#include <sstream>
+
+namespace cppl::agent {
+
+namespace {
+
+std::string shapeText(at::IntArrayRef s)
+{
+    std::ostringstream o;
+    o << '[';
+    for (std::size_t i = 0; i < s.size(); ++i)
+        o << (i ? ", " : "") << s[i];
+    o << ']';
+    return o.str();
+}
+
+at::ScalarType storedType(StoredDtype d)
+{
+    // SafetensorsCheckpoint::at() hands out float tensors only; integer ones (quantized checkpoints)
+    // are read by their own readers (quant/gptq_awq.h).
+    switch (d) {
+    case StoredDtype::F32:
+        return at::kFloat;
+    case StoredDtype::F16:
+        return at::kHalf;
+    case StoredDtype::BF16:
+        return at::kBFloat16;
+    default:
+        CPPL_ENFORCE(false, "a float tensor (SafetensorsCheckpoint::at refuses the others)");
+    }
+    return at::kFloat;
+}
+
+std::size_t elementBytes(const TensorView &v) { return storedDtypeSize(v.dtype); }
+
+std::vector<std::int64_t> contiguousStrides(const std::vector<std::int64_t> &shape)
+{
+    std::vector<std::int64_t> strides(shape.size(), 1);
+    for (std::size_t i = shape.size(); i-- > 1;)
+        strides[i - 1] = strides[i] * shape[i];
+    return strides;
+}
+
+} // namespace
+
+WeightSource::WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options) : m_ckpt(std::move(ckpt)), m_opts(options) {}
+
+const TensorView &WeightSource::checked(const std::string &name, const std::vector<std::int64_t> &expected) const
+{
+    const TensorView &v = m_ckpt.at(name);
+    if (v.shape != expected)
+        throw IoError(m_ckpt.directory() + ": tensor \"" + name + "\" has shape " + shapeText(v.shape) + ", expected " + shapeText(expected)
+                      + " from config.json");
+    return v;
+}
+
+at::Tensor WeightSource::place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
+                               const std::vector<std::int64_t> &strides)
+{
+    // The mapping is read-only and the tensor is never written; from_blob needs a non-const pointer.
+    // The deleter holds the mapping, so it lives exactly as long as any tensor over it.
+    at::Tensor t = at::from_blob(
+        const_cast<unsigned char *>(data), sizes, strides, [file = v.file](void *) {}, at::TensorOptions().dtype(storedType(v.dtype)));
+    if (t.scalar_type() != m_opts.dtype || !m_opts.device.is_cpu())
+        t = t.to(m_opts.device, m_opts.dtype);
+    m_params += t.numel();
+    m_bytes += t.numel() * static_cast<std::int64_t>(c10::elementSize(m_opts.dtype));
+    return t;
+}
+
+at::Tensor WeightSource::get(const std::string &name, const std::vector<std::int64_t> &expected)
+{
+    const TensorView &v = checked(name, expected);
+    return place(v, v.data, v.shape, contiguousStrides(v.shape));
+}
+
+at::Tensor WeightSource::getRows(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows)
+{
+    const TensorView &v = checked(name, expected);
+    CPPL_ENFORCE(!v.shape.empty() && row0 >= 0 && rows >= 0 && row0 + rows <= v.shape[0], "a row slice inside the tensor");
+    std::vector<std::int64_t> sizes = v.shape;
+    sizes[0] = rows;
+    const std::vector<std::int64_t> strides = contiguousStrides(v.shape);
+    return place(v, v.data + static_cast<std::size_t>(row0 * strides[0]) * elementBytes(v), sizes, strides);
+}
+
+at::Tensor WeightSource::getColumns(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t col0, std::int64_t cols)
+{
+    const TensorView &v = checked(name, expected);
+    CPPL_ENFORCE(v.shape.size() == 2 && col0 >= 0 && cols >= 0 && col0 + cols <= v.shape[1], "a column slice inside a 2-D tensor");
+    return place(v, v.data + static_cast<std::size_t>(col0) * elementBytes(v), {v.shape[0], cols}, {v.shape[1], 1});
+}
+
+void WeightSource::release(const std::string &name) const
+{
+    const TensorView &v = m_ckpt.at(name);
+    v.file->releaseRange(v.data, v.bytes);
+}
+
+void WeightSource::releaseRows(const std::string &name, std::int64_t row0, std::int64_t rows) const
+{
+    const TensorView &v = m_ckpt.at(name);
+    const auto rowBytes = static_cast<std::size_t>(v.bytes / static_cast<std::size_t>(v.shape[0]));
+    v.file->releaseRange(v.data + static_cast<std::size_t>(row0) * rowBytes, static_cast<std::size_t>(rows) * rowBytes);
+}
+
+void WeightSource::releaseColumns(const std::string &name, std::int64_t col0, std::int64_t cols) const
+{
+    const TensorView &v = m_ckpt.at(name);
+    CPPL_ENFORCE(v.shape.size() == 2, "columns of a 2-D tensor");
+    const std::size_t rowBytes = static_cast<std::size_t>(v.shape[1]) * elementBytes(v);
+    for (std::int64_t r = 0; r < v.shape[0]; ++r)
+        v.file->releaseRange(v.data + static_cast<std::size_t>(r) * rowBytes + static_cast<std::size_t>(col0) * elementBytes(v),
+                             static_cast<std::size_t>(cols) * elementBytes(v));
+}
+
+} // namespace cppl::agent

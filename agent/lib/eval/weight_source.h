@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// The memory-mapped checkpoint as tensors in the evaluation dtype and device.
+#pragma once
+
+#include "language_model.h"
+
+#include "model/safetensors.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cppl::agent {
+
+/**
+ * Owns the mapping and hands out tensors in the evaluation dtype/device, each checked against the
+ * shape config.json implies. A tensor whose stored dtype and device already match is used in place
+ * (from_blob over the read-only mapping), anything else is converted (a copy). Weights that are
+ * repacked (the agent's kernels, oneDNN) release their mapped pages once packed, so the load never
+ * holds both copies of more than one tensor (peak RSS ~ weights, not 2x).
+ *
+ * Slices are what tensor parallelism will read (docs/models.md, "Where tensor parallelism plugs
+ * in"): a column-parallel weight's rows (q/k/v, gate/up, the vocabulary's rows of the embedding and
+ * head), a row-parallel weight's columns (o_proj, down_proj). Only the slice's bytes are read and
+ * counted, and only its pages released.
+ */
+class WeightSource
+{
+public:
+    WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options);
+
+    /// The whole tensor `name`, which must have shape `expected`.
+    [[nodiscard]] at::Tensor get(const std::string &name, const std::vector<std::int64_t> &expected);
+    /// Rows [row0, row0 + rows) of `name` (shape `expected`, sliced along its first dimension).
+    [[nodiscard]] at::Tensor getRows(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows);
+    /// Columns [col0, col0 + cols) of the 2-D tensor `name`: a strided view in place, else a contiguous copy.
+    [[nodiscard]] at::Tensor getColumns(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t col0, std::int64_t cols);
+    [[nodiscard]] bool has(const std::string &name) const { return m_ckpt.contains(name); }
+
+    /// Drops the mapped pages of `name` from the resident set (after it was repacked).
+    void release(const std::string &name) const;
+    /// The same for rows [row0, row0 + rows) of `name`.
+    void releaseRows(const std::string &name, std::int64_t row0, std::int64_t rows) const;
+    /// The same for columns [col0, col0 + cols) of the 2-D tensor `name`: the whole pages inside each
+    /// row's span of them (none where a row's span is shorter than a page).
+    void releaseColumns(const std::string &name, std::int64_t col0, std::int64_t cols) const;
+
+    /// Parameters and bytes (in the evaluation dtype) handed out so far.
+    [[nodiscard]] std::int64_t params() const { return m_params; }
+    [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
+    [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
+
+private:
+    const TensorView &checked(const std::string &name, const std::vector<std::int64_t> &expected) const;
+    at::Tensor place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
+                     const std::vector<std::int64_t> &strides);
+
+    SafetensorsCheckpoint m_ckpt;
+    LoadOptions m_opts;
+    std::int64_t m_params = 0;
+    std::int64_t m_bytes = 0;
+};
+
+} // namespace cppl::agent
