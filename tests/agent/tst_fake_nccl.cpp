@@ -279,7 +279,11 @@ private Q_SLOTS:
         const QList<cppl::test::RankEnd> ends = ranks.wait(120000);
         const QString all = cppl::test::describeEnds(ends);
         CPPL_VERIFY2(ends[1].err.contains(u"never completes (CPPL_FAKE_NCCL_HANG)"_s), qPrintable(all));
-        CPPL_VERIFY2(all.contains(u"did not finish within 5 s"_s), qPrintable(all));
+        // The first poll to give up names the timeout; when that is rank 1's own (its peers' calls
+        // began later on a loaded machine), its abort closes its connections first and its peers
+        // fail on that: either way no rank ends before --timeout (observed once in a ctest -j2 beside
+        // tst_launch: rank 1's own words then blamed rank 0's death, not its timeout).
+        CPPL_VERIFY2(all.contains(u"did not finish within 5 s"_s) || ends[0].err.contains(u"rank 1 closed its connection"_s), qPrintable(all));
         for (const cppl::test::RankEnd &e : ends)
             CPPL_VERIFY2(e.exitCode > 0 && e.ms >= 5000 && e.ms < 60000, qPrintable(all));
     }
