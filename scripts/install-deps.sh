@@ -30,6 +30,9 @@ packages=(
   poppler-utils
   # the Slurm launcher's tests: a real one-host Slurm (munged, slurmctld, slurmd, sbatch/squeue/scancel)
   munge slurmctld slurmd slurm-client
+  # hosts that are really separate (tests/common/netns_cluster.sh): network namespaces, bridges,
+  # veth links and tc (iproute2), unshare and nsenter (util-linux), bash's /dev/tcp for reachability
+  iproute2 util-linux bash
 )
 
 [[ "${CLUSTERPPL_SKIP_DEPS:-0}" == 1 ]] && exit 0

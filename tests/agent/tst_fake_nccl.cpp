@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+// The agent's NCCL backend with two and more ranks, on a CPU: real agent processes load the fake
+// CUDA runtime and NCCL of tests/fakes (LD_LIBRARY_PATH), whose collectives cross the processes
+// for real. The self-test's exact words and eval's exact sums over NCCL, flat and in node groups
+// of two (so that reduce and broadcast cross ranks), equal Gloo's and one rank's; then the
+// failures the fakes script that today's code handles: an asynchronous error, a collective that
+// never completes, a driver too old, a lost rank regrouped through ncclCommShrink or, where it is
+// missing or too old, a new communicator. What today's code does not handle yet is in
+// tst_fake_nccl_predicted.cpp (issue 43).
+#include "fake_gpu.h"
+#include "test_paths.h"
+#include "test_process.h"
+#include "test_profile.h"
+#include "test_skip.h"
+#include "test_verify.h"
+
+#include <QCoreApplication>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using cppl::test::fakeGpuEnvironment;
+using cppl::test::kAgent;
+using cppl::test::kFakeLib;
+using cppl::test::kFakeLibNoShrink;
+using cppl::test::kModel;
+using cppl::test::kText;
+using cppl::test::readJson;
+using cppl::test::runTimed;
+using cppl::test::standaloneCommCheck;
+using cppl::test::TimedRun;
+
+namespace {
+
+constexpr int kWindows = 24;
+
+QString describe(const TimedRun &r)
+{
+    return u"after %1 ms%2: %3"_s.arg(r.ms).arg(r.timedOut ? u" (timed out, killed)"_s : QString(), r.result.describe());
+}
+
+/// comm-check's own arguments (the ranks started by hand: cppl::test::HandRanks).
+QStringList commCheckArgs(const QString &topology, const QString &groups, int timeoutSeconds)
+{
+    QStringList a{u"comm-check"_s, u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--words"_s, u"1,7,65536"_s, u"--timeout"_s,
+                  QString::number(timeoutSeconds)};
+    if (!groups.isEmpty())
+        a << u"--groups"_s << groups;
+    return a;
+}
+
+QStringList standaloneEval(int ranks, const QStringList &more)
+{
+    return QStringList{u"run"_s, u"--standalone"_s, u"--nproc-per-node"_s, QString::number(ranks), u"--"_s} + cppl::test::fakeEvalArgs(kWindows) + more;
+}
+
+} // namespace
+
+class TestFakeNccl : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    QJsonObject m_oneRank;
+    QJsonObject m_oneRankFull; ///< every window: the lost-rank runs, long enough to kill a rank in
+    int m_runs = 0;
+
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+
+    /// `preflight --json`'s report; empty when it failed (the caller's check says so).
+    static QJsonObject preflight(const QProcessEnvironment &env, TimedRun &run)
+    {
+        run = runTimed(kAgent, {u"preflight"_s, u"--json"_s}, env, 120000);
+        return run.result.exitCode == 0 ? QJsonDocument::fromJson(run.result.out.toUtf8()).object() : QJsonObject();
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        QVERIFY2(QFileInfo::exists(kFakeLib + u"/libnccl.so.2"_s) && QFileInfo::exists(kFakeLib + u"/libcudart.so.13"_s), qPrintable(kFakeLib));
+        QVERIFY2(QFileInfo::exists(kFakeLibNoShrink + u"/libnccl.so.2"_s), qPrintable(kFakeLibNoShrink));
+        const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRank = readJson(path(u"one.json"_s));
+        QVERIFY(m_oneRank.value(u"nll_sum_exact"_s).toString().startsWith(u"xs1:"_s));
+    }
+
+    /// The agent loads the fakes through the loader's search, reports their versions and devices,
+    /// and binds ncclCommShrink exactly where the library has it and says 2.27 or later.
+    void loadsTheFakes_data()
+    {
+        QTest::addColumn<bool>("withSymbol");
+        QTest::addColumn<QString>("version");
+        QTest::addColumn<bool>("shrink");
+        QTest::addRow("2.28.9 with ncclCommShrink") << true << QString() << true;
+        QTest::addRow("2.28.9 without the symbol") << false << QString() << false;
+        QTest::addRow("2.26.5 with the symbol") << true << u"22605"_s << false;
+    }
+    void loadsTheFakes()
+    {
+        QFETCH(bool, withSymbol);
+        QFETCH(QString, version);
+        QFETCH(bool, shrink);
+        QProcessEnvironment env = fakeGpuEnvironment(3, withSymbol);
+        if (!version.isEmpty())
+            env.insert(u"CPPL_FAKE_NCCL_VERSION"_s, version);
+        TimedRun run;
+        const QJsonObject j = preflight(env, run);
+        CPPL_VERIFY2(!j.isEmpty(), qPrintable(describe(run)));
+        const QJsonObject libs = j.value(u"gpu_libraries"_s).toObject();
+        CPPL_VERIFY2(libs.value(u"cudart_path"_s).toString().startsWith(kFakeLib + u"/libcudart.so.13"_s), qPrintable(QJsonDocument(j).toJson()));
+        const QString ncclDir = withSymbol ? kFakeLib : kFakeLibNoShrink;
+        CPPL_VERIFY2(libs.value(u"nccl_path"_s).toString().startsWith(ncclDir + u"/libnccl.so.2"_s), qPrintable(QJsonDocument(libs).toJson()));
+        QCOMPARE(libs.value(u"nccl_version"_s).toInt(), version.isEmpty() ? 22809 : version.toInt());
+        QCOMPARE(libs.value(u"nccl_shrink"_s).toBool(), shrink);
+        QCOMPARE(libs.value(u"cuda_runtime_version"_s).toInt(), 13000);
+        CPPL_VERIFY2(j.value(u"nccl"_s).toObject().value(u"available"_s).toBool(), qPrintable(QJsonDocument(j).toJson()));
+        const QString all = QString::fromUtf8(QJsonDocument(j).toJson());
+        QCOMPARE(all.count(u"Fake GPU "_s), 3);
+    }
+
+    /// A driver older than the runtime: every device call fails as on this machine's real
+    /// runtime; pre-flight says why and the nccl backend refuses at once, naming Gloo instead.
+    void olderDriverRefused()
+    {
+        QProcessEnvironment env = fakeGpuEnvironment(2);
+        env.insert(u"CPPL_FAKE_CUDA_DRIVER_VERSION"_s, u"12080"_s);
+        TimedRun run;
+        const QJsonObject nccl = preflight(env, run).value(u"nccl"_s).toObject();
+        CPPL_VERIFY2(!nccl.isEmpty(), qPrintable(describe(run)));
+        QVERIFY(!nccl.value(u"available"_s).toBool());
+        QCOMPARE(nccl.value(u"reason"_s).toString(), u"CUDA: CUDA driver version is insufficient for CUDA runtime version"_s);
+        const TimedRun r = runTimed(kAgent, standaloneCommCheck(2, u"nccl"_s, u"flat"_s, QString(), 60), env, 120000);
+        CPPL_VERIFY2(r.result.exitCode != 0 && !r.timedOut, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"the nccl backend is unavailable on this host: CUDA: CUDA driver version is insufficient"_s)
+                         && r.result.err.contains(u"--backend gloo"_s),
+                     qPrintable(describe(r)));
+    }
+
+    /// The collective self-test over the fake NCCL: every word exact, as over Gloo, at world
+    /// sizes 2-4, flat and in groups of two (reduce and broadcast cross ranks).
+    void commCheck_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addRow("2 ranks, flat") << 2 << u"flat"_s << QString();
+        QTest::addRow("2 ranks, one group of two") << 2 << u"hierarchical"_s << u"0-1"_s;
+        QTest::addRow("3 ranks, flat") << 3 << u"flat"_s << QString();
+        QTest::addRow("3 ranks, groups 0-1;2") << 3 << u"hierarchical"_s << u"0-1;2"_s;
+        QTest::addRow("4 ranks, flat") << 4 << u"flat"_s << QString();
+        QTest::addRow("4 ranks, groups 0-1;2-3") << 4 << u"hierarchical"_s << u"0-1;2-3"_s;
+    }
+    void commCheck()
+    {
+        QFETCH(int, ranks);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        const QRegularExpression verdict(u"comm-check: rank 0: (\\d+) words: (exact|\\d+ WRONG),"_s);
+        QStringList verdicts[2];
+        for (int b = 0; b < 2; ++b) {
+            const QString backend = b == 0 ? u"nccl"_s : u"gloo"_s;
+            const TimedRun r = runTimed(kAgent, standaloneCommCheck(ranks, backend, topology, groups, 60), fakeGpuEnvironment(ranks), 240000);
+            CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
+            CPPL_VERIFY2(r.result.out.contains(u"comm-check: backend %1, %2, world size %3"_s.arg(backend, topology).arg(ranks)), qPrintable(describe(r)));
+            CPPL_VERIFY2(r.result.out.contains(u"every word exact on every rank"_s), qPrintable(describe(r)));
+            for (auto it = verdict.globalMatch(r.result.out); it.hasNext();) {
+                const auto m = it.next();
+                verdicts[b] << m.captured(1) + u' ' + m.captured(2);
+            }
+        }
+        QCOMPARE(verdicts[0], (QStringList{u"1 exact"_s, u"7 exact"_s, u"65536 exact"_s, u"100003 exact"_s}));
+        QCOMPARE(verdicts[0], verdicts[1]);
+    }
+
+    /// eval over the NCCL backend with the model on the CPU (--device cpu --backend nccl: the
+    /// communicators take the rank's fake GPU, cuda:LOCAL_RANK): the one-rank exact sums.
+    void evalOverNccl_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addColumn<QString>("schedule");
+        QTest::addRow("2 ranks, flat, dynamic") << 2 << u"flat"_s << u"by-host"_s << u"dynamic"_s;
+        QTest::addRow("3 ranks, groups 0-1;2, static") << 3 << u"hierarchical"_s << u"0-1;2"_s << u"static"_s;
+        QTest::addRow("4 ranks, groups 0-1;2-3, dynamic") << 4 << u"hierarchical"_s << u"0-1;2-3"_s << u"dynamic"_s;
+    }
+    void evalOverNccl()
+    {
+        QFETCH(int, ranks);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QFETCH(QString, schedule);
+        const QString json = path(u"eval-%1-%2.json"_s).arg(ranks).arg(topology);
+        const TimedRun r = runTimed(kAgent,
+                                    standaloneEval(ranks, {u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, groups, u"--schedule"_s,
+                                                           schedule, u"--sync-every-tokens"_s, u"300"_s, u"--timeout"_s, u"60"_s, u"--json"_s, json}),
+                                    fakeGpuEnvironment(ranks), 300000);
+        CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"nccl: CUDA runtime 13.0 ["_s + kFakeLib), qPrintable(describe(r)));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
+        QCOMPARE(j.value(u"world_size"_s).toInt(), ranks);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), m_oneRank.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), m_oneRank.value(u"tokens_scored"_s).toInteger());
+    }
+
+    /// An asynchronous NCCL error on one rank (its kernel then never completes), fail-fast: that
+    /// rank's poll sees it, aborts and fails, and the others end at once, far below --timeout.
+    /// Ranks by hand: a launcher would stop them 3 s after the first failure. Which words each rank
+    /// ends with is a race today: rank 1's own ("unhandled system error ... scripted asynchronous
+    /// error"), or, when its abort closed its connections before its report reached the watchdog's
+    /// hub, rank 0's "rank 1 closed its connection", which rank 1 then repeats as the cause (seen
+    /// once in three runs beside other tests): the root cause is then on no agent's line.
+    void asyncErrorFailsTheRun()
+    {
+        QProcessEnvironment env = fakeGpuEnvironment(3);
+        env.insert(u"CPPL_FAKE_NCCL_ASYNC_ERROR"_s, u"1:0"_s);
+        cppl::test::HandRanks ranks(3, cppl::test::fakeEvalArgs(kWindows) + QStringList{u"--backend"_s, u"nccl"_s, u"--topology"_s, u"flat"_s,
+                                                                                        u"--on-rank-loss"_s, u"fail"_s, u"--timeout"_s, u"60"_s},
+                                    env);
+        const QList<cppl::test::RankEnd> ends = ranks.wait(180000);
+        const QString all = cppl::test::describeEnds(ends);
+        // Rank 1's own words vary with that race (a third form, unrecorded, seen once under load),
+        // so only the scripted error and the bounds below are asserted here.
+        CPPL_VERIFY2(ends[1].err.contains(u"cppl fake nccl: rank 1: all-reduce #0"_s), qPrintable(all));
+        for (int r : {0, 2})
+            CPPL_VERIFY2(ends[r].err.contains(u"nccl all-reduce in the world group failed: "_s), qPrintable(all));
+        for (const cppl::test::RankEnd &e : ends) // far below the 60 s timeout: nobody waited for it
+            CPPL_VERIFY2(e.exitCode > 0 && e.ms < 45000, qPrintable(all));
+    }
+
+    /// The same error in a tolerant run: the rank is lost, the others regroup around it and end
+    /// with the one-rank bits. It costs --timeout (10 s here): the failed rank first waits, that
+    /// long, for a verdict that another rank was lost (an NCCL error may be a peer's death), and
+    /// the others' collective waits for it meanwhile (docs/testing.md, "The fake CUDA runtime and
+    /// NCCL").
+    void asyncErrorIsSurvived()
+    {
+        QProcessEnvironment env = fakeGpuEnvironment(3);
+        env.insert(u"CPPL_FAKE_NCCL_ASYNC_ERROR"_s, u"1:0"_s);
+        const QString json = path(u"async-survived.json"_s);
+        const TimedRun r = runTimed(kAgent, standaloneEval(3, {u"--backend"_s, u"nccl"_s, u"--topology"_s, u"flat"_s, u"--on-rank-loss"_s, u"continue"_s,
+                                                               u"--sync-every-tokens"_s, u"300"_s, u"--timeout"_s, u"10"_s, u"--json"_s, json}),
+                                    env, 300000);
+        CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"recovered: rank 1 ("_s) && r.result.err.contains(u"failed: nccl all-reduce in the world group failed"_s),
+                     qPrintable(describe(r)));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRank.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().size(), 1);
+        QCOMPARE(j.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 1);
+    }
+
+    /// A collective that never completes on one rank: every rank's poll gives up at --timeout
+    /// (or the watchdog ends it once another failed), aborts and fails; nothing hangs.
+    void hangEndsAtTheTimeout_data()
+    {
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addRow("flat") << u"flat"_s << QString();
+        QTest::addRow("groups 0-1;2") << u"hierarchical"_s << u"0-1;2"_s;
+    }
+    void hangEndsAtTheTimeout()
+    {
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QProcessEnvironment env = fakeGpuEnvironment(3);
+        env.insert(u"CPPL_FAKE_NCCL_HANG"_s, u"1:0"_s);
+        cppl::test::HandRanks ranks(3, commCheckArgs(topology, groups, 5), env);
+        const QList<cppl::test::RankEnd> ends = ranks.wait(120000);
+        const QString all = cppl::test::describeEnds(ends);
+        CPPL_VERIFY2(ends[1].err.contains(u"never completes (CPPL_FAKE_NCCL_HANG)"_s), qPrintable(all));
+        // The first poll to give up names the timeout; when that is rank 1's own (its peers' calls
+        // began later on a loaded machine), its abort closes its connections first and its peers
+        // fail on that: either way no rank ends before --timeout (observed once in a ctest -j2 beside
+        // tst_launch: rank 1's own words then blamed rank 0's death, not its timeout).
+        CPPL_VERIFY2(all.contains(u"did not finish within 5 s"_s) || ends[0].err.contains(u"rank 1 closed its connection"_s), qPrintable(all));
+        for (const cppl::test::RankEnd &e : ends)
+            CPPL_VERIFY2(e.exitCode > 0 && e.ms >= 5000 && e.ms < 60000, qPrintable(all));
+    }
+
+    /// A tolerant run that loses a rank regroups its NCCL communicators and ends with the one-rank
+    /// bits: through ncclCommShrink where every survivor's NCCL has it (2.27+), else through a
+    /// new communicator from a fresh unique id.
+    void lostRankRegroups_data()
+    {
+        QTest::addColumn<bool>("withSymbol");
+        QTest::addColumn<QString>("version");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("how");
+        QTest::addRow("shrink, flat") << true << QString() << u"flat"_s << u"ncclCommShrink of the world communicator without 1 rank"_s;
+        QTest::addRow("shrink, groups of two") << true << QString() << u"hierarchical"_s << u"ncclCommShrink of the world communicator without 1 rank"_s;
+        QTest::addRow("no symbol: new communicator") << false << QString() << u"flat"_s << u"has no ncclCommShrink (needs 2.27.0)"_s;
+        QTest::addRow("2.26.5: new communicator") << true << u"22605"_s << u"hierarchical"_s << u"'s NCCL 2.26.5 has no ncclCommShrink"_s;
+    }
+    void lostRankRegroups()
+    {
+        QFETCH(bool, withSymbol);
+        QFETCH(QString, version);
+        QFETCH(QString, topology);
+        QFETCH(QString, how);
+        const int victim = 2;
+        QProcessEnvironment env = fakeGpuEnvironment(3, withSymbol);
+        if (!version.isEmpty())
+            env.insert(u"CPPL_FAKE_NCCL_VERSION"_s, version);
+        env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"*:40"_s); // still running when the victim is killed
+        if (m_oneRankFull.isEmpty()) {
+            const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, 0, path(u"one-full.json"_s));
+            CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+            m_oneRankFull = readJson(path(u"one-full.json"_s));
+        }
+        const QString runId = u"fake-nccl-lost-%1-%2"_s.arg(QCoreApplication::applicationPid()).arg(++m_runs);
+        env.insert(u"CLUSTERPPL_RUN_ID"_s, runId);
+        const QString json = path(runId + u".json"_s);
+        QProcess launcher;
+        launcher.setProcessEnvironment(env);
+        launcher.start(kAgent, QStringList{u"run"_s, u"--standalone"_s, u"--nproc-per-node"_s, u"3"_s, u"--"_s} + cppl::test::fakeEvalArgs(0)
+                                   + QStringList{u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, u"0-1;2"_s, u"--schedule"_s,
+                                                 u"dynamic"_s, u"--on-rank-loss"_s, u"continue"_s, u"--sync-every-tokens"_s, u"1000"_s,
+                                                 u"--timeout"_s, u"60"_s, u"--json"_s, json});
+        QVERIFY(launcher.waitForStarted());
+        // Killed once rank 0 reported a round: every rank evaluates by then.
+        QByteArray err;
+        launcher.setReadChannel(QProcess::StandardError);
+        QElapsedTimer wait;
+        wait.start();
+        while (!err.contains("[round ") && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(500))
+                err += launcher.readAllStandardError();
+        CPPL_VERIFY2(err.contains("[round "), err.constData());
+        const QList<qint64> target = cppl::test::processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
+        QCOMPARE(target.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(300000);
+        if (!finished) {
+            launcher.kill();
+            launcher.waitForFinished();
+        }
+        err += launcher.readAllStandardError();
+        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, err.constData());
+        CPPL_VERIFY2(err.contains("nccl regrouping (epoch 1, 2 ranks): ") && err.contains(how.toUtf8()), err.constData());
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankFull.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), m_oneRankFull.value(u"tokens_scored"_s).toInteger());
+        const QJsonArray lost = j.value(u"lost_ranks"_s).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost[0].toObject().value(u"rank"_s).toInt(), victim);
+        QTRY_VERIFY_WITH_TIMEOUT(cppl::test::agentsOfRun(runId).isEmpty(), 10000);
+    }
+
+    /// A malformed script ends the process at once, naming the variable and the form.
+    void malformedScriptRefused()
+    {
+        QProcessEnvironment env = fakeGpuEnvironment(2);
+        env.insert(u"CPPL_FAKE_NCCL_HANG"_s, u"1-0"_s);
+        env.insert(u"CPPL_FAKE_CUDA_DEVICES"_s, u"two"_s);
+        const TimedRun r = runTimed(kAgent, {u"preflight"_s, u"--json"_s}, env, 60000);
+        QCOMPARE(r.result.exitCode, 70);
+        CPPL_VERIFY2(r.result.err.contains(u"CPPL_FAKE_CUDA_DEVICES=\"two\" is malformed; expected a device count 0..64"_s), qPrintable(describe(r)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestFakeNccl)
+#include "tst_fake_nccl.moc"

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// The Slurm launcher on a four-node Slurm whose nodes are really separate hosts: network
+// namespaces with their own addresses and hostnames, one slurmd each (NodeName=nodeN, NodeAddr its
+// address), slurmctld on this host as "head", node1's sshd as the login node
+// (tests/common/netns_cluster.h). A job across the four nodes: pre-flight on each, the store and
+// rendezvous on the first allocated node's address, every task on its own node, telemetry through
+// the relay on the login node and the SSH tunnel, the one-rank bits, nothing left on any node.
+// Root only (CI is root).
+#include "netns_cluster.h"
+#include "test_paths.h"
+#include "test_process.h"
+#include "test_profile.h"
+#include "test_skip.h"
+#include "test_verify.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using cppl::test::kAgent;
+using cppl::test::kCli;
+using cppl::test::kModel;
+using cppl::test::kText;
+using cppl::test::ProcessResult;
+using cppl::test::readJson;
+using cppl::test::runProcess;
+using cppl::test::writeFile;
+
+namespace {
+
+constexpr int kWindows = 37;
+
+} // namespace
+
+class TestNetnsSlurm : public QObject
+{
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    cppl::test::NetnsCluster m_cluster;
+    QString m_skip;
+    QString m_oneRankExact;
+
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+
+    QString profileJson(const QString &evaluation) const
+    {
+        return uR"({"format": "clusterppl-profile", "version": 1, "name": "netns slurm", "launcher": "slurm",
+  "hosts": [{"name": "login", "ssh": {"alias": "login"}, "workdir": "%1", "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "groups": "size:2",
+  "slurm": {"agent": "%2", "env_script": "%3", "nodes": 4, "ntasks_per_node": 1, "partition": "debug", "time_limit": "10:00"},
+  "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
+                 "max_windows": %6, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"%7},
+  "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s
+            .arg(path(u"login"_s), kAgent, m_cluster.slurmEnvScript(), kModel, kText)
+            .arg(kWindows)
+            .arg(evaluation);
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        QFile::setPermissions(m_dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadOther | QFile::ExeOther);
+        qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8());
+        qputenv("CLUSTERPPL_STORE", path(u"history.sqlite"_s).toUtf8());
+        QVERIFY(QDir().mkpath(path(u"login"_s)) && QDir().mkpath(path(u"cluster"_s)));
+        const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kWindows, path(u"one.json"_s));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRankExact = readJson(path(u"one.json"_s)).value(u"nll_sum_exact"_s).toString();
+        m_skip = m_cluster.start(path(u"cluster"_s), 4, 2);
+        if (m_skip.isEmpty())
+            m_skip = m_cluster.startSshd();
+        if (m_skip.isEmpty())
+            m_skip = m_cluster.startSlurm();
+        if (!m_skip.isEmpty())
+            m_skip = u"the network-namespace Slurm: "_s + m_skip;
+    }
+
+    void cleanupTestCase() { m_cluster.stop(); }
+
+    /// One job, one task on each of the four nodes, static and tolerant (a store of its own in the
+    /// batch step on node1): the one-rank bits, every task on its node, the rendezvous on node1.
+    void jobAcrossFourNodes_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addRow("static, fail") << u", \"schedule\": \"static\", \"on_rank_loss\": \"fail\""_s;
+        QTest::addRow("dynamic, continue (own store)") << u", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\""_s;
+    }
+    void jobAcrossFourNodes()
+    {
+        if (!m_skip.isEmpty())
+            CPPL_SKIP_MISSING(qPrintable(m_skip));
+        QFETCH(QString, evaluation);
+        const QString profile = path(u"slurm.json"_s);
+        QVERIFY(writeFile(profile, profileJson(evaluation).toUtf8()));
+        const QString runId = u"netns-slurm-%1-%2"_s.arg(QCoreApplication::applicationPid()).arg(QString::fromUtf8(QTest::currentDataTag()).left(6));
+        const QString json = path(runId + u".json"_s);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, profile, u"--run-id"_s, runId, u"--json"_s, json, u"--ssh-config"_s,
+                                                  m_cluster.sshConfigFile(), u"--known-hosts"_s, m_cluster.knownHosts()},
+                                           600000);
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe() + m_cluster.tail(u"log/slurmctld.log"_s)));
+        CPPL_VERIFY2(r.err.contains(u"pre-flight ok on 4 nodes of job"_s), qPrintable(r.err));
+        CPPL_VERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s), qPrintable(r.err));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(u"world_size"_s).toInt(), 4);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankExact);
+        CPPL_VERIFY2(j.value(u"rendezvous"_s).toObject().value(u"store"_s).toString().startsWith(u"node1:"_s), qPrintable(r.err));
+        const QJsonArray ranks = j.value(u"ranks"_s).toArray();
+        QCOMPARE(ranks.size(), 4);
+        for (int rank = 0; rank < 4; ++rank)
+            QCOMPARE(ranks[rank].toObject().value(u"host"_s).toString(), u"node%1"_s.arg(rank + 1));
+        QTRY_VERIFY_WITH_TIMEOUT(cppl::test::agentsOfRun(runId).isEmpty(), 20000);
+        for (int n = 1; n <= 4; ++n) // no step or task left on any node (only its sshd and slurmd)
+            QTRY_COMPARE_WITH_TIMEOUT(m_cluster.processesOn(n).size(), 2, 20000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestNetnsSlurm)
+#include "tst_netns_slurm.moc"
