@@ -90,7 +90,7 @@ int child(const Config &c, int rank, int port, const std::string &out, std::chro
     DistributedRun run(o, libtorchC10d());
     const auto constructed = std::chrono::steady_clock::now();
     const WindowPlan plan = planFor(c);
-    // As the agent does (eval_evaluate.cpp): round r's collective completes once round r+1 is computed.
+    // As the agent does (agent/lib/eval/round_loop.cpp): round r's collective completes once round r+1 is computed.
     RoundPipeline pipe(run, c.overlap);
     // The dynamic schedule is set up before the ranks start computing, as the agent sets it up
     // before its evaluation starts (after the model's load): with its claim thread.
