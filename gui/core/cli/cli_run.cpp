@@ -90,6 +90,9 @@ Options:
                             (default) aggregates round r while round r+1 computes, off waits for
                             each round's aggregation; the same bits either way, also on --resume
                             and with --on-rank-loss continue
+  --tensor-parallel N       ranks of one host per tensor-parallel group (overrides
+                            evaluation.tensor_parallel, default 1): group k is ranks [kN, kN+N);
+                            every host's slots must be a multiple of N (docs/models.md)
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.
@@ -183,9 +186,10 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption scheduleOpt(u"schedule"_s, {}, u"static|dynamic"_s);
     const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"continue|fail"_s);
     const QCommandLineOption overlapSyncOpt(u"overlap-sync"_s, {}, u"on|off"_s);
+    const QCommandLineOption tensorParallelOpt(u"tensor-parallel"_s, {}, u"N"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
                        logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt,
-                       overlapSyncOpt});
+                       overlapSyncOpt, tensorParallelOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -208,7 +212,8 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
                                readInteger(parser, timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds),
                                readChoice(parser, scheduleOpt, {u"static"_s, u"dynamic"_s}, req.schedule),
                                readChoice(parser, onRankLossOpt, {u"fail"_s, u"continue"_s}, req.onRankLoss),
-                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync)})
+                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync),
+                               readInteger(parser, tensorParallelOpt, 1, 1024, req.tensorParallel)})
         if (!why.isEmpty())
             return why;
     req.masterAddr = parser.value(addrOpt);

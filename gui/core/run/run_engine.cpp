@@ -168,6 +168,8 @@ std::optional<RunEngine::Refusal> RunEngine::applyRequest()
     m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
     if (const QString why = validateRunId(m_runId); !why.isEmpty())
         return Refusal{kCliBadArguments, why};
+    if (m_request.tensorParallel > 0) // before the checks: each host's slots must be a multiple of it
+        m_request.profile.evaluation.tensorParallel = m_request.tensorParallel;
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)

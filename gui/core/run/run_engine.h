@@ -51,6 +51,9 @@ struct RunRequest
     QString onRankLoss;
     /// Overrides the profile's evaluation.overlap_sync: "on", "off"; empty: the profile's.
     QString overlapSync;
+    /// Overrides the profile's evaluation.tensor_parallel (ranks of one host per tensor-parallel
+    /// group); 0: the profile's.
+    int tensorParallel = 0;
     bool preflight = true;
     /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
     /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.

@@ -83,6 +83,9 @@ struct EvaluationSpec
     /// false (off) aggregates each round before the next starts. Same bits either way, tolerant
     /// runs included (docs/communication.md).
     bool overlapSync = true;
+    /// The agents' --tensor-parallel: N consecutive ranks of one host split the model (group k =
+    /// ranks [kN, kN+N)); 1 = none. The world size and every host's slots are multiples of N.
+    int tensorParallel = 1;
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 
