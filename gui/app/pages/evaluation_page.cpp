@@ -225,6 +225,14 @@ void EvaluationPage::addComputation(QWidget *how, QFormLayout *hf)
     m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
                               "comm share differs."));
     hf->addRow(tr("Topology"), m_topology);
+    m_tensorParallel = new QSpinBox(how);
+    m_tensorParallel->setObjectName(u"tensorParallel"_s);
+    m_tensorParallel->setRange(1, 1024);
+    m_tensorParallel->setToolTip(tr("Ranks per tensor-parallel group: N consecutive ranks of one host split the model "
+                                    "(group k is ranks kN to kN+N-1); the groups evaluate different batches. Every host's "
+                                    "slots must be a multiple of N. 1: every rank holds the whole model. The preview "
+                                    "shows what one rank holds."));
+    hf->addRow(tr("Tensor parallel"), m_tensorParallel);
 }
 
 void EvaluationPage::addSchedule(QWidget *how, QFormLayout *hf)
@@ -321,7 +329,7 @@ void EvaluationPage::connectEdits()
         connect(e, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
     for (QComboBox *c : {m_modelKind, m_dataKind, m_protocol, m_dtype, m_device, m_backend, m_topology, m_schedule, m_onRankLoss, m_overlapSync})
         connect(c, &QComboBox::currentIndexChanged, this, &EvaluationPage::schedulePreview);
-    for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
+    for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync, m_tensorParallel})
         connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
     connect(m_batchAuto, &QCheckBox::toggled, this, [this](bool on) {
         m_batch->setEnabled(!on);
@@ -381,6 +389,7 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     setCombo(m_onRankLoss, qs(e.onRankLoss));
     m_onRankLoss->setProperty("dynamicChoice", QVariant()); // updateDataMode: what the dynamic schedule had
     setCombo(m_overlapSync, e.overlapSync ? u"on"_s : u"off"_s);
+    m_tensorParallel->setValue(e.tensorParallel);
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
     m_tolerance->setValue(t.deviationTolerance * 100);
     m_commShare->setValue(t.commShareAlert * 100);
@@ -412,6 +421,7 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.schedule = m_schedule->currentData().toString().toStdString();
     e.onRankLoss = m_onRankLoss->currentData().toString().toStdString();
     e.overlapSync = m_overlapSync->currentData() == u"on"_s;
+    e.tensorParallel = m_tensorParallel->value();
     return e;
 }
 
@@ -490,6 +500,7 @@ void EvaluationPage::saveSettings() const
     s.setValue(u"schedule"_s, qs(e.schedule));
     s.setValue(u"onRankLoss"_s, qs(e.onRankLoss));
     s.setValue(u"overlapSync"_s, e.overlapSync);
+    s.setValue(u"tensorParallel"_s, e.tensorParallel);
     s.setValue(u"syncEveryTokens"_s, qint64(t.syncEveryTokens));
     s.setValue(u"deviationTolerance"_s, t.deviationTolerance);
     s.setValue(u"commShareAlert"_s, t.commShareAlert);
@@ -537,6 +548,7 @@ bool EvaluationPage::restoreSettings()
     if (version < 3 && e.dtype == "float32")
         e.dtype = "auto";
     e.overlapSync = s.value(u"overlapSync"_s, e.overlapSync).toBool();
+    e.tensorParallel = std::max(1, s.value(u"tensorParallel"_s, e.tensorParallel).toInt());
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);
     dbl("commShareAlert", t.commShareAlert);
