@@ -7,6 +7,7 @@
 #include "result_json.h"
 #include "exit_codes.h"
 #include "fd_limit.h"
+#include "gpu/memory_plan_command.h"
 #include "process_exit.h"
 #include "telemetry/relay.h"
 #include "token_file.h"
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -165,9 +167,10 @@ constexpr CommandUsage kCommandUsage[] = {
     {"merge", R"(  clusterppl-agent merge RESULT.json... [--json OUT]
       Merge the results of `eval --shard R/N` runs exactly (bit-identical to one rank).
 )"},
-    {"plan", R"(  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes) [options]
+    {"plan", R"(  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes | --model DIR) [options]
       Show how a protocol windows the data and how the ranks share the windows: the global
-      batches they claim as they go (dynamic), or fixed shards and sync rounds (static).
+      batches they claim as they go (dynamic), or fixed shards and sync rounds (static). With
+      --model, the memory of one rank of a tensor-parallel group (docs/planning.md).
       --schedule dynamic|static   as for eval (default dynamic); dynamic also shows the static
                              split, for comparison
       --protocol hf-sliding|llama.cpp|lm-eval-rolling   (default hf-sliding)
@@ -180,6 +183,15 @@ constexpr CommandUsage kCommandUsage[] = {
                              "end" = once (default 65536)
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
+    The memory plan (from DIR/config.json alone; no weights are read):
+      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2)
+      --tensor-parallel N    ranks per tensor-parallel group to show (default 1)
+      --gpu-memory GiB       free memory of one GPU (default: none, figures without a verdict)
+      --dtype float32|bfloat16|float16   the evaluation dtype (default bfloat16)
+      --quantize none|int8|int4   the linear layers' weights (default none)
+      --gpus-per-node G      GPUs of one node: N divides it (default 8); the candidates shown
+      --batch, --context, --ranks   the pass's windows and tokens; the world size (default:
+                             one node) for the data-parallel width
 )"},
     {"tokenize", R"(  clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32 [--bos auto|always|never]
       Tokenize a UTF-8 text file with a Hugging Face tokenizer.json, a SentencePiece .model, or a
@@ -283,8 +295,10 @@ PlanRequest parsePlanRequest(const Args &a)
     if (r.schedule != "static" && r.schedule != "dynamic")
         throw ConfigError("--schedule \"" + r.schedule + "\" is not one of static, dynamic");
     validatePlanOptions(r.opts);
-    if (a.has("--tokens") == a.has("--text"))
+    if (a.has("--tokens") && a.has("--text"))
         throw ConfigError("give the data as either --tokens FILE or --text FILE (exactly one)");
+    if (!a.has("--tokens") && !a.has("--text") && !a.has("--model"))
+        throw ConfigError("give the data as --tokens FILE or --text FILE, or --model DIR for the memory plan");
     return r;
 }
 
@@ -391,8 +405,8 @@ void printShards(std::ostream &out, const WindowPlan &plan, const std::vector<Sh
     }
 }
 
-void writePlanJson(const std::string &path, const PlanRequest &r, const TokenStream &tokens, const WindowPlan &plan,
-                   const std::vector<Shard> &shards, const RoundPlan &rounds, const GlobalBatches &g)
+nlohmann::json windowPlanJson(const PlanRequest &r, const TokenStream &tokens, const WindowPlan &plan, const std::vector<Shard> &shards,
+                              const RoundPlan &rounds, const GlobalBatches &g)
 {
     nlohmann::json j;
     j["protocol"] = std::string(protocolName(r.opts.protocol));
@@ -425,6 +439,11 @@ void writePlanJson(const std::string &path, const PlanRequest &r, const TokenStr
         }
         js.push_back({{"rank", rank}, {"first_window", s.firstWindow}, {"end_window", s.endWindow}, {"tokens_scored", s.scoredTokens}, {"rounds", roundList}});
     }
+    return j;
+}
+
+void writePlanJson(const std::string &path, nlohmann::json j)
+{
     j["version"] = CLUSTERPPL_VERSION_STRING;
     std::ofstream f(path);
     if (!(f << j.dump(2) << '\n'))
@@ -436,19 +455,33 @@ int planCommand(const std::vector<std::string> &argv, std::ostream &out)
 {
     const Args a(argv,
                  {"--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--ranks", "--batch",
-                  "--sync-every-tokens", "--max-windows", "--json", "--bos-id", "--schedule"},
+                  "--sync-every-tokens", "--max-windows", "--json", "--bos-id", "--schedule", "--model", "--tensor-parallel",
+                  "--gpu-memory", "--dtype", "--quantize", "--gpus-per-node"},
                  {"--bos-first"});
     const PlanRequest request = parsePlanRequest(a);
-    const TokenStream tokens = readPlanData(a);
-    const WindowPlan plan = planWindowsOf(request, static_cast<std::int64_t>(tokens.ids.size()));
-    const auto shards = shardPlan(plan, request.ranks);
-    const RoundPlan rounds(plan, shards, request.sync, request.batch);
-    const GlobalBatches batches = globalBatches(plan, request.batch);
-    printPlanHeader(out, request, tokens, plan);
-    printSchedule(out, request, plan, batches, rounds);
-    printShards(out, plan, shards);
+    // Every flag checked, config.json read, before the data.
+    std::optional<MemoryPlanRequest> memory;
+    if (a.has("--model"))
+        memory = parseMemoryPlanRequest(a);
+    nlohmann::json j = nlohmann::json::object();
+    if (a.has("--tokens") || a.has("--text")) {
+        const TokenStream tokens = readPlanData(a);
+        const WindowPlan plan = planWindowsOf(request, static_cast<std::int64_t>(tokens.ids.size()));
+        const auto shards = shardPlan(plan, request.ranks);
+        const RoundPlan rounds(plan, shards, request.sync, request.batch);
+        const GlobalBatches batches = globalBatches(plan, request.batch);
+        printPlanHeader(out, request, tokens, plan);
+        printSchedule(out, request, plan, batches, rounds);
+        printShards(out, plan, shards);
+        j = windowPlanJson(request, tokens, plan, shards, rounds, batches);
+    }
+    if (memory) {
+        const MemoryPlan mp = planMemory(memory->input);
+        printMemoryPlan(out, *memory, mp);
+        j["memory"] = memoryPlanJson(*memory, mp);
+    }
     if (const auto jsonPath = a.get("--json"))
-        writePlanJson(*jsonPath, request, tokens, plan, shards, rounds, batches);
+        writePlanJson(*jsonPath, std::move(j));
     return kExitOk;
 }
 

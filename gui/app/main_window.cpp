@@ -34,6 +34,22 @@ using cppl::core::run::RunPhase;
 
 namespace cppl::app {
 
+namespace {
+
+/// The GPUs a tensor-parallel group may span: one host's slots (the smallest host's; a Slurm job's
+/// tasks per node).
+int gpusPerNode(const ClusterProfile &p)
+{
+    if (p.launcher == "slurm")
+        return p.slurm.ntasksPerNode;
+    int fewest = 0;
+    for (const HostSpec &h : p.hosts)
+        fewest = fewest == 0 ? h.slots : std::min(fewest, h.slots);
+    return std::max(fewest, 1);
+}
+
+} // namespace
+
 MainWindow::MainWindow(QWidget *parent, const QString &historyPath)
     : QMainWindow(parent)
 {
@@ -99,10 +115,14 @@ void MainWindow::connectPages()
         for (const auto &h : m_cluster->profile().hosts)
             ranks += h.slots;
         m_evaluation->setWorldSize(ranks);
+        m_evaluation->setGpusPerNode(gpusPerNode(m_cluster->profile()));
         m_evaluation->setBaseDirectory(QFileInfo(m_cluster->profilePath()).absolutePath());
         updateProfileLabel();
         updateActions();
     });
+    // The Cluster tree names each rank's tensor-parallel group as the Evaluation page sets N.
+    connect(m_evaluation, &EvaluationPage::changed, this,
+            [this] { m_cluster->model()->setTensorParallel(m_evaluation->evaluation().tensorParallel); });
     connect(m_evaluation, &EvaluationPage::saveIntoProfileRequested, this, [this] {
         ClusterProfile p = m_cluster->profile();
         p.evaluation = m_evaluation->evaluation();
@@ -297,6 +317,7 @@ bool MainWindow::checkHosts()
     m_checkEngine = std::make_unique<RunEngine>();
     RunEngine *e = m_checkEngine.get();
     connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);
+    connect(e, &RunEngine::preflightHost, m_evaluation, [this](const cppl::core::run::HostPreflight &h) { m_evaluation->notePreflight(h.report); });
     connect(e, &RunEngine::finished, this, [this, e](const cppl::core::run::RunOutcome &o) {
         const int hosts = int(e->preflightReports().size());
         if (o.phase == RunPhase::Finished) {
@@ -349,10 +370,12 @@ void MainWindow::bindEngine(RunEngine *e)
                 groups.push_back(QString::fromStdString(g.name));
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
         m_run->setSchedule(QString::fromStdString(requested.evaluation.schedule));
+        m_run->setTensorParallel(requested.evaluation.tensorParallel);
         m_run->setPhase(e->phase());
         statusBar()->showMessage(world == 1 ? tr("Run %1: 1 rank").arg(e->runId()) : tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
     });
     connect(e, &RunEngine::preflightHost, m_cluster, &ClusterPage::showPreflight);
+    connect(e, &RunEngine::preflightHost, m_evaluation, [this](const cppl::core::run::HostPreflight &h) { m_evaluation->notePreflight(h.report); });
     connect(e, &RunEngine::preflightFinished, this, [this](bool ok, const QStringList &refusals) {
         if (!ok)
             showError(tr("Pre-flight refused the launch:\n%1").arg(refusals.join(u'\n')));

@@ -396,6 +396,38 @@ void validateQuantization(const EvaluationSpec &e, std::vector<std::string> &err
 
 } // namespace
 
+namespace {
+
+/// evaluation.tensor_parallel N: each group is N consecutive ranks of one host, so every host's
+/// slots (a Slurm job's tasks per node) are a multiple of N, and then so is the world size.
+void validateTensorParallel(const ClusterProfile &p, std::vector<std::string> &errors)
+{
+    const int n = p.evaluation.tensorParallel;
+    if (n < 1) {
+        errors.push_back("evaluation.tensor_parallel: expected an integer >= 1, got " + std::to_string(n));
+        return;
+    }
+    if (n == 1)
+        return;
+    const std::string what = "evaluation.tensor_parallel: " + std::to_string(n) + ": ";
+    if (p.launcher == "slurm") {
+        if (p.slurm.ntasksPerNode % n != 0)
+            errors.push_back(what + "slurm.ntasks_per_node " + std::to_string(p.slurm.ntasksPerNode)
+                             + " is not a multiple of it; a tensor-parallel group is " + std::to_string(n)
+                             + " consecutive ranks of one node");
+        return;
+    }
+    // Every host's slots a multiple of N makes the world size one too.
+    for (const HostSpec &h : p.hosts) {
+        if (h.slots % n != 0)
+            errors.push_back(what + "host \"" + h.name + "\" has " + std::to_string(h.slots) + " slots, not a multiple of it; a tensor-parallel group is "
+                             + std::to_string(n) + " consecutive ranks of one host (give it a multiple of " + std::to_string(n)
+                             + " slots, or a smaller tensor_parallel)");
+    }
+}
+
+} // namespace
+
 std::vector<std::string> validateProfile(const ClusterProfile &p)
 {
     std::vector<std::string> errors;
@@ -466,6 +498,7 @@ std::vector<std::string> validateProfile(const ClusterProfile &p)
     if (!e.tokens.empty() && !e.text.empty())
         errors.emplace_back("evaluation: give either \"tokens\" or \"text\", not both");
     validateQuantization(e, errors);
+    validateTensorParallel(p, errors);
     return errors;
 }
 
@@ -577,6 +610,7 @@ void readEvaluation(const json &ev, EvaluationSpec &s, std::vector<std::string> 
     else
         e.boolean("overlap_sync", s.overlapSync);
     readQuantization(e, s);
+    e.integer("tensor_parallel", s.tensorParallel, 1, 1024, "ranks of one host per tensor-parallel group; 1 = none");
     e.rejectUnknown();
 }
 

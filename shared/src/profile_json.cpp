@@ -104,6 +104,8 @@ ordered_json evaluationJson(const EvaluationSpec &e)
     ev["on_rank_loss"] = e.onRankLoss; // always: a saved profile says what ran, whatever a later default
     if (!e.overlapSync)
         ev["overlap_sync"] = false;
+    if (e.tensorParallel != 1)
+        ev["tensor_parallel"] = e.tensorParallel;
     if (!e.model.empty())
         ev["model"] = e.model;
     if (!e.tokens.empty())

@@ -155,6 +155,54 @@ private Q_SLOTS:
         QVERIFY(again.profile == r.profile);
     }
 
+    void tensorParallel_data()
+    {
+        QTest::addColumn<QString>("hosts");
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<int>("n");
+        QTest::addColumn<bool>("written"); // "tensor_parallel" in the saved file (1 is the default, left out)
+        QTest::addRow("absent: 1") << R"([{"name": "a", "slots": 3}])" << "{}" << 1 << false;
+        QTest::addRow("1") << R"([{"name": "a", "slots": 3}])" << R"({"tensor_parallel": 1})" << 1 << false;
+        QTest::addRow("2 on two hosts of 2") << R"([{"name": "a", "slots": 2}, {"name": "b", "slots": 2}])"
+                                             << R"({"tensor_parallel": 2})" << 2 << true;
+        QTest::addRow("4 on one host of 8") << R"([{"name": "a", "slots": 8}])" << R"({"tensor_parallel": 4})" << 4 << true;
+    }
+    void tensorParallel()
+    {
+        QFETCH(QString, hosts);
+        QFETCH(QString, evaluation);
+        QFETCH(int, n);
+        QFETCH(bool, written);
+        const std::string text = withHosts(hosts.toStdString(), ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        QCOMPARE(r.profile.evaluation.tensorParallel, n);
+        const std::string json = profileToJson(r.profile);
+        QCOMPARE(QString::fromStdString(json).contains(QStringLiteral("\"tensor_parallel\": %1").arg(n)), written);
+        const auto again = parseProfile(json);
+        QVERIFY(again.ok());
+        QVERIFY(again.profile == r.profile);
+    }
+
+    void tensorParallelRefusalsNameTheHost()
+    {
+        // A group is N consecutive ranks of one host: each host's slots a multiple of N, named when not.
+        const std::string text = withHosts(R"([{"name": "node01", "slots": 4}, {"name": "node02", "slots": 3}])",
+                                           R"(, "evaluation": {"tensor_parallel": 2})");
+        const QString errors = errorsOf(text);
+        QVERIFY2(errors.contains(QStringLiteral("evaluation.tensor_parallel: 2: host \"node02\" has 3 slots, not a multiple of it"))
+                     && !errors.contains(QStringLiteral("node01")),
+                 qPrintable(errors));
+        // A profile built in code gets the same words from validateProfile.
+        ClusterProfile p = parseProfile(withHosts(R"([{"name": "a", "slots": 2}])")).profile;
+        p.evaluation.tensorParallel = 4;
+        const auto list = validateProfile(p);
+        QCOMPARE(list.size(), std::size_t{1});
+        QVERIFY2(list[0].find("host \"a\" has 2 slots") != std::string::npos, list[0].c_str());
+        p.evaluation.tensorParallel = 0;
+        QVERIFY(!validateProfile(p).empty());
+    }
+
     void dtypeUnknownIsNamed()
     {
         const std::string text = withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"dtype": "fp32"})");
@@ -415,6 +463,16 @@ private Q_SLOTS:
         QTest::addRow("reference_dtype unknown")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"reference_model": "m", "reference_dtype": "int8"})"))
             << "evaluation.reference_dtype: unknown value \"int8\"";
+        QTest::addRow("tensor_parallel zero")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"tensor_parallel": 0})"))
+            << "evaluation.tensor_parallel: expected an integer >= 1 and <= 1024, got 0";
+        QTest::addRow("tensor_parallel as a string")
+            << QString::fromStdString(withHosts(R"([{"name": "a", "slots": 2}])", R"(, "evaluation": {"tensor_parallel": "2"})"))
+            << "evaluation.tensor_parallel: expected an integer";
+        QTest::addRow("slurm: tensor_parallel across nodes")
+            << QString::fromStdString(withHosts(login, R"(, "launcher": "slurm", "slurm": {"nodes": 2, "ntasks_per_node": 3},)"
+                                                       R"( "evaluation": {"tensor_parallel": 2})"))
+            << "evaluation.tensor_parallel: 2: slurm.ntasks_per_node 3 is not a multiple of it";
         QTest::addRow("threshold out of range")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"comm_share_alert": 2})"))
             << "thresholds.comm_share_alert: expected a number in [0, 1], got 2";

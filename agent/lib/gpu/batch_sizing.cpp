@@ -101,3 +101,170 @@ BatchChoice chooseBatch(const BatchSizingInput &in)
 }
 
 } // namespace cppl::agent
+
+namespace cppl::agent {
+
+namespace {
+
+std::int64_t ceilDiv(std::int64_t a, std::int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/// Weights of one rank of @p n, in bytes: sharded and replicated parts (the largest rank's:
+/// member 0, which also loads the row-parallel biases, and the vocabulary's full first ranges).
+void weightsOf(const MemoryPlanInput &in, std::int64_t n, RankMemory &r)
+{
+    const PlanModel &pm = in.model;
+    const ModelShape &m = pm.shape;
+    const std::int64_t H = m.hidden, L = m.layers, nh = m.heads, I = m.intermediate;
+    const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : nh, hd = m.headDim > 0 ? m.headDim : H / nh, qd = nh * hd;
+    const bool kvSplit = kv % n == 0;
+    const double b = linearBytesPerWeight(in.elementBytes, in.quantize);
+    const std::int64_t e = in.elementBytes;
+    // Linear weights: column-parallel q/k/v and gate/up (or c_attn, c_fc), row-parallel o/down (c_proj).
+    double shardedLinear = 0, replicatedLinear = 0;
+    std::int64_t shardedVec = 0, replicatedVec = 0; // biases, norms, tables: in the evaluation dtype
+    if (pm.gpt2) {
+        shardedLinear = static_cast<double>(L * (4 * H * H + 2 * H * I)) / double(n);
+        shardedVec = L * (3 * H + I) / n;
+        replicatedVec = L * (2 * H + 4 * H) + 2 * H + pm.positions * H; // c_proj biases (member 0), LayerNorms, the position table
+    } else {
+        shardedLinear = static_cast<double>(L * (2 * H * qd + 3 * H * I)) / double(n);
+        const auto kvLinear = static_cast<double>(L * 2 * H * hd);
+        if (kvSplit)
+            shardedLinear += kvLinear * static_cast<double>(kv) / double(n);
+        else
+            replicatedLinear += kvLinear; // the one K/V head its query heads read
+        if (pm.qkvBias) {
+            shardedVec += L * qd / n + (kvSplit ? L * 2 * kv * hd / n : 0);
+            replicatedVec += kvSplit ? 0 : L * 2 * hd;
+        }
+        if (pm.oBias)
+            replicatedVec += L * H;
+        if (pm.mlpBias) {
+            shardedVec += L * 2 * I / n;
+            replicatedVec += L * H;
+        }
+        replicatedVec += L * 2 * H + H; // the RMSNorms
+    }
+    // The vocabulary: contiguous ranges of ceil(V/N) rows, for the embedding and (untied) the head.
+    shardedVec += ceilDiv(m.vocab, n) * H * (pm.tied ? 1 : 2);
+    r.shardedWeightBytes = static_cast<std::int64_t>(shardedLinear * b) + shardedVec * e;
+    r.replicatedWeightBytes = static_cast<std::int64_t>(replicatedLinear * b) + replicatedVec * e;
+    r.weightBytes = r.shardedWeightBytes + r.replicatedWeightBytes;
+}
+
+/// The sizes one rank of @p n computes with: its heads, K/V heads, intermediate columns and vocabulary range.
+BatchSizingInput rankShape(const MemoryPlanInput &in, std::int64_t n)
+{
+    const ModelShape &m = in.model.shape;
+    BatchSizingInput s;
+    s.elementBytes = in.elementBytes;
+    s.shape = m;
+    s.shape.heads = m.heads / n;
+    const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : m.heads;
+    s.shape.kvHeads = kv % n == 0 ? kv / n : 1;
+    s.shape.headDim = m.headDim > 0 ? m.headDim : m.hidden / m.heads;
+    s.shape.intermediate = m.intermediate / n;
+    s.shape.vocab = ceilDiv(m.vocab, n);
+    s.width = in.context;
+    s.scoredPerWindow = in.context; // the first window scores all of it
+    return s;
+}
+
+std::string recommendation(const MemoryPlanInput &in, const MemoryPlan &p)
+{
+    const int ranks = in.ranks > 0 ? in.ranks : in.gpusPerNode;
+    if (in.freeBytes <= 0)
+        return "no GPU memory given (--gpu-memory GiB): the figures without a verdict";
+    const std::string load = std::to_string(in.batch) + " windows of " + std::to_string(in.context) + " tokens in " + gib(in.freeBytes);
+    if (p.recommended > 0)
+        return "N = " + std::to_string(p.recommended) + ": the smallest that fits " + load + " per GPU; data-parallel width "
+               + std::to_string(p.dataParallelWidth) + " (" + std::to_string(ranks) + " ranks / " + std::to_string(p.recommended) + ")";
+    const RankMemory *largest = nullptr;
+    std::string refusals;
+    for (const RankMemory &c : p.candidates) {
+        if (c.splittable())
+            largest = &c;
+        else if (refusals.empty())
+            refusals = c.refusal;
+    }
+    if (!largest)
+        return "no N this node allows splits the model: " + refusals;
+    std::string why = "nothing fits " + load + ": at N = " + std::to_string(largest->n) + " (the largest this node allows) a rank needs "
+                      + gib(largest->totalBytes) + " (weights " + gib(largest->weightBytes) + ", activations "
+                      + gib(largest->activationBytes) + ", reserve " + gib(largest->reserveBytes) + ")";
+    if (largest->maxBatch >= 1)
+        return why + "; a batch of " + std::to_string(largest->maxBatch) + " fits there (--batch)";
+    return why + "; the weights alone leave no room: quantize (--quantize int8|int4), or use GPUs with more memory or more per node";
+}
+
+} // namespace
+
+double linearBytesPerWeight(int elementBytes, const std::string &quantize)
+{
+    if (quantize == "int8")
+        return 1.0 + 2.0 / 32.0;
+    if (quantize == "int4")
+        return 0.5 + 2.0 / 32.0;
+    return elementBytes;
+}
+
+std::string tensorParallelRefusal(const PlanModel &pm, int n)
+{
+    const ModelShape &m = pm.shape;
+    const std::string what = "--tensor-parallel " + std::to_string(n) + ": ";
+    const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : m.heads;
+    if (m.heads % n != 0)
+        return what + "the model's " + std::to_string(m.heads) + " attention heads do not divide by it";
+    if (kv % n != 0 && n % kv != 0)
+        return what + "the model's " + std::to_string(kv) + " key/value heads can be neither split by it nor replicated to it";
+    if (m.intermediate % n != 0)
+        return what + "the MLP's intermediate size " + std::to_string(m.intermediate) + " does not divide by it";
+    return {};
+}
+
+RankMemory rankMemory(const MemoryPlanInput &in, int n)
+{
+    RankMemory r;
+    r.n = n;
+    r.refusal = tensorParallelRefusal(in.model, n);
+    if (!r.splittable())
+        return r;
+    weightsOf(in, n, r);
+    const BatchSizingInput s = rankShape(in, n);
+    r.kvBytes = in.batch * in.context * 2 * s.shape.kvHeads * s.shape.headDim * in.elementBytes;
+    const std::int64_t perWindow = windowFootprintBytes(s);
+    r.activationBytes = in.batch * perWindow;
+    r.totalBytes = r.weightBytes + r.activationBytes + r.reserveBytes;
+    // As chooseBatch judges it, so the plan and the agents' "auto" batch agree.
+    const std::int64_t left = in.freeBytes - r.weightBytes - r.reserveBytes;
+    const auto budget = left > 0 ? static_cast<std::int64_t>(static_cast<double>(left) * kBatchMemoryShare) : 0;
+    // And at most kMaxTokensPerPass tokens a pass, as applyBatchBounds caps it.
+    const std::int64_t tokenCap = std::max<std::int64_t>(1, floorPowerOfTwo(kMaxTokensPerPass / std::max<std::int64_t>(in.context, 1)));
+    r.maxBatch = perWindow > 0 ? std::min(floorPowerOfTwo(budget / perWindow), tokenCap) : 0;
+    r.fits = in.freeBytes > 0 && perWindow > 0 && r.activationBytes <= budget;
+    return r;
+}
+
+MemoryPlan planMemory(const MemoryPlanInput &in)
+{
+    MemoryPlan p;
+    p.asked = rankMemory(in, in.tensorParallel);
+    const int ranks = in.ranks > 0 ? in.ranks : in.gpusPerNode;
+    for (int n = 1; n <= in.gpusPerNode; ++n) {
+        if (in.gpusPerNode % n != 0 || ranks % n != 0)
+            continue;
+        p.candidates.push_back(rankMemory(in, n));
+        const RankMemory &c = p.candidates.back();
+        if (p.recommended == 0 && c.splittable() && c.fits) {
+            p.recommended = n;
+            p.dataParallelWidth = ranks / n;
+        }
+    }
+    p.why = recommendation(in, p);
+    return p;
+}
+
+} // namespace cppl::agent

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cppl::agent {
 
@@ -75,5 +76,74 @@ void applyBatchBounds(const BatchSizingInput &in, BatchChoice &choice);
 
 /// @brief The largest power of two <= n (n >= 1), else 0.
 [[nodiscard]] std::int64_t floorPowerOfTwo(std::int64_t n);
+
+// The memory plan of `clusterppl-agent plan --model DIR` and the Evaluation page's preview: what
+// one rank of a tensor-parallel group holds (weights, K/V, activations) for a batch and context,
+// from config.json alone, against a GPU's free memory (docs/planning.md).
+
+/// What the plan needs of a model besides its sizes (config.json's family and flags).
+struct PlanModel
+{
+    ModelShape shape;
+    bool gpt2 = false;          ///< LayerNorms with biases, a two-matrix MLP, a learned position table
+    std::int64_t positions = 0; ///< GPT-2's position table rows (n_positions)
+    bool tied = false;          ///< the head is the embedding (one slice held)
+    bool qkvBias = false;
+    bool oBias = false;
+    bool mlpBias = false;
+};
+
+/// Bytes per weight of the decoder's linear layers: float32 4, bfloat16/float16 2, int8 and int4
+/// with a float16 scale per group of 32 (1 + 2/32 and 0.5 + 2/32).
+[[nodiscard]] double linearBytesPerWeight(int elementBytes, const std::string &quantize);
+
+struct MemoryPlanInput
+{
+    PlanModel model;
+    int elementBytes = 2;           ///< the evaluation dtype's: 2 for bfloat16/float16, 4 for float32
+    std::string quantize = "none";  ///< none, int8 or int4: the decoder's linear layers
+    std::int64_t batch = 8;         ///< windows per forward pass
+    std::int64_t context = 512;     ///< tokens per window
+    std::int64_t freeBytes = 0;     ///< free memory of one GPU; 0: unknown (figures, no verdict)
+    int tensorParallel = 1;         ///< the N asked about
+    int gpusPerNode = 8;            ///< a group is ranks of one node: N divides this
+    int ranks = 0;                  ///< the world size; 0: one node (gpusPerNode)
+};
+
+/// One rank of a group of N: what it holds, and whether it fits.
+struct RankMemory
+{
+    int n = 1;
+    std::string refusal;                 ///< why the model cannot be split N ways ("" when it can)
+    std::int64_t shardedWeightBytes = 0; ///< this rank's slices (the largest rank's: the vocabulary's first ranges)
+    std::int64_t replicatedWeightBytes = 0; ///< what every rank holds whole: norms, K/V heads replicated, positions, biases
+    std::int64_t weightBytes = 0;
+    std::int64_t kvBytes = 0;         ///< K and V of the batch in one layer (a pass holds one layer's at a time)
+    std::int64_t activationBytes = 0; ///< the pass's peak beyond the weights for the batch (K/V included)
+    std::int64_t reserveBytes = kBatchReserveBytes;
+    std::int64_t totalBytes = 0;      ///< weights + activations + reserve
+    bool fits = false;                ///< as the agent's batch sizing judges it (kBatchMemoryShare); false without freeBytes
+    /// The batch "auto" would choose from this memory: a power of two, at most kMaxTokensPerPass
+    /// tokens a pass (not bounded by windows per rank, which the plan does not know); 0: none fits.
+    std::int64_t maxBatch = 0;
+    [[nodiscard]] bool splittable() const { return refusal.empty(); }
+};
+
+struct MemoryPlan
+{
+    RankMemory asked;                 ///< the N asked about
+    std::vector<RankMemory> candidates; ///< every divisor of gpusPerNode (and of ranks), smallest first
+    int recommended = 0;              ///< the smallest splittable N that fits; 0: none (or memory unknown)
+    int dataParallelWidth = 0;        ///< ranks / recommended
+    std::string why;                  ///< one sentence: the recommendation, or why nothing fits
+};
+
+/// @brief Why the model cannot be split @p n ways (heads, K/V heads, intermediate size), in the
+/// words of the agent's own refusal; "" when it can.
+[[nodiscard]] std::string tensorParallelRefusal(const PlanModel &m, int n);
+/// @brief One rank's memory in a group of @p n.
+[[nodiscard]] RankMemory rankMemory(const MemoryPlanInput &in, int n);
+/// @brief The asked N, every candidate, and the recommendation.
+[[nodiscard]] MemoryPlan planMemory(const MemoryPlanInput &in);
 
 } // namespace cppl::agent

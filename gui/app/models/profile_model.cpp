@@ -57,6 +57,16 @@ void ProfileModel::setProfile(const ClusterProfile &profile)
     Q_EMIT profileEdited();
 }
 
+void ProfileModel::setTensorParallel(int n)
+{
+    if (n == m_profile.evaluation.tensorParallel)
+        return;
+    Q_EMIT layoutAboutToBeChanged(); // the same rows: only texts and problems change
+    m_profile.evaluation.tensorParallel = n;
+    rebuild();
+    Q_EMIT layoutChanged();
+}
+
 ClusterProfile ProfileModel::profile() const
 {
     ClusterProfile p = m_profile;
@@ -431,8 +441,12 @@ QVariant ProfileModel::hostText(int h, int col, int role, const QString &problem
     case ColAddress: return qs(host.address);
     case ColSlots: return host.slots;
     case ColRanks: {
-        const int first = firstRankOf(h);
-        return (host.slots <= 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, first + std::max(host.slots, 1) - 1)));
+        const int first = firstRankOf(h), last = first + std::max(host.slots, 1) - 1, n = m_profile.evaluation.tensorParallel;
+        const QString ranks = (host.slots <= 1 ? tr("rank %1") : tr("ranks %1")).arg(qs(rankRangeText(first, last)));
+        if (n <= 1 || role != Qt::DisplayRole)
+            return ranks;
+        // Tensor-parallel group k is ranks [kN, kN+N): the groups this host's ranks form.
+        return (first / n == last / n ? tr("%1 · TP group %2") : tr("%1 · TP groups %2")).arg(ranks, qs(rankRangeText(first / n, last / n)));
     }
     case ColRole: {
         if (role == Qt::EditRole)
@@ -484,7 +498,13 @@ QVariant ProfileModel::slotData(const QModelIndex &index, int h, int role) const
         const int device = index.row() < int(host.devices.size()) ? host.devices[size_t(index.row())] : index.row();
         return tr("device %1").arg(device);
     }
-    case ColRanks: return tr("rank %1").arg(rank);
+    case ColRanks: {
+        const int n = m_profile.evaluation.tensorParallel;
+        if (n <= 1)
+            return tr("rank %1").arg(rank);
+        const int first = rank / n * n;
+        return tr("rank %1 · TP group %2 (ranks %3)").arg(rank).arg(rank / n).arg(qs(rankRangeText(first, first + n - 1)));
+    }
     case ColRole: {
         if (rank >= int(m_rankGroup.size()) || m_rankGroup[size_t(rank)] < 0)
             return {};

@@ -28,6 +28,9 @@ public:
     explicit ProfileModel(QObject *parent = nullptr);
 
     void setProfile(const ClusterProfile &profile);
+    /// The Evaluation page's tensor parallel N: the Ranks column names each rank's group (rank r is
+    /// in group r / N), and slots N does not divide become problems. No edit of the cluster.
+    void setTensorParallel(int n);
     /// The profile as edited, ready to save or run (explicit groups left empty are dropped).
     [[nodiscard]] ClusterProfile profile() const;
     /// validateProfile() of profile(), plus hosts without a name.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "rank_table_model.h"
 
+#include "cppl/cluster_profile.h"
+
 #include <QColor>
 #include <QLocale>
 
@@ -90,6 +92,18 @@ bool commShareKnown(const RankView &r)
 RankTableModel::RankTableModel(QObject *parent)
     : QAbstractTableModel(parent)
 {
+}
+
+void RankTableModel::setTensorParallel(int n)
+{
+    m_tensorParallel = std::max(n, 1);
+    if (!m_ranks.empty())
+        Q_EMIT dataChanged(index(0, ColGroup), index(rowCount() - 1, ColGroup));
+}
+
+QString RankTableModel::tensorParallelText(qint64 rank, int n)
+{
+    return n > 1 && rank >= 0 ? tr("TP %1").arg(rank / n) : QString();
 }
 
 void RankTableModel::setGroupNames(std::vector<QString> names)
@@ -250,6 +264,13 @@ QVariant RankTableModel::toolTip(const RankView &r, int column) const
         return tr("not known yet: a rank reports its communication time after its first sync round");
     if (column == ColComm)
         return tr("waiting for stragglers %1%, transfer %2%").arg(100 * r.waitShare, 0, 'f', 1).arg(100 * r.transferShare, 0, 'f', 1);
+    if (column == ColGroup && m_tensorParallel > 1) {
+        const qint64 first = r.rank / m_tensorParallel * m_tensorParallel;
+        return tr("Tensor-parallel group %1: ranks %2 split the model (its leader: rank %3)")
+            .arg(r.rank / m_tensorParallel)
+            .arg(QString::fromStdString(rankRangeText(int(first), int(first + m_tensorParallel - 1))))
+            .arg(first);
+    }
     return r.lastLog.empty() ? QVariant() : QVariant(QString::fromStdString(r.lastLog));
 }
 
@@ -271,10 +292,12 @@ QVariant RankTableModel::displayData(const RankView &r, int column) const
     switch (column) {
     case ColRank: return QString::number(r.rank); // a name, not a count: "1000", as the charts write it (not "1,000")
     case ColHost: return QString::fromStdString(r.host);
-    case ColGroup:
-        return r.group >= 0 && r.group < qint64(m_groupNames.size()) && !m_groupNames[size_t(r.group)].isEmpty()
-                   ? m_groupNames[size_t(r.group)]
-                   : QString::number(r.group);
+    case ColGroup: {
+        const QString group = r.group >= 0 && r.group < qint64(m_groupNames.size()) && !m_groupNames[size_t(r.group)].isEmpty()
+                                  ? m_groupNames[size_t(r.group)]
+                                  : QString::number(r.group);
+        return m_tensorParallel > 1 ? group + u" · "_s + tensorParallelText(r.rank, m_tensorParallel) : group;
+    }
     case ColState: return stateText(r);
     case ColTokens: return QLocale().toString(qlonglong(r.stats.tokens));
     case ColRate:

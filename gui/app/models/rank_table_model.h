@@ -32,6 +32,11 @@ public:
     void update(const cppl::core::telemetry::Snapshot &snapshot);
     /// Group names by layout group index (the snapshot carries indices).
     void setGroupNames(std::vector<QString> names);
+    /// The profile's evaluation.tensor_parallel N: rank r is in tensor-parallel group r / N, shown
+    /// in the Group column beside its node group ("by-host · TP 1"); 1: none.
+    void setTensorParallel(int n);
+    /// "TP 1" for @p rank's tensor-parallel group; "" when N is 1.
+    [[nodiscard]] static QString tensorParallelText(qint64 rank, int n);
     void clear();
     /// A rank's process ended (RunEngine::rankFinished): shown even when its telemetry never says
     /// so (a killed rank sends nothing). @p stopped: ended by Stop, not failed.
@@ -63,6 +68,7 @@ private:
 
     std::vector<cppl::core::telemetry::RankView> m_ranks;
     std::vector<QString> m_groupNames;
+    int m_tensorParallel = 1;
     struct Exit
     {
         int code = 0;

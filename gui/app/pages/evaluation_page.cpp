@@ -226,6 +226,14 @@ void EvaluationPage::addComputation(QWidget *how, QFormLayout *hf)
     m_topology->setToolTip(tr("Hierarchical keeps most traffic inside node groups. Both give the same bits; only the "
                               "comm share differs."));
     hf->addRow(tr("Topology"), m_topology);
+    m_tensorParallel = new QSpinBox(how);
+    m_tensorParallel->setObjectName(u"tensorParallel"_s);
+    m_tensorParallel->setRange(1, 1024);
+    m_tensorParallel->setToolTip(tr("Ranks per tensor-parallel group: N consecutive ranks of one host split the model "
+                                    "(group k is ranks kN to kN+N-1); the groups evaluate different batches. Every host's "
+                                    "slots must be a multiple of N. 1: every rank holds the whole model. The preview "
+                                    "shows what one rank holds."));
+    hf->addRow(tr("Tensor parallel"), m_tensorParallel);
 }
 
 void EvaluationPage::addSchedule(QWidget *how, QFormLayout *hf)
@@ -370,7 +378,7 @@ void EvaluationPage::connectEdits()
     connect(m_referenceModel, &QLineEdit::textChanged, this, &EvaluationPage::schedulePreview);
     connect(m_quantGroup, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
     connect(m_quantizeHead, &QCheckBox::toggled, this, &EvaluationPage::schedulePreview);
-    for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync})
+    for (QSpinBox *s : {m_context, m_stride, m_batch, m_maxWindows, m_sync, m_tensorParallel})
         connect(s, &QSpinBox::valueChanged, this, &EvaluationPage::schedulePreview);
     connect(m_batchAuto, &QCheckBox::toggled, this, [this](bool on) {
         m_batch->setEnabled(!on);
@@ -436,6 +444,7 @@ void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
     m_referenceModel->setText(qs(e.referenceModel));
     setCombo(m_referenceDtype, qs(e.referenceDtype));
     setCombo(m_referenceQuantize, qs(e.referenceQuantize == "int4-sym" ? "int4" : e.referenceQuantize));
+    m_tensorParallel->setValue(e.tensorParallel);
     m_sync->setValue(int(std::clamp<std::int64_t>(t.syncEveryTokens, -1, std::numeric_limits<int>::max())));
     m_tolerance->setValue(t.deviationTolerance * 100);
     m_commShare->setValue(t.commShareAlert * 100);
@@ -473,6 +482,7 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.referenceModel = m_referenceModel->text().trimmed().toStdString();
     e.referenceDtype = m_referenceDtype->currentData().toString().toStdString();
     e.referenceQuantize = m_referenceQuantize->currentData().toString().toStdString();
+    e.tensorParallel = m_tensorParallel->value();
     return e;
 }
 
@@ -557,6 +567,7 @@ void EvaluationPage::saveSettings() const
     s.setValue(u"referenceModel"_s, qs(e.referenceModel));
     s.setValue(u"referenceDtype"_s, qs(e.referenceDtype));
     s.setValue(u"referenceQuantize"_s, qs(e.referenceQuantize));
+    s.setValue(u"tensorParallel"_s, e.tensorParallel);
     s.setValue(u"syncEveryTokens"_s, qint64(t.syncEveryTokens));
     s.setValue(u"deviationTolerance"_s, t.deviationTolerance);
     s.setValue(u"commShareAlert"_s, t.commShareAlert);
@@ -610,6 +621,7 @@ bool EvaluationPage::restoreSettings()
     str("referenceModel", e.referenceModel);
     str("referenceDtype", e.referenceDtype);
     str("referenceQuantize", e.referenceQuantize);
+    e.tensorParallel = std::max(1, s.value(u"tensorParallel"_s, e.tensorParallel).toInt());
     i64("syncEveryTokens", t.syncEveryTokens);
     dbl("deviationTolerance", t.deviationTolerance);
     dbl("commShareAlert", t.commShareAlert);

@@ -9,6 +9,7 @@
 #include "cppl/cluster_profile.h"
 
 #include <QJsonObject>
+#include <QMap>
 #include <QPointer>
 #include <QWidget>
 
@@ -50,6 +51,12 @@ public:
     /// World size the preview shards for (the cluster's total slots).
     void setWorldSize(int ranks);
     void setAgent(const QString &agent) { m_agent = agent; }
+    /// GPUs per host for the memory plan: a tensor-parallel group stays on one host (the smallest
+    /// host's slots).
+    void setGpusPerNode(int gpus);
+    /// A host's pre-flight report (`preflight --json`): its GPUs' memory, the smallest of which the
+    /// preview's memory plan is judged against (none reported: the plan says so).
+    void notePreflight(const QJsonObject &report);
 
     void saveSettings() const;
     /// False when nothing was saved yet (first start).
@@ -92,6 +99,12 @@ private:
     /// A preview that is only a sentence: no plan to show (no data it reads, a failed plan).
     void showPreviewMessage(const QString &text);
     QString dynamicNote(const QJsonObject &plan) const;
+    /// plan --model's arguments when the model is a directory with a config.json; else none.
+    [[nodiscard]] QStringList memoryPlanArguments() const;
+    /// The preview's sentence on plan --json's "memory" (docs/planning.md).
+    [[nodiscard]] QString memoryNote(const QJsonObject &plan) const;
+    /// The smallest GPU memory the pre-flight reports named (bytes); 0: none known.
+    [[nodiscard]] qint64 gpuMemoryBytes() const;
 
     QComboBox *m_modelKind = nullptr;
     QLineEdit *m_model = nullptr;
@@ -118,6 +131,7 @@ private:
     QLineEdit *m_referenceModel = nullptr;
     QComboBox *m_referenceDtype = nullptr;
     QComboBox *m_referenceQuantize = nullptr;
+    QSpinBox *m_tensorParallel = nullptr; ///< EvaluationSpec::tensorParallel
     QSpinBox *m_sync = nullptr;
     QDoubleSpinBox *m_tolerance = nullptr;
     QDoubleSpinBox *m_commShare = nullptr;
@@ -131,6 +145,8 @@ private:
     QString m_agent;
     QString m_base;
     int m_worldSize = 1;
+    int m_gpusPerNode = 1;
+    QMap<QString, qint64> m_gpuMemory; ///< host -> its smallest GPU's memory, from pre-flight
     int m_job = 0;
     bool m_loading = false;
 };

@@ -59,9 +59,10 @@ QStringList EvaluationPage::planArguments(const QString &json) const
         args << u"--tokens"_s << resolve(qs(e.tokens));
     else if (e.tokenizer == "bytes" && !e.text.empty() && !QFileInfo(resolve(qs(e.text))).isDir())
         args << u"--text"_s << resolve(qs(e.text)) << u"--tokenizer"_s << u"bytes"_s;
-    else
-        return {}; // plan reads token files, and text with the bytes tokenizer only
-    args << u"--protocol"_s << qs(e.protocol) << u"--context"_s << QString::number(e.context) << u"--ranks"_s
+    const QStringList memory = memoryPlanArguments();
+    if (args.size() == 3 && memory.isEmpty())
+        return {}; // plan reads token files, and text with the bytes tokenizer only; a model's config.json
+    args << memory << u"--protocol"_s << qs(e.protocol) << u"--context"_s << QString::number(e.context) << u"--ranks"_s
          << QString::number(m_worldSize) << u"--sync-every-tokens"_s
          << (t.syncEveryTokens < 0 ? u"end"_s : QString::number(t.syncEveryTokens)) << u"--json"_s << json;
     if (e.protocol == "hf-sliding" && e.stride > 0)
@@ -116,6 +117,9 @@ void EvaluationPage::runPreview()
 
 void EvaluationPage::showPlan(const QJsonObject &o)
 {
+    if (!o.contains(u"windows"_s)) // the memory plan alone: plan cannot read this data
+        return showPreviewMessage(tr("No preview of the windows for this data: plan reads token files and text with the bytes "
+                                     "tokenizer.") + memoryNote(o));
     const qint64 dataTokens = o.value(u"data"_s).toObject().value(u"tokens"_s).toInteger();
     const qint64 scored = o.value(u"tokens_scored"_s).toInteger();
     const QJsonArray shards = o.value(u"shards"_s).toArray();
@@ -132,7 +136,8 @@ void EvaluationPage::showPlan(const QJsonObject &o)
                        + dynamicNote(o)
                        + (m_batchAuto->isChecked() ? tr(" Batch auto: planned with 8, what the CPU uses; on a GPU the "
                                                         "agents size it from free memory when the run starts.")
-                                                   : QString()));
+                                                   : QString())
+                       + memoryNote(o));
     showShards(shards, dynamic);
     Q_EMIT previewUpdated();
 }
@@ -174,6 +179,82 @@ QString EvaluationPage::dynamicNote(const QJsonObject &plan) const
     return tr(" Dynamic schedule: <b>%1</b> global batches of %2 windows, claimed by the ranks as they go (a slower rank "
               "takes fewer; the sync rounds follow the ranks' speeds); the table shows the static split, for comparison.")
         .arg(QLocale().toString(count), QLocale().toString(batch));
+}
+
+void EvaluationPage::setGpusPerNode(int gpus)
+{
+    if (gpus == m_gpusPerNode)
+        return;
+    m_gpusPerNode = std::max(gpus, 1);
+    schedulePreview();
+}
+
+void EvaluationPage::notePreflight(const QJsonObject &report)
+{
+    qint64 smallest = 0;
+    for (const QJsonValue &d : report.value(u"cuda"_s).toObject().value(u"devices"_s).toArray()) {
+        const qint64 bytes = d.toObject().value(u"memory_bytes"_s).toInteger();
+        if (bytes > 0 && (smallest == 0 || bytes < smallest))
+            smallest = bytes;
+    }
+    const QString host = report.value(u"host"_s).toString();
+    if (smallest > 0)
+        m_gpuMemory.insert(host, smallest);
+    else
+        m_gpuMemory.remove(host);
+    // A new plan, without changed(): a report changes no setting.
+    ++m_job;
+    if (m_plan)
+        m_plan->kill();
+    m_debounce->start();
+}
+
+qint64 EvaluationPage::gpuMemoryBytes() const
+{
+    qint64 smallest = 0;
+    for (const qint64 bytes : m_gpuMemory)
+        smallest = smallest == 0 ? bytes : std::min(smallest, bytes);
+    return smallest;
+}
+
+QStringList EvaluationPage::memoryPlanArguments() const
+{
+    const EvaluationSpec e = evaluation();
+    const QString dir = resolve(qs(e.model));
+    if (e.model.empty() || !QFileInfo(dir + u"/config.json"_s).isFile())
+        return {}; // a TorchScript module, or no model yet: no config.json to plan from
+    // auto: what the agents pick, bfloat16 on a GPU, float32 on the CPU.
+    const QString dtype = e.dtype != "auto" ? qs(e.dtype) : e.device == "cpu" ? u"float32"_s : u"bfloat16"_s;
+    QStringList a{u"--model"_s, dir, u"--tensor-parallel"_s, QString::number(e.tensorParallel), u"--gpus-per-node"_s,
+                  QString::number(m_gpusPerNode), u"--dtype"_s, dtype};
+    if (const qint64 bytes = gpuMemoryBytes(); bytes > 0)
+        a << u"--gpu-memory"_s << QString::number(double(bytes) / double(qint64(1) << 30), 'f', 3);
+    return a;
+}
+
+QString EvaluationPage::memoryNote(const QJsonObject &plan) const
+{
+    const QJsonObject m = plan.value(u"memory"_s).toObject();
+    if (m.isEmpty())
+        return {};
+    const QJsonObject a = m.value(u"asked"_s).toObject();
+    const QLocale loc;
+    auto gib = [&](const QJsonValue &bytes) { return loc.toString(double(bytes.toInteger()) / double(qint64(1) << 30), 'f', 2); };
+    QString text = u"<br><br>"_s + tr("<b>Memory per rank</b> with tensor parallel %1 (%2): ").arg(a.value(u"tensor_parallel"_s).toInt())
+                                        .arg(m.value(u"dtype"_s).toString());
+    if (a.contains(u"refusal"_s))
+        return text + a.value(u"refusal"_s).toString().toHtmlEscaped() + u"."_s;
+    text += tr("weights <b>%1 GiB</b> (%2 sharded, %3 replicated), K/V %4 GiB (one layer), activations %5 GiB for %6 windows of %7 "
+               "tokens: <b>%8 GiB</b> with the reserve")
+                .arg(gib(a.value(u"weights_bytes"_s)), gib(a.value(u"weights_sharded_bytes"_s)), gib(a.value(u"weights_replicated_bytes"_s)),
+                     gib(a.value(u"kv_bytes"_s)), gib(a.value(u"activation_bytes"_s)), loc.toString(m.value(u"batch"_s).toInteger()),
+                     loc.toString(m.value(u"context"_s).toInteger()), gib(a.value(u"total_bytes"_s)));
+    if (m.value(u"gpu_memory_bytes"_s).isNull())
+        return text + tr(". No GPU memory known: pre-flight has found no GPU (Check hosts on the cluster page asks each host), "
+                         "so the plan gives no verdict.");
+    return text + tr(" of %1 GiB per GPU (the smallest pre-flight found): <b>%2</b>. Recommended: %3.")
+                      .arg(gib(m.value(u"gpu_memory_bytes"_s)), a.value(u"fits"_s).toBool() ? tr("fits") : tr("does not fit"),
+                           m.value(u"why"_s).toString().toHtmlEscaped());
 }
 
 } // namespace cppl::app

@@ -265,6 +265,11 @@ void RunPage::setSchedule(const QString &schedule)
     m_charts->setSchedule(schedule);
 }
 
+void RunPage::setTensorParallel(int n)
+{
+    m_ranks->setTensorParallel(n);
+}
+
 void RunPage::setNotice(const QString &text)
 {
     m_noticeLatest = text;

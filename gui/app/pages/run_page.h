@@ -45,6 +45,8 @@ public:
     void setPhase(cppl::core::run::RunPhase phase);
     /// The run's schedule ("dynamic", "static"): what the deviation chart says a rank's PPL is over.
     void setSchedule(const QString &schedule);
+    /// The run's evaluation.tensor_parallel: the rank table shows each rank's tensor-parallel group.
+    void setTensorParallel(int n);
     /// The headline follows every snapshot; the rank table and the charts follow at most every
     /// 200 ms beyond 256 ranks, taking turns (see run_page.cpp). @p timeline must stay alive
     /// until the next reset() (the engine's does).

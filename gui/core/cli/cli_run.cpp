@@ -96,6 +96,9 @@ Options:
   --reference-model DIR     the agents' --reference-model (overrides evaluation.reference_model):
                             also evaluate DIR on the same windows; the result's "reference" has the
                             KL divergence, top-token agreement and PPL ratio to it
+  --tensor-parallel N       ranks of one host per tensor-parallel group (overrides
+                            evaluation.tensor_parallel, default 1): group k is ranks [kN, kN+N);
+                            every host's slots must be a multiple of N (docs/models.md)
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.
@@ -191,9 +194,10 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption overlapSyncOpt(u"overlap-sync"_s, {}, u"on|off"_s);
     const QCommandLineOption quantizeOpt(u"quantize"_s, {}, u"none|int8|int4|int4-asym"_s);
     const QCommandLineOption referenceOpt(u"reference-model"_s, {}, u"DIR"_s);
+    const QCommandLineOption tensorParallelOpt(u"tensor-parallel"_s, {}, u"N"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
                        logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt,
-                       overlapSyncOpt, quantizeOpt, referenceOpt});
+                       overlapSyncOpt, quantizeOpt, referenceOpt, tensorParallelOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -217,7 +221,8 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
                                readChoice(parser, scheduleOpt, {u"static"_s, u"dynamic"_s}, req.schedule),
                                readChoice(parser, onRankLossOpt, {u"fail"_s, u"continue"_s}, req.onRankLoss),
                                readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync),
-                               readChoice(parser, quantizeOpt, {u"none"_s, u"int8"_s, u"int4"_s, u"int4-sym"_s, u"int4-asym"_s}, req.quantize)})
+                               readChoice(parser, quantizeOpt, {u"none"_s, u"int8"_s, u"int4"_s, u"int4-sym"_s, u"int4-asym"_s}, req.quantize),
+                               readInteger(parser, tensorParallelOpt, 1, 1024, req.tensorParallel)})
         if (!why.isEmpty())
             return why;
     req.referenceModel = parser.value(referenceOpt);

@@ -155,6 +155,8 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
     // script's srun) shows it, whatever an agent's own default.
     a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});
     a.insert(a.end(), {"--overlap-sync", e.overlapSync ? "on" : "off"});
+    if (e.tensorParallel != 1) // 1 is the agents' default
+        a.insert(a.end(), {"--tensor-parallel", std::to_string(e.tensorParallel)});
     // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
     // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn
     // they do, so such runs keep one thread count everywhere (docs/models.md, docs/speed.md).
@@ -164,7 +166,11 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
         a.insert(a.end(), {"--blas-threads", it->second});
     // The lines of the agent protocol (docs/agent-lines.md): the result, committed rounds for the
     // run directory, lost ranks; and the state a resumed run starts from.
-    a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line", "--checkpoint-lines"});
+    a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
+    // Committed rounds for the run directory; this version's agents refuse checkpoints with
+    // --tensor-parallel > 1, so such a run writes none and cannot be resumed (docs/models.md).
+    if (e.tensorParallel == 1)
+        a.emplace_back("--checkpoint-lines");
     if (!o.resumeState.empty())
         a.insert(a.end(), {"--resume-state", o.resumeState});
     if (!o.telemetry.empty())

@@ -173,6 +173,8 @@ std::optional<RunEngine::Refusal> RunEngine::applyRequest()
         m_request.profile.evaluation.quantize = m_request.quantize.toStdString();
     if (!m_request.referenceModel.isEmpty())
         m_request.profile.evaluation.referenceModel = m_request.referenceModel.toStdString();
+    if (m_request.tensorParallel > 0) // before the checks: each host's slots must be a multiple of it
+        m_request.profile.evaluation.tensorParallel = m_request.tensorParallel;
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)

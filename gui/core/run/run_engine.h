@@ -55,6 +55,9 @@ struct RunRequest
     /// evaluation.reference_model; empty: the profile's.
     QString quantize;
     QString referenceModel;
+    /// Overrides the profile's evaluation.tensor_parallel (ranks of one host per tensor-parallel
+    /// group); 0: the profile's.
+    int tensorParallel = 0;
     bool preflight = true;
     /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
     /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.

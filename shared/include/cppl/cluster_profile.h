@@ -93,6 +93,9 @@ struct EvaluationSpec
     std::string referenceModel;
     std::string referenceDtype = "auto";
     std::string referenceQuantize = "none";
+    /// The agents' --tensor-parallel: N consecutive ranks of one host split the model (group k =
+    /// ranks [kN, kN+N)); 1 = none. The world size and every host's slots are multiples of N.
+    int tensorParallel = 1;
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 
