@@ -323,7 +323,7 @@ std::vector<Row> scalingRows(const std::vector<RunRecord> &runs, QStringList &wa
     return rows;
 }
 
-/// Baselines: finished one-rank runs with an exact sum, the selection's own first; by settings key
+/// Baselines: finished one-rank (one tensor-parallel group) runs with an exact sum, the selection's own first; by settings key
 /// and the dtype the result ran in (a profile's dtype auto: bfloat16 on GPUs, float32 on CPUs, one key).
 struct Baselines
 {
@@ -332,7 +332,7 @@ struct Baselines
 
     void offer(const RunRecord &r)
     {
-        if (r.worldSize == 1 && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty()) {
+        if (r.worldSize == baselineWorldSize(r) && r.status == RunStatus::Finished && !r.nllSumExact.isEmpty() && !r.settingsKey.isEmpty()) {
             const QString dtype = resultDtype(r);
             byKeyAndDtype.try_emplace(std::pair{r.settingsKey, dtype}, &r);
             anyDtype.try_emplace(r.settingsKey, dtype);

@@ -451,12 +451,17 @@ std::optional<RunRecord> RunHistory::baselineFor(const QString &key, const QStri
 {
     if (key.isEmpty())
         return std::nullopt;
-    // Newest first; with a dtype, the newest that ran in it among the last few of the key.
-    auto rows = select(u"settings_key = ? AND world_size = 1 AND status = 'finished' AND nll_sum_exact != '' AND run_id != ?"_s,
-                       {key, excludeRunId.isNull() ? u""_s : excludeRunId}, dtype.isEmpty() ? 1 : 32);
-    for (RunRecord &r : rows)
-        if (dtype.isEmpty() || resultDtype(r) == dtype)
-            return std::move(r);
+    // Newest first; with a dtype, the newest that ran in it among the last few of the key. One rank
+    // is the baseline; a tensor-parallel key (settingsKey: N > 1 is a key of its own, which no
+    // one-rank run has) takes one group, world size N.
+    const QVariantList binds{key, excludeRunId.isNull() ? u""_s : excludeRunId};
+    const QString where = u"settings_key = ? AND status = 'finished' AND nll_sum_exact != '' AND run_id != ? AND "_s;
+    for (const auto &[sizes, limit] : {std::pair{u"world_size = 1"_s, dtype.isEmpty() ? 1 : 32}, std::pair{u"world_size > 1"_s, 64}}) {
+        auto rows = select(where + sizes, binds, limit);
+        for (RunRecord &r : rows)
+            if (r.worldSize == baselineWorldSize(r) && (dtype.isEmpty() || resultDtype(r) == dtype))
+                return std::move(r);
+    }
     return std::nullopt;
 }
 

@@ -105,6 +105,7 @@ SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const
     in.batch = e.batch;
     in.maxWindows = e.maxWindows;
     in.quantize = quantizeKey(QString::fromStdString(e.quantize), e.quantGroup, e.quantizeHead);
+    in.tensorParallel = std::max(1, e.tensorParallel);
     return in;
 }
 
@@ -119,6 +120,7 @@ SettingsKeyInputs settingsInputsFromResult(const QJsonObject &r)
         in.*f.member = r.value(keyOf(f.key)).toInteger();
     const QJsonObject q = r.value(u"quantization"_s).toObject();
     in.quantize = quantizeKey(q.value(u"method"_s).toString(), q.value(u"group"_s).toInteger(), q.value(u"head"_s).toBool());
+    in.tensorParallel = std::max(1, r.value(u"tensor_parallel"_s).toObject().value(u"size"_s).toInt(1));
     return in;
 }
 
@@ -132,7 +134,8 @@ QString settingsKey(const SettingsKeyInputs &in)
                               .arg(in.batch)
                               .arg(in.maxWindows)
                               .arg(in.dtype)
-                          + (in.quantize.isEmpty() ? QString() : u"quantize=%1\n"_s.arg(in.quantize));
+                          + (in.quantize.isEmpty() ? QString() : u"quantize=%1\n"_s.arg(in.quantize))
+                          + (in.tensorParallel <= 1 ? QString() : u"tensor_parallel=%1\n"_s.arg(in.tensorParallel));
     return QString::fromLatin1(QCryptographicHash::hash(canon.toUtf8(), QCryptographicHash::Sha256).toHex().left(32));
 }
 
@@ -147,7 +150,16 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
         o.insert(u"batch"_s, u"auto"_s);
     if (!in.quantize.isEmpty())
         o.insert(u"quantize"_s, in.quantize);
+    if (in.tensorParallel > 1)
+        o.insert(u"tensor_parallel"_s, in.tensorParallel);
     return o;
+}
+
+int tensorParallelOf(const RunRecord &run)
+{
+    if (run.resultJson.isEmpty())
+        return 1;
+    return std::max(1, QJsonDocument::fromJson(run.resultJson).object().value(u"tensor_parallel"_s).toObject().value(u"size"_s).toInt(1));
 }
 
 QString resultDtype(const RunRecord &run)

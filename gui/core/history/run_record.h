@@ -139,6 +139,9 @@ struct SettingsKeyInputs
     /// Weights quantized at load (--quantize): "int8/32", "int4-sym/64/head", ...; empty: none
     /// (the key of a float run is what it was before quantization existed).
     QString quantize;
+    /// --tensor-parallel N: its matmuls sum in another order than one rank's, so N > 1 is a key of
+    /// its own whose baseline is one group (world size N; baselineWorldSize); 1 leaves the key as it was.
+    int tensorParallel = 1;
 };
 [[nodiscard]] SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const QString &profileDir);
 /// From an agent result JSON (its model.path, data.path, protocol, context, ...).
@@ -146,6 +149,11 @@ struct SettingsKeyInputs
 /// sha256 (hex, first 32 digits) over the inputs in a fixed order; paths made absolute and clean.
 [[nodiscard]] QString settingsKey(const SettingsKeyInputs &in);
 [[nodiscard]] QJsonObject settingsJson(const SettingsKeyInputs &in);
+/// The tensor-parallel group size @p run's result names (tensor_parallel.size); 1 without.
+[[nodiscard]] int tensorParallelOf(const RunRecord &run);
+/// The world size of @p run's baseline: one rank, or one tensor-parallel group (bit-identical for
+/// any data-parallel width of the same N; against N = 1 only within float rounding: docs/models.md).
+[[nodiscard]] inline int baselineWorldSize(const RunRecord &run) { return tensorParallelOf(run); }
 /// The dtype @p run's result says it ran in ("float32", "bfloat16"); empty without a result.
 [[nodiscard]] QString resultDtype(const RunRecord &run);
 

@@ -300,6 +300,51 @@ private Q_SLOTS:
                  qPrintable(only.warnings.join(u'\n')));
     }
 
+    void tensorParallelBaselines()
+    {
+        // --tensor-parallel N sums its matmuls in another order than one rank: N > 1 is a key of its
+        // own (N = 1's key unchanged), whose baseline is one group (world size N), never a one-rank run.
+        auto inputs = [](int n) {
+            cppl::ClusterProfile p;
+            p.launcher = "local";
+            p.evaluation.model = "/m";
+            p.evaluation.text = "/t.txt";
+            p.evaluation.device = "cpu";
+            p.evaluation.tensorParallel = n;
+            return settingsInputsFromProfile(p, {});
+        };
+        const QString key1 = settingsKey(inputs(1));
+        const QString key2 = settingsKey(inputs(2));
+        QVERIFY(key1 != key2);
+        QVERIFY(!settingsJson(inputs(1)).contains(u"tensor_parallel"_s));
+        QCOMPARE(settingsJson(inputs(2)).value(u"tensor_parallel"_s).toInt(), 2);
+        auto run = [](const QString &id, int world, int tp, const QString &key, const QString &exact, const QDateTime &when) {
+            QJsonObject r = cppl::test::agentResult(world, 4.3, 0.043, exact, 1000, 100.0 * world, u"/models/m"_s, u"/data/d.txt"_s);
+            if (tp > 1)
+                r.insert(u"tensor_parallel"_s, QJsonObject{{u"size"_s, tp}, {u"data_parallel_width"_s, world / tp}});
+            RunRecord rec = finishedRun(id, QJsonDocument(r).toJson(QJsonDocument::Compact), when);
+            rec.settingsKey = key;
+            return rec;
+        };
+        const QDateTime t0(QDate(2026, 12, 1), QTime(9, 0), QTimeZone::utc());
+        const RunRecord one = run(u"n1-w1"_s, 1, 1, key1, u"xs1:a"_s, t0);
+        const RunRecord group = run(u"n2-w2"_s, 2, 2, key2, u"xs1:b"_s, t0.addSecs(60));
+        const RunRecord wide = run(u"n2-w4"_s, 4, 2, key2, u"xs1:b"_s, t0.addSecs(120));
+        QCOMPARE(tensorParallelOf(wide), 2);
+        QCOMPARE(tensorParallelOf(one), 1);
+        RunHistory s(freshPath());
+        for (const RunRecord *r : {&one, &group, &wide})
+            s.insert(*r);
+        QCOMPARE(s.baselineFor(key2)->runId, u"n2-w2"_s);
+        QVERIFY(!s.baselineFor(key2, u"n2-w2"_s)); // a 4-rank run is no baseline
+        QCOMPARE(s.baselineFor(key1)->runId, u"n1-w1"_s);
+        const Comparison c = compareRuns({one, group, wide});
+        for (const ScalingPoint &p : c.points) {
+            QCOMPARE(p.baselineRunId, p.runId == u"n1-w1"_s ? u"n1-w1"_s : u"n2-w2"_s);
+            QVERIFY(p.bitIdentical.value_or(false));
+        }
+    }
+
     void refusesNewerAndForeignFiles()
     {
         const QString newer = freshPath();
