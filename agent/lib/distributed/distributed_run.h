@@ -28,6 +28,11 @@ class RendezvousStore;
 /// @p hosts (every rank's, from the rendezvous): its ranks are on several hosts, named. Empty: one host.
 [[nodiscard]] std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size);
 
+/// @p groups (original numbering) among @p members only, renumbered in their order (a group left
+/// empty disappears): the data-parallel communicators' node groups after a loss, and of the
+/// tensor-parallel leaders.
+[[nodiscard]] RankGroups groupsAmong(const RankGroups &groups, const std::vector<int> &members);
+
 struct DistributedOptions
 {
     RankIdentity identity;
@@ -47,6 +52,10 @@ struct DistributedOptions
     /// computes round 0); the first collective waits for them. False: in the constructor (comm-check).
     /// NCCL's always form in the constructor.
     bool connectInBackground = true;
+    /// --tensor-parallel N: groups of N consecutive ranks; only each group's leader (rank % N == 0)
+    /// takes part in the data-parallel communicators, node groups and members (docs/models.md,
+    /// "Tensor parallelism"); the rendezvous and the watchdog cover every rank.
+    int tensorParallel = 1;
 };
 
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
@@ -87,6 +96,8 @@ struct RankReport
     double waitSeconds = 0;
     double transferSeconds = 0;
     double collectiveSeconds = 0;       ///< the collectives' own duration (overlapped: mostly hidden, not in wait + transfer)
+    double tensorParallelSeconds = 0;   ///< --tensor-parallel: in the group's reductions inside the forward passes (in computeSeconds)
+    int tpRank = 0;                     ///< --tensor-parallel: the member of its group (0: the leader, whose row has the group's tokens)
     double wallSeconds = 0;
     double clockOffsetSeconds = 0;      ///< the watchdog hub's clock minus this rank's (0 on the hub; rank 0 until it is lost)
     double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
@@ -178,7 +189,14 @@ public:
     [[nodiscard]] double clockUncertaintySeconds() const;
 
     /// @brief Every rank's report, on every rank (one more all-reduce, not counted in comm()).
-    [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine);
+    /// --tensor-parallel: each leader also brings its @p followers' rows (tp_rank 1 .. N-1).
+    [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine, const std::vector<RankReport> &followers = {});
+    /// @brief --tensor-parallel N (1 without): the size of every tensor-parallel group.
+    [[nodiscard]] int tensorParallel() const noexcept { return m_tensorParallel; }
+    /// @brief A tensor-parallel follower: in no data-parallel communicator, never among members().
+    [[nodiscard]] bool follower() const noexcept { return m_rank % m_tensorParallel != 0; }
+    /// @brief The data-parallel width the run started with: the world, or its groups (world / N).
+    [[nodiscard]] int dataParallelWidth() const noexcept { return m_world / m_tensorParallel; }
 
     /// @brief This rank failed with @p exitCode: the others are told (and exit) instead of waiting.
     /// Tolerant runs: they go on without this rank, unless @p runWide (a failure every rank would
@@ -242,6 +260,7 @@ private:
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
+    int m_tensorParallel = 1;
     Topology m_topology;
     C10d m_c10d;                          ///< LibTorch's store client and Gloo (the constructor's caller's)
     RankGroups m_groups;
