@@ -20,7 +20,9 @@
 #include <QCoreApplication>
 #include <QFile>
 #include <QFileInfo>
+#include <QElapsedTimer>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -331,6 +333,47 @@ private Q_SLOTS:
         }
         QCOMPARE(results[QStringLiteral("2x2 dynamic")].value(QStringLiteral("schedule")).toString(), QStringLiteral("dynamic"));
         QVERIFY(results[QStringLiteral("2x2 dynamic")].value(QStringLiteral("rounds")).toInt() > 1);
+    }
+
+    /// --on-rank-loss continue at 2 x 2: a follower of group 1 (rank 3) dies after its first range.
+    /// Its whole group is out: its leader (rank 2) leaves at once with exit code 5 and says why, the
+    /// other group redoes group 1's uncommitted batches, and the result has the 2 x 1 run's bits.
+    void lostRankTakesItsGroupOut()
+    {
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")});
+        const QString tokens = writeTokens(dir, 900, 97, 4);
+        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
+                                 QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--threads"),
+                                 QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--sync-every-tokens"), QStringLiteral("200"),
+                                 QStringLiteral("--schedule"), QStringLiteral("dynamic")};
+        const QString ref = dir.filePath(QStringLiteral("ref.json")), lost = dir.filePath(QStringLiteral("lost.json"));
+        cppl::test::ProcessResult r = evalOn(2, 2, common + QStringList{QStringLiteral("--json"), ref});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        // Every rank sleeps 40 ms a batch: the run outlasts the victim's first range.
+        qputenv("CLUSTERPPL_TEST_DIE", "3:tp-range");
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "*:40");
+        QElapsedTimer took;
+        took.start();
+        r = evalOn(4, 2, common + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue"), QStringLiteral("--json"), lost});
+        const qint64 ms = took.elapsed();
+        qInfo("2 x 2 with rank 3 lost: %lld ms (exit %d)", ms, r.exitCode);
+        qunsetenv("CLUSTERPPL_TEST_DIE");
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("tensor-parallel group 1 lost rank 3 (")), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("rank 2 exited with code 5")), qPrintable(r.describe()));
+        // At once, not after --timeout (60 s: evalOn) waiting for a dead member.
+        CPPL_VERIFY2(ms < 45000, qPrintable(QStringLiteral("%1 ms: %2").arg(ms).arg(r.describe())));
+        const QJsonObject a = cppl::test::readJson(ref), b = cppl::test::readJson(lost);
+        QCOMPARE(b.value(QStringLiteral("nll_sum_exact")).toString(), a.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("nll_sq_sum_exact")).toString(), a.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("tokens_scored")).toInteger(), a.value(QStringLiteral("tokens_scored")).toInteger());
+        const QJsonArray lostRanks = b.value(QStringLiteral("lost_ranks")).toArray();
+        QCOMPARE(lostRanks.size(), 1);
+        QCOMPARE(lostRanks[0].toObject().value(QStringLiteral("rank")).toInt(), 2); // the group's leader speaks for it
+        CPPL_VERIFY2(lostRanks[0].toObject().value(QStringLiteral("cause")).toString().contains(QStringLiteral("its tensor-parallel group lost rank 3")),
+                     qPrintable(QJsonDocument(b).toJson()));
     }
 
     void refusesWhatItCannotSplit_data()

@@ -14,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -32,6 +33,12 @@ class RendezvousStore;
 /// empty disappears): the data-parallel communicators' node groups after a loss, and of the
 /// tensor-parallel leaders.
 [[nodiscard]] RankGroups groupsAmong(const RankGroups &groups, const std::vector<int> &members);
+
+class DistributedRun;
+/// Tolerant runs: @p group whose failed collectives first wait for the watchdog's verdict
+/// (DistributedRun::awaitGroupVerdict), so that a survivor of a lost group leaves with that
+/// verdict's message and exit code, not Gloo's.
+[[nodiscard]] std::unique_ptr<TensorParallelGroup> watchTensorParallelGroup(std::unique_ptr<TensorParallelGroup> group, DistributedRun &run);
 
 struct DistributedOptions
 {
@@ -165,6 +172,11 @@ public:
      * not a multiple of @p size, the group spans hosts (named) or the backend is not Gloo.
      */
     [[nodiscard]] std::unique_ptr<TensorParallelGroup> formTensorParallelGroup(int size);
+    /// @brief Tolerant, --tensor-parallel: one of the group's collectives failed (a member died:
+    /// Gloo's closed connection comes before the watchdog's word). Waits up to --timeout + 2 s for
+    /// the watchdog's verdict, whose handler ends this process when the loss is in this rank's
+    /// group (tensorParallelGroupLost); returns when none came, for the caller to fail.
+    void awaitGroupVerdict();
     [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }
@@ -232,6 +244,13 @@ private:
     [[nodiscard]] static Communicators formCommunicators(const C10d &c10d, const std::string &backend, RendezvousStore &store,
                                                          const BackendOptions &dataParallel);
 
+    /// --tensor-parallel, tolerant (the watchdog's thread): @p raw as the data-parallel side sees it:
+    /// the loss of the lost rank's group leader, the members the leaders whose groups are whole;
+    /// nothing when that group was out already (its survivors leaving after it).
+    [[nodiscard]] std::optional<Watchdog::Loss> dataParallelLoss(const Watchdog::Loss &raw);
+    /// Why a survivor of a lost group leaves (its exit code: kExitCollective).
+    [[nodiscard]] std::string tensorParallelGroupLost(const Watchdog::Loss &raw) const;
+
     /// CLUSTERPPL_TEST_HOLD_FINISH (tests): wait before the watchdog hears that this rank finished.
     void holdBeforeFinish() const;
     /// CLUSTERPPL_TEST_DIE (tests): this rank kills itself (SIGKILL) at @p point of the closing gather.
@@ -289,6 +308,7 @@ private:
     std::atomic<bool> m_blockingRegroup{false}; ///< NCCL's rebuild is under way: a loss now is fatal (regroup())
     std::mutex m_lossMutex;
     std::vector<Watchdog::Loss> m_losses;
+    std::vector<int> m_dataParallelMembers; ///< the watchdog's thread (dataParallelLoss): the leaders whose groups are whole
 };
 
 [[nodiscard]] const char *topologyName(Topology t) noexcept;

@@ -330,8 +330,16 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
         std::_Exit(exitCode);
     };
     Watchdog::LossHandler onLoss;
+    m_dataParallelMembers = m_members;
     if (m_tolerant)
-        onLoss = [this, leave](const Watchdog::Loss &loss) {
+        onLoss = [this, leave](const Watchdog::Loss &raw) {
+            // --tensor-parallel: a lost rank takes its whole group out, this rank's included.
+            if (m_tensorParallel > 1 && raw.rank / m_tensorParallel == m_rank / m_tensorParallel)
+                leave(kExitCollective, tensorParallelGroupLost(raw));
+            const std::optional<Watchdog::Loss> seen = dataParallelLoss(raw);
+            if (!seen)
+                return;
+            const Watchdog::Loss &loss = *seen;
             // From the watchdog thread: only record it; the main thread regroups at its next collective.
             {
                 const std::lock_guard lock(m_lossMutex);
@@ -425,8 +433,9 @@ std::unique_ptr<TensorParallelGroup> DistributedRun::formTensorParallelGroup(int
     if (m_backendName != "gloo")
         throw ConfigError("--tensor-parallel runs over Gloo on CPUs in this version (backend " + m_backendName
                           + "): NCCL tensor parallelism is not built yet (docs/communication.md)");
-    return m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
-                                     "tensor-parallel group " + std::to_string(g));
+    auto group = m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
+                                           "tensor-parallel group " + std::to_string(g));
+    return m_tolerant ? watchTensorParallelGroup(std::move(group), *this) : std::move(group);
 }
 
 void DistributedRun::formInBackground(const CommunicatorStep &step, ConnectLog &log)

@@ -498,7 +498,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, LanguageModel *reference
     // --tensor-parallel: the leader sends each range it scores to its followers first.
     std::optional<TensorParallelLeader> leader;
     if (m_tp)
-        leader.emplace(evaluator, *m_tp);
+        leader.emplace(evaluator, *m_tp, faultHooks().deathPoint(m_run->rank()) == "tp-range");
     WindowScorer &scorer = leader ? static_cast<WindowScorer &>(*leader) : evaluator;
     RoundLoop loop(m_o, {m_out, m_err, m_run.get(), m_tel.get(), m_fingerprint, leader ? &*leader : nullptr}, scorer, input, plan);
     EvalOutcome outcome = loop.run();
@@ -514,7 +514,8 @@ EvalOutcome EvalSession::follow(WindowScorer &scorer)
 {
     if (m_tel)
         m_tel->phase(cppl::telemetry::Phase::Evaluating);
-    const MemberFigures mine = followLeader(scorer, *m_tp, [&](const MemberFigures &f) { publishFollower(f, false); });
+    const MemberFigures mine = followLeader(scorer, *m_tp, [&](const MemberFigures &f) { publishFollower(f, false); },
+                                            faultHooks().deathPoint(m_run->rank()) == "tp-range");
     publishFollower(mine, true);
     m_run->finish();
     EvalOutcome outcome;

@@ -5,7 +5,11 @@
 
 #include "tensor_parallel.h"
 
+#include "fault_hooks.h"
+
 #include "cppl/errors.h"
+
+#include <csignal>
 
 #include <array>
 #include <chrono>
@@ -20,6 +24,14 @@ enum Command : std::int64_t { kEvaluate = 1, kReport = 2, kFinish = 3 };
 constexpr std::size_t kCommandWords = 3;
 /// A member's figures in the report's exchange: compute, tensor-parallel and wall seconds, ranges.
 constexpr std::size_t kFigureWords = 4;
+
+/// CLUSTERPPL_TEST_DIE=R:tp-range (tests): a member of a group lost in the middle of the run.
+void dieNow(const TensorParallelGroup &group)
+{
+    sayHook("clusterppl-agent: tensor-parallel member " + std::to_string(group.rank())
+            + ": killing itself (SIGKILL) after its first range (CLUSTERPPL_TEST_DIE)");
+    ::raise(SIGKILL);
+}
 
 double secondsSince(std::chrono::steady_clock::time_point t0)
 {
@@ -48,7 +60,10 @@ std::vector<MemberFigures> exchangeFigures(TensorParallelGroup &group, const Mem
 
 } // namespace
 
-TensorParallelLeader::TensorParallelLeader(WindowScorer &inner, TensorParallelGroup &group) : m_inner(inner), m_group(group) {}
+TensorParallelLeader::TensorParallelLeader(WindowScorer &inner, TensorParallelGroup &group, bool dieAfterFirstRange)
+    : m_inner(inner), m_group(group), m_dieAfterFirstRange(dieAfterFirstRange)
+{
+}
 
 void TensorParallelLeader::send(std::int64_t kind, std::int64_t first, std::int64_t end)
 {
@@ -61,6 +76,8 @@ void TensorParallelLeader::run(std::int64_t first, std::int64_t end, NllStats &s
 {
     send(kEvaluate, first, end);
     m_inner.run(first, end, stats, reference, progress);
+    if (m_dieAfterFirstRange)
+        dieNow(m_group);
 }
 
 std::vector<MemberFigures> TensorParallelLeader::followerFigures()
@@ -84,7 +101,8 @@ void TensorParallelLeader::finish()
     m_finished = true;
 }
 
-MemberFigures followLeader(WindowScorer &scorer, TensorParallelGroup &group, const std::function<void(const MemberFigures &)> &afterRange)
+MemberFigures followLeader(WindowScorer &scorer, TensorParallelGroup &group, const std::function<void(const MemberFigures &)> &afterRange,
+                           bool dieAfterFirstRange)
 {
     const auto start = std::chrono::steady_clock::now();
     MemberFigures mine;
@@ -101,6 +119,8 @@ MemberFigures followLeader(WindowScorer &scorer, TensorParallelGroup &group, con
             mine.computeSeconds += secondsSince(t0);
             mine.tensorParallelSeconds = group.collectiveSeconds();
             ++mine.ranges;
+            if (dieAfterFirstRange)
+                dieNow(group);
             if (afterRange)
                 afterRange(mine);
             break;

@@ -31,7 +31,8 @@ struct MemberFigures
 class TensorParallelLeader final : public WindowScorer
 {
 public:
-    TensorParallelLeader(WindowScorer &inner, TensorParallelGroup &group);
+    /// @p dieAfterFirstRange: CLUSTERPPL_TEST_DIE=R:tp-range names this rank (fault_hooks.h).
+    TensorParallelLeader(WindowScorer &inner, TensorParallelGroup &group, bool dieAfterFirstRange = false);
     void run(std::int64_t first, std::int64_t end, NllStats &stats, ReferenceStats *reference, const Progress &progress) override;
     [[nodiscard]] bool comparesReference() const override { return m_inner.comparesReference(); }
     /// Every follower's figures so far, tp_rank 1 .. N-1 (the followers answer, then go on following).
@@ -46,6 +47,7 @@ private:
 
     WindowScorer &m_inner;
     TensorParallelGroup &m_group;
+    bool m_dieAfterFirstRange;
     bool m_finished = false;
 };
 
@@ -54,6 +56,7 @@ private:
  * into scratch totals (the group's sums are the leader's), answers a request for its figures,
  * and returns at the leader's finish. @p afterRange runs after each range (telemetry).
  */
-MemberFigures followLeader(WindowScorer &scorer, TensorParallelGroup &group, const std::function<void(const MemberFigures &)> &afterRange = {});
+MemberFigures followLeader(WindowScorer &scorer, TensorParallelGroup &group, const std::function<void(const MemberFigures &)> &afterRange = {},
+                           bool dieAfterFirstRange = false);
 
 } // namespace cppl::agent
