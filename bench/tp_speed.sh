@@ -48,7 +48,7 @@ work, runs = sys.argv[1], int(sys.argv[2])
 tps = {c: [json.load(open(f"{work}/tp-{c}-{r}.json"))["tokens_per_second"] for r in range(1, runs + 1)] for c in ("n1", "n2")}
 j = json.load(open(f"{work}/tp-n1-1.json"))
 k = json.load(open(f"{work}/tp-n2-1.json"))
-print("median tok/s: N=1 %.1f, N=2 %.1f; N=2 / N=1 = %.3f (goal >= 0.8); GEMM %s, BLAS %s; threads: N=1 %s, N=2 %s per rank (pinned %s)" % (
+print("median tok/s: N=1 %.1f, N=2 %.1f; N=2 / N=1 = %.3f (goal >= 0.8); GEMM %s, BLAS %s; threads: N=1 %s, N=2 %s per rank (rank 0 pinned to CPUs %s)" % (
     statistics.median(tps["n1"]), statistics.median(tps["n2"]), statistics.median(tps["n2"]) / statistics.median(tps["n1"]),
     j["gemm"], j["blas"], j["threads"], k["threads"], k["cpus"]["pinned"] or "no"))
 PY
