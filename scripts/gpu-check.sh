@@ -33,6 +33,10 @@
 #                     dynamic schedule, --on-rank-loss continue: no flag says it), the last rank
 #                     killed with SIGKILL at 20% of the tokens: exit 0, the one-rank nll_sum_exact,
 #                     the rank in lost_ranks, on_rank_loss continue in the result
+#   tensor-parallel   --tensor-parallel 2 (issue 40): two ranks of this host split the model over
+#                     Gloo on the CPU (the native float32 kernels, dynamic schedule): within 1e-6
+#                     relative PPL of one rank, and the weights each rank holds; on cuda the same
+#                     run, which says "skip" while the agent refuses it (not built on GPUs yet)
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
 #                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
@@ -206,6 +210,36 @@ lost_rank_row() { # NAME N REFJSON BATCH ARGS...
       "$n ranks, rank $victim killed at ${frac}%: nll_sum_exact $([[ -n "$mine" && "$mine" == "$theirs" ]] && echo identical || echo "DIFFERS ($mine vs $theirs)"), lost_ranks [$lost]${how:+; $how}"
 }
 rel() { pyc "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{abs(a-b)/a:.2e}', int(abs(a-b)/a <= float(sys.argv[3])))" "$@"; }
+# Tensor parallelism (issue 40): two ranks of this host split the model; the matmuls' sums run in
+# another order, so the PPL is one rank's within 1e-6 (float32), not its bits.
+tp_cpu_row() {
+  local name="tensor-parallel 2 (cpu, gloo)"
+  if [[ -n "$NO_GLOO" ]]; then row "$name" skip "$NO_GLOO"; return; fi
+  if [[ $CPU_OK != 1 ]]; then row "$name" FAIL "no one-rank cpu run to compare with (eval cpu failed)"; return; fi
+  if ! "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL[@]}" --device cpu --threads 1 --tensor-parallel 2 --schedule dynamic \
+       --timeout 120 --json "$OUT/tp-cpu.json" >"$OUT/tp-cpu.log" 2>&1; then
+    row "$name" FAIL "$(errline "$OUT/tp-cpu.log")"; return
+  fi
+  local d ok
+  read -r d ok <<<"$(rel "$(jget "$OUT/cpu.json" ppl)" "$(jget "$OUT/tp-cpu.json" ppl)" 1e-6)"
+  row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
+      "ppl $(jget "$OUT/tp-cpu.json" ppl), rel. diff to 1 rank $d (limit 1e-6); weights per rank $(jget "$OUT/tp-cpu.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cpu.json" model weight_bytes) bytes"
+}
+# The same on the GPU: prepared for the LibTorch/NCCL path; "skip" while the agent refuses it.
+tp_cuda_row() {
+  local name="tensor-parallel 2 on cuda"
+  if "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL[@]}" --device cuda --tensor-parallel 2 --timeout 120 \
+       --json "$OUT/tp-cuda.json" >"$OUT/tp-cuda.log" 2>&1; then
+    if [[ ! -f "$OUT/cuda16.json" ]]; then row "$name" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"; return; fi
+    local d ok
+    read -r d ok <<<"$(rel "$(jget "$OUT/cuda16.json" ppl)" "$(jget "$OUT/tp-cuda.json" ppl)" 0.02)"
+    row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" "ppl $(jget "$OUT/tp-cuda.json" ppl), rel. diff to 1 rank $d (limit 2%, bfloat16)"
+  elif grep -q 'runs the native float32 CPU path' "$OUT/tp-cuda.log"; then
+    row "$name" skip "not built on GPU yet: the agent runs --tensor-parallel on the CPU over Gloo only"
+  else
+    row "$name" FAIL "$(errline "$OUT/tp-cuda.log")"
+  fi
+}
 CPU_OK=0
 if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(nproc)"; then
   CPU_OK=1
@@ -214,7 +248,7 @@ fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
   for r in "eval cuda fp32" "eval cuda bf16" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
-           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
+           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 on cuda" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
@@ -241,6 +275,7 @@ if [[ "$CPU_ONLY" == 1 ]]; then
   else
     row "lost rank gloo, 3 ranks (cpu)" FAIL "one-rank reference: $(errline "$OUT/lost-ref.log")"
   fi
+  tp_cpu_row
   finish
 fi
 
@@ -357,7 +392,11 @@ else
   row "lost rank nccl" skip "one GPU: NCCL needs a GPU per rank, and a lost rank needs two ranks"
 fi
 
-# 8. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
+# 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU once built.
+tp_cpu_row
+tp_cuda_row
+
+# 9. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
 BENCH="$OUT/bench-model"
 step=bench-make
 "$PY" "$ROOT/tests/agent/reference/make_checkpoint.py" --arch llama --out "$BENCH" --dtype BF16 --vocab 32000 --hidden 1024 \

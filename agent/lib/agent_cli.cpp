@@ -116,8 +116,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --tensor-parallel N                N consecutive ranks of one host split the model (heads, MLP
                                          columns, vocabulary; default 1); world size / N groups
                                          evaluate batches in parallel, the same bits for any number
-                                         of them. This version: the float32 CPU path over Gloo, the
-                                         static schedule, no rank-loss survival or checkpoints
+                                         of them; a lost rank takes its group out. This version: the
+                                         float32 CPU path over Gloo, no checkpoints
                                          (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's

@@ -151,8 +151,8 @@ void readFailures(const EnvLookup &env, FaultHooks &f)
         for (const std::string_view item : splitList(h.value())) {
             FaultHooks::Death d;
             std::string_view point;
-            if (!splitRank(item, d.rank, point) || (point != "closing" && point != "gather" && point != "gathered"))
-                h.refuse("a list of RANK:POINT (POINT: closing, gather or gathered)");
+            if (!splitRank(item, d.rank, point) || (point != "closing" && point != "gather" && point != "gathered" && point != "tp-range"))
+                h.refuse("a list of RANK:POINT (POINT: closing, gather, gathered or tp-range)");
             d.point = point;
             f.die.push_back(d);
         }

@@ -36,7 +36,8 @@ struct FaultHooks
     /// for tests of the overlap).
     std::chrono::milliseconds slowCollective{0};
     /// CLUSTERPPL_TEST_DIE=R:POINT[,...]: rank R kills itself (SIGKILL) at POINT of the closing
-    /// gather: "closing" before it, "gather" inside it, "gathered" after it.
+    /// gather: "closing" before it, "gather" inside it, "gathered" after it; or "tp-range": a
+    /// member of a tensor-parallel group, after it scored its first range of windows.
     struct Death
     {
         int rank = -1;

@@ -104,7 +104,7 @@ ShardResult parseResultJson(std::string_view text, const std::string &source)
     return r;
 }
 
-nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns)
+nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns, bool tensorParallel)
 {
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (const auto &rep : reports) {
@@ -123,6 +123,10 @@ nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, c
                                     {"clock_offset_seconds", rep.clockOffsetSeconds},
                                     {"clock_uncertainty_seconds", rep.clockUncertaintySeconds},
                                     {"payload_bytes", rep.payloadBytes}};
+        if (tensorParallel) {
+            r["tp_rank"] = rep.tpRank;
+            r["tp_collective_seconds"] = rep.tensorParallelSeconds;
+        }
         if (static_cast<std::size_t>(rep.rank) < batchRuns.size())
             r["batches"] = batchRuns[static_cast<std::size_t>(rep.rank)];
         if (rep.lost)

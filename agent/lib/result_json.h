@@ -32,6 +32,7 @@ struct ShardResult
 
 /// @brief The result's `ranks` array: one object per rank's report; with the dynamic schedule each
 /// also names the global batches it evaluated (`batches`, e.g. "0-3,8"; @p batchRuns by rank).
-[[nodiscard]] nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns);
+[[nodiscard]] nlohmann::ordered_json ranksJson(const std::vector<dist::RankReport> &reports, const std::vector<std::string> &batchRuns,
+                                               bool tensorParallel = false);
 
 } // namespace cppl::agent

@@ -86,6 +86,7 @@ enum class F : std::uint8_t {
     V, Run, Rank, Host, Group, LocalRank, WorldSize, Seq, T, Kind, Dropped,
     Phase,
     Tokens, Tps, WindowsDone, WindowsTotal, Compute, Wait, Transfer, Nll, NllSq, Rss, DeviceMem, DeviceMemTotal, GpuUtil,
+    TpSize, TpRank, TpSeconds,
     Round, RoundsTotal, RoundWait, RoundTransfer,
     Level, MessageText, ExitCode, ResultJson,
     Count,
@@ -99,6 +100,7 @@ constexpr std::array<std::string_view, kFieldCount> kFieldNames{
     "tokens_scored_total", "tokens_per_second", "windows_done", "windows_total", "compute_seconds_total",
     "comm_wait_seconds_total", "comm_transfer_seconds_total", "nll_exact", "nll_sq_exact", "rss_bytes",
     "device_memory_bytes", "device_memory_total_bytes", "gpu_utilization_percent",
+    "tp_size", "tp_rank", "tp_collective_seconds_total",
     "round", "rounds_total", "wait_seconds", "transfer_seconds",
     "level", "message", "exit_code", "result_json"};
 
@@ -372,7 +374,36 @@ bool validateExitCode(Validator &v, Message &m, bool required)
     return true;
 }
 
-bool validateProgress(Validator &v, Progress &p)
+/// The tensor-parallel fields (optional, later than v1's first readers, which ignore them): tp_rank
+/// and the seconds only beside tp_size.
+bool validateTensorParallel(Validator &v, Progress &p, std::int64_t worldSize)
+{
+    p.tpSize.reset();
+    p.tpRank.reset();
+    p.tpCollectiveSecondsTotal.reset();
+    if (!v.has(F::TpSize)) {
+        if (v.has(F::TpRank))
+            return v.fail(DecodeError::MissingField, F::TpSize);
+        if (v.has(F::TpSeconds))
+            return v.fail(DecodeError::MissingField, F::TpSize);
+        return true;
+    }
+    std::int64_t size = 0, rank = 0;
+    if (!v.integer(F::TpSize, size, 1, worldSize) || (v.has(F::TpRank) && !v.integer(F::TpRank, rank, 0, size - 1)))
+        return false;
+    p.tpSize = size;
+    if (v.has(F::TpRank))
+        p.tpRank = rank;
+    if (v.has(F::TpSeconds)) {
+        double seconds = 0;
+        if (!v.number(F::TpSeconds, seconds, 0, kMaxSeconds))
+            return false;
+        p.tpCollectiveSecondsTotal = seconds;
+    }
+    return true;
+}
+
+bool validateProgress(Validator &v, Progress &p, std::int64_t worldSize)
 {
     if (!v.integer(F::Tokens, p.tokensScoredTotal, 0, kMaxCount) || !v.number(F::Tps, p.tokensPerSecond, 0, kMaxRate)
         || !v.integer(F::WindowsTotal, p.windowsTotal, 0, kMaxCount) || !v.integer(F::WindowsDone, p.windowsDone, 0, p.windowsTotal)
@@ -400,7 +431,9 @@ bool validateProgress(Validator &v, Progress &p)
         return v.fail(DecodeError::MissingField, F::DeviceMem);
     if (!optional(F::DeviceMemTotal, p.deviceMemoryBytes.value_or(0), kMaxCount, p.deviceMemoryTotalBytes))
         return false;
-    return optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent);
+    if (!optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent))
+        return false;
+    return validateTensorParallel(v, p, worldSize);
 }
 
 bool validateLog(Validator &v, Message &m)
@@ -435,7 +468,7 @@ DecodeResult validate(std::array<Slot, kFieldCount> &slots, Message &m)
     switch (m.header.kind) {
     case Kind::Hello:
     case Kind::Heartbeat: validatePhase(v, m); break;
-    case Kind::Progress: validateProgress(v, m.progress); break;
+    case Kind::Progress: validateProgress(v, m.progress, m.header.worldSize); break;
     case Kind::Sync:
         if (v.integer(F::RoundsTotal, m.sync.roundsTotal, 1, kMaxCount) && v.integer(F::Round, m.sync.round, 1, m.sync.roundsTotal)
             && v.number(F::RoundWait, m.sync.waitSeconds, 0, kMaxSeconds))
@@ -518,6 +551,13 @@ std::string encode(const Message &m)
             w.integer("device_memory_total_bytes", *p.deviceMemoryTotalBytes);
         if (p.gpuUtilizationPercent)
             w.integer("gpu_utilization_percent", *p.gpuUtilizationPercent);
+        if (p.tpSize) {
+            w.integer("tp_size", *p.tpSize);
+            if (p.tpRank)
+                w.integer("tp_rank", *p.tpRank);
+            if (p.tpCollectiveSecondsTotal)
+                w.number("tp_collective_seconds_total", *p.tpCollectiveSecondsTotal);
+        }
         break;
     }
     case Kind::Sync:

@@ -72,9 +72,12 @@ private Q_SLOTS:
         const QString lost = rowOf(r.out, QStringLiteral("lost rank gloo, 3 ranks (cpu)"));
         QVERIFY2(lost.startsWith(QStringLiteral("ok    3 ranks, rank 2 killed at ")) && lost.endsWith(QStringLiteral("nll_sum_exact identical, lost_ranks [2]")),
                  qPrintable(r.out));
+        // Tensor parallelism over Gloo on the CPU: within 1e-6 of one rank.
+        const QString tp = rowOf(r.out, QStringLiteral("tensor-parallel 2 (cpu, gloo)"));
+        QVERIFY2(tp.startsWith(QStringLiteral("ok    ppl ")) && tp.contains(QStringLiteral("(limit 1e-6); weights per rank ")), qPrintable(r.out));
         for (const char *gpuRow :
              {"eval cuda fp32", "eval cuda bf16", "eval cuda gqa", "default batch cuda", "gloo = nccl on cuda", "gloo 2 ranks on cuda = 1 rank",
-              "nccl ranks > GPUs refused", "comm-check nccl", "lost rank nccl", "speed bf16 vs eager"})
+              "nccl ranks > GPUs refused", "comm-check nccl", "lost rank nccl", "tensor-parallel 2 on cuda", "speed bf16 vs eager"})
             QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);
         QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
     }

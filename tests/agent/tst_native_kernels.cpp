@@ -92,6 +92,8 @@ public:
         void allReduceSum(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return a + b; }); }
         void allReduceSum(double *d, std::int64_t n) override { reduce(d, n, [](double a, double b) { return a + b; }); }
         void allReduceMax(float *d, std::int64_t n) override { reduce(d, n, [](float a, float b) { return std::max(a, b); }); }
+        void broadcastCommand(std::int64_t *d, std::int64_t n) override { reduce(d, n, [](std::int64_t a, std::int64_t) { return a; }); }
+        double collectiveSeconds() const override { return 0; }
 
     private:
         template <typename T, typename Op> void reduce(T *d, std::int64_t n, Op op)

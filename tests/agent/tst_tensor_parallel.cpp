@@ -20,6 +20,9 @@
 #include <QCoreApplication>
 #include <QFile>
 #include <QFileInfo>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -285,6 +288,94 @@ private Q_SLOTS:
             CPPL_VERIFY2(perRank <= 0.6 * whole, qPrintable(QStringLiteral("%1 bytes per rank of %2").arg(perRank).arg(whole)));
     }
 
+    /// Leader-driven groups: only leaders take part in the data-parallel side, so the dynamic
+    /// schedule (batches claimed by the leaders) gives the static schedule's bits, at data-parallel
+    /// width 1 and 2; every rank has a row in the result, the followers' without tokens.
+    void dynamicScheduleGivesTheSameBits()
+    {
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")});
+        const QString tokens = writeTokens(dir, 900, 97, 3);
+        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
+                                 QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--threads"),
+                                 QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--sync-every-tokens"), QStringLiteral("200")};
+        const QStringList dynamic{QStringLiteral("--schedule"), QStringLiteral("dynamic")}, fixed{QStringLiteral("--schedule"), QStringLiteral("static")};
+        QMap<QString, QJsonObject> results;
+        for (const auto &[name, world, schedule] : {std::tuple{QStringLiteral("2x1 static"), 2, fixed}, {QStringLiteral("2x1 dynamic"), 2, dynamic},
+                                                    {QStringLiteral("2x2 dynamic"), 4, dynamic}, {QStringLiteral("2x2 static"), 4, fixed}}) {
+            const QString json = dir.filePath(QString(name).replace(QLatin1Char(' '), QLatin1Char('-')) + QStringLiteral(".json"));
+            const cppl::test::ProcessResult r = evalOn(world, 2, common + schedule + QStringList{QStringLiteral("--json"), json});
+            CPPL_VERIFY2(r.exitCode == 0, qPrintable(name + QLatin1Char(' ') + r.describe()));
+            results[name] = cppl::test::readJson(json);
+        }
+        const QJsonObject base = results[QStringLiteral("2x1 static")];
+        QVERIFY(base.value(QStringLiteral("tokens_scored")).toInteger() > 0);
+        for (auto it = results.cbegin(); it != results.cend(); ++it) {
+            const QJsonObject &j = it.value();
+            CPPL_VERIFY2(j.value(QStringLiteral("nll_sum_exact")).toString() == base.value(QStringLiteral("nll_sum_exact")).toString(), qPrintable(it.key()));
+            CPPL_VERIFY2(j.value(QStringLiteral("nll_sq_sum_exact")).toString() == base.value(QStringLiteral("nll_sq_sum_exact")).toString(), qPrintable(it.key()));
+            QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), base.value(QStringLiteral("tokens_scored")).toInteger());
+            // A row per rank: the leaders' hold the group's tokens, the followers' none, and their
+            // time in the group's reductions.
+            const QJsonArray ranks = j.value(QStringLiteral("ranks")).toArray();
+            QCOMPARE(ranks.size(), j.value(QStringLiteral("world_size")).toInt());
+            std::int64_t tokensOfRows = 0;
+            for (int r = 0; r < ranks.size(); ++r) {
+                const QJsonObject row = ranks[r].toObject();
+                QCOMPARE(row.value(QStringLiteral("rank")).toInt(), r);
+                QCOMPARE(row.value(QStringLiteral("tp_rank")).toInt(), r % 2);
+                QVERIFY2(row.value(QStringLiteral("tp_collective_seconds")).toDouble() > 0, qPrintable(it.key()));
+                if (r % 2 == 1)
+                    QCOMPARE(row.value(QStringLiteral("tokens")).toInteger(), 0);
+                tokensOfRows += row.value(QStringLiteral("tokens")).toInteger();
+            }
+            QCOMPARE(tokensOfRows, base.value(QStringLiteral("tokens_scored")).toInteger());
+        }
+        QCOMPARE(results[QStringLiteral("2x2 dynamic")].value(QStringLiteral("schedule")).toString(), QStringLiteral("dynamic"));
+        QVERIFY(results[QStringLiteral("2x2 dynamic")].value(QStringLiteral("rounds")).toInt() > 1);
+    }
+
+    /// --on-rank-loss continue at 2 x 2: a follower of group 1 (rank 3) dies after its first range.
+    /// Its whole group is out: its leader (rank 2) leaves at once with exit code 5 and says why, the
+    /// other group redoes group 1's uncommitted batches, and the result has the 2 x 1 run's bits.
+    void lostRankTakesItsGroupOut()
+    {
+        QTemporaryDir dir;
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")});
+        const QString tokens = writeTokens(dir, 900, 97, 4);
+        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
+                                 QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--threads"),
+                                 QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--sync-every-tokens"), QStringLiteral("200"),
+                                 QStringLiteral("--schedule"), QStringLiteral("dynamic")};
+        const QString ref = dir.filePath(QStringLiteral("ref.json")), lost = dir.filePath(QStringLiteral("lost.json"));
+        cppl::test::ProcessResult r = evalOn(2, 2, common + QStringList{QStringLiteral("--json"), ref});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        // Every rank sleeps 40 ms a batch: the run outlasts the victim's first range.
+        qputenv("CLUSTERPPL_TEST_DIE", "3:tp-range");
+        qputenv("CLUSTERPPL_TEST_SLOW_RANK", "*:40");
+        QElapsedTimer took;
+        took.start();
+        r = evalOn(4, 2, common + QStringList{QStringLiteral("--on-rank-loss"), QStringLiteral("continue"), QStringLiteral("--json"), lost});
+        const qint64 ms = took.elapsed();
+        qInfo("2 x 2 with rank 3 lost: %lld ms (exit %d)", ms, r.exitCode);
+        qunsetenv("CLUSTERPPL_TEST_DIE");
+        qunsetenv("CLUSTERPPL_TEST_SLOW_RANK");
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("tensor-parallel group 1 lost rank 3 (")), qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("rank 2 exited with code 5")), qPrintable(r.describe()));
+        // At once, not after --timeout (60 s: evalOn) waiting for a dead member.
+        CPPL_VERIFY2(ms < 45000, qPrintable(QStringLiteral("%1 ms: %2").arg(ms).arg(r.describe())));
+        const QJsonObject a = cppl::test::readJson(ref), b = cppl::test::readJson(lost);
+        QCOMPARE(b.value(QStringLiteral("nll_sum_exact")).toString(), a.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("nll_sq_sum_exact")).toString(), a.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        QCOMPARE(b.value(QStringLiteral("tokens_scored")).toInteger(), a.value(QStringLiteral("tokens_scored")).toInteger());
+        const QJsonArray lostRanks = b.value(QStringLiteral("lost_ranks")).toArray();
+        QCOMPARE(lostRanks.size(), 1);
+        QCOMPARE(lostRanks[0].toObject().value(QStringLiteral("rank")).toInt(), 2); // the group's leader speaks for it
+        CPPL_VERIFY2(lostRanks[0].toObject().value(QStringLiteral("cause")).toString().contains(QStringLiteral("its tensor-parallel group lost rank 3")),
+                     qPrintable(QJsonDocument(b).toJson()));
+    }
+
     void refusesWhatItCannotSplit_data()
     {
         QTest::addColumn<QStringList>("flags");
@@ -301,9 +392,6 @@ private Q_SLOTS:
                                                   << "the model's 4 attention heads do not divide by it";
         QTest::addRow("world not a multiple") << QStringList{arch, QStringLiteral("llama")} << 3 << 2 << QStringList{}
                                               << "the world size 3 is not a multiple of it";
-        QTest::addRow("dynamic schedule") << QStringList{arch, QStringLiteral("llama")} << 2 << 2
-                                          << QStringList{QStringLiteral("--schedule"), QStringLiteral("dynamic")}
-                                          << "runs the static schedule in this version";
         QTest::addRow("bfloat16") << QStringList{arch, QStringLiteral("llama")} << 2 << 2 << QStringList{QStringLiteral("--dtype"), QStringLiteral("bfloat16")}
                                   << "runs the native float32 CPU path in this version";
     }

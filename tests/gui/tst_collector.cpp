@@ -253,6 +253,43 @@ private Q_SLOTS:
         QVERIFY2(cppl::core::liveLines(snap).back().contains(QStringLiteral("windows 9/9 (100.0%)")), qPrintable(cppl::core::liveLines(snap).back()));
     }
 
+    void tensorParallelGroupsCountOnce()
+    {
+        // --tensor-parallel 2 on 4 ranks: groups {0,1} and {2,3}. A follower scores its leader's
+        // windows; even one that sent its (the same) totals counts nowhere: the run's sums, tokens
+        // and windows are the leaders' alone, and each rank keeps its group and member.
+        CollectorState st({});
+        std::mt19937_64 rng(11);
+        NllStats leaders;
+        for (int r = 0; r < 4; ++r) {
+            NllStats s;
+            cppl::test::addTokens(s, rng, 10 + r);
+            s.windows = 2;
+            auto m = progressOf("r", r, 4, 0, s, 2);
+            m.progress.tpSize = 2;
+            m.progress.tpRank = r % 2;
+            m.progress.tpCollectiveSecondsTotal = 0.25 * (r + 1);
+            QVERIFY(st.apply(m, 0.0));
+            if (r % 2 == 0)
+                leaders.merge(s);
+        }
+        const auto snap = st.snapshot(0);
+        QVERIFY(snap.global.nll == leaders.nll);
+        QVERIFY(snap.global.nllSquared == leaders.nllSquared);
+        QCOMPARE(snap.global.tokens, leaders.tokens);
+        QCOMPARE(snap.windowsTotal, 4);
+        QCOMPARE(snap.windowsDone, 4);
+        QCOMPARE(snap.ranks.size(), std::size_t(4));
+        QCOMPARE(snap.ranks[0].stats.tokens + snap.ranks[2].stats.tokens, leaders.tokens);
+        for (int r = 0; r < 4; ++r) {
+            const auto &v = snap.ranks[static_cast<std::size_t>(r)];
+            QCOMPARE(v.tpSize, 2);
+            QCOMPARE(v.tpRank, r % 2);
+            CPPL_COMPARE_BITS(v.tpCollectiveSeconds, 0.25 * (r + 1));
+            QVERIFY(r % 2 ? v.stats.tokens == 0 : v.stats.tokens > 0);
+        }
+    }
+
     void statesAndStalls()
     {
         CollectorState st({});

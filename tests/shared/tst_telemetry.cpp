@@ -46,6 +46,9 @@ Message progressMessage()
     p.deviceMemoryBytes = 1 << 30;
     p.deviceMemoryTotalBytes = std::int64_t(80) << 30;
     p.gpuUtilizationPercent = 97;
+    p.tpSize = 2;
+    p.tpRank = 1;
+    p.tpCollectiveSecondsTotal = 0.75;
     return m;
 }
 
@@ -82,6 +85,9 @@ private Q_SLOTS:
         QCOMPARE(d.progress.deviceMemoryBytes.value(), 1 << 30);
         QCOMPARE(d.progress.deviceMemoryTotalBytes.value(), std::int64_t(80) << 30);
         QCOMPARE(d.progress.gpuUtilizationPercent.value(), 97);
+        QCOMPARE(d.progress.tpSize.value(), 2);
+        QCOMPARE(d.progress.tpRank.value(), 1);
+        CPPL_COMPARE_BITS(d.progress.tpCollectiveSecondsTotal.value(), 0.75);
         // Every value is a scalar: PlotJuggler's ZeroMQ source plots it unchanged.
         const Json flat = Json::parse(bytes);
         for (const auto &[k, v] : flat.items())
@@ -159,6 +165,13 @@ private Q_SLOTS:
         row("nested object", with([](Json &j) { j["extra"] = Json::object({{"a", 1}}); }), DecodeError::NotFlatObject);
         row("nested array", with([](Json &j) { j["extra"] = Json::array({1}); }), DecodeError::NotFlatObject);
         row("duplicate key", "{\"v\":1,\"v\":1}", DecodeError::DuplicateKey, "v");
+        row("tp_rank without tp_size", with([](Json &j) { j.erase("tp_size"); }), DecodeError::MissingField, "tp_size");
+        row("tp seconds without tp_size", with([](Json &j) { j.erase("tp_size"), j.erase("tp_rank"); }), DecodeError::MissingField, "tp_size");
+        row("tp_rank outside the group", with([](Json &j) { j["tp_rank"] = 2; }), DecodeError::OutOfRange, "tp_rank");
+        row("tp_size over the world", with([](Json &j) { j["tp_size"] = 9; }), DecodeError::OutOfRange, "tp_size");
+        row("tp_size zero", with([](Json &j) { j["tp_size"] = 0; }), DecodeError::OutOfRange, "tp_size");
+        row("tp seconds negative", with([](Json &j) { j["tp_collective_seconds_total"] = -1; }), DecodeError::OutOfRange,
+            "tp_collective_seconds_total");
         row("GPU utilisation over 100", with([](Json &j) { j["gpu_utilization_percent"] = 101; }), DecodeError::OutOfRange,
             "gpu_utilization_percent");
         row("GPU utilisation negative", with([](Json &j) { j["gpu_utilization_percent"] = -1; }), DecodeError::OutOfRange,
@@ -275,6 +288,24 @@ private Q_SLOTS:
         j.erase("gpu_utilization_percent");
         QVERIFY(decode(j.dump(), d).ok());
         QVERIFY(d.progress.deviceMemoryTotalBytes && !d.progress.gpuUtilizationPercent);
+    }
+
+    void tensorParallelFieldsAreOptional()
+    {
+        // A rank without --tensor-parallel (or an agent from before these fields): absent, not an error.
+        Json j = progressJson();
+        for (const char *k : {"tp_size", "tp_rank", "tp_collective_seconds_total"})
+            j.erase(k);
+        Message d;
+        QVERIFY(decode(j.dump(), d).ok());
+        QVERIFY(!d.progress.tpSize && !d.progress.tpRank && !d.progress.tpCollectiveSecondsTotal);
+        QVERIFY(encode(d).find("tp_") == std::string::npos);
+        // A leader may leave out its member number; the size alone says it is grouped.
+        j = progressJson();
+        j.erase("tp_rank");
+        QVERIFY(decode(j.dump(), d).ok());
+        QCOMPARE(d.progress.tpSize.value(), 2);
+        QVERIFY(!d.progress.tpRank);
     }
 
     void unknownKeysAreIgnored()

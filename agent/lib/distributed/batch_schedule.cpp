@@ -132,9 +132,10 @@ DynamicSchedule::DynamicSchedule(DistributedRun &run, std::vector<std::int64_t> 
     // Rank r's first batch is queue position r: no claim on the store before it, at the moment
     // every rank's process groups form on the same store (distributed_run.cpp), where a round trip
     // took 5-30 ms on a loaded host instead of well under one. The counter hands out the rest.
-    m_offset = run.worldSize();
-    if (run.rank() < m_batches)
-        m_pending = queueSlice(run.rank(), run.rank() + 1);
+    // (--tensor-parallel: the data-parallel ranks, each group's leader.)
+    m_offset = run.dataParallelWidth();
+    if (const int dpRank = run.rank() / run.tensorParallel(); dpRank < m_batches)
+        m_pending = queueSlice(dpRank, dpRank + 1);
     m_exhausted = m_batches <= m_offset;
     if (!m_exhausted)
         m_claimThread = std::make_unique<ClaimThread>();
@@ -311,7 +312,7 @@ void DynamicSchedule::beginRound()
 
 bool DynamicSchedule::startersMatter() const
 {
-    return m_round == 0 && m_sync != 0 && m_sync != kSyncAtEnd && m_run.worldSize() >= 2;
+    return m_round == 0 && m_sync != 0 && m_sync != kSyncAtEnd && m_run.dataParallelWidth() >= 2;
 }
 
 bool DynamicSchedule::othersStillStarting()
@@ -336,7 +337,7 @@ bool DynamicSchedule::othersStillStarting()
         m_announced = true;
         m_claimSeconds += now() - t0;
     }
-    return started < m_run.worldSize();
+    return started < m_run.dataParallelWidth();
 }
 
 std::optional<std::int64_t> DynamicSchedule::next()

@@ -55,16 +55,13 @@ bool DistributedRun::awaitLossAfter(int epoch)
     return m_lossEpoch.load() > epoch;
 }
 
-void DistributedRun::regroup(int epoch, const std::vector<int> &members)
+RankGroups groupsAmong(const RankGroups &groups, const std::vector<int> &members)
 {
-    CPPL_ENFORCE(m_tolerant && epoch > m_epoch && !members.empty(), "regroup without a newer epoch");
-    const auto me = std::find(members.begin(), members.end(), m_rank);
-    CPPL_ENFORCE(me != members.end(), "regroup without this rank");
-    // Node groups as they were, minus the lost ranks, renumbered in the members' order; a group
-    // left empty disappears, and each group's lowest member leads it.
+    // Node groups as they were, minus the ranks not in members, renumbered in the members' order;
+    // a group left empty disappears, and each group's lowest member leads it.
     RankGroups g;
     g.groupOf.assign(members.size(), 0);
-    for (const auto &old : m_groups.groups) {
+    for (const auto &old : groups.groups) {
         std::vector<int> kept;
         for (int r : old)
             if (const auto it = std::find(members.begin(), members.end(), r); it != members.end())
@@ -76,6 +73,15 @@ void DistributedRun::regroup(int epoch, const std::vector<int> &members)
             g.groupOf[static_cast<std::size_t>(k)] = static_cast<int>(g.groups.size());
         g.groups.push_back(std::move(kept));
     }
+    return g;
+}
+
+void DistributedRun::regroup(int epoch, const std::vector<int> &members)
+{
+    CPPL_ENFORCE(m_tolerant && epoch > m_epoch && !members.empty(), "regroup without a newer epoch");
+    const auto me = std::find(members.begin(), members.end(), m_rank);
+    CPPL_ENFORCE(me != members.end(), "regroup without this rank");
+    RankGroups g = groupsAmong(m_groups, members);
     abandonConnecting(); // process groups still forming (or formed, never used) over the old members
     BackendOptions b = m_backendOptions;
     b.rank = static_cast<int>(me - members.begin());
@@ -255,29 +261,66 @@ std::int64_t DistributedRun::nowOnRank0Ns() const
            + m_watchdog->clockOffsetNs();
 }
 
-std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
+namespace {
+
+/// The gather's words per row.
+constexpr std::size_t kReportWords = 14;
+
+void putReport(std::int64_t *row, const RankReport &r, double clockOffset, double clockUncertainty)
 {
-    constexpr std::size_t K = 12;
-    const std::size_t n = m_members.size();
+    auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
+    row[0] = r.tokens;
+    row[1] = r.windows;
+    row[2] = r.rounds;
+    row[3] = r.payloadBytes;
+    row[4] = ns(r.computeSeconds);
+    row[5] = ns(r.waitSeconds);
+    row[6] = ns(r.transferSeconds);
+    row[7] = ns(r.wallSeconds);
+    row[8] = 1; // present
+    row[9] = ns(clockOffset);
+    row[10] = ns(clockUncertainty);
+    row[11] = ns(r.collectiveSeconds);
+    row[12] = ns(r.tensorParallelSeconds);
+    row[13] = r.tpRank;
+}
+
+RankReport takeReport(const std::int64_t *x)
+{
+    auto s = [](std::int64_t ns) { return static_cast<double>(ns) * 1e-9; };
+    RankReport rep;
+    rep.tokens = x[0];
+    rep.windows = x[1];
+    rep.rounds = x[2];
+    rep.payloadBytes = x[3];
+    rep.computeSeconds = s(x[4]);
+    rep.waitSeconds = s(x[5]);
+    rep.transferSeconds = s(x[6]);
+    rep.wallSeconds = s(x[7]);
+    rep.clockOffsetSeconds = s(x[9]);
+    rep.clockUncertaintySeconds = s(x[10]);
+    rep.collectiveSeconds = s(x[11]);
+    rep.tensorParallelSeconds = s(x[12]);
+    rep.tpRank = static_cast<int>(x[13]);
+    return rep;
+}
+
+} // namespace
+
+std::vector<RankReport> DistributedRun::gather(const RankReport &mine, const std::vector<RankReport> &followers)
+{
+    const auto n = m_members.size(), perGroup = static_cast<std::size_t>(m_tensorParallel);
+    CPPL_ENFORCE(followers.size() + 1 == perGroup, "the closing gather needs every follower's row");
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
     dieIfTold("closing");
     (void)awaitCommunicators(); // a run without rounds: the first collective
-    std::vector<std::int64_t> rows(n * K, 0);
-    auto ns = [](double s) { return static_cast<std::int64_t>(s * 1e9); };
-    std::int64_t *row = rows.data() + static_cast<std::size_t>(m_epochRank) * K;
-    row[0] = mine.tokens;
-    row[1] = mine.windows;
-    row[2] = mine.rounds;
-    row[3] = mine.payloadBytes;
-    row[4] = ns(mine.computeSeconds);
-    row[5] = ns(mine.waitSeconds);
-    row[6] = ns(mine.transferSeconds);
-    row[7] = ns(mine.wallSeconds);
-    row[8] = 1; // present
-    row[9] = ns(clockOffsetSeconds());
-    row[10] = ns(clockUncertaintySeconds());
-    row[11] = ns(mine.collectiveSeconds);
+    // A row per rank: each leader writes its own and its followers' (their clocks are its host's).
+    std::vector<std::int64_t> rows(n * perGroup * kReportWords, 0);
+    std::int64_t *row = rows.data() + static_cast<std::size_t>(m_epochRank) * perGroup * kReportWords;
+    putReport(row, mine, clockOffsetSeconds(), clockUncertaintySeconds());
+    for (std::size_t f = 0; f < followers.size(); ++f)
+        putReport(row + (f + 1) * kReportWords, followers[f], clockOffsetSeconds(), clockUncertaintySeconds());
     {
         m_inGather = true;
         const struct Leave { bool &flag; ~Leave() { flag = false; } } leave{m_inGather}; // also when collect() throws
@@ -285,28 +328,17 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine)
     }
     dieIfTold("gathered");
     std::vector<RankReport> out;
-    for (std::size_t i = 0; i < n; ++i) {
-        const int r = m_members[i];
-        const std::int64_t *x = rows.data() + i * K;
-        if (x[8] != 1) // each rank writes only its own row: anything else came over the wire broken
+    for (std::size_t i = 0; i < n * perGroup; ++i) {
+        const int r = m_members[i / perGroup] + static_cast<int>(i % perGroup);
+        const std::int64_t *x = rows.data() + i * kReportWords;
+        if (x[8] != 1) // each rank writes only its own rows: anything else came over the wire broken
             throw ProtocolError("rank " + std::to_string(m_rank) + ": the report of rank " + std::to_string(r) + " ("
                                 + m_hosts[static_cast<std::size_t>(r)] + ") arrived malformed in the gather (presence word "
                                 + std::to_string(x[8]) + ", expected 1): do all ranks run the same agent version?");
-        RankReport rep;
+        RankReport rep = takeReport(x);
         rep.rank = r;
         rep.host = m_hosts[static_cast<std::size_t>(r)];
         rep.group = m_groups.groupOf[static_cast<std::size_t>(r)];
-        rep.tokens = x[0];
-        rep.windows = x[1];
-        rep.rounds = x[2];
-        rep.payloadBytes = x[3];
-        rep.computeSeconds = static_cast<double>(x[4]) * 1e-9;
-        rep.waitSeconds = static_cast<double>(x[5]) * 1e-9;
-        rep.transferSeconds = static_cast<double>(x[6]) * 1e-9;
-        rep.wallSeconds = static_cast<double>(x[7]) * 1e-9;
-        rep.clockOffsetSeconds = static_cast<double>(x[9]) * 1e-9;
-        rep.clockUncertaintySeconds = static_cast<double>(x[10]) * 1e-9;
-        rep.collectiveSeconds = static_cast<double>(x[11]) * 1e-9;
         out.push_back(rep);
     }
     return out;

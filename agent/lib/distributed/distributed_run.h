@@ -14,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -27,6 +28,17 @@ class RendezvousStore;
 /// Why tensor-parallel group @p group (ranks [group * size, (group + 1) * size)) cannot be formed on
 /// @p hosts (every rank's, from the rendezvous): its ranks are on several hosts, named. Empty: one host.
 [[nodiscard]] std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size);
+
+/// @p groups (original numbering) among @p members only, renumbered in their order (a group left
+/// empty disappears): the data-parallel communicators' node groups after a loss, and of the
+/// tensor-parallel leaders.
+[[nodiscard]] RankGroups groupsAmong(const RankGroups &groups, const std::vector<int> &members);
+
+class DistributedRun;
+/// Tolerant runs: @p group whose failed collectives first wait for the watchdog's verdict
+/// (DistributedRun::awaitGroupVerdict), so that a survivor of a lost group leaves with that
+/// verdict's message and exit code, not Gloo's.
+[[nodiscard]] std::unique_ptr<TensorParallelGroup> watchTensorParallelGroup(std::unique_ptr<TensorParallelGroup> group, DistributedRun &run);
 
 struct DistributedOptions
 {
@@ -47,6 +59,10 @@ struct DistributedOptions
     /// computes round 0); the first collective waits for them. False: in the constructor (comm-check).
     /// NCCL's always form in the constructor.
     bool connectInBackground = true;
+    /// --tensor-parallel N: groups of N consecutive ranks; only each group's leader (rank % N == 0)
+    /// takes part in the data-parallel communicators, node groups and members (docs/models.md,
+    /// "Tensor parallelism"); the rendezvous and the watchdog cover every rank.
+    int tensorParallel = 1;
 };
 
 /// What this rank spent in collectives (docs/communication.md says how each figure is measured).
@@ -87,6 +103,8 @@ struct RankReport
     double waitSeconds = 0;
     double transferSeconds = 0;
     double collectiveSeconds = 0;       ///< the collectives' own duration (overlapped: mostly hidden, not in wait + transfer)
+    double tensorParallelSeconds = 0;   ///< --tensor-parallel: in the group's reductions inside the forward passes (in computeSeconds)
+    int tpRank = 0;                     ///< --tensor-parallel: the member of its group (0: the leader, whose row has the group's tokens)
     double wallSeconds = 0;
     double clockOffsetSeconds = 0;      ///< the watchdog hub's clock minus this rank's (0 on the hub; rank 0 until it is lost)
     double clockUncertaintySeconds = 0; ///< half the fastest round trip it was measured with
@@ -154,6 +172,11 @@ public:
      * not a multiple of @p size, the group spans hosts (named) or the backend is not Gloo.
      */
     [[nodiscard]] std::unique_ptr<TensorParallelGroup> formTensorParallelGroup(int size);
+    /// @brief Tolerant, --tensor-parallel: one of the group's collectives failed (a member died:
+    /// Gloo's closed connection comes before the watchdog's word). Waits up to --timeout + 2 s for
+    /// the watchdog's verdict, whose handler ends this process when the loss is in this rank's
+    /// group (tensorParallelGroupLost); returns when none came, for the caller to fail.
+    void awaitGroupVerdict();
     [[nodiscard]] const std::vector<std::string> &hosts() const noexcept { return m_hosts; }
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }
@@ -178,7 +201,14 @@ public:
     [[nodiscard]] double clockUncertaintySeconds() const;
 
     /// @brief Every rank's report, on every rank (one more all-reduce, not counted in comm()).
-    [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine);
+    /// --tensor-parallel: each leader also brings its @p followers' rows (tp_rank 1 .. N-1).
+    [[nodiscard]] std::vector<RankReport> gather(const RankReport &mine, const std::vector<RankReport> &followers = {});
+    /// @brief --tensor-parallel N (1 without): the size of every tensor-parallel group.
+    [[nodiscard]] int tensorParallel() const noexcept { return m_tensorParallel; }
+    /// @brief A tensor-parallel follower: in no data-parallel communicator, never among members().
+    [[nodiscard]] bool follower() const noexcept { return m_rank % m_tensorParallel != 0; }
+    /// @brief The data-parallel width the run started with: the world, or its groups (world / N).
+    [[nodiscard]] int dataParallelWidth() const noexcept { return m_world / m_tensorParallel; }
 
     /// @brief This rank failed with @p exitCode: the others are told (and exit) instead of waiting.
     /// Tolerant runs: they go on without this rank, unless @p runWide (a failure every rank would
@@ -214,6 +244,13 @@ private:
     [[nodiscard]] static Communicators formCommunicators(const C10d &c10d, const std::string &backend, RendezvousStore &store,
                                                          const BackendOptions &dataParallel);
 
+    /// --tensor-parallel, tolerant (the watchdog's thread): @p raw as the data-parallel side sees it:
+    /// the loss of the lost rank's group leader, the members the leaders whose groups are whole;
+    /// nothing when that group was out already (its survivors leaving after it).
+    [[nodiscard]] std::optional<Watchdog::Loss> dataParallelLoss(const Watchdog::Loss &raw);
+    /// Why a survivor of a lost group leaves (its exit code: kExitCollective).
+    [[nodiscard]] std::string tensorParallelGroupLost(const Watchdog::Loss &raw) const;
+
     /// CLUSTERPPL_TEST_HOLD_FINISH (tests): wait before the watchdog hears that this rank finished.
     void holdBeforeFinish() const;
     /// CLUSTERPPL_TEST_DIE (tests): this rank kills itself (SIGKILL) at @p point of the closing gather.
@@ -242,6 +279,7 @@ private:
     std::vector<std::int64_t> m_buffer; ///< words + one arrival time per rank
     int m_rank = 0;
     int m_world = 1;
+    int m_tensorParallel = 1;
     Topology m_topology;
     C10d m_c10d;                          ///< LibTorch's store client and Gloo (the constructor's caller's)
     RankGroups m_groups;
@@ -270,6 +308,7 @@ private:
     std::atomic<bool> m_blockingRegroup{false}; ///< NCCL's rebuild is under way: a loss now is fatal (regroup())
     std::mutex m_lossMutex;
     std::vector<Watchdog::Loss> m_losses;
+    std::vector<int> m_dataParallelMembers; ///< the watchdog's thread (dataParallelLoss): the leaders whose groups are whole
 };
 
 [[nodiscard]] const char *topologyName(Topology t) noexcept;

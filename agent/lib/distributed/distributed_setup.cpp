@@ -61,6 +61,29 @@ void requireGloo(const DistributedOptions &o, const C10d &c10d)
             throw ConfigError("backend gloo with " + std::to_string(o.identity.worldSize) + " ranks: " + why);
 }
 
+/// --tensor-parallel @p n: the node groups of the leaders alone (original numbering; a group left
+/// without a leader disappears); a follower's group is its leader's.
+RankGroups leadersOnly(const RankGroups &all, int n)
+{
+    if (n == 1)
+        return all;
+    RankGroups g;
+    g.groupOf.assign(all.groupOf.size(), 0);
+    for (const auto &old : all.groups) {
+        std::vector<int> leaders;
+        for (int r : old)
+            if (r % n == 0)
+                leaders.push_back(r);
+        if (leaders.empty())
+            continue;
+        for (int leader : leaders)
+            for (int m = 0; m < n; ++m)
+                g.groupOf[static_cast<std::size_t>(leader + m)] = static_cast<int>(g.groups.size());
+        g.groups.push_back(std::move(leaders));
+    }
+    return g;
+}
+
 /// Rank 0's watchdog listener between the store and the star: closed unless the watchdog took it.
 struct StarListener
 {
@@ -168,9 +191,12 @@ struct DistributedRun::CommunicatorStep
 };
 
 DistributedRun::DistributedRun(const DistributedOptions &o, const C10d &c10d)
-    : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_topology(o.topology), m_c10d(c10d), m_timeout(o.timeout),
-      m_tolerant(o.tolerateRankLoss)
+    : m_rank(o.identity.rank), m_world(o.identity.worldSize), m_tensorParallel(o.tensorParallel), m_topology(o.topology), m_c10d(c10d),
+      m_timeout(o.timeout), m_tolerant(o.tolerateRankLoss)
 {
+    if (m_tensorParallel < 1 || m_world % m_tensorParallel != 0)
+        throw ConfigError("--tensor-parallel " + std::to_string(m_tensorParallel) + " does not divide the world of " + std::to_string(m_world)
+                          + " ranks: give a world size that is a multiple of it");
     const RankIdentity &id = o.identity;
     ConnectLog log(id.rank);
     const std::string host = o.hostname.empty() ? localHostName() : o.hostname;
@@ -201,10 +227,12 @@ DistributedRun::DistributedRun(const DistributedOptions &o, const C10d &c10d)
         star.fd = Watchdog::listenForStar(*m_store, advertise);
     rendezvous({.host = host, .masterAddr = id.masterAddr});
     log.mark("rendezvous");
-    m_groups = parseRankGroups(o.groups, m_world, m_hosts);
-    for (int r = 0; r < m_world; ++r)
+    // --tensor-parallel: the data-parallel side is the groups' leaders (their followers follow
+    // them: tensor_parallel_driver.h); without it, every rank.
+    m_groups = leadersOnly(parseRankGroups(o.groups, m_world, m_hosts), m_tensorParallel);
+    for (int r = 0; r < m_world; r += m_tensorParallel)
         m_members.push_back(r);
-    m_epochRank = m_rank;
+    m_epochRank = m_rank / m_tensorParallel;
     startWatchdog({.advertise = advertise,
                    .electsHubs = m_tolerant && o.storeServedElsewhere,
                    .masterAddr = id.masterAddr,
@@ -302,8 +330,16 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
         std::_Exit(exitCode);
     };
     Watchdog::LossHandler onLoss;
+    m_dataParallelMembers = m_members;
     if (m_tolerant)
-        onLoss = [this, leave](const Watchdog::Loss &loss) {
+        onLoss = [this, leave](const Watchdog::Loss &raw) {
+            // --tensor-parallel: a lost rank takes its whole group out, this rank's included.
+            if (m_tensorParallel > 1 && raw.rank / m_tensorParallel == m_rank / m_tensorParallel)
+                leave(kExitCollective, tensorParallelGroupLost(raw));
+            const std::optional<Watchdog::Loss> seen = dataParallelLoss(raw);
+            if (!seen)
+                return;
+            const Watchdog::Loss &loss = *seen;
             // From the watchdog thread: only record it; the main thread regroups at its next collective.
             {
                 const std::lock_guard lock(m_lossMutex);
@@ -332,12 +368,12 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
 BackendOptions DistributedRun::dataParallelOptions(const DistributedOptions &o, const std::string &host)
 {
     BackendOptions b;
-    b.rank = m_rank;
-    b.worldSize = m_world;
+    b.rank = m_epochRank;
+    b.worldSize = static_cast<int>(m_members.size());
     b.localRank = o.identity.localRank;
     b.localWorldSize = o.identity.localWorldSize;
     b.cudaDevice = o.cudaDeviceIndex;
-    b.groups = m_groups;
+    b.groups = m_tensorParallel == 1 ? m_groups : groupsAmong(m_groups, m_members);
     b.topology = m_topology;
     b.timeout = m_timeout;
     b.glooInterface = o.glooInterface;
@@ -355,6 +391,11 @@ void DistributedRun::makeCommunicators(const CommunicatorStep &step, ConnectLog 
         const ConfigError e("--backend \"" + step.backend + "\" is not one of auto, gloo, nccl");
         m_watchdog->reportFailure(kExitCollective, e.what());
         throw e;
+    }
+    if (follower()) { // in no data-parallel communicator: its leader speaks for the group
+        m_comms.backend = step.backend;
+        log.mark("returned");
+        return;
     }
     if (step.backend == "gloo" && step.inBackground)
         formInBackground(step, log);
@@ -392,8 +433,9 @@ std::unique_ptr<TensorParallelGroup> DistributedRun::formTensorParallelGroup(int
     if (m_backendName != "gloo")
         throw ConfigError("--tensor-parallel runs over Gloo on CPUs in this version (backend " + m_backendName
                           + "): NCCL tensor parallelism is not built yet (docs/communication.md)");
-    return m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
-                                     "tensor-parallel group " + std::to_string(g));
+    auto group = m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
+                                           "tensor-parallel group " + std::to_string(g));
+    return m_tolerant ? watchTensorParallelGroup(std::move(group), *this) : std::move(group);
 }
 
 void DistributedRun::formInBackground(const CommunicatorStep &step, ConnectLog &log)

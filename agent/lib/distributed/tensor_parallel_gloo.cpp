@@ -19,6 +19,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace cppl::agent::dist {
@@ -39,32 +40,76 @@ public:
     GlooTensorParallelGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size, const BackendOptions &o, std::string name)
         : m_rank(rank), m_size(size), m_name(std::move(name))
     {
-        auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
         try {
-            options->devices.push_back(o.glooInterface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(o.glooHost)
-                                                               : c10d::ProcessGroupGloo::createDeviceForInterface(o.glooInterface));
-            options->threads = 1;
-            m_pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+            m_pg = connect(store, o, o.timeout);
+            // The commands on a process group of their own: Gloo's waits take its context's
+            // timeout, and a follower's wait for its leader's next command is not bounded by
+            // --timeout (tensor_parallel.h).
+            m_commands = connect(c10::make_intrusive<c10d::PrefixStore>("commands/", store), o, kCommandWait);
         } catch (const std::exception &e) {
             raise("connecting", e);
         }
     }
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
-    void allReduceSum(float *data, std::int64_t n) override { orderedSum(data, n, at::kFloat); }
-    void allReduceSum(double *data, std::int64_t n) override { orderedSum(data, n, at::kDouble); }
+    void allReduceSum(float *data, std::int64_t n) override
+    {
+        const Timed timed(m_seconds);
+        orderedSum(data, n, at::kFloat);
+    }
+    void allReduceSum(double *data, std::int64_t n) override
+    {
+        const Timed timed(m_seconds);
+        orderedSum(data, n, at::kDouble);
+    }
     void allReduceMax(float *data, std::int64_t n) override
     {
         if (n == 0)
             return;
+        const Timed timed(m_seconds);
         const c10::InferenceMode normal(false); // see orderedSum()
         std::vector<at::Tensor> t{at::from_blob(data, {n}, at::TensorOptions().dtype(at::kFloat))};
         c10d::AllreduceOptions o;
         o.reduceOp = c10d::ReduceOp::MAX;
         wait("max all-reduce", [&] { return m_pg->allreduce(t, o); });
     }
+    void broadcastCommand(std::int64_t *words, std::int64_t n) override
+    {
+        const c10::InferenceMode normal(false); // see orderedSum()
+        at::Tensor t = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+        std::memcpy(t.data_ptr<std::int64_t>(), words, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+        std::vector<at::Tensor> tensors{t};
+        c10d::BroadcastOptions o;
+        o.rootRank = 0;
+        wait("command from the leader", [&] { return m_commands->broadcast(tensors, o); });
+        std::memcpy(words, t.data_ptr<std::int64_t>(), static_cast<std::size_t>(n) * sizeof(std::int64_t));
+    }
+    double collectiveSeconds() const override { return m_seconds; }
 
 private:
+    /// Longer than any run: the leader's liveness is the watchdog's to judge, not this wait's.
+    static constexpr std::chrono::milliseconds kCommandWait{std::chrono::hours(24 * 30)};
+    /// Adds the scope's duration to a member's seconds.
+    struct Timed
+    {
+        explicit Timed(double &into) : seconds(into) {}
+        Timed(const Timed &) = delete;
+        Timed &operator=(const Timed &) = delete;
+        ~Timed() { seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+        double &seconds;
+        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    };
+
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> connect(c10::intrusive_ptr<c10d::Store> store, const BackendOptions &o,
+                                                       std::chrono::milliseconds timeout) const
+    {
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+        options->devices.push_back(o.glooInterface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(o.glooHost)
+                                                           : c10d::ProcessGroupGloo::createDeviceForInterface(o.glooInterface));
+        options->threads = 1;
+        return c10::make_intrusive<c10d::ProcessGroupGloo>(store, m_rank, m_size, options);
+    }
+
     template<typename T> void orderedSum(T *data, std::int64_t n, at::ScalarType type)
     {
         if (n == 0)
@@ -116,8 +161,10 @@ private:
     }
 
     int m_rank, m_size;
+    double m_seconds = 0;
     std::string m_name;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> m_pg;
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> m_commands; ///< the leader's commands (broadcastCommand)
 };
 
 } // namespace

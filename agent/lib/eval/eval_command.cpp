@@ -15,6 +15,7 @@
 #include "reference_check.h"
 #include "stdin_eof_watcher.h"
 #include "tensor_parallel.h"
+#include "tensor_parallel_driver.h"
 #include "gpu/batch_sizing.h"
 #include "distributed/c10d.h"
 
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string_view>
@@ -491,10 +493,47 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, LanguageModel *reference
 {
     Evaluator evaluator(model, std::span<const std::uint32_t>(*plan.flat), plan.windows, m_o.batch, reference);
     const double warmupSeconds = warmUp(evaluator, model.info(), static_cast<std::int64_t>(plan.windows.windows.size()));
-    RoundLoop loop(m_o, {m_out, m_err, m_run.get(), m_tel.get(), m_fingerprint}, evaluator, input, plan);
+    if (m_tp && m_o.tpFollower())
+        return follow(evaluator);
+    // --tensor-parallel: the leader sends each range it scores to its followers first.
+    std::optional<TensorParallelLeader> leader;
+    if (m_tp)
+        leader.emplace(evaluator, *m_tp, faultHooks().deathPoint(m_run->rank()) == "tp-range");
+    WindowScorer &scorer = leader ? static_cast<WindowScorer &>(*leader) : evaluator;
+    RoundLoop loop(m_o, {m_out, m_err, m_run.get(), m_tel.get(), m_fingerprint, leader ? &*leader : nullptr}, scorer, input, plan);
     EvalOutcome outcome = loop.run();
+    if (leader)
+        leader->finish();
     outcome.warmupSeconds = warmupSeconds;
     return outcome;
+}
+
+/// Step 6 on a tensor-parallel follower: the leader's ranges, until it finishes (tensor_parallel_driver.h).
+/// Its outcome is empty: the group's totals, rounds and report are its leader's.
+EvalOutcome EvalSession::follow(WindowScorer &scorer)
+{
+    if (m_tel)
+        m_tel->phase(cppl::telemetry::Phase::Evaluating);
+    const MemberFigures mine = followLeader(scorer, *m_tp, [&](const MemberFigures &f) { publishFollower(f, false); },
+                                            faultHooks().deathPoint(m_run->rank()) == "tp-range");
+    publishFollower(mine, true);
+    m_run->finish();
+    EvalOutcome outcome;
+    outcome.seconds = mine.wallSeconds;
+    return outcome;
+}
+
+/// A follower's telemetry: its time, no tokens (the group's are its leader's, counted once).
+void EvalSession::publishFollower(const MemberFigures &f, bool final)
+{
+    if (!m_tel)
+        return;
+    cppl::telemetry::Progress p;
+    p.computeSecondsTotal = f.computeSeconds;
+    p.tpSize = m_o.tensorParallel;
+    p.tpRank = m_o.tpRank;
+    p.tpCollectiveSecondsTotal = f.tensorParallelSeconds;
+    m_tel->progress(p, final);
 }
 
 /// On a GPU, one batch before the clock (Evaluator::warmUp); CLUSTERPPL_NO_WARMUP=1 leaves it

@@ -263,8 +263,8 @@ void parseCommunication(const Args &a, EvalOptions &o)
 }
 
 /// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the
-/// native float32 CPU path over Gloo, the static schedule, no rank-loss survival, checkpoints or
-/// resume yet (phase 2). Every refusal here, before the rendezvous.
+/// native float32 CPU path over Gloo, either schedule, a lost rank survived (its whole group out);
+/// no checkpoints or resume yet. Every refusal here, before the rendezvous.
 void refuseForTensorParallel(const Args &a, const EvalOptions &o)
 {
     const std::string n = std::to_string(o.tensorParallel);
@@ -274,10 +274,6 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
                + " consecutive ranks of one host)");
     if (o.device.isCuda() || o.dtype != Dtype::Float32 || (o.gemm != GemmBackend::Auto && o.gemm != GemmBackend::Native))
         refuse("runs the native float32 CPU path in this version (--device cpu, --dtype float32, --gemm auto|native); GPUs over NCCL come later");
-    if (a.get("--schedule").value_or("static") != "static")
-        refuse("runs the static schedule in this version (--schedule static)");
-    if (a.get("--on-rank-loss").value_or("fail") != "fail")
-        refuse("a lost rank ends the run in this version (--on-rank-loss fail)");
     if (o.resume || o.checkpointLines)
         refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
     if (a.has("--shard"))
@@ -286,16 +282,15 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
         refuse("--quantize and --reference-model run without tensor parallelism in this version (a quantized layer is not split yet)");
 }
 
-/// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group, and
-/// the static schedule, whose shards every member of a group computes alike.
+/// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group.
+/// Only each group's leader takes part in the data-parallel side (DistributedOptions::tensorParallel).
 void parseTensorParallel(const Args &a, EvalOptions &o)
 {
     o.tensorParallel = static_cast<int>(a.integer("--tensor-parallel", 1, 1, 1024));
     if (o.tensorParallel == 1)
         return;
     refuseForTensorParallel(a, o);
-    o.schedule = dist::Schedule::Static;
-    o.distOptions.tolerateRankLoss = false;
+    o.distOptions.tensorParallel = o.tensorParallel;
     o.tpRank = o.identity.rank % o.tensorParallel;
     o.shardRank = o.identity.rank / o.tensorParallel;
     o.shardCount = o.identity.worldSize / o.tensorParallel;

@@ -230,7 +230,7 @@ void EvalSession::addDistribution(Json &j, const EvalPlan &p, const EvalOutcome 
     j["batch_count"] = (static_cast<std::int64_t>(p.windows.windows.size()) + m_o.batch - 1) / m_o.batch;
     j["groups"] = m_run->groups().groups;
     j["rendezvous"] = {{"source", m_o.identity.source}, {"store", m_run->storeAddress()}};
-    j["ranks"] = ranksJson(outcome.reports, outcome.batchRuns);
+    j["ranks"] = ranksJson(outcome.reports, outcome.batchRuns, m_o.tensorParallel > 1);
     if (m_o.distOptions.tolerateRankLoss) {
         j["on_rank_loss"] = "continue";
         j["lost_ranks"] = lostRanksJson(outcome, *m_run);

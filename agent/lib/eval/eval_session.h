@@ -33,6 +33,8 @@ namespace cppl::agent {
 
 class Evaluator;
 class LanguageModel;
+class WindowScorer;
+struct MemberFigures;
 
 /// One evaluation from the rendezvous to the result; each step is a member, in the order run() calls them.
 class EvalSession
@@ -65,6 +67,8 @@ private:
 
     // eval_command.cpp: step 6's set-up; the rounds are a RoundLoop (round_loop.h).
     EvalOutcome evaluate(LanguageModel &model, LanguageModel *reference, const EvalInput &input, const EvalPlan &plan);
+    EvalOutcome follow(WindowScorer &scorer);
+    void publishFollower(const MemberFigures &f, bool final);
     double warmUp(Evaluator &evaluator, const ModelInfo &mi, std::int64_t windows);
 
     // eval_result.cpp: step 7.

@@ -6,6 +6,7 @@
 #include "evaluator.h"
 #include "fault_hooks.h"
 #include "run_fingerprint.h"
+#include "tensor_parallel_driver.h"
 #include "distributed/rendezvous_store.h"
 #include "telemetry/publisher.h"
 
@@ -43,6 +44,7 @@ RoundLoop::RoundLoop(const EvalOptions &options, const RoundLoopIo &io, WindowSc
       m_run(io.run),
       m_tel(io.telemetry),
       m_fingerprint(io.fingerprint),
+      m_tpLeader(io.tpLeader),
       m_scorer(scorer),
       m_input(input),
       m_plan(plan.windows),
@@ -77,7 +79,7 @@ RoundLoop::RoundLoop(const EvalOptions &options, const RoundLoopIo &io, WindowSc
     }
     if (m_resume && options.shardRank == 0) {
         m_stats = m_base;
-    } else if (options.shardRank == 0 && !options.tpFollower()) { // document totals (text input): counted once, by rank/shard 0
+    } else if (options.shardRank == 0) { // document totals (text input): counted once, by rank/shard 0
         m_stats.bytes = input.bytes;
         m_stats.words = input.words;
     }
@@ -247,6 +249,11 @@ void RoundLoop::publishProgress(bool final, double inRound)
     }
     p.nll = m_stats.nll;
     p.nllSquared = m_stats.nllSquared;
+    if (m_o.tensorParallel > 1) { // the group's leader (its followers publish their own: EvalSession::follow)
+        p.tpSize = m_o.tensorParallel;
+        p.tpRank = 0;
+        p.tpCollectiveSecondsTotal = m_tpLeader ? m_tpLeader->collectiveSeconds() : 0.0;
+    }
     m_tel->progress(p, final);
 }
 
@@ -254,10 +261,7 @@ void RoundLoop::publishProgress(bool final, double inRound)
 /// the comparison's after them).
 std::vector<std::int64_t> RoundLoop::roundWords() const
 {
-    // A tensor-parallel follower computes its leader's windows (the same log-probabilities: the
-    // head's log-softmax is reduced over the group) and contributes nothing: the group's sums are
-    // its leader's (a reference model is refused under --tensor-parallel).
-    const NllStats::Words own = m_o.tpFollower() ? NllStats().toWords() : m_stats.toWords();
+    const NllStats::Words own = m_stats.toWords();
     std::vector<std::int64_t> words(own.begin(), own.end());
     if (m_ref)
         m_ref->appendWords(words, m_run->rank(), m_run->worldSize());
@@ -518,7 +522,7 @@ void RoundLoop::gatherReports()
         publishBatches();
         publishReference();
         try {
-            m_reports = m_run->gather(mine);
+            m_reports = m_run->gather(mine, followerRows());
             if (m_tolerantReport)
                 awaitReport();
             return;
@@ -537,11 +541,10 @@ dist::RankReport RoundLoop::myReport() const
 {
     dist::RankReport mine;
     const bool carries = m_resume && m_o.shardRank == 0; // rank 0's totals include the resumed base
-    if (!m_o.tpFollower()) { // a follower's tokens are its leader's (roundWords())
-        mine.tokens = m_stats.tokens - (carries ? m_base.tokens : 0);
-        mine.windows = m_stats.windows - (carries ? m_base.windows : 0);
-    }
+    mine.tokens = m_stats.tokens - (carries ? m_base.tokens : 0);
+    mine.windows = m_stats.windows - (carries ? m_base.windows : 0);
     mine.rounds = m_roundsRun;
+    mine.tensorParallelSeconds = m_tpLeader ? m_tpLeader->collectiveSeconds() : 0;
     mine.payloadBytes = m_run->comm().payloadBytes;
     mine.computeSeconds = m_computeSeconds;
     mine.waitSeconds = m_run->comm().waitSeconds;
@@ -549,6 +552,26 @@ dist::RankReport RoundLoop::myReport() const
     mine.collectiveSeconds = m_run->comm().collectiveSeconds;
     mine.wallSeconds = m_seconds;
     return mine;
+}
+
+/// --tensor-parallel, the leader: its followers' rows for the closing gather (no tokens: the
+/// group's are in the leader's row), from their own figures.
+std::vector<dist::RankReport> RoundLoop::followerRows() const
+{
+    std::vector<dist::RankReport> rows;
+    if (!m_tpLeader)
+        return rows;
+    int tpRank = 0;
+    for (const MemberFigures &f : m_tpLeader->followerFigures()) {
+        dist::RankReport r;
+        r.tpRank = ++tpRank;
+        r.rounds = m_roundsRun;
+        r.computeSeconds = f.computeSeconds;
+        r.tensorParallelSeconds = f.tensorParallelSeconds;
+        r.wallSeconds = f.wallSeconds;
+        rows.push_back(r);
+    }
+    return rows;
 }
 
 /// Dynamic: this rank's batches through the store, read by the reporting rank for the result.

@@ -29,6 +29,7 @@
 namespace cppl::agent {
 
 class CheckpointFingerprint;
+class TensorParallelLeader;
 class WindowScorer;
 struct EvalProgress;
 struct FaultHooks;
@@ -74,6 +75,7 @@ struct RoundLoopIo
     dist::DistributedRun *run;         ///< set when this is one rank of several
     telemetry::Publisher *telemetry;   ///< set with --telemetry
     CheckpointFingerprint &fingerprint; ///< what checkpoint lines carry (with --checkpoint-lines)
+    TensorParallelLeader *tpLeader = nullptr; ///< --tensor-parallel: this rank leads its group (the scorer); the closing gather asks it for its followers' rows
 };
 
 /**
@@ -93,8 +95,9 @@ struct RoundLoopIo
  *   takeGlobal() (so every collective, the dynamic schedule's carry after a lost rank included,
  *   carries them), each rank's own figures go through the store before the closing gather
  *   (publishReference(), collectReferenceRows()), and outcome() has both;
- * - a tensor-parallel group contributing its sums once: roundWords() and myReport() give zeros on
- *   every rank of the group but its first (the exact sums are the data-parallel side's alone).
+ * - a tensor-parallel group contributing its sums once (built so): only the group's leader runs
+ *   this loop (its followers score what it sends them: tensor_parallel_driver.h); the closing
+ *   gather carries its followers' rows beside its own (followerRows()).
  */
 class RoundLoop
 {
@@ -152,6 +155,7 @@ private:
     // After the last round (distributed).
     void gatherReports();
     [[nodiscard]] dist::RankReport myReport() const;
+    [[nodiscard]] std::vector<dist::RankReport> followerRows() const;
     void publishBatches();
     void publishReference();
     void collectReferenceRows();
@@ -173,6 +177,7 @@ private:
     dist::DistributedRun *m_run;
     telemetry::Publisher *m_tel;
     CheckpointFingerprint &m_fingerprint;
+    TensorParallelLeader *m_tpLeader;
     WindowScorer &m_scorer;
     const EvalInput &m_input;
     const WindowPlan &m_plan;

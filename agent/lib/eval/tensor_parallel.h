@@ -31,6 +31,15 @@ public:
     virtual void allReduceSum(double *data, std::int64_t n) = 0;
     /// Element-wise maximum over the group, in place: the vocabulary's row maxima.
     virtual void allReduceMax(float *data, std::int64_t n) = 0;
+    /// Member 0's @p n words to every member, in place: the leader's commands to its followers
+    /// (tensor_parallel_driver.h). Not bounded by --timeout: a follower waits for its next command
+    /// while its leader takes part in the data-parallel rounds, whose own collectives are bounded;
+    /// the watchdog ends a follower whose leader died or stopped.
+    virtual void broadcastCommand(std::int64_t *words, std::int64_t n) = 0;
+    /// The seconds this member spent in the reductions above (not the commands): the
+    /// tensor-parallel collective time that telemetry and the result show apart from the
+    /// data-parallel rounds' wait and transfer.
+    [[nodiscard]] virtual double collectiveSeconds() const = 0;
 };
 
 /// The reductions of a step; with no group (one rank) they do nothing.

@@ -140,7 +140,10 @@ void CollectorState::applyProgress(Entry &e, const Message &m)
         return; // older totals than what we have
     e.progressSeq = m.header.seq;
     const auto &p = m.progress;
-    const auto stats = p.stats();
+    // A tensor-parallel follower scores its leader's windows: the group's totals are the leader's,
+    // counted once; a follower's own (an agent that sent them) count nowhere.
+    const bool follower = p.tpRank.value_or(0) > 0;
+    const auto stats = follower ? cppl::NllStats() : p.stats();
     const auto words = stats.toWords();
     for (std::size_t i = 0; i < words.size(); ++i)
         m_globalWords[i] += words[i] - (e.hasWords ? e.words[i] : 0);
@@ -149,9 +152,12 @@ void CollectorState::applyProgress(Entry &e, const Message &m)
     RankView &v = e.view;
     v.hasProgress = true;
     v.stats = stats;
-    v.tokensPerSecond = p.tokensPerSecond;
-    v.windowsDone = p.windowsDone;
-    v.windowsTotal = p.windowsTotal;
+    v.tokensPerSecond = follower ? 0.0 : p.tokensPerSecond;
+    v.windowsDone = follower ? 0 : p.windowsDone;
+    v.windowsTotal = follower ? 0 : p.windowsTotal;
+    v.tpSize = p.tpSize.value_or(1);
+    v.tpRank = p.tpRank.value_or(0);
+    v.tpCollectiveSeconds = p.tpCollectiveSecondsTotal.value_or(0.0);
     v.computeSeconds = p.computeSecondsTotal;
     v.waitSeconds = p.commWaitSecondsTotal;
     v.transferSeconds = p.commTransferSecondsTotal;

@@ -58,6 +58,9 @@ struct RankView
     std::optional<std::int64_t> deviceMemoryBytes;      // in use on its GPU (NVML), when it has one
     std::optional<std::int64_t> deviceMemoryTotalBytes; // that GPU's memory
     std::optional<std::int64_t> gpuUtilizationPercent;  // 0..100, that GPU's recent busy share
+    std::int64_t tpSize = 1;          // --tensor-parallel: its group's size (group rank / tpSize), 1 without
+    std::int64_t tpRank = 0;          // its member of the group; > 0: a follower, whose totals are its leader's (counted once)
+    double tpCollectiveSeconds = 0;   // in the group's reductions (part of computeSeconds), apart from wait and transfer
 
     cppl::Perplexity local;          // this rank's own running PPL
     double deviation = 0;            // local.ppl - global ppl

@@ -76,6 +76,14 @@ struct Progress
     std::optional<std::int64_t> deviceMemoryTotalBytes;
     /// `gpu_utilization_percent`, 0..100: share of the last sample period the GPU was busy (NVML)
     std::optional<std::int64_t> gpuUtilizationPercent;
+    /// `tp_size`, 1..world_size, only with --tensor-parallel: the size of this rank's tensor-parallel
+    /// group (group = rank / tp_size); `tp_rank`, 0..tp_size-1 (needs `tp_size`): its member, 0 the
+    /// leader. A follower's (tp_rank > 0) totals are its leader's: a collector counts none of them.
+    std::optional<std::int64_t> tpSize;
+    std::optional<std::int64_t> tpRank;
+    /// `tp_collective_seconds_total` (needs `tp_size`): in the group's reductions inside the forward
+    /// passes (part of compute_seconds_total), apart from the sync rounds' wait and transfer.
+    std::optional<double> tpCollectiveSecondsTotal;
 
     /// @brief The accumulators and counts as NllStats (bytes and words are not streamed: 0).
     [[nodiscard]] NllStats stats() const;
