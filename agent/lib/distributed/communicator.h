@@ -72,6 +72,7 @@ struct BackendOptions
     int localRank = 0;
     int localWorldSize = 1;
     int cudaDevice = -1; ///< the GPU eval chose for this rank (NCCL uses the same); -1: choose here
+    std::vector<int> hostDevices; ///< --devices, for choosing here: local rank L takes the L-th
     RankGroups groups;
     Topology topology = Topology::Hierarchical;
     std::chrono::milliseconds timeout{300000};

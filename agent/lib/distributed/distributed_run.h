@@ -36,6 +36,7 @@ struct DistributedOptions
     std::string backend = "auto";       ///< auto | gloo | nccl
     bool cudaDevice = false;            ///< auto picks nccl when the model runs on a GPU
     int cudaDeviceIndex = -1;           ///< the rank's GPU (chooseCudaDevice), -1: the model is on the CPU
+    std::vector<int> hostDevices;       ///< --devices: this host's GPUs by local rank (NCCL's, with the model on the CPU too)
     std::chrono::milliseconds timeout{300000};
     bool storeServedElsewhere = false;  ///< TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store
     std::string glooInterface;          ///< GLOO_SOCKET_IFNAME

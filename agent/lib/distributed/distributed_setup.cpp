@@ -337,6 +337,7 @@ BackendOptions DistributedRun::dataParallelOptions(const DistributedOptions &o, 
     b.localRank = o.identity.localRank;
     b.localWorldSize = o.identity.localWorldSize;
     b.cudaDevice = o.cudaDeviceIndex;
+    b.hostDevices = o.hostDevices;
     b.groups = m_groups;
     b.topology = m_topology;
     b.timeout = m_timeout;

@@ -632,6 +632,7 @@ int rankDevice(const BackendOptions &o)
     checkCuda(api().getDeviceCount(&p.visibleDevices), "cudaGetDeviceCount");
     if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
         p.cudaVisibleDevices = v;
+    p.hostDevices = o.hostDevices;
     p.nccl = true;
     p.host = localHostName();
     return chooseCudaDevice(p);

@@ -197,8 +197,9 @@ void EvalSession::joinRun()
         throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
     }
     if (m_run->backend() == "nccl")
-        logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
-                + std::to_string(m_o.distOptions.cudaDeviceIndex));
+        logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank)
+                + (m_o.distOptions.cudaDeviceIndex >= 0 ? " on cuda:" + std::to_string(m_o.distOptions.cudaDeviceIndex)
+                                                         : std::string(", the model on the CPU")));
     if (m_o.tensorParallel > 1) {
         // Before any weight loads: a group spanning hosts is refused here, every member joins here.
         try {

@@ -140,6 +140,7 @@ ClusterProfile slurmRankProfile(const ClusterProfile &profile)
         h.agent = profile.slurm.agent.empty() ? login.agent : profile.slurm.agent;
         h.workdir = login.workdir;
         h.env = login.env;
+        h.devices = login.devices; // each node's GPUs for its tasks, by SLURM_LOCALID
         h.ssh = login.ssh;
         h.address = login.address;
         p.hosts.push_back(std::move(h));
