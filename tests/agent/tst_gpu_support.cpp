@@ -412,6 +412,24 @@ private Q_SLOTS:
         QCOMPARE(cppl::agent::floorPowerOfTwo(0), std::int64_t{0});
     }
 
+    /// Issue 43, point 5: NCCL's buffers come at the first collective, after free memory was read;
+    /// each communicator a rank moves data through is reserved (kNcclCommunicatorBytes).
+    void ncclBuffersReserved()
+    {
+        cppl::agent::BatchSizingInput in;
+        in.freeBytes = in.totalBytes = std::int64_t{8} << 30;
+        in.weightBytes = std::int64_t{2} << 30;
+        in.shape = {2048, 5632, 22, 32, 4, 64, 32000};
+        in.width = in.scoredPerWindow = 2048;
+        in.windows = 1 << 20;
+        const cppl::agent::BatchChoice gloo = cppl::agent::chooseBatch(in);
+        in.ncclCommunicators = 2;
+        const cppl::agent::BatchChoice nccl = cppl::agent::chooseBatch(in);
+        const double reserved = static_cast<double>(2 * cppl::agent::kNcclCommunicatorBytes) * cppl::agent::kBatchMemoryShare;
+        QVERIFY(std::abs(static_cast<double>(gloo.budgetBytes - nccl.budgetBytes) - reserved) <= 1.0); // each rounded down
+        QVERIFY(nccl.memoryBatch <= gloo.memoryBatch);
+    }
+
     /// The default batch's path through the agent, on the CPU with made-up free memory: the batch
     /// and its reason in the result, two ranks agreeing on the smaller GPU's batch, and the same
     /// bits as one rank with that batch. Without the made-up figures a CPU run keeps batch 8.

@@ -223,7 +223,6 @@ private:
     /// reduceThroughTopology; in a tolerant run a collective error becomes RankLostError when the
     /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).
     void collect(std::span<std::int64_t> words);
-    void abortCommunicators() noexcept;
     /// The process groups formed in the background, once formed: adopted into m_comms (the first
     /// collective calls this; the seconds it waited are returned). Their error is thrown as the
     /// constructor threw it (the others told through the watchdog), or, tolerant, RankLostError

@@ -292,9 +292,11 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
         watchdogStore = m_c10d.openStore(step.masterAddr, step.masterPort, false, m_timeout, {});
     const int me = m_rank;
     auto leave = [this, me](int exitCode, const std::string &message) {
-        // From the watchdog thread: abort the communicators, say why and leave now; the main
-        // thread may be deep in a forward pass or blocked in a collective that will never complete.
-        abortCommunicators();
+        // From the watchdog thread: say why and leave now; the main thread may be deep in a forward
+        // pass or blocked in a collective that will never complete. No NCCL call on the way out:
+        // ncclCommAbort of one communicator can block while another's kernel is in flight (the
+        // stuck one may be the node group's or the leaders'), and the process's exit tears the
+        // CUDA context down, kernels and communicators with it (issue 43, point 4).
         const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + message + "\n";
         std::fflush(stdout);
         std::cerr.flush();
