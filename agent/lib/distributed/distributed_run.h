@@ -26,6 +26,12 @@ class RendezvousStore;
 
 /// Why tensor-parallel group @p group (ranks [group * size, (group + 1) * size)) cannot be formed on
 /// @p hosts (every rank's, from the rendezvous): its ranks are on several hosts, named. Empty: one host.
+/// Why the ranks cannot run together when their models are on different kinds of device (@p kinds:
+/// "cuda" or "cpu" by rank, from the rendezvous; @p hosts by rank): --backend auto would pick NCCL
+/// on some and Gloo on others, and the bits would differ anyway. Names the ranks and hosts of each
+/// kind. Empty: one kind (issue 43, point 3).
+[[nodiscard]] std::string deviceKindProblem(const std::vector<std::string> &kinds, const std::vector<std::string> &hosts,
+                                            const std::string &backend);
 [[nodiscard]] std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size);
 
 struct DistributedOptions
@@ -246,6 +252,7 @@ private:
     C10d m_c10d;                          ///< LibTorch's store client and Gloo (the constructor's caller's)
     RankGroups m_groups;
     std::vector<std::string> m_hosts;
+    std::vector<std::string> m_kinds; ///< by rank, from the rendezvous: "cuda" or "cpu"
     std::string m_storeAddress;
     std::unique_ptr<RendezvousStore> m_store;
     Communicators m_comms;
