@@ -525,13 +525,17 @@ private:
         }
         checkCuda(api().memcpyAsync(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
         const bool tolerant = m_lossEpoch != nullptr;
-        const auto deadline = std::chrono::steady_clock::now() + m_timeout;
-        if (const ncclResult_t rc = m_connected ? enqueue() : enqueueFirst(where, enqueue, deadline); rc != ncclSuccess) {
+        // The connection (first call only) and the kernel are each bounded by --timeout: the
+        // kernel's deadline starts when the call returns, as on every rank at about the same
+        // moment once all connected, so the first to give up names the timeout.
+        if (const ncclResult_t rc = m_connected ? enqueue() : enqueueFirst(where, enqueue, std::chrono::steady_clock::now() + m_timeout);
+            rc != ncclSuccess) {
             m_failed = tolerant;
             fail(rc, where, m_comm);
         }
         m_connected = true;
         m_inFlight = true;
+        const auto deadline = std::chrono::steady_clock::now() + m_timeout;
         for (;;) {
             const cudaError_t q = api().streamQuery(m_stream);
             if (q == cudaSuccess)
