@@ -61,6 +61,8 @@ constexpr CommandUsage kCommandUsage[] = {
                                          always in float32)
       --device cpu|cuda[:i]|auto         (default auto: cuda when available; cuda takes
                                          cuda:LOCAL_RANK, or cuda:0 when a rank sees one GPU)
+      --devices I,J,...      this host's GPUs for its ranks: local rank L takes the L-th (the
+                             profile's "devices"; with --device cuda or auto, and for NCCL)
       --tf32 on|off          TensorFloat-32 matrix products for float32 on a GPU (default on)
       --threads N            threads (default: the allowed CPUs / local ranks, pinned)
       --blas-threads N       OpenBLAS threads (default: --threads)

@@ -25,6 +25,7 @@ constexpr const char *kHookNames[] = {
     "CLUSTERPPL_TEST_HOLD_FINISH",     "CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP", "CLUSTERPPL_TEST_HOLD_FAILURE", "CLUSTERPPL_TEST_HOLD_RESULT",
     "CLUSTERPPL_TEST_HOLD_FINGERPRINT", "CLUSTERPPL_TEST_SLOW_RANK",   "CLUSTERPPL_TEST_ROUND_LINES",      "CLUSTERPPL_TEST_GPU_FREE_BYTES",
     "CLUSTERPPL_TEST_MESH_CANDIDATES", "CLUSTERPPL_TEST_TRACE_WATCHDOG", "CLUSTERPPL_TEST_NO_GLOO",
+    "CLUSTERPPL_TEST_DEVICE_KIND",
 };
 #else
 constexpr long kMaxHoldMs = 600000;
@@ -168,6 +169,11 @@ void readFailures(const EnvLookup &env, FaultHooks &f)
     }
     if (const Hook h(env, "CLUSTERPPL_TEST_NO_GLOO"); h.set())
         f.noGloo = h.value() == "1";
+    if (const Hook h(env, "CLUSTERPPL_TEST_DEVICE_KIND"); h.set()) {
+        std::string_view kind;
+        if (!splitRank(h.value(), f.cudaKindRank, kind) || kind != "cuda")
+            h.refuse("RANK:cuda");
+    }
 }
 
 void readSwitches(const EnvLookup &env, FaultHooks &f)

@@ -84,6 +84,9 @@ struct FaultHooks
     bool traceWatchdog = false;
     /// CLUSTERPPL_TEST_NO_GLOO=1: this agent behaves as one built without Gloo.
     bool noGloo = false;
+    /// CLUSTERPPL_TEST_DEVICE_KIND=R:cuda: rank R says at the rendezvous that its model is on a GPU
+    /// (this LibTorch may have no CUDA): the device-kind check (deviceKindProblem) sees a mix.
+    int cudaKindRank = -1;
 
     [[nodiscard]] bool slows(int rank) const { return slowMs.count() > 0 && (slowEveryRank || slowRank == rank); }
     /// The closing-gather point where @p rank kills itself; empty: nowhere.

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -23,6 +25,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -106,6 +109,56 @@ std::string masterStatus(const std::string &host, int port)
     return status;
 }
 
+/// The interface and source address this host's kernel would use toward @p host (what `ip route
+/// get` says): a UDP socket's connect() picks the route and sends nothing. NCCL and Gloo without
+/// NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME pick their own interface, which may not be this one:
+/// the report shows the two side by side (issue 43, point 1).
+nlohmann::ordered_json routeTo(const std::string &host, int port)
+{
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo *res = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+        return {{"error", std::string("cannot resolve ") + host + ": " + gai_strerror(rc)}};
+    sockaddr_storage src{};
+    socklen_t srcLen = 0;
+    std::string error = "no address of " + host;
+    for (addrinfo *ai = res; ai && srcLen == 0; ai = ai->ai_next) {
+        const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        socklen_t len = sizeof src;
+        if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr *>(&src), &len) == 0)
+            srcLen = len;
+        else
+            error = std::string("no route to ") + host + ": " + std::strerror(errno);
+        ::close(fd);
+    }
+    freeaddrinfo(res);
+    if (srcLen == 0)
+        return {{"error", error}};
+    char text[NI_MAXHOST] = {};
+    getnameinfo(reinterpret_cast<const sockaddr *>(&src), srcLen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+    std::string name;
+    ifaddrs *ifs = nullptr;
+    if (getifaddrs(&ifs) == 0) {
+        for (const ifaddrs *i = ifs; i && name.empty(); i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != src.ss_family)
+                continue;
+            char a[NI_MAXHOST] = {};
+            const socklen_t alen = i->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+            if (getnameinfo(i->ifa_addr, alen, a, sizeof a, nullptr, 0, NI_NUMERICHOST) == 0 && std::string(a) == text)
+                name = i->ifa_name;
+        }
+        freeifaddrs(ifs);
+    }
+    nlohmann::ordered_json r = {{"interface", name.empty() ? std::string("?") : name}, {"source", text}};
+    for (const char *v : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) // what the backends take instead, when set
+        if (const char *value = std::getenv(v))
+            r[v] = value;
+    return r;
+}
+
 /// What this host has, gathered once: the JSON and the text both show it.
 struct HostFacts
 {
@@ -178,7 +231,18 @@ void checkBackend(const std::string &backend, std::int64_t slots, const HostFact
                            + " (one GPU per rank)");
 }
 
-void printFacts(std::ostream &out, const HostFacts &f, const std::vector<std::string> &problems)
+/// "eth0 (10.0.0.2)", or why there is none; empty without a master address.
+std::string routeText(const nlohmann::ordered_json &j)
+{
+    if (!j.contains("master"))
+        return {};
+    const auto &r = j["master"]["route"];
+    if (r.contains("error"))
+        return r["error"].get<std::string>();
+    return r["interface"].get<std::string>() + " (" + r["source"].get<std::string>() + ")";
+}
+
+void printFacts(std::ostream &out, const HostFacts &f, const std::string &route, const std::vector<std::string> &problems)
 {
     out << "host " << f.host << ": agent " << CLUSTERPPL_VERSION_STRING << ", LibTorch " << TORCH_VERSION << ", " << f.gpus.size()
         << " CUDA devices, nccl " << (f.ncclWhy.empty() ? "available" : "unavailable (" + f.ncclWhy + ")")
@@ -186,6 +250,8 @@ void printFacts(std::ostream &out, const HostFacts &f, const std::vector<std::st
         << dist::describe(f.libs) << '\n'
         << "cpus: " << f.cpu.allowedCpus << " allowed, " << f.cpu.threads << " threads per rank (" << f.cpu.why << "), "
         << cpu::isaName(cpu::detectIsa()) << " kernels\n";
+    if (!route.empty())
+        out << "route to the master: " << route << '\n';
     for (const auto &pr : problems)
         out << "problem: " << pr << '\n';
 }
@@ -213,7 +279,7 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
     if (const auto addr = a.get("--master-addr")) {
         const int port = static_cast<int>(a.integer("--master-port", 29500, 1, 65535));
         const std::string st = masterStatus(*addr, port);
-        j["master"] = {{"addr", *addr}, {"port", port}, {"status", st}};
+        j["master"] = {{"addr", *addr}, {"port", port}, {"status", st}, {"route", routeTo(*addr, port)}};
         if (st.starts_with("unreachable"))
             problems.push_back("master " + *addr + ":" + std::to_string(port) + " " + st);
     }
@@ -223,7 +289,7 @@ int preflightCommand(const std::vector<std::string> &argv, std::ostream &out, st
     if (a.has("--json"))
         out << j.dump() << '\n';
     else
-        printFacts(out, facts, problems);
+        printFacts(out, facts, routeText(j), problems);
     return problems.empty() ? kExitOk : kExitRuntime;
 }
 

@@ -192,6 +192,24 @@ private:
     std::set<std::string, std::less<>> m_known;
 };
 
+/// An "env" object of NAME: "value" strings, at the host or at the top.
+void readEnv(ObjectReader &r, std::map<std::string, std::string> &out)
+{
+    const json *env = r.find("env");
+    if (!env)
+        return;
+    if (!env->is_object()) {
+        r.fail("env", "expected an object of NAME: value strings, got " + typeName(*env));
+        return;
+    }
+    for (auto it = env->begin(); it != env->end(); ++it) {
+        if (!it.value().is_string())
+            r.fail("env", "variable " + it.key() + " must be a string, got " + typeName(it.value()));
+        else
+            out[it.key()] = it.value().get<std::string>();
+    }
+}
+
 void readHost(const json &j, const std::string &path, HostSpec &h, std::vector<std::string> &errors)
 {
     ObjectReader r(j, path, errors);
@@ -222,18 +240,7 @@ void readHost(const json &j, const std::string &path, HostSpec &h, std::vector<s
     }
     r.string("agent", h.agent);
     r.string("workdir", h.workdir);
-    if (const json *env = r.find("env")) {
-        if (!env->is_object()) {
-            r.fail("env", "expected an object of NAME: value strings, got " + typeName(*env));
-        } else {
-            for (auto it = env->begin(); it != env->end(); ++it) {
-                if (!it.value().is_string())
-                    r.fail("env", "variable " + it.key() + " must be a string, got " + typeName(it.value()));
-                else
-                    h.env[it.key()] = it.value().get<std::string>();
-            }
-        }
-    }
+    readEnv(r, h.env);
     r.string("group", h.group);
     r.rejectUnknown();
 }
@@ -426,11 +433,42 @@ void validateTensorParallel(const ClusterProfile &p, std::vector<std::string> &e
     }
 }
 
+/// Names a shell and the agents accept, values without control characters, and no device
+/// visibility: a launcher's CUDA_VISIBLE_DEVICES would send every rank of a host to the same GPUs.
+void checkEnv(const std::map<std::string, std::string> &env, const std::string &path, std::vector<std::string> &errors)
+{
+    for (const auto &[k, v] : env) {
+        const bool nameOk = !k.empty() && !std::isdigit(static_cast<unsigned char>(k[0]))
+                            && std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        if (!nameOk)
+            errors.push_back(path + ": \"" + k + "\" is not a valid environment variable name (letters, digits, _)");
+        if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+            errors.push_back(path + "." + k + ": contains a control character");
+        if (isDeviceVisibilityVariable(k))
+            errors.push_back(path + "." + k + ": device visibility is not set through env (every rank of a host would see the same "
+                                              "devices); list the host's GPUs in its \"devices\", one per slot");
+    }
+}
+
 } // namespace
+
+bool isDeviceVisibilityVariable(std::string_view name)
+{
+    return name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES" || name == "HIP_VISIBLE_DEVICES" || name == "ROCR_VISIBLE_DEVICES"
+           || name == "GPU_DEVICE_ORDINAL";
+}
+
+std::map<std::string, std::string> hostEnvironment(const ClusterProfile &profile, const HostSpec &host)
+{
+    std::map<std::string, std::string> env = host.env;
+    env.insert(profile.env.begin(), profile.env.end()); // insert keeps the host's value for a name both set
+    return env;
+}
 
 std::vector<std::string> validateProfile(const ClusterProfile &p)
 {
     std::vector<std::string> errors;
+    checkEnv(p.env, "env", errors);
     if (p.hosts.empty())
         errors.emplace_back("hosts: the profile lists no hosts; add at least one {\"name\": ..., \"slots\": N}");
     std::map<std::string, std::size_t> seen;
@@ -444,20 +482,15 @@ std::vector<std::string> validateProfile(const ClusterProfile &p)
                              + "]); give each host one entry with its total slots");
         if (h.slots < 1)
             errors.push_back(path + ".slots: expected an integer >= 1, got " + std::to_string(h.slots));
-        if (!h.devices.empty() && static_cast<int>(h.devices.size()) != h.slots)
-            errors.push_back(path + ".devices: lists " + std::to_string(h.devices.size()) + " devices but slots is "
-                             + std::to_string(h.slots) + "; they must match");
+        // Slurm: the login host's list is every allocated node's, one device per task.
+        const bool slurm = p.launcher == "slurm";
+        if (const int want = slurm ? p.slurm.ntasksPerNode : h.slots; !h.devices.empty() && static_cast<int>(h.devices.size()) != want)
+            errors.push_back(path + ".devices: lists " + std::to_string(h.devices.size()) + " devices but " + (slurm ? "slurm.ntasks_per_node" : "slots")
+                             + " is " + std::to_string(want) + "; they must match");
         std::set<int> devs(h.devices.begin(), h.devices.end());
         if (devs.size() != h.devices.size())
             errors.push_back(path + ".devices: a device index is listed twice");
-        for (const auto &[k, v] : h.env) {
-            const bool nameOk = !k.empty() && !std::isdigit(static_cast<unsigned char>(k[0]))
-                                && std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-            if (!nameOk)
-                errors.push_back(path + ".env: \"" + k + "\" is not a valid environment variable name (letters, digits, _)");
-            if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
-                errors.push_back(path + ".env." + k + ": contains a control character");
-        }
+        checkEnv(h.env, path + ".env", errors);
     }
     if (p.grouping.mode == GroupingSpec::Mode::Explicit) {
         std::map<std::string, std::string> hostGroup;
@@ -641,6 +674,7 @@ ProfileParseResult parseProfile(std::string_view text, std::string_view source)
     readFormat(r);
     r.string("name", p.name);
     r.oneOf("launcher", p.launcher, {"local", "ssh", "slurm"});
+    readEnv(r, p.env);
     if (const json *sl = r.find("slurm"))
         readSlurm(*sl, p.slurm, errors);
     readHosts(r, p.hosts, errors);

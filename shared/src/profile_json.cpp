@@ -128,6 +128,8 @@ std::string profileToJson(const ClusterProfile &p)
     if (!p.name.empty())
         root["name"] = p.name;
     root["launcher"] = p.launcher;
+    if (!p.env.empty())
+        root["env"] = p.env;
     ordered_json hosts = ordered_json::array();
     for (const HostSpec &h : p.hosts)
         hosts.push_back(hostJson(h));

@@ -1793,6 +1793,37 @@ private Q_SLOTS:
         }
     }
 
+    /// Issue 43, point 3: ranks whose models are on different kinds of device (here rank 1 says it
+    /// is on a GPU: CLUSTERPPL_TEST_DEVICE_KIND) are refused at the rendezvous on every rank at
+    /// once, with the ranks and hosts of each kind, instead of picking NCCL on some and Gloo on the
+    /// others under --backend auto and waiting out --timeout (300 s here).
+    void mixedDeviceKindsRefusedAtRendezvous()
+    {
+        const QString port = QString::number(freeLoopbackPort());
+        QList<QProcess *> ranks;
+        QElapsedTimer clock;
+        clock.start();
+        for (int r = 0; r < 2; ++r)
+            ranks << startRank(this,
+                               {{QStringLiteral("RANK"), QString::number(r)},
+                                {QStringLiteral("WORLD_SIZE"), QStringLiteral("2")},
+                                {QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1")},
+                                {QStringLiteral("MASTER_PORT"), port},
+                                {QStringLiteral("CLUSTERPPL_TEST_DEVICE_KIND"), QStringLiteral("1:cuda")}},
+                               evalArgs(QStringLiteral("llama.cpp"), 4) + QStringList{QStringLiteral("--timeout"), QStringLiteral("300")});
+        const QString host = QString::fromStdString(cppl::localHostName());
+        for (int r = 0; r < 2; ++r) {
+            QVERIFY(ranks[r]->waitForFinished(120000));
+            const QString err = QString::fromUtf8(ranks[r]->readAllStandardError());
+            CPPL_VERIFY2(ranks[r]->exitCode() == 2, qPrintable(QStringLiteral("rank %1: exit %2\n%3").arg(r).arg(ranks[r]->exitCode()).arg(err)));
+            for (const QString &part : {QStringLiteral("--backend auto: the ranks would not pick the same backend"),
+                                        QStringLiteral("rank 0 (%1): the model on the CPU").arg(host),
+                                        QStringLiteral("rank 1 (%1): the model on a GPU").arg(host)})
+                CPPL_VERIFY2(err.contains(part), qPrintable(QStringLiteral("rank %1 lacks \"%2\":\n%3").arg(r).arg(part, err)));
+        }
+        QVERIFY(clock.elapsed() < 120000); // at once, not after --timeout
+    }
+
     void ncclUnavailableSaysWhy()
     {
         // CI has CUDA and NCCL headers and libraries but no GPU or driver: the backend must say so.

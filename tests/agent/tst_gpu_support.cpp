@@ -96,6 +96,50 @@ private Q_SLOTS:
         QTest::addRow("cuda:0 for a rank that sees one GPU, nccl") << 1 << 2 << 1 << std::optional<std::string>("5") << std::optional<int>(0) << true
                                                                   << 0 << QString();
     }
+    /// Issue 43, point 2: a host's "devices" list (--devices) chooses each local rank's GPU.
+    void hostDevices_data()
+    {
+        QTest::addColumn<QString>("list");
+        QTest::addColumn<int>("localRank");
+        QTest::addColumn<int>("visible");
+        QTest::addColumn<std::optional<int>>("requested");
+        QTest::addColumn<int>("expected"); // -1: refused
+        QTest::addColumn<QString>("messagePart");
+        const std::optional<int> none;
+        QTest::addRow("4,5,6,7: local rank 2 on GPU 6") << "4,5,6,7" << 2 << 8 << none << 6 << QString();
+        QTest::addRow("2,3: local rank 0 on GPU 2") << "2,3" << 0 << 4 << none << 2 << QString();
+        QTest::addRow("a device this process does not see") << "4,5" << 1 << 4 << none << -1
+                                                             << QStringLiteral("--devices gives it GPU 5 but 4 GPUs visible");
+        QTest::addRow("more local ranks than listed") << "0,1" << 2 << 4 << none << -1 << QStringLiteral("--devices lists 2 GPUs for 3 local ranks");
+        QTest::addRow("with --device cuda:1") << "0,1" << 0 << 4 << std::optional<int>(1) << -1 << QStringLiteral("--devices both choose the GPU");
+        QTest::addRow("listed twice") << "1,1" << 0 << 4 << none << -1 << QStringLiteral("device 1 is listed twice");
+        QTest::addRow("not a list") << "1,,2" << 0 << 4 << none << -1 << QStringLiteral("expected device indices separated by commas");
+    }
+    void hostDevices()
+    {
+        QFETCH(QString, list);
+        QFETCH(int, localRank);
+        QFETCH(int, visible);
+        QFETCH(std::optional<int>, requested);
+        QFETCH(int, expected);
+        QFETCH(QString, messagePart);
+        try {
+            cppl::agent::DevicePlacement p;
+            p.hostDevices = cppl::agent::parseDeviceList(list.toStdString());
+            p.localRank = localRank;
+            p.localWorldSize = std::max(localRank + 1, 2);
+            p.visibleDevices = visible;
+            p.requested = requested;
+            p.nccl = true;
+            p.host = "node1";
+            const int got = cppl::agent::chooseCudaDevice(p);
+            CPPL_VERIFY2(messagePart.isEmpty(), qPrintable(QStringLiteral("expected a refusal, got %1").arg(got)));
+            QCOMPARE(got, expected);
+            QCOMPARE(cppl::agent::ranksPerCudaDevice(p), 1);
+        } catch (const cppl::ConfigError &e) {
+            CPPL_VERIFY2(!messagePart.isEmpty() && QString::fromUtf8(e.what()).contains(messagePart), e.what());
+        }
+    }
     void deviceText_data()
     {
         QTest::addColumn<QString>("text");
@@ -366,6 +410,24 @@ private Q_SLOTS:
         QCOMPARE(cppl::agent::floorPowerOfTwo(1), std::int64_t{1});
         QCOMPARE(cppl::agent::floorPowerOfTwo(1000), std::int64_t{512});
         QCOMPARE(cppl::agent::floorPowerOfTwo(0), std::int64_t{0});
+    }
+
+    /// Issue 43, point 5: NCCL's buffers come at the first collective, after free memory was read;
+    /// each communicator a rank moves data through is reserved (kNcclCommunicatorBytes).
+    void ncclBuffersReserved()
+    {
+        cppl::agent::BatchSizingInput in;
+        in.freeBytes = in.totalBytes = std::int64_t{8} << 30;
+        in.weightBytes = std::int64_t{2} << 30;
+        in.shape = {2048, 5632, 22, 32, 4, 64, 32000};
+        in.width = in.scoredPerWindow = 2048;
+        in.windows = 1 << 20;
+        const cppl::agent::BatchChoice gloo = cppl::agent::chooseBatch(in);
+        in.ncclCommunicators = 2;
+        const cppl::agent::BatchChoice nccl = cppl::agent::chooseBatch(in);
+        const double reserved = static_cast<double>(2 * cppl::agent::kNcclCommunicatorBytes) * cppl::agent::kBatchMemoryShare;
+        QVERIFY(std::abs(static_cast<double>(gloo.budgetBytes - nccl.budgetBytes) - reserved) <= 1.0); // each rounded down
+        QVERIFY(nccl.memoryBatch <= gloo.memoryBatch);
     }
 
     /// The default batch's path through the agent, on the CPU with made-up free memory: the batch

@@ -18,6 +18,7 @@ const char *kValid = R"({
   "version": 1,
   "name": "two racks",
   "launcher": "ssh",
+  "env": {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "INFO"},
   "hosts": [
     {"name": "node01", "address": "10.0.0.1", "ssh": {"user": "eval", "port": 2222, "password_auth": true}, "slots": 4,
      "agent": "/opt/clusterppl/bin/clusterppl-agent", "env": {"NCCL_DEBUG": "WARN"}},
@@ -61,6 +62,11 @@ private Q_SLOTS:
         QVERIFY(p.hosts[0].ssh.passwordAuth);
         QVERIFY(!p.hosts[1].ssh.passwordAuth);
         QCOMPARE(p.hosts[0].env.at("NCCL_DEBUG"), std::string("WARN"));
+        QCOMPARE(p.env.at("NCCL_SOCKET_IFNAME"), std::string("ib0"));
+        // The cluster's env for every host, the host's own winning for a name both set.
+        const auto first = hostEnvironment(p, p.hosts[0]), second = hostEnvironment(p, p.hosts[1]);
+        QCOMPARE(first, (std::map<std::string, std::string>{{"NCCL_DEBUG", "WARN"}, {"NCCL_SOCKET_IFNAME", "ib0"}}));
+        QCOMPARE(second, (std::map<std::string, std::string>{{"NCCL_DEBUG", "INFO"}, {"NCCL_SOCKET_IFNAME", "ib0"}}));
         QCOMPARE(p.evaluation.protocol, std::string("llama.cpp"));
         QCOMPARE(p.thresholds.syncEveryTokens, std::int64_t{32768});
         QCOMPARE(p.thresholds.collectiveTimeoutSeconds, 120.0);
@@ -388,6 +394,16 @@ private Q_SLOTS:
                                           << "hosts[0].devices: lists 1 devices but slots is 2";
         QTest::addRow("bad env name") << QString::fromStdString(withHosts(R"([{"name": "a", "env": {"1X": "y"}}])"))
                                       << "\"1X\" is not a valid environment variable name";
+        QTest::addRow("bad cluster env name") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "env": {"A-B": "y"})"))
+                                              << "env: \"A-B\" is not a valid environment variable name";
+        QTest::addRow("cluster env not an object") << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "env": ["x"])"))
+                                                   << "env: expected an object of NAME: value strings, got an array";
+        QTest::addRow("device visibility in a host's env")
+            << QString::fromStdString(withHosts(R"([{"name": "a", "env": {"CUDA_VISIBLE_DEVICES": "0"}}])"))
+            << "hosts[0].env.CUDA_VISIBLE_DEVICES: device visibility is not set through env";
+        QTest::addRow("device visibility in the cluster's env")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "env": {"HIP_VISIBLE_DEVICES": "1"})"))
+            << "env.HIP_VISIBLE_DEVICES: device visibility is not set through env";
         QTest::addRow("group host unknown")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "groups": [{"name": "g", "hosts": ["a", "zz"]}])"))
             << "groups[0].hosts: \"zz\" is not one of the profile's hosts";

@@ -94,6 +94,41 @@ private Q_SLOTS:
         QVERIFY(s.indexOf(QStringLiteral("cat gate")) < s.indexOf(QStringLiteral("--distribution=block")));
     }
 
+    /// Issue 43, point 3: without slurm.gpus_per_node the job asks for one GPU per task unless the
+    /// evaluation runs on the CPU without NCCL, and the script says why.
+    void gpuRequestFollowsTheSlots_data()
+    {
+        QTest::addColumn<QString>("device");
+        QTest::addColumn<QString>("backend");
+        QTest::addColumn<int>("gpusPerNode"); // the profile's; 0: not set
+        QTest::addColumn<QString>("directive"); // empty: none
+        QTest::addColumn<QString>("comment");
+        QTest::addRow("set: as set") << u"auto"_s << u"nccl"_s << 8 << u"#SBATCH --gpus-per-node=8\n"_s << u"# GPUs: 8 GPUs per node (slurm.gpus_per_node).\n"_s;
+        QTest::addRow("unset, device auto: one per task") << u"auto"_s << u"auto"_s << 0 << u"#SBATCH --gpus-per-node=4\n"_s
+                                                          << u"# GPUs: 4 GPUs per node, one per task: slurm.gpus_per_node is not set"_s;
+        QTest::addRow("unset, the model on the CPU, nccl: one per task") << u"cpu"_s << u"nccl"_s << 0 << u"#SBATCH --gpus-per-node=4\n"_s
+                                                                         << u"(device cpu, backend nccl)"_s;
+        QTest::addRow("unset, cpu and gloo: none") << u"cpu"_s << u"gloo"_s << 0 << QString() << u"# GPUs: none asked for (device cpu, backend gloo).\n"_s;
+    }
+    void gpuRequestFollowsTheSlots()
+    {
+        QFETCH(QString, device);
+        QFETCH(QString, backend);
+        QFETCH(int, gpusPerNode);
+        QFETCH(QString, directive);
+        QFETCH(QString, comment);
+        ClusterProfile profile = slurmProfile();
+        profile.slurm.gpusPerNode = gpusPerNode;
+        profile.evaluation.device = device.toStdString();
+        profile.evaluation.backend = backend.toStdString();
+        SlurmJobInputs in;
+        in.runId = "r";
+        in.evalArgv = {"agent", "eval"};
+        const QString s = QString::fromStdString(buildSlurmJob(profile, in).batchScript);
+        QVERIFY2(directive.isEmpty() ? !s.contains(u"--gpus-per-node"_s) : s.contains(directive), qPrintable(s));
+        QVERIFY2(s.contains(comment), qPrintable(s));
+    }
+
     void tolerantRunServesTheStoreInTheBatchStep()
     {
         // on_rank_loss continue: the plan has a store process and every rank the variable that

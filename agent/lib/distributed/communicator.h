@@ -44,9 +44,13 @@ public:
     /// @brief SUM into @p root's buffer (others' buffers are left unspecified).
     virtual void reduceSum(std::span<std::int64_t> words, int root) = 0;
     virtual void broadcast(std::span<std::int64_t> words, int root) = 0;
-    /// @brief Called by the watchdog from its own thread before the process exits: make any
-    /// operation in flight return (NCCL: ncclCommAbort). Gloo needs nothing: exit closes its sockets.
+    /// @brief Make any operation in flight return and never finalize (NCCL: ncclCommAbort): a run
+    /// that failed, or the old communicators of a regrouping. Not on the watchdog's way out (the
+    /// process's exit ends everything). Gloo needs nothing: closing its sockets ends it.
     virtual void abort() noexcept {}
+    /// @brief An operation in flight (or running on another thread): aborted first where several
+    /// are, since an NCCL abort can block behind another communicator's kernel.
+    [[nodiscard]] virtual bool busy() noexcept { return false; }
 };
 
 /// `--topology`: reduce in groups, all-reduce among leaders, broadcast back; or one flat all-reduce.
@@ -72,6 +76,7 @@ struct BackendOptions
     int localRank = 0;
     int localWorldSize = 1;
     int cudaDevice = -1; ///< the GPU eval chose for this rank (NCCL uses the same); -1: choose here
+    std::vector<int> hostDevices; ///< --devices, for choosing here: local rank L takes the L-th
     RankGroups groups;
     Topology topology = Topology::Hierarchical;
     std::chrono::milliseconds timeout{300000};

@@ -28,6 +28,23 @@
 
 namespace cppl::agent::dist {
 
+namespace {
+
+/// Aborts @p c's communicators, one with an operation in flight first: an NCCL abort can block
+/// while another communicator of the process has a kernel in flight (issue 43, point 4).
+void abortBusyFirst(Communicators &c)
+{
+    std::vector<Communicator *> all;
+    for (Communicator *x : {c.leaders.get(), c.group.get(), c.world.get()})
+        if (x)
+            all.push_back(x);
+    std::stable_partition(all.begin(), all.end(), [](Communicator *x) { return x->busy(); });
+    for (Communicator *x : all)
+        x->abort();
+}
+
+} // namespace
+
 const char *topologyName(Topology t) noexcept
 {
     return t == Topology::Flat ? "flat" : "hierarchical";
@@ -102,9 +119,7 @@ void DistributedRun::regroup(int epoch, const std::vector<int> &members)
         m_blockingRegroup.store(true);
         if (m_lossEpoch.load() > epoch) {
             m_blockingRegroup.store(false);
-            for (Communicator *c : {old.leaders.get(), old.group.get(), old.world.get()})
-                if (c)
-                    c->abort(); // never finalized: a peer is gone
+            abortBusyFirst(old); // never finalized: a peer is gone
             throw CollectiveError("rank " + std::to_string(m_rank) + ": another rank was lost before the survivors rebuilt their NCCL "
                                   + "communicators; a second loss during that rebuild is not survivable with NCCL");
         }
@@ -144,9 +159,7 @@ DistributedRun::~DistributedRun()
     {
         const std::lock_guard lock(m_commsMutex);
         if (!m_finished)
-            for (Communicator *c : {m_comms.leaders.get(), m_comms.group.get(), m_comms.world.get()})
-                if (c)
-                    c->abort();
+            abortBusyFirst(m_comms);
         m_comms.leaders.reset();
         m_comms.group.reset();
         m_comms.world.reset();
@@ -156,16 +169,6 @@ DistributedRun::~DistributedRun()
     // only after the members declared after it were destroyed, and a verdict that reached a rank
     // leaving after its own failure (a tolerant run) pushed into a destroyed m_losses.
     m_watchdog.reset();
-}
-
-void DistributedRun::abortCommunicators() noexcept
-{
-    const std::unique_lock lock(m_commsMutex, std::try_to_lock); // never wait: the process is leaving
-    if (!lock.owns_lock())
-        return;
-    for (Communicator *c : {m_comms.world.get(), m_comms.group.get(), m_comms.leaders.get()})
-        if (c)
-            c->abort();
 }
 
 void DistributedRun::reduceThroughTopology(std::span<std::int64_t> words)

@@ -27,6 +27,12 @@ class RendezvousStore;
 
 /// Why tensor-parallel group @p group (ranks [group * size, (group + 1) * size)) cannot be formed on
 /// @p hosts (every rank's, from the rendezvous): its ranks are on several hosts, named. Empty: one host.
+/// Why the ranks cannot run together when their models are on different kinds of device (@p kinds:
+/// "cuda" or "cpu" by rank, from the rendezvous; @p hosts by rank): --backend auto would pick NCCL
+/// on some and Gloo on others, and the bits would differ anyway. Names the ranks and hosts of each
+/// kind. Empty: one kind (issue 43, point 3).
+[[nodiscard]] std::string deviceKindProblem(const std::vector<std::string> &kinds, const std::vector<std::string> &hosts,
+                                            const std::string &backend);
 [[nodiscard]] std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size);
 
 /// @p groups (original numbering) among @p members only, renumbered in their order (a group left
@@ -48,6 +54,7 @@ struct DistributedOptions
     std::string backend = "auto";       ///< auto | gloo | nccl
     bool cudaDevice = false;            ///< auto picks nccl when the model runs on a GPU
     int cudaDeviceIndex = -1;           ///< the rank's GPU (chooseCudaDevice), -1: the model is on the CPU
+    std::vector<int> hostDevices;       ///< --devices: this host's GPUs by local rank (NCCL's, with the model on the CPU too)
     std::chrono::milliseconds timeout{300000};
     bool storeServedElsewhere = false;  ///< TORCHELASTIC_USE_AGENT_STORE=True: the launcher serves the store
     std::string glooInterface;          ///< GLOO_SOCKET_IFNAME
@@ -259,7 +266,6 @@ private:
     /// reduceThroughTopology; in a tolerant run a collective error becomes RankLostError when the
     /// watchdog reports a lost rank within the timeout (Gloo may notice the dead peer first).
     void collect(std::span<std::int64_t> words);
-    void abortCommunicators() noexcept;
     /// The process groups formed in the background, once formed: adopted into m_comms (the first
     /// collective calls this; the seconds it waited are returned). Their error is thrown as the
     /// constructor threw it (the others told through the watchdog), or, tolerant, RankLostError
@@ -284,6 +290,7 @@ private:
     C10d m_c10d;                          ///< LibTorch's store client and Gloo (the constructor's caller's)
     RankGroups m_groups;
     std::vector<std::string> m_hosts;
+    std::vector<std::string> m_kinds; ///< by rank, from the rendezvous: "cuda" or "cpu"
     std::string m_storeAddress;
     std::unique_ptr<RendezvousStore> m_store;
     Communicators m_comms;

@@ -15,6 +15,7 @@
 #include "fault_hooks.h"
 #include "process_exit.h"
 
+#include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
 #include "cppl/host.h"
 
@@ -26,6 +27,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -149,6 +152,9 @@ struct DistributedRun::RendezvousStep
     std::string host;
     /// A rank whose wait timed out asks a fresh connection there who is missing: its own still waits.
     std::string masterAddr;
+    /// Where this rank's model runs, "cuda" or "cpu", announced with its arrival: --backend auto
+    /// follows it, so every rank must say the same (deviceKindProblem).
+    std::string kind;
 };
 
 struct DistributedRun::WatchdogStep
@@ -225,8 +231,14 @@ DistributedRun::DistributedRun(const DistributedOptions &o, const C10d &c10d)
     StarListener star;
     if (id.rank == 0)
         star.fd = Watchdog::listenForStar(*m_store, advertise);
-    rendezvous({.host = host, .masterAddr = id.masterAddr});
+    // CLUSTERPPL_TEST_DEVICE_KIND: the tests' stand-in for a rank that sees a GPU (this LibTorch may have no CUDA).
+    const bool cuda = o.cudaDevice || hooks.cudaKindRank == id.rank;
+    rendezvous({.host = host, .masterAddr = id.masterAddr, .kind = cuda ? "cuda" : "cpu"});
     log.mark("rendezvous");
+    // Refused on every rank at once, before any communicator: a node that sees no GPU would pick
+    // Gloo under --backend auto while the others pick NCCL, and both would wait out --timeout.
+    if (const std::string problem = deviceKindProblem(m_kinds, m_hosts, o.backend); !problem.empty())
+        throw ConfigError(problem);
     // --tensor-parallel: the data-parallel side is the groups' leaders (their followers follow
     // them: tensor_parallel_driver.h); without it, every rank.
     m_groups = leadersOnly(parseRankGroups(o.groups, m_world, m_hosts), m_tensorParallel);
@@ -263,7 +275,7 @@ void DistributedRun::connectStore(const StoreStep &step)
 
 void DistributedRun::rendezvous(const RendezvousStep &step)
 {
-    m_store->set("cppl/arrive/" + std::to_string(m_rank), std::to_string(m_world) + "\t" + step.host);
+    m_store->set("cppl/arrive/" + std::to_string(m_rank), std::to_string(m_world) + "\t" + step.host + "\t" + step.kind);
     std::vector<std::string> keys;
     for (int r = 0; r < m_world; ++r)
         keys.push_back("cppl/arrive/" + std::to_string(r));
@@ -281,7 +293,10 @@ void DistributedRun::rendezvous(const RendezvousStep &step)
         if (theirs != std::to_string(m_world))
             throw CollectiveError("rank " + std::to_string(r) + " joined the rendezvous at " + m_storeAddress + " with WORLD_SIZE " + theirs
                                   + ", this rank has " + std::to_string(m_world) + "; start every rank with the same world size");
-        m_hosts.push_back(tab == std::string::npos ? std::string() : v.substr(tab + 1));
+        const std::string rest = tab == std::string::npos ? std::string() : v.substr(tab + 1);
+        const auto kindTab = rest.find('\t');
+        m_hosts.push_back(rest.substr(0, kindTab));
+        m_kinds.push_back(kindTab == std::string::npos ? std::string() : rest.substr(kindTab + 1));
     }
 }
 
@@ -320,9 +335,11 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
         watchdogStore = m_c10d.openStore(step.masterAddr, step.masterPort, false, m_timeout, {});
     const int me = m_rank;
     auto leave = [this, me](int exitCode, const std::string &message) {
-        // From the watchdog thread: abort the communicators, say why and leave now; the main
-        // thread may be deep in a forward pass or blocked in a collective that will never complete.
-        abortCommunicators();
+        // From the watchdog thread: say why and leave now; the main thread may be deep in a forward
+        // pass or blocked in a collective that will never complete. No NCCL call on the way out:
+        // ncclCommAbort of one communicator can block while another's kernel is in flight (the
+        // stuck one may be the node group's or the leaders'), and the process's exit tears the
+        // CUDA context down, kernels and communicators with it (issue 43, point 4).
         const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + message + "\n";
         std::fflush(stdout);
         std::cerr.flush();
@@ -373,6 +390,7 @@ BackendOptions DistributedRun::dataParallelOptions(const DistributedOptions &o, 
     b.localRank = o.identity.localRank;
     b.localWorldSize = o.identity.localWorldSize;
     b.cudaDevice = o.cudaDeviceIndex;
+    b.hostDevices = o.hostDevices;
     b.groups = m_tensorParallel == 1 ? m_groups : groupsAmong(m_groups, m_members);
     b.topology = m_topology;
     b.timeout = m_timeout;
@@ -408,6 +426,34 @@ Communicators DistributedRun::formCommunicators(const C10d &c10d, const std::str
 {
     // The tensor-parallel group is formed apart, by its evaluation (formTensorParallelGroup()).
     return backend == "nccl" ? makeNcclCommunicators(store, dataParallel) : c10d.makeGloo(store, dataParallel);
+}
+
+std::string deviceKindProblem(const std::vector<std::string> &kinds, const std::vector<std::string> &hosts, const std::string &backend)
+{
+    std::map<std::string, std::vector<int>> byKind;
+    for (std::size_t r = 0; r < kinds.size(); ++r)
+        byKind[kinds[r]].push_back(static_cast<int>(r));
+    if (byKind.size() <= 1)
+        return {};
+    auto who = [&](const std::vector<int> &ranks) {
+        std::set<std::string> names;
+        for (const int r : ranks)
+            names.insert(r < static_cast<int>(hosts.size()) ? hosts[static_cast<std::size_t>(r)] : std::string("?"));
+        std::string h;
+        for (const auto &n : names)
+            h += (h.empty() ? "" : ", ") + n;
+        return std::string(ranks.size() > 1 ? "ranks " : "rank ") + rankListText(ranks) + " (" + h + ")";
+    };
+    std::string said;
+    for (const auto &[kind, ranks] : byKind)
+        said += (said.empty() ? "" : "; ") + who(ranks) + (kind == "cuda" ? ": the model on a GPU" : kind == "cpu" ? ": the model on the CPU"
+                                                                                                           : ": an agent that does not say");
+    const bool autoPick = backend == "auto";
+    return std::string(autoPick ? "--backend auto: the ranks would not pick the same backend (nccl where the model is on a GPU, gloo "
+                                  "where it is on the CPU): "
+                                : "the ranks' models are on different kinds of device (their bits would differ): ")
+           + said + "; make every host's GPUs visible to its ranks (driver, CUDA_VISIBLE_DEVICES, Slurm's GPU request), or set the "
+           + "profile's device (and backend) for every host";
 }
 
 std::string tensorParallelHostProblem(const std::vector<std::string> &hosts, int group, int size)

@@ -6,6 +6,7 @@
 #include "rendezvous_store.h"
 
 #include "gpu/device_choice.h"
+#include "process_exit.h"
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <iostream>
@@ -248,6 +250,13 @@ const Api &api()
             return x;
         }
         x.getVersion(&l.ncclVersion);
+        if (l.ncclVersion < kNcclMinVersion) { // an NCCL that exports the symbols but says it is older
+            l.error = "NCCL " + l.ncclPath + " is version " + ncclVersionText(l.ncclVersion) + ", older than "
+                      + ncclVersionText(kNcclMinVersion) + ", the oldest this agent uses (ncclCommSplit, ncclCommInitRankConfig); "
+                      + "install NCCL 2.18 or newer";
+            x.nccl = nullptr;
+            return x;
+        }
         if (void *fn = dlsym(x.nccl, "ncclCommShrink"); fn && l.ncclVersion >= kNcclShrinkVersion) {
             void *slot = &x.commShrink; // as bind() does: the slot is a function pointer
             *static_cast<void **>(slot) = fn;
@@ -318,8 +327,13 @@ ncclConfig_t blockingConfig(const char *name)
  *
  * NCCL forbids concurrent calls on one communicator: the thread that runs a collective (the main
  * thread, or a RoundPipeline's communication thread: round_pipeline.h) holds m_use for each call;
- * the watchdog's abort() only takes it when free, and otherwise leaves a flag that the polling
- * thread acts on (the watchdog then exits the process, which ends the kernel anyway).
+ * abort() from another thread only takes it when free, and otherwise leaves a flag that the
+ * polling thread acts on. The watchdog's way out makes no NCCL call (distributed_setup.cpp).
+ *
+ * A communicator's first collective connects its members inside the call (NCCL's lazy
+ * connection), before anything is on the stream: that call runs on a thread of its own, bounded
+ * by the same timeout as the poll, and an abort ends a connection that never comes (issue 43,
+ * point 5).
  *
  * Tolerant runs (`--on-rank-loss continue`, BackendOptions::lossEpoch set): the poll also ends
  * when the watchdog reports a lost rank (RankLostError), and an error or a timeout is thrown
@@ -366,6 +380,7 @@ public:
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     [[nodiscard]] int device() const noexcept { return m_device; }
+    [[nodiscard]] const std::string &name() const noexcept { return m_name; }
     void abort() noexcept override
     {
         m_abortRequested = true;
@@ -379,6 +394,12 @@ public:
         const std::lock_guard lock(m_use);
         api().setDevice(m_device);
         abortLocked();
+    }
+    /// @brief An operation enqueued and not seen complete, or one running now on another thread.
+    [[nodiscard]] bool busy() noexcept override
+    {
+        const std::unique_lock lock(m_use, std::try_to_lock);
+        return !lock.owns_lock() || m_inFlight;
     }
     /// @brief Not aborted: ncclCommShrink may still use it (an error only is fine: NCCL_SHRINK_ABORT).
     [[nodiscard]] bool intact()
@@ -417,6 +438,68 @@ private:
     }
     [[nodiscard]] bool lossReported() const noexcept { return m_lossEpoch && m_lossEpoch->load() > m_epoch; }
 
+    /// The first collective's call, in which NCCL connects the members, on a thread of its own:
+    /// this one polls it as it polls the kernel, and past @p deadline (or on an abort request or a
+    /// lost rank) aborts the communicator, which ends the connection's wait, and throws. Under m_use.
+    template<typename Enqueue>
+    ncclResult_t enqueueFirst(const std::string &where, Enqueue &enqueue, std::chrono::steady_clock::time_point deadline)
+    {
+        struct Call
+        {
+            std::mutex m;
+            std::condition_variable cv;
+            bool done = false;
+            ncclResult_t rc = ncclSuccess;
+        };
+        const auto call = std::make_shared<Call>();
+        std::thread caller([&enqueue, call, device = m_device] {
+            api().setDevice(device); // the current device is per thread
+            const ncclResult_t rc = enqueue();
+            const std::lock_guard lock(call->m);
+            call->rc = rc;
+            call->done = true;
+            call->cv.notify_all();
+        });
+        std::string why;
+        {
+            std::unique_lock lock(call->m);
+            while (!call->done && why.empty()) {
+                call->cv.wait_for(lock, std::chrono::milliseconds(20));
+                if (call->done)
+                    break;
+                if (m_abortRequested)
+                    why = where + " was aborted while its members connected: the run is stopping";
+                else if (lossReported())
+                    why = where + " abandoned while its members connected: a rank was lost";
+                else if (std::chrono::steady_clock::now() > deadline)
+                    why = where + " did not finish within " + std::to_string(m_timeout.count() / 1000)
+                          + " s: its members did not all connect (NCCL connects at a communicator's first collective); the communicator was aborted";
+            }
+        }
+        if (why.empty()) {
+            caller.join();
+            return call->rc;
+        }
+        abortLocked(); // ends the connection's wait: the call returns an error and the thread ends
+        bool ended = false;
+        {
+            std::unique_lock lock(call->m);
+            ended = call->cv.wait_for(lock, std::chrono::seconds(10), [&] { return call->done; });
+        }
+        if (ended) {
+            caller.join();
+        } else { // an NCCL whose abort did not end the call: the thread is left to the process's exit
+            caller.detach();
+            noteThreadLeftRunning();
+        }
+        m_failed = true;
+        if (lossReported())
+            throw RankLostError(why);
+        if (m_abortRequested)
+            throw CollectiveError(why);
+        throw TimeoutError(why);
+    }
+
     template<typename Enqueue>
     void run(const char *what, std::span<std::int64_t> w, Enqueue enqueue)
     {
@@ -442,10 +525,15 @@ private:
         }
         checkCuda(api().memcpyAsync(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
         const bool tolerant = m_lossEpoch != nullptr;
-        if (const ncclResult_t rc = enqueue(); rc != ncclSuccess) {
+        // The connection (first call only) and the kernel are each bounded by --timeout: the
+        // kernel's deadline starts when the call returns, as on every rank at about the same
+        // moment once all connected, so the first to give up names the timeout.
+        if (const ncclResult_t rc = m_connected ? enqueue() : enqueueFirst(where, enqueue, std::chrono::steady_clock::now() + m_timeout);
+            rc != ncclSuccess) {
             m_failed = tolerant;
             fail(rc, where, m_comm);
         }
+        m_connected = true;
         m_inFlight = true;
         const auto deadline = std::chrono::steady_clock::now() + m_timeout;
         for (;;) {
@@ -495,6 +583,7 @@ private:
     bool m_aborted = false;  ///< under m_use
     bool m_failed = false;   ///< under m_use: a tolerant run's error or timeout, left for the regrouping
     bool m_inFlight = false; ///< under m_use: an operation was enqueued and not seen complete
+    bool m_connected = false; ///< under m_use: a collective's call returned, so NCCL has connected the members
     int m_rank, m_size, m_device;
     std::chrono::milliseconds m_timeout;
     std::string m_name;
@@ -504,6 +593,54 @@ private:
     void *m_buffer = nullptr;
     std::size_t m_capacity = 0;
 };
+
+/**
+ * Aborts a regrouping's old node group and leaders, those with an operation in flight first: an
+ * NCCL abort can block while another communicator of the process has a kernel in flight (issue
+ * 43, point 4), so the stuck one goes first and the others then find nothing running. On a thread
+ * of its own, bounded by @p bound: an abort that still blocks ends the regrouping with an error
+ * (the thread is left to the process's exit).
+ */
+void abortBounded(std::vector<std::unique_ptr<Communicator>> comms, std::chrono::milliseconds bound)
+{
+    std::stable_partition(comms.begin(), comms.end(), [](const std::unique_ptr<Communicator> &c) { return c->busy(); });
+    struct State
+    {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+        std::string current;
+        std::vector<std::unique_ptr<Communicator>> comms;
+    };
+    const auto st = std::make_shared<State>();
+    st->comms = std::move(comms);
+    std::thread aborter([st] {
+        for (const auto &c : st->comms)
+            if (auto *n = dynamic_cast<NcclCommunicator *>(c.get())) {
+                {
+                    const std::lock_guard lock(st->m);
+                    st->current = n->name();
+                }
+                n->abortNow();
+            }
+        st->comms.clear(); // aborted: their destructors neither finalize nor wait
+        const std::lock_guard lock(st->m);
+        st->done = true;
+        st->cv.notify_all();
+    });
+    std::unique_lock lock(st->m);
+    if (st->cv.wait_for(lock, bound, [&] { return st->done; })) {
+        lock.unlock();
+        aborter.join();
+        return;
+    }
+    const std::string current = st->current;
+    lock.unlock();
+    aborter.detach();
+    noteThreadLeftRunning();
+    throw CollectiveError("nccl regrouping: ncclCommAbort of the " + current + " communicator did not return within "
+                          + std::to_string(bound.count() / 1000) + " s; this rank cannot rebuild its communicators");
+}
 
 std::string toHex(const ncclUniqueId &id)
 {
@@ -632,6 +769,7 @@ int rankDevice(const BackendOptions &o)
     checkCuda(api().getDeviceCount(&p.visibleDevices), "cudaGetDeviceCount");
     if (const char *v = std::getenv("CUDA_VISIBLE_DEVICES"))
         p.cudaVisibleDevices = v;
+    p.hostDevices = o.hostDevices;
     p.nccl = true;
     p.host = localHostName();
     return chooseCudaDevice(p);
@@ -713,13 +851,14 @@ Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOpti
     const int device = oldWorld ? oldWorld->device() : rankDevice(o);
     checkCuda(api().setDevice(device), "cudaSetDevice");
     // 1. The node group and leaders go first: they may include the lost rank and hold an
-    //    operation abandoned in flight; ncclCommAbort ends it. The world communicator is kept for
-    //    a shrink (hierarchical runs never use it for data; flat ones abandoned theirs in it).
-    for (auto *child : {old.leaders.get(), old.group.get()})
-        if (auto *n = dynamic_cast<NcclCommunicator *>(child))
-            n->abortNow();
-    old.leaders.reset();
-    old.group.reset();
+    //    operation abandoned in flight; ncclCommAbort ends it (that one first, bounded). The world
+    //    communicator is kept for a shrink (hierarchical runs never use it for data; flat ones
+    //    abandoned theirs in it).
+    std::vector<std::unique_ptr<Communicator>> children;
+    for (auto *child : {&old.group, &old.leaders})
+        if (*child)
+            children.push_back(std::move(*child));
+    abortBounded(std::move(children), o.timeout);
     // 2. Shrink or a new communicator: every survivor says what it can, all decide alike.
     const std::string prefix = ncclKeyPrefix(o.epoch);
     const ShrinkAbility mine{api().info.ncclVersion, api().commShrink != nullptr, oldWorld && oldWorld->intact()};

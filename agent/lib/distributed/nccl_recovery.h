@@ -12,6 +12,8 @@ namespace cppl::agent::dist {
 
 /// ncclCommShrink and NCCL_SHRINK_ABORT arrived in NCCL 2.27.0 (NCCL_VERSION(2, 27, 0)).
 inline constexpr int kNcclShrinkVersion = 22700;
+/// The oldest NCCL the agent uses: 2.18 has ncclCommSplit, which every hierarchical run needs.
+inline constexpr int kNcclMinVersion = 21800;
 
 /// @brief "2.28.9" for NCCL's version code 22809 (major * 10000 + minor * 100 + patch).
 [[nodiscard]] std::string ncclVersionText(int code);

@@ -199,8 +199,9 @@ void EvalSession::joinRun()
         throw ExitError(exitCodeFor(e), "rank " + std::to_string(identity.rank) + ": " + e.what());
     }
     if (m_run->backend() == "nccl")
-        logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank) + " on cuda:"
-                + std::to_string(m_o.distOptions.cudaDeviceIndex));
+        logLine("nccl: " + dist::describe(dist::gpuLibraries()) + ", rank " + std::to_string(identity.rank)
+                + (m_o.distOptions.cudaDeviceIndex >= 0 ? " on cuda:" + std::to_string(m_o.distOptions.cudaDeviceIndex)
+                                                         : std::string(", the model on the CPU")));
     if (m_o.tensorParallel > 1) {
         // Before any weight loads: a group spanning hosts is refused here, every member joins here.
         try {
@@ -450,6 +451,8 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     in.ranks = m_o.shardCount;
     in.ranksPerDevice = m_o.ranksPerDevice;
     in.fusedAttention = hasFusedAttention();
+    if (m_run && m_run->backend() == "nccl") // every rank reserves a leader's two: the batch is agreed by minimum anyway
+        in.ncclCommunicators = m_o.distOptions.topology == dist::Topology::Flat ? 1 : 2;
     BatchChoice c;
     std::string unknown;
     if (!m_memoryKnown)

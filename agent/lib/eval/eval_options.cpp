@@ -92,6 +92,9 @@ void parseBatchAndThreads(const Args &a, EvalOptions &o)
 void parseDeviceAndDtype(const Args &a, EvalOptions &o)
 {
     o.device = parseDevice(a.get("--device").value_or("auto"));
+    // The host's "devices" (issue 43): the model's GPU and NCCL's, also when the model is on the CPU.
+    if (const auto list = a.get("--devices"))
+        o.distOptions.hostDevices = parseDeviceList(*list);
     // bfloat16 is the GPU default: the exponent range of float32 (no overflow where float32 has
     // none), tensor-core speed, and the log-softmax stays float32 (Evaluator).
     o.dtype = dtypeFromName(a.get("--dtype").value_or(o.device.isCuda() ? "bfloat16" : "float32"));
@@ -343,6 +346,7 @@ void placeOnCudaDevice(EvalOptions &o)
             place.cudaVisibleDevices = v;
         if (o.device.hasIndex())
             place.requested = o.device.index;
+        place.hostDevices = o.distOptions.hostDevices;
         place.nccl = o.distributed && (o.distOptions.backend == "nccl" || o.distOptions.backend == "auto");
         place.host = localHostName();
         o.device.index = chooseCudaDevice(place);
@@ -359,7 +363,7 @@ Args parseArgs(const std::vector<std::string> &argv)
     return phase(kExitBadArguments, [&] {
         return Args(argv,
                     {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
-                     "--dtype", "--device", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
+                     "--dtype", "--device", "--devices", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",

@@ -22,6 +22,22 @@ bool oneEntry(const std::optional<std::string> &v)
     return v && !v->empty() && v->find(',') == std::string::npos;
 }
 
+/// The host's "devices" entry for this local rank, checked against what this process sees.
+int listedDevice(const DevicePlacement &p, const std::string &where, const std::string &seen)
+{
+    const auto n = static_cast<int>(p.hostDevices.size());
+    if (p.requested)
+        throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " and --devices both choose the GPU; use --device cuda with --devices");
+    if (p.localRank < 0 || p.localRank >= n)
+        throw ConfigError(where + ": --devices lists " + std::to_string(n) + " GPUs for " + std::to_string(p.localWorldSize)
+                          + " local ranks; list one per rank (the host's slots)");
+    const int d = p.hostDevices[static_cast<std::size_t>(p.localRank)];
+    if (d >= p.visibleDevices)
+        throw ConfigError(where + ": --devices gives it GPU " + std::to_string(d) + " but " + seen + "; list devices 0 to "
+                          + std::to_string(p.visibleDevices - 1) + " in the host's \"devices\"");
+    return d;
+}
+
 } // namespace
 
 DeviceRequest parseDeviceText(const std::string &text, bool cudaAvailable)
@@ -45,6 +61,25 @@ DeviceRequest parseDeviceText(const std::string &text, bool cudaAvailable)
     throw ConfigError("--device \"" + text + "\" is not one of cpu, cuda, cuda:N, auto");
 }
 
+std::vector<int> parseDeviceList(const std::string &text)
+{
+    std::vector<int> out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', at), text.size());
+        const std::string item = text.substr(at, comma - at);
+        int index = -1;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
+        if (item.empty() || ec != std::errc() || end != item.data() + item.size() || index < 0 || index > 1 << 20)
+            throw ConfigError("--devices \"" + text + "\": expected device indices separated by commas, e.g. 4,5,6,7");
+        if (std::find(out.begin(), out.end(), index) != out.end())
+            throw ConfigError("--devices \"" + text + "\": device " + item + " is listed twice; each rank needs its own");
+        out.push_back(index);
+        at = comma + 1;
+    }
+    return out;
+}
+
 int chooseCudaDevice(const DevicePlacement &p)
 {
     const std::string where = "host " + p.host + ", local rank " + std::to_string(p.localRank);
@@ -52,6 +87,8 @@ int chooseCudaDevice(const DevicePlacement &p)
     if (p.visibleDevices <= 0)
         throw ConfigError(where + ": no GPU is visible to this process (" + visibleText(p)
                           + "); check the driver with nvidia-smi, or use --device cpu");
+    if (!p.hostDevices.empty())
+        return listedDevice(p, where, seen);
     if (p.requested) {
         if (*p.requested < 0 || *p.requested >= p.visibleDevices)
             throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " but " + seen + "; use cuda:0 to cuda:"
@@ -80,6 +117,8 @@ int ranksPerCudaDevice(const DevicePlacement &p)
     if (p.visibleDevices <= 0)
         return 1;
     if (p.visibleDevices == 1 && oneEntry(p.cudaVisibleDevices) && local > 1)
+        return 1;
+    if (!p.hostDevices.empty()) // distinct by parseDeviceList
         return 1; // the launcher gave every rank a GPU of its own (chooseCudaDevice assumes the same)
     if (p.requested) // every rank of the host names the same index (the arguments are the same)
         return local;

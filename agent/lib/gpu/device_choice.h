@@ -35,13 +35,19 @@ struct DevicePlacement
     /// means the launcher gave every rank its own GPU (Slurm --gpu-bind, per-rank wrappers).
     std::optional<std::string> cudaVisibleDevices;
     std::optional<int> requested; ///< --device cuda:N; nullopt for cuda / auto
+    /// --devices: this host's GPUs for its ranks, local rank L takes the L-th (the profile's
+    /// "devices"); empty: cuda:LOCAL_RANK as below.
+    std::vector<int> hostDevices;
     bool nccl = false;            ///< NCCL refuses two ranks of one communicator on one GPU
     std::string host;             ///< for messages
 };
 
+/// `--devices 4,5,6,7`: distinct device indices. Throws ConfigError naming the option otherwise.
+[[nodiscard]] std::vector<int> parseDeviceList(const std::string &text);
+
 /**
  * The CUDA device index (as this process numbers them) a rank uses for the model and for NCCL.
- * cuda / auto: LOCAL_RANK when enough GPUs are visible, 0 when each rank sees exactly one; with
+ * With hostDevices (--devices): its LOCAL_RANK-th entry. cuda / auto: LOCAL_RANK when enough GPUs are visible, 0 when each rank sees exactly one; with
  * gloo, more ranks than GPUs share them round robin. Throws ConfigError saying which host, which
  * counts and what to do when no GPU is visible, cuda:N is out of range, or NCCL would put two of
  * this host's ranks on one GPU.

@@ -62,6 +62,9 @@ public:
     /// The same value for several hosts in one edit, validated once: all of them or none.
     QString setHostsField(const std::vector<int> &hostIndices, HostField field, const QVariant &value);
     QString renameGroup(int groupRow, const QString &name);
+    /// The cluster's env (@p hostIndex -1) or a host's, replaced by @p env; refused with the
+    /// profile's message (a bad name, device visibility: docs/profile.md).
+    QString setEnvironment(int hostIndex, const std::map<std::string, std::string> &env);
     /// Pre-flight outcome for a host by name (shown in ColPreflight with the details as tooltip).
     void setPreflight(const QString &host, bool ok, const QString &summary, const QString &details);
     void clearPreflight();

@@ -124,6 +124,17 @@ QString ProfileModel::setHostsField(const std::vector<int> &hosts, HostField fie
     return commit(std::move(c), hosts.size() == 1 ? prefix : QString(), structural);
 }
 
+QString ProfileModel::setEnvironment(int h, const std::map<std::string, std::string> &env)
+{
+    if (h < -1 || h >= int(m_profile.hosts.size()))
+        return refuse(tr("no host %1 in the profile").arg(h));
+    ClusterProfile c = m_profile;
+    (h < 0 ? c.env : c.hosts[size_t(h)].env) = env;
+    if (c == m_profile)
+        return {};
+    return commit(std::move(c), h < 0 ? u"env"_s : hostPath(h) + u".env"_s, false);
+}
+
 QString ProfileModel::renameGroup(int groupRow, const QString &name)
 {
     if (groupRow < 0 || groupRow >= groupCount())

@@ -18,6 +18,7 @@
 #include <QMenu>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTableWidget>
 #include <QStyle>
 #include <QToolBar>
 #include <QToolButton>
@@ -103,6 +104,14 @@ void ClusterPage::buildSide()
                               "with sbatch, and its ranks are the job's tasks on the allocated nodes (docs/launching.md)."));
     buildSlurmForm(m_slurmBox);
     restLayout->addWidget(m_slurmBox);
+    auto *envBox = new QGroupBox(tr("Environment of every host"), rest);
+    auto *envLayout = new QVBoxLayout(envBox);
+    QWidget *env = buildEnvEditor(envBox, u"env_cluster"_s,
+                                  tr("Every rank's environment on every host (a host's own wins): the settings clusters need, such as "
+                                     "NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GLOO_SOCKET_IFNAME (docs/launching.md)"));
+    m_clusterEnv = env->findChild<QTableWidget *>(u"env_cluster"_s);
+    envLayout->addWidget(env);
+    restLayout->addWidget(envBox);
     m_problemsTitle = new QLabel(rest);
     m_problemsTitle->setWordWrap(true);
     restLayout->addWidget(m_problemsTitle);
@@ -420,6 +429,12 @@ void ClusterPage::buildHostForm(QGroupBox *box)
                    ProfileModel::HostField::Agent);
     m_workdir = line(tr("Working directory"), tr("Relative model and data paths resolve here; empty: home"),
                      ProfileModel::HostField::Workdir);
+    QWidget *env = buildEnvEditor(box, u"env_host"_s,
+                                  tr("This host's ranks' environment (its value wins over the cluster's): NCCL_SOCKET_IFNAME, NCCL_IB_HCA, "
+                                     "LD_LIBRARY_PATH... Nothing of this machine's environment reaches the hosts; device visibility is "
+                                     "the host's devices list, not a variable"));
+    m_hostEnv = env->findChild<QTableWidget *>(u"env_host"_s);
+    form->addRow(tr("Environment"), env);
 }
 
 
@@ -542,11 +557,15 @@ void ClusterPage::refreshForm()
         m_password->setChecked(host.ssh.passwordAuth);
         m_agent->setText(qs(host.agent));
         m_workdir->setText(qs(host.workdir));
+        fillEnv(m_hostEnv, host.env);
     } else {
         m_hostBox->setTitle(tr("Select a host to edit it"));
         for (QLineEdit *e : {m_address, m_label, m_alias, m_user, m_port, m_identity, m_agent, m_workdir})
             e->clear();
+        fillEnv(m_hostEnv, {});
     }
+    m_hostEnv->setEnabled(true);
+    fillEnv(m_clusterEnv, p.env);
     const bool ssh = p.launcher == "ssh" || p.launcher == "slurm"; // a Slurm login node is reached over SSH
     for (QWidget *w : {static_cast<QWidget *>(m_alias), static_cast<QWidget *>(m_user), static_cast<QWidget *>(m_port),
                        static_cast<QWidget *>(m_identity), static_cast<QWidget *>(m_password)})
@@ -580,6 +599,9 @@ void ClusterPage::refreshFormForHosts(const std::vector<int> &hosts)
         e->setPlaceholderText(tr("one per host"));
     }
     m_address->setEnabled(false);
+    fillEnv(m_hostEnv, {}); // each host's own: edited one host at a time
+    m_hostEnv->setEnabled(false);
+    fillEnv(m_clusterEnv, p.env);
     const bool passwords = p.hosts[size_t(hosts.front())].ssh.passwordAuth;
     const bool samePassword = std::all_of(hosts.begin(), hosts.end(), [&](int h) { return p.hosts[size_t(h)].ssh.passwordAuth == passwords; });
     m_password->setTristate(!samePassword);

@@ -26,6 +26,7 @@ class QLineEdit;
 class QListWidget;
 class QAction;
 class QSpinBox;
+class QTableWidget;
 class QSplitter;
 class QToolBar;
 class QTreeView;
@@ -116,6 +117,10 @@ private:
     void refreshSlurmForm();
     /// Marks the fields @p problems name and shows them (or the job's size) under the fields.
     void showSlurmProblems(const QStringList &problems, bool pending);
+    // The environment editors (cluster_page_env.cpp): the cluster's env and the selected host's.
+    QWidget *buildEnvEditor(QWidget *parent, const QString &name, const QString &tip);
+    void applyEnv(QTableWidget *table);
+    void fillEnv(QTableWidget *table, const std::map<std::string, std::string> &env);
     void refreshProblems();
     void refreshForm();
     void refreshFormForHosts(const std::vector<int> &hosts);
@@ -150,6 +155,8 @@ private:
     QCheckBox *m_password = nullptr;
     QLineEdit *m_agent = nullptr;
     QLineEdit *m_workdir = nullptr;
+    QTableWidget *m_hostEnv = nullptr;    // the selected host's env (one host only)
+    QTableWidget *m_clusterEnv = nullptr; // the cluster's env, every host's ranks
     // The Slurm job: one editor per field of SlurmSpec; each edit is checked as typed and applied
     // when it adds no problem (an invalid value stays in its field, marked, and is not applied).
     using SlurmSetter = std::function<void(SlurmSpec &, const QString &)>;

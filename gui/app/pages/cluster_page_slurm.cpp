@@ -5,6 +5,8 @@
 
 #include "profile_model.h"
 
+#include "launch/slurm_job.h"
+
 #include <QAction>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -140,9 +142,10 @@ void ClusterPage::addSlurmSizes(QGroupBox *box, QFormLayout *form)
     };
     m_nodes = spin(1, 1 << 16, tr("Nodes of the allocation (sbatch --nodes)"), u"nodes"_s);
     m_tasksPerNode = spin(1, 1 << 12, tr("Ranks per node: one agent per Slurm task; with the nccl backend, one per GPU"), u"ntasks_per_node"_s);
-    m_gpusPerNode = spin(0, 1 << 10, tr("sbatch --gpus-per-node; \"none\": no GPUs asked for. With the nccl backend at least the tasks per node."),
+    m_gpusPerNode = spin(0, 1 << 10, tr("sbatch --gpus-per-node; \"per task\": one GPU per task, unless the evaluation runs on the CPU "
+                                        "without NCCL (then none). With the nccl backend at least the tasks per node."),
                          u"gpus_per_node"_s);
-    m_gpusPerNode->setSpecialValueText(tr("none"));
+    m_gpusPerNode->setSpecialValueText(tr("per task"));
     auto *sizes = new QHBoxLayout;
     sizes->addWidget(m_nodes, 1);
     sizes->addWidget(new QLabel(tr("× tasks"), box));
@@ -235,7 +238,9 @@ void ClusterPage::showSlurmProblems(const QStringList &problems, bool pending)
                                    .arg(s.nodes)
                                    .arg(s.ntasksPerNode)
                                    .arg(ranks)
-                                   .arg(s.gpusPerNode > 0 ? tr("%1 GPUs per node").arg(s.gpusPerNode) : tr("no GPUs asked for"))
+                                   .arg(s.gpusPerNode > 0            ? tr("%1 GPUs per node").arg(s.gpusPerNode)
+                                        : core::slurmGpusPerNode(p) > 0 ? tr("%1 GPUs per node (one per task)").arg(core::slurmGpusPerNode(p))
+                                                                        : tr("no GPUs asked for (CPU evaluation)"))
                                    .arg(dir));
         return;
     }

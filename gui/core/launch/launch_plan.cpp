@@ -32,14 +32,6 @@ std::string groupsList(const RankLayout &layout)
 
 } // namespace
 
-bool isPassThroughVariable(std::string_view n)
-{
-    for (std::string_view prefix : {"NCCL_", "GLOO_", "CUDA_", "OMP_", "OPENBLAS_", "MKL_", "TORCH_"})
-        if (n.starts_with(prefix))
-            return true;
-    return n == "LD_LIBRARY_PATH";
-}
-
 bool readsKeyLine(const RankCommand &rank)
 {
     return std::find(rank.argv.begin(), rank.argv.end(), kKeysStdinFlag) != rank.argv.end();
@@ -81,10 +73,11 @@ std::string remoteCommand(const RankCommand &r)
 
 namespace {
 
-/// A rank's environment: torchrun's identity and rendezvous, the run id, the launching
-/// environment's pass-through variables, then the host's own (which win).
-std::vector<std::pair<std::string, std::string>> rankEnv(const RankInfo &ri, int worldSize, const HostSpec &h, const LaunchPlan &plan,
-                                                         const LaunchOptions &o, bool ownStore)
+/// A rank's environment: torchrun's identity and rendezvous, the run id, then the profile's env for
+/// its host. Nothing of the launching machine's environment: its CUDA_VISIBLE_DEVICES,
+/// NCCL_SOCKET_IFNAME or LD_LIBRARY_PATH describe that machine, not the nodes (issue 43).
+std::vector<std::pair<std::string, std::string>> rankEnv(const RankInfo &ri, int worldSize, const ClusterProfile &profile, const HostSpec &h,
+                                                         const LaunchPlan &plan, const LaunchOptions &o, bool ownStore)
 {
     std::vector<std::pair<std::string, std::string>> env = {{"RANK", std::to_string(ri.rank)},
                                                             {"WORLD_SIZE", std::to_string(worldSize)},
@@ -95,10 +88,7 @@ std::vector<std::pair<std::string, std::string>> rankEnv(const RankInfo &ri, int
                                                             {"CLUSTERPPL_RUN_ID", o.runId}};
     if (ownStore)
         env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
-    for (const auto &kv : o.passEnv)
-        if (!h.env.count(kv.first))
-            env.push_back(kv);
-    for (const auto &[k, v] : h.env)
+    for (const auto &[k, v] : hostEnvironment(profile, h))
         env.emplace_back(k, v);
     return env;
 }
@@ -147,6 +137,12 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
     if (e.dtype != "auto") // "auto": the agent's own default, bfloat16 on a GPU and float32 on the CPU
         a.insert(a.end(), {"--dtype", e.dtype});
     appendQuantization(e, base, a);
+    if (!h.devices.empty()) { // the host's GPUs, local rank L on the L-th (the agent checks them against what it sees)
+        std::string list;
+        for (const int d : h.devices)
+            list += (list.empty() ? "" : ",") + std::to_string(d);
+        a.insert(a.end(), {"--devices", list});
+    }
     a.insert(a.end(), {"--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups, "--schedule", e.schedule});
     const std::int64_t sync = profile.thresholds.syncEveryTokens;
     a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
@@ -160,9 +156,10 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
     // A host's OMP_NUM_THREADS, when the profile sets it, overrides the agent's default (its CPUs / local
     // ranks). With the native float32 kernels the bits do not depend on it; with --gemm blas|onednn
     // they do, so such runs keep one thread count everywhere (docs/models.md, docs/speed.md).
-    if (const auto it = h.env.find("OMP_NUM_THREADS"); it != h.env.end())
+    const auto env = hostEnvironment(profile, h);
+    if (const auto it = env.find("OMP_NUM_THREADS"); it != env.end())
         a.insert(a.end(), {"--threads", it->second});
-    if (const auto it = h.env.find("OPENBLAS_NUM_THREADS"); it != h.env.end())
+    if (const auto it = env.find("OPENBLAS_NUM_THREADS"); it != env.end())
         a.insert(a.end(), {"--blas-threads", it->second});
     // The lines of the agent protocol (docs/agent-lines.md): the result, committed rounds for the
     // run directory, lost ranks; and the state a resumed run starts from.
@@ -232,7 +229,7 @@ LaunchPlan buildLaunchPlan(const ClusterProfile &profile, const LaunchOptions &o
         c.address = h.address.empty() ? h.name : h.address;
         c.ssh = h.ssh;
         c.workdir = h.workdir;
-        c.env = rankEnv(ri, layout.worldSize(), h, plan, o, ownStore);
+        c.env = rankEnv(ri, layout.worldSize(), profile, h, plan, o, ownStore);
         c.argv = evalArgv(profile, h, plan, o, local ? o.profileDir : std::string(), keysOnStdin);
         plan.ranks.push_back(std::move(c));
     }

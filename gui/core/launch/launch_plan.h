@@ -22,7 +22,7 @@ struct RankCommand
     std::string address;   ///< where to connect (SSH); the name when the profile gives none
     SshOptions ssh;
     std::string workdir;   ///< empty: the login directory (SSH) or the current one (local)
-    std::vector<std::pair<std::string, std::string>> env; ///< in order: rank variables, run id, profile, pass-through
+    std::vector<std::pair<std::string, std::string>> env; ///< in order: rank variables, run id, the profile's env (hostEnvironment)
     std::vector<std::string> argv;                        ///< argv[0] is the agent executable
 };
 
@@ -33,7 +33,6 @@ struct LaunchOptions
     int masterPort = 29500;
     std::string profileDir;          ///< relative model/data paths resolve against it (local launcher only)
     std::string agentOverride;       ///< replaces every host's `agent` (tests, a local build)
-    std::vector<std::pair<std::string, std::string>> passEnv; ///< from the launching environment (NCCL_*, ...)
     std::string telemetry;           ///< collector endpoint passed as --telemetry (empty: none)
     /// The agents' half of this run's CURVE credentials (cppl::telemetry::generateCredentials().agent;
     /// the collector binds with the other half). With `telemetry` set, every rank gets
@@ -70,10 +69,6 @@ inline constexpr std::string_view kKeysStdinFlag = "--telemetry-keys-stdin";
 
 /// @brief True when @p rank reads the key line from its stdin (its argv has kKeysStdinFlag).
 [[nodiscard]] bool readsKeyLine(const RankCommand &rank);
-
-/// @brief The environment variables a launcher passes through when set: NCCL_*, GLOO_*, CUDA_*,
-/// OMP_*, OPENBLAS_*, LD_LIBRARY_PATH, PATH is not passed.
-[[nodiscard]] bool isPassThroughVariable(std::string_view name);
 
 /**
  * @brief One agent per rank from a valid profile. Ranks are numbered host by host (the profile's

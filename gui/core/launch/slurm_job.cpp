@@ -128,6 +128,15 @@ exit 0
 
 } // namespace
 
+int slurmGpusPerNode(const ClusterProfile &profile)
+{
+    const SlurmSpec &s = profile.slurm;
+    if (s.gpusPerNode > 0)
+        return s.gpusPerNode;
+    const bool cpuOnly = profile.evaluation.device == "cpu" && profile.evaluation.backend != "nccl";
+    return cpuOnly ? 0 : s.ntasksPerNode;
+}
+
 ClusterProfile slurmRankProfile(const ClusterProfile &profile)
 {
     ClusterProfile p = profile;
@@ -140,6 +149,7 @@ ClusterProfile slurmRankProfile(const ClusterProfile &profile)
         h.agent = profile.slurm.agent.empty() ? login.agent : profile.slurm.agent;
         h.workdir = login.workdir;
         h.env = login.env;
+        h.devices = login.devices; // each node's GPUs for its tasks, by SLURM_LOCALID
         h.ssh = login.ssh;
         h.address = login.address;
         p.hosts.push_back(std::move(h));
@@ -181,8 +191,9 @@ std::string directives(const ClusterProfile &profile, const SlurmJobInputs &in, 
     for (const auto &[flag, value] : optional)
         if (!value->empty())
             b += directive(flag + *value);
-    if (s.gpusPerNode > 0)
-        b += directive("--gpus-per-node=" + std::to_string(s.gpusPerNode));
+    const int gpus = slurmGpusPerNode(profile);
+    if (gpus > 0)
+        b += directive("--gpus-per-node=" + std::to_string(gpus));
     if (!s.constraint.empty())
         b += directive("--constraint=" + s.constraint);
     for (const auto &o : s.sbatchOptions)
@@ -191,6 +202,13 @@ std::string directives(const ClusterProfile &profile, const SlurmJobInputs &in, 
          + (profile.name.empty() ? "" : " from profile \"" + profile.name + "\"") + ".\n";
     b += "# " + counted(job.worldSize, "rank", "ranks") + ": " + counted(s.ntasksPerNode, "agent", "agents") + " on each of "
          + counted(s.nodes, "node", "nodes") + "; each reads its rank from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.\n";
+    b += "# GPUs: " + (s.gpusPerNode > 0   ? counted(gpus, "GPU", "GPUs") + " per node (slurm.gpus_per_node)"
+                       : gpus > 0          ? counted(gpus, "GPU", "GPUs") + " per node, one per task: slurm.gpus_per_node is not set and the "
+                                                                      "evaluation may use GPUs (device " + profile.evaluation.device + ", backend "
+                                                                      + profile.evaluation.backend + "); a cluster that enforces GPU allocation "
+                                                                      "shows a task only the GPUs its job asked for"
+                                           : std::string("none asked for (device cpu, backend ") + profile.evaluation.backend + ")")
+         + ".\n";
     return b;
 }
 

@@ -61,6 +61,12 @@ struct SlurmJob
  */
 [[nodiscard]] SlurmJob buildSlurmJob(const ClusterProfile &profile, const SlurmJobInputs &in);
 
+/// @brief The GPUs per node the job asks for: slurm.gpus_per_node when set; else one per task
+/// (ntasks_per_node) unless the evaluation runs on the CPU without NCCL (`device` "cpu" and
+/// `backend` not "nccl"), since a cluster that enforces GPU allocation shows a task only the GPUs
+/// its job asked for (issue 43, point 3). 0: none asked for.
+[[nodiscard]] int slurmGpusPerNode(const ClusterProfile &profile);
+
 /// @brief The RankCommand that runs the driver on the login node through the SSH launcher.
 /// @p telemetryKeys: the agents' key line follows on stdin (the SSH launcher writes it).
 [[nodiscard]] RankCommand slurmDriverCommand(const ClusterProfile &profile, const SlurmJob &job, bool telemetryKeys);

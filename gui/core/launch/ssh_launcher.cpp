@@ -248,7 +248,11 @@ private:
     void pumpHost(ssh_session s, const QString &hostName, std::vector<Chan> &chans, StoreChan &store, std::vector<Tunnel> &tunnels, int bound)
     {
         auto lastKeepalive = std::chrono::steady_clock::now();
+        auto signalledAt = lastKeepalive;
         bool signalled = false;
+        // A host whose network is down answers neither the stop nor its end: its TCP connection
+        // would look alive for many minutes. Past this, its ranks are left behind (issue 43).
+        const auto stopWait = std::chrono::seconds(std::max(10, m_settings.connectTimeoutSeconds));
         for (;;) {
             bool any = false, progressed = false;
             if (m_stop && !signalled) {
@@ -260,6 +264,7 @@ private:
                         ssh_channel_send_eof(c.ch);
                     }
                 signalled = true;
+                signalledAt = std::chrono::steady_clock::now();
             }
             for (auto &c : chans)
                 if (!c.done) {
@@ -277,8 +282,13 @@ private:
             if (!any)
                 return;
             if (!ssh_is_connected(s))
-                return connectionLost(hostName, chans, store);
+                return connectionLost(chans, store, QStringLiteral("lost the SSH connection to %1").arg(hostName));
             const auto now = std::chrono::steady_clock::now();
+            if (signalled && now - signalledAt > stopWait)
+                return connectionLost(chans, store,
+                                      QStringLiteral("no answer from %1 %2 s after the stop (is the host or its network down?); left behind")
+                                          .arg(hostName)
+                                          .arg(std::chrono::duration_cast<std::chrono::seconds>(stopWait).count()));
             if (now - lastKeepalive > std::chrono::seconds(m_settings.keepaliveSeconds)) {
                 ssh_send_ignore(s, "keepalive"); // libssh sends none by itself; NAT and firewalls forget idle connections
                 lastKeepalive = now;
@@ -336,19 +346,20 @@ private:
         return moved;
     }
 
-    /// The SSH connection went: the store and every rank still running on this host are gone.
-    void connectionLost(const QString &hostName, std::vector<Chan> &chans, StoreChan &store)
+    /// The SSH connection went, or the host no longer answers (@p why): the store and every rank
+    /// still running on this host are gone as far as this launcher can tell.
+    void connectionLost(std::vector<Chan> &chans, StoreChan &store, const QString &why)
     {
         if (store.ch) {
             ssh_channel_free(store.ch);
             store.ch = nullptr;
-            post([this, m = QStringLiteral("lost the SSH connection to %1").arg(hostName)] { onStoreFailed(m); });
+            post([this, why] { onStoreFailed(why); });
             post([this] { onStoreGone(); });
         }
         for (auto &c : chans)
             if (!c.done) {
                 c.done = true;
-                post([this, rank = c.rank->rank, h = hostName] { onRankEnded(rank, -1, QStringLiteral("lost the SSH connection to %1").arg(h)); });
+                post([this, rank = c.rank->rank, why] { onRankEnded(rank, -1, why); });
             }
     }
 

@@ -26,7 +26,11 @@ LaunchPlan preflightPlan(const ClusterProfile &profile, const LaunchPlan &plan)
             continue;
         RankCommand c = r;
         c.rank = static_cast<int>(pre.ranks.size());
+        // The host's env from the profile, as its ranks get it (NCCL found through its LD_LIBRARY_PATH,
+        // its NCCL_SOCKET_IFNAME), without the ranks' identity or the run id.
         c.env.clear();
+        for (const auto &kv : hostEnvironment(profile, profile.hosts[static_cast<std::size_t>(r.hostIndex)]))
+            c.env.push_back(kv);
         auto argOf = [&](const std::string &flag) {
             for (std::size_t i = 0; i + 1 < r.argv.size(); ++i)
                 if (r.argv[i] == flag)
@@ -171,6 +175,15 @@ QString preflightDetails(const QJsonObject &report, const QStringList &problems)
                          .arg(m.value(u"addr"_s).toString())
                          .arg(m.value(u"port"_s).toInt())
                          .arg(m.value(u"status"_s).toString());
+        if (const QJsonObject route = report.value(u"master"_s).toObject().value(u"route"_s).toObject(); !route.isEmpty()) {
+            QString line = route.contains(u"error"_s) ? QObject::tr("route to the master: %1").arg(route.value(u"error"_s).toString())
+                                                      : QObject::tr("route to the master: %1 (%2)")
+                                                            .arg(route.value(u"interface"_s).toString(), route.value(u"source"_s).toString());
+            for (const QString &v : {u"NCCL_SOCKET_IFNAME"_s, u"GLOO_SOCKET_IFNAME"_s})
+                if (route.contains(v))
+                    line += u"; %1=%2"_s.arg(v, route.value(v).toString());
+            lines << line;
+        }
     }
     return lines.join(u'\n');
 }

@@ -29,8 +29,6 @@
 #include <algorithm>
 #include <set>
 
-extern char **environ;
-
 using namespace Qt::StringLiterals;
 
 namespace cppl::core::run {
@@ -229,12 +227,6 @@ std::optional<RunEngine::Refusal> RunEngine::makeLaunchOptions(LaunchOptions &lo
         lo.resumeBatch = QJsonDocument::fromJson(m_request.resumeState).object().value(u"batch"_s).toInteger(0);
     if (lo.agentOverride.empty() && profile.launcher == "local")
         lo.agentOverride = localAgentFor(profile).toStdString();
-    for (char **e = environ; *e; ++e) {
-        const std::string kv = *e;
-        const auto eq = kv.find('=');
-        if (eq != std::string::npos && isPassThroughVariable(kv.substr(0, eq)))
-            lo.passEnv.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    }
     return std::nullopt;
 }
 

@@ -144,6 +144,10 @@ struct ClusterProfile
     static constexpr int kVersion = 1;
     std::string name;
     std::string launcher = "local"; ///< "local", "ssh" or "slurm"
+    /// Environment for every rank on every host (a host's own `env` wins for a name both set):
+    /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GLOO_SOCKET_IFNAME and the like. The launchers pass nothing
+    /// else from the machine that launches (docs/launching.md, "The ranks' environment").
+    std::map<std::string, std::string> env;
     std::vector<HostSpec> hosts;
     SlurmSpec slurm; ///< launcher "slurm" only
     GroupingSpec grouping;
@@ -199,6 +203,12 @@ struct ProfileParseResult
 [[nodiscard]] ClusterProfile loadProfile(const std::string &path);
 /// @brief Canonical JSON (2-space indent), readable by parseProfile().
 [[nodiscard]] std::string profileToJson(const ClusterProfile &profile);
+/// @brief A host's ranks' environment from the profile: the cluster's `env`, then the host's (which
+/// wins), in name order.
+[[nodiscard]] std::map<std::string, std::string> hostEnvironment(const ClusterProfile &profile, const HostSpec &host);
+/// @brief True for the variables that choose which devices a process sees (CUDA_VISIBLE_DEVICES and
+/// its kin): a profile's `env` may not set them, a host's `devices` list does.
+[[nodiscard]] bool isDeviceVisibilityVariable(std::string_view name);
 /// @brief Checks a profile built in code; the same messages parseProfile() gives.
 [[nodiscard]] std::vector<std::string> validateProfile(const ClusterProfile &profile);
 

@@ -32,7 +32,9 @@
 #include <QSettings>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QPushButton>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStyledItemDelegate>
@@ -87,6 +89,7 @@ private Q_SLOTS:
     void hostFormEditsSeveralHosts();
     void slurmForm();
     void slurmTree();
+    void environmentEditors();
     void evaluationPageBatchAuto();
     void evaluationPageSharesInPercent();
     void evaluationPageScrollsOnlyVertically();
@@ -1712,4 +1715,52 @@ void TestAppModels::historyWritesFiguresAsTheRunPage()
     m.setRuns({r});
     QCOMPARE(m.index(0, cppl::app::HistoryModel::ColPpl).data().toString(), u"4.313835"_s);
     QCOMPARE(m.index(0, cppl::app::HistoryModel::ColRate).data().toString(), u"—"_s);
+}
+
+/// Issue 43, point 1: the Cluster page edits the cluster's env and the selected host's as rows of
+/// name and value; device visibility is refused with the profile's message, and the saved JSON
+/// holds both.
+void TestAppModels::environmentEditors()
+{
+    QTemporaryDir dir;
+    const QString in = writeIn(dir, u"env.json"_s, R"({"format": "clusterppl-profile", "version": 1, "name": "env", "launcher": "ssh",
+                   "env": {"NCCL_SOCKET_IFNAME": "ib0"},
+                   "hosts": [{"name": "a", "env": {"NCCL_IB_HCA": "mlx5_0"}}, {"name": "b"}]})");
+    QVERIFY(!in.isEmpty());
+    cppl::app::ClusterPage page;
+    QSignalSpy failed(&page, &cppl::app::ClusterPage::failed);
+    QVERIFY(page.openProfile(in));
+    auto *cluster = page.findChild<QTableWidget *>(u"env_cluster"_s);
+    auto *host = page.findChild<QTableWidget *>(u"env_host"_s);
+    QVERIFY(cluster && host);
+    QCOMPARE(cluster->rowCount(), 1);
+    QCOMPARE(cluster->item(0, 0)->text(), u"NCCL_SOCKET_IFNAME"_s);
+    page.tree()->selectionModel()->setCurrentIndex(page.model()->indexOfHost(0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QCOMPARE(host->rowCount(), 1);
+    QCOMPARE(host->item(0, 1)->text(), u"mlx5_0"_s);
+    // A row added to the cluster's env is applied once it has a name and a value.
+    page.findChild<QPushButton *>(u"env_cluster_add"_s)->click();
+    QCOMPARE(cluster->rowCount(), 2);
+    cluster->item(1, 1)->setText(u"eth0"_s);
+    cluster->item(1, 0)->setText(u"GLOO_SOCKET_IFNAME"_s);
+    QCOMPARE(page.model()->profile().env.at("GLOO_SOCKET_IFNAME"), std::string("eth0"));
+    // The host's: a value edited, then device visibility refused (the profile keeps what it had).
+    host->item(0, 1)->setText(u"mlx5_1"_s);
+    QCOMPARE(page.model()->profile().hosts[0].env.at("NCCL_IB_HCA"), std::string("mlx5_1"));
+    page.findChild<QPushButton *>(u"env_host_add"_s)->click();
+    host->item(1, 1)->setText(u"0"_s);
+    host->item(1, 0)->setText(u"CUDA_VISIBLE_DEVICES"_s);
+    QCOMPARE(failed.size(), 1);
+    QVERIFY2(failed.front().front().toString().contains(u"hosts[0].env.CUDA_VISIBLE_DEVICES: device visibility is not set through env"_s),
+             qPrintable(failed.front().front().toString()));
+    QCOMPARE(page.model()->profile().hosts[0].env.size(), std::size_t{1});
+    QCOMPARE(host->rowCount(), 1); // the form shows the profile again
+    // Removing a row applies at once; with two hosts selected the host editor is off.
+    host->setCurrentCell(0, 0);
+    page.findChild<QPushButton *>(u"env_host_remove"_s)->click();
+    QVERIFY(page.model()->profile().hosts[0].env.empty());
+    page.tree()->selectionModel()->select(page.model()->indexOfHost(1), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    QVERIFY(!host->isEnabled());
+    const QString saved = QString::fromStdString(cppl::profileToJson(page.model()->profile()));
+    QVERIFY2(saved.contains(u"\"GLOO_SOCKET_IFNAME\": \"eth0\""_s), qPrintable(saved));
 }
