@@ -62,6 +62,10 @@ void familyVariants()
     QTest::addRow("qwen3") << args({"--arch", "qwen3"});
     QTest::addRow("qwen3, BF16, sharded, tied") << args({"--arch", "qwen3", "--dtype", "BF16", "--sharded", "--tied"});
     QTest::addRow("qwen3, attention bias, 4 KV heads, head_dim 8") << args({"--arch", "qwen3", "--attention-bias", "--kv-heads", "4", "--head-dim", "8"});
+    // mistral: window 6 of the 12 positions; 1 (each query itself only); 12 (the whole row, as none).
+    QTest::addRow("mistral, window 6") << args({"--arch", "mistral"});
+    QTest::addRow("mistral, window 1, BF16, tied") << args({"--arch", "mistral", "--sliding-window", "1", "--dtype", "BF16", "--tied"});
+    QTest::addRow("mistral, window 12, 4 KV heads, sharded") << args({"--arch", "mistral", "--sliding-window", "12", "--kv-heads", "4", "--sharded"});
 }
 
 } // namespace
@@ -132,7 +136,10 @@ private Q_SLOTS:
     {
         QTest::addColumn<QStringList>("flags");
         QTest::addColumn<QStringList>("protocol");
-        const QStringList variants[] = {args({"--arch", "qwen3"}), args({"--arch", "qwen3", "--dtype", "BF16", "--tied"})};
+        // mistral's window 6 and 37: far shorter than the context, and past one 8-key tile and short of
+        // the kernel's 64-query block.
+        const QStringList variants[] = {args({"--arch", "qwen3"}), args({"--arch", "qwen3", "--dtype", "BF16", "--tied"}), args({"--arch", "mistral"}),
+                                        args({"--arch", "mistral", "--sliding-window", "37", "--dtype", "BF16"})};
         for (const QStringList &flags : variants) {
             const QString tag = flags.join(QLatin1Char(' '));
             QTest::addRow("%s, hf-sliding stride 24", qPrintable(tag)) << flags << args({"--protocol", "hf-sliding", "--context", "64", "--stride", "24"});
@@ -166,6 +173,7 @@ private Q_SLOTS:
     {
         QTest::addColumn<QStringList>("flags");
         QTest::addRow("qwen3") << args({"--arch", "qwen3"});
+        QTest::addRow("mistral") << args({"--arch", "mistral"});
     }
     void rankCountsGiveTheSameBits()
     {

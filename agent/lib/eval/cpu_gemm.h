@@ -102,12 +102,15 @@ void gemmPackedSerial(const APacked &a, std::int64_t m, const PanelView &b, floa
 /// side (head h at column h * hd, stride ldq); k and v likewise with kvHeads heads (grouped-query:
 /// query head h reads KV head h / (heads / kvHeads)). Writes out[b * T + t][h * hd ...] (stride ldo).
 /// Scores are scaled by `scale`, exponentiated in float32 over keys 0..t only (less their max),
-/// multiplied by V, and each output row divided by its sum of exponentials.
+/// multiplied by V, and each output row divided by its sum of exponentials. A sliding window W > 0:
+/// keys max(0, t - W + 1)..t only (W keys, the query's own included, as transformers' mask), and
+/// only the key tiles holding them are multiplied.
 struct AttentionShape
 {
     std::int64_t batch = 0, T = 0, heads = 0, kvHeads = 0, hd = 0;
     std::int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
     float scale = 1;
+    std::int64_t window = 0; ///< 0: none
 };
 void causalAttention(const float *q, const float *k, const float *v, float *out, const AttentionShape &s, const ParallelFor &parallel);
 

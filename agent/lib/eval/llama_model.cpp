@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Llama (+ Mistral, Qwen2, Qwen3): pre-norm decoder layers of RMSNorm, rotary grouped-query attention
 // and a SiLU-gated MLP, following transformers' eager LlamaForCausalLM operation by operation (Qwen3:
-// an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention). Each
+// an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention; Mistral:
+// its sliding window, the attention step's mask and the keys the native kernel visits). Each
 // layer is the same named steps on both paths: norm, attention, residual, norm, MLP, residual.
 #include "attention.h"
 #include "decoder_model.h"
@@ -115,7 +116,7 @@ private:
         NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kCos], m_ws[kSin], {}};
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
         b.shape = {B, T, m_heads, m_kvHeads, m_c.headDim, wqkv, wqkv, wqkv, qWidth(),
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(m_c.headDim)))};
+                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(m_c.headDim))), m_c.slidingWindow};
         return b;
     }
 
@@ -164,7 +165,7 @@ private:
     at::Tensor forwardLibTorch(const at::Tensor &ids) override
     {
         at::Tensor x = m_embedding(ids.to(m_opts.device));
-        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options())};
+        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options(), m_c.slidingWindow)};
         std::tie(b.cos, b.sin) = m_rotary.tables(b.T, x.options());
         for (const LlamaLayer &l : m_layers)
             x = layerLibTorch(l, x, b);
@@ -191,7 +192,8 @@ private:
         q = q.transpose(1, 2);
         k = k.transpose(1, 2);
         const at::Tensor v = qkv[2].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
-        return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, b.mask);
+        return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, b.mask, kAttentionBlock,
+                               m_c.slidingWindow > 0 && m_c.slidingWindow < b.T);
     }
 
     static at::Tensor mlpLibTorch(const LlamaLayer &l, const at::Tensor &h)

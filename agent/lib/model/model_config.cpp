@@ -118,25 +118,36 @@ void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
     }
 }
 
-// Llama, Mistral and Qwen2 differ in their biases and in whether a sliding_window is used by default.
-void parseLlamaLike(const json &j, const std::string &source, ModelConfig &c, bool slidingWindowByDefault)
+// Llama and Qwen2 differ in their biases; neither has a sliding window built (Qwen2's, from
+// max_window_layers on when use_sliding_window, is refused).
+void parseLlamaLike(const json &j, const std::string &source, ModelConfig &c)
 {
     parseDecoderSizes(j, source, c);
     c.qkvBias = c.oBias = flag(j, "attention_bias", false);
     c.mlpBias = flag(j, "mlp_bias", false);
     parseRopeScaling(j, source, c);
-    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", slidingWindowByDefault))
-        throw ConfigError(source + ": sliding-window attention (sliding_window " + j["sliding_window"].dump()
-                          + ") is not supported; only full causal attention is");
+    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", false))
+        throw ConfigError(source + ": sliding-window attention (use_sliding_window true, sliding_window " + j["sliding_window"].dump()
+                          + ") is not supported for " + c.modelType + "; only full causal attention is (mistral's window is)");
 }
 
-void parseLlama(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, false); }
-void parseMistral(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, true); }
+void parseLlama(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c); }
+
+// Mistral: Llama with sliding_window (an integer, or null for none) on every layer, as transformers'
+// MistralModel applies it whatever use_sliding_window says.
+void parseMistral(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseDecoderSizes(j, source, c);
+    c.qkvBias = c.oBias = flag(j, "attention_bias", false);
+    c.mlpBias = flag(j, "mlp_bias", false);
+    parseRopeScaling(j, source, c);
+    c.slidingWindow = positive(j, "sliding_window", source, 0);
+}
 
 // Qwen2: biases on q, k and v always, none on o.
 void parseQwen2(const json &j, const std::string &source, ModelConfig &c)
 {
-    parseLlamaLike(j, source, c, false);
+    parseLlamaLike(j, source, c);
     c.qkvBias = true;
     c.oBias = false;
 }
@@ -150,7 +161,7 @@ void parseQwen3(const json &j, const std::string &source, ModelConfig &c)
         throw ConfigError(source + ": use_sliding_window true is not supported for qwen3 (only full causal attention; set it false)");
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
         throw ConfigError(source + ": rope_scaling " + j["rope_scaling"].dump().substr(0, 80) + " is not supported for qwen3 (supported: null)");
-    parseLlamaLike(j, source, c, false);
+    parseLlamaLike(j, source, c);
     c.qkNorm = true;
 }
 

@@ -36,12 +36,14 @@ struct ModelConfig
     bool oBias = false;
     bool mlpBias = false;
     bool qkNorm = false; ///< qwen3: an RMSNorm over each query and key head before the rotary embedding
+    /// mistral's sliding_window: each query sees the keys t - W + 1 .. t (W of them, itself included); 0 = none.
+    std::int64_t slidingWindow = 0;
     std::int64_t bosTokenId = -1;
 };
 
 /// @brief Parses DIR/config.json. Throws IoError (unreadable, not JSON) or ConfigError naming the
 /// field: no model_type, an unsupported model_type (listing the supported ones), a missing or
-/// invalid size, an unsupported activation or rope_scaling, a sliding window shorter than the data.
+/// invalid size, an unsupported activation or rope_scaling, a sliding window where the family has none built.
 [[nodiscard]] ModelConfig loadModelConfig(const std::string &dir);
 /// Never throws anything but IoError/ConfigError naming `source` and the field (a fuzz target, tests/fuzz).
 [[nodiscard]] ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source);
