@@ -42,16 +42,16 @@ at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const 
 
 } // namespace
 
-at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, std::int64_t block, bool windowed)
+at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, const AttentionOptions &o,
+                           std::int64_t block)
 {
 #if CPPL_HAVE_SDPA
-    if (q.is_cuda())
-        return fusedCausalAttention(q, k, v, mask, windowed);
-#else
-    (void)windowed;
+    if (q.is_cuda() && o.scale == 0 && o.softcap == 0)
+        return fusedCausalAttention(q, k, v, mask, o.windowed);
 #endif
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;
-    const at::Tensor qs = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).reshape({B * kv, rep, T, hd});
+    const double scale = o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+    const at::Tensor qs = (q * scale).reshape({B * kv, rep, T, hd});
     const at::Tensor ks = k.reshape({B * kv, T, hd});
     const at::Tensor vs = v.reshape({B * kv, T, hd});
     at::Tensor out = at::empty({B * kv, rep, T, hd}, q.options());
@@ -59,6 +59,8 @@ at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::T
         const std::int64_t bq = std::min(block, T - q0), ke = q0 + bq;
         const at::Tensor qb = qs.narrow(2, q0, bq).reshape({B * kv, rep * bq, hd});
         at::Tensor w = at::bmm(qb, ks.narrow(1, 0, ke).transpose(1, 2)).view({B * kv, rep, bq, ke});
+        if (o.softcap > 0)
+            w = w.div(o.softcap).tanh_().mul_(o.softcap);
         w.add_(mask.narrow(0, q0, bq).narrow(1, 0, ke));
         w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
         out.narrow(2, q0, bq).copy_(at::bmm(w.view({B * kv, rep * bq, ke}), vs.narrow(1, 0, ke)).view({B * kv, rep, bq, hd}));

@@ -160,7 +160,12 @@ void causalAttention(const float *q, const float *k, const float *v, float *out,
                     // the A operand of P V in the kernel's order (8 queries side by side per key).
                     packTransposed(q + (row0 + q0) * s.ldq + h * hd, s.ldq, bq, hd, qPack);
                     gemmPackedSerial(APacked{kTiles + j0 * hd, 8, hd * 8}, keys - j0, PanelView{qPack, bq, hd, hd * kPanel}, st, kQueryBlock);
-                    softmax(ScoreBlock{st, j0, keys, q0, bq, s.window, s.scale, inv});
+                    float scale = s.scale;
+                    if (s.softcap > 0) { // cap tanh(scale s / cap), then the softmax of those as they are
+                        softcap(st, (keys - j0) * kQueryBlock, scale, s.softcap);
+                        scale = 1.0F;
+                    }
+                    softmax(ScoreBlock{st, j0, keys, q0, bq, s.window, scale, inv});
                     float *o = out + (row0 + q0) * s.ldo + h * hd;
                     gemmPackedSerial(APacked{st, kQueryBlock, 8}, bq, PanelView{vPack + j0 * kPanel, hd, keys - j0, T * kPanel}, o, s.ldo);
                     for (std::int64_t i = 0; i < bq; ++i)
