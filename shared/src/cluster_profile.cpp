@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <fstream>
 #include <optional>
@@ -18,6 +19,8 @@ namespace cppl {
 using nlohmann::json;
 
 namespace {
+
+constexpr std::array<std::string_view, 5> kQuantSchemes = {"none", "int8", "int4", "int4-sym", "int4-asym"};
 
 std::string describe(const json &v)
 {
@@ -375,6 +378,22 @@ void validateSlurm(const ClusterProfile &p, std::vector<std::string> &errors)
                          + " tasks per node; the nccl backend needs one GPU per task (raise gpus_per_node or lower ntasks_per_node)");
 }
 
+/// What the agents would refuse of evaluation.quantize ... reference_quantize, said before a launch.
+void validateQuantization(const EvaluationSpec &e, std::vector<std::string> &errors)
+{
+    const auto known = [](const std::string &v) { return std::find(kQuantSchemes.begin(), kQuantSchemes.end(), v) != kQuantSchemes.end(); };
+    for (const auto &[field, value] : {std::pair{"quantize", &e.quantize}, std::pair{"reference_quantize", &e.referenceQuantize}})
+        if (!known(*value))
+            errors.push_back(std::string("evaluation.") + field + ": unknown value \"" + *value + "\" (expected one of: none, int8, int4, int4-sym, int4-asym)");
+    if (e.quantGroup < 32 || e.quantGroup % 32 != 0)
+        errors.push_back("evaluation.quant_group: " + std::to_string(e.quantGroup)
+                         + " is not a multiple of 32 (the kernels quantize activations in blocks of 32; a group holds whole blocks)");
+    if (e.quantizeHead && e.quantize == "none")
+        errors.emplace_back("evaluation.quantize_head: quantizes the vocabulary head as well; set evaluation.quantize too");
+    if (e.referenceModel.empty() && (e.referenceDtype != "auto" || e.referenceQuantize != "none"))
+        errors.emplace_back("evaluation: reference_dtype and reference_quantize describe the reference model; set evaluation.reference_model too");
+}
+
 } // namespace
 
 std::vector<std::string> validateProfile(const ClusterProfile &p)
@@ -446,6 +465,7 @@ std::vector<std::string> validateProfile(const ClusterProfile &p)
                          + std::to_string(e.context));
     if (!e.tokens.empty() && !e.text.empty())
         errors.emplace_back("evaluation: give either \"tokens\" or \"text\", not both");
+    validateQuantization(e, errors);
     return errors;
 }
 
@@ -510,6 +530,17 @@ void readHosts(ObjectReader &r, std::vector<HostSpec> &out, std::vector<std::str
     }
 }
 
+/// evaluation.quantize ... reference_quantize (the agents' --quantize ... --reference-quantize).
+void readQuantization(ObjectReader &e, EvaluationSpec &s)
+{
+    e.oneOf("quantize", s.quantize, {"none", "int8", "int4", "int4-sym", "int4-asym"});
+    e.integer("quant_group", s.quantGroup, 32, std::int64_t{1} << 20);
+    e.boolean("quantize_head", s.quantizeHead);
+    e.string("reference_model", s.referenceModel);
+    e.oneOf("reference_dtype", s.referenceDtype, {"auto", "float32", "bfloat16", "float16"});
+    e.oneOf("reference_quantize", s.referenceQuantize, {"none", "int8", "int4", "int4-sym", "int4-asym"});
+}
+
 void readEvaluation(const json &ev, EvaluationSpec &s, std::vector<std::string> &errors)
 {
     ObjectReader e(ev, "evaluation", errors);
@@ -545,6 +576,7 @@ void readEvaluation(const json &ev, EvaluationSpec &s, std::vector<std::string> 
                                    " (write true for the agents' --overlap-sync on, the default, or false for off)");
     else
         e.boolean("overlap_sync", s.overlapSync);
+    readQuantization(e, s);
     e.rejectUnknown();
 }
 

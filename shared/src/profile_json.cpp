@@ -77,6 +77,25 @@ ordered_json groupingJson(const GroupingSpec &g)
     return groups;
 }
 
+/// The quantization and reference fields, each only when it is not the default (older readers
+/// and saved profiles stay as they were).
+void addQuantization(const EvaluationSpec &e, ordered_json &ev)
+{
+    const EvaluationSpec d;
+    if (e.quantize != d.quantize)
+        ev["quantize"] = e.quantize;
+    if (e.quantGroup != d.quantGroup)
+        ev["quant_group"] = e.quantGroup;
+    if (e.quantizeHead)
+        ev["quantize_head"] = true;
+    if (!e.referenceModel.empty())
+        ev["reference_model"] = e.referenceModel;
+    if (e.referenceDtype != d.referenceDtype)
+        ev["reference_dtype"] = e.referenceDtype;
+    if (e.referenceQuantize != d.referenceQuantize)
+        ev["reference_quantize"] = e.referenceQuantize;
+}
+
 ordered_json evaluationJson(const EvaluationSpec &e)
 {
     ordered_json ev = {{"tokenizer", e.tokenizer}, {"protocol", e.protocol}, {"context", e.context}, {"stride", e.stride},
@@ -93,6 +112,7 @@ ordered_json evaluationJson(const EvaluationSpec &e)
         ev["text"] = e.text;
     if (e.maxWindows != 0)
         ev["max_windows"] = e.maxWindows;
+    addQuantization(e, ev);
     return ev;
 }
 

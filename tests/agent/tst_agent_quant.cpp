@@ -3,13 +3,16 @@
 // phase 2a): --quantize against the same weights dequantized by an independent Python transcription
 // of the quantizers; GPTQ and AWQ checkpoints against their dequantized twins; malformed quantized
 // checkpoints refused by name; --reference-model's figures against a float64 Python comparison; and
-// its exact sums the same bits on 1, 3 and 4 ranks, static or dynamic, and after a lost rank.
+// its exact sums the same bits on 1, 3 and 4 ranks, static or dynamic, and after a lost rank. A tied
+// head quantized, the reference's own dtype and quantization, a reference with another tokenizer and
+// bad options refused with the reason.
 #include "reference_fixture.h"
 
 #include "exit_codes.h"
 #include "test_verify.h"
 
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -38,6 +41,18 @@ QStringList evalArgs(const QString &model, int windows)
 QStringList split(const QString &s) { return s.split(QLatin1Char(' '), Qt::SkipEmptyParts); }
 
 double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
+
+/// `key` = `value` in DIR/config.json.
+bool setConfigKey(const QString &dir, const QString &key, int value)
+{
+    QFile f(dir + QStringLiteral("/config.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        return false;
+    QJsonObject config = QJsonDocument::fromJson(f.readAll()).object();
+    f.close();
+    config.insert(key, value);
+    return writeFile(f.fileName(), QJsonDocument(config).toJson());
+}
 
 /// A launcher that did not end in time, and its ranks: killed, so that nothing outlives the test.
 void killAll(QProcess &launcher, const QList<qint64> &ranks)
@@ -306,6 +321,131 @@ private Q_SLOTS:
         const double median = ref.value(QStringLiteral("kld_median")).toDouble(), p99 = ref.value(QStringLiteral("kld_p99")).toDouble();
         QVERIFY(median > 0 && median <= ref.value(QStringLiteral("kld_p90")).toDouble() && p99 <= ref.value(QStringLiteral("kld_max")).toDouble());
         QCOMPARE(ref.value(QStringLiteral("ranks")).toArray().size(), 1);
+    }
+
+    void tiedHeadQuantized()
+    {
+        // A tied Llama with --quantize-head: the head's rows are quantized, the embedding stays as
+        // it is. LibTorch's path gives the same bits as the untied float twin holding those rows
+        // (quantize_checkpoint.py --head unties it), and the head is really quantized: not the
+        // bits of the run without --quantize-head.
+        const QString tied = written(QStringLiteral("make_checkpoint.py"), QStringLiteral("llama-tied"),
+                                     {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--tied"), QStringLiteral("--vocab"), QStringLiteral("256"),
+                                      QStringLiteral("--hidden"), QStringLiteral("64"), QStringLiteral("--max-positions"), QStringLiteral("128")});
+        const QString twin = written(QStringLiteral("quantize_checkpoint.py"), QStringLiteral("deq-tied-head"),
+                                     {QStringLiteral("--model"), tied, QStringLiteral("--scheme"), QStringLiteral("int8"), QStringLiteral("--head")});
+        constexpr int kWindows = 6;
+        const QStringList blas{QStringLiteral("--gemm"), QStringLiteral("blas")};
+        const QStringList q8{QStringLiteral("--quantize"), QStringLiteral("int8")};
+        const QJsonObject head = eval(QStringLiteral("tied-head"), evalArgs(tied, kWindows) + q8 + blas + QStringList{QStringLiteral("--quantize-head")});
+        const QJsonObject noHead = eval(QStringLiteral("tied-nohead"), evalArgs(tied, kWindows) + q8 + blas);
+        const QJsonObject dense = eval(QStringLiteral("tied-twin"), evalArgs(twin, kWindows) + blas);
+        const QJsonObject native = eval(QStringLiteral("tied-head-native"), evalArgs(tied, kWindows) + q8 + QStringList{QStringLiteral("--quantize-head")});
+        QVERIFY(!head.isEmpty() && !noHead.isEmpty() && !dense.isEmpty() && !native.isEmpty());
+        QCOMPARE(head.value(QStringLiteral("nll_sum_exact")).toString(), dense.value(QStringLiteral("nll_sum_exact")).toString());
+        QVERIFY(head.value(QStringLiteral("nll_sum_exact")).toString() != noHead.value(QStringLiteral("nll_sum_exact")).toString());
+        QVERIFY(head.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("head")).toBool());
+        QVERIFY(!noHead.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("head")).toBool());
+        const double ppl = dense.value(QStringLiteral("ppl")).toDouble(), nativePpl = native.value(QStringLiteral("ppl")).toDouble();
+        // The agent's kernels round the activations too: within 2% on random weights (checkpointsLoad).
+        QVERIFY2(relative(nativePpl, ppl) < 2e-2, qPrintable(QStringLiteral("native %1, twin %2").arg(nativePpl, 0, 'g', 17).arg(ppl, 0, 'g', 17)));
+    }
+
+    void referenceOptions_data()
+    {
+        QTest::addColumn<QString>("model");     // the model's flags
+        QTest::addColumn<QString>("reference"); // the reference's flags
+        QTest::addColumn<QString>("method");    // reference.quantization.method of the swapped run
+        QTest::addColumn<QString>("dtype");     // reference.dtype of the swapped run
+        QTest::addRow("--reference-quantize int8") << "--quantize int8" << "--reference-quantize int8" << "int8" << "float32";
+        QTest::addRow("--reference-dtype bfloat16") << "--dtype bfloat16" << "--reference-dtype bfloat16" << "none" << "bfloat16";
+    }
+    void referenceOptions()
+    {
+        // The reference's own precision: a quantized (or bfloat16) model against the float32
+        // reference, then the float32 model against the quantized (bfloat16) reference. The same two
+        // forward passes swapped: the per-token NLL differences change sign (the ratio's logarithm,
+        // exactly), the top tokens agree as often, and the result names the reference's precision.
+        QFETCH(QString, model);
+        QFETCH(QString, reference);
+        QFETCH(QString, method);
+        QFETCH(QString, dtype);
+        constexpr int kWindows = 6;
+        const QStringList ref{QStringLiteral("--reference-model"), kShakespeare};
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).remove(QLatin1Char('-')).replace(QLatin1Char(' '), QLatin1Char('_'));
+        const QJsonObject forward = eval(tag + QStringLiteral("-fwd"), evalArgs(kShakespeare, kWindows) + ref + split(model));
+        const QJsonObject swapped = eval(tag + QStringLiteral("-swap"), evalArgs(kShakespeare, kWindows) + ref + split(reference));
+        QVERIFY(!forward.isEmpty() && !swapped.isEmpty());
+        const QJsonObject a = forward.value(QStringLiteral("reference")).toObject(), b = swapped.value(QStringLiteral("reference")).toObject();
+        QCOMPARE(b.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("method")).toString(), method);
+        QCOMPARE(b.value(QStringLiteral("dtype")).toString(), dtype);
+        QCOMPARE(a.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));
+        QCOMPARE(a.value(QStringLiteral("ln_ppl_ratio")).toDouble(), -b.value(QStringLiteral("ln_ppl_ratio")).toDouble());
+        QVERIFY(a.value(QStringLiteral("ln_ppl_ratio")).toDouble() != 0);
+        QCOMPARE(a.value(QStringLiteral("same_top")).toDouble(), b.value(QStringLiteral("same_top")).toDouble());
+        QCOMPARE(b.value(QStringLiteral("reference_ppl")).toDouble(), forward.value(QStringLiteral("ppl")).toDouble());
+        QVERIFY(b.value(QStringLiteral("kld_mean")).toDouble() > 0);
+    }
+
+    void referenceWithAnotherTokenizerRefused_data()
+    {
+        QTest::addColumn<QString>("change"); // what the reference's copy of the model changes
+        QTest::addColumn<QString>("expect");
+        QTest::addRow("vocabulary") << "vocab" << "its vocabulary has 300 tokens, the model's";
+        QTest::addRow("bos_token_id") << "bos" << "its config.json's bos_token_id is 7, the model's";
+        QTest::addRow("tokenizer.json") << "tokenizer" << "tokenizer.json differs from the model's";
+    }
+    void referenceWithAnotherTokenizerRefused()
+    {
+        // A reference that reads other tokens: refused before any window, with the reason.
+        QFETCH(QString, change);
+        QFETCH(QString, expect);
+        const QString model = written(QStringLiteral("make_checkpoint.py"), QStringLiteral("tok-model"),
+                                      {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--vocab"), QStringLiteral("256"),
+                                       QStringLiteral("--hidden"), QStringLiteral("32"), QStringLiteral("--max-positions"), QStringLiteral("128")});
+        const QString other = written(QStringLiteral("make_checkpoint.py"), QStringLiteral("tok-") + change,
+                                      {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--vocab"),
+                                       change == QLatin1String("vocab") ? QStringLiteral("300") : QStringLiteral("256"), QStringLiteral("--hidden"),
+                                       QStringLiteral("32"), QStringLiteral("--max-positions"), QStringLiteral("128")});
+        if (change == QLatin1String("bos"))
+            QVERIFY(setConfigKey(other, QStringLiteral("bos_token_id"), 7));
+        if (change == QLatin1String("tokenizer")) {
+            QVERIFY(writeFile(model + QStringLiteral("/tokenizer.json"), "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}}"));
+            QVERIFY(writeFile(other + QStringLiteral("/tokenizer.json"), "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"b\": 0}}}"));
+        }
+        const ProcessResult r = runAgent(QStringList{QStringLiteral("eval")} + evalArgs(model, 2) + QStringList{QStringLiteral("--reference-model"), other});
+        QFile::remove(model + QStringLiteral("/tokenizer.json"));
+        QVERIFY2(r.exitCode != 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("--reference-model ") + other) && r.err.contains(expect)
+                         && r.err.contains(QStringLiteral("a reference must read the same tokens (the same tokenizer)")),
+                     qPrintable(r.describe()));
+    }
+
+    void badOptionsRefused_data()
+    {
+        QTest::addColumn<QString>("flags");
+        QTest::addColumn<QString>("expect");
+        QTest::addRow("group not a multiple of 32") << "--quantize int4 --quant-group 48" << "--quant-group 48 is not a multiple of 32";
+        QTest::addRow("group below 32") << "--quantize int4 --quant-group 16" << "--quant-group";
+        QTest::addRow("unknown scheme") << "--quantize int3" << "--quantize \"int3\" is not one of none, int8, int4 (= int4-sym), int4-sym, int4-asym";
+        QTest::addRow("unknown reference scheme") << "--reference-model {model} --reference-quantize fp8"
+                                                  << "--reference-quantize \"fp8\" is not one of none, int8";
+        QTest::addRow("head without a scheme") << "--quantize-head" << "--quantize-head quantizes the vocabulary head as well: give --quantize";
+        QTest::addRow("reference dtype alone") << "--reference-dtype bfloat16" << "--reference-dtype describes the reference model: give --reference-model DIR too";
+        QTest::addRow("reference scheme alone") << "--reference-quantize int8" << "--reference-quantize describes the reference model: give --reference-model DIR too";
+        QTest::addRow("reference float16 on a CPU") << "--reference-model {model} --reference-dtype float16" << "--reference-dtype float16 needs a GPU";
+        QTest::addRow("unknown reference dtype") << "--reference-model {model} --reference-dtype int8" << "int8";
+    }
+    void badOptionsRefused()
+    {
+        QFETCH(QString, flags);
+        QFETCH(QString, expect);
+        const QStringList args = evalArgs(kShakespeare, 2) + split(QString(flags).replace(QStringLiteral("{model}"), kShakespeare));
+        const ProcessResult r = runAgent(QStringList{QStringLiteral("eval")} + args);
+        QVERIFY2(r.exitCode == static_cast<int>(cppl::agent::kExitBadArguments) || r.exitCode == static_cast<int>(cppl::agent::kExitBadModel),
+                 qPrintable(r.describe()));
+        CPPL_VERIFY2(r.err.contains(expect), qPrintable(QStringLiteral("expected: %1\n%2").arg(expect, r.describe())));
+        QVERIFY2(!r.err.contains(QStringLiteral("Final estimate")), qPrintable(r.describe()));
     }
 
     void referenceSameBitsOnAnyRanks_data()

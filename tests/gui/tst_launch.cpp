@@ -23,6 +23,7 @@
 #include <QTimer>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -34,6 +35,7 @@
 #include <QThread>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include <signal.h>
@@ -233,6 +235,49 @@ private Q_SLOTS:
         const QString file = writeProfile(u"overlap-bad"_s, u"local"_s, 1, 1);
         const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--overlap-sync"_s, u"yes"_s}, 60000);
         CPPL_VERIFY2(r.exitCode == 2 && r.err.contains(u"--overlap-sync \"yes\" is not one of on, off"_s), qPrintable(r.describe()));
+    }
+
+    void quantizationReachesTheAgents()
+    {
+        // evaluation.quantize ... reference_quantize become the agents' flags (a relative reference
+        // resolved like the model), none of them for a float profile; `run --quantize` and
+        // `--reference-model` override the profile, and the result says what the agents did.
+        const QString file = writeProfile(u"quant"_s, u"local"_s, 1, 2);
+        QByteArray json = readFile(file);
+        const auto plain = cppl::parseProfile(json.toStdString(), file.toStdString());
+        QVERIFY(plain.ok());
+        for (const auto &r : cppl::core::buildLaunchPlan(plain.profile, {}).ranks)
+            for (const char *flag : {"--quantize", "--quant-group", "--quantize-head", "--reference-model", "--reference-dtype", "--reference-quantize"})
+                QVERIFY2(std::find(r.argv.begin(), r.argv.end(), std::string(flag)) == r.argv.end(), flag);
+        QByteArray quantized = json;
+        quantized.replace("\"topology\": \"hierarchical\"}", "\"topology\": \"hierarchical\", \"quantize\": \"int4\", \"quant_group\": 64, "
+                                                              "\"quantize_head\": true, \"reference_model\": \"ref\", \"reference_dtype\": \"bfloat16\", "
+                                                              "\"reference_quantize\": \"int8\"}");
+        const auto parsed = cppl::parseProfile(quantized.toStdString(), file.toStdString());
+        QVERIFY2(parsed.ok(), quantized.constData());
+        const std::string ref = (std::filesystem::path(QFileInfo(file).absolutePath().toStdString()) / "ref").lexically_normal().string();
+        cppl::core::LaunchOptions lo;
+        lo.profileDir = QFileInfo(file).absolutePath().toStdString();
+        for (const auto &r : cppl::core::buildLaunchPlan(parsed.profile, lo).ranks) {
+            const auto at = std::find(r.argv.begin(), r.argv.end(), std::string("--quantize"));
+            QVERIFY(at != r.argv.end() && r.argv.end() - at >= 11);
+            const std::vector<std::string> words(at, at + 11);
+            QCOMPARE(words, (std::vector<std::string>{"--quantize", "int4", "--quant-group", "64", "--quantize-head", "--reference-model", ref,
+                                                      "--reference-dtype", "bfloat16", "--reference-quantize", "int8"}));
+        }
+        const QString out = path(u"quant-result.json"_s);
+        QFile::remove(out);
+        const ProcessResult r = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, out, u"--quantize"_s,
+                                                  u"int8"_s, u"--reference-model"_s, kModel},
+                                           300000);
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = QJsonDocument::fromJson(readFile(out)).object();
+        QCOMPARE(j.value(u"quantization"_s).toObject().value(u"method"_s).toString(), u"int8"_s);
+        const QJsonObject reference = j.value(u"reference"_s).toObject();
+        QVERIFY2(reference.value(u"kld_mean"_s).toDouble() > 0 && reference.value(u"ranks"_s).toArray().size() == 2, qPrintable(r.describe()));
+        const ProcessResult bad = runProcess(kCli, {u"run"_s, u"--profile"_s, file, u"--quantize"_s, u"int3"_s}, 60000);
+        CPPL_VERIFY2(bad.exitCode == 2 && bad.err.contains(u"--quantize \"int3\" is not one of none, int8, int4, int4-sym, int4-asym"_s),
+                     qPrintable(bad.describe()));
     }
 
     void autoBatchOnTheCpuIsTheFixedDefault()

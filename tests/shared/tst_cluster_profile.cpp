@@ -2,6 +2,8 @@
 #include "cppl/cluster_profile.h"
 #include "cppl/errors.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -119,6 +121,37 @@ private Q_SLOTS:
         const auto again = parseProfile(json);
         QVERIFY(again.ok());
         QCOMPARE(again.profile.evaluation.overlapSync, overlap);
+        QVERIFY(again.profile == r.profile);
+    }
+
+    void quantization_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<QString>("written"); // the saved file's quantization fields, in order; empty: none written
+        QTest::addRow("absent: none") << "{}" << "";
+        QTest::addRow("defaults said") << R"({"quantize": "none", "quant_group": 32, "quantize_head": false, "reference_dtype": "auto"})" << "";
+        QTest::addRow("int4, group 64, head")
+            << R"({"quantize": "int4", "quant_group": 64, "quantize_head": true})" << R"("quantize": "int4", "quant_group": 64, "quantize_head": true)";
+        QTest::addRow("reference") << R"({"quantize": "int8", "reference_model": "/m/base", "reference_dtype": "bfloat16", "reference_quantize": "int4-asym"})"
+                                   << R"("quantize": "int8", "reference_model": "/m/base", "reference_dtype": "bfloat16", "reference_quantize": "int4-asym")";
+    }
+    void quantization()
+    {
+        // Read, validated, written only where not the default (a float profile saves as before), read back the same.
+        QFETCH(QString, evaluation);
+        QFETCH(QString, written);
+        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
+        const auto r = parseProfile(text);
+        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+        const QString json = QString::fromStdString(profileToJson(r.profile));
+        const QJsonObject ev = QJsonDocument::fromJson(json.toUtf8()).object().value(QStringLiteral("evaluation")).toObject();
+        QJsonObject quant;
+        for (auto it = ev.begin(); it != ev.end(); ++it)
+            if (it.key().startsWith(QStringLiteral("quant")) || it.key().startsWith(QStringLiteral("reference_")))
+                quant.insert(it.key(), it.value());
+        QCOMPARE(quant, QJsonDocument::fromJson(QStringLiteral("{%1}").arg(written).toUtf8()).object());
+        const auto again = parseProfile(json.toStdString());
+        QVERIFY(again.ok());
         QVERIFY(again.profile == r.profile);
     }
 
@@ -367,6 +400,21 @@ private Q_SLOTS:
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"overlap_sync": "off"})"))
             << "evaluation.overlap_sync: expected true or false, got a string \"off\" (write true for the agents' --overlap-sync on, "
                "the default, or false for off)";
+        QTest::addRow("quantize unknown")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"quantize": "int3"})"))
+            << "evaluation.quantize: unknown value \"int3\"";
+        QTest::addRow("quant_group not a multiple of 32")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"quantize": "int4", "quant_group": 48})"))
+            << "evaluation.quant_group: 48 is not a multiple of 32 (the kernels quantize activations in blocks of 32";
+        QTest::addRow("quantize_head alone")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"quantize_head": true})"))
+            << "evaluation.quantize_head: quantizes the vocabulary head as well; set evaluation.quantize too";
+        QTest::addRow("reference_quantize without a reference")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"reference_quantize": "int8"})"))
+            << "evaluation: reference_dtype and reference_quantize describe the reference model; set evaluation.reference_model too";
+        QTest::addRow("reference_dtype unknown")
+            << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"reference_model": "m", "reference_dtype": "int8"})"))
+            << "evaluation.reference_dtype: unknown value \"int8\"";
         QTest::addRow("threshold out of range")
             << QString::fromStdString(withHosts(R"([{"name": "a"}])", R"(, "thresholds": {"comm_share_alert": 2})"))
             << "thresholds.comm_share_alert: expected a number in [0, 1], got 2";

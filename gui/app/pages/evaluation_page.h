@@ -74,6 +74,7 @@ private:
     void addWindowing(QWidget *box, QFormLayout *form);
     void addComputation(QWidget *box, QFormLayout *form);
     void addSchedule(QWidget *box, QFormLayout *form);
+    void addQuantization(QWidget *box, QFormLayout *form);
     QWidget *buildSyncAndAlerts(QWidget *parent);
     QWidget *buildPreviewBox();
     void connectEdits();
@@ -110,6 +111,13 @@ private:
     QComboBox *m_schedule = nullptr;
     QComboBox *m_onRankLoss = nullptr;
     QComboBox *m_overlapSync = nullptr; ///< "on" / "off": EvaluationSpec::overlapSync
+    // EvaluationSpec::quantize ... referenceQuantize (docs/profile.md)
+    QComboBox *m_quantize = nullptr;
+    QSpinBox *m_quantGroup = nullptr;
+    QCheckBox *m_quantizeHead = nullptr;
+    QLineEdit *m_referenceModel = nullptr;
+    QComboBox *m_referenceDtype = nullptr;
+    QComboBox *m_referenceQuantize = nullptr;
     QSpinBox *m_sync = nullptr;
     QDoubleSpinBox *m_tolerance = nullptr;
     QDoubleSpinBox *m_commShare = nullptr;

@@ -9,6 +9,7 @@
 #include "history/run_export.h"
 #include "history/run_recorder.h"
 #include "history/run_history.h"
+#include "history/precision.h"
 #include "history/sweep.h"
 
 #include "cppl/counted.h"
@@ -62,9 +63,14 @@ const QString kHistoryUsage = uR"(Run history (docs/run-history.md). The store i
   import FILE.json [--run-id ID]
       An exported run, or a bare agent result JSON (docs/result-json.md).
   sweep --profile PROFILE.json --nodes 1,2,4[,8] [--json OUT] [--threshold PCT] [--agent PATH]
-        [--no-preflight] [--run-id-prefix P]
+        [--no-preflight] [--run-id-prefix P] [--quantize LIST [--reference-model DIR]]
       The same evaluation at each rank count (the profile's first N slots in host order), one
       after another, each stored; then the comparison. --json OUT: the comparison as JSON.
+      --quantize none,int8,int4[,int4-asym]: a precision sweep, each precision at each rank count
+      (--nodes default: all the profile's slots), compared with its reference model token by token
+      (--reference-model, else the profile's reference_model, else the model itself; every run's
+      tokens/s include the reference's pass): PPL ratio, KLD mean and p99, top-token agreement,
+      tokens/s, weights and load RSS per rank side by side.
 
 Exit codes: 0 ok, 1 failed (a sweep run failed), 2 bad arguments, 3 file or store not
 readable/writable, 4 unknown run id.
@@ -331,55 +337,101 @@ bool sweepRun(RunHistory &s, const run::RunRequest &req, int ranks, QTextStream 
     return true;
 }
 
+/// A precision sweep's run of @p base at precision @p q: the reference its options give, else the
+/// model itself (at the profile's dtype). Every run, the float one too, evaluates the same reference,
+/// so their tokens per second compare (each includes the reference's pass).
+ClusterProfile withPrecision(ClusterProfile p, const QString &q, const QString &reference)
+{
+    EvaluationSpec &e = p.evaluation;
+    e.quantize = q.toStdString();
+    if (!reference.isEmpty())
+        e.referenceModel = reference.toStdString();
+    else if (e.referenceModel.empty())
+        e.referenceModel = e.model;
+    return p;
+}
+
+/// Prints a finished sweep's comparison (and writes it to --json): by rank count, by precision, or both.
+void reportSweep(const RunHistory &s, const QStringList &ids, bool byRanks, bool byPrecision, double threshold, const QString &jsonPath,
+                 QTextStream &out)
+{
+    QJsonObject o;
+    if (byRanks) {
+        const history::Comparison c = compareStored(s, ids, threshold);
+        out << history::formatComparison(c);
+        o = history::comparisonToJson(c);
+    }
+    if (byPrecision) {
+        std::vector<RunRecord> runs;
+        for (const QString &id : ids)
+            if (auto r = s.get(id))
+                runs.push_back(std::move(*r));
+        const auto rows = history::precisionRows(runs);
+        out << history::formatPrecisions(rows);
+        o.insert(u"precisions"_s, history::precisionsToJson(rows));
+    }
+    if (!jsonPath.isEmpty()) {
+        o.insert(u"runs"_s, QJsonArray::fromStringList(ids));
+        writeJsonFile(jsonPath, o);
+    }
+}
+
 int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCommandLineOption &storeOpt)
 {
     const QCommandLineOption profileOpt(u"profile"_s, {}, u"FILE"_s), nodesOpt(u"nodes"_s, {}, u"LIST"_s), json(u"json"_s, {}, u"FILE"_s),
         threshold(u"threshold"_s, {}, u"PCT"_s), agent(u"agent"_s, {}, u"PATH"_s), noPreflight(u"no-preflight"_s),
-        prefix(u"run-id-prefix"_s, {}, u"P"_s);
+        prefix(u"run-id-prefix"_s, {}, u"P"_s), quantizeOpt(u"quantize"_s, {}, u"LIST"_s), referenceOpt(u"reference-model"_s, {}, u"DIR"_s);
     QCommandLineParser p;
-    parse(p, u"sweep"_s, args, {storeOpt, profileOpt, nodesOpt, json, threshold, agent, noPreflight, prefix});
+    parse(p, u"sweep"_s, args, {storeOpt, profileOpt, nodesOpt, json, threshold, agent, noPreflight, prefix, quantizeOpt, referenceOpt});
     if (!p.positionalArguments().isEmpty())
         usage(u"sweep: unexpected argument \""_s + p.positionalArguments().front() + u'"');
     if (!p.isSet(profileOpt))
         usage(u"sweep needs --profile FILE"_s);
+    if (p.isSet(referenceOpt) && !p.isSet(quantizeOpt))
+        usage(u"sweep: --reference-model goes with --quantize (a precision sweep)"_s);
     const double thr = parseThreshold(p, threshold);
-    const std::vector<int> counts = history::parseRankList(p.value(nodesOpt).isEmpty() ? u"1,2,4,8"_s : p.value(nodesOpt));
     const QString profilePath = p.value(profileOpt);
     const ClusterProfile base = loadProfile(profilePath.toStdString());
+    const bool byPrecision = p.isSet(quantizeOpt);
+    const QStringList precisions = byPrecision ? history::parsePrecisionList(p.value(quantizeOpt)) : QStringList{QString()};
+    int slots = 0;
+    for (const HostSpec &h : base.hosts)
+        slots += h.slots;
+    const QString nodes = p.value(nodesOpt).isEmpty() ? (byPrecision ? QString::number(slots) : u"1,2,4,8"_s) : p.value(nodesOpt);
+    const std::vector<int> counts = history::parseRankList(nodes);
     std::vector<run::RunRequest> runs;
+    std::vector<int> runRanks;
     const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
-    for (int n : counts) { // every count checked before anything runs
-        run::RunRequest req;
-        req.profile = history::profileForRanks(base, n);
-        req.profilePath = profilePath;
-        req.runId = u"%1-r%2"_s.arg(runPrefix).arg(n);
-        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
-            usage(u"--run-id-prefix: "_s + why);
-        req.agent = p.value(agent);
-        req.preflight = !p.isSet(noPreflight);
-        runs.push_back(std::move(req));
-    }
+    for (int n : counts) // every run checked before anything runs
+        for (const QString &q : precisions) {
+            run::RunRequest req;
+            req.profile = history::profileForRanks(base, n);
+            if (byPrecision)
+                req.profile = withPrecision(req.profile, q, p.value(referenceOpt));
+            req.profilePath = profilePath;
+            req.runId = byPrecision ? u"%1-r%2-%3"_s.arg(runPrefix).arg(n).arg(q) : u"%1-r%2"_s.arg(runPrefix).arg(n);
+            if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
+                usage(u"--run-id-prefix: "_s + why);
+            req.agent = p.value(agent);
+            req.preflight = !p.isSet(noPreflight);
+            runs.push_back(std::move(req));
+            runRanks.push_back(n);
+        }
     RunHistory s(storePath(p, storeOpt, err));
     QStringList ids;
     int failures = 0;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         if (s.contains(runs[i].runId))
             usage(u"run id "_s + runs[i].runId + u" is already in the store; choose another --run-id-prefix"_s);
-        failures += sweepRun(s, runs[i], counts[i], err) ? 0 : 1;
+        failures += sweepRun(s, runs[i], runRanks[i], err) ? 0 : 1;
         ids << runs[i].runId;
     }
     s.flush();
     if (const QString e = s.writer().lastError(); !e.isEmpty())
         err << "clusterppl-cli: sweep: the store reported: " << e << '\n';
-    const history::Comparison c = compareStored(s, ids, thr);
-    out << history::formatComparison(c);
-    if (p.isSet(json)) {
-        QJsonObject o = history::comparisonToJson(c);
-        o.insert(u"runs"_s, QJsonArray::fromStringList(ids));
-        writeJsonFile(p.value(json), o);
-    }
+    reportSweep(s, ids, !byPrecision || counts.size() > 1, byPrecision, thr, p.isSet(json) ? p.value(json) : QString(), out);
     if (failures > 0) {
-        err << "clusterppl-cli: sweep: " << failures << " of " << counts.size() << " runs failed\n";
+        err << "clusterppl-cli: sweep: " << failures << " of " << runs.size() << " runs failed\n";
         return kCliFailed;
     }
     return kCliOk;

@@ -90,6 +90,12 @@ Options:
                             (default) aggregates round r while round r+1 computes, off waits for
                             each round's aggregation; the same bits either way, also on --resume
                             and with --on-rank-loss continue
+  --quantize none|int8|int4|int4-asym
+                            the agents' --quantize (overrides evaluation.quantize): weights
+                            quantized at load, in groups of evaluation.quant_group (docs/models.md)
+  --reference-model DIR     the agents' --reference-model (overrides evaluation.reference_model):
+                            also evaluate DIR on the same windows; the result's "reference" has the
+                            KL divergence, top-token agreement and PPL ratio to it
   --check-only              "check hosts": pre-flight every host, print each host's report (agent,
                             LibTorch, GPUs, NCCL, memory, paths, refusals) and launch nothing;
                             --json FILE gets the reports. `clusterppl-cli check` is the same.
@@ -183,9 +189,11 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
     const QCommandLineOption scheduleOpt(u"schedule"_s, {}, u"static|dynamic"_s);
     const QCommandLineOption onRankLossOpt(u"on-rank-loss"_s, {}, u"continue|fail"_s);
     const QCommandLineOption overlapSyncOpt(u"overlap-sync"_s, {}, u"on|off"_s);
+    const QCommandLineOption quantizeOpt(u"quantize"_s, {}, u"none|int8|int4|int4-asym"_s);
+    const QCommandLineOption referenceOpt(u"reference-model"_s, {}, u"DIR"_s);
     parser.addOptions({resumeOpt, profileOpt, acceptOpt, jsonOpt, runIdOpt, addrOpt, portOpt, agentOpt, sshConfigOpt, knownHostsOpt, timeoutOpt,
                        logDirOpt, noPreflightOpt, noTelemetryOpt, noStoreOpt, checkOnlyOpt, scheduleOpt, onRankLossOpt,
-                       overlapSyncOpt});
+                       overlapSyncOpt, quantizeOpt, referenceOpt});
     if (!parser.parse(QStringList{u"clusterppl-cli"_s} + arguments))
         return parser.errorText() + u" (clusterppl-cli run --help lists the options)"_s;
     if (!parser.positionalArguments().isEmpty())
@@ -208,9 +216,13 @@ QString parseRunFlags(const QStringList &arguments, run::RunRequest &req, QStrin
                                readInteger(parser, timeoutOpt, 1, 3600, req.launcher.connectTimeoutSeconds),
                                readChoice(parser, scheduleOpt, {u"static"_s, u"dynamic"_s}, req.schedule),
                                readChoice(parser, onRankLossOpt, {u"fail"_s, u"continue"_s}, req.onRankLoss),
-                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync)})
+                               readChoice(parser, overlapSyncOpt, {u"on"_s, u"off"_s}, req.overlapSync),
+                               readChoice(parser, quantizeOpt, {u"none"_s, u"int8"_s, u"int4"_s, u"int4-sym"_s, u"int4-asym"_s}, req.quantize)})
         if (!why.isEmpty())
             return why;
+    req.referenceModel = parser.value(referenceOpt);
+    if (parser.isSet(referenceOpt) && req.referenceModel.isEmpty())
+        return u"--reference-model needs a directory"_s;
     req.masterAddr = parser.value(addrOpt);
     req.agent = parser.value(agentOpt);
     req.logDir = parser.value(logDirOpt);

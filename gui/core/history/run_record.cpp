@@ -69,6 +69,17 @@ constexpr Field<RankSummary, double> kRankSeconds[] = {{u"compute_seconds", &Ran
 
 QString keyOf(const char16_t *key) { return QString::fromUtf16(key); }
 
+/// SettingsKeyInputs::quantize of a scheme at load; empty for none and for a checkpoint's own
+/// (GPTQ/AWQ) quantization, which the model path already names.
+QString quantizeKey(QString method, std::int64_t group, bool head)
+{
+    if (method == u"int4"_s)
+        method = u"int4-sym"_s;
+    if (method != u"int8"_s && method != u"int4-sym"_s && method != u"int4-asym"_s)
+        return {};
+    return u"%1/%2%3"_s.arg(method).arg(group).arg(head ? u"/head"_s : QString());
+}
+
 } // namespace
 
 SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const QString &profileDir)
@@ -93,6 +104,7 @@ SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const
     in.stride = e.stride;
     in.batch = e.batch;
     in.maxWindows = e.maxWindows;
+    in.quantize = quantizeKey(QString::fromStdString(e.quantize), e.quantGroup, e.quantizeHead);
     return in;
 }
 
@@ -105,6 +117,8 @@ SettingsKeyInputs settingsInputsFromResult(const QJsonObject &r)
         in.*f.member = r.value(keyOf(f.key)).toString();
     for (const auto &f : kSettingsNumbers)
         in.*f.member = r.value(keyOf(f.key)).toInteger();
+    const QJsonObject q = r.value(u"quantization"_s).toObject();
+    in.quantize = quantizeKey(q.value(u"method"_s).toString(), q.value(u"group"_s).toInteger(), q.value(u"head"_s).toBool());
     return in;
 }
 
@@ -117,7 +131,8 @@ QString settingsKey(const SettingsKeyInputs &in)
                               .arg(stride)
                               .arg(in.batch)
                               .arg(in.maxWindows)
-                              .arg(in.dtype);
+                              .arg(in.dtype)
+                          + (in.quantize.isEmpty() ? QString() : u"quantize=%1\n"_s.arg(in.quantize));
     return QString::fromLatin1(QCryptographicHash::hash(canon.toUtf8(), QCryptographicHash::Sha256).toHex().left(32));
 }
 
@@ -130,6 +145,8 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
         o.insert(keyOf(f.key), static_cast<qint64>(in.*f.member));
     if (in.batch == kAutoBatch) // the profile's "auto": the agents chose (the result says what)
         o.insert(u"batch"_s, u"auto"_s);
+    if (!in.quantize.isEmpty())
+        o.insert(u"quantize"_s, in.quantize);
     return o;
 }
 

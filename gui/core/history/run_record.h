@@ -136,6 +136,9 @@ struct SettingsKeyInputs
 {
     QString model, data, protocol, dtype;
     std::int64_t context = 0, stride = 0, batch = 0, maxWindows = 0;
+    /// Weights quantized at load (--quantize): "int8/32", "int4-sym/64/head", ...; empty: none
+    /// (the key of a float run is what it was before quantization existed).
+    QString quantize;
 };
 [[nodiscard]] SettingsKeyInputs settingsInputsFromProfile(const ClusterProfile &profile, const QString &profileDir);
 /// From an agent result JSON (its model.path, data.path, protocol, context, ...).

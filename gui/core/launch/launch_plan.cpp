@@ -104,6 +104,25 @@ std::vector<std::pair<std::string, std::string>> rankEnv(const RankInfo &ri, int
 }
 
 /// `AGENT eval ...`: every evaluation setting as a flag; relative paths against @p base.
+/// evaluation.quantize ... reference_quantize as the agents' flags, each only when it is not the
+/// default (the command lines of float runs stay as they were).
+void appendQuantization(const EvaluationSpec &e, const std::string &base, std::vector<std::string> &a)
+{
+    if (e.quantize != "none")
+        a.insert(a.end(), {"--quantize", e.quantize});
+    if (e.quantGroup != 32)
+        a.insert(a.end(), {"--quant-group", std::to_string(e.quantGroup)});
+    if (e.quantizeHead)
+        a.emplace_back("--quantize-head");
+    if (e.referenceModel.empty())
+        return;
+    a.insert(a.end(), {"--reference-model", resolve(e.referenceModel, base)});
+    if (e.referenceDtype != "auto")
+        a.insert(a.end(), {"--reference-dtype", e.referenceDtype});
+    if (e.referenceQuantize != "none")
+        a.insert(a.end(), {"--reference-quantize", e.referenceQuantize});
+}
+
 std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec &h, const LaunchPlan &plan, const LaunchOptions &o,
                                   const std::string &base, bool keysOnStdin)
 {
@@ -127,6 +146,7 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
         a.insert(a.end(), {"--max-windows", std::to_string(e.maxWindows)});
     if (e.dtype != "auto") // "auto": the agent's own default, bfloat16 on a GPU and float32 on the CPU
         a.insert(a.end(), {"--dtype", e.dtype});
+    appendQuantization(e, base, a);
     a.insert(a.end(), {"--device", e.device, "--backend", e.backend, "--topology", e.topology, "--groups", plan.groups, "--schedule", e.schedule});
     const std::int64_t sync = profile.thresholds.syncEveryTokens;
     a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});

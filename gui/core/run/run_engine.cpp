@@ -168,6 +168,11 @@ std::optional<RunEngine::Refusal> RunEngine::applyRequest()
     m_runId = m_request.runId.isEmpty() ? generateRunId() : m_request.runId;
     if (const QString why = validateRunId(m_runId); !why.isEmpty())
         return Refusal{kCliBadArguments, why};
+    // The CLI's --quantize / --reference-model (a precision sweep's runs) before the profile's checks, which cover them.
+    if (!m_request.quantize.isEmpty())
+        m_request.profile.evaluation.quantize = m_request.quantize.toStdString();
+    if (!m_request.referenceModel.isEmpty())
+        m_request.profile.evaluation.referenceModel = m_request.referenceModel.toStdString();
     if (const auto problems = validateProfile(m_request.profile); !problems.empty()) {
         QStringList lines;
         for (const auto &p : problems)

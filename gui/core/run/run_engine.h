@@ -51,6 +51,10 @@ struct RunRequest
     QString onRankLoss;
     /// Overrides the profile's evaluation.overlap_sync: "on", "off"; empty: the profile's.
     QString overlapSync;
+    /// Override evaluation.quantize (none, int8, int4, int4-sym, int4-asym) and
+    /// evaluation.reference_model; empty: the profile's.
+    QString quantize;
+    QString referenceModel;
     bool preflight = true;
     /// "Check hosts": pre-flight on every host and finish (Finished, or Failed with the refusals);
     /// no rank, collector or log is started. Reports arrive as preflightHost() as in a run.

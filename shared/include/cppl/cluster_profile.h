@@ -83,6 +83,16 @@ struct EvaluationSpec
     /// false (off) aggregates each round before the next starts. Same bits either way, tolerant
     /// runs included (docs/communication.md).
     bool overlapSync = true;
+    /// Weights quantized at load (docs/models.md, "Quantized weights"): the agents' --quantize
+    /// (none, int8, int4 = int4-sym, int4-asym), --quant-group and --quantize-head.
+    std::string quantize = "none";
+    std::int64_t quantGroup = 32;
+    bool quantizeHead = false;
+    /// --reference-model (empty: none; "The reference model") and its --reference-dtype ("auto": the
+    /// agent's default) and --reference-quantize.
+    std::string referenceModel;
+    std::string referenceDtype = "auto";
+    std::string referenceQuantize = "none";
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 

@@ -13,13 +13,13 @@ rounded to float16, then code = clamp(round half to even(w / scale)) against tha
 a group whose scale rounds to 0 dequantizes to zeros. Each w' is exactly a float32 (a float16 times a
 small integer), so the output checkpoint (F32) holds the very weights the quantized model multiplies by.
 Linear layers: a Llama's model.layers.*_proj, GPT-2's c_attn/c_proj/c_fc (stored [in, out]: grouped
-along the stored rows); an untied head (lm_head) only with --head (a tied one is refused: the agent
-keeps the embedding as it is, which one tensor cannot say), embeddings and norms never. Only single-file F32 checkpoints. NumPy only; run with /usr/bin/python3.
+along the stored rows); the head (lm_head) only with --head: a Llama's tied head is written untied
+(lm_head.weight = the embedding's rows dequantized, tie_word_embeddings false: the agent quantizes a
+tied head's rows and keeps the embedding as it is), GPT-2's refused; embeddings and norms never. Only single-file F32 checkpoints. NumPy only; run with /usr/bin/python3.
 """
 import argparse
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -86,9 +86,16 @@ def is_linear(name, config, head):
 
 
 def check_head(config, head):
-    """A tied head quantized leaves the embedding as it is: one tensor cannot hold both."""
-    if head and (config.get("model_type") == "gpt2" or config.get("tie_word_embeddings")):
-        raise UsageError("--head needs an untied head (lm_head.weight): the agent quantizes a tied head's rows, not the embedding's")
+    """GPT-2 has no untied head to write the quantized rows to (its head is wte)."""
+    if head and config.get("model_type") == "gpt2":
+        raise UsageError("--head on GPT-2: its head is wte, which one tensor cannot hold quantized and not")
+
+
+def untie_head(config, tensors, head):
+    """A tied Llama head quantized leaves the embedding as it is: two tensors, so the output is untied."""
+    if head and config.get("tie_word_embeddings") and "lm_head.weight" not in tensors:
+        tensors["lm_head.weight"] = np.array(tensors["model.embed_tokens.weight"], dtype=np.float32)
+        config["tie_word_embeddings"] = False
 
 
 def main(argv=None):
@@ -97,6 +104,7 @@ def main(argv=None):
         config = json.load(f)
     check_head(config, a.head)
     tensors = dict(load_safetensors(os.path.join(a.model, "model.safetensors")))
+    untie_head(config, tensors, a.head)
     count = 0
     for name in sorted(tensors):
         if not is_linear(name, config, a.head):
@@ -109,7 +117,8 @@ def main(argv=None):
         count += 1
     os.makedirs(a.out, exist_ok=True)
     save_safetensors(os.path.join(a.out, "model.safetensors"), {k: np.ascontiguousarray(v) for k, v in tensors.items()})
-    shutil.copy(os.path.join(a.model, "config.json"), os.path.join(a.out, "config.json"))
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
     print(json.dumps({"directory": a.out, "quantized": count, "scheme": a.scheme, "group": a.group}))
     return 0
 

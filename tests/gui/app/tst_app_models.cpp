@@ -97,6 +97,7 @@ private Q_SLOTS:
     void evaluationSettingsFromBeforeTheDefaultFlip();
     void evaluationSettingsBaseThatIsGone();
     void evaluationPageOverlapSync();
+    void evaluationPageQuantization();
     void alertStormCoalesced();
     void lostRankAlertTakesOverFailed();
     void noticeLineWhileRecovering();
@@ -909,6 +910,57 @@ void TestAppModels::evaluationPageOverlapSync()
     cppl::app::EvaluationPage again;
     again.load(parsed.profile.evaluation, parsed.profile.thresholds);
     QVERIFY(!again.evaluation().overlapSync);
+}
+
+void TestAppModels::evaluationPageQuantization()
+{
+    // The Quantization and Reference model fields show evaluation.quantize ... reference_quantize and
+    // give them back, through a saved profile and the page's own settings.
+    QSettings().remove(u"evaluation"_s);
+    cppl::app::EvaluationPage page;
+    auto *quantize = page.findChild<QComboBox *>(u"quantize"_s);
+    auto *group = page.findChild<QSpinBox *>(u"quantGroup"_s);
+    auto *head = page.findChild<QCheckBox *>(u"quantizeHead"_s);
+    auto *reference = page.findChild<QLineEdit *>(u"referenceModel"_s);
+    auto *refDtype = page.findChild<QComboBox *>(u"referenceDtype"_s);
+    auto *refQuantize = page.findChild<QComboBox *>(u"referenceQuantize"_s);
+    QVERIFY(quantize && group && head && reference && refDtype && refQuantize);
+    QCOMPARE(page.evaluation().quantize, std::string("none")); // the defaults: a float run, no reference
+    QVERIFY(page.evaluation().referenceModel.empty());
+    cppl::EvaluationSpec e = page.evaluation();
+    e.quantize = "int4-sym"; // the agents' other name of int4
+    e.quantGroup = 128;
+    e.quantizeHead = true;
+    e.referenceModel = "/models/base";
+    e.referenceDtype = "bfloat16";
+    e.referenceQuantize = "int8";
+    page.load(e, page.thresholds());
+    QCOMPARE(quantize->currentData().toString(), u"int4"_s);
+    QCOMPARE(group->value(), 128);
+    QVERIFY(head->isChecked());
+    QCOMPARE(reference->text(), u"/models/base"_s);
+    const cppl::EvaluationSpec shown = page.evaluation();
+    QCOMPARE(shown.quantize, std::string("int4"));
+    QCOMPARE(shown.quantGroup, std::int64_t{128});
+    QVERIFY(shown.quantizeHead);
+    QCOMPARE(shown.referenceModel, std::string("/models/base"));
+    QCOMPARE(shown.referenceDtype, std::string("bfloat16"));
+    QCOMPARE(shown.referenceQuantize, std::string("int8"));
+    quantize->setCurrentIndex(quantize->findData(u"int4-asym"_s));
+    QCOMPARE(page.evaluation().quantize, std::string("int4-asym"));
+    // Through a saved profile and back, and through the page's settings.
+    cppl::ClusterProfile p;
+    p.hosts.push_back(cppl::HostSpec{});
+    p.hosts.back().name = "a";
+    p.evaluation = page.evaluation();
+    const auto parsed = cppl::parseProfile(cppl::profileToJson(p));
+    QVERIFY(parsed.ok());
+    QVERIFY(parsed.profile.evaluation == page.evaluation());
+    page.saveSettings();
+    cppl::app::EvaluationPage again;
+    QVERIFY(again.restoreSettings());
+    QVERIFY(again.evaluation() == page.evaluation());
+    QSettings().remove(u"evaluation"_s);
 }
 
 void TestAppModels::rankAndAlertModels()

@@ -21,6 +21,7 @@
 #include <QProcess>
 #include <QScopeGuard>
 #include <QTemporaryDir>
+#include <QSet>
 #include <QTest>
 #include <QThread>
 
@@ -290,6 +291,56 @@ private Q_SLOTS:
         r = cli({u"delete"_s, u"after-sweep"_s});
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
         QVERIFY(!RunHistory(m_store).contains(u"after-sweep"_s));
+    }
+
+    void precisionSweep()
+    {
+        // sweep --quantize: each precision of one checkpoint at one rank count, stored (a settings key
+        // each), every run compared with the float model token by token; the table and the
+        // JSON put quality, speed and memory side by side. Its own store: the counts above stay.
+        const QString store = m_dir.filePath(u"precision/runs.sqlite"_s), json = m_dir.filePath(u"precision.json"_s);
+        const auto sweep = cli({u"sweep"_s, u"--profile"_s, m_profile, u"--quantize"_s, u"none,int8,int4"_s, u"--nodes"_s, u"2"_s, u"--json"_s, json,
+                                u"--run-id-prefix"_s, u"pr"_s, u"--no-preflight"_s, u"--store"_s, store},
+                               600000);
+        CPPL_VERIFY2(sweep.exitCode == 0, qPrintable(sweep.describe()));
+        qInfo("%s", qPrintable(sweep.out));
+        QVERIFY(sweep.out.contains(u"KLD mean"_s) && sweep.out.contains(u"int4-sym"_s) && !sweep.out.contains(u"(no reference)"_s));
+        QVERIFY2(!sweep.out.contains(u"recommendation"_s), qPrintable(sweep.out)); // one rank count: no scaling table
+        RunHistory s(store);
+        std::vector<RunRecord> runs;
+        QStringList keys;
+        for (const QString &id : {u"pr-r2-none"_s, u"pr-r2-int8"_s, u"pr-r2-int4"_s}) {
+            auto rec = s.get(id);
+            CPPL_VERIFY2(rec && rec->status == RunStatus::Finished && rec->worldSize == 2 && rec->source == u"sweep"_s, qPrintable(id));
+            keys << rec->settingsKey;
+            runs.push_back(std::move(*rec));
+        }
+        QCOMPARE(QSet<QString>(keys.begin(), keys.end()).size(), 3);
+        const QJsonArray rows = QJsonDocument::fromJson(readFile(json)).object().value(u"precisions"_s).toArray();
+        QCOMPARE(rows.size(), 3);
+        QCOMPARE(rows[0].toObject().value(u"precision"_s).toString(), u"float32"_s);
+        // The float run against itself: the same logits, so no divergence at all.
+        QCOMPARE(rows[0].toObject().value(u"reference"_s).toObject().value(u"kld_mean"_s).toDouble(), 0.0);
+        QCOMPARE(rows[0].toObject().value(u"reference"_s).toObject().value(u"same_top"_s).toDouble(), 1.0);
+        QCOMPARE(rows[0].toObject().value(u"speedup"_s).toDouble(), 1.0);
+        for (int i = 0; i < 3; ++i) {
+            const QJsonObject result = QJsonDocument::fromJson(runs[std::size_t(i)].resultJson).object();
+            const QJsonObject ref = result.value(u"reference"_s).toObject();
+            QCOMPARE(ref.value(u"model"_s).toObject().value(u"path"_s).toString(), cppl::test::kModel);
+            const QJsonObject row = rows[i].toObject();
+            QCOMPARE(row.value(u"precision"_s).toString(), QStringList({u"float32"_s, u"int8"_s, u"int4-sym"_s})[i]);
+            QCOMPARE(row.value(u"reference"_s).toObject().value(u"kld_mean"_s).toDouble(), ref.value(u"kld_mean"_s).toDouble());
+            QCOMPARE(row.value(u"reference"_s).toObject().value(u"same_top"_s).toDouble(), ref.value(u"same_top"_s).toDouble());
+            QVERIFY(i == 0 || row.value(u"weight_bytes"_s).toInteger() < rows[0].toObject().value(u"weight_bytes"_s).toInteger());
+        }
+        QVERIFY(rows[1].toObject()[u"reference"_s].toObject()[u"kld_mean"_s].toDouble() > 0);
+        QVERIFY(rows[1].toObject()[u"reference"_s].toObject()[u"kld_mean"_s].toDouble() < rows[2].toObject()[u"reference"_s].toObject()[u"kld_mean"_s].toDouble());
+        for (const auto &[args, message] : {std::pair{QStringList{u"--quantize"_s, u"int3"_s}, u"--quantize: \"int3\" is not one of none, int8"_s},
+                                           std::pair{QStringList{u"--quantize"_s, u"int8,int8"_s}, u"\"int8\" is listed twice"_s},
+                                           std::pair{QStringList{u"--reference-model"_s, cppl::test::kModel}, u"--reference-model goes with --quantize"_s}}) {
+            const auto bad = cli(QStringList{u"sweep"_s, u"--profile"_s, m_profile, u"--store"_s, store} + args);
+            CPPL_VERIFY2(bad.exitCode == 2 && bad.err.contains(message), qPrintable(bad.describe()));
+        }
     }
 
     /// Without CLUSTERPPL_STORE the CLI opens the history the dashboard opens

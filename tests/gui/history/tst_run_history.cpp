@@ -22,6 +22,7 @@
 #include <QTemporaryDir>
 #include <QScopeGuard>
 #include <QSignalSpy>
+#include <QCryptographicHash>
 #include <QTest>
 #include <QTimeZone>
 #include <QRandomGenerator>
@@ -218,6 +219,45 @@ private Q_SLOTS:
         QVERIFY(keyOf("auto", "auto") != keyOf("float32", "auto"));
         QVERIFY(keyOf("auto", "auto") != keyOf("bfloat16", "auto"));
         QVERIFY(keyOf("float32", "cpu") != keyOf("bfloat16", "cpu"));
+    }
+
+    void settingsKeyCountsQuantization()
+    {
+        // A run quantized at load is another setting (its baseline is a one-rank run quantized the
+        // same way); a float run's key is what it was before quantization existed; the profile's
+        // and the result's spellings agree (int4 = int4-sym); a GPTQ checkpoint's own method is
+        // the model's, not a setting.
+        auto profile = [](const char *quantize, std::int64_t group, bool head) {
+            cppl::ClusterProfile p;
+            p.launcher = "local";
+            p.evaluation.model = "/m";
+            p.evaluation.text = "/t.txt";
+            p.evaluation.device = "cpu";
+            p.evaluation.quantize = quantize;
+            p.evaluation.quantGroup = group;
+            p.evaluation.quantizeHead = head;
+            return settingsInputsFromProfile(p, {});
+        };
+        const SettingsKeyInputs plain = profile("none", 32, false);
+        QVERIFY(plain.quantize.isEmpty());
+        QVERIFY(!settingsJson(plain).contains(u"quantize"_s));
+        // The key stored databases hold for this float run (the canonical text before quantization existed).
+        const QByteArray before = "model=/m\ndata=/t.txt\nprotocol=hf-sliding\ncontext=512\nstride=512\nbatch=0\nmax_windows=0\ndtype=float32\n";
+        QCOMPARE(settingsKey(plain), QString::fromLatin1(QCryptographicHash::hash(before, QCryptographicHash::Sha256).toHex().left(32)));
+        QVERIFY(settingsKey(profile("int8", 32, false)) != settingsKey(plain));
+        QVERIFY(settingsKey(profile("int4", 32, false)) != settingsKey(profile("int4-asym", 32, false)));
+        QVERIFY(settingsKey(profile("int4", 32, false)) != settingsKey(profile("int4", 64, false)));
+        QVERIFY(settingsKey(profile("int4", 32, false)) != settingsKey(profile("int4", 32, true)));
+        QCOMPARE(settingsKey(profile("int4", 32, false)), settingsKey(profile("int4-sym", 32, false)));
+        QCOMPARE(settingsJson(profile("int4", 64, true)).value(u"quantize"_s).toString(), u"int4-sym/64/head"_s);
+        QJsonObject result{{u"model"_s, QJsonObject{{u"path"_s, u"/m"_s}}}, {u"data"_s, QJsonObject{{u"path"_s, u"/t.txt"_s}}},
+                           {u"protocol"_s, u"hf-sliding"_s}, {u"dtype"_s, u"float32"_s}, {u"context"_s, 512}, {u"stride"_s, 512},
+                           {u"batch"_s, 0}, {u"max_windows"_s, 0}};
+        QCOMPARE(settingsKey(settingsInputsFromResult(result)), settingsKey(plain));
+        result.insert(u"quantization"_s, QJsonObject{{u"method"_s, u"int4-sym"_s}, {u"group"_s, 64}, {u"head"_s, true}});
+        QCOMPARE(settingsKey(settingsInputsFromResult(result)), settingsKey(profile("int4", 64, true)));
+        result.insert(u"quantization"_s, QJsonObject{{u"method"_s, u"gptq-int4"_s}, {u"group"_s, 128}, {u"head"_s, false}});
+        QCOMPARE(settingsKey(settingsInputsFromResult(result)), settingsKey(plain));
     }
 
     void baselinesByDtype()
