@@ -46,7 +46,7 @@ struct CommandUsage
 };
 constexpr CommandUsage kCommandUsage[] = {
     {"eval", R"(  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
-      Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, qwen3, gpt2;
+      Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, qwen3, gemma2, gpt2;
       safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
       --protocol, --context, --stride, --bos-first, --max-windows   as for plan (plan --help)
       --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json, SentencePiece .model

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The families of issue 42 the agent evaluates natively (qwen3 so far), end to end against their
+// The families of issue 42 the agent evaluates natively (qwen3, mistral's window, gemma2 so far), end to end against their
 // float64 references (tests/agent/reference/families_reference.py, written from the published
 // architectures): logits on every GEMM back end, the perplexity of each protocol through
 // `clusterppl-agent eval`, the same bits at every rank count, and the config fields not built refused
@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QTemporaryDir>
 #include <QTest>
@@ -62,6 +63,16 @@ void familyVariants()
     QTest::addRow("qwen3") << args({"--arch", "qwen3"});
     QTest::addRow("qwen3, BF16, sharded, tied") << args({"--arch", "qwen3", "--dtype", "BF16", "--sharded", "--tied"});
     QTest::addRow("qwen3, attention bias, 4 KV heads, head_dim 8") << args({"--arch", "qwen3", "--attention-bias", "--kv-heads", "4", "--head-dim", "8"});
+    // mistral: window 6 of the 12 positions; 1 (each query itself only); 12 (the whole row, as none).
+    QTest::addRow("mistral, window 6") << args({"--arch", "mistral"});
+    QTest::addRow("mistral, window 1, BF16, tied") << args({"--arch", "mistral", "--sliding-window", "1", "--dtype", "BF16", "--tied"});
+    QTest::addRow("mistral, window 12, 4 KV heads, sharded") << args({"--arch", "mistral", "--sliding-window", "12", "--kv-heads", "4", "--sharded"});
+    // gemma2: 3 layers (sliding, global, sliding) with window 4, scores and logits past their caps,
+    // query_pre_attn_scalar 24 where head_dim is 16, head_dim 16 where hidden / heads is 8.
+    QTest::addRow("gemma2") << args({"--arch", "gemma2"});
+    QTest::addRow("gemma2, BF16 (scale 5.65625), sharded") << args({"--arch", "gemma2", "--dtype", "BF16", "--sharded"});
+    QTest::addRow("gemma2, no soft-caps, attention bias, window 9") << args({"--arch", "gemma2", "--attn-softcap", "none", "--final-softcap", "none",
+                                                                               "--attention-bias", "--sliding-window", "9"});
 }
 
 } // namespace
@@ -132,7 +143,11 @@ private Q_SLOTS:
     {
         QTest::addColumn<QStringList>("flags");
         QTest::addColumn<QStringList>("protocol");
-        const QStringList variants[] = {args({"--arch", "qwen3"}), args({"--arch", "qwen3", "--dtype", "BF16", "--tied"})};
+        // mistral's window 6 and 37: far shorter than the context, and past one 8-key tile and short of
+        // the kernel's 64-query block.
+        const QStringList variants[] = {args({"--arch", "qwen3"}), args({"--arch", "qwen3", "--dtype", "BF16", "--tied"}), args({"--arch", "mistral"}),
+                                        args({"--arch", "mistral", "--sliding-window", "37", "--dtype", "BF16"}), args({"--arch", "gemma2"}),
+                                        args({"--arch", "gemma2", "--dtype", "BF16", "--sliding-window", "37"})};
         for (const QStringList &flags : variants) {
             const QString tag = flags.join(QLatin1Char(' '));
             QTest::addRow("%s, hf-sliding stride 24", qPrintable(tag)) << flags << args({"--protocol", "hf-sliding", "--context", "64", "--stride", "24"});
@@ -166,6 +181,8 @@ private Q_SLOTS:
     {
         QTest::addColumn<QStringList>("flags");
         QTest::addRow("qwen3") << args({"--arch", "qwen3"});
+        QTest::addRow("mistral") << args({"--arch", "mistral"});
+        QTest::addRow("gemma2") << args({"--arch", "gemma2"});
     }
     void rankCountsGiveTheSameBits()
     {
@@ -194,6 +211,35 @@ private Q_SLOTS:
         }
     }
 
+    // Tensor parallelism (2 ranks splitting the model) against one rank: the row-parallel sums are
+    // added in another order (docs/models.md, "Tensor parallelism"), so within 1e-6, not the same bits.
+    void tensorParallelMatchesOneRank_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addRow("mistral") << args({"--arch", "mistral"});
+        QTest::addRow("gemma2 (post-norms after the group's sum)") << args({"--arch", "gemma2"});
+    }
+    void tensorParallelMatchesOneRank()
+    {
+        QFETCH(QStringList, flags);
+        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("tp-") + flags[1]), flags);
+        const QStringList eval{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
+                               QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"),
+                               QStringLiteral("--stride"), QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"),
+                               QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")};
+        const QString oneJson = m_dir.filePath(QStringLiteral("tp1.json")), twoJson = m_dir.filePath(QStringLiteral("tp2.json"));
+        ProcessResult r = runAgent(eval + QStringList{QStringLiteral("--json"), oneJson});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        r = runAgent(QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"), QStringLiteral("--")}
+                     + eval + QStringList{QStringLiteral("--tensor-parallel"), QStringLiteral("2"), QStringLiteral("--json"), twoJson});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        const QJsonObject one = readJson(oneJson), two = readJson(twoJson);
+        QCOMPARE(two.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        const double p1 = one.value(QStringLiteral("ppl")).toDouble(), p2 = two.value(QStringLiteral("ppl")).toDouble();
+        qInfo("one rank %.17g, tensor-parallel 2 %.17g: %.3g relative", p1, p2, std::fabs(p1 - p2) / p1);
+        CPPL_VERIFY2(std::fabs(p1 - p2) <= 1e-6 * p1, qPrintable(QStringLiteral("%1 vs %2").arg(p1, 0, 'g', 17).arg(p2, 0, 'g', 17)));
+    }
+
     // A config field whose feature is not built is refused with the field named, before any weight is read.
     void unbuiltFeaturesRefused_data()
     {
@@ -207,6 +253,17 @@ private Q_SLOTS:
             << args({"--arch", "qwen3"}) << "rope_scaling"
             << QJsonValue(QJsonObject{{QStringLiteral("rope_type"), QStringLiteral("yarn")}, {QStringLiteral("factor"), 4.0}})
             << "\"rope_type\":\"yarn\"} is not supported for qwen3 (supported: null)";
+        QTest::addRow("gemma2 rope_scaling linear")
+            << args({"--arch", "gemma2"}) << "rope_scaling"
+            << QJsonValue(QJsonObject{{QStringLiteral("rope_type"), QStringLiteral("linear")}, {QStringLiteral("factor"), 8.0}})
+            << "rope_scaling {\"factor\":8,\"rope_type\":\"linear\"} is not supported for gemma2 (supported: null)";
+        QTest::addRow("gemma2 use_bidirectional_attention") << args({"--arch", "gemma2"}) << "use_bidirectional_attention" << QJsonValue(true)
+                                                            << "use_bidirectional_attention true is not supported for gemma2";
+        QTest::addRow("gemma2 hidden_activation gelu") << args({"--arch", "gemma2"}) << "hidden_activation" << QJsonValue(QStringLiteral("gelu"))
+                                                       << "hidden_activation \"gelu\" is not supported (only gelu_pytorch_tanh)";
+        QTest::addRow("gemma2 layer_types of another length")
+            << args({"--arch", "gemma2"}) << "layer_types" << QJsonValue(QJsonArray{QStringLiteral("sliding_attention"), QStringLiteral("full_attention")})
+            << "\"layer_types\" must list 3 layers";
     }
     void unbuiltFeaturesRefused()
     {

@@ -121,7 +121,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("message");
         QTest::addRow("no model_type") << R"({"hidden_size": 4})" << "no \"model_type\"";
         QTest::addRow("unsupported model_type") << R"({"model_type": "bert"})"
-                                                << "model_type \"bert\" is not supported (supported: llama, mistral, qwen2, qwen3, gpt2";
+                                                << "model_type \"bert\" is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2";
         QTest::addRow("missing size") << R"({"model_type": "llama", "vocab_size": 10})" << "\"hidden_size\" is missing";
         QTest::addRow("bad size") << R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": -4})" << "\"n_embd\" must be a positive integer, got -4";
         QTest::addRow("heads not multiple of kv")
@@ -129,8 +129,10 @@ private Q_SLOTS:
             << "num_attention_heads 3 is not a multiple of num_key_value_heads 2";
         QTest::addRow("rope scaling") << R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn"}})"
                                       << "rope_scaling type \"yarn\" is not supported";
-        QTest::addRow("sliding window") << R"({"model_type": "mistral", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 4096})"
-                                        << "sliding-window attention";
+        QTest::addRow("sliding window (qwen2)") << R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 4096, "use_sliding_window": true})"
+                                                << "sliding-window attention (use_sliding_window true, sliding_window 4096) is not supported for qwen2";
+        QTest::addRow("sliding window not an integer (mistral)") << R"({"model_type": "mistral", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 0})"
+                                                                 << "\"sliding_window\" must be a positive integer, got 0";
         QTest::addRow("activation") << R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 8, "activation_function": "relu"})"
                                     << "activation_function \"relu\" is not supported";
     }

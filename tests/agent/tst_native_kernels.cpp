@@ -189,9 +189,18 @@ private Q_SLOTS:
         QTest::addColumn<int>("heads");
         QTest::addColumn<int>("kvHeads");
         QTest::addColumn<int>("hd");
-        QTest::addRow("grouped-query, T past one query block") << 2 << 150 << 4 << 2 << 16;
-        QTest::addRow("one head, odd sizes") << 3 << 17 << 1 << 1 << 10;
-        QTest::addRow("head width 64, T 130") << 1 << 130 << 2 << 1 << 64;
+        QTest::addColumn<int>("window");    // a sliding window: keys t - W + 1 .. t; 0 = none
+        QTest::addColumn<double>("softcap"); // scaled scores s -> cap tanh(s / cap); 0 = none
+        QTest::addRow("grouped-query, T past one query block") << 2 << 150 << 4 << 2 << 16 << 0 << 0.0;
+        QTest::addRow("one head, odd sizes") << 3 << 17 << 1 << 1 << 10 << 0 << 0.0;
+        QTest::addRow("head width 64, T 130") << 1 << 130 << 2 << 1 << 64 << 0 << 0.0;
+        QTest::addRow("window 6, odd sizes") << 3 << 17 << 1 << 1 << 10 << 6 << 0.0;
+        QTest::addRow("window 37, grouped-query, T 200") << 2 << 200 << 4 << 2 << 16 << 37 << 0.0;
+        QTest::addRow("window 64, T 150") << 1 << 150 << 2 << 1 << 16 << 64 << 0.0;
+        QTest::addRow("window 1 (itself only)") << 1 << 70 << 2 << 2 << 8 << 1 << 0.0;
+        QTest::addRow("window past T") << 2 << 150 << 4 << 2 << 16 << 400 << 0.0;
+        QTest::addRow("soft-cap 0.5, T 150") << 2 << 150 << 4 << 2 << 16 << 0 << 0.5;
+        QTest::addRow("soft-cap 2, window 37") << 1 << 130 << 2 << 1 << 16 << 37 << 2.0;
     }
     void attentionMatchesDoubleLoops()
     {
@@ -200,9 +209,12 @@ private Q_SLOTS:
         QFETCH(int, heads);
         QFETCH(int, kvHeads);
         QFETCH(int, hd);
+        QFETCH(int, window);
+        QFETCH(double, softcap);
         const std::int64_t width = (heads + 2 * kvHeads) * hd, rows = std::int64_t{batch} * T;
         const auto qkv = randomVector(static_cast<std::size_t>(rows * width), 5);
-        cpu::AttentionShape s{batch, T, heads, kvHeads, hd, width, width, width, heads * hd, static_cast<float>(1.0 / std::sqrt(hd))};
+        cpu::AttentionShape s{batch, T, heads, kvHeads, hd, width, width, width, heads * hd, static_cast<float>(1.0 / std::sqrt(hd)), window,
+                              static_cast<float>(softcap)};
         const float *q = qkv.data(), *k = q + heads * hd, *v = k + kvHeads * hd;
         std::vector<float> first;
         for (int threads : {1, 2, 3, 7, -2, -3}) {
@@ -218,20 +230,21 @@ private Q_SLOTS:
                 for (int h = 0; h < heads; ++h)
                     for (int t = 0; t < T; ++t) {
                         const std::int64_t r = std::int64_t{b} * T + t;
-                        std::vector<double> p(static_cast<std::size_t>(t + 1));
+                        const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
+                        std::vector<double> p(static_cast<std::size_t>(t + 1), 0.0);
                         double mx = -1e300, sum = 0;
-                        for (int j = 0; j <= t; ++j) {
+                        for (int j = lo; j <= t; ++j) {
                             double dot = 0;
                             for (int d = 0; d < hd; ++d)
                                 dot += static_cast<double>(q[r * width + h * hd + d]) * k[(std::int64_t{b} * T + j) * width + (h / rep) * hd + d];
-                            p[static_cast<std::size_t>(j)] = dot * s.scale;
+                            p[static_cast<std::size_t>(j)] = softcap > 0 ? softcap * std::tanh(dot * s.scale / softcap) : dot * s.scale;
                             mx = std::max(mx, p[static_cast<std::size_t>(j)]);
                         }
-                        for (double &x : p)
-                            sum += (x = std::exp(x - mx));
+                        for (int j = lo; j <= t; ++j)
+                            sum += (p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx));
                         for (int d = 0; d < hd; ++d) {
                             double o = 0;
-                            for (int j = 0; j <= t; ++j)
+                            for (int j = lo; j <= t; ++j)
                                 o += p[static_cast<std::size_t>(j)] / sum * v[(std::int64_t{b} * T + j) * width + (h / rep) * hd + d];
                             const float got = out[static_cast<std::size_t>(r * heads * hd + h * hd + d)];
                             QVERIFY2(std::fabs(got - o) <= 2e-5, qPrintable(QStringLiteral("b %1 h %2 t %3 d %4: %5 vs %6").arg(b).arg(h).arg(t).arg(d).arg(got).arg(o)));

@@ -10,9 +10,13 @@
 
 namespace cppl::agent {
 
-at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts)
+at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts, std::int64_t window)
 {
-    return at::full({T, T}, -std::numeric_limits<double>::infinity(), opts).triu(1);
+    const double inf = std::numeric_limits<double>::infinity();
+    at::Tensor mask = at::full({T, T}, -inf, opts).triu(1);
+    if (window > 0 && window < T)
+        mask.add_(at::full({T, T}, -inf, opts).tril(-window)); // s <= t - W
+    return mask;
 }
 
 namespace {
@@ -23,11 +27,13 @@ namespace {
 #define CPPL_HAVE_SDPA 1
 // Grouped-query K/V heads are repeated as transformers' repeat_kv does (query head h reads KV head
 // h / rep); enable_gqa exists only from 2.5 on. q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd].
-at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v)
+at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, bool windowed)
 {
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), rep = H / k.size(1);
     const at::Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
     const at::Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
+    if (windowed) // the sliding window's mask, added to the scores
+        return at::scaled_dot_product_attention(q, kk, vv, mask.to(q.scalar_type()), 0.0, false).transpose(1, 2).reshape({B, T, H * hd});
     return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, H * hd});
 }
 #else
@@ -36,14 +42,16 @@ at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const 
 
 } // namespace
 
-at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, std::int64_t block)
+at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, const AttentionOptions &o,
+                           std::int64_t block)
 {
 #if CPPL_HAVE_SDPA
-    if (q.is_cuda())
-        return fusedCausalAttention(q, k, v);
+    if (q.is_cuda() && o.scale == 0 && o.softcap == 0)
+        return fusedCausalAttention(q, k, v, mask, o.windowed);
 #endif
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;
-    const at::Tensor qs = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).reshape({B * kv, rep, T, hd});
+    const double scale = o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+    const at::Tensor qs = (q * scale).reshape({B * kv, rep, T, hd});
     const at::Tensor ks = k.reshape({B * kv, T, hd});
     const at::Tensor vs = v.reshape({B * kv, T, hd});
     at::Tensor out = at::empty({B * kv, rep, T, hd}, q.options());
@@ -51,6 +59,8 @@ at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::T
         const std::int64_t bq = std::min(block, T - q0), ke = q0 + bq;
         const at::Tensor qb = qs.narrow(2, q0, bq).reshape({B * kv, rep * bq, hd});
         at::Tensor w = at::bmm(qb, ks.narrow(1, 0, ke).transpose(1, 2)).view({B * kv, rep, bq, ke});
+        if (o.softcap > 0)
+            w = w.div(o.softcap).tanh_().mul_(o.softcap);
         w.add_(mask.narrow(0, q0, bq).narrow(1, 0, ke));
         w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
         out.narrow(2, q0, bq).copy_(at::bmm(w.view({B * kv, rep * bq, ke}), vs.narrow(1, 0, ke)).view({B * kv, rep, bq, hd}));

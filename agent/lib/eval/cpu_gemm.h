@@ -102,12 +102,16 @@ void gemmPackedSerial(const APacked &a, std::int64_t m, const PanelView &b, floa
 /// side (head h at column h * hd, stride ldq); k and v likewise with kvHeads heads (grouped-query:
 /// query head h reads KV head h / (heads / kvHeads)). Writes out[b * T + t][h * hd ...] (stride ldo).
 /// Scores are scaled by `scale`, exponentiated in float32 over keys 0..t only (less their max),
-/// multiplied by V, and each output row divided by its sum of exponentials.
+/// multiplied by V, and each output row divided by its sum of exponentials. A sliding window W > 0:
+/// keys max(0, t - W + 1)..t only (W keys, the query's own included, as transformers' mask), and
+/// only the key tiles holding them are multiplied.
 struct AttentionShape
 {
     std::int64_t batch = 0, T = 0, heads = 0, kvHeads = 0, hd = 0;
     std::int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
     float scale = 1;
+    std::int64_t window = 0; ///< 0: none
+    float softcap = 0;       ///< > 0: scores scaled, then cap tanh(s / cap) before the softmax (Gemma 2); 0: none
 };
 void causalAttention(const float *q, const float *k, const float *v, float *out, const AttentionShape &s, const ParallelFor &parallel);
 
@@ -129,5 +133,13 @@ void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, st
             const ParallelFor &parallel);
 /// gu[r][j] = silu(gu[r][j]) * gu[r][n + j] for j < n, in place (the gate half of a fused gate/up row).
 void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
+/// The same with the tanh GELU (Gemma's GeGLU, gelu_pytorch_tanh).
+void geluTanhMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
+/// Soft-capping on this thread: x = cap tanh(x inScale / cap) for n floats (Gemma 2's attention scores, scaled first).
+void softcap(float *x, std::int64_t n, float inScale, float cap);
+/// x = cap tanh(x / cap) on rows of width n (Gemma 2's final logits).
+void softcapRows(float *x, std::int64_t rows, std::int64_t n, float cap, const ParallelFor &parallel);
+/// x[r] += y[r] for rows of width n (a residual add of a normed output).
+void addRows(float *x, const float *y, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
 
 } // namespace cppl::agent::cpu

@@ -231,4 +231,77 @@ void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &pa
     eachRow(rows, parallel, [&](std::int64_t r) { f(gu + r * 2 * n, n); });
 }
 
+namespace {
+
+void softcapGeneric(float *x, std::int64_t n, float inScale, float cap)
+{
+    const float k = inScale / cap;
+    for (std::int64_t j = 0; j < n; ++j)
+        x[j] = cap * std::tanh(x[j] * k);
+}
+
+void geluMulGeneric(float *g, std::int64_t n)
+{
+    geluRowGeneric(g, n);
+    const float *u = g + n;
+    for (std::int64_t j = 0; j < n; ++j)
+        g[j] *= u[j];
+}
+
+#if CPPL_X86
+// cap tanh(u), u = x inScale / cap: tanh(u) = sign(u) (1 - e) / (1 + e) with e = e^-2|u|, as geluRowAvx512.
+__attribute__((target("avx512f"))) void softcapAvx512(float *x, std::int64_t n, float inScale, float cap)
+{
+    const __m512 one = _mm512_set1_ps(1.0F), k = _mm512_set1_ps(inScale / cap), vcap = _mm512_set1_ps(cap);
+    for (std::int64_t j = 0; j < n; j += 16) {
+        const auto m = static_cast<__mmask16>(n - j >= 16 ? 0xFFFFU : (1U << (n - j)) - 1U);
+        const __m512 u = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), k);
+        const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0F), _mm512_abs_ps(u)));
+        __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+        t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), t);
+        _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(vcap, t));
+    }
+}
+
+__attribute__((target("avx512f"))) void geluMulAvx512(float *g, std::int64_t n)
+{
+    geluRowAvx512(g, n);
+    const float *u = g + n;
+    for (std::int64_t j = 0; j < n; j += 16) {
+        const auto m = static_cast<__mmask16>(n - j >= 16 ? 0xFFFFU : (1U << (n - j)) - 1U);
+        _mm512_mask_storeu_ps(g + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + j), _mm512_maskz_loadu_ps(m, u + j)));
+    }
+}
+#endif
+
+} // namespace
+
+void softcap(float *x, std::int64_t n, float inScale, float cap)
+{
+    auto *f = CPPL_BY_ISA(softcapAvx512, softcapGeneric);
+    f(x, n, inScale, cap);
+}
+
+void softcapRows(float *x, std::int64_t rows, std::int64_t n, float cap, const ParallelFor &parallel)
+{
+    auto *f = CPPL_BY_ISA(softcapAvx512, softcapGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { f(x + r * n, n, 1.0F, cap); });
+}
+
+void geluTanhMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel)
+{
+    auto *f = CPPL_BY_ISA(geluMulAvx512, geluMulGeneric);
+    eachRow(rows, parallel, [&](std::int64_t r) { f(gu + r * 2 * n, n); });
+}
+
+void addRows(float *x, const float *y, std::int64_t rows, std::int64_t n, const ParallelFor &parallel)
+{
+    eachRow(rows, parallel, [&](std::int64_t r) {
+        float *a = x + r * n;
+        const float *b = y + r * n;
+        for (std::int64_t j = 0; j < n; ++j)
+            a[j] += b[j];
+    });
+}
+
 } // namespace cppl::agent::cpu

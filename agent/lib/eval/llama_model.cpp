@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Llama (+ Mistral, Qwen2, Qwen3): pre-norm decoder layers of RMSNorm, rotary grouped-query attention
 // and a SiLU-gated MLP, following transformers' eager LlamaForCausalLM operation by operation (Qwen3:
-// an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention). Each
+// an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention; Mistral:
+// its sliding window, the attention step's mask and the keys the native kernel visits; Gemma 2: (1 + w)
+// norms, the embedding's scale, GeGLU, norms after attention and the MLP, soft-capping, sliding layers,
+// each a variation of one of the steps below, as Gemma2DecoderLayer). Each
 // layer is the same named steps on both paths: norm, attention, residual, norm, MLP, residual.
 #include "attention.h"
 #include "decoder_model.h"
@@ -12,6 +15,9 @@
 
 #include <ATen/ATen.h>
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
 #include <cmath>
 #include <tuple>
 
@@ -21,8 +27,10 @@ namespace {
 
 struct LlamaLayer
 {
-    Norm inputNorm, postAttentionNorm;
+    Norm inputNorm, mlpNorm; ///< before attention and before the MLP (Llama's post_attention_layernorm)
+    Norm attnOutNorm, mlpOutNorm; ///< gemma: after attention and after the MLP, before the residual adds
     Norm qNorm, kNorm; ///< qwen3: over each head of q and of k (ModelConfig::qkNorm), else unused
+    std::int64_t window = 0; ///< its sliding window (0: none)
     Linear qkv;    ///< q_proj, k_proj, v_proj stacked (column-parallel under tensor parallelism)
     Linear o;      ///< row-parallel
     Linear gateUp; ///< gate_proj, up_proj stacked (column-parallel)
@@ -38,6 +46,7 @@ struct NativeBatch
     float *qkv = nullptr;  ///< [rows, q | k | v]
     float *attn = nullptr; ///< attention's output [rows, heads * hd]
     float *gu = nullptr;   ///< [rows, gate | up]; the gate half becomes silu(gate) * up
+    float *out = nullptr;  ///< gemma: o_proj's and down_proj's output, normed before the residual add
     const float *cos = nullptr, *sin = nullptr;
     cpu::AttentionShape shape;
 };
@@ -46,7 +55,7 @@ struct NativeBatch
 struct TorchBatch
 {
     std::int64_t B = 0, T = 0;
-    at::Tensor cos, sin, mask;
+    at::Tensor cos, sin, mask, windowMask; ///< the causal mask, and with the sliding window
 };
 
 class LlamaModel final : public DecoderModel
@@ -60,9 +69,15 @@ public:
         m_intermediate = m_c.intermediate / tpSize();
         WeightSource w(std::move(ckpt), sourceOptions());
         setVocabulary(w, "model.embed_tokens.weight", "lm_head");
-        for (std::int64_t i = 0; i < m_c.layers; ++i)
+        if (m_c.gemma) {
+            m_embedScale = gemmaEmbeddingScale(w.view("model.embed_tokens.weight", {m_c.vocab, m_c.hidden}).dtype);
+            m_head.setSoftcap(m_c.finalSoftcap);
+        }
+        for (std::int64_t i = 0; i < m_c.layers; ++i) {
             m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + "."));
-        m_finalNorm = Norm::rms(w.get("model.norm.weight", {m_c.hidden}), m_c.normEps);
+            m_layers.back().window = m_c.windowOf(i);
+        }
+        m_finalNorm = norm(w.get("model.norm.weight", {m_c.hidden}));
         m_rotary = Rotary(m_c, o.device);
         setInfo(dir, w);
     }
@@ -72,6 +87,21 @@ private:
     // intermediate columns' share.
     std::int64_t qWidth() const { return m_heads * m_c.headDim; }
     std::int64_t kvWidth() const { return m_kvHeads * m_c.headDim; }
+    // Gemma's RMSNorm multiplies by (1 + w).
+    Norm norm(const at::Tensor &weight) const { return m_c.gemma ? Norm::rmsOnePlus(weight, m_c.normEps) : Norm::rms(weight, m_c.normEps); }
+    double attentionScale() const { return 1.0 / std::sqrt(m_c.gemma ? m_c.queryPreAttnScalar : static_cast<double>(m_c.headDim)); }
+
+    // Gemma multiplies the embeddings by sqrt(hidden) in the weights' dtype (transformers' normalizer):
+    // the scale rounded to the stored embedding's dtype (5.65625 for hidden 32 in bfloat16).
+    float gemmaEmbeddingScale(StoredDtype stored) const
+    {
+        const auto s = static_cast<float>(std::sqrt(static_cast<double>(m_c.hidden)));
+        if (stored == StoredDtype::BF16)
+            return static_cast<float>(c10::BFloat16(s));
+        if (stored == StoredDtype::F16)
+            return static_cast<float>(c10::Half(s));
+        return s;
+    }
 
     // Column-parallel q/k/v and gate/up (this rank's rows), row-parallel o and down (its columns;
     // their biases on member 0 only, added once to the group's sum). One rank: every slice is whole.
@@ -81,8 +111,14 @@ private:
         const std::int64_t kv0 = kvHeadSlice(m_c.heads, m_c.kvHeads).first;
         const std::int64_t qAll = m_c.heads * hd, kvAll = m_c.kvHeads * hd;
         LlamaLayer l;
-        l.inputNorm = Norm::rms(w.get(p + "input_layernorm.weight", {H}), m_c.normEps);
-        l.postAttentionNorm = Norm::rms(w.get(p + "post_attention_layernorm.weight", {H}), m_c.normEps);
+        l.inputNorm = norm(w.get(p + "input_layernorm.weight", {H}));
+        if (m_c.gemma) {
+            l.attnOutNorm = norm(w.get(p + "post_attention_layernorm.weight", {H}));
+            l.mlpNorm = norm(w.get(p + "pre_feedforward_layernorm.weight", {H}));
+            l.mlpOutNorm = norm(w.get(p + "post_feedforward_layernorm.weight", {H}));
+        } else {
+            l.mlpNorm = norm(w.get(p + "post_attention_layernorm.weight", {H}));
+        }
         const std::string a = p + "self_attn.", m = p + "mlp.";
         l.qkv = Linear::load(w,
                              {{{a + "q_proj", qWidth(), r * qWidth(), qAll}, {a + "k_proj", kvWidth(), kv0 * hd, kvAll}, {a + "v_proj", kvWidth(), kv0 * hd, kvAll}},
@@ -93,29 +129,30 @@ private:
         l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_linears);
         l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
         if (m_c.qkNorm) {
-            l.qNorm = Norm::rms(w.get(a + "q_norm.weight", {m_c.headDim}), m_c.normEps);
-            l.kNorm = Norm::rms(w.get(a + "k_norm.weight", {m_c.headDim}), m_c.normEps);
+            l.qNorm = norm(w.get(a + "q_norm.weight", {m_c.headDim}));
+            l.kNorm = norm(w.get(a + "k_norm.weight", {m_c.headDim}));
         }
         return l;
     }
 
     // The workspace's buffers: activations [B * T, width] and the rotary tables [T, head_dim].
-    enum Buffer : std::size_t { kX = kResidual, kH, kQkv, kAttn, kGu, kCos, kSin };
+    enum Buffer : std::size_t { kX = kResidual, kH, kQkv, kAttn, kGu, kCos, kSin, kOut };
 
     void ensureWorkspace(std::int64_t B, std::int64_t T) override
     {
         const std::int64_t rows = B * T, H = m_c.hidden, hd = m_c.headDim;
-        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_intermediate, T * hd, T * hd}))
+        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_intermediate, T * hd, T * hd,
+                                      m_c.gemma ? rows * H : 1}))
             m_rotary.tables(T, m_ws[kCos], m_ws[kSin]);
     }
 
     NativeBatch nativeBatch(std::int64_t B, std::int64_t T)
     {
         ensureWorkspace(B, T);
-        NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kCos], m_ws[kSin], {}};
+        NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kOut], m_ws[kCos], m_ws[kSin], {}};
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
         b.shape = {B, T, m_heads, m_kvHeads, m_c.headDim, wqkv, wqkv, wqkv, qWidth(),
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(m_c.headDim)))};
+                   static_cast<float>(attentionScale()), 0, static_cast<float>(m_c.attnSoftcap)};
         return b;
     }
 
@@ -126,6 +163,8 @@ private:
     {
         const NativeBatch b = nativeBatch(ids.size(0), ids.size(1));
         m_embedding.lookup(ids, b.x, m_tp);
+        if (m_c.gemma)
+            scaleRows(b.x, b.rows * m_c.hidden, m_embedScale);
         for (const LlamaLayer &l : m_layers)
             layerNative(l, b);
     }
@@ -134,10 +173,30 @@ private:
     {
         l.inputNorm(b.x, b.rows, b.h);
         attentionNative(l, b);
-        addRowParallel(l.o, b.attn, qWidth(), b.rows, b.x);
-        l.postAttentionNorm(b.x, b.rows, b.h);
+        residualNative(l.o, l.attnOutNorm, b.attn, qWidth(), b);
+        l.mlpNorm(b.x, b.rows, b.h);
         mlpNative(l, b);
-        addRowParallel(l.down, b.gu, 2 * m_intermediate, b.rows, b.x);
+        residualNative(l.down, l.mlpOutNorm, b.gu, 2 * m_intermediate, b);
+    }
+
+    // A row-parallel product joins the residual stream: in place (Llama), or (Gemma) into b.out,
+    // normed, then added (under tensor parallelism the group's sum is complete before the norm).
+    void residualNative(const Linear &l, const Norm &outNorm, const float *in, std::int64_t ldin, const NativeBatch &b) const
+    {
+        if (!m_c.gemma) {
+            addRowParallel(l, in, ldin, b.rows, b.x);
+            return;
+        }
+        std::fill(b.out, b.out + b.rows * m_c.hidden, 0.0F);
+        addRowParallel(l, in, ldin, b.rows, b.out);
+        outNorm(b.out, b.rows, b.out);
+        cpu::addRows(b.x, b.out, b.rows, m_c.hidden, intraOp());
+    }
+
+    static void scaleRows(float *x, std::int64_t n, float s)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            x[i] *= s;
     }
 
     // q/k/v in one product, (qwen3) the q and k heads normed, rotary on the q and k heads (adjacent
@@ -151,20 +210,27 @@ private:
             l.kNorm.heads(b.qkv + qWidth(), b.rows, wqkv, m_kvHeads);
         }
         cpu::rotary(b.qkv, b.rows, wqkv, m_heads + m_kvHeads, m_c.headDim, b.T, b.cos, b.sin, intraOp());
-        cpu::causalAttention(b.qkv, b.qkv + qWidth(), b.qkv + qWidth() + kvWidth(), b.attn, b.shape, intraOp());
+        cpu::AttentionShape shape = b.shape;
+        shape.window = l.window;
+        cpu::causalAttention(b.qkv, b.qkv + qWidth(), b.qkv + qWidth() + kvWidth(), b.attn, shape, intraOp());
     }
 
     // gate/up in one product, then silu(gate) * up in the gate half.
     void mlpNative(const LlamaLayer &l, const NativeBatch &b) const
     {
         l.gateUp.into(b.h, m_c.hidden, b.rows, b.gu, 2 * m_intermediate, false);
-        cpu::siluMul(b.gu, b.rows, m_intermediate, intraOp());
+        if (m_c.gemma)
+            cpu::geluTanhMul(b.gu, b.rows, m_intermediate, intraOp());
+        else
+            cpu::siluMul(b.gu, b.rows, m_intermediate, intraOp());
     }
 
     at::Tensor forwardLibTorch(const at::Tensor &ids) override
     {
         at::Tensor x = m_embedding(ids.to(m_opts.device));
-        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options())};
+        if (m_c.gemma) // the stored dtype's scale, then in the activations' dtype (transformers' normalizer)
+            x = x.mul(at::scalar_tensor(m_embedScale, x.options()));
+        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow)};
         std::tie(b.cos, b.sin) = m_rotary.tables(b.T, x.options());
         for (const LlamaLayer &l : m_layers)
             x = layerLibTorch(l, x, b);
@@ -174,9 +240,10 @@ private:
     at::Tensor layerLibTorch(const LlamaLayer &l, at::Tensor x, const TorchBatch &b) const
     {
         const at::Tensor h = l.inputNorm(x);
-        x = x + rowParallel(l.o, attentionLibTorch(l, h, b));
-        const at::Tensor h2 = l.postAttentionNorm(x);
-        return x + rowParallel(l.down, mlpLibTorch(l, h2));
+        const at::Tensor a = rowParallel(l.o, attentionLibTorch(l, h, b));
+        x = x + (m_c.gemma ? l.attnOutNorm(a) : a);
+        const at::Tensor m = rowParallel(l.down, mlpLibTorch(l, l.mlpNorm(x)));
+        return x + (m_c.gemma ? l.mlpOutNorm(m) : m);
     }
 
     at::Tensor attentionLibTorch(const LlamaLayer &l, const at::Tensor &h, const TorchBatch &b) const
@@ -191,16 +258,19 @@ private:
         q = q.transpose(1, 2);
         k = k.transpose(1, 2);
         const at::Tensor v = qkv[2].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
-        return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, b.mask);
+        const bool windowed = l.window > 0 && l.window < b.T;
+        const AttentionOptions o{m_c.gemma ? attentionScale() : 0.0, m_c.attnSoftcap, windowed};
+        return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, windowed ? b.windowMask : b.mask, o);
     }
 
-    static at::Tensor mlpLibTorch(const LlamaLayer &l, const at::Tensor &h)
+    at::Tensor mlpLibTorch(const LlamaLayer &l, const at::Tensor &h) const
     {
         const std::vector<at::Tensor> gateUp = l.gateUp.parts(h);
-        return at::silu(gateUp[0]) * gateUp[1];
+        return (m_c.gemma ? at::gelu(gateUp[0], "tanh") : at::silu(gateUp[0])) * gateUp[1];
     }
 
     Rotary m_rotary;
+    float m_embedScale = 1; ///< gemma: sqrt(hidden) in the stored embedding's dtype
     std::vector<LlamaLayer> m_layers;
     std::int64_t m_heads = 0, m_kvHeads = 0, m_intermediate = 0; ///< this rank's (all of them on one rank)
 };

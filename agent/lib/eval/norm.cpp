@@ -18,6 +18,11 @@ Norm Norm::rms(at::Tensor weight, double eps)
     return {Kind::Rms, std::move(weight), {}, eps};
 }
 
+Norm Norm::rmsOnePlus(const at::Tensor &weight, double eps)
+{
+    return {Kind::RmsOnePlus, weight.to(at::kFloat).add(1.0), {}, eps};
+}
+
 Norm Norm::layer(at::Tensor weight, at::Tensor bias, double eps)
 {
     return {Kind::Layer, std::move(weight), std::move(bias), eps};
@@ -26,7 +31,7 @@ Norm Norm::layer(at::Tensor weight, at::Tensor bias, double eps)
 void Norm::operator()(const float *x, std::int64_t rows, float *out) const
 {
     const std::int64_t n = m_weight.numel();
-    if (m_kind == Kind::Rms)
+    if (m_kind != Kind::Layer)
         cpu::rmsNorm(x, rows, n, m_weight.data_ptr<float>(), m_eps, out, intraOp());
     else
         cpu::layerNorm(x, rows, n, m_weight.data_ptr<float>(), m_bias.data_ptr<float>(), m_eps, out, intraOp());
@@ -34,7 +39,7 @@ void Norm::operator()(const float *x, std::int64_t rows, float *out) const
 
 void Norm::heads(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads) const
 {
-    CPPL_ENFORCE(m_kind == Kind::Rms, "per-head norms are RMSNorms");
+    CPPL_ENFORCE(m_kind != Kind::Layer, "per-head norms are RMSNorms");
     cpu::rmsNormHeads(x, rows, ld, heads, m_weight.numel(), m_weight.data_ptr<float>(), m_eps, intraOp());
 }
 
@@ -46,6 +51,8 @@ at::Tensor Norm::operator()(const at::Tensor &x) const
     // call, so this file needs no more than the Tensor's own header.
     const at::Tensor h = x.to(at::kFloat);
     const at::Tensor n = h.mul(h.pow(2).mean(-1, true).add(m_eps).rsqrt());
+    if (m_kind == Kind::RmsOnePlus) // Gemma multiplies in float32, then casts
+        return n.mul(m_weight).to(x.scalar_type());
     return m_weight.mul(n.to(x.scalar_type()));
 }
 

@@ -8,14 +8,16 @@
 
 namespace cppl::agent {
 
-/// RMSNorm (Llama) or LayerNorm (GPT-2) over rows of the weight's width; an RMSNorm also over each
-/// head of a row (qwen3's q/k norms). A family with another norm (Gemma's (1 + w) RMSNorm) adds a kind here.
+/// RMSNorm (Llama), Gemma's RMSNorm with (1 + w), or LayerNorm (GPT-2) over rows of the weight's width;
+/// an RMSNorm also over each head of a row (qwen3's q/k norms). A family with another norm adds a kind here.
 class Norm
 {
 public:
     Norm() = default;
     /// weight * x / sqrt(mean(x^2) + eps), as transformers' LlamaRMSNorm (float32 inside).
     [[nodiscard]] static Norm rms(at::Tensor weight, double eps);
+    /// Gemma: x / sqrt(mean(x^2) + eps) * (1 + w), (1 + w) formed and multiplied in float32 (Gemma2RMSNorm).
+    [[nodiscard]] static Norm rmsOnePlus(const at::Tensor &weight, double eps);
     /// (x - mean) / sqrt(var + eps) * weight + bias (torch.nn.LayerNorm).
     [[nodiscard]] static Norm layer(at::Tensor weight, at::Tensor bias, double eps);
 
@@ -28,7 +30,7 @@ public:
     [[nodiscard]] at::Tensor operator()(const at::Tensor &x) const;
 
 private:
-    enum class Kind { Rms, Layer };
+    enum class Kind { Rms, RmsOnePlus, Layer };
     Norm(Kind kind, at::Tensor weight, at::Tensor bias, double eps);
     Kind m_kind = Kind::Rms;
     at::Tensor m_weight, m_bias;

@@ -115,6 +115,8 @@ at::Tensor VocabHead::targetLogProbs(const float *hidden, std::int64_t rows, std
         if (finish)
             finish(in, m);
         m_projection.into(in, width, m, logits, v, false);
+        if (m_softcap > 0)
+            cpu::softcapRows(logits, m, v, static_cast<float>(m_softcap), intraOp());
         cpu::logSoftmaxAt(logits, m, m_slice, v, ti + r0, lp + r0, intraOp(), group);
     }
     return out;
@@ -131,7 +133,15 @@ const float *VocabHead::projectRows(const float *hidden, std::int64_t width, con
     if (finish)
         finish(in, m);
     m_projection.into(in, width, m, logits, v, false);
+    if (m_softcap > 0)
+        cpu::softcapRows(logits, m, v, static_cast<float>(m_softcap), intraOp());
     return logits;
+}
+
+at::Tensor VocabHead::operator()(const at::Tensor &hidden) const
+{
+    const at::Tensor logits = m_projection(hidden);
+    return m_softcap > 0 ? logits.div(m_softcap).tanh().mul(m_softcap) : logits;
 }
 
 } // namespace cppl::agent

@@ -65,8 +65,11 @@ public:
     /// The projection's outputs are the vocabulary's entries [first, first + outputs) of `vocab`.
     VocabHead(Linear projection, std::int64_t vocab, std::int64_t first = 0);
 
-    /// Logits [..., V] of hidden states [..., width] (after the final norm).
-    [[nodiscard]] at::Tensor operator()(const at::Tensor &hidden) const { return m_projection(hidden); }
+    /// Logits [..., V] of hidden states [..., width] (after the final norm), soft-capped when set.
+    [[nodiscard]] at::Tensor operator()(const at::Tensor &hidden) const;
+    /// Gemma 2's final_logit_softcapping: every logit becomes cap tanh(logit / cap) before the
+    /// log-softmax, on both paths; 0 = none.
+    void setSoftcap(double cap) { m_softcap = cap; }
     /// Sizes the scratch for n positions of `width` before evaluation starts.
     void reserve(std::int64_t n, std::int64_t width) { m_scratch.reserve(n, width, m_slice.size); }
 
@@ -89,6 +92,7 @@ private:
     std::int64_t m_vocab = 0;
     cpu::VocabSlice m_slice; ///< the vocabulary's rows this head holds (all of them on one rank)
     HeadScratch m_scratch;
+    double m_softcap = 0;
 };
 
 } // namespace cppl::agent

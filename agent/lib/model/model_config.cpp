@@ -93,9 +93,13 @@ void parseDecoderSizes(const json &j, const std::string &source, ModelConfig &c)
     if (c.heads % c.kvHeads != 0)
         throw ConfigError(source + ": num_attention_heads " + std::to_string(c.heads) + " is not a multiple of num_key_value_heads "
                           + std::to_string(c.kvHeads));
-    const std::string act = text(j, "hidden_act", source, "silu");
-    if (act != "silu")
-        throw ConfigError(source + ": hidden_act \"" + act + "\" is not supported (only silu)");
+}
+
+void requireActivation(const json &j, const std::string &source, const std::string &field, const std::string &want)
+{
+    const std::string act = text(j, field, source, want);
+    if (act != want)
+        throw ConfigError(source + ": " + field + " \"" + act + "\" is not supported (only " + want + ")");
 }
 
 void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
@@ -118,25 +122,38 @@ void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
     }
 }
 
-// Llama, Mistral and Qwen2 differ in their biases and in whether a sliding_window is used by default.
-void parseLlamaLike(const json &j, const std::string &source, ModelConfig &c, bool slidingWindowByDefault)
+// Llama and Qwen2 differ in their biases; neither has a sliding window built (Qwen2's, from
+// max_window_layers on when use_sliding_window, is refused).
+void parseLlamaLike(const json &j, const std::string &source, ModelConfig &c)
 {
     parseDecoderSizes(j, source, c);
+    requireActivation(j, source, "hidden_act", "silu");
     c.qkvBias = c.oBias = flag(j, "attention_bias", false);
     c.mlpBias = flag(j, "mlp_bias", false);
     parseRopeScaling(j, source, c);
-    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", slidingWindowByDefault))
-        throw ConfigError(source + ": sliding-window attention (sliding_window " + j["sliding_window"].dump()
-                          + ") is not supported; only full causal attention is");
+    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && flag(j, "use_sliding_window", false))
+        throw ConfigError(source + ": sliding-window attention (use_sliding_window true, sliding_window " + j["sliding_window"].dump()
+                          + ") is not supported for " + c.modelType + "; only full causal attention is (mistral's window is)");
 }
 
-void parseLlama(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, false); }
-void parseMistral(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c, true); }
+void parseLlama(const json &j, const std::string &source, ModelConfig &c) { parseLlamaLike(j, source, c); }
+
+// Mistral: Llama with sliding_window (an integer, or null for none) on every layer, as transformers'
+// MistralModel applies it whatever use_sliding_window says.
+void parseMistral(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseDecoderSizes(j, source, c);
+    requireActivation(j, source, "hidden_act", "silu");
+    c.qkvBias = c.oBias = flag(j, "attention_bias", false);
+    c.mlpBias = flag(j, "mlp_bias", false);
+    parseRopeScaling(j, source, c);
+    c.slidingWindow = positive(j, "sliding_window", source, 0);
+}
 
 // Qwen2: biases on q, k and v always, none on o.
 void parseQwen2(const json &j, const std::string &source, ModelConfig &c)
 {
-    parseLlamaLike(j, source, c, false);
+    parseLlamaLike(j, source, c);
     c.qkvBias = true;
     c.oBias = false;
 }
@@ -150,8 +167,60 @@ void parseQwen3(const json &j, const std::string &source, ModelConfig &c)
         throw ConfigError(source + ": use_sliding_window true is not supported for qwen3 (only full causal attention; set it false)");
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
         throw ConfigError(source + ": rope_scaling " + j["rope_scaling"].dump().substr(0, 80) + " is not supported for qwen3 (supported: null)");
-    parseLlamaLike(j, source, c, false);
+    parseLlamaLike(j, source, c);
     c.qkNorm = true;
+}
+
+// Gemma 2's layer types: layer_types when given, else even layers (0, 2, ...) slide and odd ones are global.
+std::vector<bool> gemmaSlidingLayers(const json &j, const std::string &source, std::int64_t layers)
+{
+    std::vector<bool> sliding;
+    if (!j.contains("layer_types") || j["layer_types"].is_null()) {
+        for (std::int64_t i = 0; i < layers; ++i)
+            sliding.push_back(i % 2 == 0);
+        return sliding;
+    }
+    const json &t = j["layer_types"];
+    if (!t.is_array() || static_cast<std::int64_t>(t.size()) != layers)
+        throw ConfigError(source + ": \"layer_types\" must list " + std::to_string(layers) + " layers, got " + t.dump().substr(0, 80));
+    for (const json &e : t) {
+        if (!e.is_string() || (e != "sliding_attention" && e != "full_attention"))
+            throw ConfigError(source + ": layer_types entry " + e.dump().substr(0, 40) + " is not supported (sliding_attention, full_attention)");
+        sliding.push_back(e == "sliding_attention");
+    }
+    return sliding;
+}
+
+// A field whose feature is not built for `family`, refused by name unless null, absent or false.
+void refuseField(const json &j, const std::string &source, const std::string &field, const std::string &family)
+{
+    if (j.contains(field) && !j[field].is_null() && !(j[field].is_boolean() && !j[field].get<bool>()))
+        throw ConfigError(source + ": " + field + " " + j[field].dump().substr(0, 80) + " is not supported for " + family);
+}
+
+// Gemma 2: RMSNorm as x^ (1 + w), embeddings x sqrt(hidden), GeGLU with the tanh GELU, norms before and
+// after attention and the MLP, query_pre_attn_scalar, soft-capped attention scores and logits, sliding
+// layers alternating with global ones; the head tied unless tie_word_embeddings says otherwise.
+void parseGemma2(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseDecoderSizes(j, source, c);
+    c.headDim = positive(j, "head_dim", source, 256);
+    requireActivation(j, source, j.contains("hidden_activation") && !j["hidden_activation"].is_null() ? "hidden_activation" : "hidden_act",
+                      "gelu_pytorch_tanh");
+    refuseField(j, source, "rope_scaling", "gemma2 (supported: null)");
+    refuseField(j, source, "use_bidirectional_attention", "gemma2 (supported: false or absent)");
+    c.gemma = true;
+    c.tied = flag(j, "tie_word_embeddings", true);
+    c.qkvBias = c.oBias = flag(j, "attention_bias", false);
+    c.queryPreAttnScalar = number(j, "query_pre_attn_scalar", source, 256.0);
+    if (c.queryPreAttnScalar <= 0)
+        throw ConfigError(source + ": \"query_pre_attn_scalar\" must be positive");
+    c.attnSoftcap = number(j, "attn_logit_softcapping", source, 0.0);
+    c.finalSoftcap = number(j, "final_logit_softcapping", source, 0.0);
+    if (c.attnSoftcap < 0 || c.finalSoftcap < 0)
+        throw ConfigError(source + ": attn_logit_softcapping / final_logit_softcapping must be positive or null");
+    c.slidingWindow = positive(j, "sliding_window", source, 0);
+    c.slidingLayers = gemmaSlidingLayers(j, source, c.layers);
 }
 
 /// The model registry's config side: model_type -> the class that builds it and the parser of its
@@ -169,6 +238,7 @@ constexpr Family kFamilies[] = {
     {"mistral", ModelConfig::Arch::Llama, parseMistral},
     {"qwen2", ModelConfig::Arch::Llama, parseQwen2},
     {"qwen3", ModelConfig::Arch::Llama, parseQwen3},
+    {"gemma2", ModelConfig::Arch::Llama, parseGemma2},
     {"gpt2", ModelConfig::Arch::Gpt2, parseGpt2},
 };
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cppl::agent {
 
@@ -12,10 +13,10 @@ namespace cppl::agent {
 /// a family").
 struct ModelConfig
 {
-    /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2 and qwen3 are Llama.
+    /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2, qwen3 and gemma2 are Llama.
     enum class Arch { Llama, Gpt2 };
     Arch arch = Arch::Llama;
-    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gpt2)
+    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gemma2, gpt2)
     std::int64_t vocab = 0;
     std::int64_t hidden = 0;
     std::int64_t layers = 0;
@@ -36,12 +37,27 @@ struct ModelConfig
     bool oBias = false;
     bool mlpBias = false;
     bool qkNorm = false; ///< qwen3: an RMSNorm over each query and key head before the rotary embedding
+    /// mistral's sliding_window: each query sees the keys t - W + 1 .. t (W of them, itself included); 0 = none.
+    std::int64_t slidingWindow = 0;
+    /// gemma2: which layers slide (slidingWindow); empty = every layer (mistral).
+    std::vector<bool> slidingLayers;
+    /// gemma2: embeddings x sqrt(hidden), RMSNorm as x^ (1 + w), GeGLU (tanh GELU), norms after attention
+    /// and after the MLP as well as before, the head tied unless tie_word_embeddings is false.
+    bool gemma = false;
+    double queryPreAttnScalar = 0; ///< gemma: scores x query_pre_attn_scalar^-0.5 (0: head_dim's)
+    double attnSoftcap = 0;        ///< gemma2 attn_logit_softcapping: scores cap tanh(s / cap); 0 = none
+    double finalSoftcap = 0;       ///< gemma2 final_logit_softcapping: the logits likewise; 0 = none
+    /// The window of layer i (0 = full causal attention).
+    [[nodiscard]] std::int64_t windowOf(std::int64_t layer) const
+    {
+        return slidingLayers.empty() || slidingLayers[static_cast<std::size_t>(layer)] ? slidingWindow : 0;
+    }
     std::int64_t bosTokenId = -1;
 };
 
 /// @brief Parses DIR/config.json. Throws IoError (unreadable, not JSON) or ConfigError naming the
 /// field: no model_type, an unsupported model_type (listing the supported ones), a missing or
-/// invalid size, an unsupported activation or rope_scaling, a sliding window shorter than the data.
+/// invalid size, an unsupported activation or rope_scaling, a sliding window where the family has none built.
 [[nodiscard]] ModelConfig loadModelConfig(const std::string &dir);
 /// Never throws anything but IoError/ConfigError naming `source` and the field (a fuzz target, tests/fuzz).
 [[nodiscard]] ModelConfig parseModelConfig(std::string_view jsonText, const std::string &source);
