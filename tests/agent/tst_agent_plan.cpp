@@ -146,7 +146,7 @@ private Q_SLOTS:
                                    << "--context must be between 2 and";
         QTest::addRow("not a number") << QStringList{QStringLiteral("plan"), QStringLiteral("--ranks"), QStringLiteral("four")}
                                       << "--ranks expects an integer, got \"four\"";
-        QTest::addRow("no data") << QStringList{QStringLiteral("plan")} << "either --tokens FILE or --text FILE";
+        QTest::addRow("no data") << QStringList{QStringLiteral("plan")} << "give the data as --tokens FILE or --text FILE, or --model DIR for the memory plan";
         QTest::addRow("unknown schedule") << QStringList{QStringLiteral("plan"), QStringLiteral("--schedule"), QStringLiteral("guided")}
                                           << "--schedule \"guided\" is not one of static, dynamic";
         QTest::addRow("unknown protocol") << QStringList{QStringLiteral("plan"), QStringLiteral("--protocol"), QStringLiteral("ppl")}
