@@ -285,7 +285,7 @@ private Q_SLOTS:
         QTest::addRow("merge --help") << QStringList{QStringLiteral("merge"), QStringLiteral("--help")}
                                       << "  clusterppl-agent merge RESULT.json... [--json OUT]" << "bit-identical" << "clusterppl-agent plan";
         QTest::addRow("plan --help") << QStringList{QStringLiteral("plan"), QStringLiteral("--help")}
-                                     << "  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes)" << "--ranks R"
+                                     << "  clusterppl-agent plan (--tokens FILE | --text FILE --tokenizer bytes | --model DIR)" << "--ranks R"
                                      << "clusterppl-agent eval";
         QTest::addRow("tokenize --help") << QStringList{QStringLiteral("tokenize"), QStringLiteral("--help")}
                                          << "  clusterppl-agent tokenize --tokenizer PATH --text FILE --out FILE.u32" << "--bos always|never"
