@@ -237,6 +237,9 @@ private:
     void rendezvous(const RendezvousStep &step);
     /// The rendezvous timed out: says which ranks never arrived (rank 0 also wakes the others).
     [[noreturn]] void failRendezvous(const RendezvousStep &step, const std::vector<std::string> &keys);
+    /// Rank 0 serving the store, before it leaves on a refusal every rank makes: until every rank has
+    /// read the arrivals (or @p bound passes), so none sees a lost store instead of the refusal.
+    void awaitArrivalsRead(std::chrono::milliseconds bound);
     /// 3. Liveness, before the communicators: a rank that dies while they connect is noticed too.
     /// @p starListener: rank 0's (listenForStar), taken over by the watchdog.
     void startWatchdog(const WatchdogStep &step, int &starListener);

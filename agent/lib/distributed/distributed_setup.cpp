@@ -52,6 +52,8 @@ std::string rankList(const std::vector<int> &ranks)
 /// What rank 0 writes for each rank missing at its rendezvous deadline, to wake the others.
 const std::string kRendezvousFailed = "rendezvous-failed";
 const std::string kRendezvousVerdictKey = "cppl/rendezvous-failed";
+/// Counts the ranks that have read every arrival (awaitArrivalsRead).
+const std::string kArrivalsReadKey = "cppl/arrivals-read";
 
 /// Several ranks over Gloo need Gloo in this agent (one built against a pip torch may lack it):
 /// said at once by every rank, as the configuration error it is. Found only when the communicators
@@ -237,8 +239,13 @@ DistributedRun::DistributedRun(const DistributedOptions &o, const C10d &c10d)
     log.mark("rendezvous");
     // Refused on every rank at once, before any communicator: a node that sees no GPU would pick
     // Gloo under --backend auto while the others pick NCCL, and both would wait out --timeout.
-    if (const std::string problem = deviceKindProblem(m_kinds, m_hosts, o.backend); !problem.empty())
+    if (const std::string problem = deviceKindProblem(m_kinds, m_hosts, o.backend); !problem.empty()) {
+        // Every rank reads the same arrivals and refuses alike; the store leaves with rank 0, so it
+        // waits (bounded) until each has read them, or the others would see a lost store instead.
+        if (m_servesStore)
+            awaitArrivalsRead(std::chrono::seconds(10));
         throw ConfigError(problem);
+    }
     // --tensor-parallel: the data-parallel side is the groups' leaders (their followers follow
     // them: tensor_parallel_driver.h); without it, every rank.
     m_groups = leadersOnly(parseRankGroups(o.groups, m_world, m_hosts), m_tensorParallel);
@@ -298,6 +305,14 @@ void DistributedRun::rendezvous(const RendezvousStep &step)
         m_hosts.push_back(rest.substr(0, kindTab));
         m_kinds.push_back(kindTab == std::string::npos ? std::string() : rest.substr(kindTab + 1));
     }
+    (void)m_store->add(kArrivalsReadKey, 1);
+}
+
+void DistributedRun::awaitArrivalsRead(std::chrono::milliseconds bound)
+{
+    const auto until = std::chrono::steady_clock::now() + bound;
+    while (m_store->add(kArrivalsReadKey, 0) < m_world && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 void DistributedRun::failRendezvous(const RendezvousStep &step, const std::vector<std::string> &keys)
