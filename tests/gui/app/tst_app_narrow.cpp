@@ -220,9 +220,9 @@ private Q_SLOTS:
         // The tree's columns without scrolling sideways, the form beside it or below it.
         QTRY_COMPARE(page->formBelow(), below);
         QTRY_COMPARE(page->tree()->horizontalScrollBar()->maximum(), 0);
-        QGroupBox *hostBox = nullptr; // "Host localhost"
+        QGroupBox *hostBox = nullptr; // "Host localhost" (not the Slurm job's, nor the environment's)
         for (QGroupBox *b : page->findChildren<QGroupBox *>())
-            if (b != page->slurmBox())
+            if (b != page->slurmBox() && b->title().startsWith(u"Host "_s))
                 hostBox = b;
         QVERIFY(hostBox);
         QVERIFY(hostBox->isVisible());
