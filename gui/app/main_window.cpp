@@ -287,6 +287,7 @@ bool MainWindow::launch(cppl::core::run::RunRequest request, const QString &resu
     const cppl::core::run::RunRequest copy = request;
     m_run->reset({}, 0, {}, copy.profile.thresholds);
     m_run->setSchedule(QString::fromStdString(copy.profile.evaluation.schedule));
+    m_run->setReferenceModel(!copy.profile.evaluation.referenceModel.empty());
     m_run->setResumedFrom(resumedFrom);
     if (!resumedFrom.isEmpty()) // planned() resets the page for the run's ranks; the line stays
         connect(m_engine.get(), &RunEngine::planned, this, [this, resumedFrom] { m_run->setResumedFrom(resumedFrom); });
@@ -371,6 +372,7 @@ void MainWindow::bindEngine(RunEngine *e)
         m_run->reset(e->runId(), world, groups, e->request().profile.thresholds);
         m_run->setSchedule(QString::fromStdString(requested.evaluation.schedule));
         m_run->setTensorParallel(requested.evaluation.tensorParallel);
+        m_run->setReferenceModel(!requested.evaluation.referenceModel.empty());
         m_run->setPhase(e->phase());
         statusBar()->showMessage(world == 1 ? tr("Run %1: 1 rank").arg(e->runId()) : tr("Run %1: %2 ranks").arg(e->runId()).arg(world));
     });

@@ -86,7 +86,7 @@ enum class F : std::uint8_t {
     V, Run, Rank, Host, Group, LocalRank, WorldSize, Seq, T, Kind, Dropped,
     Phase,
     Tokens, Tps, WindowsDone, WindowsTotal, Compute, Wait, Transfer, Nll, NllSq, Rss, DeviceMem, DeviceMemTotal, GpuUtil,
-    TpSize, TpRank, TpSeconds,
+    TpSize, TpRank, TpSeconds, RefTokens, Kld, SameTop,
     Round, RoundsTotal, RoundWait, RoundTransfer,
     Level, MessageText, ExitCode, ResultJson,
     Count,
@@ -100,7 +100,7 @@ constexpr std::array<std::string_view, kFieldCount> kFieldNames{
     "tokens_scored_total", "tokens_per_second", "windows_done", "windows_total", "compute_seconds_total",
     "comm_wait_seconds_total", "comm_transfer_seconds_total", "nll_exact", "nll_sq_exact", "rss_bytes",
     "device_memory_bytes", "device_memory_total_bytes", "gpu_utilization_percent",
-    "tp_size", "tp_rank", "tp_collective_seconds_total",
+    "tp_size", "tp_rank", "tp_collective_seconds_total", "ref_tokens_total", "kld_exact", "same_top_total",
     "round", "rounds_total", "wait_seconds", "transfer_seconds",
     "level", "message", "exit_code", "result_json"};
 
@@ -403,6 +403,25 @@ bool validateTensorParallel(Validator &v, Progress &p, std::int64_t worldSize)
     return true;
 }
 
+/// The reference model's running comparison (optional, later than v1's first readers, which
+/// ignore it): all three keys together.
+bool validateReference(Validator &v, Progress &p)
+{
+    p.reference.reset();
+    if (!v.has(F::RefTokens)) {
+        if (v.has(F::Kld))
+            return v.fail(DecodeError::MissingField, F::RefTokens);
+        if (v.has(F::SameTop))
+            return v.fail(DecodeError::MissingField, F::RefTokens);
+        return true;
+    }
+    Progress::Reference r;
+    if (!v.integer(F::RefTokens, r.tokens, 0, kMaxCount) || !v.exact(F::Kld, r.kld) || !v.integer(F::SameTop, r.sameTop, 0, r.tokens))
+        return false;
+    p.reference = r;
+    return true;
+}
+
 bool validateProgress(Validator &v, Progress &p, std::int64_t worldSize)
 {
     if (!v.integer(F::Tokens, p.tokensScoredTotal, 0, kMaxCount) || !v.number(F::Tps, p.tokensPerSecond, 0, kMaxRate)
@@ -433,7 +452,7 @@ bool validateProgress(Validator &v, Progress &p, std::int64_t worldSize)
         return false;
     if (!optional(F::GpuUtil, 0, 100, p.gpuUtilizationPercent))
         return false;
-    return validateTensorParallel(v, p, worldSize);
+    return validateTensorParallel(v, p, worldSize) && validateReference(v, p);
 }
 
 bool validateLog(Validator &v, Message &m)
@@ -557,6 +576,11 @@ std::string encode(const Message &m)
                 w.integer("tp_rank", *p.tpRank);
             if (p.tpCollectiveSecondsTotal)
                 w.number("tp_collective_seconds_total", *p.tpCollectiveSecondsTotal);
+        }
+        if (p.reference) {
+            w.integer("ref_tokens_total", p.reference->tokens);
+            w.string("kld_exact", p.reference->kld.toString());
+            w.integer("same_top_total", p.reference->sameTop);
         }
         break;
     }

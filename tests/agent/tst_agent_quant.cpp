@@ -11,6 +11,12 @@
 #include "exit_codes.h"
 #include "test_verify.h"
 
+#ifdef CPPL_TEST_HAVE_ZMQ
+#include "cppl/telemetry.h"
+#include <zmq.h>
+#endif
+
+#include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
@@ -20,6 +26,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include <signal.h>
 
@@ -499,6 +506,70 @@ private Q_SLOTS:
         else
             QVERIFY(j.value(QStringLiteral("lost_ranks")).toArray().size() == 1);
     }
+
+#ifdef CPPL_TEST_HAVE_ZMQ
+    void referenceStreamedLive()
+    {
+        // --telemetry with --reference-model: each rank's progress carries its running comparison
+        // (tokens compared, Σ KLD exact, same-top count), and the two ranks' last sums merge into the
+        // result's exact figures bit for bit, as a collector merges them.
+        void *ctx = zmq_ctx_new();
+        void *pull = zmq_socket(ctx, ZMQ_PULL);
+        int zero = 0, ms = 200;
+        zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(pull, ZMQ_RCVTIMEO, &ms, sizeof ms);
+        QCOMPARE(zmq_bind(pull, "tcp://127.0.0.1:0"), 0);
+        char endpoint[128] = {};
+        std::size_t len = sizeof endpoint;
+        zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, endpoint, &len);
+        const QString json = m_dir.filePath(QStringLiteral("live.json"));
+        QProcess launcher;
+        launcher.start(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"), QStringLiteral("--")}
+                                   + evalArgs(kShakespeare, 24)
+                                   + QStringList{QStringLiteral("--quantize"), QStringLiteral("int4"), QStringLiteral("--reference-model"), kShakespeare,
+                                                 QStringLiteral("--telemetry"), QString::fromLatin1(endpoint), QStringLiteral("--run-id"),
+                                                 QStringLiteral("live-ref"), QStringLiteral("--json"), json});
+        QVERIFY(launcher.waitForStarted());
+        std::map<std::int64_t, cppl::telemetry::Message> last; // each rank's newest progress
+        int withReference = 0;
+        QElapsedTimer t;
+        t.start();
+        for (int quiet = 0; quiet < 10 && t.elapsed() < 300000;) { // until 2 s of silence after the launcher ended
+            char buf[65536];
+            const int n = zmq_recv(pull, buf, sizeof buf, 0);
+            if (n < 0) {
+                quiet += launcher.state() == QProcess::NotRunning || launcher.waitForFinished(0) ? 1 : 0;
+                continue;
+            }
+            cppl::telemetry::Message m;
+            QVERIFY(cppl::telemetry::decode({buf, static_cast<std::size_t>(std::min<int>(n, sizeof buf))}, m).ok());
+            if (m.header.kind != cppl::telemetry::Kind::Progress)
+                continue;
+            QVERIFY2(m.progress.reference.has_value(), "a progress message without the running comparison");
+            QVERIFY(m.progress.reference->tokens == m.progress.tokensScoredTotal);
+            ++withReference;
+            auto &mine = last[m.header.rank];
+            if (m.header.seq >= mine.header.seq)
+                mine = m;
+        }
+        zmq_close(pull);
+        zmq_ctx_term(ctx);
+        if (launcher.state() != QProcess::NotRunning)
+            QVERIFY(launcher.waitForFinished(60000));
+        CPPL_VERIFY2(launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, launcher.readAllStandardError().constData());
+        QCOMPARE(last.size(), std::size_t(2));
+        cppl::ExactSum kld;
+        std::int64_t tokens = 0, same = 0;
+        for (const auto &[rank, m] : last)
+            kld += m.progress.reference->kld, tokens += m.progress.reference->tokens, same += m.progress.reference->sameTop;
+        const QJsonObject exact = readJson(json).value(QStringLiteral("reference")).toObject().value(QStringLiteral("exact")).toObject();
+        QCOMPARE(QString::fromStdString(kld.toString()), exact.value(QStringLiteral("kld_sum_exact")).toString());
+        QCOMPARE(tokens, exact.value(QStringLiteral("tokens")).toInteger());
+        QCOMPARE(same, exact.value(QStringLiteral("same_top")).toInteger());
+        qInfo("%d progress messages with the comparison; merged: %lld tokens, KLD sum %s", withReference, static_cast<long long>(tokens),
+              kld.toString().c_str());
+    }
+#endif
 
     void referenceSameBitsAfterAKill()
     {

@@ -290,6 +290,81 @@ private Q_SLOTS:
         }
     }
 
+    // --reference-model: each rank's running KLD sum, tokens compared and same-top count, over real
+    // sockets; the global figures are the exact merge of the ranks' latest sums (an older message
+    // arriving late changes nothing), a rank of an old agent (no such keys) is left out, and a
+    // tensor-parallel follower's comparison counts nowhere (its leader's is the group's).
+    void referenceSumsMergeExactly()
+    {
+        Collector collector({});
+        RawPush push(collector.endpoint());
+        const int world = 5;
+        std::mt19937_64 rng(29);
+        std::uniform_real_distribution<double> kldOf(0.0, 0.3);
+        cppl::ExactSum kldAll;
+        std::int64_t tokensAll = 0, sameAll = 0;
+        std::vector<cppl::telemetry::Progress::Reference> finals(world);
+        std::int64_t sent = 0;
+        for (int r = 0; r < world; ++r) {
+            NllStats s;
+            cppl::telemetry::Progress::Reference ref;
+            std::string older;
+            for (int k = 0; k < 6; ++k) {
+                cppl::test::addTokens(s, rng, 30);
+                for (int i = 0; i < 30; ++i) {
+                    const double kl = i % 7 == 0 ? 1e-300 : kldOf(rng);
+                    ref.kld.add(kl);
+                    ++ref.tokens;
+                    ref.sameTop += kl < 0.1 ? 1 : 0;
+                }
+                auto m = progressOf("run-k", r, world, k, s, 6);
+                if (r != 3) // rank 3: an agent from before these keys
+                    m.progress.reference = ref;
+                if (r == 4) { // rank 4 follows rank 3 in a group of two: its comparison is its leader's
+                    m.progress.tpSize = 2;
+                    m.progress.tpRank = 1;
+                }
+                const std::string bytes = cppl::telemetry::encode(m);
+                if (k == 3) {
+                    older = bytes; // held back: arrives after the newer ones
+                    continue;
+                }
+                push.sendAll(bytes);
+                ++sent;
+            }
+            push.sendAll(older);
+            ++sent;
+            finals[static_cast<std::size_t>(r)] = ref;
+            if (r < 3) {
+                kldAll += ref.kld;
+                tokensAll += ref.tokens;
+                sameAll += ref.sameTop;
+            }
+        }
+        const Snapshot snap = waitForReceived(collector, sent);
+        QCOMPARE(collector.messagesReceived(), sent);
+        QVERIFY(snap.reference.has_value());
+        QVERIFY(snap.reference->kld == kldAll); // bit for bit
+        QCOMPARE(snap.reference->tokens, tokensAll);
+        QCOMPARE(snap.reference->sameTop, sameAll);
+        CPPL_COMPARE_BITS(snap.reference->kldMean(), kldAll.toDouble() / static_cast<double>(tokensAll));
+        CPPL_COMPARE_BITS(snap.reference->sameTopShare(), static_cast<double>(sameAll) / static_cast<double>(tokensAll));
+        for (int r = 0; r < 3; ++r) {
+            const auto &v = snap.ranks[static_cast<std::size_t>(r)];
+            QVERIFY(v.reference.has_value());
+            QVERIFY(v.reference->kld == finals[static_cast<std::size_t>(r)].kld);
+            QCOMPARE(v.reference->tokens, finals[static_cast<std::size_t>(r)].tokens);
+        }
+        QVERIFY(!snap.ranks[3].reference);
+        QVERIFY(!snap.ranks[4].reference);
+        // Without a reference model no rank sends them: no global comparison either.
+        CollectorState plain({});
+        NllStats s;
+        cppl::test::addTokens(s, rng, 10);
+        QVERIFY(plain.apply(progressOf("r", 0, 1, 0, s, 1), 0.0));
+        QVERIFY(!plain.snapshot(0).reference);
+    }
+
     void statesAndStalls()
     {
         CollectorState st({});

@@ -49,6 +49,12 @@ Message progressMessage()
     p.tpSize = 2;
     p.tpRank = 1;
     p.tpCollectiveSecondsTotal = 0.75;
+    cppl::telemetry::Progress::Reference ref;
+    ref.tokens = 4;
+    for (double v : {0.001, 0.25, 1e-12, 3.0})
+        ref.kld.add(v);
+    ref.sameTop = 3;
+    p.reference = ref;
     return m;
 }
 
@@ -88,6 +94,10 @@ private Q_SLOTS:
         QCOMPARE(d.progress.tpSize.value(), 2);
         QCOMPARE(d.progress.tpRank.value(), 1);
         CPPL_COMPARE_BITS(d.progress.tpCollectiveSecondsTotal.value(), 0.75);
+        QVERIFY(d.progress.reference.has_value());
+        QCOMPARE(d.progress.reference->tokens, 4);
+        QVERIFY(d.progress.reference->kld == m.progress.reference->kld); // exact, as nll_exact
+        QCOMPARE(d.progress.reference->sameTop, 3);
         // Every value is a scalar: PlotJuggler's ZeroMQ source plots it unchanged.
         const Json flat = Json::parse(bytes);
         for (const auto &[k, v] : flat.items())
@@ -169,6 +179,18 @@ private Q_SLOTS:
         row("tp seconds without tp_size", with([](Json &j) { j.erase("tp_size"), j.erase("tp_rank"); }), DecodeError::MissingField, "tp_size");
         row("tp_rank outside the group", with([](Json &j) { j["tp_rank"] = 2; }), DecodeError::OutOfRange, "tp_rank");
         row("tp_size over the world", with([](Json &j) { j["tp_size"] = 9; }), DecodeError::OutOfRange, "tp_size");
+        row("kld_exact without ref_tokens_total", with([](Json &j) { j.erase("ref_tokens_total"), j.erase("same_top_total"); }),
+            DecodeError::MissingField, "ref_tokens_total");
+        row("same_top_total without ref_tokens_total", with([](Json &j) { j.erase("ref_tokens_total"), j.erase("kld_exact"); }),
+            DecodeError::MissingField, "ref_tokens_total");
+        row("ref_tokens_total without kld_exact", with([](Json &j) { j.erase("kld_exact"); }), DecodeError::MissingField, "kld_exact");
+        row("ref_tokens_total without same_top_total", with([](Json &j) { j.erase("same_top_total"); }), DecodeError::MissingField,
+            "same_top_total");
+        row("same_top_total over the tokens compared", with([](Json &j) { j["same_top_total"] = 5; }), DecodeError::OutOfRange,
+            "same_top_total");
+        row("ref_tokens_total negative", with([](Json &j) { j["ref_tokens_total"] = -1; }), DecodeError::OutOfRange, "ref_tokens_total");
+        row("kld_exact not an accumulator", with([](Json &j) { j["kld_exact"] = "0.25"; }), DecodeError::BadExactSum, "kld_exact");
+        row("kld_exact a number", with([](Json &j) { j["kld_exact"] = 0.25; }), DecodeError::WrongType, "kld_exact");
         row("tp_size zero", with([](Json &j) { j["tp_size"] = 0; }), DecodeError::OutOfRange, "tp_size");
         row("tp seconds negative", with([](Json &j) { j["tp_collective_seconds_total"] = -1; }), DecodeError::OutOfRange,
             "tp_collective_seconds_total");
@@ -306,6 +328,20 @@ private Q_SLOTS:
         QVERIFY(decode(j.dump(), d).ok());
         QCOMPARE(d.progress.tpSize.value(), 2);
         QVERIFY(!d.progress.tpRank);
+    }
+
+    void referenceFieldsAreOptional()
+    {
+        // A run without --reference-model (or an agent from before these fields): absent, not an error.
+        Json j = progressJson();
+        for (const char *k : {"ref_tokens_total", "kld_exact", "same_top_total"})
+            j.erase(k);
+        Message d;
+        QVERIFY(decode(j.dump(), d).ok());
+        QVERIFY(!d.progress.reference);
+        const std::string bytes = encode(d);
+        QVERIFY(bytes.find("kld") == std::string::npos && bytes.find("ref_tokens") == std::string::npos
+                && bytes.find("same_top") == std::string::npos);
     }
 
     void unknownKeysAreIgnored()

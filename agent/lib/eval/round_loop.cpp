@@ -254,6 +254,8 @@ void RoundLoop::publishProgress(bool final, double inRound)
         p.tpRank = 0;
         p.tpCollectiveSecondsTotal = m_tpLeader ? m_tpLeader->collectiveSeconds() : 0.0;
     }
+    if (m_ref) // this rank's own running comparison: the collector merges the ranks' sums exactly
+        p.reference = cppl::telemetry::Progress::Reference{m_ref->tokens, m_ref->kld, m_ref->sameTop};
     m_tel->progress(p, final);
 }
 

@@ -265,6 +265,11 @@ void RunPage::setSchedule(const QString &schedule)
     m_charts->setSchedule(schedule);
 }
 
+void RunPage::setReferenceModel(bool on)
+{
+    m_charts->setReferenceModel(on);
+}
+
 void RunPage::setTensorParallel(int n)
 {
     m_ranks->setTensorParallel(n);

@@ -47,6 +47,9 @@ public:
     void setSchedule(const QString &schedule);
     /// The run's evaluation.tensor_parallel: the rank table shows each rank's tensor-parallel group.
     void setTensorParallel(int n);
+    /// Whether the run evaluates against a reference model: the running KLD and top-token
+    /// agreement per rank are charted beside the PPL (RunCharts::setReferenceModel).
+    void setReferenceModel(bool on);
     /// The headline follows every snapshot; the rank table and the charts follow at most every
     /// 200 ms beyond 256 ranks, taking turns (see run_page.cpp). @p timeline must stay alive
     /// until the next reset() (the engine's does).

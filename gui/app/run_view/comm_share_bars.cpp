@@ -3,6 +3,7 @@
 
 #include "rank_table_model.h" // commShareKnown
 
+#include <algorithm>
 #include <limits>
 
 using namespace Qt::StringLiterals;
@@ -17,6 +18,7 @@ CommShareBars::CommShareBars(QObject *parent)
 {
     setTitle(tr("Comm share per rank"));
     setSegmentNames({tr("waiting for stragglers"), tr("transfer")});
+    m_tensorParallel = false;
     setXAxis({tr("rank"), ValueFormat::Plain, {}, {}, false});
     setYAxis({QString(), ValueFormat::Percent, {}, {}, true});
     setBinning(cppl::charts::BarBinning::Largest);
@@ -28,19 +30,38 @@ CommShareBars::CommShareBars(QObject *parent)
 QString CommShareBars::description()
 {
     return tr("Share of each rank's time spent communicating: solid = waiting for stragglers, hatched = "
-              "transfer. The dashed line is the alert threshold. Click a bar to select its rank.");
+              "transfer (the sync rounds); with tensor parallelism a third part, the group's reductions inside "
+              "the forward passes. The dashed line is the alert threshold (of the sync rounds' share). Click a "
+              "bar to select its rank.");
+}
+
+double CommShareBars::tensorParallelShare(const cppl::core::telemetry::RankView &r)
+{
+    const double wall = r.computeSeconds + r.waitSeconds + r.transferSeconds;
+    return wall > 0 ? std::clamp(r.tpCollectiveSeconds / wall, 0.0, 1.0) : 0.0;
 }
 
 void CommShareBars::setData(const Snapshot &snapshot, double alertShare)
 {
     constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+    // Tensor parallelism: the group's reductions are communication too, apart from the sync rounds.
+    const bool tp = std::any_of(snapshot.ranks.begin(), snapshot.ranks.end(), [](const auto &r) { return r.tpSize > 1; });
+    if (tp != m_tensorParallel || segmentCount() == 0) {
+        m_tensorParallel = tp;
+        QStringList names{tr("waiting for stragglers"), tr("transfer")};
+        if (tp)
+            names << tr("tensor-parallel reductions");
+        setSegmentNames(names);
+    }
     std::vector<double> values;
-    values.reserve(2 * snapshot.ranks.size());
+    values.reserve(size_t(segmentCount()) * snapshot.ranks.size());
     for (const auto &r : snapshot.ranks) {
         // A rank that has not reported communication time yet gets no bar: unknown, not 0 %.
-        const bool known = commShareKnown(r);
+        const bool known = commShareKnown(r) || (tp && r.tpCollectiveSeconds > 0);
         values.push_back(known ? r.waitShare : kUnknown);
         values.push_back(known ? r.transferShare : kUnknown);
+        if (tp)
+            values.push_back(known ? tensorParallelShare(r) : kUnknown);
     }
     setValues(std::move(values));
     // The threshold only on the scale, which ends at 100 %.

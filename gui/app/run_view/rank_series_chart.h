@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// A per-rank metric of the run over time (tok/s; each rank's PPL against the global one; next: the
-// tensor-parallel collective time, the running KL divergence), as the chart module's
+// A per-rank metric of the run over time (tok/s; each rank's PPL against the global one; with a
+// reference model its running KL divergence and top-token agreement), as the chart module's
 // TimeSeriesChart: a line per rank up to kLinesUpTo ranks; beyond, p95, median and p5 across the
 // ranks that had reported by then (RankQuantiles, kept up incrementally) and a few named ranks
 // over them (the slowest, the selected). A rank's line starts at its first progress message: its

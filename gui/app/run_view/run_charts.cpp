@@ -111,13 +111,19 @@ RunCharts::RunCharts(QWidget *parent)
     m_deviation = new RankSeriesChart(RankMetric::DeviationRelative, {0.05, 0.5, 0.95}, this);
     m_deviation->setYAxis({tr("deviation"), ValueFormat::Percent, {}, {}, true});
     m_deviation->setEmptyText(tr("no data yet"));
+    m_kld = new RankSeriesChart(RankMetric::KldMean, {0.05, 0.5, 0.95}, this);
+    m_kld->setYAxis({tr("KLD (nats)"), ValueFormat::Plain, {}, {}, true});
+    m_kld->setEmptyText(tr("no data yet"));
+    m_sameTop = new RankSeriesChart(RankMetric::SameTop, {0.05, 0.5, 0.95}, this);
+    m_sameTop->setYAxis({tr("same top"), ValueFormat::Percent, {}, {}, false});
+    m_sameTop->setEmptyText(tr("no data yet"));
     m_heat = new RankHeatMap(this);
     m_comm = new CommShareBars(this);
 
     auto *grid = new QGridLayout(this);
     grid->setContentsMargins(0, 0, 0, 0);
     grid->setSpacing(4);
-    auto *heatView = addView(m_heat, m_heat, u"heatMap"_s, {420, 260});
+    auto *heatView = m_heatView = addView(m_heat, m_heat, u"heatMap"_s, {420, 260});
     auto *commView = addView(m_comm, m_comm, u"commBars"_s, {420, 220});
     heatView->setToolTip(RankHeatMap::description()); // away from the cells and bars
     commView->setToolTip(CommShareBars::description());
@@ -127,9 +133,51 @@ RunCharts::RunCharts(QWidget *parent)
     grid->addWidget(heatView, 0, 2, 2, 1); // tall: 1024 ranks need the rows
     grid->addWidget(commView, 1, 0);
     grid->addWidget(m_deviationView, 1, 1);
+    m_kldView = addView(m_kld, m_kld, u"kldChart"_s, {420, 220});
+    m_sameTopView = addView(m_sameTop, m_sameTop, u"sameTopChart"_s, {420, 220});
+    m_kldView->setToolTip(tr("Each rank's running mean KL divergence KL(P_ref ‖ P_model) over the tokens it scored, "
+                             "against the reference model; the title's global figure is the exact merge of every rank's sums."));
+    m_sameTopView->setToolTip(tr("Each rank's share of tokens whose most likely token is the same under the model and "
+                                 "the reference; the title's global figure is over every rank's tokens."));
+    grid->addWidget(m_kldView, 2, 0);
+    grid->addWidget(m_sameTopView, 2, 1);
     for (int c = 0; c < 3; ++c)
         grid->setColumnStretch(c, 1);
     setSchedule(u"dynamic"_s);
+    setReferenceModel(false);
+}
+
+void RunCharts::setReferenceModel(bool on)
+{
+    m_reference = on;
+    m_kldView->setVisible(on);
+    m_sameTopView->setVisible(on);
+    // The heat map keeps to the rows beside it: with the reference charts, three.
+    auto *grid = static_cast<QGridLayout *>(layout());
+    grid->removeWidget(m_heatView);
+    grid->addWidget(m_heatView, 0, 2, on ? 3 : 2, 1);
+    grid->setRowStretch(2, on ? 1 : 0);
+    constexpr double none = std::numeric_limits<double>::quiet_NaN();
+    setReferenceTitles(none, none);
+}
+
+void RunCharts::setReferenceTitles(double kld, double sameTop)
+{
+    // Short enough for one line in a 1500 px window: a second line took the plot's room.
+    m_kld->setTitle(std::isfinite(kld) ? tr("KLD to the reference per rank · global %1").arg(kld, 0, 'g', 4)
+                                       : tr("KLD to the reference per rank"));
+    m_sameTop->setTitle(std::isfinite(sameTop) ? tr("Same top token per rank · global %1%").arg(100 * sameTop, 0, 'f', 2)
+                                                : tr("Same top token per rank"));
+}
+
+const cppl::charts::TimeSeriesChart *RunCharts::kldChart() const noexcept
+{
+    return m_kld;
+}
+
+const cppl::charts::TimeSeriesChart *RunCharts::sameTopChart() const noexcept
+{
+    return m_sameTop;
 }
 
 RunCharts::~RunCharts() = default;
@@ -191,6 +239,9 @@ void RunCharts::reset(int worldSize, double commShareAlert)
     m_ppl->clearSeries();
     m_rates->clear();
     m_deviation->clear();
+    m_kld->clear();
+    m_sameTop->clear();
+    setReferenceTitles(std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN());
     for (auto &d : m_drawn)
         d = Drawn{};
     m_comm->setData(Snapshot{}, commShareAlert);
@@ -279,6 +330,8 @@ void RunCharts::rebuildRanks(const RunTimeline &tl, const Snapshot &snapshot)
                       : m_slowest.empty()                 ? tr("Tokens/s: p5–p95 of %1 ranks").arg(ranks)
                                                           : tr("Tokens/s: p5–p95 of %1 ranks, slowest named").arg(ranks));
     rebuildDeviation(tl, names);
+    if (m_reference)
+        rebuildReference(tl, names);
     m_heat->setData(tl, snapshot, heatScaleTop(tl, m_rates->quantiles().values(3)));
 }
 
@@ -308,6 +361,18 @@ void RunCharts::rebuildDeviation(const RunTimeline &tl, const QStringList &names
         }
         m_deviation->setYAxis(yAxis);
     }
+}
+
+void RunCharts::rebuildReference(const RunTimeline &tl, const QStringList &names)
+{
+    std::vector<std::pair<int, QString>> selected; // beyond 32 ranks: the selected rank over the quantiles
+    if (m_selected >= 0 && m_selected < tl.worldSize())
+        selected.emplace_back(m_selected, tr("rank %1 (selected)").arg(m_selected));
+    m_kld->rebuild(tl, names, selected);
+    m_sameTop->rebuild(tl, names, selected);
+    const auto kld = tl.global(GlobalMetric::KldMean), same = tl.global(GlobalMetric::SameTop);
+    setReferenceTitles(kld.empty() ? std::numeric_limits<double>::quiet_NaN() : kld.back(),
+                       same.empty() ? std::numeric_limits<double>::quiet_NaN() : same.back());
 }
 
 std::vector<std::pair<int, QString>> RunCharts::slowest(const RunTimeline &tl, const Snapshot &snapshot) const

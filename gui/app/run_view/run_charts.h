@@ -60,6 +60,14 @@ public:
     /// global batches it claimed, or its fixed shard. The deviation chart's title and tooltip
     /// follow it; kept across reset() (dynamic, the default, until told otherwise).
     void setSchedule(const QString &schedule);
+    /// Whether the run evaluates against a reference model (--reference-model): then the running
+    /// KL divergence and top-token agreement per rank are shown beside the PPL, hidden otherwise.
+    /// Kept across reset().
+    void setReferenceModel(bool on);
+    [[nodiscard]] bool referenceShown() const noexcept { return m_reference; }
+    /// The reference charts (tests: their series and titles).
+    [[nodiscard]] const cppl::charts::TimeSeriesChart *kldChart() const noexcept;
+    [[nodiscard]] const cppl::charts::TimeSeriesChart *sameTopChart() const noexcept;
     [[nodiscard]] QString deviationTitle() const;
     /// What the deviation chart says while it draws nothing: "no data yet", or that there is
     /// nothing to compare yet (one rank has reported; a one-rank run).
@@ -82,6 +90,10 @@ private:
     void rebuildGlobal(const cppl::core::run::RunTimeline &timeline);
     void rebuildRanks(const cppl::core::run::RunTimeline &timeline, const cppl::core::telemetry::Snapshot &snapshot);
     void rebuildDeviation(const cppl::core::run::RunTimeline &timeline, const QStringList &names);
+    /// The running comparison per rank, titled with the global figures (the exact merge).
+    void rebuildReference(const cppl::core::run::RunTimeline &timeline, const QStringList &names);
+    /// The reference charts' titles with the global figures (NaN: none yet).
+    void setReferenceTitles(double kld, double sameTop);
     /// Beyond 32 ranks: the slowest ranks, named with their host and why ("slow", "stalled", "lost").
     [[nodiscard]] std::vector<std::pair<int, QString>> slowest(const cppl::core::run::RunTimeline &timeline,
                                                                const cppl::core::telemetry::Snapshot &snapshot) const;
@@ -90,6 +102,12 @@ private:
     RankSeriesChart *m_rates = nullptr;     // quantiles p5, median, p95, p99 of tok/s
     RankSeriesChart *m_deviation = nullptr; // quantiles p5, median, p95 of the deviation
     cppl::charts::ChartWidget *m_deviationView = nullptr; // the tooltip where no series is hit
+    RankSeriesChart *m_kld = nullptr;     // --reference-model: running KLD per rank
+    RankSeriesChart *m_sameTop = nullptr; // and top-token agreement
+    cppl::charts::ChartWidget *m_kldView = nullptr;
+    cppl::charts::ChartWidget *m_sameTopView = nullptr;
+    cppl::charts::ChartWidget *m_heatView = nullptr;
+    bool m_reference = false;
     RankHeatMap *m_heat = nullptr;
     CommShareBars *m_comm = nullptr;
     std::vector<RankPlot *> m_rankPlots; // every chart the selected rank is shown on

@@ -75,12 +75,20 @@ bool RunTimeline::append(double seconds, const telemetry::Snapshot &snapshot)
         values[static_cast<int>(RankMetric::TransferShare)][i] = static_cast<float>(r.transferShare);
         values[static_cast<int>(RankMetric::DeviationRelative)][i] =
             r.stats.tokens > 0 && snapshot.global.tokens > 0 ? static_cast<float>(r.deviationRelative) : 0.0F;
+        const bool compared = r.reference && r.reference->tokens > 0;
+        values[static_cast<int>(RankMetric::KldMean)][i] = compared ? static_cast<float>(r.reference->kldMean()) : 0.0F;
+        values[static_cast<int>(RankMetric::SameTop)][i] = compared ? static_cast<float>(r.reference->sameTopShare()) : 0.0F;
     }
     const bool any = snapshot.global.tokens > 0;
     // No PPL before the first scored token: NaN, which the charts draw as a gap (not a drop to 0).
     constexpr double none = std::numeric_limits<double>::quiet_NaN();
-    const std::array<double, kGlobalMetricCount> globals{any ? snapshot.globalPpl.ppl : none, any ? snapshot.globalPpl.pplStderr : none,
-                                                         snapshot.tokensPerSecond, static_cast<double>(snapshot.global.tokens)};
+    const bool compared = snapshot.reference && snapshot.reference->tokens > 0;
+    const std::array<double, kGlobalMetricCount> globals{any ? snapshot.globalPpl.ppl : none,
+                                                         any ? snapshot.globalPpl.pplStderr : none,
+                                                         snapshot.tokensPerSecond,
+                                                         static_cast<double>(snapshot.global.tokens),
+                                                         compared ? snapshot.reference->kldMean() : none,
+                                                         compared ? snapshot.reference->sameTopShare() : none};
     if (m_partial == 0) {
         m_times.push_back(seconds);
         for (int m = 0; m < kRankMetricCount; ++m)

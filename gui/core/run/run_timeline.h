@@ -7,7 +7,7 @@
 // maxPoints samples, neighbours merge pairwise and buckets double. A 10-hour run costs what a
 // 10-minute one does, the samples stay evenly spread over the whole run, and the newest (partly
 // filled) bucket always holds the latest snapshot. Every series reserves maxPoints + 1 samples when
-// its rank is first heard, so memory reaches its bound then and stays there (1024 ranks: 16 MiB).
+// its rank is first heard, so memory reaches its bound then and stays there (1024 ranks: 24 MiB).
 //
 // For views that derive something per sample (bands, heat map columns) and want to redo only what
 // changed: between two compactions, samples are only appended and the newest one is updated in
@@ -27,13 +27,17 @@ enum class RankMetric {
     TokensPerSecond,
     WaitShare,        ///< of the rank's own time, 0..1: waiting for stragglers
     TransferShare,    ///< 0..1: moving the sums
-    DeviationRelative ///< local running PPL / global running PPL - 1 (over the rank's own batches, or its shard)
+    DeviationRelative, ///< local running PPL / global running PPL - 1 (over the rank's own batches, or its shard)
+    KldMean,          ///< --reference-model: the rank's running mean KL(P_ref || P_model), 0 without one
+    SameTop           ///< --reference-model: the rank's running share of tokens whose top tokens agree, 0..1
 };
-inline constexpr int kRankMetricCount = 4;
+inline constexpr int kRankMetricCount = 6;
 
-/// Ppl and PplStderr are NaN until the first token is scored.
-enum class GlobalMetric { Ppl, PplStderr, TokensPerSecond, TokensScored };
-inline constexpr int kGlobalMetricCount = 4;
+/// Ppl and PplStderr are NaN until the first token is scored; KldMean and SameTop (the exact merge
+/// of the ranks' running comparisons) until the first token is compared, and in a run without a
+/// reference model.
+enum class GlobalMetric { Ppl, PplStderr, TokensPerSecond, TokensScored, KldMean, SameTop };
+inline constexpr int kGlobalMetricCount = 6;
 
 class RunTimeline
 {

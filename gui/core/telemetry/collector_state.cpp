@@ -48,6 +48,37 @@ std::string_view rankStateName(RankState s) noexcept
     return kStateNames[static_cast<std::size_t>(s)];
 }
 
+double ReferenceLive::kldMean() const noexcept
+{
+    return tokens > 0 ? kld.toDouble() / static_cast<double>(tokens) : std::numeric_limits<double>::quiet_NaN();
+}
+
+double ReferenceLive::sameTopShare() const noexcept
+{
+    return tokens > 0 ? static_cast<double>(sameTop) / static_cast<double>(tokens) : std::numeric_limits<double>::quiet_NaN();
+}
+
+ReferenceLive::Words ReferenceLive::toWords() const noexcept
+{
+    Words w{};
+    const auto limbs = kld.limbs();
+    std::copy(limbs.begin(), limbs.end(), w.begin());
+    w[limbs.size()] = tokens;
+    w[limbs.size() + 1] = sameTop;
+    return w;
+}
+
+ReferenceLive ReferenceLive::fromReducedWords(const Words &sum) noexcept
+{
+    cppl::ExactSum::Limbs limbs{};
+    std::copy_n(sum.begin(), limbs.size(), limbs.begin());
+    ReferenceLive r;
+    r.kld = cppl::ExactSum::fromReducedLimbs(limbs);
+    r.tokens = sum[limbs.size()];
+    r.sameTop = sum[limbs.size() + 1];
+    return r;
+}
+
 CollectorState::CollectorState(Options options) : m_options(std::move(options)) {}
 
 CollectorState::Entry &CollectorState::entry(std::int64_t rank)
@@ -165,6 +196,26 @@ void CollectorState::applyProgress(Entry &e, const Message &m)
     v.deviceMemoryBytes = p.deviceMemoryBytes;
     v.deviceMemoryTotalBytes = p.deviceMemoryTotalBytes;
     v.gpuUtilizationPercent = p.gpuUtilizationPercent;
+    applyReference(e, follower ? std::nullopt : p.reference);
+}
+
+/// The rank's running comparison into the exact merge, as its NLL sums (a rank that stops sending
+/// one keeps its last: the sums are cumulative).
+void CollectorState::applyReference(Entry &e, const std::optional<cppl::telemetry::Progress::Reference> &r)
+{
+    if (!r)
+        return;
+    ReferenceLive live;
+    live.tokens = r->tokens;
+    live.kld = r->kld;
+    live.sameTop = r->sameTop;
+    const auto words = live.toWords();
+    for (std::size_t i = 0; i < words.size(); ++i)
+        m_refGlobalWords[i] += words[i] - (e.hasRefWords ? e.refWords[i] : 0);
+    e.refWords = words;
+    e.hasRefWords = true;
+    m_hasReference = true;
+    e.view.reference = live;
 }
 
 void CollectorState::applySync(Entry &e, const Message &m)
@@ -264,6 +315,8 @@ Snapshot CollectorState::snapshot(double now)
     s.worldSize = m_options.worldSize;
     s.global = cppl::NllStats::fromReducedWords(m_globalWords);
     s.globalPpl = cppl::computePerplexity(s.global);
+    if (m_hasReference)
+        s.reference = ReferenceLive::fromReducedWords(m_refGlobalWords);
     s.decode = m_decode;
     s.foreign = m_foreign;
 

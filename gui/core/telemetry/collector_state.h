@@ -24,6 +24,22 @@ enum class RankState : std::uint8_t { Connecting, Loading, Evaluating, Syncing, 
 inline constexpr int kRankStateCount = 7;
 [[nodiscard]] std::string_view rankStateName(RankState s) noexcept;
 
+/// A reference model's running comparison (--reference-model): a rank's latest cumulative sums,
+/// or every rank's merged exactly.
+struct ReferenceLive
+{
+    std::int64_t tokens = 0;         // tokens compared
+    cppl::ExactSum kld;              // Σ KL(P_ref || P_model) over them
+    std::int64_t sameTop = 0;        // those whose top tokens agree
+    /// Σ KLD / tokens and sameTop / tokens (NaN before any token).
+    [[nodiscard]] double kldMean() const noexcept;
+    [[nodiscard]] double sameTopShare() const noexcept;
+    static constexpr std::size_t kWords = cppl::ExactSum::kReduceWords + 2;
+    using Words = std::array<std::int64_t, kWords>;
+    [[nodiscard]] Words toWords() const noexcept;
+    [[nodiscard]] static ReferenceLive fromReducedWords(const Words &sum) noexcept;
+};
+
 /// One rank as a view sees it.
 struct RankView
 {
@@ -61,6 +77,7 @@ struct RankView
     std::int64_t tpSize = 1;          // --tensor-parallel: its group's size (group rank / tpSize), 1 without
     std::int64_t tpRank = 0;          // its member of the group; > 0: a follower, whose totals are its leader's (counted once)
     double tpCollectiveSeconds = 0;   // in the group's reductions (part of computeSeconds), apart from wait and transfer
+    std::optional<ReferenceLive> reference; // its running comparison, when it evaluates with a reference model
 
     cppl::Perplexity local;          // this rank's own running PPL
     double deviation = 0;            // local.ppl - global ppl
@@ -91,6 +108,8 @@ struct Snapshot
 
     cppl::NllStats global;           // exact merge of every rank's latest accumulators
     cppl::Perplexity globalPpl;
+    // Exact merge of the ranks' running comparisons; set once any rank sent one.
+    std::optional<ReferenceLive> reference;
     double tokensPerSecond = 0;      // sum of the ranks' recent rates
     std::int64_t windowsDone = 0;    // every rank's windows (at most windowsTotal)
     std::int64_t windowsTotal = 0;   // the run's windows
@@ -168,6 +187,8 @@ private:
         bool dirty = true;               // local figures need recomputing
         bool hasWords = false;
         cppl::NllStats::Words words{};
+        bool hasRefWords = false;
+        ReferenceLive::Words refWords{};
     };
 
     struct RoundAcc
@@ -184,6 +205,7 @@ private:
     // apply()'s kinds that change more than a field or two.
     void setState(Entry &e, RankState s, std::int64_t seq);
     void applyProgress(Entry &e, const cppl::telemetry::Message &m);
+    void applyReference(Entry &e, const std::optional<cppl::telemetry::Progress::Reference> &r);
     void applySync(Entry &e, const cppl::telemetry::Message &m);
     void applyBye(Entry &e, const cppl::telemetry::Message &m);
     /// Rank @p r's view in @p s, and its part of the run's totals.
@@ -200,6 +222,8 @@ private:
     // Elementwise int64 sum of every rank's latest NllStats::toWords(): integer addition and
     // subtraction are exact, so replacing a rank's totals costs 18 words, not a full re-merge.
     cppl::NllStats::Words m_globalWords{};
+    ReferenceLive::Words m_refGlobalWords{}; // the same for the ranks' running comparisons
+    bool m_hasReference = false;
     std::map<std::int64_t, RoundAcc> m_rounds;
     std::deque<std::string> m_logs;
     std::string m_resultJson;

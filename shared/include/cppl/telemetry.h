@@ -84,6 +84,16 @@ struct Progress
     /// `tp_collective_seconds_total` (needs `tp_size`): in the group's reductions inside the forward
     /// passes (part of compute_seconds_total), apart from the sync rounds' wait and transfer.
     std::optional<double> tpCollectiveSecondsTotal;
+    /// With --reference-model only, all three or none: `ref_tokens_total` (the tokens compared,
+    /// cumulative), `kld_exact` (Σ KL(P_ref || P_model) over them, exact accumulator text, as
+    /// `nll_exact`) and `same_top_total` (<= ref_tokens_total: those whose top tokens agree).
+    struct Reference
+    {
+        std::int64_t tokens = 0;
+        ExactSum kld;
+        std::int64_t sameTop = 0;
+    };
+    std::optional<Reference> reference;
 
     /// @brief The accumulators and counts as NllStats (bytes and words are not streamed: 0).
     [[nodiscard]] NllStats stats() const;

@@ -103,14 +103,14 @@ private Q_SLOTS:
         QTest::addRow("2x dark, idle") << 2 << u"dark"_s << 0 << common + QStringList{u"run.png"_s} << usual;
         // With synthetic ranks History is the synthetic sweep's, with its selected run's detail.
         const QStringList detail{u"history-detail.png"_s, u"history-detail-charts.png"_s};
-        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + detail + QStringList{u"run-starting-4.png"_s, u"run-live-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s} << usual;
+        QTest::addRow("1x light, 4 ranks") << 1 << u"light"_s << 4 << common + detail + QStringList{u"run-starting-4.png"_s, u"run-live-4.png"_s, u"run-reference-4.png"_s, u"run-recovering-4.png"_s, u"run-finished-4.png"_s, u"run-recovered-4.png"_s} << usual;
         QTest::addRow("2x dark, 1024 ranks") << 2 << u"dark"_s << 1024
-                                             << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s} << usual;
+                                             << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-reference-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s} << usual;
         // A 1024 px screen: no page (History's filters, the Run page's headline with 1024 ranks)
         // may widen the window beyond it (it was 1,392 px at the least, 1,421 px recovered).
         QTest::addRow("1x light, 1024 ranks, 1024x768")
             << 1 << u"light"_s << 1024
-            << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s}
+            << common + detail + QStringList{u"run-starting-1024.png"_s, u"run-live-1024.png"_s, u"run-reference-1024.png"_s, u"run-recovering-1024.png"_s, u"run-finished-1024.png"_s, u"run-recovered-1024.png"_s}
             << QSize(1024, 768);
     }
 

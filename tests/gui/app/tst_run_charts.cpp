@@ -406,6 +406,56 @@ private Q_SLOTS:
         QCOMPARE(bars.lastLegendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s}));
     }
 
+    void commBarsShowTensorParallelReductions()
+    {
+        // --tensor-parallel 2 on 4 ranks: the group's reductions inside the forward passes are a
+        // third part of each bar, apart from the sync rounds' wait and transfer; a follower (which
+        // takes no part in the sync rounds) has a bar of its reductions alone. Without tensor
+        // parallelism the bars keep their two parts.
+        ChartWidget view(new CommShareBars);
+        auto &bars = *static_cast<CommShareBars *>(view.chart());
+        view.resize(420, 260);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        cppl::core::telemetry::Snapshot snap;
+        snap.worldSize = 4;
+        for (int r = 0; r < 4; ++r) {
+            cppl::core::telemetry::RankView v;
+            v.rank = r;
+            v.hasProgress = true;
+            v.state = cppl::core::telemetry::RankState::Evaluating;
+            v.tpSize = 2;
+            v.tpRank = r % 2;
+            v.computeSeconds = 10;
+            v.tpCollectiveSeconds = 1.0 + r; // part of the compute
+            v.waitSeconds = r % 2 ? 0 : 0.5;
+            v.transferSeconds = r % 2 ? 0 : 0.25;
+            const double wall = v.computeSeconds + v.waitSeconds + v.transferSeconds;
+            v.waitShare = v.waitSeconds / wall;
+            v.transferShare = v.transferSeconds / wall;
+            snap.ranks.push_back(v);
+        }
+        bars.setData(snap, 0.15);
+        const QImage shot = view.grab().toImage();
+        if (const QString dir = qEnvironmentVariable("CPPL_QUALITY_SHOTS"); !dir.isEmpty())
+            QVERIFY(shot.save(dir + u"/comm-bars-tensor-parallel.png"_s));
+        QCOMPARE(bars.segmentCount(), 3);
+        QCOMPARE(bars.lastLegendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s, u"tensor-parallel reductions"_s,
+                                                       u"alert threshold 15.0%"_s}));
+        CPPL_COMPARE_BITS(CommShareBars::tensorParallelShare(snap.ranks[0]), 1.0 / 10.75);
+        CPPL_COMPARE_BITS(CommShareBars::tensorParallelShare(snap.ranks[3]), 4.0 / 10.0);
+        // Picking rank 3's bar (a follower) selects it: it has a bar.
+        const QRectF plot = bars.lastPlotRect();
+        const auto hit = bars.hitTest({plot.left() + plot.width() * 7 / 8, plot.bottom() - 2});
+        QCOMPARE(bars.rankOf(hit), 3);
+        for (auto &v : snap.ranks)
+            v.tpSize = 1, v.tpRank = 0, v.tpCollectiveSeconds = 0;
+        bars.setData(snap, 0.15);
+        (void)view.grab();
+        QCOMPARE(bars.segmentCount(), 2);
+        QCOMPARE(bars.lastLegendLabels(), (QStringList{u"waiting for stragglers"_s, u"transfer"_s, u"alert threshold 15.0%"_s}));
+    }
+
     void pageTakesTurnsAndCatchesUp()
     {
         // 1024 ranks: the table and the charts are updated in turns, at most every 200 ms each;
@@ -456,6 +506,58 @@ private Q_SLOTS:
         for (const QString &name : finished.mid(1))
             QVERIFY2(std::any_of(run.slowRanks().begin(), run.slowRanks().end(), [&](int r) { return name.startsWith(u"rank %1 "_s.arg(r)); }),
                      qPrintable(finished.join(u", "_s)));
+    }
+
+    void referenceChartsOnlyWithAReferenceModel_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addRow("4 ranks: a line per rank") << 4;
+        QTest::addRow("40 ranks: p5/median/p95") << 40;
+    }
+    void referenceChartsOnlyWithAReferenceModel()
+    {
+        // --reference-model: the running KLD and top-token agreement per rank beside the PPL, titled
+        // with the global figures of the exact merge; without one the charts are hidden and the heat
+        // map keeps to two rows.
+        QFETCH(int, ranks);
+        cppl::app::RunPage page;
+        page.resize(1400, 900);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto *kldView = page.findChild<ChartWidget *>(u"kldChart"_s);
+        auto *sameView = page.findChild<ChartWidget *>(u"sameTopChart"_s);
+        QVERIFY(kldView && sameView);
+        const SyntheticRun plain = SyntheticRun::advanced(ranks, 60);
+        plain.showOn(page);
+        page.showSnapshot(plain.snapshot(), plain.timeline(), plain.seconds(), true);
+        QVERIFY(!kldView->isVisible() && !sameView->isVisible());
+        QVERIFY(!page.charts()->referenceShown());
+        QVERIFY(!plain.snapshot().reference);
+
+        const SyntheticRun compared = SyntheticRun::advanced(ranks, 60, true);
+        compared.showOn(page);
+        page.showSnapshot(compared.snapshot(), compared.timeline(), compared.seconds(), true);
+        QVERIFY(kldView->isVisible() && sameView->isVisible());
+        const auto &global = *compared.snapshot().reference;
+        const auto *kld = page.charts()->kldChart();
+        const auto *same = page.charts()->sameTopChart();
+        QVERIFY2(kld->title().endsWith(u"global %1"_s.arg(global.kldMean(), 0, 'g', 4)), qPrintable(kld->title()));
+        QVERIFY2(same->title().endsWith(u"global %1%"_s.arg(100 * global.sameTopShare(), 0, 'f', 2)), qPrintable(same->title()));
+        QCOMPARE(kld->seriesCount(), ranks <= 32 ? ranks : 3);
+        QCOMPARE(same->seriesCount(), ranks <= 32 ? ranks : 3);
+        if (ranks <= 32) {
+            // A rank's line is its own running mean: the last sample its exact sums' mean.
+            const auto &r1 = *compared.snapshot().ranks[1].reference;
+            const auto &ys = kld->series(1).y;
+            QCOMPARE(float(ys.back()), float(r1.kldMean()));
+            QCOMPARE(float(same->series(1).y.back()), float(r1.sameTopShare()));
+        }
+        (void)kldView->grab(); // painted: a line drawn, nothing clipped into the empty text
+        QVERIFY(kld->hasData() && kld->lastEmptyTextRect().isEmpty());
+        QVERIFY(kldView->height() >= 150);
+        // The next run without a reference model hides them again.
+        plain.showOn(page);
+        QVERIFY(!kldView->isVisible());
     }
 
     void deviationComparesFromTheSecondRank_data()
