@@ -139,6 +139,9 @@ RunCharts::RunCharts(QWidget *parent)
                              "against the reference model; the title's global figure is the exact merge of every rank's sums."));
     m_sameTopView->setToolTip(tr("Each rank's share of tokens whose most likely token is the same under the model and "
                                  "the reference; the title's global figure is over every rank's tokens."));
+    // A third row: lower, so the page still fits a 1024 x 768 window (it grew by 10 px at 150).
+    m_kldView->setMinimumSize(240, 120);
+    m_sameTopView->setMinimumSize(240, 120);
     grid->addWidget(m_kldView, 2, 0);
     grid->addWidget(m_sameTopView, 2, 1);
     for (int c = 0; c < 3; ++c)
