@@ -85,7 +85,8 @@ public:
     /// must be the run's. False, with the CLI's refusal in the message bar, when it cannot.
     bool resumeRun(const cppl::core::history::RunRecord &run, bool onProfileHosts = false);
     /// The same evaluation at each rank count, one run after another, then Compare.
-    bool startSweep(const std::vector<int> &counts);
+    /// @p precisions, @p reference: a precision sweep (SweepRunner::start).
+    bool startSweep(const std::vector<int> &counts, const QStringList &precisions = {}, const QString &reference = {});
     void setStoreRuns(bool on);
 
 Q_SIGNALS:

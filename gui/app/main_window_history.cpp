@@ -13,17 +13,18 @@
 #include "profile_model.h"
 #include "resume_state.h"
 #include "run_page.h"
+#include "sweep_dialog.h"
 #include "sweep_runner.h"
 
 #include "history/run_recorder.h"
 #include "history/run_history.h"
+#include "history/comparison.h"
 #include "history/sweep.h"
 
 #include "cppl/errors.h"
 
 #include <QAction>
 #include <QFileInfo>
-#include <QInputDialog>
 #include <QLabel>
 #include <QJsonDocument>
 #include <QListWidget>
@@ -108,16 +109,11 @@ void MainWindow::setupHistory(const QString &historyPath)
             QStringList def;
             for (int n = 1; n <= slots && n <= 8; n *= 2)
                 def << QString::number(n);
-            bool ok = false;
-            const QString text = QInputDialog::getText(
-                this, tr("Sweep"),
-                tr("Run the same evaluation at each rank count, one after another, then compare them.\n"
-                   "Rank counts (the profile has %1 slots):").arg(slots),
-                QLineEdit::Normal, def.join(u','), &ok);
-            if (!ok)
+            SweepDialog dialog(slots, def.join(u','), this);
+            if (dialog.exec() != QDialog::Accepted)
                 return;
             try {
-                startSweep(cppl::core::history::parseRankList(text));
+                startSweep(dialog.counts(), dialog.precisions(), dialog.referenceModel());
             } catch (const cppl::Error &e) {
                 showError(tr("Sweep: %1").arg(QString::fromUtf8(e.what())));
             }
@@ -234,8 +230,8 @@ void MainWindow::compareRuns(const QStringList &runIds)
                 showError(tr("Run %1 is not in the history %2").arg(id, s->path()));
                 continue;
             }
-            if (auto b = s->baselineFor(r->settingsKey, {}, cppl::core::history::resultDtype(*r)))
-                baselines.push_back(std::move(*b));
+            for (RunRecord &b : cppl::core::history::storedBaselines(*s, *r))
+                baselines.push_back(std::move(b));
             runs.push_back(std::move(*r));
         }
     } catch (const cppl::Error &e) {
@@ -325,7 +321,7 @@ bool MainWindow::resumeRun(const RunRecord &run, bool onProfileHosts)
     return launch(std::move(request), resumed);
 }
 
-bool MainWindow::startSweep(const std::vector<int> &counts)
+bool MainWindow::startSweep(const std::vector<int> &counts, const QStringList &precisions, const QString &reference)
 {
     HistoryState &h = *m_history;
     if (m_engine && !cppl::core::run::isTerminal(m_engine->phase()) && m_engine->phase() != cppl::core::run::RunPhase::Idle) {
@@ -373,7 +369,7 @@ bool MainWindow::startSweep(const std::vector<int> &counts)
     }
     const cppl::core::run::RunRequest base = requestFromPages();
     QString error;
-    if (!h.sweep->start(base, counts, &error)) {
+    if (!h.sweep->start(base, counts, &error, precisions, reference)) {
         showError(tr("Sweep: %1").arg(error));
         return false;
     }

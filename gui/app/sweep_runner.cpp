@@ -29,7 +29,8 @@ SweepRunner::~SweepRunner()
     m_recorder.reset();
 }
 
-bool SweepRunner::start(const cppl::core::run::RunRequest &base, const std::vector<int> &counts, QString *error)
+bool SweepRunner::start(const cppl::core::run::RunRequest &base, const std::vector<int> &counts, QString *error, const QStringList &precisions,
+                        const QString &reference)
 {
     if (running()) {
         *error = tr("A sweep is already running; stop it first");
@@ -39,17 +40,15 @@ bool SweepRunner::start(const cppl::core::run::RunRequest &base, const std::vect
         *error = tr("The sweep has no rank counts; give a list such as 1,2,4,8");
         return false;
     }
-    std::vector<ClusterProfile> profiles;
+    std::vector<cppl::core::history::SweepRun> plan;
     try {
-        for (int n : counts)
-            profiles.push_back(cppl::core::history::profileForRanks(base.profile, n)); // every count checked first
+        plan = cppl::core::history::planSweep(base.profile, counts, precisions, reference); // every count checked first
     } catch (const cppl::Error &e) {
         *error = QString::fromUtf8(e.what());
         return false;
     }
     m_base = base;
-    m_profiles = std::move(profiles);
-    m_counts = counts;
+    m_plan = std::move(plan);
     m_ids.clear();
     m_failures = 0;
     m_stopped = false;
@@ -72,7 +71,7 @@ void SweepRunner::startNext()
     // The previous engine is done (this runs queued after its finished()): drop it.
     m_engine.reset();
     m_recorder.reset();
-    if (m_stopped || m_index >= int(m_counts.size())) {
+    if (m_stopped || m_index >= int(m_plan.size())) {
         const QStringList ids = m_ids;
         const int failures = m_failures;
         const bool stopped = m_stopped;
@@ -82,8 +81,9 @@ void SweepRunner::startNext()
         return;
     }
     cppl::core::run::RunRequest req = m_base;
-    req.profile = m_profiles[std::size_t(m_index)];
-    req.runId = u"%1-r%2"_s.arg(m_prefix).arg(m_counts[std::size_t(m_index)]);
+    const cppl::core::history::SweepRun &planned = m_plan[std::size_t(m_index)];
+    req.profile = planned.profile;
+    req.runId = m_prefix + u'-' + planned.idSuffix;
     req.baselineResultJson.clear();
     // The previous run's end is on disk, so a one-rank run earlier in this sweep is the baseline.
     m_history.flush();
@@ -104,7 +104,7 @@ void SweepRunner::startNext()
         // Not inside the engine's own signal: startNext() destroys it.
         QTimer::singleShot(0, this, &SweepRunner::startNext);
     });
-    Q_EMIT progress(m_index, int(m_counts.size()), m_counts[std::size_t(m_index)], id);
+    Q_EMIT progress(m_index, int(m_plan.size()), planned.ranks, id);
     m_engine->start(std::move(req));
 }
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The dashboard's sweep: the same evaluation at several rank counts (history/sweep.h derives each
-// profile), one RunEngine after another, each recorded into the history with the stored one-rank
+// The dashboard's sweep: the same evaluation at several rank counts, and optionally at several
+// precisions at each (history/sweep.h derives each profile), one RunEngine after another, each recorded into the history with the stored one-rank
 // baseline, then the run ids for Compare. The CLI twin is `clusterppl-cli sweep`.
 
+#include "history/sweep.h"
 #include "run/run_engine.h"
 
 #include <QObject>
@@ -30,7 +31,12 @@ public:
 
     /// Checks every count against the profile first (ConfigError message in @p error), then
     /// starts the first run. @p base: profilePath, agent, logDir and launcher settings to use.
-    bool start(const cppl::core::run::RunRequest &base, const std::vector<int> &counts, QString *error);
+    /// @p precisions (none, int8, int4, int4-asym): a precision sweep, each at each count, against
+    /// @p reference (empty: the profile's reference model, else the model itself).
+    bool start(const cppl::core::run::RunRequest &base, const std::vector<int> &counts, QString *error,
+               const QStringList &precisions = {}, const QString &reference = {});
+    /// The runs of the sweep started last (profiles, rank counts, precisions).
+    [[nodiscard]] const std::vector<cppl::core::history::SweepRun> &plan() const noexcept { return m_plan; }
     /// Stops the current run; no further run starts.
     void stop();
     [[nodiscard]] bool running() const noexcept { return m_index >= 0; }
@@ -49,8 +55,7 @@ private:
 
     cppl::core::history::RunHistory &m_history;
     cppl::core::run::RunRequest m_base;
-    std::vector<ClusterProfile> m_profiles;
-    std::vector<int> m_counts;
+    std::vector<cppl::core::history::SweepRun> m_plan;
     QStringList m_ids;
     QString m_prefix;
     int m_index = -1;

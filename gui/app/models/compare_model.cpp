@@ -85,7 +85,9 @@ QVariant CompareModel::data(const QModelIndex &index, int role) const
         return p.pplStderr ? u"%1 ± %2"_s.arg(*p.ppl, 0, 'f', 6).arg(*p.pplStderr, 0, 'f', 6) : QString::number(*p.ppl, 'f', 6);
     case ColDeviation:
         // The one-rank run the others are measured against: its own deviation says nothing.
-        return p.runId == p.baselineRunId ? tr("baseline (this run)") : p.deviationText();
+        // A tensor-parallel run: bit for bit against its own N, and its deviation from one rank (N = 1) beside it.
+        return QString((p.runId == p.baselineRunId ? tr("baseline (this run)") : p.deviationText())
+                       + (p.oneRankDeviation ? QString(u"; "_s + p.oneRankDeviationText()) : QString()));
     default: return {};
     }
 }

@@ -48,7 +48,14 @@ ComparePage::ComparePage(QWidget *parent)
     outer->addWidget(m_recommendation);
 
     auto *split = new QSplitter(Qt::Vertical, this);
-    split->addWidget(buildCharts(split));
+    auto *upper = new QWidget(split);
+    auto *upperLayout = new QVBoxLayout(upper);
+    upperLayout->setContentsMargins(0, 0, 0, 0);
+    m_scaling = buildCharts(upper);
+    m_precisions = buildPrecisions(upper);
+    upperLayout->addWidget(m_scaling, 1);
+    upperLayout->addWidget(m_precisions, 1);
+    split->addWidget(upper);
     split->addWidget(buildTable(split));
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
@@ -250,6 +257,7 @@ void ComparePage::recompute()
         m_projection->setText(text);
     }
     updateCharts();
+    updatePrecisions();
 }
 
 void ComparePage::updateCharts()

@@ -277,8 +277,8 @@ history::Comparison compareStored(const RunHistory &s, const QStringList &ids, d
     for (const QString &id : ids)
         runs.push_back(mustGet(s, id));
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey, {}, history::resultDtype(r)))
-            baselines.push_back(std::move(*b));
+        for (RunRecord &b : history::storedBaselines(s, r))
+            baselines.push_back(std::move(b));
     history::CompareOptions o;
     o.threshold = threshold;
     return history::compareRuns(runs, baselines, o);
@@ -337,20 +337,6 @@ bool sweepRun(RunHistory &s, const run::RunRequest &req, int ranks, QTextStream 
     return true;
 }
 
-/// A precision sweep's run of @p base at precision @p q: the reference its options give, else the
-/// model itself (at the profile's dtype). Every run, the float one too, evaluates the same reference,
-/// so their tokens per second compare (each includes the reference's pass).
-ClusterProfile withPrecision(ClusterProfile p, const QString &q, const QString &reference)
-{
-    EvaluationSpec &e = p.evaluation;
-    e.quantize = q.toStdString();
-    if (!reference.isEmpty())
-        e.referenceModel = reference.toStdString();
-    else if (e.referenceModel.empty())
-        e.referenceModel = e.model;
-    return p;
-}
-
 /// Prints a finished sweep's comparison (and writes it to --json): by rank count, by precision, or both.
 void reportSweep(const RunHistory &s, const QStringList &ids, bool byRanks, bool byPrecision, double threshold, const QString &jsonPath,
                  QTextStream &out)
@@ -402,21 +388,19 @@ int sweep(const QStringList &args, QTextStream &out, QTextStream &err, const QCo
     std::vector<run::RunRequest> runs;
     std::vector<int> runRanks;
     const QString runPrefix = p.isSet(prefix) ? p.value(prefix) : u"sweep-"_s + run::generateRunId();
-    for (int n : counts) // every run checked before anything runs
-        for (const QString &q : precisions) {
-            run::RunRequest req;
-            req.profile = history::profileForRanks(base, n);
-            if (byPrecision)
-                req.profile = withPrecision(req.profile, q, p.value(referenceOpt));
-            req.profilePath = profilePath;
-            req.runId = byPrecision ? u"%1-r%2-%3"_s.arg(runPrefix).arg(n).arg(q) : u"%1-r%2"_s.arg(runPrefix).arg(n);
-            if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
-                usage(u"--run-id-prefix: "_s + why);
-            req.agent = p.value(agent);
-            req.preflight = !p.isSet(noPreflight);
-            runs.push_back(std::move(req));
-            runRanks.push_back(n);
-        }
+    // Every run checked before anything runs.
+    for (history::SweepRun &planned : history::planSweep(base, counts, byPrecision ? precisions : QStringList{}, p.value(referenceOpt))) {
+        run::RunRequest req;
+        req.profile = std::move(planned.profile);
+        req.profilePath = profilePath;
+        req.runId = runPrefix + u'-' + planned.idSuffix;
+        if (const QString why = run::validateRunId(req.runId); !why.isEmpty())
+            usage(u"--run-id-prefix: "_s + why);
+        req.agent = p.value(agent);
+        req.preflight = !p.isSet(noPreflight);
+        runs.push_back(std::move(req));
+        runRanks.push_back(planned.ranks);
+    }
     RunHistory s(storePath(p, storeOpt, err));
     QStringList ids;
     int failures = 0;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "history/comparison.h"
 
+#include "history/run_history.h"
+
 #include "history/host_resources.h"
 
 #include "cppl/counted.h"
@@ -30,6 +32,17 @@ QString ScalingPoint::deviationText() const
     if (*bitIdentical)
         return u"bit-identical"_s;
     return relativeDeviation ? relativeDeviationText(*relativeDeviation) : u"differs"_s;
+}
+
+QString ScalingPoint::oneRankDeviationText() const
+{
+    if (!oneRankDeviation)
+        return {};
+    const QString bound = !oneRankBound ? u"measured, no bound for this dtype"_s
+                          : std::fabs(*oneRankDeviation) <= *oneRankBound
+                              ? u"float32: within the expected %1"_s.arg(*oneRankBound, 0, 'g', 3)
+                              : u"float32: beyond the expected %1"_s.arg(*oneRankBound, 0, 'g', 3);
+    return u"deviation from N = 1: %1 (%2)"_s.arg(relativeDeviationText(*oneRankDeviation), bound);
 }
 
 ScalingPoint scalingPoint(const RunRecord &run)
@@ -359,6 +372,24 @@ void compareWithBaseline(const RunRecord &rec, ScalingPoint &p, const Baselines 
     }
 }
 
+/// A tensor-parallel run against the one-rank run (N = 1) of its settings, if there is one: a
+/// deviation, shown as one (the same-N baseline above says whether it is bit-identical).
+void compareWithOneRank(const RunRecord &rec, ScalingPoint &p, const Baselines &b)
+{
+    p.tensorParallel = tensorParallelOf(rec);
+    const QString key = oneRankSettingsKey(rec);
+    if (key.isEmpty() || !rec.ppl)
+        return;
+    const QString dtype = resultDtype(rec);
+    const auto it = b.byKeyAndDtype.find(std::pair{key, dtype});
+    if (it == b.byKeyAndDtype.end() || !it->second->ppl || !(*it->second->ppl > 0))
+        return;
+    p.oneRankRunId = it->second->runId;
+    p.oneRankDeviation = *rec.ppl / *it->second->ppl - 1;
+    if (dtype == u"float32"_s)
+        p.oneRankBound = kTensorParallelFloat32Bound;
+}
+
 /// The ideal line runs through the smallest run that has a throughput.
 void setEfficiency(std::vector<Row> &rows)
 {
@@ -428,6 +459,7 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
     setEfficiency(rows);
     for (auto &[rec, p] : rows) {
         compareWithBaseline(*rec, p, baselines, c.warnings);
+        compareWithOneRank(*rec, p, baselines);
         c.points.push_back(p);
     }
     recommend(c, options.threshold);
@@ -448,6 +480,17 @@ QJsonObject fitJson(const LinearFit &f)
 }
 
 } // namespace
+
+std::vector<RunRecord> storedBaselines(const RunHistory &store, const RunRecord &run, const QString &excludeRunId)
+{
+    std::vector<RunRecord> out;
+    const QString dtype = resultDtype(run);
+    if (auto b = store.baselineFor(run.settingsKey, excludeRunId, dtype))
+        out.push_back(std::move(*b));
+    if (auto b = store.baselineFor(oneRankSettingsKey(run), excludeRunId, dtype)) // empty key: none
+        out.push_back(std::move(*b));
+    return out;
+}
 
 QJsonObject comparisonToJson(const Comparison &c)
 {
@@ -474,6 +517,10 @@ QJsonObject comparisonToJson(const Comparison &c)
                                {u"bit_identical"_s, p.bitIdentical ? QJsonValue(*p.bitIdentical) : QJsonValue(QJsonValue::Null)},
                                {u"relative_deviation"_s, optJson(p.relativeDeviation)},
                                {u"deviation"_s, p.deviationText()},
+                               {u"tensor_parallel"_s, p.tensorParallel},
+                               {u"one_rank_run_id"_s, p.oneRankRunId.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(p.oneRankRunId)},
+                               {u"one_rank_deviation"_s, optJson(p.oneRankDeviation)},
+                               {u"one_rank_deviation_bound"_s, optJson(p.oneRankBound)},
                                {u"shared_hosts"_s, p.sharedHosts.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(p.sharedHosts)}});
     const Projection &pr = c.projection;
     QJsonArray proj;
@@ -526,6 +573,11 @@ QString formatComparison(const Comparison &c)
                                p.idealTokensPerSecond, 100 * p.efficiency, 100 * p.waitShare, 100 * p.transferShare,
                                p.ppl ? qPrintable(QString::asprintf("%.6f +/- %.5f", *p.ppl, p.pplStderr.value_or(0))) : "-",
                                qPrintable(p.deviationText()), qPrintable(p.runId), p.sharedHosts.isEmpty() ? "" : "  (shared host: see the warning below)");
+    for (const ScalingPoint &p : c.points) // against N = 1: a deviation by construction (the matmuls sum in another order)
+        if (p.oneRankDeviation)
+            s += u"run %1 (tensor parallel %2): %3 vs run %4; a deviation, not a failure\n"_s.arg(p.runId)
+                     .arg(p.tensorParallel)
+                     .arg(p.oneRankDeviationText(), p.oneRankRunId);
     s += u"recommendation (threshold %1%): %2\n"_s.arg(100 * c.threshold, 0, 'g', 3).arg(c.recommendation);
     const Projection &pr = c.projection;
     if (!pr.available) {

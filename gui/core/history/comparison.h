@@ -16,6 +16,8 @@
 
 namespace cppl::core::history {
 
+class RunHistory;
+
 struct ScalingPoint
 {
     QString runId;
@@ -41,8 +43,21 @@ struct ScalingPoint
     /// the 2 CPU cores of localhost" (host_resources.h); empty when they did not, or it is not known.
     /// Such a run measures that host's contention: the projection is fitted without it.
     QString sharedHosts;
+    /// --tensor-parallel N > 1: its baseline above is a run of the same N (bit-identical expected).
+    /// Against a one-rank run (N = 1) of the same model, data, protocol and dtype, the matmuls sum
+    /// in another order: that is a deviation, never a failure (float32: expected within
+    /// kTensorParallelFloat32Bound relative, docs/models.md).
+    int tensorParallel = 1;
+    QString oneRankRunId;                     ///< the N = 1 run compared with; empty: none stored
+    std::optional<double> oneRankDeviation;   ///< ppl / its ppl - 1
+    std::optional<double> oneRankBound;       ///< the expected bound (float32 only; other dtypes: measured)
     [[nodiscard]] QString deviationText() const; ///< "bit-identical", "+1.2e-06", or "no baseline"
+    /// "deviation from N = 1: +3.1e-07 (float32: within the expected 1e-06)"; empty without one.
+    [[nodiscard]] QString oneRankDeviationText() const;
 };
+
+/// Tensor parallelism against one rank, float32: the PPL within this relative bound (docs/models.md).
+inline constexpr double kTensorParallelFloat32Bound = 1e-6;
 
 /// A relative deviation as History, Compare and the reports write it: three significant digits,
 /// signed, no trailing zeros ("+3.1e-07", "-0.0125").
@@ -124,6 +139,11 @@ struct Comparison
 [[nodiscard]] Projection project(const std::vector<ScalingPoint> &points, std::int64_t tokens, std::int64_t syncEveryTokens,
                                  const QString &topology, const std::vector<int> &projectTo);
 [[nodiscard]] LinearFit fitLine(const std::vector<double> &x, const std::vector<double> &y);
+
+/// The stored runs @p run is compared with: the baseline of its settings (one rank, or one group
+/// of its N), and with --tensor-parallel N > 1 also the one-rank run of its settings at N = 1
+/// (oneRankSettingsKey), if stored. @p excludeRunId: not @p run itself.
+[[nodiscard]] std::vector<RunRecord> storedBaselines(const RunHistory &store, const RunRecord &run, const QString &excludeRunId = {});
 
 [[nodiscard]] QJsonObject comparisonToJson(const Comparison &c);
 /// The scaling table, the recommendation and the projection as text (the CLI's compare).

@@ -7,6 +7,8 @@
 #include <QJsonObject>
 #include <QTextStream>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace cppl::core::history {
@@ -33,30 +35,41 @@ QString megabytes(qint64 bytes) { return bytes > 0 ? QString::number(double(byte
 
 } // namespace
 
+std::optional<PrecisionRow> precisionRow(const RunRecord &r)
+{
+    const QJsonObject o = QJsonDocument::fromJson(r.resultJson).object();
+    if (o.isEmpty())
+        return std::nullopt;
+    PrecisionRow row;
+    row.runId = r.runId;
+    const QString method = o.value(u"quantization"_s).toObject().value(u"method"_s).toString();
+    row.precision = method.isEmpty() || method == u"none"_s ? o.value(u"dtype"_s).toString() : method;
+    row.worldSize = r.worldSize;
+    row.ppl = o.value(u"ppl"_s).toDouble();
+    row.pplStderr = o.value(u"ppl_stderr"_s).toDouble();
+    row.quality = qualityOf(o.value(u"reference"_s).toObject());
+    row.tokensPerSecond = r.tokensPerSecond.value_or(o.value(u"tokens_per_second"_s).toDouble());
+    const QJsonObject model = o.value(u"model"_s).toObject();
+    const qint64 perRank = o.value(u"tensor_parallel"_s).toObject().value(u"weights_bytes_per_rank"_s).toInteger();
+    row.weightBytes = perRank > 0 ? perRank : model.value(u"weight_bytes"_s).toInteger();
+    row.rssLoadBytes = model.value(u"rss_load_bytes"_s).toInteger();
+    return row;
+}
+
 std::vector<PrecisionRow> precisionRows(const std::vector<RunRecord> &runs)
 {
     std::vector<PrecisionRow> rows;
-    for (const RunRecord &r : runs) {
-        const QJsonObject o = QJsonDocument::fromJson(r.resultJson).object();
-        if (o.isEmpty())
-            continue;
-        PrecisionRow row;
-        row.runId = r.runId;
-        const QString method = o.value(u"quantization"_s).toObject().value(u"method"_s).toString();
-        row.precision = method.isEmpty() || method == u"none"_s ? o.value(u"dtype"_s).toString() : method;
-        row.worldSize = r.worldSize;
-        row.ppl = o.value(u"ppl"_s).toDouble();
-        row.pplStderr = o.value(u"ppl_stderr"_s).toDouble();
-        row.quality = qualityOf(o.value(u"reference"_s).toObject());
-        row.tokensPerSecond = r.tokensPerSecond.value_or(o.value(u"tokens_per_second"_s).toDouble());
-        const QJsonObject model = o.value(u"model"_s).toObject();
-        row.weightBytes = model.value(u"weight_bytes"_s).toInteger();
-        row.rssLoadBytes = model.value(u"rss_load_bytes"_s).toInteger();
-        rows.push_back(row);
-    }
+    for (const RunRecord &r : runs)
+        if (auto row = precisionRow(r))
+            rows.push_back(std::move(*row));
     for (PrecisionRow &row : rows)
         row.speedup = rows.front().tokensPerSecond > 0 ? row.tokensPerSecond / rows.front().tokensPerSecond : 0;
     return rows;
+}
+
+bool comparesPrecisions(const std::vector<PrecisionRow> &rows)
+{
+    return std::any_of(rows.begin(), rows.end(), [&](const PrecisionRow &r) { return r.precision != rows.front().precision; });
 }
 
 QString formatPrecisions(const std::vector<PrecisionRow> &rows)

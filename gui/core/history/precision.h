@@ -29,13 +29,19 @@ struct PrecisionRow
     std::optional<Quality> quality;
     double tokensPerSecond = 0;
     double speedup = 0; ///< tokens per second over the sweep's first row (1 for it)
-    /// Per rank (every rank holds the whole model): the weights as held, and what loading added to
-    /// rank 0's resident set.
+    /// Per rank: the weights as held (with --tensor-parallel, a rank's slices and what every member
+    /// replicates: the result's tensor_parallel.weights_bytes_per_rank), and what loading added to
+    /// the reporting rank's resident set.
     qint64 weightBytes = 0, rssLoadBytes = 0;
 };
 
+/// One run's row (speedup left 0); none without a result.
+[[nodiscard]] std::optional<PrecisionRow> precisionRow(const RunRecord &run);
 /// One row per run, in the order given; runs without a result are left out.
 [[nodiscard]] std::vector<PrecisionRow> precisionRows(const std::vector<RunRecord> &runs);
+/// Whether @p rows compare precisions: two or more of them, not all of one precision (the Compare
+/// page and the reports then show the precision table and charts).
+[[nodiscard]] bool comparesPrecisions(const std::vector<PrecisionRow> &rows);
 /// The rows as a text table (the CLI's sweep --quantize).
 [[nodiscard]] QString formatPrecisions(const std::vector<PrecisionRow> &rows);
 [[nodiscard]] QJsonArray precisionsToJson(const std::vector<PrecisionRow> &rows);

@@ -155,6 +155,29 @@ QJsonObject settingsJson(const SettingsKeyInputs &in)
     return o;
 }
 
+SettingsKeyInputs settingsInputsFromJson(const QJsonObject &settings)
+{
+    SettingsKeyInputs in;
+    in.model = settings.value(u"model"_s).toString();
+    in.data = settings.value(u"data"_s).toString();
+    for (const auto &f : kSettingsText)
+        in.*f.member = settings.value(keyOf(f.key)).toString();
+    for (const auto &f : kSettingsNumbers) // batch "auto" reads 0, kAutoBatch
+        in.*f.member = settings.value(keyOf(f.key)).toInteger();
+    in.quantize = settings.value(u"quantize"_s).toString();
+    in.tensorParallel = std::max(1, settings.value(u"tensor_parallel"_s).toInt(1));
+    return in;
+}
+
+QString oneRankSettingsKey(const RunRecord &run)
+{
+    if (run.settings.isEmpty() || tensorParallelOf(run) <= 1)
+        return {};
+    SettingsKeyInputs in = settingsInputsFromJson(run.settings);
+    in.tensorParallel = 1;
+    return settingsKey(in);
+}
+
 int tensorParallelOf(const RunRecord &run)
 {
     if (run.resultJson.isEmpty())

@@ -149,11 +149,17 @@ struct SettingsKeyInputs
 /// sha256 (hex, first 32 digits) over the inputs in a fixed order; paths made absolute and clean.
 [[nodiscard]] QString settingsKey(const SettingsKeyInputs &in);
 [[nodiscard]] QJsonObject settingsJson(const SettingsKeyInputs &in);
+/// The inputs back from settingsJson()'s object (a stored run's settings; other keys ignored).
+[[nodiscard]] SettingsKeyInputs settingsInputsFromJson(const QJsonObject &settings);
 /// The tensor-parallel group size @p run's result names (tensor_parallel.size); 1 without.
 [[nodiscard]] int tensorParallelOf(const RunRecord &run);
 /// The world size of @p run's baseline: one rank, or one tensor-parallel group (bit-identical for
 /// any data-parallel width of the same N; against N = 1 only within float rounding: docs/models.md).
 [[nodiscard]] inline int baselineWorldSize(const RunRecord &run) { return tensorParallelOf(run); }
+/// A tensor-parallel run's settings key had it run at N = 1 (the same model, data, protocol, dtype,
+/// context, batch, windows and quantization): the key of the one-rank run its deviation is shown
+/// against. Empty for N = 1 and for a run without stored settings.
+[[nodiscard]] QString oneRankSettingsKey(const RunRecord &run);
 /// The dtype @p run's result says it ran in ("float32", "bfloat16"); empty without a result.
 [[nodiscard]] QString resultDtype(const RunRecord &run);
 

@@ -69,4 +69,31 @@ std::vector<int> parseRankList(const QString &list)
     return {out.begin(), out.end()};
 }
 
+ClusterProfile profileWithPrecision(ClusterProfile profile, const QString &quantize, const QString &reference)
+{
+    EvaluationSpec &e = profile.evaluation;
+    e.quantize = quantize.toStdString();
+    if (!reference.isEmpty())
+        e.referenceModel = reference.toStdString();
+    else if (e.referenceModel.empty())
+        e.referenceModel = e.model;
+    return profile;
+}
+
+std::vector<SweepRun> planSweep(const ClusterProfile &profile, const std::vector<int> &counts, const QStringList &precisions,
+                                const QString &reference)
+{
+    std::vector<SweepRun> runs;
+    for (int n : counts) {
+        const ClusterProfile sized = profileForRanks(profile, n);
+        if (precisions.isEmpty()) {
+            runs.push_back({sized, n, {}, u"r%1"_s.arg(n)});
+            continue;
+        }
+        for (const QString &q : precisions)
+            runs.push_back({profileWithPrecision(sized, q, reference), n, q, u"r%1-%2"_s.arg(n).arg(q)});
+    }
+    return runs;
+}
+
 } // namespace cppl::core::history

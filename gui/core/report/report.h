@@ -9,6 +9,7 @@
 // will do). CSV and JSON need none.
 
 #include "history/comparison.h"
+#include "history/precision.h"
 #include "history/run_record.h"
 
 #include <QJsonObject>
@@ -35,6 +36,9 @@ struct ReportData
 {
     std::vector<history::RunRecord> runs;      ///< in the order asked for
     history::Comparison comparison;            ///< always computed (one run: one point)
+    /// The runs' precisions side by side, when they compare precisions (one checkpoint quantized
+    /// several ways: history::comparesPrecisions); empty otherwise.
+    std::vector<history::PrecisionRow> precisions;
     [[nodiscard]] bool isComparison() const { return runs.size() > 1; }
     /// The comparison's point of a run (nullptr when it has none).
     [[nodiscard]] const history::ScalingPoint *pointOf(const QString &runId) const;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "report/report_charts.h"
 
+#include "report/precision_charts.h"
+
 #include "charts/band_chart.h"
 #include "charts/stacked_bar_chart.h"
 #include "charts/time_series_chart.h"
@@ -252,6 +254,8 @@ std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::
     }
     if (cmp.projection.available && !cmp.projection.points.empty() && !cmp.points.empty())
         out.push_back(projectionChart(cmp, theme, ranksX));
+    for (ReportChart &c : precisionCharts(data.precisions, theme)) // empty unless the runs compare precisions
+        out.push_back(std::move(c));
     return out;
 }
 

@@ -33,7 +33,8 @@ inline constexpr int kMaxLineRanks = 32;
 [[nodiscard]] QFont reportFont(double pointSize, bool bold = false, bool italic = false);
 
 [[nodiscard]] std::vector<ReportChart> runCharts(const history::RunRecord &run, const charts::Theme &theme);
-/// Comparison charts (empty unless data.isComparison()).
+/// Comparison charts (empty unless data.isComparison()); with data.precisions, the precision charts
+/// (precision_charts.h, ids "precision-…") after the scaling ones.
 [[nodiscard]] std::vector<ReportChart> comparisonCharts(const ReportData &data, const charts::Theme &theme);
 
 } // namespace cppl::core::report

@@ -65,6 +65,9 @@ ReportData makeReport(std::vector<RunRecord> runs, const std::vector<RunRecord> 
     o.threshold = threshold;
     d.comparison = history::compareRuns(runs, extraBaselines, o);
     d.runs = std::move(runs);
+    if (d.isComparison())
+        if (auto rows = history::precisionRows(d.runs); history::comparesPrecisions(rows))
+            d.precisions = std::move(rows);
     return d;
 }
 
@@ -78,8 +81,8 @@ ReportData loadReport(const history::RunHistory &s, const QStringList &runIds, d
         runs.push_back(std::move(*r));
     }
     for (const RunRecord &r : runs)
-        if (auto b = s.baselineFor(r.settingsKey, r.runId, history::resultDtype(r)))
-            baselines.push_back(std::move(*b));
+        for (RunRecord &b : history::storedBaselines(s, r, r.runId))
+            baselines.push_back(std::move(b));
     return makeReport(std::move(runs), baselines, threshold);
 }
 
@@ -169,19 +172,34 @@ QByteArray reportCsvRuns(const ReportData &data)
                              u"model"_s, u"data"_s, u"ppl"_s, u"ppl_stderr"_s, u"nll_sum_exact"_s, u"tokens_scored"_s,
                              u"tokens_per_second"_s, u"ideal_tokens_per_second"_s, u"efficiency"_s, u"wait_share"_s,
                              u"transfer_share"_s, u"comm_share"_s, u"baseline_run_id"_s, u"bit_identical"_s,
-                             u"relative_deviation"_s, u"deviation"_s, u"exit_code"_s, u"first_cause"_s};
+                             u"relative_deviation"_s, u"deviation"_s, u"exit_code"_s, u"first_cause"_s, u"precision"_s,
+                             u"ppl_ratio"_s, u"ppl_ratio_stderr"_s, u"kld_mean"_s, u"kld_p99"_s, u"same_top"_s,
+                             u"weight_bytes_per_rank"_s, u"rss_load_bytes"_s, u"tensor_parallel"_s, u"one_rank_run_id"_s,
+                             u"one_rank_deviation"_s};
     std::vector<QStringList> rows;
     for (const RunRecord &r : data.runs) {
         const history::ScalingPoint *p = data.pointOf(r.runId);
         const history::ScalingPoint none;
         const history::ScalingPoint &s = p ? *p : none;
-        rows.push_back({r.runId, history::statusName(r.status), date(r.started), date(r.ended), QString::number(r.worldSize),
+        const auto precision = history::precisionRow(r); // none without a result
+        const auto *q = precision && precision->quality ? &*precision->quality : nullptr;
+        const QStringList tail = !precision ? QStringList{QString(), QString(), QString(), QString(), QString(), QString(), QString(), QString()}
+                                            : QStringList{precision->precision,
+                                                          q ? exactNumber(q->pplRatio) : QString(),
+                                                          q ? exactNumber(q->pplRatioStderr) : QString(),
+                                                          q ? exactNumber(q->kldMean) : QString(),
+                                                          q ? exactNumber(q->kldP99) : QString(),
+                                                          q ? exactNumber(q->sameTop) : QString(),
+                                                          QString::number(precision->weightBytes),
+                                                          QString::number(precision->rssLoadBytes)};
+        rows.push_back(QStringList{r.runId, history::statusName(r.status), date(r.started), date(r.ended), QString::number(r.worldSize),
                         QString::number(r.groupsCount), QString::number(r.nodeCount), r.protocol, r.model, r.data, exactNumber(r.ppl),
                         exactNumber(r.pplStderr), r.nllSumExact, QString::number(r.tokensScored), exactNumber(r.tokensPerSecond),
                         exactNumber(s.idealTokensPerSecond), exactNumber(s.efficiency), exactNumber(s.waitShare),
                         exactNumber(s.transferShare), exactNumber(s.commShare), s.baselineRunId,
                         s.bitIdentical ? (*s.bitIdentical ? u"true"_s : u"false"_s) : QString(), exactNumber(s.relativeDeviation),
-                        s.deviationText(), r.exitCode ? QString::number(*r.exitCode) : QString(), r.firstCause});
+                        s.deviationText(), r.exitCode ? QString::number(*r.exitCode) : QString(), r.firstCause}
+                       + tail + QStringList{QString::number(s.tensorParallel), s.oneRankRunId, exactNumber(s.oneRankDeviation)});
     }
     return csvRows(header, rows);
 }
@@ -207,12 +225,15 @@ QJsonObject reportJson(const ReportData &data)
     QJsonArray runs;
     for (const RunRecord &r : data.runs)
         runs.append(history::runToJson(r));
-    return QJsonObject{{u"format"_s, u"clusterppl-report"_s},
-                       {u"version"_s, 1},
-                       {u"kind"_s, data.isComparison() ? u"comparison"_s : u"run"_s},
-                       {u"generated"_s, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs)},
-                       {u"runs"_s, runs},
-                       {u"comparison"_s, history::comparisonToJson(data.comparison)}};
+    QJsonObject o{{u"format"_s, u"clusterppl-report"_s},
+                  {u"version"_s, 1},
+                  {u"kind"_s, data.isComparison() ? u"comparison"_s : u"run"_s},
+                  {u"generated"_s, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs)},
+                  {u"runs"_s, runs},
+                  {u"comparison"_s, history::comparisonToJson(data.comparison)}};
+    if (!data.precisions.empty())
+        o.insert(u"precisions"_s, history::precisionsToJson(data.precisions));
+    return o;
 }
 
 namespace {

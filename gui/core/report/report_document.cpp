@@ -3,6 +3,7 @@
 // comparison first the scaling table, recommendation and projection, then each run.
 #include "report/report_document.h"
 
+
 #include "report/report_charts.h"
 
 #include "cppl/cluster_profile.h"
@@ -207,6 +208,11 @@ void resultBlocks(const RunRecord &r, const history::ScalingPoint *p, std::vecto
             {u"exact NLL sum"_s, text(r.nllSumExact)},
             {u"deviation"_s, text(deviation)},
         }));
+        if (p && p->oneRankDeviation)
+            out.push_back(keyValues({{u"deviation from N = 1"_s,
+                                      Cell{p->oneRankDeviationText() + u" vs run "_s + p->oneRankRunId
+                                               + u": tensor parallelism sums the matmuls in another order; a deviation, not a failure"_s,
+                                           exactNumber(*p->oneRankDeviation), false}}}));
         if (p && p->bitIdentical && *p->bitIdentical && p->baselineRunId != r.runId)
             out.push_back(paragraph(u"bit-identical: the exact NLL sum and the token count equal the one-rank baseline's."_s, u"ok"_s));
     } else {
@@ -289,6 +295,11 @@ void runBlocks(const ReportData &data, int index, std::vector<Block> &out, const
     alertBlocks(r, out);
 }
 
+bool isPrecisionChart(const ReportChart &c)
+{
+    return c.id.startsWith(u"precision-"_s);
+}
+
 void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std::vector<ReportChart> &charts)
 {
     const history::Comparison &c = data.comparison;
@@ -302,13 +313,14 @@ void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std
         t.table.rows.push_back({text(p.runId), integer(p.worldSize), integer(p.nodes), figure(p.tokensPerSecond),
                                 figure(p.idealTokensPerSecond), percent(p.efficiency), percent(p.waitShare), percent(p.transferShare),
                                 p.ppl ? Cell{exactNumber(*p.ppl), exactNumber(*p.ppl), true} : text(u"-"_s),
-                                text(p.baselineRunId == p.runId ? u"baseline"_s : p.deviationText())});
+                                text((p.baselineRunId == p.runId ? u"baseline"_s : p.deviationText())
+                                     + (p.oneRankDeviation ? QString(u"; "_s + p.oneRankDeviationText()) : QString()))});
     out.push_back(t);
     out.push_back(paragraph(u"Recommendation: "_s + c.recommendation, c.recommendedWorldSize ? u"ok"_s : u"warn"_s));
     for (const QString &w : c.warnings)
         out.push_back(paragraph(u"Note: "_s + w, u"warn"_s));
     for (const ReportChart &rc : charts) {
-        if (rc.id == u"projection"_s)
+        if (rc.id == u"projection"_s || isPrecisionChart(rc))
             continue;
         out.push_back(chart(-1, rc.id));
         out.push_back(heading(Block::Kind::Note, rc.caption));
@@ -353,6 +365,37 @@ void comparisonBlocks(const ReportData &data, std::vector<Block> &out, const std
         }
 }
 
+/// The precisions of one checkpoint side by side (a precision sweep, or any selection of several):
+/// quality against the reference model, speed and memory per rank, then their charts.
+void precisionBlocks(const ReportData &data, std::vector<Block> &out, const std::vector<ReportChart> &charts)
+{
+    out.push_back(heading(Block::Kind::Heading, u"Precisions"_s));
+    Block t;
+    t.kind = Block::Kind::Table;
+    t.table.header = {u"run"_s,      u"precision"_s, u"ranks"_s,    u"PPL"_s,       u"PPL ratio"_s, u"KLD mean"_s,
+                      u"KLD p99"_s,  u"same top"_s,  u"tokens/s"_s, u"x first"_s,   u"weights/rank"_s, u"load RSS"_s};
+    t.table.widths = {1.6, 0.8, 0.5, 0.9, 1.2, 0.9, 0.8, 0.8, 0.8, 0.6, 0.9, 0.8};
+    const auto bytes = [](qint64 b) { return b > 0 ? Cell{displayNumber(double(b) / (1 << 20), 4) + u" MiB"_s, QString::number(b), true} : text(u"-"_s); };
+    for (const auto &r : data.precisions) {
+        const auto &q = r.quality;
+        t.table.rows.push_back({text(r.runId), text(r.precision), integer(r.worldSize), figure(r.ppl),
+                                q ? Cell{displayNumber(q->pplRatio, 5) + u" ± "_s + displayNumber(q->pplRatioStderr, 2), exactNumber(q->pplRatio), true}
+                                  : text(u"(no reference)"_s),
+                                q ? figure(q->kldMean) : text(u"-"_s), q ? figure(q->kldP99) : text(u"-"_s),
+                                q ? percent(q->sameTop) : text(u"-"_s), figure(r.tokensPerSecond), figure(r.speedup, 3), bytes(r.weightBytes),
+                                bytes(r.rssLoadBytes)});
+    }
+    out.push_back(t);
+    out.push_back(heading(Block::Kind::Note, u"PPL ratio, KLD and same top: the run against its reference model token by token "
+                                             "(the result's \"reference\"); x first: tokens/s over the first row's."_s));
+    for (const ReportChart &rc : charts) {
+        if (!isPrecisionChart(rc))
+            continue;
+        out.push_back(chart(-1, rc.id));
+        out.push_back(heading(Block::Kind::Note, rc.caption));
+    }
+}
+
 } // namespace
 
 QString reportTitle(const ReportData &data)
@@ -370,8 +413,12 @@ std::vector<Block> buildDocument(const ReportData &data)
                                              "rounded to 4 significant digits unless shown in full; the CSV and JSON reports carry them "
                                              "exactly."_s.arg(dateText(QDateTime::currentDateTimeUtc()), QStringLiteral(CLUSTERPPL_VERSION_STRING))));
     const charts::Theme theme = charts::Theme::light(); // ids and captions only: the writers render per theme
-    if (data.isComparison())
-        comparisonBlocks(data, out, comparisonCharts(data, theme));
+    if (data.isComparison()) {
+        const std::vector<ReportChart> charts = comparisonCharts(data, theme);
+        comparisonBlocks(data, out, charts);
+        if (!data.precisions.empty())
+            precisionBlocks(data, out, charts);
+    }
     for (size_t i = 0; i < data.runs.size(); ++i)
         runBlocks(data, static_cast<int>(i), out, runCharts(data.runs[i], theme));
     return out;
