@@ -84,7 +84,7 @@ RunPage::RunPage(QWidget *parent)
     m_headBelow->setSpacing(std::max(12, 3 * m_head->spacing()));
     layout->addLayout(m_headBelow);
     buildNotices(layout);
-    auto *split = new QSplitter(Qt::Vertical, this);
+    auto *split = m_split = new QSplitter(Qt::Vertical, this);
     m_charts = new RunCharts(split);
     split->addWidget(m_charts);
     m_bottom = new QSplitter(Qt::Horizontal, split);
@@ -268,6 +268,17 @@ void RunPage::setSchedule(const QString &schedule)
 void RunPage::setReferenceModel(bool on)
 {
     m_charts->setReferenceModel(on);
+    if (on == m_referenceRow)
+        return;
+    m_referenceRow = on;
+    // A third row of charts takes its height from the tables below (4:1 instead of 3:2): in a
+    // 1024 x 768 window the reference charts' plots were 20 px high. Back to 3:2 without it.
+    const QList<int> sizes = m_split->sizes();
+    const int total = sizes.size() == 2 ? sizes[0] + sizes[1] : 0;
+    m_split->setStretchFactor(0, on ? 4 : 3);
+    m_split->setStretchFactor(1, on ? 1 : 2);
+    if (total > 0)
+        m_split->setSizes({total * (on ? 4 : 3) / 5, total - total * (on ? 4 : 3) / 5});
 }
 
 void RunPage::setTensorParallel(int n)

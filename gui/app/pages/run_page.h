@@ -161,6 +161,8 @@ private:
     QTableView *m_alertView = nullptr;
     QTabWidget *m_tabs = nullptr;
     QSplitter *m_bottom = nullptr;   // the rank table (when beside) and m_tabs
+    QSplitter *m_split = nullptr;    // the charts over m_bottom
+    bool m_referenceRow = false;     // the charts have the reference model's row (more of the height)
     QWidget *m_tableBox = nullptr;   // the filter and the rank table
     int m_tableWidth = 0;            // what the table's columns need, frame and scroll bar included
     bool m_tableInTabs = false;

@@ -159,7 +159,8 @@ void RunCharts::setReferenceModel(bool on)
     auto *grid = static_cast<QGridLayout *>(layout());
     grid->removeWidget(m_heatView);
     grid->addWidget(m_heatView, 0, 2, on ? 3 : 2, 1);
-    grid->setRowStretch(2, on ? 1 : 0);
+    for (int row = 0; row < 3; ++row) // three equal rows (stretch 0 kept rows 0 and 1 at their hints, the third got the rest)
+        grid->setRowStretch(row, on ? 1 : 0);
     constexpr double none = std::numeric_limits<double>::quiet_NaN();
     setReferenceTitles(none, none);
 }
@@ -167,10 +168,9 @@ void RunCharts::setReferenceModel(bool on)
 void RunCharts::setReferenceTitles(double kld, double sameTop)
 {
     // Short enough for one line in a 1500 px window: a second line took the plot's room.
-    m_kld->setTitle(std::isfinite(kld) ? tr("KLD to the reference per rank · global %1").arg(kld, 0, 'g', 4)
-                                       : tr("KLD to the reference per rank"));
-    m_sameTop->setTitle(std::isfinite(sameTop) ? tr("Same top token per rank · global %1%").arg(100 * sameTop, 0, 'f', 2)
-                                                : tr("Same top token per rank"));
+    m_kld->setTitle(std::isfinite(kld) ? tr("KLD per rank · global %1").arg(kld, 0, 'g', 4) : tr("KLD to the reference per rank"));
+    m_sameTop->setTitle(std::isfinite(sameTop) ? tr("Same top token · global %1%").arg(100 * sameTop, 0, 'f', 2)
+                                                : tr("Same top token as the reference per rank"));
 }
 
 const cppl::charts::TimeSeriesChart *RunCharts::kldChart() const noexcept
