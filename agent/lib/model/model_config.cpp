@@ -291,8 +291,8 @@ void parsePhi3RopeScaling(const json &j, const std::string &source, ModelConfig 
         (std::string(key) == "short_factor" ? c.ropeShortFactor : c.ropeLongFactor) = s[key].get<std::vector<double>>();
     }
     const double original = number(j, "original_max_position_embeddings", source, number(s, "original_max_position_embeddings", where, 0.0));
-    if (original < 1 || c.maxPositions < 1)
-        throw ConfigError(source + ": longrope needs original_max_position_embeddings and max_position_embeddings (the lengths it scales between)");
+    if (original < 2 || c.maxPositions < 1)
+        throw ConfigError(source + ": longrope needs original_max_position_embeddings (at least 2) and max_position_embeddings (the lengths it scales between)");
     c.ropeOriginalMaxPositions = original;
     const double scale = static_cast<double>(c.maxPositions) / original;
     c.ropeAttentionFactor = number(s, "attention_factor", where, scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(original)));
@@ -308,8 +308,8 @@ void parsePhi3(const json &j, const std::string &source, ModelConfig &c)
     refuseField(j, source, "attention_bias", "phi3 (supported: false or absent)");
     c.fusedProjections = true;
     const double partial = number(j, "partial_rotary_factor", source, 1.0);
-    const auto rot = static_cast<std::int64_t>(static_cast<double>(c.headDim) * partial);
-    if (partial <= 0 || partial > 1 || rot < 2 || rot % 2 != 0)
+    const auto rot = partial > 0 && partial <= 1 ? static_cast<std::int64_t>(static_cast<double>(c.headDim) * partial) : 0;
+    if (rot < 2 || rot % 2 != 0)
         throw ConfigError(source + ": partial_rotary_factor " + json(partial).dump() + " is not supported for phi3 (a factor in (0, 1] giving an even rotary width of head_dim "
                           + std::to_string(c.headDim) + ")");
     c.rotaryDim = rot == c.headDim ? 0 : rot;
