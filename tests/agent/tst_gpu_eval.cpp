@@ -40,6 +40,8 @@ private Q_SLOTS:
         QTest::addRow("llama, grouped-query") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")};
         QTest::addRow("qwen3") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen3")};
         QTest::addRow("mistral, window 6") << QStringList{QStringLiteral("--arch"), QStringLiteral("mistral")};
+        QTest::addRow("mixtral, tied router rows") << QStringList{QStringLiteral("--arch"), QStringLiteral("mixtral")};
+        QTest::addRow("qwen2_moe, shared expert") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen2_moe")};
     }
     void cudaMatchesCpu()
     {
