@@ -135,6 +135,11 @@ void MoeMlp::addNative(const float *h, std::int64_t rows, float *x, MoeScratch &
             tokens[e].push_back(t);
             weights[e].push_back(r.weight[static_cast<std::size_t>(t * m_topK + k)]);
         }
+    // Every buffer at the batch's size at once (an expert may take every row), so that none grows,
+    // and is zeroed by the kernel page by page again, when a later expert gets more tokens.
+    s.buffer(kGathered, rows * m_hidden);
+    s.buffer(kGateUp, rows * 2 * std::max(m_width, m_sharedWidth));
+    s.buffer(kOut, rows * m_hidden);
     float *acc = s.buffer(kAcc, rows * m_hidden);
     std::fill(acc, acc + rows * m_hidden, 0.0F);
     for (std::int64_t e = 0; e < m_experts; ++e) // in expert order: each token's sum in the same order
