@@ -46,8 +46,8 @@ struct CommandUsage
 };
 constexpr CommandUsage kCommandUsage[] = {
     {"eval", R"(  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
-      Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, qwen3, gemma2, gpt2;
-      safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
+      Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, qwen3, gemma2,
+      gemma3_text, phi3, gpt2; safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
       --protocol, --context, --stride, --bos-first, --max-windows   as for plan (plan --help)
       --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json, SentencePiece .model
                              or model directory

@@ -482,7 +482,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("message");
         QTest::addRow("missing model directory") << "missing" << QStringList{} << int(kExitBadModel) << "the model does not exist";
         QTest::addRow("config without model_type") << "no-model-type" << QStringList{} << int(kExitBadModel) << "no \"model_type\"";
-        QTest::addRow("unsupported model_type") << "bert" << QStringList{} << int(kExitBadModel) << "(supported: llama, mistral, qwen2, qwen3, gemma2, gpt2";
+        QTest::addRow("unsupported model_type") << "bert" << QStringList{} << int(kExitBadModel) << "(supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2";
         QTest::addRow("missing tensor") << "drop-tensor" << QStringList{} << int(kExitBadModel)
                                         << "missing tensor \"model.layers.2.input_layernorm.weight\"";
         QTest::addRow("wrong shape") << "wrong-shape" << QStringList{} << int(kExitBadModel)

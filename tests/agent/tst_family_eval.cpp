@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The families of issue 42 the agent evaluates natively (qwen3, mistral's window, gemma2, mixtral, qwen2_moe so far), end to end against their
+// The families of issue 42 the agent evaluates natively (qwen3, mistral's window, gemma2, gemma3_text, phi3, mixtral, qwen2_moe so far), end to end against their
 // float64 references (tests/agent/reference/families_reference.py, written from the published
 // architectures): logits on every GEMM back end, the perplexity of each protocol through
 // `clusterppl-agent eval`, the same bits at every rank count, and the config fields not built refused
@@ -75,6 +75,20 @@ void familyVariants()
     QTest::addRow("gemma2, BF16 (scale 5.65625), sharded") << args({"--arch", "gemma2", "--dtype", "BF16", "--sharded"});
     QTest::addRow("gemma2, no soft-caps, attention bias, window 9") << args({"--arch", "gemma2", "--attn-softcap", "none", "--final-softcap", "none",
                                                                                "--attention-bias", "--sliding-window", "9"});
+    // gemma3: 4 layers (sliding, sliding, global, sliding) with window 4, (1 + w) q/k norms, the sliding
+    // layers rotating with base 1e4, the global one with 1e6 and linear scaling x 1/8; one K/V head.
+    QTest::addRow("gemma3") << args({"--arch", "gemma3"});
+    QTest::addRow("gemma3, BF16, sharded, soft-caps, no rope scaling") << args({"--arch", "gemma3", "--dtype", "BF16", "--sharded", "--rope-scaling", "none",
+                                                                                "--attn-softcap", "1.5", "--final-softcap", "3.0"});
+    QTest::addRow("gemma3, pattern 2, 2 KV heads, attention bias") << args({"--arch", "gemma3", "--sliding-window-pattern", "2", "--kv-heads", "2",
+                                                                            "--attention-bias"});
+    // phi3: fused qkv_proj and gate_up_proj, sliding_window 63 (max positions - 1, as Phi-3-mini-4k).
+    QTest::addRow("phi3") << args({"--arch", "phi3"});
+    QTest::addRow("phi3, longrope (long factors), partial rotary 0.5, window 5")
+        << args({"--arch", "phi3", "--rope-scaling", "longrope", "--partial-rotary", "0.5", "--sliding-window", "5"});
+    QTest::addRow("phi3, su (short factors at 12 <= 16), BF16, tied, 2 KV heads")
+        << args({"--arch", "phi3", "--rope-scaling", "su", "--dtype", "BF16", "--tied", "--kv-heads", "2"});
+    QTest::addRow("phi3, su (long factors at 12 > 8), sharded") << args({"--arch", "phi3", "--rope-scaling", "su", "--rope-original-max", "8", "--sharded"});
     // mixtral / qwen2_moe: 4 experts, top-2, layer 0's experts 1 and 2 tied (the index decides), and
     // top-1 and top-3 of 6, a window, BF16; qwen2_moe's dense layers among sparse ones.
     QTest::addRow("mixtral") << args({"--arch", "mixtral"});
@@ -161,7 +175,10 @@ private Q_SLOTS:
         // the kernel's 64-query block.
         const QStringList variants[] = {args({"--arch", "qwen3"}), args({"--arch", "qwen3", "--dtype", "BF16", "--tied"}), args({"--arch", "mistral"}),
                                         args({"--arch", "mistral", "--sliding-window", "37", "--dtype", "BF16"}), args({"--arch", "gemma2"}),
-                                        args({"--arch", "gemma2", "--dtype", "BF16", "--sliding-window", "37"}), args({"--arch", "mixtral"}),
+                                        args({"--arch", "gemma2", "--dtype", "BF16", "--sliding-window", "37"}), args({"--arch", "gemma3"}),
+                                        args({"--arch", "gemma3", "--dtype", "BF16", "--sliding-window", "37", "--final-softcap", "3.0"}),
+                                        args({"--arch", "phi3"}), args({"--arch", "phi3", "--rope-scaling", "longrope", "--partial-rotary", "0.5", "--dtype", "BF16"}),
+                                        args({"--arch", "mixtral"}),
                                         args({"--arch", "mixtral", "--experts", "6", "--top-k", "3", "--sliding-window", "37", "--dtype", "BF16"}),
                                         args({"--arch", "qwen2_moe"}),
                                         args({"--arch", "qwen2_moe", "--norm-topk-prob", "--layers", "3", "--mlp-only-layers", "1", "--dtype", "BF16"})};
@@ -186,7 +203,8 @@ private Q_SLOTS:
         const QJsonObject a = readJson(ours);
         const QJsonObject b = readJson(theirs);
         QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
-        QCOMPARE(a.value(QStringLiteral("model")).toObject().value(QStringLiteral("arch")).toString(), flags[1]);
+        const QString modelType = flags[1] == QStringLiteral("gemma3") ? QStringLiteral("gemma3_text") : flags[1]; // make_checkpoint's name for it
+        QCOMPARE(a.value(QStringLiteral("model")).toObject().value(QStringLiteral("arch")).toString(), modelType);
         const double pa = a.value(QStringLiteral("ppl")).toDouble();
         const double pb = b.value(QStringLiteral("ppl")).toDouble();
         qInfo("agent %.17g, float64 reference %.17g: %.3g relative", pa, pb, std::fabs(pa - pb) / pb);
@@ -200,6 +218,8 @@ private Q_SLOTS:
         QTest::addRow("qwen3") << args({"--arch", "qwen3"});
         QTest::addRow("mistral") << args({"--arch", "mistral"});
         QTest::addRow("gemma2") << args({"--arch", "gemma2"});
+        QTest::addRow("gemma3") << args({"--arch", "gemma3"});
+        QTest::addRow("phi3") << args({"--arch", "phi3", "--rope-scaling", "longrope"});
         for (const QString &arch : moeVariants())
             QTest::addRow("%s", qPrintable(arch)) << QStringList{QStringLiteral("--arch"), arch};
     }
@@ -237,6 +257,9 @@ private Q_SLOTS:
         QTest::addColumn<QStringList>("flags");
         QTest::addRow("mistral") << args({"--arch", "mistral"});
         QTest::addRow("gemma2 (post-norms after the group's sum)") << args({"--arch", "gemma2"});
+        QTest::addRow("gemma3 (2 K/V heads split)") << args({"--arch", "gemma3", "--kv-heads", "2"});
+        QTest::addRow("gemma3 (one K/V head replicated)") << args({"--arch", "gemma3"});
+        QTest::addRow("phi3 (the fused weights' row slices)") << args({"--arch", "phi3", "--kv-heads", "2", "--rope-scaling", "longrope"});
     }
     void tensorParallelMatchesOneRank()
     {
@@ -369,6 +392,27 @@ private Q_SLOTS:
         QTest::addRow("gemma2 layer_types of another length")
             << args({"--arch", "gemma2"}) << "layer_types" << QJsonValue(QJsonArray{QStringLiteral("sliding_attention"), QStringLiteral("full_attention")})
             << "\"layer_types\" must list 3 layers";
+        QTest::addRow("gemma3 rope_scaling yarn")
+            << args({"--arch", "gemma3"}) << "rope_scaling"
+            << QJsonValue(QJsonObject{{QStringLiteral("rope_type"), QStringLiteral("yarn")}, {QStringLiteral("factor"), 8.0}})
+            << "rope_scaling type \"yarn\" is not supported for gemma3_text (supported: null, linear)";
+        QTest::addRow("gemma3 vision_config") << args({"--arch", "gemma3"}) << "vision_config" << QJsonValue(QJsonObject{{QStringLiteral("model_type"), QStringLiteral("siglip_vision_model")}})
+                                              << "vision_config is present: a vision tower (model_type \"gemma3_text\", e.g. Gemma3ForConditionalGeneration) is not supported";
+        QTest::addRow("gemma3 use_bidirectional_attention") << args({"--arch", "gemma3"}) << "use_bidirectional_attention" << QJsonValue(true)
+                                                            << "use_bidirectional_attention true is not supported for gemma3_text";
+        QTest::addRow("phi3 rope_scaling yarn")
+            << args({"--arch", "phi3"}) << "rope_scaling"
+            << QJsonValue(QJsonObject{{QStringLiteral("type"), QStringLiteral("yarn")}, {QStringLiteral("factor"), 4.0}})
+            << "rope_scaling type \"yarn\" is not supported for phi3 (supported: null, longrope, su)";
+        QTest::addRow("phi3 longrope short_factor of another length")
+            << args({"--arch", "phi3"}) << "rope_scaling"
+            << QJsonValue(QJsonObject{{QStringLiteral("type"), QStringLiteral("longrope")}, {QStringLiteral("short_factor"), QJsonArray{1.0}},
+                                      {QStringLiteral("long_factor"), QJsonArray{1.0, 2.0, 3.0, 4.0}}})
+            << "rope_scaling.short_factor must list 4 positive numbers (one per rotary pair)";
+        QTest::addRow("phi3 partial_rotary_factor 0.1") << args({"--arch", "phi3"}) << "partial_rotary_factor" << QJsonValue(0.1)
+                                                        << "partial_rotary_factor 0.1 is not supported for phi3";
+        QTest::addRow("phi3 attention_bias") << args({"--arch", "phi3"}) << "attention_bias" << QJsonValue(true)
+                                             << "attention_bias true is not supported for phi3";
         QTest::addRow("mixtral num_experts_per_tok 5 of 4") << args({"--arch", "mixtral"}) << "num_experts_per_tok" << QJsonValue(5)
                                                             << "num_experts_per_tok 5 is not supported for mixtral (supported: 1 .. 4, the num_local_experts)";
         QTest::addRow("qwen2_moe use_sliding_window") << args({"--arch", "qwen2_moe"}) << "use_sliding_window" << QJsonValue(true)

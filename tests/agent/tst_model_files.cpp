@@ -121,7 +121,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("message");
         QTest::addRow("no model_type") << R"({"hidden_size": 4})" << "no \"model_type\"";
         QTest::addRow("unsupported model_type") << R"({"model_type": "bert"})"
-                                                << "model_type \"bert\" is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2";
+                                                << "model_type \"bert\" is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2";
         QTest::addRow("missing size") << R"({"model_type": "llama", "vocab_size": 10})" << "\"hidden_size\" is missing";
         QTest::addRow("bad size") << R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": -4})" << "\"n_embd\" must be a positive integer, got -4";
         QTest::addRow("heads not multiple of kv")

@@ -293,7 +293,8 @@ private Q_SLOTS:
         const auto w = randomVector(static_cast<std::size_t>(n), 7);
         const auto cs = randomVector(static_cast<std::size_t>(T * hd * 2), 8);
         const auto bias = randomVector(static_cast<std::size_t>(n), 9);
-        std::vector<float> norm0, rot0, silu0, layer0, gelu0;
+        std::vector<float> norm0, rot0, silu0, layer0, gelu0, part0;
+        const std::int64_t rotWidth = 16; // phi3's partial_rotary_factor: the first 16 of 40 features
         for (int threads : {1, 2, 3, 7, -2, -3}) {
             const cpu::ParallelFor par = threads > 0 ? splitInto(threads) : atenPool(-threads);
             std::vector<float> norm(static_cast<std::size_t>(rows * n)), rot = x, silu = x, layer(norm.size()), gelu = x;
@@ -302,14 +303,24 @@ private Q_SLOTS:
             cpu::siluMul(silu.data(), rows, n, par);
             cpu::layerNorm(x.data(), rows, n, w.data(), bias.data(), 1e-5, layer.data(), par);
             cpu::geluTanh(gelu.data(), rows, 2 * n, par);
+            std::vector<float> part = x;
+            cpu::rotaryPartial(part.data(), rows, 2 * n, 5, hd, rotWidth, T, cs.data(), cs.data() + T * rotWidth, par);
             if (norm0.empty()) {
-                norm0 = norm, rot0 = rot, silu0 = silu, layer0 = layer, gelu0 = gelu;
+                norm0 = norm, rot0 = rot, silu0 = silu, layer0 = layer, gelu0 = gelu, part0 = part;
+                for (const std::int64_t r : {std::int64_t{0}, std::int64_t{123}, rows - 1})
+                    for (std::int64_t h = 0; h < 5; ++h) {
+                        const std::size_t e = static_cast<std::size_t>(r * 2 * n + h * hd), t = static_cast<std::size_t>((r % T) * rotWidth);
+                        QCOMPARE(part[e + 1], x[e + 1] * cs[t + 1] - x[e + 1 + rotWidth / 2] * cs[static_cast<std::size_t>(T * rotWidth) + t + 1]);
+                        for (std::int64_t i = rotWidth; i < hd; ++i) // past the rotary width: as they were
+                            QCOMPARE(part[e + static_cast<std::size_t>(i)], x[e + static_cast<std::size_t>(i)]);
+                    }
                 const float g = x[3], u = x[static_cast<std::size_t>(n + 3)];
                 QVERIFY(std::fabs(silu[3] - g / (1 + std::exp(-g)) * u) <= 1e-6 * (1 + std::fabs(g * u)));
                 continue;
             }
             QVERIFY2(sameBits(norm, norm0), qPrintable(QStringLiteral("rmsNorm, %1 threads").arg(threads)));
             QVERIFY2(sameBits(rot, rot0), qPrintable(QStringLiteral("rotary, %1 threads").arg(threads)));
+            QVERIFY2(sameBits(part, part0), qPrintable(QStringLiteral("rotaryPartial, %1 threads").arg(threads)));
             QVERIFY2(sameBits(silu, silu0), qPrintable(QStringLiteral("siluMul, %1 threads").arg(threads)));
             QVERIFY2(sameBits(layer, layer0), qPrintable(QStringLiteral("layerNorm, %1 threads").arg(threads)));
             QVERIFY2(sameBits(gelu, gelu0), qPrintable(QStringLiteral("geluTanh, %1 threads").arg(threads)));

@@ -2,6 +2,7 @@
 // The tokenizer library on small hand-made tokenizer.json files (ids derived by hand in the rows),
 // round trips, BOS decisions and every bad input's message.
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_nfc.h"
 #include "tokenizer_fixtures.h"
 #include "tokenizer_refusal.h"
 
@@ -271,7 +272,7 @@ private Q_SLOTS:
                                                    << "pre_tokenizer.type: pre-tokenizer \"Whitespace\" is not supported (supported: ByteLevel, Split, Metaspace, Digits, Sequence";
         QTest::addRow("unsupported normalizer")
             << QByteArray::fromStdString(fixtures::tokenizerJson(fixtures::bpe({"a"}, {}), {{"type", "NFKC"}}, nullptr, nullptr).dump())
-            << "normalizer.type: normalizer \"NFKC\" is not supported (supported: Prepend, Replace, Sequence";
+            << "normalizer.type: normalizer \"NFKC\" is not supported (supported: Prepend, Replace, NFC, Sequence";
         QTest::addRow("Metaspace replacement of two characters")
             << withPre({{"type", "Metaspace"}, {"replacement", "__"}, {"prepend_scheme", "always"}, {"split", true}})
             << "pre_tokenizer.replacement: expected exactly one character, found \"__\"";
@@ -326,6 +327,28 @@ private Q_SLOTS:
         const auto tokenizer = Tokenizer::load(writeFixture(dir, QStringLiteral("t"), fixtures::gpt2Style()));
         QCOMPARE(tokenizer->encode("Iz zz"), (std::vector<std::uint32_t>{0, 3})); // I, Ġ; z has no token
         QCOMPARE(tokenizer->droppedBytes(), std::int64_t{3});
+    }
+
+    // Qwen3's NFC normalizer (unicode_nfc.h): the expected bytes are Python's unicodedata.normalize("NFC").
+    void unicodeNfc_data()
+    {
+        QTest::addColumn<QByteArray>("text");
+        QTest::addColumn<QByteArray>("nfc");
+        QTest::addRow("decomposed acute") << QByteArray("e\xcc\x81 cafe\xcc\x81") << QByteArray("\xc3\xa9 caf\xc3\xa9");
+        QTest::addRow("two marks, reordered") << QByteArray("a\xcc\x88\xcc\xa3") << QByteArray("\xe1\xba\xa1\xcc\x88");
+        QTest::addRow("Hangul L V T, LV + T") << QByteArray("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 \xea\xb0\x80\xe1\x86\xa8")
+                                              << QByteArray("\xea\xb0\x81 \xea\xb0\x81");
+        QTest::addRow("singletons") << QByteArray("\xe2\x84\xab \xe2\x84\xa6") << QByteArray("\xc3\x85 \xce\xa9");
+        QTest::addRow("composition exclusion") << QByteArray("\xe0\xa5\x98") << QByteArray("\xe0\xa4\x95\xe0\xa4\xbc");
+        QTest::addRow("blocked, reordered") << QByteArray("A\xcc\x8a\xcc\xa7 q\xcc\x87\xcc\xa3") << QByteArray("\xc3\x85\xcc\xa7 q\xcc\xa3\xcc\x87");
+        QTest::addRow("already NFC") << QByteArray("\xe1\xba\x9b\xcc\xa3 \xe6\x97\xa5 plain") << QByteArray("\xe1\xba\x9b\xcc\xa3 \xe6\x97\xa5 plain");
+        QTest::addRow("invalid bytes kept, composing nothing") << QByteArray("e\xff\xcc\x81 \xc3") << QByteArray("e\xff\xcc\x81 \xc3");
+    }
+    void unicodeNfc()
+    {
+        QFETCH(QByteArray, text);
+        QFETCH(QByteArray, nfc);
+        QCOMPARE(QByteArray::fromStdString(cppl::agent::unicodeNfc(text.toStdString())), nfc);
     }
 
     void decodeRefusesUnknownIds()

@@ -53,9 +53,7 @@ const Family kFamilies[] = {
     {"llama3", true, -1, nullptr},     // the packaged file's post-processor is ByteLevel alone
     {"llama3_1", false, 128000, nullptr}, // <|begin_of_text|>
     {"llama2", false, 1, nullptr},     // <s>
-    {"qwen3", true, -1,
-     "refused: tokenizer.json's normalizer is NFC, which the agent does not implement (docs/tokenizers.md). WikiText-2 test "
-     "is already NFC: with the normalizer removed the agent's 299,078 ids equal the crate's, so NFC is the one thing missing"},
+    {"qwen3", true, -1, nullptr},      // its NFC normalizer (unicode_nfc.h)
 };
 
 #ifdef CPPL_TOKENIZER_PENDING

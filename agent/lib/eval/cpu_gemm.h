@@ -131,6 +131,9 @@ void geluTanh(float *x, std::int64_t rows, std::int64_t n, const ParallelFor &pa
 /// is position r % T; cos and sin are [T][hd] (transformers' rotate_half convention).
 void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t T, const float *cos, const float *sin,
             const ParallelFor &parallel);
+/// The same on the first `rot` features of each head (phi3's partial_rotary_factor); cos and sin [T][rot].
+void rotaryPartial(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t rot, std::int64_t T, const float *cos,
+                   const float *sin, const ParallelFor &parallel);
 /// gu[r][j] = silu(gu[r][j]) * gu[r][n + j] for j < n, in place (the gate half of a fused gate/up row).
 void siluMul(float *gu, std::int64_t rows, std::int64_t n, const ParallelFor &parallel);
 /// The same with the tanh GELU (Gemma's GeGLU, gelu_pytorch_tanh).

@@ -177,11 +177,17 @@ void geluTanh(float *x, std::int64_t rows, std::int64_t n, const ParallelFor &pa
 void rotary(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t T, const float *cos, const float *sin,
             const ParallelFor &parallel)
 {
-    const std::int64_t half = hd / 2;
+    rotaryPartial(x, rows, ld, heads, hd, hd, T, cos, sin, parallel);
+}
+
+void rotaryPartial(float *x, std::int64_t rows, std::int64_t ld, std::int64_t heads, std::int64_t hd, std::int64_t rot, std::int64_t T, const float *cos,
+                   const float *sin, const ParallelFor &parallel)
+{
+    const std::int64_t half = rot / 2;
     parallel(rows, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r) {
-            const float *c = cos + (r % T) * hd;
-            const float *sn = sin + (r % T) * hd;
+            const float *c = cos + (r % T) * rot;
+            const float *sn = sin + (r % T) * rot;
             for (std::int64_t h = 0; h < heads; ++h) {
                 float *e = x + r * ld + h * hd;
                 for (std::int64_t i = 0; i < half; ++i) {

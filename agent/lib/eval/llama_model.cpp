@@ -4,9 +4,11 @@
 // an RMSNorm over each query and key head before the rotary embedding, as its Qwen3Attention; Mistral:
 // its sliding window, the attention step's mask and the keys the native kernel visits; Gemma 2: (1 + w)
 // norms, the embedding's scale, GeGLU, norms after attention and the MLP, soft-capping, sliding layers,
-// each a variation of one of the steps below, as Gemma2DecoderLayer; Mixtral and Qwen2-MoE: a sparse
-// MLP, moe.h, in place of the MLP step where the config makes the layer sparse). Each
-// layer is the same named steps on both paths: norm, attention, residual, norm, MLP, residual.
+// each a variation of one of the steps below, as Gemma2DecoderLayer; Gemma 3: Gemma 2's steps with (1 + w)
+// q/k norms and a second rotary base for its sliding layers; Phi-3: fused q/k/v and gate/up weights split
+// at load, partial and longrope rotary; Mixtral and Qwen2-MoE: a sparse MLP, moe.h, in place of the MLP
+// step where the config makes the layer sparse). Each layer is the same named steps on both paths: norm,
+// attention, residual, norm, MLP, residual.
 #include "attention.h"
 #include "decoder_model.h"
 #include "intra_op.h"
@@ -33,6 +35,7 @@ struct LlamaLayer
     Norm attnOutNorm, mlpOutNorm; ///< gemma: after attention and after the MLP, before the residual adds
     Norm qNorm, kNorm; ///< qwen3: over each head of q and of k (ModelConfig::qkNorm), else unused
     std::int64_t window = 0; ///< its sliding window (0: none)
+    bool localRotary = false; ///< gemma3's sliding layers: rotated with rope_local_base_freq
     Linear qkv;    ///< q_proj, k_proj, v_proj stacked (column-parallel under tensor parallelism)
     Linear o;      ///< row-parallel
     Linear gateUp; ///< gate_proj, up_proj stacked (column-parallel)
@@ -51,6 +54,7 @@ struct NativeBatch
     float *gu = nullptr;   ///< [rows, gate | up]; the gate half becomes silu(gate) * up
     float *out = nullptr;  ///< gemma: o_proj's and down_proj's output, normed before the residual add
     const float *cos = nullptr, *sin = nullptr;
+    const float *cosLocal = nullptr, *sinLocal = nullptr; ///< gemma3's sliding layers' tables
     cpu::AttentionShape shape;
 };
 
@@ -59,6 +63,7 @@ struct TorchBatch
 {
     std::int64_t B = 0, T = 0;
     at::Tensor cos, sin, mask, windowMask; ///< the causal mask, and with the sliding window
+    at::Tensor cosLocal, sinLocal;         ///< gemma3's sliding layers' tables
 };
 
 class LlamaModel final : public DecoderModel
@@ -80,9 +85,12 @@ public:
         for (std::int64_t i = 0; i < m_c.layers; ++i) {
             m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + ".", m_c.moe.sparse(i)));
             m_layers.back().window = m_c.windowOf(i);
+            m_layers.back().localRotary = m_c.localRotary(i);
         }
         m_finalNorm = norm(w.get("model.norm.weight", {m_c.hidden}));
         m_rotary = Rotary(m_c, o.device);
+        if (m_c.ropeLocalTheta > 0)
+            m_localRotary = Rotary(m_c, o.device, true);
         setInfo(dir, w);
     }
 
@@ -113,7 +121,7 @@ private:
     {
         const std::int64_t H = m_c.hidden, I = m_intermediate, hd = m_c.headDim, r = tpRank();
         const std::int64_t kv0 = kvHeadSlice(m_c.heads, m_c.kvHeads).first;
-        const std::int64_t qAll = m_c.heads * hd, kvAll = m_c.kvHeads * hd;
+        const std::int64_t qAll = m_c.heads * hd;
         LlamaLayer l;
         l.inputNorm = norm(w.get(p + "input_layernorm.weight", {H}));
         if (m_c.gemma) {
@@ -124,16 +132,12 @@ private:
             l.mlpNorm = norm(w.get(p + "post_attention_layernorm.weight", {H}));
         }
         const std::string a = p + "self_attn.", m = p + "mlp.";
-        l.qkv = Linear::load(w,
-                             {{{a + "q_proj", qWidth(), r * qWidth(), qAll}, {a + "k_proj", kvWidth(), kv0 * hd, kvAll}, {a + "v_proj", kvWidth(), kv0 * hd, kvAll}},
-                              H,
-                              m_c.qkvBias},
-                             m_linears);
+        l.qkv = Linear::load(w, {qkvParts(a, kv0), H, m_c.qkvBias}, m_linears);
         l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
         if (sparse) {
             l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears);
         } else {
-            l.gateUp = Linear::load(w, {{{m + "gate_proj", I, r * I, m_c.intermediate}, {m + "up_proj", I, r * I, m_c.intermediate}}, H, m_c.mlpBias}, m_linears);
+            l.gateUp = Linear::load(w, {gateUpParts(m), H, m_c.mlpBias}, m_linears);
             l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
         }
         if (m_c.qkNorm) {
@@ -143,21 +147,47 @@ private:
         return l;
     }
 
-    // The workspace's buffers: activations [B * T, width] and the rotary tables [T, head_dim].
-    enum Buffer : std::size_t { kX = kResidual, kH, kQkv, kAttn, kGu, kCos, kSin, kOut };
+    // This rank's q, k and v rows: of q_proj, k_proj and v_proj, or (phi3) of the fused qkv_proj, whose
+    // rows are all of q's, then k's, then v's.
+    std::vector<LinearSpec::Part> qkvParts(const std::string &a, std::int64_t kv0) const
+    {
+        const std::int64_t hd = m_c.headDim, r = tpRank(), qAll = m_c.heads * hd, kvAll = m_c.kvHeads * hd;
+        if (m_c.fusedProjections) {
+            const std::string f = a + "qkv_proj";
+            return {{f, qWidth(), r * qWidth(), qAll + 2 * kvAll}, {f, kvWidth(), qAll + kv0 * hd, qAll + 2 * kvAll},
+                    {f, kvWidth(), qAll + kvAll + kv0 * hd, qAll + 2 * kvAll}};
+        }
+        return {{a + "q_proj", qWidth(), r * qWidth(), qAll}, {a + "k_proj", kvWidth(), kv0 * hd, kvAll}, {a + "v_proj", kvWidth(), kv0 * hd, kvAll}};
+    }
+
+    // This rank's gate and up rows: of gate_proj and up_proj, or (phi3) of the fused gate_up_proj (gate's rows, then up's).
+    std::vector<LinearSpec::Part> gateUpParts(const std::string &m) const
+    {
+        const std::int64_t I = m_intermediate, all = m_c.intermediate, r = tpRank();
+        if (m_c.fusedProjections)
+            return {{m + "gate_up_proj", I, r * I, 2 * all}, {m + "gate_up_proj", I, all + r * I, 2 * all}};
+        return {{m + "gate_proj", I, r * I, all}, {m + "up_proj", I, r * I, all}};
+    }
+
+    // The workspace's buffers: activations [B * T, width] and the rotary tables [T, rotary width]
+    // (gemma3: the sliding layers' too).
+    enum Buffer : std::size_t { kX = kResidual, kH, kQkv, kAttn, kGu, kCos, kSin, kOut, kCosLocal, kSinLocal };
 
     void ensureWorkspace(std::int64_t B, std::int64_t T) override
     {
-        const std::int64_t rows = B * T, H = m_c.hidden, hd = m_c.headDim;
-        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_intermediate, T * hd, T * hd,
-                                      m_c.gemma ? rows * H : 1}))
+        const std::int64_t rows = B * T, H = m_c.hidden, rot = m_rotary.width(), local = m_c.ropeLocalTheta > 0 ? T * rot : 1;
+        if (m_ws.reserve(rows, T, {rows * H, rows * H, rows * (qWidth() + 2 * kvWidth()), rows * qWidth(), rows * 2 * m_intermediate, T * rot, T * rot,
+                                      m_c.gemma ? rows * H : 1, local, local})) {
             m_rotary.tables(T, m_ws[kCos], m_ws[kSin]);
+            if (m_c.ropeLocalTheta > 0)
+                m_localRotary.tables(T, m_ws[kCosLocal], m_ws[kSinLocal]);
+        }
     }
 
     NativeBatch nativeBatch(std::int64_t B, std::int64_t T)
     {
         ensureWorkspace(B, T);
-        NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kOut], m_ws[kCos], m_ws[kSin], {}};
+        NativeBatch b{T, B * T, m_ws[kX], m_ws[kH], m_ws[kQkv], m_ws[kAttn], m_ws[kGu], m_ws[kOut], m_ws[kCos], m_ws[kSin], m_ws[kCosLocal], m_ws[kSinLocal], {}};
         const std::int64_t wqkv = qWidth() + 2 * kvWidth();
         b.shape = {B, T, m_heads, m_kvHeads, m_c.headDim, wqkv, wqkv, wqkv, qWidth(),
                    static_cast<float>(attentionScale()), 0, static_cast<float>(m_c.attnSoftcap)};
@@ -221,7 +251,8 @@ private:
             l.qNorm.heads(b.qkv, b.rows, wqkv, m_heads);
             l.kNorm.heads(b.qkv + qWidth(), b.rows, wqkv, m_kvHeads);
         }
-        cpu::rotary(b.qkv, b.rows, wqkv, m_heads + m_kvHeads, m_c.headDim, b.T, b.cos, b.sin, intraOp());
+        cpu::rotaryPartial(b.qkv, b.rows, wqkv, m_heads + m_kvHeads, m_c.headDim, m_rotary.width(), b.T, l.localRotary ? b.cosLocal : b.cos,
+                           l.localRotary ? b.sinLocal : b.sin, intraOp());
         cpu::AttentionShape shape = b.shape;
         shape.window = l.window;
         cpu::causalAttention(b.qkv, b.qkv + qWidth(), b.qkv + qWidth() + kvWidth(), b.attn, shape, intraOp());
@@ -242,8 +273,10 @@ private:
         at::Tensor x = m_embedding(ids.to(m_opts.device));
         if (m_c.gemma) // the stored dtype's scale, then in the activations' dtype (transformers' normalizer)
             x = x.mul(at::scalar_tensor(m_embedScale, x.options()));
-        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow)};
+        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow), {}, {}};
         std::tie(b.cos, b.sin) = m_rotary.tables(b.T, x.options());
+        if (m_c.ropeLocalTheta > 0)
+            std::tie(b.cosLocal, b.sinLocal) = m_localRotary.tables(b.T, x.options());
         for (const LlamaLayer &l : m_layers)
             x = layerLibTorch(l, x, b);
         return x;
@@ -272,7 +305,8 @@ private:
         const at::Tensor v = qkv[2].view({b.B, b.T, m_kvHeads, m_c.headDim}).transpose(1, 2);
         const bool windowed = l.window > 0 && l.window < b.T;
         const AttentionOptions o{m_c.gemma ? attentionScale() : 0.0, m_c.attnSoftcap, windowed};
-        return causalAttention(Rotary::apply(q, b.cos, b.sin), Rotary::apply(k, b.cos, b.sin), v, windowed ? b.windowMask : b.mask, o);
+        const at::Tensor &cos = l.localRotary ? b.cosLocal : b.cos, &sin = l.localRotary ? b.sinLocal : b.sin;
+        return causalAttention(Rotary::apply(q, cos, sin), Rotary::apply(k, cos, sin), v, windowed ? b.windowMask : b.mask, o);
     }
 
     at::Tensor mlpLibTorch(const LlamaLayer &l, const at::Tensor &h) const
@@ -282,6 +316,7 @@ private:
     }
 
     Rotary m_rotary;
+    Rotary m_localRotary; ///< gemma3's sliding layers (rope_local_base_freq)
     float m_embedScale = 1; ///< gemma: sqrt(hidden) in the stored embedding's dtype
     std::vector<LlamaLayer> m_layers;
     mutable MoeScratch m_moeScratch; ///< the sparse MLPs' buffers on the agent's kernels

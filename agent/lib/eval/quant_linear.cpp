@@ -37,10 +37,18 @@ std::int64_t totalOut(const LinearSpec &spec)
     return std::accumulate(spec.parts.begin(), spec.parts.end(), std::int64_t{0}, [](std::int64_t n, const LinearSpec::Part &p) { return n + p.out; });
 }
 
+/// Whether a part is some rows of a fused stored weight (phi3's qkv_proj, gate_up_proj).
+bool fusedPart(const LinearSpec::Part &part) { return part.storedOut > 0 && part.storedOut != part.out; }
+
 /// A part's float32 weight [out, in] on the CPU, contiguous (a Conv1D's [in, out] transposed).
 at::Tensor partWeight(WeightSource &w, const LinearSpec &spec, const LinearSpec::Part &part)
 {
     const std::string name = part.prefix + ".weight";
+    if (fusedPart(part)) { // phi3's qkv_proj, gate_up_proj: the part's rows, counted as read (getFloat counts the whole)
+        const at::Tensor rows = w.getFloat(name, {part.storedOut, spec.in}).narrow(0, part.row0, part.out).contiguous();
+        w.countParams(-(part.storedOut - part.out) * spec.in);
+        return rows;
+    }
     return spec.transposed ? w.getFloat(name, {spec.in, part.out}).t().contiguous() : w.getFloat(name, {part.out, spec.in}).contiguous();
 }
 
@@ -314,6 +322,9 @@ void releaseQuantizedTensors(WeightSource &w, const std::string &prefix)
 /// One part as its checkpoint stores it: packed for the kernels, or dequantized to float32.
 std::shared_ptr<const LinearStorage> checkpointPart(WeightSource &w, const LinearSpec &spec, const LinearSpec::Part &part, const LinearPlan &plan)
 {
+    if (fusedPart(part))
+        throw ConfigError(w.checkpoint().directory() + ": \"" + part.prefix + "\" is a fused weight stored quantized (" + plan.quantName()
+                          + "); quantized fused q/k/v and gate/up (phi3) are not supported: evaluate the float checkpoint (with --quantize if wanted)");
     quant::QuantizedLinear q = quant::readQuantizedLinear(*plan.checkpoint, w.checkpoint().tensors(), part.prefix, part.out, spec.in);
     releaseQuantizedTensors(w, part.prefix);
     const at::Tensor bias = floatBias(q.bias);
@@ -400,7 +411,7 @@ std::shared_ptr<const LinearStorage> loadBf16Linear(WeightSource &w, const Linea
     std::int64_t row0 = 0;
     for (const LinearSpec::Part &part : spec.parts) {
         const std::string name = part.prefix + ".weight";
-        if (!spec.transposed && w.view(name, {part.out, spec.in}).dtype == StoredDtype::BF16) {
+        if (!spec.transposed && !fusedPart(part) && w.view(name, {part.out, spec.in}).dtype == StoredDtype::BF16) {
             l->matrix().packRowsBf16(row0, reinterpret_cast<const std::uint16_t *>(w.view(name, {part.out, spec.in}).data), spec.in, part.out);
             w.countParams(part.out * spec.in);
         } else {

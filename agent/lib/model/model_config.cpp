@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -171,13 +173,14 @@ void parseQwen3(const json &j, const std::string &source, ModelConfig &c)
     c.qkNorm = true;
 }
 
-// Gemma 2's layer types: layer_types when given, else even layers (0, 2, ...) slide and odd ones are global.
-std::vector<bool> gemmaSlidingLayers(const json &j, const std::string &source, std::int64_t layers)
+// Gemma's layer types: layer_types when given, else every `pattern`th layer (pattern - 1, 2 pattern - 1, ...)
+// is global and the others slide (Gemma 2: 2, even layers slide; Gemma 3: sliding_window_pattern).
+std::vector<bool> gemmaSlidingLayers(const json &j, const std::string &source, std::int64_t layers, std::int64_t pattern)
 {
     std::vector<bool> sliding;
     if (!j.contains("layer_types") || j["layer_types"].is_null()) {
         for (std::int64_t i = 0; i < layers; ++i)
-            sliding.push_back(i % 2 == 0);
+            sliding.push_back((i + 1) % pattern != 0);
         return sliding;
     }
     const json &t = j["layer_types"];
@@ -198,17 +201,16 @@ void refuseField(const json &j, const std::string &source, const std::string &fi
         throw ConfigError(source + ": " + field + " " + j[field].dump().substr(0, 80) + " is not supported for " + family);
 }
 
-// Gemma 2: RMSNorm as x^ (1 + w), embeddings x sqrt(hidden), GeGLU with the tanh GELU, norms before and
-// after attention and the MLP, query_pre_attn_scalar, soft-capped attention scores and logits, sliding
-// layers alternating with global ones; the head tied unless tie_word_embeddings says otherwise.
-void parseGemma2(const json &j, const std::string &source, ModelConfig &c)
+// What Gemma 2 and 3 share: RMSNorm as x^ (1 + w), embeddings x sqrt(hidden), GeGLU with the tanh GELU,
+// norms before and after attention and the MLP, query_pre_attn_scalar, soft-capped attention scores
+// and logits where set, a sliding window; the head tied unless tie_word_embeddings says otherwise.
+void parseGemmaCommon(const json &j, const std::string &source, ModelConfig &c)
 {
     parseDecoderSizes(j, source, c);
     c.headDim = positive(j, "head_dim", source, 256);
     requireActivation(j, source, j.contains("hidden_activation") && !j["hidden_activation"].is_null() ? "hidden_activation" : "hidden_act",
                       "gelu_pytorch_tanh");
-    refuseField(j, source, "rope_scaling", "gemma2 (supported: null)");
-    refuseField(j, source, "use_bidirectional_attention", "gemma2 (supported: false or absent)");
+    refuseField(j, source, "use_bidirectional_attention", c.modelType + " (supported: false or absent)");
     c.gemma = true;
     c.tied = flag(j, "tie_word_embeddings", true);
     c.qkvBias = c.oBias = flag(j, "attention_bias", false);
@@ -220,7 +222,99 @@ void parseGemma2(const json &j, const std::string &source, ModelConfig &c)
     if (c.attnSoftcap < 0 || c.finalSoftcap < 0)
         throw ConfigError(source + ": attn_logit_softcapping / final_logit_softcapping must be positive or null");
     c.slidingWindow = positive(j, "sliding_window", source, 0);
-    c.slidingLayers = gemmaSlidingLayers(j, source, c.layers);
+}
+
+// Gemma 2: sliding layers alternating with global ones (even layers slide); no rotary scaling.
+void parseGemma2(const json &j, const std::string &source, ModelConfig &c)
+{
+    refuseField(j, source, "rope_scaling", "gemma2 (supported: null)");
+    parseGemmaCommon(j, source, c);
+    c.slidingLayers = gemmaSlidingLayers(j, source, c.layers, 2);
+}
+
+// Gemma 3's rope_scaling, on its global layers: null or linear (inv_freq / factor; the 4B+ checkpoints' factor 8).
+void parseGemma3RopeScaling(const json &j, const std::string &source, ModelConfig &c)
+{
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+        return;
+    const json &s = j["rope_scaling"];
+    const std::string where = source + ": rope_scaling";
+    if (!s.is_object())
+        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
+    const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
+    if (kind == "linear") {
+        c.ropeLinearFactor = number(s, "factor", where, 0.0);
+        if (c.ropeLinearFactor <= 0)
+            throw ConfigError(where + ".factor must be a positive number, got " + (s.contains("factor") ? s["factor"].dump().substr(0, 40) : "none"));
+    } else if (kind != "default") {
+        throw ConfigError(where + " type \"" + kind + "\" is not supported for gemma3_text (supported: null, linear)");
+    }
+}
+
+// Gemma 3 (text): Gemma 2's layer with a (1 + w) RMSNorm over each query and key head before the
+// rotary embedding, soft-capping only where the config sets it (the published ones set null), every
+// sliding_window_pattern-th layer global (or layer_types), the sliding layers rotating with
+// rope_local_base_freq unscaled and the global ones with rope_theta and rope_scaling.
+void parseGemma3(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseGemmaCommon(j, source, c);
+    parseGemma3RopeScaling(j, source, c);
+    c.qkNorm = true;
+    c.ropeLocalTheta = number(j, "rope_local_base_freq", source, 10000.0);
+    if (c.ropeLocalTheta <= 0)
+        throw ConfigError(source + ": \"rope_local_base_freq\" must be positive");
+    c.slidingLayers = gemmaSlidingLayers(j, source, c.layers, positive(j, "sliding_window_pattern", source, 6));
+}
+
+// Phi-3's rope_scaling: null, or longrope (su, its old name): short and long factors per rotary pair,
+// scaled from original_max_position_embeddings, cos and sin x the attention factor (given, or
+// sqrt(1 + ln s / ln original) with s = max_position_embeddings / original, 1 when s <= 1).
+void parsePhi3RopeScaling(const json &j, const std::string &source, ModelConfig &c)
+{
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+        return;
+    const json &s = j["rope_scaling"];
+    const std::string where = source + ": rope_scaling";
+    if (!s.is_object())
+        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
+    const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
+    if (kind == "default")
+        return;
+    if (kind != "longrope" && kind != "su")
+        throw ConfigError(where + " type \"" + kind + "\" is not supported for phi3 (supported: null, longrope, su)");
+    const auto pairs = static_cast<std::size_t>(c.rotaryWidth() / 2);
+    for (const char *key : {"short_factor", "long_factor"}) {
+        const bool ok = s.contains(key) && s[key].is_array() && s[key].size() == pairs
+                        && std::all_of(s[key].begin(), s[key].end(), [](const json &e) { return e.is_number() && e.get<double>() > 0; });
+        if (!ok)
+            throw ConfigError(where + "." + key + " must list " + std::to_string(pairs) + " positive numbers (one per rotary pair)");
+        (std::string(key) == "short_factor" ? c.ropeShortFactor : c.ropeLongFactor) = s[key].get<std::vector<double>>();
+    }
+    const double original = number(j, "original_max_position_embeddings", source, number(s, "original_max_position_embeddings", where, 0.0));
+    if (original < 2 || c.maxPositions < 1)
+        throw ConfigError(source + ": longrope needs original_max_position_embeddings (at least 2) and max_position_embeddings (the lengths it scales between)");
+    c.ropeOriginalMaxPositions = original;
+    const double scale = static_cast<double>(c.maxPositions) / original;
+    c.ropeAttentionFactor = number(s, "attention_factor", where, scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(original)));
+}
+
+// Phi-3: Llama's layer with q/k/v fused in qkv_proj and gate/up in gate_up_proj (split at load), the
+// first partial_rotary_factor of each head rotated (Phi-4-mini), longrope scaling, sliding_window on
+// every layer (Phi-3-mini-4k: 2047); no biases.
+void parsePhi3(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseDecoderSizes(j, source, c);
+    requireActivation(j, source, "hidden_act", "silu");
+    refuseField(j, source, "attention_bias", "phi3 (supported: false or absent)");
+    c.fusedProjections = true;
+    const double partial = number(j, "partial_rotary_factor", source, 1.0);
+    const auto rot = partial > 0 && partial <= 1 ? static_cast<std::int64_t>(static_cast<double>(c.headDim) * partial) : 0;
+    if (rot < 2 || rot % 2 != 0)
+        throw ConfigError(source + ": partial_rotary_factor " + json(partial).dump() + " is not supported for phi3 (a factor in (0, 1] giving an even rotary width of head_dim "
+                          + std::to_string(c.headDim) + ")");
+    c.rotaryDim = rot == c.headDim ? 0 : rot;
+    parsePhi3RopeScaling(j, source, c);
+    c.slidingWindow = positive(j, "sliding_window", source, 0);
 }
 
 // The sparse layers' experts: num_experts_per_tok of `experts` (1 .. experts), each of width `width`.
@@ -297,6 +391,8 @@ constexpr Family kFamilies[] = {
     {"qwen2", ModelConfig::Arch::Llama, parseQwen2},
     {"qwen3", ModelConfig::Arch::Llama, parseQwen3},
     {"gemma2", ModelConfig::Arch::Llama, parseGemma2},
+    {"gemma3_text", ModelConfig::Arch::Llama, parseGemma3},
+    {"phi3", ModelConfig::Arch::Llama, parsePhi3},
     {"gpt2", ModelConfig::Arch::Gpt2, parseGpt2},
     {"mixtral", ModelConfig::Arch::Llama, parseMixtral},
     {"qwen2_moe", ModelConfig::Arch::Llama, parseQwen2Moe},
@@ -351,6 +447,9 @@ ModelConfig parseModelConfig(std::string_view jsonText, const std::string &sourc
     ModelConfig c;
     c.modelType = j["model_type"].get<std::string>();
     c.bosTokenId = bosTokenId(j, source);
+    if (j.contains("vision_config") && !j["vision_config"].is_null())
+        throw ConfigError(source + ": vision_config is present: a vision tower (model_type \"" + c.modelType
+                          + "\", e.g. Gemma3ForConditionalGeneration) is not supported; evaluate a text-only checkpoint (model_type gemma3_text)");
     const Family *family = findFamily(c.modelType);
     if (!family)
         throw ConfigError(source + ": model_type \"" + c.modelType + "\" is not supported (supported: " + supportedTypes()

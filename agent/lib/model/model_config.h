@@ -30,10 +30,11 @@ struct MoeConfig
 /// a family").
 struct ModelConfig
 {
-    /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2, qwen3, gemma2, mixtral and qwen2_moe are Llama.
+    /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2, qwen3, gemma2,
+    /// gemma3_text, phi3, mixtral and qwen2_moe are Llama.
     enum class Arch { Llama, Gpt2 };
     Arch arch = Arch::Llama;
-    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gemma2, mixtral, qwen2_moe, gpt2)
+    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2, mixtral, qwen2_moe)
     std::int64_t vocab = 0;
     std::int64_t hidden = 0;
     std::int64_t layers = 0;
@@ -48,7 +49,16 @@ struct ModelConfig
     double ropeFactor = 1.0;
     double ropeLowFreqFactor = 1.0;
     double ropeHighFreqFactor = 4.0;
-    double ropeOriginalMaxPositions = 8192.0;
+    double ropeOriginalMaxPositions = 8192.0; ///< llama3's; phi3 longrope's pre-training length
+    double ropeLinearFactor = 1.0; ///< rope_scaling {rope_type: linear}: inv_freq / factor (gemma3: global layers only)
+    /// gemma3 rope_local_base_freq: the sliding layers' rotary base, unscaled (0: every layer rotates alike).
+    double ropeLocalTheta = 0;
+    /// phi3 rope_scaling longrope (or su): per rotary pair, the short factors, and the long ones used
+    /// when the forward pass is longer than ropeOriginalMaxPositions; cos and sin x ropeAttentionFactor.
+    std::vector<double> ropeShortFactor, ropeLongFactor;
+    double ropeAttentionFactor = 1.0;
+    std::int64_t rotaryDim = 0; ///< phi3 partial_rotary_factor: the rotated features of each head (0: head_dim)
+    bool fusedProjections = false; ///< phi3: qkv_proj and gate_up_proj stored fused (split at load)
     bool tied = false;
     bool qkvBias = false;
     bool oBias = false;
@@ -56,7 +66,7 @@ struct ModelConfig
     bool qkNorm = false; ///< qwen3: an RMSNorm over each query and key head before the rotary embedding
     /// mistral's sliding_window: each query sees the keys t - W + 1 .. t (W of them, itself included); 0 = none.
     std::int64_t slidingWindow = 0;
-    /// gemma2: which layers slide (slidingWindow); empty = every layer (mistral).
+    /// gemma2/3: which layers slide (slidingWindow, and gemma3's local rotary); empty = every layer (mistral).
     std::vector<bool> slidingLayers;
     /// gemma2: embeddings x sqrt(hidden), RMSNorm as x^ (1 + w), GeGLU (tanh GELU), norms after attention
     /// and after the MLP as well as before, the head tied unless tie_word_embeddings is false.
@@ -69,6 +79,12 @@ struct ModelConfig
     {
         return slidingLayers.empty() || slidingLayers[static_cast<std::size_t>(layer)] ? slidingWindow : 0;
     }
+    /// Whether layer i rotates with rope_local_base_freq (gemma3's sliding layers).
+    [[nodiscard]] bool localRotary(std::int64_t layer) const
+    {
+        return ropeLocalTheta > 0 && !slidingLayers.empty() && slidingLayers[static_cast<std::size_t>(layer)];
+    }
+    [[nodiscard]] std::int64_t rotaryWidth() const { return rotaryDim > 0 ? rotaryDim : headDim; }
     std::int64_t bosTokenId = -1;
     MoeConfig moe; ///< mixtral, qwen2_moe
 };

@@ -3,6 +3,8 @@
 // Rust `tokenizers` crate (split behaviours, Oniguruma match iteration, empty pieces dropped).
 #include "hf_pipeline.h"
 
+#include "unicode_nfc.h"
+
 #include "cppl/errors.h"
 
 #include <optional>
@@ -284,6 +286,13 @@ public:
 private:
     Pattern m_pattern;
     std::string m_content;
+};
+
+// Qwen2/Qwen3: Unicode NFC (unicode_nfc.h).
+class NfcNormalizer : public Normalizer
+{
+public:
+    void normalize(std::string &text) const override { text = unicodeNfc(text); }
 };
 
 class SequenceNormalizer : public Normalizer
@@ -653,6 +662,8 @@ std::unique_ptr<Normalizer> makeNormalizer(const JsonContext &ctx, const nlohman
         return std::make_unique<PrependNormalizer>(ctx.string(j, path, "prepend"));
     if (type == "Replace")
         return std::make_unique<ReplaceNormalizer>(readPattern(ctx, j, path), ctx.string(j, path, "content"));
+    if (type == "NFC")
+        return std::make_unique<NfcNormalizer>();
     if (type == "Sequence") {
         const auto &list = ctx.require(j, path, "normalizers");
         if (!list.is_array())
@@ -663,7 +674,7 @@ std::unique_ptr<Normalizer> makeNormalizer(const JsonContext &ctx, const nlohman
                 stages.push_back(std::move(n));
         return std::make_unique<SequenceNormalizer>(std::move(stages));
     }
-    ctx.fail(path + ".type", "normalizer \"" + type + "\" is not supported (supported: Prepend, Replace, Sequence, or null)");
+    ctx.fail(path + ".type", "normalizer \"" + type + "\" is not supported (supported: Prepend, Replace, NFC, Sequence, or null)");
 }
 
 std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonContext &ctx, const nlohmann::json &j, const std::string &path)
