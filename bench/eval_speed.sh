@@ -9,30 +9,27 @@
 #   bench/eval_speed.sh [BUILD_DIR] [THREADS] [WINDOWS] [RUNS] [SHAPES] [GEMMS]
 # Shapes: "18m" (hidden 512, 6 layers, 8 heads, 4 KV heads, intermediate 1376, vocab 512) and
 # "110m" (hidden 1024, 8 layers, 16 heads, 8 KV heads, intermediate 2816, vocab 4096).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${1:-$ROOT/build/default}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_setup "${1:-}"
 THREADS="${2:-2}"
 WINDOWS="${3:-16}"
 RUNS="${4:-3}"
 SHAPE_LIST="${5:-18m 110m}"
 GEMMS="${6:-auto onednn blas}"
-WORK="$BUILD/bench-work"
-PY=/usr/bin/python3
-REF="$ROOT/tests/agent/reference"
-mkdir -p "$WORK"
 
-"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 600000).astype("<u4").tofile("'"$WORK"'/tokens.u32"); np.random.randint(0, 256, 4096).astype("<u4").tofile("'"$WORK"'/tokens-bytes.u32")'
+bench_tokens "$WORK/tokens.u32" 600000 512
+# The byte ids drawn after those 600,000, as they always were (the same file as before common.sh).
+"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 600000); np.random.randint(0, 256, 4096).astype("<u4").tofile("'"$WORK"'/tokens-bytes.u32")'
 declare -A SHAPES=(
   [18m]="--vocab 512 --hidden 512 --layers 6 --heads 8 --kv-heads 4 --intermediate 1376 --max-positions 1024"
   [110m]="--vocab 4096 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024"
 )
 sgemm() { "$BUILD/bench/bench_sgemm" "$THREADS" 4096 "$1" "$2" "$3" | "$PY" -c 'import json,sys;print(json.load(sys.stdin)["gflops"])'; }
-echo "threads=$THREADS windows=$WINDOWS batch=8 context=512 (hf-sliding, stride 512) runs=$RUNS; $(uptime | sed 's/.*load/load/')"
+echo "threads=$THREADS windows=$WINDOWS batch=8 context=512 (hf-sliding, stride 512) runs=$RUNS; $(bench_load)"
 printf '%-5s %-4s %-16s %10s %11s %11s %7s %8s %12s %8s\n' shape run gemm params agent_tok/s eager_tok/s x_eager GFLOP/s %best_sgemm rss_MB
 for shape in $SHAPE_LIST; do
   dir="$WORK/llama-$shape"
-  [[ -f "$dir/model.safetensors" ]] || "$PY" "$REF/make_checkpoint.py" --arch llama --out "$dir" ${SHAPES[$shape]} >/dev/null
+  bench_checkpoint "$dir" --arch llama ${SHAPES[$shape]}
   read -r hidden inter layers heads hd <<<"$("$PY" -c 'import json;c=json.load(open("'"$dir"'/config.json"));print(c["hidden_size"],c["intermediate_size"],c["num_hidden_layers"],c["num_attention_heads"],c["hidden_size"]//c["num_attention_heads"])')"
   : >"$WORK/rows-$shape"
   for run in $(seq 1 "$RUNS"); do
@@ -58,7 +55,7 @@ print("%-5s %-4d %-16s %10d %11.0f %11.0f %7.2f %8.1f %11.0f%% %8.0f" % (shape, 
       e["tokens_per_second"], tok_in / e["tokens_per_second"], flops, 100 * flops / best, rss))
 PY
     done
-    echo "      sgemm [4096 x $hidden] x [$hidden x $inter], GFLOP/s: OpenBLAS $sgb, oneDNN $sgo, native $sgn (best $best); $(uptime | sed 's/.*load/load/')"
+    echo "      sgemm [4096 x $hidden] x [$hidden x $inter], GFLOP/s: OpenBLAS $sgb, oneDNN $sgo, native $sgn (best $best); $(bench_load)"
   done
   "$PY" - "$WORK/rows-$shape" <<'PY'
 import sys, statistics, collections

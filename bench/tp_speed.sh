@@ -10,23 +10,17 @@
 # result's rows (tp_collective_seconds).
 #
 #   bench/tp_speed.sh [BUILD_DIR] [WINDOWS] [RUNS] [CONTEXT] [BATCH]
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${1:-$ROOT/build/default}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_setup "${1:-}"
 WINDOWS="${2:-8}"
 RUNS="${3:-3}"
 CONTEXT="${4:-256}"
 BATCH="${5:-4}"
-WORK="$BUILD/bench-work"
-PY=/usr/bin/python3
-AGENT="$BUILD/agent/clusterppl-agent"
-mkdir -p "$WORK"
-"$PY" -c 'import numpy as np; np.random.seed(0); np.random.randint(0, 512, 200000).astype("<u4").tofile("'"$WORK"'/tp-tokens.u32")'
+bench_tokens "$WORK/tp-tokens.u32" 200000 512
 MODEL="$WORK/llama-95m"
-[[ -f "$MODEL/model.safetensors" ]] || "$PY" "$ROOT/tests/agent/reference/make_checkpoint.py" --arch llama --out "$MODEL" \
-    --vocab 512 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024 >/dev/null
+bench_checkpoint "$MODEL" --arch llama --vocab 512 --hidden 1024 --layers 8 --heads 16 --kv-heads 8 --intermediate 2816 --max-positions 1024
 COMMON=(--model "$MODEL" --tokens "$WORK/tp-tokens.u32" --context "$CONTEXT" --batch "$BATCH" --max-windows "$WINDOWS" --gemm native --quiet)
-echo "tp_speed: 95M Llama, $WINDOWS windows of $CONTEXT, batch $BATCH, runs=$RUNS; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); $(uptime | sed 's/.*load/load/')"
+echo "tp_speed: 95M Llama, $WINDOWS windows of $CONTEXT, batch $BATCH, runs=$RUNS; $(bench_cpu); $(bench_load)"
 printf '%-4s %-28s %10s %9s %12s\n' run config tok/s seconds tp_share
 for run in $(seq 1 "$RUNS"); do
   "$AGENT" eval "${COMMON[@]}" --threads 2 --json "$WORK/tp-n1-$run.json" >/dev/null

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The families of issue 42 the agent evaluates natively (qwen3, mistral's window, gemma2, gemma3_text, phi3 so far), end to end against their
+// The families of issue 42 the agent evaluates natively (qwen3, mistral's window, gemma2, gemma3_text, phi3, mixtral, qwen2_moe so far), end to end against their
 // float64 references (tests/agent/reference/families_reference.py, written from the published
 // architectures): logits on every GEMM back end, the perplexity of each protocol through
 // `clusterppl-agent eval`, the same bits at every rank count, and the config fields not built refused
@@ -7,6 +7,8 @@
 #include "reference_fixture.h"
 
 #include "eval/language_model.h"
+#include "eval/moe.h"
+#include "eval/weight_source.h"
 #include "exit_codes.h"
 #include "test_exact.h"
 #include "test_verify.h"
@@ -87,7 +89,19 @@ void familyVariants()
     QTest::addRow("phi3, su (short factors at 12 <= 16), BF16, tied, 2 KV heads")
         << args({"--arch", "phi3", "--rope-scaling", "su", "--dtype", "BF16", "--tied", "--kv-heads", "2"});
     QTest::addRow("phi3, su (long factors at 12 > 8), sharded") << args({"--arch", "phi3", "--rope-scaling", "su", "--rope-original-max", "8", "--sharded"});
+    // mixtral / qwen2_moe: 4 experts, top-2, layer 0's experts 1 and 2 tied (the index decides), and
+    // top-1 and top-3 of 6, a window, BF16; qwen2_moe's dense layers among sparse ones.
+    QTest::addRow("mixtral") << args({"--arch", "mixtral"});
+    QTest::addRow("mixtral, top-1 of 6, window 6, BF16, sharded") << args({"--arch", "mixtral", "--experts", "6", "--top-k", "1", "--sliding-window", "6",
+                                                                          "--dtype", "BF16", "--sharded"});
+    QTest::addRow("qwen2_moe") << args({"--arch", "qwen2_moe"});
+    QTest::addRow("qwen2_moe, norm_topk_prob, top-3 of 5, tied") << args({"--arch", "qwen2_moe", "--norm-topk-prob", "--experts", "5", "--top-k", "3", "--tied"});
+    QTest::addRow("qwen2_moe, 4 layers, decoder_sparse_step 2, mlp_only_layers 3")
+        << args({"--arch", "qwen2_moe", "--layers", "4", "--decoder-sparse-step", "2", "--mlp-only-layers", "3"});
 }
+
+// The mixture-of-experts variants of the checks below.
+QStringList moeVariants() { return {QStringLiteral("mixtral"), QStringLiteral("qwen2_moe")}; }
 
 } // namespace
 
@@ -163,7 +177,11 @@ private Q_SLOTS:
                                         args({"--arch", "mistral", "--sliding-window", "37", "--dtype", "BF16"}), args({"--arch", "gemma2"}),
                                         args({"--arch", "gemma2", "--dtype", "BF16", "--sliding-window", "37"}), args({"--arch", "gemma3"}),
                                         args({"--arch", "gemma3", "--dtype", "BF16", "--sliding-window", "37", "--final-softcap", "3.0"}),
-                                        args({"--arch", "phi3"}), args({"--arch", "phi3", "--rope-scaling", "longrope", "--partial-rotary", "0.5", "--dtype", "BF16"})};
+                                        args({"--arch", "phi3"}), args({"--arch", "phi3", "--rope-scaling", "longrope", "--partial-rotary", "0.5", "--dtype", "BF16"}),
+                                        args({"--arch", "mixtral"}),
+                                        args({"--arch", "mixtral", "--experts", "6", "--top-k", "3", "--sliding-window", "37", "--dtype", "BF16"}),
+                                        args({"--arch", "qwen2_moe"}),
+                                        args({"--arch", "qwen2_moe", "--norm-topk-prob", "--layers", "3", "--mlp-only-layers", "1", "--dtype", "BF16"})};
         for (const QStringList &flags : variants) {
             const QString tag = flags.join(QLatin1Char(' '));
             QTest::addRow("%s, hf-sliding stride 24", qPrintable(tag)) << flags << args({"--protocol", "hf-sliding", "--context", "64", "--stride", "24"});
@@ -202,6 +220,8 @@ private Q_SLOTS:
         QTest::addRow("gemma2") << args({"--arch", "gemma2"});
         QTest::addRow("gemma3") << args({"--arch", "gemma3"});
         QTest::addRow("phi3") << args({"--arch", "phi3", "--rope-scaling", "longrope"});
+        for (const QString &arch : moeVariants())
+            QTest::addRow("%s", qPrintable(arch)) << QStringList{QStringLiteral("--arch"), arch};
     }
     void rankCountsGiveTheSameBits()
     {
@@ -262,6 +282,92 @@ private Q_SLOTS:
         CPPL_VERIFY2(std::fabs(p1 - p2) <= 1e-6 * p1, qPrintable(QStringLiteral("%1 vs %2").arg(p1, 0, 'g', 17).arg(p2, 0, 'g', 17)));
     }
 
+    // Batch 1 on one thread against batch 4 on two: each expert multiplies other groups of tokens, the
+    // same bits (a token's row never depends on the rows beside it, nor its experts' sums on their order).
+    void expertsGiveTheSameBitsAtEveryBatch_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        for (const QString &arch : moeVariants())
+            QTest::addRow("%s", qPrintable(arch)) << QStringList{QStringLiteral("--arch"), arch};
+        QTest::addRow("mixtral, top-3 of 6") << args({"--arch", "mixtral", "--experts", "6", "--top-k", "3"});
+    }
+    void expertsGiveTheSameBitsAtEveryBatch()
+    {
+        QFETCH(QStringList, flags);
+        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("batch-") + flags[1]), flags);
+        QString exact;
+        for (const auto &[batch, threads] : {std::pair{"1", "1"}, std::pair{"4", "2"}, std::pair{"3", "2"}}) {
+            const QString json = m_dir.filePath(QStringLiteral("batch-%1.json").arg(QString::fromLatin1(batch)));
+            const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
+                                              QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"),
+                                              QStringLiteral("--stride"), QStringLiteral("24"), QStringLiteral("--batch"), QString::fromLatin1(batch),
+                                              QStringLiteral("--threads"), QString::fromLatin1(threads), QStringLiteral("--json"), json, QStringLiteral("--quiet")});
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            const QString sum = readJson(json).value(QStringLiteral("nll_sum_exact")).toString();
+            QVERIFY(!sum.isEmpty());
+            if (exact.isEmpty())
+                exact = sum;
+            QCOMPARE(sum, exact);
+        }
+    }
+
+    // Layer 0's experts 1 and 2 share a router row (make_checkpoint.py), so their logits are equal on
+    // every token: expert 2 is never chosen without expert 1, the index decides on some tokens, and
+    // when both are chosen their weights are the same bits. (The logits of whole models with such ties
+    // are checked against the float64 reference above.)
+    void routerTiesGoToTheLowerExpert_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addRow("mixtral, top-2 of 4") << args({"--arch", "mixtral"});
+        QTest::addRow("qwen2_moe, top-1 of 3") << args({"--arch", "qwen2_moe", "--experts", "3", "--top-k", "1"});
+        QTest::addRow("qwen2_moe, top-3 of 6, norm_topk_prob") << args({"--arch", "qwen2_moe", "--experts", "6", "--top-k", "3", "--norm-topk-prob"});
+    }
+    void routerTiesGoToTheLowerExpert()
+    {
+        QFETCH(QStringList, flags);
+        QTemporaryDir dir;
+        const std::string model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags).toStdString();
+        const ModelConfig c = loadModelConfig(model);
+        WeightSource w(SafetensorsCheckpoint::openDirectory(model), LoadOptions{});
+        const MoeMlp moe(w, c, "model.layers.0.", linearPlanFor(LoadOptions{}, std::nullopt));
+        const std::int64_t rows = 2000;
+        const at::Tensor h = at::randn({rows, c.hidden}, at::TensorOptions().dtype(at::kFloat)).contiguous();
+        const MoeRouting r = moe.route(h.data_ptr<float>(), rows);
+        int decided = 0, both = 0;
+        for (std::int64_t t = 0; t < rows; ++t) {
+            int slot1 = -1, slot2 = -1;
+            float sum = 0;
+            for (std::int64_t k = 0; k < c.moe.topK; ++k) {
+                const auto i = static_cast<std::size_t>(t * c.moe.topK + k);
+                slot1 = r.expert[i] == 1 ? static_cast<int>(k) : slot1;
+                slot2 = r.expert[i] == 2 ? static_cast<int>(k) : slot2;
+                sum += r.weight[i];
+            }
+            CPPL_VERIFY2(slot2 < 0 || slot1 >= 0, qPrintable(QStringLiteral("token %1: expert 2 chosen without expert 1, its equal").arg(t)));
+            decided += slot1 >= 0 && slot2 < 0 ? 1 : 0;
+            if (slot1 >= 0 && slot2 >= 0) {
+                ++both;
+                QCOMPARE(slot2, slot1 + 1); // adjacent: nothing ranks between equal logits
+                QCOMPARE(r.weight[static_cast<std::size_t>(t * c.moe.topK + slot2)], r.weight[static_cast<std::size_t>(t * c.moe.topK + slot1)]);
+            }
+            if (c.moe.normTopK)
+                QVERIFY(std::fabs(sum - 1.0F) <= 1e-6F);
+        }
+        qInfo("%d of %lld tokens had the tie decided by the index, %d chose both", decided, static_cast<long long>(rows), both);
+        QVERIFY(decided > 0);
+    }
+
+    // A mixture of experts under --tensor-parallel is refused with the reason (expert parallelism is not built).
+    void tensorParallelRefusedForExperts()
+    {
+        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("tp-moe")), args({"--arch", "mixtral"}));
+        const ProcessResult r = runAgent({QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"),
+                                          QStringLiteral("--"), QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
+                                          QStringLiteral("--tensor-parallel"), QStringLiteral("2"), QStringLiteral("--quiet")});
+        QVERIFY(r.exitCode != kExitOk);
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("--tensor-parallel 2 is not supported for mixtral (a mixture of experts")), qPrintable(r.err));
+    }
+
     // A config field whose feature is not built is refused with the field named, before any weight is read.
     void unbuiltFeaturesRefused_data()
     {
@@ -307,6 +413,16 @@ private Q_SLOTS:
                                                         << "partial_rotary_factor 0.1 is not supported for phi3";
         QTest::addRow("phi3 attention_bias") << args({"--arch", "phi3"}) << "attention_bias" << QJsonValue(true)
                                              << "attention_bias true is not supported for phi3";
+        QTest::addRow("mixtral num_experts_per_tok 5 of 4") << args({"--arch", "mixtral"}) << "num_experts_per_tok" << QJsonValue(5)
+                                                            << "num_experts_per_tok 5 is not supported for mixtral (supported: 1 .. 4, the num_local_experts)";
+        QTest::addRow("qwen2_moe use_sliding_window") << args({"--arch", "qwen2_moe"}) << "use_sliding_window" << QJsonValue(true)
+                                                      << "use_sliding_window true is not supported for qwen2_moe";
+        QTest::addRow("qwen2_moe mlp_only_layers past the layers") << args({"--arch", "qwen2_moe"}) << "mlp_only_layers" << QJsonValue(QJsonArray{0, 7})
+                                                                   << "mlp_only_layers entry 7 is not a layer index (0 .. 1)";
+        QTest::addRow("qwen2_moe decoder_sparse_step 0") << args({"--arch", "qwen2_moe"}) << "decoder_sparse_step" << QJsonValue(0)
+                                                         << "\"decoder_sparse_step\" must be a positive integer, got 0";
+        QTest::addRow("qwen2_moe without shared_expert_intermediate_size") << args({"--arch", "qwen2_moe"}) << "shared_expert_intermediate_size"
+                                                                           << QJsonValue(QJsonValue::Null) << "\"shared_expert_intermediate_size\" is missing";
     }
     void unbuiltFeaturesRefused()
     {

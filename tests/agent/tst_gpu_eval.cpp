@@ -43,6 +43,8 @@ private Q_SLOTS:
         QTest::addRow("gemma3, window 4, two rotary bases") << QStringList{QStringLiteral("--arch"), QStringLiteral("gemma3")};
         QTest::addRow("phi3, longrope, partial rotary") << QStringList{QStringLiteral("--arch"), QStringLiteral("phi3"), QStringLiteral("--rope-scaling"),
                                                                        QStringLiteral("longrope"), QStringLiteral("--partial-rotary"), QStringLiteral("0.5")};
+        QTest::addRow("mixtral, tied router rows") << QStringList{QStringLiteral("--arch"), QStringLiteral("mixtral")};
+        QTest::addRow("qwen2_moe, shared expert") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen2_moe")};
     }
     void cudaMatchesCpu()
     {

@@ -9,6 +9,7 @@
 #include "test_verify.h"
 
 #include <QDir>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -231,6 +232,20 @@ private Q_SLOTS:
         CPPL_VERIFY2(bad.exitCode == 2 && bad.err.contains(u"--gpu-memory \"lots\""_s), qPrintable(bad.describe()));
         const cppl::test::ProcessResult q = cppl::test::runProcess(cppl::test::kAgent, {u"plan"_s, u"--model"_s, model, u"--quantize"_s, u"int3"_s});
         CPPL_VERIFY2(q.exitCode == 2 && q.err.contains(u"--quantize \"int3\" is not one of none, int8, int4"_s), qPrintable(q.describe()));
+    }
+
+    // A mixture of experts is refused by name, not planned as a dense model of one expert's width.
+    void refusesAMixtureOfExperts()
+    {
+        QTemporaryDir dir;
+        QFile f(dir.filePath(u"config.json"_s));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                    "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2})");
+        f.close();
+        const cppl::test::ProcessResult r = cppl::test::runProcess(cppl::test::kAgent, {u"plan"_s, u"--model"_s, dir.path()});
+        QVERIFY(r.exitCode != 0);
+        CPPL_VERIFY2(r.err.contains(u"the memory plan does not model mixtral's experts"_s), qPrintable(r.describe()));
     }
 };
 

@@ -6,12 +6,14 @@
 // norms, the embedding's scale, GeGLU, norms after attention and the MLP, soft-capping, sliding layers,
 // each a variation of one of the steps below, as Gemma2DecoderLayer; Gemma 3: Gemma 2's steps with (1 + w)
 // q/k norms and a second rotary base for its sliding layers; Phi-3: fused q/k/v and gate/up weights split
-// at load, partial and longrope rotary). Each layer is the same named steps on both paths: norm,
+// at load, partial and longrope rotary; Mixtral and Qwen2-MoE: a sparse MLP, moe.h, in place of the MLP
+// step where the config makes the layer sparse). Each layer is the same named steps on both paths: norm,
 // attention, residual, norm, MLP, residual.
 #include "attention.h"
 #include "decoder_model.h"
 #include "intra_op.h"
 #include "model_registry.h"
+#include "moe.h"
 #include "rotary.h"
 #include "weight_source.h"
 
@@ -38,6 +40,7 @@ struct LlamaLayer
     Linear o;      ///< row-parallel
     Linear gateUp; ///< gate_proj, up_proj stacked (column-parallel)
     Linear down;   ///< row-parallel
+    std::shared_ptr<const MoeMlp> moe; ///< mixtral, qwen2_moe: the sparse MLP in place of gate/up and down
 };
 
 // One native forward pass's view of the workspace: activations row-major [B * T, width].
@@ -69,6 +72,7 @@ public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
         checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate); // before any weight loads
+        refuseMoeTensorParallel(m_c, tpSize());
         m_heads = m_c.heads / tpSize();
         m_kvHeads = kvHeadSlice(m_c.heads, m_c.kvHeads).second;
         m_intermediate = m_c.intermediate / tpSize();
@@ -79,7 +83,7 @@ public:
             m_head.setSoftcap(m_c.finalSoftcap);
         }
         for (std::int64_t i = 0; i < m_c.layers; ++i) {
-            m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + "."));
+            m_layers.push_back(loadLayer(w, "model.layers." + std::to_string(i) + ".", m_c.moe.sparse(i)));
             m_layers.back().window = m_c.windowOf(i);
             m_layers.back().localRotary = m_c.localRotary(i);
         }
@@ -113,7 +117,7 @@ private:
 
     // Column-parallel q/k/v and gate/up (this rank's rows), row-parallel o and down (its columns;
     // their biases on member 0 only, added once to the group's sum). One rank: every slice is whole.
-    LlamaLayer loadLayer(WeightSource &w, const std::string &p) const
+    LlamaLayer loadLayer(WeightSource &w, const std::string &p, bool sparse) const
     {
         const std::int64_t H = m_c.hidden, I = m_intermediate, hd = m_c.headDim, r = tpRank();
         const std::int64_t kv0 = kvHeadSlice(m_c.heads, m_c.kvHeads).first;
@@ -130,8 +134,12 @@ private:
         const std::string a = p + "self_attn.", m = p + "mlp.";
         l.qkv = Linear::load(w, {qkvParts(a, kv0), H, m_c.qkvBias}, m_linears);
         l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
-        l.gateUp = Linear::load(w, {gateUpParts(m), H, m_c.mlpBias}, m_linears);
-        l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
+        if (sparse) {
+            l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears);
+        } else {
+            l.gateUp = Linear::load(w, {gateUpParts(m), H, m_c.mlpBias}, m_linears);
+            l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
+        }
         if (m_c.qkNorm) {
             l.qNorm = norm(w.get(a + "q_norm.weight", {m_c.headDim}));
             l.kNorm = norm(w.get(a + "k_norm.weight", {m_c.headDim}));
@@ -205,6 +213,10 @@ private:
         attentionNative(l, b);
         residualNative(l.o, l.attnOutNorm, b.attn, qWidth(), b);
         l.mlpNorm(b.x, b.rows, b.h);
+        if (l.moe) {
+            l.moe->addNative(b.h, b.rows, b.x, m_moeScratch);
+            return;
+        }
         mlpNative(l, b);
         residualNative(l.down, l.mlpOutNorm, b.gu, 2 * m_intermediate, b);
     }
@@ -275,7 +287,7 @@ private:
         const at::Tensor h = l.inputNorm(x);
         const at::Tensor a = rowParallel(l.o, attentionLibTorch(l, h, b));
         x = x + (m_c.gemma ? l.attnOutNorm(a) : a);
-        const at::Tensor m = rowParallel(l.down, mlpLibTorch(l, l.mlpNorm(x)));
+        const at::Tensor m = l.moe ? l.moe->forward(l.mlpNorm(x)) : rowParallel(l.down, mlpLibTorch(l, l.mlpNorm(x)));
         return x + (m_c.gemma ? l.mlpOutNorm(m) : m);
     }
 
@@ -307,6 +319,7 @@ private:
     Rotary m_localRotary; ///< gemma3's sliding layers (rope_local_base_freq)
     float m_embedScale = 1; ///< gemma: sqrt(hidden) in the stored embedding's dtype
     std::vector<LlamaLayer> m_layers;
+    mutable MoeScratch m_moeScratch; ///< the sparse MLPs' buffers on the agent's kernels
     std::int64_t m_heads = 0, m_kvHeads = 0, m_intermediate = 0; ///< this rank's (all of them on one rank)
 };
 

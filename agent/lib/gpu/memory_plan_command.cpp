@@ -21,8 +21,13 @@ std::string gibOf(std::int64_t bytes)
     return buf;
 }
 
-PlanModel planModelOf(const ModelConfig &c)
+PlanModel planModelOf(const ModelConfig &c, const std::string &dir)
 {
+    // The plan counts a dense decoder's weights; a mixture's experts would be undercounted (mixtral:
+    // 1 of 8), and eval refuses --tensor-parallel for them anyway.
+    if (c.moe.kind != MoeConfig::Kind::None)
+        throw ConfigError(dir + "/config.json: the memory plan does not model " + c.modelType
+                          + "'s experts (a mixture of experts; eval refuses --tensor-parallel for it): plan --model takes dense decoders");
     PlanModel m;
     m.shape = {c.hidden, c.intermediate, c.layers, c.heads, c.kvHeads, c.headDim, c.vocab};
     m.gpt2 = c.arch == ModelConfig::Arch::Gpt2;
@@ -117,7 +122,7 @@ MemoryPlanRequest parseMemoryPlanRequest(const Args &a)
     in.freeBytes = gpuMemoryOf(a);
     const ModelConfig c = loadModelConfig(r.modelDir); // config.json only: no weights are read
     r.modelType = c.modelType;
-    in.model = planModelOf(c);
+    in.model = planModelOf(c, r.modelDir);
     return r;
 }
 

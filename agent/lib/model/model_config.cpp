@@ -317,6 +317,64 @@ void parsePhi3(const json &j, const std::string &source, ModelConfig &c)
     c.slidingWindow = positive(j, "sliding_window", source, 0);
 }
 
+// The sparse layers' experts: num_experts_per_tok of `experts` (1 .. experts), each of width `width`.
+void parseExperts(const json &j, const std::string &source, const std::string &expertsField, const std::string &widthField, ModelConfig &c)
+{
+    MoeConfig &m = c.moe;
+    m.experts = positive(j, expertsField, source);
+    m.topK = positive(j, "num_experts_per_tok", source);
+    if (m.topK > m.experts)
+        throw ConfigError(source + ": num_experts_per_tok " + std::to_string(m.topK) + " is not supported for " + c.modelType + " (supported: 1 .. "
+                          + std::to_string(m.experts) + ", the " + expertsField + ")");
+    m.intermediate = positive(j, widthField, source);
+}
+
+// Mixtral: Mistral's attention (sliding_window on every layer, or null) and in every layer a sparse
+// MLP (block_sparse_moe): the top num_experts_per_tok of num_local_experts, their weights renormalised.
+void parseMixtral(const json &j, const std::string &source, ModelConfig &c)
+{
+    parseMistral(j, source, c);
+    c.moe.kind = MoeConfig::Kind::Mixtral;
+    parseExperts(j, source, "num_local_experts", "intermediate_size", c);
+    c.moe.normTopK = true;
+    c.moe.sparseLayers.assign(static_cast<std::size_t>(c.layers), true);
+}
+
+// Qwen2-MoE's dense layers: those in mlp_only_layers, and those where (i + 1) % decoder_sparse_step != 0.
+std::vector<bool> qwen2MoeSparseLayers(const json &j, const std::string &source, std::int64_t layers)
+{
+    const std::int64_t step = positive(j, "decoder_sparse_step", source, 1);
+    std::vector<bool> sparse;
+    for (std::int64_t i = 0; i < layers; ++i)
+        sparse.push_back((i + 1) % step == 0);
+    if (!j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null())
+        return sparse;
+    const json &only = j["mlp_only_layers"];
+    if (!only.is_array())
+        throw ConfigError(source + ": \"mlp_only_layers\" must be a list of layer indices, got " + only.dump().substr(0, 80));
+    for (const json &e : only) {
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= layers)
+            throw ConfigError(source + ": mlp_only_layers entry " + e.dump().substr(0, 40) + " is not a layer index (0 .. " + std::to_string(layers - 1) + ")");
+        sparse[static_cast<std::size_t>(e.get<std::int64_t>())] = false;
+    }
+    return sparse;
+}
+
+// Qwen2-MoE: Qwen2's attention (q/k/v biases) and sparse MLPs of moe_intermediate_size with a shared
+// expert (shared_expert_intermediate_size) behind a sigmoid gate; the k weights renormalised only with
+// norm_topk_prob; dense MLPs of intermediate_size where mlp_only_layers and decoder_sparse_step say.
+void parseQwen2Moe(const json &j, const std::string &source, ModelConfig &c)
+{
+    if (flag(j, "use_sliding_window", false))
+        throw ConfigError(source + ": use_sliding_window true is not supported for qwen2_moe (only full causal attention; set it false)");
+    parseQwen2(j, source, c);
+    c.moe.kind = MoeConfig::Kind::Qwen2Moe;
+    parseExperts(j, source, "num_experts", "moe_intermediate_size", c);
+    c.moe.sharedIntermediate = positive(j, "shared_expert_intermediate_size", source);
+    c.moe.normTopK = flag(j, "norm_topk_prob", false);
+    c.moe.sparseLayers = qwen2MoeSparseLayers(j, source, c.layers);
+}
+
 /// The model registry's config side: model_type -> the class that builds it and the parser of its
 /// config. A family is one line here and a parser (and, with a class of its own, a factory in
 /// eval/model_registry.cpp): docs/models.md, "How to add a family".
@@ -336,6 +394,8 @@ constexpr Family kFamilies[] = {
     {"gemma3_text", ModelConfig::Arch::Llama, parseGemma3},
     {"phi3", ModelConfig::Arch::Llama, parsePhi3},
     {"gpt2", ModelConfig::Arch::Gpt2, parseGpt2},
+    {"mixtral", ModelConfig::Arch::Llama, parseMixtral},
+    {"qwen2_moe", ModelConfig::Arch::Llama, parseQwen2Moe},
 };
 
 std::string supportedTypes()

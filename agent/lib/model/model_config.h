@@ -8,16 +8,33 @@
 
 namespace cppl::agent {
 
+/// @brief A mixture-of-experts MLP (mixtral, qwen2_moe): a router over `experts` SwiGLU experts of
+/// width `intermediate`, the top `topK` of each token's, and (qwen2_moe) a shared expert behind a
+/// sigmoid gate. Which layers are sparse: `sparseLayers` (the others are dense MLPs of
+/// ModelConfig::intermediate).
+struct MoeConfig
+{
+    enum class Kind { None, Mixtral, Qwen2Moe };
+    Kind kind = Kind::None;
+    std::int64_t experts = 0;
+    std::int64_t topK = 0;
+    std::int64_t intermediate = 0;       ///< each expert's (mixtral: intermediate_size; qwen2_moe: moe_intermediate_size)
+    std::int64_t sharedIntermediate = 0; ///< qwen2_moe's shared expert (0: none)
+    bool normTopK = false;               ///< the k weights renormalised to sum 1 (mixtral always; qwen2_moe: norm_topk_prob)
+    std::vector<bool> sparseLayers;
+    [[nodiscard]] bool sparse(std::int64_t layer) const { return kind != Kind::None && sparseLayers[static_cast<std::size_t>(layer)]; }
+};
+
 /// @brief What the native implementations need from a Hugging Face config.json. Each model_type
 /// is a family with a parser of its own (model_config.cpp's kFamilies: docs/models.md, "How to add
 /// a family").
 struct ModelConfig
 {
     /// The class that builds the model (eval/model_registry.cpp): llama, mistral, qwen2, qwen3, gemma2,
-    /// gemma3_text and phi3 are Llama.
+    /// gemma3_text, phi3, mixtral and qwen2_moe are Llama.
     enum class Arch { Llama, Gpt2 };
     Arch arch = Arch::Llama;
-    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2)
+    std::string modelType; ///< as written in config.json (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2, mixtral, qwen2_moe)
     std::int64_t vocab = 0;
     std::int64_t hidden = 0;
     std::int64_t layers = 0;
@@ -69,6 +86,7 @@ struct ModelConfig
     }
     [[nodiscard]] std::int64_t rotaryWidth() const { return rotaryDim > 0 ? rotaryDim : headDim; }
     std::int64_t bosTokenId = -1;
+    MoeConfig moe; ///< mixtral, qwen2_moe
 };
 
 /// @brief Parses DIR/config.json. Throws IoError (unreadable, not JSON) or ConfigError naming the
