@@ -245,9 +245,11 @@ void EvalSession::openTelemetry(const std::string &endpoint)
     }
     m_tel->phase(cppl::telemetry::Phase::Loading);
     if (m_o.device.isCuda()) {
-        // Device memory and utilisation through NVML when the node has it; absent otherwise.
+        // Device memory and utilisation through NVML when the node has it; absent otherwise. NVML
+        // is asked by the device's PCI bus id: its order need not be CUDA's.
         std::string why;
-        if (auto gpu = telemetry::openNvmlForCudaDevice(m_o.device.hasIndex() ? m_o.device.index : 0, &why))
+        const int cudaIndex = m_o.device.hasIndex() ? m_o.device.index : 0;
+        if (auto gpu = telemetry::openNvmlForCudaDevice(cudaIndex, dist::cudaPciBusId(cudaIndex), &why))
             m_tel->setGpuStats(std::move(gpu));
         else if (!m_o.quiet)
             m_err << "telemetry: no GPU memory or utilisation figures: " << why << '\n';
