@@ -165,7 +165,7 @@ void EvalSession::connect()
 {
     const RankIdentity &identity = m_o.identity;
     // Pinned before any pool or communication thread starts, so that they inherit the CPU slice.
-    m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads));
+    m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads), cpuPlacement());
     const bool pinnedOk = applyPinning(m_cpu);
     // The current CUDA device is per thread and starts as cuda:0: this rank's GPU from here on, so
     // that what LibTorch makes for the current device (its context, pinned host memory) is made
@@ -187,6 +187,19 @@ void EvalSession::connect()
             + (m_cpu.pinned.empty() ? std::string(pinnedOk ? "not pinned" : "not pinned (the OS refused sched_setaffinity)")
                                     : "pinned to CPUs " + cpuListText(m_cpu.pinned))
             + "; local rank " + std::to_string(identity.localRank) + " of " + std::to_string(m_cpu.localRanks));
+    if (!m_cpu.note.empty())
+        logLine("threads: " + m_cpu.note);
+}
+
+/// Where this host's ranks run, for pinning near memory: on CUDA, each local rank's GPU by its PCI
+/// bus id (empty where unknown); on the CPU, none (the ranks spread over the NUMA nodes).
+CpuPlacement EvalSession::cpuPlacement() const
+{
+    CpuPlacement placement;
+    if (m_o.device.isCuda())
+        for (const int device : m_o.localRankDevices)
+            placement.gpuBusIds.push_back(device < 0 ? std::string() : dist::cudaPciBusId(device));
+    return placement;
 }
 
 /// Part of step 2: the rendezvous, the communicators and the watchdog (distributed_run.h).

@@ -11,6 +11,7 @@
 
 #include "cppl/host.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -335,6 +336,29 @@ void decideBatchSource(const Args &a, EvalOptions &o)
 }
 
 /// One CUDA device per rank, decided once: the model and NCCL both use it.
+/// Every local rank's device as this process numbers them, for pinning each near its GPU: the
+/// same rules, run for the other local ranks. Where a rank sees one GPU of its own (a one-entry
+/// CUDA_VISIBLE_DEVICES per rank), the others' devices are not this process's to know.
+std::vector<int> localRankDevices(DevicePlacement place, int mine)
+{
+    std::vector<int> devices(static_cast<std::size_t>(std::max(1, place.localWorldSize)), -1);
+    if (place.localRank < 0 || place.localRank >= static_cast<int>(devices.size()))
+        return {};
+    devices[static_cast<std::size_t>(place.localRank)] = mine;
+    if (place.visibleDevices == 1 && place.cudaVisibleDevices && devices.size() > 1)
+        return devices;
+    for (int r = 0; r < static_cast<int>(devices.size()); ++r) {
+        place.localRank = r;
+        try {
+            devices[static_cast<std::size_t>(r)] = chooseCudaDevice(place);
+        } catch (const ConfigError &) {
+            // That rank's own start says what is wrong with its device; here it only stays unknown
+            // (and pinning falls back to the plain split).
+        }
+    }
+    return devices;
+}
+
 void placeOnCudaDevice(EvalOptions &o)
 {
     phase(kExitBadArguments, [&] {
@@ -352,6 +376,7 @@ void placeOnCudaDevice(EvalOptions &o)
         o.device.index = chooseCudaDevice(place);
         o.distOptions.cudaDeviceIndex = o.device.index;
         o.ranksPerDevice = ranksPerCudaDevice(place);
+        o.localRankDevices = localRankDevices(place, o.device.index);
         return 0;
     });
 }

@@ -67,6 +67,9 @@ struct EvalOptions
     /// shards evaluated one by one must cut the windows with the same batch.
     bool autoBatch = false;
     int ranksPerDevice = 1; ///< this host's ranks on one GPU (gloo may share one)
+    /// The CUDA device of each of this host's ranks by the same rules (pinning near each GPU's
+    /// NUMA node); -1 where this process cannot know it (each rank sees one GPU of its own).
+    std::vector<int> localRankDevices;
     std::int64_t maxWindows = 0;
     std::int64_t threads = 0;
     std::int64_t blasThreads = 0;
