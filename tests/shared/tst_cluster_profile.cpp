@@ -163,19 +163,41 @@ private Q_SLOTS:
         // Read, validated, written only where not the default (a float profile saves as before), read back the same.
         QFETCH(QString, evaluation);
         QFETCH(QString, written);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        const QString json = QString::fromStdString(profileToJson(r.profile));
-        const QJsonObject ev = QJsonDocument::fromJson(json.toUtf8()).object().value(QStringLiteral("evaluation")).toObject();
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        const QJsonObject ev = QJsonDocument::fromJson(QByteArray::fromStdString(p.json)).object().value(QStringLiteral("evaluation")).toObject();
         QJsonObject quant;
         for (auto it = ev.begin(); it != ev.end(); ++it)
             if (it.key().startsWith(QStringLiteral("quant")) || it.key().startsWith(QStringLiteral("reference_")))
                 quant.insert(it.key(), it.value());
         QCOMPARE(quant, QJsonDocument::fromJson(QStringLiteral("{%1}").arg(written).toUtf8()).object());
-        const auto again = parseProfile(json.toStdString());
-        QVERIFY(again.ok());
-        QVERIFY(again.profile == r.profile);
+    }
+
+    void loadTimeout_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<double>("seconds");
+        QTest::addColumn<bool>("written"); // "load_timeout" in the saved file (1800, the default, left out)
+        QTest::addRow("absent: 1800") << "{}" << 1800.0 << false;
+        QTest::addRow("1800 said") << R"({"load_timeout": 1800})" << 1800.0 << false;
+        QTest::addRow("an hour and a half") << R"({"load_timeout": 5400})" << 5400.0 << true;
+    }
+    void loadTimeout()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(double, seconds);
+        QFETCH(bool, written);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(p.profile.evaluation.loadTimeoutSeconds, seconds);
+        QCOMPARE(QString::fromStdString(p.json).contains(QStringLiteral("\"load_timeout\"")), written);
+        const QString errors = errorsOf(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"load_timeout": 0})"));
+        QVERIFY2(errors.contains(QStringLiteral("evaluation.load_timeout")) && errors.contains(QStringLiteral("expected a number in [1, ")),
+                 qPrintable(errors));
     }
 
     void tensorParallel_data()

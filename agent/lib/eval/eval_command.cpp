@@ -45,6 +45,7 @@ namespace {
 /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
 std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
 {
+    run.awaitLoaded(); // every rank posts after its load: a slow one is bounded by --load-timeout, not --timeout
     dist::RendezvousStore &store = run.store();
     store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
     if (run.rank() == 0) {
@@ -103,6 +104,10 @@ std::size_t cudaDeviceCount()
 int EvalSession::run()
 {
     connect();
+    // The load phase (data, model, reference): its own bound, --load-timeout; the first
+    // collective waits for every rank's end of it (DistributedRun::awaitLoaded).
+    if (m_run)
+        m_run->beginLoad(m_o.loadTimeout);
     const EvalInput input = loadData();
     const auto loadStart = std::chrono::steady_clock::now();
     m_rssBeforeLoad = residentBytes();
@@ -110,6 +115,11 @@ int EvalSession::run()
     m_rssLoad = residentBytes() - m_rssBeforeLoad;
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
     const std::unique_ptr<LanguageModel> reference = loadReference(*model);
+    if (m_run) {
+        m_run->endLoad();
+        if (m_tp) // a group's forward passes are collectives of their own: its members start loaded
+            m_run->awaitLoaded();
+    }
     const EvalPlan plan = makePlan(input, *model, reference.get(), loadSeconds);
     const EvalOutcome outcome = evaluate(*model, reference.get(), input, plan);
     const int code = writeResult(input, model->info(), loadSeconds, plan, outcome);
@@ -291,6 +301,12 @@ EvalInput EvalSession::loadData()
 /// Step 4: the model.
 std::unique_ptr<LanguageModel> EvalSession::loadModel()
 {
+    // CLUSTERPPL_TEST_SLOW_LOAD=R:MS: rank R's weights come as from a slow NFS.
+    if (const RankHold &slow = faultHooks().slowLoad; slow.appliesTo(m_o.identity.rank)) {
+        sayHook("clusterppl-agent: rank " + std::to_string(slow.rank) + ": loading " + std::to_string(slow.ms.count())
+                + " ms longer (CLUSTERPPL_TEST_SLOW_LOAD)");
+        std::this_thread::sleep_for(slow.ms);
+    }
     if (const auto &fake = faultHooks().gpuFreeBytes; !fake.empty()) {
         m_freeBytes = m_totalBytes = fake[static_cast<std::size_t>(m_o.identity.rank) % fake.size()];
         m_memoryKnown = true;

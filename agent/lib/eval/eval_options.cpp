@@ -248,6 +248,7 @@ void parseCommunication(const Args &a, EvalOptions &o)
     if (d.backend != "auto" && d.backend != "gloo" && d.backend != "nccl")
         throw ConfigError("--backend \"" + d.backend + "\" is not one of auto, gloo, nccl");
     d.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
+    o.loadTimeout = std::chrono::milliseconds(a.integer("--load-timeout", 1800, 1, 7 * 24 * 3600) * 1000);
     d.cudaDevice = o.device.isCuda();
     d.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
                              && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
@@ -389,7 +390,7 @@ Args parseArgs(const std::vector<std::string> &argv)
         return Args(argv,
                     {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
                      "--dtype", "--device", "--devices", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
-                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
+                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--load-timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
                      "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize"},
