@@ -136,6 +136,9 @@ constexpr CommandUsage kCommandUsage[] = {
                                          the token stream or the settings changed (the schedule:
                                          the state's when --schedule is not given)
       --timeout S                        rendezvous, collectives and peer heartbeats (default 300)
+      --load-timeout S                   the load phase (data and model, e.g. from NFS): how long
+                                         the first collective waits for every rank's load instead
+                                         of --timeout (default 1800)
 )"},
     {"run", R"(  clusterppl-agent run --standalone --nproc-per-node N [--groups SPEC] [--master-port P] -- EVAL ARGS
       --nproc-per-node N     local ranks, 1..1024

@@ -25,7 +25,7 @@ constexpr const char *kHookNames[] = {
     "CLUSTERPPL_TEST_HOLD_FINISH",     "CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP", "CLUSTERPPL_TEST_HOLD_FAILURE", "CLUSTERPPL_TEST_HOLD_RESULT",
     "CLUSTERPPL_TEST_HOLD_FINGERPRINT", "CLUSTERPPL_TEST_SLOW_RANK",   "CLUSTERPPL_TEST_ROUND_LINES",      "CLUSTERPPL_TEST_GPU_FREE_BYTES",
     "CLUSTERPPL_TEST_MESH_CANDIDATES", "CLUSTERPPL_TEST_TRACE_WATCHDOG", "CLUSTERPPL_TEST_NO_GLOO",
-    "CLUSTERPPL_TEST_DEVICE_KIND",
+    "CLUSTERPPL_TEST_DEVICE_KIND",     "CLUSTERPPL_TEST_SLOW_LOAD",
 };
 #else
 constexpr long kMaxHoldMs = 600000;
@@ -125,6 +125,8 @@ void readHolds(const EnvLookup &env, FaultHooks &f)
         f.holdFailure = rankHoldOf(h);
     if (const Hook h(env, "CLUSTERPPL_TEST_HOLD_RESULT"); h.set())
         f.holdResult = rankHoldOf(h);
+    if (const Hook h(env, "CLUSTERPPL_TEST_SLOW_LOAD"); h.set())
+        f.slowLoad = rankHoldOf(h);
     if (const Hook h(env, "CLUSTERPPL_TEST_HOLD_FINGERPRINT"); h.set())
         f.holdFingerprint = millisecondsOf(h, kMaxHoldMs, "a number of milliseconds (0-600000)");
     if (const Hook h(env, "CLUSTERPPL_TEST_HOLD_FINISH"); h.set())

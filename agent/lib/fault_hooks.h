@@ -65,6 +65,9 @@ struct FaultHooks
     RankHold holdWatchdogStop;
     /// CLUSTERPPL_TEST_HOLD_FAILURE=R:MS: rank R waits after it reported its failure, before it leaves.
     RankHold holdFailure;
+    /// CLUSTERPPL_TEST_SLOW_LOAD=R:MS: rank R's model load takes MS ms longer (weights on a slow
+    /// NFS): the load phase's own bound (--load-timeout), not --timeout, must cover it.
+    RankHold slowLoad;
     /// CLUSTERPPL_TEST_HOLD_RESULT=R:MS: rank R, reporting, waits after its closing gather.
     RankHold holdResult;
     /// CLUSTERPPL_TEST_HOLD_FINGERPRINT=MS: the run's fingerprint is hashed MS ms late.

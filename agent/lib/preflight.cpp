@@ -191,7 +191,7 @@ nlohmann::ordered_json factsJson(const HostFacts &f)
     j["libtorch_version"] = TORCH_VERSION;
     nlohmann::ordered_json devices = nlohmann::ordered_json::array();
     for (const auto &g : f.gpus)
-        devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}});
+        devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}, {"pci_bus_id", g.pciBusId}});
     j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
     j["nccl"] = {{"available", f.ncclWhy.empty()}, {"reason", f.ncclWhy}};
     j["gloo"] = {{"available", f.glooWhy.empty()}, {"reason", f.glooWhy}};

@@ -644,6 +644,7 @@ void readEvaluation(const json &ev, EvaluationSpec &s, std::vector<std::string> 
         e.boolean("overlap_sync", s.overlapSync);
     readQuantization(e, s);
     e.integer("tensor_parallel", s.tensorParallel, 1, 1024, "ranks of one host per tensor-parallel group; 1 = none");
+    e.number("load_timeout", s.loadTimeoutSeconds, 1.0, 7 * 86400.0);
     e.rejectUnknown();
 }
 

@@ -106,6 +106,8 @@ ordered_json evaluationJson(const EvaluationSpec &e)
         ev["overlap_sync"] = false;
     if (e.tensorParallel != 1)
         ev["tensor_parallel"] = e.tensorParallel;
+    if (e.loadTimeoutSeconds != EvaluationSpec{}.loadTimeoutSeconds) // the default left out: profiles save as before
+        ev["load_timeout"] = e.loadTimeoutSeconds;
     if (!e.model.empty())
         ev["model"] = e.model;
     if (!e.tokens.empty())

@@ -702,6 +702,51 @@ private Q_SLOTS:
             CPPL_VERIFY2(slow < others, "the slow rank should have left batches to the faster ranks");
     }
 
+    void slowLoadIsItsOwnPhase_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("loadTimeout");
+        QTest::addColumn<bool>("finishes");
+        // Rank 1 loads 8 s longer than rank 0 (weights on a slow NFS), --timeout 3: the first
+        // collective waits for its load within --load-timeout, and the result is one rank's bits.
+        // (Rounds of one batch: after the wait rank 1 computes one batch, not its shard, before
+        // the collective that --timeout bounds.)
+        QTest::addRow("static, within --load-timeout") << "static" << "60" << true;
+        QTest::addRow("dynamic, within --load-timeout") << "dynamic" << "60" << true;
+        // Past the load's own bound: the run ends with the timeout code, naming the rank, its host
+        // and the phase.
+        QTest::addRow("dynamic, past --load-timeout") << "dynamic" << "4" << false;
+    }
+    void slowLoadIsItsOwnPhase()
+    {
+        QFETCH(QString, schedule);
+        QFETCH(QString, loadTimeout);
+        QFETCH(bool, finishes);
+        const QJsonObject one = oneRank(QStringLiteral("llama.cpp"), 37);
+        const QString json = m_dir.filePath(QStringLiteral("slow-load-%1-%2.json").arg(schedule, loadTimeout));
+        qputenv("CLUSTERPPL_TEST_SLOW_LOAD", "1:8000");
+        const ProcessResult r = runProcess(kAgent, QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"),
+                                                               QStringLiteral("2"), QStringLiteral("--")}
+                                                       + evalArgs(QStringLiteral("llama.cpp"), 37)
+                                                       + QStringList{QStringLiteral("--schedule"), schedule, QStringLiteral("--on-rank-loss"),
+                                                                     QStringLiteral("fail"), QStringLiteral("--timeout"), QStringLiteral("3"),
+                                                                     QStringLiteral("--sync-every-tokens"), QStringLiteral("0"),
+                                                                     QStringLiteral("--load-timeout"), loadTimeout, QStringLiteral("--json"), json},
+                                           300000);
+        qunsetenv("CLUSTERPPL_TEST_SLOW_LOAD");
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("rank 1: loading 8000 ms longer (CLUSTERPPL_TEST_SLOW_LOAD)")), qPrintable(r.describe()));
+        if (!finishes) {
+            CPPL_VERIFY2(r.exitCode == 6, qPrintable(r.describe()));
+            CPPL_VERIFY2(r.err.contains(QStringLiteral("the load phase: rank 1 (")) && r.err.contains(QStringLiteral(") still loading after 4 s (--load-timeout 4)")),
+                         qPrintable(r.describe()));
+            return;
+        }
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(QStringLiteral("nll_sum_exact")).toString(), one.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(j.value(QStringLiteral("nll_sq_sum_exact")).toString(), one.value(QStringLiteral("nll_sq_sum_exact")).toString());
+    }
+
     void overlapOnOffSameBits_data()
     {
         QTest::addColumn<QString>("schedule");
@@ -1925,8 +1970,8 @@ private Q_SLOTS:
 // The functions whose checks need the machine to themselves run as ctest's tst_distributed_timed
 // (RUN_SERIAL), all others as tst_distributed, beside other tests (tests/common/test_parts.h): a
 // loss only a short timeout tells (a stopped rank's 6 s without a heartbeat, a rendezvous of 3 s, a
-// rank killed before it connected), a store stopped between two of a rank's steps, and the
-// overlap's share of measured time. Their bounds would fail if tests beside them starved a rank;
+// rank killed before it connected, a --timeout of 3 s beside a slow load), a store stopped between
+// two of a rank's steps, and the overlap's share of measured time. Their bounds would fail if tests beside them starved a rank;
 // the others' bounds only catch a hang.
 int main(int argc, char **argv)
 {
@@ -1936,6 +1981,6 @@ int main(int argc, char **argv)
     return cppl::test::execPart(tc, argc, argv,
                                 {QStringLiteral("rankStopped"), QStringLiteral("survivesLossOnlyTheTimeoutTells"), QStringLiteral("newReporterComputesFingerprint"),
                                  QStringLiteral("peerThatNeverConnects"), QStringLiteral("missingRankAtRendezvous"), QStringLiteral("failureOutlivesItsStore"),
-                                 QStringLiteral("aggregationHidesBehindCompute")});
+                                 QStringLiteral("aggregationHidesBehindCompute"), QStringLiteral("slowLoadIsItsOwnPhase")});
 }
 #include "tst_distributed.moc"

@@ -57,6 +57,7 @@ private Q_SLOTS:
                                     {"CLUSTERPPL_TEST_HOLD_WATCHDOG", "1:250"},
                                     {"CLUSTERPPL_TEST_HOLD_FINISH", "0:hub,2:40"},
                                     {"CLUSTERPPL_TEST_HOLD_RESULT", "0:900"},
+                                    {"CLUSTERPPL_TEST_SLOW_LOAD", "1:8000"},
                                     {"CLUSTERPPL_TEST_HOLD_FINGERPRINT", "5000"},
                                     {"CLUSTERPPL_TEST_SLOW_RANK", "*:30"},
                                     {"CLUSTERPPL_TEST_ROUND_LINES", "all"},
@@ -77,6 +78,8 @@ private Q_SLOTS:
         QCOMPARE(f.holdFinish[1].rank, 2);
         QCOMPARE(f.holdFinish[1].ms.count(), 40);
         QVERIFY(f.holdResult.appliesTo(0));
+        QCOMPARE(f.slowLoad.forRank(1).count(), 8000);
+        QCOMPARE(f.slowLoad.forRank(0).count(), 0);
         QCOMPARE(f.holdFingerprint.count(), 5000);
         QVERIFY(f.slows(0) && f.slows(7));
         QCOMPARE(f.slowMs.count(), 30);
@@ -100,6 +103,7 @@ private Q_SLOTS:
         QTest::addRow("die, unknown point") << "CLUSTERPPL_TEST_DIE" << "1:later" << "RANK:POINT";
         QTest::addRow("die, no rank") << "CLUSTERPPL_TEST_DIE" << "gather" << "RANK:POINT";
         QTest::addRow("hold connect, negative") << "CLUSTERPPL_TEST_HOLD_CONNECT" << "1:-5" << "RANK:collective";
+        QTest::addRow("slow load, no rank") << "CLUSTERPPL_TEST_SLOW_LOAD" << "8000" << "RANK:MILLISECONDS";
         QTest::addRow("hold failure, trailing text") << "CLUSTERPPL_TEST_HOLD_FAILURE" << "1:50ms" << "RANK:MILLISECONDS";
         QTest::addRow("hold finish, bad item") << "CLUSTERPPL_TEST_HOLD_FINISH" << "0:hub,x" << "RANK:hub";
         QTest::addRow("slow rank, no ms") << "CLUSTERPPL_TEST_SLOW_RANK" << "2" << "*:MILLISECONDS";

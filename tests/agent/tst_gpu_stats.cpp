@@ -3,18 +3,26 @@
 // against /proc/self/status and against memory this test touches), the CUDA -> NVML device naming,
 // and NVML loaded at run time — absent here or not, a missing library is a reason, never an error.
 // With a GPU and its driver (label gpu, tst_gpu_stats_gpu: this file with CPPL_GPU_TEST=1) the
-// NVML figures are checked against nvidia-smi.
+// NVML figures are checked against nvidia-smi. Against the fake CUDA runtime and NVML (tests/fakes;
+// tst_gpu_stats_fake: CPPL_GPU_TEST=2, CPPL_FAKE_GPU_TEST=1), whose CUDA order is not NVML's, each CUDA device's
+// NVML figures are its own (looked up by PCI bus id, not by index).
 #include "telemetry/gpu_stats.h"
 #include "telemetry/publisher.h"
 #include "test_process.h"
 #include "test_skip.h"
 
+#if CPPL_GPU_TEST && !defined(Q_MOC_RUN)
+#include "distributed/communicator.h"
+#endif
+
 #include <QFile>
 #include <QTest>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 
 using namespace Qt::StringLiterals;
 using namespace cppl::agent::telemetry;
@@ -95,14 +103,44 @@ private Q_SLOTS:
     void absentLibraryIsAReasonNotAnError()
     {
         std::string why;
-        auto none = openNvml(NvmlDevice{0u, {}}, &why, "libnvidia-ml-not-installed.so.1");
+        auto none = openNvml(NvmlDevice{0u, {}, {}}, &why, "libnvidia-ml-not-installed.so.1");
         QVERIFY(!none);
         QVERIFY2(why.find("libnvidia-ml-not-installed.so.1") != std::string::npos, why.c_str());
         // A library that loads but is not NVML (the C maths library): refused with the reason.
         why.clear();
-        auto notNvml = openNvml(NvmlDevice{0u, {}}, &why, "libm.so.6");
+        auto notNvml = openNvml(NvmlDevice{0u, {}, {}}, &why, "libm.so.6");
         QVERIFY(!notNvml);
         QVERIFY2(why.find("lacks the NVML functions") != std::string::npos, why.c_str());
+    }
+
+#elif defined(CPPL_FAKE_GPU_TEST) // tst_gpu_stats_fake (unit): the fake runtime counts CUDA devices 1,0
+    void nvmlReadsTheCudaDeviceByBusId()
+    {
+        const char *order = std::getenv("CPPL_FAKE_CUDA_ORDER");
+        QVERIFY2(order && std::string(order) == "1,0", "run through ctest: the fakes' LD_LIBRARY_PATH and script are the test's ENVIRONMENT");
+        const auto devices = cppl::agent::dist::cudaDevices();
+        QCOMPARE(devices.size(), std::size_t(2));
+        for (int cuda = 0; cuda < 2; ++cuda) {
+            const std::string bus = cppl::agent::dist::cudaPciBusId(cuda);
+            QCOMPARE(devices[static_cast<std::size_t>(cuda)].pciBusId, bus);
+            QCOMPARE(QString::fromStdString(bus), cuda == 0 ? u"0000:19:00.0"_s : u"0000:18:00.0"_s); // CUDA's order, reversed
+            std::int64_t freeBytes = 0, totalBytes = 0;
+            QVERIFY(cppl::agent::dist::cudaMemoryInfo(cuda, freeBytes, totalBytes));
+            std::string why;
+            auto gpu = openNvmlForCudaDevice(cuda, bus, &why);
+            QVERIFY2(gpu, why.c_str());
+            const auto s = gpu->sample();
+            QVERIFY(s);
+            QCOMPARE(s->totalBytes, totalBytes); // this device's memory, not the one at NVML index `cuda`
+            // The fixture is one where the index would be wrong: NVML's device `cuda` is the other one.
+            auto byIndex = openNvmlForCudaDevice(cuda, {}, &why);
+            QVERIFY2(byIndex, why.c_str());
+            QVERIFY(byIndex->sample().value().totalBytes != totalBytes);
+        }
+        // A bus NVML does not have is a reason, never an error.
+        std::string why;
+        QVERIFY(!openNvmlForCudaDevice(0, "0000:7f:00.0", &why));
+        QVERIFY2(why.find("NVML has no device at PCI 0000:7f:00.0") != std::string::npos, why.c_str());
     }
 
 #else // tst_gpu_stats_gpu (label gpu): skips with the reason where there is no GPU
@@ -110,7 +148,8 @@ private Q_SLOTS:
     {
         // The real NVML path, where this machine has it (the gpu label runs this on GPU hosts).
         std::string why;
-        auto gpu = openNvmlForCudaDevice(0, &why);
+        const std::string bus = cppl::agent::dist::cudaPciBusId(0); // empty without a CUDA runtime: the CUDA_VISIBLE_DEVICES name
+        auto gpu = openNvmlForCudaDevice(0, bus, &why);
         if (!gpu)
             CPPL_SKIP_NO_GPU("NVML cannot read CUDA device 0 here (no NVIDIA driver or GPU); checked: libnvidia-ml.so.1 absent or no device");
         const auto s = gpu->sample();
@@ -121,7 +160,10 @@ private Q_SLOTS:
         const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
         const auto device = nvmlDeviceFor(0, visible);
         QVERIFY(device);
-        const QString id = device->uuid.empty() ? QString::number(device->index.value_or(0)) : QString::fromStdString(device->uuid);
+        // nvidia-smi -i takes a PCI bus id as well as an index or a UUID.
+        const QString id = !bus.empty()            ? QString::fromStdString(bus)
+                           : device->uuid.empty() ? QString::number(device->index.value_or(0))
+                                                  : QString::fromStdString(device->uuid);
         const auto smi = cppl::test::runProcess(u"nvidia-smi"_s, {u"--query-gpu=memory.total"_s, u"--format=csv,noheader,nounits"_s,
                                                                  u"-i"_s, id},
                                                 30000);

@@ -116,7 +116,7 @@ private Q_SLOTS:
 
         // A node without NVML: setGpuStats gets nothing, and progress carries no device field.
         std::string why;
-        pub->setGpuStats(cppl::agent::telemetry::openNvml(cppl::agent::telemetry::NvmlDevice{0u, {}}, &why,
+        pub->setGpuStats(cppl::agent::telemetry::openNvml(cppl::agent::telemetry::NvmlDevice{0u, {}, {}}, &why,
                                                           "libnvidia-ml-not-installed.so.1"));
         QVERIFY(!why.empty());
         // 200 progress calls in ~0.2 s: at most ~10 per second leave, and the last totals always do.

@@ -28,13 +28,11 @@ using cppl::fakes::envIntegerList;
 
 namespace {
 
-constexpr long long kDefaultMemory = 80LL << 30;
-
 /// What the environment scripted, read once.
 struct Script
 {
     int physicalDevices = 1;
-    std::vector<int> visible;             ///< CUDA_VISIBLE_DEVICES applied: visible index -> physical index
+    std::vector<int> visible;             ///< CUDA_VISIBLE_DEVICES and CPPL_FAKE_CUDA_ORDER applied: visible index -> physical index
     std::vector<long long> memory;        ///< total bytes per physical device
     int runtimeVersion = 13000;
     int driverVersion = 13000;            ///< 0: no driver
@@ -69,18 +67,38 @@ std::vector<int> visibleDevices(int physical)
     return out;
 }
 
+/// CPPL_FAKE_CUDA_ORDER, the physical device behind each CUDA index before CUDA_VISIBLE_DEVICES
+/// (CUDA_DEVICE_ORDER=FASTEST_FIRST, the default, may count devices otherwise than PCI bus order,
+/// which NVML keeps); unset: PCI bus order.
+std::vector<int> cudaOrder(int physical)
+{
+    std::vector<int> order;
+    for (const long long d : envIntegerList("CPPL_FAKE_CUDA_ORDER", 0, 63, "a permutation of the device numbers, e.g. 1,0"))
+        order.push_back(static_cast<int>(d));
+    if (order.empty())
+        for (int d = 0; d < physical; ++d)
+            order.push_back(d);
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int d = 0; d < physical; ++d)
+        if (sorted.size() != static_cast<std::size_t>(physical) || sorted[static_cast<std::size_t>(d)] != d)
+            cppl::fakes::scriptError("CPPL_FAKE_CUDA_ORDER", std::getenv("CPPL_FAKE_CUDA_ORDER"), "a permutation of 0..CPPL_FAKE_CUDA_DEVICES-1");
+    return order;
+}
+
 const Script &script()
 {
     static const Script *s = [] {
         auto *x = new Script; // never destroyed: stream threads may outlive static destructors
-        x->physicalDevices = static_cast<int>(envInteger("CPPL_FAKE_CUDA_DEVICES", 0, 64, "a device count 0..64").value_or(1));
-        x->visible = visibleDevices(x->physicalDevices);
-        const std::vector<long long> memory = envIntegerList("CPPL_FAKE_CUDA_MEMORY", 1 << 20, 1LL << 44, "bytes per device, e.g. 85899345920,1073741824");
-        for (int d = 0; d < x->physicalDevices; ++d)
-            x->memory.push_back(memory.empty() ? kDefaultMemory : memory[static_cast<std::size_t>(d) % memory.size()]);
+        const cppl::fakes::FakeDevices devices = cppl::fakes::readFakeDevices();
+        x->physicalDevices = devices.count;
+        const std::vector<int> order = cudaOrder(devices.count);
+        for (const int cudaIndex : visibleDevices(x->physicalDevices))
+            x->visible.push_back(order[static_cast<std::size_t>(cudaIndex)]);
+        x->memory = devices.memory;
         x->runtimeVersion = static_cast<int>(envInteger("CPPL_FAKE_CUDA_RUNTIME_VERSION", 1000, 99000, "a CUDA version code, e.g. 12040").value_or(13000));
         x->driverVersion = static_cast<int>(envInteger("CPPL_FAKE_CUDA_DRIVER_VERSION", 0, 99000, "a CUDA version code, e.g. 13000, or 0 (no driver)").value_or(13000));
-        x->pciBusBase = static_cast<int>(envInteger("CPPL_FAKE_CUDA_PCI_BUS", 0, 0xc0, "the first device's PCI bus number, e.g. 0x18").value_or(0x18));
+        x->pciBusBase = devices.pciBusBase;
         return x;
     }();
     return *s;

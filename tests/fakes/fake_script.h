@@ -107,4 +107,25 @@ inline std::vector<RankPoint> envRankPoints(const char *variable, bool neverAllo
     }
 }
 
+/// The physical devices of this "host", as both fakes see them: NVML counts them in this order
+/// (PCI bus order); the CUDA runtime may count them in another (CPPL_FAKE_CUDA_ORDER).
+struct FakeDevices
+{
+    int count = 1;
+    std::vector<long long> memory; ///< total bytes per physical device
+    int pciBusBase = 0x18;         ///< device n is at PCI 0000:(base + n):00.0
+};
+
+inline FakeDevices readFakeDevices()
+{
+    constexpr long long kDefaultMemory = 80LL << 30;
+    FakeDevices d;
+    d.count = static_cast<int>(envInteger("CPPL_FAKE_CUDA_DEVICES", 0, 64, "a device count 0..64").value_or(1));
+    const std::vector<long long> memory = envIntegerList("CPPL_FAKE_CUDA_MEMORY", 1 << 20, 1LL << 44, "bytes per device, e.g. 85899345920,1073741824");
+    for (int n = 0; n < d.count; ++n)
+        d.memory.push_back(memory.empty() ? kDefaultMemory : memory[static_cast<std::size_t>(n) % memory.size()]);
+    d.pciBusBase = static_cast<int>(envInteger("CPPL_FAKE_CUDA_PCI_BUS", 0, 0xc0, "the first device's PCI bus number, e.g. 0x18").value_or(0x18));
+    return d;
+}
+
 } // namespace cppl::fakes

@@ -45,6 +45,28 @@ std::string withHosts(const std::string &hosts, const std::string &extra = {})
     return R"({"format": "clusterppl-profile", "version": 1, "hosts": )" + hosts + extra + "}";
 }
 
+/// A profile's "evaluation" as parsed and as saved (profileToJson).
+struct ParsedEvaluation
+{
+    ClusterProfile profile;
+    std::string json;
+};
+
+/// The "evaluation" object @p evaluation in a profile of @p hosts, parsed (it must be valid), saved
+/// and read back the same: what the evaluation rows below check before their own field. Callers
+/// return when QTest::currentTestFailed().
+void parseEvaluation(const QString &evaluation, ParsedEvaluation &out, const std::string &hosts = R"([{"name": "a"}])")
+{
+    const std::string text = withHosts(hosts, ", \"evaluation\": " + evaluation.toStdString());
+    const auto r = parseProfile(text);
+    QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
+    out.profile = r.profile;
+    out.json = profileToJson(r.profile);
+    const auto again = parseProfile(out.json);
+    QVERIFY2(again.ok(), qPrintable(errorsOf(out.json)));
+    QVERIFY(again.profile == r.profile);
+}
+
 } // namespace
 
 class TestClusterProfile : public QObject
@@ -94,13 +116,12 @@ private Q_SLOTS:
         QFETCH(QString, evaluation);
         QFETCH(qint64, batch);
         QFETCH(QString, written);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(qint64(r.profile.evaluation.batch), batch);
-        const std::string json = profileToJson(r.profile);
-        QVERIFY2(QString::fromStdString(json).contains(written), json.c_str());
-        QVERIFY(parseProfile(json).profile == r.profile);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(qint64(p.profile.evaluation.batch), batch);
+        QVERIFY2(QString::fromStdString(p.json).contains(written), p.json.c_str());
     }
 
     void overlapSync_data()
@@ -118,16 +139,12 @@ private Q_SLOTS:
         QFETCH(QString, evaluation);
         QFETCH(bool, overlap);
         QFETCH(bool, written);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(r.profile.evaluation.overlapSync, overlap);
-        const std::string json = profileToJson(r.profile);
-        QCOMPARE(QString::fromStdString(json).contains(QStringLiteral("\"overlap_sync\": false")), written);
-        const auto again = parseProfile(json);
-        QVERIFY(again.ok());
-        QCOMPARE(again.profile.evaluation.overlapSync, overlap);
-        QVERIFY(again.profile == r.profile);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(p.profile.evaluation.overlapSync, overlap);
+        QCOMPARE(QString::fromStdString(p.json).contains(QStringLiteral("\"overlap_sync\": false")), written);
     }
 
     void quantization_data()
@@ -146,19 +163,41 @@ private Q_SLOTS:
         // Read, validated, written only where not the default (a float profile saves as before), read back the same.
         QFETCH(QString, evaluation);
         QFETCH(QString, written);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        const QString json = QString::fromStdString(profileToJson(r.profile));
-        const QJsonObject ev = QJsonDocument::fromJson(json.toUtf8()).object().value(QStringLiteral("evaluation")).toObject();
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        const QJsonObject ev = QJsonDocument::fromJson(QByteArray::fromStdString(p.json)).object().value(QStringLiteral("evaluation")).toObject();
         QJsonObject quant;
         for (auto it = ev.begin(); it != ev.end(); ++it)
             if (it.key().startsWith(QStringLiteral("quant")) || it.key().startsWith(QStringLiteral("reference_")))
                 quant.insert(it.key(), it.value());
         QCOMPARE(quant, QJsonDocument::fromJson(QStringLiteral("{%1}").arg(written).toUtf8()).object());
-        const auto again = parseProfile(json.toStdString());
-        QVERIFY(again.ok());
-        QVERIFY(again.profile == r.profile);
+    }
+
+    void loadTimeout_data()
+    {
+        QTest::addColumn<QString>("evaluation");
+        QTest::addColumn<double>("seconds");
+        QTest::addColumn<bool>("written"); // "load_timeout" in the saved file (1800, the default, left out)
+        QTest::addRow("absent: 1800") << "{}" << 1800.0 << false;
+        QTest::addRow("1800 said") << R"({"load_timeout": 1800})" << 1800.0 << false;
+        QTest::addRow("an hour and a half") << R"({"load_timeout": 5400})" << 5400.0 << true;
+    }
+    void loadTimeout()
+    {
+        QFETCH(QString, evaluation);
+        QFETCH(double, seconds);
+        QFETCH(bool, written);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(p.profile.evaluation.loadTimeoutSeconds, seconds);
+        QCOMPARE(QString::fromStdString(p.json).contains(QStringLiteral("\"load_timeout\"")), written);
+        const QString errors = errorsOf(withHosts(R"([{"name": "a"}])", R"(, "evaluation": {"load_timeout": 0})"));
+        QVERIFY2(errors.contains(QStringLiteral("evaluation.load_timeout")) && errors.contains(QStringLiteral("expected a number in [1, ")),
+                 qPrintable(errors));
     }
 
     void tensorParallel_data()
@@ -179,15 +218,12 @@ private Q_SLOTS:
         QFETCH(QString, evaluation);
         QFETCH(int, n);
         QFETCH(bool, written);
-        const std::string text = withHosts(hosts.toStdString(), ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(r.profile.evaluation.tensorParallel, n);
-        const std::string json = profileToJson(r.profile);
-        QCOMPARE(QString::fromStdString(json).contains(QStringLiteral("\"tensor_parallel\": %1").arg(n)), written);
-        const auto again = parseProfile(json);
-        QVERIFY(again.ok());
-        QVERIFY(again.profile == r.profile);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p, hosts.toStdString());
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(p.profile.evaluation.tensorParallel, n);
+        QCOMPARE(QString::fromStdString(p.json).contains(QStringLiteral("\"tensor_parallel\": %1").arg(n)), written);
     }
 
     void tensorParallelRefusalsNameTheHost()
@@ -242,14 +278,13 @@ private Q_SLOTS:
         QCOMPARE(EvaluationSpec{}.schedule, std::string("dynamic"));
         QCOMPARE(EvaluationSpec{}.onRankLoss, std::string("continue")); // surviving a lost rank is the default (issue 16)
         QCOMPARE(EvaluationSpec{}.dtype, std::string("auto"));
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        const EvaluationSpec &e = r.profile.evaluation;
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        const EvaluationSpec &e = p.profile.evaluation;
         QCOMPARE(QString::fromStdString(field == QStringLiteral("schedule") ? e.schedule : e.dtype), value);
-        const std::string json = profileToJson(r.profile);
-        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"%1\": \"%2\"").arg(field, value)), json.c_str());
-        QVERIFY(parseProfile(json).profile == r.profile);
+        QVERIFY2(QString::fromStdString(p.json).contains(QStringLiteral("\"%1\": \"%2\"").arg(field, value)), p.json.c_str());
     }
 
     void onRankLossDefaultsBySchedule_data()
@@ -268,14 +303,13 @@ private Q_SLOTS:
     {
         QFETCH(QString, evaluation);
         QFETCH(QString, onRankLoss);
-        const std::string text = withHosts(R"([{"name": "a"}])", ", \"evaluation\": " + evaluation.toStdString());
-        const auto r = parseProfile(text);
-        QVERIFY2(r.ok(), qPrintable(errorsOf(text)));
-        QCOMPARE(QString::fromStdString(r.profile.evaluation.onRankLoss), onRankLoss);
+        ParsedEvaluation p;
+        parseEvaluation(evaluation, p);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(QString::fromStdString(p.profile.evaluation.onRankLoss), onRankLoss);
         // Always written, so a saved profile says what ran whatever a later default says.
-        const std::string json = profileToJson(r.profile);
-        QVERIFY2(QString::fromStdString(json).contains(QStringLiteral("\"on_rank_loss\": \"%1\"").arg(onRankLoss)), json.c_str());
-        QVERIFY(parseProfile(json).profile == r.profile);
+        QVERIFY2(QString::fromStdString(p.json).contains(QStringLiteral("\"on_rank_loss\": \"%1\"").arg(onRankLoss)), p.json.c_str());
     }
 
     void slurmProfileRoundTrips()

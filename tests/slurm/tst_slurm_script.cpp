@@ -32,6 +32,21 @@ ClusterProfile slurmProfile()
     return p;
 }
 
+/// The job script of @p profile's run from its srun line on: what every agent's command line says.
+QString srunLineOf(const ClusterProfile &profile)
+{
+    LaunchOptions lo;
+    lo.runId = "r";
+    lo.masterAddr = std::string(kSlurmMasterPlaceholder);
+    const LaunchPlan plan = buildLaunchPlan(slurmRankProfile(profile), lo);
+    SlurmJobInputs in;
+    in.runId = "r";
+    in.evalArgv = plan.ranks.front().argv;
+    const QString s = QString::fromStdString(buildSlurmJob(profile, in).batchScript);
+    const qsizetype srun = s.indexOf(QStringLiteral("--distribution=block"));
+    return srun > 0 ? s.mid(srun) : QString();
+}
+
 } // namespace
 
 class TestSlurmScript : public QObject
@@ -184,17 +199,28 @@ private Q_SLOTS:
         QFETCH(QString, words);
         ClusterProfile profile = slurmProfile();
         profile.evaluation.overlapSync = overlap;
-        LaunchOptions lo;
-        lo.runId = "r";
-        lo.masterAddr = std::string(kSlurmMasterPlaceholder);
-        const LaunchPlan plan = buildLaunchPlan(slurmRankProfile(profile), lo);
-        SlurmJobInputs in;
-        in.runId = "r";
-        in.evalArgv = plan.ranks.front().argv;
-        const QString s = QString::fromStdString(buildSlurmJob(profile, in).batchScript);
-        const qsizetype srun = s.indexOf(QStringLiteral("--distribution=block"));
-        QVERIFY(srun > 0);
-        QVERIFY2(s.indexOf(words, srun) > srun, qPrintable(s));
+        const QString srun = srunLineOf(profile);
+        QVERIFY2(srun.contains(words), qPrintable(srun));
+    }
+
+    void loadTimeoutInTheSrunLine_data()
+    {
+        QTest::addColumn<double>("seconds");
+        QTest::addColumn<QString>("words");
+        QTest::addRow("absent: 1800") << -1.0 << QStringLiteral("'--load-timeout' '1800'");
+        QTest::addRow("evaluation.load_timeout 5400") << 5400.0 << QStringLiteral("'--load-timeout' '5400'");
+    }
+    void loadTimeoutInTheSrunLine()
+    {
+        // The load phase's bound reaches every agent's command line (the launch plan all launchers
+        // use): a node that reads its weights from NFS is bounded by it, not by --timeout.
+        QFETCH(double, seconds);
+        QFETCH(QString, words);
+        ClusterProfile profile = slurmProfile();
+        if (seconds > 0)
+            profile.evaluation.loadTimeoutSeconds = seconds;
+        const QString srun = srunLineOf(profile);
+        QVERIFY2(srun.contains(words), qPrintable(srun));
     }
 
     void noPreflightNoGate()

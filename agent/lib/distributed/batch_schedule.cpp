@@ -400,6 +400,7 @@ bool DynamicSchedule::sync(std::span<std::int64_t> words)
     }
     std::vector<std::int64_t> buffer = prepare(words);
     try {
+        m_run.awaitLoaded(); // the first round: every rank's model loaded (--load-timeout)
         m_run.allReduce(buffer);
     } catch (const RankLostError &) {
         recover(words);

@@ -133,11 +133,16 @@ struct GpuLibraries
 /// @brief Free and total bytes of @p device (cudaMemGetInfo), or nothing without a usable runtime.
 [[nodiscard]] bool cudaMemoryInfo(int device, std::int64_t &freeBytes, std::int64_t &totalBytes);
 
+/// @brief CUDA device @p device's PCI bus id ("0000:18:00.0", cudaDeviceGetPCIBusId), or empty
+/// without a usable runtime. NVML and sysfs know the device by it, whatever order CUDA counts in.
+[[nodiscard]] std::string cudaPciBusId(int device);
+
 /// @brief A CUDA device as the runtime reports it (for pre-flight checks).
 struct GpuInfo
 {
     std::string name;
     std::int64_t memoryBytes = 0;
+    std::string pciBusId; ///< "0000:18:00.0": how NVML, nvidia-smi and sysfs name the same device
 };
 /// @brief The visible CUDA devices through the dlopen()ed runtime; empty without CUDA or NCCL support.
 [[nodiscard]] std::vector<GpuInfo> cudaDevices();

@@ -212,6 +212,66 @@ void DistributedRun::collect(std::span<std::int64_t> words)
     }
 }
 
+namespace {
+
+std::string loadingKey(int rank)
+{
+    return "cppl/load/loading/" + std::to_string(rank);
+}
+
+std::string loadedKey(int rank)
+{
+    return "cppl/load/loaded/" + std::to_string(rank);
+}
+
+} // namespace
+
+void DistributedRun::beginLoad(std::chrono::milliseconds bound)
+{
+    m_loadStart = std::chrono::steady_clock::now();
+    m_loadBound = bound;
+    m_store->set(loadingKey(m_rank), "1");
+}
+
+void DistributedRun::endLoad()
+{
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_loadStart).count();
+    m_store->set(loadedKey(m_rank), std::to_string(seconds));
+}
+
+void DistributedRun::awaitLoaded()
+{
+    if (m_loadBound.count() <= 0)
+        return;
+    // Every rank of the run still in it: the members, and with --tensor-parallel their groups'
+    // followers (the members are the leaders).
+    std::vector<std::string> keys;
+    std::vector<int> ranks;
+    for (const int m : m_members)
+        for (int k = 0; k < m_tensorParallel; ++k) {
+            ranks.push_back(m + k);
+            keys.push_back(loadedKey(m + k));
+        }
+    const auto deadline = m_loadStart + m_loadBound;
+    while (!m_store->check(keys)) {
+        if (lossPending())
+            throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost while the ranks loaded their models");
+        if (std::chrono::steady_clock::now() >= deadline) {
+            std::string late;
+            for (const int r : ranks)
+                if (!m_store->check({loadedKey(r)}))
+                    late += (late.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " (" + m_hosts[static_cast<std::size_t>(r)]
+                            + (m_store->check({loadingKey(r)}) ? ")" : ", which never began to load)");
+            const auto bound = std::to_string(m_loadBound.count() / 1000);
+            throw TimeoutError("the load phase: " + late + " still loading after " + bound + " s (--load-timeout " + bound
+                               + "); give the load more time (--load-timeout, the profile's evaluation.load_timeout) or put the "
+                                 "model where that host reads it faster");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    m_loadBound = std::chrono::milliseconds(0);
+}
+
 void DistributedRun::allReduce(std::span<std::int64_t> words, CollectiveTiming *timing)
 {
     // One collective per round: the words, plus a slot per rank where each writes the time it
@@ -317,6 +377,7 @@ std::vector<RankReport> DistributedRun::gather(const RankReport &mine, const std
     if (lossPending())
         throw RankLostError("rank " + std::to_string(m_rank) + ": a rank was lost before the closing gather");
     dieIfTold("closing");
+    awaitLoaded();
     (void)awaitCommunicators(); // a run without rounds: the first collective
     // A row per rank: each leader writes its own and its followers' (their clocks are its host's).
     std::vector<std::int64_t> rows(n * perGroup * kReportWords, 0);

@@ -193,6 +193,18 @@ public:
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
     [[nodiscard]] RendezvousStore &store() noexcept { return *m_store; }
 
+    /// @brief The model's load as a phase of its own (--load-timeout; docs/communication.md,
+    /// "The load phase"): this rank says "loading" in the store now and "loaded" at endLoad().
+    /// The first collective waits (awaitLoaded) for every rank's "loaded" within @p bound from
+    /// here, not within --timeout: a node reading its weights from NFS is not a stalled collective.
+    void beginLoad(std::chrono::milliseconds bound);
+    void endLoad();
+    /// @brief Until every rank of the run said "loaded" (once; nothing without beginLoad()). Main
+    /// thread (the store): RoundPipeline::submit, the dynamic schedule's sync and the closing
+    /// gather call it before their collective. Throws TimeoutError naming the ranks still loading
+    /// (rank, host, seconds) past the bound; RankLostError when a loss is reported meanwhile.
+    void awaitLoaded();
+
     /// @brief Exact SUM of @p words over all ranks, result on every rank; timed into comm() (the
     /// whole call counts as blocked), or with @p timing only measured into it, for the caller to
     /// account() (a RoundPipeline, whose collectives run on its own thread).
@@ -319,6 +331,9 @@ private:
     std::mutex m_lossMutex;
     std::vector<Watchdog::Loss> m_losses;
     std::vector<int> m_dataParallelMembers; ///< the watchdog's thread (dataParallelLoss): the leaders whose groups are whole
+    /// beginLoad() .. the first awaitLoaded() that saw every rank loaded: when the phase began, and its bound (0: none pending).
+    std::chrono::steady_clock::time_point m_loadStart;
+    std::chrono::milliseconds m_loadBound{0};
 };
 
 [[nodiscard]] const char *topologyName(Topology t) noexcept;

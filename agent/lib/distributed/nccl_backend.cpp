@@ -84,6 +84,11 @@ bool cudaMemoryInfo(int, std::int64_t &, std::int64_t &)
     return false;
 }
 
+std::string cudaPciBusId(int)
+{
+    return {};
+}
+
 #else
 
 namespace {
@@ -728,6 +733,15 @@ bool cudaMemoryInfo(int device, std::int64_t &freeBytes, std::int64_t &totalByte
     return true;
 }
 
+std::string cudaPciBusId(int device)
+{
+    const Api &a = api();
+    char bus[64] = {};
+    if (!a.cudart || a.pciBusId(bus, sizeof bus, device) != cudaSuccess)
+        return {};
+    return bus;
+}
+
 std::vector<GpuInfo> cudaDevices()
 {
     const Api &a = api();
@@ -748,9 +762,9 @@ std::vector<GpuInfo> cudaDevices()
         std::fill(buffer.begin(), buffer.end(), 0);
         if (props && props(buffer.data(), d) == cudaSuccess) {
             const auto *bytes = reinterpret_cast<const char *>(buffer.data());
-            out.push_back({std::string(bytes, strnlen(bytes, 256)), static_cast<std::int64_t>(buffer[288 / 8])});
+            out.push_back({std::string(bytes, strnlen(bytes, 256)), static_cast<std::int64_t>(buffer[288 / 8]), cudaPciBusId(d)});
         } else {
-            out.push_back({"device " + std::to_string(d), 0});
+            out.push_back({"device " + std::to_string(d), 0, cudaPciBusId(d)});
         }
     }
     return out;

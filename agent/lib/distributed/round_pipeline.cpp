@@ -52,8 +52,14 @@ void RoundPipeline::submit(std::vector<std::int64_t> words)
     CPPL_ENFORCE(!m_inFlight, "a round submitted while another is in flight");
     m_words = std::move(words);
     m_inFlight = true;
+    m_error = nullptr;
+    try { // the first round waits for every rank's model load, on this (the main) thread: the store is its
+        m_run.awaitLoaded();
+    } catch (...) { // rethrown by wait(), as the collective's own error
+        m_error = std::current_exception();
+        return;
+    }
     if (!m_overlap) { // blocked for the whole call, from this rank's arrival
-        m_error = nullptr;
         try {
             m_run.allReduce(m_words, &m_timing);
         } catch (...) {

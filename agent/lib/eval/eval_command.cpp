@@ -45,6 +45,7 @@ namespace {
 /// rank 0 posts the minimum. Throws CollectiveError naming a rank that never posted.
 std::int64_t agreeOnMinimum(dist::DistributedRun &run, const std::string &key, std::int64_t mine, std::chrono::milliseconds timeout)
 {
+    run.awaitLoaded(); // every rank posts after its load: a slow one is bounded by --load-timeout, not --timeout
     dist::RendezvousStore &store = run.store();
     store.set(key + "/" + std::to_string(run.rank()), std::to_string(mine));
     if (run.rank() == 0) {
@@ -103,6 +104,10 @@ std::size_t cudaDeviceCount()
 int EvalSession::run()
 {
     connect();
+    // The load phase (data, model, reference): its own bound, --load-timeout; the first
+    // collective waits for every rank's end of it (DistributedRun::awaitLoaded).
+    if (m_run)
+        m_run->beginLoad(m_o.loadTimeout);
     const EvalInput input = loadData();
     const auto loadStart = std::chrono::steady_clock::now();
     m_rssBeforeLoad = residentBytes();
@@ -110,6 +115,11 @@ int EvalSession::run()
     m_rssLoad = residentBytes() - m_rssBeforeLoad;
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
     const std::unique_ptr<LanguageModel> reference = loadReference(*model);
+    if (m_run) {
+        m_run->endLoad();
+        if (m_tp) // a group's forward passes are collectives of their own: its members start loaded
+            m_run->awaitLoaded();
+    }
     const EvalPlan plan = makePlan(input, *model, reference.get(), loadSeconds);
     const EvalOutcome outcome = evaluate(*model, reference.get(), input, plan);
     const int code = writeResult(input, model->info(), loadSeconds, plan, outcome);
@@ -165,7 +175,7 @@ void EvalSession::connect()
 {
     const RankIdentity &identity = m_o.identity;
     // Pinned before any pool or communication thread starts, so that they inherit the CPU slice.
-    m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads));
+    m_cpu = planCpus(identity.localRank, identity.localWorldSize, static_cast<int>(m_o.threads), cpuPlacement());
     const bool pinnedOk = applyPinning(m_cpu);
     // The current CUDA device is per thread and starts as cuda:0: this rank's GPU from here on, so
     // that what LibTorch makes for the current device (its context, pinned host memory) is made
@@ -187,6 +197,19 @@ void EvalSession::connect()
             + (m_cpu.pinned.empty() ? std::string(pinnedOk ? "not pinned" : "not pinned (the OS refused sched_setaffinity)")
                                     : "pinned to CPUs " + cpuListText(m_cpu.pinned))
             + "; local rank " + std::to_string(identity.localRank) + " of " + std::to_string(m_cpu.localRanks));
+    if (!m_cpu.note.empty())
+        logLine("threads: " + m_cpu.note);
+}
+
+/// Where this host's ranks run, for pinning near memory: on CUDA, each local rank's GPU by its PCI
+/// bus id (empty where unknown); on the CPU, none (the ranks spread over the NUMA nodes).
+CpuPlacement EvalSession::cpuPlacement() const
+{
+    CpuPlacement placement;
+    if (m_o.device.isCuda())
+        for (const int device : m_o.localRankDevices)
+            placement.gpuBusIds.push_back(device < 0 ? std::string() : dist::cudaPciBusId(device));
+    return placement;
 }
 
 /// Part of step 2: the rendezvous, the communicators and the watchdog (distributed_run.h).
@@ -245,9 +268,11 @@ void EvalSession::openTelemetry(const std::string &endpoint)
     }
     m_tel->phase(cppl::telemetry::Phase::Loading);
     if (m_o.device.isCuda()) {
-        // Device memory and utilisation through NVML when the node has it; absent otherwise.
+        // Device memory and utilisation through NVML when the node has it; absent otherwise. NVML
+        // is asked by the device's PCI bus id: its order need not be CUDA's.
         std::string why;
-        if (auto gpu = telemetry::openNvmlForCudaDevice(m_o.device.hasIndex() ? m_o.device.index : 0, &why))
+        const int cudaIndex = m_o.device.hasIndex() ? m_o.device.index : 0;
+        if (auto gpu = telemetry::openNvmlForCudaDevice(cudaIndex, dist::cudaPciBusId(cudaIndex), &why))
             m_tel->setGpuStats(std::move(gpu));
         else if (!m_o.quiet)
             m_err << "telemetry: no GPU memory or utilisation figures: " << why << '\n';
@@ -276,6 +301,12 @@ EvalInput EvalSession::loadData()
 /// Step 4: the model.
 std::unique_ptr<LanguageModel> EvalSession::loadModel()
 {
+    // CLUSTERPPL_TEST_SLOW_LOAD=R:MS: rank R's weights come as from a slow NFS.
+    if (const RankHold &slow = faultHooks().slowLoad; slow.appliesTo(m_o.identity.rank)) {
+        sayHook("clusterppl-agent: rank " + std::to_string(slow.rank) + ": loading " + std::to_string(slow.ms.count())
+                + " ms longer (CLUSTERPPL_TEST_SLOW_LOAD)");
+        std::this_thread::sleep_for(slow.ms);
+    }
     if (const auto &fake = faultHooks().gpuFreeBytes; !fake.empty()) {
         m_freeBytes = m_totalBytes = fake[static_cast<std::size_t>(m_o.identity.rank) % fake.size()];
         m_memoryKnown = true;

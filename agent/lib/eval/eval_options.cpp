@@ -11,6 +11,7 @@
 
 #include "cppl/host.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -247,6 +248,7 @@ void parseCommunication(const Args &a, EvalOptions &o)
     if (d.backend != "auto" && d.backend != "gloo" && d.backend != "nccl")
         throw ConfigError("--backend \"" + d.backend + "\" is not one of auto, gloo, nccl");
     d.timeout = std::chrono::milliseconds(a.integer("--timeout", 300, 1, 7 * 24 * 3600) * 1000);
+    o.loadTimeout = std::chrono::milliseconds(a.integer("--load-timeout", 1800, 1, 7 * 24 * 3600) * 1000);
     d.cudaDevice = o.device.isCuda();
     d.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") != nullptr
                              && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
@@ -335,6 +337,29 @@ void decideBatchSource(const Args &a, EvalOptions &o)
 }
 
 /// One CUDA device per rank, decided once: the model and NCCL both use it.
+/// Every local rank's device as this process numbers them, for pinning each near its GPU: the
+/// same rules, run for the other local ranks. Where a rank sees one GPU of its own (a one-entry
+/// CUDA_VISIBLE_DEVICES per rank), the others' devices are not this process's to know.
+std::vector<int> localRankDevices(DevicePlacement place, int mine)
+{
+    std::vector<int> devices(static_cast<std::size_t>(std::max(1, place.localWorldSize)), -1);
+    if (place.localRank < 0 || place.localRank >= static_cast<int>(devices.size()))
+        return {};
+    devices[static_cast<std::size_t>(place.localRank)] = mine;
+    if (place.visibleDevices == 1 && place.cudaVisibleDevices && devices.size() > 1)
+        return devices;
+    for (int r = 0; r < static_cast<int>(devices.size()); ++r) {
+        place.localRank = r;
+        try {
+            devices[static_cast<std::size_t>(r)] = chooseCudaDevice(place);
+        } catch (const ConfigError &) {
+            // That rank's own start says what is wrong with its device; here it only stays unknown
+            // (and pinning falls back to the plain split).
+        }
+    }
+    return devices;
+}
+
 void placeOnCudaDevice(EvalOptions &o)
 {
     phase(kExitBadArguments, [&] {
@@ -352,6 +377,7 @@ void placeOnCudaDevice(EvalOptions &o)
         o.device.index = chooseCudaDevice(place);
         o.distOptions.cudaDeviceIndex = o.device.index;
         o.ranksPerDevice = ranksPerCudaDevice(place);
+        o.localRankDevices = localRankDevices(place, o.device.index);
         return 0;
     });
 }
@@ -364,7 +390,7 @@ Args parseArgs(const std::vector<std::string> &argv)
         return Args(argv,
                     {"--model", "--tokens", "--text", "--tokenizer", "--protocol", "--context", "--stride", "--batch", "--max-windows",
                      "--dtype", "--device", "--devices", "--threads", "--blas-threads", "--json", "--bos-id", "--prefix-id", "--shard", "--gemm", "--dataset",
-                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout",
+                     "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--load-timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
                      "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize"},

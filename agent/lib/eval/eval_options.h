@@ -17,6 +17,7 @@
 #include "cppl/telemetry.h"
 #include "cppl/window_plan.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -67,6 +68,12 @@ struct EvalOptions
     /// shards evaluated one by one must cut the windows with the same batch.
     bool autoBatch = false;
     int ranksPerDevice = 1; ///< this host's ranks on one GPU (gloo may share one)
+    /// --load-timeout: how long the ranks' load phase (data, model) may take before the first
+    /// collective, instead of --timeout (docs/communication.md, "The load phase").
+    std::chrono::milliseconds loadTimeout{1800000};
+    /// The CUDA device of each of this host's ranks by the same rules (pinning near each GPU's
+    /// NUMA node); -1 where this process cannot know it (each rank sees one GPU of its own).
+    std::vector<int> localRankDevices;
     std::int64_t maxWindows = 0;
     std::int64_t threads = 0;
     std::int64_t blasThreads = 0;

@@ -55,6 +55,7 @@ private:
     // eval_command.cpp: steps 2 to 5.
     void connect();
     void joinRun();
+    [[nodiscard]] CpuPlacement cpuPlacement() const;
     void openTelemetry(const std::string &endpoint);
     EvalInput loadData();
     std::unique_ptr<LanguageModel> loadModel();

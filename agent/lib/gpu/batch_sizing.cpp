@@ -6,13 +6,18 @@
 
 namespace cppl::agent {
 
+std::string gibNumber(std::int64_t bytes)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / double(std::int64_t{1} << 30));
+    return buf;
+}
+
 namespace {
 
 std::string gib(std::int64_t bytes)
 {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / double(std::int64_t{1} << 30));
-    return buf;
+    return gibNumber(bytes) + " GiB";
 }
 
 } // namespace

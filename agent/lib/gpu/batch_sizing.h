@@ -86,6 +86,9 @@ void applyBatchBounds(const BatchSizingInput &in, BatchChoice &choice);
 /// @brief The largest power of two <= n (n >= 1), else 0.
 [[nodiscard]] std::int64_t floorPowerOfTwo(std::int64_t n);
 
+/// @p bytes in GiB with two decimals, "79.20", for the batch sizing line and the memory plan's table.
+[[nodiscard]] std::string gibNumber(std::int64_t bytes);
+
 // The memory plan of `clusterppl-agent plan --model DIR` and the Evaluation page's preview: what
 // one rank of a tensor-parallel group holds (weights, K/V, activations) for a batch and context,
 // from config.json alone, against a GPU's free memory (docs/planning.md).

@@ -2,6 +2,7 @@
 #include "gpu/memory_plan_command.h"
 
 #include "args.h"
+#include "eval/compute_spec.h"
 #include "model/model_config.h"
 
 #include "cppl/errors.h"
@@ -13,13 +14,6 @@
 namespace cppl::agent {
 
 namespace {
-
-std::string gibOf(std::int64_t bytes)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / double(std::int64_t{1} << 30));
-    return buf;
-}
 
 PlanModel planModelOf(const ModelConfig &c, const std::string &dir)
 {
@@ -37,16 +31,6 @@ PlanModel planModelOf(const ModelConfig &c, const std::string &dir)
     m.oBias = c.oBias;
     m.mlpBias = c.mlpBias;
     return m;
-}
-
-/// --dtype: the evaluation dtype on a GPU (bfloat16, the agents' default there) or float32.
-int elementBytesOf(const std::string &dtype)
-{
-    if (dtype == "float32")
-        return 4;
-    if (dtype == "bfloat16" || dtype == "float16")
-        return 2;
-    throw ConfigError("--dtype \"" + dtype + "\" is not one of float32, bfloat16, float16");
 }
 
 std::string quantizeOf(const std::string &q)
@@ -97,9 +81,9 @@ void printRank(std::ostream &out, const RankMemory &r, bool memoryKnown)
         out << line;
         return;
     }
-    std::snprintf(line, sizeof line, "  %4d  %8s  %8s  %8s  %8s  %8s  %8s  %-4s  %s\n", r.n, gibOf(r.weightBytes).c_str(),
-                  gibOf(r.shardedWeightBytes).c_str(), gibOf(r.replicatedWeightBytes).c_str(), gibOf(r.kvBytes).c_str(),
-                  gibOf(r.activationBytes).c_str(), gibOf(r.totalBytes).c_str(), memoryKnown ? (r.fits ? "yes" : "no") : "-",
+    std::snprintf(line, sizeof line, "  %4d  %8s  %8s  %8s  %8s  %8s  %8s  %-4s  %s\n", r.n, gibNumber(r.weightBytes).c_str(),
+                  gibNumber(r.shardedWeightBytes).c_str(), gibNumber(r.replicatedWeightBytes).c_str(), gibNumber(r.kvBytes).c_str(),
+                  gibNumber(r.activationBytes).c_str(), gibNumber(r.totalBytes).c_str(), memoryKnown ? (r.fits ? "yes" : "no") : "-",
                   memoryKnown ? std::to_string(r.maxBatch).c_str() : "-");
     out << line;
 }
@@ -112,7 +96,7 @@ MemoryPlanRequest parseMemoryPlanRequest(const Args &a)
     r.modelDir = *a.get("--model");
     r.dtype = a.get("--dtype").value_or("bfloat16");
     MemoryPlanInput &in = r.input;
-    in.elementBytes = elementBytesOf(r.dtype);
+    in.elementBytes = bytesPerElement(dtypeFromName(r.dtype)); // the evaluation dtype: bfloat16 on a GPU, or float32
     in.quantize = quantizeOf(a.get("--quantize").value_or("none"));
     in.batch = a.integer("--batch", 8, 1, 1 << 16);
     in.context = a.integer("--context", 512, 2, std::int64_t{1} << 24);
@@ -134,7 +118,7 @@ void printMemoryPlan(std::ostream &out, const MemoryPlanRequest &r, const Memory
         << m.heads << " heads (" << (m.kvHeads > 0 ? m.kvHeads : m.heads) << " K/V), intermediate " << m.intermediate << ", vocabulary "
         << m.vocab << "\n  " << r.dtype << (in.quantize == "none" ? std::string() : ", linear layers " + in.quantize) << ", batch "
         << in.batch << " x " << in.context << " tokens, "
-        << (in.freeBytes > 0 ? gibOf(in.freeBytes) + " GiB free per GPU" : std::string("GPU memory not given (--gpu-memory GiB)"))
+        << (in.freeBytes > 0 ? gibNumber(in.freeBytes) + " GiB free per GPU" : std::string("GPU memory not given (--gpu-memory GiB)"))
         << ", " << in.gpusPerNode << " GPUs per node\n"
         << "     N   weights   sharded   replic.       K/V    activ.     total  fits  auto batch\n";
     for (const RankMemory &c : p.candidates)
@@ -147,7 +131,7 @@ void printMemoryPlan(std::ostream &out, const MemoryPlanRequest &r, const Memory
         printRank(out, p.asked, in.freeBytes > 0);
     }
     out << "  Per rank, in GiB; K/V: one layer's for the batch (a pass holds one layer's at a time), within activ.; total:\n"
-           "  weights + activ. + a reserve of " << gibOf(kBatchReserveBytes) << " GiB; auto batch: what --batch auto would take.\n"
+           "  weights + activ. + a reserve of " << gibNumber(kBatchReserveBytes) << " GiB; auto batch: what --batch auto would take.\n"
         << "  --tensor-parallel " << in.tensorParallel << ": "
         << (p.asked.splittable() ? (in.freeBytes <= 0 ? std::string("memory not known") : p.asked.fits ? std::string("fits") : std::string("does not fit"))
                                  : p.asked.refusal)

@@ -49,19 +49,24 @@ public:
         auto init = symbol<NvmlReturn (*)()>("nvmlInit_v2");
         auto byIndex = symbol<NvmlReturn (*)(unsigned, NvmlDeviceHandle *)>("nvmlDeviceGetHandleByIndex_v2");
         auto byUuid = symbol<NvmlReturn (*)(const char *, NvmlDeviceHandle *)>("nvmlDeviceGetHandleByUUID");
+        auto byBusId = symbol<NvmlReturn (*)(const char *, NvmlDeviceHandle *)>("nvmlDeviceGetHandleByPciBusId_v2");
         m_errorString = symbol<const char *(*)(NvmlReturn)>("nvmlErrorString");
         m_memory = symbol<NvmlReturn (*)(NvmlDeviceHandle, NvmlMemory *)>("nvmlDeviceGetMemoryInfo");
         m_utilization = symbol<NvmlReturn (*)(NvmlDeviceHandle, NvmlUtilization *)>("nvmlDeviceGetUtilizationRates");
         auto shutdown = symbol<NvmlReturn (*)()>("nvmlShutdown");
-        if (!init || !byIndex || !byUuid || !m_memory || !shutdown)
+        if (!init || !byIndex || !byUuid || !byBusId || !m_memory || !shutdown)
             return fail(why, std::string(library) + " lacks the NVML functions used (a driver older than NVML v2?)");
         if (const NvmlReturn rc = init(); rc != kNvmlSuccess)
             return fail(why, "nvmlInit: " + errorText(rc));
         m_shutdown = shutdown; // from here on, the destructor shuts NVML down
-        const NvmlReturn rc = device.uuid.empty() ? byIndex(device.index.value_or(0), &m_device) : byUuid(device.uuid.c_str(), &m_device);
+        const std::string name = !device.pciBusId.empty() ? "at PCI " + device.pciBusId
+                                 : !device.uuid.empty()    ? device.uuid
+                                                           : std::to_string(device.index.value_or(0));
+        const NvmlReturn rc = !device.pciBusId.empty() ? byBusId(device.pciBusId.c_str(), &m_device)
+                              : !device.uuid.empty()    ? byUuid(device.uuid.c_str(), &m_device)
+                                                        : byIndex(device.index.value_or(0), &m_device);
         if (rc != kNvmlSuccess)
-            return fail(why, "NVML has no device " + (device.uuid.empty() ? std::to_string(device.index.value_or(0)) : device.uuid) + ": "
-                                 + errorText(rc));
+            return fail(why, "NVML has no device " + name + ": " + errorText(rc));
         return true;
     }
 
@@ -118,7 +123,7 @@ std::optional<NvmlDevice> nvmlDeviceFor(int cudaIndex, const char *visibleDevice
     if (cudaIndex < 0)
         return std::nullopt;
     if (!visibleDevices || !*visibleDevices)
-        return NvmlDevice{static_cast<unsigned>(cudaIndex), {}};
+        return NvmlDevice{static_cast<unsigned>(cudaIndex), {}, {}};
     std::vector<std::string_view> entries;
     std::string_view rest(visibleDevices);
     while (true) {
@@ -137,12 +142,12 @@ std::optional<NvmlDevice> nvmlDeviceFor(int cudaIndex, const char *visibleDevice
         return std::nullopt;
     const std::string_view e = entries[static_cast<std::size_t>(cudaIndex)];
     if (e.starts_with("GPU-") || e.starts_with("MIG-"))
-        return NvmlDevice{std::nullopt, std::string(e)};
+        return NvmlDevice{std::nullopt, std::string(e), {}};
     unsigned index = 0;
     const auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), index);
     if (ec != std::errc() || end != e.data() + e.size())
         return std::nullopt; // CUDA itself stops at an invalid entry
-    return NvmlDevice{index, {}};
+    return NvmlDevice{index, {}, {}};
 }
 
 std::unique_ptr<GpuStats> openNvml(const NvmlDevice &device, std::string *why, const char *library)
@@ -153,8 +158,10 @@ std::unique_ptr<GpuStats> openNvml(const NvmlDevice &device, std::string *why, c
     return nvml;
 }
 
-std::unique_ptr<GpuStats> openNvmlForCudaDevice(int cudaIndex, std::string *why)
+std::unique_ptr<GpuStats> openNvmlForCudaDevice(int cudaIndex, const std::string &pciBusId, std::string *why)
 {
+    if (!pciBusId.empty())
+        return openNvml(NvmlDevice{std::nullopt, {}, pciBusId}, why);
     const auto device = nvmlDeviceFor(cudaIndex, std::getenv("CUDA_VISIBLE_DEVICES"));
     if (!device) {
         if (why)

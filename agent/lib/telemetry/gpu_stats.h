@@ -29,15 +29,18 @@ public:
     [[nodiscard]] virtual std::optional<GpuSample> sample() = 0;
 };
 
-/// How NVML names the device CUDA calls @p cudaIndex in this process: CUDA_VISIBLE_DEVICES
-/// (@p visibleDevices, null or empty when unset) renumbers devices; its entries are indices or
-/// UUIDs ("GPU-…", "MIG-…"). NVML counts in PCI bus order, as CUDA does with
-/// CUDA_DEVICE_ORDER=PCI_BUS_ID (clusters of identical GPUs: the same order either way).
+/// How NVML is asked for a device: by PCI bus id when CUDA gave one (the only name both count the
+/// same: CUDA's default order, CUDA_DEVICE_ORDER=FASTEST_FIRST, may differ from NVML's PCI bus
+/// order), else by the name CUDA_VISIBLE_DEVICES gives (an index or a UUID).
 struct NvmlDevice
 {
     std::optional<unsigned> index; // NVML index, or
-    std::string uuid;              // a UUID to look up
+    std::string uuid;              // a UUID to look up, or
+    std::string pciBusId;          // "0000:18:00.0", as cudaDeviceGetPCIBusId writes it
 };
+/// The CUDA_VISIBLE_DEVICES name of CUDA device @p cudaIndex (@p visibleDevices null or empty when
+/// unset; entries are indices or UUIDs, "GPU-…", "MIG-…"): the fallback where no bus id is known,
+/// right where CUDA counts in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID, or identical GPUs).
 [[nodiscard]] std::optional<NvmlDevice> nvmlDeviceFor(int cudaIndex, const char *visibleDevices);
 
 /// NVML through dlopen. null, with @p why set, when the library or the device is not there
@@ -45,7 +48,9 @@ struct NvmlDevice
 [[nodiscard]] std::unique_ptr<GpuStats> openNvml(const NvmlDevice &device, std::string *why,
                                                  const char *library = "libnvidia-ml.so.1");
 
-/// openNvml() for the CUDA device the rank evaluates on, from this process's CUDA_VISIBLE_DEVICES.
-[[nodiscard]] std::unique_ptr<GpuStats> openNvmlForCudaDevice(int cudaIndex, std::string *why);
+/// openNvml() for the CUDA device the rank evaluates on: by @p pciBusId (the CUDA runtime's
+/// cudaDeviceGetPCIBusId for @p cudaIndex), or, where that is empty, by this process's
+/// CUDA_VISIBLE_DEVICES name of @p cudaIndex.
+[[nodiscard]] std::unique_ptr<GpuStats> openNvmlForCudaDevice(int cudaIndex, const std::string &pciBusId, std::string *why);
 
 } // namespace cppl::agent::telemetry

@@ -409,6 +409,7 @@ EvaluationPage::~EvaluationPage()
 void EvaluationPage::load(const EvaluationSpec &e, const Thresholds &t)
 {
     m_loading = true;
+    m_loadTimeoutSeconds = e.loadTimeoutSeconds;
     const QString model = qs(e.model);
     setCombo(m_modelKind, model.endsWith(u".pt"_s) || model.endsWith(u".pth"_s) ? u"torchscript"_s : u"hf"_s);
     m_model->setText(model);
@@ -476,6 +477,7 @@ EvaluationSpec EvaluationPage::evaluation() const
     e.schedule = m_schedule->currentData().toString().toStdString();
     e.onRankLoss = m_onRankLoss->currentData().toString().toStdString();
     e.overlapSync = m_overlapSync->currentData() == u"on"_s;
+    e.loadTimeoutSeconds = m_loadTimeoutSeconds;
     e.quantize = m_quantize->currentData().toString().toStdString();
     e.quantGroup = m_quantGroup->value();
     e.quantizeHead = m_quantizeHead->isChecked();

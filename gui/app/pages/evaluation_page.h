@@ -132,6 +132,9 @@ private:
     QComboBox *m_referenceDtype = nullptr;
     QComboBox *m_referenceQuantize = nullptr;
     QSpinBox *m_tensorParallel = nullptr; ///< EvaluationSpec::tensorParallel
+    /// EvaluationSpec::loadTimeoutSeconds: no field of its own on the page; a loaded profile's value
+    /// is kept for the run and the saved profile.
+    double m_loadTimeoutSeconds = EvaluationSpec{}.loadTimeoutSeconds;
     QSpinBox *m_sync = nullptr;
     QDoubleSpinBox *m_tolerance = nullptr;
     QDoubleSpinBox *m_commShare = nullptr;

@@ -147,6 +147,7 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
     const std::int64_t sync = profile.thresholds.syncEveryTokens;
     a.insert(a.end(), {"--sync-every-tokens", sync < 0 ? std::string("end") : std::to_string(sync)});
     a.insert(a.end(), {"--timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(profile.thresholds.collectiveTimeoutSeconds)))});
+    a.insert(a.end(), {"--load-timeout", std::to_string(std::max<std::int64_t>(1, static_cast<std::int64_t>(e.loadTimeoutSeconds)))});
     // Always said, like --schedule, so every launcher's command line (local, SSH, the Slurm
     // script's srun) shows it, whatever an agent's own default.
     a.insert(a.end(), {"--on-rank-loss", e.onRankLoss});

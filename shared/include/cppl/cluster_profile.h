@@ -96,6 +96,9 @@ struct EvaluationSpec
     /// The agents' --tensor-parallel: N consecutive ranks of one host split the model (group k =
     /// ranks [kN, kN+N)); 1 = none. The world size and every host's slots are multiples of N.
     int tensorParallel = 1;
+    /// The agents' --load-timeout: how long the ranks' load phase (data, model; weights on NFS may
+    /// be slow on one node) may take before the first collective, which --timeout does not cover.
+    double loadTimeoutSeconds = 1800.0;
     friend bool operator==(const EvaluationSpec &, const EvaluationSpec &) = default;
 };
 
