@@ -265,9 +265,10 @@ void parseCommunication(const Args &a, EvalOptions &o)
     }
 }
 
-/// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the
-/// native float32 CPU path over Gloo, either schedule, a lost rank survived (its whole group out);
-/// no checkpoints or resume yet. Every refusal here, before the rendezvous.
+/// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the CPU
+/// over Gloo (the agent's float32 kernels or LibTorch's path, any dtype), either schedule, a lost
+/// rank survived (its whole group out); no GPUs, checkpoints or resume yet. Every refusal here,
+/// before the rendezvous.
 void refuseForTensorParallel(const Args &a, const EvalOptions &o)
 {
     const std::string n = std::to_string(o.tensorParallel);
@@ -275,8 +276,8 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
     if (o.identity.worldSize % o.tensorParallel != 0)
         refuse("the world size " + std::to_string(o.identity.worldSize) + " is not a multiple of it (each group is " + n
                + " consecutive ranks of one host)");
-    if (o.device.isCuda() || o.dtype != Dtype::Float32 || (o.gemm != GemmBackend::Auto && o.gemm != GemmBackend::Native))
-        refuse("runs the native float32 CPU path in this version (--device cpu, --dtype float32, --gemm auto|native); GPUs over NCCL come later");
+    if (o.device.isCuda())
+        refuse("runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
     if (o.resume || o.checkpointLines)
         refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
     if (a.has("--shard"))

@@ -360,7 +360,7 @@ LinearKind linearKindFor(const LoadOptions &o)
     case GemmBackend::Auto:
         break;
     }
-    if (cpuBf16 && quant::supported(quant::Bf16Isa::Avx512Bf16))
+    if (cpuBf16 && quant::supported(quant::Bf16Isa::Avx512Bf16) && !o.tp) // tensor parallelism: LibTorch's path
         return LinearKind::PackedBf16;
     return cpuFloat ? LinearKind::PackedFloat32 : LinearKind::Torch;
 }
