@@ -267,8 +267,8 @@ void parseCommunication(const Args &a, EvalOptions &o)
 
 /// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the CPU
 /// over Gloo (the agent's float32 kernels or LibTorch's path, any dtype), either schedule, a lost
-/// rank survived (its whole group out); no GPUs, checkpoints or resume yet. Every refusal here,
-/// before the rendezvous.
+/// rank survived (its whole group out), checkpoints and resume (the leaders' ledger lines); no GPUs
+/// yet. Every refusal here, before the rendezvous.
 void refuseForTensorParallel(const Args &a, const EvalOptions &o)
 {
     const std::string n = std::to_string(o.tensorParallel);
@@ -278,8 +278,6 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
                + " consecutive ranks of one host)");
     if (o.device.isCuda())
         refuse("runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
-    if (o.resume || o.checkpointLines)
-        refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
     if (a.has("--shard"))
         refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
     if (o.quant.any() || o.reference.any())
