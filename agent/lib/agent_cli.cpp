@@ -120,7 +120,8 @@ constexpr CommandUsage kCommandUsage[] = {
                                          evaluate batches in parallel, the same bits for any number
                                          of them; a lost rank takes its group out. This version: the
                                          CPU over Gloo (float32; bfloat16 with --gemm blas or
-                                         auto), no GPUs
+                                         auto; --quantize with each row-parallel slice on
+                                         --quant-group boundaries), no GPUs
                                          (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's

@@ -61,8 +61,10 @@ DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOpti
         throw ConfigError("tensor parallelism runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
     if (m_linears.kind == LinearKind::PackedBf16)
         throw ConfigError("tensor parallelism with bfloat16 runs on LibTorch's path (--gemm blas), not on the agent's bfloat16 kernels");
-    if (m_linears.quantizes())
-        throw ConfigError("tensor parallelism runs without --quantize and not on a GPTQ/AWQ checkpoint in this version");
+    if (m_linears.checkpoint)
+        throw ConfigError("tensor parallelism does not split a GPTQ/AWQ checkpoint's layers in this version: their packed codes, zero points and "
+                          "(desc_act) g_idx order the input columns the row-parallel split cuts; evaluate it with --tensor-parallel 1, or "
+                          "quantize the float checkpoint at load (--quantize)");
 }
 
 LoadOptions DecoderModel::sourceOptions() const
@@ -172,7 +174,7 @@ void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, 
     m_embedding = Embedding(table, m_c.vocab, v);
     const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_linears, v.begin)
                                  : Linear::load(w, LinearSpec{{{untiedHead, v.size, v.begin, m_c.vocab}}, m_c.hidden, false, false, 0, 0, true}, m_linears);
-    if (m_c.tied)
+    if (m_c.tied && native() && !(m_linears.scheme && m_linears.head))
         m_embedding.readFromPackedHead(head);
     m_head = VocabHead(head, m_c.vocab, v.begin);
 }

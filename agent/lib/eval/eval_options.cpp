@@ -280,8 +280,8 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
         refuse("runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
     if (a.has("--shard"))
         refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
-    if (o.quant.any() || o.reference.any())
-        refuse("--quantize and --reference-model run without tensor parallelism in this version (a quantized layer is not split yet)");
+    if (o.reference.any())
+        refuse("--reference-model runs without tensor parallelism in this version (the comparison needs the whole vocabulary's logits)");
 }
 
 /// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group.
