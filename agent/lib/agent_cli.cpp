@@ -119,7 +119,9 @@ constexpr CommandUsage kCommandUsage[] = {
                                          columns, vocabulary; default 1); world size / N groups
                                          evaluate batches in parallel, the same bits for any number
                                          of them; a lost rank takes its group out. This version: the
-                                         float32 CPU path over Gloo, no checkpoints
+                                         CPU over Gloo (float32; bfloat16 with --gemm blas or
+                                         auto; --quantize with each row-parallel slice on
+                                         --quant-group boundaries), no GPUs
                                          (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's

@@ -191,6 +191,22 @@ private Q_SLOTS:
                      qPrintable(w.error()));
     }
 
+    void checkpointWaitsForTheLeadersUnderTensorParallel()
+    {
+        // --tensor-parallel 2 on 4 ranks: ranks 0 and 2 lead their groups and print the ledger
+        // lines; followers 1 and 3 print none, and a round is written without them.
+        QTemporaryDir dir;
+        CheckpointWriter w(dir.path(), u"unit"_s, 4);
+        w.setTensorParallel(2);
+        QVERIFY(w.take(0, ledgerLine(0, 1, "0-1")));
+        QVERIFY(w.take(0, checkpointLine(1)));
+        QCOMPARE(w.writtenRound(), -1); // leader 2's ledger is not here yet
+        QVERIFY(w.take(2, ledgerLine(2, 1, "2-3")));
+        QCOMPARE(w.writtenRound(), 1);
+        QCOMPARE(readJson(dir.filePath(u"checkpoint.json"_s)).value(u"ledger"_s).toString(), u"0-3"_s);
+        QVERIFY(w.error().isEmpty());
+    }
+
     void checkpointsStopAtANewerVersion()
     {
         // A ledger line this launcher cannot read: no later round could be complete, so the
@@ -361,6 +377,51 @@ private Q_SLOTS:
         r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s});
         QCOMPARE(r.exitCode, 2);
         CPPL_VERIFY2(r.err.contains(u"run %1 finished (ppl"_s.arg(runId)) && r.err.contains(u"there is nothing to resume"_s), qPrintable(r.err));
+    }
+
+    /// --tensor-parallel 2 on 4 ranks (2 x 2): the leaders' ledger lines commit the rounds; killed
+    /// after round 2 and resumed, the bits of an uninterrupted 2 x 2 run.
+    void tensorParallelRunResumes()
+    {
+        QString json = QString::fromUtf8(profileJson(m_text, 4, u"dynamic"_s));
+        json.replace(u"\"schedule\": \"dynamic\"}"_s, u"\"schedule\": \"dynamic\", \"tensor_parallel\": 2}"_s);
+        QVERIFY(json.contains(u"tensor_parallel"_s));
+        const QString profile = m_dir.filePath(u"tp.json"_s);
+        QVERIFY(writeFile(profile, json.toUtf8()));
+        const QString whole = m_dir.filePath(u"tp-whole.json"_s);
+        auto r = cli({u"run"_s, u"--profile"_s, profile, u"--no-preflight"_s, u"--no-store"_s, u"--json"_s, whole});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject uninterrupted = readJson(whole);
+        QCOMPARE(uninterrupted.value(u"tensor_parallel"_s).toObject().value(u"size"_s).toInt(), 2);
+
+        const QString runId = u"killed-tp"_s;
+        const int round = startAndKill(profile, runId, 2);
+        CPPL_VERIFY2(round >= 2, qPrintable(u"committed round %1"_s.arg(round)));
+        const QJsonObject cp = readJson(runDir(runId) + u"/checkpoint.json"_s);
+        QCOMPARE(cp.value(u"world_size"_s).toInt(), 4);
+        CPPL_VERIFY2(cp.value(u"fingerprint"_s).toObject().value(u"plan"_s).toString().contains(u"tensor-parallel 2"_s), qPrintable(cp.value(u"fingerprint"_s).toObject().value(u"plan"_s).toString()));
+        const auto ledger = parseBatchRanges(cp.value(u"ledger"_s).toString());
+        QVERIFY(ledger && !ledger->empty());
+        qint64 done = 0;
+        for (const auto &[a, b] : *ledger)
+            done += b - a;
+        CPPL_VERIFY2(done > 0 && done < qint64(kWindows / 2), qPrintable(cp.value(u"ledger"_s).toString()));
+
+        const QString resumedJson = m_dir.filePath(u"tp-resumed.json"_s);
+        r = cli({u"run"_s, u"--resume"_s, runId, u"--no-preflight"_s, u"--json"_s, resumedJson});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject res = readJson(resumedJson);
+        QCOMPARE(res.value(u"nll_sum_exact"_s).toString(), uninterrupted.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"nll_sq_sum_exact"_s).toString(), uninterrupted.value(u"nll_sq_sum_exact"_s).toString());
+        QCOMPARE(res.value(u"tokens_scored"_s).toInteger(), uninterrupted.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(res.value(u"windows"_s).toInteger(), qint64(kWindows));
+        QCOMPARE(res.value(u"resumed"_s).toObject().value(u"batches_done"_s).toInteger(), done);
+        qint64 windowsNow = 0;
+        for (const QJsonValue &rank : res.value(u"ranks"_s).toArray())
+            windowsNow += rank.toObject().value(u"windows"_s).toInteger();
+        QCOMPARE(windowsNow, qint64(kWindows) - 2 * done); // the leaders' rows; batches of 2 windows
+        qInfo("2 x 2: killed after round %d (%lld of %d batches committed); the resume gave the uninterrupted run's bits", round,
+              static_cast<long long>(done), kWindows / 2);
     }
 
     void autoBatchRunResumes_data()

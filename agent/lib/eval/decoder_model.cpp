@@ -4,6 +4,7 @@
 #include "compute_spec_c10.h"
 #include "quant_linear.h"
 #include "tensor_parallel.h"
+#include "tensor_parallel_torch.h"
 #include "weight_source.h"
 
 #include "cppl/errors.h"
@@ -54,9 +55,16 @@ bool Workspace::reserve(std::int64_t rows, std::int64_t T, const std::vector<std
 DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOptions &o)
     : m_c(std::move(c)), m_opts(o), m_linears(linearPlanFor(o, quant::loadQuantizationConfig(dir))), m_tp(o.tp)
 {
-    if (m_tp && (m_linears.kind != LinearKind::PackedFloat32 || m_linears.quantizes()))
-        throw ConfigError("tensor parallelism runs on the agent's float32 CPU kernels in this version (--device cpu, --dtype float32, --gemm auto), "
-                          "without --quantize and not on a GPTQ/AWQ checkpoint");
+    if (!m_tp)
+        return;
+    if (!m_opts.device.is_cpu())
+        throw ConfigError("tensor parallelism runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
+    if (m_linears.kind == LinearKind::PackedBf16)
+        throw ConfigError("tensor parallelism with bfloat16 runs on LibTorch's path (--gemm blas), not on the agent's bfloat16 kernels");
+    if (m_linears.checkpoint)
+        throw ConfigError("tensor parallelism does not split a GPTQ/AWQ checkpoint's layers in this version: their packed codes, zero points and "
+                          "(desc_act) g_idx order the input columns the row-parallel split cuts; evaluate it with --tensor-parallel 1, or "
+                          "quantize the float checkpoint at load (--quantize)");
 }
 
 LoadOptions DecoderModel::sourceOptions() const
@@ -102,8 +110,12 @@ void DecoderModel::prepare(std::int64_t batch, std::int64_t width)
 
 at::Tensor DecoderModel::targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets)
 {
-    if (!native())
-        return {};
+    if (!native()) {
+        if (!m_tp)
+            return {}; // the evaluator's log-softmax of logitsAt()
+        const at::Tensor h = hidden(ids).reshape({-1, m_c.hidden});
+        return m_head.targetLogProbs(h.index_select(0, flat.to(at::kLong).to(h.device())), targets, m_tp);
+    }
     forwardNative(ids);
     const auto finish = [this](float *rows, std::int64_t n) { m_finalNorm(rows, n, rows); };
     return m_head.targetLogProbs(m_ws[kResidual], m_ws.rows(), m_c.hidden, flat, targets, finish, m_tp);
@@ -162,7 +174,7 @@ void DecoderModel::setVocabulary(WeightSource &w, const std::string &embedding, 
     m_embedding = Embedding(table, m_c.vocab, v);
     const Linear head = m_c.tied ? Linear::tied(w, embedding, table, m_linears, v.begin)
                                  : Linear::load(w, LinearSpec{{{untiedHead, v.size, v.begin, m_c.vocab}}, m_c.hidden, false, false, 0, 0, true}, m_linears);
-    if (m_c.tied)
+    if (m_c.tied && native() && !(m_linears.scheme && m_linears.head))
         m_embedding.readFromPackedHead(head);
     m_head = VocabHead(head, m_c.vocab, v.begin);
 }
@@ -251,8 +263,7 @@ void DecoderModel::addRowParallel(const Linear &l, const float *in, std::int64_t
 
 at::Tensor DecoderModel::rowParallel(const Linear &l, const at::Tensor &in) const
 {
-    CPPL_ENFORCE(m_tp == nullptr, "row-parallel products need the group's reduction, which is not built (docs/models.md)");
-    return l(in);
+    return groupSum(m_tp, l(in));
 }
 
 } // namespace cppl::agent

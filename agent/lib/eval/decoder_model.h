@@ -99,7 +99,8 @@ protected:
     /// product covers only its slice of the input columns: the partial outputs (member 0's with the
     /// bias, which the others do not load) are summed over the group in member order, then added to x.
     void addRowParallel(const Linear &l, const float *in, std::int64_t ldin, std::int64_t rows, float *x) const;
-    /// The same on LibTorch's path: the output to add to the residual stream.
+    /// The same on LibTorch's path: the output to add to the residual stream (the group's sum of
+    /// the partial outputs, groupSum()).
     [[nodiscard]] at::Tensor rowParallel(const Linear &l, const at::Tensor &in) const;
 
     ModelConfig m_c;

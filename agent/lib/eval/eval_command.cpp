@@ -443,6 +443,8 @@ void EvalSession::prepareCheckpoints(const ModelInfo &mi, const EvalPlan &p)
     plan << "protocol " << protocolName(opts.protocol) << ", context " << opts.context << ", stride " << (opts.stride == 0 ? opts.context : opts.stride)
          << ", batch " << m_o.batch << ", max_windows " << m_o.maxWindows << ", " << dtypeName(m_o.dtype) << " on "
          << (m_o.device.isCuda() ? "cuda" : "cpu") << ", GEMM " << mi.gemm << ", " << windows << " windows, " << p.windows.scoredTokens << " tokens";
+    if (m_o.tensorParallel > 1) // another N sums in another order: its committed words are not this run's
+        plan << ", tensor-parallel " << m_o.tensorParallel;
     const dist::ResumeState *resume = m_o.resume ? &*m_o.resume : nullptr;
     if (resume && resume->batchCount != batchCount)
         throw ExitError(kExitBadArguments,

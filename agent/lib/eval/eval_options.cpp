@@ -267,9 +267,10 @@ void parseCommunication(const Args &a, EvalOptions &o)
     }
 }
 
-/// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the
-/// native float32 CPU path over Gloo, either schedule, a lost rank survived (its whole group out);
-/// no checkpoints or resume yet. Every refusal here, before the rendezvous.
+/// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the CPU
+/// over Gloo (the agent's float32 kernels or LibTorch's path, any dtype), either schedule, a lost
+/// rank survived (its whole group out), checkpoints and resume (the leaders' ledger lines); no GPUs
+/// yet. Every refusal here, before the rendezvous.
 void refuseForTensorParallel(const Args &a, const EvalOptions &o)
 {
     const std::string n = std::to_string(o.tensorParallel);
@@ -277,14 +278,12 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
     if (o.identity.worldSize % o.tensorParallel != 0)
         refuse("the world size " + std::to_string(o.identity.worldSize) + " is not a multiple of it (each group is " + n
                + " consecutive ranks of one host)");
-    if (o.device.isCuda() || o.dtype != Dtype::Float32 || (o.gemm != GemmBackend::Auto && o.gemm != GemmBackend::Native))
-        refuse("runs the native float32 CPU path in this version (--device cpu, --dtype float32, --gemm auto|native); GPUs over NCCL come later");
-    if (o.resume || o.checkpointLines)
-        refuse("checkpoints and --resume-state are not supported with tensor parallelism yet");
+    if (o.device.isCuda())
+        refuse("runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
     if (a.has("--shard"))
         refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
-    if (o.quant.any() || o.reference.any())
-        refuse("--quantize and --reference-model run without tensor parallelism in this version (a quantized layer is not split yet)");
+    if (o.reference.any())
+        refuse("--reference-model runs without tensor parallelism in this version (the comparison needs the whole vocabulary's logits)");
 }
 
 /// --tensor-parallel N: the data-parallel rank and width (the shard), the member of its group.

@@ -134,7 +134,7 @@ private:
     at::Tensor forwardLibTorch(const at::Tensor &ids) override
     {
         const at::Tensor dev = ids.to(m_opts.device);
-        at::Tensor x = m_embedding(dev) + at::embedding(m_wpe, at::arange(ids.size(1), dev.options()));
+        at::Tensor x = m_embedding(dev, m_tp) + at::embedding(m_wpe, at::arange(ids.size(1), dev.options()));
         const at::Tensor mask = causalMask(ids.size(1), x.options());
         for (const Gpt2Block &b : m_blocks)
             x = blockLibTorch(b, x, mask);
@@ -149,15 +149,15 @@ private:
         return x + rowParallel(b.fcProj, h).view({B, T, E});
     }
 
-    // q/k/v from one product, split into heads; the output as rows [B * T, E] for c_proj.
+    // q/k/v from one product, split into heads (this rank's); the output as rows [B * T, El] for c_proj.
     at::Tensor attentionLibTorch(const Gpt2Block &b, const at::Tensor &h, const at::Tensor &mask) const
     {
-        const std::int64_t B = h.size(0), T = h.size(1), E = m_c.hidden, nh = m_c.heads, hd = headDim();
-        const auto parts = b.attn(h.reshape({-1, E})).view({B, T, 3 * E}).split(E, 2);
+        const std::int64_t B = h.size(0), T = h.size(1), E = m_c.hidden, El = m_width, nh = m_heads, hd = headDim();
+        const auto parts = b.attn(h.reshape({-1, E})).view({B, T, 3 * El}).split(El, 2);
         const at::Tensor q = parts[0].view({B, T, nh, hd}).transpose(1, 2);
         const at::Tensor k = parts[1].view({B, T, nh, hd}).transpose(1, 2);
         const at::Tensor v = parts[2].view({B, T, nh, hd}).transpose(1, 2);
-        return causalAttention(q, k, v, mask).reshape({-1, E});
+        return causalAttention(q, k, v, mask).reshape({-1, El});
     }
 
     at::Tensor m_wpe;

@@ -321,7 +321,7 @@ Linear Linear::tied(WeightSource &w, const std::string &name, const at::Tensor &
 {
     const std::int64_t vocab = weight.size(0), hidden = weight.size(1);
     if (plan.scheme && plan.head)
-        return {tiedQuantizedLinear(w, name, vocab, hidden, plan), {vocab}};
+        return {tiedQuantizedLinear(w, name, vocab, hidden, plan, row0, w.checkpoint().at(name).shape[0]), {vocab}};
     if (plan.kind == LinearKind::PackedBf16)
         return {tiedBf16Linear(w, name, vocab, hidden, plan), {vocab}};
     if (plan.kind == LinearKind::Torch)
@@ -360,7 +360,7 @@ LinearKind linearKindFor(const LoadOptions &o)
     case GemmBackend::Auto:
         break;
     }
-    if (cpuBf16 && quant::supported(quant::Bf16Isa::Avx512Bf16))
+    if (cpuBf16 && quant::supported(quant::Bf16Isa::Avx512Bf16) && !o.tp) // tensor parallelism: LibTorch's path
         return LinearKind::PackedBf16;
     return cpuFloat ? LinearKind::PackedFloat32 : LinearKind::Torch;
 }

@@ -270,7 +270,7 @@ private:
 
     at::Tensor forwardLibTorch(const at::Tensor &ids) override
     {
-        at::Tensor x = m_embedding(ids.to(m_opts.device));
+        at::Tensor x = m_embedding(ids.to(m_opts.device), m_tp);
         if (m_c.gemma) // the stored dtype's scale, then in the activations' dtype (transformers' normalizer)
             x = x.mul(at::scalar_tensor(m_embedScale, x.options()));
         TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow), {}, {}};

@@ -41,15 +41,33 @@ std::int64_t totalOut(const LinearSpec &spec)
 bool fusedPart(const LinearSpec::Part &part) { return part.storedOut > 0 && part.storedOut != part.out; }
 
 /// A part's float32 weight [out, in] on the CPU, contiguous (a Conv1D's [in, out] transposed).
+/// Under tensor parallelism the rank's slice: output rows [row0, row0 + out) (column-parallel) or
+/// input columns [col0, col0 + in) (row-parallel) of the stored weight.
 at::Tensor partWeight(WeightSource &w, const LinearSpec &spec, const LinearSpec::Part &part)
 {
     const std::string name = part.prefix + ".weight";
-    if (fusedPart(part)) { // phi3's qkv_proj, gate_up_proj: the part's rows, counted as read (getFloat counts the whole)
-        const at::Tensor rows = w.getFloat(name, {part.storedOut, spec.in}).narrow(0, part.row0, part.out).contiguous();
-        w.countParams(-(part.storedOut - part.out) * spec.in);
-        return rows;
-    }
-    return spec.transposed ? w.getFloat(name, {spec.in, part.out}).t().contiguous() : w.getFloat(name, {part.out, spec.in}).contiguous();
+    const std::int64_t storedOut = part.storedOut > 0 ? part.storedOut : part.out, storedIn = spec.storedIn > 0 ? spec.storedIn : spec.in;
+    if (storedOut == part.out && storedIn == spec.in)
+        return spec.transposed ? w.getFloat(name, {spec.in, part.out}).t().contiguous() : w.getFloat(name, {part.out, spec.in}).contiguous();
+    if (spec.transposed) // [in, out]
+        return w.getFloatSlice(name, {storedIn, storedOut}, spec.col0, spec.in, part.row0, part.out).t().contiguous();
+    return w.getFloatSlice(name, {storedOut, storedIn}, part.row0, part.out, spec.col0, spec.in);
+}
+
+/// Tensor parallelism, a row-parallel slice of input columns: each quantization group of the
+/// whole row must lie inside one rank's slice, so the rank's codes and scales are exactly the ones
+/// one rank makes. Refused otherwise with the numbers.
+void checkQuantGroups(const LinearSpec &spec, const LinearPlan &plan)
+{
+    const std::int64_t storedIn = spec.storedIn > 0 ? spec.storedIn : spec.in;
+    if (storedIn == spec.in)
+        return;
+    const std::int64_t g = plan.group;
+    if (spec.col0 % g == 0 && (spec.in % g == 0 || spec.col0 + spec.in == storedIn))
+        return;
+    throw ConfigError("--tensor-parallel with --quantize: \"" + spec.parts.front().prefix + "\" is split along its " + std::to_string(storedIn)
+                      + " inputs into slices of " + std::to_string(spec.in) + ", which do not fall on --quant-group " + std::to_string(g)
+                      + " boundaries; use a --quant-group dividing " + std::to_string(spec.in) + " (a multiple of 32), or a smaller --tensor-parallel");
 }
 
 /// The parts' biases side by side as float32 on the CPU; undefined without biases.
@@ -58,8 +76,11 @@ at::Tensor stackedBias(WeightSource &w, const LinearSpec &spec)
     if (!spec.bias)
         return {};
     std::vector<at::Tensor> biases;
-    for (const LinearSpec::Part &part : spec.parts)
-        biases.push_back(w.getFloat(part.prefix + ".bias", {part.out}));
+    for (const LinearSpec::Part &part : spec.parts) {
+        const std::int64_t storedOut = part.storedOut > 0 ? part.storedOut : part.out;
+        biases.push_back(storedOut == part.out ? w.getFloat(part.prefix + ".bias", {part.out})
+                                               : w.getFloatSlice(part.prefix + ".bias", {storedOut}, part.row0, part.out));
+    }
     return at::cat(biases).contiguous();
 }
 
@@ -383,6 +404,7 @@ std::int64_t DequantBuffer::bytes() const
 std::shared_ptr<const LinearStorage> loadQuantizedLinear(WeightSource &w, const LinearSpec &spec, const LinearPlan &plan)
 {
     CPPL_ENFORCE(plan.scheme.has_value(), "a quantized Linear needs the plan's scheme");
+    checkQuantGroups(spec, plan);
     if (plan.native())
         return quantizedPacked(w, spec, plan);
     const at::Tensor bias = stackedBias(w, spec);
@@ -440,9 +462,9 @@ std::shared_ptr<const LinearStorage> tiedBf16Linear(WeightSource &w, const std::
 }
 
 std::shared_ptr<const LinearStorage> tiedQuantizedLinear(WeightSource &w, const std::string &name, std::int64_t vocab, std::int64_t hidden,
-                                                         const LinearPlan &plan)
+                                                         const LinearPlan &plan, std::int64_t row0, std::int64_t storedVocab)
 {
-    const at::Tensor table = w.getFloat(name, {vocab, hidden}).contiguous();
+    const at::Tensor table = storedVocab == 0 || storedVocab == vocab ? w.getFloat(name, {vocab, hidden}).contiguous() : w.getFloatSlice(name, {storedVocab, hidden}, row0, vocab, 0, hidden);
     if (!plan.native())
         return quantizedForTorch(table, {}, name, w, plan);
     try {

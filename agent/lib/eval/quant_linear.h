@@ -60,8 +60,9 @@ private:
 [[nodiscard]] std::shared_ptr<const LinearStorage> tiedBf16Linear(WeightSource &w, const std::string &name, std::int64_t vocab, std::int64_t hidden,
                                                                   const LinearPlan &plan);
 /// A head tied to the embedding `name`, quantized (--quantize-head); the mapping is kept, since the
-/// embedding itself stays as it is.
+/// embedding itself stays as it is. Tensor parallelism: rows [row0, row0 + vocab) of a stored table
+/// of `storedVocab` rows (0: vocab, the whole table).
 [[nodiscard]] std::shared_ptr<const LinearStorage> tiedQuantizedLinear(WeightSource &w, const std::string &name, std::int64_t vocab, std::int64_t hidden,
-                                                                       const LinearPlan &plan);
+                                                                       const LinearPlan &plan, std::int64_t row0 = 0, std::int64_t storedVocab = 0);
 
 } // namespace cppl::agent

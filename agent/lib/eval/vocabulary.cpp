@@ -2,13 +2,18 @@
 #include "vocabulary.h"
 
 #include "intra_op.h"
+#include "language_model.h"
 #include "tensor_parallel.h"
+#include "tensor_parallel_torch.h"
 
 #include "cppl/errors.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <cstring>
@@ -70,9 +75,20 @@ void Embedding::lookup(const at::Tensor &ids, float *x, TensorParallelGroup *gro
     reduceSum(group, x, idx.numel() * width);
 }
 
-at::Tensor Embedding::operator()(const at::Tensor &ids) const
+at::Tensor Embedding::operator()(const at::Tensor &ids, TensorParallelGroup *group) const
 {
-    return at::embedding(m_table, ids);
+    if (!group)
+        return at::embedding(m_table, ids);
+    // Clamped ids keep the lookup inside the slice; the mask then zeros other ranks' rows.
+    const at::Tensor idx = longContiguous(ids);
+    const std::int64_t *id = idx.data_ptr<std::int64_t>();
+    for (std::int64_t r = 0; r < idx.numel(); ++r)
+        if (id[r] < 0 || id[r] >= m_vocab)
+            throw ConfigError("token id " + std::to_string(id[r]) + " is outside the model's vocabulary of " + std::to_string(m_vocab));
+    const at::Tensor local = ids.sub(m_slice.begin);
+    const at::Tensor mine = local.ge(0).logical_and(local.lt(m_slice.size)).unsqueeze(-1);
+    const at::Tensor rows = at::embedding(m_table, local.clamp(0, std::max<std::int64_t>(m_slice.size - 1, 0)));
+    return groupSum(group, at::where(mine, rows, at::zeros({}, rows.options())));
 }
 
 std::int64_t HeadScratch::chunkRows(std::int64_t n, std::int64_t vocab)
@@ -118,6 +134,23 @@ at::Tensor VocabHead::targetLogProbs(const float *hidden, std::int64_t rows, std
         if (m_softcap > 0)
             cpu::softcapRows(logits, m, v, static_cast<float>(m_softcap), intraOp());
         cpu::logSoftmaxAt(logits, m, m_slice, v, ti + r0, lp + r0, intraOp(), group);
+    }
+    return out;
+}
+
+at::Tensor VocabHead::targetLogProbs(const at::Tensor &hidden, const at::Tensor &targets, TensorParallelGroup *group)
+{
+    const at::Tensor t = longContiguous(targets.to(at::kCPU));
+    const std::int64_t n = t.numel(), v = m_slice.size;
+    const at::Tensor positions = at::arange(n, t.options()); // hidden holds the scored rows only
+    checkScored(positions, t, n, m_vocab);
+    at::Tensor out = at::empty({n, 1}, at::TensorOptions().dtype(at::kDouble));
+    // Chunks by the whole vocabulary, as on the agent's kernels: every member reduces the same rows.
+    const std::int64_t chunk = std::max<std::int64_t>(1, logitsChunkRows(m_vocab, hidden.is_cuda()));
+    for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+        const std::int64_t m = std::min(chunk, n - r0);
+        const at::Tensor logits = (*this)(hidden.narrow(0, r0, m)).to(at::kCPU, at::kFloat).contiguous();
+        cpu::logSoftmaxAt(logits.data_ptr<float>(), m, m_slice, v, t.data_ptr<std::int64_t>() + r0, out.data_ptr<double>() + r0, intraOp(), group);
     }
     return out;
 }

@@ -35,8 +35,9 @@ public:
     /// vocabulary. Vocabulary-parallel: a rank writes the rows of the ids it holds and zeros for the
     /// others, and the group's sum completes every row.
     void lookup(const at::Tensor &ids, float *x, TensorParallelGroup *group) const;
-    /// LibTorch: ids [B, T] on the table's device -> [B, T, width].
-    [[nodiscard]] at::Tensor operator()(const at::Tensor &ids) const;
+    /// LibTorch: ids [B, T] on the table's device -> [B, T, width]. Vocabulary-parallel, as
+    /// lookup(): the rows of the ids this rank holds, zeros for the others, the group's sum.
+    [[nodiscard]] at::Tensor operator()(const at::Tensor &ids, TensorParallelGroup *group = nullptr) const;
 
 private:
     at::Tensor m_table; ///< the slice's rows
@@ -83,6 +84,11 @@ public:
                                             TensorParallelGroup *group);
     /// One chunk of that: the logits [m, V] of rows flat[0..m) (at most chunkRows(n) of n scored
     /// rows) in the scratch, valid until the next call; the same products, so the same bits.
+    /// LibTorch's path under tensor parallelism: log p(target) [n, 1] (double, on the host) of
+    /// `hidden` [n, width] (after the final norm), each chunk of rows projected onto this rank's
+    /// slice, widened to float32 and reduced by cpu::logSoftmaxAt over the group, so the whole
+    /// vocabulary's logits never exist on one rank.
+    [[nodiscard]] at::Tensor targetLogProbs(const at::Tensor &hidden, const at::Tensor &targets, TensorParallelGroup *group);
     [[nodiscard]] const float *projectRows(const float *hidden, std::int64_t width, const std::int64_t *flat, std::int64_t m,
                                            const std::function<void(float *, std::int64_t)> &finish);
     [[nodiscard]] std::int64_t vocabSize() const { return m_slice.size; }

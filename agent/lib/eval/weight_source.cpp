@@ -98,6 +98,25 @@ at::Tensor WeightSource::getFloat(const std::string &name, const std::vector<std
     return t;
 }
 
+at::Tensor WeightSource::getFloatSlice(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows,
+                                       std::int64_t col0, std::int64_t cols)
+{
+    const TensorView &v = checked(name, expected);
+    const bool twoD = v.shape.size() == 2;
+    CPPL_ENFORCE(!v.shape.empty() && row0 >= 0 && rows >= 0 && row0 + rows <= v.shape[0]
+                     && (!twoD || (col0 >= 0 && cols >= 0 && col0 + cols <= v.shape[1])),
+                 "a slice inside the tensor");
+    std::vector<std::int64_t> sizes = v.shape;
+    sizes[0] = rows;
+    if (twoD)
+        sizes[1] = cols;
+    const std::vector<std::int64_t> strides = contiguousStrides(v.shape);
+    const std::int64_t first = row0 * strides[0] + (twoD ? col0 : 0);
+    const at::Tensor t = mapped(v, v.data + static_cast<std::size_t>(first) * elementBytes(v), sizes, strides).to(at::kFloat).contiguous();
+    m_params += t.numel();
+    return t;
+}
+
 at::Tensor WeightSource::getRows(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows)
 {
     const TensorView &v = checked(name, expected);

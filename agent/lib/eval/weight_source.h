@@ -40,6 +40,10 @@ public:
     /// whatever the evaluation's dtype and device: what a storage reads to repack (quantized,
     /// bfloat16 panels). Its parameters are counted, its bytes are the storage's to count.
     [[nodiscard]] at::Tensor getFloat(const std::string &name, const std::vector<std::int64_t> &expected);
+    /// Rows [row0, row0 + rows) and (2-D) columns [col0, col0 + cols) of `name` as contiguous float32
+    /// on the CPU: a tensor-parallel rank's slice, to quantize (only the slice's parameters counted).
+    [[nodiscard]] at::Tensor getFloatSlice(const std::string &name, const std::vector<std::int64_t> &expected, std::int64_t row0, std::int64_t rows,
+                                           std::int64_t col0 = 0, std::int64_t cols = 0);
     /// Counts parameters a storage read straight from view()'s bytes.
     void countParams(std::int64_t n) { m_params += n; }
     /// The stored tensor itself (its dtype and mapped bytes), checked against `expected`.

@@ -165,10 +165,8 @@ std::vector<std::string> evalArgv(const ClusterProfile &profile, const HostSpec 
     // The lines of the agent protocol (docs/agent-lines.md): the result, committed rounds for the
     // run directory, lost ranks; and the state a resumed run starts from.
     a.insert(a.end(), {"--exit-on-stdin-eof", "--result-line"});
-    // Committed rounds for the run directory; this version's agents refuse checkpoints with
-    // --tensor-parallel > 1, so such a run writes none and cannot be resumed (docs/models.md).
-    if (e.tensorParallel == 1)
-        a.emplace_back("--checkpoint-lines");
+    // Committed rounds for the run directory (under --tensor-parallel, the groups' leaders' lines).
+    a.emplace_back("--checkpoint-lines");
     if (!o.resumeState.empty())
         a.insert(a.end(), {"--resume-state", o.resumeState});
     if (!o.telemetry.empty())

@@ -163,7 +163,7 @@ void CheckpointWriter::tryCommit()
     // batches of every round up to r, in r's epoch or later; ranks lost count with the batches the
     // regroup line gave them.
     for (int r = 0; r < m_worldSize; ++r) {
-        if (isLost(r))
+        if (isLost(r) || printsNoLedger(r))
             continue;
         const auto it = m_latest.find(r);
         if (it == m_latest.end() || it->second < std::make_pair(epoch, round))

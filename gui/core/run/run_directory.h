@@ -14,6 +14,7 @@
 #include <QJsonObject>
 #include <QString>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -57,6 +58,9 @@ public:
     /// checkpoint or regroup line (consumed: not shown as output). A malformed one, or one of a
     /// newer version (shown: not consumed), stops the checkpoints with the reason (error()).
     bool take(int rank, const cppl::lines::Decoded &line);
+    /// --tensor-parallel N: only each group's leader (rank % N == 0) prints ledger lines, for its
+    /// group (its followers none), so a round is committed once every leader's are here.
+    void setTensorParallel(int n) { m_tensorParallel = std::max(1, n); }
     /// The last round written (-1: none), and the first write error (empty: none).
     [[nodiscard]] int writtenRound() const noexcept { return m_written; }
     [[nodiscard]] QString error() const { return m_error; }
@@ -70,6 +74,8 @@ private:
     void takeCheckpoint(int rank, const cppl::lines::Checkpoint &c);
     void tryCommit();
     [[nodiscard]] bool isLost(int rank) const { return m_lost.count(rank) != 0; }
+    /// A follower of a tensor-parallel group prints no ledger lines (setTensorParallel).
+    [[nodiscard]] bool printsNoLedger(int rank) const { return rank % m_tensorParallel != 0; }
     void fail(const QString &why);
 
     struct Line
@@ -87,6 +93,7 @@ private:
 
     QString m_dir, m_runId;
     int m_worldSize = 0;
+    int m_tensorParallel = 1; ///< ranks per tensor-parallel group (setTensorParallel)
     BatchRanges m_committed;                       ///< the resumed run's ledger (constant)
     QJsonObject m_resumedFrom;
     std::map<int, std::pair<int, int>> m_latest;   ///< rank -> (epoch, round) of its newest ledger line

@@ -428,8 +428,10 @@ void RunEngine::openRunDirectory()
     std::vector<QString> hosts;
     for (const auto &r : m_plan.ranks)
         hosts.push_back(QString::fromStdString(r.hostName));
-    d->output.begin(std::move(hosts), std::make_unique<CheckpointWriter>(haveDir ? logDir : QString(), m_runId, static_cast<int>(m_plan.ranks.size()),
-                                                                          std::move(resumedLedger), resumedFrom));
+    auto checkpoints = std::make_unique<CheckpointWriter>(haveDir ? logDir : QString(), m_runId, static_cast<int>(m_plan.ranks.size()),
+                                                          std::move(resumedLedger), resumedFrom);
+    checkpoints->setTensorParallel(m_request.profile.evaluation.tensorParallel);
+    d->output.begin(std::move(hosts), std::move(checkpoints));
     if (!haveDir) {
         Q_EMIT notice(tr("cannot create the log directory %1; rank output is shown but not saved").arg(logDir));
         return;
