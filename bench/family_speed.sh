@@ -25,11 +25,13 @@ declare -A FAMILIES=(
   [qwen2]="--arch qwen2 ${GQA[*]} --intermediate 2816"
   [qwen3]="--arch qwen3 ${GQA[*]} --intermediate 2816 --head-dim 64"
   [gemma2]="--arch gemma2 ${GQA[*]} --intermediate 2816 --head-dim 64 --query-pre-attn-scalar 64 --sliding-window 256"
+  [gemma3]="--arch gemma3 ${GQA[*]} --intermediate 2816 --head-dim 64 --query-pre-attn-scalar 64 --sliding-window 256"
+  [phi3]="--arch phi3 ${GQA[*]} --intermediate 2816"
   [mixtral]="--arch mixtral ${GQA[*]} --intermediate 1408 --experts 8 --top-k 2 --no-router-tie"
   [qwen2_moe]="--arch qwen2_moe ${GQA[*]} --intermediate 2816 --experts 8 --top-k 2 --moe-intermediate 704 --shared-intermediate 1408 --no-router-tie"
   [gpt2]="--arch gpt2"
 )
-ORDER=(llama mistral qwen2 qwen3 gemma2 mixtral qwen2_moe gpt2)
+ORDER=(llama mistral qwen2 qwen3 gemma2 gemma3 phi3 mixtral qwen2_moe gpt2)
 LIST=("$@")
 [[ ${#LIST[@]} -gt 0 ]] || LIST=("${ORDER[@]}")
 [[ " ${LIST[*]} " == *" llama "* ]] || LIST=(llama "${LIST[@]}") # the yardstick

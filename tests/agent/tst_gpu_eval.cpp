@@ -40,6 +40,7 @@ private Q_SLOTS:
         QTest::addRow("llama, grouped-query") << QStringList{QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")};
         QTest::addRow("qwen3") << QStringList{QStringLiteral("--arch"), QStringLiteral("qwen3")};
         QTest::addRow("mistral, window 6") << QStringList{QStringLiteral("--arch"), QStringLiteral("mistral")};
+        QTest::addRow("gemma2, soft-capping, window 4") << QStringList{QStringLiteral("--arch"), QStringLiteral("gemma2")};
         QTest::addRow("gemma3, window 4, two rotary bases") << QStringList{QStringLiteral("--arch"), QStringLiteral("gemma3")};
         QTest::addRow("phi3, longrope, partial rotary") << QStringList{QStringLiteral("--arch"), QStringLiteral("phi3"), QStringLiteral("--rope-scaling"),
                                                                        QStringLiteral("longrope"), QStringLiteral("--partial-rotary"), QStringLiteral("0.5")};
