@@ -207,7 +207,13 @@ else
 fi
 [[ "$(have ZMQ)" == 1 ]] || row "ZeroMQ" warn "no libzmq (pkg-config libzmq): ranks run but send no telemetry, so the dashboard shows no live data (libzmq3-dev / zeromq-devel)"
 [[ "$(have PCRE2)" == 1 ]] || row "PCRE2" warn "no libpcre2-8: Hugging Face tokenizer.json is refused; token files and --tokenizer bytes work (libpcre2-dev / pcre2-devel)"
-[[ "$(have SODIUM)" == 1 ]] || row "libsodium" warn "no libsodium: results carry no sha256 of the model and data files (libsodium-dev / libsodium-devel)"
+if [[ "$(have OPENSSL_SHA)" != 1 ]]; then
+  if [[ "$(have SODIUM)" == 1 ]]; then
+    row "libcrypto" warn "no OpenSSL libcrypto: model and data files hashed with libsodium, 9x slower (about 12 min of one core for 140 GB of weights; libssl-dev / openssl-devel)"
+  else
+    row "libcrypto" warn "neither OpenSSL libcrypto nor libsodium: results carry no sha256 of the model and data files (libssl-dev / openssl-devel)"
+  fi
+fi
 
 # 4. Build the agent (both halves) and install its component.
 if ! cmake --build "$BUILD" --target clusterppl-agent -j "$JOBS" >"$BUILD/build.log" 2>&1; then
