@@ -104,14 +104,24 @@ void requireActivation(const json &j, const std::string &source, const std::stri
         throw ConfigError(source + ": " + field + " \"" + act + "\" is not supported (only " + want + ")");
 }
 
-void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
+/// config.json's rope_scaling: null when absent or null, else the object (anything else refused).
+const json *ropeScalingOf(const json &j, const std::string &source)
 {
     if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
-        return;
+        return nullptr;
     const json &s = j["rope_scaling"];
-    const std::string where = source + ": rope_scaling";
     if (!s.is_object())
-        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
+        throw ConfigError(source + ": rope_scaling must be an object or null, got " + s.dump().substr(0, 80));
+    return &s;
+}
+
+void parseRopeScaling(const json &j, const std::string &source, ModelConfig &c)
+{
+    const json *scaling = ropeScalingOf(j, source);
+    if (!scaling)
+        return;
+    const json &s = *scaling;
+    const std::string where = source + ": rope_scaling";
     const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
     if (kind == "llama3") {
         c.ropeLlama3 = true;
@@ -235,12 +245,11 @@ void parseGemma2(const json &j, const std::string &source, ModelConfig &c)
 // Gemma 3's rope_scaling, on its global layers: null or linear (inv_freq / factor; the 4B+ checkpoints' factor 8).
 void parseGemma3RopeScaling(const json &j, const std::string &source, ModelConfig &c)
 {
-    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+    const json *scaling = ropeScalingOf(j, source);
+    if (!scaling)
         return;
-    const json &s = j["rope_scaling"];
+    const json &s = *scaling;
     const std::string where = source + ": rope_scaling";
-    if (!s.is_object())
-        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
     const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
     if (kind == "linear") {
         c.ropeLinearFactor = number(s, "factor", where, 0.0);
@@ -271,12 +280,11 @@ void parseGemma3(const json &j, const std::string &source, ModelConfig &c)
 // sqrt(1 + ln s / ln original) with s = max_position_embeddings / original, 1 when s <= 1).
 void parsePhi3RopeScaling(const json &j, const std::string &source, ModelConfig &c)
 {
-    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+    const json *scaling = ropeScalingOf(j, source);
+    if (!scaling)
         return;
-    const json &s = j["rope_scaling"];
+    const json &s = *scaling;
     const std::string where = source + ": rope_scaling";
-    if (!s.is_object())
-        throw ConfigError(where + " must be an object or null, got " + s.dump().substr(0, 80));
     const std::string kind = text(s, "rope_type", where, text(s, "type", where, "default"));
     if (kind == "default")
         return;
