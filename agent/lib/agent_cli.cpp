@@ -116,7 +116,7 @@ constexpr CommandUsage kCommandUsage[] = {
                                          is served outside the ranks), or end the run (fail: fail
                                          fast; the default and the only choice with --schedule static)
       --tensor-parallel N                N consecutive ranks of one host split the model (heads, MLP
-                                         columns, vocabulary; default 1); world size / N groups
+                                         and experts' columns, vocabulary; default 1); world size / N groups
                                          evaluate batches in parallel, the same bits for any number
                                          of them; a lost rank takes its group out. This version: the
                                          CPU over Gloo (float32; bfloat16 with --gemm blas or

@@ -71,8 +71,8 @@ class LlamaModel final : public DecoderModel
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
-        checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate); // before any weight loads
-        refuseMoeTensorParallel(m_c, tpSize());
+        MoeMlp::checkTensorParallel(m_c, tpSize()); // before any weight loads
+        checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate);
         m_heads = m_c.heads / tpSize();
         m_kvHeads = kvHeadSlice(m_c.heads, m_c.kvHeads).second;
         m_intermediate = m_c.intermediate / tpSize();
@@ -135,7 +135,7 @@ private:
         l.qkv = Linear::load(w, {qkvParts(a, kv0), H, m_c.qkvBias}, m_linears);
         l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
         if (sparse) {
-            l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears);
+            l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears, m_tp);
         } else {
             l.gateUp = Linear::load(w, {gateUpParts(m), H, m_c.mlpBias}, m_linears);
             l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
