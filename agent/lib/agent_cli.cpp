@@ -191,7 +191,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
     The memory plan (from DIR/config.json alone; no weights are read):
-      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2)
+      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2,
+                             mixtral, qwen2_moe: every expert counted)
       --tensor-parallel N    ranks per tensor-parallel group to show (default 1)
       --gpu-memory GiB       free memory of one GPU (default: none, figures without a verdict)
       --dtype float32|bfloat16|float16   the evaluation dtype (default bfloat16)
