@@ -396,8 +396,8 @@ private Q_SLOTS:
     // Mixtures of experts under --tensor-parallel 2 (moe.h: every expert split as a dense MLP, the
     // router replicated, one group sum per block): within 1e-6 relative PPL of one rank on the same
     // path, N = 2 x 2 the same bits as N = 2 x 1, each rank holding about half the weights.
-    // Quantized: the agent's integer kernels quantize the activations too, so they are held to 2e-4
-    // as tst_tensor_parallel's dense rows are (docs/models.md, "Tensor parallelism").
+    // Quantized: the agent's integer kernels quantize the activations too, so they are held to 2e-4,
+    // and bfloat16 to 1e-2, as tst_tensor_parallel's dense rows are (docs/models.md, "Tensor parallelism").
     void expertsSplitAcrossTheGroup_data()
     {
         QTest::addColumn<QStringList>("flags");
@@ -411,6 +411,8 @@ private Q_SLOTS:
             << args({"--arch", "qwen2_moe", "--layers", "3", "--mlp-only-layers", "1"}) << QStringList{} << 1e-6;
         QTest::addRow("mixtral, top-3 of 6, LibTorch's path") << args({"--arch", "mixtral", "--experts", "6", "--top-k", "3"}) << blas << 1e-6;
         QTest::addRow("qwen2_moe, norm_topk_prob, LibTorch's path") << args({"--arch", "qwen2_moe", "--norm-topk-prob"}) << blas << 1e-6;
+        // bfloat16: each member's partial rounded to bfloat16 before the group's float32 sum (as tst_tensor_parallel's dense rows).
+        QTest::addRow("qwen2_moe, bfloat16, LibTorch's path") << args({"--arch", "qwen2_moe"}) << args({"--gemm", "blas", "--dtype", "bfloat16"}) << 1e-2;
         QTest::addRow("mixtral, int8, LibTorch's path") << args({"--arch", "mixtral"}) + wideMixtral << args({"--quantize", "int8", "--gemm", "blas"}) << 1e-6;
         QTest::addRow("qwen2_moe, int8, agent's kernels") << args({"--arch", "qwen2_moe"}) + wideQwen << args({"--quantize", "int8"}) << 2e-4;
     }

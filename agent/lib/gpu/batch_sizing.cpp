@@ -140,8 +140,8 @@ void weightsOf(const MemoryPlanInput &in, std::int64_t n, RankMemory &r)
         // their intermediate columns; the routers (and shared experts' gates) replicated, in double
         // on the device as LibTorch's path routes (moe.h).
         const std::int64_t dense = L - pm.sparseLayers;
-        shardedLinear = static_cast<double>(L * 2 * H * qd + dense * 3 * H * I + pm.sparseLayers * 3 * H * (pm.experts * pm.expertIntermediate + pm.sharedIntermediate))
-                        / double(n);
+        const std::int64_t mlps = dense * 3 * H * I + pm.sparseLayers * 3 * H * (pm.experts * pm.expertIntermediate + pm.sharedIntermediate);
+        shardedLinear = static_cast<double>(L * 2 * H * qd + mlps) / double(n);
         replicatedRouterBytes = pm.sparseLayers * (pm.experts + (pm.sharedIntermediate > 0 ? 1 : 0)) * H * 8;
         const auto kvLinear = static_cast<double>(L * 2 * H * hd);
         if (kvSplit)

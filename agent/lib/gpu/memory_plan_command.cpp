@@ -129,7 +129,8 @@ void printMemoryPlan(std::ostream &out, const MemoryPlanRequest &r, const Memory
     const PlanParams params = planParams(in.model);
     out << "Memory plan: " << r.modelType << " (" << r.modelDir << "): hidden " << m.hidden << ", " << m.layers << " layers, "
         << m.heads << " heads (" << (m.kvHeads > 0 ? m.kvHeads : m.heads) << " K/V), intermediate " << m.intermediate << expertsOf(in.model)
-        << ", vocabulary " << m.vocab << "\n  " << params.total << " parameters, " << params.activePerToken << " active per token\n  " << r.dtype << (in.quantize == "none" ? std::string() : ", linear layers " + in.quantize) << ", batch "
+        << ", vocabulary " << m.vocab << "\n  " << params.total << " parameters, " << params.activePerToken << " active per token\n  " << r.dtype
+        << (in.quantize == "none" ? std::string() : ", linear layers " + in.quantize) << ", batch "
         << in.batch << " x " << in.context << " tokens, "
         << (in.freeBytes > 0 ? gibNumber(in.freeBytes) + " GiB free per GPU" : std::string("GPU memory not given (--gpu-memory GiB)"))
         << ", " << in.gpusPerNode << " GPUs per node\n"
