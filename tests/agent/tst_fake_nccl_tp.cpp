@@ -5,13 +5,15 @@
 // on the device included; a tensor-parallel collective that never completes ends within
 // --timeout naming its group; a member stuck in one when its peer dies is ended by the watchdog
 // without blocking; eval over an NCCL group (the model on the CPU: the reductions staged through
-// the fake GPU) has the Gloo group's bits, and 2 x 2 has 2 x 1's.
+// the fake GPU) has the Gloo group's bits, 2 x 2 has 2 x 1's, also after a lost follower took its
+// group out.
 #include "fake_gpu.h"
 #include "reference_fixture.h"
 #include "test_paths.h"
 #include "test_process.h"
 #include "test_verify.h"
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -148,12 +150,16 @@ private Q_SLOTS:
             = cppl::test::runReference(u"make_checkpoint.py"_s, {u"--out"_s, model, u"--arch"_s, u"llama"_s, u"--gqa"_s});
         QVERIFY2(made.exitCode == 0, qPrintable(made.describe()));
         const QString tokens = writeTokens(dir, 700, 97, 4);
-        auto eval = [&](int ranks, const QString &backend, const QString &json) {
+        auto eval = [&](int ranks, const QString &backend, const QString &json, const QStringList &more = {},
+                        const QProcessEnvironment &extra = {}) {
             const QStringList args{u"eval"_s,    u"--model"_s,   model,   u"--tokens"_s,  tokens,   u"--context"_s,         u"64"_s,
                                    u"--batch"_s, u"2"_s,         u"--threads"_s, u"1"_s,  u"--quiet"_s, u"--device"_s,     u"cpu"_s,
                                    u"--backend"_s, backend,      u"--tensor-parallel"_s, u"2"_s, u"--timeout"_s, u"60"_s, u"--json"_s,
                                    dir.filePath(json)};
-            return runTimed(kAgent, standalone(ranks, args), fakeGpuEnvironment(ranks), 300000);
+            QProcessEnvironment env = fakeGpuEnvironment(ranks);
+            for (const QString &k : extra.keys())
+                env.insert(k, extra.value(k));
+            return runTimed(kAgent, standalone(ranks, args + more), env, 300000);
         };
         for (const auto &[ranks, backend, json] : {std::tuple{2, u"gloo"_s, u"gloo.json"_s}, {2, u"nccl"_s, u"nccl.json"_s}, {4, u"nccl"_s, u"nccl2.json"_s}}) {
             const TimedRun r = eval(ranks, backend, json);
@@ -167,6 +173,22 @@ private Q_SLOTS:
             QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), gloo.value(u"nll_sq_sum_exact"_s).toString());
             QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), gloo.value(u"tokens_scored"_s).toInteger());
         }
+        // A follower of group 1 (rank 3) dies after its first range (every rank slowed so that the
+        // run outlasts it): its leader leaves at once, the leaders' NCCL communicators regroup,
+        // group 0 keeps its own, redoes group 1's batches, and ends with the 2 x 1 bits.
+        QProcessEnvironment faults;
+        faults.insert(u"CLUSTERPPL_TEST_DIE"_s, u"3:tp-range"_s);
+        faults.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"*:40"_s);
+        const TimedRun r = eval(4, u"nccl"_s, u"lost.json"_s,
+                                {u"--on-rank-loss"_s, u"continue"_s, u"--schedule"_s, u"dynamic"_s, u"--sync-every-tokens"_s, u"200"_s}, faults);
+        CPPL_VERIFY2(r.result.exitCode == 0 && r.ms < 45000, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"tensor-parallel group 1 lost rank 3 ("_s), qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"nccl regrouping (epoch 1, 1 ranks): "_s), qPrintable(describe(r)));
+        const QJsonObject lost = cppl::test::readJson(dir.filePath(u"lost.json"_s));
+        QCOMPARE(lost.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(lost.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(lost.value(u"lost_ranks"_s).toArray().size(), 1);
+        QCOMPARE(lost.value(u"lost_ranks"_s).toArray().first().toObject().value(u"rank"_s).toInt(), 2);
     }
 };
 
