@@ -87,7 +87,6 @@ DeviceBuffer::~DeviceBuffer() = default;
 void DeviceBuffer::upload(const void *, std::size_t) {}
 void DeviceBuffer::download(void *, std::size_t) const {}
 
-
 GpuLibraries gpuLibraries()
 {
     GpuLibraries l;
