@@ -169,6 +169,9 @@ constexpr CommandUsage kCommandUsage[] = {
       words of about +-2^62/WORLD_SIZE with distinct low bits, and checks every word against its
       exact sum (computed locally). Exit 0 only when all are exact on every rank.
       --words N,...          word counts, one all-reduce each (default 1,7,65536,1048577)
+      --tensor-parallel N    check eval's tensor-parallel groups of N instead: float32 and
+                             float64 sums (in member order) and maxima of N elements each, and
+                             over nccl the all-gather of GPU memory, every bit checked
       --groups, --timeout (default 120), --rank ... --master-port   as for eval
 )"},
     {"merge", R"(  clusterppl-agent merge RESULT.json... [--json OUT]

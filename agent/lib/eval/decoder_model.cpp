@@ -57,8 +57,8 @@ DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOpti
 {
     if (!m_tp)
         return;
-    if (!m_opts.device.is_cpu())
-        throw ConfigError("tensor parallelism runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
+    if (!m_opts.device.is_cpu() && !m_tp->gathersOnDevice()) // Gloo's groups move host memory: GPU tensors are refused, not staged
+        throw ConfigError("tensor parallelism with the model on a GPU runs over NCCL: use --backend nccl (or auto), or --device cpu for Gloo");
     if (m_linears.kind == LinearKind::PackedBf16)
         throw ConfigError("tensor parallelism with bfloat16 runs on LibTorch's path (--gemm blas), not on the agent's bfloat16 kernels");
     if (m_linears.checkpoint)
