@@ -116,12 +116,12 @@ constexpr CommandUsage kCommandUsage[] = {
                                          is served outside the ranks), or end the run (fail: fail
                                          fast; the default and the only choice with --schedule static)
       --tensor-parallel N                N consecutive ranks of one host split the model (heads, MLP
-                                         and experts' columns, vocabulary; default 1); world size / N groups
-                                         evaluate batches in parallel, the same bits for any number
-                                         of them; a lost rank takes its group out. This version: the
-                                         CPU over Gloo (float32; bfloat16 with --gemm blas or
-                                         auto; --quantize with each row-parallel slice on
-                                         --quant-group boundaries), no GPUs
+                                         and experts' columns, vocabulary; default 1); world size / N
+                                         groups evaluate batches in parallel, the same bits for any
+                                         number of them; a lost rank takes its group out. The CPU
+                                         over Gloo (float32; bfloat16 with --gemm blas or auto;
+                                         --quantize with each row-parallel slice on --quant-group
+                                         boundaries), GPUs over NCCL (each group a communicator)
                                          (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
