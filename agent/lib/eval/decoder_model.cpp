@@ -123,7 +123,9 @@ at::Tensor DecoderModel::targetLogProbs(const at::Tensor &ids, const at::Tensor 
 
 at::Tensor DecoderModel::scoredHidden(const at::Tensor &ids, const at::Tensor &flat)
 {
-    if (native() || m_tp)
+    // A quantized head (--quantize-head) is dequantized for each product on LibTorch's path: in
+    // chunks it would be dequantized once per chunk, so it keeps the whole product (logitsAt).
+    if (native() || m_tp || (m_linears.scheme && m_linears.head))
         return {};
     const at::Tensor h = hidden(ids).reshape({-1, m_c.hidden});
     return h.index_select(0, flat.to(at::kLong).to(h.device()));

@@ -55,7 +55,8 @@ public:
     [[nodiscard]] at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override;
     /// LibTorch's path on one rank: the scored rows of the final norm's output, for the evaluator's
     /// chunked head (headLogits); undefined on the agent's kernels and under tensor parallelism,
-    /// whose targetLogProbs() scores the targets itself.
+    /// whose targetLogProbs() scores the targets itself, and for a quantized head (dequantized per
+    /// product: once per chunk would cost more than its logits).
     [[nodiscard]] at::Tensor scoredHidden(const at::Tensor &ids, const at::Tensor &flat) override;
     [[nodiscard]] at::Tensor headLogits(const at::Tensor &rows) override { return m_head(rows); }
     /// The agent's kernels: the forward pass, then each chunk through the fused head's projection
