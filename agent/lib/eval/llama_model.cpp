@@ -273,7 +273,14 @@ private:
         at::Tensor x = m_embedding(ids.to(m_opts.device), m_tp);
         if (m_c.gemma) // the stored dtype's scale, then in the activations' dtype (transformers' normalizer)
             x = x.mul(at::scalar_tensor(m_embedScale, x.options()));
-        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow), {}, {}};
+        TorchBatch b{ids.size(0), ids.size(1), {}, {}, {}, {}, {}, {}};
+        // The [T, T] masks only where a layer reads them: fused attention has its own causal mask.
+        const bool fused = usesFusedAttention(x.device(), {m_c.gemma ? attentionScale() : 0.0, m_c.attnSoftcap, false});
+        const bool windowed = m_c.slidingWindow > 0 && m_c.slidingWindow < b.T;
+        if (!fused)
+            b.mask = causalMask(b.T, x.options());
+        if (windowed)
+            b.windowMask = causalMask(b.T, x.options(), m_c.slidingWindow);
         std::tie(b.cos, b.sin) = m_rotary.tables(b.T, x.options());
         if (m_c.ropeLocalTheta > 0)
             std::tie(b.cosLocal, b.sinLocal) = m_localRotary.tables(b.T, x.options());

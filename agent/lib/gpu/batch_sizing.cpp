@@ -62,6 +62,15 @@ std::int64_t windowFootprintBytes(const BatchSizingInput &in)
     return std::max(layer, logits);
 }
 
+std::int64_t headChunkRows(std::int64_t vocab, int elementBytes, std::int64_t freeBytes)
+{
+    // A row's logits in the dtype, their float32 copy where the dtype is narrower, and the float32
+    // log-softmax (float32 logits need no copy).
+    const std::int64_t perRow = std::max<std::int64_t>(vocab, 1) * (elementBytes < 4 ? elementBytes + 8 : 8);
+    const std::int64_t budget = freeBytes > 0 ? std::min(kHeadChunkMaxBytes, freeBytes / 16) : kHeadChunkMaxBytes;
+    return std::max<std::int64_t>(1, floorPowerOfTwo(budget / perRow));
+}
+
 void applyBatchBounds(const BatchSizingInput &in, BatchChoice &c)
 {
     const std::int64_t W = std::max<std::int64_t>(in.width, 1);

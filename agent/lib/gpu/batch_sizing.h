@@ -65,6 +65,18 @@ struct BatchChoice
     std::string reason; ///< one line for the log and the result JSON
 };
 
+/// Most bytes the evaluator's chunked vocabulary head holds at once on a GPU (a chunk's logits in
+/// the dtype, their float32 copy and log-softmax). windowFootprintBytes still counts every scored
+/// row's logits in the dtype, which the chunked head no longer makes: that covers the chunk.
+inline constexpr std::int64_t kHeadChunkMaxBytes = std::int64_t{1} << 30;
+
+/// @brief Rows of the scored positions that go through the vocabulary head at once on LibTorch's
+/// path (evaluator.cpp), so that the batch's [N, V] logits never exist. On a GPU as many as a
+/// sixteenth of @p freeBytes holds, at most kHeadChunkMaxBytes, as a power of two (on a large GPU
+/// the cap decides, so the same model gives the same chunks run after run); @p freeBytes <= 0
+/// (unknown) counts as the cap. At least 1.
+[[nodiscard]] std::int64_t headChunkRows(std::int64_t vocab, int elementBytes, std::int64_t freeBytes);
+
 /// @brief The peak bytes one window adds to a forward pass (the larger of a decoder layer's
 /// activations and the scored positions' logits, as the native model computes them); 0 when the
 /// shape is unknown.
