@@ -94,6 +94,58 @@ private:
         return run.result.exitCode == 0 ? QJsonDocument::fromJson(run.result.out.toUtf8()).object() : QJsonObject();
     }
 
+    /// Three ranks of a tolerant run under `run --standalone` with @p env; rank 2 is killed once
+    /// rank 0 reported a round: the survivors must regroup (@p how in the log) and end with the
+    /// one-rank bits, leaving no process behind.
+    void regroupAfterKill(QProcessEnvironment env, const QString &topology, const QString &how)
+    {
+        const int victim = 2;
+        env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"*:40"_s); // still running when the victim is killed
+        if (m_oneRankFull.isEmpty()) {
+            const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, 0, path(u"one-full.json"_s));
+            CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+            m_oneRankFull = readJson(path(u"one-full.json"_s));
+        }
+        const QString runId = u"fake-nccl-lost-%1-%2"_s.arg(QCoreApplication::applicationPid()).arg(++m_runs);
+        env.insert(u"CLUSTERPPL_RUN_ID"_s, runId);
+        const QString json = path(runId + u".json"_s);
+        QProcess launcher;
+        launcher.setProcessEnvironment(env);
+        launcher.start(kAgent, QStringList{u"run"_s, u"--standalone"_s, u"--nproc-per-node"_s, u"3"_s, u"--"_s} + cppl::test::fakeEvalArgs(0)
+                                   + QStringList{u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, u"0-1;2"_s, u"--schedule"_s,
+                                                 u"dynamic"_s, u"--on-rank-loss"_s, u"continue"_s, u"--sync-every-tokens"_s, u"1000"_s,
+                                                 u"--timeout"_s, u"60"_s, u"--json"_s, json});
+        QVERIFY(launcher.waitForStarted());
+        // Killed once rank 0 reported a round: every rank evaluates by then.
+        QByteArray err;
+        launcher.setReadChannel(QProcess::StandardError);
+        QElapsedTimer wait;
+        wait.start();
+        while (!err.contains("[round ") && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
+            if (launcher.waitForReadyRead(500))
+                err += launcher.readAllStandardError();
+        CPPL_VERIFY2(err.contains("[round "), err.constData());
+        const QList<qint64> target = cppl::test::processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
+        QCOMPARE(target.size(), 1);
+        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
+        const bool finished = launcher.waitForFinished(300000);
+        if (!finished) {
+            launcher.kill();
+            launcher.waitForFinished();
+        }
+        err += launcher.readAllStandardError();
+        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, err.constData());
+        CPPL_VERIFY2(err.contains("nccl regrouping (epoch 1, 2 ranks): ") && err.contains(how.toUtf8()), err.constData());
+        const QJsonObject j = readJson(json);
+        QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankFull.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), m_oneRankFull.value(u"tokens_scored"_s).toInteger());
+        const QJsonArray lost = j.value(u"lost_ranks"_s).toArray();
+        QCOMPARE(lost.size(), 1);
+        QCOMPARE(lost[0].toObject().value(u"rank"_s).toInt(), victim);
+        QTRY_VERIFY_WITH_TIMEOUT(cppl::test::agentsOfRun(runId).isEmpty(), 10000);
+    }
+
 private Q_SLOTS:
     void initTestCase()
     {
@@ -322,54 +374,72 @@ private Q_SLOTS:
         QFETCH(QString, version);
         QFETCH(QString, topology);
         QFETCH(QString, how);
-        const int victim = 2;
         QProcessEnvironment env = fakeGpuEnvironment(3, withSymbol);
         if (!version.isEmpty())
             env.insert(u"CPPL_FAKE_NCCL_VERSION"_s, version);
-        env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"*:40"_s); // still running when the victim is killed
-        if (m_oneRankFull.isEmpty()) {
-            const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, 0, path(u"one-full.json"_s));
-            CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
-            m_oneRankFull = readJson(path(u"one-full.json"_s));
-        }
-        const QString runId = u"fake-nccl-lost-%1-%2"_s.arg(QCoreApplication::applicationPid()).arg(++m_runs);
-        env.insert(u"CLUSTERPPL_RUN_ID"_s, runId);
-        const QString json = path(runId + u".json"_s);
-        QProcess launcher;
-        launcher.setProcessEnvironment(env);
-        launcher.start(kAgent, QStringList{u"run"_s, u"--standalone"_s, u"--nproc-per-node"_s, u"3"_s, u"--"_s} + cppl::test::fakeEvalArgs(0)
-                                   + QStringList{u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, u"0-1;2"_s, u"--schedule"_s,
-                                                 u"dynamic"_s, u"--on-rank-loss"_s, u"continue"_s, u"--sync-every-tokens"_s, u"1000"_s,
-                                                 u"--timeout"_s, u"60"_s, u"--json"_s, json});
-        QVERIFY(launcher.waitForStarted());
-        // Killed once rank 0 reported a round: every rank evaluates by then.
-        QByteArray err;
-        launcher.setReadChannel(QProcess::StandardError);
-        QElapsedTimer wait;
-        wait.start();
-        while (!err.contains("[round ") && wait.elapsed() < 240000 && launcher.state() == QProcess::Running)
-            if (launcher.waitForReadyRead(500))
-                err += launcher.readAllStandardError();
-        CPPL_VERIFY2(err.contains("[round "), err.constData());
-        const QList<qint64> target = cppl::test::processesOfRun(runId, "eval", "RANK=" + QByteArray::number(victim));
-        QCOMPARE(target.size(), 1);
-        QCOMPARE(::kill(static_cast<pid_t>(target.front()), SIGKILL), 0);
-        const bool finished = launcher.waitForFinished(300000);
-        if (!finished) {
-            launcher.kill();
-            launcher.waitForFinished();
-        }
-        err += launcher.readAllStandardError();
-        CPPL_VERIFY2(finished && launcher.exitStatus() == QProcess::NormalExit && launcher.exitCode() == 0, err.constData());
-        CPPL_VERIFY2(err.contains("nccl regrouping (epoch 1, 2 ranks): ") && err.contains(how.toUtf8()), err.constData());
-        const QJsonObject j = readJson(json);
-        QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
-        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankFull.value(u"nll_sum_exact"_s).toString());
-        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), m_oneRankFull.value(u"tokens_scored"_s).toInteger());
-        const QJsonArray lost = j.value(u"lost_ranks"_s).toArray();
-        QCOMPARE(lost.size(), 1);
-        QCOMPARE(lost[0].toObject().value(u"rank"_s).toInt(), victim);
-        QTRY_VERIFY_WITH_TIMEOUT(cppl::test::agentsOfRun(runId).isEmpty(), 10000);
+        regroupAfterKill(env, topology, how);
+    }
+
+    /// The same on ONE fake GPU in the test mode (CLUSTERPPL_NCCL_SHARE_GPU=1): three ranks, each
+    /// its own NCCL host, one killed; the survivors regroup (shrink, or a new communicator where the
+    /// library lacks it) and end with the one-rank bits.
+    void sharedGpuLostRankRegroups_data()
+    {
+        QTest::addColumn<bool>("withSymbol");
+        QTest::addColumn<QString>("how");
+        QTest::addRow("shrink") << true << u"ncclCommShrink of the world communicator without 1 rank"_s;
+        QTest::addRow("no symbol: new communicator") << false << u"has no ncclCommShrink (needs 2.27.0)"_s;
+    }
+    void sharedGpuLostRankRegroups()
+    {
+        QFETCH(bool, withSymbol);
+        QFETCH(QString, how);
+        QProcessEnvironment env = fakeGpuEnvironment(1, withSymbol);
+        env.insert(u"CLUSTERPPL_NCCL_SHARE_GPU"_s, u"1"_s);
+        regroupAfterKill(env, u"flat"_s, how);
+    }
+
+    /// The test mode (CLUSTERPPL_NCCL_SHARE_GPU=1): 2 and 4 NCCL ranks on ONE fake GPU, each its
+    /// own NCCL host (NCCL_HOSTID), flat and in node groups of two (reduce and broadcast cross
+    /// ranks): every word exact, as over Gloo. The fake NCCL refuses two members of one host and
+    /// bus id as NCCL does, so this passes only with the hosts told apart.
+    void sharedGpuCommCheck_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<QString>("topology");
+        QTest::addColumn<QString>("groups");
+        QTest::addRow("2 ranks, flat") << 2 << u"flat"_s << QString();
+        QTest::addRow("2 ranks, groups size:2") << 2 << u"hierarchical"_s << u"size:2"_s;
+        QTest::addRow("4 ranks, flat") << 4 << u"flat"_s << QString();
+        QTest::addRow("4 ranks, groups size:2") << 4 << u"hierarchical"_s << u"size:2"_s;
+    }
+    void sharedGpuCommCheck()
+    {
+        QFETCH(int, ranks);
+        QFETCH(QString, topology);
+        QFETCH(QString, groups);
+        QProcessEnvironment env = fakeGpuEnvironment(1);
+        env.insert(u"CLUSTERPPL_NCCL_SHARE_GPU"_s, u"1"_s);
+        const TimedRun r = runTimed(kAgent, standaloneCommCheck(ranks, u"nccl"_s, topology, groups, 60), env, 240000);
+        CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.out.contains(u"comm-check: backend nccl, %1, world size %2"_s.arg(topology).arg(ranks)), qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.out.contains(u"every word exact on every rank"_s), qPrintable(describe(r)));
+        QCOMPARE(r.result.out.count(u"comm-check: rank 0: "_s), 4);
+        QCOMPARE(r.result.out.count(u" exact,"_s), r.result.out.count(u"comm-check: rank 0: "_s));
+        for (int rank = 0; rank < ranks; ++rank) // each said once which host it is to NCCL
+            CPPL_VERIFY2(r.result.err.count(u"-rank%1, NCCL_NET=Socket before NCCL starts"_s.arg(rank)) == 1, qPrintable(describe(r)));
+    }
+
+    /// Without the switch, NCCL ranks on one GPU are refused before NCCL starts (no "Duplicate
+    /// GPU" from inside its init), and the refusal names the switch.
+    void sharedGpuRefusedWithoutSwitch()
+    {
+        const TimedRun r = runTimed(kAgent, standaloneCommCheck(2, u"nccl"_s, u"flat"_s, QString(), 60), fakeGpuEnvironment(1), 120000);
+        CPPL_VERIFY2(r.result.exitCode != 0 && !r.timedOut && r.ms < 30000, qPrintable(describe(r)));
+        CPPL_VERIFY2(r.result.err.contains(u"NCCL needs a GPU of its own for every rank"_s)
+                         && r.result.err.contains(u"CLUSTERPPL_NCCL_SHARE_GPU=1 lets NCCL ranks share a GPU as a test mode"_s),
+                     qPrintable(describe(r)));
+        CPPL_VERIFY2(!r.result.err.contains(u"Duplicate GPU"_s) && !r.result.err.contains(u"cppl fake nccl"_s), qPrintable(describe(r)));
     }
 
     /// A malformed script ends the process at once, naming the variable and the form.
