@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -352,7 +353,7 @@ class NcclCommunicator final : public Communicator
 public:
     NcclCommunicator(ncclComm_t comm, int rank, int size, int device, const BackendOptions &o, std::string name)
         : m_comm(comm), m_rank(rank), m_size(size), m_device(device), m_timeout(o.timeout), m_name(std::move(name)), m_lossEpoch(o.lossEpoch),
-          m_epoch(o.epoch)
+          m_epoch(o.epoch), m_givingUp(o.givingUp)
     {
         checkCuda(api().streamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     }
@@ -443,6 +444,13 @@ private:
         m_aborted = true;
     }
     [[nodiscard]] bool lossReported() const noexcept { return m_lossEpoch && m_lossEpoch->load() > m_epoch; }
+    /// This rank gives up on its own (a timeout, an error), before its abort breaks the peers'
+    /// connections: the cause goes where they can read it (bounded by the callback).
+    void sayCause(const std::string &what) const
+    {
+        if (m_givingUp && !m_lossEpoch)
+            m_givingUp(what);
+    }
     /// NCCL allocates a communicator's connection buffers in its first collective: the GPU's free
     /// memory once it connected, beside what the creation took (logCommunicatorMemory).
     void logConnectedMemory() const
@@ -495,6 +503,8 @@ private:
             caller.join();
             return call->rc;
         }
+        if (!m_abortRequested && !lossReported())
+            sayCause(why);
         abortLocked(); // ends the connection's wait: the call returns an error and the thread ends
         bool ended = false;
         {
@@ -568,6 +578,7 @@ private:
                     m_failed = true;
                     throw CollectiveError(msg);
                 }
+                sayCause(msg);
                 abortLocked();
                 throw CollectiveError(msg);
             }
@@ -583,6 +594,7 @@ private:
                     m_failed = true;
                     throw TimeoutError(msg + "; the communicator is left to the regrouping");
                 }
+                sayCause(msg + "; the communicator was aborted");
                 abortLocked();
                 throw TimeoutError(msg + "; the communicator was aborted");
             }
@@ -606,6 +618,7 @@ private:
     std::string m_name;
     const std::atomic<int> *m_lossEpoch;
     int m_epoch;
+    std::function<void(const std::string &)> m_givingUp; ///< before this rank aborts on its own error (BackendOptions::givingUp)
     cudaStream_t m_stream = nullptr;
     void *m_buffer = nullptr;
     std::size_t m_capacity = 0;
