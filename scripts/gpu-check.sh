@@ -449,8 +449,9 @@ share_stopped_row() {
     kill -KILL "$lp" 2>/dev/null; wait "$lp" 2>/dev/null; row "$name" FAIL "no round reported with rank 2 running: $(errline "$log")"; return
   fi
   t0=$(date +%s); kill -STOP "$vp"
-  ( sleep 90; kill -KILL "$lp" "$vp" 2>/dev/null ) & local guard=$!
-  wait "$lp"; rc=$?; kill "$guard" 2>/dev/null; kill -KILL "$vp" 2>/dev/null
+  waited=0
+  while kill -0 "$lp" 2>/dev/null && (( waited < 900 )); do sleep 0.1; waited=$(( waited + 1 )); done # up to 90 s
+  kill -KILL "$lp" 2>/dev/null; wait "$lp"; rc=$?; kill -KILL "$vp" 2>/dev/null
   local took=$(( $(date +%s) - t0 )) how
   how=$(grep -m1 -oE 'rank 2[^;]*stopped responding[^;]*|did not finish within [0-9]+ s' "$log" | cut -c1-90)
   row "$name" "$([[ $rc != 0 && $took -le 60 && -n "$how" ]] && echo ok || echo FAIL)" "exit $rc ${took} s after SIGSTOP of rank 2 of 3 (--timeout 15): ${how:-$(errline "$log")}"
