@@ -33,6 +33,12 @@
 #                     dynamic schedule, --on-rank-loss continue: no flag says it), the last rank
 #                     killed with SIGKILL at 20% of the tokens: exit 0, the one-rank nll_sum_exact,
 #                     the rank in lost_ranks, on_rank_loss continue in the result
+#   1-GPU nccl ...    the test mode CLUSTERPPL_NCCL_SHARE_GPU=1 (several NCCL ranks on one GPU, each
+#                     its own NCCL host): comm-check at 2 and 4 ranks, flat and in groups of two; what
+#                     the communicators take of the GPU's memory per rank; evals at 2 (flat) and 4
+#                     (groups of two) ranks bit-identical to one rank and to Gloo; a killed rank
+#                     among 3 regrouped (shrink or a new communicator, as this NCCL has); a rank
+#                     stopped with SIGSTOP caught within --timeout
 #   tensor-parallel   --tensor-parallel 2 (issue 40): two ranks of this host split the model over
 #                     Gloo on the CPU (the native float32 kernels, dynamic schedule): within 1e-6
 #                     relative PPL of one rank, and the weights each rank holds; on cuda over NCCL
@@ -183,7 +189,7 @@ default_batch_row() { # NAME JSON LOG REFJSON ENV... -- ARGS...
 # slowed rank paces them, so the run lasts several rounds after the kill.
 lost_rank_row() { # NAME N REFJSON BATCH ARGS...
   local name="$1" n="$2" ref="$3" batch="$4"; shift 4
-  local victim=$(( n - 1 )) log="$OUT/lost-$n.log" json="$OUT/lost-$n.json" args=() a lp vp="" p frac=0 rc waited=0
+  local victim=$(( n - 1 )) log="$OUT/lost-$n${LOST_TAG:+-$LOST_TAG}.log" json="$OUT/lost-$n${LOST_TAG:+-$LOST_TAG}.json" args=() a lp vp="" p frac=0 rc waited=0
   for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done # rank 0's round lines place the kill
   CLUSTERPPL_TEST_SLOW_RANK="$victim:300" "$AGENT" run --standalone --nproc-per-node "$n" -- "${args[@]}" --batch "$batch" "$@" \
     --sync-every-tokens 200 --timeout 60 --json "$json" >"$log" 2>&1 &
@@ -282,6 +288,10 @@ if [[ "$CPU_ONLY" == 1 ]]; then
            "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 cuda fp32" "tensor-parallel 2 cuda bf16" \
            "tensor-parallel 2x2 cuda = 2x1" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
+  done
+  for r in "1-GPU nccl comm-check 2 flat" "1-GPU nccl comm-check 2 hier" "1-GPU nccl comm-check 4 flat" "1-GPU nccl comm-check 4 hier" \
+           "1-GPU nccl comm memory" "1-GPU nccl eval 2 flat" "1-GPU nccl eval 4 hier" "1-GPU nccl lost rank of 3" "1-GPU nccl stopped rank"; do
+    row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1 (several NCCL ranks on one GPU: tst_fake_nccl runs them on the fakes)"
   done
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
   [[ $CPU_OK == 1 ]] && default_batch_row "default batch, made-up GPU" "$OUT/autobatch.json" "$OUT/autobatch.log" "$OUT/cpu.json" \
@@ -423,6 +433,84 @@ if (( GPUS >= 2 )); then
 else
   row "lost rank nccl" skip "one GPU: NCCL needs a GPU per rank, and a lost rank needs two ranks"
 fi
+
+# 7b. Several NCCL ranks on ONE GPU (the test mode, CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own
+#     NCCL host through NCCL_HOSTID, over the socket transport; docs/communication.md): 2 and 4
+#     ranks, flat and in node groups of two (reduce and broadcast cross ranks), comm-check exact and
+#     an eval bit-identical to Gloo and to one rank; a killed rank among 3 regrouped (shrink or a new
+#     communicator: the row says which this NCCL has); a stopped rank caught; and what NCCL's
+#     communicators take of the GPU's memory, per rank (the automatic batch size's reserve).
+SHARE=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
+share_comm_row() { # N TOPOLOGY
+  local n=$1 topo=$2 log="$OUT/share-comm-$1-$2.log" groups=()
+  [[ $topo == hierarchical ]] && groups=(--groups size:2)
+  local name="1-GPU nccl comm-check $n ${topo:0:4}"
+  if "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- comm-check --backend nccl --topology "$topo" \
+       --timeout 120 >"$log" 2>&1; then
+    row "$name" ok "$n ranks on cuda:0, $(grep -c ': exact,' "$log") sizes exact; $(grep '1048577 words' "$log" | sed 's/.*exact, //')"
+  else
+    row "$name" FAIL "$(errline "$log")"
+  fi
+}
+share_eval_row() { # N TOPOLOGY: nll_sum_exact against one rank (cuda16.json) and Gloo's 2 ranks (gloo2.json)
+  local n=$1 topo=$2 json="$OUT/share-eval-$1-$2.json" log="$OUT/share-eval-$1-$2.log" groups=()
+  [[ $topo == hierarchical ]] && groups=(--groups size:2)
+  local name="1-GPU nccl eval $n ${topo:0:4}"
+  if [[ ! -f "$OUT/cuda16.json" ]]; then row "$name" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"; return; fi
+  if ! "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- "${EVAL[@]}" --device cuda --backend nccl \
+       --topology "$topo" --sync-every-tokens 8192 --timeout 120 --json "$json" >"$log" 2>&1; then
+    row "$name" FAIL "$(errline "$log")"; return
+  fi
+  local mine one gloo
+  mine=$(jget "$json" nll_sum_exact); one=$(jget "$OUT/cuda16.json" nll_sum_exact); gloo=$(jget "$OUT/gloo2.json" nll_sum_exact)
+  local same=$([[ -n "$mine" && "$mine" == "$one" && ( -n "$NO_GLOO" || "$mine" == "$gloo" ) ]] && echo ok || echo FAIL)
+  row "$name" "$same" "$(jget "$json" world_size) ranks, $(jget "$json" rounds) rounds: nll_sum_exact $([[ "$mine" == "$one" ]] && echo "= 1 rank" || echo "DIFFERS from 1 rank ($mine vs $one)"), $([[ -n "$NO_GLOO" ]] && echo "gloo: skipped" || { [[ "$mine" == "$gloo" ]] && echo "= gloo 2 ranks" || echo "DIFFERS from gloo ($gloo)"; })"
+}
+# A stopped rank (SIGSTOP) among 3, failing fast (--on-rank-loss fail, --timeout 15): the run must
+# end within the timeout and a margin, saying which rank stopped responding (the watchdog) or whose
+# collective did not finish (the poll).
+share_stopped_row() {
+  local name="1-GPU nccl stopped rank" log="$OUT/share-stopped.log" args=() a lp vp="" p waited=0 rc t0
+  for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done
+  CLUSTERPPL_TEST_SLOW_RANK="2:300" "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node 3 -- "${args[@]}" --batch 8 --device cuda \
+    --backend nccl --on-rank-loss fail --sync-every-tokens 200 --timeout 15 >"$log" 2>&1 &
+  lp=$!
+  while (( waited < 1200 )) && kill -0 "$lp" 2>/dev/null && ! grep -q '\] ppl ' "$log"; do sleep 0.1; waited=$(( waited + 1 )); done
+  for p in $(pgrep -P "$lp" 2>/dev/null); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=2" && vp=$p; done
+  if [[ -z "$vp" ]] || ! grep -q '\] ppl ' "$log"; then
+    kill -KILL "$lp" 2>/dev/null; wait "$lp" 2>/dev/null; row "$name" FAIL "no round reported with rank 2 running: $(errline "$log")"; return
+  fi
+  t0=$(date +%s); kill -STOP "$vp"
+  waited=0
+  while kill -0 "$lp" 2>/dev/null && (( waited < 900 )); do sleep 0.1; waited=$(( waited + 1 )); done # up to 90 s
+  kill -KILL "$lp" 2>/dev/null; wait "$lp"; rc=$?; kill -KILL "$vp" 2>/dev/null
+  local took=$(( $(date +%s) - t0 )) how
+  how=$(grep -m1 -oE 'rank 2[^;]*stopped responding[^;]*|did not finish within [0-9]+ s' "$log" | cut -c1-90)
+  row "$name" "$([[ $rc != 0 && $took -le 60 && -n "$how" ]] && echo ok || echo FAIL)" "exit $rc ${took} s after SIGSTOP of rank 2 of 3 (--timeout 15): ${how:-$(errline "$log")}"
+}
+# The memory NCCL takes, per rank, from the 4-rank hierarchical comm-check's log: what the three
+# communicators' creation took (cudaMemGetInfo before and after) and the free memory once each
+# connected (NCCL allocates its buffers in a communicator's first collective).
+share_memory_row() {
+  local log="$OUT/share-comm-4-hierarchical.log" took free
+  took=$(grep -oE 'rank [0-9]+: the communicators took [0-9.]+ MiB' "$log" | sed -E 's/: the communicators took / /' | paste -sd, -)
+  free=$(grep -oE 'cuda:[0-9]+ has [0-9]+ MiB free once it connected' "$log" | grep -oE '[0-9]+ MiB' | sort -n | head -1)
+  row "1-GPU nccl comm memory" "$([[ -n "$took" ]] && echo ok || echo FAIL)" \
+      "${took:-no memory lines in $log}; least free once connected: ${free:-?} (4 ranks sharing the GPU: each rank's figure counts the others' allocations at the same moment)"
+}
+share_comm_row 2 flat
+share_comm_row 2 hierarchical
+share_comm_row 4 flat
+share_comm_row 4 hierarchical
+share_memory_row
+share_eval_row 2 flat
+share_eval_row 4 hierarchical
+if [[ -f "$OUT/cuda16.json" ]]; then
+  LOST_TAG=share CLUSTERPPL_NCCL_SHARE_GPU=1 lost_rank_row "1-GPU nccl lost rank of 3" 3 "$OUT/cuda16.json" 8 --device cuda --backend nccl
+else
+  row "1-GPU nccl lost rank of 3" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"
+fi
+share_stopped_row
 
 # 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU over NCCL.
 tp_cpu_row

@@ -5,6 +5,7 @@
 #include "distributed/c10d.h"
 #include "eval/cpu_affinity.h"
 #include "eval/cpu_gemm.h"
+#include "gpu/device_choice.h"
 #include "exit_codes.h"
 
 #include "cppl/config.h"
@@ -193,7 +194,7 @@ nlohmann::ordered_json factsJson(const HostFacts &f)
     for (const auto &g : f.gpus)
         devices.push_back({{"name", g.name}, {"memory_bytes", g.memoryBytes}, {"pci_bus_id", g.pciBusId}});
     j["cuda"] = {{"libtorch_has_cuda", at::hasCUDA()}, {"devices", devices}};
-    j["nccl"] = {{"available", f.ncclWhy.empty()}, {"reason", f.ncclWhy}};
+    j["nccl"] = {{"available", f.ncclWhy.empty()}, {"reason", f.ncclWhy}, {"host_id", ncclHostId()}, {"share_gpu", ncclShareGpuRequested()}};
     j["gloo"] = {{"available", f.glooWhy.empty()}, {"reason", f.glooWhy}};
     const dist::GpuLibraries &libs = f.libs;
     j["gpu_libraries"] = {{"cudart_path", libs.cudartPath}, {"cudart_how", libs.cudartHow},       {"cuda_runtime_version", libs.runtimeVersion},
@@ -226,9 +227,9 @@ void checkBackend(const std::string &backend, std::int64_t slots, const HostFact
         return;
     if (!f.ncclWhy.empty())
         problems.push_back("backend nccl: " + f.ncclWhy);
-    else if (slots > static_cast<std::int64_t>(f.gpus.size()))
+    else if (slots > static_cast<std::int64_t>(f.gpus.size()) && !(ncclShareGpuRequested() && !f.gpus.empty()))
         problems.push_back("backend nccl: " + std::to_string(slots) + " slots but " + std::to_string(f.gpus.size()) + " GPUs on " + f.host
-                           + " (one GPU per rank)");
+                           + " (one GPU per rank; " + kNcclShareGpuVariable + "=1 lets ranks share one as a test mode)");
 }
 
 /// "eth0 (10.0.0.2)", or why there is none; empty without a master address.
@@ -250,6 +251,8 @@ void printFacts(std::ostream &out, const HostFacts &f, const std::string &route,
         << dist::describe(f.libs) << '\n'
         << "cpus: " << f.cpu.allowedCpus << " allowed, " << f.cpu.threads << " threads per rank (" << f.cpu.why << "), "
         << cpu::isaName(cpu::detectIsa()) << " kernels\n";
+    if (ncclShareGpuRequested())
+        out << "nccl: " << kNcclShareGpuVariable << "=1 (a test mode): NCCL ranks of this host may share GPUs, each its own NCCL host\n";
     if (!route.empty())
         out << "route to the master: " << route << '\n';
     for (const auto &pr : problems)

@@ -106,7 +106,8 @@ struct RankEnd
 class HandRanks
 {
 public:
-    HandRanks(int n, const QStringList &args, const QProcessEnvironment &env)
+    /// @p perRank: arguments appended for rank r (its r-th entry; none past its end).
+    HandRanks(int n, const QStringList &args, const QProcessEnvironment &env, const QList<QStringList> &perRank = {})
     {
         const QString port = QString::number(cppl::freeLoopbackPort());
         m_clock.start();
@@ -120,7 +121,7 @@ public:
             e.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
             e.insert(QStringLiteral("MASTER_PORT"), port);
             p->setProcessEnvironment(e);
-            p->start(kAgent, args);
+            p->start(kAgent, r < perRank.size() ? args + perRank[r] : args);
             m_ranks.push_back(p);
             m_ends.push_back({});
         }

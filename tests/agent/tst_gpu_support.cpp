@@ -8,6 +8,7 @@
 
 #include "cppl/config.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include "test_paths.h"
 #include "test_skip.h"
@@ -226,6 +227,60 @@ private Q_SLOTS:
             CPPL_VERIFY2(m.contains(messagePart), qPrintable(m));
             CPPL_VERIFY2(m.contains(QStringLiteral("host gpu-node-7, local rank %1").arg(localRank)), qPrintable(m)); // where
         }
+    }
+
+    /// CLUSTERPPL_NCCL_SHARE_GPU=1 (a test mode): NCCL ranks share GPUs round robin as Gloo's do,
+    /// each one NCCL's host of its own; without it the refusal names the switch.
+    void shareGpuSwitch()
+    {
+        DevicePlacement p;
+        p.localWorldSize = 4;
+        p.visibleDevices = 1;
+        p.nccl = true;
+        p.host = "gpu-node-7";
+        try {
+            (void)cppl::agent::chooseCudaDevice(p);
+            QFAIL("expected a refusal");
+        } catch (const cppl::ConfigError &e) {
+            CPPL_VERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("CLUSTERPPL_NCCL_SHARE_GPU=1")), e.what());
+        }
+        p.shareGpu = true;
+        for (int r = 0; r < 4; ++r) {
+            p.localRank = r;
+            QCOMPARE(cppl::agent::chooseCudaDevice(p), 0);
+            QCOMPARE(cppl::agent::ranksPerCudaDevice(p), 4);
+        }
+        p.visibleDevices = 2; // 4 ranks on 2 GPUs: 0,1,0,1, two on each
+        p.localRank = 3;
+        QCOMPARE(cppl::agent::chooseCudaDevice(p), 1);
+        QCOMPARE(cppl::agent::ranksPerCudaDevice(p), 2);
+        p.requested = 1; // cuda:1 for every rank: allowed in the test mode
+        QCOMPARE(cppl::agent::chooseCudaDevice(p), 1);
+        p.shareGpu = false;
+        QVERIFY_THROWS_EXCEPTION(cppl::ConfigError, (void)cppl::agent::chooseCudaDevice(p));
+
+        // The environment: NCCL_HOSTID per rank and the socket transport, only where unset.
+        qunsetenv("NCCL_HOSTID");
+        qunsetenv("NCCL_NET");
+        qunsetenv("CLUSTERPPL_NCCL_SHARE_GPU");
+        QVERIFY(cppl::agent::prepareNcclGpuSharing(2).empty());
+        QCOMPARE(QString::fromStdString(cppl::agent::ncclHostId()), QString::fromStdString(cppl::localHostName()));
+        qputenv("CLUSTERPPL_NCCL_SHARE_GPU", "1");
+        const std::string said = cppl::agent::prepareNcclGpuSharing(2);
+        const QString id = QString::fromStdString(cppl::localHostName()) + QStringLiteral("-rank2");
+        CPPL_VERIFY2(QString::fromStdString(said).contains(QStringLiteral("NCCL_HOSTID=") + id), said.c_str());
+        QCOMPARE(qEnvironmentVariable("NCCL_HOSTID"), id);
+        QCOMPARE(qEnvironmentVariable("NCCL_NET"), QStringLiteral("Socket"));
+        QCOMPARE(QString::fromStdString(cppl::agent::ncclHostId()), id);
+        QVERIFY(cppl::agent::prepareNcclGpuSharing(2).empty()); // said once: both are set now
+        qputenv("NCCL_HOSTID", "mine");
+        qunsetenv("NCCL_NET");
+        const std::string second = cppl::agent::prepareNcclGpuSharing(3);
+        QVERIFY(!QString::fromStdString(second).contains(QStringLiteral("NCCL_HOSTID")) && QString::fromStdString(second).contains(QStringLiteral("NCCL_NET=Socket")));
+        QCOMPARE(qEnvironmentVariable("NCCL_HOSTID"), QStringLiteral("mine")); // the user's own is kept
+        qunsetenv("NCCL_HOSTID");
+        qunsetenv("NCCL_NET");
+        qunsetenv("CLUSTERPPL_NCCL_SHARE_GPU");
     }
 
     void sharedGpu()

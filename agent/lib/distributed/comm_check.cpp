@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ostream>
+#include <span>
 #include <sstream>
 
 namespace cppl::agent::dist {
@@ -26,6 +27,19 @@ std::uint64_t mix(std::uint64_t x) noexcept // splitmix64's finaliser: distinct 
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     return x ^ (x >> 31);
+}
+
+/// A collective that fails is reported through the watchdog before this rank leaves, as eval's
+/// failures are: the others then end with this rank's words (which name the cause a rank that gave
+/// up first wrote: run_cause.h) rather than only "rank R died" when its connection closes.
+void allReduceOrReport(DistributedRun &run, std::span<std::int64_t> words)
+{
+    try {
+        run.allReduce(words);
+    } catch (const CollectiveError &e) {
+        run.reportFailure(dynamic_cast<const TimeoutError *>(&e) ? kExitTimeout : kExitCollective, e.what());
+        throw;
+    }
 }
 
 std::vector<std::int64_t> parseSizes(const std::string &text)
@@ -121,7 +135,7 @@ int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, st
         for (std::int64_t i = 0; i < n; ++i)
             words[static_cast<std::size_t>(i)] = commCheckWord(rank, world, i);
         const auto t0 = std::chrono::steady_clock::now();
-        run.allReduce(words);
+        allReduceOrReport(run, words);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::int64_t wrong = 0;
         for (std::int64_t i = 0; i < n; ++i) {

@@ -90,6 +90,10 @@ struct BackendOptions
     int epoch = 0;
     /// Called with a name as each communicator is connected (CLUSTERPPL_DEBUG_CONNECT's lines); may be empty.
     std::function<void(const char *)> connected;
+    /// Fail-fast runs: called with this rank's error before a communicator is aborted on its own
+    /// timeout or error, so that the peers, which then fail on the broken connection, can name the
+    /// cause (RunCause::publish: run_cause.h); may be empty.
+    std::function<void(const std::string &)> givingUp;
 };
 
 /**

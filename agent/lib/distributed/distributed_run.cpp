@@ -195,6 +195,14 @@ void DistributedRun::collect(std::span<std::int64_t> words)
         throw;
     } catch (const CollectiveError &e) {
         if (!m_tolerant) {
+            // An NCCL rank that gave up first (a timeout or an error) wrote why to the store before
+            // its abort broke this rank's connection: read it now, while its process (maybe the
+            // store's) still waits below. (Gloo has no such race: a rank whose collective times
+            // out aborts nothing, and eval reports its failure through the watchdog before it
+            // exits and its connections close.)
+            const bool timedOut = dynamic_cast<const TimeoutError *>(&e) != nullptr;
+            if (m_cause && m_backendName == "nccl")
+                (void)m_cause->fetch(causeBound());
             // Gloo may see a dead peer's closed socket a few milliseconds before rank 0's watchdog
             // tells this rank which rank died and why. Give the watchdog that moment: its verdict
             // ends the process from its own thread with the cause ("rank 2 (host) died: ..."), the
@@ -202,6 +210,11 @@ void DistributedRun::collect(std::span<std::int64_t> words)
             const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(2));
             while (std::chrono::steady_clock::now() < until)
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (const std::string said = m_cause ? m_cause->withCause(e.what()) : std::string(e.what()); said != e.what()) {
+                if (timedOut)
+                    throw TimeoutError(said);
+                throw CollectiveError(said);
+            }
             throw;
         }
         // Gloo may see the dead peer's closed socket before the watchdog's hub tells this rank,

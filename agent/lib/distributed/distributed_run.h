@@ -3,10 +3,12 @@
 
 #include "c10d.h"
 #include "communicator.h"
+#include "run_cause.h"
 #include "watchdog.h"
 
 #include "cppl/rank_env.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -189,6 +191,11 @@ public:
     [[nodiscard]] const std::string &backend() const noexcept { return m_comms.backend; }
     [[nodiscard]] Topology topology() const noexcept { return m_topology; }
     [[nodiscard]] const std::string &storeAddress() const noexcept { return m_storeAddress; }
+    /// How long a rank that fails may spend on the store to say or read the cause (RunCause).
+    [[nodiscard]] std::chrono::milliseconds causeBound() const noexcept
+    {
+        return std::min<std::chrono::milliseconds>(m_timeout, std::chrono::seconds(2));
+    }
     /// @brief Whether this process serves the store (rank 0 without TORCHELASTIC_USE_AGENT_STORE): it leaves with it.
     [[nodiscard]] bool servesStore() const noexcept { return m_servesStore; }
     /// @brief The rendezvous store (the dynamic schedule's counter lives there); main thread only.
@@ -321,6 +328,10 @@ private:
     std::chrono::milliseconds m_timeout{300000};
     bool m_tolerant = false;
     bool m_servesStore = false;
+    /// Fail-fast runs: the rank that gives up first writes why to the store before its abort; the
+    /// others name it in their messages (run_cause.h). Shared with the communicators' callbacks and
+    /// the watchdog's way out.
+    std::shared_ptr<RunCause> m_cause;
     std::chrono::milliseconds m_testSlowCollective{0}; ///< CLUSTERPPL_TEST_SLOW_COLLECTIVE=MS: each round's collective takes MS longer
     std::string m_testDie;                ///< CLUSTERPPL_TEST_DIE=R:POINT: where this rank kills itself (empty: nowhere)
     bool m_inGather = false;              ///< gather() is collecting (the point "gather" is inside it)

@@ -254,6 +254,8 @@ DistributedRun::DistributedRun(const DistributedOptions &o, const C10d &c10d)
     for (int r = 0; r < m_world; r += m_tensorParallel)
         m_members.push_back(r);
     m_epochRank = m_rank / m_tensorParallel;
+    if (!m_tolerant)
+        m_cause = std::make_shared<RunCause>(c10d, id.masterAddr, m_store->port(), "rank " + std::to_string(m_rank) + " (" + host + ")");
     startWatchdog({.advertise = advertise,
                    .electsHubs = m_tolerant && o.storeServedElsewhere,
                    .masterAddr = id.masterAddr,
@@ -351,12 +353,15 @@ void DistributedRun::startWatchdog(const WatchdogStep &step, int &starListener)
     if (step.electsHubs)
         watchdogStore = m_c10d.openStore(step.masterAddr, step.masterPort, false, m_timeout, {});
     const int me = m_rank;
-    auto leave = [this, me](int exitCode, const std::string &message) {
+    auto leave = [this, me, cause = m_cause](int exitCode, const std::string &verdict) {
         // From the watchdog thread: say why and leave now; the main thread may be deep in a forward
         // pass or blocked in a collective that will never complete. No NCCL call on the way out:
         // ncclCommAbort of one communicator can block while another's kernel is in flight (the
         // stuck one may be the node group's or the leaders'), and the process's exit tears the
-        // CUDA context down, kernels and communicators with it (issue 43, point 4).
+        // CUDA context down, kernels and communicators with it (issue 43, point 4). A cause this
+        // process knows (its own, or another rank's it read) comes first: the verdict may only say
+        // that a rank's connection broke, a consequence.
+        const std::string message = cause ? cause->withCause(verdict) : verdict;
         const std::string line = "clusterppl-agent: rank " + std::to_string(me) + ": " + message + "\n";
         std::fflush(stdout);
         std::cerr.flush();
@@ -415,6 +420,8 @@ BackendOptions DistributedRun::dataParallelOptions(const DistributedOptions &o, 
     b.glooHost = isLoopbackHost(o.identity.masterAddr) ? "127.0.0.1" : host;
     if (m_tolerant)
         b.lossEpoch = &m_lossEpoch;
+    else if (m_cause)
+        b.givingUp = [cause = m_cause, bound = causeBound()](const std::string &what) { cause->publish(what, bound); };
     return b;
 }
 

@@ -18,7 +18,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -368,7 +370,7 @@ class NcclCommunicator final : public DeviceCommunicator
 public:
     NcclCommunicator(ncclComm_t comm, int rank, int size, int device, const BackendOptions &o, std::string name)
         : m_comm(comm), m_rank(rank), m_size(size), m_device(device), m_timeout(o.timeout), m_name(std::move(name)), m_lossEpoch(o.lossEpoch),
-          m_epoch(o.epoch)
+          m_epoch(o.epoch), m_givingUp(o.givingUp)
     {
         checkCuda(api().streamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     }
@@ -483,6 +485,22 @@ private:
         m_aborted = true;
     }
     [[nodiscard]] bool lossReported() const noexcept { return m_lossEpoch && m_lossEpoch->load() > m_epoch; }
+    /// This rank gives up on its own (a timeout, an error), before its abort breaks the peers'
+    /// connections: the cause goes where they can read it (bounded by the callback).
+    void sayCause(const std::string &what) const
+    {
+        if (m_givingUp && !m_lossEpoch)
+            m_givingUp(what);
+    }
+    /// NCCL allocates a communicator's connection buffers in its first collective: the GPU's free
+    /// memory once it connected, beside what the creation took (logCommunicatorMemory).
+    void logConnectedMemory() const
+    {
+        size_t f = 0, t = 0;
+        if (api().memGetInfo(&f, &t) == cudaSuccess)
+            std::cerr << "nccl: rank " << m_rank << " of the " << m_name << " communicator: cuda:" << m_device << " has "
+                      << static_cast<std::int64_t>(f) / (1024 * 1024) << " MiB free once it connected" << std::endl;
+    }
 
     /// The first collective's call, in which NCCL connects the members, on a thread of its own:
     /// this one polls it as it polls the kernel, and past @p deadline (or on an abort request or a
@@ -526,6 +544,8 @@ private:
             caller.join();
             return call->rc;
         }
+        if (!m_abortRequested && !lossReported())
+            sayCause(why);
         abortLocked(); // ends the connection's wait: the call returns an error and the thread ends
         bool ended = false;
         {
@@ -616,6 +636,8 @@ private:
             m_failed = tolerant;
             fail(rc, where, m_comm);
         }
+        if (!m_connected)
+            logConnectedMemory();
         m_connected = true;
         m_inFlight = true;
         const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -634,6 +656,7 @@ private:
                     m_failed = true;
                     throw CollectiveError(msg);
                 }
+                sayCause(msg);
                 abortLocked();
                 throw CollectiveError(msg);
             }
@@ -649,6 +672,7 @@ private:
                     m_failed = true;
                     throw TimeoutError(msg + "; the communicator is left to the regrouping");
                 }
+                sayCause(msg + "; the communicator was aborted");
                 abortLocked();
                 throw TimeoutError(msg + "; the communicator was aborted");
             }
@@ -669,6 +693,7 @@ private:
     std::string m_name;
     const std::atomic<int> *m_lossEpoch;
     int m_epoch;
+    std::function<void(const std::string &)> m_givingUp; ///< before this rank aborts on its own error (BackendOptions::givingUp)
     cudaStream_t m_stream = nullptr;
     void *m_buffer = nullptr;
     std::size_t m_capacity = 0;
@@ -764,7 +789,7 @@ void refuseSharedGpus(RendezvousStore &store, const BackendOptions &o, int devic
 {
     char bus[64] = {};
     checkCuda(api().pciBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
-    const std::string host = localHostName();
+    const std::string host = ncclHostId(); // as NCCL tells hosts apart: NCCL_HOSTID, else the name
     store.set("cppl/nccl/gpu/" + std::to_string(o.rank), host + "\t" + bus + "\t" + std::to_string(device));
     std::vector<RankGpu> all;
     std::vector<std::string> devices;
@@ -781,7 +806,7 @@ void refuseSharedGpus(RendezvousStore &store, const BackendOptions &o, int devic
                           + " both use the GPU at PCI " + all[static_cast<std::size_t>(a)].busId + " (cuda:" + devices[static_cast<std::size_t>(a)]
                           + " and cuda:" + devices[static_cast<std::size_t>(b)] + " in their processes; this rank has CUDA_VISIBLE_DEVICES="
                           + (cvd ? cvd : "unset") + "); NCCL needs a GPU of its own for every rank: give each rank its own GPU, start fewer "
-                          + "ranks per host, or use --backend gloo");
+                          + "ranks per host, or use --backend gloo (" + kNcclShareGpuVariable + "=1 lets ranks share a GPU as a test mode)");
     }
 }
 
@@ -860,8 +885,30 @@ int rankDevice(const BackendOptions &o)
         p.cudaVisibleDevices = v;
     p.hostDevices = o.hostDevices;
     p.nccl = true;
+    p.shareGpu = ncclShareGpuRequested();
     p.host = localHostName();
     return chooseCudaDevice(p);
+}
+
+/// Free memory of the current device, -1 when unknown.
+std::int64_t freeDeviceBytes()
+{
+    size_t f = 0, t = 0;
+    return api().memGetInfo(&f, &t) == cudaSuccess ? static_cast<std::int64_t>(f) : -1;
+}
+
+/// What making the communicators took of the GPU's memory, as cudaMemGetInfo sees it (with ranks
+/// sharing a GPU, their allocations at the same moment count too): the reserve the automatic batch
+/// size must keep (issue 43, point 5).
+void logCommunicatorMemory(const BackendOptions &o, int device, std::int64_t before, std::int64_t after)
+{
+    if (before < 0 || after < 0)
+        return;
+    constexpr double kMiB = 1024.0 * 1024.0;
+    char line[200];
+    std::snprintf(line, sizeof line, "nccl: rank %d: the communicators took %.1f MiB of cuda:%d (free %.1f -> %.1f MiB)", o.rank,
+                  static_cast<double>(before - after) / kMiB, device, static_cast<double>(before) / kMiB, static_cast<double>(after) / kMiB);
+    std::cerr << line << std::endl;
 }
 
 /// A world communicator over o.worldSize ranks from a unique id that rank 0 (of this epoch)
@@ -916,8 +963,13 @@ Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions
         throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
     const int device = rankDevice(o);
     checkCuda(api().setDevice(device), "cudaSetDevice");
+    if (const std::string said = prepareNcclGpuSharing(o.rank); !said.empty())
+        std::cerr << said << std::endl;
     refuseSharedGpus(store, o, device);
-    return withSplits(openWorld(store, o, device), o, device);
+    const std::int64_t before = freeDeviceBytes();
+    Communicators c = withSplits(openWorld(store, o, device), o, device);
+    logCommunicatorMemory(o, device, before, freeDeviceBytes());
+    return c;
 }
 
 std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(RendezvousStore &store, const BackendOptions &o, const std::string &prefix,

@@ -44,6 +44,29 @@ struct Child
     bool stoppedByUs = false;
 };
 
+/**
+ * The root cause a rank's last words name (run_cause.h), or empty: "clusterppl-agent: rank 0:
+ * CAUSE (the cause); then: ..." gives CAUSE; a failure report the watchdog relayed, "... rank 1
+ * (host) failed: WHAT", gives "rank 1 (host): WHAT" (the first report is the cause: the others
+ * failed after it).
+ */
+std::string causeNamedIn(std::string_view line)
+{
+    constexpr std::string_view kAgent = "clusterppl-agent: ", kMarker = " (the cause); then: ", kFailed = " failed: ";
+    if (!line.starts_with(kAgent))
+        return {};
+    line.remove_prefix(kAgent.size());
+    if (line.starts_with("rank ")) // this rank's own name first
+        if (const std::size_t colon = line.find(": "); colon != std::string_view::npos && line.substr(5, colon - 5).find_first_not_of("0123456789") == std::string_view::npos)
+            line.remove_prefix(colon + 2);
+    if (const std::size_t at = line.find(kMarker); at != std::string_view::npos)
+        return std::string(line.substr(0, at));
+    const std::size_t failed = line.find(kFailed);
+    if (!line.starts_with("rank ") || failed == std::string_view::npos || line.substr(0, failed).find(": ") != std::string_view::npos)
+        return {};
+    return std::string(line.substr(0, failed)) + ": " + std::string(line.substr(failed + kFailed.size()));
+}
+
 /// Whether @p pid is stopped (SIGSTOP, a debugger): /proc/PID/stat's state field is 'T' or 't'.
 bool isStopped(pid_t pid)
 {
@@ -243,6 +266,9 @@ public:
         }
     }
 
+    /// The root cause a rank's words named (causeNamedIn), or empty.
+    [[nodiscard]] const std::string &cause() const noexcept { return m_cause; }
+
 private:
     using clock = std::chrono::steady_clock;
     /// How long the others get to end on their own (their watchdogs, with their own reasons) before SIGTERM, and SIGTERM before SIGKILL.
@@ -280,6 +306,8 @@ private:
             if (c.rank != 0)
                 m_err << "[rank " << c.rank << "] ";
             m_err << line << '\n';
+            if (m_cause.empty())
+                m_cause = causeNamedIn(line);
         };
         char buf[8192];
         const ssize_t n = ::read(c.errFd, buf, sizeof buf);
@@ -360,6 +388,7 @@ private:
     int m_tolerantFailure = -1; ///< tolerant: the first rank that failed (the others went on)
     clock::time_point m_stopAt{}, m_killAt{};
     int m_forwarded = 0;
+    std::string m_cause; ///< the root cause the first rank's words named (causeNamedIn), or empty
 };
 
 /// Watches the ranks until every one exited and every pipe is drained: relays their stderr,
@@ -368,9 +397,12 @@ private:
 /// failing rank, or -1. Tolerant (--on-rank-loss continue): no failure stops the others, rank 0's
 /// included (the survivors regroup); the run is over when a rank finished successfully or only
 /// stopped ranks are left, and what is left is then stopped after the grace period.
-int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant)
+int supervise(std::vector<Child> &children, cppl::SignalPipe &signals, std::ostream &err, bool tolerant, std::string &cause)
 {
-    return Supervisor(children, signals, err, tolerant).run();
+    Supervisor s(children, signals, err, tolerant);
+    const int first = s.run();
+    cause = s.cause();
+    return first;
 }
 
 } // namespace
@@ -391,7 +423,8 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
     err << "clusterppl-agent run: " << o.nproc << " local ranks, store 127.0.0.1:" << masterPort << '\n' << std::flush;
     for (int r = 0; r < o.nproc; ++r)
         startRank(children, r, o, masterPort);
-    const int firstFailure = supervise(children, signals, err, o.tolerant);
+    std::string cause;
+    const int firstFailure = supervise(children, signals, err, o.tolerant, cause);
 
     const Child &zero = children.front();
     if (o.tolerant) {
@@ -414,6 +447,8 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
         for (const auto &c : children)
             if (c.rank != f.rank && failed(c.status))
                 err << "; rank " << c.rank << (c.stoppedByUs ? " was stopped" : " " + cppl::describeWaitStatus(c.status));
+        if (!cause.empty()) // which rank exited first is a race; the cause the ranks named is not
+            err << "; the cause: " << cause;
         err << '\n';
         if (zero.stoppedByUs)
             return cppl::exitCodeFromWaitStatus(f.status);

@@ -372,6 +372,7 @@ void placeOnCudaDevice(EvalOptions &o)
             place.requested = o.device.index;
         place.hostDevices = o.distOptions.hostDevices;
         place.nccl = o.distributed && (o.distOptions.backend == "nccl" || o.distOptions.backend == "auto");
+        place.shareGpu = ncclShareGpuRequested();
         place.host = localHostName();
         o.device.index = chooseCudaDevice(place);
         o.distOptions.cudaDeviceIndex = o.device.index;

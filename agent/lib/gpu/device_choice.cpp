@@ -2,9 +2,11 @@
 #include "device_choice.h"
 
 #include "cppl/errors.h"
+#include "cppl/host.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 
 namespace cppl::agent {
@@ -93,22 +95,24 @@ int chooseCudaDevice(const DevicePlacement &p)
         if (*p.requested < 0 || *p.requested >= p.visibleDevices)
             throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " but " + seen + "; use cuda:0 to cuda:"
                               + std::to_string(p.visibleDevices - 1) + ", or --device cuda to take cuda:LOCAL_RANK");
-        if (p.nccl && p.localWorldSize > 1 && p.visibleDevices > 1)
+        if (p.nccl && !p.shareGpu && p.localWorldSize > 1 && p.visibleDevices > 1)
             throw ConfigError(where + ": --device cuda:" + std::to_string(*p.requested) + " puts all " + std::to_string(p.localWorldSize)
                               + " ranks of this host on one GPU, and NCCL needs a GPU of its own for every rank; use --device cuda "
-                                "(each rank takes cuda:LOCAL_RANK) or --backend gloo");
+                                "(each rank takes cuda:LOCAL_RANK) or --backend gloo ("
+                              + kNcclShareGpuVariable + "=1 allows it as a test mode)");
         return *p.requested;
     }
     // Several local ranks that each see one GPU: the launcher gave every rank its own. When the
     // variable is unset they all see the same one.
     const bool ownGpuEach = p.visibleDevices == 1 && oneEntry(p.cudaVisibleDevices);
-    if (p.nccl && p.localWorldSize > p.visibleDevices && !ownGpuEach)
+    if (p.nccl && !p.shareGpu && p.localWorldSize > p.visibleDevices && !ownGpuEach)
         throw ConfigError(where + ": backend nccl with " + std::to_string(p.localWorldSize) + " ranks on this host but " + seen
                           + "; NCCL needs a GPU of its own for every rank: start at most " + std::to_string(p.visibleDevices)
-                          + " ranks here (--nproc-per-node, slots in the profile), make more GPUs visible, or use --backend gloo");
+                          + " ranks here (--nproc-per-node, slots in the profile), make more GPUs visible, or use --backend gloo ("
+                          + kNcclShareGpuVariable + "=1 lets NCCL ranks share a GPU as a test mode, slowly: docs/communication.md)");
     if (p.visibleDevices == 1)
         return 0;
-    return p.localRank % p.visibleDevices; // past the count only with gloo, where sharing a GPU is allowed
+    return p.localRank % p.visibleDevices; // past the count only with gloo or the test mode, where sharing a GPU is allowed
 }
 
 int ranksPerCudaDevice(const DevicePlacement &p)
@@ -127,6 +131,39 @@ int ranksPerCudaDevice(const DevicePlacement &p)
     for (int r = 0; r < local; ++r)
         n += (p.visibleDevices == 1 ? 0 : r % p.visibleDevices) == device ? 1 : 0;
     return std::max(n, 1);
+}
+
+bool ncclShareGpuRequested()
+{
+    const char *v = std::getenv(kNcclShareGpuVariable);
+    return v && std::string(v) == "1";
+}
+
+std::string ncclHostId()
+{
+    if (const char *id = std::getenv("NCCL_HOSTID"); id && *id) // as NCCL reads it: each such process its own host
+        return id;
+    return localHostName();
+}
+
+std::string prepareNcclGpuSharing(int rank)
+{
+    if (!ncclShareGpuRequested())
+        return {};
+    std::string set;
+    if (const char *id = std::getenv("NCCL_HOSTID"); !id || !*id) {
+        const std::string value = localHostName() + "-rank" + std::to_string(rank);
+        ::setenv("NCCL_HOSTID", value.c_str(), 1);
+        set = "NCCL_HOSTID=" + value;
+    }
+    if (const char *net = std::getenv("NCCL_NET"); !net || !*net) {
+        ::setenv("NCCL_NET", "Socket", 1);
+        set += std::string(set.empty() ? "" : ", ") + "NCCL_NET=Socket";
+    }
+    if (set.empty())
+        return {};
+    return std::string("nccl: ") + kNcclShareGpuVariable + "=1 (a test mode: several ranks on one GPU, slowly): " + set
+           + " before NCCL starts, so that NCCL sees each rank as a host of its own";
 }
 
 std::optional<std::pair<int, int>> findSharedGpu(const std::vector<RankGpu> &ranks)

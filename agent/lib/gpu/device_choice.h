@@ -39,6 +39,9 @@ struct DevicePlacement
     /// "devices"); empty: cuda:LOCAL_RANK as below.
     std::vector<int> hostDevices;
     bool nccl = false;            ///< NCCL refuses two ranks of one communicator on one GPU
+    /// CLUSTERPPL_NCCL_SHARE_GPU=1 (a test mode): NCCL ranks of this host may share GPUs round
+    /// robin as Gloo's do, each its own NCCL "host" (prepareNcclGpuSharing).
+    bool shareGpu = false;
     std::string host;             ///< for messages
 };
 
@@ -58,7 +61,25 @@ struct DevicePlacement
 /// or one GPU per rank, up to LOCAL_WORLD_SIZE when gloo ranks share GPUs round robin or all take cuda:N.
 [[nodiscard]] int ranksPerCudaDevice(const DevicePlacement &p);
 
-/// One rank's GPU as NCCL sees it: its host and the device's PCI bus id.
+/// The switch of the test mode in which several NCCL ranks share one GPU (docs/communication.md,
+/// "Several NCCL ranks on one GPU").
+inline constexpr const char *kNcclShareGpuVariable = "CLUSTERPPL_NCCL_SHARE_GPU";
+
+/// Whether this process's environment has CLUSTERPPL_NCCL_SHARE_GPU=1.
+[[nodiscard]] bool ncclShareGpuRequested();
+
+/// The host as NCCL tells its ranks apart: NCCL_HOSTID when set, else the host name.
+[[nodiscard]] std::string ncclHostId();
+
+/**
+ * The test mode's environment, before NCCL starts: with CLUSTERPPL_NCCL_SHARE_GPU=1 and
+ * NCCL_HOSTID unset, sets NCCL_HOSTID=<host name>-rank<@p rank> (NCCL then sees each rank as a host
+ * of its own and allows them one GPU) and NCCL_NET=Socket where unset (no shared memory or P2P
+ * between those "hosts"). Returns the line to log, once: empty when nothing was set.
+ */
+[[nodiscard]] std::string prepareNcclGpuSharing(int rank);
+
+/// One rank's GPU as NCCL sees it: its host (ncclHostId()) and the device's PCI bus id.
 struct RankGpu
 {
     std::string host;
