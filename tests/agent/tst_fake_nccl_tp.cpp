@@ -173,6 +173,17 @@ private Q_SLOTS:
             QCOMPARE(j.value(u"nll_sq_sum_exact"_s).toString(), gloo.value(u"nll_sq_sum_exact"_s).toString());
             QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), gloo.value(u"tokens_scored"_s).toInteger());
         }
+        // The shared-GPU test mode (CLUSTERPPL_NCCL_SHARE_GPU=1): 2 x 2 on ONE GPU, each process its
+        // own NCCL host, a follower's (which makes no data-parallel communicator) set by its
+        // group's communicator from the rank it started as; the same bits.
+        QProcessEnvironment shared;
+        shared.insert(u"CPPL_FAKE_CUDA_DEVICES"_s, u"1"_s);
+        shared.insert(u"CLUSTERPPL_NCCL_SHARE_GPU"_s, u"1"_s);
+        const TimedRun sh = eval(4, u"nccl"_s, u"shared.json"_s, {}, shared);
+        CPPL_VERIFY2(sh.result.exitCode == 0, qPrintable(describe(sh)));
+        for (int rank = 0; rank < 4; ++rank)
+            CPPL_VERIFY2(sh.result.err.contains(u"-rank%1, NCCL_NET=Socket"_s.arg(rank)), qPrintable(describe(sh)));
+        QCOMPARE(cppl::test::readJson(dir.filePath(u"shared.json"_s)).value(u"nll_sum_exact"_s).toString(), gloo.value(u"nll_sum_exact"_s).toString());
         // A follower of group 1 (rank 3) dies after its first range (every rank slowed so that the
         // run outlasts it): its leader leaves at once, the leaders' NCCL communicators regroup,
         // group 0 keeps its own, redoes group 1's batches, and ends with the 2 x 1 bits.

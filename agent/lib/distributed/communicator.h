@@ -73,6 +73,10 @@ struct BackendOptions
 {
     int rank = 0;
     int worldSize = 1;
+    /// The rank this process started as (--rank): unlike `rank` (a rank among the communicator's
+    /// members: the group's index for a tensor-parallel leader, renumbered by a regroup), unique in
+    /// the run, so each process's NCCL_HOSTID in the shared-GPU test mode differs (-1: use `rank`).
+    int processRank = -1;
     int localRank = 0;
     int localWorldSize = 1;
     int cudaDevice = -1; ///< the GPU eval chose for this rank (NCCL uses the same); -1: choose here

@@ -408,6 +408,7 @@ BackendOptions DistributedRun::dataParallelOptions(const DistributedOptions &o, 
 {
     BackendOptions b;
     b.rank = m_epochRank;
+    b.processRank = m_rank;
     b.worldSize = static_cast<int>(m_members.size());
     b.localRank = o.identity.localRank;
     b.localWorldSize = o.identity.localWorldSize;

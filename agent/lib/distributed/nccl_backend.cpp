@@ -955,6 +955,15 @@ Communicators withSplits(ncclComm_t world, const BackendOptions &o, int device)
     return c;
 }
 
+/// The shared-GPU test mode's environment (prepareNcclGpuSharing), set before this process's first
+/// NCCL communicator, whichever that is (a tensor-parallel follower's is its group's), from the
+/// rank it started as: the same NCCL_HOSTID whichever comes first, unique in the run.
+void announceGpuSharing(const BackendOptions &o)
+{
+    if (const std::string said = prepareNcclGpuSharing(o.processRank >= 0 ? o.processRank : o.rank); !said.empty())
+        std::cerr << said << std::endl;
+}
+
 } // namespace
 
 Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions &o)
@@ -963,8 +972,7 @@ Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions
         throw CollectiveError("the nccl backend is unavailable on this host: " + why + "; use --backend gloo");
     const int device = rankDevice(o);
     checkCuda(api().setDevice(device), "cudaSetDevice");
-    if (const std::string said = prepareNcclGpuSharing(o.rank); !said.empty())
-        std::cerr << said << std::endl;
+    announceGpuSharing(o);
     refuseSharedGpus(store, o, device);
     const std::int64_t before = freeDeviceBytes();
     Communicators c = withSplits(openWorld(store, o, device), o, device);
@@ -979,6 +987,7 @@ std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(Rendezvou
         throw CollectiveError(name + " over nccl is unavailable on this host: " + why);
     const int device = rankDevice(o);
     checkCuda(api().setDevice(device), "cudaSetDevice");
+    announceGpuSharing(o); // a follower makes no data-parallel communicator: its NCCL_HOSTID is set here
     // Its own unique id, not a split of the world: the data-parallel world holds the leaders only.
     ncclUniqueId id{};
     const std::string key = prefix + "nccl/unique-id";
