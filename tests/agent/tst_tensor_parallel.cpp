@@ -309,6 +309,14 @@ private Q_SLOTS:
         row("blas: llama, K/V heads split, float32", arch(llama, {gqa}), 97, 500, 5, sliding, blas32, 1e-6);
         row("blas: llama, 1 K/V head replicated, tied, float32", arch(llama, kvHead1 + QStringList{tied}), 97, 500, 5, sliding, blas32, 1e-6);
         row("blas: gpt2, vocabulary 97, float32", arch(gpt2), 97, 500, 5, sliding, blas32, 1e-6);
+        // The families of issue 42 at make_checkpoint.py's defaults (as tst_family_eval makes them):
+        // qwen3's q/k norms and head_dim 16 over hidden 32, 2 K/V heads split; gemma2's 3 layers,
+        // sliding and global, with soft-caps; gemma3_text's 4 layers and its one K/V head
+        // replicated; phi3's fused qkv_proj and gate_up_proj, split by their blocks.
+        row("blas: qwen3, float32", arch(QStringLiteral("qwen3")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: gemma2, float32", arch(QStringLiteral("gemma2")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: gemma3_text, float32", arch(QStringLiteral("gemma3")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: phi3, float32", arch(QStringLiteral("phi3")), 97, 500, 5, sliding, blas32, 1e-6);
         row("blas: llama, K/V heads split, bfloat16", arch(llama, {gqa}), 97, 500, 5, sliding, blas16, 1e-2);
         row("blas: gpt2, vocabulary 97, bfloat16", arch(gpt2), 97, 500, 5, sliding, blas16, 1e-2);
 
