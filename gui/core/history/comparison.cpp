@@ -4,6 +4,7 @@
 #include "history/run_history.h"
 
 #include "history/host_resources.h"
+#include "history/precision.h"
 
 #include "cppl/counted.h"
 
@@ -390,22 +391,31 @@ void compareWithOneRank(const RunRecord &rec, ScalingPoint &p, const Baselines &
         p.oneRankBound = kTensorParallelFloat32Bound;
 }
 
-/// The ideal line runs through the smallest run that has a throughput.
-void setEfficiency(std::vector<Row> &rows)
+/// The ideal line of each precision runs through its smallest run that has a throughput: scaling
+/// efficiency compares one model at one precision across rank counts. Across precisions (a
+/// quantization sweep) it would call int8's speed-up "140% efficiency"; the warning says so. Returns
+/// the precisions the runs cover, in the order of their first run.
+QStringList setEfficiency(std::vector<Row> &rows, QStringList &warnings)
 {
-    double refTps = 0;
-    int refSize = 0;
-    for (const auto &[rec, p] : rows)
-        if (p.worldSize > 0 && p.tokensPerSecond > 0) {
-            refTps = p.tokensPerSecond;
-            refSize = p.worldSize;
-            break;
-        }
+    QStringList precisions;
+    std::map<QString, std::pair<double, int>> reference; // precision -> (tokens/s, world size) of its smallest run
+    for (const auto &[rec, p] : rows) {
+        const QString precision = precisionOf(*rec);
+        if (!precision.isEmpty() && !precisions.contains(precision)) // a run without a result has none
+            precisions << precision;
+        if (p.worldSize > 0 && p.tokensPerSecond > 0)
+            reference.try_emplace(precision, p.tokensPerSecond, p.worldSize);
+    }
     for (auto &[rec, p] : rows)
-        if (refTps > 0 && p.worldSize > 0) {
-            p.idealTokensPerSecond = refTps * p.worldSize / refSize;
+        if (const auto it = reference.find(precisionOf(*rec)); it != reference.end() && p.worldSize > 0) {
+            p.idealTokensPerSecond = it->second.first * p.worldSize / it->second.second;
             p.efficiency = p.tokensPerSecond / p.idealTokensPerSecond;
         }
+    if (precisions.size() > 1)
+        warnings << u"the runs cover %1 precisions (%2): scaling efficiency is each precision's own, against its smallest run; "
+                    "their speeds are compared in the precision table"_s.arg(precisions.size())
+                        .arg(precisions.join(u", "_s));
+    return precisions;
 }
 
 void recommend(Comparison &c, double threshold)
@@ -456,14 +466,18 @@ Comparison compareRuns(const std::vector<RunRecord> &runs, const std::vector<Run
         baselines.offer(*rec);
     for (const RunRecord &r : extraBaselines)
         baselines.offer(r);
-    setEfficiency(rows);
+    const QStringList precisions = setEfficiency(rows, c.warnings);
     for (auto &[rec, p] : rows) {
         compareWithBaseline(*rec, p, baselines, c.warnings);
         compareWithOneRank(*rec, p, baselines);
         c.points.push_back(p);
     }
     recommend(c, options.threshold);
-    c.projection = projectLargest(rows, c.points, options.projectTo);
+    if (precisions.size() > 1) {
+        c.projection.why = u"the runs cover %1 precisions; select one precision's runs to project its scaling"_s.arg(precisions.size());
+    } else {
+        c.projection = projectLargest(rows, c.points, options.projectTo);
+    }
     return c;
 }
 

@@ -33,7 +33,18 @@ std::optional<PrecisionRow::Quality> qualityOf(const QJsonObject &ref)
 
 QString megabytes(qint64 bytes) { return bytes > 0 ? QString::number(double(bytes) / (1 << 20), 'f', 1) : u"-"_s; }
 
+QString precisionIn(const QJsonObject &result)
+{
+    const QString method = result.value(u"quantization"_s).toObject().value(u"method"_s).toString();
+    return method.isEmpty() || method == u"none"_s ? result.value(u"dtype"_s).toString() : method;
+}
+
 } // namespace
+
+QString precisionOf(const RunRecord &run)
+{
+    return precisionIn(QJsonDocument::fromJson(run.resultJson).object());
+}
 
 std::optional<PrecisionRow> precisionRow(const RunRecord &r)
 {
@@ -42,8 +53,7 @@ std::optional<PrecisionRow> precisionRow(const RunRecord &r)
         return std::nullopt;
     PrecisionRow row;
     row.runId = r.runId;
-    const QString method = o.value(u"quantization"_s).toObject().value(u"method"_s).toString();
-    row.precision = method.isEmpty() || method == u"none"_s ? o.value(u"dtype"_s).toString() : method;
+    row.precision = precisionIn(o);
     row.worldSize = r.worldSize;
     row.ppl = o.value(u"ppl"_s).toDouble();
     row.pplStderr = o.value(u"ppl_stderr"_s).toDouble();

@@ -35,6 +35,9 @@ struct PrecisionRow
     qint64 weightBytes = 0, rssLoadBytes = 0;
 };
 
+/// The precision @p run evaluated in: its quantization method ("int8", "int4-sym", ...), else the
+/// dtype its result ran in ("float32", "bfloat16"); empty without a result.
+[[nodiscard]] QString precisionOf(const RunRecord &run);
 /// One run's row (speedup left 0); none without a result.
 [[nodiscard]] std::optional<PrecisionRow> precisionRow(const RunRecord &run);
 /// One row per run, in the order given; runs without a result are left out.

@@ -12,6 +12,7 @@
 #include "report/report.h"
 #include "test_paths.h"
 #include "test_runs.h"
+#include "test_verify.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -96,6 +97,29 @@ private Q_SLOTS:
         QVERIFY(!precisionRow(none));
         // A tensor-parallel run's memory per rank is its slices: weights_bytes_per_rank.
         QCOMPARE(precisionRow(tpRun(u"tp"_s, 2, 2, 7.0, u"xs1:t"_s, u"float32"_s, 4))->weightBytes, 600000);
+    }
+
+    /// Scaling efficiency is one precision's across rank counts: a precision sweep at one rank
+    /// showed int8's speed-up as "140% efficiency" and fitted one projection through all of them.
+    void efficiencyIsPerPrecision()
+    {
+        RunRecord int8Two = precisionRun(u"e-int8-2"_s, u"int8"_s, 7.01, 0.0011, 2660, 110000000, 3);
+        int8Two.worldSize = 2;
+        const std::vector<RunRecord> runs{precisionRun(u"e-none"_s, u"none"_s, 7.0, 0, 1000, 400000000, 0),
+                                          precisionRun(u"e-int8"_s, u"int8"_s, 7.01, 0.0011, 1400, 110000000, 1), int8Two};
+        const Comparison c = compareRuns(runs, {});
+        QCOMPARE(c.points.size(), std::size_t(3));
+        for (const ScalingPoint &p : c.points) {
+            const double expected = p.runId == u"e-int8-2"_s ? 2660.0 / (2 * 1400.0) : 1.0; // int8 at 2 ranks against int8 at 1
+            CPPL_VERIFY2(std::fabs(p.efficiency - expected) < 1e-12, qPrintable(u"%1: efficiency %2"_s.arg(p.runId).arg(p.efficiency)));
+        }
+        CPPL_VERIFY2(c.warnings.join(u"\n"_s).contains(u"the runs cover 2 precisions (float32, int8): scaling efficiency is each precision's own"_s),
+                     qPrintable(c.warnings.join(u"\n"_s)));
+        QVERIFY(!c.projection.available);
+        QVERIFY(c.projection.why.contains(u"2 precisions"_s));
+        // One precision: no such warning.
+        const Comparison one = compareRuns({runs[1], runs[2]}, {});
+        QVERIFY(!one.warnings.join(u"\n"_s).contains(u"precisions"_s));
     }
 
     void sweepPlansPrecisionsAtEachCount()
