@@ -35,8 +35,11 @@
 #                     the rank in lost_ranks, on_rank_loss continue in the result
 #   tensor-parallel   --tensor-parallel 2 (issue 40): two ranks of this host split the model over
 #                     Gloo on the CPU (the native float32 kernels, dynamic schedule): within 1e-6
-#                     relative PPL of one rank, and the weights each rank holds; on cuda the same
-#                     run, which says "skip" while the agent refuses it (not built on GPUs yet)
+#                     relative PPL of one rank, and the weights each rank holds; on cuda over NCCL
+#                     (two ranks sharing the GPU when there is one: CLUSTERPPL_NCCL_SHARE_GPU=1):
+#                     float32 within 1e-6 of the one-rank cuda float32 run (TF32 off), bfloat16's
+#                     deviation from the one-rank bf16 run printed (limit 2%), the weights per
+#                     rank; 2 x 2 (4 ranks) the 2 x 1 run's nll_sum_exact
 #   speed bf16        tokens/s and MFU of the agent vs a PyTorch eager loop on the same GPU and model
 #                     (both at batch 8), and the agent's tokens/s at its default batch
 # A failing row shows the failing program's own error line. Exit status 0 only when no row failed.
@@ -225,19 +228,47 @@ tp_cpu_row() {
   row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
       "ppl $(jget "$OUT/tp-cpu.json" ppl), rel. diff to 1 rank $d (limit 1e-6); weights per rank $(jget "$OUT/tp-cpu.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cpu.json" model weight_bytes) bytes"
 }
-# The same on the GPU: prepared for the LibTorch/NCCL path; "skip" while the agent refuses it.
-tp_cuda_row() {
-  local name="tensor-parallel 2 on cuda"
-  if "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL[@]}" --device cuda --tensor-parallel 2 --timeout 120 \
-       --json "$OUT/tp-cuda.json" >"$OUT/tp-cuda.log" 2>&1; then
-    if [[ ! -f "$OUT/cuda16.json" ]]; then row "$name" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"; return; fi
-    local d ok
-    read -r d ok <<<"$(rel "$(jget "$OUT/cuda16.json" ppl)" "$(jget "$OUT/tp-cuda.json" ppl)" 0.02)"
-    row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" "ppl $(jget "$OUT/tp-cuda.json" ppl), rel. diff to 1 rank $d (limit 2%, bfloat16)"
-  elif grep -q 'GPUs over NCCL come later' "$OUT/tp-cuda.log"; then
-    row "$name" skip "not built on GPU yet: the agent runs --tensor-parallel on the CPU over Gloo only"
+# The same on the GPU over NCCL (LibTorch's path): two ranks share the GPU where there is one
+# (CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own NCCL_HOSTID, NCCL_NET=Socket).
+tp_cuda_run() { # WORLD JSON LOG EVAL-ARGS...
+  local world=$1 json=$2 log=$3; shift 3
+  local share=(); (( GPUS < world )) && share=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
+  "${share[@]}" "$AGENT" run --standalone --nproc-per-node "$world" -- "${EVAL[@]}" --device cuda --backend nccl --tensor-parallel 2 \
+    --timeout 120 "$@" --json "$json" >"$log" 2>&1
+}
+tp_cuda_rows() {
+  local name="tensor-parallel 2 cuda fp32" d ok where
+  where=$( (( GPUS < 2 )) && echo "2 ranks on 1 GPU" || echo "2 GPUs")
+  if [[ ! -f "$OUT/cuda32.json" ]]; then
+    row "$name" FAIL "no one-rank cuda float32 run to compare with (eval cuda fp32 failed)"
+  elif tp_cuda_run 2 "$OUT/tp-cuda32.json" "$OUT/tp-cuda32.log" --dtype float32 --tf32 off; then
+    read -r d ok <<<"$(rel "$(jget "$OUT/cuda32.json" ppl)" "$(jget "$OUT/tp-cuda32.json" ppl)" 1e-6)"
+    row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
+        "$where: ppl $(jget "$OUT/tp-cuda32.json" ppl), rel. diff to 1 rank $d (limit 1e-6, TF32 off); weights per rank $(jget "$OUT/tp-cuda32.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cuda32.json" model weight_bytes) bytes"
   else
-    row "$name" FAIL "$(errline "$OUT/tp-cuda.log")"
+    row "$name" FAIL "$(errline "$OUT/tp-cuda32.log")"
+  fi
+  name="tensor-parallel 2 cuda bf16"
+  if [[ ! -f "$OUT/cuda16.json" ]]; then
+    row "$name" FAIL "no one-rank cuda bfloat16 run to compare with (eval cuda bf16 failed)"
+  elif tp_cuda_run 2 "$OUT/tp-cuda16.json" "$OUT/tp-cuda16.log"; then
+    read -r d ok <<<"$(rel "$(jget "$OUT/cuda16.json" ppl)" "$(jget "$OUT/tp-cuda16.json" ppl)" 2e-2)"
+    row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
+        "$where: ppl $(jget "$OUT/tp-cuda16.json" ppl), deviation from 1 rank bf16 $d (limit 2e-2); weights per rank $(jget "$OUT/tp-cuda16.json" tensor_parallel weights_bytes_per_rank) bytes"
+  else
+    row "$name" FAIL "$(errline "$OUT/tp-cuda16.log")"
+  fi
+  # 2 x 2 (two groups, on shared GPUs where there are fewer than 4): the 2 x 1 run's bits.
+  name="tensor-parallel 2x2 cuda = 2x1"
+  if [[ ! -f "$OUT/tp-cuda32.json" ]]; then
+    row "$name" FAIL "no 2 x 1 run to compare with (tensor-parallel 2 cuda fp32 failed)"
+  elif tp_cuda_run 4 "$OUT/tp-cuda32x2.json" "$OUT/tp-cuda32x2.log" --dtype float32 --tf32 off; then
+    local a b
+    a=$(jget "$OUT/tp-cuda32.json" nll_sum_exact); b=$(jget "$OUT/tp-cuda32x2.json" nll_sum_exact)
+    row "$name" "$([[ -n "$a" && "$a" == "$b" ]] && echo ok || echo FAIL)" \
+        "4 ranks on $GPUS GPU(s): nll_sum_exact $([[ -n "$a" && "$a" == "$b" ]] && echo identical || echo "DIFFERS ($a vs $b)")"
+  else
+    row "$name" FAIL "$(errline "$OUT/tp-cuda32x2.log")"
   fi
 }
 CPU_OK=0
@@ -248,7 +279,8 @@ fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
   for r in "eval cuda fp32" "eval cuda bf16" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
-           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 on cuda" "speed bf16 vs eager"; do
+           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 cuda fp32" "tensor-parallel 2 cuda bf16" \
+           "tensor-parallel 2x2 cuda = 2x1" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
@@ -392,9 +424,9 @@ else
   row "lost rank nccl" skip "one GPU: NCCL needs a GPU per rank, and a lost rank needs two ranks"
 fi
 
-# 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU once built.
+# 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU over NCCL.
 tp_cpu_row
-tp_cuda_row
+tp_cuda_rows
 
 # 9. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
 BENCH="$OUT/bench-model"

@@ -116,12 +116,12 @@ constexpr CommandUsage kCommandUsage[] = {
                                          is served outside the ranks), or end the run (fail: fail
                                          fast; the default and the only choice with --schedule static)
       --tensor-parallel N                N consecutive ranks of one host split the model (heads, MLP
-                                         columns, vocabulary; default 1); world size / N groups
-                                         evaluate batches in parallel, the same bits for any number
-                                         of them; a lost rank takes its group out. This version: the
-                                         CPU over Gloo (float32; bfloat16 with --gemm blas or
-                                         auto; --quantize with each row-parallel slice on
-                                         --quant-group boundaries), no GPUs
+                                         and experts' columns, vocabulary; default 1); world size / N
+                                         groups evaluate batches in parallel, the same bits for any
+                                         number of them; a lost rank takes its group out. The CPU
+                                         over Gloo (float32; bfloat16 with --gemm blas or auto;
+                                         --quantize with each row-parallel slice on --quant-group
+                                         boundaries), GPUs over NCCL (each group a communicator)
                                          (docs/models.md, "Tensor parallelism")
       --checkpoint-lines                 committed rounds on stdout for the launcher: every rank's
                                          batches ("CLUSTERPPL_LEDGER {...}") before a round's
@@ -169,6 +169,9 @@ constexpr CommandUsage kCommandUsage[] = {
       words of about +-2^62/WORLD_SIZE with distinct low bits, and checks every word against its
       exact sum (computed locally). Exit 0 only when all are exact on every rank.
       --words N,...          word counts, one all-reduce each (default 1,7,65536,1048577)
+      --tensor-parallel N    check eval's tensor-parallel groups of N instead: float32 and
+                             float64 sums (in member order) and maxima of N elements each, and
+                             over nccl the all-gather of GPU memory, every bit checked
       --groups, --timeout (default 120), --rank ... --master-port   as for eval
 )"},
     {"merge", R"(  clusterppl-agent merge RESULT.json... [--json OUT]
@@ -191,7 +194,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
     The memory plan (from DIR/config.json alone; no weights are read):
-      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2)
+      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2,
+                             mixtral, qwen2_moe: every expert counted)
       --tensor-parallel N    ranks per tensor-parallel group to show (default 1)
       --gpu-memory GiB       free memory of one GPU (default: none, figures without a verdict)
       --dtype float32|bfloat16|float16   the evaluation dtype (default bfloat16)

@@ -216,6 +216,38 @@ private Q_SLOTS:
         QCOMPARE(lost[0].toObject().value(QStringLiteral("rank")).toInt(), victim);
     }
 
+    /// --tensor-parallel 2 over NCCL on cuda (two ranks sharing the GPU where there is one:
+    /// CLUSTERPPL_NCCL_SHARE_GPU=1): the group's reductions bit-exact (comm-check), and float32 (TF32
+    /// off) within 1e-6 relative PPL of one rank on cuda.
+    void tensorParallelOverNccl()
+    {
+        const int gpus = usableNcclGpus();
+        if (gpus == 0)
+            CPPL_SKIP_NO_GPU("NCCL is not usable here (preflight says why); label gpu, run scripts/gpu-check.sh on a GPU host");
+        if (gpus < 2)
+            qputenv("CLUSTERPPL_NCCL_SHARE_GPU", "1");
+        const QStringList launch{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"),
+                                 QStringLiteral("--")};
+        ProcessResult r = runAgent(launch + QStringList{QStringLiteral("comm-check"), QStringLiteral("--backend"), QStringLiteral("nccl"),
+                                                        QStringLiteral("--tensor-parallel"), QStringLiteral("2"), QStringLiteral("--timeout"), QStringLiteral("60")});
+        CPPL_VERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("every tensor-parallel reduction exact on every rank")), qPrintable(r.describe()));
+        QTemporaryDir dir;
+        const QStringList common{QStringLiteral("--model"), embeddedModel(), QStringLiteral("--text"), heldOut(), QStringLiteral("--tokenizer"),
+                                 QStringLiteral("bytes"), QStringLiteral("--max-windows"), QStringLiteral("64"), QStringLiteral("--device"),
+                                 QStringLiteral("cuda"), QStringLiteral("--dtype"), QStringLiteral("float32"), QStringLiteral("--tf32"),
+                                 QStringLiteral("off"), QStringLiteral("--quiet"), QStringLiteral("--json")};
+        const QString one = dir.filePath(QStringLiteral("one.json")), tp = dir.filePath(QStringLiteral("tp.json"));
+        r = runAgent(QStringList{QStringLiteral("eval")} + common + QStringList{one});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        r = runAgent(launch + common + QStringList{tp, QStringLiteral("--backend"), QStringLiteral("nccl"), QStringLiteral("--tensor-parallel"),
+                                                   QStringLiteral("2"), QStringLiteral("--timeout"), QStringLiteral("120")});
+        qunsetenv("CLUSTERPPL_NCCL_SHARE_GPU");
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const double a = readJson(one).value(QStringLiteral("ppl")).toDouble(), b = readJson(tp).value(QStringLiteral("ppl")).toDouble();
+        qInfo("tensor-parallel 2 over NCCL, float32: relative PPL deviation %.3g from one rank", std::abs(a - b) / a);
+        QVERIFY2(std::abs(a - b) <= 1e-6 * a, qPrintable(QStringLiteral("ppl %1 vs one rank's %2").arg(b, 0, 'g', 12).arg(a, 0, 'g', 12)));
+    }
+
 private:
     static QString embeddedModel() { return cppl::test::kModel; }
     static QString heldOut() { return cppl::test::kText; }

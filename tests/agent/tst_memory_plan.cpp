@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The memory plan of tensor parallelism (agent/lib/gpu/batch_sizing.*'s planMemory, `plan --model`):
 // the Llama 7B, 13B and 70B configs' weights, K/V and activations per rank against a hand
-// computation from config.json's figures; the recommendation; the command's text and JSON.
+// computation from config.json's figures; the recommendation; the command's text and JSON; mixtures of
+// experts (Mixtral 8x7B, Qwen1.5-MoE-A2.7B) against their published parameter counts.
 #include "gpu/batch_sizing.h"
 
 #include "test_paths.h"
@@ -234,18 +235,73 @@ private Q_SLOTS:
         CPPL_VERIFY2(q.exitCode == 2 && q.err.contains(u"--quantize \"int3\" is not one of none, int8, int4"_s), qPrintable(q.describe()));
     }
 
-    // A mixture of experts is refused by name, not planned as a dense model of one expert's width.
-    void refusesAMixtureOfExperts()
+    // A mixture of experts: every expert counted (the published totals: Mixtral 8x7B 46.7B, 12.9B
+    // active; Qwen1.5-MoE-A2.7B 14.3B, 2.7B active), split by the experts' intermediate columns.
+    void plansAMixtureOfExperts_data()
     {
+        QTest::addColumn<QByteArray>("config");
+        QTest::addColumn<qint64>("params");
+        QTest::addColumn<qint64>("active");
+        QTest::addColumn<qint64>("sharded"); // bytes at N = 2, bfloat16
+        QTest::addColumn<qint64>("replicated");
+        QTest::addColumn<QString>("shape");
+        // Mixtral 8x7B: (attention 41,943,040 + experts 8 x 176,160,768) x 32 layers / 2 + 16,000 x 4096 x 2
+        // vocabulary rows sharded; norms 266,240 (bfloat16) and the routers 32 x 8 x 4096 (double) replicated.
+        QTest::addRow("Mixtral 8x7B") << QByteArray(R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
+                    "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null})")
+                                     << qint64(46'702'792'704) << qint64(12'879'925'248) << qint64(2 * (23'219'666'944 + 131'072'000))
+                                     << qint64(2 * 266'240 + 8 * 1'048'576) << u"top 2 of 8 experts of 14336 in 32 layers"_s;
+        // Qwen1.5-MoE-A2.7B: q/k/v biases, 60 experts of 1408, top 4, a shared expert of 5632 and its gate.
+        QTest::addRow("Qwen1.5-MoE-A2.7B")
+            << QByteArray(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16,
+                    "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                    "num_experts": 60, "num_experts_per_tok": 4, "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                    "vocab_size": 151936, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+                    "tie_word_embeddings": false, "use_sliding_window": false})")
+            << qint64(14'315'784'192) << qint64(2'689'173'504)
+            << qint64(2) * ((qint64(24) * (4 * 2048 * 2048 + 3 * 2048 * (60 * 1408 + 5632)) + 24 * 3 * 2048) / 2 + qint64(75'968) * 2048 * 2)
+            << qint64(2) * (24 * 2 * 2048 + 2048) + qint64(8) * 24 * 61 * 2048 << u"top 4 of 60 experts of 1408 and a shared expert of 5632 in 24 layers"_s;
+    }
+    void plansAMixtureOfExperts()
+    {
+        QFETCH(QByteArray, config);
+        QFETCH(qint64, params);
+        QFETCH(qint64, active);
+        QFETCH(qint64, sharded);
+        QFETCH(qint64, replicated);
+        QFETCH(QString, shape);
         QTemporaryDir dir;
-        QFile f(dir.filePath(u"config.json"_s));
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                    "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2})");
-        f.close();
-        const cppl::test::ProcessResult r = cppl::test::runProcess(cppl::test::kAgent, {u"plan"_s, u"--model"_s, dir.path()});
-        QVERIFY(r.exitCode != 0);
-        CPPL_VERIFY2(r.err.contains(u"the memory plan does not model mixtral's experts"_s), qPrintable(r.describe()));
+        cppl::test::writeFile(dir.filePath(u"config.json"_s), config);
+        const QString json = dir.filePath(u"plan.json"_s);
+        const cppl::test::ProcessResult r =
+            cppl::test::runProcess(cppl::test::kAgent, {u"plan"_s, u"--model"_s, dir.path(), u"--tensor-parallel"_s, u"2"_s, u"--json"_s, json});
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        CPPL_VERIFY2(r.out.contains(shape) && r.out.contains(u"%1 parameters, %2 active per token"_s.arg(params).arg(active)), qPrintable(r.out));
+        const QJsonObject m = cppl::test::readJson(json).value(u"memory"_s).toObject();
+        QCOMPARE(m.value(u"params"_s).toInteger(), params);
+        QCOMPARE(m.value(u"active_params_per_token"_s).toInteger(), active);
+        const QJsonObject asked = m.value(u"asked"_s).toObject();
+        QCOMPARE(asked.value(u"weights_sharded_bytes"_s).toInteger(), sharded);
+        QCOMPARE(asked.value(u"weights_replicated_bytes"_s).toInteger(), replicated);
+        QCOMPARE(asked.value(u"weights_bytes"_s).toInteger(), sharded + replicated);
+    }
+
+    // Experts whose width N does not divide are refused as the agent refuses them.
+    void refusesExpertsNotDividingN()
+    {
+        PlanModel m = planModel(k7B);
+        m.experts = 8;
+        m.topK = 2;
+        m.sparseLayers = m.shape.layers;
+        m.expertIntermediate = 14337;
+        QCOMPARE(cppl::agent::tensorParallelRefusal(m, 2), std::string("--tensor-parallel 2: the experts' intermediate size 14337 does not divide by it"));
+        m.expertIntermediate = 1408;
+        m.sharedIntermediate = 5633;
+        QCOMPARE(cppl::agent::tensorParallelRefusal(m, 2),
+                 std::string("--tensor-parallel 2: the shared expert's intermediate size 5633 does not divide by it"));
+        m.sharedIntermediate = 5632;
+        QVERIFY(cppl::agent::tensorParallelRefusal(m, 2).empty());
     }
 };
 

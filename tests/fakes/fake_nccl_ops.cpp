@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The fake NCCL's collectives: int64 SUM all-reduce and reduce, broadcast, as NCCL defines them.
+// The fake NCCL's collectives: int64 SUM all-reduce and reduce, float MAX all-reduce, broadcast and
+// all-gather, as NCCL defines them.
 // A call connects the communicator on its first use (NCCL's lazy connection, on the calling
 // thread: the call itself blocks until every member connected), then puts a "kernel" on the
 // stream that exchanges the data through rank 0's process; the stream stays busy until the kernel
@@ -16,11 +17,11 @@ namespace cppl::fakes::nccl {
 
 namespace {
 
-enum class Kind : std::int32_t { AllReduce = 1, Reduce, Broadcast };
+enum class Kind : std::int32_t { AllReduce = 1, Reduce, Broadcast, AllGather };
 
 const char *kindName(Kind k)
 {
-    return k == Kind::AllReduce ? "all-reduce" : k == Kind::Reduce ? "reduce" : "broadcast";
+    return k == Kind::AllReduce ? "all-reduce" : k == Kind::Reduce ? "reduce" : k == Kind::Broadcast ? "broadcast" : "all-gather";
 }
 
 std::atomic<long long> g_collectives{0}; ///< every collective this process enqueued, numbered from 0
@@ -35,6 +36,9 @@ struct OpWork
     std::size_t count;
     int root;
     long long index; ///< the process's index of this collective (scripts)
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    std::size_t recvBytes; ///< bytes, or an all-gather's size * bytes
 };
 
 std::string where(const CommState &c, const OpWork &w)
@@ -83,10 +87,41 @@ bool gather(CommState &c, std::vector<std::vector<unsigned char>> &frames, std::
     return true;
 }
 
-/// Int64 (two's complement) sums, added in rank order: exact, as NCCL's integer reductions.
+/// @p data's elements into @p acc: int64 SUM (two's complement), or float32/float64 MAX.
+void reduceInto(const OpWork &w, std::vector<unsigned char> &acc, const unsigned char *data, bool first)
+{
+    if (first) {
+        std::memcpy(acc.data(), data, w.bytes);
+        return;
+    }
+    for (std::size_t i = 0; i < w.count; ++i) {
+        if (w.type == ncclFloat32) {
+            float a = 0, b = 0;
+            std::memcpy(&a, acc.data() + 4 * i, 4);
+            std::memcpy(&b, data + 4 * i, 4);
+            a = b > a ? b : a;
+            std::memcpy(acc.data() + 4 * i, &a, 4);
+        } else if (w.type == ncclFloat64) {
+            double a = 0, b = 0;
+            std::memcpy(&a, acc.data() + 8 * i, 8);
+            std::memcpy(&b, data + 8 * i, 8);
+            a = b > a ? b : a;
+            std::memcpy(acc.data() + 8 * i, &a, 8);
+        } else {
+            std::uint64_t a = 0, b = 0;
+            std::memcpy(&a, acc.data() + 8 * i, 8);
+            std::memcpy(&b, data + 8 * i, 8);
+            a += b;
+            std::memcpy(acc.data() + 8 * i, &a, 8);
+        }
+    }
+}
+
+/// Int64 (two's complement) sums, added in rank order: exact, as NCCL's integer reductions; float
+/// maxima; an all-gather's members' data, in rank order.
 std::vector<unsigned char> combine(const CommState &c, const OpWork &w, const std::vector<std::vector<unsigned char>> &frames, std::string &why)
 {
-    std::vector<std::uint64_t> sum(w.count, 0);
+    std::vector<unsigned char> acc(w.recvBytes);
     std::vector<unsigned char> root;
     for (int r = 0; r < c.size; ++r) {
         net::Reader in(frames[static_cast<std::size_t>(r)]);
@@ -109,17 +144,12 @@ std::vector<unsigned char> combine(const CommState &c, const OpWork &w, const st
             root.assign(data, data + w.bytes);
             continue;
         }
-        for (std::size_t i = 0; i < w.count; ++i) {
-            std::uint64_t v = 0;
-            std::memcpy(&v, data + 8 * i, 8);
-            sum[i] += v;
-        }
+        if (w.kind == Kind::AllGather)
+            std::memcpy(acc.data() + static_cast<std::size_t>(r) * w.bytes, data, w.bytes);
+        else
+            reduceInto(w, acc, data, r == 0);
     }
-    if (w.kind == Kind::Broadcast)
-        return root;
-    std::vector<unsigned char> out(w.bytes);
-    std::memcpy(out.data(), sum.data(), w.bytes);
-    return out;
+    return w.kind == Kind::Broadcast ? root : acc;
 }
 
 /// Rank 0's part: gather, combine, answer; false (with @p why) on a lost member or a mismatch.
@@ -140,7 +170,7 @@ bool exchangeAsRoot(CommState &c, const OpWork &w, std::string &why)
         }
     }
     if (w.kind != Kind::Reduce || w.root == 0)
-        std::memcpy(w.recv, result.data(), w.bytes);
+        std::memcpy(w.recv, result.data(), w.recvBytes);
     return true;
 }
 
@@ -153,11 +183,11 @@ bool exchangeAsMember(CommState &c, const OpWork &w, std::string &why)
         return false;
     }
     if (w.kind != Kind::Reduce || c.rank == w.root) {
-        if (f.payload.size() != w.bytes) {
-            why = "rank 0 sent " + std::to_string(f.payload.size()) + " bytes, expected " + std::to_string(w.bytes);
+        if (f.payload.size() != w.recvBytes) {
+            why = "rank 0 sent " + std::to_string(f.payload.size()) + " bytes, expected " + std::to_string(w.recvBytes);
             return false;
         }
-        std::memcpy(w.recv, f.payload.data(), w.bytes);
+        std::memcpy(w.recv, f.payload.data(), w.recvBytes);
     }
     return true;
 }
@@ -181,7 +211,7 @@ void opKernel(void *arg)
             const std::lock_guard lock(c.wire);
             ok = c.rank == 0 ? exchangeAsRoot(c, *w, why) : exchangeAsMember(c, *w, why);
         } else if (w->recv != w->send) {
-            std::memcpy(w->recv, w->send, w->bytes);
+            std::memcpy(w->recv, w->send, w->bytes); // one member: an all-gather's result is its own data
         }
         if (!ok && !c.aborted.load()) { // as NCCL's kernel: the error is reported, the kernel stays until the abort
             trace(where(c, *w) + " failed: " + why);
@@ -262,17 +292,22 @@ ncclResult_t enqueue(Kind kind, const void *send, void *recv, std::size_t count,
         return failWith(ncclInvalidUsage, std::string(kindName(kind)) + " on '" + c->name + "': the communicator was aborted");
     if (c->asyncError.load() == ncclInProgress)
         return failWith(ncclInvalidUsage, std::string(kindName(kind)) + " on '" + c->name + "': the communicator is still being made");
-    const bool reduces = kind != Kind::Broadcast;
-    if (reduces && (op != ncclSum || (type != ncclInt64 && type != ncclUint64)))
-        return failWith(ncclInvalidArgument, "this fake NCCL reduces only int64/uint64 with ncclSum (what clusterppl-agent uses)");
-    if (elementSize(type) == 0 || (kind != Kind::AllReduce && (root < 0 || root >= c->size)))
+    const bool reduces = kind == Kind::AllReduce || kind == Kind::Reduce;
+    const bool integerSum = op == ncclSum && (type == ncclInt64 || type == ncclUint64);
+    const bool floatMax = kind == Kind::AllReduce && op == ncclMax && (type == ncclFloat32 || type == ncclFloat64);
+    if (reduces && !integerSum && !floatMax)
+        return failWith(ncclInvalidArgument, "this fake NCCL reduces only int64/uint64 with ncclSum and all-reduces float32/float64 with ncclMax "
+                                             "(what clusterppl-agent uses)");
+    if (elementSize(type) == 0 || (kind != Kind::AllReduce && kind != Kind::AllGather && (root < 0 || root >= c->size)))
         return failWith(ncclInvalidArgument, std::string(kindName(kind)) + " on '" + c->name + "': bad data type or root " + std::to_string(root));
     const long long index = g_collectives++;
     trace(std::string(kindName(kind)) + " #" + std::to_string(index) + " on '" + c->name + "', " + std::to_string(count) + " elements");
     if (const ncclResult_t rc = connectFirst(*c); rc != ncclSuccess)
         return rc;
     beginOp(*c);
-    auto *w = new OpWork{c, kind, send, recv, count * elementSize(type), count, root, index};
+    const std::size_t bytes = count * elementSize(type);
+    auto *w = new OpWork{c, kind, send, recv, bytes, count, root, index, type, op,
+                         kind == Kind::AllGather ? bytes * static_cast<std::size_t>(c->size) : bytes};
     if (cpplFakeCudaLaunch(stream, opKernel, w) != cudaSuccess) {
         endOp(*c);
         delete w;
@@ -304,6 +339,11 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
     return enqueue(Kind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return enqueue(Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)

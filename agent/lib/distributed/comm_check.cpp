@@ -4,6 +4,9 @@
 #include "args.h"
 #include "distributed_run.h"
 #include "exit_codes.h"
+#include "tensor_parallel_check.h"
+
+#include "eval/tensor_parallel.h"
 
 #include "cppl/errors.h"
 #include "cppl/rank_env.h"
@@ -40,6 +43,31 @@ std::vector<std::int64_t> parseSizes(const std::string &text)
     return sizes;
 }
 
+/// --tensor-parallel N: every group's collectives instead of the data-parallel words (the
+/// followers are in no data-parallel communicator).
+int checkTensorParallel(DistributedRun &run, int n, const std::vector<std::int64_t> &sizes, std::ostream &out, std::ostream &err)
+{
+    const int rank = run.rank(), g = rank / n;
+    const std::string who = "comm-check: rank " + std::to_string(rank) + ": ";
+    std::unique_ptr<TensorParallelGroup> group = run.formTensorParallelGroup(n);
+    if (rank == 0)
+        out << "comm-check: backend " << run.backend() << ", tensor-parallel groups of " << n << ", " << run.worldSize() / n << " groups"
+            << (group->gathersOnDevice() ? ", GPU memory gathered on the device" : "") << "\n";
+    std::string firstWrong;
+    const std::int64_t wrong = checkTensorParallelGroup(*group, g, sizes, out, err, firstWrong);
+    if (wrong > 0) {
+        const std::string msg = std::to_string(wrong) + " elements of tensor-parallel group " + std::to_string(g)
+                                + " differ from their member-order sums (first: " + firstWrong + ")";
+        run.reportFailure(kExitRuntime, msg);
+        throw ExitError(kExitRuntime, who + msg);
+    }
+    group.reset();
+    run.finish();
+    if (rank == 0)
+        out << "comm-check: every tensor-parallel reduction exact on every rank\n";
+    return kExitOk;
+}
+
 } // namespace
 
 std::int64_t commCheckWord(int rank, int worldSize, std::int64_t i) noexcept
@@ -59,7 +87,7 @@ std::int64_t commCheckExpected(int worldSize, std::int64_t i) noexcept
 int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, std::ostream &err, const C10d &c10d)
 {
     const Args a(argv,
-                 {"--backend", "--topology", "--groups", "--timeout", "--words", "--rank", "--world-size", "--local-rank", "--local-world-size",
+                 {"--backend", "--topology", "--groups", "--timeout", "--words", "--tensor-parallel", "--rank", "--world-size", "--local-rank", "--local-world-size",
                   "--master-addr", "--master-port"},
                  {});
     DistributedOptions o;
@@ -76,8 +104,11 @@ int commCheckCommand(const std::vector<std::string> &argv, std::ostream &out, st
     o.storeServedElsewhere = std::getenv("TORCHELASTIC_USE_AGENT_STORE") && std::string(std::getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True";
     o.connectInBackground = false; // a check: its groups' errors at once, its timings without their forming
     const std::vector<std::int64_t> sizes = parseSizes(a.get("--words").value_or("1,7,65536,1048577"));
+    o.tensorParallel = static_cast<int>(a.integer("--tensor-parallel", 1, 1, 1024));
 
     DistributedRun run(o, c10d);
+    if (o.tensorParallel > 1)
+        return checkTensorParallel(run, o.tensorParallel, sizes, out, err);
     const int rank = run.rank(), world = run.worldSize();
     const std::string who = "comm-check: rank " + std::to_string(rank) + ": ";
     if (rank == 0)

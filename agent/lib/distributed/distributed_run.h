@@ -174,9 +174,10 @@ public:
     [[nodiscard]] const RankGroups &groups() const noexcept { return m_groups; }
     /**
      * @brief This rank's tensor-parallel group of @p size ranks: [g * size, (g + 1) * size), on one
-     * host, over Gloo, its keys under cppl/tp/<g>/ (docs/communication.md, "Tensor-parallel
-     * groups"). Blocks until every member joined (--timeout). Throws ConfigError when the world is
-     * not a multiple of @p size, the group spans hosts (named) or the backend is not Gloo.
+     * host, over the run's backend (Gloo, or an NCCL communicator of its own), its keys under
+     * cppl/tp/<g>/ (docs/communication.md, "Tensor-parallel groups"). Blocks until every member
+     * joined (--timeout). Throws ConfigError when the world is not a multiple of @p size or the
+     * group spans hosts (named).
      */
     [[nodiscard]] std::unique_ptr<TensorParallelGroup> formTensorParallelGroup(int size);
     /// @brief Tolerant, --tensor-parallel: one of the group's collectives failed (a member died:

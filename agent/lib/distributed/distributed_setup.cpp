@@ -10,6 +10,7 @@
 #include "watchdog_mesh.h"
 
 #include "eval/tensor_parallel.h"
+#include "tensor_parallel_nccl.h"
 
 #include "exit_codes.h"
 #include "fault_hooks.h"
@@ -183,8 +184,9 @@ struct DistributedRun::CommunicatorStep
     /// when a rank is lost (regroup()).
     BackendOptions dataParallel;
     // The tensor-parallel group (formTensorParallelGroup(), made later by the evaluation) uses the
-    // same Gloo options under a prefix of its own; it reduces activations inside a forward pass,
-    // never the exact words: those stay here, one rank per group contributing.
+    // same options (Gloo's, or NCCL's GPU and timeout) under a prefix of its own; it reduces
+    // activations inside a forward pass, never the exact words: those stay here, one rank per
+    // group contributing.
     /// Gloo: form them on a thread of this rank's while the caller goes on (loads, computes round
     /// 0); the first collective waits for them. False: here (comm-check: its groups' errors at
     /// once). NCCL's always form here.
@@ -491,11 +493,11 @@ std::unique_ptr<TensorParallelGroup> DistributedRun::formTensorParallelGroup(int
     const int g = m_rank / size;
     if (const std::string problem = tensorParallelHostProblem(m_hosts, g, size); !problem.empty())
         throw ConfigError(problem);
-    if (m_backendName != "gloo")
-        throw ConfigError("--tensor-parallel runs over Gloo on CPUs in this version (backend " + m_backendName
-                          + "): NCCL tensor parallelism is not built yet (docs/communication.md)");
-    auto group = m_c10d.makeTensorParallel(*m_store, m_backendOptions, "cppl/tp/" + std::to_string(g) + "/", m_rank % size, size,
-                                           "tensor-parallel group " + std::to_string(g));
+    // NCCL: a communicator of the group's own, on the GPUs the data-parallel ones use (the
+    // model's, or cuda:LOCAL_RANK when the model is on the CPU); Gloo: host memory only.
+    const std::string prefix = "cppl/tp/" + std::to_string(g) + "/", name = "tensor-parallel group " + std::to_string(g);
+    auto group = m_backendName == "nccl" ? makeNcclTensorParallelGroup(*m_store, m_backendOptions, prefix, m_rank % size, size, name)
+                                         : m_c10d.makeTensorParallel(*m_store, m_backendOptions, prefix, m_rank % size, size, name);
     return m_tolerant ? watchTensorParallelGroup(std::move(group), *this) : std::move(group);
 }
 

@@ -2,6 +2,7 @@
 // NCCL through its C API, loaded at run time: the agent links neither libnccl nor libcudart, so a
 // build with NCCL support still starts (and runs Gloo) on hosts without a GPU stack.
 #include "communicator.h"
+#include "nccl_device.h"
 #include "nccl_recovery.h"
 #include "rendezvous_store.h"
 
@@ -72,6 +73,20 @@ std::vector<GpuInfo> cudaDevices()
     return {};
 }
 
+std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(RendezvousStore &, const BackendOptions &, const std::string &, int, int,
+                                                                       const std::string &name)
+{
+    throw CollectiveError(name + " over nccl is unavailable: " + ncclUnavailableReason());
+}
+
+DeviceBuffer::DeviceBuffer(int device, std::size_t) : m_device(device)
+{
+    throw CollectiveError("GPU memory is unavailable: " + ncclUnavailableReason());
+}
+DeviceBuffer::~DeviceBuffer() = default;
+void DeviceBuffer::upload(const void *, std::size_t) {}
+void DeviceBuffer::download(void *, std::size_t) const {}
+
 GpuLibraries gpuLibraries()
 {
     GpuLibraries l;
@@ -120,6 +135,7 @@ struct Api
     ncclResult_t (*commInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) = nullptr;
     ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *) = nullptr;
     ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+    ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*getAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
@@ -239,6 +255,7 @@ const Api &api()
                                                       {"ncclCommInitRankConfig", &x.commInitRankConfig},
                                                       {"ncclCommSplit", &x.commSplit},
                                                       {"ncclAllReduce", &x.allReduce},
+                                                      {"ncclAllGather", &x.allGather},
                                                       {"ncclReduce", &x.reduce},
                                                       {"ncclBroadcast", &x.broadcast},
                                                       {"ncclCommGetAsyncError", &x.getAsyncError},
@@ -346,7 +363,7 @@ ncclConfig_t blockingConfig(const char *name)
  * the world communicator is shrunk (ncclCommShrink with NCCL_SHRINK_ABORT ends what is in flight)
  * or aborted, and aborts the others.
  */
-class NcclCommunicator final : public Communicator
+class NcclCommunicator final : public DeviceCommunicator
 {
 public:
     NcclCommunicator(ncclComm_t comm, int rank, int size, int device, const BackendOptions &o, std::string name)
@@ -433,6 +450,30 @@ public:
     {
         run("broadcast", w, [&] { return api().broadcast(m_buffer, m_buffer, w.size(), ncclInt64, root, m_comm, m_stream); });
     }
+    // Tensor parallelism's (nccl_device.h).
+    void allGatherOnDevice(const void *in, void *out, std::size_t count, DeviceElement type) override
+    {
+        const std::lock_guard lock(m_use);
+        const std::string where = whereOf("all-gather");
+        prepare(where);
+        complete(where, [&] { return api().allGather(in, out, count, ncclType(type), m_comm, m_stream); }, m_timeout);
+    }
+    void allGatherHost(const void *in, void *out, std::size_t count, DeviceElement type) override
+    {
+        const std::size_t bytes = count * elementBytes(type);
+        staged("all-gather", in, bytes, out, bytes * static_cast<std::size_t>(m_size), m_timeout,
+               [&](void *send, void *recv) { return api().allGather(send, recv, count, ncclType(type), m_comm, m_stream); });
+    }
+    void allReduceMaxHost(float *data, std::size_t count) override
+    {
+        staged("max all-reduce", data, count * sizeof(float), data, count * sizeof(float), m_timeout,
+               [&](void *send, void *recv) { return api().allReduce(send, recv, count, ncclFloat32, ncclMax, m_comm, m_stream); });
+    }
+    void broadcastWaiting(std::span<std::int64_t> w, int root, std::chrono::milliseconds wait) override
+    {
+        staged("broadcast", w.data(), w.size_bytes(), w.data(), w.size_bytes(), wait,
+               [&](void *send, void *recv) { return api().broadcast(send, recv, w.size(), ncclInt64, root, m_comm, m_stream); });
+    }
 
 private:
     void abortLocked() noexcept
@@ -505,11 +546,24 @@ private:
         throw TimeoutError(why);
     }
 
+    /// "nccl all-reduce in the world group", "... in the tensor-parallel group 0".
+    [[nodiscard]] std::string whereOf(const char *what) const
+    {
+        return std::string("nccl ") + what + " in the " + m_name + (m_name.find("group") == std::string::npos ? " group" : "");
+    }
+    static ncclDataType_t ncclType(DeviceElement t) { return t == DeviceElement::Float32 ? ncclFloat32 : ncclFloat64; }
+    static std::size_t elementBytes(DeviceElement t) { return t == DeviceElement::Float32 ? sizeof(float) : sizeof(double); }
+
+    /// The int64 words through the device buffer, in place.
     template<typename Enqueue>
     void run(const char *what, std::span<std::int64_t> w, Enqueue enqueue)
     {
-        const std::lock_guard lock(m_use);
-        const std::string where = std::string("nccl ") + what + " in the " + m_name + " group";
+        staged(what, w.data(), w.size_bytes(), w.data(), w.size_bytes(), m_timeout, [&](void *, void *) { return enqueue(); });
+    }
+
+    /// Refuses an operation on a communicator that cannot take one; makes its device current. Under m_use.
+    void prepare(const std::string &where)
+    {
         if (m_aborted)
             throw CollectiveError(where + ": the communicator was aborted earlier");
         if (m_failed)
@@ -519,7 +573,19 @@ private:
         if (m_inFlight)
             throw CollectiveError(where + ": an earlier operation was abandoned in flight; the communicator must be rebuilt");
         checkCuda(api().setDevice(m_device), "cudaSetDevice"); // the current device is per thread: this may be a communication thread
-        const std::size_t bytes = w.size_bytes();
+    }
+
+    /// Host data through the device buffer: @p inBytes of @p in up, @p enqueue(send, recv) on the
+    /// buffer (in place when @p in is @p out), @p outBytes of the result down to @p out.
+    template<typename Enqueue>
+    void staged(const char *what, const void *in, std::size_t inBytes, void *out, std::size_t outBytes, std::chrono::milliseconds timeout,
+                Enqueue enqueue)
+    {
+        const std::lock_guard lock(m_use);
+        const std::string where = whereOf(what);
+        prepare(where);
+        const bool inPlace = in == out;
+        const std::size_t bytes = inPlace ? inBytes : inBytes + outBytes;
         if (bytes > m_capacity) {
             if (m_buffer)
                 checkCuda(api().free(m_buffer), "cudaFree");
@@ -528,19 +594,31 @@ private:
             checkCuda(api().malloc(&m_buffer, bytes), "cudaMalloc");
             m_capacity = bytes;
         }
-        checkCuda(api().memcpyAsync(m_buffer, w.data(), bytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
+        char *send = static_cast<char *>(m_buffer);
+        char *recv = inPlace ? send : send + inBytes;
+        checkCuda(api().memcpyAsync(send, in, inBytes, cudaMemcpyHostToDevice, m_stream), "cudaMemcpyAsync (to the GPU)");
+        complete(where, [&] { return enqueue(send, recv); }, timeout);
+        // Pageable host memory: the copy back returns when done, and the data is already there.
+        checkCuda(api().memcpyAsync(out, recv, outBytes, cudaMemcpyDeviceToHost, m_stream), "cudaMemcpyAsync (from the GPU)");
+        checkCuda(api().streamSynchronize(m_stream), "cudaStreamSynchronize");
+    }
+
+    /// Enqueues the collective and polls it to completion, within @p timeout. Under m_use.
+    template<typename Enqueue>
+    void complete(const std::string &where, Enqueue enqueue, std::chrono::milliseconds timeout)
+    {
         const bool tolerant = m_lossEpoch != nullptr;
         // The connection (first call only) and the kernel are each bounded by --timeout: the
         // kernel's deadline starts when the call returns, as on every rank at about the same
         // moment once all connected, so the first to give up names the timeout.
-        if (const ncclResult_t rc = m_connected ? enqueue() : enqueueFirst(where, enqueue, std::chrono::steady_clock::now() + m_timeout);
+        if (const ncclResult_t rc = m_connected ? enqueue() : enqueueFirst(where, enqueue, std::chrono::steady_clock::now() + timeout);
             rc != ncclSuccess) {
             m_failed = tolerant;
             fail(rc, where, m_comm);
         }
         m_connected = true;
         m_inFlight = true;
-        const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
         for (;;) {
             const cudaError_t q = api().streamQuery(m_stream);
             if (q == cudaSuccess)
@@ -566,7 +644,7 @@ private:
             if (lossReported()) // the kernel may still run: the regrouping's shrink or abort ends it
                 throw RankLostError(where + " abandoned: a rank was lost");
             if (std::chrono::steady_clock::now() > deadline) {
-                const std::string msg = where + " did not finish within " + std::to_string(m_timeout.count() / 1000) + " s";
+                const std::string msg = where + " did not finish within " + std::to_string(timeout.count() / 1000) + " s";
                 if (tolerant) {
                     m_failed = true;
                     throw TimeoutError(msg + "; the communicator is left to the regrouping");
@@ -577,9 +655,6 @@ private:
             std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
         m_inFlight = false;
-        // Pageable host memory: the copy back returns when done, and the data is already there.
-        checkCuda(api().memcpyAsync(w.data(), m_buffer, bytes, cudaMemcpyDeviceToHost, m_stream), "cudaMemcpyAsync (from the GPU)");
-        checkCuda(api().streamSynchronize(m_stream), "cudaStreamSynchronize");
     }
 
     ncclComm_t m_comm;
@@ -843,6 +918,76 @@ Communicators makeNcclCommunicators(RendezvousStore &store, const BackendOptions
     checkCuda(api().setDevice(device), "cudaSetDevice");
     refuseSharedGpus(store, o, device);
     return withSplits(openWorld(store, o, device), o, device);
+}
+
+std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(RendezvousStore &store, const BackendOptions &o, const std::string &prefix,
+                                                                       int rank, int size, const std::string &name)
+{
+    if (const std::string why = deviceProblem(); !why.empty())
+        throw CollectiveError(name + " over nccl is unavailable on this host: " + why);
+    const int device = rankDevice(o);
+    checkCuda(api().setDevice(device), "cudaSetDevice");
+    // Its own unique id, not a split of the world: the data-parallel world holds the leaders only.
+    ncclUniqueId id{};
+    const std::string key = prefix + "nccl/unique-id";
+    if (rank == 0) {
+        check(api().getUniqueId(&id), "ncclGetUniqueId (" + name + ")");
+        store.set(key, toHex(id));
+    } else {
+        id = fromHex(waitFor(store, key, o, "the NCCL unique id of " + name), o.rank);
+    }
+    const std::string commName = "clusterppl " + name;
+    ncclConfig_t config = blockingConfig(commName.c_str());
+    ncclComm_t comm = nullptr;
+    check(api().commInitRankConfig(&comm, size, id, rank, &config),
+          "ncclCommInitRankConfig (" + name + ", member " + std::to_string(rank) + " of " + std::to_string(size) + ", cuda:" + std::to_string(device) + ")");
+    BackendOptions own = o;
+    own.lossEpoch = nullptr; // a loss elsewhere leaves this group whole; one inside it ends this process (the watchdog)
+    auto c = std::make_unique<NcclCommunicator>(comm, rank, size, device, own, name);
+    // NCCL connects the members inside the first collective: here, bounded by --timeout, so that
+    // no later one (a follower's wait for a command is longer) has to.
+    std::int64_t word = rank;
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size));
+    c->allGatherHost(&word, all.data(), 1, DeviceElement::Float64); // 8 bytes each: the type only sizes them
+    for (int m = 0; m < size; ++m)
+        if (all[static_cast<std::size_t>(m)] != m)
+            throw ProtocolError("nccl: " + name + ": member " + std::to_string(m) + " answered as member " + std::to_string(all[static_cast<std::size_t>(m)])
+                                + " when the members connected; do all ranks run the same agent version?");
+    return c;
+}
+
+DeviceBuffer::DeviceBuffer(int device, std::size_t bytes) : m_device(device)
+{
+    if (const std::string why = deviceProblem(); !why.empty())
+        throw CollectiveError("GPU memory is unavailable: " + why);
+    if (device >= 0)
+        checkCuda(api().setDevice(device), "cudaSetDevice");
+    checkCuda(api().malloc(&m_data, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer()
+{
+    if (m_data) {
+        if (m_device >= 0)
+            api().setDevice(m_device);
+        api().free(m_data);
+    }
+}
+
+void DeviceBuffer::upload(const void *host, std::size_t bytes)
+{
+    if (m_device >= 0)
+        checkCuda(api().setDevice(m_device), "cudaSetDevice");
+    checkCuda(api().memcpyAsync(m_data, host, bytes, cudaMemcpyHostToDevice, nullptr), "cudaMemcpyAsync (to the GPU)");
+    checkCuda(api().streamSynchronize(nullptr), "cudaStreamSynchronize");
+}
+
+void DeviceBuffer::download(void *host, std::size_t bytes) const
+{
+    if (m_device >= 0)
+        checkCuda(api().setDevice(m_device), "cudaSetDevice");
+    checkCuda(api().memcpyAsync(host, m_data, bytes, cudaMemcpyDeviceToHost, nullptr), "cudaMemcpyAsync (from the GPU)");
+    checkCuda(api().streamSynchronize(nullptr), "cudaStreamSynchronize");
 }
 
 Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOptions &o, Communicators old, const std::vector<int> &oldMembers,

@@ -76,6 +76,11 @@ public:
     {
         guarded([&] { m_inner->allReduceMax(data, n); });
     }
+    bool gathersOnDevice() const override { return m_inner->gathersOnDevice(); }
+    void allGatherOnDevice(const float *in, float *out, std::int64_t n) override
+    {
+        guarded([&] { m_inner->allGatherOnDevice(in, out, n); });
+    }
     void broadcastCommand(std::int64_t *words, std::int64_t n) override
     {
         guarded([&] { m_inner->broadcastCommand(words, n); });

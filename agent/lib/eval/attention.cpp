@@ -4,6 +4,7 @@
 #include "language_model.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -22,19 +23,34 @@ at::Tensor causalMask(std::int64_t T, const at::TensorOptions &opts, std::int64_
 namespace {
 
 // LibTorch >= 2.0 has fused causal attention (flash / memory-efficient kernels on the GPU); 1.13,
-// Debian's, does not. Checked at compile time so one source builds against both.
-#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+// Debian's, does not. Checked at compile time so one source builds against both;
+// CPPL_SDPA_SYNTAX_CHECK compiles this branch against declarations only (tests/agent/sdpa_syntax.h),
+// so that a build against 1.13 still checks it.
+#if TORCH_VERSION_MAJOR >= 2 || defined(CPPL_SDPA_SYNTAX_CHECK)
 #define CPPL_HAVE_SDPA 1
-// Grouped-query K/V heads are repeated as transformers' repeat_kv does (query head h reads KV head
-// h / rep); enable_gqa exists only from 2.5 on. q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd].
+// q [B, H, T, hd], k and v [B, KV, T, hd] -> [B, T, H * hd]. Without a window the kernel's own
+// causal mask (is_causal: no [T, T] tensor, and flash attention skips the masked blocks); with one
+// the window's additive mask. From 2.5 on the kernel reads each K/V head for its group of query
+// heads (enable_gqa); before, they are repeated as transformers' repeat_kv does (query head h
+// reads KV head h / rep).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5) || defined(CPPL_SDPA_SYNTAX_CHECK_GQA)
+#define CPPL_SDPA_GQA 1
+#else
+#define CPPL_SDPA_GQA 0
+#endif
 at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, bool windowed)
 {
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), rep = H / k.size(1);
+#if CPPL_SDPA_GQA
+    const at::Tensor o = windowed ? at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()), 0.0, false, {}, rep > 1)
+                                  : at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, {}, rep > 1);
+#else
     const at::Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
     const at::Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
-    if (windowed) // the sliding window's mask, added to the scores
-        return at::scaled_dot_product_attention(q, kk, vv, mask.to(q.scalar_type()), 0.0, false).transpose(1, 2).reshape({B, T, H * hd});
-    return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, H * hd});
+    const at::Tensor o = windowed ? at::scaled_dot_product_attention(q, kk, vv, mask.to(q.scalar_type()), 0.0, false)
+                                  : at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true);
+#endif
+    return o.transpose(1, 2).reshape({B, T, H * hd});
 }
 #else
 #define CPPL_HAVE_SDPA 0
@@ -42,11 +58,16 @@ at::Tensor fusedCausalAttention(const at::Tensor &q, const at::Tensor &k, const 
 
 } // namespace
 
+bool usesFusedAttention(const c10::Device &device, const AttentionOptions &o)
+{
+    return CPPL_HAVE_SDPA != 0 && device.is_cuda() && o.scale == 0 && o.softcap == 0;
+}
+
 at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask, const AttentionOptions &o,
                            std::int64_t block)
 {
 #if CPPL_HAVE_SDPA
-    if (q.is_cuda() && o.scale == 0 && o.softcap == 0)
+    if (usesFusedAttention(q.device(), o))
         return fusedCausalAttention(q, k, v, mask, o.windowed);
 #endif
     const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), kv = k.size(1), rep = H / kv;

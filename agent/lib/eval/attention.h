@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 
@@ -28,6 +29,10 @@ struct AttentionOptions
     bool windowed = false;
 };
 
+/// Whether causalAttention on @p device with @p options takes at::scaled_dot_product_attention:
+/// then it reads no mask unless windowed (the caller need not build [T, T] causal masks).
+[[nodiscard]] bool usesFusedAttention(const c10::Device &device, const AttentionOptions &options);
+
 /**
  * Causal attention over query blocks: block i attends only to keys 0..end of block i, so the
  * masked upper triangle is mostly never computed (37% less work at T = 512 with 128-row blocks) and
@@ -35,7 +40,8 @@ struct AttentionOptions
  * into the rows of one GEMM per KV head instead of copying K/V per query head. On CUDA with a
  * LibTorch that has it (2.0 and later), at::scaled_dot_product_attention instead (given the mask when
  * windowed, else its own causal mask; not with another scale or soft-capping).
- * q [B, H, T, hd], k and v [B, KV, T, hd], mask from causalMask -> [B, T, H * hd].
+ * q [B, H, T, hd], k and v [B, KV, T, hd], mask from causalMask (undefined allowed where
+ * usesFusedAttention and not windowed) -> [B, T, H * hd].
  */
 [[nodiscard]] at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &mask,
                                          const AttentionOptions &options = {}, std::int64_t block = kAttentionBlock);

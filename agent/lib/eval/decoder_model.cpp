@@ -57,8 +57,8 @@ DecoderModel::DecoderModel(const std::string &dir, ModelConfig c, const LoadOpti
 {
     if (!m_tp)
         return;
-    if (!m_opts.device.is_cpu())
-        throw ConfigError("tensor parallelism runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
+    if (!m_opts.device.is_cpu() && !m_tp->gathersOnDevice()) // Gloo's groups move host memory: GPU tensors are refused, not staged
+        throw ConfigError("tensor parallelism with the model on a GPU runs over NCCL: use --backend nccl (or auto), or --device cpu for Gloo");
     if (m_linears.kind == LinearKind::PackedBf16)
         throw ConfigError("tensor parallelism with bfloat16 runs on LibTorch's path (--gemm blas), not on the agent's bfloat16 kernels");
     if (m_linears.checkpoint)
@@ -112,13 +112,23 @@ at::Tensor DecoderModel::targetLogProbs(const at::Tensor &ids, const at::Tensor 
 {
     if (!native()) {
         if (!m_tp)
-            return {}; // the evaluator's log-softmax of logitsAt()
+            return {}; // the evaluator's chunked head over scoredHidden()
         const at::Tensor h = hidden(ids).reshape({-1, m_c.hidden});
         return m_head.targetLogProbs(h.index_select(0, flat.to(at::kLong).to(h.device())), targets, m_tp);
     }
     forwardNative(ids);
     const auto finish = [this](float *rows, std::int64_t n) { m_finalNorm(rows, n, rows); };
     return m_head.targetLogProbs(m_ws[kResidual], m_ws.rows(), m_c.hidden, flat, targets, finish, m_tp);
+}
+
+at::Tensor DecoderModel::scoredHidden(const at::Tensor &ids, const at::Tensor &flat)
+{
+    // A quantized head (--quantize-head) is dequantized for each product on LibTorch's path: in
+    // chunks it would be dequantized once per chunk, so it keeps the whole product (logitsAt).
+    if (native() || m_tp || (m_linears.scheme && m_linears.head))
+        return {};
+    const at::Tensor h = hidden(ids).reshape({-1, m_c.hidden});
+    return h.index_select(0, flat.to(at::kLong).to(h.device()));
 }
 
 std::unique_ptr<ScoredLogits> DecoderModel::scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout layout)

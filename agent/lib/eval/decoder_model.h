@@ -53,6 +53,12 @@ public:
     [[nodiscard]] at::Tensor logitsAt(const at::Tensor &ids, const at::Tensor &flat) override;
     void prepare(std::int64_t batch, std::int64_t width) override;
     [[nodiscard]] at::Tensor targetLogProbs(const at::Tensor &ids, const at::Tensor &flat, const at::Tensor &targets) override;
+    /// LibTorch's path on one rank: the scored rows of the final norm's output, for the evaluator's
+    /// chunked head (headLogits); undefined on the agent's kernels and under tensor parallelism,
+    /// whose targetLogProbs() scores the targets itself, and for a quantized head (dequantized per
+    /// product: once per chunk would cost more than its logits).
+    [[nodiscard]] at::Tensor scoredHidden(const at::Tensor &ids, const at::Tensor &flat) override;
+    [[nodiscard]] at::Tensor headLogits(const at::Tensor &rows) override { return m_head(rows); }
     /// The agent's kernels: the forward pass, then each chunk through the fused head's projection
     /// (the rows of targetLogProbs(), the same bits). LibTorch: whole as logitsAt(), or each chunk
     /// projected from the kept hidden states of the scored rows.

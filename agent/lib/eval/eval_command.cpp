@@ -110,9 +110,12 @@ int EvalSession::run()
         m_run->beginLoad(m_o.loadTimeout);
     const EvalInput input = loadData();
     const auto loadStart = std::chrono::steady_clock::now();
+    m_loadStart = steadySeconds();
     m_rssBeforeLoad = residentBytes();
+    const bool peakReset = resetPeakResident();
     const std::unique_ptr<LanguageModel> model = loadModel();
     m_rssLoad = residentBytes() - m_rssBeforeLoad;
+    m_rssLoadPeak = peakReset ? std::max<std::int64_t>(peakResidentBytes() - m_rssBeforeLoad, m_rssLoad) : -1;
     const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
     const std::unique_ptr<LanguageModel> reference = loadReference(*model);
     if (m_run) {
@@ -541,6 +544,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, LanguageModel *reference
     if (leader)
         leader->finish();
     outcome.warmupSeconds = warmupSeconds;
+    outcome.firstTokenSeconds = evaluator.firstBatchAt() > 0 ? evaluator.firstBatchAt() - m_loadStart : 0;
     return outcome;
 }
 

@@ -268,9 +268,9 @@ void parseCommunication(const Args &a, EvalOptions &o)
 }
 
 /// What this version's tensor parallelism runs with (docs/models.md, "Tensor parallelism"): the CPU
-/// over Gloo (the agent's float32 kernels or LibTorch's path, any dtype), either schedule, a lost
-/// rank survived (its whole group out), checkpoints and resume (the leaders' ledger lines); no GPUs
-/// yet. Every refusal here, before the rendezvous.
+/// over Gloo (the agent's float32 kernels or LibTorch's path, any dtype) and GPUs over NCCL
+/// (LibTorch's path), either schedule, a lost rank survived (its whole group out), checkpoints and
+/// resume (the leaders' ledger lines). Every refusal here, before the rendezvous.
 void refuseForTensorParallel(const Args &a, const EvalOptions &o)
 {
     const std::string n = std::to_string(o.tensorParallel);
@@ -278,8 +278,8 @@ void refuseForTensorParallel(const Args &a, const EvalOptions &o)
     if (o.identity.worldSize % o.tensorParallel != 0)
         refuse("the world size " + std::to_string(o.identity.worldSize) + " is not a multiple of it (each group is " + n
                + " consecutive ranks of one host)");
-    if (o.device.isCuda())
-        refuse("runs on the CPU over Gloo in this version (--device cpu); GPUs over NCCL come later");
+    if (o.device.isCuda() && o.distOptions.backend == "gloo") // Gloo's groups move host memory: GPU tensors are refused, not staged
+        refuse("with the model on a GPU runs over NCCL (--backend nccl or auto); Gloo's groups run with --device cpu");
     if (a.has("--shard"))
         refuse("--shard evaluates a shard on one rank; tensor parallelism needs a distributed run");
     if (o.reference.any())

@@ -50,6 +50,21 @@ void addTimes(Json &j, const EvalOutcome &outcome, double loadSeconds)
     j["tokens_per_second"] = outcome.seconds > 0 ? static_cast<double>(outcome.stats.tokens) / outcome.seconds : 0.0;
 }
 
+/// How fast the weights arrived: the weight files' bytes over load_seconds (page cache or disk to
+/// the model's device, in GB/s), and the time to the first batch's scores (issue 44).
+void addLoadSpeed(Json &j, const ModelInfo &mi, double loadSeconds, const EvalOutcome &outcome)
+{
+    std::int64_t bytes = 0;
+    for (const auto &f : mi.weightFiles) {
+        std::error_code ec;
+        const auto n = std::filesystem::file_size(f, ec);
+        bytes += ec ? 0 : static_cast<std::int64_t>(n);
+    }
+    j["model"]["weight_file_bytes"] = bytes;
+    j["load_gb_per_second"] = loadSeconds > 0 ? static_cast<double>(bytes) / loadSeconds / 1e9 : 0.0;
+    j["first_token_seconds"] = outcome.firstTokenSeconds;
+}
+
 Json modelJson(const ModelInfo &mi)
 {
     Json hashes = Json::object();
@@ -155,6 +170,8 @@ Json EvalSession::resultJson(const EvalInput &input, const ModelInfo &mi, double
     addTimes(j, outcome, loadSeconds);
     j["model"] = modelJson(mi);
     j["model"]["rss_load_bytes"] = m_rssLoad;
+    j["model"]["rss_load_peak_bytes"] = m_rssLoadPeak;
+    addLoadSpeed(j, mi, loadSeconds, outcome);
     j["quantization"] = quantizationJson(mi.quantization);
     j["data"] = dataJson(input);
     addReference(j, outcome);

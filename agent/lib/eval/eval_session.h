@@ -97,6 +97,8 @@ private:
     double m_referenceLoadSeconds = 0;
     std::int64_t m_rssBeforeLoad = 0; ///< resident bytes before the model loaded (the result's model.rss_load_bytes)
     std::int64_t m_rssLoad = 0;       ///< ... and what the load added
+    std::int64_t m_rssLoadPeak = 0;   ///< ... and the most it added at any moment (the result's model.rss_load_peak_bytes)
+    double m_loadStart = 0;           ///< steadySeconds() when the model's load began (first_token_seconds counts from it)
     /// Last, so destroyed first: a fingerprint still being hashed stops (nobody waits for it any
     /// more) before the rest of the session goes.
     CheckpointFingerprint m_fingerprint;

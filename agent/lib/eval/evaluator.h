@@ -65,6 +65,9 @@ public:
     /// second (which scaling efficiency compares across node counts) measures the evaluation.
     /// Returns its seconds; every kernel has finished when it returns.
     double warmUp();
+    /// steadySeconds() when the first batch's log-probabilities reached the host (the warm-up's on
+    /// a GPU); 0 before any batch. The result's first_token_seconds.
+    [[nodiscard]] double firstBatchAt() const { return m_firstBatchAt; }
 
 private:
     LanguageModel &m_model;
@@ -72,6 +75,11 @@ private:
     std::span<const std::uint32_t> m_tokens;
     const WindowPlan &m_plan;
     std::int64_t m_batch;
+    double m_firstBatchAt = 0;
+    std::int64_t m_headChunk = 0; ///< rows per chunk of the vocabulary head on LibTorch's path, once known
 };
+
+/// @brief The steady clock's seconds since its epoch (first_token_seconds' clock).
+[[nodiscard]] double steadySeconds();
 
 } // namespace cppl::agent

@@ -135,7 +135,8 @@ private:
     {
         const at::Tensor dev = ids.to(m_opts.device);
         at::Tensor x = m_embedding(dev, m_tp) + at::embedding(m_wpe, at::arange(ids.size(1), dev.options()));
-        const at::Tensor mask = causalMask(ids.size(1), x.options());
+        // Fused attention has its own causal mask: no [T, T] tensor then.
+        const at::Tensor mask = usesFusedAttention(x.device(), {}) ? at::Tensor() : causalMask(ids.size(1), x.options());
         for (const Gpt2Block &b : m_blocks)
             x = blockLibTorch(b, x, mask);
         return x;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "language_model.h"
 
+#include "cppl/errors.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
@@ -35,6 +37,12 @@ std::int64_t logitsChunkRows(std::int64_t vocab, bool gpu)
 std::unique_ptr<ScoredLogits> LanguageModel::scoredLogits(const at::Tensor &ids, const at::Tensor &flat, LogitsLayout /*layout*/)
 {
     return std::make_unique<WholeLogits>(logitsAt(ids, flat));
+}
+
+at::Tensor LanguageModel::headLogits(const at::Tensor & /*rows*/)
+{
+    CPPL_ENFORCE(false, "headLogits of a model without a separate vocabulary head (its scoredHidden is undefined)");
+    return {};
 }
 
 at::Tensor LanguageModel::logitsAt(const at::Tensor &ids, const at::Tensor &flat)

@@ -74,6 +74,13 @@ public:
     {
         return {};
     }
+    /// @brief The final normed hidden states [N, hidden] at the flattened positions, where the
+    /// caller applies headLogits() a chunk of rows at a time (LibTorch's path on one rank: the
+    /// batch's [N, V] logits then never exist). Undefined where the model has no separate head
+    /// (TorchScript) or scores the targets itself (targetLogProbs).
+    [[nodiscard]] virtual at::Tensor scoredHidden(const at::Tensor & /*ids*/, const at::Tensor & /*flatPositions*/) { return {}; }
+    /// @brief Logits [m, V] of rows [m, hidden] of scoredHidden(), in the model's dtype on its device.
+    [[nodiscard]] virtual at::Tensor headLogits(const at::Tensor &rows);
     /// @brief The forward pass of ids and the logits at the flattened positions listed, chunk by
     /// chunk (valid until the model's next forward pass). This default computes logitsAt() whole.
     [[nodiscard]] virtual std::unique_ptr<ScoredLogits> scoredLogits(const at::Tensor &ids, const at::Tensor &flatPositions, LogitsLayout layout);

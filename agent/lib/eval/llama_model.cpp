@@ -71,8 +71,8 @@ class LlamaModel final : public DecoderModel
 public:
     LlamaModel(const std::string &dir, ModelConfig c, SafetensorsCheckpoint ckpt, const LoadOptions &o) : DecoderModel(dir, std::move(c), o)
     {
-        checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate); // before any weight loads
-        refuseMoeTensorParallel(m_c, tpSize());
+        MoeMlp::checkTensorParallel(m_c, tpSize()); // before any weight loads
+        checkTensorParallel(m_c.heads, m_c.kvHeads, m_c.intermediate);
         m_heads = m_c.heads / tpSize();
         m_kvHeads = kvHeadSlice(m_c.heads, m_c.kvHeads).second;
         m_intermediate = m_c.intermediate / tpSize();
@@ -135,7 +135,7 @@ private:
         l.qkv = Linear::load(w, {qkvParts(a, kv0), H, m_c.qkvBias}, m_linears);
         l.o = Linear::load(w, {{{a + "o_proj", H}}, qWidth(), m_c.oBias && r == 0, false, r * qWidth(), qAll}, m_linears);
         if (sparse) {
-            l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears);
+            l.moe = std::make_shared<const MoeMlp>(w, m_c, p, m_linears, m_tp);
         } else {
             l.gateUp = Linear::load(w, {gateUpParts(m), H, m_c.mlpBias}, m_linears);
             l.down = Linear::load(w, {{{m + "down_proj", H}}, I, m_c.mlpBias && r == 0, false, r * I, m_c.intermediate}, m_linears);
@@ -273,7 +273,14 @@ private:
         at::Tensor x = m_embedding(ids.to(m_opts.device), m_tp);
         if (m_c.gemma) // the stored dtype's scale, then in the activations' dtype (transformers' normalizer)
             x = x.mul(at::scalar_tensor(m_embedScale, x.options()));
-        TorchBatch b{ids.size(0), ids.size(1), {}, {}, causalMask(ids.size(1), x.options()), causalMask(ids.size(1), x.options(), m_c.slidingWindow), {}, {}};
+        TorchBatch b{ids.size(0), ids.size(1), {}, {}, {}, {}, {}, {}};
+        // The [T, T] masks only where a layer reads them: fused attention has its own causal mask.
+        const bool fused = usesFusedAttention(x.device(), {m_c.gemma ? attentionScale() : 0.0, m_c.attnSoftcap, false});
+        const bool windowed = m_c.slidingWindow > 0 && m_c.slidingWindow < b.T;
+        if (!fused)
+            b.mask = causalMask(b.T, x.options());
+        if (windowed)
+            b.windowMask = causalMask(b.T, x.options(), m_c.slidingWindow);
         std::tie(b.cos, b.sin) = m_rotary.tables(b.T, x.options());
         if (m_c.ropeLocalTheta > 0)
             std::tie(b.cosLocal, b.sinLocal) = m_localRotary.tables(b.T, x.options());

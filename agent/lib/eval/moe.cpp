@@ -2,6 +2,8 @@
 #include "moe.h"
 
 #include "intra_op.h"
+#include "tensor_parallel.h"
+#include "tensor_parallel_torch.h"
 #include "weight_source.h"
 
 #include "cppl/errors.h"
@@ -77,24 +79,28 @@ float *MoeScratch::buffer(std::size_t i, std::int64_t floats)
     return m_buffers[i].get();
 }
 
-MoeMlp::MoeMlp(WeightSource &w, const ModelConfig &c, const std::string &prefix, const LinearPlan &plan)
-    : m_hidden(c.hidden), m_experts(c.moe.experts), m_topK(c.moe.topK), m_width(c.moe.intermediate), m_sharedWidth(c.moe.sharedIntermediate),
-      m_normTopK(c.moe.normTopK)
+MoeMlp::MoeMlp(WeightSource &w, const ModelConfig &c, const std::string &prefix, const LinearPlan &plan, TensorParallelGroup *tp)
+    : m_hidden(c.hidden), m_experts(c.moe.experts), m_topK(c.moe.topK), m_normTopK(c.moe.normTopK), m_tp(tp)
 {
+    const std::int64_t n = tp ? tp->size() : 1, r = tp ? tp->rank() : 0;
+    checkTensorParallel(c, static_cast<int>(n));
+    m_width = c.moe.intermediate / n;
+    m_sharedWidth = c.moe.sharedIntermediate / n;
     const bool mixtral = c.moe.kind == MoeConfig::Kind::Mixtral;
     const std::string p = prefix + (mixtral ? "block_sparse_moe." : "mlp.");
     const char *gate = mixtral ? "w1" : "gate_proj", *up = mixtral ? "w3" : "up_proj", *down = mixtral ? "w2" : "down_proj";
-    const std::int64_t H = m_hidden, I = m_width;
-    m_router = floatRows(w, p + "gate.weight", m_experts, H);
+    const std::int64_t H = m_hidden, I = m_width, all = c.moe.intermediate, S = m_sharedWidth, sharedAll = c.moe.sharedIntermediate;
+    m_router = floatRows(w, p + "gate.weight", m_experts, H); // replicated: every member routes alike
+    // Column-parallel gate/up (this member's rows of the width), row-parallel down (the same columns).
     for (std::int64_t e = 0; e < m_experts; ++e) {
         const std::string x = p + "experts." + std::to_string(e) + ".";
-        m_gateUp.push_back(Linear::load(w, {{{x + gate, I}, {x + up, I}}, H, false}, plan));
-        m_down.push_back(Linear::load(w, {{{x + down, H}}, I, false}, plan));
+        m_gateUp.push_back(Linear::load(w, {{{x + gate, I, r * I, all}, {x + up, I, r * I, all}}, H, false}, plan));
+        m_down.push_back(Linear::load(w, {{{x + down, H}}, I, false, false, r * I, all}, plan));
     }
-    if (m_sharedWidth > 0) {
+    if (S > 0) {
         const std::string x = p + "shared_expert.";
-        m_sharedGateUp = Linear::load(w, {{{x + "gate_proj", m_sharedWidth}, {x + "up_proj", m_sharedWidth}}, H, false}, plan);
-        m_sharedDown = Linear::load(w, {{{x + "down_proj", H}}, m_sharedWidth, false}, plan);
+        m_sharedGateUp = Linear::load(w, {{{x + "gate_proj", S, r * S, sharedAll}, {x + "up_proj", S, r * S, sharedAll}}, H, false}, plan);
+        m_sharedDown = Linear::load(w, {{{x + "down_proj", H}}, S, false, false, r * S, sharedAll}, plan);
         m_sharedGate = floatRows(w, p + "shared_expert_gate.weight", 1, H);
     }
     if (plan.native())
@@ -103,8 +109,24 @@ MoeMlp::MoeMlp(WeightSource &w, const ModelConfig &c, const std::string &prefix,
     const auto [rows, inverse, counts] = at::unique_dim(m_router.to(at::kDouble), 0, true, true, false);
     m_routerRows = rows.to(plan.device);
     m_routerInverse = inverse.to(plan.device);
-    if (m_sharedWidth > 0)
+    if (S > 0)
         m_sharedGateDouble = m_sharedGate.to(at::kDouble).to(plan.device);
+}
+
+void MoeMlp::checkTensorParallel(const ModelConfig &c, int tpSize)
+{
+    if (c.moe.kind == MoeConfig::Kind::None || tpSize == 1)
+        return;
+    const bool mixtral = c.moe.kind == MoeConfig::Kind::Mixtral;
+    const auto refuse = [&](const char *what, const char *field, std::int64_t width) {
+        throw ConfigError("--tensor-parallel " + std::to_string(tpSize) + ": " + c.modelType + "'s " + what + " intermediate size " + std::to_string(width)
+                          + " (" + field + " in config.json) does not divide by it, and each expert is split by its intermediate columns; use"
+                          + " an N that divides " + std::to_string(width));
+    };
+    if (c.moe.intermediate % tpSize != 0)
+        refuse("experts'", mixtral ? "intermediate_size" : "moe_intermediate_size", c.moe.intermediate);
+    if (c.moe.sharedIntermediate % tpSize != 0)
+        refuse("shared expert's", "shared_expert_intermediate_size", c.moe.sharedIntermediate);
 }
 
 MoeRouting MoeMlp::route(const float *h, std::int64_t rows) const
@@ -147,6 +169,9 @@ void MoeMlp::addNative(const float *h, std::int64_t rows, float *x, MoeScratch &
             expertNative(e, tokens[static_cast<std::size_t>(e)], weights[static_cast<std::size_t>(e)], h, acc, s);
     if (m_sharedWidth > 0)
         sharedNative(h, rows, acc, s);
+    // Under tensor parallelism acc holds this member's partial outputs, each weighted and added in
+    // expert order: one ordered group sum for the whole block, not one per expert.
+    reduceSum(m_tp, acc, rows * m_hidden);
     cpu::addRows(x, acc, rows, m_hidden, intraOp());
 }
 
@@ -229,15 +254,7 @@ at::Tensor MoeMlp::forward(const at::Tensor &hidden) const
         const at::Tensor gate = at::sigmoid(at::matmul(h.to(at::kDouble), m_sharedGateDouble.t()).to(at::kFloat)).to(h.scalar_type());
         out = out + gate * shared;
     }
-    return out.view(hidden.sizes());
-}
-
-void refuseMoeTensorParallel(const ModelConfig &c, int tpSize)
-{
-    if (c.moe.kind != MoeConfig::Kind::None && tpSize > 1)
-        throw ConfigError("--tensor-parallel " + std::to_string(tpSize) + " is not supported for " + c.modelType
-                          + " (a mixture of experts: splitting its experts across ranks is expert parallelism, not built); run it with"
-                            " --tensor-parallel 1");
+    return groupSum(m_tp, out).view(hidden.sizes()); // one group sum per block, as on the agent's kernels
 }
 
 } // namespace cppl::agent

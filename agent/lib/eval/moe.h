@@ -13,6 +13,7 @@
 
 namespace cppl::agent {
 
+class TensorParallelGroup;
 class WeightSource;
 
 /// Each token's experts and their weights, topK per row: the experts in descending order of router
@@ -52,12 +53,25 @@ private:
  * element of a product is one FMA chain whatever the rows beside it (cpu_gemm.h), so a token's bits
  * do not depend on how many tokens share its experts. LibTorch: index_select, the expert's product,
  * index_add_ in expert order (a token appears at most once per expert, so no two adds collide).
+ *
+ * Tensor parallelism (docs/models.md, "Tensor parallelism"): every expert (and the shared expert)
+ * is split as a dense MLP is, w1/w3 (gate/up) by this member's rows of the intermediate width,
+ * w2 (down) by the same columns; the router and the shared expert's gate are replicated. The hidden
+ * state entering the block is the same bits on every member (the attention's output is the group's
+ * ordered sum), so every member routes every token identically. Each member accumulates its chosen
+ * experts' weighted partial outputs (and the shared expert's) in expert order, as one rank does the
+ * whole outputs, and the block ends in ONE ordered group sum of that accumulator (float32).
  */
 class MoeMlp
 {
 public:
-    /// Loads the sparse MLP of the layer whose tensors start with `prefix` ("model.layers.N.").
-    MoeMlp(WeightSource &w, const ModelConfig &c, const std::string &prefix, const LinearPlan &plan);
+    /// Loads the sparse MLP of the layer whose tensors start with `prefix` ("model.layers.N."): with
+    /// a group, this member's slices of each expert (checkTensorParallel first).
+    MoeMlp(WeightSource &w, const ModelConfig &c, const std::string &prefix, const LinearPlan &plan, TensorParallelGroup *tp = nullptr);
+
+    /// Refuses, before any weight loads, experts (or a shared expert) whose intermediate width the
+    /// group's size N does not divide; names the config.json field and the figures.
+    static void checkTensorParallel(const ModelConfig &c, int tpSize);
 
     /// x[r] += moe(h[r]) for `rows` float32 rows of width hidden (the agent's kernels).
     void addNative(const float *h, std::int64_t rows, float *x, MoeScratch &s) const;
@@ -72,6 +86,7 @@ private:
     void sharedNative(const float *h, std::int64_t rows, float *acc, MoeScratch &s) const;
     [[nodiscard]] at::Tensor expertTorch(std::int64_t e, const at::Tensor &x) const;
 
+    /// m_width and m_sharedWidth: this member's columns of each expert's (all of them on one rank).
     std::int64_t m_hidden = 0, m_experts = 0, m_topK = 0, m_width = 0, m_sharedWidth = 0;
     bool m_normTopK = false;
     at::Tensor m_router;        ///< [experts, hidden] float32 on the CPU (the agent's kernels)
@@ -81,9 +96,7 @@ private:
     at::Tensor m_sharedGateDouble;
     std::vector<Linear> m_gateUp, m_down; ///< per expert: w1 and w3 stacked (gate, up), w2
     Linear m_sharedGateUp, m_sharedDown;  ///< qwen2_moe's shared expert
+    TensorParallelGroup *m_tp = nullptr;  ///< the members splitting the experts; null: one rank
 };
-
-/// Refuses --tensor-parallel N > 1 for a mixture-of-experts config (before any weight loads).
-void refuseMoeTensorParallel(const ModelConfig &c, int tpSize);
 
 } // namespace cppl::agent

@@ -62,6 +62,7 @@ struct EvalOutcome
     std::vector<dist::DynamicSchedule::LostRank> lostRanks; ///< --on-rank-loss continue: who was lost, and when
     std::string batchesRedone;          ///< ... and the batches evaluated again for them
     double warmupSeconds = 0;           ///< GPU: the warm-up batch before the clock (Evaluator::warmUp)
+    double firstTokenSeconds = 0;       ///< the model's load started -> the first batch's scores on the host
     bool overlapRan = false; ///< the rounds' collectives ran behind the next round's compute (the result's overlap_sync)
     std::optional<ReferenceStats> reference; ///< --reference-model: every rank's comparison, exactly
     std::vector<std::string> referenceRanks; ///< ... each rank's own figures (figuresJson), "" where unknown (a lost rank)

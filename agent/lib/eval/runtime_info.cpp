@@ -31,6 +31,25 @@ std::int64_t residentBytes()
     return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+bool resetPeakResident()
+{
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    return static_cast<bool>(clear);
+}
+
+std::int64_t peakResidentBytes()
+{
+    std::ifstream status("/proc/self/status");
+    std::string key;
+    std::int64_t kib = 0;
+    while (status >> key)
+        if (key == "VmHWM:" && status >> kib)
+            return kib * 1024;
+    return 0;
+}
+
 void setThreads(int intraOp, int blasThreads)
 {
     if (intraOp > 0)

@@ -23,5 +23,11 @@ void setThreads(int intraOp, int blasThreads);
 [[nodiscard]] std::string describe(const RuntimeInfo &info);
 /// @brief This process's resident set in bytes (/proc/self/statm), 0 where it cannot be read.
 [[nodiscard]] std::int64_t residentBytes();
+/// @brief Resets the kernel's peak resident set (VmHWM) to the current one (/proc/self/clear_refs,
+/// "5"), so that peakResidentBytes() then gives the peak of what follows; false where it cannot.
+bool resetPeakResident();
+/// @brief VmHWM of /proc/self/status in bytes: the peak resident set since the start or the last
+/// resetPeakResident(); 0 where it cannot be read.
+[[nodiscard]] std::int64_t peakResidentBytes();
 
 } // namespace cppl::agent

@@ -3,6 +3,8 @@
 // so the kernels' layer can name it; the Gloo group is dist::makeGlooTensorParallelGroup (c10d.h).
 #pragma once
 
+#include "cppl/errors.h"
+
 #include <cstdint>
 
 namespace cppl::agent {
@@ -31,6 +33,13 @@ public:
     virtual void allReduceSum(double *data, std::int64_t n) = 0;
     /// Element-wise maximum over the group, in place: the vocabulary's row maxima.
     virtual void allReduceMax(float *data, std::int64_t n) = 0;
+    /// Whether allGatherOnDevice() works: an NCCL group on GPUs. The pointers of the reductions
+    /// above are host memory on every backend (NCCL stages them through its device buffer).
+    [[nodiscard]] virtual bool gathersOnDevice() const { return false; }
+    /// Every member's @p n floats at @p in into @p out (size() * n, member order), both in this
+    /// member's GPU memory, written by work the caller has waited for: the ordered sum of
+    /// LibTorch's GPU tensors (groupSum) adds the rows in member order on the device.
+    virtual void allGatherOnDevice(const float *in, float *out, std::int64_t n);
     /// Member 0's @p n words to every member, in place: the leader's commands to its followers
     /// (tensor_parallel_driver.h). Not bounded by --timeout: a follower waits for its next command
     /// while its leader takes part in the data-parallel rounds, whose own collectives are bounded;
@@ -41,6 +50,11 @@ public:
     /// data-parallel rounds' wait and transfer.
     [[nodiscard]] virtual double collectiveSeconds() const = 0;
 };
+
+inline void TensorParallelGroup::allGatherOnDevice(const float *, float *, std::int64_t)
+{
+    throw CollectiveError("this tensor-parallel group reduces host memory only (Gloo): run tensors on a GPU with --backend nccl");
+}
 
 /// The reductions of a step; with no group (one rank) they do nothing.
 inline void reduceSum(TensorParallelGroup *group, float *data, std::int64_t n)

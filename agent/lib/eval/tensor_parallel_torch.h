@@ -16,8 +16,8 @@ class TensorParallelGroup;
  * member 1's, ..., then rounded once to @p partial's dtype. So every member of every group holds the
  * same bits, and a bfloat16 sum is rounded once, as a one-rank bfloat16 product rounds its float32
  * accumulation once. Null group: @p partial as it is. The result has @p partial's shape; a float32
- * contiguous @p partial is reduced in place. On the CPU only in this version (the model refuses a
- * group on a GPU before loading).
+ * contiguous @p partial is reduced in place on the CPU. On a GPU (an NCCL group) the partials are
+ * gathered on the device and added there in member order: the same bits, no host copy.
  */
 [[nodiscard]] at::Tensor groupSum(TensorParallelGroup *group, at::Tensor partial);
 

@@ -79,8 +79,9 @@ at::Tensor Embedding::operator()(const at::Tensor &ids, TensorParallelGroup *gro
 {
     if (!group)
         return at::embedding(m_table, ids);
-    // Clamped ids keep the lookup inside the slice; the mask then zeros other ranks' rows.
-    const at::Tensor idx = longContiguous(ids);
+    // Clamped ids keep the lookup inside the slice; the mask then zeros other ranks' rows. The
+    // range check reads the ids on the host (a batch's ids, not its activations).
+    const at::Tensor idx = longContiguous(ids.to(at::kCPU));
     const std::int64_t *id = idx.data_ptr<std::int64_t>();
     for (std::int64_t r = 0; r < idx.numel(); ++r)
         if (id[r] < 0 || id[r] >= m_vocab)

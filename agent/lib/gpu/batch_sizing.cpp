@@ -62,6 +62,15 @@ std::int64_t windowFootprintBytes(const BatchSizingInput &in)
     return std::max(layer, logits);
 }
 
+std::int64_t headChunkRows(std::int64_t vocab, int elementBytes, std::int64_t freeBytes)
+{
+    // A row's logits in the dtype, their float32 copy where the dtype is narrower, and the float32
+    // log-softmax (float32 logits need no copy).
+    const std::int64_t perRow = std::max<std::int64_t>(vocab, 1) * (elementBytes < 4 ? elementBytes + 8 : 8);
+    const std::int64_t budget = freeBytes > 0 ? std::min(kHeadChunkMaxBytes, freeBytes / 16) : kHeadChunkMaxBytes;
+    return std::max<std::int64_t>(1, floorPowerOfTwo(budget / perRow));
+}
+
 void applyBatchBounds(const BatchSizingInput &in, BatchChoice &c)
 {
     const std::int64_t W = std::max<std::int64_t>(in.width, 1);
@@ -130,12 +139,19 @@ void weightsOf(const MemoryPlanInput &in, std::int64_t n, RankMemory &r)
     // Linear weights: column-parallel q/k/v and gate/up (or c_attn, c_fc), row-parallel o/down (c_proj).
     double shardedLinear = 0, replicatedLinear = 0;
     std::int64_t shardedVec = 0, replicatedVec = 0; // biases, norms, tables: in the evaluation dtype
+    std::int64_t replicatedRouterBytes = 0;
     if (pm.gpt2) {
         shardedLinear = static_cast<double>(L * (4 * H * H + 2 * H * I)) / double(n);
         shardedVec = L * (3 * H + I) / n;
         replicatedVec = L * (2 * H + 4 * H) + 2 * H + pm.positions * H; // c_proj biases (member 0), LayerNorms, the position table
     } else {
-        shardedLinear = static_cast<double>(L * (2 * H * qd + 3 * H * I)) / double(n);
+        // The MLPs: dense layers of I, sparse ones of every expert and the shared expert, split by
+        // their intermediate columns; the routers (and shared experts' gates) replicated, in double
+        // on the device as LibTorch's path routes (moe.h).
+        const std::int64_t dense = L - pm.sparseLayers;
+        const std::int64_t mlps = dense * 3 * H * I + pm.sparseLayers * 3 * H * (pm.experts * pm.expertIntermediate + pm.sharedIntermediate);
+        shardedLinear = static_cast<double>(L * 2 * H * qd + mlps) / double(n);
+        replicatedRouterBytes = pm.sparseLayers * (pm.experts + (pm.sharedIntermediate > 0 ? 1 : 0)) * H * 8;
         const auto kvLinear = static_cast<double>(L * 2 * H * hd);
         if (kvSplit)
             shardedLinear += kvLinear * static_cast<double>(kv) / double(n);
@@ -148,16 +164,24 @@ void weightsOf(const MemoryPlanInput &in, std::int64_t n, RankMemory &r)
         if (pm.oBias)
             replicatedVec += L * H;
         if (pm.mlpBias) {
-            shardedVec += L * 2 * I / n;
-            replicatedVec += L * H;
+            shardedVec += dense * 2 * I / n;
+            replicatedVec += dense * H;
         }
         replicatedVec += L * 2 * H + H; // the RMSNorms
     }
     // The vocabulary: contiguous ranges of ceil(V/N) rows, for the embedding and (untied) the head.
     shardedVec += ceilDiv(m.vocab, n) * H * (pm.tied ? 1 : 2);
     r.shardedWeightBytes = static_cast<std::int64_t>(shardedLinear * b) + shardedVec * e;
-    r.replicatedWeightBytes = static_cast<std::int64_t>(replicatedLinear * b) + replicatedVec * e;
+    r.replicatedWeightBytes = static_cast<std::int64_t>(replicatedLinear * b) + replicatedVec * e + replicatedRouterBytes;
     r.weightBytes = r.shardedWeightBytes + r.replicatedWeightBytes;
+}
+
+/// The widest MLP a layer runs: a dense layer's, or an expert's or the shared expert's (whose
+/// activations the plan takes at the whole batch's tokens: an expert may be chosen by every one).
+std::int64_t mlpWidth(const PlanModel &pm)
+{
+    const std::int64_t dense = pm.sparseLayers < pm.shape.layers ? pm.shape.intermediate : 0;
+    return std::max({dense, pm.expertIntermediate, pm.sharedIntermediate});
 }
 
 /// The sizes one rank of @p n computes with: its heads, K/V heads, intermediate columns and vocabulary range.
@@ -171,7 +195,7 @@ BatchSizingInput rankShape(const MemoryPlanInput &in, std::int64_t n)
     const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : m.heads;
     s.shape.kvHeads = kv % n == 0 ? kv / n : 1;
     s.shape.headDim = m.headDim > 0 ? m.headDim : m.hidden / m.heads;
-    s.shape.intermediate = m.intermediate / n;
+    s.shape.intermediate = mlpWidth(in.model) / n;
     s.shape.vocab = ceilDiv(m.vocab, n);
     s.width = in.context;
     s.scoredPerWindow = in.context; // the first window scores all of it
@@ -225,9 +249,33 @@ std::string tensorParallelRefusal(const PlanModel &pm, int n)
         return what + "the model's " + std::to_string(m.heads) + " attention heads do not divide by it";
     if (kv % n != 0 && n % kv != 0)
         return what + "the model's " + std::to_string(kv) + " key/value heads can be neither split by it nor replicated to it";
+    if (pm.expertIntermediate % n != 0)
+        return what + "the experts' intermediate size " + std::to_string(pm.expertIntermediate) + " does not divide by it";
+    if (pm.sharedIntermediate % n != 0)
+        return what + "the shared expert's intermediate size " + std::to_string(pm.sharedIntermediate) + " does not divide by it";
     if (m.intermediate % n != 0)
         return what + "the MLP's intermediate size " + std::to_string(m.intermediate) + " does not divide by it";
     return {};
+}
+
+PlanParams planParams(const PlanModel &pm)
+{
+    const ModelShape &m = pm.shape;
+    const std::int64_t H = m.hidden, L = m.layers, I = m.intermediate, V = m.vocab;
+    const std::int64_t kv = m.kvHeads > 0 ? m.kvHeads : m.heads, hd = m.headDim > 0 ? m.headDim : H / m.heads, qd = m.heads * hd;
+    std::int64_t common = V * H * (pm.tied ? 1 : 2); // the embedding and an untied head
+    if (pm.gpt2) {
+        const std::int64_t all = common + pm.positions * H + L * (4 * H * H + 2 * H * I + 9 * H + I) + 2 * H; // with the biases and LayerNorms
+        return {all, all};
+    }
+    common += L * (2 * H * qd + 2 * H * kv * hd) + L * 2 * H + H; // attention and the RMSNorms
+    common += (pm.qkvBias ? L * (qd + 2 * kv * hd) : 0) + (pm.oBias ? L * H : 0);
+    const std::int64_t dense = L - pm.sparseLayers;
+    common += dense * (3 * H * I + (pm.mlpBias ? 2 * I + H : 0));
+    const std::int64_t perExpert = 3 * H * pm.expertIntermediate;
+    const std::int64_t shared = pm.sharedIntermediate > 0 ? 3 * H * pm.sharedIntermediate + H : 0; // and its gate
+    common += pm.sparseLayers * (pm.experts * H + shared);                                          // the routers
+    return {common + pm.sparseLayers * pm.experts * perExpert, common + pm.sparseLayers * pm.topK * perExpert};
 }
 
 RankMemory rankMemory(const MemoryPlanInput &in, int n)

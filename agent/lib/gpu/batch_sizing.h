@@ -65,6 +65,18 @@ struct BatchChoice
     std::string reason; ///< one line for the log and the result JSON
 };
 
+/// Most bytes the evaluator's chunked vocabulary head holds at once on a GPU (a chunk's logits in
+/// the dtype, their float32 copy and log-softmax). windowFootprintBytes still counts every scored
+/// row's logits in the dtype, which the chunked head no longer makes: that covers the chunk.
+inline constexpr std::int64_t kHeadChunkMaxBytes = std::int64_t{1} << 30;
+
+/// @brief Rows of the scored positions that go through the vocabulary head at once on LibTorch's
+/// path (evaluator.cpp), so that the batch's [N, V] logits never exist. On a GPU as many as a
+/// sixteenth of @p freeBytes holds, at most kHeadChunkMaxBytes, as a power of two (on a large GPU
+/// the cap decides, so the same model gives the same chunks run after run); @p freeBytes <= 0
+/// (unknown) counts as the cap. At least 1.
+[[nodiscard]] std::int64_t headChunkRows(std::int64_t vocab, int elementBytes, std::int64_t freeBytes);
+
 /// @brief The peak bytes one window adds to a forward pass (the larger of a decoder layer's
 /// activations and the scored positions' logits, as the native model computes them); 0 when the
 /// shape is unknown.
@@ -103,7 +115,22 @@ struct PlanModel
     bool qkvBias = false;
     bool oBias = false;
     bool mlpBias = false;
+    /// A mixture of experts (mixtral, qwen2_moe): `sparseLayers` of the layers hold, in place of the
+    /// MLP of shape.intermediate, a router over `experts` SwiGLU experts of `expertIntermediate`
+    /// (a token uses `topK` of them) and (qwen2_moe) a shared expert of `sharedIntermediate` behind
+    /// a gate. 0 experts: a dense decoder.
+    std::int64_t experts = 0, topK = 0, expertIntermediate = 0, sharedIntermediate = 0, sparseLayers = 0;
 };
+
+/// The model's parameters: every weight (every expert), and those one token multiplies by (its top-k
+/// experts, the routers and the shared expert; about 2 FLOPs each a token, besides attention's
+/// scores). The same for a dense decoder.
+struct PlanParams
+{
+    std::int64_t total = 0;
+    std::int64_t activePerToken = 0;
+};
+[[nodiscard]] PlanParams planParams(const PlanModel &m);
 
 /// Bytes per weight of the decoder's linear layers: float32 4, bfloat16/float16 2, int8 and int4
 /// with a float16 scale per group of 32 (1 + 2/32 and 0.5 + 2/32).
@@ -150,8 +177,8 @@ struct MemoryPlan
     std::string why;                  ///< one sentence: the recommendation, or why nothing fits
 };
 
-/// @brief Why the model cannot be split @p n ways (heads, K/V heads, intermediate size), in the
-/// words of the agent's own refusal; "" when it can.
+/// @brief Why the model cannot be split @p n ways (heads, K/V heads, intermediate size, the experts'
+/// and the shared expert's), in the words of the agent's own refusal; "" when it can.
 [[nodiscard]] std::string tensorParallelRefusal(const PlanModel &m, int n);
 /// @brief One rank's memory in a group of @p n.
 [[nodiscard]] RankMemory rankMemory(const MemoryPlanInput &in, int n);

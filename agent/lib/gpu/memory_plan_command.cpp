@@ -15,13 +15,8 @@ namespace cppl::agent {
 
 namespace {
 
-PlanModel planModelOf(const ModelConfig &c, const std::string &dir)
+PlanModel planModelOf(const ModelConfig &c)
 {
-    // The plan counts a dense decoder's weights; a mixture's experts would be undercounted (mixtral:
-    // 1 of 8), and eval refuses --tensor-parallel for them anyway.
-    if (c.moe.kind != MoeConfig::Kind::None)
-        throw ConfigError(dir + "/config.json: the memory plan does not model " + c.modelType
-                          + "'s experts (a mixture of experts; eval refuses --tensor-parallel for it): plan --model takes dense decoders");
     PlanModel m;
     m.shape = {c.hidden, c.intermediate, c.layers, c.heads, c.kvHeads, c.headDim, c.vocab};
     m.gpt2 = c.arch == ModelConfig::Arch::Gpt2;
@@ -30,7 +25,24 @@ PlanModel planModelOf(const ModelConfig &c, const std::string &dir)
     m.qkvBias = c.qkvBias;
     m.oBias = c.oBias;
     m.mlpBias = c.mlpBias;
+    if (c.moe.kind != MoeConfig::Kind::None) {
+        m.experts = c.moe.experts;
+        m.topK = c.moe.topK;
+        m.expertIntermediate = c.moe.intermediate;
+        m.sharedIntermediate = c.moe.sharedIntermediate;
+        for (std::int64_t i = 0; i < c.layers; ++i)
+            m.sparseLayers += c.moe.sparse(i) ? 1 : 0;
+    }
     return m;
+}
+
+std::string expertsOf(const PlanModel &m)
+{
+    if (m.experts == 0)
+        return {};
+    return ", top " + std::to_string(m.topK) + " of " + std::to_string(m.experts) + " experts of " + std::to_string(m.expertIntermediate)
+           + (m.sharedIntermediate > 0 ? " and a shared expert of " + std::to_string(m.sharedIntermediate) : std::string()) + " in "
+           + std::to_string(m.sparseLayers) + " layers";
 }
 
 std::string quantizeOf(const std::string &q)
@@ -106,7 +118,7 @@ MemoryPlanRequest parseMemoryPlanRequest(const Args &a)
     in.freeBytes = gpuMemoryOf(a);
     const ModelConfig c = loadModelConfig(r.modelDir); // config.json only: no weights are read
     r.modelType = c.modelType;
-    in.model = planModelOf(c, r.modelDir);
+    in.model = planModelOf(c);
     return r;
 }
 
@@ -114,9 +126,11 @@ void printMemoryPlan(std::ostream &out, const MemoryPlanRequest &r, const Memory
 {
     const MemoryPlanInput &in = r.input;
     const ModelShape &m = in.model.shape;
+    const PlanParams params = planParams(in.model);
     out << "Memory plan: " << r.modelType << " (" << r.modelDir << "): hidden " << m.hidden << ", " << m.layers << " layers, "
-        << m.heads << " heads (" << (m.kvHeads > 0 ? m.kvHeads : m.heads) << " K/V), intermediate " << m.intermediate << ", vocabulary "
-        << m.vocab << "\n  " << r.dtype << (in.quantize == "none" ? std::string() : ", linear layers " + in.quantize) << ", batch "
+        << m.heads << " heads (" << (m.kvHeads > 0 ? m.kvHeads : m.heads) << " K/V), intermediate " << m.intermediate << expertsOf(in.model)
+        << ", vocabulary " << m.vocab << "\n  " << params.total << " parameters, " << params.activePerToken << " active per token\n  " << r.dtype
+        << (in.quantize == "none" ? std::string() : ", linear layers " + in.quantize) << ", batch "
         << in.batch << " x " << in.context << " tokens, "
         << (in.freeBytes > 0 ? gibNumber(in.freeBytes) + " GiB free per GPU" : std::string("GPU memory not given (--gpu-memory GiB)"))
         << ", " << in.gpusPerNode << " GPUs per node\n"
@@ -143,6 +157,8 @@ nlohmann::json memoryPlanJson(const MemoryPlanRequest &r, const MemoryPlan &p)
     const MemoryPlanInput &in = r.input;
     nlohmann::json j = {{"model", r.modelDir},
                         {"model_type", r.modelType},
+                        {"params", planParams(in.model).total},
+                        {"active_params_per_token", planParams(in.model).activePerToken},
                         {"dtype", r.dtype},
                         {"quantize", in.quantize},
                         {"batch", in.batch},

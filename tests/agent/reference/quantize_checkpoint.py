@@ -12,7 +12,8 @@ rounded to float16, then code = clamp(round half to even(w / scale)) against tha
              code = clamp(rhe(w / scale) + z, 0, 15), w' = scale * (code - z);
 a group whose scale rounds to 0 dequantizes to zeros. Each w' is exactly a float32 (a float16 times a
 small integer), so the output checkpoint (F32) holds the very weights the quantized model multiplies by.
-Linear layers: a Llama's model.layers.*_proj, GPT-2's c_attn/c_proj/c_fc (stored [in, out]: grouped
+Linear layers: a Llama's model.layers.*_proj (qwen2_moe's experts and shared expert among them; not the
+routers, `mlp.gate` and `shared_expert_gate`), mixtral's experts' w1/w2/w3 (not `block_sparse_moe.gate`), GPT-2's c_attn/c_proj/c_fc (stored [in, out]: grouped
 along the stored rows); the head (lm_head) only with --head: a Llama's tied head is written untied
 (lm_head.weight = the embedding's rows dequantized, tie_word_embeddings false: the agent quantizes a
 tied head's rows and keeps the embedding as it is), GPT-2's refused; embeddings and norms never. Only single-file F32 checkpoints. NumPy only; run with /usr/bin/python3.
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_quantized_checkpoint import UsageError, load_safetensors, run_main, save_safetensors  # noqa: E402
 
 GPT2_LINEARS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+MIXTRAL_EXPERT_LINEARS = (".w1.weight", ".w2.weight", ".w3.weight")
 
 
 def parse_args(argv=None):
@@ -81,6 +83,8 @@ def is_linear(name, config, head):
     if config.get("model_type") == "gpt2":
         return name.endswith(GPT2_LINEARS)
     if name.startswith("model.layers.") and name.endswith("_proj.weight"):
+        return True
+    if name.startswith("model.layers.") and ".block_sparse_moe.experts." in name and name.endswith(MIXTRAL_EXPERT_LINEARS):
         return True
     return head and name == "lm_head.weight"
 
