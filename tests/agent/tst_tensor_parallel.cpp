@@ -3,8 +3,9 @@
 // started again as each member): the ordered sum gives every member the same bits, the sum in
 // member order, whatever the sizes; the maximum is exact; a member that dies ends the others'
 // collective with an error, not a hang. Then `clusterppl-agent eval --tensor-parallel 2` on small
-// random checkpoints: N = 2 at data-parallel width 1 and 2 bit-identical, within 1e-6 relative PPL
-// of one rank and of the float64 reference; and every split it cannot make refused with the reason.
+// random checkpoints, one table of splits and evaluation paths: N = 2 at data-parallel width 1 and 2
+// bit-identical, within 1e-6 relative PPL of one rank in float32 (and of the float64 reference on
+// the agent's kernels); and every split it cannot make refused with the reason.
 #include "reference_fixture.h"
 #include "test_process.h"
 #include "test_verify.h"
@@ -18,6 +19,7 @@
 #include "cppl/host.h"
 
 #include <QCoreApplication>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QElapsedTimer>
@@ -200,6 +202,41 @@ private:
         return codes;
     }
 
+    /// A fixed N: the same bits at data-parallel width 1 and 2, and the tokens and windows of one rank.
+    static void compareWidths(const QJsonObject &one, const QJsonObject &tp2, const QJsonObject &tp2x2)
+    {
+        QCOMPARE(tp2x2.value(QStringLiteral("nll_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sum_exact")).toString());
+        QCOMPARE(tp2x2.value(QStringLiteral("nll_sq_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sq_sum_exact")).toString());
+        for (const QJsonObject &j : {tp2, tp2x2}) {
+            QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+            QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
+            QCOMPARE(j.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("size")).toInt(), 2);
+        }
+        QCOMPARE(tp2x2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("data_parallel_width")).toInt(), 2);
+    }
+
+    /// N = 2's PPL @p p2 within 1e-6 of the independent float64 reference on the same windows.
+    static void compareWithReference(const QString &model, const QString &tokens, const QStringList &windows, double p2)
+    {
+        const QString ref = QFileInfo(model).dir().filePath(QStringLiteral("ref.json"));
+        const cppl::test::ProcessResult r = cppl::test::runReference(
+            QStringLiteral("reference_ppl.py"), QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--json"), ref} + windows);
+        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const double pr = cppl::test::readJson(ref).value(QStringLiteral("ppl")).toDouble();
+        CPPL_VERIFY2(std::fabs(p2 - pr) <= 1e-6 * pr, qPrintable(QStringLiteral("N = 2 PPL %1 vs float64 reference %2").arg(p2, 0, 'g', 17).arg(pr, 0, 'g', 17)));
+    }
+
+    /// Each rank holds its slices: about half of an untied model's weights at N = 2.
+    static void checkWeightsPerRank(const QString &model, const QJsonObject &tp2, bool tied)
+    {
+        const double perRank = tp2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("weights_bytes_per_rank")).toDouble();
+        const double whole = static_cast<double>(QFileInfo(model + QStringLiteral("/model.safetensors")).size()); // float32: the weights and a header
+        qInfo("%s: weights per rank at N = 2: %.0f bytes of %.0f (%.3f)", QTest::currentDataTag(), perRank, whole, perRank / whole);
+        QVERIFY(perRank > 0);
+        if (!tied)
+            CPPL_VERIFY2(perRank <= 0.6 * whole, qPrintable(QStringLiteral("%1 bytes per rank of %2").arg(perRank).arg(whole)));
+    }
+
 private Q_SLOTS:
     void everyMemberHoldsTheSumInMemberOrder_data()
     {
@@ -224,104 +261,93 @@ private Q_SLOTS:
         }
     }
 
+    /// Every split against one rank, in one table: a row is a checkpoint, its tokens, its windows
+    /// and an evaluation path (the agent's kernels; LibTorch's, --gemm blas, in float32 or
+    /// bfloat16; either quantized). Each row runs N = 1, N = 2 and N = 2 x 2 and requires N = 2 x 2
+    /// to have N = 2 x 1's bits, the same tokens and windows as one rank, and N = 2 within the row's
+    /// relative PPL bound of one rank on the same path. Then by path: the agent's float32 kernels
+    /// within 1e-6 of the float64 reference, each rank holding about half of an untied model's
+    /// weights; LibTorch's path said in the result; a quantized run's method that of one rank.
+    ///
+    /// Bounds: float32 1e-6, the sums in another order only. bfloat16 on LibTorch's path 1e-2: each
+    /// partial product is rounded to bfloat16 before the group's float32 sum (docs/models.md).
+    /// Quantized on LibTorch's path (weights dequantized, float activations) 1e-6; on the agent's
+    /// integer kernels 2e-4, as they also quantize the activations in blocks of 32, where a value
+    /// the other order moved by an ulp can round to the next code (measured up to 7.2e-5).
     void evaluatesLikeOneRank_data()
     {
-        QTest::addColumn<QStringList>("flags");
+        QTest::addColumn<QStringList>("checkpoint"); // make_checkpoint.py's flags
         QTest::addColumn<int>("vocab");
-        const QString arch = QStringLiteral("--arch");
-        QTest::addRow("llama, 4 heads, 2 K/V heads split") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} << 97;
-        QTest::addRow("llama, 1 K/V head replicated, tied embeddings")
-            << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--kv-heads"), QStringLiteral("1"), QStringLiteral("--tied")} << 97;
-        QTest::addRow("llama, attention biases") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--attention-bias")} << 97;
-        QTest::addRow("qwen2, q/k/v biases") << QStringList{arch, QStringLiteral("qwen2"), QStringLiteral("--gqa")} << 97;
-        QTest::addRow("gpt2, vocabulary 97") << QStringList{arch, QStringLiteral("gpt2")} << 97;
-        QTest::addRow("gpt2, vocabulary 50257") << QStringList{arch, QStringLiteral("gpt2"), QStringLiteral("--vocab"), QStringLiteral("50257")} << 50257;
+        QTest::addColumn<int>("tokens");
+        QTest::addColumn<int>("seed");
+        QTest::addColumn<QStringList>("windows");
+        QTest::addColumn<QStringList>("path"); // --gemm, --dtype, --quantize
+        QTest::addColumn<double>("limit");
+        const auto row = [](const char *tag, const QStringList &checkpoint, int vocab, int tokens, int seed, const QStringList &windows,
+                            const QStringList &path, double limit) {
+            QTest::addRow("%s", tag) << checkpoint << vocab << tokens << seed << windows << path << limit;
+        };
+        const auto arch = [](const QString &a, const QStringList &more = {}) { return QStringList{QStringLiteral("--arch"), a} + more; };
+        const QString gqa = QStringLiteral("--gqa"), tied = QStringLiteral("--tied");
+        const QStringList kvHead1{QStringLiteral("--kv-heads"), QStringLiteral("1")};
+        const QStringList sliding{QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"),
+                                  QStringLiteral("--stride"), QStringLiteral("32")};
+        const QStringList plain{QStringLiteral("--context"), QStringLiteral("64")};
+        const QStringList native, blas32{QStringLiteral("--gemm"), QStringLiteral("blas"), QStringLiteral("--dtype"), QStringLiteral("float32")};
+        const QStringList blas16{QStringLiteral("--gemm"), QStringLiteral("blas"), QStringLiteral("--dtype"), QStringLiteral("bfloat16")};
+        const QString llama = QStringLiteral("llama"), gpt2 = QStringLiteral("gpt2");
+
+        // The agent's kernels, float32: 700 tokens.
+        row("native: llama, 4 heads, 2 K/V heads split", arch(llama, {gqa}), 97, 700, 1, sliding, native, 1e-6);
+        row("native: llama, 1 K/V head replicated, tied embeddings", arch(llama, kvHead1 + QStringList{tied}), 97, 700, 1, sliding, native, 1e-6);
+        row("native: llama, attention biases", arch(llama, {QStringLiteral("--attention-bias")}), 97, 700, 1, sliding, native, 1e-6);
+        row("native: qwen2, q/k/v biases", arch(QStringLiteral("qwen2"), {gqa}), 97, 700, 1, sliding, native, 1e-6);
+        row("native: gpt2, vocabulary 97", arch(gpt2), 97, 700, 1, sliding, native, 1e-6);
+        row("native: gpt2, vocabulary 50257", arch(gpt2, {QStringLiteral("--vocab"), QStringLiteral("50257")}), 50257, 700, 1, sliding, native, 1e-6);
+
+        // LibTorch's path (--gemm blas: torch tensors, any dtype), the same sharding: 500 tokens.
+        row("blas: llama, K/V heads split, float32", arch(llama, {gqa}), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: llama, 1 K/V head replicated, tied, float32", arch(llama, kvHead1 + QStringList{tied}), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: gpt2, vocabulary 97, float32", arch(gpt2), 97, 500, 5, sliding, blas32, 1e-6);
+        // The families of issue 42 at make_checkpoint.py's defaults (as tst_family_eval makes them):
+        // qwen3's q/k norms and head_dim 16 over hidden 32, 2 K/V heads split; gemma2's 3 layers,
+        // sliding and global, with soft-caps; gemma3_text's 4 layers and its one K/V head
+        // replicated; phi3's fused qkv_proj and gate_up_proj, split by their blocks.
+        row("blas: qwen3, float32", arch(QStringLiteral("qwen3")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: gemma2, float32", arch(QStringLiteral("gemma2")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: gemma3_text, float32", arch(QStringLiteral("gemma3")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: phi3, float32", arch(QStringLiteral("phi3")), 97, 500, 5, sliding, blas32, 1e-6);
+        row("blas: llama, K/V heads split, bfloat16", arch(llama, {gqa}), 97, 500, 5, sliding, blas16, 1e-2);
+        row("blas: gpt2, vocabulary 97, bfloat16", arch(gpt2), 97, 500, 5, sliding, blas16, 1e-2);
+
+        // --quantize: each rank quantizes its slices (column-parallel rows whole, row-parallel
+        // inputs on --quant-group boundaries), so its codes and scales are the ones one rank makes.
+        const QStringList wide{QStringLiteral("--hidden"), QStringLiteral("64"), QStringLiteral("--intermediate"), QStringLiteral("128")};
+        const QString q = QStringLiteral("--quantize");
+        const QStringList int8{q, QStringLiteral("int8")};
+        row("native int8: llama", arch(llama, QStringList{gqa} + wide), 97, 500, 6, plain, int8, 2e-4);
+        row("native int4-asym: llama, tied, head quantized", arch(llama, QStringList{gqa, tied} + wide), 97, 500, 6, plain,
+            {q, QStringLiteral("int4-asym"), QStringLiteral("--quantize-head")}, 2e-4);
+        row("native int8: gpt2", arch(gpt2, wide), 97, 500, 6, plain, int8, 2e-4);
+        row("blas int8: llama", arch(llama, QStringList{gqa} + wide), 97, 500, 6, plain, int8 + QStringList{QStringLiteral("--gemm"), QStringLiteral("blas")},
+            1e-6);
     }
     void evaluatesLikeOneRank()
     {
-        QFETCH(QStringList, flags);
+        QFETCH(QStringList, checkpoint);
         QFETCH(int, vocab);
-        QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
-        const QString tokens = writeTokens(dir, 700, vocab, 1);
-        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--protocol"),
-                                 QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"),
-                                 QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"),
-                                 QStringLiteral("1"), QStringLiteral("--quiet")};
-        QMap<QString, QJsonObject> results;
-        for (const auto &[name, world, n] : {std::tuple{QStringLiteral("one"), 1, 1}, {QStringLiteral("tp2"), 2, 2}, {QStringLiteral("tp2x2"), 4, 2}}) {
-            const QString json = dir.filePath(name + QStringLiteral(".json"));
-            const cppl::test::ProcessResult r = evalOn(world, n, common + QStringList{QStringLiteral("--json"), json});
-            CPPL_VERIFY2(r.exitCode == 0, qPrintable(name + QLatin1Char(' ') + r.describe()));
-            results[name] = cppl::test::readJson(json);
-        }
-        const QJsonObject one = results[QStringLiteral("one")], tp2 = results[QStringLiteral("tp2")], tp2x2 = results[QStringLiteral("tp2x2")];
-        // A fixed N: the same bits at any data-parallel width.
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sum_exact")).toString());
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sq_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sq_sum_exact")).toString());
-        for (const QJsonObject &j : {tp2, tp2x2}) {
-            QCOMPARE(j.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
-            QCOMPARE(j.value(QStringLiteral("windows")).toInteger(), one.value(QStringLiteral("windows")).toInteger());
-            QCOMPARE(j.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("size")).toInt(), 2);
-        }
-        QCOMPARE(tp2x2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("data_parallel_width")).toInt(), 2);
-        // Against one rank: the matmuls' sums in another order, within 1e-6 relative PPL.
-        const double p1 = one.value(QStringLiteral("ppl")).toDouble(), p2 = tp2.value(QStringLiteral("ppl")).toDouble();
-        const double deviation = std::fabs(p2 - p1) / p1;
-        qInfo("%s: PPL %.17g at N = 1, %.17g at N = 2: relative deviation %.3g", QTest::currentDataTag(), p1, p2, deviation);
-        CPPL_VERIFY2(deviation <= 1e-6, qPrintable(QStringLiteral("N = 2 PPL %1 vs N = 1 %2").arg(p2, 0, 'g', 17).arg(p1, 0, 'g', 17)));
-        // Against the independent float64 reference.
-        const QString ref = dir.filePath(QStringLiteral("ref.json"));
-        const cppl::test::ProcessResult r = cppl::test::runReference(
-            QStringLiteral("reference_ppl.py"), {QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--json"), ref,
-                                                 QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"),
-                                                 QStringLiteral("64"), QStringLiteral("--stride"), QStringLiteral("32")});
-        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const double pr = cppl::test::readJson(ref).value(QStringLiteral("ppl")).toDouble();
-        CPPL_VERIFY2(std::fabs(p2 - pr) <= 1e-6 * pr, qPrintable(QStringLiteral("N = 2 PPL %1 vs float64 reference %2").arg(p2, 0, 'g', 17).arg(pr, 0, 'g', 17)));
-        // Each rank holds its slices: about half of an untied model's weights at N = 2.
-        const double perRank = tp2.value(QStringLiteral("tensor_parallel")).toObject().value(QStringLiteral("weights_bytes_per_rank")).toDouble();
-        const double whole = static_cast<double>(QFileInfo(model + QStringLiteral("/model.safetensors")).size()); // float32: the weights and a header
-        qInfo("%s: weights per rank at N = 2: %.0f bytes of %.0f (%.3f)", QTest::currentDataTag(), perRank, whole, perRank / whole);
-        QVERIFY(perRank > 0);
-        if (!flags.contains(QStringLiteral("--tied")))
-            CPPL_VERIFY2(perRank <= 0.6 * whole, qPrintable(QStringLiteral("%1 bytes per rank of %2").arg(perRank).arg(whole)));
-    }
-
-    /// LibTorch's path (--gemm blas: torch tensors, any dtype) under the same sharding: the
-    /// row-parallel sums, the embedding's rows and the head's log-softmax reduced over the group.
-    /// float32 within 1e-6 of one rank on the same path; bfloat16's deviation measured (each
-    /// partial product is rounded to bfloat16 before the group's float32 sum: docs/models.md);
-    /// for a fixed N the same bits at data-parallel width 1 and 2.
-    void libTorchPathEvaluatesLikeOneRank_data()
-    {
-        QTest::addColumn<QStringList>("flags");
-        QTest::addColumn<int>("vocab");
-        QTest::addColumn<QString>("dtype");
-        QTest::addColumn<double>("limit");
-        const QString arch = QStringLiteral("--arch");
-        const QString f32 = QStringLiteral("float32"), bf16 = QStringLiteral("bfloat16");
-        QTest::addRow("llama, K/V heads split, float32") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} << 97 << f32 << 1e-6;
-        QTest::addRow("llama, 1 K/V head replicated, tied, float32")
-            << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--kv-heads"), QStringLiteral("1"), QStringLiteral("--tied")} << 97 << f32 << 1e-6;
-        QTest::addRow("gpt2, vocabulary 97, float32") << QStringList{arch, QStringLiteral("gpt2")} << 97 << f32 << 1e-6;
-        QTest::addRow("llama, K/V heads split, bfloat16") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} << 97 << bf16 << 1e-2;
-        QTest::addRow("gpt2, vocabulary 97, bfloat16") << QStringList{arch, QStringLiteral("gpt2")} << 97 << bf16 << 1e-2;
-    }
-    void libTorchPathEvaluatesLikeOneRank()
-    {
-        QFETCH(QStringList, flags);
-        QFETCH(int, vocab);
-        QFETCH(QString, dtype);
+        QFETCH(int, tokens);
+        QFETCH(int, seed);
+        QFETCH(QStringList, windows);
+        QFETCH(QStringList, path);
         QFETCH(double, limit);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
-        const QString tokens = writeTokens(dir, 500, vocab, 5);
-        const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--protocol"),
-                                 QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"),
-                                 QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"),
-                                 QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--gemm"), QStringLiteral("blas"),
-                                 QStringLiteral("--dtype"), dtype};
+        const QString model = makeCheckpoint(dir, QStringLiteral("m"), checkpoint);
+        const QString tokenFile = writeTokens(dir, tokens, vocab, static_cast<unsigned>(seed));
+        const QStringList common = QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokenFile} + windows
+                                   + QStringList{QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"), QStringLiteral("1"),
+                                                 QStringLiteral("--quiet")}
+                                   + path;
         QMap<QString, QJsonObject> results;
         for (const auto &[name, world, n] : {std::tuple{QStringLiteral("one"), 1, 1}, {QStringLiteral("tp2"), 2, 2}, {QStringLiteral("tp2x2"), 4, 2}}) {
             const QString json = dir.filePath(name + QStringLiteral(".json"));
@@ -330,71 +356,28 @@ private Q_SLOTS:
             results[name] = cppl::test::readJson(json);
         }
         const QJsonObject one = results[QStringLiteral("one")], tp2 = results[QStringLiteral("tp2")], tp2x2 = results[QStringLiteral("tp2x2")];
-        QVERIFY2(tp2.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("blas")),
-                 qPrintable(QJsonDocument(tp2).toJson()));
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sum_exact")).toString());
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sq_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sq_sum_exact")).toString());
-        QCOMPARE(tp2.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
+        compareWidths(one, tp2, tp2x2);
+        if (QTest::currentTestFailed())
+            return;
+        // Against one rank on the same path: the matmuls' sums in another order.
         const double p1 = one.value(QStringLiteral("ppl")).toDouble(), p2 = tp2.value(QStringLiteral("ppl")).toDouble();
         const double deviation = std::fabs(p2 - p1) / p1;
         qInfo("%s: PPL %.17g at N = 1, %.17g at N = 2: relative deviation %.3g", QTest::currentDataTag(), p1, p2, deviation);
         CPPL_VERIFY2(deviation <= limit, qPrintable(QStringLiteral("N = 2 PPL %1 vs N = 1 %2").arg(p2, 0, 'g', 17).arg(p1, 0, 'g', 17)));
-    }
-
-    /// --quantize under tensor parallelism: each rank quantizes its slices (column-parallel rows
-    /// whole, row-parallel inputs on --quant-group boundaries), so its codes and scales are the
-    /// ones one rank makes, and N = 2 x 2 gives N = 2 x 1's bits. Against one rank quantized: on
-    /// LibTorch's path (weights dequantized, float activations) the sums differ in order only,
-    /// within float32's 1e-6; the agent's integer kernels also quantize the activations in blocks
-    /// of 32, where a value that the other order moved by an ulp can round to the next code, so
-    /// they are not held to 1e-6: 2e-4 here (measured up to 7.2e-5; docs/models.md).
-    void quantizedEvaluatesLikeOneRank_data()
-    {
-        QTest::addColumn<QStringList>("flags");
-        QTest::addColumn<QStringList>("quant");
-        QTest::addColumn<double>("limit");
-        const QString arch = QStringLiteral("--arch");
-        const QStringList wide{QStringLiteral("--hidden"), QStringLiteral("64"), QStringLiteral("--intermediate"), QStringLiteral("128")};
-        const QString q = QStringLiteral("--quantize");
-        QTest::addRow("llama, int8") << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} + wide << QStringList{q, QStringLiteral("int8")} << 2e-4;
-        QTest::addRow("llama, int4-asym, tied, head quantized")
-            << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa"), QStringLiteral("--tied")} + wide
-            << QStringList{q, QStringLiteral("int4-asym"), QStringLiteral("--quantize-head")} << 2e-4;
-        QTest::addRow("gpt2, int8") << QStringList{arch, QStringLiteral("gpt2")} + wide << QStringList{q, QStringLiteral("int8")} << 2e-4;
-        QTest::addRow("llama, int8, LibTorch's path")
-            << QStringList{arch, QStringLiteral("llama"), QStringLiteral("--gqa")} + wide
-            << QStringList{q, QStringLiteral("int8"), QStringLiteral("--gemm"), QStringLiteral("blas")} << 1e-6;
-    }
-    void quantizedEvaluatesLikeOneRank()
-    {
-        QFETCH(QStringList, flags);
-        QFETCH(QStringList, quant);
-        QFETCH(double, limit);
-        QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
-        const QString tokens = writeTokens(dir, 500, 97, 6);
-        const QStringList common = QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
-                                               QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"),
-                                               QStringLiteral("1"), QStringLiteral("--quiet")}
-                                   + quant;
-        QMap<QString, QJsonObject> results;
-        for (const auto &[name, world, n] : {std::tuple{QStringLiteral("one"), 1, 1}, {QStringLiteral("tp2"), 2, 2}, {QStringLiteral("tp2x2"), 4, 2}}) {
-            const QString json = dir.filePath(name + QStringLiteral(".json"));
-            const cppl::test::ProcessResult r = evalOn(world, n, common + QStringList{QStringLiteral("--json"), json});
-            CPPL_VERIFY2(r.exitCode == 0, qPrintable(name + QLatin1Char(' ') + r.describe()));
-            results[name] = cppl::test::readJson(json);
+        const bool blas = path.contains(QStringLiteral("blas")), quantized = path.contains(QStringLiteral("--quantize"));
+        if (blas)
+            QVERIFY2(tp2.value(QStringLiteral("gemm")).toString().startsWith(QStringLiteral("blas")), qPrintable(QJsonDocument(tp2).toJson()));
+        if (quantized) {
+            QCOMPARE(tp2.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("method")).toString(),
+                     one.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("method")).toString());
+            QVERIFY(tp2.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("layers")).toInt() > 0);
         }
-        const QJsonObject one = results[QStringLiteral("one")], tp2 = results[QStringLiteral("tp2")], tp2x2 = results[QStringLiteral("tp2x2")];
-        QCOMPARE(tp2.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("method")).toString(),
-                 one.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("method")).toString());
-        QVERIFY(tp2.value(QStringLiteral("quantization")).toObject().value(QStringLiteral("layers")).toInt() > 0);
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sum_exact")).toString());
-        QCOMPARE(tp2x2.value(QStringLiteral("nll_sq_sum_exact")).toString(), tp2.value(QStringLiteral("nll_sq_sum_exact")).toString());
-        QCOMPARE(tp2.value(QStringLiteral("tokens_scored")).toInteger(), one.value(QStringLiteral("tokens_scored")).toInteger());
-        const double p1 = one.value(QStringLiteral("ppl")).toDouble(), p2 = tp2.value(QStringLiteral("ppl")).toDouble();
-        const double deviation = std::fabs(p2 - p1) / p1;
-        qInfo("%s: PPL %.17g at N = 1, %.17g at N = 2: relative deviation %.3g", QTest::currentDataTag(), p1, p2, deviation);
-        CPPL_VERIFY2(deviation <= limit, qPrintable(QStringLiteral("N = 2 PPL %1 vs N = 1 %2").arg(p2, 0, 'g', 17).arg(p1, 0, 'g', 17)));
+        if (!blas && !quantized) {
+            compareWithReference(model, tokenFile, windows, p2);
+            if (QTest::currentTestFailed())
+                return;
+            checkWeightsPerRank(model, tp2, checkpoint.contains(QStringLiteral("--tied")));
+        }
     }
 
     /// Leader-driven groups: only leaders take part in the data-parallel side, so the dynamic

@@ -27,7 +27,6 @@
 #include <QMap>
 #include <QProcessEnvironment>
 #include <QRegularExpression>
-#include <QTemporaryDir>
 #include <QTest>
 
 using namespace Qt::StringLiterals;
@@ -39,11 +38,8 @@ using cppl::test::ProcessResult;
 using cppl::test::readFile;
 using cppl::test::readJson;
 using cppl::test::runProcess;
-using cppl::test::writeFile;
 
 namespace {
-
-constexpr int kWindows = 37;
 
 /// The comm share and efficiency of a result: the ranks' mean time in collectives (waiting for
 /// the last rank + transfer) and mean compute time, each over the run's wall time.
@@ -87,16 +83,16 @@ class TestNetnsCluster : public QObject
     Q_OBJECT
 
 private:
-    QTemporaryDir m_dir;
+    cppl::test::RunDir m_run;
     cppl::test::NetnsCluster m_cluster;
     QString m_skip;
     QJsonObject m_one, m_oneFull;
 
-    QString path(const QString &name) const { return m_dir.filePath(name); }
+    QString path(const QString &name) const { return m_run.path(name); }
 
     /// A profile of the 4 nodes, one slot each, in groups of two (the racks), over @p backend.
     /// @p evaluation: more evaluation fields (", \"schedule\": ..."); @p hostEnv: more of every host's env.
-    QString writeProfile(const QString &name, const QString &backend, const QString &evaluation, const QString &hostEnv = QString(), int windows = kWindows,
+    QString writeProfile(const QString &name, const QString &backend, const QString &evaluation, const QString &hostEnv = QString(), int windows = cppl::test::kRunWindows,
                          const QString &thresholds = u"\"sync_every_tokens\": 300, \"collective_timeout_seconds\": 30"_s)
     {
         QString hosts;
@@ -104,16 +100,14 @@ private:
             hosts += u"%1{\"name\": \"node%2\", \"address\": \"%3\", \"slots\": 1, \"agent\": \"%4\", \"ssh\": {\"alias\": \"node%2\"}, \"workdir\": \"%5\","
                      " \"env\": {\"OMP_NUM_THREADS\": \"1\", \"OPENBLAS_NUM_THREADS\": \"1\"%6}}"_s.arg(n > 1 ? u","_s : QString())
                          .arg(n)
-                         .arg(m_cluster.address(n), kAgent, m_dir.path(), hostEnv);
+                         .arg(m_cluster.address(n), kAgent, m_run.dir(), hostEnv);
         const QString json = uR"({"format": "clusterppl-profile", "version": 1, "name": "%1", "launcher": "ssh", "hosts": [%2], "groups": "size:2",
   "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2, "max_windows": %5,
                  "dtype": "float32", "device": "cpu", "backend": "%6", "topology": "hierarchical"%7},
   "thresholds": {%8}})"_s.arg(name, hosts, kModel, kText)
                                  .arg(windows)
                                  .arg(backend, evaluation, thresholds);
-        const QString file = path(name + u".json"_s);
-        writeFile(file, json.toUtf8());
-        return file;
+        return m_run.writeProfile(name, json);
     }
 
     /// A profile of @p nodes (1-based), each with @p slots slots, grouped by host, static and failing
@@ -128,14 +122,12 @@ private:
                          .arg(n)
                          .arg(m_cluster.address(n))
                          .arg(slots)
-                         .arg(kAgent, m_dir.path(), hostExtra, hostEnv);
+                         .arg(kAgent, m_run.dir(), hostExtra, hostEnv);
         const QString json = uR"({"format": "clusterppl-profile", "version": 1, "name": "%1", "launcher": "ssh", "hosts": [%2], "groups": "by-host",
   "evaluation": {"model": "%3", "text": "%4", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2, "max_windows": 37,
                  "dtype": "float32", "device": "cpu", "backend": "%5", "topology": "hierarchical", "schedule": "static", "on_rank_loss": "fail"},
   "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s.arg(name, hosts, kModel, kText, backend);
-        const QString file = path(name + u".json"_s);
-        writeFile(file, json.toUtf8());
-        return file;
+        return m_run.writeProfile(name, json);
     }
 
     QStringList sshArgs() const
@@ -152,20 +144,11 @@ private:
         return s;
     }
 
-    /// A one-rank reference of @p windows windows (0: all), as the profiles' per-rank settings.
-    QJsonObject oneRank(int windows, const QString &name)
-    {
-        const ProcessResult one = cppl::test::oneRankEval(kAgent, kText, windows, path(name));
-        return one.exitCode == 0 ? readJson(path(name)) : QJsonObject();
-    }
-
 private Q_SLOTS:
     void initTestCase()
     {
-        QVERIFY(m_dir.isValid());
-        QFile::setPermissions(m_dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadOther | QFile::ExeOther);
-        qputenv("XDG_STATE_HOME", path(u"state"_s).toUtf8());
-        m_one = oneRank(kWindows, u"one.json"_s);
+        QVERIFY(m_run.init(cppl::test::RunDir::Access::OthersRead));
+        m_one = m_run.oneRank(cppl::test::kRunWindows, u"one.json"_s);
         QVERIFY(m_one.value(u"nll_sum_exact"_s).toString().startsWith(u"xs1:"_s));
         QVERIFY(QDir().mkpath(path(u"cluster"_s)));
         m_skip = m_cluster.start(path(u"cluster"_s), 4, 2);
@@ -224,7 +207,7 @@ private Q_SLOTS:
         // (issue 43: before, it ran without it and refused every host over NCCL).
         const ProcessResult r = runProcess(kCli, args + sshArgs(), 600000);
         CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        CPPL_VERIFY2(r.err.contains(u"live exact merge equals rank 0's result"_s) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
+        CPPL_VERIFY2(cppl::test::liveMergeEqualsResult(r) && r.err.contains(u" 0 lost"_s), qPrintable(r.describe()));
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(u"backend"_s).toString(), backend);
         QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_one.value(u"nll_sum_exact"_s).toString());
@@ -246,7 +229,7 @@ private Q_SLOTS:
     {
         REQUIRE_CLUSTER();
         if (m_oneFull.isEmpty())
-            m_oneFull = oneRank(0, u"one-full.json"_s);
+            m_oneFull = m_run.oneRank(0, u"one-full.json"_s);
         QVERIFY(!m_oneFull.isEmpty());
         const QString profile = writeProfile(u"link-down"_s, u"gloo"_s, u", \"schedule\": \"dynamic\", \"on_rank_loss\": \"continue\""_s,
                                              u", \"CLUSTERPPL_TEST_SLOW_RANK\": \"*:20\""_s, 0,
@@ -306,7 +289,7 @@ private Q_SLOTS:
     void rateLimitBetweenRacks()
     {
         REQUIRE_CLUSTER();
-        const QString profile = writeProfile(u"racks"_s, u"gloo"_s, u", \"schedule\": \"static\", \"on_rank_loss\": \"fail\""_s, QString(), kWindows,
+        const QString profile = writeProfile(u"racks"_s, u"gloo"_s, u", \"schedule\": \"static\", \"on_rank_loss\": \"fail\""_s, QString(), cppl::test::kRunWindows,
                                              u"\"sync_every_tokens\": 0, \"collective_timeout_seconds\": 60"_s);
         CommFigures figures[2];
         for (int limited = 0; limited < 2; ++limited) {
