@@ -578,7 +578,7 @@ private Q_SLOTS:
         const QString all = describeEnds(ends);
         CPPL_VERIFY2(ends[1].err.contains(u"never completes (CPPL_FAKE_NCCL_HANG)"_s), qPrintable(all));
         // "rank 1 (host): ... (the cause); then: ..." or the relayed report "rank 1 (host) failed: ..."
-        const QRegularExpression cause(u"rank 1 \\([^)]*\\)(:| failed:) nccl (all-reduce|reduce) in the (world|node group 0) group did not finish within 5 s"_s);
+        const QRegularExpression cause(u"rank 1 \\([^)]*\\)(:| failed:) nccl (all-reduce|reduce) in the (world group|node group 0) did not finish within 5 s"_s);
         for (int r = 0; r < ranks; ++r) {
             CPPL_VERIFY2(ends[r].exitCode > 0 && ends[r].ms < 40000, qPrintable(all)); // never the others' 60 s
             CPPL_VERIFY2(ends[r].err.contains(u"did not finish within 5 s"_s), qPrintable(all));

@@ -9,6 +9,7 @@
 
 #include "cppl/child_process.h"
 #include "cppl/errors.h"
+#include "cppl/host.h"
 #include "cppl/signal_pipe.h"
 
 #include <fcntl.h>
@@ -39,6 +40,7 @@ struct Child
     pid_t pid = -1;
     int errFd = -1;
     cppl::LineSplitter lines; ///< its stderr, cut into lines
+    std::string lastError;    ///< its last "clusterppl-agent: ..." line
     bool exited = false;
     int status = 0;
     bool stoppedByUs = false;
@@ -65,6 +67,23 @@ std::string causeNamedIn(std::string_view line)
     if (!line.starts_with("rank ") || failed == std::string_view::npos || line.substr(0, failed).find(": ") != std::string_view::npos)
         return {};
     return std::string(line.substr(0, failed)) + ": " + std::string(line.substr(failed + kFailed.size()));
+}
+
+/**
+ * A cause no rank named (each gave up on its own, say at the same --timeout, so no line carries
+ * "(the cause)"): the first failing rank's own last words, "rank R (host): WHAT", or empty.
+ */
+std::string ownCause(const Child &first)
+{
+    std::string_view line = first.lastError;
+    constexpr std::string_view kAgent = "clusterppl-agent: ";
+    if (!line.starts_with(kAgent))
+        return {};
+    line.remove_prefix(kAgent.size());
+    const std::string self = "rank " + std::to_string(first.rank) + ": ";
+    if (line.starts_with(self))
+        line.remove_prefix(self.size());
+    return "rank " + std::to_string(first.rank) + " (" + cppl::localHostName() + "): " + std::string(line);
 }
 
 /// Whether @p pid is stopped (SIGSTOP, a debugger): /proc/PID/stat's state field is 'T' or 't'.
@@ -308,6 +327,8 @@ private:
             m_err << line << '\n';
             if (m_cause.empty())
                 m_cause = causeNamedIn(line);
+            if (line.starts_with("clusterppl-agent: "))
+                c.lastError = line;
         };
         char buf[8192];
         const ssize_t n = ::read(c.errFd, buf, sizeof buf);
@@ -447,6 +468,8 @@ int standaloneCommand(const std::vector<std::string> &argv, std::ostream &out, s
         for (const auto &c : children)
             if (c.rank != f.rank && failed(c.status))
                 err << "; rank " << c.rank << (c.stoppedByUs ? " was stopped" : " " + cppl::describeWaitStatus(c.status));
+        if (cause.empty())
+            cause = ownCause(f);
         if (!cause.empty()) // which rank exited first is a race; the cause the ranks named is not
             err << "; the cause: " << cause;
         err << '\n';
