@@ -488,7 +488,7 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     in.ranksPerDevice = m_o.ranksPerDevice;
     in.fusedAttention = hasFusedAttention();
     if (m_run && m_run->backend() == "nccl") // every rank reserves a leader's two: the batch is agreed by minimum anyway
-        in.ncclCommunicators = m_o.distOptions.topology == dist::Topology::Flat ? 1 : 2;
+        in.ncclCommunicators = (m_o.distOptions.topology == dist::Topology::Flat ? 1 : 2) + (m_o.tensorParallel > 1 ? 1 : 0); // and its group's
     BatchChoice c;
     std::string unknown;
     if (!m_memoryKnown)
