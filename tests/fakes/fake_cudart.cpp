@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // A fake CUDA runtime (soname libcudart.so.13) for tests on machines without a GPU: the entry
-// points clusterppl-agent binds (agent/lib/distributed/nccl_backend.cpp, api()) and a few more,
+// points clusterppl-agent binds (agent/lib/distributed/nccl_library.cpp, api()) and a few more,
 // with a scripted number of devices whose memory is host memory and streams that are real: each
 // stream is a thread that runs its work in order, so a "kernel" that never returns keeps its
 // stream busy exactly as a stuck NCCL kernel does. Scripts: tests/fakes/README.md.

@@ -27,38 +27,10 @@
 #include <thread>
 #include <unistd.h>
 
-#if CLUSTERPPL_HAVE_NCCL
-#include <nccl.h>
-#include <dlfcn.h>
-#include <link.h>
-#endif
-
+#include "nccl_library.h"
 namespace cppl::agent::dist {
 
-std::string describe(const GpuLibraries &l)
-{
-    if (l.cudartPath.empty() && l.ncclPath.empty())
-        return "GPU libraries: " + (l.error.empty() ? std::string("none loaded") : l.error);
-    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }; // CUDA: 12040 = 12.4
-    std::string s = "CUDA runtime " + version(l.runtimeVersion) + " [" + l.cudartPath + ", " + l.cudartHow + "], driver: "
-                    + (l.driverVersion > 0 ? "CUDA " + version(l.driverVersion) : std::string("none"));
-    if (!l.ncclPath.empty()) {
-        const int v = l.ncclVersion; // NCCL_VERSION: major * 10000 + minor * 100 + patch since 2.9
-        s += "; NCCL " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100) + " [" + l.ncclPath
-             + ", " + l.ncclHow + "]" + (l.ncclShrink ? " with ncclCommShrink" : "");
-    }
-    if (!l.error.empty())
-        s += "; " + l.error;
-    return s;
-}
-
 #if !CLUSTERPPL_HAVE_NCCL
-
-std::string ncclUnavailableReason()
-{
-    return "this agent was built without NCCL support (configure with the CUDA toolkit and nccl.h present, "
-           "-DCLUSTERPPL_WITH_NCCL=ON); use --backend gloo";
-}
 
 Communicators makeNcclCommunicators(RendezvousStore &, const BackendOptions &)
 {
@@ -70,278 +42,17 @@ Communicators regroupNcclCommunicators(RendezvousStore &, const BackendOptions &
     throw CollectiveError("the nccl backend is unavailable: " + ncclUnavailableReason());
 }
 
-std::vector<GpuInfo> cudaDevices()
-{
-    return {};
-}
-
 std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(RendezvousStore &, const BackendOptions &, const std::string &, int, int,
                                                                        const std::string &name)
 {
     throw CollectiveError(name + " over nccl is unavailable: " + ncclUnavailableReason());
 }
 
-DeviceBuffer::DeviceBuffer(int device, std::size_t) : m_device(device)
-{
-    throw CollectiveError("GPU memory is unavailable: " + ncclUnavailableReason());
-}
-DeviceBuffer::~DeviceBuffer() = default;
-void DeviceBuffer::upload(const void *, std::size_t) {}
-void DeviceBuffer::download(void *, std::size_t) const {}
-
-GpuLibraries gpuLibraries()
-{
-    GpuLibraries l;
-    l.error = ncclUnavailableReason();
-    return l;
-}
-
-bool cudaMemoryInfo(int, std::int64_t &, std::int64_t &)
-{
-    return false;
-}
-
-std::string cudaPciBusId(int)
-{
-    return {};
-}
-
 #else
+
+using namespace nccl_lib;
 
 namespace {
-
-/// The entry points we use, resolved with dlsym from whichever libcudart / libnccl the host has.
-struct Api
-{
-    GpuLibraries info;
-    void *cudart = nullptr;
-    void *nccl = nullptr;
-
-    cudaError_t (*getDeviceCount)(int *) = nullptr;
-    cudaError_t (*setDevice)(int) = nullptr;
-    cudaError_t (*malloc)(void **, size_t) = nullptr;
-    cudaError_t (*free)(void *) = nullptr;
-    cudaError_t (*memcpyAsync)(void *, const void *, size_t, cudaMemcpyKind, cudaStream_t) = nullptr;
-    cudaError_t (*streamCreateWithFlags)(cudaStream_t *, unsigned int) = nullptr;
-    cudaError_t (*streamDestroy)(cudaStream_t) = nullptr;
-    cudaError_t (*streamQuery)(cudaStream_t) = nullptr;
-    cudaError_t (*streamSynchronize)(cudaStream_t) = nullptr;
-    cudaError_t (*pciBusId)(char *, int, int) = nullptr;
-    cudaError_t (*memGetInfo)(size_t *, size_t *) = nullptr;
-    cudaError_t (*runtimeVersion)(int *) = nullptr;
-    cudaError_t (*driverVersion)(int *) = nullptr;
-    const char *(*cudaErrorString)(cudaError_t) = nullptr;
-
-    ncclResult_t (*getVersion)(int *) = nullptr;
-    ncclResult_t (*getUniqueId)(ncclUniqueId *) = nullptr;
-    ncclResult_t (*commInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) = nullptr;
-    ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *) = nullptr;
-    ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
-    ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) = nullptr;
-    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t) = nullptr;
-    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
-    ncclResult_t (*getAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
-    ncclResult_t (*commFinalize)(ncclComm_t) = nullptr;
-    ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
-    ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
-    const char *(*ncclErrorString)(ncclResult_t) = nullptr;
-    const char *(*lastError)(ncclComm_t) = nullptr;
-    ncclResult_t (*userRank)(const ncclComm_t, int *) = nullptr;
-    ncclResult_t (*commCount)(const ncclComm_t, int *) = nullptr;
-    /// NCCL >= 2.27 only (null before): the survivors' communicator after a lost rank. Declared
-    /// here rather than taken from nccl.h, so that an agent built against an older header still
-    /// uses it where the runtime library has it.
-    ncclResult_t (*commShrink)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int) = nullptr;
-};
-
-#ifdef NCCL_SHRINK_ABORT
-constexpr int kShrinkAbort = NCCL_SHRINK_ABORT;
-#else
-constexpr int kShrinkAbort = 0x01; // nccl.h 2.27: first end the parent's operations in flight, then shrink
-#endif
-
-/// The path the loader actually mapped for @p handle.
-std::string mappedPath(void *handle)
-{
-    link_map *map = nullptr;
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-        return map->l_name;
-    return "?";
-}
-
-/**
- * A CUDA build of LibTorch has loaded its own CUDA runtime (and NCCL) already: use those
- * (RTLD_NOLOAD finds a loaded library by its soname), never a second copy with its own state.
- * Else the loader's search, else the path found at build time.
- */
-void *openLibrary(std::initializer_list<const char *> sonames, const char *fallback, std::string &path, std::string &how, std::string &tried)
-{
-    for (const char *n : sonames)
-        if (void *h = dlopen(n, RTLD_NOW | RTLD_NOLOAD)) {
-            path = mappedPath(h);
-            how = "already loaded (LibTorch's)";
-            return h;
-        }
-    for (const char *n : sonames)
-        if (void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) {
-            path = mappedPath(h);
-            how = "loader search";
-            return h;
-        } else {
-            tried += std::string(tried.empty() ? "" : "; ") + dlerror();
-        }
-    if (fallback && *fallback) {
-        if (void *h = dlopen(fallback, RTLD_NOW | RTLD_LOCAL)) {
-            path = mappedPath(h);
-            how = "build-time path";
-            return h;
-        }
-        tried += std::string(tried.empty() ? "" : "; ") + dlerror();
-    }
-    return nullptr;
-}
-
-/// Resolves every (name, slot) pair; returns the first missing name, empty when all resolved.
-std::string bind(void *lib, std::initializer_list<std::pair<const char *, void *>> symbols)
-{
-    for (const auto &[name, slot] : symbols) {
-        void *fn = dlsym(lib, name);
-        if (!fn)
-            return name;
-        *static_cast<void **>(slot) = fn; // the slot is a function pointer; POSIX guarantees the round trip
-    }
-    return {};
-}
-
-const Api &api()
-{
-    static const Api a = [] {
-        Api x;
-        GpuLibraries &l = x.info;
-        std::string tried;
-        x.cudart = openLibrary({"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}, CLUSTERPPL_CUDART_FALLBACK,
-                               l.cudartPath, l.cudartHow, tried);
-        if (!x.cudart) {
-            l.error = "cannot load the CUDA runtime (" + tried + ")";
-            return x;
-        }
-        if (const std::string missing = bind(x.cudart, {{"cudaGetDeviceCount", &x.getDeviceCount},
-                                                        {"cudaSetDevice", &x.setDevice},
-                                                        {"cudaMalloc", &x.malloc},
-                                                        {"cudaFree", &x.free},
-                                                        {"cudaMemcpyAsync", &x.memcpyAsync},
-                                                        {"cudaStreamCreateWithFlags", &x.streamCreateWithFlags},
-                                                        {"cudaStreamDestroy", &x.streamDestroy},
-                                                        {"cudaStreamQuery", &x.streamQuery},
-                                                        {"cudaStreamSynchronize", &x.streamSynchronize},
-                                                        {"cudaDeviceGetPCIBusId", &x.pciBusId},
-                                                        {"cudaMemGetInfo", &x.memGetInfo},
-                                                        {"cudaRuntimeGetVersion", &x.runtimeVersion},
-                                                        {"cudaDriverGetVersion", &x.driverVersion},
-                                                        {"cudaGetErrorString", &x.cudaErrorString}});
-            !missing.empty()) {
-            l.error = "the CUDA runtime " + l.cudartPath + " lacks " + missing;
-            x.cudart = nullptr;
-            return x;
-        }
-        x.runtimeVersion(&l.runtimeVersion);
-        x.driverVersion(&l.driverVersion);
-        tried.clear();
-        x.nccl = openLibrary({"libnccl.so.2", "libnccl.so"}, CLUSTERPPL_NCCL_FALLBACK, l.ncclPath, l.ncclHow, tried);
-        if (!x.nccl) {
-            l.error = "cannot load NCCL (" + tried + ")";
-            return x;
-        }
-        if (const std::string missing = bind(x.nccl, {{"ncclGetVersion", &x.getVersion},
-                                                      {"ncclGetUniqueId", &x.getUniqueId},
-                                                      {"ncclCommInitRankConfig", &x.commInitRankConfig},
-                                                      {"ncclCommSplit", &x.commSplit},
-                                                      {"ncclAllReduce", &x.allReduce},
-                                                      {"ncclAllGather", &x.allGather},
-                                                      {"ncclReduce", &x.reduce},
-                                                      {"ncclBroadcast", &x.broadcast},
-                                                      {"ncclCommGetAsyncError", &x.getAsyncError},
-                                                      {"ncclCommFinalize", &x.commFinalize},
-                                                      {"ncclCommDestroy", &x.commDestroy},
-                                                      {"ncclCommAbort", &x.commAbort},
-                                                      {"ncclGetErrorString", &x.ncclErrorString},
-                                                      {"ncclGetLastError", &x.lastError},
-                                                      {"ncclCommUserRank", &x.userRank},
-                                                      {"ncclCommCount", &x.commCount}});
-            !missing.empty()) {
-            l.error = "NCCL " + l.ncclPath + " lacks " + missing + " (ncclCommSplit needs NCCL >= 2.18)";
-            x.nccl = nullptr;
-            return x;
-        }
-        x.getVersion(&l.ncclVersion);
-        if (l.ncclVersion < kNcclMinVersion) { // an NCCL that exports the symbols but says it is older
-            l.error = "NCCL " + l.ncclPath + " is version " + ncclVersionText(l.ncclVersion) + ", older than "
-                      + ncclVersionText(kNcclMinVersion) + ", the oldest this agent uses (ncclCommSplit, ncclCommInitRankConfig); "
-                      + "install NCCL 2.18 or newer";
-            x.nccl = nullptr;
-            return x;
-        }
-        if (void *fn = dlsym(x.nccl, "ncclCommShrink"); fn && l.ncclVersion >= kNcclShrinkVersion) {
-            void *slot = &x.commShrink; // as bind() does: the slot is a function pointer
-            *static_cast<void **>(slot) = fn;
-            l.ncclShrink = true;
-        }
-        return x;
-    }();
-    return a;
-}
-
-std::string deviceProblem()
-{
-    const Api &a = api();
-    if (!a.info.error.empty())
-        return a.info.error;
-    int n = 0;
-    if (const cudaError_t rc = a.getDeviceCount(&n); rc != cudaSuccess)
-        return std::string("CUDA: ") + a.cudaErrorString(rc);
-    if (n == 0)
-        return "CUDA: no GPU is visible (check CUDA_VISIBLE_DEVICES)";
-    return {};
-}
-
-/// NCCL's code says little ("unhandled system error"); ncclGetLastError says which call and why.
-[[noreturn]] void fail(ncclResult_t rc, const std::string &what, ncclComm_t comm)
-{
-    std::string msg = "nccl: " + what + " failed: " + api().ncclErrorString(rc);
-    if (const char *last = api().lastError(comm); last && *last)
-        msg += " (NCCL says: " + std::string(last) + ")";
-    throw CollectiveError(msg + "; NCCL_DEBUG=WARN shows more");
-}
-
-void check(ncclResult_t rc, const std::string &what, ncclComm_t comm = nullptr)
-{
-    if (rc != ncclSuccess)
-        fail(rc, what, comm);
-}
-
-void checkCuda(cudaError_t rc, const char *what)
-{
-    if (rc != cudaSuccess)
-        throw CollectiveError(std::string("CUDA: ") + what + " failed: " + api().cudaErrorString(rc));
-}
-
-/// blocking = 1 explicitly: NCCL_COMM_BLOCKING=0 in a user's environment would otherwise make
-/// init and split return ncclInProgress, which this code (blocking calls, polled streams) never expects.
-ncclConfig_t blockingConfig(const char *name)
-{
-    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
-    c.blocking = 1;
-    c.commName = name; // shows in NCCL's own logs (NCCL_DEBUG=INFO)
-    // No resources shared with a parent (NCCL_COMM_SPLIT_SHARE_RESOURCES / ..._SHRINK_... in a
-    // user's environment would otherwise turn it on): after a lost rank the node group and leaders
-    // are aborted while their parent lives on to be shrunk, and a shrunk world outlives its
-    // aborted parent.
-    c.splitShare = 0;
-#ifdef NCCL_SHRINK_ABORT // nccl.h >= 2.27 has the field
-    c.shrinkShare = 0;
-#endif
-    return c;
-}
 
 /**
  * One NCCL communicator. Words are staged through a device buffer on a stream of its own
@@ -809,66 +520,7 @@ void refuseSharedGpus(RendezvousStore &store, const BackendOptions &o, int devic
                           + "ranks per host, or use --backend gloo (" + kNcclShareGpuVariable + "=1 lets ranks share a GPU as a test mode)");
     }
 }
-
 } // namespace
-
-std::string ncclUnavailableReason()
-{
-    return deviceProblem();
-}
-
-GpuLibraries gpuLibraries()
-{
-    return api().info;
-}
-
-bool cudaMemoryInfo(int device, std::int64_t &freeBytes, std::int64_t &totalBytes)
-{
-    const Api &a = api();
-    size_t f = 0, t = 0;
-    if (!a.cudart || a.setDevice(device) != cudaSuccess || a.memGetInfo(&f, &t) != cudaSuccess)
-        return false;
-    freeBytes = static_cast<std::int64_t>(f);
-    totalBytes = static_cast<std::int64_t>(t);
-    return true;
-}
-
-std::string cudaPciBusId(int device)
-{
-    const Api &a = api();
-    char bus[64] = {};
-    if (!a.cudart || a.pciBusId(bus, sizeof bus, device) != cudaSuccess)
-        return {};
-    return bus;
-}
-
-std::vector<GpuInfo> cudaDevices()
-{
-    const Api &a = api();
-    std::vector<GpuInfo> out;
-    int n = 0;
-    if (!a.cudart || a.getDeviceCount(&n) != cudaSuccess)
-        return out;
-    // cudaDeviceProp's layout changes between CUDA versions (12 renamed the call to _v2, 13 dropped
-    // fields), while the runtime may be another version than our header: fill a buffer larger than
-    // any version's struct and read only the leading fields, which every version keeps in place.
-    using PropsFn = cudaError_t (*)(void *, int);
-    auto props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties_v2"));
-    if (!props)
-        props = reinterpret_cast<PropsFn>(dlsym(a.cudart, "cudaGetDeviceProperties"));
-    static_assert(offsetof(cudaDeviceProp, name) == 0 && offsetof(cudaDeviceProp, totalGlobalMem) == 288);
-    std::vector<std::uint64_t> buffer(8192); // 64 KiB, aligned for any field
-    for (int d = 0; d < n; ++d) {
-        std::fill(buffer.begin(), buffer.end(), 0);
-        if (props && props(buffer.data(), d) == cudaSuccess) {
-            const auto *bytes = reinterpret_cast<const char *>(buffer.data());
-            out.push_back({std::string(bytes, strnlen(bytes, 256)), static_cast<std::int64_t>(buffer[288 / 8]), cudaPciBusId(d)});
-        } else {
-            out.push_back({"device " + std::to_string(d), 0, cudaPciBusId(d)});
-        }
-    }
-    return out;
-}
 
 namespace {
 
@@ -1015,40 +667,6 @@ std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(Rendezvou
             throw ProtocolError("nccl: " + name + ": member " + std::to_string(m) + " answered as member " + std::to_string(all[static_cast<std::size_t>(m)])
                                 + " when the members connected; do all ranks run the same agent version?");
     return c;
-}
-
-DeviceBuffer::DeviceBuffer(int device, std::size_t bytes) : m_device(device)
-{
-    if (const std::string why = deviceProblem(); !why.empty())
-        throw CollectiveError("GPU memory is unavailable: " + why);
-    if (device >= 0)
-        checkCuda(api().setDevice(device), "cudaSetDevice");
-    checkCuda(api().malloc(&m_data, bytes), "cudaMalloc");
-}
-
-DeviceBuffer::~DeviceBuffer()
-{
-    if (m_data) {
-        if (m_device >= 0)
-            api().setDevice(m_device);
-        api().free(m_data);
-    }
-}
-
-void DeviceBuffer::upload(const void *host, std::size_t bytes)
-{
-    if (m_device >= 0)
-        checkCuda(api().setDevice(m_device), "cudaSetDevice");
-    checkCuda(api().memcpyAsync(m_data, host, bytes, cudaMemcpyHostToDevice, nullptr), "cudaMemcpyAsync (to the GPU)");
-    checkCuda(api().streamSynchronize(nullptr), "cudaStreamSynchronize");
-}
-
-void DeviceBuffer::download(void *host, std::size_t bytes) const
-{
-    if (m_device >= 0)
-        checkCuda(api().setDevice(m_device), "cudaSetDevice");
-    checkCuda(api().memcpyAsync(host, m_data, bytes, cudaMemcpyDeviceToHost, nullptr), "cudaMemcpyAsync (from the GPU)");
-    checkCuda(api().streamSynchronize(nullptr), "cudaStreamSynchronize");
 }
 
 Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOptions &o, Communicators old, const std::vector<int> &oldMembers,
