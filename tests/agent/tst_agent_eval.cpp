@@ -42,17 +42,6 @@ QString makeCheckpoint(const QTemporaryDir &dir, const QString &name, const QStr
     return out;
 }
 
-QString writeTokens(const QTemporaryDir &dir, int n, int vocab, unsigned seed)
-{
-    const QString path = dir.filePath(QStringLiteral("tokens.u32"));
-    std::mt19937 rng(seed);
-    std::ofstream f(path.toStdString(), std::ios::binary);
-    for (int i = 0; i < n; ++i) {
-        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
-        f.write(reinterpret_cast<const char *>(&id), 4);
-    }
-    return path;
-}
 
 } // namespace
 
@@ -73,7 +62,7 @@ private Q_SLOTS:
         CPPL_VERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
         m_llama = makeCheckpoint(m_dir, QStringLiteral("llama"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
                                                                   QStringLiteral("--max-positions"), QStringLiteral("64")});
-        m_tokens = writeTokens(m_dir, 700, 97, 1);
+        m_tokens = cppl::test::writeRandomTokens(m_dir.filePath(QStringLiteral("tokens.u32")), 700, 97, 1);
     }
 
     void nativeLogitsMatchTransformers_data()
@@ -362,7 +351,7 @@ private Q_SLOTS:
         const QString model = makeCheckpoint(dir, QStringLiteral("wide-vocab"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa"),
                                                                                  QStringLiteral("--vocab"), QStringLiteral("40000"), QStringLiteral("--max-positions"),
                                                                                  QStringLiteral("64")});
-        const QString tokens = writeTokens(dir, 400, 40000, 3);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens.u32")), 400, 40000, 3);
         const QStringList common{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
                                  QStringLiteral("64"), QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--batch"), QStringLiteral("3"),
                                  QStringLiteral("--gemm"), QStringLiteral("blas"), QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")};
@@ -532,7 +521,7 @@ private Q_SLOTS:
                                                                                 QStringLiteral("1024"), QStringLiteral("--heads"), QStringLiteral("8"),
                                                                                 QStringLiteral("--layers"), QStringLiteral("1"), QStringLiteral("--dtype"),
                                                                                 QStringLiteral("BF16"), QStringLiteral("--max-positions"), QStringLiteral("64")});
-        const QString tokens = writeTokens(dir, 200, 128256, 5);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens.u32")), 200, 128256, 5);
         const QString out = dir.filePath(QStringLiteral("load.json"));
         const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
                                           QStringLiteral("32"), QStringLiteral("--max-windows"), QStringLiteral("2"), QStringLiteral("--gemm"), QStringLiteral("blas"),

@@ -56,17 +56,6 @@ bool waitForLine(cppl::test::HandRanks &ranks, int rank, const QString &text, qi
     return ranks.err(rank).contains(text);
 }
 
-QString writeTokens(const QTemporaryDir &dir, int n, int vocab, unsigned seed)
-{
-    const QString path = dir.filePath(u"tokens.u32"_s);
-    std::mt19937 rng(seed);
-    std::ofstream f(path.toStdString(), std::ios::binary);
-    for (int i = 0; i < n; ++i) {
-        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
-        f.write(reinterpret_cast<const char *>(&id), 4);
-    }
-    return path;
-}
 
 } // namespace
 
@@ -149,7 +138,7 @@ private Q_SLOTS:
         const cppl::test::ProcessResult made
             = cppl::test::runReference(u"make_checkpoint.py"_s, {u"--out"_s, model, u"--arch"_s, u"llama"_s, u"--gqa"_s});
         QVERIFY2(made.exitCode == 0, qPrintable(made.describe()));
-        const QString tokens = writeTokens(dir, 700, 97, 4);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens.u32")), 700, 97, 4);
         auto eval = [&](int ranks, const QString &backend, const QString &json, const QStringList &more = {},
                         const QProcessEnvironment &extra = {}) {
             const QStringList args{u"eval"_s,    u"--model"_s,   model,   u"--tokens"_s,  tokens,   u"--context"_s,         u"64"_s,

@@ -44,16 +44,6 @@ QString makeCheckpoint(const QString &out, const QStringList &flags)
     return out;
 }
 
-QString writeTokens(const QString &path, int n, int vocab, unsigned seed)
-{
-    std::mt19937 rng(seed);
-    std::ofstream f(path.toStdString(), std::ios::binary);
-    for (int i = 0; i < n; ++i) {
-        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
-        f.write(reinterpret_cast<const char *>(&id), 4);
-    }
-    return path;
-}
 
 QStringList args(std::initializer_list<const char *> list)
 {
@@ -166,7 +156,7 @@ private Q_SLOTS:
         QVERIFY(m_dir.isValid());
         const ProcessResult probe = runProcess(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
         CPPL_VERIFY2(probe.exitCode == 0, "these tests need Debian's PyTorch: run scripts/install-deps.sh (python3-torch)");
-        m_tokens = writeTokens(m_dir.filePath(QStringLiteral("tokens.u32")), 600, 97, 7);
+        m_tokens = cppl::test::writeRandomTokens(m_dir.filePath(QStringLiteral("tokens.u32")), 600, 97, 7);
     }
 
     void logitsMatchFloat64Reference_data() { familyVariants(); }

@@ -143,17 +143,6 @@ QString makeCheckpoint(const QTemporaryDir &dir, const QString &name, const QStr
     return out;
 }
 
-QString writeTokens(const QTemporaryDir &dir, int n, int vocab, unsigned seed)
-{
-    const QString path = dir.filePath(QStringLiteral("tokens-%1.u32").arg(vocab));
-    std::mt19937 rng(seed);
-    std::ofstream f(path.toStdString(), std::ios::binary);
-    for (int i = 0; i < n; ++i) {
-        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
-        f.write(reinterpret_cast<const char *>(&id), 4);
-    }
-    return path;
-}
 
 /// `eval` on @p world ranks (`run --standalone`; one rank: eval itself) with --tensor-parallel @p n.
 cppl::test::ProcessResult evalOn(int world, int n, const QStringList &evalArgs)
@@ -343,7 +332,7 @@ private Q_SLOTS:
         QFETCH(double, limit);
         QTemporaryDir dir;
         const QString model = makeCheckpoint(dir, QStringLiteral("m"), checkpoint);
-        const QString tokenFile = writeTokens(dir, tokens, vocab, static_cast<unsigned>(seed));
+        const QString tokenFile = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens-%1.u32").arg(vocab)), tokens, vocab, static_cast<unsigned>(seed));
         const QStringList common = QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokenFile} + windows
                                    + QStringList{QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"), QStringLiteral("1"),
                                                  QStringLiteral("--quiet")}
@@ -387,7 +376,7 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")});
-        const QString tokens = writeTokens(dir, 900, 97, 3);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens-97.u32")), 900, 97, 3);
         const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
                                  QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--threads"),
                                  QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--sync-every-tokens"), QStringLiteral("200")};
@@ -434,7 +423,7 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString model = makeCheckpoint(dir, QStringLiteral("m"), {QStringLiteral("--arch"), QStringLiteral("llama"), QStringLiteral("--gqa")});
-        const QString tokens = writeTokens(dir, 900, 97, 4);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens-97.u32")), 900, 97, 4);
         const QStringList common{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
                                  QStringLiteral("64"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--threads"),
                                  QStringLiteral("1"), QStringLiteral("--quiet"), QStringLiteral("--sync-every-tokens"), QStringLiteral("200"),
@@ -501,7 +490,7 @@ private Q_SLOTS:
         QFETCH(QString, reason);
         QTemporaryDir dir;
         const QString model = makeCheckpoint(dir, QStringLiteral("m"), flags);
-        const QString tokens = writeTokens(dir, 300, 97, 2);
+        const QString tokens = cppl::test::writeRandomTokens(dir.filePath(QStringLiteral("tokens-97.u32")), 300, 97, 2);
         const cppl::test::ProcessResult r =
             evalOn(world, n, QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), tokens, QStringLiteral("--context"),
                                          QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("2"), QStringLiteral("--quiet")}

@@ -17,6 +17,8 @@
 #include <QThread>
 
 #include <algorithm>
+#include <cstdint>
+#include <random>
 
 #include <signal.h>
 
@@ -48,6 +50,21 @@ inline QByteArray readFile(const QString &path)
 {
     QFile f(path);
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+/// @p n token ids drawn below @p vocab (std::mt19937 seeded with @p seed) written to @p path as a
+/// uint32 token file (`--tokens`); returns @p path.
+inline QString writeRandomTokens(const QString &path, int n, int vocab, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return path; // the agent then names the unreadable file
+    for (int i = 0; i < n; ++i) {
+        const auto id = static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(vocab));
+        f.write(reinterpret_cast<const char *>(&id), 4);
+    }
+    return path;
 }
 
 /// The JSON object in @p path; empty when it cannot be read or is no object.
