@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 namespace cppl::agent {
 
@@ -99,6 +103,33 @@ int endProcess(int code)
     if (g_threadLeft.load() || g_decision.load() != nullptr)
         std::_Exit(code);
     return code;
+}
+
+bool finishesWithin(std::function<void()> work, std::chrono::milliseconds bound)
+{
+    struct State
+    {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+    };
+    const auto st = std::make_shared<State>();
+    std::thread t([st, work = std::move(work)] {
+        work();
+        const std::lock_guard lock(st->m);
+        st->done = true;
+        st->cv.notify_all();
+    });
+    std::unique_lock lock(st->m);
+    if (st->cv.wait_for(lock, bound, [&] { return st->done; })) {
+        lock.unlock();
+        t.join();
+        return true;
+    }
+    lock.unlock();
+    t.detach();
+    noteThreadLeftRunning();
+    return false;
 }
 
 } // namespace cppl::agent

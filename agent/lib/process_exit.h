@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
 
 namespace cppl::agent {
@@ -25,6 +27,11 @@ void decideExit(int code, const std::string &line) noexcept;
 /// forming in the background, abandoned communicators and their store connections): the process
 /// must not run its static destructors under it (endProcess()).
 void noteThreadLeftRunning() noexcept;
+/// @brief Runs @p work on a thread of its own and waits at most @p bound: true when it finished in
+/// time; past the bound the thread is left running (noteThreadLeftRunning) and false is returned.
+/// For work that may block on a peer and must not hold a rank that is leaving (a store write, an
+/// NCCL abort). @p work must not throw; starting the thread may (std::system_error).
+[[nodiscard]] bool finishesWithin(std::function<void()> work, std::chrono::milliseconds bound);
 /// @brief std::set_terminate: once an exit is decided, an exception that escapes any thread ends
 /// the process with that exit (its line printed if it was not, and a note naming the exception);
 /// before, the default handler (abort, with what was thrown).

@@ -423,37 +423,31 @@ void abortBounded(std::vector<std::unique_ptr<Communicator>> comms, std::chrono:
     struct State
     {
         std::mutex m;
-        std::condition_variable cv;
-        bool done = false;
         std::string current;
         std::vector<std::unique_ptr<Communicator>> comms;
     };
     const auto st = std::make_shared<State>();
     st->comms = std::move(comms);
-    std::thread aborter([st] {
-        for (const auto &c : st->comms)
-            if (auto *n = dynamic_cast<NcclCommunicator *>(c.get())) {
-                {
-                    const std::lock_guard lock(st->m);
-                    st->current = n->name();
+    const bool done = finishesWithin(
+        [st] {
+            for (const auto &c : st->comms)
+                if (auto *n = dynamic_cast<NcclCommunicator *>(c.get())) {
+                    {
+                        const std::lock_guard lock(st->m);
+                        st->current = n->name();
+                    }
+                    n->abortNow();
                 }
-                n->abortNow();
-            }
-        st->comms.clear(); // aborted: their destructors neither finalize nor wait
-        const std::lock_guard lock(st->m);
-        st->done = true;
-        st->cv.notify_all();
-    });
-    std::unique_lock lock(st->m);
-    if (st->cv.wait_for(lock, bound, [&] { return st->done; })) {
-        lock.unlock();
-        aborter.join();
+            st->comms.clear(); // aborted: their destructors neither finalize nor wait
+        },
+        bound);
+    if (done)
         return;
+    std::string current;
+    {
+        const std::lock_guard lock(st->m);
+        current = st->current;
     }
-    const std::string current = st->current;
-    lock.unlock();
-    aborter.detach();
-    noteThreadLeftRunning();
     throw CollectiveError("nccl regrouping: ncclCommAbort of the " + current + " communicator did not return within "
                           + std::to_string(bound.count() / 1000) + " s; this rank cannot rebuild its communicators");
 }

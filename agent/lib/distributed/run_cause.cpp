@@ -5,45 +5,26 @@
 
 #include "cppl/errors.h"
 
-#include <condition_variable>
 #include <functional>
-#include <thread>
+#include <system_error>
 
 namespace cppl::agent::dist {
 
 namespace {
 
-/// Runs @p work (which talks to the store) on a thread of its own and waits at most @p bound: a
-/// store that is gone or slow must not hold a rank that is leaving. Past the bound the thread is
-/// left to the process's exit. True when @p work finished in time.
+/// Runs @p work (which talks to the store) for at most @p bound (finishesWithin): a store that is
+/// gone or slow must not hold a rank that is leaving. True when @p work finished in time.
 bool bounded(std::function<void()> work, std::chrono::milliseconds bound) noexcept
 {
-    struct State
-    {
-        std::mutex m;
-        std::condition_variable cv;
-        bool done = false;
-    };
     try {
-        const auto st = std::make_shared<State>();
-        std::thread t([st, work = std::move(work)] {
-            try {
-                work();
-            } catch (const std::exception &) { // the store is unreachable: the cause is this process's alone
-            }
-            const std::lock_guard lock(st->m);
-            st->done = true;
-            st->cv.notify_all();
-        });
-        std::unique_lock lock(st->m);
-        if (st->cv.wait_for(lock, bound, [&] { return st->done; })) {
-            lock.unlock();
-            t.join();
-            return true;
-        }
-        lock.unlock();
-        t.detach();
-        noteThreadLeftRunning();
+        return finishesWithin(
+            [work = std::move(work)] {
+                try {
+                    work();
+                } catch (const std::exception &) { // the store is unreachable: the cause is this process's alone
+                }
+            },
+            bound);
     } catch (const std::system_error &) { // no thread could start: the cause stays this process's
     }
     return false;
