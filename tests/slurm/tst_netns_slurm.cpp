@@ -15,6 +15,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QTest>
@@ -37,8 +38,21 @@ private:
     cppl::test::NetnsCluster m_cluster;
     QString m_skip;
     QString m_oneRankExact;
+    QString m_model; // kModel behind a path long enough that a node's pre-flight report passes 1 KiB
 
     QString path(const QString &name) const { return m_run.path(name); }
+
+    /// A checkout in a deep directory (CI's) makes the pre-flight report longer than Slurm's
+    /// labelled-output chunk (1 KiB), which srun -l once split into two "lines": point the model
+    /// at kModel through such a path, so that this test covers the long report everywhere.
+    bool linkModelDeep()
+    {
+        QString dir = path(u"long"_s);
+        for (int i = 0; i < 4; ++i)
+            dir += u"/a-directory-name-as-long-as-some-cluster-file-systems-give-their-project-and-scratch-trees-%1"_s.arg(i);
+        m_model = dir + u"/model"_s;
+        return QDir().mkpath(dir) && QFile::link(kModel, m_model);
+    }
 
     QString profileJson(const QString &evaluation) const
     {
@@ -49,7 +63,7 @@ private:
   "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
                  "max_windows": %6, "dtype": "float32", "device": "cpu", "backend": "gloo", "topology": "hierarchical"%7},
   "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s
-            .arg(path(u"login"_s), kAgent, m_cluster.slurmEnvScript(), kModel, kText)
+            .arg(path(u"login"_s), kAgent, m_cluster.slurmEnvScript(), m_model, kText)
             .arg(cppl::test::kRunWindows)
             .arg(evaluation);
     }
@@ -60,6 +74,7 @@ private Q_SLOTS:
         QVERIFY(m_run.init(cppl::test::RunDir::Access::OthersRead));
         qputenv("CLUSTERPPL_STORE", path(u"history.sqlite"_s).toUtf8());
         QVERIFY(QDir().mkpath(path(u"login"_s)) && QDir().mkpath(path(u"cluster"_s)));
+        QVERIFY(linkModelDeep());
         m_oneRankExact = m_run.oneRank(cppl::test::kRunWindows, u"one.json"_s).value(u"nll_sum_exact"_s).toString();
         QVERIFY(m_oneRankExact.startsWith(u"xs1:"_s));
         m_skip = m_cluster.start(path(u"cluster"_s), 4, 2);

@@ -92,7 +92,7 @@ private Q_SLOTS:
                                  "#SBATCH --output=job.out\n", "#SBATCH --error=job.err\n",
                                  ". '/etc/site env.sh' || {", "module load 'cuda/12.2' || {", "export OMP_NUM_THREADS='2'\n",
                                  "export NCCL_DEBUG='WARN'\n", "unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE\n", "export MASTER_PORT=29511\n",
-                                 "srun -l --nodes=2 --ntasks=2 --ntasks-per-node=1 --output=preflight.out --error=preflight.err "
+                                 "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --output=preflight.%t.out --error=preflight.%t.err "
                                  "'/opt/cppl/bin/clusterppl-agent' 'preflight' '--json' '--master-addr' \"$MASTER_ADDR\"\n",
                                  "[ \"$(cat gate)\" = go ] ||",
                                  "srun -l --kill-on-bad-exit=0 --nodes=2 --ntasks=8 --ntasks-per-node=4 --distribution=block",

@@ -54,7 +54,9 @@ fi
 command -v sbatch >/dev/null 2>&1 || { say submit-failed "sbatch is not on PATH on $(hostname) (set slurm.env_script or slurm.modules)"; exit 4; }
 exec 3<&0
 relay_pid=
-rm -f relay.endpoint agent.keys collector.keys
+# A job directory reused (the same run id again, a resume) holds the last job's files: none of
+# them may pass for this job's (a stale gate would skip the launcher's decision).
+rm -f relay.endpoint agent.keys collector.keys gate gate.tmp preflight.done preflight.*.out preflight.*.err result.json job.out job.err
 # "--telemetry ENDPOINT --telemetry-keys-stdin": the SSH launcher's reverse tunnel to the collector
 # and the run's key line on stdin; absent when the login node refused the tunnel.
 if [ "${1:-}" = --telemetry ]; then
@@ -77,7 +79,7 @@ if [ $rc -ne 0 ]; then
 fi
 job=${out%%;*}
 say job "$job"
-touch job.out job.err preflight.out preflight.err
+touch job.out job.err
 tail --pid=$$ -n +1 -f job.out 2>/dev/null | while IFS= read -r l; do printf '@o %s\n' "$l"; done &
 tail --pid=$$ -n +1 -f job.err 2>/dev/null | while IFS= read -r l; do printf '@e %s\n' "$l"; done &
 (
@@ -108,8 +110,12 @@ while :; do
   last=$cur
   if [ -z "$sent" ] && [ -e preflight.done ]; then
     sent=1
-    while IFS= read -r l; do say pf "$l"; done < preflight.out
-    while IFS= read -r l; do say pferr "$l"; done < preflight.err
+    for f in preflight.*.out; do
+      [ -e "$f" ] || continue
+      t=${f#preflight.}; t=${t%.out}
+      while IFS= read -r l || [ -n "$l" ]; do say pf "$t: $l"; done < "$f"
+      [ -e "preflight.$t.err" ] && while IFS= read -r l || [ -n "$l" ]; do say pferr "$t: $l"; done < "preflight.$t.err"
+    done
     say preflight-done "$(cat preflight.done)"
   fi
   case "$state" in
@@ -242,11 +248,13 @@ std::string environment(const ClusterProfile &profile, const SlurmJobInputs &in)
     return b;
 }
 
-/// Step 1: pre-flight on every node, then the launcher's decision (the gate file).
+/// Step 1: pre-flight on every node, then the launcher's decision (the gate file). Each task's
+/// report goes to a file of its own (preflight.TASK.out), unlabelled: srun -l cuts a labelled line
+/// into 1 KiB pieces, each labelled again, and a report is one JSON line that can pass 1 KiB.
 std::string preflightStep(const SlurmJobInputs &in, const std::string &nodes)
 {
     return "# Step 1: pre-flight on every node, then wait for the launcher's decision.\n"
-           "srun -l --nodes=" + nodes + " --ntasks=" + nodes + " --ntasks-per-node=1 --output=preflight.out --error=preflight.err "
+           "srun --nodes=" + nodes + " --ntasks=" + nodes + " --ntasks-per-node=1 --output=preflight.%t.out --error=preflight.%t.err "
            + words(in.preflightArgv, "pre-flight argument") + "\n"
            "echo $? > preflight.done\n"
            "waited=0\n"
