@@ -25,7 +25,7 @@ constexpr const char *kHookNames[] = {
     "CLUSTERPPL_TEST_HOLD_FINISH",     "CLUSTERPPL_TEST_HOLD_WATCHDOG_STOP", "CLUSTERPPL_TEST_HOLD_FAILURE", "CLUSTERPPL_TEST_HOLD_RESULT",
     "CLUSTERPPL_TEST_HOLD_FINGERPRINT", "CLUSTERPPL_TEST_SLOW_RANK",   "CLUSTERPPL_TEST_ROUND_LINES",      "CLUSTERPPL_TEST_GPU_FREE_BYTES",
     "CLUSTERPPL_TEST_MESH_CANDIDATES", "CLUSTERPPL_TEST_TRACE_WATCHDOG", "CLUSTERPPL_TEST_NO_GLOO",
-    "CLUSTERPPL_TEST_DEVICE_KIND",     "CLUSTERPPL_TEST_SLOW_LOAD",
+    "CLUSTERPPL_TEST_DEVICE_KIND",     "CLUSTERPPL_TEST_SLOW_LOAD",       "CLUSTERPPL_TEST_LONG_LINES",
 };
 #else
 constexpr long kMaxHoldMs = 600000;
@@ -201,6 +201,12 @@ void readSwitches(const EnvLookup &env, FaultHooks &f)
     }
     if (const Hook h(env, "CLUSTERPPL_TEST_TRACE_WATCHDOG"); h.set())
         f.traceWatchdog = h.value() != "0";
+    if (const Hook h(env, "CLUSTERPPL_TEST_LONG_LINES"); h.set()) {
+        long bytes = 0;
+        if (!parseInt(h.value(), 1, 1 << 20, bytes))
+            h.refuse("a number of bytes (1-1048576)");
+        f.longLines = static_cast<std::size_t>(bytes);
+    }
 }
 #endif
 

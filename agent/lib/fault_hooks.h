@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -90,6 +91,9 @@ struct FaultHooks
     /// CLUSTERPPL_TEST_DEVICE_KIND=R:cuda: rank R says at the rendezvous that its model is on a GPU
     /// (this LibTorch may have no CUDA): the device-kind check (deviceKindProblem) sees a mix.
     int cudaKindRank = -1;
+    /// CLUSTERPPL_TEST_LONG_LINES=BYTES: every checkpoint line carries a "test_padding" member of
+    /// BYTES characters, kept in checkpoint.json (a line that srun -l cuts in pieces).
+    std::size_t longLines = 0;
 
     [[nodiscard]] bool slows(int rank) const { return slowMs.count() > 0 && (slowEveryRank || slowRank == rank); }
     /// The closing-gather point where @p rank kills itself; empty: nowhere.

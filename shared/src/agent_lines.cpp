@@ -531,6 +531,22 @@ Decoded decode(std::string_view line) noexcept
     }
 }
 
+bool endsEarly(std::string_view line) noexcept
+{
+    const std::string_view tag = tagOfLine(line);
+    if (tag.empty() || line.size() > kMaxLineBytes)
+        return false;
+    const std::string_view body = line.substr(std::min(line.size(), tag.size() + 1));
+    try {
+        const Json whole = Json::parse(body);
+        return whole.is_discarded(); // never: parse() throws rather than discard
+    } catch (const Json::parse_error &e) {
+        return e.byte > body.size(); // the parser wanted more input (a syntax error stops before the end)
+    } catch (...) {
+        return false;
+    }
+}
+
 std::optional<Kind> peekKind(std::string_view line) noexcept
 {
     const std::string_view tag = tagOfLine(line);

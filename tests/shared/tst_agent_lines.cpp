@@ -157,6 +157,24 @@ private Q_SLOTS:
         QCOMPARE(encode(e), line); // and a second launcher passes them on unchanged
     }
 
+    /// Every cut of a whole line ends early (whatever follows may complete it); the whole line, a
+    /// syntax error before the end, trailing bytes and other output do not.
+    void endsEarlyAtEveryCut()
+    {
+        std::string line = encode(checkpointEvent());
+        line.insert(line.rfind(",\"v\":1}"), ",\"note\":\"\\u00e9 \\\"quoted\\\" tr\"");
+        QVERIFY(!endsEarly(line));
+        const std::size_t body = line.find(' ') + 1;
+        for (std::size_t cut = body; cut < line.size(); ++cut)
+            CPPL_VERIFY2(endsEarly(line.substr(0, cut)), ("not early at " + std::to_string(cut) + ": " + line.substr(0, cut)).c_str());
+        QVERIFY(endsEarly("CLUSTERPPL_CHECKPOINT "));
+        QVERIFY(endsEarly("CLUSTERPPL_SOMETHING_NEW {\"a\":[1,"));  // a newer agent's kind, cut
+        QVERIFY(!endsEarly("CLUSTERPPL_LEDGER {\"rank\":x"));       // a syntax error, before the end
+        QVERIFY(!endsEarly(line + "}"));                              // trailing bytes
+        QVERIFY(!endsEarly("{\"rank\":1"));                          // not ours
+        QVERIFY(!endsEarly("Final estimate: PPL = 4.6"));
+    }
+
     void regroupRoundTrips()
     {
         const Regroup r{2, 5, {{1, 1, {{1, 4}}}, {0, -1, {}}}};

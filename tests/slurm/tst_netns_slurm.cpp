@@ -4,7 +4,8 @@
 // address), slurmctld on this host as "head", node1's sshd as the login node
 // (tests/common/netns_cluster.h). A job across the four nodes: pre-flight on each, the store and
 // rendezvous on the first allocated node's address, every task on its own node, telemetry through
-// the relay on the login node and the SSH tunnel, the one-rank bits, nothing left on any node.
+// the relay on the login node and the SSH tunnel, the one-rank bits, nothing left on any node;
+// protocol lines and pre-flight reports longer than the 1 KiB pieces srun -l cuts lines into.
 // Root only (CI is root).
 #include "netns_cluster.h"
 #include "test_paths.h"
@@ -38,6 +39,8 @@ private:
     cppl::test::NetnsCluster m_cluster;
     QString m_skip;
     QString m_oneRankExact;
+    /// Each checkpoint line's padding (CLUSTERPPL_TEST_LONG_LINES): three of srun's 1 KiB pieces.
+    static constexpr int kPadding = 3000;
     QString m_model; // kModel behind a path long enough that a node's pre-flight report passes 1 KiB
 
     QString path(const QString &name) const { return m_run.path(name); }
@@ -57,7 +60,8 @@ private:
     QString profileJson(const QString &evaluation) const
     {
         return uR"({"format": "clusterppl-profile", "version": 1, "name": "netns slurm", "launcher": "slurm",
-  "hosts": [{"name": "login", "ssh": {"alias": "login"}, "workdir": "%1", "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}}],
+  "hosts": [{"name": "login", "ssh": {"alias": "login"}, "workdir": "%1", "env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                                                                  "CLUSTERPPL_TEST_LONG_LINES": "%8"}}],
   "groups": "size:2",
   "slurm": {"agent": "%2", "env_script": "%3", "nodes": 4, "ntasks_per_node": 1, "partition": "debug", "time_limit": "10:00"},
   "evaluation": {"model": "%4", "text": "%5", "tokenizer": "bytes", "protocol": "llama.cpp", "context": 128, "batch": 2,
@@ -65,7 +69,8 @@ private:
   "thresholds": {"sync_every_tokens": 300, "collective_timeout_seconds": 30}})"_s
             .arg(path(u"login"_s), kAgent, m_cluster.slurmEnvScript(), m_model, kText)
             .arg(cppl::test::kRunWindows)
-            .arg(evaluation);
+            .arg(evaluation)
+            .arg(kPadding);
     }
 
 private Q_SLOTS:
@@ -119,6 +124,11 @@ private Q_SLOTS:
         QCOMPARE(ranks.size(), 4);
         for (int rank = 0; rank < 4; ++rank)
             QCOMPARE(ranks[rank].toObject().value(u"host"_s).toString(), u"node%1"_s.arg(rank + 1));
+        // The checkpoint lines, cut by srun -l, joined again: checkpoint.json has the last round whole.
+        CPPL_VERIFY2(!r.err.contains(u"malformed"_s), qPrintable(r.err));
+        const QJsonObject checkpoint = readJson(path(u"state/clusterppl/runs/%1/checkpoint.json"_s.arg(runId)));
+        QCOMPARE(checkpoint.value(u"test_padding"_s).toString(), QString(kPadding, u'x'));
+        QVERIFY(checkpoint.value(u"round"_s).toInt() > 0);
         QTRY_VERIFY_WITH_TIMEOUT(cppl::test::agentsOfRun(runId).isEmpty(), 20000);
         for (int n = 1; n <= 4; ++n) // no step or task left on any node (only its sshd and slurmd)
             QTRY_COMPARE_WITH_TIMEOUT(m_cluster.processesOn(n).size(), 2, 20000);

@@ -10,6 +10,8 @@
 
 #include <QTest>
 
+#include <algorithm>
+
 using namespace cppl;
 using namespace cppl::core;
 using namespace Qt::StringLiterals;
@@ -302,6 +304,69 @@ private Q_SLOTS:
             QCOMPARE(QString::fromStdString(e.text), text);
         else
             QCOMPARE(e.exitCode, 137);
+    }
+
+    /// srun -l cuts a labelled line into pieces of its buffer's size, each labelled and ended: a
+    /// checkpoint line of 3 KiB comes back whole, at any buffer size, with another rank's lines
+    /// between its pieces; what is no cut line passes at once.
+    void cutProtocolLinesJoined_data()
+    {
+        QTest::addColumn<int>("cut");
+        QTest::addRow("1 KiB (Slurm's)") << 1024;
+        QTest::addRow("4 KiB") << 4096;
+        QTest::addRow("600 bytes") << 600;
+    }
+    void cutProtocolLinesJoined()
+    {
+        QFETCH(int, cut);
+        cppl::lines::Checkpoint c;
+        c.round = 3;
+        c.schedule = "dynamic";
+        c.worldSize = 4;
+        c.syncEvery = 300;
+        c.batchCount = 40;
+        c.fingerprint = {"aa", "bb", "plan"};
+        c.more.emplace_back("test_padding", '"' + std::string(3000, 'x') + '"');
+        const std::string line = cppl::lines::encode(c);
+        const auto n = static_cast<std::size_t>(cut);
+        SrunLineJoiner j;
+        std::vector<std::string> got;
+        const auto take = [&got](std::vector<std::string> lines) { got.insert(got.end(), lines.begin(), lines.end()); };
+        take(j.add(2, "[rank 2] loading"));
+        for (std::size_t at = 0; at < line.size(); at += n) {
+            take(j.add(2, std::string_view(line).substr(at, n)));
+            take(j.add(1, "a line of rank 1")); // interleaved: another task's piece
+        }
+        take(j.add(2, "Final estimate: PPL = 4.6"));
+        QVERIFY(j.waiting().empty());
+        const auto ofRank2 = std::count_if(got.begin(), got.end(), [](const std::string &l) { return !l.starts_with("a line of rank 1"); });
+        QCOMPARE(ofRank2, 3);
+        QVERIFY(std::find(got.begin(), got.end(), line) != got.end());
+        const cppl::lines::Decoded d = cppl::lines::decode(line);
+        QVERIFY(d.ok());
+        // Short lines, whole lines of ours and other output are never held.
+        QCOMPARE(j.add(0, cppl::lines::encode(c)).size(), std::size_t(1));
+        QCOMPARE(j.add(0, "CLUSTERPPL_LEDGER {\"rank\":0").size(), std::size_t(1)); // cut, but shorter than any cut piece
+    }
+
+    /// What cannot be joined comes out as it came: a held piece whose next line of ours began, one
+    /// still held when the job ended, and a piece the rest of which never completes the JSON.
+    void uncompletedPiecesNotLost()
+    {
+        const std::string piece = "CLUSTERPPL_CHECKPOINT {\"round\":1,\"words\":[\"" + std::string(800, '1');
+        SrunLineJoiner j;
+        QVERIFY(j.add(0, piece).empty());
+        QCOMPARE(j.waiting(), std::vector<int>{0});
+        const auto next = j.add(0, "CLUSTERPPL_LEDGER {\"rank\":0,\"round\":2,\"batches\":\"1\",\"v\":1}");
+        QCOMPARE(next.size(), std::size_t(2));
+        QCOMPARE(next[0], piece);
+        QVERIFY(j.add(3, piece).empty());
+        QCOMPARE(j.flush(3).value_or(std::string()), piece);
+        QVERIFY(!j.flush(3).has_value());
+        QVERIFY(j.add(5, piece).empty());
+        const auto last = j.add(5, "2\", \"3"); // shorter than the first piece: the last one, still not whole
+        QCOMPARE(last.size(), std::size_t(1));
+        QCOMPARE(last[0], piece + "2\", \"3");
     }
 
     void agentLineThroughTheDriver()

@@ -105,8 +105,8 @@ std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, i
     return cppl::lines::encode(cppl::lines::Ledger{rank, round, rangesOf(batches), epoch});
 }
 
-std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch, int epoch)
+cppl::lines::Checkpoint checkpointOf(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
+                                     int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch, int epoch)
 {
     cppl::lines::Checkpoint c;
     c.round = round;
@@ -118,7 +118,7 @@ std::string checkpointLine(int round, const NllStats::Words &words, const RunFin
     c.batch = batch;
     c.fingerprint = {fingerprint.model, fingerprint.data, fingerprint.plan};
     c.epoch = epoch;
-    return cppl::lines::encode(c);
+    return c;
 }
 
 std::string regroupLine(int epoch, int firstRound, std::span<const RegroupLost> lost)

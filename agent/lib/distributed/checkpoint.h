@@ -58,13 +58,13 @@ struct ResumeState
 /// @brief The ledger line (cppl::lines::Ledger): rank R's batches of round N; after a regrouping
 /// (--on-rank-loss continue) also the epoch, the membership it was printed in.
 [[nodiscard]] std::string ledgerLine(int rank, int round, std::span<const BatchRun> batches, int epoch = 0);
-/// @brief The checkpoint line (cppl::lines::Checkpoint): round N's exact global words, with what a
-/// resume must match and how the run was planned (its batch too, which a resume of a `"batch":
-/// "auto"` run passes back as --batch); after a regrouping also the epoch (the reporting rank's,
-/// whose regroup line came before it).
-[[nodiscard]] std::string checkpointLine(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
-                                         int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch,
-                                         int epoch = 0);
+/// @brief The checkpoint line's event (cppl::lines::Checkpoint; encode() makes the line): round N's
+/// exact global words, with what a resume must match and how the run was planned (its batch too,
+/// which a resume of a `"batch": "auto"` run passes back as --batch); after a regrouping also the
+/// epoch (the reporting rank's, whose regroup line came before it).
+[[nodiscard]] cppl::lines::Checkpoint checkpointOf(int round, const NllStats::Words &words, const RunFingerprint &fingerprint, const std::string &schedule,
+                                           int worldSize, std::int64_t syncEvery, std::int64_t batchCount, std::int64_t batch,
+                                           int epoch = 0);
 
 /// A rank lost so far, as a regroup line names it.
 struct RegroupLost

@@ -500,6 +500,47 @@ SlurmEvent parseDriverLine(std::string_view line)
     return e;
 }
 
+std::vector<std::string> SrunLineJoiner::add(int rank, std::string_view piece)
+{
+    std::vector<std::string> out;
+    if (const auto it = m_waiting.find(rank); it != m_waiting.end()) {
+        Waiting &w = it->second;
+        if (!piece.starts_with("CLUSTERPPL_")) {
+            w.text += piece;
+            if (!cppl::lines::endsEarly(w.text) || piece.size() < w.cut || w.text.size() > cppl::lines::kMaxLineBytes) {
+                out.push_back(std::move(w.text));
+                m_waiting.erase(it);
+            }
+            return out;
+        }
+        out.push_back(std::move(w.text)); // the next line of ours began: that one was whole as it came
+        m_waiting.erase(it);
+    }
+    if (piece.size() >= kMinCut && cppl::lines::endsEarly(piece))
+        m_waiting[rank] = {std::string(piece), piece.size()};
+    else
+        out.emplace_back(piece);
+    return out;
+}
+
+std::optional<std::string> SrunLineJoiner::flush(int rank)
+{
+    const auto it = m_waiting.find(rank);
+    if (it == m_waiting.end())
+        return std::nullopt;
+    std::string text = std::move(it->second.text);
+    m_waiting.erase(it);
+    return text;
+}
+
+std::vector<int> SrunLineJoiner::waiting() const
+{
+    std::vector<int> ranks;
+    for (const auto &[rank, w] : m_waiting)
+        ranks.push_back(rank);
+    return ranks;
+}
+
 bool isFinalSlurmState(std::string_view state)
 {
     for (std::string_view s : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",

@@ -9,6 +9,7 @@
 
 #include "cppl/cluster_profile.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -99,6 +100,38 @@ struct SlurmEvent
     std::string text, state, reason, nodes;
 };
 [[nodiscard]] SlurmEvent parseDriverLine(std::string_view line);
+
+/**
+ * @brief Joins what srun -l cut. A labelled line longer than srun's buffer (1 KiB in the Slurm
+ * versions we know) comes as several lines, each labelled; an agent's protocol line
+ * (docs/agent-lines.md: a checkpoint with 18 words and a fingerprint, a regroup naming many
+ * batches) can be that long. A rank's stdout piece that is one of ours, at least kMinCut bytes and
+ * whose JSON ends early (cppl::lines::endsEarly) waits; the rank's next pieces are added to it
+ * until its JSON is whole, a shorter piece (the last one) came, the next line of ours began, or it
+ * passed kMaxLineBytes. What cannot be joined comes out as it came (the launcher then says what is
+ * wrong with it), never dropped.
+ */
+class SrunLineJoiner
+{
+public:
+    /// Below this, a piece is no cut piece: srun's buffer is larger.
+    static constexpr std::size_t kMinCut = 512;
+
+    /// One stdout line of @p rank as the driver passed it on; the lines complete now, in order.
+    [[nodiscard]] std::vector<std::string> add(int rank, std::string_view piece);
+    /// What waits for @p rank (at its end), as it came; nothing when nothing waits.
+    [[nodiscard]] std::optional<std::string> flush(int rank);
+    /// Every rank that has a piece waiting, lowest first.
+    [[nodiscard]] std::vector<int> waiting() const;
+
+private:
+    struct Waiting
+    {
+        std::string text;
+        std::size_t cut = 0; ///< the first piece's length: srun's buffer
+    };
+    std::map<int, Waiting> m_waiting;
+};
 
 /// @brief True for a Slurm job state that will not change any more (COMPLETED, FAILED, CANCELLED...).
 [[nodiscard]] bool isFinalSlurmState(std::string_view state);

@@ -94,9 +94,13 @@ private:
                     onStarted(r.rank);
             break;
         case SlurmEvent::Kind::RankStdout:
+            if (e.rank < world)
+                for (const std::string &line : m_joiner.add(e.rank, e.text))
+                    onOutput(e.rank, false, QString::fromStdString(line));
+            break;
         case SlurmEvent::Kind::RankStderr:
             if (e.rank < world)
-                onOutput(e.rank, e.kind == SlurmEvent::Kind::RankStderr, text);
+                onOutput(e.rank, true, text);
             break;
         case SlurmEvent::Kind::RankExit: onRankExit(e); break;
         case SlurmEvent::Kind::Result: onResult(e.text); break;
@@ -147,6 +151,15 @@ private:
             m_preflightErr[e.rank].append(text);
         else
             note(QStringLiteral("pre-flight: %1").arg(text), true);
+    }
+
+    /// A rank's stdout piece still waiting for the rest of its line when the job ended: as it came.
+    /// Not at the rank's exit: its "@exit" comes through job.err, which the driver follows apart
+    /// from job.out, so the rest of a line may come after it.
+    void flushJoiner(int rank)
+    {
+        if (const auto rest = m_joiner.flush(rank))
+            onOutput(rank, false, QString::fromStdString(*rest));
     }
 
     void onRankExit(const SlurmEvent &e)
@@ -248,6 +261,8 @@ private:
                       .arg(m_jobId, m_state.isEmpty() ? QStringLiteral("?") : m_state, m_reason.isEmpty() ? QStringLiteral("none") : m_reason,
                            m_exit.isEmpty() ? QStringLiteral("?") : m_exit);
         }
+        for (const int rank : m_joiner.waiting())
+            flushJoiner(rank);
         flushFinished();
         for (const auto &r : m_plan.ranks)
             onRankEnded(r.rank, code, why); // ignored for ranks that reported their end
@@ -261,6 +276,7 @@ private:
     std::vector<std::string> m_nodes;
     std::map<int, QString> m_preflightJson;
     std::map<int, QStringList> m_preflightErr;
+    SrunLineJoiner m_joiner; // the ranks' protocol lines that srun -l cut
     std::set<int> m_started;
     bool m_finishedDriver = false;
     std::set<int> m_finishedPending; // ranks that exited 0, reported once the result came (or the driver ended)

@@ -203,6 +203,11 @@ struct Decoded
 /// ignored (a later version 1 agent may add optional ones).
 [[nodiscard]] Decoded decode(std::string_view line) noexcept;
 
+/// @brief Whether @p line is a line of ours whose JSON stops before its value is whole: a line cut
+/// on its way (srun -l cuts a labelled line over 1 KiB into pieces), which what follows may
+/// complete. A line with a syntax error before its end, or none of ours, does not end early.
+[[nodiscard]] bool endsEarly(std::string_view line) noexcept;
+
 /// @brief The kind of a line of ours by its tag alone (no JSON read): for a launcher that only
 /// needs to know that a result came; decode() says whether it is well formed.
 [[nodiscard]] std::optional<Kind> peekKind(std::string_view line) noexcept;
