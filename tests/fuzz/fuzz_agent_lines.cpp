@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target for the agent -> launcher line decoder (docs/agent-lines.md): any bytes must be
 // not ours, malformed with a reason, an unknown kind or a newer version kept as sent, or an event
-// whose encoding decodes to itself (encode -> decode -> encode is a fixed point).
+// whose encoding decodes to itself (encode -> decode -> encode is a fixed point); a line that ends
+// early (endsEarly) is never one that decodes.
 #include "cppl/agent_lines.h"
 
 #include <cstdint>
@@ -46,6 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     const std::string_view line(reinterpret_cast<const char *>(data), size);
     LineReader reader;
     const Decoded d = reader.read(line);
+    const bool early = endsEarly(line); // the Slurm launcher's test for a cut line
+    check(!early || (d.status != Status::Accepted && d.status != Status::NotOurs));
     switch (d.status) {
     case Status::NotOurs:
         check(!d.kind && !peekKind(line));
