@@ -466,6 +466,25 @@ private Q_SLOTS:
         QVERIFY(!QDir(path(u"state/clusterppl/runs"_s)).exists()); // no run, no logs
         QFile::remove(m_sshd.knownHosts());
     }
+
+    /// A report that came cut or garbled (srun -l once cut long ones) is refused with the parser's
+    /// words, where it stopped and what came, never as a bare "not JSON".
+    void reportNotJsonShowsWhatCame()
+    {
+        cppl::core::LaunchPlan plan;
+        cppl::core::RankCommand node;
+        node.hostName = "node7";
+        plan.ranks.push_back(node);
+        const QString cut = u"{\"host\":\"node7\",\"agent_version\":\"0.1.0\",\"paths\":[{\"path\":\"/scratch/a-long-project-directory/"_s
+                            + QString(200, u'm') + u"/model\",\"stat"_s;
+        const auto reports = cppl::core::run::judgePreflight(plan, {{0, cut}}, {});
+        QCOMPARE(reports.size(), std::size_t(1));
+        const QString problem = reports.front().problems.join(u'\n');
+        CPPL_VERIFY2(!reports.front().ran && problem.startsWith(u"pre-flight did not run (its report is not JSON (unterminated string at byte "_s)
+                         && problem.contains(u"of %1: "_s.arg(cut.size())) && problem.contains(u"{\"host\":\"node7\""_s) && problem.contains(u"\"stat"_s)
+                         && problem.size() < 400,
+                     qPrintable(problem));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCheckHosts)

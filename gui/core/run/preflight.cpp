@@ -66,7 +66,10 @@ std::vector<HostPreflight> judgePreflight(const LaunchPlan &preflight, const std
             const auto e = ends.find(r.rank);
             QString why;
             if (it != json.end())
-                why = u"its report is not JSON (%1)"_s.arg(pe.errorString());
+                why = u"its report is not JSON (%1 at byte %2 of %3: \"%4\")"_s.arg(pe.errorString())
+                          .arg(pe.offset)
+                          .arg(it->second.toUtf8().size())
+                          .arg(it->second.size() > 120 ? it->second.left(60) + u" ... "_s + it->second.right(60) : it->second);
             else if (e == ends.end())
                 why = u"no answer"_s;
             else if (!e->second.reason.isEmpty())
