@@ -138,6 +138,41 @@ class TestFamilyEval : public QObject
 private:
     QTemporaryDir m_dir;
     QString m_tokens;
+    QMap<QString, QString> m_checkpoints; // flags -> the checkpoint made for them, which no row changes
+    QMap<QString, QJsonObject> m_references; // model + protocol -> the float64 reference's result
+
+    /// make_checkpoint.py's model for @p flags, made once per run (each is a Python process with
+    /// PyTorch's import: most of this test's time); the rows that only read it share it. A row
+    /// that edits its config makes its own (makeCheckpoint).
+    QString sharedCheckpoint(const QStringList &flags)
+    {
+        const QString key = flags.join(QLatin1Char(' '));
+        if (const auto it = m_checkpoints.constFind(key); it != m_checkpoints.cend())
+            return *it;
+        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("model-%1").arg(m_checkpoints.size())), flags);
+        m_checkpoints.insert(key, model);
+        return model;
+    }
+
+    /// reference_ppl.py's result (ppl, tokens_scored) for @p model under @p protocol, computed once
+    /// per run; empty when it failed (its output is printed).
+    QJsonObject referenceResult(const QString &model, const QStringList &protocol)
+    {
+        const QString key = model + QLatin1Char('|') + protocol.join(QLatin1Char(' '));
+        if (const auto it = m_references.constFind(key); it != m_references.cend())
+            return *it;
+        const QString json = m_dir.filePath(QStringLiteral("ref-%1.json").arg(m_references.size()));
+        const ProcessResult r = runReference(QStringLiteral("reference_ppl.py"),
+                                             QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--json"), json}
+                                                 + protocol);
+        if (r.exitCode != 0) {
+            qWarning().noquote() << r.describe();
+            return {};
+        }
+        const QJsonObject result = readJson(json);
+        m_references.insert(key, result);
+        return result;
+    }
 
     QString evalJson(const QString &model, const QStringList &extra, const QString &name)
     {
@@ -164,7 +199,7 @@ private Q_SLOTS:
     {
         QFETCH(QStringList, flags);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags);
+        const QString model = sharedCheckpoint(flags);
         const QString out = dir.filePath(QStringLiteral("logits.f32"));
         const ProcessResult r = runReference(QStringLiteral("reference_logits.py"),
                                              {QStringLiteral("--model"), model, QStringLiteral("--ids"),
@@ -218,16 +253,12 @@ private Q_SLOTS:
     {
         QFETCH(QStringList, flags);
         QFETCH(QStringList, protocol);
-        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("ppl")), flags);
+        const QString model = sharedCheckpoint(flags);
         const QString ours = evalJson(model, protocol, QStringLiteral("agent.json"));
         QVERIFY(!ours.isEmpty());
-        const QString theirs = m_dir.filePath(QStringLiteral("ref.json"));
-        const ProcessResult r = runReference(QStringLiteral("reference_ppl.py"), QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"),
-                                                                                             m_tokens, QStringLiteral("--json"), theirs}
-                                                                                 + protocol);
-        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+        const QJsonObject b = referenceResult(model, protocol);
+        QVERIFY(!b.isEmpty());
         const QJsonObject a = readJson(ours);
-        const QJsonObject b = readJson(theirs);
         QCOMPARE(a.value(QStringLiteral("tokens_scored")).toInteger(), b.value(QStringLiteral("tokens_scored")).toInteger());
         const QString modelType = flags[1] == QStringLiteral("gemma3") ? QStringLiteral("gemma3_text") : flags[1]; // make_checkpoint's name for it
         QCOMPARE(a.value(QStringLiteral("model")).toObject().value(QStringLiteral("arch")).toString(), modelType);
@@ -252,7 +283,7 @@ private Q_SLOTS:
     void rankCountsGiveTheSameBits()
     {
         QFETCH(QStringList, flags);
-        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("ranks-") + flags[1]), flags);
+        const QString model = sharedCheckpoint(flags);
         const QStringList eval{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
                                QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("32"),
                                QStringLiteral("--stride"), QStringLiteral("16"), QStringLiteral("--batch"), QStringLiteral("2"),
@@ -290,7 +321,7 @@ private Q_SLOTS:
     void tensorParallelMatchesOneRank()
     {
         QFETCH(QStringList, flags);
-        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("tp-") + flags[1]), flags);
+        const QString model = sharedCheckpoint(flags);
         const QStringList eval{QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens,
                                QStringLiteral("--protocol"), QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"),
                                QStringLiteral("--stride"), QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"),
@@ -320,7 +351,7 @@ private Q_SLOTS:
     void expertsGiveTheSameBitsAtEveryBatch()
     {
         QFETCH(QStringList, flags);
-        const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("batch-") + flags[1]), flags);
+        const QString model = sharedCheckpoint(flags);
         QString exact;
         for (const auto &[batch, threads] : {std::pair{"1", "1"}, std::pair{"4", "2"}, std::pair{"3", "2"}}) {
             const QString json = m_dir.filePath(QStringLiteral("batch-%1.json").arg(QString::fromLatin1(batch)));
@@ -351,8 +382,7 @@ private Q_SLOTS:
     void routerTiesGoToTheLowerExpert()
     {
         QFETCH(QStringList, flags);
-        QTemporaryDir dir;
-        const std::string model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags).toStdString();
+        const std::string model = sharedCheckpoint(flags).toStdString();
         const ModelConfig c = loadModelConfig(model);
         WeightSource w(SafetensorsCheckpoint::openDirectory(model), LoadOptions{});
         const MoeMlp moe(w, c, "model.layers.0.", linearPlanFor(LoadOptions{}, std::nullopt));
@@ -412,7 +442,7 @@ private Q_SLOTS:
         QFETCH(QStringList, extra);
         QFETCH(double, limit);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags);
+        const QString model = sharedCheckpoint(flags);
         const QStringList common = QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--protocol"),
                                                QStringLiteral("hf-sliding"), QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--stride"),
                                                QStringLiteral("32"), QStringLiteral("--batch"), QStringLiteral("3"), QStringLiteral("--threads"),
@@ -504,7 +534,7 @@ private Q_SLOTS:
         QFETCH(QString, arch);
         QFETCH(QString, scheme);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir.filePath(QStringLiteral("m")), {QStringLiteral("--arch"), arch});
+        const QString model = sharedCheckpoint({QStringLiteral("--arch"), arch});
         const QStringList protocol = args({"--protocol", "hf-sliding", "--context", "64", "--stride", "24"});
         const QStringList common = QStringList{QStringLiteral("--tokens"), m_tokens, QStringLiteral("--batch"), QStringLiteral("3"),
                                                QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--quiet")}
@@ -524,12 +554,9 @@ private Q_SLOTS:
                                                  {QStringLiteral("--model"), model, QStringLiteral("--scheme"), scheme, QStringLiteral("--out"), reference});
             CPPL_VERIFY2(q.exitCode == 0, qPrintable(q.describe()));
         }
-        const QString refJson = dir.filePath(QStringLiteral("ref.json"));
-        const ProcessResult r = runReference(QStringLiteral("reference_ppl.py"),
-                                             QStringList{QStringLiteral("--model"), reference, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--json"), refJson}
-                                                 + protocol);
-        CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
-        const double pr = readJson(refJson).value(QStringLiteral("ppl")).toDouble();
+        const QJsonObject ref = referenceResult(reference, protocol);
+        QVERIFY(!ref.isEmpty());
+        const double pr = ref.value(QStringLiteral("ppl")).toDouble();
         const QStringList blasFlags = (bf16 ? args({"--dtype", "bfloat16"}) : QStringList{QStringLiteral("--quantize"), scheme}) + args({"--gemm", "blas"});
         // (gemm, bound, flags): LibTorch's path, then (quantized) the agent's integer kernels.
         std::vector<std::tuple<QString, double, QStringList>> paths{{QStringLiteral("blas"), bf16 ? 1e-2 : 1e-5, blasFlags}};
