@@ -28,6 +28,14 @@ std::string dump(const Json &j)
     return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+/// A line's object in ASCII alone (other characters as \uXXXX): a line cut at any byte on its way
+/// (srun -l cuts at 1 KiB) and passed on as text before it is joined again then never splits a
+/// character in two.
+std::string dumpAscii(const Json &j)
+{
+    return j.dump(-1, ' ', true, Json::error_handler_t::replace);
+}
+
 // ---- encoding ---------------------------------------------------------------------------------
 
 Json ledgerObject(const Ledger &e)
@@ -478,7 +486,7 @@ std::string encode(const Event &e)
     }
     // Last, so that every line begins as it did before the member existed (scripts match on that).
     j["v"] = kVersion;
-    return std::string(tagOf(kindOf(e))) + ' ' + dump(j);
+    return std::string(tagOf(kindOf(e))) + ' ' + dumpAscii(j);
 }
 
 std::string checkpointDocument(const Checkpoint &c)

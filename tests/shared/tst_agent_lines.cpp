@@ -9,6 +9,8 @@
 
 #include <QTest>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 using namespace cppl::lines;
@@ -256,6 +258,27 @@ private Q_SLOTS:
         // A line that arrives with bad UTF-8 in it is no JSON (the rows of malformed() pass through QString, which repairs it).
         const Decoded bad = decode("CLUSTERPPL_RANK_LOST {\"host\":\"\xff\"}");
         QVERIFY(bad.status == Status::Malformed && bad.problem == Problem::NotJson);
+    }
+
+    /// Lines are ASCII alone, whatever their text holds: srun -l cuts a long line at a byte, and the
+    /// pieces pass through text before the Slurm launcher joins them, so no character may be split.
+    void linesAreAscii()
+    {
+        RankLost r = rankLostEvent();
+        r.host = "n\xc5\x93ud-3";              // "nœud-3"
+        r.cause = "died: \xe2\x80\x94 its connection closed \xf0\x9f\x94\x8c"; // an em dash, an emoji (a surrogate pair)
+        Checkpoint c = checkpointEvent();
+        c.fingerprint.plan = "context 128 \xe2\x80\x93 stride 128";
+        for (const std::string &line : {encode(r), encode(c), encode(Result{R"({"host":"n\u0153ud","ppl":4.5})"})}) {
+            CPPL_VERIFY2(std::all_of(line.begin(), line.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; }), line.c_str());
+            QVERIFY(decode(line).ok());
+        }
+        const Decoded d = decodeOk(encode(r));
+        QCOMPARE(std::get<RankLost>(d.event).host, r.host);
+        QCOMPARE(std::get<RankLost>(d.event).cause, r.cause);
+        QVERIFY(std::get<Checkpoint>(decodeOk(encode(c)).event).fingerprint == c.fingerprint);
+        // checkpoint.json, for people to read, keeps its characters.
+        QVERIFY(checkpointDocument(c).find("\xe2\x80\x93") != std::string::npos);
     }
 
     void linesOfAgentsBeforeTheProtocol_data()
