@@ -16,7 +16,10 @@
 # and prints ONE table: tokens/s and MFU of both, the ratio, peak device memory (nvidia-smi, sampled
 # every 100 ms: the whole process, caching allocator included), load GB/s (the weight files' bytes
 # over the agent's load_seconds), time to first token (first_token_seconds: the process's start to
-# the first batch's scores on the host), the plan's batch against the run's.
+# the first batch's scores on the host), the plan's batch against the run's. Then, per shape, the
+# weights' upload: one window evaluated with --weight-upload pinned (the default: pinned buffers,
+# copies on a stream of their own) and pageable (Tensor::to), alternating, twice each, the page
+# cache warm for all: load GB/s, the pinned path's host and wait seconds, and the same bits.
 #
 # MFU = tokens/s x FLOPs per token / the bf16 GEMM rate measured on this GPU (8192^3, as
 # gpu-check's speed row), FLOPs per token = 2 x the parameters in matrix products (all but the
@@ -55,7 +58,7 @@ if [[ "$CPU_ONLY" == 1 ]]; then
 fi
 START=$(date +%s)
 FAILED=0
-declare -a ROWS=()
+declare -a ROWS=() LOADS=()
 jget() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1])); [v:=v[k] for k in sys.argv[2:]]; print(v)' "$@" 2>/dev/null; }
 fail() { ROWS+=("$(printf '%-9s %-5s FAIL  %s' "$1" "$2" "$3")"); FAILED=1; }
 errline() { # the agent's own message, else the last line
@@ -67,6 +70,7 @@ finish() {
   echo "== gpu-bench summary ($(( $(date +%s) - START )) s; $GPU_NAME; $TORCH_VERSION) =="
   printf '%-9s %-5s %-11s %-22s %-22s %-5s %-15s %-9s %-7s\n' shape ctx "batch p/r" "agent tok/s (MFU)" "eager tok/s (MFU, B)" ratio "peak GiB a/e" "load GB/s" "TTFT s"
   printf '%s\n' "${ROWS[@]}"
+  (( ${#LOADS[@]} )) && printf '%s\n' "${LOADS[@]}"
   exit "$FAILED"
 }
 
@@ -138,6 +142,32 @@ PY
 )")
 }
 
+load_one() { # SHAPE MODEL TOKENFILE: the weights' upload, pinned against pageable, one window each
+  local shape="$1" model="$2" tokens="$3" m i
+  local dev=(--device "$DEVICE"); [[ "$DEVICE" == cpu ]] && dev+=(--dtype bfloat16 --gemm blas)
+  for i in 1 2; do
+    for m in pageable pinned; do
+      if ! "$AGENT" eval --model "$model" --tokens "$tokens" --context 64 --batch 1 --max-windows 1 "${dev[@]}" --weight-upload "$m" --quiet \
+          --json "$OUT/$shape.load-$m-$i.json" >"$OUT/$shape.load-$m-$i.log" 2>&1; then
+        fail "$shape" load "agent --weight-upload $m: $(errline "$OUT/$shape.load-$m-$i.log")"; return
+      fi
+    done
+  done
+  local line; line="$("$PY" - "$OUT/$shape" "$shape" <<'PY'
+import json, sys
+tag, shape = sys.argv[1:]
+r = {(m, i): json.load(open(f"{tag}.load-{m}-{i}.json")) for m in ("pinned", "pageable") for i in (1, 2)}
+gb = {m: [r[m, i]["load_gb_per_second"] for i in (1, 2)] for m in ("pinned", "pageable")}
+up = r["pinned", 2]["model"].get("weight_upload", {})
+same = len({j["nll_sum_exact"] for j in r.values()}) == 1
+print(f"load {shape:<9} pinned {gb['pinned'][0]:.3g} / {gb['pinned'][1]:.3g} GB/s ({up.get('method', '?')}: host {up.get('host_seconds', 0):.2f} s, "
+      f"wait {up.get('wait_seconds', 0):.2f} s), pageable {gb['pageable'][0]:.3g} / {gb['pageable'][1]:.3g} GB/s; "
+      + ("same bits" if same else "DIFFERENT BITS: FAIL"))
+PY
+)"
+  LOADS+=("$line"); [[ "$line" == *FAIL* ]] && FAILED=1
+}
+
 for shape in ${SHAPES//,/ }; do
   model="$MODELS/$shape"
   case "$shape" in llama-8b) n=$TOKENS_8B ;; tiny) n=4096 ;; *) n=$TOKENS_1B ;; esac
@@ -149,6 +179,8 @@ for shape in ${SHAPES//,/ }; do
   vocab=$(jget "$model/config.json" vocab_size)
   "$PY" -c "import numpy as np; np.random.default_rng(0).integers(0, $vocab, $n, dtype=np.uint32).tofile('$OUT/$shape.u32')" 2>/dev/null \
     || "$PY" -c "import torch; torch.randint(0, $vocab, ($n,), generator=torch.Generator().manual_seed(0), dtype=torch.int32).numpy().tofile('$OUT/$shape.u32')"
+  load_one "$shape" "$model" "$OUT/$shape.u32"
+  echo "$shape load pinned/pageable done ($(( $(date +%s) - START )) s)"
   for T in ${CONTEXTS//,/ }; do
     bench_one "$shape" "$model" "$T" "$OUT/$shape.u32" "$n"
     echo "$shape context $T done ($(( $(date +%s) - START )) s)"

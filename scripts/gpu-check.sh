@@ -14,6 +14,8 @@
 #   eval cpu          the embedded model on the CPU (the reference for the rows below)
 #   eval cuda fp32    same ppl as the CPU within 1e-4 (TF32 off)
 #   eval cuda bf16    the GPU default dtype; ppl within 2% of float32; the warm-up batch's seconds
+#   weights pinned = pageable  the bf16 run again with --weight-upload pageable (Tensor::to): the
+#                     same nll_sum_exact as the default's pinned buffers and copy stream; both GB/s
 #   eval cuda int8/int4  --quantize on the GPU (weight-only: codes on the device, each layer dequantized
 #                     into one shared bfloat16 buffer): ppl within 2% of the CPU's quantized run on
 #                     --gemm blas (the same dequantized weights in float32); the weights held
@@ -284,7 +286,7 @@ if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(
 fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
-  for r in "eval cuda fp32" "eval cuda bf16" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
+  for r in "eval cuda fp32" "eval cuda bf16" "weights pinned = pageable" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
            "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 cuda fp32" "tensor-parallel 2 cuda bf16" \
            "tensor-parallel 2x2 cuda = 2x1" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
@@ -330,6 +332,12 @@ if eval_row "eval cuda bf16" "$OUT/cuda16.json" "$OUT/cuda16.log" --device cuda;
   read -r d ok < <(rel "$(jget "$OUT/cuda32.json" ppl)" "$(jget "$OUT/cuda16.json" ppl)" 2e-2)
   row "eval cuda bf16" "$([[ "$(jget "$OUT/cuda16.json" dtype)" == bfloat16 && $ok == 1 ]] && echo ok || echo FAIL)" \
       "default dtype $(jget "$OUT/cuda16.json" dtype), ppl $(jget "$OUT/cuda16.json" ppl), rel. diff to fp32 $d (limit 2e-2), warm-up $(jget "$OUT/cuda16.json" warmup_seconds) s before the clock"
+  # The weights' two ways to the GPU (docs/speed.md, "Loading"): the same bits.
+  if eval_row "weights pinned = pageable" "$OUT/cuda16-pageable.json" "$OUT/cuda16-pageable.log" --device cuda --weight-upload pageable; then
+    a=$(jget "$OUT/cuda16.json" nll_sum_exact); b=$(jget "$OUT/cuda16-pageable.json" nll_sum_exact)
+    row "weights pinned = pageable" "$([[ -n "$a" && "$a" == "$b" && "$(jget "$OUT/cuda16.json" model weight_upload method)" == pinned ]] && echo ok || echo FAIL)" \
+        "nll_sum_exact $a / $b; load $(jget "$OUT/cuda16.json" load_gb_per_second) GB/s pinned ($(jget "$OUT/cuda16.json" model weight_upload chunks) chunks), $(jget "$OUT/cuda16-pageable.json" load_gb_per_second) GB/s pageable"
+  fi
 fi
 
 # Quantized weights on the GPU (issue 41): the CPU's LibTorch path (--gemm blas) multiplies by the

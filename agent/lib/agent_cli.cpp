@@ -64,6 +64,10 @@ constexpr CommandUsage kCommandUsage[] = {
       --devices I,J,...      this host's GPUs for its ranks: local rank L takes the L-th (the
                              profile's "devices"; with --device cuda or auto, and for NCCL)
       --tf32 on|off          TensorFloat-32 matrix products for float32 on a GPU (default on)
+      --weight-upload auto|pinned|pageable  how the weights reach a GPU: pinned host buffers
+                             with copies on a stream of their own, each chunk's mapped pages
+                             released once read (auto = pinned), or Tensor::to from the mapped
+                             file; the same bits either way (result: model.weight_upload)
       --threads N            threads (default: the allowed CPUs / local ranks, pinned)
       --blas-threads N       OpenBLAS threads (default: --threads)
       --gemm auto|native|onednn|blas  float32 CPU kernels: the agent's own (packed weights,

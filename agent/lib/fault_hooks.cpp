@@ -26,6 +26,7 @@ constexpr const char *kHookNames[] = {
     "CLUSTERPPL_TEST_HOLD_FINGERPRINT", "CLUSTERPPL_TEST_SLOW_RANK",   "CLUSTERPPL_TEST_ROUND_LINES",      "CLUSTERPPL_TEST_GPU_FREE_BYTES",
     "CLUSTERPPL_TEST_MESH_CANDIDATES", "CLUSTERPPL_TEST_TRACE_WATCHDOG", "CLUSTERPPL_TEST_NO_GLOO",
     "CLUSTERPPL_TEST_DEVICE_KIND",     "CLUSTERPPL_TEST_SLOW_LOAD",       "CLUSTERPPL_TEST_LONG_LINES",
+    "CLUSTERPPL_TEST_STAGED_UPLOAD",
 };
 #else
 constexpr long kMaxHoldMs = 600000;
@@ -206,6 +207,12 @@ void readSwitches(const EnvLookup &env, FaultHooks &f)
         if (!parseInt(h.value(), 1, 1 << 20, bytes))
             h.refuse("a number of bytes (1-1048576)");
         f.longLines = static_cast<std::size_t>(bytes);
+    }
+    if (const Hook h(env, "CLUSTERPPL_TEST_STAGED_UPLOAD"); h.set()) {
+        long bytes = 0;
+        if (!parseInt(h.value(), 1, 1L << 30, bytes))
+            h.refuse("a chunk size in bytes (1-1073741824)");
+        f.stagedUploadChunk = bytes;
     }
 }
 #endif

@@ -94,6 +94,10 @@ struct FaultHooks
     /// CLUSTERPPL_TEST_LONG_LINES=BYTES: every checkpoint line carries a "test_padding" member of
     /// BYTES characters, kept in checkpoint.json (a line that srun -l cuts in pieces).
     std::size_t longLines = 0;
+    /// CLUSTERPPL_TEST_STAGED_UPLOAD=BYTES: on the CPU, LibTorch's path reads every weight through
+    /// a StagedUpload of BYTES per chunk whose copies a thread makes later (staged_upload.h): the
+    /// pinned upload's order, run where no GPU is.
+    std::int64_t stagedUploadChunk = 0;
 
     [[nodiscard]] bool slows(int rank) const { return slowMs.count() > 0 && (slowEveryRank || slowRank == rank); }
     /// The closing-gather point where @p rank kills itself; empty: nowhere.

@@ -214,6 +214,8 @@ private Q_SLOTS:
              "--local-world-size must be between 1 and 1073741824, got 0");
         flag("eval --timeout 0", ev, {QStringLiteral("--timeout"), QStringLiteral("0")}, "--timeout must be between 1 and 604800, got 0");
         flag("eval --threads 0", ev, {QStringLiteral("--threads"), QStringLiteral("0")}, "--threads must be between 1 and 1024, got 0");
+        flag("eval --weight-upload fast", ev, {QStringLiteral("--weight-upload"), QStringLiteral("fast")},
+             "--weight-upload \"fast\" is not one of auto, pinned (a GPU's weights staged through pinned buffers, the default), pageable");
         flag("eval --batch -1", ev, {QStringLiteral("--batch"), QStringLiteral("-1")}, "--batch must be between 1 and 65536, got -1");
         flag("eval --context beyond int64", ev, {QStringLiteral("--context"), QStringLiteral("99999999999999999999")},
              "--context expects an integer, got \"99999999999999999999\"");

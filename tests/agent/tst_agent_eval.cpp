@@ -394,6 +394,39 @@ private Q_SLOTS:
         }
     }
 
+    void stagedUploadGivesTheSameBits()
+    {
+        // The staged upload a GPU's weights take (--weight-upload pinned, docs/speed.md "Loading"), run
+        // on the CPU through CLUSTERPPL_TEST_STAGED_UPLOAD: LibTorch's path reads every weight in chunks
+        // of 4 KiB through two buffers whose copies a thread makes late. The perplexity keeps the
+        // bits of the run that reads the weights in place, in float32 and converted to bfloat16, and
+        // the result says how the weights came (model.weight_upload).
+        for (const char *dtype : {"float32", "bfloat16"}) {
+            const QStringList common{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                     QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--gemm"), QStringLiteral("blas"),
+                                     QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--dtype"), QLatin1String(dtype), QStringLiteral("--quiet")};
+            const QString inPlace = m_dir.filePath(QStringLiteral("in-place-%1.json").arg(QLatin1String(dtype)));
+            const QString staged = m_dir.filePath(QStringLiteral("staged-%1.json").arg(QLatin1String(dtype)));
+            ProcessResult r = runAgent(common + QStringList{QStringLiteral("--json"), inPlace});
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            qputenv("CLUSTERPPL_TEST_STAGED_UPLOAD", "4096");
+            r = runAgent(common + QStringList{QStringLiteral("--json"), staged});
+            qunsetenv("CLUSTERPPL_TEST_STAGED_UPLOAD");
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            const QJsonObject a = readJson(inPlace), b = readJson(staged);
+            QCOMPARE(b.value(QStringLiteral("nll_sum_exact")).toString(), a.value(QStringLiteral("nll_sum_exact")).toString());
+            const QJsonObject host = a.value(QStringLiteral("model")).toObject().value(QStringLiteral("weight_upload")).toObject();
+            QCOMPARE(host.value(QStringLiteral("method")).toString(), QStringLiteral("host"));
+            const QJsonObject model = b.value(QStringLiteral("model")).toObject();
+            const QJsonObject up = model.value(QStringLiteral("weight_upload")).toObject();
+            CPPL_VERIFY2(up.value(QStringLiteral("method")).toString().contains(QStringLiteral("test queue")), qPrintable(QJsonDocument(up).toJson()));
+            QCOMPARE(up.value(QStringLiteral("buffers")).toInt(), 2);
+            QCOMPARE(up.value(QStringLiteral("chunk_bytes")).toInteger(), qint64(4096));
+            QCOMPARE(up.value(QStringLiteral("bytes")).toInteger(), model.value(QStringLiteral("weight_bytes")).toInteger());
+            QVERIFY2(up.value(QStringLiteral("chunks")).toInteger() >= up.value(QStringLiteral("bytes")).toInteger() / 4096, qPrintable(QJsonDocument(up).toJson()));
+        }
+    }
+
     void textWithRealTokenizer()
     {
         // WikiText-2 test through the GPT-2 tokenizer into a random GPT-2-shaped model.

@@ -65,7 +65,8 @@ private Q_SLOTS:
                                     {"CLUSTERPPL_TEST_MESH_CANDIDATES", "1"},
                                     {"CLUSTERPPL_TEST_TRACE_WATCHDOG", "1"},
                                     {"CLUSTERPPL_TEST_NO_GLOO", "1"},
-                                    {"CLUSTERPPL_TEST_LONG_LINES", "3000"}});
+                                    {"CLUSTERPPL_TEST_LONG_LINES", "3000"},
+                                    {"CLUSTERPPL_TEST_STAGED_UPLOAD", "4096"}});
         QCOMPARE(f.slowCollective.count(), 150);
         QCOMPARE(f.deathPoint(2), std::string("gather"));
         QCOMPARE(f.deathPoint(0), std::string("closing"));
@@ -90,6 +91,7 @@ private Q_SLOTS:
         QVERIFY(f.traceWatchdog);
         QVERIFY(f.noGloo);
         QCOMPARE(f.longLines, std::size_t(3000));
+        QCOMPARE(f.stagedUploadChunk, std::int64_t{4096});
         const FaultHooks one = parse({{"CLUSTERPPL_TEST_SLOW_RANK", "2:400"}, {"CLUSTERPPL_TEST_HOLD_CONNECT", "1:300"}});
         QVERIFY(one.slows(2) && !one.slows(0));
         QCOMPARE(one.holdConnect.forRank(1).count(), 300);
@@ -113,6 +115,7 @@ private Q_SLOTS:
         QTest::addRow("free bytes, empty item") << "CLUSTERPPL_TEST_GPU_FREE_BYTES" << "10,,20" << "byte counts";
         QTest::addRow("mesh candidates, zero") << "CLUSTERPPL_TEST_MESH_CANDIDATES" << "0" << "(1-1000000)";
         QTest::addRow("long lines, too long") << "CLUSTERPPL_TEST_LONG_LINES" << "2000000" << "(1-1048576)";
+        QTest::addRow("staged upload, no chunk") << "CLUSTERPPL_TEST_STAGED_UPLOAD" << "0" << "a chunk size in bytes (1-1073741824)";
     }
     void malformedIsRefused()
     {

@@ -74,6 +74,15 @@ private Q_SLOTS:
             QVERIFY(m.captured(2).remove(QLatin1Char(',')).toDouble() > 0 && m.captured(3).remove(QLatin1Char(',')).toDouble() > 0);
             QVERIFY(m.captured(4).toDouble() > 0 && m.captured(5).toDouble() > 0 && m.captured(6).toDouble() > 0);
         }
+        // The weights' upload, pinned against pageable (on the CPU both read the mapping): GB/s of
+        // each run, the same bits.
+        const QRegularExpression load(QStringLiteral("^load tiny\\s+pinned ([\\d.e+-]+) / ([\\d.e+-]+) GB/s \\(host: host [\\d.]+ s, wait [\\d.]+ s\\), "
+                                                     "pageable ([\\d.e+-]+) / ([\\d.e+-]+) GB/s; same bits$"),
+                                      QRegularExpression::MultilineOption);
+        const QRegularExpressionMatch m = load.match(r.out);
+        QVERIFY2(m.hasMatch(), qPrintable(r.out));
+        for (int i = 1; i <= 4; ++i)
+            QVERIFY2(m.captured(i).toDouble() > 0, qPrintable(m.captured(0)));
         QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
     }
 

@@ -76,7 +76,7 @@ private Q_SLOTS:
         const QString tp = rowOf(r.out, QStringLiteral("tensor-parallel 2 (cpu, gloo)"));
         QVERIFY2(tp.startsWith(QStringLiteral("ok    ppl ")) && tp.contains(QStringLiteral("(limit 1e-6); weights per rank ")), qPrintable(r.out));
         for (const char *gpuRow :
-             {"eval cuda fp32", "eval cuda bf16", "eval cuda gqa", "default batch cuda", "gloo = nccl on cuda", "gloo 2 ranks on cuda = 1 rank",
+             {"eval cuda fp32", "eval cuda bf16", "weights pinned = pageable", "eval cuda gqa", "default batch cuda", "gloo = nccl on cuda", "gloo 2 ranks on cuda = 1 rank",
               "nccl ranks > GPUs refused", "comm-check nccl", "lost rank nccl", "tensor-parallel 2 cuda fp32", "tensor-parallel 2 cuda bf16",
               "tensor-parallel 2x2 cuda = 2x1", "speed bf16 vs eager"})
             QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);

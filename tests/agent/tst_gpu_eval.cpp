@@ -96,6 +96,34 @@ private Q_SLOTS:
         QVERIFY(readJson(out).value(QStringLiteral("warmup_seconds")).toDouble() > 0);
     }
 
+    /// The weights' two ways to the GPU (--weight-upload): pinned buffers with copies on a stream of
+    /// their own (the default) and Tensor::to, the same bits, in bfloat16 (converted on the host from
+    /// the float32 checkpoint) and float32; the result says which way they came.
+    void pinnedUploadEqualsPageable()
+    {
+        if (!at::hasCUDA())
+            CPPL_SKIP_NO_GPU("no CUDA device visible to this LibTorch; label gpu, run scripts/gpu-check.sh on a GPU host");
+        QTemporaryDir dir;
+        for (const char *dtype : {"bfloat16", "float32"}) {
+            QString exact[2];
+            int i = 0;
+            for (const char *upload : {"pinned", "pageable"}) {
+                const QString out = dir.filePath(QStringLiteral("%1-%2.json").arg(QLatin1String(dtype), QLatin1String(upload)));
+                const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), embeddedModel(), QStringLiteral("--text"), heldOut(),
+                                                  QStringLiteral("--tokenizer"), QStringLiteral("bytes"), QStringLiteral("--max-windows"), QStringLiteral("16"),
+                                                  QStringLiteral("--device"), QStringLiteral("cuda"), QStringLiteral("--dtype"), QLatin1String(dtype),
+                                                  QStringLiteral("--weight-upload"), QLatin1String(upload), QStringLiteral("--quiet"), QStringLiteral("--json"), out});
+                CPPL_VERIFY2(r.exitCode == 0, qPrintable(r.describe()));
+                const QJsonObject up = readJson(out).value(QStringLiteral("model")).toObject().value(QStringLiteral("weight_upload")).toObject();
+                QCOMPARE(up.value(QStringLiteral("method")).toString(), QLatin1String(upload));
+                if (QLatin1String(upload) == QLatin1String("pinned"))
+                    QVERIFY(up.value(QStringLiteral("chunks")).toInteger() > 0);
+                exact[i++] = readJson(out).value(QStringLiteral("nll_sum_exact")).toString();
+            }
+            QCOMPARE(exact[0], exact[1]);
+        }
+    }
+
     /// The same ranks on cuda give the same exact sum through Gloo and through NCCL, at world size
     /// min(GPUs, 2): the NCCL reduction itself, not only its staging.
     void ncclSumEqualsGloo()

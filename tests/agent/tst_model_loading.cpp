@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Loading a model's weights: WeightSource's tensors and the slices tensor parallelism will read
-// (rows, columns), the pages each release drops from the resident set (and only those), and every
-// Linear storage against at::linear, stacked parts and Conv1D weights included.
+// (rows, columns), the pages each release drops from the resident set (and only those), every
+// Linear storage against at::linear, stacked parts and Conv1D weights included, and the staged
+// (pinned, on a GPU) upload's order, checked over a copy queue whose copies a thread makes late.
 #include "eval/linear.h"
+#include "eval/staged_upload.h"
 #include "eval/weight_source.h"
 #include "model/safetensors.h"
 
@@ -99,6 +101,31 @@ bool sameBits(const at::Tensor &a, const at::Tensor &b)
     return x.sizes() == y.sizes() && std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<std::size_t>(x.numel() * x.element_size())) == 0;
 }
 
+// Every page of [p, p + bytes) read once, so that it is resident.
+void touchPages(const unsigned char *p, std::size_t bytes)
+{
+    volatile unsigned char sink = 0;
+    for (std::size_t i = 0; i < bytes; i += static_cast<std::size_t>(pageSize()))
+        sink = static_cast<unsigned char>(sink + p[i]);
+    (void)sink;
+}
+
+// A queue that never waits for its fences: the host overwrites buffers the thread has not copied yet.
+class NoWaitQueue final : public CopyQueue
+{
+public:
+    explicit NoWaitQueue(int delayMicroseconds) : m_inner(delayMicroseconds) {}
+    at::Tensor hostBuffer(std::int64_t bytes) override { return m_inner.hostBuffer(bytes); }
+    void enqueue(const at::Tensor &dst, const at::Tensor &src) override { m_inner.enqueue(dst, src); }
+    void mark(int slot) override { m_inner.mark(slot); }
+    void wait(int /*slot*/) override {}
+    void publish() override { m_inner.publish(); }
+    std::string name() const override { return "no-wait"; }
+
+private:
+    ThreadCopyQueue m_inner;
+};
+
 std::string errorOf(const std::function<void()> &f)
 {
     try {
@@ -167,6 +194,110 @@ private Q_SLOTS:
 
         QVERIFY(sameBits(r, rows));
         QVERIFY(sameBits(w, wide));
+    }
+
+    void stagedUploadKeepsTheBits_data()
+    {
+        QTest::addColumn<qint64>("chunkBytes");
+        QTest::addColumn<int>("buffers");
+        QTest::addRow("4 bytes a chunk, 2 buffers") << qint64(4) << 2;
+        QTest::addRow("100 bytes, 1 buffer") << qint64(100) << 1;
+        QTest::addRow("1000 bytes, 3 buffers") << qint64(1000) << 3;
+        QTest::addRow("a tensor a chunk") << qint64(1 << 20) << 2;
+    }
+    void stagedUploadKeepsTheBits()
+    {
+        // Every kind of source a WeightSource places, through a StagedUpload whose copies a thread
+        // makes 50 us late: the bits of Tensor::to, contiguous, with the read callback covering each
+        // source's units once and in order, and never more chunks queued than buffers.
+        QFETCH(qint64, chunkBytes);
+        QFETCH(int, buffers);
+        const at::Tensor w = randomFloats({6, 10}, 1), half = randomFloats({4, 5}, 3).to(at::kBFloat16);
+        struct Case
+        {
+            const char *what;
+            at::Tensor src;
+            at::ScalarType dtype;
+        };
+        const Case cases[] = {{"float32", w, at::kFloat},
+                              {"float32 -> bfloat16", w, at::kBFloat16},
+                              {"bfloat16 -> float32", half, at::kFloat},
+                              {"columns 7-9 (strided) -> bfloat16", w.narrow(1, 7, 3), at::kBFloat16},
+                              {"columns 1-2 of bfloat16 -> float32", half.narrow(1, 1, 2), at::kFloat},
+                              {"rows 2-4", w.narrow(0, 2, 3), at::kFloat},
+                              {"a scalar", at::tensor(3.5F), at::kFloat},
+                              {"no rows", at::empty({0, 10}, at::kFloat), at::kFloat}};
+        auto queue = std::make_unique<ThreadCopyQueue>(50);
+        const ThreadCopyQueue *q = queue.get();
+        StagedUpload up(std::move(queue), chunkBytes, buffers);
+        std::int64_t bytes = 0;
+        for (const Case &c : cases) {
+            std::int64_t next = 0;
+            const at::Tensor out = up.upload(c.src, c.dtype, at::Device(at::kCPU), [&](std::int64_t first, std::int64_t count) {
+                QCOMPARE(first, next);
+                next += count;
+            });
+            QVERIFY2(out.is_contiguous() && out.scalar_type() == c.dtype && sameBits(out, c.src.to(c.dtype)), c.what);
+            QCOMPARE(next, StagedUpload::byRows(c.src) ? c.src.size(0) : c.src.numel());
+            bytes += out.numel() * out.element_size();
+        }
+        QCOMPARE(up.stats().tensors, std::int64_t{8});
+        QCOMPARE(up.stats().bytes, bytes);
+        QVERIFY2(q->maxQueued() >= 1 && q->maxQueued() <= buffers, qPrintable(QString::number(q->maxQueued())));
+        if (chunkBytes == 4)
+            // 4 bytes of the evaluation dtype a chunk (1 float32, 2 bfloat16), a strided source's row at least
+            QCOMPARE(up.stats().chunks, std::int64_t{60 + 30 + 20 + 6 + 4 + 30 + 1});
+        const WeightUploadInfo info = up.info();
+        QVERIFY(QString::fromStdString(info.method).contains(QStringLiteral("test queue")));
+        QCOMPARE(info.buffers, buffers);
+    }
+
+    void stagedUploadOverlapsAndWaits()
+    {
+        // The host fills the second buffer while the first one's copy is still queued (the overlap
+        // that makes it faster than Tensor::to), and waits for a buffer's copy before filling it again:
+        // a queue that skipped those waits gives other bits (what keeps the test above honest).
+        const at::Tensor src = randomFloats({8, 1000}, 14);
+        auto slow = std::make_unique<ThreadCopyQueue>(20000);
+        const ThreadCopyQueue *q = slow.get();
+        {
+            StagedUpload up(std::move(slow), 4000, 2); // a row a chunk
+            QVERIFY(sameBits(up.upload(src, at::kFloat, at::Device(at::kCPU)), src));
+            QCOMPARE(up.stats().chunks, std::int64_t{8});
+            QVERIFY2(up.stats().waitSeconds > 0.05, qPrintable(QString::number(up.stats().waitSeconds))); // 6 waits of up to 20 ms
+            QCOMPARE(q->maxQueued(), 2);
+        }
+        StagedUpload broken(std::make_unique<NoWaitQueue>(5000), 4000, 2);
+        QVERIFY(!sameBits(broken.upload(src, at::kFloat, at::Device(at::kCPU)), src));
+    }
+
+    void weightSourceStagesAndReleases()
+    {
+        // A WeightSource with a staged upload hands out the same tensors and slices, and drops each
+        // chunk's mapped pages once it is read (on a GPU the host then holds about two chunks of the
+        // checkpoint, not all of it): 16 pages of "rows", the second page of each of 8 "wide" rows.
+        const std::int64_t page = pageSize(), perPage = page / 4;
+        QTemporaryDir dir;
+        const at::Tensor rows = randomFloats({16, perPage}, 15), wide = randomFloats({8, 2 * perPage}, 16);
+        writeCheckpoint(dir.path(), {{"rows", rows}, {"wide", wide}});
+        WeightSource src(SafetensorsCheckpoint::openDirectory(dir.path().toStdString()), cpuFloat32(),
+                         std::make_unique<StagedUpload>(std::make_unique<ThreadCopyQueue>(50), page, 2));
+        const TensorView &v = src.view("rows", {16, perPage});
+        touchPages(v.data, 32 * static_cast<std::size_t>(page)); // "rows" and "wide", one after the other
+        const std::int64_t before = residentBytesAround(v.data);
+        QVERIFY2(before >= 32 * page, qPrintable(QStringLiteral("resident %1").arg(before)));
+        QVERIFY(sameBits(src.get("rows", {16, perPage}), rows));
+        QCOMPARE(residentBytesAround(v.data), before - 16 * page);
+        QVERIFY(sameBits(src.getColumns("wide", {8, 2 * perPage}, perPage, perPage), wide.narrow(1, perPage, perPage)));
+        QCOMPARE(residentBytesAround(v.data), before - 24 * page);
+        QVERIFY(sameBits(src.getRows("wide", {8, 2 * perPage}, 2, 3), wide.narrow(0, 2, 3)));
+        const WeightUploadInfo info = src.uploadInfo();
+        QCOMPARE(info.chunks, std::int64_t{16 + 8 + 6});
+        QCOMPARE(src.bytes(), (16 * perPage + 8 * perPage + 3 * 2 * perPage) * 4);
+        // Without one, on the CPU: in place over the mapping.
+        WeightSource plain(SafetensorsCheckpoint::openDirectory(dir.path().toStdString()), cpuFloat32());
+        QCOMPARE(QString::fromStdString(plain.uploadInfo().method), QStringLiteral("host"));
+        QCOMPARE(plain.get("rows", {16, perPage}).data_ptr(), static_cast<void *>(const_cast<unsigned char *>(plain.view("rows", {16, perPage}).data)));
     }
 
     void linearStoragesMatchAtLinear_data()

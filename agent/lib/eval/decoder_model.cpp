@@ -251,6 +251,7 @@ void DecoderModel::setInfo(const std::string &dir, const WeightSource &w)
                            m_linears.buffer ? m_linears.buffer->bytes() : 0};
     m_info.weightBytes += m_info.quantization.bufferBytes;
     m_info.device = toDeviceSpec(m_opts.device);
+    m_info.upload = w.uploadInfo();
 }
 
 void DecoderModel::addRowParallel(const Linear &l, const float *in, std::int64_t ldin, std::int64_t rows, float *x) const

@@ -319,7 +319,7 @@ std::unique_ptr<LanguageModel> EvalSession::loadModel()
     return phase(kExitBadModel, [&] {
         if (m_tp && !std::filesystem::is_directory(m_o.modelPath))
             throw ConfigError("--tensor-parallel splits Hugging Face checkpoints (a directory); a TorchScript module cannot be split");
-        return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_o.quant, m_tp.get()});
+        return agent::loadModel(m_o.modelPath, {toScalarType(m_o.dtype), toDevice(m_o.device), m_o.gemm, m_o.quant, m_tp.get(), m_o.weightUpload});
     });
 }
 
@@ -332,7 +332,7 @@ std::unique_ptr<LanguageModel> EvalSession::loadReference(const LanguageModel &m
         return nullptr;
     const auto start = std::chrono::steady_clock::now();
     std::unique_ptr<LanguageModel> reference =
-        phase(kExitBadModel, [&] { return agent::loadModel(r.path, {toScalarType(r.dtype), toDevice(m_o.device), m_o.gemm, r.quant}); });
+        phase(kExitBadModel, [&] { return agent::loadModel(r.path, {toScalarType(r.dtype), toDevice(m_o.device), m_o.gemm, r.quant, nullptr, m_o.weightUpload}); });
     m_referenceLoadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const ModelInfo &ri = reference->info();
     const std::vector<std::string> notes = phase(kExitBadModel, [&] { return checkSameTokenizer(m_o.modelPath, model.info().vocab, r.path, ri.vocab); });

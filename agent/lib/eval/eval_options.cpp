@@ -89,6 +89,19 @@ void parseBatchAndThreads(const Args &a, EvalOptions &o)
     o.blasThreads = a.has("--blas-threads") ? a.integer("--blas-threads", 1, 1, 1024) : 0;
 }
 
+/// --weight-upload: "auto", "pinned" or "pageable".
+WeightUpload weightUploadFromName(const std::string &name)
+{
+    if (name == "auto")
+        return WeightUpload::Auto;
+    if (name == "pinned")
+        return WeightUpload::Pinned;
+    if (name == "pageable")
+        return WeightUpload::Pageable;
+    throw ConfigError("--weight-upload \"" + name + "\" is not one of auto, pinned (a GPU's weights staged through pinned buffers, the default), "
+                      "pageable (Tensor::to from the mapped file)");
+}
+
 /// Where the model runs and in which number format.
 void parseDeviceAndDtype(const Args &a, EvalOptions &o)
 {
@@ -102,6 +115,7 @@ void parseDeviceAndDtype(const Args &a, EvalOptions &o)
     const bool tf32 = onOff(a, "--tf32");
     o.tf32 = tf32 && o.device.isCuda() && o.dtype == Dtype::Float32;
     o.gemm = gemmFromName(a.get("--gemm").value_or("auto"));
+    o.weightUpload = weightUploadFromName(a.get("--weight-upload").value_or("auto"));
     if (o.dtype == Dtype::Float16 && o.device.isCpu())
         throw ConfigError("--dtype float16 needs a GPU: LibTorch has no float16 matrix multiply on the CPU; use bfloat16 or float32");
 }
@@ -393,7 +407,8 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--jsonl-field", "--bos", "--on-invalid-utf8", "--backend", "--topology", "--groups", "--sync-every-tokens", "--timeout", "--load-timeout",
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
-                     "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize"},
+                     "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize",
+                     "--weight-upload"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines", "--quantize-head"});
     });

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "compute_spec.h"
 #include "exit_codes.h"
+#include "model_info.h"
 #include "distributed/batch_schedule.h"
 #include "distributed/checkpoint.h"
 #include "distributed/distributed_run.h"
@@ -62,6 +63,7 @@ struct EvalOptions
     Dtype dtype = Dtype::Float32;
     DeviceSpec device;
     bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
+    WeightUpload weightUpload = WeightUpload::Auto; ///< --weight-upload: how the weights reach a GPU
     std::int64_t batch = 0;
     /// No --batch on a GPU: the batch comes from free device memory once the model and the windows
     /// are known (gpu/batch_sizing.h), agreed by every rank. --shard runs keep the fixed default:

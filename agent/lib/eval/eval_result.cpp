@@ -65,12 +65,32 @@ void addLoadSpeed(Json &j, const ModelInfo &mi, double loadSeconds, const EvalOu
     j["first_token_seconds"] = outcome.firstTokenSeconds;
 }
 
+/// How the weights reached the device: "host" (the CPU), "pageable", or pinned with its figures.
+Json uploadJson(const WeightUploadInfo &u)
+{
+    Json j = {{"method", u.method}};
+    if (!u.note.empty())
+        j["note"] = u.note;
+    if (u.buffers == 0)
+        return j;
+    j["buffers"] = u.buffers;
+    j["chunk_bytes"] = u.chunkBytes;
+    j["chunks"] = u.chunks;
+    j["bytes"] = u.bytes;
+    j["host_seconds"] = u.hostSeconds; // reading the mapping into the buffers (page faults, conversion)
+    j["wait_seconds"] = u.waitSeconds; // the host waiting for the device's copies
+    return j;
+}
+
 Json modelJson(const ModelInfo &mi)
 {
     Json hashes = Json::object();
     for (const auto &f : mi.weightFiles)
         hashes[f] = sha256File(f);
-    return {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}, {"weight_bytes", mi.weightBytes}};
+    Json j = {{"path", mi.path}, {"format", mi.format}, {"arch", mi.arch}, {"params", mi.params}, {"sha256", hashes}, {"weight_bytes", mi.weightBytes}};
+    if (!mi.upload.method.empty())
+        j["weight_upload"] = uploadJson(mi.upload);
+    return j;
 }
 
 /// What of the weights is stored quantized, and in how many bits per weight (scales included).

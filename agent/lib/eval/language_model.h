@@ -25,6 +25,7 @@ struct LoadOptions
     QuantRequest quant; ///< --quantize (none by default)
     /// The ranks splitting the model (tensor_parallel.h), outliving it; null: this rank holds all of it.
     TensorParallelGroup *tp = nullptr;
+    WeightUpload upload = WeightUpload::Auto; ///< --weight-upload: how weights reach a GPU
 };
 
 /// @brief One batch's logits at its scored positions, handed out in chunks of rows: what a

@@ -27,6 +27,27 @@ struct QuantizationInfo
     std::int64_t bufferBytes = 0;    ///< LibTorch's path: the one dequantized layer the quantized ones share
 };
 
+/// --weight-upload: how weights reach a GPU (staged_upload.h).
+enum class WeightUpload
+{
+    Auto,     ///< pinned on a GPU; on the CPU the weights are used in place over the mapping
+    Pinned,   ///< staged through pinned buffers, copies on a stream of their own (StagedUpload)
+    Pageable, ///< Tensor::to from the mapping (the driver's own staging, one tensor at a time)
+};
+
+/// How the weights reached the model's device, and what it cost (the result's model.weight_upload).
+struct WeightUploadInfo
+{
+    std::string method;           ///< "host" (CPU: in place or converted there), "pageable", "pinned", or the test queue's
+    std::int64_t chunkBytes = 0;  ///< pinned: each buffer's size
+    int buffers = 0;              ///< pinned: buffers the host fills while the device copies
+    std::int64_t chunks = 0;      ///< pinned: copies enqueued
+    std::int64_t bytes = 0;       ///< pinned: bytes copied
+    double hostSeconds = 0;       ///< pinned: reading the mapping into the buffers
+    double waitSeconds = 0;       ///< pinned: the host waiting for a buffer
+    std::string note;             ///< why pinned was not used where it was the default (pinned memory refused)
+};
+
 struct ModelInfo
 {
     std::string path;
@@ -42,6 +63,7 @@ struct ModelInfo
     DeviceSpec device;            ///< where the weights live and logits come out
     ModelShape shape; ///< from config.json (native models); zeros for TorchScript (the default GPU batch needs it)
     QuantizationInfo quantization;
+    WeightUploadInfo upload;
 };
 
 } // namespace cppl::agent

@@ -2,10 +2,12 @@
 #include "weight_source.h"
 
 #include "cppl/errors.h"
+#include "fault_hooks.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace cppl::agent {
@@ -49,9 +51,57 @@ std::vector<std::int64_t> contiguousStrides(const std::vector<std::int64_t> &sha
     return strides;
 }
 
+/// Each pinned buffer: large enough that a copy's fixed cost vanishes (~10 us against ~2 ms at
+/// 30 GB/s), small enough that two of them are nothing beside a GPU rank's host memory.
+constexpr std::int64_t kUploadChunkBytes = std::int64_t{64} << 20;
+/// The test queue's delay per copy (CLUSTERPPL_TEST_STAGED_UPLOAD): long beside a small chunk's fill.
+constexpr int kTestQueueDelayMicroseconds = 200;
+
+/// The upload @p o asks for: null for Tensor::to (pageable) and on the CPU. Where pinned is only the
+/// default and the host refuses pinned memory, pageable instead, and @p note says why.
+std::unique_ptr<StagedUpload> stagedUploadFor(const LoadOptions &o, std::string &note)
+{
+    if (const std::int64_t chunk = faultHooks().stagedUploadChunk; chunk > 0 && o.device.is_cpu())
+        return std::make_unique<StagedUpload>(std::make_unique<ThreadCopyQueue>(kTestQueueDelayMicroseconds), chunk);
+    if (o.device.is_cpu() || o.upload == WeightUpload::Pageable)
+        return nullptr;
+    auto upload = std::make_unique<StagedUpload>(makeDeviceCopyQueue(o.device), kUploadChunkBytes);
+    try {
+        upload->reserve();
+    } catch (const std::exception &e) {
+        const std::string what = e.what(); // LibTorch's errors carry a backtrace after the first line
+        const std::string why = "pinned host memory for the weights' upload was refused (" + what.substr(0, std::min(what.find('\n'), std::size_t{300})) + ")";
+        if (o.upload == WeightUpload::Pinned)
+            throw ConfigError(why + "; --weight-upload pageable copies them through Tensor::to instead");
+        note = why + ": the weights came through Tensor::to (pageable)";
+        return nullptr;
+    }
+    return upload;
+}
+
 } // namespace
 
-WeightSource::WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options) : m_ckpt(std::move(ckpt)), m_opts(options) {}
+WeightSource::WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options) : m_ckpt(std::move(ckpt)), m_opts(options)
+{
+    m_upload = stagedUploadFor(options, m_uploadNote);
+}
+
+WeightSource::WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options, std::unique_ptr<StagedUpload> upload)
+    : m_ckpt(std::move(ckpt)), m_opts(options), m_upload(std::move(upload))
+{
+}
+
+WeightSource::~WeightSource() = default;
+
+WeightUploadInfo WeightSource::uploadInfo() const
+{
+    if (m_upload)
+        return m_upload->info();
+    WeightUploadInfo info;
+    info.method = m_opts.device.is_cpu() ? "host" : "pageable";
+    info.note = m_uploadNote;
+    return info;
+}
 
 const TensorView &WeightSource::checked(const std::string &name, const std::vector<std::int64_t> &expected) const
 {
@@ -74,12 +124,29 @@ at::Tensor WeightSource::mapped(const TensorView &v, const unsigned char *data, 
 at::Tensor WeightSource::place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
                                const std::vector<std::int64_t> &strides)
 {
-    at::Tensor t = mapped(v, data, sizes, strides);
-    if (t.scalar_type() != m_opts.dtype || !m_opts.device.is_cpu())
+    const at::Tensor src = mapped(v, data, sizes, strides);
+    at::Tensor t = src;
+    if (m_upload)
+        t = m_upload->upload(src, m_opts.dtype, m_opts.device, [&](std::int64_t first, std::int64_t count) { releaseRead(v, src, first, count); });
+    else if (t.scalar_type() != m_opts.dtype || !m_opts.device.is_cpu())
         t = t.to(m_opts.device, m_opts.dtype);
     m_params += t.numel();
     m_bytes += t.numel() * static_cast<std::int64_t>(c10::elementSize(m_opts.dtype));
     return t;
+}
+
+/// The mapped pages of units [first, first + count) of @p src (StagedUpload's: elements of a
+/// contiguous tensor, else rows), once they are in a pinned buffer.
+void WeightSource::releaseRead(const TensorView &v, const at::Tensor &src, std::int64_t first, std::int64_t count)
+{
+    const auto esz = static_cast<std::int64_t>(elementBytes(v));
+    const auto *base = static_cast<const unsigned char *>(src.data_ptr());
+    if (!StagedUpload::byRows(src)) {
+        v.file->releaseRange(base + first * esz, static_cast<std::size_t>(count * esz));
+        return;
+    }
+    for (std::int64_t r = first; r < first + count; ++r)
+        v.file->releaseRange(base + r * src.stride(0) * esz, static_cast<std::size_t>(src.size(1) * esz));
 }
 
 at::Tensor WeightSource::get(const std::string &name, const std::vector<std::int64_t> &expected)

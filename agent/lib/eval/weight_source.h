@@ -5,8 +5,10 @@
 #include "language_model.h"
 
 #include "model/safetensors.h"
+#include "staged_upload.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,10 @@ namespace cppl::agent {
  * repacked (the agent's kernels, oneDNN) release their mapped pages once packed, so the load never
  * holds both copies of more than one tensor (peak RSS ~ weights, not 2x).
  *
+ * On a GPU the weights go through a StagedUpload (--weight-upload pinned, the default): pinned
+ * buffers filled on the host while the device copies the last one, and each chunk's mapped pages
+ * released once read, so the host holds about two chunks of the checkpoint, not all of it.
+ *
  * Slices are what tensor parallelism reads (docs/models.md, "Tensor parallelism"): a
  * column-parallel weight's rows (q/k/v, gate/up, the vocabulary's rows of the embedding and head),
  * a row-parallel weight's columns (o_proj, down_proj). Only the slice's bytes are read and
@@ -28,6 +34,11 @@ class WeightSource
 {
 public:
     WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options);
+    /// With the upload given (tests: a StagedUpload over a ThreadCopyQueue on the CPU); null: none.
+    WeightSource(SafetensorsCheckpoint ckpt, const LoadOptions &options, std::unique_ptr<StagedUpload> upload);
+    ~WeightSource();
+    WeightSource(const WeightSource &) = delete;
+    WeightSource &operator=(const WeightSource &) = delete;
 
     /// The whole tensor `name`, which must have shape `expected`.
     [[nodiscard]] at::Tensor get(const std::string &name, const std::vector<std::int64_t> &expected);
@@ -64,11 +75,15 @@ public:
     [[nodiscard]] std::int64_t params() const { return m_params; }
     [[nodiscard]] std::int64_t bytes() const { return m_bytes; }
     [[nodiscard]] const SafetensorsCheckpoint &checkpoint() const { return m_ckpt; }
+    /// How the tensors handed out reached the device so far.
+    [[nodiscard]] WeightUploadInfo uploadInfo() const;
 
 private:
     const TensorView &checked(const std::string &name, const std::vector<std::int64_t> &expected) const;
     at::Tensor place(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
                      const std::vector<std::int64_t> &strides);
+    /// Drops the mapped pages of the units StagedUpload has read from @p src (a tensor over v's bytes).
+    static void releaseRead(const TensorView &v, const at::Tensor &src, std::int64_t first, std::int64_t count);
     /// A tensor over the mapped bytes in their stored dtype (no conversion, nothing counted).
     static at::Tensor mapped(const TensorView &v, const unsigned char *data, const std::vector<std::int64_t> &sizes,
                              const std::vector<std::int64_t> &strides);
@@ -77,6 +92,8 @@ private:
     LoadOptions m_opts;
     std::int64_t m_params = 0;
     std::int64_t m_bytes = 0;
+    std::unique_ptr<StagedUpload> m_upload; ///< null: Tensor::to (pageable), or in place on the CPU
+    std::string m_uploadNote;               ///< why not pinned, where it was the default
 };
 
 } // namespace cppl::agent
