@@ -239,13 +239,21 @@ at::Tensor MoeMlp::forward(const at::Tensor &hidden) const
     if (m_normTopK)
         weights = weights / weights.sum(-1, true);
     weights = weights.to(h.scalar_type()).reshape(-1);
+    // Each expert's (token, slot) pairs, tokens ascending: the flat choices (token * k + slot) sorted
+    // stably by expert, cut by the experts' counts. One host synchronisation a block (the counts),
+    // not one per expert (a nonzero each); on a GPU the experts' launches then queue without a stall.
+    const at::Tensor flat = chosen.reshape(-1);
+    const at::Tensor byExpert = std::get<1>(at::sort(flat, true, 0, false));
+    // (scatter_add_, not bincount: CUDA's bincount reads the input's maximum on the host first)
+    const at::Tensor counts = at::zeros({m_experts}, flat.options()).scatter_add_(0, flat, at::ones_like(flat)).to(at::kCPU);
+    const std::int64_t *count = counts.data_ptr<std::int64_t>();
     at::Tensor out = at::zeros_like(h);
-    for (std::int64_t e = 0; e < m_experts; ++e) {
-        const at::Tensor where = at::nonzero(chosen.eq(e)); // [n, 2]: token, slot; tokens ascending
-        if (where.size(0) == 0)
+    for (std::int64_t e = 0, first = 0; e < m_experts; first += count[e], ++e) {
+        if (count[e] == 0)
             continue;
-        const at::Tensor tokens = where.select(1, 0);
-        const at::Tensor w = weights.index_select(0, tokens * m_topK + where.select(1, 1)).unsqueeze(1);
+        const at::Tensor slots = byExpert.narrow(0, first, count[e]);
+        const at::Tensor tokens = slots.div(m_topK, "floor");
+        const at::Tensor w = weights.index_select(0, slots).unsqueeze(1);
         out.index_add_(0, tokens, expertTorch(e, h.index_select(0, tokens)) * w);
     }
     if (m_sharedWidth > 0) {
