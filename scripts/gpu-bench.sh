@@ -19,7 +19,10 @@
 # the first batch's scores on the host), the plan's batch against the run's. Then, per shape, the
 # weights' upload: one window evaluated with --weight-upload pinned (the default: pinned buffers,
 # copies on a stream of their own) and pageable (Tensor::to), alternating, twice each, the page
-# cache warm for all: load GB/s, the pinned path's host and wait seconds, and the same bits.
+# cache warm for all: load GB/s, the pinned path's host and wait seconds, and the same bits. And
+# per shape and context, the agent's --profile of 2 batches before its clock: the kernels' (or on
+# the CPU the operators') largest shares of the pass, the device's busy share ($OUT/*.profile.json,
+# and *.trace.json, a Chrome trace, where the torch has Kineto).
 #
 # MFU = tokens/s x FLOPs per token / the bf16 GEMM rate measured on this GPU (8192^3, as
 # gpu-check's speed row), FLOPs per token = 2 x the parameters in matrix products (all but the
@@ -58,7 +61,7 @@ if [[ "$CPU_ONLY" == 1 ]]; then
 fi
 START=$(date +%s)
 FAILED=0
-declare -a ROWS=() LOADS=()
+declare -a ROWS=() LOADS=() PROFILES=()
 jget() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1])); [v:=v[k] for k in sys.argv[2:]]; print(v)' "$@" 2>/dev/null; }
 fail() { ROWS+=("$(printf '%-9s %-5s FAIL  %s' "$1" "$2" "$3")"); FAILED=1; }
 errline() { # the agent's own message, else the last line
@@ -71,6 +74,7 @@ finish() {
   printf '%-9s %-5s %-11s %-22s %-22s %-5s %-15s %-9s %-7s\n' shape ctx "batch p/r" "agent tok/s (MFU)" "eager tok/s (MFU, B)" ratio "peak GiB a/e" "load GB/s" "TTFT s"
   printf '%s\n' "${ROWS[@]}"
   (( ${#LOADS[@]} )) && printf '%s\n' "${LOADS[@]}"
+  (( ${#PROFILES[@]} )) && printf '%s\n' "${PROFILES[@]}"
   exit "$FAILED"
 }
 
@@ -112,10 +116,20 @@ bench_one() { # SHAPE MODEL CONTEXT TOKENFILE NTOKENS
   local shape="$1" model="$2" T="$3" tokens="$4" n="$5" tag="$1-$3"
   local dev=(--device "$DEVICE"); [[ "$DEVICE" == cpu ]] && dev+=(--dtype bfloat16 --gemm blas --batch 4)
   if ! with_peak "$OUT/$tag.agent.mem" "$AGENT" eval --model "$model" --tokens "$tokens" --context "$T" "${dev[@]}" --quiet \
-      --json "$OUT/$tag.agent.json" >"$OUT/$tag.agent.log" 2>&1; then
+      --profile "$OUT/$tag.profile.json" --profile-batches 2 --json "$OUT/$tag.agent.json" >"$OUT/$tag.agent.log" 2>&1; then
     fail "$shape" "$T" "agent: $(errline "$OUT/$tag.agent.log")"; return
   fi
   local batch; batch=$(jget "$OUT/$tag.agent.json" batch)
+  PROFILES+=("$("$PY" - "$OUT/$tag.profile.json" "$shape" "$T" <<'PY'
+import json, sys
+path, shape, T = sys.argv[1:]
+p = json.load(open(path))
+dev = [o for o in p["ops"] if o["device"] == "cuda"] or p["ops"]
+top = ", ".join(f"{o['name'][:40]} {o['share_of_wall']:.0%}" for o in dev[:6])
+busy = f"device busy {p['device_busy_share']:.0%}, " if p["device_kernels_recorded"] else ""
+print(f"profile {shape:<9} {T:<5} {p['batches']} batches, {busy}top: {top}")
+PY
+)")
   if ! with_peak "$OUT/$tag.eager.mem" "$PY" "$ROOT/scripts/gpu_eager_bench.py" --model "$model" --context "$T" --batch "$batch" --tokens "$n" \
       --device "$DEVICE" --agent-json "$OUT/$tag.agent.json" --json "$OUT/$tag.eager.json" >"$OUT/$tag.eager.log" 2>&1; then
     fail "$shape" "$T" "eager: $(tail -1 "$OUT/$tag.eager.log" | cut -c1-200)"; return

@@ -64,6 +64,10 @@ constexpr CommandUsage kCommandUsage[] = {
       --devices I,J,...      this host's GPUs for its ranks: local rank L takes the L-th (the
                              profile's "devices"; with --device cuda or auto, and for NCCL)
       --tf32 on|off          TensorFloat-32 matrix products for float32 on a GPU (default on)
+      --profile PATH         before the clock, --profile-batches batches (default 3) once more
+                             under LibTorch's profiler: time by operator and GPU kernel to PATH
+                             (JSON), a Chrome trace to PATH.trace.json where LibTorch has Kineto;
+                             "{rank}" in PATH is replaced by the rank, else rank 0 alone writes
       --weight-upload auto|pinned|pageable  how the weights reach a GPU: pinned host buffers
                              with copies on a stream of their own, each chunk's mapped pages
                              released once read (auto = pinned), or Tensor::to from the mapped

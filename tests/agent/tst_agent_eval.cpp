@@ -17,6 +17,7 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -425,6 +426,52 @@ private Q_SLOTS:
             QCOMPARE(up.value(QStringLiteral("bytes")).toInteger(), model.value(QStringLiteral("weight_bytes")).toInteger());
             QVERIFY2(up.value(QStringLiteral("chunks")).toInteger() >= up.value(QStringLiteral("bytes")).toInteger() / 4096, qPrintable(QJsonDocument(up).toJson()));
         }
+    }
+
+    void profileSaysWhereTheTimeGoes()
+    {
+        // --profile: two batches before the clock under LibTorch's profiler, summed by operator.
+        // On LibTorch's path the products are ATen operators, so they are named with their calls;
+        // the pass does not touch the result (the same exact sum as a run without it). Debian's
+        // LibTorch has no Kineto: no Chrome trace, and the summary says why.
+        const QStringList common{QStringLiteral("eval"), QStringLiteral("--model"), m_llama, QStringLiteral("--tokens"), m_tokens,
+                                 QStringLiteral("--context"), QStringLiteral("64"), QStringLiteral("--gemm"), QStringLiteral("blas"),
+                                 QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--batch"), QStringLiteral("4"), QStringLiteral("--quiet")};
+        const QString plain = m_dir.filePath(QStringLiteral("unprofiled.json")), profiled = m_dir.filePath(QStringLiteral("profiled.json"));
+        const QString summary = m_dir.filePath(QStringLiteral("profile.json"));
+        ProcessResult r = runAgent(common + QStringList{QStringLiteral("--json"), plain});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        r = runAgent(common + QStringList{QStringLiteral("--json"), profiled, QStringLiteral("--profile"), summary, QStringLiteral("--profile-batches"),
+                                          QStringLiteral("2")});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QCOMPARE(readJson(profiled).value(QStringLiteral("nll_sum_exact")).toString(), readJson(plain).value(QStringLiteral("nll_sum_exact")).toString());
+        CPPL_VERIFY2(r.err.contains(QStringLiteral("profile: 2 batches, ")), qPrintable(r.describe())); // said even with --quiet: asked for
+        const QJsonObject p = readJson(summary);
+        QCOMPARE(p.value(QStringLiteral("batches")).toInt(), 2);
+        QCOMPARE(p.value(QStringLiteral("batch")).toInt(), 4);
+        const QString first8 = m_dir.filePath(QStringLiteral("first8.json")); // the pass's windows: the first 2 batches of 4
+        r = runAgent(common + QStringList{QStringLiteral("--json"), first8, QStringLiteral("--max-windows"), QStringLiteral("8")});
+        CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+        QCOMPARE(p.value(QStringLiteral("tokens")).toInteger(), readJson(first8).value(QStringLiteral("tokens_scored")).toInteger());
+        QVERIFY(p.value(QStringLiteral("wall_seconds")).toDouble() > 0);
+        const QJsonArray ops = p.value(QStringLiteral("ops")).toArray();
+        QVERIFY(!ops.isEmpty());
+        bool product = false;
+        double previous = 1e300;
+        for (const QJsonValue &v : ops) {
+            const QJsonObject op = v.toObject();
+            QVERIFY(op.value(QStringLiteral("calls")).toInteger() > 0);
+            const double total = op.value(QStringLiteral("total_us")).toDouble();
+            QVERIFY2(total <= previous, "sorted by total time, largest first");
+            previous = total;
+            const QString name = op.value(QStringLiteral("name")).toString();
+            product = product || name == QStringLiteral("aten::mm") || name == QStringLiteral("aten::addmm") || name == QStringLiteral("aten::linear");
+        }
+        CPPL_VERIFY2(product, qPrintable(QJsonDocument(ops).toJson()));
+        if (p.value(QStringLiteral("chrome_trace")).isString())
+            QVERIFY(QFile::exists(p.value(QStringLiteral("chrome_trace")).toString()));
+        else
+            CPPL_VERIFY2(p.value(QStringLiteral("note")).toString().contains(QStringLiteral("no Chrome trace")), qPrintable(QJsonDocument(p).toJson()));
     }
 
     void textWithRealTokenizer()

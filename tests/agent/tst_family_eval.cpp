@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <QFile>
+#include <QDir>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -143,7 +144,7 @@ private:
 
     /// make_checkpoint.py's model for @p flags, made once per run (each is a Python process with
     /// PyTorch's import: most of this test's time); the rows that only read it share it. A row
-    /// that edits its config makes its own (makeCheckpoint).
+    /// that edits its config takes an editableCheckpoint().
     QString sharedCheckpoint(const QStringList &flags)
     {
         const QString key = flags.join(QLatin1Char(' '));
@@ -152,6 +153,24 @@ private:
         const QString model = makeCheckpoint(m_dir.filePath(QStringLiteral("model-%1").arg(m_checkpoints.size())), flags);
         m_checkpoints.insert(key, model);
         return model;
+    }
+
+    /// The shared checkpoint for @p flags in @p dir with a config.json of its own, which the row may
+    /// edit: the weight files are links to the shared ones (the refusals never get past the config).
+    QString editableCheckpoint(const QStringList &flags, const QString &dir)
+    {
+        const QString shared = sharedCheckpoint(flags);
+        if (!QDir().mkpath(dir))
+            qFatal("cannot make %s", qPrintable(dir));
+        for (const QFileInfo &file : QDir(shared).entryInfoList(QDir::Files)) {
+            const QString to = dir + QLatin1Char('/') + file.fileName();
+            const bool ok = file.fileName() == QLatin1String("config.json") ? QFile::copy(file.absoluteFilePath(), to)
+                                                                            : QFile::link(file.absoluteFilePath(), to);
+            if (!ok)
+                qFatal("cannot copy or link %s to %s", qPrintable(file.absoluteFilePath()), qPrintable(to));
+        }
+        QFile(dir + QStringLiteral("/config.json")).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+        return dir;
     }
 
     /// reference_ppl.py's result (ppl, tokens_scored) for @p model under @p protocol, computed once
@@ -505,7 +524,7 @@ private Q_SLOTS:
         QFETCH(QStringList, extra);
         QFETCH(QString, message);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags);
+        const QString model = editableCheckpoint(flags, dir.filePath(QStringLiteral("m")));
         if (!field.isEmpty())
             editConfig(model, field, value);
         const ProcessResult r = evalOn(2, 2, QStringList{QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--quiet")} + extra);
@@ -649,7 +668,7 @@ private Q_SLOTS:
         QFETCH(QJsonValue, value);
         QFETCH(QString, message);
         QTemporaryDir dir;
-        const QString model = makeCheckpoint(dir.filePath(QStringLiteral("m")), flags);
+        const QString model = editableCheckpoint(flags, dir.filePath(QStringLiteral("m")));
         QFile f(model + QStringLiteral("/config.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
         QJsonObject c = QJsonDocument::fromJson(f.readAll()).object();

@@ -83,6 +83,13 @@ private Q_SLOTS:
         QVERIFY2(m.hasMatch(), qPrintable(r.out));
         for (int i = 1; i <= 4; ++i)
             QVERIFY2(m.captured(i).toDouble() > 0, qPrintable(m.captured(0)));
+        // Each context's profile (the CPU's operators here): their largest shares of the pass.
+        for (int context : {64, 128})
+            QVERIFY2(QRegularExpression(QStringLiteral("^profile tiny\\s+%1\\s+2 batches, top: aten::\\S+ \\d+%").arg(context),
+                                        QRegularExpression::MultilineOption)
+                         .match(r.out)
+                         .hasMatch(),
+                     qPrintable(r.out));
         QVERIFY(!r.out.contains(QStringLiteral(" FAIL ")));
     }
 

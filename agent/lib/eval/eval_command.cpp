@@ -16,6 +16,7 @@
 #include "stdin_eof_watcher.h"
 #include "tensor_parallel.h"
 #include "tensor_parallel_driver.h"
+#include "torch_profile.h"
 #include "gpu/batch_sizing.h"
 #include "distributed/c10d.h"
 
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -532,6 +534,7 @@ EvalOutcome EvalSession::evaluate(LanguageModel &model, LanguageModel *reference
 {
     Evaluator evaluator(model, std::span<const std::uint32_t>(*plan.flat), plan.windows, m_o.batch, reference);
     const double warmupSeconds = warmUp(evaluator, model.info(), static_cast<std::int64_t>(plan.windows.windows.size()));
+    profile(evaluator, model.info());
     if (m_tp && m_o.tpFollower())
         return follow(evaluator);
     // --tensor-parallel: the leader sends each range it scores to its followers first.
@@ -590,6 +593,69 @@ double EvalSession::warmUp(Evaluator &evaluator, const ModelInfo &mi, std::int64
         m_err << "warm-up: one batch on " << mi.device.str() << " in " << took
               << " s (CUDA kernels and cuBLAS loaded; not counted in tokens per second)\n";
     return seconds;
+}
+
+namespace {
+
+/// --profile's file for @p rank: "{rank}" replaced; without it only rank 0 writes (empty: none).
+std::string profileFileFor(const std::string &path, int rank)
+{
+    const std::string mark = "{rank}";
+    if (const auto at = path.find(mark); at != std::string::npos)
+        return path.substr(0, at) + std::to_string(rank) + path.substr(at + mark.size());
+    return rank == 0 ? path : std::string();
+}
+
+nlohmann::ordered_json profileJson(const ProfileReport &r, std::int64_t batches, std::int64_t batch, std::int64_t tokens, const ModelInfo &mi)
+{
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const ProfiledOp &op : r.ops)
+        ops.push_back({{"name", op.name}, {"device", op.device}, {"calls", op.calls}, {"total_us", op.totalMicroseconds},
+                       {"share_of_wall", r.wallSeconds > 0 ? op.totalMicroseconds / 1e6 / r.wallSeconds : 0.0}});
+    return {{"batches", batches},
+            {"batch", batch},
+            {"tokens", tokens},
+            {"wall_seconds", r.wallSeconds},
+            {"tokens_per_second", r.wallSeconds > 0 ? static_cast<double>(tokens) / r.wallSeconds : 0.0},
+            {"device", mi.device.str()},
+            {"device_kernels_recorded", r.deviceActivities},
+            {"device_busy_share", r.wallSeconds > 0 ? r.deviceMicroseconds / 1e6 / r.wallSeconds : 0.0},
+            {"chrome_trace", r.tracePath.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.tracePath)},
+            {"note", r.note},
+            {"ops", ops}};
+}
+
+} // namespace
+
+/// --profile PATH: after the warm-up, before the clock, the first --profile-batches batches once
+/// more under LibTorch's profiler (every rank, in step: under tensor parallelism the group's
+/// collectives need all members). The summary by operator and kernel goes to PATH, a Chrome trace
+/// to PATH.trace.json where LibTorch has Kineto, and the largest lines to stderr.
+void EvalSession::profile(Evaluator &evaluator, const ModelInfo &mi)
+{
+    if (m_o.profilePath.empty())
+        return;
+    const int rank = m_run ? m_run->rank() : 0;
+    const std::string file = profileFileFor(m_o.profilePath, rank);
+    std::int64_t tokens = 0;
+    const ProfileReport r = profileWork(mi.device.isCuda(), [&] { tokens = evaluator.scratchPass(m_o.profileBatches); },
+                                        file.empty() ? std::string() : file + ".trace.json");
+    if (file.empty())
+        return;
+    std::ofstream f(file);
+    if (!(f << profileJson(r, m_o.profileBatches, m_o.batch, tokens, mi).dump(2) << '\n'))
+        throw ExitError(kExitRuntime, file + ": cannot write the profile (--profile)");
+    char line[160];
+    std::snprintf(line, sizeof line, "profile: %lld batches, %lld tokens in %.3f s -> ", static_cast<long long>(m_o.profileBatches),
+                  static_cast<long long>(tokens), r.wallSeconds);
+    std::ostringstream top;
+    top << line << file << (r.note.empty() ? "" : " (" + r.note + ")") << '\n';
+    for (std::size_t i = 0; i < std::min<std::size_t>(r.ops.size(), 12); ++i) {
+        const ProfiledOp &op = r.ops[i];
+        std::snprintf(line, sizeof line, "  %-4s %10.3f ms %7lld x  ", op.device.c_str(), op.totalMicroseconds / 1000.0, static_cast<long long>(op.calls));
+        top << line << op.name << '\n';
+    }
+    m_err << top.str();
 }
 
 /// After step 7, the reporting rank of a tolerant dynamic run: the others wait for this before

@@ -87,6 +87,10 @@ void parseBatchAndThreads(const Args &a, EvalOptions &o)
     // 0: the default, this host's allowed CPUs / its local ranks (planCpus, once the rank is known).
     o.threads = a.has("--threads") ? a.integer("--threads", 1, 1, 1024) : 0;
     o.blasThreads = a.has("--blas-threads") ? a.integer("--blas-threads", 1, 1, 1024) : 0;
+    o.profilePath = a.get("--profile").value_or("");
+    o.profileBatches = a.integer("--profile-batches", 3, 1, 1000);
+    if (a.has("--profile-batches") && o.profilePath.empty())
+        throw ConfigError("--profile-batches N sets how many batches --profile PATH profiles: give --profile PATH too");
 }
 
 /// --weight-upload: "auto", "pinned" or "pageable".
@@ -408,7 +412,7 @@ Args parseArgs(const std::vector<std::string> &argv)
                      "--rank", "--world-size", "--local-rank", "--local-world-size", "--master-addr", "--master-port", "--telemetry",
                      "--telemetry-keys", "--run-id", "--schedule", "--tf32", "--resume-state", "--on-rank-loss", "--overlap-sync",
                      "--tensor-parallel", "--quantize", "--quant-group", "--reference-model", "--reference-dtype", "--reference-quantize",
-                     "--weight-upload"},
+                     "--weight-upload", "--profile", "--profile-batches"},
                     {"--bos-first", "--allow-long-context", "--quiet", "--exit-on-stdin-eof", "--result-line", "--telemetry-keys-stdin",
                      "--checkpoint-lines", "--quantize-head"});
     });

@@ -64,6 +64,8 @@ struct EvalOptions
     DeviceSpec device;
     bool tf32 = false; ///< TensorFloat-32 for float32 matrix products (CUDA only)
     WeightUpload weightUpload = WeightUpload::Auto; ///< --weight-upload: how the weights reach a GPU
+    std::string profilePath;          ///< --profile PATH: a pass of profileBatches batches under LibTorch's profiler ("{rank}" replaced)
+    std::int64_t profileBatches = 3;  ///< --profile-batches N
     std::int64_t batch = 0;
     /// No --batch on a GPU: the batch comes from free device memory once the model and the windows
     /// are known (gpu/batch_sizing.h), agreed by every rank. --shard runs keep the fixed default:

@@ -71,6 +71,7 @@ private:
     EvalOutcome follow(WindowScorer &scorer);
     void publishFollower(const MemberFigures &f, bool final);
     double warmUp(Evaluator &evaluator, const ModelInfo &mi, std::int64_t windows);
+    void profile(Evaluator &evaluator, const ModelInfo &mi);
 
     // eval_result.cpp: step 7.
     int writeResult(const EvalInput &input, const ModelInfo &mi, double loadSeconds, const EvalPlan &p, const EvalOutcome &outcome);

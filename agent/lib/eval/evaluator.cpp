@@ -339,4 +339,13 @@ double Evaluator::warmUp()
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::int64_t Evaluator::scratchPass(std::int64_t batches)
+{
+    NllStats scratch;
+    ReferenceStats referenceScratch;
+    run(0, std::min<std::int64_t>(batches * m_batch, static_cast<std::int64_t>(m_plan.windows.size())), scratch,
+        m_reference ? &referenceScratch : nullptr);
+    return scratch.tokens;
+}
+
 } // namespace cppl::agent

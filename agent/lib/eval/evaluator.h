@@ -65,6 +65,9 @@ public:
     /// second (which scaling efficiency compares across node counts) measures the evaluation.
     /// Returns its seconds; every kernel has finished when it returns.
     double warmUp();
+    /// Evaluates the first @p batches batches and forgets the result (--profile's pass, before the
+    /// clock like warmUp()); returns the tokens it scored. Every kernel has finished when it returns.
+    std::int64_t scratchPass(std::int64_t batches);
     /// steadySeconds() when the first batch's log-probabilities reached the host (the warm-up's on
     /// a GPU); 0 before any batch. The result's first_token_seconds.
     [[nodiscard]] double firstBatchAt() const { return m_firstBatchAt; }
