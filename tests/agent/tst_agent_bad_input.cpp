@@ -216,6 +216,10 @@ private Q_SLOTS:
         flag("eval --threads 0", ev, {QStringLiteral("--threads"), QStringLiteral("0")}, "--threads must be between 1 and 1024, got 0");
         flag("eval --weight-upload fast", ev, {QStringLiteral("--weight-upload"), QStringLiteral("fast")},
              "--weight-upload \"fast\" is not one of auto, pinned (a GPU's weights staged through pinned buffers, the default), pageable");
+        flag("eval --profile-batches alone", ev, {QStringLiteral("--profile-batches"), QStringLiteral("2")},
+             "--profile-batches N sets how many batches --profile PATH profiles: give --profile PATH too");
+        flag("eval --profile-batches 0", ev, {QStringLiteral("--profile"), QStringLiteral("p.json"), QStringLiteral("--profile-batches"), QStringLiteral("0")},
+             "--profile-batches must be between 1 and 1000, got 0");
         flag("eval --batch -1", ev, {QStringLiteral("--batch"), QStringLiteral("-1")}, "--batch must be between 1 and 65536, got -1");
         flag("eval --context beyond int64", ev, {QStringLiteral("--context"), QStringLiteral("99999999999999999999")},
              "--context expects an integer, got \"99999999999999999999\"");
