@@ -218,6 +218,8 @@ private Q_SLOTS:
              "--weight-upload \"fast\" is not one of auto, pinned (a GPU's weights staged through pinned buffers, the default), pageable");
         flag("eval --profile-batches alone", ev, {QStringLiteral("--profile-batches"), QStringLiteral("2")},
              "--profile-batches N sets how many batches --profile PATH profiles: give --profile PATH too");
+        flag("eval --profile into a missing directory", ev, {QStringLiteral("--profile"), QStringLiteral("/nonexistent-dir/p.json")},
+             "--profile /nonexistent-dir/p.json: the directory /nonexistent-dir does not exist");
         flag("eval --profile-batches 0", ev, {QStringLiteral("--profile"), QStringLiteral("p.json"), QStringLiteral("--profile-batches"), QStringLiteral("0")},
              "--profile-batches must be between 1 and 1000, got 0");
         flag("eval --batch -1", ev, {QStringLiteral("--batch"), QStringLiteral("-1")}, "--batch must be between 1 and 65536, got -1");

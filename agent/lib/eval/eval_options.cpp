@@ -12,6 +12,7 @@
 #include "cppl/host.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -91,6 +92,10 @@ void parseBatchAndThreads(const Args &a, EvalOptions &o)
     o.profileBatches = a.integer("--profile-batches", 3, 1, 1000);
     if (a.has("--profile-batches") && o.profilePath.empty())
         throw ConfigError("--profile-batches N sets how many batches --profile PATH profiles: give --profile PATH too");
+    // Said before the model loads, not after the pass: the file is written once the batches ran.
+    if (const std::filesystem::path dir = std::filesystem::path(o.profilePath).parent_path(); !o.profilePath.empty() && !dir.empty()
+                                                                                                && !std::filesystem::is_directory(dir))
+        throw ConfigError("--profile " + o.profilePath + ": the directory " + dir.string() + " does not exist");
 }
 
 /// --weight-upload: "auto", "pinned" or "pageable".
