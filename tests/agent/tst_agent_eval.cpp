@@ -472,6 +472,20 @@ private Q_SLOTS:
             QVERIFY(QFile::exists(p.value(QStringLiteral("chrome_trace")).toString()));
         else
             CPPL_VERIFY2(p.value(QStringLiteral("note")).toString().contains(QStringLiteral("no Chrome trace")), qPrintable(QJsonDocument(p).toJson()));
+
+        // Two ranks: "{rank}" in the path gives each its file; without it rank 0 alone writes.
+        for (const auto &[path, writers] : {std::pair{m_dir.filePath(QStringLiteral("prof-{rank}.json")), 2}, std::pair{m_dir.filePath(QStringLiteral("prof-one.json")), 1}}) {
+            const QString two = m_dir.filePath(QStringLiteral("profiled-2.json"));
+            r = runAgent(QStringList{QStringLiteral("run"), QStringLiteral("--standalone"), QStringLiteral("--nproc-per-node"), QStringLiteral("2"),
+                                     QStringLiteral("--")}
+                         + common.mid(1) + QStringList{QStringLiteral("--json"), two, QStringLiteral("--profile"), path, QStringLiteral("--timeout"), QStringLiteral("60")});
+            CPPL_VERIFY2(r.exitCode == kExitOk, qPrintable(r.describe()));
+            QCOMPARE(readJson(two).value(QStringLiteral("nll_sum_exact")).toString(), readJson(plain).value(QStringLiteral("nll_sum_exact")).toString());
+            CPPL_VERIFY2(r.err.count(QStringLiteral("profile: 3 batches, ")) == writers, qPrintable(r.describe())); // each writer says so
+        }
+        QCOMPARE(readJson(m_dir.filePath(QStringLiteral("prof-0.json"))).value(QStringLiteral("batches")).toInt(), 3);
+        QCOMPARE(readJson(m_dir.filePath(QStringLiteral("prof-1.json"))).value(QStringLiteral("batches")).toInt(), 3);
+        QCOMPARE(readJson(m_dir.filePath(QStringLiteral("prof-one.json"))).value(QStringLiteral("batches")).toInt(), 3);
     }
 
     void textWithRealTokenizer()
