@@ -28,7 +28,7 @@ std::string dump(const Json &j)
     return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-/// A line's object in ASCII alone (other characters as \uXXXX): a line cut at any byte on its way
+/// A line's object in ASCII alone (other characters as \u and four hex digits): a line cut at any byte on its way
 /// (srun -l cuts at 1 KiB) and passed on as text before it is joined again then never splits a
 /// character in two.
 std::string dumpAscii(const Json &j)

@@ -669,14 +669,7 @@ private Q_SLOTS:
         QFETCH(QString, message);
         QTemporaryDir dir;
         const QString model = editableCheckpoint(flags, dir.filePath(QStringLiteral("m")));
-        QFile f(model + QStringLiteral("/config.json"));
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        QJsonObject c = QJsonDocument::fromJson(f.readAll()).object();
-        f.close();
-        c[field] = value;
-        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
-        f.write(QJsonDocument(c).toJson());
-        f.close();
+        editConfig(model, field, value);
         const ProcessResult r = runAgent({QStringLiteral("eval"), QStringLiteral("--model"), model, QStringLiteral("--tokens"), m_tokens, QStringLiteral("--quiet")});
         QCOMPARE(r.exitCode, int(kExitBadModel));
         CPPL_VERIFY2(r.err.contains(message), qPrintable(r.err));

@@ -234,17 +234,14 @@ void StagedUpload::copyChunk(const at::Tensor &from, const at::Tensor &to)
 {
     const int slot = static_cast<int>(m_enqueued % static_cast<std::int64_t>(m_buffers.size()));
     auto t0 = std::chrono::steady_clock::now();
-    if (const std::int64_t last = m_pending[static_cast<std::size_t>(slot)]; last >= 0) {
+    if (m_pending[static_cast<std::size_t>(slot)] >= 0)
         m_queue->wait(slot);
-        m_doneBelow = std::max(m_doneBelow, last + 1);
-    }
     m_stats.waitSeconds += secondsSince(t0);
     const std::int64_t bytes = to.numel() * static_cast<std::int64_t>(c10::elementSize(to.scalar_type()));
     t0 = std::chrono::steady_clock::now();
     const at::Tensor host = buffer(slot, bytes).narrow(0, 0, bytes).view(to.scalar_type()).view(to.sizes());
     host.copy_(from); // page faults on the mapping, and the conversion to the evaluation dtype
     m_stats.hostSeconds += secondsSince(t0);
-    m_stats.maxInFlight = std::max(m_stats.maxInFlight, static_cast<int>(m_enqueued - m_doneBelow));
     m_queue->enqueue(to, host);
     m_queue->mark(slot);
     m_pending[static_cast<std::size_t>(slot)] = m_enqueued++;

@@ -77,7 +77,6 @@ struct StagedUploadStats
     std::int64_t tensors = 0;
     std::int64_t chunks = 0;
     std::int64_t bytes = 0;     ///< copied to the device (the evaluation dtype)
-    int maxInFlight = 0;        ///< most chunks enqueued and not yet known done when the host filled the next
     double hostSeconds = 0;     ///< reading the mapping into the buffers (page faults and conversion included)
     double waitSeconds = 0;     ///< the host waiting for a buffer's copy to finish
 };
@@ -122,7 +121,6 @@ private:
     std::vector<at::Tensor> m_buffers;
     std::vector<std::int64_t> m_pending; ///< per slot: the chunk number its fence stands after (-1: none)
     std::int64_t m_enqueued = 0;         ///< chunks enqueued so far
-    std::int64_t m_doneBelow = 0;        ///< chunks known done (every one before it)
     StagedUploadStats m_stats;
 };
 

@@ -51,6 +51,14 @@ std::vector<std::int64_t> contiguousStrides(const std::vector<std::int64_t> &sha
     return strides;
 }
 
+/// The whole pages inside each of @p rows spans of @p spanBytes, @p strideBytes apart from @p first:
+/// a column slice's part of every row (releaseColumns, and the rows a staged upload has read).
+void releaseSpans(const MappedFile &file, const unsigned char *first, std::size_t strideBytes, std::size_t spanBytes, std::int64_t rows)
+{
+    for (std::int64_t r = 0; r < rows; ++r)
+        file.releaseRange(first + static_cast<std::size_t>(r) * strideBytes, spanBytes);
+}
+
 /// Each pinned buffer: large enough that a copy's fixed cost vanishes (~10 us against ~2 ms at
 /// 30 GB/s), small enough that two of them are nothing beside a GPU rank's host memory.
 constexpr std::int64_t kUploadChunkBytes = std::int64_t{64} << 20;
@@ -145,8 +153,8 @@ void WeightSource::releaseRead(const TensorView &v, const at::Tensor &src, std::
         v.file->releaseRange(base + first * esz, static_cast<std::size_t>(count * esz));
         return;
     }
-    for (std::int64_t r = first; r < first + count; ++r)
-        v.file->releaseRange(base + r * src.stride(0) * esz, static_cast<std::size_t>(src.size(1) * esz));
+    const auto stride = static_cast<std::size_t>(src.stride(0) * esz);
+    releaseSpans(*v.file, base + static_cast<std::size_t>(first) * stride, stride, static_cast<std::size_t>(src.size(1) * esz), count);
 }
 
 at::Tensor WeightSource::get(const std::string &name, const std::vector<std::int64_t> &expected)
@@ -219,9 +227,7 @@ void WeightSource::releaseColumns(const std::string &name, std::int64_t col0, st
     const TensorView &v = m_ckpt.at(name);
     CPPL_ENFORCE(v.shape.size() == 2, "columns of a 2-D tensor");
     const std::size_t rowBytes = static_cast<std::size_t>(v.shape[1]) * elementBytes(v);
-    for (std::int64_t r = 0; r < v.shape[0]; ++r)
-        v.file->releaseRange(v.data + static_cast<std::size_t>(r) * rowBytes + static_cast<std::size_t>(col0) * elementBytes(v),
-                             static_cast<std::size_t>(cols) * elementBytes(v));
+    releaseSpans(*v.file, v.data + static_cast<std::size_t>(col0) * elementBytes(v), rowBytes, static_cast<std::size_t>(cols) * elementBytes(v), v.shape[0]);
 }
 
 } // namespace cppl::agent
