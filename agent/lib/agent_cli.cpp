@@ -47,7 +47,8 @@ struct CommandUsage
 constexpr CommandUsage kCommandUsage[] = {
     {"eval", R"(  clusterppl-agent eval --model PATH (--tokens FILE | --text FILE --tokenizer bytes|PATH) [options]
       Evaluate one rank: perplexity of a Hugging Face directory (llama, mistral, qwen2, qwen3, gemma2,
-      gemma3_text, phi3, gpt2; safetensors F32/F16/BF16, memory-mapped) or a TorchScript .pt module.
+      gemma3_text, phi3, gpt2, mixtral, qwen2_moe; safetensors F32/F16/BF16, memory-mapped, GPTQ
+      and AWQ as stored) or a TorchScript .pt module.
       --protocol, --context, --stride, --bos-first, --max-windows   as for plan (plan --help)
       --tokenizer bytes|PATH UTF-8 bytes as ids, or a tokenizer.json, SentencePiece .model
                              or model directory
@@ -202,8 +203,8 @@ constexpr CommandUsage kCommandUsage[] = {
       --max-windows K        evaluate only the first K windows
       --json OUT             also write the plan as JSON
     The memory plan (from DIR/config.json alone; no weights are read):
-      --model DIR            a Hugging Face model directory (llama, mistral, qwen2, qwen3, gpt2,
-                             mixtral, qwen2_moe: every expert counted)
+      --model DIR            a Hugging Face model directory (every family eval takes; mixtral
+                             and qwen2_moe: every expert counted)
       --tensor-parallel N    ranks per tensor-parallel group to show (default 1)
       --gpu-memory GiB       free memory of one GPU (default: none, figures without a verdict)
       --dtype float32|bfloat16|float16   the evaluation dtype (default bfloat16)
