@@ -60,6 +60,10 @@
 #       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows, the
 #       Gloo self-tests, the default batch (from made-up free memory) and the lost-rank row over
 #       Gloo (3 ranks on the CPU) run for real, GPU rows are reported as skipped.
+#   CPPL_GPU_CHECK_FAKES=DIR    with CPPL_GPU_CHECK_CPU_ONLY=1: the "1-GPU nccl" rows run too, on the
+#       CPU against the fake CUDA runtime and NCCL in DIR (build/default/tests/fakes/lib, made by
+#       the cppl_fakes target; tests/fakes/README.md), so that their logic runs before a GPU does
+#       (tests/agent/tst_gpu_check.cpp)
 #   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one (CI's self-test does; the
 #       configure and build rows were run here with CPPL_GPU_CHECK_CPU_ONLY=1 PYTHON=/usr/bin/python3)
 #   CPPL_GPU_CHECK_MODEL=DIR    evaluate this model instead of the embedded one
@@ -68,6 +72,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 CPU_ONLY="${CPPL_GPU_CHECK_CPU_ONLY:-0}"
+FAKES="${CPPL_GPU_CHECK_FAKES:-}"
 BUILD="${CPPL_GPU_BUILD_DIR:-$ROOT/build/gpu}"
 OUT="${CPPL_GPU_CHECK_OUT:-$BUILD/gpu-check}"
 MODEL="${CPPL_GPU_CHECK_MODEL:-$ROOT/resources/models/shakespeare-byte-llama}"
@@ -117,6 +122,10 @@ if [[ "$CPU_ONLY" != 1 && "$HAS_CUDA" != 1 ]]; then
   finish
 fi
 [[ "$HAS_CUDA" == 1 ]] && row "CUDA devices" ok "$GPUS x $GPU_NAME"
+if [[ -n "$FAKES" && ( "$CPU_ONLY" != 1 || ! -f "$FAKES/libnccl.so.2" || ! -f "$FAKES/libcudart.so.13" ) ]]; then
+  row "fakes" FAIL "CPPL_GPU_CHECK_FAKES=$FAKES: $([[ "$CPU_ONLY" != 1 ]] && echo "goes with CPPL_GPU_CHECK_CPU_ONLY=1" || echo "no libnccl.so.2 and libcudart.so.13 there (the cppl_fakes target's lib directory)")"
+  finish
+fi
 
 # 2. The agent: given, or built against the torch package (no Qt, no tests, no registry).
 if [[ -n "${CPPL_GPU_CHECK_AGENT:-}" ]]; then
@@ -279,6 +288,105 @@ tp_cuda_rows() {
     row "$name" FAIL "$(errline "$OUT/tp-cuda32x2.log")"
   fi
 }
+# Several NCCL ranks on ONE GPU (the test mode, CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own
+# NCCL host through NCCL_HOSTID, over the socket transport; docs/communication.md): 2 and 4 ranks,
+# flat and in node groups of two (reduce and broadcast cross ranks), comm-check exact and an eval
+# bit-identical to Gloo and to one rank; a killed rank among 3 regrouped (shrink or a new
+# communicator: the row says which this NCCL has); a stopped rank caught; and what NCCL's
+# communicators take of the GPU's memory, per rank (the automatic batch size's reserve).
+# The device the rows evaluate on (NDEV), their one-rank reference (NREF: the bf16 run) and its
+# batch (NBATCH), Gloo's 2-rank run (NGLOO) and the stopped rank's --timeout (NSTOP) are
+# variables: with CPPL_GPU_CHECK_FAKES the same rows run on the CPU against the fake CUDA runtime
+# and NCCL (share_rows, fake_share_rows), so that their logic has run before a GPU is lent.
+SHARE=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
+NDEV=cuda NREF="" NBATCH=8 NGLOO="$OUT/gloo2.json" NSTOP=15 NWHERE="cuda:0"
+share_comm_row() { # N TOPOLOGY
+  local n=$1 topo=$2 log="$OUT/share-comm-$1-$2.log" groups=()
+  [[ $topo == hierarchical ]] && groups=(--groups size:2)
+  local name="1-GPU nccl comm-check $n ${topo:0:4}"
+  if "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- comm-check --backend nccl --topology "$topo" \
+       --timeout 120 >"$log" 2>&1; then
+    row "$name" ok "$n ranks on $NWHERE, $(grep -c ': exact,' "$log") sizes exact; $(grep '1048577 words' "$log" | sed 's/.*exact, //')"
+  else
+    row "$name" FAIL "$(errline "$log")"
+  fi
+}
+share_eval_row() { # N TOPOLOGY: nll_sum_exact against one rank (NREF) and Gloo's 2 ranks (NGLOO)
+  local n=$1 topo=$2 json="$OUT/share-eval-$1-$2.json" log="$OUT/share-eval-$1-$2.log" groups=()
+  [[ $topo == hierarchical ]] && groups=(--groups size:2)
+  local name="1-GPU nccl eval $n ${topo:0:4}"
+  if [[ ! -f "$NREF" ]]; then row "$name" FAIL "no one-rank run to compare with ($NREF)"; return; fi
+  if ! "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- "${EVAL0[@]}" --batch "$NBATCH" --device "$NDEV" --backend nccl \
+       --topology "$topo" --sync-every-tokens 8192 --timeout 120 --json "$json" >"$log" 2>&1; then
+    row "$name" FAIL "$(errline "$log")"; return
+  fi
+  local mine one gloo
+  mine=$(jget "$json" nll_sum_exact); one=$(jget "$NREF" nll_sum_exact); gloo=$(jget "$NGLOO" nll_sum_exact)
+  local same=$([[ -n "$mine" && "$mine" == "$one" && ( -n "$NO_GLOO" || "$mine" == "$gloo" ) ]] && echo ok || echo FAIL)
+  row "$name" "$same" "$(jget "$json" world_size) ranks, $(jget "$json" rounds) rounds: nll_sum_exact $([[ "$mine" == "$one" ]] && echo "= 1 rank" || echo "DIFFERS from 1 rank ($mine vs $one)"), $([[ -n "$NO_GLOO" ]] && echo "gloo: skipped" || { [[ "$mine" == "$gloo" ]] && echo "= gloo 2 ranks" || echo "DIFFERS from gloo ($gloo)"; })"
+}
+# A stopped rank (SIGSTOP) among 3, failing fast (--on-rank-loss fail, --timeout NSTOP): the run must
+# end within the timeout and a margin, saying which rank stopped responding (the watchdog) or whose
+# collective did not finish (the poll).
+share_stopped_row() {
+  local name="1-GPU nccl stopped rank" log="$OUT/share-stopped.log" args=() a lp vp="" p waited=0 rc t0
+  for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done
+  CLUSTERPPL_TEST_SLOW_RANK="2:300" "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node 3 -- "${args[@]}" --batch "$NBATCH" --device "$NDEV" \
+    --backend nccl --on-rank-loss fail --sync-every-tokens 200 --timeout "$NSTOP" >"$log" 2>&1 &
+  lp=$!
+  while (( waited < 1200 )) && kill -0 "$lp" 2>/dev/null && ! grep -q '\] ppl ' "$log"; do sleep 0.1; waited=$(( waited + 1 )); done
+  for p in $(pgrep -P "$lp" 2>/dev/null); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=2" && vp=$p; done
+  if [[ -z "$vp" ]] || ! grep -q '\] ppl ' "$log"; then
+    kill -KILL "$lp" 2>/dev/null; wait "$lp" 2>/dev/null; row "$name" FAIL "no round reported with rank 2 running: $(errline "$log")"; return
+  fi
+  t0=$(date +%s); kill -STOP "$vp"
+  waited=0
+  while kill -0 "$lp" 2>/dev/null && (( waited < 900 )); do sleep 0.1; waited=$(( waited + 1 )); done # up to 90 s
+  kill -KILL "$lp" 2>/dev/null; wait "$lp"; rc=$?; kill -KILL "$vp" 2>/dev/null
+  local took=$(( $(date +%s) - t0 )) how
+  # (one line may hold both: -o prints each match on a line of its own)
+  how=$(grep -m1 -oE 'rank 2[^;]*stopped responding[^;]*|did not finish within [0-9]+ s' "$log" | head -1 | cut -c1-90)
+  row "$name" "$([[ $rc != 0 && $took -le $(( NSTOP + 45 )) && -n "$how" ]] && echo ok || echo FAIL)" "exit $rc ${took} s after SIGSTOP of rank 2 of 3 (--timeout $NSTOP): ${how:-$(errline "$log")}"
+}
+# The memory NCCL takes, per rank, from the 4-rank hierarchical comm-check's log: what the three
+# communicators' creation took (cudaMemGetInfo before and after) and the free memory once each
+# connected (NCCL allocates its buffers in a communicator's first collective).
+share_memory_row() {
+  local log="$OUT/share-comm-4-hierarchical.log" took free
+  took=$(grep -oE 'rank [0-9]+: the communicators took [0-9.]+ MiB' "$log" | sed -E 's/: the communicators took / /' | sort -k2,2n | paste -sd, -)
+  free=$(grep -oE 'cuda:[0-9]+ has [0-9]+ MiB free once it connected' "$log" | grep -oE '[0-9]+ MiB' | sort -n | head -1)
+  row "1-GPU nccl comm memory" "$([[ -n "$took" ]] && echo ok || echo FAIL)" \
+      "${took:-no memory lines in $log}; least free once connected: ${free:-?} (4 ranks sharing the GPU: each rank's figure counts the others' allocations at the same moment)"
+}
+share_rows() { # REFJSON BATCH: the 1-GPU rows against the one-rank run REFJSON (EVAL0 at --batch BATCH)
+  NREF="$1" NBATCH="$2"
+  share_comm_row 2 flat
+  share_comm_row 2 hierarchical
+  share_comm_row 4 flat
+  share_comm_row 4 hierarchical
+  share_memory_row
+  share_eval_row 2 flat
+  share_eval_row 4 hierarchical
+  if [[ -f "$NREF" ]]; then
+    LOST_TAG=share CLUSTERPPL_NCCL_SHARE_GPU=1 lost_rank_row "1-GPU nccl lost rank of 3" 3 "$NREF" "$NBATCH" --device "$NDEV" --backend nccl
+  else
+    row "1-GPU nccl lost rank of 3" FAIL "no one-rank run to compare with ($NREF)"
+  fi
+  share_stopped_row
+}
+# The same rows on the CPU against the fake CUDA runtime and NCCL of tests/fakes (their directory in
+# CPPL_GPU_CHECK_FAKES; one fake GPU): NCCL's collectives cross the ranks for real, the model runs
+# on the CPU. Batch 2, so that the 48 windows of the self-test last long enough to kill or stop a
+# rank mid-run; Gloo's 2 ranks and the one-rank run (no row) at that batch; a 5 s --timeout for the
+# stopped rank.
+fake_share_rows() {
+  export LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CPPL_FAKE_CUDA_DEVICES=1
+  NDEV=cpu NGLOO="$OUT/fake-gloo2.json" NSTOP=5 NWHERE="fake GPU 0"
+  "$AGENT" eval "${EVAL0[@]}" --batch 2 --device cpu --threads 1 --json "$OUT/fake-ref.json" >"$OUT/fake-ref.log" 2>&1
+  [[ -n "$NO_GLOO" ]] || "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL0[@]}" --batch 2 --device cpu --threads 1 --backend gloo \
+    --sync-every-tokens 8192 --timeout 60 --json "$NGLOO" >"$OUT/fake-gloo2.log" 2>&1
+  share_rows "$OUT/fake-ref.json" 2
+}
 CPU_OK=0
 if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(nproc)"; then
   CPU_OK=1
@@ -291,10 +399,12 @@ if [[ "$CPU_ONLY" == 1 ]]; then
            "tensor-parallel 2x2 cuda = 2x1" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
-  for r in "1-GPU nccl comm-check 2 flat" "1-GPU nccl comm-check 2 hier" "1-GPU nccl comm-check 4 flat" "1-GPU nccl comm-check 4 hier" \
-           "1-GPU nccl comm memory" "1-GPU nccl eval 2 flat" "1-GPU nccl eval 4 hier" "1-GPU nccl lost rank of 3" "1-GPU nccl stopped rank"; do
-    row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1 (several NCCL ranks on one GPU: tst_fake_nccl runs them on the fakes)"
-  done
+  if [[ -z "$FAKES" ]]; then
+    for r in "1-GPU nccl comm-check 2 flat" "1-GPU nccl comm-check 2 hier" "1-GPU nccl comm-check 4 flat" "1-GPU nccl comm-check 4 hier" \
+             "1-GPU nccl comm memory" "1-GPU nccl eval 2 flat" "1-GPU nccl eval 4 hier" "1-GPU nccl lost rank of 3" "1-GPU nccl stopped rank"; do
+      row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1 (several NCCL ranks on one GPU: CPPL_GPU_CHECK_FAKES=DIR runs them on the fakes)"
+    done
+  fi
   # The default batch's path (sizing, result JSON) on the CPU, as if the GPU had 1.1 GiB free.
   [[ $CPU_OK == 1 ]] && default_batch_row "default batch, made-up GPU" "$OUT/autobatch.json" "$OUT/autobatch.log" "$OUT/cpu.json" \
     CLUSTERPPL_TEST_GPU_FREE_BYTES=$(( (1 << 30) + (110 << 20) )) -- --device cpu --threads "$(nproc)"
@@ -320,6 +430,7 @@ if [[ "$CPU_ONLY" == 1 ]]; then
     row "lost rank gloo, 3 ranks (cpu)" FAIL "one-rank reference: $(errline "$OUT/lost-ref.log")"
   fi
   tp_cpu_row
+  [[ -n "$FAKES" ]] && fake_share_rows
   finish
 fi
 
@@ -442,83 +553,8 @@ else
   row "lost rank nccl" skip "one GPU: NCCL needs a GPU per rank, and a lost rank needs two ranks"
 fi
 
-# 7b. Several NCCL ranks on ONE GPU (the test mode, CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own
-#     NCCL host through NCCL_HOSTID, over the socket transport; docs/communication.md): 2 and 4
-#     ranks, flat and in node groups of two (reduce and broadcast cross ranks), comm-check exact and
-#     an eval bit-identical to Gloo and to one rank; a killed rank among 3 regrouped (shrink or a new
-#     communicator: the row says which this NCCL has); a stopped rank caught; and what NCCL's
-#     communicators take of the GPU's memory, per rank (the automatic batch size's reserve).
-SHARE=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
-share_comm_row() { # N TOPOLOGY
-  local n=$1 topo=$2 log="$OUT/share-comm-$1-$2.log" groups=()
-  [[ $topo == hierarchical ]] && groups=(--groups size:2)
-  local name="1-GPU nccl comm-check $n ${topo:0:4}"
-  if "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- comm-check --backend nccl --topology "$topo" \
-       --timeout 120 >"$log" 2>&1; then
-    row "$name" ok "$n ranks on cuda:0, $(grep -c ': exact,' "$log") sizes exact; $(grep '1048577 words' "$log" | sed 's/.*exact, //')"
-  else
-    row "$name" FAIL "$(errline "$log")"
-  fi
-}
-share_eval_row() { # N TOPOLOGY: nll_sum_exact against one rank (cuda16.json) and Gloo's 2 ranks (gloo2.json)
-  local n=$1 topo=$2 json="$OUT/share-eval-$1-$2.json" log="$OUT/share-eval-$1-$2.log" groups=()
-  [[ $topo == hierarchical ]] && groups=(--groups size:2)
-  local name="1-GPU nccl eval $n ${topo:0:4}"
-  if [[ ! -f "$OUT/cuda16.json" ]]; then row "$name" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"; return; fi
-  if ! "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node "$n" "${groups[@]}" -- "${EVAL[@]}" --device cuda --backend nccl \
-       --topology "$topo" --sync-every-tokens 8192 --timeout 120 --json "$json" >"$log" 2>&1; then
-    row "$name" FAIL "$(errline "$log")"; return
-  fi
-  local mine one gloo
-  mine=$(jget "$json" nll_sum_exact); one=$(jget "$OUT/cuda16.json" nll_sum_exact); gloo=$(jget "$OUT/gloo2.json" nll_sum_exact)
-  local same=$([[ -n "$mine" && "$mine" == "$one" && ( -n "$NO_GLOO" || "$mine" == "$gloo" ) ]] && echo ok || echo FAIL)
-  row "$name" "$same" "$(jget "$json" world_size) ranks, $(jget "$json" rounds) rounds: nll_sum_exact $([[ "$mine" == "$one" ]] && echo "= 1 rank" || echo "DIFFERS from 1 rank ($mine vs $one)"), $([[ -n "$NO_GLOO" ]] && echo "gloo: skipped" || { [[ "$mine" == "$gloo" ]] && echo "= gloo 2 ranks" || echo "DIFFERS from gloo ($gloo)"; })"
-}
-# A stopped rank (SIGSTOP) among 3, failing fast (--on-rank-loss fail, --timeout 15): the run must
-# end within the timeout and a margin, saying which rank stopped responding (the watchdog) or whose
-# collective did not finish (the poll).
-share_stopped_row() {
-  local name="1-GPU nccl stopped rank" log="$OUT/share-stopped.log" args=() a lp vp="" p waited=0 rc t0
-  for a in "${EVAL0[@]}"; do [[ "$a" == --quiet ]] || args+=("$a"); done
-  CLUSTERPPL_TEST_SLOW_RANK="2:300" "${SHARE[@]}" "$AGENT" run --standalone --nproc-per-node 3 -- "${args[@]}" --batch 8 --device cuda \
-    --backend nccl --on-rank-loss fail --sync-every-tokens 200 --timeout 15 >"$log" 2>&1 &
-  lp=$!
-  while (( waited < 1200 )) && kill -0 "$lp" 2>/dev/null && ! grep -q '\] ppl ' "$log"; do sleep 0.1; waited=$(( waited + 1 )); done
-  for p in $(pgrep -P "$lp" 2>/dev/null); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=2" && vp=$p; done
-  if [[ -z "$vp" ]] || ! grep -q '\] ppl ' "$log"; then
-    kill -KILL "$lp" 2>/dev/null; wait "$lp" 2>/dev/null; row "$name" FAIL "no round reported with rank 2 running: $(errline "$log")"; return
-  fi
-  t0=$(date +%s); kill -STOP "$vp"
-  waited=0
-  while kill -0 "$lp" 2>/dev/null && (( waited < 900 )); do sleep 0.1; waited=$(( waited + 1 )); done # up to 90 s
-  kill -KILL "$lp" 2>/dev/null; wait "$lp"; rc=$?; kill -KILL "$vp" 2>/dev/null
-  local took=$(( $(date +%s) - t0 )) how
-  how=$(grep -m1 -oE 'rank 2[^;]*stopped responding[^;]*|did not finish within [0-9]+ s' "$log" | cut -c1-90)
-  row "$name" "$([[ $rc != 0 && $took -le 60 && -n "$how" ]] && echo ok || echo FAIL)" "exit $rc ${took} s after SIGSTOP of rank 2 of 3 (--timeout 15): ${how:-$(errline "$log")}"
-}
-# The memory NCCL takes, per rank, from the 4-rank hierarchical comm-check's log: what the three
-# communicators' creation took (cudaMemGetInfo before and after) and the free memory once each
-# connected (NCCL allocates its buffers in a communicator's first collective).
-share_memory_row() {
-  local log="$OUT/share-comm-4-hierarchical.log" took free
-  took=$(grep -oE 'rank [0-9]+: the communicators took [0-9.]+ MiB' "$log" | sed -E 's/: the communicators took / /' | paste -sd, -)
-  free=$(grep -oE 'cuda:[0-9]+ has [0-9]+ MiB free once it connected' "$log" | grep -oE '[0-9]+ MiB' | sort -n | head -1)
-  row "1-GPU nccl comm memory" "$([[ -n "$took" ]] && echo ok || echo FAIL)" \
-      "${took:-no memory lines in $log}; least free once connected: ${free:-?} (4 ranks sharing the GPU: each rank's figure counts the others' allocations at the same moment)"
-}
-share_comm_row 2 flat
-share_comm_row 2 hierarchical
-share_comm_row 4 flat
-share_comm_row 4 hierarchical
-share_memory_row
-share_eval_row 2 flat
-share_eval_row 4 hierarchical
-if [[ -f "$OUT/cuda16.json" ]]; then
-  LOST_TAG=share CLUSTERPPL_NCCL_SHARE_GPU=1 lost_rank_row "1-GPU nccl lost rank of 3" 3 "$OUT/cuda16.json" 8 --device cuda --backend nccl
-else
-  row "1-GPU nccl lost rank of 3" FAIL "no one-rank cuda run to compare with (eval cuda bf16 failed)"
-fi
-share_stopped_row
+# 7b. Several NCCL ranks on ONE GPU (share_rows, above).
+share_rows "$OUT/cuda16.json" 8
 
 # 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU over NCCL.
 tp_cpu_row
