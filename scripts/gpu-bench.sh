@@ -63,7 +63,10 @@ START=$(date +%s)
 FAILED=0
 declare -a ROWS=() LOADS=() PROFILES=()
 jget() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1])); [v:=v[k] for k in sys.argv[2:]]; print(v)' "$@" 2>/dev/null; }
-fail() { ROWS+=("$(printf '%-9s %-5s FAIL  %s' "$1" "$2" "$3")"); FAILED=1; }
+# keep ARRAY LINE: a line of the summary, also printed as it is made, so that a run cut short (the
+# device tool's time limit) still says what it measured; the summary at the end repeats them.
+keep() { local -n lines=$1; lines+=("$2"); printf '[%4d s] %s\n' "$(( $(date +%s) - START ))" "$2"; }
+fail() { keep ROWS "$(printf '%-9s %-5s FAIL  %s' "$1" "$2" "$3")"; FAILED=1; }
 errline() { # the agent's own message, else the last line
   local l; l=$(grep -m1 -E '^clusterppl-agent: ' "$1"); [[ -z "$l" ]] && l=$(tail -1 "$1")
   printf '%s' "$l" | cut -c1-200
@@ -80,12 +83,12 @@ finish() {
 
 # 1. The torch package and the GPU.
 if ! INFO=$("$PY" -c 'import torch; print(torch.__version__); print(int(torch.cuda.is_available())); print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")' 2>&1); then
-  GPU_NAME=- TORCH_VERSION=-; ROWS+=("python torch FAIL $PY cannot import torch: ${INFO##*$'\n'}"); FAILED=1; finish
+  GPU_NAME=- TORCH_VERSION=-; keep ROWS "python torch FAIL $PY cannot import torch: ${INFO##*$'\n'}"; FAILED=1; finish
 fi
 TORCH_VERSION="torch $(sed -n 1p <<<"$INFO")"
 GPU_NAME=$(sed -n 3p <<<"$INFO")
 if [[ "$CPU_ONLY" != 1 && $(sed -n 2p <<<"$INFO") != 1 ]]; then
-  ROWS+=("CUDA device FAIL torch.cuda.is_available() is False; CPPL_GPU_BENCH_CPU_ONLY=1 for a self-test"); FAILED=1; finish
+  keep ROWS "CUDA device FAIL torch.cuda.is_available() is False; CPPL_GPU_BENCH_CPU_ONLY=1 for a self-test"; FAILED=1; finish
 fi
 command -v nvidia-smi >/dev/null && GPU_NAME="$GPU_NAME, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 
@@ -96,7 +99,7 @@ if [[ ! -x "$AGENT" ]]; then
   mkdir -p "$BUILD"
   "$ROOT/scripts/build-agent.sh" --python "$PY" --build-dir "$BUILD" --prefix "$BUILD/prefix" -- -DCLUSTERPPL_WITH_SENTENCEPIECE=OFF \
       -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON >"$BUILD/build-agent.log" 2>&1
-  [[ -x "$AGENT" ]] || { ROWS+=("agent FAIL not built: $(tail -1 "$BUILD/build-agent.log")"); FAILED=1; finish; }
+  [[ -x "$AGENT" ]] || { keep ROWS "agent FAIL not built: $(tail -1 "$BUILD/build-agent.log")"; FAILED=1; finish; }
 fi
 mkdir -p "$OUT" "$MODELS" && rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.u32 "$OUT"/*.mem
 
@@ -120,7 +123,7 @@ bench_one() { # SHAPE MODEL CONTEXT TOKENFILE NTOKENS
     fail "$shape" "$T" "agent: $(errline "$OUT/$tag.agent.log")"; return
   fi
   local batch; batch=$(jget "$OUT/$tag.agent.json" batch)
-  PROFILES+=("$("$PY" - "$OUT/$tag.profile.json" "$shape" "$T" <<'PY'
+  keep PROFILES "$("$PY" - "$OUT/$tag.profile.json" "$shape" "$T" <<'PY'
 import json, sys
 path, shape, T = sys.argv[1:]
 p = json.load(open(path))
@@ -129,7 +132,7 @@ top = ", ".join(f"{o['name'][:40]} {o['share_of_wall']:.0%}" for o in dev[:6])
 busy = f"device busy {p['device_busy_share']:.0%}, " if p["device_kernels_recorded"] else ""
 print(f"profile {shape:<9} {T:<5} {p['batches']} batches, {busy}top: {top}")
 PY
-)")
+)"
   if ! with_peak "$OUT/$tag.eager.mem" "$PY" "$ROOT/scripts/gpu_eager_bench.py" --model "$model" --context "$T" --batch "$batch" --tokens "$n" \
       --device "$DEVICE" --agent-json "$OUT/$tag.agent.json" --json "$OUT/$tag.eager.json" >"$OUT/$tag.eager.log" 2>&1; then
     fail "$shape" "$T" "eager: $(tail -1 "$OUT/$tag.eager.log" | cut -c1-200)"; return
@@ -140,7 +143,7 @@ PY
     "$AGENT" plan --model "$model" --context "$T" --gpu-memory "$("$PY" -c "print($free / 2**30)")" --json "$OUT/$tag.plan.json" \
         >"$OUT/$tag.plan.log" 2>&1 && plan=$(jget "$OUT/$tag.plan.json" memory asked max_batch)
   fi
-  ROWS+=("$("$PY" - "$OUT/$tag" "$shape" "$T" "$plan" <<'PY'
+  keep ROWS "$("$PY" - "$OUT/$tag" "$shape" "$T" "$plan" <<'PY'
 import json, sys
 tag, shape, T, plan = sys.argv[1:]
 a, e = json.load(open(tag + ".agent.json")), json.load(open(tag + ".eager.json"))
@@ -153,7 +156,7 @@ row = (f"{shape:<9} {T:<5} {plan + '/' + str(a['batch']):<11} "
              f"{e['ratio']:<5.2f} {peak[0]:5.1f} / {peak[1]:5.1f}   {gbps:<9.3g} {ttft if ttft is None else round(ttft, 2)!s}")
 print(row.rstrip())
 PY
-)")
+)"
 }
 
 load_one() { # SHAPE MODEL TOKENFILE: the weights' upload, pinned against pageable, one window each
@@ -179,7 +182,7 @@ print(f"load {shape:<9} pinned {gb['pinned'][0]:.3g} / {gb['pinned'][1]:.3g} GB/
       + ("same bits" if same else "DIFFERENT BITS: FAIL"))
 PY
 )"
-  LOADS+=("$line"); [[ "$line" == *FAIL* ]] && FAILED=1
+  keep LOADS "$line"; [[ "$line" == *FAIL* ]] && FAILED=1
 }
 
 for shape in ${SHAPES//,/ }; do

@@ -79,7 +79,12 @@ MODEL="${CPPL_GPU_CHECK_MODEL:-$ROOT/resources/models/shakespeare-byte-llama}"
 START=$(date +%s)
 declare -a ROWS=()
 FAILED=0
-row() { ROWS+=("$(printf '%-30s %-5s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] && FAILED=1; return 0; }
+# Each row is also printed as it is made, so that a run cut short (the device tool's time limit)
+# still says what it did; the table at the end repeats them.
+row() {
+  ROWS+=("$(printf '%-30s %-5s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] && FAILED=1
+  printf '[%4d s] %s\n' "$(( $(date +%s) - START ))" "${ROWS[-1]}"; return 0
+}
 finish() {
   echo
   echo "== gpu-check summary ($(( $(date +%s) - START )) s) =="
