@@ -60,8 +60,8 @@
 #       self-test without a GPU (CI runs it, tests/agent/tst_gpu_check.cpp): the CPU rows, the
 #       Gloo self-tests, the default batch (from made-up free memory) and the lost-rank row over
 #       Gloo (3 ranks on the CPU) run for real, GPU rows are reported as skipped.
-#   CPPL_GPU_CHECK_FAKES=DIR    with CPPL_GPU_CHECK_CPU_ONLY=1: the "1-GPU nccl" rows run too, on the
-#       CPU against the fake CUDA runtime and NCCL in DIR (build/default/tests/fakes/lib, made by
+#   CPPL_GPU_CHECK_FAKES=DIR    with CPPL_GPU_CHECK_CPU_ONLY=1: the "1-GPU nccl" and tensor-parallel
+#       NCCL rows run too, on the CPU against the fake CUDA runtime and NCCL in DIR (build/default/tests/fakes/lib, made by
 #       the cppl_fakes target; tests/fakes/README.md), so that their logic runs before a GPU does
 #       (tests/agent/tst_gpu_check.cpp)
 #   CPPL_GPU_CHECK_AGENT=PATH   use this agent instead of building one (CI's self-test does; the
@@ -251,30 +251,33 @@ tp_cpu_row() {
       "ppl $(jget "$OUT/tp-cpu.json" ppl), rel. diff to 1 rank $d (limit 1e-6); weights per rank $(jget "$OUT/tp-cpu.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cpu.json" model weight_bytes) bytes"
 }
 # The same on the GPU over NCCL (LibTorch's path): two ranks share the GPU where there is one
-# (CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own NCCL_HOSTID, NCCL_NET=Socket).
+# (CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own NCCL_HOSTID, NCCL_NET=Socket). The device
+# (NDEV), the one-rank float32 and bfloat16 runs (TP32REF, TP16REF) and where the ranks are, in
+# words (TPWHERE), are variables: fake_tp_rows runs these rows on the fakes.
+TP32REF="$OUT/cuda32.json" TP16REF="$OUT/cuda16.json" TPWHERE=""
 tp_cuda_run() { # WORLD JSON LOG EVAL-ARGS...
   local world=$1 json=$2 log=$3; shift 3
   local share=(); (( GPUS < world )) && share=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
-  "${share[@]}" "$AGENT" run --standalone --nproc-per-node "$world" -- "${EVAL[@]}" --device cuda --backend nccl --tensor-parallel 2 \
+  "${share[@]}" "$AGENT" run --standalone --nproc-per-node "$world" -- "${EVAL[@]}" --device "$NDEV" --backend nccl --tensor-parallel 2 \
     --timeout 120 "$@" --json "$json" >"$log" 2>&1
 }
 tp_cuda_rows() {
   local name="tensor-parallel 2 cuda fp32" d ok where
-  where=$( (( GPUS < 2 )) && echo "2 ranks on 1 GPU" || echo "2 GPUs")
-  if [[ ! -f "$OUT/cuda32.json" ]]; then
-    row "$name" FAIL "no one-rank cuda float32 run to compare with (eval cuda fp32 failed)"
+  where=${TPWHERE:-$( (( GPUS < 2 )) && echo "2 ranks on 1 GPU" || echo "2 GPUs")}
+  if [[ ! -f "$TP32REF" ]]; then
+    row "$name" FAIL "no one-rank float32 run to compare with ($TP32REF)"
   elif tp_cuda_run 2 "$OUT/tp-cuda32.json" "$OUT/tp-cuda32.log" --dtype float32 --tf32 off; then
-    read -r d ok <<<"$(rel "$(jget "$OUT/cuda32.json" ppl)" "$(jget "$OUT/tp-cuda32.json" ppl)" 1e-6)"
+    read -r d ok <<<"$(rel "$(jget "$TP32REF" ppl)" "$(jget "$OUT/tp-cuda32.json" ppl)" 1e-6)"
     row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
-        "$where: ppl $(jget "$OUT/tp-cuda32.json" ppl), rel. diff to 1 rank $d (limit 1e-6, TF32 off); weights per rank $(jget "$OUT/tp-cuda32.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cuda32.json" model weight_bytes) bytes"
+        "$where: ppl $(jget "$OUT/tp-cuda32.json" ppl), rel. diff to 1 rank $d (limit 1e-6, TF32 off); weights per rank $(jget "$OUT/tp-cuda32.json" tensor_parallel weights_bytes_per_rank) of $(jget "$TP32REF" model weight_bytes) bytes"
   else
     row "$name" FAIL "$(errline "$OUT/tp-cuda32.log")"
   fi
   name="tensor-parallel 2 cuda bf16"
-  if [[ ! -f "$OUT/cuda16.json" ]]; then
-    row "$name" FAIL "no one-rank cuda bfloat16 run to compare with (eval cuda bf16 failed)"
-  elif tp_cuda_run 2 "$OUT/tp-cuda16.json" "$OUT/tp-cuda16.log"; then
-    read -r d ok <<<"$(rel "$(jget "$OUT/cuda16.json" ppl)" "$(jget "$OUT/tp-cuda16.json" ppl)" 2e-2)"
+  if [[ ! -f "$TP16REF" ]]; then
+    row "$name" FAIL "no one-rank bfloat16 run to compare with ($TP16REF)"
+  elif tp_cuda_run 2 "$OUT/tp-cuda16.json" "$OUT/tp-cuda16.log" --dtype bfloat16; then
+    read -r d ok <<<"$(rel "$(jget "$TP16REF" ppl)" "$(jget "$OUT/tp-cuda16.json" ppl)" 2e-2)"
     row "$name" "$([[ $ok == 1 ]] && echo ok || echo FAIL)" \
         "$where: ppl $(jget "$OUT/tp-cuda16.json" ppl), deviation from 1 rank bf16 $d (limit 2e-2); weights per rank $(jget "$OUT/tp-cuda16.json" tensor_parallel weights_bytes_per_rank) bytes"
   else
@@ -288,7 +291,7 @@ tp_cuda_rows() {
     local a b
     a=$(jget "$OUT/tp-cuda32.json" nll_sum_exact); b=$(jget "$OUT/tp-cuda32x2.json" nll_sum_exact)
     row "$name" "$([[ -n "$a" && "$a" == "$b" ]] && echo ok || echo FAIL)" \
-        "4 ranks on $GPUS GPU(s): nll_sum_exact $([[ -n "$a" && "$a" == "$b" ]] && echo identical || echo "DIFFERS ($a vs $b)")"
+        "4 ranks on $([[ -n "$TPWHERE" ]] && echo "fake GPU 0, model on the CPU" || echo "$GPUS GPU(s)"): nll_sum_exact $([[ -n "$a" && "$a" == "$b" ]] && echo identical || echo "DIFFERS ($a vs $b)")"
   else
     row "$name" FAIL "$(errline "$OUT/tp-cuda32x2.log")"
   fi
@@ -392,6 +395,13 @@ fake_share_rows() {
     --sync-every-tokens 8192 --timeout 60 --json "$NGLOO" >"$OUT/fake-gloo2.log" 2>&1
   share_rows "$OUT/fake-ref.json" 2
 }
+# The tensor-parallel rows over NCCL on the same fakes (after fake_share_rows: its environment):
+# the one-rank float32 run is the CPU's (eval cpu), the bfloat16 one made here (no row).
+fake_tp_rows() {
+  TP32REF="$OUT/cpu.json" TP16REF="$OUT/fake-bf16.json" TPWHERE="2 ranks on fake GPU 0, model on the CPU"
+  "$AGENT" eval "${EVAL[@]}" --device cpu --dtype bfloat16 --json "$TP16REF" >"$OUT/fake-bf16.log" 2>&1
+  tp_cuda_rows
+}
 CPU_OK=0
 if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(nproc)"; then
   CPU_OK=1
@@ -400,11 +410,13 @@ fi
 
 if [[ "$CPU_ONLY" == 1 ]]; then
   for r in "eval cuda fp32" "eval cuda bf16" "weights pinned = pageable" "eval cuda int8" "eval cuda int4" "eval cuda gqa" "default batch cuda" "gloo = nccl on cuda" "gloo 2 ranks on cuda = 1 rank" \
-           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "tensor-parallel 2 cuda fp32" "tensor-parallel 2 cuda bf16" \
-           "tensor-parallel 2x2 cuda = 2x1" "speed bf16 vs eager"; do
+           "nccl ranks > GPUs refused" "comm-check nccl" "lost rank nccl" "speed bf16 vs eager"; do
     row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1"
   done
   if [[ -z "$FAKES" ]]; then
+    for r in "tensor-parallel 2 cuda fp32" "tensor-parallel 2 cuda bf16" "tensor-parallel 2x2 cuda = 2x1"; do
+      row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1 (CPPL_GPU_CHECK_FAKES=DIR runs it on the fakes)"
+    done
     for r in "1-GPU nccl comm-check 2 flat" "1-GPU nccl comm-check 2 hier" "1-GPU nccl comm-check 4 flat" "1-GPU nccl comm-check 4 hier" \
              "1-GPU nccl comm memory" "1-GPU nccl eval 2 flat" "1-GPU nccl eval 4 hier" "1-GPU nccl lost rank of 3" "1-GPU nccl stopped rank"; do
       row "$r" skip "CPPL_GPU_CHECK_CPU_ONLY=1 (several NCCL ranks on one GPU: CPPL_GPU_CHECK_FAKES=DIR runs them on the fakes)"
@@ -435,7 +447,7 @@ if [[ "$CPU_ONLY" == 1 ]]; then
     row "lost rank gloo, 3 ranks (cpu)" FAIL "one-rank reference: $(errline "$OUT/lost-ref.log")"
   fi
   tp_cpu_row
-  [[ -n "$FAKES" ]] && fake_share_rows
+  [[ -n "$FAKES" ]] && { fake_share_rows; fake_tp_rows; }
   finish
 fi
 

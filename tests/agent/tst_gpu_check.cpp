@@ -93,18 +93,17 @@ private Q_SLOTS:
         // Tensor parallelism over Gloo on the CPU: within 1e-6 of one rank.
         const QString tp = rowOf(r.out, QStringLiteral("tensor-parallel 2 (cpu, gloo)"));
         QVERIFY2(tp.startsWith(QStringLiteral("ok    ppl ")) && tp.contains(QStringLiteral("(limit 1e-6); weights per rank ")), qPrintable(r.out));
-        for (const char *gpuRow :
-             {"eval cuda fp32", "eval cuda bf16", "weights pinned = pageable", "eval cuda gqa", "default batch cuda", "gloo = nccl on cuda", "gloo 2 ranks on cuda = 1 rank",
-              "nccl ranks > GPUs refused", "comm-check nccl", "lost rank nccl", "tensor-parallel 2 cuda fp32", "tensor-parallel 2 cuda bf16",
-              "tensor-parallel 2x2 cuda = 2x1", "speed bf16 vs eager"})
+        for (const char *gpuRow : {"eval cuda fp32", "eval cuda bf16", "weights pinned = pageable", "eval cuda gqa", "default batch cuda", "gloo = nccl on cuda",
+                                   "gloo 2 ranks on cuda = 1 rank", "nccl ranks > GPUs refused", "comm-check nccl", "lost rank nccl", "speed bf16 vs eager"})
             QVERIFY2(rowOf(r.out, QLatin1String(gpuRow)).startsWith(QStringLiteral("skip")), gpuRow);
-        // Several NCCL ranks on one GPU (the test mode): on the fakes, every row passes with what it
-        // checks on a GPU (exact sums, one rank's bits, the regrouping, the stopped rank caught);
-        // without them every row is present and skipped.
+        // Several NCCL ranks on one GPU (the test mode) and tensor parallelism over NCCL: on the
+        // fakes, every row passes with what it checks on a GPU (exact sums, one rank's bits, the
+        // regrouping, the stopped rank caught); without them every row is present and skipped.
         if (kFakes.isEmpty()) {
             for (const char *shareRow : {"1-GPU nccl comm-check 2 flat", "1-GPU nccl comm-check 2 hier", "1-GPU nccl comm-check 4 flat",
                                          "1-GPU nccl comm-check 4 hier", "1-GPU nccl comm memory", "1-GPU nccl eval 2 flat", "1-GPU nccl eval 4 hier",
-                                         "1-GPU nccl lost rank of 3", "1-GPU nccl stopped rank"})
+                                         "1-GPU nccl lost rank of 3", "1-GPU nccl stopped rank", "tensor-parallel 2 cuda fp32",
+                                         "tensor-parallel 2 cuda bf16", "tensor-parallel 2x2 cuda = 2x1"})
                 QVERIFY2(rowOf(r.out, QLatin1String(shareRow)).startsWith(QStringLiteral("skip")), shareRow);
         } else {
             for (const QString &n : {QStringLiteral("2 flat"), QStringLiteral("2 hier"), QStringLiteral("4 flat"), QStringLiteral("4 hier")})
@@ -117,6 +116,13 @@ private Q_SLOTS:
             QVERIFY2(lostNccl.startsWith(QStringLiteral("ok    3 ranks, rank 2 killed at ")) && lostNccl.contains(QStringLiteral("nll_sum_exact identical, lost_ranks [2]; "))
                          && lostNccl.endsWith(QStringLiteral("ncclCommShrink of the world communicator without 1 rank")),
                      qPrintable(r.out));
+            // Tensor parallelism over NCCL (the rows a GPU runs on cuda): the one-rank float32 run
+            // within 1e-6, bfloat16's within 2%, two groups of two with one group's bits.
+            const QString where = QStringLiteral("2 ranks on fake GPU 0, model on the CPU: ppl ");
+            QVERIFY2(rowOf(r.out, QStringLiteral("tensor-parallel 2 cuda fp32")).startsWith(QStringLiteral("ok    ") + where), qPrintable(r.out));
+            QVERIFY2(rowOf(r.out, QStringLiteral("tensor-parallel 2 cuda bf16")).startsWith(QStringLiteral("ok    ") + where), qPrintable(r.out));
+            QCOMPARE(rowOf(r.out, QStringLiteral("tensor-parallel 2x2 cuda = 2x1")),
+                     QStringLiteral("ok    4 ranks on fake GPU 0, model on the CPU: nll_sum_exact identical"));
             static const QRegularExpression stopped(QStringLiteral("^ok    exit [1-9]\\d* \\d+ s after SIGSTOP of rank 2 of 3 \\(--timeout 5\\): (rank 2 .*stopped responding|did not finish within 5 s)"));
             QVERIFY2(stopped.match(rowOf(r.out, QStringLiteral("1-GPU nccl stopped rank"))).hasMatch(), qPrintable(r.out));
         }
