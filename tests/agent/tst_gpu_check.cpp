@@ -2,9 +2,10 @@
 // scripts/gpu-check.sh without a GPU (CPPL_GPU_CHECK_CPU_ONLY=1), with the agent this build made:
 // its CPU rows, Gloo self-tests and the default batch (made-up free memory) run for real, its
 // table has every row, it exits 0; where this build has the fake CUDA runtime and NCCL
-// (tests/fakes), the "1-GPU nccl" rows (issue 43's several NCCL ranks on one GPU) run on them, so
-// that their logic has run before a GPU is lent; and with a broken model its failing rows carry
-// the agent's own error line (not the launcher's banner) and it exits non-zero.
+// (tests/fakes), the "1-GPU nccl" rows (issue 43's several NCCL ranks on one GPU) and the
+// tensor-parallel NCCL rows run on them, so that their logic has run before a GPU is lent; and
+// with a broken model its failing rows carry the agent's own error line (not the launcher's
+// banner) and it exits non-zero.
 #include "test_paths.h"
 
 #include <QProcess>
