@@ -251,19 +251,23 @@ tp_cpu_row() {
       "ppl $(jget "$OUT/tp-cpu.json" ppl), rel. diff to 1 rank $d (limit 1e-6); weights per rank $(jget "$OUT/tp-cpu.json" tensor_parallel weights_bytes_per_rank) of $(jget "$OUT/cpu.json" model weight_bytes) bytes"
 }
 # The same on the GPU over NCCL (LibTorch's path): two ranks share the GPU where there is one
-# (CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own NCCL_HOSTID, NCCL_NET=Socket). The device
-# (NDEV), the one-rank float32 and bfloat16 runs (TP32REF, TP16REF) and where the ranks are, in
-# words (TPWHERE), are variables: fake_tp_rows runs these rows on the fakes.
-TP32REF="$OUT/cuda32.json" TP16REF="$OUT/cuda16.json" TPWHERE=""
+# (CLUSTERPPL_NCCL_SHARE_GPU=1: each rank its own NCCL_HOSTID, NCCL_NET=Socket). On the device
+# NDEV (below), against the one-rank float32 and bfloat16 runs the caller names, so that
+# fake_tp_rows runs the same rows on the fakes.
+ranks_on() { # N: where N ranks run, in words
+  if [[ -n "$FAKES" ]]; then echo "$1 ranks on fake GPU 0, model on the CPU"
+  elif (( GPUS < $1 )); then echo "$1 ranks on $GPUS GPU(s)"
+  else echo "$1 GPUs"; fi
+}
 tp_cuda_run() { # WORLD JSON LOG EVAL-ARGS...
   local world=$1 json=$2 log=$3; shift 3
   local share=(); (( GPUS < world )) && share=(env CLUSTERPPL_NCCL_SHARE_GPU=1)
   "${share[@]}" "$AGENT" run --standalone --nproc-per-node "$world" -- "${EVAL[@]}" --device "$NDEV" --backend nccl --tensor-parallel 2 \
     --timeout 120 "$@" --json "$json" >"$log" 2>&1
 }
-tp_cuda_rows() {
-  local name="tensor-parallel 2 cuda fp32" d ok where
-  where=${TPWHERE:-$( (( GPUS < 2 )) && echo "2 ranks on 1 GPU" || echo "2 GPUs")}
+tp_cuda_rows() { # REF32 REF16: the one-rank float32 and bfloat16 runs
+  local name="tensor-parallel 2 cuda fp32" d ok where TP32REF=$1 TP16REF=$2
+  where=$(ranks_on 2)
   if [[ ! -f "$TP32REF" ]]; then
     row "$name" FAIL "no one-rank float32 run to compare with ($TP32REF)"
   elif tp_cuda_run 2 "$OUT/tp-cuda32.json" "$OUT/tp-cuda32.log" --dtype float32 --tf32 off; then
@@ -291,7 +295,7 @@ tp_cuda_rows() {
     local a b
     a=$(jget "$OUT/tp-cuda32.json" nll_sum_exact); b=$(jget "$OUT/tp-cuda32x2.json" nll_sum_exact)
     row "$name" "$([[ -n "$a" && "$a" == "$b" ]] && echo ok || echo FAIL)" \
-        "4 ranks on $([[ -n "$TPWHERE" ]] && echo "fake GPU 0, model on the CPU" || echo "$GPUS GPU(s)"): nll_sum_exact $([[ -n "$a" && "$a" == "$b" ]] && echo identical || echo "DIFFERS ($a vs $b)")"
+        "$(ranks_on 4): nll_sum_exact $([[ -n "$a" && "$a" == "$b" ]] && echo identical || echo "DIFFERS ($a vs $b)")"
   else
     row "$name" FAIL "$(errline "$OUT/tp-cuda32x2.log")"
   fi
@@ -385,22 +389,20 @@ share_rows() { # REFJSON BATCH: the 1-GPU rows against the one-rank run REFJSON 
 # The same rows on the CPU against the fake CUDA runtime and NCCL of tests/fakes (their directory in
 # CPPL_GPU_CHECK_FAKES; one fake GPU): NCCL's collectives cross the ranks for real, the model runs
 # on the CPU. Batch 2, so that the 48 windows of the self-test last long enough to kill or stop a
-# rank mid-run; Gloo's 2 ranks and the one-rank run (no row) at that batch; a 5 s --timeout for the
-# stopped rank.
+# rank mid-run: the one-rank run at that batch is the CPU lost-rank row's (lost-ref.json), Gloo's
+# 2 ranks made here (no row); a 5 s --timeout for the stopped rank.
 fake_share_rows() {
   export LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CPPL_FAKE_CUDA_DEVICES=1
   NDEV=cpu NGLOO="$OUT/fake-gloo2.json" NSTOP=5 NWHERE="fake GPU 0"
-  "$AGENT" eval "${EVAL0[@]}" --batch 2 --device cpu --threads 1 --json "$OUT/fake-ref.json" >"$OUT/fake-ref.log" 2>&1
   [[ -n "$NO_GLOO" ]] || "$AGENT" run --standalone --nproc-per-node 2 -- "${EVAL0[@]}" --batch 2 --device cpu --threads 1 --backend gloo \
     --sync-every-tokens 8192 --timeout 60 --json "$NGLOO" >"$OUT/fake-gloo2.log" 2>&1
-  share_rows "$OUT/fake-ref.json" 2
+  share_rows "$OUT/lost-ref.json" 2
 }
 # The tensor-parallel rows over NCCL on the same fakes (after fake_share_rows: its environment):
 # the one-rank float32 run is the CPU's (eval cpu), the bfloat16 one made here (no row).
 fake_tp_rows() {
-  TP32REF="$OUT/cpu.json" TP16REF="$OUT/fake-bf16.json" TPWHERE="2 ranks on fake GPU 0, model on the CPU"
-  "$AGENT" eval "${EVAL[@]}" --device cpu --dtype bfloat16 --json "$TP16REF" >"$OUT/fake-bf16.log" 2>&1
-  tp_cuda_rows
+  "$AGENT" eval "${EVAL[@]}" --device cpu --dtype bfloat16 --json "$OUT/fake-bf16.json" >"$OUT/fake-bf16.log" 2>&1
+  tp_cuda_rows "$OUT/cpu.json" "$OUT/fake-bf16.json"
 }
 CPU_OK=0
 if eval_row "eval cpu" "$OUT/cpu.json" "$OUT/cpu.log" --device cpu --threads "$(nproc)"; then
@@ -575,7 +577,7 @@ share_rows "$OUT/cuda16.json" 8
 
 # 8. Tensor parallelism: on the CPU over Gloo (as in the self-test), and on the GPU over NCCL.
 tp_cpu_row
-tp_cuda_rows
+tp_cuda_rows "$OUT/cuda32.json" "$OUT/cuda16.json"
 
 # 9. Speed at bfloat16: the agent and a PyTorch eager loop on one synthetic ~200M-parameter Llama.
 BENCH="$OUT/bench-model"

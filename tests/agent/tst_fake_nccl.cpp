@@ -91,6 +91,17 @@ private:
 
     QString path(const QString &name) const { return m_dir.filePath(name); }
 
+    /// Makes m_oneRankLoss once: the one-rank run of kLossWindows windows that the lost-rank runs
+    /// must equal.
+    void makeOneRankLoss()
+    {
+        if (!m_oneRankLoss.isEmpty())
+            return;
+        const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kLossWindows, path(u"one-loss.json"_s));
+        CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
+        m_oneRankLoss = readJson(path(u"one-loss.json"_s));
+    }
+
     /// `preflight --json`'s report; empty when it failed (the caller's check says so).
     static QJsonObject preflight(const QProcessEnvironment &env, TimedRun &run)
     {
@@ -105,11 +116,9 @@ private:
     {
         const int victim = 2;
         env.insert(u"CLUSTERPPL_TEST_SLOW_RANK"_s, u"*:40"_s); // still running when the victim is killed
-        if (m_oneRankLoss.isEmpty()) {
-            const cppl::test::ProcessResult one = cppl::test::oneRankEval(kAgent, kText, kLossWindows, path(u"one-loss.json"_s));
-            CPPL_VERIFY2(one.exitCode == 0, qPrintable(one.describe()));
-            m_oneRankLoss = readJson(path(u"one-loss.json"_s));
-        }
+        makeOneRankLoss();
+        QVERIFY(!m_oneRankLoss.isEmpty());
+        const QJsonObject &one = m_oneRankLoss;
         const QString runId = u"fake-nccl-lost-%1-%2"_s.arg(QCoreApplication::applicationPid()).arg(++m_runs);
         env.insert(u"CLUSTERPPL_RUN_ID"_s, runId);
         const QString json = path(runId + u".json"_s);
@@ -142,8 +151,8 @@ private:
         CPPL_VERIFY2(err.contains("nccl regrouping (epoch 1, 2 ranks): ") && err.contains(how.toUtf8()), err.constData());
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
-        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), m_oneRankLoss.value(u"nll_sum_exact"_s).toString());
-        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), m_oneRankLoss.value(u"tokens_scored"_s).toInteger());
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"tokens_scored"_s).toInteger(), one.value(u"tokens_scored"_s).toInteger());
         const QJsonArray lost = j.value(u"lost_ranks"_s).toArray();
         QCOMPARE(lost.size(), 1);
         QCOMPARE(lost[0].toObject().value(u"rank"_s).toInt(), victim);
@@ -501,12 +510,13 @@ private Q_SLOTS:
         env.insert(u"CPPL_FAKE_NCCL_ABORT_BLOCKS"_s, u"1"_s);
         const QString runId = u"fake-nccl-regroup-%1"_s.arg(QCoreApplication::applicationPid());
         env.insert(u"CLUSTERPPL_RUN_ID"_s, runId);
-        const QString json = dir.filePath(u"lost.json"_s), one = dir.filePath(u"one.json"_s);
-        const cppl::test::ProcessResult ref = cppl::test::runProcess(kAgent, cppl::test::fakeEvalArgs(kLossWindows) + QStringList{u"--json"_s, one});
-        CPPL_VERIFY2(ref.exitCode == 0, qPrintable(ref.describe()));
+        const QString json = dir.filePath(u"lost.json"_s);
+        makeOneRankLoss();
+        QVERIFY(!m_oneRankLoss.isEmpty());
+        const QJsonObject &one = m_oneRankLoss;
         HandRanks ranks(4, cppl::test::fakeEvalArgs(kLossWindows) + QStringList{u"--backend"_s, u"nccl"_s, u"--topology"_s, u"hierarchical"_s, u"--groups"_s,
-                                                                      u"0-1;2-3"_s, u"--on-rank-loss"_s, u"continue"_s, u"--timeout"_s, u"30"_s,
-                                                                      u"--json"_s, json},
+                                                                                u"0-1;2-3"_s, u"--on-rank-loss"_s, u"continue"_s, u"--timeout"_s, u"30"_s,
+                                                                                u"--json"_s, json},
                         env);
         QVERIFY2(waitForLine(ranks, 3, u"never completes (CPPL_FAKE_NCCL_HANG)"_s, 180000), qPrintable(ranks.err(3)));
         QThread::msleep(500);
@@ -517,7 +527,7 @@ private Q_SLOTS:
             CPPL_VERIFY2(ends[r].exitCode == 0, qPrintable(all));
         CPPL_VERIFY2(all.contains(u"nccl regrouping (epoch 1, 3 ranks): "_s), qPrintable(all));
         const QJsonObject j = cppl::test::readJson(json);
-        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), cppl::test::readJson(one).value(u"nll_sum_exact"_s).toString());
+        QCOMPARE(j.value(u"nll_sum_exact"_s).toString(), one.value(u"nll_sum_exact"_s).toString());
     }
 
     /// Issue 43, point 5. NCCL connects lazily inside a communicator's first collective, in the
