@@ -261,6 +261,11 @@ private Q_SLOTS:
 
     /// eval over the NCCL backend with the model on the CPU (--device cpu --backend nccl: the
     /// communicators take the rank's fake GPU, cuda:LOCAL_RANK): the one-rank exact sums.
+    static QProcessEnvironment traced(QProcessEnvironment env)
+    {
+        env.insert(u"CPPL_FAKE_NCCL_TRACE"_s, u"1"_s); // the fake's "making communicator ..." lines
+        return env;
+    }
     void evalOverNccl_data()
     {
         QTest::addColumn<int>("ranks");
@@ -281,9 +286,16 @@ private Q_SLOTS:
         const TimedRun r = runTimed(kAgent,
                                     standaloneEval(ranks, {u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, groups, u"--schedule"_s,
                                                            schedule, u"--sync-every-tokens"_s, u"300"_s, u"--timeout"_s, u"60"_s, u"--json"_s, json}),
-                                    fakeGpuEnvironment(ranks), 300000);
+                                    traced(fakeGpuEnvironment(ranks)), 300000);
         CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
         CPPL_VERIFY2(r.result.err.contains(u"nccl: CUDA runtime 13.0 ["_s + kFakeLib), qPrintable(describe(r)));
+        // The sums' communicators take one channel each (nccl_lib::Channels::One), every rank's.
+        const QStringList names = topology == u"flat"_s ? QStringList{u"world"_s} : QStringList{u"world"_s, u"node group"_s, u"leaders"_s};
+        for (const QString &name : names) {
+            const QRegularExpression made(u"making communicator 'clusterppl %1' \\(rank \\d+ of \\d+\\)[^\\n]*, at most 1 CTAs\\n"_s.arg(name));
+            CPPL_VERIFY2(r.result.err.contains(made), qPrintable(name + u": "_s + describe(r)));
+        }
+        QVERIFY(!r.result.err.contains(u"CTAs of NCCL's choice"_s));
         const QJsonObject j = readJson(json);
         QCOMPARE(j.value(u"backend"_s).toString(), u"nccl"_s);
         QCOMPARE(j.value(u"world_size"_s).toInt(), ranks);

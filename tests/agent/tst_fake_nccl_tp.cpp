@@ -150,9 +150,22 @@ private Q_SLOTS:
                 env.insert(k, extra.value(k));
             return runTimed(kAgent, standalone(ranks, args + more), env, 300000);
         };
+        QProcessEnvironment traced;
+        traced.insert(u"CPPL_FAKE_NCCL_TRACE"_s, u"1"_s);
         for (const auto &[ranks, backend, json] : {std::tuple{2, u"gloo"_s, u"gloo.json"_s}, {2, u"nccl"_s, u"nccl.json"_s}, {4, u"nccl"_s, u"nccl2.json"_s}}) {
-            const TimedRun r = eval(ranks, backend, json);
+            const TimedRun r = eval(ranks, backend, json, {}, traced);
             CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
+            if (ranks == 4) {
+                // Each group's communicator carries activations: NCCL's own channel count. The
+                // data-parallel world (the two leaders) carries the sums: one channel.
+                for (int g = 0; g < 2; ++g)
+                    CPPL_VERIFY2(r.result.err.contains(QRegularExpression(
+                                     u"making communicator 'clusterppl tensor-parallel group %1' \\(rank [01] of 2\\)[^\\n]*, CTAs of NCCL's choice\\n"_s.arg(g))),
+                                 qPrintable(describe(r)));
+                CPPL_VERIFY2(r.result.err.contains(QRegularExpression(u"making communicator 'clusterppl world' \\(rank 0 of 2\\)[^\\n]*, at most 1 CTAs\\n"_s)),
+                             qPrintable(describe(r)));
+                QVERIFY(!r.result.err.contains(QRegularExpression(u"making communicator 'clusterppl (world|node group|leaders)'[^\\n]*NCCL's choice"_s)));
+            }
         }
         const QJsonObject gloo = cppl::test::readJson(dir.filePath(u"gloo.json"_s)), one = cppl::test::readJson(dir.filePath(u"nccl.json"_s)),
                           two = cppl::test::readJson(dir.filePath(u"nccl2.json"_s));

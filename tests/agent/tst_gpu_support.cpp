@@ -468,7 +468,8 @@ private Q_SLOTS:
     }
 
     /// Issue 43, point 5: NCCL's buffers come at the first collective, after free memory was read;
-    /// each communicator a rank moves data through is reserved (kNcclCommunicatorBytes).
+    /// each communicator a rank moves data through is reserved: the sums' one-channel communicators
+    /// kNcclSumCommunicatorBytes each, tensor parallelism's kNcclCommunicatorBytes.
     void ncclBuffersReserved()
     {
         cppl::agent::BatchSizingInput in;
@@ -480,9 +481,15 @@ private Q_SLOTS:
         const cppl::agent::BatchChoice gloo = cppl::agent::chooseBatch(in);
         in.ncclCommunicators = 2;
         const cppl::agent::BatchChoice nccl = cppl::agent::chooseBatch(in);
-        const double reserved = static_cast<double>(2 * cppl::agent::kNcclCommunicatorBytes) * cppl::agent::kBatchMemoryShare;
+        const double reserved = static_cast<double>(2 * cppl::agent::kNcclSumCommunicatorBytes) * cppl::agent::kBatchMemoryShare;
         QVERIFY(std::abs(static_cast<double>(gloo.budgetBytes - nccl.budgetBytes) - reserved) <= 1.0); // each rounded down
         QVERIFY(nccl.memoryBatch <= gloo.memoryBatch);
+        // Tensor parallelism's group keeps NCCL's channel count, and its larger reserve.
+        in.ncclWideCommunicators = 1;
+        const cppl::agent::BatchChoice tp = cppl::agent::chooseBatch(in);
+        const double wide = static_cast<double>(cppl::agent::kNcclCommunicatorBytes) * cppl::agent::kBatchMemoryShare;
+        QVERIFY(std::abs(static_cast<double>(nccl.budgetBytes - tp.budgetBytes) - wide) <= 1.0);
+        QVERIFY(cppl::agent::kNcclSumCommunicatorBytes < cppl::agent::kNcclCommunicatorBytes);
     }
 
     /// The default batch's path through the agent, on the CPU with made-up free memory: the batch

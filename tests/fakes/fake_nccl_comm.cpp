@@ -135,7 +135,7 @@ ncclResult_t establish(CommState &c, const std::string &rootListen)
     if (mine.busId.empty())
         return failWith(ncclUnhandledCudaError, "cudaDeviceGetPCIBusId failed while making communicator '" + c.name + "'");
     trace("making communicator '" + c.name + "' (rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ") on cuda:" + std::to_string(c.device)
-          + " (PCI " + mine.busId + ") of " + mine.host);
+          + " (PCI " + mine.busId + ") of " + mine.host + ", " + (c.maxCTAs > 0 ? "at most " + std::to_string(c.maxCTAs) + " CTAs" : std::string("CTAs of NCCL's choice")));
     const ncclResult_t rc = c.size == 1 ? ncclSuccess : c.rank == 0 ? establishAsRoot(c, mine) : establishAsMember(c, mine, rootListen);
     if (c.size == 1)
         c.listens = {mine.listen};
@@ -151,6 +151,7 @@ std::shared_ptr<CommState> newState(int rank, int size, std::uint64_t key, const
     s->name = config && config->commName ? config->commName : fallbackName;
     const char *envBlocking = std::getenv("NCCL_COMM_BLOCKING");
     s->blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config->blocking != 0 : !(envBlocking && std::string(envBlocking) == "0");
+    s->maxCTAs = config && config->maxCTAs != NCCL_CONFIG_UNDEF_INT ? config->maxCTAs : 0;
     if (cudaGetDevice(&s->device) != cudaSuccess)
         s->device = -1; // refused with the runtime's error when the communicator is made
     return s;

@@ -27,6 +27,7 @@ struct CommState
     std::string name;                  ///< ncclConfig_t::commName, for messages
     int device = 0;                    ///< the CUDA device current when it was made
     bool blocking = true;
+    int maxCTAs = 0;                   ///< ncclConfig_t::maxCTAs, 0 where NCCL chooses (traced)
     std::vector<int> fds;              ///< rank 0: one socket per member (fds[0] = -1); others: fds[0] to rank 0
     std::vector<std::string> listens;  ///< every member's bootstrap listener
     std::atomic<bool> aborted{false};  ///< ncclCommAbort, or a shrink with NCCL_SHRINK_ABORT: kernels end, waits give up

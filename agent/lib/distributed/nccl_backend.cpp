@@ -569,7 +569,7 @@ ncclComm_t openWorld(RendezvousStore &store, const BackendOptions &o, int device
     } else {
         id = fromHex(waitFor(store, key, o, "rank 0's NCCL unique id"), o.rank);
     }
-    ncclConfig_t config = blockingConfig("clusterppl world");
+    ncclConfig_t config = blockingConfig("clusterppl world", Channels::One);
     ncclComm_t world = nullptr;
     check(api().commInitRankConfig(&world, o.worldSize, id, o.rank, &config),
           "ncclCommInitRankConfig (rank " + std::to_string(o.rank) + " of " + std::to_string(o.worldSize) + ", cuda:" + std::to_string(device)
@@ -591,8 +591,8 @@ Communicators withSplits(ncclComm_t world, const BackendOptions &o, int device)
     const auto &members = o.groups.groups[static_cast<std::size_t>(g)];
     const int local = static_cast<int>(std::find(members.begin(), members.end(), o.rank) - members.begin());
     ncclComm_t group = nullptr, leaders = nullptr;
-    ncclConfig_t groupConfig = blockingConfig("clusterppl node group");
-    ncclConfig_t leadersConfig = blockingConfig("clusterppl leaders");
+    ncclConfig_t groupConfig = blockingConfig("clusterppl node group", Channels::One);
+    ncclConfig_t leadersConfig = blockingConfig("clusterppl leaders", Channels::One);
     check(api().commSplit(world, g, o.rank, &group, &groupConfig), "ncclCommSplit (node group " + std::to_string(g) + ")", world);
     check(api().commSplit(world, local == 0 ? 0 : NCCL_SPLIT_NOCOLOR, g, &leaders, &leadersConfig), "ncclCommSplit (leaders)", world);
     c.group = std::make_unique<NcclCommunicator>(group, local, static_cast<int>(members.size()), device, o, "node group " + std::to_string(g));
@@ -644,7 +644,7 @@ std::unique_ptr<DeviceCommunicator> makeNcclTensorParallelCommunicator(Rendezvou
         id = fromHex(waitFor(store, key, o, "the NCCL unique id of " + name), o.rank);
     }
     const std::string commName = "clusterppl " + name;
-    ncclConfig_t config = blockingConfig(commName.c_str());
+    ncclConfig_t config = blockingConfig(commName.c_str(), Channels::NcclsOwn);
     ncclComm_t comm = nullptr;
     check(api().commInitRankConfig(&comm, size, id, rank, &config),
           "ncclCommInitRankConfig (" + name + ", member " + std::to_string(rank) + " of " + std::to_string(size) + ", cuda:" + std::to_string(device) + ")");
@@ -710,7 +710,7 @@ Communicators regroupNcclCommunicators(RendezvousStore &store, const BackendOpti
         std::cerr << "nccl regrouping (epoch " << o.epoch << ", " << o.worldSize << " ranks): " << plan.reason << std::endl;
     ncclComm_t world = nullptr;
     if (plan.shrink) {
-        ncclConfig_t config = blockingConfig("clusterppl world");
+        ncclConfig_t config = blockingConfig("clusterppl world", Channels::One);
         check(oldWorld->shrink(plan.exclude, &world, &config), "ncclCommShrink (epoch " + std::to_string(o.epoch) + ", without "
                                                                   + std::to_string(plan.exclude.size()) + " of " + std::to_string(oldMembers.size()) + " ranks)");
         oldWorld->abortNow(); // the parent's operations ended in the shrink; this frees it

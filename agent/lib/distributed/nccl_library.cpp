@@ -248,7 +248,7 @@ void checkCuda(cudaError_t rc, const char *what)
         throw CollectiveError(std::string("CUDA: ") + what + " failed: " + api().cudaErrorString(rc));
 }
 
-ncclConfig_t blockingConfig(const char *name)
+ncclConfig_t blockingConfig(const char *name, Channels channels)
 {
     ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
     c.blocking = 1;
@@ -261,6 +261,15 @@ ncclConfig_t blockingConfig(const char *name)
 #ifdef NCCL_SHRINK_ABORT // nccl.h >= 2.27 has the field
     c.shrinkShare = 0;
 #endif
+    if (channels == Channels::One) {
+        // The sums fit in one channel's buffers whatever the world size, and NCCL gives a message
+        // of a few KiB one channel anyway; the limit keeps it from allocating every channel's
+        // buffers up front (up to 32 over NVLink, and NVLS's multicast buffers on NVSwitch
+        // systems: the bulk of a default communicator's memory). Both bounds, so that a user's
+        // NCCL_MIN_CTAS cannot contradict it.
+        c.minCTAs = 1;
+        c.maxCTAs = 1;
+    }
     return c;
 }
 

@@ -75,9 +75,16 @@ constexpr int kShrinkAbort = 0x01; // nccl.h 2.27: first end the parent's operat
 void check(ncclResult_t rc, const std::string &what, ncclComm_t comm = nullptr);
 /// Throws CollectiveError naming @p what unless @p rc is cudaSuccess.
 void checkCuda(cudaError_t rc, const char *what);
+/// How many channels (CTAs, one SM each, with their own buffers) a communicator may use.
+enum class Channels
+{
+    One,       ///< the sums' communicators (world, node group, leaders): a few hundred bytes a round
+    NcclsOwn,  ///< tensor parallelism's group: activations every layer, NCCL's choice for bandwidth
+};
 /// blocking = 1 explicitly: NCCL_COMM_BLOCKING=0 in a user's environment would otherwise make
 /// init and split return ncclInProgress, which this code (blocking calls, polled streams) never expects.
-[[nodiscard]] ncclConfig_t blockingConfig(const char *name);
+/// Channels::One sets minCTAs = maxCTAs = 1 (docs/communication.md, "Memory").
+[[nodiscard]] ncclConfig_t blockingConfig(const char *name, Channels channels);
 
 } // namespace cppl::agent::dist::nccl_lib
 

@@ -489,8 +489,10 @@ void EvalSession::chooseDefaultBatch(const WindowPlan &plan, const ModelInfo &mi
     in.ranks = m_o.shardCount;
     in.ranksPerDevice = m_o.ranksPerDevice;
     in.fusedAttention = hasFusedAttention();
-    if (m_run && m_run->backend() == "nccl") // every rank reserves a leader's two: the batch is agreed by minimum anyway
-        in.ncclCommunicators = (m_o.distOptions.topology == dist::Topology::Flat ? 1 : 2) + (m_o.tensorParallel > 1 ? 1 : 0); // and its group's
+    if (m_run && m_run->backend() == "nccl") { // every rank reserves a leader's two: the batch is agreed by minimum anyway
+        in.ncclCommunicators = m_o.distOptions.topology == dist::Topology::Flat ? 1 : 2;
+        in.ncclWideCommunicators = m_o.tensorParallel > 1 ? 1 : 0; // and its group's
+    }
     BatchChoice c;
     std::string unknown;
     if (!m_memoryKnown)

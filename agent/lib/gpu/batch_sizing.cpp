@@ -107,7 +107,8 @@ BatchChoice chooseBatch(const BatchSizingInput &in)
     BatchChoice c;
     c.perWindowBytes = windowFootprintBytes(in);
     const std::int64_t mine = in.freeBytes / std::max(in.ranksPerDevice, 1);
-    const std::int64_t left = mine - in.weightBytes - kBatchReserveBytes - in.ncclCommunicators * kNcclCommunicatorBytes;
+    const std::int64_t left = mine - in.weightBytes - kBatchReserveBytes - in.ncclCommunicators * kNcclSumCommunicatorBytes
+                              - in.ncclWideCommunicators * kNcclCommunicatorBytes;
     c.budgetBytes = left > 0 ? static_cast<std::int64_t>(static_cast<double>(left) * kBatchMemoryShare) : 0;
     c.memoryBatch = c.perWindowBytes > 0 ? floorPowerOfTwo(c.budgetBytes / c.perWindowBytes) : 0;
     applyBatchBounds(in, c);

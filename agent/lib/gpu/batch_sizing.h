@@ -38,20 +38,28 @@ struct BatchSizingInput
     int ranks = 1;                    ///< ranks sharing the windows: each should get a batch
     int ranksPerDevice = 1;           ///< ranks of this host on the same GPU (gloo only): they share its memory
     bool fusedAttention = false;      ///< at::scaled_dot_product_attention (LibTorch >= 2.0): no score matrix
-    /// NCCL communicators this rank moves data through (flat: the world; hierarchical: the node
-    /// group and, on leaders, the leaders'). NCCL allocates their buffers at their first collective,
-    /// after free memory was read, so each is reserved here (kNcclCommunicatorBytes).
+    /// NCCL communicators this rank moves the sums through (flat: the world; hierarchical: the node
+    /// group and, on leaders, the leaders'), one channel each. NCCL allocates their buffers at their
+    /// first collective, after free memory was read, so each is reserved here (kNcclSumCommunicatorBytes).
     int ncclCommunicators = 0;
+    /// NCCL communicators of NCCL's own channel count (tensor parallelism's group), each reserved
+    /// kNcclCommunicatorBytes.
+    int ncclWideCommunicators = 0;
 };
 
 /// Bounds of the default batch, and why each exists.
 inline constexpr std::int64_t kMaxTokensPerPass = std::int64_t{1} << 17; ///< past this a pass is long enough to keep any GPU busy
 inline constexpr std::int64_t kBatchReserveBytes = std::int64_t{1} << 30; ///< cuBLAS workspaces, the allocator's rounding
-/// One NCCL communicator's buffers, an estimate from NCCL's defaults (not measured here: no two
-/// GPUs): per channel and peer connection the Simple (NCCL_BUFFSIZE, 4 MiB), LL128 (~4.5 MiB) and
-/// LL (0.5 MiB) buffers, ring and tree, up to 32 channels over NVLink: about 300-600 MiB. The upper
-/// end, so that a batch sized before the first collective still fits after it (docs/communication.md).
+/// One NCCL communicator's buffers at NCCL's own channel count, an estimate from NCCL's defaults
+/// (not measured here: no two GPUs): per channel and peer connection the Simple (NCCL_BUFFSIZE,
+/// 4 MiB), LL128 (~4.5 MiB) and LL (0.5 MiB) buffers, ring and tree, up to 32 channels over NVLink:
+/// about 300-600 MiB. The upper end, so that a batch sized before the first collective still fits
+/// after it (docs/communication.md, "Memory").
 inline constexpr std::int64_t kNcclCommunicatorBytes = std::int64_t{512} << 20;
+/// The same for a communicator limited to one channel (nccl_lib::Channels::One: the sums'): one
+/// channel's buffers for ring and tree peers (up to 5 connections of ~9 MiB) and, on NVSwitch
+/// systems, one NVLS channel; an estimate with room, until gpu-check's comm-memory row measures it.
+inline constexpr std::int64_t kNcclSumCommunicatorBytes = std::int64_t{128} << 20;
 inline constexpr double kBatchMemoryShare = 0.85;                        ///< of what is left after the reserve: fragmentation
 
 struct BatchChoice
