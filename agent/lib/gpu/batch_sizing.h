@@ -50,12 +50,13 @@ struct BatchSizingInput
 /// Bounds of the default batch, and why each exists.
 inline constexpr std::int64_t kMaxTokensPerPass = std::int64_t{1} << 17; ///< past this a pass is long enough to keep any GPU busy
 inline constexpr std::int64_t kBatchReserveBytes = std::int64_t{1} << 30; ///< cuBLAS workspaces, the allocator's rounding
-/// One NCCL communicator's buffers at NCCL's own channel count, an estimate from NCCL's defaults
-/// (not measured here: no two GPUs): per channel and peer connection the Simple (NCCL_BUFFSIZE,
-/// 4 MiB), LL128 (~4.5 MiB) and LL (0.5 MiB) buffers, ring and tree, up to 32 channels over NVLink:
-/// about 300-600 MiB. The upper end, so that a batch sized before the first collective still fits
+/// One NCCL communicator's buffers at NCCL's own channel count (not measured here: no two GPUs).
+/// From NCCL's defaults, per channel and peer connection the Simple (NCCL_BUFFSIZE, 4 MiB), LL128
+/// (~4.5 MiB) and LL (0.5 MiB) buffers, ring and tree, up to 32 channels over NVLink: 300-600 MiB;
+/// reported on real nodes, 544-688 MB on 4 A100s over NVLink and 1.06 GB on 8 H100s (NCCL's issues
+/// 964 and 1685). The upper end, so that a batch sized before the first collective still fits
 /// after it (docs/communication.md, "Memory").
-inline constexpr std::int64_t kNcclCommunicatorBytes = std::int64_t{512} << 20;
+inline constexpr std::int64_t kNcclCommunicatorBytes = std::int64_t{1} << 30;
 /// The same for a communicator limited to one channel (nccl_lib::Channels::One: the sums'): one
 /// channel's buffers for ring and tree peers (up to 5 connections of ~9 MiB) and, on NVSwitch
 /// systems, one NVLS channel; an estimate with room, until gpu-check's comm-memory row measures it.
