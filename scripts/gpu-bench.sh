@@ -140,7 +140,8 @@ PY
   local free; free=$(jget "$OUT/$tag.agent.json" batch_from free_bytes)
   local plan=-
   if [[ -n "$free" && "$free" != None ]]; then
-    "$AGENT" plan --model "$model" --context "$T" --gpu-memory "$("$PY" -c "print($free / 2**30)")" --json "$OUT/$tag.plan.json" \
+    # --ranks 1: the run is one rank without NCCL, so the plan reserves nothing for NCCL's buffers either.
+    "$AGENT" plan --model "$model" --context "$T" --ranks 1 --gpu-memory "$("$PY" -c "print($free / 2**30)")" --json "$OUT/$tag.plan.json" \
         >"$OUT/$tag.plan.log" 2>&1 && plan=$(jget "$OUT/$tag.plan.json" memory asked max_batch)
   fi
   keep ROWS "$("$PY" - "$OUT/$tag" "$shape" "$T" "$plan" <<'PY'

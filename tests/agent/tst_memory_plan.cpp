@@ -144,15 +144,32 @@ private Q_SLOTS:
         // 16·128·4096·(2·2 + 4) = 67,108,864: 4096·86,272 + 67,108,864 = 420,478,976 (above the
         // logits' 4096·4096·2·2 + 4096·16000·2 + 4096·8 = 198,213,632).
         QCOMPARE(r.activationBytes, qint64(420'478'976));
-        QCOMPARE(r.totalBytes, r.weightBytes + r.activationBytes + cppl::agent::kBatchReserveBytes);
+        // The reserve: 1 GiB, and NCCL's buffers of a run over NCCL (8 ranks: the sums' two one-channel
+        // communicators; N = 2: the group's own).
+        QCOMPARE(r.reserveBytes, cppl::agent::kBatchReserveBytes + 2 * cppl::agent::kNcclSumCommunicatorBytes + cppl::agent::kNcclCommunicatorBytes);
+        QCOMPARE(r.totalBytes, r.weightBytes + r.activationBytes + r.reserveBytes);
+        MemoryPlanInput alone = input(k7B, 80, 1, 4096);
+        alone.ranks = 1; // one rank: no NCCL communicator at all
+        QCOMPARE(cppl::agent::rankMemory(alone, 1).reserveBytes, cppl::agent::kBatchReserveBytes);
         QCOMPARE(cppl::agent::rankMemory(input(k7B, 80, 8, 4096), 2).activationBytes, 8 * qint64(420'478'976));
     }
 
     void fitsAsTheAgentsBatchSizingJudges()
     {
-        // 7B at N = 1 on 24 GiB: (24 GiB - 13,476,831,232 - 1 GiB) · 0.85 = 9,536,346,112 bytes for
-        // windows of 673,185,792 (N = 1: 4096·131,584 + 134,217,728): 14 fit, auto takes 8.
+        // 7B at N = 1 on 24 GiB, 8 ranks: (24 GiB - 13,476,831,232 - 1 GiB - 2 · 128 MiB) · 0.85 =
+        // 9,308,175,974 bytes for windows of 673,185,792 (N = 1: 4096·131,584 + 134,217,728): 13 fit,
+        // auto takes 8; as chooseBatch judges a rank of a hierarchical run over NCCL.
         const RankMemory r = cppl::agent::rankMemory(input(k7B, 24), 1);
+        cppl::agent::BatchSizingInput b;
+        b.freeBytes = b.totalBytes = static_cast<std::int64_t>(24 * double(kGiB));
+        b.weightBytes = r.weightBytes;
+        b.ncclCommunicators = 2;
+        b.shape = {4096, 11008, 32, 32, 32, 128, 32000};
+        b.width = b.scoredPerWindow = 4096;
+        b.windows = 1 << 20;
+        b.fusedAttention = true;
+        CPPL_VERIFY2(std::abs(static_cast<double>(cppl::agent::chooseBatch(b).budgetBytes) - 9'308'175'974.0) <= 1.0,
+                     std::to_string(cppl::agent::chooseBatch(b).budgetBytes).c_str());
         QCOMPARE(r.weightBytes, qint64(13'476'831'232));
         QCOMPARE(r.activationBytes, 8 * qint64(673'185'792));
         QVERIFY(r.fits);

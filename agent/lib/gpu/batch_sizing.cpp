@@ -279,6 +279,15 @@ PlanParams planParams(const PlanModel &pm)
     return {common + pm.sparseLayers * pm.experts * perExpert, common + pm.sparseLayers * pm.topK * perExpert};
 }
 
+/// NCCL's buffers in a run of this shape, as the agent's batch sizing reserves them for a run over
+/// NCCL (eval_command.cpp): with more than one rank, the sums' two one-channel communicators of the
+/// default hierarchical topology (a flat run reserves one), and the group's own where n > 1.
+std::int64_t ncclReserveBytes(const MemoryPlanInput &in, int n)
+{
+    const int ranks = in.ranks > 0 ? in.ranks : in.gpusPerNode;
+    return (ranks > 1 ? 2 * kNcclSumCommunicatorBytes : 0) + (n > 1 ? kNcclCommunicatorBytes : 0);
+}
+
 RankMemory rankMemory(const MemoryPlanInput &in, int n)
 {
     RankMemory r;
@@ -287,6 +296,7 @@ RankMemory rankMemory(const MemoryPlanInput &in, int n)
     if (!r.splittable())
         return r;
     weightsOf(in, n, r);
+    r.reserveBytes = kBatchReserveBytes + ncclReserveBytes(in, n);
     const BatchSizingInput s = rankShape(in, n);
     r.kvBytes = in.batch * in.context * 2 * s.shape.kvHeads * s.shape.headDim * in.elementBytes;
     const std::int64_t perWindow = windowFootprintBytes(s);

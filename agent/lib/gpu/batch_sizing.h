@@ -168,7 +168,7 @@ struct RankMemory
     std::int64_t weightBytes = 0;
     std::int64_t kvBytes = 0;         ///< K and V of the batch in one layer (a pass holds one layer's at a time)
     std::int64_t activationBytes = 0; ///< the pass's peak beyond the weights for the batch (K/V included)
-    std::int64_t reserveBytes = kBatchReserveBytes;
+    std::int64_t reserveBytes = kBatchReserveBytes; ///< and NCCL's buffers, as a run over NCCL reserves them (ncclReserveBytes)
     std::int64_t totalBytes = 0;      ///< weights + activations + reserve
     bool fits = false;                ///< as the agent's batch sizing judges it (kBatchMemoryShare); false without freeBytes
     /// The batch "auto" would choose from this memory: a power of two, at most kMaxTokensPerPass
@@ -189,6 +189,8 @@ struct MemoryPlan
 /// @brief Why the model cannot be split @p n ways (heads, K/V heads, intermediate size, the experts'
 /// and the shared expert's), in the words of the agent's own refusal; "" when it can.
 [[nodiscard]] std::string tensorParallelRefusal(const PlanModel &m, int n);
+/// @brief What a run over NCCL of @p in's ranks in groups of @p n reserves for NCCL's buffers.
+[[nodiscard]] std::int64_t ncclReserveBytes(const MemoryPlanInput &in, int n);
 /// @brief One rank's memory in a group of @p n.
 [[nodiscard]] RankMemory rankMemory(const MemoryPlanInput &in, int n);
 /// @brief The asked N, every candidate, and the recommendation.
