@@ -40,6 +40,14 @@ inline QProcessEnvironment fakeGpuEnvironment(int devices, bool shrink = true)
     return env;
 }
 
+/// @p env with the fake NCCL's trace on: its "making communicator 'NAME' ..." lines on stderr,
+/// each with the communicator's CTA limit.
+inline QProcessEnvironment withNcclTrace(QProcessEnvironment env)
+{
+    env.insert(QStringLiteral("CPPL_FAKE_NCCL_TRACE"), QStringLiteral("1"));
+    return env;
+}
+
 struct TimedRun
 {
     ProcessResult result;

@@ -29,6 +29,7 @@
 using namespace Qt::StringLiterals;
 using cppl::test::describeEnds;
 using cppl::test::fakeGpuEnvironment;
+using cppl::test::withNcclTrace;
 using cppl::test::HandRanks;
 using cppl::test::RankEnd;
 using cppl::test::kAgent;
@@ -261,11 +262,6 @@ private Q_SLOTS:
 
     /// eval over the NCCL backend with the model on the CPU (--device cpu --backend nccl: the
     /// communicators take the rank's fake GPU, cuda:LOCAL_RANK): the one-rank exact sums.
-    static QProcessEnvironment traced(QProcessEnvironment env)
-    {
-        env.insert(u"CPPL_FAKE_NCCL_TRACE"_s, u"1"_s); // the fake's "making communicator ..." lines
-        return env;
-    }
     void evalOverNccl_data()
     {
         QTest::addColumn<int>("ranks");
@@ -286,7 +282,7 @@ private Q_SLOTS:
         const TimedRun r = runTimed(kAgent,
                                     standaloneEval(ranks, {u"--backend"_s, u"nccl"_s, u"--topology"_s, topology, u"--groups"_s, groups, u"--schedule"_s,
                                                            schedule, u"--sync-every-tokens"_s, u"300"_s, u"--timeout"_s, u"60"_s, u"--json"_s, json}),
-                                    traced(fakeGpuEnvironment(ranks)), 300000);
+                                    withNcclTrace(fakeGpuEnvironment(ranks)), 300000);
         CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
         CPPL_VERIFY2(r.result.err.contains(u"nccl: CUDA runtime 13.0 ["_s + kFakeLib), qPrintable(describe(r)));
         // The sums' communicators take one channel each (nccl_lib::Channels::One), every rank's.

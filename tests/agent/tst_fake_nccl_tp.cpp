@@ -27,6 +27,7 @@
 
 using namespace Qt::StringLiterals;
 using cppl::test::fakeGpuEnvironment;
+using cppl::test::withNcclTrace;
 using cppl::test::kAgent;
 using cppl::test::runTimed;
 using cppl::test::TimedRun;
@@ -150,10 +151,8 @@ private Q_SLOTS:
                 env.insert(k, extra.value(k));
             return runTimed(kAgent, standalone(ranks, args + more), env, 300000);
         };
-        QProcessEnvironment traced;
-        traced.insert(u"CPPL_FAKE_NCCL_TRACE"_s, u"1"_s);
         for (const auto &[ranks, backend, json] : {std::tuple{2, u"gloo"_s, u"gloo.json"_s}, {2, u"nccl"_s, u"nccl.json"_s}, {4, u"nccl"_s, u"nccl2.json"_s}}) {
-            const TimedRun r = eval(ranks, backend, json, {}, traced);
+            const TimedRun r = eval(ranks, backend, json, {}, withNcclTrace({}));
             CPPL_VERIFY2(r.result.exitCode == 0, qPrintable(describe(r)));
             if (ranks == 4) {
                 // Each group's communicator carries activations: NCCL's own channel count. The

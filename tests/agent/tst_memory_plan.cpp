@@ -163,11 +163,7 @@ private Q_SLOTS:
         cppl::agent::BatchSizingInput b;
         b.freeBytes = b.totalBytes = static_cast<std::int64_t>(24 * double(kGiB));
         b.weightBytes = r.weightBytes;
-        b.ncclCommunicators = 2;
-        b.shape = {4096, 11008, 32, 32, 32, 128, 32000};
-        b.width = b.scoredPerWindow = 4096;
-        b.windows = 1 << 20;
-        b.fusedAttention = true;
+        b.ncclCommunicators = 2; // the budget reads memory figures only, not the model's shape
         const std::int64_t agents = cppl::agent::chooseBatch(b).budgetBytes;
         CPPL_VERIFY2(std::abs(static_cast<double>(agents) - 9'308'175'974.0) <= 1.0, std::to_string(agents).c_str());
         // The plan's budget, from its own figures, is the agent's.

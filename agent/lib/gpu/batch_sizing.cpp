@@ -107,8 +107,7 @@ BatchChoice chooseBatch(const BatchSizingInput &in)
     BatchChoice c;
     c.perWindowBytes = windowFootprintBytes(in);
     const std::int64_t mine = in.freeBytes / std::max(in.ranksPerDevice, 1);
-    const std::int64_t left = mine - in.weightBytes - kBatchReserveBytes - in.ncclCommunicators * kNcclSumCommunicatorBytes
-                              - in.ncclWideCommunicators * kNcclCommunicatorBytes;
+    const std::int64_t left = mine - in.weightBytes - kBatchReserveBytes - ncclBuffersBytes(in.ncclCommunicators, in.ncclWideCommunicators);
     c.budgetBytes = left > 0 ? static_cast<std::int64_t>(static_cast<double>(left) * kBatchMemoryShare) : 0;
     c.memoryBatch = c.perWindowBytes > 0 ? floorPowerOfTwo(c.budgetBytes / c.perWindowBytes) : 0;
     applyBatchBounds(in, c);
@@ -285,7 +284,7 @@ PlanParams planParams(const PlanModel &pm)
 std::int64_t ncclReserveBytes(const MemoryPlanInput &in, int n)
 {
     const int ranks = in.ranks > 0 ? in.ranks : in.gpusPerNode;
-    return (ranks > 1 ? 2 * kNcclSumCommunicatorBytes : 0) + (n > 1 ? kNcclCommunicatorBytes : 0);
+    return ncclBuffersBytes(ranks > 1 ? 2 : 0, n > 1 ? 1 : 0);
 }
 
 RankMemory rankMemory(const MemoryPlanInput &in, int n)

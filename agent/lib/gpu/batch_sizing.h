@@ -61,6 +61,11 @@ inline constexpr std::int64_t kNcclCommunicatorBytes = std::int64_t{1} << 30;
 /// channel's buffers for ring and tree peers (up to 5 connections of ~9 MiB) and, on NVSwitch
 /// systems, one NVLS channel; an estimate with room, until gpu-check's comm-memory row measures it.
 inline constexpr std::int64_t kNcclSumCommunicatorBytes = std::int64_t{128} << 20;
+/// What @p sums one-channel communicators and @p wide ones of NCCL's own channel count reserve.
+[[nodiscard]] constexpr std::int64_t ncclBuffersBytes(int sums, int wide)
+{
+    return sums * kNcclSumCommunicatorBytes + wide * kNcclCommunicatorBytes;
+}
 inline constexpr double kBatchMemoryShare = 0.85;                        ///< of what is left after the reserve: fragmentation
 
 struct BatchChoice

@@ -147,7 +147,7 @@ void printMemoryPlan(std::ostream &out, const MemoryPlanRequest &r, const Memory
     out << "  Per rank, in GiB; K/V: one layer's for the batch (a pass holds one layer's at a time), within activ.; total:\n"
            "  weights + activ. + a reserve of " << gibNumber(kBatchReserveBytes)
         << " GiB and NCCL's buffers (with more than one rank, "
-        << gibNumber(2 * kNcclSumCommunicatorBytes) << " GiB; in groups of N > 1, " << gibNumber(kNcclCommunicatorBytes)
+        << gibNumber(ncclBuffersBytes(2, 0)) << " GiB; in groups of N > 1, " << gibNumber(ncclBuffersBytes(0, 1))
         << " GiB more); auto batch: what --batch auto would take.\n"
         << "  --tensor-parallel " << in.tensorParallel << ": "
         << (p.asked.splittable() ? (in.freeBytes <= 0 ? std::string("memory not known") : p.asked.fits ? std::string("fits") : std::string("does not fit"))
